@@ -1,0 +1,118 @@
+//! Logical-content digest of a file, independent of its hole layout.
+//!
+//! The file is split into [`BLOCK`]-sized blocks at absolute offsets. All-zero
+//! blocks (holes or written zeros) contribute nothing; every other block feeds
+//! its offset (u64 little-endian) and bytes into an XXH3-128 stream, in offset
+//! order; the file length (u64 little-endian) closes the stream. Only data
+//! extents are read, so a huge sparse file digests in time proportional to
+//! its data.
+
+use crate::extents::{advise_sequential, DataExtents, BLOCK};
+use crate::Digest;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use xxhash_rust::xxh3::Xxh3;
+
+/// Bytes read per I/O call. Chunks end at multiples of this (or at extent
+/// ends), so they always start [`BLOCK`]-aligned.
+pub(crate) const CHUNK: usize = 1 << 20;
+
+/// Whether `bytes` are all zero.
+#[inline]
+pub(crate) fn is_zero(bytes: &[u8]) -> bool {
+    let (words, tail) = bytes.as_chunks::<8>();
+    // OR together 128 bytes at a time (vectorises), stop at the first non-zero group.
+    words.chunks(16).all(|group| {
+        group
+            .iter()
+            .fold(0u64, |acc, w| acc | u64::from_ne_bytes(*w))
+            == 0
+    }) && tail.iter().all(|&b| b == 0)
+}
+
+/// The streaming digest computation.
+pub(crate) struct BlockHasher(Xxh3);
+
+impl BlockHasher {
+    pub(crate) fn new() -> Self {
+        BlockHasher(Xxh3::new())
+    }
+
+    /// Feeds `data`, the file's bytes at absolute `offset` (a multiple of
+    /// [`BLOCK`]); chunks must come in increasing offset order and never
+    /// overlap. `on_run(offset, bytes)` is called for each maximal run of
+    /// non-zero blocks in `data`, in order.
+    #[inline]
+    pub(crate) fn feed<E>(
+        &mut self,
+        offset: u64,
+        data: &[u8],
+        mut on_run: impl FnMut(u64, &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        debug_assert_eq!(offset % BLOCK, 0);
+        let mut run_start: Option<usize> = None;
+        for (i, block) in data.chunks(BLOCK as usize).enumerate() {
+            let at = i * BLOCK as usize;
+            if is_zero(block) {
+                if let Some(s) = run_start.take() {
+                    on_run(offset + s as u64, &data[s..at])?;
+                }
+            } else {
+                self.0.update(&(offset + at as u64).to_le_bytes());
+                self.0.update(block);
+                run_start.get_or_insert(at);
+            }
+        }
+        if let Some(s) = run_start {
+            on_run(offset + s as u64, &data[s..])?;
+        }
+        Ok(())
+    }
+
+    /// The digest of a file of `len` bytes whose data has all been fed.
+    pub(crate) fn finish(mut self, len: u64) -> Digest {
+        self.0.update(&len.to_le_bytes());
+        Digest(self.0.digest128())
+    }
+}
+
+/// Splits `[start, end)` into I/O chunks ending at multiples of `chunk`
+/// (itself a multiple of [`BLOCK`]) or at `end`.
+pub(crate) fn chunks(start: u64, end: u64, chunk: u64) -> impl Iterator<Item = (u64, usize)> {
+    let mut pos = start;
+    std::iter::from_fn(move || {
+        if pos >= end {
+            return None;
+        }
+        let next = ((pos / chunk + 1) * chunk).min(end);
+        let item = (pos, (next - pos) as usize);
+        pos = next;
+        Some(item)
+    })
+}
+
+/// Digest of an open file, reading through `buf` (at least [`CHUNK`] bytes).
+pub(crate) fn digest_open_file(file: &File, buf: &mut [u8]) -> io::Result<Digest> {
+    let len = file.metadata()?.len();
+    advise_sequential(file);
+    let mut hasher = BlockHasher::new();
+    for extent in DataExtents::new(file, len) {
+        let (start, end) = extent?;
+        for (offset, n) in chunks(start, end, CHUNK as u64) {
+            let data = &mut buf[..n];
+            file.read_exact_at(data, offset)?;
+            hasher.feed(offset, data, |_, _| Ok::<(), io::Error>(()))?;
+        }
+    }
+    Ok(hasher.finish(len))
+}
+
+/// Logical-content digest of the file at `path` (the same value
+/// [`DataPlane::digest_slice`](crate::DataPlane::digest_slice) gives for a
+/// slice with those contents).
+pub fn digest_file(path: &Path) -> io::Result<Digest> {
+    let file = File::open(path)?;
+    digest_open_file(&file, &mut vec![0u8; CHUNK])
+}

@@ -1,0 +1,118 @@
+//! The svs data plane: one interface over media, and its local implementation
+//! where each slice is a sparse file in a medium's directory.
+//!
+//! Every call is blocking (file I/O, fsync); async callers run them in
+//! `spawn_blocking`. All calls are idempotent so a job resumed after a crash
+//! can simply repeat the step it was on.
+
+mod copy;
+mod digest;
+mod extents;
+mod fsutil;
+mod local;
+mod throttle;
+
+pub use digest::digest_file;
+pub use local::LocalMedia;
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use thiserror::Error;
+
+/// Identifies a slice's file independently of which medium holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SliceKey {
+    pub volume_id: String,
+    pub copy: u32,
+    pub column: u32,
+}
+
+/// Logical-content checksum of a slice: equal for two slices whose bytes are
+/// equal, whether a zero range is a hole or written zeros.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Digest(pub u128);
+
+/// How a copy runs.
+#[derive(Debug, Clone, Default)]
+pub struct CopyOptions {
+    /// Bytes per second of data copied (holes are free); `None` = unthrottled.
+    pub rate_limit: Option<u64>,
+    /// Set to stop the copy early; it then fails with `Cancelled`.
+    pub cancel: Arc<AtomicBool>,
+}
+
+#[derive(Debug, Error)]
+pub enum DataPlaneError {
+    #[error("unknown medium '{0}'")]
+    UnknownMedium(String),
+    #[error("medium '{medium}': directory {dir} cannot be created or written: {source}")]
+    MediumUnusable {
+        medium: String,
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("slice {slice} on medium '{medium}': {op}: {source}")]
+    Io {
+        medium: String,
+        slice: String,
+        op: &'static str,
+        source: std::io::Error,
+    },
+    #[error("copy of slice {slice} from '{from}' to '{to}' failed verification: checksums differ")]
+    VerifyFailed {
+        slice: String,
+        from: String,
+        to: String,
+    },
+    #[error("copy cancelled")]
+    Cancelled,
+}
+
+/// Operations on slices. Sizes are in bytes.
+pub trait DataPlane: Send + Sync + 'static {
+    /// Creates the medium's directory if needed and proves it writable
+    /// (write, fsync and remove a probe file).
+    fn check_medium(&self, medium: &str) -> Result<(), DataPlaneError>;
+
+    /// Creates the slice as a sparse file of `size` bytes; if it exists it is
+    /// extended to `size` (never truncated). Durable on return.
+    fn create_slice(&self, medium: &str, slice: &SliceKey, size: u64)
+        -> Result<(), DataPlaneError>;
+
+    /// Extends the slice to `size` bytes (no-op if already at least that).
+    /// Existing bytes never move. Durable on return.
+    fn grow_slice(&self, medium: &str, slice: &SliceKey, size: u64) -> Result<(), DataPlaneError>;
+
+    /// Removes the slice and any partial copy of it on this medium; missing
+    /// files are fine. Removes the volume's directory once empty.
+    fn delete_slice(&self, medium: &str, slice: &SliceKey) -> Result<(), DataPlaneError>;
+
+    /// Copies the slice from one medium to another: only data extents are read
+    /// (SEEK_DATA/SEEK_HOLE) and all-zero blocks stay holes; throttled to
+    /// `options.rate_limit`; written to a temporary name, fsynced, renamed,
+    /// directory fsynced; then the target is re-read and its digest compared
+    /// with the source's. `progress(done, total)` is called as data bytes are
+    /// copied. On any failure the temporary/partial target is removed. A
+    /// complete target left by an earlier run is overwritten.
+    fn copy_slice(
+        &self,
+        from_medium: &str,
+        to_medium: &str,
+        slice: &SliceKey,
+        options: &CopyOptions,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Digest, DataPlaneError>;
+
+    /// Logical-content digest of the slice on this medium.
+    fn digest_slice(&self, medium: &str, slice: &SliceKey) -> Result<Digest, DataPlaneError>;
+
+    /// Whether the slice's file exists on this medium.
+    fn slice_exists(&self, medium: &str, slice: &SliceKey) -> Result<bool, DataPlaneError>;
+
+    /// Current length in bytes of the slice's file.
+    fn slice_len(&self, medium: &str, slice: &SliceKey) -> Result<u64, DataPlaneError>;
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,103 @@
+//! The single list of operations a running data movement blocks (seed,
+//! "Resize a volume", behaviour 5). Every endpoint that performs one of these
+//! calls [`ensure_not_moving`]; nothing else decides it.
+
+use thiserror::Error;
+
+/// The nine operations refused on a volume while its data is being moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockedOperation {
+    AttachmentCreate,
+    AttachmentDelete,
+    AttachmentModify,
+    SnapshotCreate,
+    SnapshotDelete,
+    SnapshotModify,
+    SnapshotRollback,
+    VolumeRecovery,
+    DataMovement,
+}
+
+impl BlockedOperation {
+    pub const ALL: [BlockedOperation; 9] = [
+        BlockedOperation::AttachmentCreate,
+        BlockedOperation::AttachmentDelete,
+        BlockedOperation::AttachmentModify,
+        BlockedOperation::SnapshotCreate,
+        BlockedOperation::SnapshotDelete,
+        BlockedOperation::SnapshotModify,
+        BlockedOperation::SnapshotRollback,
+        BlockedOperation::VolumeRecovery,
+        BlockedOperation::DataMovement,
+    ];
+
+    pub fn describe(&self) -> &'static str {
+        match self {
+            BlockedOperation::AttachmentCreate => "attachment create",
+            BlockedOperation::AttachmentDelete => "attachment delete",
+            BlockedOperation::AttachmentModify => "attachment modify",
+            BlockedOperation::SnapshotCreate => "snapshot create",
+            BlockedOperation::SnapshotDelete => "snapshot delete",
+            BlockedOperation::SnapshotModify => "snapshot modify",
+            BlockedOperation::SnapshotRollback => "snapshot rollback",
+            BlockedOperation::VolumeRecovery => "volume recovery",
+            BlockedOperation::DataMovement => "another data movement",
+        }
+    }
+}
+
+/// A data movement in progress on a volume: the job carrying it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActiveMovement {
+    pub volume_name: String,
+    pub job_id: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{operation} is not allowed on volume '{volume}' while data movement job {job_id} is in progress")]
+pub struct MovementBlocked {
+    pub operation: &'static str,
+    pub volume: String,
+    pub job_id: i64,
+}
+
+/// Refuses `op` when the volume has a data movement running.
+pub fn ensure_not_moving(
+    op: BlockedOperation,
+    active: Option<&ActiveMovement>,
+) -> Result<(), MovementBlocked> {
+    match active {
+        None => Ok(()),
+        Some(m) => Err(MovementBlocked {
+            operation: op.describe(),
+            volume: m.volume_name.clone(),
+            job_id: m.job_id,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_operation_is_blocked_during_movement() {
+        let m = ActiveMovement {
+            volume_name: "db".into(),
+            job_id: 7,
+        };
+        for op in BlockedOperation::ALL {
+            let err = ensure_not_moving(op, Some(&m)).unwrap_err();
+            assert_eq!(err.job_id, 7);
+            assert!(err.to_string().contains("job 7"), "{err}");
+            assert!(err.to_string().contains(op.describe()), "{err}");
+        }
+    }
+
+    #[test]
+    fn nothing_is_blocked_without_movement() {
+        for op in BlockedOperation::ALL {
+            assert!(ensure_not_moving(op, None).is_ok());
+        }
+    }
+}

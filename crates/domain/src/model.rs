@@ -1,0 +1,225 @@
+//! Plain data types shared by every layer.
+
+use serde::{Deserialize, Serialize};
+
+/// Capacities are whole GiB throughout the API and the planner.
+pub type Gib = u64;
+
+pub const GIB: u64 = 1024 * 1024 * 1024;
+
+/// Smallest and largest volume size accepted at creation, in GiB.
+pub const MIN_VOLUME_GIB: Gib = 1;
+pub const MAX_VOLUME_GIB: Gib = 1_048_576;
+
+/// A disk (in the embedded default: a directory) with a logical capacity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Medium {
+    pub id: String,
+    pub node: String,
+    pub zone: String,
+    pub size: Gib,
+}
+
+/// A medium together with how much of it is taken, as the planner sees it.
+/// `used` counts allocated slices plus space reserved by running jobs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MediumState {
+    pub medium: Medium,
+    pub used: Gib,
+}
+
+impl MediumState {
+    pub fn free(&self) -> Gib {
+        self.medium.size.saturating_sub(self.used)
+    }
+}
+
+/// The three resiliency outcomes of a policy that drive placement (each 0..=2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Resiliency {
+    pub media: u8,
+    pub node: u8,
+    pub zone: u8,
+}
+
+impl Resiliency {
+    /// Copies kept of every slice: one more than the largest failure count to survive.
+    pub fn copies(&self) -> u32 {
+        1 + u32::from(self.media.max(self.node).max(self.zone))
+    }
+
+    /// All three at zero: a single copy, and no data movement allowed.
+    pub fn is_none(&self) -> bool {
+        self.media == 0 && self.node == 0 && self.zone == 0
+    }
+}
+
+/// One column of one copy of a volume, placed on one medium.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Slice {
+    /// Store identity of the slice (stable across moves).
+    pub id: i64,
+    pub copy: u32,
+    pub column: u32,
+    pub medium: String,
+    /// Logical size of this slice in GiB.
+    pub size: Gib,
+}
+
+/// Where a new slice goes, as chosen by the planner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlicePlacement {
+    pub copy: u32,
+    pub column: u32,
+    pub medium: String,
+    pub size: Gib,
+}
+
+/// Size of each column when `size` GiB are striped over `columns` columns.
+/// Columns are equal so that striping maps offsets uniformly; the last GiB of
+/// an uneven split is rounded up.
+pub fn column_size(size: Gib, columns: u32) -> Gib {
+    let columns = u64::from(columns.max(1));
+    size.div_ceil(columns)
+}
+
+/// Job lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum JobState {
+    Pending,
+    Running,
+    Done,
+    Error,
+}
+
+impl JobState {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            JobState::Pending => "Pending",
+            JobState::Running => "Running",
+            JobState::Done => "Done",
+            JobState::Error => "Error",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<JobState> {
+        match s {
+            "Pending" => Some(JobState::Pending),
+            "Running" => Some(JobState::Running),
+            "Done" => Some(JobState::Done),
+            "Error" => Some(JobState::Error),
+            _ => None,
+        }
+    }
+
+    pub fn is_finished(&self) -> bool {
+        matches!(self, JobState::Done | JobState::Error)
+    }
+}
+
+/// Kinds of asynchronous operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum JobKind {
+    VolumeCreate,
+    VolumeDelete,
+    VolumeModifyExtend,
+}
+
+impl JobKind {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            JobKind::VolumeCreate => "volume_create",
+            JobKind::VolumeDelete => "volume_delete",
+            JobKind::VolumeModifyExtend => "volume_modify_extend",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<JobKind> {
+        match s {
+            "volume_create" => Some(JobKind::VolumeCreate),
+            "volume_delete" => Some(JobKind::VolumeDelete),
+            "volume_modify_extend" => Some(JobKind::VolumeModifyExtend),
+            _ => None,
+        }
+    }
+}
+
+/// Volume lifecycle states shown in the API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum VolumeState {
+    Creating,
+    Ready,
+    Resizing,
+    Deleting,
+}
+
+impl VolumeState {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            VolumeState::Creating => "Creating",
+            VolumeState::Ready => "Ready",
+            VolumeState::Resizing => "Resizing",
+            VolumeState::Deleting => "Deleting",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<VolumeState> {
+        match s {
+            "Creating" => Some(VolumeState::Creating),
+            "Ready" => Some(VolumeState::Ready),
+            "Resizing" => Some(VolumeState::Resizing),
+            "Deleting" => Some(VolumeState::Deleting),
+            _ => None,
+        }
+    }
+}
+
+/// Volume content type: `file` means svs provisions a filesystem on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum VolumeType {
+    Block,
+    File,
+}
+
+impl VolumeType {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            VolumeType::Block => "block",
+            VolumeType::File => "file",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<VolumeType> {
+        match s {
+            "block" => Some(VolumeType::Block),
+            "file" => Some(VolumeType::File),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_follow_the_largest_resiliency() {
+        assert_eq!(Resiliency::default().copies(), 1);
+        let r = Resiliency {
+            media: 1,
+            node: 2,
+            zone: 0,
+        };
+        assert_eq!(r.copies(), 3);
+        assert!(!r.is_none());
+        assert!(Resiliency::default().is_none());
+    }
+
+    #[test]
+    fn column_size_rounds_up() {
+        assert_eq!(column_size(16, 2), 8);
+        assert_eq!(column_size(15, 2), 8);
+        assert_eq!(column_size(15, 1), 15);
+        assert_eq!(column_size(1, 3), 1);
+    }
+}

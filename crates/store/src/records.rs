@@ -1,0 +1,224 @@
+//! Rows as the services see them.
+
+use serde_json::{Map, Value};
+use svs_domain::{Gib, JobKind, JobState, Medium, Resiliency, Slice, VolumeState, VolumeType};
+
+#[derive(Debug, Clone)]
+pub struct NewUser {
+    pub tenant: String,
+    pub email: String,
+    pub name: String,
+    pub password_hash: String,
+    pub is_admin: bool,
+    pub now_ms: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct User {
+    pub id: i64,
+    pub tenant_id: i64,
+    pub tenant: String,
+    pub email: String,
+    pub name: String,
+    pub password_hash: String,
+    pub is_admin: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewRefreshToken {
+    pub user_id: i64,
+    pub token_hash: String,
+    pub issued_ms: i64,
+    pub expires_ms: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct RefreshTokenRecord {
+    pub user_id: i64,
+    pub expires_ms: i64,
+    pub revoked: bool,
+}
+
+/// A medium as configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MediumRecord {
+    pub medium: Medium,
+    pub directory: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct MediumUsage {
+    pub record: MediumRecord,
+    /// Sum of the sizes of slices placed on it.
+    pub allocated: Gib,
+    /// Space booked by running jobs.
+    pub reserved: Gib,
+    /// Distinct volumes with a slice on it.
+    pub volumes_count: u64,
+}
+
+impl MediumUsage {
+    pub fn used(&self) -> Gib {
+        self.allocated + self.reserved
+    }
+
+    pub fn free(&self) -> Gib {
+        self.record.medium.size.saturating_sub(self.used())
+    }
+}
+
+/// Fields of a policy being created or replaced.
+#[derive(Debug, Clone)]
+pub struct PolicyWrite {
+    pub name: String,
+    pub resiliency: Resiliency,
+    /// Every other accepted field (reference names), stored as given.
+    pub attributes: Map<String, Value>,
+    pub by_name: String,
+    pub by_email: String,
+    pub now_ms: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub id: i64,
+    pub name: String,
+    pub resiliency: Resiliency,
+    pub attributes: Map<String, Value>,
+    pub created_ms: i64,
+    pub created_by_name: String,
+    pub created_by_email: String,
+    pub updated_ms: Option<i64>,
+    pub updated_by_name: Option<String>,
+    pub updated_by_email: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewVolume {
+    pub id: String,
+    pub tenant_id: i64,
+    pub name: String,
+    pub kind: VolumeType,
+    pub size: Gib,
+    pub policy_id: i64,
+    pub zone: Option<String>,
+    pub attributes: Map<String, Value>,
+    pub now_ms: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Volume {
+    pub id: String,
+    pub tenant_id: i64,
+    pub name: String,
+    pub kind: VolumeType,
+    pub size: Gib,
+    pub policy: String,
+    pub resiliency: Resiliency,
+    pub zone: Option<String>,
+    pub attributes: Map<String, Value>,
+    pub state: VolumeState,
+    /// The unfinished job working on the volume, with its progress and status.
+    pub job: Option<(i64, u8, String)>,
+    /// Node and zone of the first slice of copy 0.
+    pub first_node: Option<String>,
+    pub first_zone: Option<String>,
+    pub created_ms: i64,
+}
+
+/// A slice with where its medium is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SliceRow {
+    pub slice: Slice,
+    pub node: String,
+    pub zone: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    pub tenant_id: i64,
+    pub kind: JobKind,
+    pub object: String,
+    pub args: Value,
+    pub user_id: i64,
+    pub username: String,
+    pub useremail: String,
+    /// A resize that may move data: blocks the seed's nine operations.
+    pub data_movement: bool,
+    pub now_ms: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub id: i64,
+    pub tenant_id: i64,
+    pub kind: String,
+    pub object: String,
+    pub args: Value,
+    pub state: JobState,
+    pub status: String,
+    pub progress: u8,
+    pub starttime_ms: Option<i64>,
+    pub endtime_ms: Option<i64>,
+    pub user_id: i64,
+    pub username: String,
+    pub useremail: String,
+    pub details: Vec<String>,
+    pub data_movement: bool,
+    pub created_ms: i64,
+}
+
+impl Job {
+    pub fn kind(&self) -> Option<JobKind> {
+        JobKind::parse(&self.kind)
+    }
+}
+
+/// `GET /jobs` query: filters and a 1-based page of `count` jobs.
+#[derive(Debug, Clone, Default)]
+pub struct JobFilter {
+    pub kind: Option<String>,
+    pub object: Option<String>,
+    pub state: Option<JobState>,
+    pub page: u32,
+    pub count: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepState {
+    Planned,
+    Switched,
+    Done,
+}
+
+impl StepState {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            StepState::Planned => "planned",
+            StepState::Switched => "switched",
+            StepState::Done => "done",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<StepState> {
+        match s {
+            "planned" => Some(StepState::Planned),
+            "switched" => Some(StepState::Switched),
+            "done" => Some(StepState::Done),
+            _ => None,
+        }
+    }
+}
+
+/// One persisted step of a resize: a growth in place (`to_medium` None) or a move.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResizeStep {
+    pub id: i64,
+    pub job_id: i64,
+    pub slice_id: i64,
+    pub from_medium: String,
+    pub to_medium: Option<String>,
+    pub old_size: Gib,
+    pub new_size: Gib,
+    pub state: StepState,
+}

@@ -1,0 +1,983 @@
+//! The embedded store: one SQLite file in the data directory.
+//!
+//! WAL journal with `synchronous = FULL`, so a committed change survives a
+//! crash or power loss. All writes go through a single connection (SQLite has
+//! one writer anyway; one connection means no lock upgrades that fail with
+//! SQLITE_BUSY), reads through a small pool that runs beside it.
+
+use crate::records::*;
+use crate::{JobEnd, Store, StoreError, StoreResult};
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
+};
+use sqlx::{Row, Sqlite, Transaction};
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+use svs_domain::{
+    Gib, JobState, Medium, ResizePlan, Resiliency, Slice, SlicePlacement, VolumeState, VolumeType,
+};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    writer: SqlitePool,
+    reader: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database file and applies migrations.
+    pub async fn open(path: &Path) -> StoreResult<SqliteStore> {
+        let options = SqliteConnectOptions::from_str("sqlite://")?
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(10));
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .connect_with(options.clone())
+            .await?;
+        MIGRATOR.run(&writer).await?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(4)
+            .min_connections(1)
+            .connect_with(options.read_only(true))
+            .await?;
+        Ok(SqliteStore { writer, reader })
+    }
+
+    pub async fn close(&self) {
+        self.reader.close().await;
+        self.writer.close().await;
+    }
+}
+
+fn is_unique_violation(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
+}
+
+fn json_map(text: &str) -> StoreResult<Map<String, Value>> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(map)) => Ok(map),
+        _ => Err(StoreError::Corrupt(format!("expected a JSON object, got {text:?}"))),
+    }
+}
+
+fn gib(row: &SqliteRow, col: &str) -> StoreResult<Gib> {
+    let v: i64 = row.try_get(col)?;
+    u64::try_from(v).map_err(|_| StoreError::Corrupt(format!("negative {col}: {v}")))
+}
+
+fn to_i64(v: Gib) -> StoreResult<i64> {
+    i64::try_from(v).map_err(|_| StoreError::Corrupt(format!("size out of range: {v}")))
+}
+
+fn small(row: &SqliteRow, col: &str) -> StoreResult<u8> {
+    let v: i64 = row.try_get(col)?;
+    u8::try_from(v).map_err(|_| StoreError::Corrupt(format!("{col} out of range: {v}")))
+}
+
+fn resiliency(row: &SqliteRow) -> StoreResult<Resiliency> {
+    Ok(Resiliency {
+        media: small(row, "resiliency_media")?,
+        node: small(row, "resiliency_node")?,
+        zone: small(row, "resiliency_zone")?,
+    })
+}
+
+fn user_row(row: &SqliteRow) -> StoreResult<User> {
+    Ok(User {
+        id: row.try_get("id")?,
+        tenant_id: row.try_get("tenant_id")?,
+        tenant: row.try_get("tenant")?,
+        email: row.try_get("email")?,
+        name: row.try_get("name")?,
+        password_hash: row.try_get("password_hash")?,
+        is_admin: row.try_get::<i64, _>("is_admin")? != 0,
+    })
+}
+
+fn policy_row(row: &SqliteRow) -> StoreResult<Policy> {
+    Ok(Policy {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        resiliency: resiliency(row)?,
+        attributes: json_map(row.try_get("attributes")?)?,
+        created_ms: row.try_get("created_ms")?,
+        created_by_name: row.try_get("created_by_name")?,
+        created_by_email: row.try_get("created_by_email")?,
+        updated_ms: row.try_get("updated_ms")?,
+        updated_by_name: row.try_get("updated_by_name")?,
+        updated_by_email: row.try_get("updated_by_email")?,
+    })
+}
+
+const VOLUME_SELECT: &str = "SELECT v.id, v.tenant_id, v.name, v.type, v.size_gib, v.zone, \
+    v.attributes, v.state, v.job_id, v.created_ms, p.name AS policy_name, \
+    p.resiliency_media, p.resiliency_node, p.resiliency_zone, \
+    j.progress AS job_progress, j.status AS job_status, \
+    (SELECT m.node FROM slices s JOIN media m ON m.id = s.medium_id \
+        WHERE s.volume_id = v.id ORDER BY s.copy, s.col LIMIT 1) AS first_node, \
+    (SELECT m.zone FROM slices s JOIN media m ON m.id = s.medium_id \
+        WHERE s.volume_id = v.id ORDER BY s.copy, s.col LIMIT 1) AS first_zone \
+    FROM volumes v JOIN policies p ON p.id = v.policy_id \
+    LEFT JOIN jobs j ON j.id = v.job_id";
+
+fn volume_row(row: &SqliteRow) -> StoreResult<Volume> {
+    let kind: String = row.try_get("type")?;
+    let state: String = row.try_get("state")?;
+    let job_id: Option<i64> = row.try_get("job_id")?;
+    let job = match job_id {
+        Some(id) => {
+            let progress: Option<i64> = row.try_get("job_progress")?;
+            let status: Option<String> = row.try_get("job_status")?;
+            Some((
+                id,
+                u8::try_from(progress.unwrap_or(0).clamp(0, 100)).unwrap_or(0),
+                status.unwrap_or_default(),
+            ))
+        }
+        None => None,
+    };
+    Ok(Volume {
+        id: row.try_get("id")?,
+        tenant_id: row.try_get("tenant_id")?,
+        name: row.try_get("name")?,
+        kind: VolumeType::parse(&kind)
+            .ok_or_else(|| StoreError::Corrupt(format!("volume type {kind:?}")))?,
+        size: gib(row, "size_gib")?,
+        policy: row.try_get("policy_name")?,
+        resiliency: resiliency(row)?,
+        zone: row.try_get("zone")?,
+        attributes: json_map(row.try_get("attributes")?)?,
+        state: VolumeState::parse(&state)
+            .ok_or_else(|| StoreError::Corrupt(format!("volume state {state:?}")))?,
+        job,
+        first_node: row.try_get("first_node")?,
+        first_zone: row.try_get("first_zone")?,
+        created_ms: row.try_get("created_ms")?,
+    })
+}
+
+fn slice_row(row: &SqliteRow) -> StoreResult<SliceRow> {
+    Ok(SliceRow {
+        slice: Slice {
+            id: row.try_get("id")?,
+            copy: u32::try_from(row.try_get::<i64, _>("copy")?)
+                .map_err(|_| StoreError::Corrupt("slice copy".into()))?,
+            column: u32::try_from(row.try_get::<i64, _>("col")?)
+                .map_err(|_| StoreError::Corrupt("slice column".into()))?,
+            medium: row.try_get("medium_id")?,
+            size: gib(row, "size_gib")?,
+        },
+        node: row.try_get("node")?,
+        zone: row.try_get("zone")?,
+    })
+}
+
+fn job_row(row: &SqliteRow) -> StoreResult<Job> {
+    let state: String = row.try_get("state")?;
+    let args: String = row.try_get("args")?;
+    let details: String = row.try_get("details")?;
+    Ok(Job {
+        id: row.try_get("id")?,
+        tenant_id: row.try_get("tenant_id")?,
+        kind: row.try_get("type")?,
+        object: row.try_get("object")?,
+        args: serde_json::from_str(&args)
+            .map_err(|e| StoreError::Corrupt(format!("job args: {e}")))?,
+        state: JobState::parse(&state)
+            .ok_or_else(|| StoreError::Corrupt(format!("job state {state:?}")))?,
+        status: row.try_get("status")?,
+        progress: small(row, "progress")?,
+        starttime_ms: row.try_get("starttime_ms")?,
+        endtime_ms: row.try_get("endtime_ms")?,
+        user_id: row.try_get("user_id")?,
+        username: row.try_get("username")?,
+        useremail: row.try_get("useremail")?,
+        details: serde_json::from_str(&details)
+            .map_err(|e| StoreError::Corrupt(format!("job details: {e}")))?,
+        data_movement: row.try_get::<i64, _>("data_movement")? != 0,
+        created_ms: row.try_get("created_ms")?,
+    })
+}
+
+fn step_row(row: &SqliteRow) -> StoreResult<ResizeStep> {
+    let state: String = row.try_get("state")?;
+    Ok(ResizeStep {
+        id: row.try_get("id")?,
+        job_id: row.try_get("job_id")?,
+        slice_id: row.try_get("slice_id")?,
+        from_medium: row.try_get("from_medium")?,
+        to_medium: row.try_get("to_medium")?,
+        old_size: gib(row, "old_size")?,
+        new_size: gib(row, "new_size")?,
+        state: StepState::parse(&state)
+            .ok_or_else(|| StoreError::Corrupt(format!("step state {state:?}")))?,
+    })
+}
+
+const USER_SELECT: &str = "SELECT u.id, u.tenant_id, t.name AS tenant, u.email, u.name, \
+    u.password_hash, u.is_admin FROM users u JOIN tenants t ON t.id = u.tenant_id";
+
+const JOB_COLUMNS: &str = "id, tenant_id, type, object, args, state, status, progress, \
+    starttime_ms, endtime_ms, user_id, username, useremail, details, data_movement, created_ms";
+
+async fn insert_job(tx: &mut Transaction<'_, Sqlite>, job: &NewJob) -> StoreResult<i64> {
+    let id = sqlx::query(
+        "INSERT INTO jobs (tenant_id, type, object, args, state, status, progress, user_id, \
+         username, useremail, details, data_movement, created_ms) \
+         VALUES (?, ?, ?, ?, 'Pending', 'Pending', 0, ?, ?, ?, '[]', ?, ?)",
+    )
+    .bind(job.tenant_id)
+    .bind(job.kind.as_str())
+    .bind(&job.object)
+    .bind(job.args.to_string())
+    .bind(job.user_id)
+    .bind(&job.username)
+    .bind(&job.useremail)
+    .bind(i64::from(job.data_movement))
+    .bind(job.now_ms)
+    .execute(&mut **tx)
+    .await?
+    .last_insert_rowid();
+    Ok(id)
+}
+
+async fn append_detail(
+    tx: &mut Transaction<'_, Sqlite>,
+    id: i64,
+    detail: &str,
+) -> StoreResult<()> {
+    sqlx::query("UPDATE jobs SET details = json_insert(details, '$[#]', ?) WHERE id = ?")
+        .bind(detail)
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+async fn finish_job_tx(
+    tx: &mut Transaction<'_, Sqlite>,
+    id: i64,
+    end: &JobEnd,
+) -> StoreResult<()> {
+    if let Some(detail) = &end.detail {
+        append_detail(tx, id, detail).await?;
+    }
+    let done = end.state == JobState::Done;
+    sqlx::query(
+        "UPDATE jobs SET state = ?, status = ?, endtime_ms = ?, \
+         starttime_ms = COALESCE(starttime_ms, ?), \
+         progress = CASE WHEN ? THEN 100 ELSE progress END WHERE id = ?",
+    )
+    .bind(end.state.as_str())
+    .bind(&end.status)
+    .bind(end.now_ms)
+    .bind(end.now_ms)
+    .bind(done)
+    .bind(id)
+    .execute(&mut **tx)
+    .await?;
+    sqlx::query("DELETE FROM reservations WHERE job_id = ?")
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query(
+        "UPDATE volumes SET job_id = NULL, \
+         state = CASE WHEN state IN ('Creating', 'Resizing') THEN 'Ready' ELSE state END \
+         WHERE job_id = ?",
+    )
+    .bind(id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn user_count(&self) -> StoreResult<u64> {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM users")
+            .fetch_one(&self.reader)
+            .await?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    async fn create_user(&self, user: &NewUser) -> StoreResult<User> {
+        let mut tx = self.writer.begin().await?;
+        sqlx::query("INSERT OR IGNORE INTO tenants (name, created_ms) VALUES (?, ?)")
+            .bind(&user.tenant)
+            .bind(user.now_ms)
+            .execute(&mut *tx)
+            .await?;
+        let tenant_id: i64 = sqlx::query_scalar("SELECT id FROM tenants WHERE name = ?")
+            .bind(&user.tenant)
+            .fetch_one(&mut *tx)
+            .await?;
+        let inserted = sqlx::query(
+            "INSERT INTO users (tenant_id, email, name, password_hash, is_admin, created_ms) \
+             VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(tenant_id)
+        .bind(&user.email)
+        .bind(&user.name)
+        .bind(&user.password_hash)
+        .bind(i64::from(user.is_admin))
+        .bind(user.now_ms)
+        .execute(&mut *tx)
+        .await;
+        let id = match inserted {
+            Ok(r) => r.last_insert_rowid(),
+            Err(e) if is_unique_violation(&e) => {
+                return Err(StoreError::Conflict(format!(
+                    "a user with email {} already exists",
+                    user.email
+                )))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        tx.commit().await?;
+        Ok(User {
+            id,
+            tenant_id,
+            tenant: user.tenant.clone(),
+            email: user.email.clone(),
+            name: user.name.clone(),
+            password_hash: user.password_hash.clone(),
+            is_admin: user.is_admin,
+        })
+    }
+
+    async fn user_by_email(&self, email: &str) -> StoreResult<Option<User>> {
+        let row = sqlx::query(&format!("{USER_SELECT} WHERE u.email = ?"))
+            .bind(email)
+            .fetch_optional(&self.reader)
+            .await?;
+        row.as_ref().map(user_row).transpose()
+    }
+
+    async fn user_by_id(&self, id: i64) -> StoreResult<Option<User>> {
+        let row = sqlx::query(&format!("{USER_SELECT} WHERE u.id = ?"))
+            .bind(id)
+            .fetch_optional(&self.reader)
+            .await?;
+        row.as_ref().map(user_row).transpose()
+    }
+
+    async fn add_refresh_token(&self, token: &NewRefreshToken) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO refresh_tokens (user_id, token_hash, issued_ms, expires_ms) \
+             VALUES (?, ?, ?, ?)",
+        )
+        .bind(token.user_id)
+        .bind(&token.token_hash)
+        .bind(token.issued_ms)
+        .bind(token.expires_ms)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    async fn refresh_token(&self, token_hash: &str) -> StoreResult<Option<RefreshTokenRecord>> {
+        // Read through the writer so a revocation just committed is always seen.
+        let row = sqlx::query(
+            "SELECT user_id, expires_ms, revoked FROM refresh_tokens WHERE token_hash = ?",
+        )
+        .bind(token_hash)
+        .fetch_optional(&self.writer)
+        .await?;
+        row.map(|r| {
+            Ok(RefreshTokenRecord {
+                user_id: r.try_get("user_id")?,
+                expires_ms: r.try_get("expires_ms")?,
+                revoked: r.try_get::<i64, _>("revoked")? != 0,
+            })
+        })
+        .transpose()
+    }
+
+    async fn revoke_refresh_tokens(&self, user_id: i64) -> StoreResult<u64> {
+        let r = sqlx::query("UPDATE refresh_tokens SET revoked = 1 WHERE user_id = ? AND revoked = 0")
+            .bind(user_id)
+            .execute(&self.writer)
+            .await?;
+        Ok(r.rows_affected())
+    }
+
+    async fn sync_media(&self, media: &[MediumRecord]) -> StoreResult<()> {
+        let mut tx = self.writer.begin().await?;
+        let rows = sqlx::query(
+            "SELECT m.id, COALESCE(SUM(s.size_gib), 0) AS allocated FROM media m \
+             LEFT JOIN slices s ON s.medium_id = m.id GROUP BY m.id",
+        )
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut problems = Vec::new();
+        for row in &rows {
+            let id: String = row.try_get("id")?;
+            let allocated = gib(row, "allocated")?;
+            match media.iter().find(|m| m.medium.id == id) {
+                None if allocated > 0 => problems.push(format!(
+                    "medium '{id}' holds {allocated} GiB of slices but is no longer configured"
+                )),
+                Some(m) if m.medium.size < allocated => problems.push(format!(
+                    "medium '{id}' is configured with {} GiB but holds {allocated} GiB of slices",
+                    m.medium.size
+                )),
+                None => {
+                    sqlx::query("DELETE FROM media WHERE id = ?")
+                        .bind(&id)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                Some(_) => {}
+            }
+        }
+        if !problems.is_empty() {
+            return Err(StoreError::InUse(problems.join("; ")));
+        }
+        for m in media {
+            sqlx::query(
+                "INSERT INTO media (id, node, zone, directory, size_gib) VALUES (?, ?, ?, ?, ?) \
+                 ON CONFLICT(id) DO UPDATE SET node = excluded.node, zone = excluded.zone, \
+                 directory = excluded.directory, size_gib = excluded.size_gib",
+            )
+            .bind(&m.medium.id)
+            .bind(&m.medium.node)
+            .bind(&m.medium.zone)
+            .bind(&m.directory)
+            .bind(to_i64(m.medium.size)?)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn media_usage(&self) -> StoreResult<Vec<MediumUsage>> {
+        let rows = sqlx::query(
+            "SELECT m.id, m.node, m.zone, m.directory, m.size_gib, \
+             COALESCE((SELECT SUM(size_gib) FROM slices WHERE medium_id = m.id), 0) AS allocated, \
+             COALESCE((SELECT SUM(gib) FROM reservations WHERE medium_id = m.id), 0) AS reserved, \
+             (SELECT COUNT(DISTINCT volume_id) FROM slices WHERE medium_id = m.id) AS volumes \
+             FROM media m ORDER BY m.id",
+        )
+        .fetch_all(&self.writer)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(MediumUsage {
+                    record: MediumRecord {
+                        medium: Medium {
+                            id: row.try_get("id")?,
+                            node: row.try_get("node")?,
+                            zone: row.try_get("zone")?,
+                            size: gib(row, "size_gib")?,
+                        },
+                        directory: row.try_get("directory")?,
+                    },
+                    allocated: gib(row, "allocated")?,
+                    reserved: gib(row, "reserved")?,
+                    volumes_count: gib(row, "volumes")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn create_policy(&self, tenant_id: i64, p: &PolicyWrite) -> StoreResult<Policy> {
+        let attributes = Value::Object(p.attributes.clone()).to_string();
+        let inserted = sqlx::query(
+            "INSERT INTO policies (tenant_id, name, resiliency_media, resiliency_node, \
+             resiliency_zone, attributes, created_ms, created_by_name, created_by_email) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(tenant_id)
+        .bind(&p.name)
+        .bind(i64::from(p.resiliency.media))
+        .bind(i64::from(p.resiliency.node))
+        .bind(i64::from(p.resiliency.zone))
+        .bind(attributes)
+        .bind(p.now_ms)
+        .bind(&p.by_name)
+        .bind(&p.by_email)
+        .execute(&self.writer)
+        .await;
+        match inserted {
+            Ok(r) => Ok(Policy {
+                id: r.last_insert_rowid(),
+                name: p.name.clone(),
+                resiliency: p.resiliency,
+                attributes: p.attributes.clone(),
+                created_ms: p.now_ms,
+                created_by_name: p.by_name.clone(),
+                created_by_email: p.by_email.clone(),
+                updated_ms: None,
+                updated_by_name: None,
+                updated_by_email: None,
+            }),
+            Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(format!(
+                "a policy named '{}' already exists",
+                p.name
+            ))),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn list_policies(&self, tenant_id: i64) -> StoreResult<Vec<Policy>> {
+        let rows = sqlx::query("SELECT * FROM policies WHERE tenant_id = ? ORDER BY name")
+            .bind(tenant_id)
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter().map(policy_row).collect()
+    }
+
+    async fn get_policy(&self, tenant_id: i64, name: &str) -> StoreResult<Option<Policy>> {
+        let row = sqlx::query("SELECT * FROM policies WHERE tenant_id = ? AND name = ?")
+            .bind(tenant_id)
+            .bind(name)
+            .fetch_optional(&self.writer)
+            .await?;
+        row.as_ref().map(policy_row).transpose()
+    }
+
+    async fn update_policy(
+        &self,
+        tenant_id: i64,
+        name: &str,
+        p: &PolicyWrite,
+    ) -> StoreResult<Policy> {
+        let mut tx = self.writer.begin().await?;
+        let updated = sqlx::query(
+            "UPDATE policies SET name = ?, resiliency_media = ?, resiliency_node = ?, \
+             resiliency_zone = ?, attributes = ?, updated_ms = ?, updated_by_name = ?, \
+             updated_by_email = ? WHERE tenant_id = ? AND name = ?",
+        )
+        .bind(&p.name)
+        .bind(i64::from(p.resiliency.media))
+        .bind(i64::from(p.resiliency.node))
+        .bind(i64::from(p.resiliency.zone))
+        .bind(Value::Object(p.attributes.clone()).to_string())
+        .bind(p.now_ms)
+        .bind(&p.by_name)
+        .bind(&p.by_email)
+        .bind(tenant_id)
+        .bind(name)
+        .execute(&mut *tx)
+        .await;
+        match updated {
+            Ok(r) if r.rows_affected() == 0 => return Err(StoreError::NotFound),
+            Ok(_) => {}
+            Err(e) if is_unique_violation(&e) => {
+                return Err(StoreError::Conflict(format!(
+                    "a policy named '{}' already exists",
+                    p.name
+                )))
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let row = sqlx::query("SELECT * FROM policies WHERE tenant_id = ? AND name = ?")
+            .bind(tenant_id)
+            .bind(&p.name)
+            .fetch_one(&mut *tx)
+            .await?;
+        let policy = policy_row(&row)?;
+        tx.commit().await?;
+        Ok(policy)
+    }
+
+    async fn delete_policy(&self, tenant_id: i64, name: &str) -> StoreResult<()> {
+        let mut tx = self.writer.begin().await?;
+        let id: Option<i64> =
+            sqlx::query_scalar("SELECT id FROM policies WHERE tenant_id = ? AND name = ?")
+                .bind(tenant_id)
+                .bind(name)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let id = id.ok_or(StoreError::NotFound)?;
+        let users: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM volumes WHERE policy_id = ?")
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await?;
+        if users > 0 {
+            return Err(StoreError::InUse(format!(
+                "policy '{name}' is used by {users} volume(s)"
+            )));
+        }
+        sqlx::query("DELETE FROM policies WHERE id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn create_volume(&self, v: &NewVolume, job: &NewJob) -> StoreResult<i64> {
+        let mut tx = self.writer.begin().await?;
+        let inserted = sqlx::query(
+            "INSERT INTO volumes (id, tenant_id, name, type, size_gib, policy_id, zone, \
+             attributes, state, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'Creating', ?)",
+        )
+        .bind(&v.id)
+        .bind(v.tenant_id)
+        .bind(&v.name)
+        .bind(v.kind.as_str())
+        .bind(to_i64(v.size)?)
+        .bind(v.policy_id)
+        .bind(&v.zone)
+        .bind(Value::Object(v.attributes.clone()).to_string())
+        .bind(v.now_ms)
+        .execute(&mut *tx)
+        .await;
+        match inserted {
+            Ok(_) => {}
+            Err(e) if is_unique_violation(&e) => {
+                return Err(StoreError::Conflict(format!(
+                    "a volume named '{}' already exists",
+                    v.name
+                )))
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let job_id = insert_job(&mut tx, job).await?;
+        sqlx::query("UPDATE volumes SET job_id = ? WHERE id = ?")
+            .bind(job_id)
+            .bind(&v.id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(job_id)
+    }
+
+    async fn get_volume(&self, tenant_id: i64, name_or_id: &str) -> StoreResult<Option<Volume>> {
+        let row = sqlx::query(&format!(
+            "{VOLUME_SELECT} WHERE v.tenant_id = ? AND (v.name = ? OR v.id = ?) \
+             ORDER BY (v.name = ?) DESC LIMIT 1"
+        ))
+        .bind(tenant_id)
+        .bind(name_or_id)
+        .bind(name_or_id)
+        .bind(name_or_id)
+        .fetch_optional(&self.reader)
+        .await?;
+        row.as_ref().map(volume_row).transpose()
+    }
+
+    async fn volume_by_id(&self, id: &str) -> StoreResult<Option<Volume>> {
+        let row = sqlx::query(&format!("{VOLUME_SELECT} WHERE v.id = ?"))
+            .bind(id)
+            .fetch_optional(&self.writer)
+            .await?;
+        row.as_ref().map(volume_row).transpose()
+    }
+
+    async fn list_volumes(&self, tenant_id: i64) -> StoreResult<Vec<Volume>> {
+        let rows = sqlx::query(&format!(
+            "{VOLUME_SELECT} WHERE v.tenant_id = ? ORDER BY v.name"
+        ))
+        .bind(tenant_id)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(volume_row).collect()
+    }
+
+    async fn volume_slices(&self, volume_id: &str) -> StoreResult<Vec<SliceRow>> {
+        let rows = sqlx::query(
+            "SELECT s.id, s.copy, s.col, s.medium_id, s.size_gib, m.node, m.zone \
+             FROM slices s JOIN media m ON m.id = s.medium_id \
+             WHERE s.volume_id = ? ORDER BY s.copy, s.col",
+        )
+        .bind(volume_id)
+        .fetch_all(&self.writer)
+        .await?;
+        rows.iter().map(slice_row).collect()
+    }
+
+    async fn start_volume_job(
+        &self,
+        volume_id: &str,
+        state: VolumeState,
+        job: &NewJob,
+    ) -> StoreResult<i64> {
+        let mut tx = self.writer.begin().await?;
+        let job_id = insert_job(&mut tx, job).await?;
+        let r = sqlx::query("UPDATE volumes SET job_id = ?, state = ? WHERE id = ?")
+            .bind(job_id)
+            .bind(state.as_str())
+            .bind(volume_id)
+            .execute(&mut *tx)
+            .await?;
+        if r.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        tx.commit().await?;
+        Ok(job_id)
+    }
+
+    async fn place_slices(
+        &self,
+        volume_id: &str,
+        placements: &[SlicePlacement],
+    ) -> StoreResult<Vec<SliceRow>> {
+        let mut tx = self.writer.begin().await?;
+        let existing: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM slices WHERE volume_id = ?")
+            .bind(volume_id)
+            .fetch_one(&mut *tx)
+            .await?;
+        if existing == 0 {
+            for p in placements {
+                sqlx::query(
+                    "INSERT INTO slices (volume_id, copy, col, medium_id, size_gib) \
+                     VALUES (?, ?, ?, ?, ?)",
+                )
+                .bind(volume_id)
+                .bind(i64::from(p.copy))
+                .bind(i64::from(p.column))
+                .bind(&p.medium)
+                .bind(to_i64(p.size)?)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        tx.commit().await?;
+        self.volume_slices(volume_id).await
+    }
+
+    async fn delete_volume(&self, volume_id: &str) -> StoreResult<()> {
+        let mut tx = self.writer.begin().await?;
+        sqlx::query("DELETE FROM slices WHERE volume_id = ?")
+            .bind(volume_id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM volumes WHERE id = ?")
+            .bind(volume_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn get_job(&self, tenant_id: i64, id: i64) -> StoreResult<Option<Job>> {
+        let row = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE tenant_id = ? AND id = ?"
+        ))
+        .bind(tenant_id)
+        .bind(id)
+        .fetch_optional(&self.reader)
+        .await?;
+        row.as_ref().map(job_row).transpose()
+    }
+
+    async fn list_jobs(&self, tenant_id: i64, f: &JobFilter) -> StoreResult<Vec<Job>> {
+        let count = i64::from(f.count.max(1));
+        let offset = i64::from(f.page.max(1) - 1) * count;
+        let rows = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE tenant_id = ? \
+             AND (? IS NULL OR type = ?) AND (? IS NULL OR object = ?) \
+             AND (? IS NULL OR state = ?) ORDER BY id DESC LIMIT ? OFFSET ?"
+        ))
+        .bind(tenant_id)
+        .bind(&f.kind)
+        .bind(&f.kind)
+        .bind(&f.object)
+        .bind(&f.object)
+        .bind(f.state.map(|s| s.as_str()))
+        .bind(f.state.map(|s| s.as_str()))
+        .bind(count)
+        .bind(offset)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(job_row).collect()
+    }
+
+    async fn unfinished_jobs(&self) -> StoreResult<Vec<Job>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE state IN ('Pending', 'Running') ORDER BY id"
+        ))
+        .fetch_all(&self.writer)
+        .await?;
+        rows.iter().map(job_row).collect()
+    }
+
+    async fn active_volume_job(&self, volume_id: &str) -> StoreResult<Option<Job>> {
+        let row = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE object = ? \
+             AND state IN ('Pending', 'Running') ORDER BY id LIMIT 1"
+        ))
+        .bind(volume_id)
+        .fetch_optional(&self.writer)
+        .await?;
+        row.as_ref().map(job_row).transpose()
+    }
+
+    async fn set_job_running(&self, id: i64, now_ms: i64) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE jobs SET state = 'Running', status = 'Running', \
+             starttime_ms = COALESCE(starttime_ms, ?) WHERE id = ?",
+        )
+        .bind(now_ms)
+        .bind(id)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    async fn set_job_progress(&self, id: i64, progress: u8, status: &str) -> StoreResult<()> {
+        sqlx::query("UPDATE jobs SET progress = ?, status = ? WHERE id = ?")
+            .bind(i64::from(progress.min(100)))
+            .bind(status)
+            .bind(id)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn add_job_detail(&self, id: i64, detail: &str) -> StoreResult<()> {
+        let mut tx = self.writer.begin().await?;
+        append_detail(&mut tx, id, detail).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn finish_job(&self, id: i64, end: &JobEnd) -> StoreResult<()> {
+        let mut tx = self.writer.begin().await?;
+        finish_job_tx(&mut tx, id, end).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn save_resize_plan(&self, job_id: i64, plan: &ResizePlan) -> StoreResult<()> {
+        let mut tx = self.writer.begin().await?;
+        let existing: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM resize_steps WHERE job_id = ?")
+                .bind(job_id)
+                .fetch_one(&mut *tx)
+                .await?;
+        if existing > 0 {
+            return Ok(());
+        }
+        for r in &plan.reservations {
+            sqlx::query("INSERT INTO reservations (job_id, medium_id, gib) VALUES (?, ?, ?)")
+                .bind(job_id)
+                .bind(&r.medium)
+                .bind(to_i64(r.gib)?)
+                .execute(&mut *tx)
+                .await?;
+        }
+        for g in &plan.growths {
+            sqlx::query(
+                "INSERT INTO resize_steps (job_id, slice_id, from_medium, to_medium, old_size, \
+                 new_size, state) VALUES (?, ?, ?, NULL, ?, ?, 'planned')",
+            )
+            .bind(job_id)
+            .bind(g.slice_id)
+            .bind(&g.medium)
+            .bind(to_i64(g.from)?)
+            .bind(to_i64(g.to)?)
+            .execute(&mut *tx)
+            .await?;
+        }
+        for m in &plan.moves {
+            sqlx::query(
+                "INSERT INTO resize_steps (job_id, slice_id, from_medium, to_medium, old_size, \
+                 new_size, state) VALUES (?, ?, ?, ?, ?, ?, 'planned')",
+            )
+            .bind(job_id)
+            .bind(m.slice_id)
+            .bind(&m.from_medium)
+            .bind(&m.to_medium)
+            .bind(to_i64(m.old_size)?)
+            .bind(to_i64(m.new_size)?)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn resize_steps(&self, job_id: i64) -> StoreResult<Vec<ResizeStep>> {
+        let rows = sqlx::query("SELECT * FROM resize_steps WHERE job_id = ? ORDER BY id")
+            .bind(job_id)
+            .fetch_all(&self.writer)
+            .await?;
+        rows.iter().map(step_row).collect()
+    }
+
+    async fn switch_slice(&self, step: &ResizeStep) -> StoreResult<()> {
+        let target = step
+            .to_medium
+            .as_deref()
+            .ok_or_else(|| StoreError::Corrupt(format!("step {} is not a move", step.id)))?;
+        let mut tx = self.writer.begin().await?;
+        let moved = sqlx::query("UPDATE slices SET medium_id = ? WHERE id = ? AND medium_id = ?")
+            .bind(target)
+            .bind(step.slice_id)
+            .bind(&step.from_medium)
+            .execute(&mut *tx)
+            .await?;
+        if moved.rows_affected() != 1 {
+            return Err(StoreError::Corrupt(format!(
+                "slice {} is not on medium '{}'",
+                step.slice_id, step.from_medium
+            )));
+        }
+        // The slice now occupies its old size on the target; keep only the
+        // growth booked there.
+        sqlx::query(
+            "UPDATE reservations SET gib = MAX(gib - ?, 0) WHERE job_id = ? AND medium_id = ?",
+        )
+        .bind(to_i64(step.old_size)?)
+        .bind(step.job_id)
+        .bind(target)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("UPDATE resize_steps SET state = 'switched' WHERE id = ?")
+            .bind(step.id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn finish_step(&self, step_id: i64) -> StoreResult<()> {
+        sqlx::query("UPDATE resize_steps SET state = 'done' WHERE id = ?")
+            .bind(step_id)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn complete_resize(
+        &self,
+        job_id: i64,
+        volume_id: &str,
+        new_size: Gib,
+        new_slice_size: Gib,
+        end: &JobEnd,
+    ) -> StoreResult<()> {
+        let mut tx = self.writer.begin().await?;
+        sqlx::query("UPDATE slices SET size_gib = ? WHERE volume_id = ?")
+            .bind(to_i64(new_slice_size)?)
+            .bind(volume_id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE volumes SET size_gib = ? WHERE id = ?")
+            .bind(to_i64(new_size)?)
+            .bind(volume_id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE resize_steps SET state = 'done' WHERE job_id = ?")
+            .bind(job_id)
+            .execute(&mut *tx)
+            .await?;
+        finish_job_tx(&mut tx, job_id, end).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}

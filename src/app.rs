@@ -1,0 +1,215 @@
+//! Start-up: configuration → data directory lock → media check → store and
+//! migrations → first user → keys → job runner (resuming) → HTTP server.
+
+use crate::api;
+use crate::auth::{hash_password, SigningKey, TokenIssuer};
+use crate::config::Config;
+use crate::jobs::JobRunner;
+use crate::service::{now_ms, Services};
+use std::fs::File;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use svs_dataplane::{DataPlane, LocalMedia};
+use svs_domain::Medium;
+use svs_store::{MediumRecord, NewUser, SqliteStore, Store};
+use tokio::net::TcpListener;
+use tracing::info;
+
+pub const DB_FILE: &str = "svs.db";
+pub const LOCK_FILE: &str = "svs.lock";
+
+pub struct Application {
+    listener: TcpListener,
+    services: Arc<Services>,
+    runner: Arc<JobRunner>,
+    store: SqliteStore,
+    /// Held for the life of the process: one `svs serve` per data directory.
+    _lock: File,
+}
+
+/// Takes the data directory's lock, or explains who holds it.
+pub fn lock_data_dir(dir: &Path) -> Result<File, String> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("cannot create data directory {}: {e}", dir.display()))?;
+    let path = dir.join(LOCK_FILE);
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("cannot open lock file {}: {e}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(format!(
+            "data directory {} is in use by another svs serve (lock {} is held)",
+            dir.display(),
+            path.display()
+        )),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(format!("cannot lock {}: {e}", path.display()))
+        }
+    }
+}
+
+pub async fn open_store(config: &Config) -> Result<SqliteStore, String> {
+    std::fs::create_dir_all(&config.data_dir).map_err(|e| {
+        format!("cannot create data directory {}: {e}", config.data_dir.display())
+    })?;
+    SqliteStore::open(&config.data_dir.join(DB_FILE))
+        .await
+        .map_err(|e| format!("cannot open the database: {e}"))
+}
+
+impl Application {
+    pub async fn build(config: Config) -> Result<Application, String> {
+        let lock = lock_data_dir(&config.data_dir)?;
+
+        let media_config = config.effective_media();
+        let media = LocalMedia::new(
+            media_config
+                .iter()
+                .map(|m| (m.id.clone(), m.directory.clone())),
+        );
+        for m in &media_config {
+            media.check_medium(&m.id).map_err(|e| e.to_string())?;
+        }
+
+        let store = open_store(&config).await?;
+        let records: Vec<MediumRecord> = media_config
+            .iter()
+            .map(|m| MediumRecord {
+                medium: Medium {
+                    id: m.id.clone(),
+                    node: m.node.clone(),
+                    zone: m.zone.clone(),
+                    size: m.size_gib,
+                },
+                directory: m.directory.display().to_string(),
+            })
+            .collect();
+        store
+            .sync_media(&records)
+            .await
+            .map_err(|e| format!("media configuration: {e}"))?;
+        create_first_user(&store, &config).await?;
+
+        let key = SigningKey::load_or_create(&config.data_dir)?;
+        let tokens = TokenIssuer::new(key, config.issuer.clone(), config.token_lifetime.as_secs());
+        let store_dyn: Arc<dyn Store> = Arc::new(store.clone());
+        let runner = JobRunner::new(
+            Arc::clone(&store_dyn),
+            Arc::new(media),
+            config.movement_rate_limit(),
+        );
+        let refresh_ms = i64::try_from(config.refresh_token_lifetime.as_millis()).unwrap_or(i64::MAX);
+        let services = Arc::new(Services::new(store_dyn, tokens, refresh_ms, Arc::clone(&runner))?);
+        let resumed = runner
+            .resume_unfinished()
+            .await
+            .map_err(|e| format!("cannot resume jobs: {e}"))?;
+        if resumed > 0 {
+            info!(resumed, "resumed unfinished jobs");
+        }
+
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+        Ok(Application {
+            listener,
+            services,
+            runner,
+            store,
+            _lock: lock,
+        })
+    }
+
+    pub fn local_addr(&self) -> Result<SocketAddr, String> {
+        self.listener.local_addr().map_err(|e| e.to_string())
+    }
+
+    /// Serves until SIGINT/SIGTERM, then lets running jobs pause at a safe
+    /// point (they resume at the next start).
+    pub async fn run_until_stopped(self) -> Result<(), String> {
+        let router = api::router(Arc::clone(&self.services))
+            .layer(tower_http::trace::TraceLayer::new_for_http());
+        axum::serve(self.listener, router)
+            .with_graceful_shutdown(shutdown_signal())
+            .await
+            .map_err(|e| format!("server error: {e}"))?;
+        info!("stopping: pausing running jobs");
+        self.runner.shutdown().await;
+        self.store.close().await;
+        Ok(())
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
+
+/// `SVS_ADMIN_EMAIL` / `SVS_ADMIN_PASSWORD` create the first user when the
+/// store has none.
+async fn create_first_user(store: &SqliteStore, config: &Config) -> Result<(), String> {
+    let (Some(email), Some(password)) = (&config.admin_email, &config.admin_password) else {
+        return Ok(());
+    };
+    if store.user_count().await.map_err(|e| e.to_string())? > 0 {
+        return Ok(());
+    }
+    add_user(store, &config.admin_tenant, email, None, password, true).await?;
+    info!(email = %email, tenant = %config.admin_tenant, "created the first user");
+    Ok(())
+}
+
+/// Adds a user (shared by first-user creation and `svs user add`).
+pub async fn add_user(
+    store: &SqliteStore,
+    tenant: &str,
+    email: &str,
+    name: Option<&str>,
+    password: &str,
+    is_admin: bool,
+) -> Result<(), String> {
+    let email = email.trim();
+    if email.is_empty() || !email.contains('@') {
+        return Err(format!("'{email}' is not an e-mail address"));
+    }
+    if tenant.trim().is_empty() {
+        return Err("tenant must not be empty".into());
+    }
+    let password = password.to_string();
+    let hash = tokio::task::spawn_blocking(move || hash_password(&password))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    let name = name
+        .map(str::to_string)
+        .unwrap_or_else(|| email.split('@').next().unwrap_or(email).to_string());
+    store
+        .create_user(&NewUser {
+            tenant: tenant.trim().to_string(),
+            email: email.to_string(),
+            name,
+            password_hash: hash,
+            is_admin,
+            now_ms: now_ms(),
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}

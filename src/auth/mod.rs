@@ -1,0 +1,9 @@
+//! Authentication: password hashing, signed tokens, refresh tokens.
+
+mod keys;
+mod passwords;
+mod tokens;
+
+pub use keys::SigningKey;
+pub use passwords::{hash_password, verify_password, PasswordError, MIN_PASSWORD_LEN};
+pub use tokens::{new_refresh_token, refresh_token_hash, Claims, TokenIssuer, TokenSet, TokenUse};

@@ -1,0 +1,210 @@
+//! IdTokens and AccessTokens are EdDSA-signed JWTs; RefreshTokens are opaque
+//! random strings of which only a SHA-256 is stored.
+
+use super::SigningKey;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use jsonwebtoken::{Algorithm, Header, Validation};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+pub const AUDIENCE: &str = "svs";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TokenUse {
+    Id,
+    Access,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Claims {
+    pub iss: String,
+    /// User id.
+    pub sub: String,
+    pub aud: String,
+    pub exp: u64,
+    pub iat: u64,
+    pub token_use: TokenUse,
+    pub email: String,
+    pub name: String,
+    /// Tenant name and id.
+    pub tenant: String,
+    pub tenant_id: i64,
+}
+
+impl Claims {
+    pub fn user_id(&self) -> Option<i64> {
+        self.sub.parse().ok()
+    }
+}
+
+/// What `/signin` and `/refresh` hand out.
+#[derive(Debug, Clone)]
+pub struct TokenSet {
+    pub access_token: String,
+    pub id_token: String,
+    pub expires_in: u64,
+}
+
+/// Verified tokens are remembered until they expire, so a busy client does
+/// not pay a signature check per request. Bounded: cleared when full.
+const VERIFIED_CACHE_MAX: usize = 10_000;
+
+pub struct TokenIssuer {
+    key: SigningKey,
+    issuer: String,
+    lifetime_secs: u64,
+    validation: Validation,
+    verified: Mutex<HashMap<String, Arc<Claims>>>,
+}
+
+impl TokenIssuer {
+    pub fn new(key: SigningKey, issuer: String, lifetime_secs: u64) -> TokenIssuer {
+        let mut validation = Validation::new(Algorithm::EdDSA);
+        validation.set_issuer(&[issuer.as_str()]);
+        validation.set_audience(&[AUDIENCE]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        validation.leeway = 0;
+        TokenIssuer {
+            key,
+            issuer,
+            lifetime_secs,
+            validation,
+            verified: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn jwks(&self) -> serde_json::Value {
+        self.key.jwks()
+    }
+
+    pub fn lifetime_secs(&self) -> u64 {
+        self.lifetime_secs
+    }
+
+    /// Signs a fresh IdToken and AccessToken for the user.
+    pub fn issue(
+        &self,
+        user_id: i64,
+        email: &str,
+        name: &str,
+        tenant: &str,
+        tenant_id: i64,
+        now_secs: u64,
+    ) -> Result<TokenSet, jsonwebtoken::errors::Error> {
+        let mut header = Header::new(Algorithm::EdDSA);
+        header.kid = Some(self.key.kid.clone());
+        let claims = |token_use| Claims {
+            iss: self.issuer.clone(),
+            sub: user_id.to_string(),
+            aud: AUDIENCE.to_string(),
+            exp: now_secs + self.lifetime_secs,
+            iat: now_secs,
+            token_use,
+            email: email.to_string(),
+            name: name.to_string(),
+            tenant: tenant.to_string(),
+            tenant_id,
+        };
+        Ok(TokenSet {
+            access_token: jsonwebtoken::encode(&header, &claims(TokenUse::Access), &self.key.encoding)?,
+            id_token: jsonwebtoken::encode(&header, &claims(TokenUse::Id), &self.key.encoding)?,
+            expires_in: self.lifetime_secs,
+        })
+    }
+
+    /// Checks signature, issuer, audience, expiry and the token's use.
+    pub fn verify(&self, token: &str, expected: TokenUse, now_secs: u64) -> Option<Arc<Claims>> {
+        if let Ok(cache) = self.verified.lock() {
+            if let Some(claims) = cache.get(token) {
+                return (claims.exp > now_secs && claims.token_use == expected)
+                    .then(|| claims.clone());
+            }
+        }
+        let header = jsonwebtoken::decode_header(token).ok()?;
+        if header.kid.as_deref() != Some(self.key.kid.as_str()) {
+            return None;
+        }
+        let data = jsonwebtoken::decode::<Claims>(token, &self.key.decoding, &self.validation).ok()?;
+        let claims = Arc::new(data.claims);
+        if claims.exp <= now_secs {
+            return None;
+        }
+        if let Ok(mut cache) = self.verified.lock() {
+            if cache.len() >= VERIFIED_CACHE_MAX {
+                cache.retain(|_, c| c.exp > now_secs);
+                if cache.len() >= VERIFIED_CACHE_MAX {
+                    cache.clear();
+                }
+            }
+            cache.insert(token.to_string(), claims.clone());
+        }
+        (claims.token_use == expected).then_some(claims)
+    }
+}
+
+/// A new opaque refresh token and the hash to store for it.
+pub fn new_refresh_token() -> (String, String) {
+    let bytes: [u8; 32] = rand::random();
+    let token = URL_SAFE_NO_PAD.encode(bytes);
+    let hash = refresh_token_hash(&token);
+    (token, hash)
+}
+
+pub fn refresh_token_hash(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn issuer() -> TokenIssuer {
+        TokenIssuer::new(SigningKey::from_seed(&[7; 32]), "svs".into(), 60)
+    }
+
+    #[test]
+    fn issued_tokens_verify_for_their_own_use_only() {
+        let t = issuer();
+        let set = t.issue(3, "a@b.c", "a", "t1", 1, 1000).unwrap();
+        let id = t.verify(&set.id_token, TokenUse::Id, 1001).unwrap();
+        assert_eq!(id.user_id(), Some(3));
+        assert_eq!(id.tenant, "t1");
+        assert!(t.verify(&set.id_token, TokenUse::Access, 1001).is_none());
+        assert!(t.verify(&set.access_token, TokenUse::Access, 1001).is_some());
+        assert!(t.verify(&set.access_token, TokenUse::Id, 1001).is_none());
+    }
+
+    #[test]
+    fn expired_tokens_are_refused_even_when_cached() {
+        let t = issuer();
+        let set = t.issue(3, "a@b.c", "a", "t1", 1, 1000).unwrap();
+        assert!(t.verify(&set.id_token, TokenUse::Id, 1059).is_some());
+        assert!(t.verify(&set.id_token, TokenUse::Id, 1060).is_none());
+    }
+
+    #[test]
+    fn tokens_from_another_key_or_tampered_are_refused() {
+        let t = issuer();
+        let other = TokenIssuer::new(SigningKey::from_seed(&[8; 32]), "svs".into(), 60);
+        let set = other.issue(3, "a@b.c", "a", "t1", 1, 1000).unwrap();
+        assert!(t.verify(&set.id_token, TokenUse::Id, 1001).is_none());
+        let good = t.issue(3, "a@b.c", "a", "t1", 1, 1000).unwrap().id_token;
+        let mut parts: Vec<String> = good.split('.').map(String::from).collect();
+        parts[1] = URL_SAFE_NO_PAD.encode(br#"{"sub":"1"}"#);
+        assert!(t.verify(&parts.join("."), TokenUse::Id, 1001).is_none());
+        assert!(t.verify("garbage", TokenUse::Id, 1001).is_none());
+    }
+
+    #[test]
+    fn refresh_tokens_are_random_and_hashed() {
+        let (a, ha) = new_refresh_token();
+        let (b, _) = new_refresh_token();
+        assert_ne!(a, b);
+        assert_eq!(ha, refresh_token_hash(&a));
+        assert_eq!(ha.len(), 64);
+    }
+}

@@ -1,0 +1,233 @@
+//! Configuration: one typed struct, loaded from defaults, then an optional
+//! TOML file, then `SVS_*` environment variables, then command-line flags.
+
+use bytesize::ByteSize;
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Everything `svs serve` can be told. Every field has a default, so no
+/// configuration at all gives a working service.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Directory holding the database (`svs.db`), the token signing key, the
+    /// lock file and, in the embedded default, the demo media. `SVS_DATA_DIR`.
+    pub data_dir: PathBuf,
+    /// Address the HTTP API listens on; port 0 picks a free port. `SVS_LISTEN`.
+    pub listen: SocketAddr,
+    /// Lifetime of the AccessToken and IdToken (`ExpiresIn`), e.g. "1h". `SVS_TOKEN_LIFETIME`.
+    #[serde(with = "humantime_serde")]
+    pub token_lifetime: Duration,
+    /// Lifetime of a RefreshToken, e.g. "30days". `SVS_REFRESH_TOKEN_LIFETIME`.
+    #[serde(with = "humantime_serde")]
+    pub refresh_token_lifetime: Duration,
+    /// `iss` claim of issued tokens. `SVS_ISSUER`.
+    pub issuer: String,
+    /// Throttle for data movement: slice data copied per second, e.g.
+    /// "200 MiB"; "0" means unthrottled. Holes cost nothing. `SVS_MOVEMENT_RATE`.
+    pub movement_rate: ByteSize,
+    /// E-mail of the first user, created as admin of tenant `admin_tenant`
+    /// when the store has no users. `SVS_ADMIN_EMAIL`.
+    pub admin_email: Option<String>,
+    /// Password of that first user. `SVS_ADMIN_PASSWORD`.
+    pub admin_password: Option<String>,
+    /// Tenant of the first user. `SVS_ADMIN_TENANT`.
+    pub admin_tenant: String,
+    /// Log filter (tracing `EnvFilter` syntax), e.g. "info" or "svs=debug". `SVS_LOG`.
+    pub log: String,
+    /// The media svs places slices on. Empty: the embedded demo topology
+    /// (3 zones, one node each, 2 media per node of 200 GiB, under
+    /// `<data_dir>/media`). Only from the configuration file.
+    pub media: Vec<MediumConfig>,
+}
+
+/// One medium: a directory with a logical capacity.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct MediumConfig {
+    /// Unique id, e.g. "node-a-m1".
+    pub id: String,
+    /// Node the medium is attached to.
+    pub node: String,
+    /// Zone of that node.
+    pub zone: String,
+    /// Directory holding the slice files; relative paths are relative to `data_dir`.
+    pub directory: PathBuf,
+    /// Logical capacity in GiB (slices are sparse, so this is not preallocated).
+    pub size_gib: u64,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            data_dir: PathBuf::from("./svs-data"),
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            token_lifetime: Duration::from_secs(3600),
+            refresh_token_lifetime: Duration::from_secs(30 * 24 * 3600),
+            issuer: "svs".to_string(),
+            movement_rate: ByteSize::mib(200),
+            admin_email: None,
+            admin_password: None,
+            admin_tenant: "default".to_string(),
+            log: "info".to_string(),
+            media: Vec::new(),
+        }
+    }
+}
+
+/// Values given on the command line; they win over everything else.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub config_file: Option<PathBuf>,
+    pub data_dir: Option<PathBuf>,
+    pub listen: Option<SocketAddr>,
+}
+
+impl Config {
+    pub fn load(overrides: &Overrides) -> Result<Config, String> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(file) = &overrides.config_file {
+            if !file.is_file() {
+                return Err(format!("configuration file {} does not exist", file.display()));
+            }
+            figment = figment.merge(Toml::file(file));
+        }
+        // SVS_CONFIG names the file for clap; it is not a setting.
+        figment = figment.merge(Env::prefixed("SVS_").ignore(&["config"]));
+        let mut config: Config = figment.extract().map_err(|e| format!("configuration: {e}"))?;
+        if let Some(dir) = &overrides.data_dir {
+            config.data_dir = dir.clone();
+        }
+        if let Some(listen) = overrides.listen {
+            config.listen = listen;
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.token_lifetime.as_secs() == 0 {
+            return Err("configuration: token_lifetime must be at least 1s".into());
+        }
+        let mut ids = std::collections::HashSet::new();
+        for m in &self.media {
+            if m.id.is_empty() || m.node.is_empty() || m.zone.is_empty() {
+                return Err("configuration: every medium needs an id, a node and a zone".into());
+            }
+            if m.size_gib == 0 {
+                return Err(format!("configuration: medium '{}' has size_gib 0", m.id));
+            }
+            if !ids.insert(m.id.as_str()) {
+                return Err(format!("configuration: medium id '{}' appears twice", m.id));
+            }
+        }
+        Ok(())
+    }
+
+    /// The configured media, or the embedded demo topology; directories
+    /// resolved against the data directory.
+    pub fn effective_media(&self) -> Vec<MediumConfig> {
+        let media = if self.media.is_empty() {
+            demo_topology()
+        } else {
+            self.media.clone()
+        };
+        media
+            .into_iter()
+            .map(|m| MediumConfig {
+                directory: resolve(&self.data_dir, &m.directory),
+                ..m
+            })
+            .collect()
+    }
+
+    /// Bytes per second for data movement, `None` when unthrottled.
+    pub fn movement_rate_limit(&self) -> Option<u64> {
+        match self.movement_rate.as_u64() {
+            0 => None,
+            n => Some(n),
+        }
+    }
+}
+
+fn resolve(base: &Path, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base.join(p)
+    }
+}
+
+/// 3 zones, one node each, 2 media of 200 GiB per node.
+fn demo_topology() -> Vec<MediumConfig> {
+    let mut media = Vec::new();
+    for z in ["a", "b", "c"] {
+        for m in 1..=2 {
+            let id = format!("node-{z}-m{m}");
+            media.push(MediumConfig {
+                directory: PathBuf::from("media").join(&id),
+                id,
+                node: format!("node-{z}"),
+                zone: format!("zone-{z}"),
+                size_gib: 200,
+            });
+        }
+    }
+    media
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn demo_topology_has_three_zones_of_two_media() {
+        let config = Config::default();
+        let media = config.effective_media();
+        assert_eq!(media.len(), 6);
+        let zones: std::collections::HashSet<_> = media.iter().map(|m| &m.zone).collect();
+        assert_eq!(zones.len(), 3);
+        assert!(media.iter().all(|m| m.size_gib == 200));
+        assert!(media.iter().all(|m| m.directory.starts_with("./svs-data")));
+    }
+
+    #[test]
+    fn file_then_flags_override_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("svs.toml");
+        std::fs::write(
+            &file,
+            "listen = \"127.0.0.1:9999\"\nmovement_rate = \"1 MiB\"\ntoken_lifetime = \"10m\"\n\
+             [[media]]\nid = \"m1\"\nnode = \"n1\"\nzone = \"z1\"\ndirectory = \"/tmp/m1\"\nsize_gib = 5\n",
+        )
+        .unwrap();
+        let config = Config::load(&Overrides {
+            config_file: Some(file),
+            data_dir: Some("/tmp/x".into()),
+            listen: None,
+        })
+        .unwrap();
+        assert_eq!(config.listen.port(), 9999);
+        assert_eq!(config.movement_rate_limit(), Some(1024 * 1024));
+        assert_eq!(config.token_lifetime, Duration::from_secs(600));
+        assert_eq!(config.data_dir, PathBuf::from("/tmp/x"));
+        assert_eq!(config.effective_media()[0].directory, PathBuf::from("/tmp/m1"));
+    }
+
+    #[test]
+    fn unknown_settings_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("svs.toml");
+        std::fs::write(&file, "lisen = \"127.0.0.1:1\"\n").unwrap();
+        let err = Config::load(&Overrides {
+            config_file: Some(file),
+            ..Overrides::default()
+        })
+        .unwrap_err();
+        assert!(err.contains("lisen"), "{err}");
+    }
+}

@@ -1,0 +1,538 @@
+//! The job runner: executes persisted jobs (create, delete, resize) and
+//! resumes unfinished ones at start.
+//!
+//! Every step records its intent in the store before touching media and is
+//! idempotent, so after a crash a job simply runs again from its recorded
+//! steps: a slice copy restarts from the beginning of that slice, a switched
+//! slice only has its source removed. A job ends `Done` or `Error`, never
+//! stays `Running` once the service is up.
+
+use crate::service::now_ms;
+use serde_json::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use svs_dataplane::{CopyOptions, DataPlane, DataPlaneError, SliceKey};
+use svs_domain::{
+    place_volume, plan_resize, JobKind, JobState, MediumState, PlacementRequest, ResizeRequest,
+    Slice, GIB, MOVEMENT_PLAN_FOUND,
+};
+use svs_store::{Job, JobEnd, ResizeStep, StepState, Store, StoreError, Volume};
+use thiserror::Error;
+use tokio::task::JoinSet;
+use tracing::{error, info, warn, Instrument};
+
+/// Why a job step failed.
+#[derive(Debug, Error)]
+enum JobError {
+    /// Ends the job in Error with this message as its last detail.
+    #[error("{0}")]
+    Failed(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    DataPlane(#[from] DataPlaneError),
+    /// The service is stopping: leave the job as it is for the next start.
+    #[error("service is stopping")]
+    Stopping,
+}
+
+pub struct JobRunner {
+    store: Arc<dyn Store>,
+    media: Arc<dyn DataPlane>,
+    /// Bytes per second for slice copies; None = unthrottled.
+    rate_limit: Option<u64>,
+    /// Held while reading free space, planning and booking the plan, so two
+    /// jobs never book the same free space.
+    allocation: tokio::sync::Mutex<()>,
+    stopping: Arc<AtomicBool>,
+    tasks: Mutex<JoinSet<()>>,
+}
+
+impl JobRunner {
+    pub fn new(
+        store: Arc<dyn Store>,
+        media: Arc<dyn DataPlane>,
+        rate_limit: Option<u64>,
+    ) -> Arc<JobRunner> {
+        Arc::new(JobRunner {
+            store,
+            media,
+            rate_limit,
+            allocation: tokio::sync::Mutex::new(()),
+            stopping: Arc::new(AtomicBool::new(false)),
+            tasks: Mutex::new(JoinSet::new()),
+        })
+    }
+
+    /// Starts every Pending or Running job left by an earlier run.
+    pub async fn resume_unfinished(self: &Arc<Self>) -> Result<usize, StoreError> {
+        let jobs = self.store.unfinished_jobs().await?;
+        for job in &jobs {
+            info!(job = job.id, kind = %job.kind, state = job.state.as_str(), "resuming job");
+            self.submit(job.id);
+        }
+        Ok(jobs.len())
+    }
+
+    /// Runs a job (already persisted) in the background.
+    pub fn submit(self: &Arc<Self>, job_id: i64) {
+        let runner = Arc::clone(self);
+        let span = tracing::info_span!("job", job = job_id);
+        if let Ok(mut tasks) = self.tasks.lock() {
+            while tasks.try_join_next().is_some() {}
+            tasks.spawn(async move { runner.run(job_id).await }.instrument(span));
+        }
+    }
+
+    /// Asks running jobs to stop at their next step and waits for them. Their
+    /// state stays in the store and they resume at the next start.
+    pub async fn shutdown(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        let mut tasks = match self.tasks.lock() {
+            Ok(mut t) => std::mem::take(&mut *t),
+            Err(_) => return,
+        };
+        while tasks.join_next().await.is_some() {}
+    }
+
+    async fn run(self: Arc<Self>, job_id: i64) {
+        let job = match self.store.unfinished_jobs().await {
+            Ok(jobs) => match jobs.into_iter().find(|j| j.id == job_id) {
+                Some(job) => job,
+                None => return,
+            },
+            Err(e) => {
+                error!(error = %e, "cannot load job");
+                return;
+            }
+        };
+        if let Err(e) = self.store.set_job_running(job.id, now_ms()).await {
+            error!(error = %e, "cannot mark job running");
+            return;
+        }
+        info!(kind = %job.kind, object = %job.object, "job running");
+        let result = match job.kind() {
+            Some(JobKind::VolumeCreate) => self.create_volume(&job).await,
+            Some(JobKind::VolumeDelete) => self.delete_volume(&job).await,
+            Some(JobKind::VolumeModifyExtend) => self.resize_volume(&job).await,
+            None => Err(JobError::Failed(format!("unknown job type '{}'", job.kind))),
+        };
+        let end = match result {
+            Ok(()) => return,
+            Err(JobError::Stopping) => {
+                info!("job interrupted by shutdown; it resumes at next start");
+                return;
+            }
+            Err(JobError::Failed(message)) => message,
+            Err(e) => {
+                error!(error = %e, "job failed");
+                format!("internal error: {e}")
+            }
+        };
+        warn!(detail = %end, "job ended in Error");
+        if let Err(e) = self
+            .store
+            .finish_job(
+                job.id,
+                &JobEnd {
+                    state: JobState::Error,
+                    status: "Error".into(),
+                    detail: Some(end),
+                    now_ms: now_ms(),
+                },
+            )
+            .await
+        {
+            error!(error = %e, "cannot record job failure");
+        }
+    }
+
+    fn check_stopping(&self) -> Result<(), JobError> {
+        if self.stopping.load(Ordering::SeqCst) {
+            Err(JobError::Stopping)
+        } else {
+            Ok(())
+        }
+    }
+
+    async fn media_states(&self) -> Result<Vec<MediumState>, StoreError> {
+        Ok(self
+            .store
+            .media_usage()
+            .await?
+            .into_iter()
+            .map(|u| MediumState {
+                used: u.used(),
+                medium: u.record.medium,
+            })
+            .collect())
+    }
+
+    async fn volume(&self, job: &Job) -> Result<Volume, JobError> {
+        self.store
+            .volume_by_id(&job.object)
+            .await?
+            .ok_or_else(|| JobError::Failed(format!("volume {} no longer exists", job.object)))
+    }
+
+    /// Runs blocking data-plane work off the async workers.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&dyn DataPlane) -> Result<T, DataPlaneError> + Send + 'static,
+    ) -> Result<T, JobError> {
+        let media = Arc::clone(&self.media);
+        match tokio::task::spawn_blocking(move || f(media.as_ref())).await {
+            Ok(r) => r.map_err(|e| match e {
+                DataPlaneError::Cancelled => JobError::Stopping,
+                other => JobError::DataPlane(other),
+            }),
+            Err(e) => Err(JobError::Failed(format!("data plane task failed: {e}"))),
+        }
+    }
+
+    async fn progress(&self, job: &Job, progress: u8, status: &str) -> Result<(), JobError> {
+        self.store.set_job_progress(job.id, progress, status).await?;
+        Ok(())
+    }
+
+    async fn done(&self, job: &Job, detail: String) -> Result<(), JobError> {
+        info!(detail = %detail, "job done");
+        self.store
+            .finish_job(
+                job.id,
+                &JobEnd {
+                    state: JobState::Done,
+                    status: "Done".into(),
+                    detail: Some(detail),
+                    now_ms: now_ms(),
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    // ---- volume_create ----
+
+    async fn create_volume(&self, job: &Job) -> Result<(), JobError> {
+        let volume = self.volume(job).await?;
+        let mut slices = self.store.volume_slices(&volume.id).await?;
+        if slices.is_empty() {
+            let _booking = self.allocation.lock().await;
+            let media = self.media_states().await?;
+            let request = PlacementRequest {
+                size: volume.size,
+                resiliency: volume.resiliency,
+                zone: volume.zone.clone(),
+            };
+            match place_volume(&media, &request) {
+                Ok(placements) => {
+                    slices = self.store.place_slices(&volume.id, &placements).await?;
+                }
+                Err(e) => {
+                    // Nothing was allocated: the volume is not created.
+                    self.store.delete_volume(&volume.id).await?;
+                    return Err(JobError::Failed(format!(
+                        "Could not create volume '{}': {e}",
+                        volume.name
+                    )));
+                }
+            }
+        }
+        let total = slices.len().max(1);
+        for (i, row) in slices.iter().enumerate() {
+            self.check_stopping()?;
+            let key = slice_key(&volume.id, &row.slice);
+            let medium = row.slice.medium.clone();
+            let bytes = row.slice.size * GIB;
+            let created = self
+                .blocking(move |dp| dp.create_slice(&medium, &key, bytes))
+                .await;
+            if let Err(e) = created {
+                if matches!(e, JobError::Stopping) {
+                    return Err(e);
+                }
+                self.discard_volume(&volume.id, &slices).await;
+                return Err(JobError::Failed(format!(
+                    "Could not create volume '{}': {e}",
+                    volume.name
+                )));
+            }
+            let pct = u8::try_from((i + 1) * 100 / total).unwrap_or(100).min(99);
+            self.progress(job, pct, &format!("Created slice {} of {total}", i + 1))
+                .await?;
+        }
+        self.done(
+            job,
+            format!(
+                "Volume '{}' created: {} GiB in {} slice(s)",
+                volume.name,
+                volume.size,
+                slices.len()
+            ),
+        )
+        .await
+    }
+
+    /// Best-effort removal of a volume whose creation failed.
+    async fn discard_volume(&self, volume_id: &str, slices: &[svs_store::SliceRow]) {
+        for row in slices {
+            let key = slice_key(volume_id, &row.slice);
+            let medium = row.slice.medium.clone();
+            if let Err(e) = self.blocking(move |dp| dp.delete_slice(&medium, &key)).await {
+                warn!(error = %e, "cannot remove slice of a failed volume");
+            }
+        }
+        if let Err(e) = self.store.delete_volume(volume_id).await {
+            error!(error = %e, "cannot remove failed volume");
+        }
+    }
+
+    // ---- volume_delete ----
+
+    async fn delete_volume(&self, job: &Job) -> Result<(), JobError> {
+        let Some(volume) = self.store.volume_by_id(&job.object).await? else {
+            // Already removed by an earlier run of this job.
+            return self.done(job, format!("Volume {} deleted", job.object)).await;
+        };
+        let slices = self.store.volume_slices(&volume.id).await?;
+        let total = slices.len().max(1);
+        for (i, row) in slices.iter().enumerate() {
+            self.check_stopping()?;
+            let key = slice_key(&volume.id, &row.slice);
+            let medium = row.slice.medium.clone();
+            self.blocking(move |dp| dp.delete_slice(&medium, &key)).await?;
+            let pct = u8::try_from((i + 1) * 100 / total).unwrap_or(100).min(99);
+            self.progress(job, pct, &format!("Removed slice {} of {total}", i + 1))
+                .await?;
+        }
+        self.store.delete_volume(&volume.id).await?;
+        self.done(job, format!("Volume '{}' deleted", volume.name))
+            .await
+    }
+
+    // ---- volume_modify_extend ----
+
+    async fn resize_volume(&self, job: &Job) -> Result<(), JobError> {
+        let volume = self.volume(job).await?;
+        let new_size = job
+            .args
+            .get("size")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| JobError::Failed("job has no target size".into()))?;
+        let allow_movement = job
+            .args
+            .get("allowdatamovement")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+
+        let mut steps = self.store.resize_steps(job.id).await?;
+        if steps.is_empty() {
+            let _booking = self.allocation.lock().await;
+            let media = self.media_states().await?;
+            let slices: Vec<Slice> = self
+                .store
+                .volume_slices(&volume.id)
+                .await?
+                .into_iter()
+                .map(|r| r.slice)
+                .collect();
+            let request = ResizeRequest {
+                current_size: volume.size,
+                new_size,
+                slices: &slices,
+                resiliency: volume.resiliency,
+                allow_data_movement: allow_movement,
+            };
+            let plan = plan_resize(&media, &request).map_err(|e| JobError::Failed(e.to_string()))?;
+            if !plan.is_in_place() {
+                self.store.add_job_detail(job.id, MOVEMENT_PLAN_FOUND).await?;
+            }
+            self.store.save_resize_plan(job.id, &plan).await?;
+            steps = self.store.resize_steps(job.id).await?;
+        }
+
+        let moves: Vec<&ResizeStep> = steps.iter().filter(|s| s.to_medium.is_some()).collect();
+        let move_count = moves.len();
+        for (i, step) in moves.iter().enumerate() {
+            self.check_stopping()?;
+            if let Err(e) = self.move_slice(job, &volume, step, i, move_count).await {
+                if !matches!(e, JobError::Stopping) {
+                    self.discard_unswitched_copies(&volume.id, &steps).await;
+                }
+                return Err(e);
+            }
+        }
+
+        // Every slice now sits where it stays: grow each to the new size.
+        self.progress(job, if move_count > 0 { 95 } else { 50 }, "Growing slices")
+            .await?;
+        let slices = self.store.volume_slices(&volume.id).await?;
+        let new_slice_size = steps.first().map(|s| s.new_size).unwrap_or(0);
+        for row in &slices {
+            self.check_stopping()?;
+            let key = slice_key(&volume.id, &row.slice);
+            let medium = row.slice.medium.clone();
+            let bytes = new_slice_size * GIB;
+            self.blocking(move |dp| dp.grow_slice(&medium, &key, bytes))
+                .await?;
+        }
+        let detail = format!(
+            "Volume '{}' resized from {} GiB to {new_size} GiB{}",
+            volume.name,
+            volume.size,
+            if move_count > 0 {
+                format!(" after moving {move_count} slice(s)")
+            } else {
+                " in place".to_string()
+            }
+        );
+        info!(detail = %detail, "job done");
+        self.store
+            .complete_resize(
+                job.id,
+                &volume.id,
+                new_size,
+                new_slice_size,
+                &JobEnd {
+                    state: JobState::Done,
+                    status: "Done".into(),
+                    detail: Some(detail),
+                    now_ms: now_ms(),
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Copy, verify, switch placement, remove the source: each recorded, so a
+    /// restart continues from the last recorded state.
+    async fn move_slice(
+        &self,
+        job: &Job,
+        volume: &Volume,
+        step: &ResizeStep,
+        index: usize,
+        count: usize,
+    ) -> Result<(), JobError> {
+        let target = step.to_medium.clone().unwrap_or_default();
+        let row = self
+            .store
+            .volume_slices(&volume.id)
+            .await?
+            .into_iter()
+            .find(|r| r.slice.id == step.slice_id)
+            .ok_or_else(|| JobError::Failed(format!("slice {} disappeared", step.slice_id)))?;
+        let key = slice_key(&volume.id, &row.slice);
+        let label = format!(
+            "slice c{}-k{} from {} to {target}",
+            row.slice.copy, row.slice.column, step.from_medium
+        );
+
+        if step.state == StepState::Planned {
+            let base = (index * 90 / count.max(1)) as u64;
+            let span = (90 / count.max(1)) as u64;
+            let status = format!("Moving {label} ({} of {count})", index + 1);
+            self.progress(job, u8::try_from(base).unwrap_or(0), &status)
+                .await?;
+
+            // Progress is sampled from the copy thread and written by this task.
+            let shared = Arc::new(Mutex::new((0u64, 0u64)));
+            let cancel = Arc::new(AtomicBool::new(false));
+            let options = CopyOptions {
+                rate_limit: self.rate_limit,
+                cancel: Arc::clone(&cancel),
+            };
+            let (from, to, k, sink) = (
+                step.from_medium.clone(),
+                target.clone(),
+                key.clone(),
+                Arc::clone(&shared),
+            );
+            let media = Arc::clone(&self.media);
+            let copy = tokio::task::spawn_blocking(move || {
+                media.copy_slice(&from, &to, &k, &options, &mut |done, total| {
+                    if let Ok(mut p) = sink.lock() {
+                        *p = (done, total);
+                    }
+                })
+            });
+            tokio::pin!(copy);
+            let mut last_pct = u64::MAX;
+            let mut tick = tokio::time::interval(Duration::from_millis(250));
+            let started = Instant::now();
+            let result = loop {
+                tokio::select! {
+                    r = &mut copy => break r,
+                    _ = tick.tick() => {
+                        if self.stopping.load(Ordering::SeqCst) {
+                            cancel.store(true, Ordering::SeqCst);
+                        }
+                        let (done, total) = shared.lock().map(|p| *p).unwrap_or((0, 0));
+                        let pct = base + if total > 0 { done * span / total } else { 0 };
+                        if pct != last_pct {
+                            last_pct = pct;
+                            self.progress(job, u8::try_from(pct).unwrap_or(0), &status).await?;
+                        }
+                    }
+                }
+            };
+            let digest = match result {
+                Ok(Ok(d)) => d,
+                Ok(Err(DataPlaneError::Cancelled)) => return Err(JobError::Stopping),
+                Ok(Err(e)) => return Err(JobError::Failed(format!("Moving {label} failed: {e}"))),
+                Err(e) => return Err(JobError::Failed(format!("Moving {label} failed: {e}"))),
+            };
+            info!(
+                slice = %label,
+                secs = started.elapsed().as_secs_f64(),
+                digest = format!("{:032x}", digest.0),
+                "slice copied and verified"
+            );
+            self.check_stopping()?;
+            self.store.switch_slice(step).await?;
+            self.store
+                .add_job_detail(
+                    job.id,
+                    &format!("Moved {label}: copy verified (xxh3-128 {:032x})", digest.0),
+                )
+                .await?;
+        }
+        if step.state != StepState::Done {
+            let (from, k) = (step.from_medium.clone(), key.clone());
+            self.blocking(move |dp| dp.delete_slice(&from, &k)).await?;
+            self.store.finish_step(step.id).await?;
+        }
+        Ok(())
+    }
+
+    /// After a failed movement: remove any copy on a target that never
+    /// became the slice's placement (complete or partial).
+    async fn discard_unswitched_copies(&self, volume_id: &str, steps: &[ResizeStep]) {
+        let Ok(current) = self.store.resize_steps(steps.first().map_or(0, |s| s.job_id)).await
+        else {
+            return;
+        };
+        let slices = self.store.volume_slices(volume_id).await.unwrap_or_default();
+        for step in current.iter().filter(|s| s.state == StepState::Planned) {
+            let (Some(target), Some(row)) = (
+                step.to_medium.clone(),
+                slices.iter().find(|r| r.slice.id == step.slice_id),
+            ) else {
+                continue;
+            };
+            let key = slice_key(volume_id, &row.slice);
+            if let Err(e) = self.blocking(move |dp| dp.delete_slice(&target, &key)).await {
+                warn!(error = %e, "cannot remove an abandoned copy");
+            }
+        }
+    }
+}
+
+pub fn slice_key(volume_id: &str, slice: &Slice) -> SliceKey {
+    SliceKey {
+        volume_id: volume_id.to_string(),
+        copy: slice.copy,
+        column: slice.column,
+    }
+}

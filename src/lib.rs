@@ -1,0 +1,13 @@
+//! svs: a self-hosted storage volume service with a Volumez-compatible API.
+//!
+//! Layers, lowest first: `svs-domain` (model, planner; pure) ← `svs-store`
+//! (persistence) and `svs-dataplane` (media) ← `jobs` (runner) ← `service`
+//! (use cases) ← `api` (HTTP) ← `app` / `cli` (the binary).
+
+pub mod api;
+pub mod app;
+pub mod auth;
+pub mod cli;
+pub mod config;
+pub mod jobs;
+pub mod service;

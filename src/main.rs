@@ -1,0 +1,13 @@
+use clap::Parser;
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = svs::cli::Cli::parse();
+    match svs::cli::run(cli).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("svs: {message}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

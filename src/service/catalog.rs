@@ -1,0 +1,140 @@
+//! Read-only views: media, nodes, jobs.
+
+use super::{format_ms, Caller, ServiceError, ServiceResult, Services};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use svs_domain::JobState;
+use svs_store::{Job, JobFilter, MediumUsage};
+
+pub fn medium_json(m: &MediumUsage) -> Value {
+    json!({
+        "mediaid": m.record.medium.id,
+        "media": m.record.directory,
+        "model": "svs sparse-file medium",
+        "bus": "file",
+        "location": m.record.directory,
+        "node": m.record.medium.node,
+        "zone": m.record.medium.zone,
+        "size": m.record.medium.size,
+        "freesize": m.free(),
+        "volumescount": m.volumes_count,
+        "sectorsize": 4096,
+        "sed": false,
+        "assignment": "svs",
+        "state": "Online",
+        "status": "Ready",
+        "progress": 100,
+        "capacitygroup": "",
+    })
+}
+
+pub fn job_json(j: &Job) -> Value {
+    json!({
+        "id": j.id,
+        "type": j.kind,
+        "object": j.object,
+        "args": j.args,
+        "state": j.state.as_str(),
+        "status": j.status,
+        "progress": j.progress,
+        "starttime": j.starttime_ms.map(format_ms).unwrap_or_default(),
+        "endtime": j.endtime_ms.map(format_ms).unwrap_or_default(),
+        "username": j.username,
+        "useremail": j.useremail,
+        "details": j.details,
+    })
+}
+
+/// Nodes are the distinct nodes of the media, with their capacity.
+pub fn nodes_json(media: &[MediumUsage]) -> Vec<Value> {
+    let mut nodes: BTreeMap<&str, (&str, u64, u64, usize)> = BTreeMap::new();
+    for m in media {
+        let e = nodes
+            .entry(m.record.medium.node.as_str())
+            .or_insert((m.record.medium.zone.as_str(), 0, 0, 0));
+        e.1 += m.record.medium.size;
+        e.2 += m.free();
+        e.3 += 1;
+    }
+    nodes
+        .into_iter()
+        .map(|(name, (zone, size, free, count))| {
+            json!({
+                "name": name,
+                "zone": zone,
+                "os": std::env::consts::OS,
+                "state": "Online",
+                "status": "Ready",
+                "progress": 100,
+                "mediacount": count,
+                "size": size,
+                "freesize": free,
+            })
+        })
+        .collect()
+}
+
+/// Page size of `GET /jobs` when `count` is not given, and its maximum.
+pub const DEFAULT_JOB_PAGE: u32 = 100;
+pub const MAX_JOB_PAGE: u32 = 1000;
+
+impl Services {
+    pub async fn list_media(&self) -> ServiceResult<Vec<MediumUsage>> {
+        Ok(self.store.media_usage().await?)
+    }
+
+    pub async fn get_medium(&self, id: &str) -> ServiceResult<MediumUsage> {
+        self.list_media()
+            .await?
+            .into_iter()
+            .find(|m| m.record.medium.id == id)
+            .ok_or_else(|| ServiceError::NotFound(format!("media '{id}' not found")))
+    }
+
+    pub async fn get_node(&self, name: &str) -> ServiceResult<Value> {
+        let media = self.list_media().await?;
+        nodes_json(&media)
+            .into_iter()
+            .find(|n| n["name"] == name)
+            .ok_or_else(|| ServiceError::NotFound(format!("node '{name}' not found")))
+    }
+
+    pub async fn list_jobs(
+        &self,
+        caller: &Caller,
+        query: &BTreeMap<String, String>,
+    ) -> ServiceResult<Vec<Job>> {
+        let number = |key: &str, default: u32, max: u32| -> ServiceResult<u32> {
+            match query.get(key) {
+                None => Ok(default),
+                Some(v) => v
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| (1..=max).contains(n))
+                    .ok_or_else(|| {
+                        ServiceError::BadRequest(format!("{key} must be a whole number from 1 to {max}"))
+                    }),
+            }
+        };
+        let state = match query.get("state") {
+            None => None,
+            Some(s) => Some(JobState::parse(s).ok_or_else(|| {
+                ServiceError::BadRequest("state must be one of Pending, Running, Done, Error".into())
+            })?),
+        };
+        let filter = JobFilter {
+            kind: query.get("type").cloned(),
+            object: query.get("object").cloned(),
+            state,
+            page: number("page", 1, u32::MAX / MAX_JOB_PAGE)?,
+            count: number("count", DEFAULT_JOB_PAGE, MAX_JOB_PAGE)?,
+        };
+        Ok(self.store.list_jobs(caller.tenant_id, &filter).await?)
+    }
+
+    pub async fn get_job(&self, caller: &Caller, id: &str) -> ServiceResult<Job> {
+        let not_found = || ServiceError::NotFound(format!("job '{id}' not found"));
+        let id: i64 = id.parse().map_err(|_| not_found())?;
+        self.store.get_job(caller.tenant_id, id).await?.ok_or_else(not_found)
+    }
+}

@@ -1,0 +1,99 @@
+//! Reading fields of a JSON request object with clear 400 messages.
+
+use super::{ServiceError, ServiceResult};
+use serde_json::{Map, Value};
+
+pub type Body = Map<String, Value>;
+
+fn bad(msg: String) -> ServiceError {
+    ServiceError::BadRequest(msg)
+}
+
+/// A string field; `null` counts as absent.
+pub fn opt_str<'a>(body: &'a Body, key: &str) -> ServiceResult<Option<&'a str>> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str())),
+        Some(_) => Err(bad(format!("{key} must be a string"))),
+    }
+}
+
+pub fn req_str<'a>(body: &'a Body, key: &str) -> ServiceResult<&'a str> {
+    match opt_str(body, key)? {
+        Some(s) if !s.is_empty() => Ok(s),
+        _ => Err(bad(format!("{key} is required"))),
+    }
+}
+
+pub fn opt_bool(body: &Body, key: &str) -> ServiceResult<Option<bool>> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(bad(format!("{key} must be true or false"))),
+    }
+}
+
+/// A whole number in `min..=max`; `null` counts as absent.
+pub fn opt_uint(body: &Body, key: &str, min: u64, max: u64) -> ServiceResult<Option<u64>> {
+    let value = match body.get(key) {
+        None | Some(Value::Null) => return Ok(None),
+        Some(v) => v,
+    };
+    let n = value
+        .as_u64()
+        .or_else(|| {
+            // Accept 20.0 from clients that send every number as a float.
+            value
+                .as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u64::MAX as f64)
+                .map(|f| f as u64)
+        })
+        .ok_or_else(|| match value {
+            Value::Number(_) => bad(format!("{key} must be a whole number from {min} to {max}")),
+            _ => bad(format!("{key} must be a number")),
+        })?;
+    if n < min || n > max {
+        return Err(bad(format!("{key} must be a whole number from {min} to {max}")));
+    }
+    Ok(Some(n))
+}
+
+pub fn req_uint(body: &Body, key: &str, min: u64, max: u64) -> ServiceResult<u64> {
+    opt_uint(body, key, min, max)?.ok_or_else(|| bad(format!("{key} is required")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn body(v: Value) -> Body {
+        match v {
+            Value::Object(m) => m,
+            _ => unreachable!("test bodies are objects"),
+        }
+    }
+
+    #[test]
+    fn numbers_are_checked_for_type_range_and_wholeness() {
+        let b = body(json!({"a": 5, "b": 2.5, "c": "5", "d": -1, "e": 7.0, "f": null}));
+        assert_eq!(opt_uint(&b, "a", 1, 10).unwrap(), Some(5));
+        assert!(opt_uint(&b, "b", 1, 10).is_err());
+        assert!(opt_uint(&b, "c", 1, 10).is_err());
+        assert!(opt_uint(&b, "d", 0, 10).is_err());
+        assert_eq!(opt_uint(&b, "e", 1, 10).unwrap(), Some(7));
+        assert_eq!(opt_uint(&b, "f", 1, 10).unwrap(), None);
+        assert!(opt_uint(&b, "a", 6, 10).is_err());
+        assert!(req_uint(&b, "zz", 0, 1).is_err());
+    }
+
+    #[test]
+    fn strings_and_bools_are_type_checked() {
+        let b = body(json!({"s": "x", "n": 1, "t": true, "e": ""}));
+        assert_eq!(opt_str(&b, "s").unwrap(), Some("x"));
+        assert!(opt_str(&b, "n").is_err());
+        assert!(req_str(&b, "e").is_err());
+        assert_eq!(opt_bool(&b, "t").unwrap(), Some(true));
+        assert!(opt_bool(&b, "s").is_err());
+    }
+}
