@@ -62,6 +62,19 @@ pub fn req_uint(body: &Body, key: &str, min: u64, max: u64) -> ServiceResult<u64
     opt_uint(body, key, min, max)?.ok_or_else(|| bad(format!("{key} is required")))
 }
 
+/// A required size in whole GiB, without an upper bound of its own (the
+/// caller checks the bounds that apply).
+pub fn req_gib(body: &Body, key: &str) -> ServiceResult<u64> {
+    match body.get(key) {
+        None | Some(Value::Null) => Err(bad(format!("{key} is required"))),
+        Some(Value::Number(_)) => opt_uint(body, key, 0, u64::MAX)
+            .ok()
+            .flatten()
+            .ok_or_else(|| bad(format!("{key} must be a whole number of GiB"))),
+        Some(_) => Err(bad(format!("{key} must be a number"))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,6 @@
 //! Volumes: create, read, resize, delete. Long work runs as jobs.
 
-use super::fields::{opt_bool, opt_str, req_str, req_uint, Body};
+use super::fields::{opt_bool, opt_str, req_gib, req_str, req_uint, Body};
 use super::{now_ms, Caller, ServiceError, ServiceResult, Services};
 use serde_json::{json, Map, Value};
 use svs_domain::{
@@ -247,7 +247,7 @@ impl Services {
                 )));
             }
         }
-        let size = req_uint(body, "size", 0, u64::MAX)?;
+        let size = req_gib(body, "size")?;
         let allow_movement = opt_bool(body, "allowdatamovement")?.unwrap_or(false);
         validate_new_size(volume.size, size).map_err(|e| ServiceError::BadRequest(e.to_string()))?;
 

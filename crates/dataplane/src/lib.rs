@@ -90,11 +90,12 @@ pub trait DataPlane: Send + Sync + 'static {
 
     /// Copies the slice from one medium to another: only data extents are read
     /// (SEEK_DATA/SEEK_HOLE) and all-zero blocks stay holes; throttled to
-    /// `options.rate_limit`; written to a temporary name, fsynced, renamed,
-    /// directory fsynced; then the target is re-read and its digest compared
-    /// with the source's. `progress(done, total)` is called as data bytes are
-    /// copied. On any failure the temporary/partial target is removed. A
-    /// complete target left by an earlier run is overwritten.
+    /// `options.rate_limit`; written to a temporary name and fsynced; the
+    /// temporary copy is re-read and its digest compared with the source's;
+    /// only a verified copy is renamed to the slice's name (then the directory
+    /// is fsynced). `progress(done, total)` is called as data bytes are
+    /// copied. On any failure the temporary target (and any earlier complete
+    /// target) is removed, so no half-copied slice is left behind.
     fn copy_slice(
         &self,
         from_medium: &str,

@@ -1,0 +1,394 @@
+//! `TestApp`: the real `svs serve` binary on a random port with its own
+//! temporary data directory, and a signed-in HTTP client.
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+pub const ADMIN_EMAIL: &str = "admin@example.com";
+pub const ADMIN_PASSWORD: &str = "admin-password";
+pub const GIB: u64 = 1024 * 1024 * 1024;
+
+/// One medium of a test topology.
+#[derive(Clone, Debug)]
+pub struct TestMedium {
+    pub id: &'static str,
+    pub node: &'static str,
+    pub zone: &'static str,
+    pub size_gib: u64,
+}
+
+pub fn medium(id: &'static str, node: &'static str, zone: &'static str, size_gib: u64) -> TestMedium {
+    TestMedium { id, node, zone, size_gib }
+}
+
+#[derive(Clone, Debug)]
+pub struct TestConfig {
+    /// Empty: the embedded demo topology.
+    pub media: Vec<TestMedium>,
+    pub movement_rate: String,
+    pub token_lifetime: String,
+    pub refresh_token_lifetime: String,
+}
+
+impl Default for TestConfig {
+    fn default() -> TestConfig {
+        TestConfig {
+            media: Vec::new(),
+            movement_rate: "0".into(),
+            token_lifetime: "1h".into(),
+            refresh_token_lifetime: "30days".into(),
+        }
+    }
+}
+
+pub struct TestApp {
+    pub base: String,
+    pub dir: TempDir,
+    pub config: TestConfig,
+    pub client: reqwest::Client,
+    /// The admin's IdToken.
+    pub token: String,
+    child: Option<Child>,
+}
+
+pub fn svs_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_svs")
+}
+
+impl TestApp {
+    pub async fn start() -> TestApp {
+        TestApp::start_with(TestConfig::default()).await
+    }
+
+    pub async fn start_with(config: TestConfig) -> TestApp {
+        let dir = tempfile::tempdir().expect("temp dir");
+        write_config(dir.path(), &config);
+        let mut app = TestApp {
+            base: String::new(),
+            dir,
+            config,
+            client: reqwest::Client::new(),
+            token: String::new(),
+            child: None,
+        };
+        app.launch().expect("svs serve starts");
+        let tokens = app.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD).await;
+        app.token = tokens["IdToken"].as_str().expect("IdToken").to_string();
+        app
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("svs.toml")
+    }
+
+    /// Starts `svs serve`; Err carries its stderr when it exits instead.
+    pub fn launch(&mut self) -> Result<(), String> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("svs.log"))
+            .map_err(|e| e.to_string())?;
+        let mut child = Command::new(svs_bin())
+            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+            .arg(self.config_path())
+            .arg("--data-dir")
+            .arg(self.data_dir())
+            .env("SVS_ADMIN_EMAIL", ADMIN_EMAIL)
+            .env("SVS_ADMIN_PASSWORD", ADMIN_PASSWORD)
+            .env("SVS_LOG", "info,tower_http=warn")
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let mut line = String::new();
+        let read = BufReader::new(stdout).read_line(&mut line);
+        if read.is_err() || !line.starts_with("svs listening on ") {
+            let _ = child.wait();
+            return Err(self.log());
+        }
+        self.base = line["svs listening on ".len()..].trim().to_string();
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// What the service wrote to stderr so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("svs.log")).unwrap_or_default()
+    }
+
+    /// SIGKILL: no chance to clean up, like a crash or power loss.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM and wait: a clean stop.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill").arg(child.id().to_string()).status();
+            let _ = child.wait();
+        }
+    }
+
+    pub async fn restart(&mut self) {
+        self.kill();
+        self.launch().expect("svs serve restarts");
+    }
+
+    pub fn medium_dir(&self, id: &str) -> PathBuf {
+        if self.config.media.is_empty() {
+            self.data_dir().join("media").join(id)
+        } else {
+            self.dir.path().join("media").join(id)
+        }
+    }
+
+    pub fn slice_path(&self, medium: &str, volume_id: &str, copy: u64, column: u64) -> PathBuf {
+        self.medium_dir(medium)
+            .join(volume_id)
+            .join(format!("c{copy}-k{column}.slice"))
+    }
+
+    pub async fn request(
+        &self,
+        token: Option<&str>,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut req = self.client.request(method, format!("{}{}", self.base, path));
+        if let Some(t) = token {
+            req = req.header("authorization", t);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.expect("request sent");
+        let status = resp.status();
+        let text = resp.text().await.expect("body read");
+        let value = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("{path}: body is not JSON: {text}"))
+        };
+        (status, value)
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.request(Some(&self.token), Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.request(Some(&self.token), Method::POST, path, Some(body)).await
+    }
+
+    pub async fn patch(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.request(Some(&self.token), Method::PATCH, path, Some(body)).await
+    }
+
+    pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
+        self.request(Some(&self.token), Method::DELETE, path, None).await
+    }
+
+    pub async fn sign_in(&self, email: &str, password: &str) -> Value {
+        let (status, body) = self
+            .request(None, Method::POST, "/signin", Some(json!({"email": email, "password": password})))
+            .await;
+        assert_eq!(status, StatusCode::OK, "sign in {email}: {body}");
+        body
+    }
+
+    /// Adds a user with `svs user add` against the running service's data directory.
+    pub fn add_user(&self, tenant: &str, email: &str, password: &str) {
+        use std::io::Write;
+        let mut child = Command::new(svs_bin())
+            .args(["user", "add", "--email", email, "--tenant", tenant, "--config"])
+            .arg(self.config_path())
+            .arg("--data-dir")
+            .arg(self.data_dir())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("svs user add runs");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(format!("{password}\n").as_bytes())
+            .expect("password written");
+        let out = child.wait_with_output().expect("svs user add ends");
+        assert!(out.status.success(), "user add: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// A second user in their own tenant, signed in; returns the IdToken.
+    pub async fn user_in_tenant(&self, tenant: &str, email: &str) -> String {
+        self.add_user(tenant, email, "other-password");
+        let tokens = self.sign_in(email, "other-password").await;
+        tokens["IdToken"].as_str().expect("IdToken").to_string()
+    }
+
+    /// Polls a job until it is Done or Error.
+    pub async fn wait_job(&self, job_id: &str) -> Value {
+        self.wait_job_as(&self.token, job_id).await
+    }
+
+    pub async fn wait_job_as(&self, token: &str, job_id: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let (status, job) = self
+                .request(Some(token), Method::GET, &format!("/jobs/{job_id}"), None)
+                .await;
+            assert_eq!(status, StatusCode::OK, "job {job_id}: {job}");
+            if job["state"] == "Done" || job["state"] == "Error" {
+                return job;
+            }
+            assert!(Instant::now() < deadline, "job {job_id} did not end: {job}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub async fn create_policy(&self, name: &str, media: u8, node: u8, zone: u8) {
+        let (status, body) = self
+            .post(
+                "/policies",
+                json!({"name": name, "resiliencymedia": media, "resiliencynode": node, "resiliencyzone": zone}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "create policy: {body}");
+    }
+
+    /// Creates a volume and waits for its job; returns (volume id, job).
+    pub async fn create_volume(&self, name: &str, size: u64, policy: &str) -> (String, Value) {
+        let (status, body) = self
+            .post("/volumes", json!({"name": name, "type": "block", "size": size, "policy": policy}))
+            .await;
+        assert_eq!(status, StatusCode::OK, "create volume: {body}");
+        let job = self.wait_job(body["JobID"].as_str().expect("JobID")).await;
+        (body["ObjectID"].as_str().expect("ObjectID").to_string(), job)
+    }
+
+    pub async fn slices(&self, volume: &str) -> Vec<Value> {
+        let (status, body) = self.get(&format!("/volumes/{volume}/slices")).await;
+        assert_eq!(status, StatusCode::OK, "slices: {body}");
+        body.as_array().cloned().unwrap_or_default()
+    }
+
+    pub async fn free(&self, medium: &str) -> u64 {
+        let (status, body) = self.get(&format!("/media/{medium}")).await;
+        assert_eq!(status, StatusCode::OK, "media: {body}");
+        body["freesize"].as_u64().expect("freesize")
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            eprintln!("---- svs log ----\n{}", self.log());
+        }
+    }
+}
+
+fn write_config(dir: &Path, config: &TestConfig) {
+    let mut toml = format!(
+        "movement_rate = \"{}\"\ntoken_lifetime = \"{}\"\nrefresh_token_lifetime = \"{}\"\n",
+        config.movement_rate, config.token_lifetime, config.refresh_token_lifetime
+    );
+    for m in &config.media {
+        let path = dir.join("media").join(m.id);
+        toml.push_str(&format!(
+            "\n[[media]]\nid = \"{}\"\nnode = \"{}\"\nzone = \"{}\"\ndirectory = \"{}\"\nsize_gib = {}\n",
+            m.id,
+            m.node,
+            m.zone,
+            path.display(),
+            m.size_gib
+        ));
+    }
+    std::fs::write(dir.join("svs.toml"), toml).expect("config written");
+}
+
+/// Writes `data` at `offset` into a file (a slice, in movement tests).
+pub fn write_at(path: &Path, offset: u64, data: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::OpenOptions::new().write(true).open(path).expect("slice opens");
+    file.write_all_at(data, offset).expect("pattern written");
+    file.sync_all().expect("fsync");
+}
+
+pub fn read_at(path: &Path, offset: u64, len: usize) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(path).expect("slice opens");
+    let mut buf = vec![0u8; len];
+    file.read_exact_at(&mut buf, offset).expect("pattern read");
+    buf
+}
+
+/// A deterministic, position-dependent byte pattern.
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x & 0xff) as u8
+        })
+        .collect()
+}
+
+/// The decoded header and claims of a JWT (signature not checked).
+pub fn jwt_parts(token: &str) -> (Value, Value) {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
+    let parts: Vec<&str> = token.split('.').collect();
+    assert_eq!(parts.len(), 3, "a JWT has three parts: {token}");
+    let decode = |part: &str| -> Value {
+        let bytes = URL_SAFE_NO_PAD.decode(part).expect("base64url JWT part");
+        serde_json::from_slice(&bytes).expect("JSON JWT part")
+    };
+    (decode(parts[0]), decode(parts[1]))
+}
+
+impl TestApp {
+    /// Sends raw bytes with an optional content type; returns the status,
+    /// the content-type of the answer and its body text.
+    pub async fn send_raw(
+        &self,
+        token: Option<&str>,
+        method: Method,
+        path: &str,
+        content_type: Option<&str>,
+        body: Vec<u8>,
+    ) -> (StatusCode, String, String) {
+        let mut req = self.client.request(method, format!("{}{}", self.base, path));
+        if let Some(t) = token {
+            req = req.header("authorization", t);
+        }
+        if let Some(ct) = content_type {
+            req = req.header("content-type", ct);
+        }
+        let resp = req.body(body).send().await.expect("request sent");
+        let status = resp.status();
+        let ct = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        (status, ct, resp.text().await.expect("body read"))
+    }
+}

@@ -1,0 +1,11 @@
+//! Integration tests: the real `svs serve` over HTTP.
+
+mod harness;
+
+mod auth;
+mod jobs;
+mod policies;
+mod resize;
+mod startup;
+mod tenants;
+mod volumes;
