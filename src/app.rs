@@ -46,15 +46,16 @@ pub fn lock_data_dir(dir: &Path) -> Result<File, String> {
             dir.display(),
             path.display()
         )),
-        Err(std::fs::TryLockError::Error(e)) => {
-            Err(format!("cannot lock {}: {e}", path.display()))
-        }
+        Err(std::fs::TryLockError::Error(e)) => Err(format!("cannot lock {}: {e}", path.display())),
     }
 }
 
 pub async fn open_store(config: &Config) -> Result<SqliteStore, String> {
     std::fs::create_dir_all(&config.data_dir).map_err(|e| {
-        format!("cannot create data directory {}: {e}", config.data_dir.display())
+        format!(
+            "cannot create data directory {}: {e}",
+            config.data_dir.display()
+        )
     })?;
     SqliteStore::open(&config.data_dir.join(DB_FILE))
         .await
@@ -65,15 +66,28 @@ impl Application {
     pub async fn build(config: Config) -> Result<Application, String> {
         let lock = lock_data_dir(&config.data_dir)?;
 
-        let media_config = config.effective_media();
+        let mut media_config = config.effective_media();
         let media = LocalMedia::new(
             media_config
                 .iter()
                 .map(|m| (m.id.clone(), m.directory.clone())),
         );
-        for m in &media_config {
+        for m in &mut media_config {
             media.check_medium(&m.id).map_err(|e| e.to_string())?;
+            // The same directory, however it was spelled in the configuration.
+            m.directory = std::fs::canonicalize(&m.directory).map_err(|e| {
+                format!(
+                    "medium '{}': directory {}: {e}",
+                    m.id,
+                    m.directory.display()
+                )
+            })?;
         }
+        let media = LocalMedia::new(
+            media_config
+                .iter()
+                .map(|m| (m.id.clone(), m.directory.clone())),
+        );
 
         let store = open_store(&config).await?;
         let records: Vec<MediumRecord> = media_config
@@ -102,8 +116,14 @@ impl Application {
             Arc::new(media),
             config.movement_rate_limit(),
         );
-        let refresh_ms = i64::try_from(config.refresh_token_lifetime.as_millis()).unwrap_or(i64::MAX);
-        let services = Arc::new(Services::new(store_dyn, tokens, refresh_ms, Arc::clone(&runner))?);
+        let refresh_ms =
+            i64::try_from(config.refresh_token_lifetime.as_millis()).unwrap_or(i64::MAX);
+        let services = Arc::new(Services::new(
+            store_dyn,
+            tokens,
+            refresh_ms,
+            Arc::clone(&runner),
+        )?);
         let resumed = runner
             .resume_unfinished()
             .await

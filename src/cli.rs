@@ -86,7 +86,14 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             app.run_until_stopped().await
         }
         Command::User {
-            command: UserCommand::Add { common, email, tenant, name, admin },
+            command:
+                UserCommand::Add {
+                    common,
+                    email,
+                    tenant,
+                    name,
+                    admin,
+                },
         } => {
             let config = Config::load(&Overrides {
                 config_file: common.config,

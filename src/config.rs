@@ -92,13 +92,18 @@ impl Config {
         let mut figment = Figment::from(Serialized::defaults(Config::default()));
         if let Some(file) = &overrides.config_file {
             if !file.is_file() {
-                return Err(format!("configuration file {} does not exist", file.display()));
+                return Err(format!(
+                    "configuration file {} does not exist",
+                    file.display()
+                ));
             }
             figment = figment.merge(Toml::file(file));
         }
         // SVS_CONFIG names the file for clap; it is not a setting.
         figment = figment.merge(Env::prefixed("SVS_").ignore(&["config"]));
-        let mut config: Config = figment.extract().map_err(|e| format!("configuration: {e}"))?;
+        let mut config: Config = figment
+            .extract()
+            .map_err(|e| format!("configuration: {e}"))?;
         if let Some(dir) = &overrides.data_dir {
             config.data_dir = dir.clone();
         }
@@ -215,7 +220,10 @@ mod tests {
         assert_eq!(config.movement_rate_limit(), Some(1024 * 1024));
         assert_eq!(config.token_lifetime, Duration::from_secs(600));
         assert_eq!(config.data_dir, PathBuf::from("/tmp/x"));
-        assert_eq!(config.effective_media()[0].directory, PathBuf::from("/tmp/m1"));
+        assert_eq!(
+            config.effective_media()[0].directory,
+            PathBuf::from("/tmp/m1")
+        );
     }
 
     #[test]

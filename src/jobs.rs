@@ -192,7 +192,9 @@ impl JobRunner {
     }
 
     async fn progress(&self, job: &Job, progress: u8, status: &str) -> Result<(), JobError> {
-        self.store.set_job_progress(job.id, progress, status).await?;
+        self.store
+            .set_job_progress(job.id, progress, status)
+            .await?;
         Ok(())
     }
 
@@ -279,7 +281,10 @@ impl JobRunner {
         for row in slices {
             let key = slice_key(volume_id, &row.slice);
             let medium = row.slice.medium.clone();
-            if let Err(e) = self.blocking(move |dp| dp.delete_slice(&medium, &key)).await {
+            if let Err(e) = self
+                .blocking(move |dp| dp.delete_slice(&medium, &key))
+                .await
+            {
                 warn!(error = %e, "cannot remove slice of a failed volume");
             }
         }
@@ -293,7 +298,9 @@ impl JobRunner {
     async fn delete_volume(&self, job: &Job) -> Result<(), JobError> {
         let Some(volume) = self.store.volume_by_id(&job.object).await? else {
             // Already removed by an earlier run of this job.
-            return self.done(job, format!("Volume {} deleted", job.object)).await;
+            return self
+                .done(job, format!("Volume {} deleted", job.object))
+                .await;
         };
         let slices = self.store.volume_slices(&volume.id).await?;
         let total = slices.len().max(1);
@@ -301,7 +308,8 @@ impl JobRunner {
             self.check_stopping()?;
             let key = slice_key(&volume.id, &row.slice);
             let medium = row.slice.medium.clone();
-            self.blocking(move |dp| dp.delete_slice(&medium, &key)).await?;
+            self.blocking(move |dp| dp.delete_slice(&medium, &key))
+                .await?;
             let pct = u8::try_from((i + 1) * 100 / total).unwrap_or(100).min(99);
             self.progress(job, pct, &format!("Removed slice {} of {total}", i + 1))
                 .await?;
@@ -344,11 +352,10 @@ impl JobRunner {
                 resiliency: volume.resiliency,
                 allow_data_movement: allow_movement,
             };
-            let plan = plan_resize(&media, &request).map_err(|e| JobError::Failed(e.to_string()))?;
-            if !plan.is_in_place() {
-                self.store.add_job_detail(job.id, MOVEMENT_PLAN_FOUND).await?;
-            }
-            self.store.save_resize_plan(job.id, &plan).await?;
+            let plan =
+                plan_resize(&media, &request).map_err(|e| JobError::Failed(e.to_string()))?;
+            let detail = (!plan.is_in_place()).then_some(MOVEMENT_PLAN_FOUND);
+            self.store.save_resize_plan(job.id, &plan, detail).await?;
             steps = self.store.resize_steps(job.id).await?;
         }
 
@@ -469,7 +476,7 @@ impl JobRunner {
                             cancel.store(true, Ordering::SeqCst);
                         }
                         let (done, total) = shared.lock().map(|p| *p).unwrap_or((0, 0));
-                        let pct = base + if total > 0 { done * span / total } else { 0 };
+                        let pct = base + (done * span).checked_div(total).unwrap_or(0);
                         if pct != last_pct {
                             last_pct = pct;
                             self.progress(job, u8::try_from(pct).unwrap_or(0), &status).await?;
@@ -509,11 +516,18 @@ impl JobRunner {
     /// After a failed movement: remove any copy on a target that never
     /// became the slice's placement (complete or partial).
     async fn discard_unswitched_copies(&self, volume_id: &str, steps: &[ResizeStep]) {
-        let Ok(current) = self.store.resize_steps(steps.first().map_or(0, |s| s.job_id)).await
+        let Ok(current) = self
+            .store
+            .resize_steps(steps.first().map_or(0, |s| s.job_id))
+            .await
         else {
             return;
         };
-        let slices = self.store.volume_slices(volume_id).await.unwrap_or_default();
+        let slices = self
+            .store
+            .volume_slices(volume_id)
+            .await
+            .unwrap_or_default();
         for step in current.iter().filter(|s| s.state == StepState::Planned) {
             let (Some(target), Some(row)) = (
                 step.to_medium.clone(),
@@ -522,7 +536,10 @@ impl JobRunner {
                 continue;
             };
             let key = slice_key(volume_id, &row.slice);
-            if let Err(e) = self.blocking(move |dp| dp.delete_slice(&target, &key)).await {
+            if let Err(e) = self
+                .blocking(move |dp| dp.delete_slice(&target, &key))
+                .await
+            {
                 warn!(error = %e, "cannot remove an abandoned copy");
             }
         }

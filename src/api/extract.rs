@@ -18,7 +18,10 @@ impl FromRequest<AppState> for JsonObject {
     async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
         match axum::Json::<Value>::from_request(req, state).await {
             Ok(axum::Json(Value::Object(map))) => Ok(JsonObject(map)),
-            Ok(_) => Err(ApiError::new(StatusCode::BAD_REQUEST, "request body must be a JSON object")),
+            Ok(_) => Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "request body must be a JSON object",
+            )),
             Err(rejection) => Err(json_rejection(rejection)),
         }
     }
@@ -28,20 +31,29 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
     match rejection.status() {
         StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            format!("request body is larger than {} bytes", super::MAX_BODY_BYTES),
+            format!(
+                "request body is larger than {} bytes",
+                super::MAX_BODY_BYTES
+            ),
         ),
         StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::new(
             StatusCode::BAD_REQUEST,
             "request body must be JSON with content-type: application/json",
         ),
-        _ => ApiError::new(StatusCode::BAD_REQUEST, format!("invalid JSON body: {}", rejection.body_text())),
+        _ => ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("invalid JSON body: {}", rejection.body_text()),
+        ),
     }
 }
 
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
         let header = parts
             .headers
             .get(header::AUTHORIZATION)

@@ -2,7 +2,7 @@
 
 use super::extract::JsonObject;
 use super::{ApiError, AppState};
-use crate::service::catalog::{job_json, medium_json, nodes_json};
+use crate::service::catalog::{job_json, medium_json};
 use crate::service::fields::req_str;
 use crate::service::volumes::{slice_json, volume_json, Started};
 use crate::service::Caller;
@@ -64,15 +64,23 @@ pub async fn list_media(State(app): State<AppState>, _: Caller) -> ApiResult {
     Ok(Json(media.iter().map(medium_json).collect()))
 }
 
-pub async fn get_medium(State(app): State<AppState>, _: Caller, Path(id): Path<String>) -> ApiResult {
+pub async fn get_medium(
+    State(app): State<AppState>,
+    _: Caller,
+    Path(id): Path<String>,
+) -> ApiResult {
     Ok(Json(medium_json(&app.get_medium(&id).await?)))
 }
 
 pub async fn list_nodes(State(app): State<AppState>, _: Caller) -> ApiResult {
-    Ok(Json(Value::Array(nodes_json(&app.list_media().await?))))
+    Ok(Json(Value::Array(app.list_nodes().await?)))
 }
 
-pub async fn get_node(State(app): State<AppState>, _: Caller, Path(name): Path<String>) -> ApiResult {
+pub async fn get_node(
+    State(app): State<AppState>,
+    _: Caller,
+    Path(name): Path<String>,
+) -> ApiResult {
     Ok(Json(app.get_node(&name).await?))
 }
 
@@ -84,12 +92,24 @@ fn policy_json(p: &Policy) -> Value {
     out.insert("resiliencyzone".into(), json!(p.resiliency.zone));
     out.insert("createdbyuserName".into(), json!(p.created_by_name));
     out.insert("createdbyuseremail".into(), json!(p.created_by_email));
-    out.insert("createdtime".into(), json!(crate::service::format_ms(p.created_ms)));
-    out.insert("updatebyusername".into(), json!(p.updated_by_name.clone().unwrap_or_default()));
-    out.insert("updatebyUseremail".into(), json!(p.updated_by_email.clone().unwrap_or_default()));
+    out.insert(
+        "createdtime".into(),
+        json!(crate::service::format_ms(p.created_ms)),
+    );
+    out.insert(
+        "updatebyusername".into(),
+        json!(p.updated_by_name.clone().unwrap_or_default()),
+    );
+    out.insert(
+        "updatebyUseremail".into(),
+        json!(p.updated_by_email.clone().unwrap_or_default()),
+    );
     out.insert(
         "updatetime".into(),
-        json!(p.updated_ms.map(crate::service::format_ms).unwrap_or_default()),
+        json!(p
+            .updated_ms
+            .map(crate::service::format_ms)
+            .unwrap_or_default()),
     );
     Value::Object(out)
 }
@@ -105,10 +125,16 @@ pub async fn create_policy(
     JsonObject(body): JsonObject,
 ) -> ApiResult {
     let p = app.create_policy(&caller, &body).await?;
-    Ok(Json(json!({"Message": "Policy created", "ObjectID": p.name})))
+    Ok(Json(
+        json!({"Message": "Policy created", "ObjectID": p.name}),
+    ))
 }
 
-pub async fn get_policy(State(app): State<AppState>, caller: Caller, Path(name): Path<String>) -> ApiResult {
+pub async fn get_policy(
+    State(app): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> ApiResult {
     Ok(Json(policy_json(&app.get_policy(&caller, &name).await?)))
 }
 
@@ -119,10 +145,16 @@ pub async fn update_policy(
     JsonObject(body): JsonObject,
 ) -> ApiResult {
     let p = app.update_policy(&caller, &name, &body).await?;
-    Ok(Json(json!({"Message": "Policy updated", "ObjectID": p.name})))
+    Ok(Json(
+        json!({"Message": "Policy updated", "ObjectID": p.name}),
+    ))
 }
 
-pub async fn delete_policy(State(app): State<AppState>, caller: Caller, Path(name): Path<String>) -> ApiResult {
+pub async fn delete_policy(
+    State(app): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> ApiResult {
     app.delete_policy(&caller, &name).await?;
     Ok(Json(json!({"Message": "Policy deleted", "ObjectID": name})))
 }
@@ -137,10 +169,17 @@ pub async fn create_volume(
     caller: Caller,
     JsonObject(body): JsonObject,
 ) -> ApiResult {
-    started("Volume creation started", app.create_volume(&caller, &body).await?)
+    started(
+        "Volume creation started",
+        app.create_volume(&caller, &body).await?,
+    )
 }
 
-pub async fn get_volume(State(app): State<AppState>, caller: Caller, Path(name): Path<String>) -> ApiResult {
+pub async fn get_volume(
+    State(app): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> ApiResult {
     Ok(Json(volume_json(&app.get_volume(&caller, &name).await?)))
 }
 
@@ -150,14 +189,28 @@ pub async fn resize_volume(
     Path(name): Path<String>,
     JsonObject(body): JsonObject,
 ) -> ApiResult {
-    started("Volume resize started", app.resize_volume(&caller, &name, &body).await?)
+    started(
+        "Volume resize started",
+        app.resize_volume(&caller, &name, &body).await?,
+    )
 }
 
-pub async fn delete_volume(State(app): State<AppState>, caller: Caller, Path(name): Path<String>) -> ApiResult {
-    started("Volume deletion started", app.delete_volume(&caller, &name).await?)
+pub async fn delete_volume(
+    State(app): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> ApiResult {
+    started(
+        "Volume deletion started",
+        app.delete_volume(&caller, &name).await?,
+    )
 }
 
-pub async fn volume_slices(State(app): State<AppState>, caller: Caller, Path(name): Path<String>) -> ApiResult {
+pub async fn volume_slices(
+    State(app): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> ApiResult {
     let slices = app.volume_slices(&caller, &name).await?;
     Ok(Json(slices.iter().map(slice_json).collect()))
 }
@@ -171,7 +224,11 @@ pub async fn list_jobs(
     Ok(Json(jobs.iter().map(job_json).collect()))
 }
 
-pub async fn get_job(State(app): State<AppState>, caller: Caller, Path(id): Path<String>) -> ApiResult {
+pub async fn get_job(
+    State(app): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult {
     Ok(Json(job_json(&app.get_job(&caller, &id).await?)))
 }
 
@@ -180,5 +237,8 @@ pub async fn not_found() -> ApiError {
 }
 
 pub async fn method_not_allowed() -> ApiError {
-    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this route")
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method not allowed on this route",
+    )
 }

@@ -5,13 +5,17 @@ mod error;
 mod extract;
 mod handlers;
 
+use axum::response::IntoResponse;
 pub use error::ApiError;
 
 use crate::service::Services;
+use axum::body::Body;
 use axum::extract::DefaultBodyLimit;
+use axum::http::{header, HeaderValue, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use std::sync::Arc;
+use tower_http::catch_panic::CatchPanicLayer;
 
 /// Largest accepted request body.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -46,5 +50,40 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::map_response(json_errors))
+        .layer(CatchPanicLayer::custom(|_| {
+            tracing::error!("request handler panicked");
+            ApiError::new(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                "internal error",
+            )
+            .into_response()
+        }))
         .with_state(state)
+}
+
+/// Errors produced outside our handlers (axum's rejections of a path or
+/// query, for instance) come as plain text; clients always get JSON.
+async fn json_errors(response: Response<Body>) -> Response<Body> {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+    let message = match String::from_utf8_lossy(&text).trim() {
+        "" => status.canonical_reason().unwrap_or("error").to_string(),
+        t => t.to_string(),
+    };
+    let json = serde_json::json!({ "message": message }).to_string();
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(json))
 }

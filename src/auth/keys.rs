@@ -42,9 +42,9 @@ impl SigningKey {
                         path.display()
                     ));
                 }
-                bytes.try_into().map_err(|_| {
-                    format!("{} is not a 32-byte Ed25519 seed", path.display())
-                })?
+                bytes
+                    .try_into()
+                    .map_err(|_| format!("{} is not a 32-byte Ed25519 seed", path.display()))?
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let seed: [u8; 32] = rand::random();
@@ -110,7 +110,10 @@ mod tests {
     fn key_is_created_private_and_reloaded_identically() {
         let dir = tempfile::tempdir().unwrap();
         let first = SigningKey::load_or_create(dir.path()).unwrap();
-        let mode = fs::metadata(dir.path().join(KEY_FILE)).unwrap().permissions().mode();
+        let mode = fs::metadata(dir.path().join(KEY_FILE))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600);
         let second = SigningKey::load_or_create(dir.path()).unwrap();
         assert_eq!(first.kid, second.kid);

@@ -20,7 +20,8 @@ pub fn hash_password(password: &str) -> Result<String, PasswordError> {
         return Err(PasswordError::TooShort);
     }
     let salt_bytes: [u8; 16] = rand::random();
-    let salt = SaltString::encode_b64(&salt_bytes).map_err(|e| PasswordError::Hash(e.to_string()))?;
+    let salt =
+        SaltString::encode_b64(&salt_bytes).map_err(|e| PasswordError::Hash(e.to_string()))?;
     Argon2::default()
         .hash_password(password.as_bytes(), &salt)
         .map(|h| h.to_string())
@@ -52,6 +53,9 @@ mod tests {
 
     #[test]
     fn short_passwords_are_refused() {
-        assert!(matches!(hash_password("1234567"), Err(PasswordError::TooShort)));
+        assert!(matches!(
+            hash_password("1234567"),
+            Err(PasswordError::TooShort)
+        ));
     }
 }

@@ -68,6 +68,9 @@ impl TokenIssuer {
         validation.set_audience(&[AUDIENCE]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         validation.leeway = 0;
+        // Expiry is checked in `verify` against the caller's clock (testable,
+        // and the same clock that issued the token).
+        validation.validate_exp = false;
         TokenIssuer {
             key,
             issuer,
@@ -110,7 +113,11 @@ impl TokenIssuer {
             tenant_id,
         };
         Ok(TokenSet {
-            access_token: jsonwebtoken::encode(&header, &claims(TokenUse::Access), &self.key.encoding)?,
+            access_token: jsonwebtoken::encode(
+                &header,
+                &claims(TokenUse::Access),
+                &self.key.encoding,
+            )?,
             id_token: jsonwebtoken::encode(&header, &claims(TokenUse::Id), &self.key.encoding)?,
             expires_in: self.lifetime_secs,
         })
@@ -128,7 +135,8 @@ impl TokenIssuer {
         if header.kid.as_deref() != Some(self.key.kid.as_str()) {
             return None;
         }
-        let data = jsonwebtoken::decode::<Claims>(token, &self.key.decoding, &self.validation).ok()?;
+        let data =
+            jsonwebtoken::decode::<Claims>(token, &self.key.decoding, &self.validation).ok()?;
         let claims = Arc::new(data.claims);
         if claims.exp <= now_secs {
             return None;
@@ -174,7 +182,9 @@ mod tests {
         assert_eq!(id.user_id(), Some(3));
         assert_eq!(id.tenant, "t1");
         assert!(t.verify(&set.id_token, TokenUse::Access, 1001).is_none());
-        assert!(t.verify(&set.access_token, TokenUse::Access, 1001).is_some());
+        assert!(t
+            .verify(&set.access_token, TokenUse::Access, 1001)
+            .is_some());
         assert!(t.verify(&set.access_token, TokenUse::Id, 1001).is_none());
     }
 

@@ -19,7 +19,14 @@ impl Services {
     fn issue(&self, user: &User) -> ServiceResult<TokenSet> {
         let now = u64::try_from(now_ms() / 1000).unwrap_or(0);
         self.tokens
-            .issue(user.id, &user.email, &user.name, &user.tenant, user.tenant_id, now)
+            .issue(
+                user.id,
+                &user.email,
+                &user.name,
+                &user.tenant,
+                user.tenant_id,
+                now,
+            )
             .map_err(|e| ServiceError::Internal(format!("token signing failed: {e}")))
     }
 

@@ -2,7 +2,7 @@
 
 use super::{format_ms, Caller, ServiceError, ServiceResult, Services};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use svs_domain::JobState;
 use svs_store::{Job, JobFilter, MediumUsage};
 
@@ -45,13 +45,17 @@ pub fn job_json(j: &Job) -> Value {
     })
 }
 
-/// Nodes are the distinct nodes of the media, with their capacity.
-pub fn nodes_json(media: &[MediumUsage]) -> Vec<Value> {
+/// Nodes are the distinct nodes of the media, with their capacity and the
+/// number of distinct volumes that have a slice on them.
+pub fn nodes_json(media: &[MediumUsage], volumes: &HashMap<String, u64>) -> Vec<Value> {
     let mut nodes: BTreeMap<&str, (&str, u64, u64, usize)> = BTreeMap::new();
     for m in media {
-        let e = nodes
-            .entry(m.record.medium.node.as_str())
-            .or_insert((m.record.medium.zone.as_str(), 0, 0, 0));
+        let e = nodes.entry(m.record.medium.node.as_str()).or_insert((
+            m.record.medium.zone.as_str(),
+            0,
+            0,
+            0,
+        ));
         e.1 += m.record.medium.size;
         e.2 += m.free();
         e.3 += 1;
@@ -69,6 +73,7 @@ pub fn nodes_json(media: &[MediumUsage]) -> Vec<Value> {
                 "mediacount": count,
                 "size": size,
                 "freesize": free,
+                "volumescount": volumes.get(name).copied().unwrap_or(0),
             })
         })
         .collect()
@@ -91,9 +96,15 @@ impl Services {
             .ok_or_else(|| ServiceError::NotFound(format!("media '{id}' not found")))
     }
 
-    pub async fn get_node(&self, name: &str) -> ServiceResult<Value> {
+    pub async fn list_nodes(&self) -> ServiceResult<Vec<Value>> {
         let media = self.list_media().await?;
-        nodes_json(&media)
+        let volumes = self.store.node_volume_counts().await?;
+        Ok(nodes_json(&media, &volumes))
+    }
+
+    pub async fn get_node(&self, name: &str) -> ServiceResult<Value> {
+        self.list_nodes()
+            .await?
             .into_iter()
             .find(|n| n["name"] == name)
             .ok_or_else(|| ServiceError::NotFound(format!("node '{name}' not found")))
@@ -112,19 +123,25 @@ impl Services {
                     .ok()
                     .filter(|n| (1..=max).contains(n))
                     .ok_or_else(|| {
-                        ServiceError::BadRequest(format!("{key} must be a whole number from 1 to {max}"))
+                        ServiceError::BadRequest(format!(
+                            "{key} must be a whole number from 1 to {max}"
+                        ))
                     }),
             }
         };
-        let state = match query.get("state") {
+        // An empty filter (`?type=`) filters nothing.
+        let non_empty = |key: &str| query.get(key).filter(|v| !v.is_empty()).cloned();
+        let state = match non_empty("state") {
             None => None,
-            Some(s) => Some(JobState::parse(s).ok_or_else(|| {
-                ServiceError::BadRequest("state must be one of Pending, Running, Done, Error".into())
+            Some(s) => Some(JobState::parse(&s).ok_or_else(|| {
+                ServiceError::BadRequest(
+                    "state must be one of Pending, Running, Done, Error".into(),
+                )
             })?),
         };
         let filter = JobFilter {
-            kind: query.get("type").cloned(),
-            object: query.get("object").cloned(),
+            kind: non_empty("type"),
+            object: non_empty("object"),
             state,
             page: number("page", 1, u32::MAX / MAX_JOB_PAGE)?,
             count: number("count", DEFAULT_JOB_PAGE, MAX_JOB_PAGE)?,
@@ -135,6 +152,9 @@ impl Services {
     pub async fn get_job(&self, caller: &Caller, id: &str) -> ServiceResult<Job> {
         let not_found = || ServiceError::NotFound(format!("job '{id}' not found"));
         let id: i64 = id.parse().map_err(|_| not_found())?;
-        self.store.get_job(caller.tenant_id, id).await?.ok_or_else(not_found)
+        self.store
+            .get_job(caller.tenant_id, id)
+            .await?
+            .ok_or_else(not_found)
     }
 }

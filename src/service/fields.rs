@@ -53,7 +53,9 @@ pub fn opt_uint(body: &Body, key: &str, min: u64, max: u64) -> ServiceResult<Opt
             _ => bad(format!("{key} must be a number")),
         })?;
     if n < min || n > max {
-        return Err(bad(format!("{key} must be a whole number from {min} to {max}")));
+        return Err(bad(format!(
+            "{key} must be a whole number from {min} to {max}"
+        )));
     }
     Ok(Some(n))
 }

@@ -74,8 +74,8 @@ impl Services {
         refresh_lifetime_ms: i64,
         jobs: Arc<JobRunner>,
     ) -> Result<Services, String> {
-        let dummy_hash = crate::auth::hash_password("svs-timing-equaliser")
-            .map_err(|e| e.to_string())?;
+        let dummy_hash =
+            crate::auth::hash_password("svs-timing-equaliser").map_err(|e| e.to_string())?;
         Ok(Services {
             store,
             tokens,
@@ -121,6 +121,9 @@ pub fn format_ms(ms: i64) -> String {
     let nanos = i128::from(ms) * 1_000_000;
     time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
         .ok()
-        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
         .unwrap_or_default()
 }

@@ -7,7 +7,11 @@ use svs_domain::{Resiliency, ResourceName};
 use svs_store::{Policy, PolicyWrite};
 
 /// Defaults of the reference API when a resiliency field is omitted.
-const DEFAULT_RESILIENCY: Resiliency = Resiliency { media: 2, node: 1, zone: 1 };
+const DEFAULT_RESILIENCY: Resiliency = Resiliency {
+    media: 2,
+    node: 1,
+    zone: 1,
+};
 const CAPACITY_OPTIMIZATIONS: [&str; 3] = ["capacity", "balanced", "performance"];
 
 enum Kind {
@@ -71,7 +75,10 @@ fn policy_write(body: &Body, base: Option<&Policy>, caller: &Caller) -> ServiceR
             attributes.insert((*key).to_string(), v);
         }
     }
-    match attributes.get("capacityoptimization").and_then(Value::as_str) {
+    match attributes
+        .get("capacityoptimization")
+        .and_then(Value::as_str)
+    {
         Some(v) if !CAPACITY_OPTIMIZATIONS.contains(&v) => {
             return Err(ServiceError::BadRequest(
                 "capacityoptimization must be one of capacity, balanced, performance".into(),
@@ -161,7 +168,12 @@ mod tests {
     use serde_json::json;
 
     fn caller() -> Caller {
-        Caller { user_id: 1, tenant_id: 1, email: "a@b.c".into(), name: "a".into() }
+        Caller {
+            user_id: 1,
+            tenant_id: 1,
+            email: "a@b.c".into(),
+            name: "a".into(),
+        }
     }
 
     fn body(v: Value) -> Body {
@@ -177,14 +189,26 @@ mod tests {
 
     #[test]
     fn resiliency_above_two_is_refused() {
-        let err = policy_write(&body(json!({"name": "x", "resiliencyzone": 3})), None, &caller())
-            .unwrap_err();
-        assert_eq!(err.to_string(), "resiliencyzone must be a whole number from 0 to 2");
+        let err = policy_write(
+            &body(json!({"name": "x", "resiliencyzone": 3})),
+            None,
+            &caller(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "resiliencyzone must be a whole number from 0 to 2"
+        );
     }
 
     #[test]
     fn wrong_types_and_enum_values_are_refused() {
-        assert!(policy_write(&body(json!({"name": "x", "encryption": "yes"})), None, &caller()).is_err());
+        assert!(policy_write(
+            &body(json!({"name": "x", "encryption": "yes"})),
+            None,
+            &caller()
+        )
+        .is_err());
         assert!(policy_write(
             &body(json!({"name": "x", "capacityoptimization": "fast"})),
             None,

@@ -48,7 +48,13 @@ pub struct Started {
 
 /// The public representation of a volume (reference field names).
 pub fn volume_json(v: &Volume) -> Value {
-    let attr = |k: &str| v.attributes.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let attr = |k: &str| {
+        v.attributes
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     let (state, status, progress) = match &v.job {
         Some((_, progress, status)) => (v.state.as_str(), status.clone(), *progress),
         None => (v.state.as_str(), "Online".to_string(), 100),
@@ -119,7 +125,14 @@ impl Services {
         Ok(self.store.volume_slices(&volume.id).await?)
     }
 
-    fn new_job(&self, caller: &Caller, kind: JobKind, object: &str, args: Value, movement: bool) -> NewJob {
+    fn new_job(
+        &self,
+        caller: &Caller,
+        kind: JobKind,
+        object: &str,
+        args: Value,
+        movement: bool,
+    ) -> NewJob {
         NewJob {
             tenant_id: caller.tenant_id,
             kind,
@@ -148,7 +161,9 @@ impl Services {
             .store
             .get_policy(caller.tenant_id, policy_name)
             .await?
-            .ok_or_else(|| ServiceError::BadRequest(format!("policy '{policy_name}' does not exist")))?;
+            .ok_or_else(|| {
+                ServiceError::BadRequest(format!("policy '{policy_name}' does not exist"))
+            })?;
         let zone = match opt_str(body, "zone")? {
             None | Some("") => None,
             Some(z) => {
@@ -200,7 +215,10 @@ impl Services {
         };
         let job_id = self.store.create_volume(&volume, &job).await?;
         self.jobs.submit(job_id);
-        Ok(Started { job_id, object_id: id })
+        Ok(Started {
+            job_id,
+            object_id: id,
+        })
     }
 
     /// Refuses work on a volume that already has a job running.
@@ -227,12 +245,20 @@ impl Services {
             .start_volume_job(&volume.id, VolumeState::Deleting, &job)
             .await?;
         self.jobs.submit(job_id);
-        Ok(Started { job_id, object_id: volume.id })
+        Ok(Started {
+            job_id,
+            object_id: volume.id,
+        })
     }
 
     /// `PATCH /volumes/{volume}`: validates, then starts a
     /// `volume_modify_extend` job that plans and carries out the resize.
-    pub async fn resize_volume(&self, caller: &Caller, name: &str, body: &Body) -> ServiceResult<Started> {
+    pub async fn resize_volume(
+        &self,
+        caller: &Caller,
+        name: &str,
+        body: &Body,
+    ) -> ServiceResult<Started> {
         let volume = self.get_volume(caller, name).await?;
         let view = volume_json(&volume);
         for key in FIXED_ON_RESIZE {
@@ -249,19 +275,29 @@ impl Services {
         }
         let size = req_gib(body, "size")?;
         let allow_movement = opt_bool(body, "allowdatamovement")?.unwrap_or(false);
-        validate_new_size(volume.size, size).map_err(|e| ServiceError::BadRequest(e.to_string()))?;
+        validate_new_size(volume.size, size)
+            .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
 
         let _admission = self.admission.lock().await;
         self.ensure_idle(&volume).await?;
-        let args = json!({"size": size, "allowdatamovement": allow_movement, "fromsize": volume.size});
-        let job = self.new_job(caller, JobKind::VolumeModifyExtend, &volume.id, args, allow_movement);
+        let args =
+            json!({"size": size, "allowdatamovement": allow_movement, "fromsize": volume.size});
+        let job = self.new_job(
+            caller,
+            JobKind::VolumeModifyExtend,
+            &volume.id,
+            args,
+            allow_movement,
+        );
         let job_id = self
             .store
             .start_volume_job(&volume.id, VolumeState::Resizing, &job)
             .await?;
         tracing::info!(job = job_id, volume = %volume.id, size, allow_movement, "resize requested");
         self.jobs.submit(job_id);
-        Ok(Started { job_id, object_id: volume.id })
+        Ok(Started {
+            job_id,
+            object_id: volume.id,
+        })
     }
 }
-

@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 
 const BAD_CREDENTIALS: &str = "Incorrect email or password";
 const BAD_TOKEN: &str = "The token is invalid or has expired";
-const NOT_SIGNED_IN: &str = "Not signed in: send the IdToken from /signin in the authorization header";
+const NOT_SIGNED_IN: &str =
+    "Not signed in: send the IdToken from /signin in the authorization header";
 
 fn message(body: &str) -> Value {
     json!({ "message": body })
@@ -24,18 +25,29 @@ fn s(v: &Value) -> &str {
 }
 
 async fn sign_out(app: &TestApp, access_token: &str) -> (StatusCode, Value) {
-    app.request(None, Method::POST, "/signout", Some(json!({ "AccessToken": access_token })))
-        .await
+    app.request(
+        None,
+        Method::POST,
+        "/signout",
+        Some(json!({ "AccessToken": access_token })),
+    )
+    .await
 }
 
 async fn refresh(app: &TestApp, refresh_token: &str) -> (StatusCode, Value) {
-    app.request(None, Method::POST, "/refresh", Some(json!({ "RefreshToken": refresh_token })))
-        .await
+    app.request(
+        None,
+        Method::POST,
+        "/refresh",
+        Some(json!({ "RefreshToken": refresh_token })),
+    )
+    .await
 }
 
 /// The status of GET /volumes with this authorization header value.
 async fn volumes_with(app: &TestApp, header: &str) -> (StatusCode, Value) {
-    app.request(Some(header), Method::GET, "/volumes", None).await
+    app.request(Some(header), Method::GET, "/volumes", None)
+        .await
 }
 
 #[tokio::test]
@@ -62,7 +74,9 @@ async fn id_and_access_tokens_are_jwts_signed_by_the_key_in_the_jwks() {
 
     let app = TestApp::start().await;
     let t = app.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD).await;
-    let (status, jwks) = app.request(None, Method::GET, "/.well-known/jwks.json", None).await;
+    let (status, jwks) = app
+        .request(None, Method::GET, "/.well-known/jwks.json", None)
+        .await;
     assert_eq!(status, StatusCode::OK, "{jwks}");
     let keys = jwks["keys"].as_array().expect("keys");
     assert_eq!(keys.len(), 1, "{jwks}");
@@ -84,8 +98,11 @@ async fn id_and_access_tokens_are_jwts_signed_by_the_key_in_the_jwks() {
         assert_eq!(header["alg"], "EdDSA", "{field}: {header}");
         assert_eq!(header["kid"], jwk["kid"], "{field}: {header}");
         let (signed, signature) = token.rsplit_once('.').expect("three parts");
-        let signature = URL_SAFE_NO_PAD.decode(signature).expect("signature is base64url");
-        let signature = ed25519_dalek::Signature::from_slice(&signature).expect("64-byte signature");
+        let signature = URL_SAFE_NO_PAD
+            .decode(signature)
+            .expect("signature is base64url");
+        let signature =
+            ed25519_dalek::Signature::from_slice(&signature).expect("64-byte signature");
         public
             .verify(signed.as_bytes(), &signature)
             .unwrap_or_else(|e| panic!("{field} signature does not verify: {e}"));
@@ -105,7 +122,10 @@ async fn id_and_access_tokens_are_jwts_signed_by_the_key_in_the_jwks() {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_secs();
-        assert!(iat <= now + 1 && iat + 60 >= now, "iat {iat} is now ({now})");
+        assert!(
+            iat <= now + 1 && iat + 60 >= now,
+            "iat {iat} is now ({now})"
+        );
     }
     assert_eq!(subjects[0], subjects[1]);
 }
@@ -120,7 +140,10 @@ async fn expires_in_follows_the_configured_token_lifetime() {
     let t = app.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD).await;
     assert_eq!(t["ExpiresIn"], 900);
     let (_, claims) = jwt_parts(s(&t["IdToken"]));
-    assert_eq!(claims["exp"].as_u64().unwrap() - claims["iat"].as_u64().unwrap(), 900);
+    assert_eq!(
+        claims["exp"].as_u64().unwrap() - claims["iat"].as_u64().unwrap(),
+        900
+    );
     let (status, r) = refresh(&app, s(&t["RefreshToken"])).await;
     assert_eq!(status, StatusCode::OK, "{r}");
     assert_eq!(r["ExpiresIn"], 900);
@@ -134,7 +157,12 @@ async fn wrong_password_and_unknown_email_get_the_same_401() {
         async move {
             let started = Instant::now();
             let (status, body) = app
-                .request(None, Method::POST, "/signin", Some(json!({"email": email, "password": password})))
+                .request(
+                    None,
+                    Method::POST,
+                    "/signin",
+                    Some(json!({"email": email, "password": password})),
+                )
                 .await;
             (status, body, started.elapsed())
         }
@@ -160,7 +188,10 @@ async fn wrong_password_and_unknown_email_get_the_same_401() {
     );
     // An empty-looking but present password is still just wrong.
     let (status, body, _) = attempt(ADMIN_EMAIL, " ").await;
-    assert_eq!((status, body), (StatusCode::UNAUTHORIZED, message(BAD_CREDENTIALS)));
+    assert_eq!(
+        (status, body),
+        (StatusCode::UNAUTHORIZED, message(BAD_CREDENTIALS))
+    );
 }
 
 #[tokio::test]
@@ -170,29 +201,59 @@ async fn signin_with_missing_or_malformed_fields_is_a_400() {
         (json!({"password": ADMIN_PASSWORD}), "email is required"),
         (json!({"email": ADMIN_EMAIL}), "password is required"),
         (json!({}), "email is required"),
-        (json!({"email": "", "password": ADMIN_PASSWORD}), "email is required"),
-        (json!({"email": ADMIN_EMAIL, "password": ""}), "password is required"),
-        (json!({"email": null, "password": ADMIN_PASSWORD}), "email is required"),
-        (json!({"email": 7, "password": ADMIN_PASSWORD}), "email must be a string"),
-        (json!({"email": ADMIN_EMAIL, "password": ["x"]}), "password must be a string"),
-        (json!([ADMIN_EMAIL, ADMIN_PASSWORD]), "request body must be a JSON object"),
+        (
+            json!({"email": "", "password": ADMIN_PASSWORD}),
+            "email is required",
+        ),
+        (
+            json!({"email": ADMIN_EMAIL, "password": ""}),
+            "password is required",
+        ),
+        (
+            json!({"email": null, "password": ADMIN_PASSWORD}),
+            "email is required",
+        ),
+        (
+            json!({"email": 7, "password": ADMIN_PASSWORD}),
+            "email must be a string",
+        ),
+        (
+            json!({"email": ADMIN_EMAIL, "password": ["x"]}),
+            "password must be a string",
+        ),
+        (
+            json!([ADMIN_EMAIL, ADMIN_PASSWORD]),
+            "request body must be a JSON object",
+        ),
         (json!("text"), "request body must be a JSON object"),
     ];
     for (body, expected) in cases {
-        let (status, answer) = app.request(None, Method::POST, "/signin", Some(body.clone())).await;
+        let (status, answer) = app
+            .request(None, Method::POST, "/signin", Some(body.clone()))
+            .await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
         assert_eq!(answer, message(expected), "{body}");
     }
 
     let (status, ct, text) = app
-        .send_raw(None, Method::POST, "/signin", Some("application/json"), b"{\"email\": ".to_vec())
+        .send_raw(
+            None,
+            Method::POST,
+            "/signin",
+            Some("application/json"),
+            b"{\"email\": ".to_vec(),
+        )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
     assert!(ct.starts_with("application/json"), "{ct}");
     let answer: Value = serde_json::from_str(&text).expect("JSON error");
-    assert!(s(&answer["message"]).starts_with("invalid JSON body: "), "{answer}");
+    assert!(
+        s(&answer["message"]).starts_with("invalid JSON body: "),
+        "{answer}"
+    );
 
-    let creds = serde_json::to_vec(&json!({"email": ADMIN_EMAIL, "password": ADMIN_PASSWORD})).unwrap();
+    let creds =
+        serde_json::to_vec(&json!({"email": ADMIN_EMAIL, "password": ADMIN_PASSWORD})).unwrap();
     for content_type in [None, Some("text/plain")] {
         let (status, _, text) = app
             .send_raw(None, Method::POST, "/signin", content_type, creds.clone())
@@ -262,7 +323,12 @@ async fn id_and_access_tokens_keep_working_after_signout_until_they_expire() {
         let (status, body) = volumes_with(&app, s(&session["IdToken"])).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         let (status, body) = app
-            .request(Some(s(&session["IdToken"])), Method::POST, "/policies", None)
+            .request(
+                Some(s(&session["IdToken"])),
+                Method::POST,
+                "/policies",
+                None,
+            )
             .await;
         // Authorised: it gets as far as reading the (missing) body.
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
@@ -279,7 +345,10 @@ async fn signout_with_an_invalid_access_token_is_a_401() {
     let app = TestApp::start().await;
     let t = app.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD).await;
     let (_, claims) = jwt_parts(s(&t["AccessToken"]));
-    let mut forged = s(&t["AccessToken"]).split('.').map(String::from).collect::<Vec<_>>();
+    let mut forged = s(&t["AccessToken"])
+        .split('.')
+        .map(String::from)
+        .collect::<Vec<_>>();
     {
         use base64::engine::general_purpose::URL_SAFE_NO_PAD;
         use base64::Engine;
@@ -307,11 +376,16 @@ async fn signout_with_an_invalid_access_token_is_a_401() {
     for (body, expected) in [
         (json!({}), "AccessToken is required"),
         (json!({"AccessToken": ""}), "AccessToken is required"),
-        (json!({"accesstoken": s(&t["AccessToken"])}), "AccessToken is required"),
+        (
+            json!({"accesstoken": s(&t["AccessToken"])}),
+            "AccessToken is required",
+        ),
         (json!({"AccessToken": 1}), "AccessToken must be a string"),
         (json!(null), "request body must be a JSON object"),
     ] {
-        let (status, answer) = app.request(None, Method::POST, "/signout", Some(body.clone())).await;
+        let (status, answer) = app
+            .request(None, Method::POST, "/signout", Some(body.clone()))
+            .await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
         assert_eq!(answer, message(expected), "{body}");
     }
@@ -335,7 +409,10 @@ async fn an_expired_id_token_is_refused_on_protected_routes() {
     let (status, body) = volumes_with(&app, s(&t["IdToken"])).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     tokio::time::sleep(Duration::from_millis(3100)).await;
-    for header in [s(&t["IdToken"]).to_string(), format!("Bearer {}", s(&t["IdToken"]))] {
+    for header in [
+        s(&t["IdToken"]).to_string(),
+        format!("Bearer {}", s(&t["IdToken"])),
+    ] {
         let (status, body) = volumes_with(&app, &header).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
         assert_eq!(body, message(BAD_TOKEN));
@@ -376,7 +453,10 @@ async fn refresh_returns_new_working_tokens_but_no_refresh_token() {
     let (status, body) = sign_out(&app, s(&r["AccessToken"])).await;
     assert_eq!((status, body), (StatusCode::OK, json!({})));
     let (status, body) = refresh(&app, s(&t["RefreshToken"])).await;
-    assert_eq!((status, body), (StatusCode::UNAUTHORIZED, message(BAD_TOKEN)));
+    assert_eq!(
+        (status, body),
+        (StatusCode::UNAUTHORIZED, message(BAD_TOKEN))
+    );
 }
 
 #[tokio::test]
@@ -400,10 +480,15 @@ async fn refresh_with_an_unknown_or_wrong_kind_of_token_is_a_401() {
     for (body, expected) in [
         (json!({}), "RefreshToken is required"),
         (json!({"RefreshToken": ""}), "RefreshToken is required"),
-        (json!({"RefreshToken": true}), "RefreshToken must be a string"),
+        (
+            json!({"RefreshToken": true}),
+            "RefreshToken must be a string",
+        ),
         (json!([]), "request body must be a JSON object"),
     ] {
-        let (status, answer) = app.request(None, Method::POST, "/refresh", Some(body.clone())).await;
+        let (status, answer) = app
+            .request(None, Method::POST, "/refresh", Some(body.clone()))
+            .await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
         assert_eq!(answer, message(expected), "{body}");
     }
@@ -466,18 +551,32 @@ async fn every_protected_route_needs_the_id_token_and_refuses_the_other_tokens()
         let (status, answer) = app
             .request(None, method.clone(), path, Some(body.clone()))
             .await;
-        assert_eq!(status, StatusCode::UNAUTHORIZED, "{method} {path} without a token: {answer}");
+        assert_eq!(
+            status,
+            StatusCode::UNAUTHORIZED,
+            "{method} {path} without a token: {answer}"
+        );
         assert_eq!(answer, message(NOT_SIGNED_IN), "{method} {path}");
         for (header, expected) in &refused {
             let (status, answer) = app
                 .request(Some(header), method.clone(), path, Some(body.clone()))
                 .await;
-            assert_eq!(status, StatusCode::UNAUTHORIZED, "{method} {path} with {header:?}: {answer}");
+            assert_eq!(
+                status,
+                StatusCode::UNAUTHORIZED,
+                "{method} {path} with {header:?}: {answer}"
+            );
             assert_eq!(answer, message(expected), "{method} {path} with {header:?}");
         }
         // Not even a malformed body gets past a missing token.
         let (status, _, text) = app
-            .send_raw(None, method.clone(), path, Some("application/json"), b"{oops".to_vec())
+            .send_raw(
+                None,
+                method.clone(),
+                path,
+                Some("application/json"),
+                b"{oops".to_vec(),
+            )
             .await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{method} {path}: {text}");
     }
@@ -514,7 +613,10 @@ async fn tampered_tokens_and_tokens_of_another_instance_are_refused() {
     let elsewhere = TestApp::start().await;
 
     let (status, body) = volumes_with(&app, &elsewhere.token).await;
-    assert_eq!((status, body), (StatusCode::UNAUTHORIZED, message(BAD_TOKEN)));
+    assert_eq!(
+        (status, body),
+        (StatusCode::UNAUTHORIZED, message(BAD_TOKEN))
+    );
 
     let (header, claims) = jwt_parts(&app.token);
     let parts: Vec<&str> = app.token.split('.').collect();
@@ -531,7 +633,12 @@ async fn tampered_tokens_and_tokens_of_another_instance_are_refused() {
         format!("{}.{}.{}", parts[0], encode(&longer), parts[2]),
         format!("{}.{}.", encode(&none_alg), parts[1]),
         format!("{}.{}", parts[0], parts[1]),
-        format!("{}.{}.{}", parts[0], parts[1], URL_SAFE_NO_PAD.encode([0u8; 64])),
+        format!(
+            "{}.{}.{}",
+            parts[0],
+            parts[1],
+            URL_SAFE_NO_PAD.encode([0u8; 64])
+        ),
     ];
     for token in &forged {
         let (status, body) = volumes_with(&app, token).await;
@@ -546,12 +653,24 @@ async fn public_routes_need_no_token() {
     let (status, body) = app.request(None, Method::GET, "/version", None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["componentName"], "svs");
-    assert!(body["version"].as_str().is_some_and(|v| !v.is_empty()), "{body}");
-    let (status, body) = app.request(None, Method::GET, "/.well-known/jwks.json", None).await;
+    assert!(
+        body["version"].as_str().is_some_and(|v| !v.is_empty()),
+        "{body}"
+    );
+    let (status, body) = app
+        .request(None, Method::GET, "/.well-known/jwks.json", None)
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert!(body["keys"][0]["kid"].as_str().is_some_and(|k| !k.is_empty()), "{body}");
+    assert!(
+        body["keys"][0]["kid"]
+            .as_str()
+            .is_some_and(|k| !k.is_empty()),
+        "{body}"
+    );
     // A bad token on a public route is ignored rather than refused.
-    let (status, _) = app.request(Some("garbage"), Method::GET, "/version", None).await;
+    let (status, _) = app
+        .request(Some("garbage"), Method::GET, "/version", None)
+        .await;
     assert_eq!(status, StatusCode::OK);
 }
 
@@ -560,7 +679,12 @@ async fn email_lookup_ignores_surrounding_spaces_and_case() {
     let app = TestApp::start().await;
     for email in [" admin@example.com ", "Admin@Example.COM"] {
         let (status, body) = app
-            .request(None, Method::POST, "/signin", Some(json!({"email": email, "password": ADMIN_PASSWORD})))
+            .request(
+                None,
+                Method::POST,
+                "/signin",
+                Some(json!({"email": email, "password": ADMIN_PASSWORD})),
+            )
             .await;
         assert_eq!(status, StatusCode::OK, "{email:?}: {body}");
     }
@@ -573,5 +697,35 @@ async fn email_lookup_ignores_surrounding_spaces_and_case() {
             Some(json!({"email": ADMIN_EMAIL, "password": ADMIN_PASSWORD.to_uppercase()})),
         )
         .await;
-    assert_eq!((status, body), (StatusCode::UNAUTHORIZED, message(BAD_CREDENTIALS)));
+    assert_eq!(
+        (status, body),
+        (StatusCode::UNAUTHORIZED, message(BAD_CREDENTIALS))
+    );
+}
+
+#[tokio::test]
+async fn after_signout_the_id_and_access_tokens_work_only_until_they_expire() {
+    let app = TestApp::start_with(short_lived()).await;
+    let t = app.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD).await;
+    let (status, body) = sign_out(&app, s(&t["AccessToken"])).await;
+    assert_eq!((status, body), (StatusCode::OK, json!({})));
+    let (status, body) = volumes_with(&app, s(&t["IdToken"])).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = refresh(&app, s(&t["RefreshToken"])).await;
+    assert_eq!(
+        (status, body),
+        (StatusCode::UNAUTHORIZED, message(BAD_TOKEN))
+    );
+
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let (status, body) = volumes_with(&app, s(&t["IdToken"])).await;
+    assert_eq!(
+        (status, body),
+        (StatusCode::UNAUTHORIZED, message(BAD_TOKEN))
+    );
+    let (status, body) = sign_out(&app, s(&t["AccessToken"])).await;
+    assert_eq!(
+        (status, body),
+        (StatusCode::UNAUTHORIZED, message(BAD_TOKEN))
+    );
 }

@@ -22,8 +22,18 @@ pub struct TestMedium {
     pub size_gib: u64,
 }
 
-pub fn medium(id: &'static str, node: &'static str, zone: &'static str, size_gib: u64) -> TestMedium {
-    TestMedium { id, node, zone, size_gib }
+pub fn medium(
+    id: &'static str,
+    node: &'static str,
+    zone: &'static str,
+    size_gib: u64,
+) -> TestMedium {
+    TestMedium {
+        id,
+        node,
+        zone,
+        size_gib,
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -168,7 +178,9 @@ impl TestApp {
         path: &str,
         body: Option<Value>,
     ) -> (StatusCode, Value) {
-        let mut req = self.client.request(method, format!("{}{}", self.base, path));
+        let mut req = self
+            .client
+            .request(method, format!("{}{}", self.base, path));
         if let Some(t) = token {
             req = req.header("authorization", t);
         }
@@ -181,30 +193,40 @@ impl TestApp {
         let value = if text.is_empty() {
             Value::Null
         } else {
-            serde_json::from_str(&text).unwrap_or_else(|_| panic!("{path}: body is not JSON: {text}"))
+            serde_json::from_str(&text)
+                .unwrap_or_else(|_| panic!("{path}: body is not JSON: {text}"))
         };
         (status, value)
     }
 
     pub async fn get(&self, path: &str) -> (StatusCode, Value) {
-        self.request(Some(&self.token), Method::GET, path, None).await
+        self.request(Some(&self.token), Method::GET, path, None)
+            .await
     }
 
     pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
-        self.request(Some(&self.token), Method::POST, path, Some(body)).await
+        self.request(Some(&self.token), Method::POST, path, Some(body))
+            .await
     }
 
     pub async fn patch(&self, path: &str, body: Value) -> (StatusCode, Value) {
-        self.request(Some(&self.token), Method::PATCH, path, Some(body)).await
+        self.request(Some(&self.token), Method::PATCH, path, Some(body))
+            .await
     }
 
     pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
-        self.request(Some(&self.token), Method::DELETE, path, None).await
+        self.request(Some(&self.token), Method::DELETE, path, None)
+            .await
     }
 
     pub async fn sign_in(&self, email: &str, password: &str) -> Value {
         let (status, body) = self
-            .request(None, Method::POST, "/signin", Some(json!({"email": email, "password": password})))
+            .request(
+                None,
+                Method::POST,
+                "/signin",
+                Some(json!({"email": email, "password": password})),
+            )
             .await;
         assert_eq!(status, StatusCode::OK, "sign in {email}: {body}");
         body
@@ -214,7 +236,9 @@ impl TestApp {
     pub fn add_user(&self, tenant: &str, email: &str, password: &str) {
         use std::io::Write;
         let mut child = Command::new(svs_bin())
-            .args(["user", "add", "--email", email, "--tenant", tenant, "--config"])
+            .args([
+                "user", "add", "--email", email, "--tenant", tenant, "--config",
+            ])
             .arg(self.config_path())
             .arg("--data-dir")
             .arg(self.data_dir())
@@ -230,7 +254,11 @@ impl TestApp {
             .write_all(format!("{password}\n").as_bytes())
             .expect("password written");
         let out = child.wait_with_output().expect("svs user add ends");
-        assert!(out.status.success(), "user add: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "user add: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// A second user in their own tenant, signed in; returns the IdToken.
@@ -273,11 +301,17 @@ impl TestApp {
     /// Creates a volume and waits for its job; returns (volume id, job).
     pub async fn create_volume(&self, name: &str, size: u64, policy: &str) -> (String, Value) {
         let (status, body) = self
-            .post("/volumes", json!({"name": name, "type": "block", "size": size, "policy": policy}))
+            .post(
+                "/volumes",
+                json!({"name": name, "type": "block", "size": size, "policy": policy}),
+            )
             .await;
         assert_eq!(status, StatusCode::OK, "create volume: {body}");
         let job = self.wait_job(body["JobID"].as_str().expect("JobID")).await;
-        (body["ObjectID"].as_str().expect("ObjectID").to_string(), job)
+        (
+            body["ObjectID"].as_str().expect("ObjectID").to_string(),
+            job,
+        )
     }
 
     pub async fn slices(&self, volume: &str) -> Vec<Value> {
@@ -324,7 +358,10 @@ fn write_config(dir: &Path, config: &TestConfig) {
 /// Writes `data` at `offset` into a file (a slice, in movement tests).
 pub fn write_at(path: &Path, offset: u64, data: &[u8]) {
     use std::os::unix::fs::FileExt;
-    let file = std::fs::OpenOptions::new().write(true).open(path).expect("slice opens");
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .expect("slice opens");
     file.write_all_at(data, offset).expect("pattern written");
     file.sync_all().expect("fsync");
 }
@@ -374,7 +411,9 @@ impl TestApp {
         content_type: Option<&str>,
         body: Vec<u8>,
     ) -> (StatusCode, String, String) {
-        let mut req = self.client.request(method, format!("{}{}", self.base, path));
+        let mut req = self
+            .client
+            .request(method, format!("{}{}", self.base, path));
         if let Some(t) = token {
             req = req.header("authorization", t);
         }

@@ -16,7 +16,14 @@ const NO_TARGET: &str =
 
 /// Offsets that straddle 1 MiB chunk boundaries, plus the slice's last bytes.
 fn pattern_offsets(slice_bytes: u64) -> Vec<u64> {
-    vec![0, 128 * 1024, (1 << 20) - 100, 5 << 20, (9 << 20) + 1, slice_bytes - 64 * 1024]
+    vec![
+        0,
+        128 * 1024,
+        (1 << 20) - 100,
+        5 << 20,
+        (9 << 20) + 1,
+        slice_bytes - 64 * 1024,
+    ]
 }
 
 const PATTERN_LEN: usize = 64 * 1024;
@@ -74,7 +81,7 @@ fn partial_files(app: &TestApp) -> Vec<PathBuf> {
     out
 }
 
-fn slice_on<'a>(slices: &'a [Value], copy: u64) -> &'a Value {
+fn slice_on(slices: &[Value], copy: u64) -> &Value {
     slices
         .iter()
         .find(|s| s["copy"] == copy)
@@ -82,7 +89,10 @@ fn slice_on<'a>(slices: &'a [Value], copy: u64) -> &'a Value {
 }
 
 fn medium_of(slices: &[Value], copy: u64) -> String {
-    slice_on(slices, copy)["media"].as_str().unwrap_or_default().to_string()
+    slice_on(slices, copy)["media"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 async fn resize(app: &TestApp, volume: &str, size: u64, movement: bool) -> Value {
@@ -94,14 +104,24 @@ async fn resize(app: &TestApp, volume: &str, size: u64, movement: bool) -> Value
         .await;
     assert_eq!(status, StatusCode::OK, "resize: {body}");
     assert_eq!(body["Message"], "Volume resize started");
-    assert!(body["JobID"].as_str().is_some_and(|j| j.parse::<i64>().is_ok()), "{body}");
-    app.wait_job(body["JobID"].as_str().unwrap_or_default()).await
+    assert!(
+        body["JobID"]
+            .as_str()
+            .is_some_and(|j| j.parse::<i64>().is_ok()),
+        "{body}"
+    );
+    app.wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await
 }
 
 fn details(job: &Value) -> Vec<String> {
     job["details"]
         .as_array()
-        .map(|d| d.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+        .map(|d| {
+            d.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -110,7 +130,10 @@ fn details(job: &Value) -> Vec<String> {
 /// leaving 2 GiB free on a1 and 4 GiB on b1.
 async fn spread_volume() -> (TestApp, String) {
     let app = TestApp::start_with(TestConfig {
-        media: vec![medium("a1", "node-a", "zone-a", 10), medium("b1", "node-b", "zone-b", 12)],
+        media: vec![
+            medium("a1", "node-a", "zone-a", 10),
+            medium("b1", "node-b", "zone-b", 12),
+        ],
         ..TestConfig::default()
     })
     .await;
@@ -129,7 +152,12 @@ async fn in_place_resize_grows_every_slice_and_keeps_its_bytes() {
     let (app, id) = spread_volume().await;
     let before = app.slices("spread").await;
     for s in &before {
-        let path = app.slice_path(s["media"].as_str().unwrap_or_default(), &id, 0, s["column"].as_u64().unwrap_or(0));
+        let path = app.slice_path(
+            s["media"].as_str().unwrap_or_default(),
+            &id,
+            0,
+            s["column"].as_u64().unwrap_or(0),
+        );
         write_patterns(&path, 8 * GIB, s["column"].as_u64().unwrap_or(0) * 100);
     }
     let job = resize(&app, "spread", 20, false).await;
@@ -146,7 +174,10 @@ async fn in_place_resize_grows_every_slice_and_keeps_its_bytes() {
         assert_eq!(a["size"], 10);
         let col = a["column"].as_u64().unwrap_or(0);
         let path = app.slice_path(a["media"].as_str().unwrap_or_default(), &id, 0, col);
-        assert_eq!(std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0), 10 * GIB);
+        assert_eq!(
+            std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
+            10 * GIB
+        );
         assert_patterns(&path, 8 * GIB, col * 100);
     }
     assert_eq!(app.free("a1").await, 0);
@@ -159,14 +190,26 @@ async fn resize_fails_in_place_when_one_of_two_media_lacks_room() {
     // 22 GiB → 11 GiB columns: a1 needs 3 more GiB but has 2.
     let job = resize(&app, "spread", 22, false).await;
     assert_eq!(job["state"], "Error", "{job}");
-    assert_eq!(details(&job).last().map(String::as_str), Some(NO_IN_PLACE), "{job}");
+    assert_eq!(
+        details(&job).last().map(String::as_str),
+        Some(NO_IN_PLACE),
+        "{job}"
+    );
     let (_, volume) = app.get("/volumes/spread").await;
     assert_eq!(volume["size"], 16);
     assert_eq!(volume["state"], "Ready");
     for s in app.slices("spread").await {
         assert_eq!(s["size"], 8);
-        let path = app.slice_path(s["media"].as_str().unwrap_or_default(), &id, 0, s["column"].as_u64().unwrap_or(0));
-        assert_eq!(std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0), 8 * GIB);
+        let path = app.slice_path(
+            s["media"].as_str().unwrap_or_default(),
+            &id,
+            0,
+            s["column"].as_u64().unwrap_or(0),
+        );
+        assert_eq!(
+            std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
+            8 * GIB
+        );
     }
     // Nothing stays reserved.
     assert_eq!(app.free("a1").await, 2);
@@ -178,11 +221,17 @@ async fn data_movement_is_refused_for_a_volume_with_no_resiliency() {
     let (app, _) = spread_volume().await;
     let job = resize(&app, "spread", 22, true).await;
     assert_eq!(job["state"], "Error", "{job}");
-    assert_eq!(details(&job).last().map(String::as_str), Some(NO_RESILIENCY));
+    assert_eq!(
+        details(&job).last().map(String::as_str),
+        Some(NO_RESILIENCY)
+    );
     // Refused even when an in-place plan would have fitted.
     let job = resize(&app, "spread", 18, true).await;
     assert_eq!(job["state"], "Error", "{job}");
-    assert_eq!(details(&job).last().map(String::as_str), Some(NO_RESILIENCY));
+    assert_eq!(
+        details(&job).last().map(String::as_str),
+        Some(NO_RESILIENCY)
+    );
     let (_, volume) = app.get("/volumes/spread").await;
     assert_eq!(volume["size"], 16);
 }
@@ -191,13 +240,25 @@ async fn data_movement_is_refused_for_a_volume_with_no_resiliency() {
 async fn size_bounds_are_checked_before_any_job_starts() {
     let (app, _) = spread_volume().await;
     let cases = [
-        (json!({"size": 16}), "size must be greater than the current size of 16 GiB"),
-        (json!({"size": 3}), "size must be greater than the current size of 16 GiB"),
-        (json!({"size": 161}), "size must be at most 10 times the current size (160 GiB)"),
+        (
+            json!({"size": 16}),
+            "size must be greater than the current size of 16 GiB",
+        ),
+        (
+            json!({"size": 3}),
+            "size must be greater than the current size of 16 GiB",
+        ),
+        (
+            json!({"size": 161}),
+            "size must be at most 10 times the current size (160 GiB)",
+        ),
         (json!({"size": 20.5}), "size must be a whole number of GiB"),
         (json!({"size": "20"}), "size must be a number"),
         (json!({"allowdatamovement": true}), "size is required"),
-        (json!({"size": 20, "allowdatamovement": "yes"}), "allowdatamovement must be true or false"),
+        (
+            json!({"size": 20, "allowdatamovement": "yes"}),
+            "allowdatamovement must be true or false",
+        ),
     ];
     for (body, message) in cases {
         let (status, err) = app.patch("/volumes/spread", body.clone()).await;
@@ -205,7 +266,11 @@ async fn size_bounds_are_checked_before_any_job_starts() {
         assert_eq!(err["message"], message, "{body}");
     }
     let (_, jobs) = app.get("/jobs?type=volume_modify_extend").await;
-    assert_eq!(jobs.as_array().map(Vec::len), Some(0), "no resize job was created");
+    assert_eq!(
+        jobs.as_array().map(Vec::len),
+        Some(0),
+        "no resize job was created"
+    );
     let (_, volume) = app.get("/volumes/spread").await;
     assert_eq!(volume["size"], 16);
     // The upper bound itself is allowed.
@@ -221,7 +286,9 @@ async fn a_whole_volume_object_from_a_generated_client_is_accepted() {
     volume["size"] = json!(20);
     let (status, body) = app.patch("/volumes/spread", volume.clone()).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let job = app.wait_job(body["JobID"].as_str().unwrap_or_default()).await;
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
     assert_eq!(job["state"], "Done", "{job}");
 
     // Changing a writable field other than size/allowdatamovement is refused.
@@ -234,7 +301,9 @@ async fn a_whole_volume_object_from_a_generated_client_is_accepted() {
         err["message"],
         "policy cannot be changed: only size and allowdatamovement can be modified"
     );
-    let (status, err) = app.patch("/volumes/spread", json!({"size": 21, "name": "other"})).await;
+    let (status, err) = app
+        .patch("/volumes/spread", json!({"size": 21, "name": "other"}))
+        .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
     let (_, volume) = app.get("/volumes/spread").await;
     assert_eq!(volume["size"], 20);
@@ -274,7 +343,8 @@ async fn data_movement_moves_only_the_slices_on_media_lacking_room() {
     let copy1 = app.slice_path("m2", &id, 1, 0);
     write_patterns(&copy0, 15 * GIB, 1);
     write_patterns(&copy1, 15 * GIB, 1);
-    let copy0_inode = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&copy0).expect("copy 0"));
+    let copy0_inode =
+        std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&copy0).expect("copy 0"));
 
     // 18 GiB: m1 has room for the growth (5 free ≥ 3), m2 does not (1 free).
     let job = resize(&app, "data", 18, false).await;
@@ -286,24 +356,43 @@ async fn data_movement_moves_only_the_slices_on_media_lacking_room() {
     assert_eq!(job["state"], "Error", "{job}");
     assert_eq!(details(&job).last().map(String::as_str), Some(NO_TARGET));
     assert_eq!(app.get("/volumes/data").await.1["size"], 15);
-    assert_eq!((app.free("m1").await, app.free("m2").await, app.free("m3").await), (5, 1, 10));
+    assert_eq!(
+        (
+            app.free("m1").await,
+            app.free("m2").await,
+            app.free("m3").await
+        ),
+        (5, 1, 10)
+    );
 
     // Free m3, and the movement plan exists.
     let (status, body) = app.delete("/volumes/filler").await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    app.wait_job(body["JobID"].as_str().unwrap_or_default()).await;
+    app.wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
     let job = resize(&app, "data", 18, true).await;
     assert_eq!(job["state"], "Done", "{job}");
     assert!(details(&job).iter().any(|d| d == MOVEMENT_FOUND), "{job}");
 
     let slices = app.slices("data").await;
-    assert_eq!(medium_of(&slices, 0), "m1", "the slice on a medium with room stays");
-    assert_eq!(medium_of(&slices, 1), "m3", "the slice on the full medium moves");
+    assert_eq!(
+        medium_of(&slices, 0),
+        "m1",
+        "the slice on a medium with room stays"
+    );
+    assert_eq!(
+        medium_of(&slices, 1),
+        "m3",
+        "the slice on the full medium moves"
+    );
     assert!(slices.iter().all(|s| s["size"] == 18), "{slices:?}");
     let moved = app.slice_path("m3", &id, 1, 0);
     assert_patterns(&moved, 15 * GIB, 1);
     assert_patterns(&copy0, 15 * GIB, 1);
-    assert_eq!(std::fs::metadata(&moved).map(|m| m.len()).unwrap_or(0), 18 * GIB);
+    assert_eq!(
+        std::fs::metadata(&moved).map(|m| m.len()).unwrap_or(0),
+        18 * GIB
+    );
     assert_eq!(
         std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&copy0).expect("copy 0")),
         copy0_inode,
@@ -311,7 +400,14 @@ async fn data_movement_moves_only_the_slices_on_media_lacking_room() {
     );
     assert!(!copy1.exists(), "the source of the move is removed");
     assert!(partial_files(&app).is_empty(), "{:?}", partial_files(&app));
-    assert_eq!((app.free("m1").await, app.free("m2").await, app.free("m3").await), (2, 16, 12));
+    assert_eq!(
+        (
+            app.free("m1").await,
+            app.free("m2").await,
+            app.free("m3").await
+        ),
+        (2, 16, 12)
+    );
     let (_, volume) = app.get("/volumes/data").await;
     assert_eq!(volume["size"], 18);
     assert_eq!(volume["state"], "Ready");
@@ -326,7 +422,10 @@ async fn wait_for_progress(app: &TestApp, job_id: &str) -> Value {
         if job["state"] == "Running" && progress > 0 && progress < 90 {
             return job;
         }
-        assert!(job["state"] != "Done" && job["state"] != "Error", "job ended too soon: {job}");
+        assert!(
+            job["state"] != "Done" && job["state"] != "Error",
+            "job ended too soon: {job}"
+        );
         assert!(Instant::now() < deadline, "no progress: {job}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -335,11 +434,15 @@ async fn wait_for_progress(app: &TestApp, job_id: &str) -> Value {
 async fn start_slow_movement(app: &TestApp, id: &str) -> String {
     let (status, body) = app.delete("/volumes/filler").await;
     assert_eq!(status, StatusCode::OK);
-    app.wait_job(body["JobID"].as_str().unwrap_or_default()).await;
+    app.wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
     fill_mib(&app.slice_path("m1", id, 0, 0), 24, 7);
     fill_mib(&app.slice_path("m2", id, 1, 0), 24, 7);
     let (status, body) = app
-        .patch("/volumes/data", json!({"size": 18, "allowdatamovement": true}))
+        .patch(
+            "/volumes/data",
+            json!({"size": 18, "allowdatamovement": true}),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     body["JobID"].as_str().unwrap_or_default().to_string()
@@ -351,7 +454,13 @@ async fn a_running_data_movement_blocks_another_resize_and_shows_progress() {
     let (app, id) = mirrored_volume("4 MiB").await;
     let job_id = start_slow_movement(&app, &id).await;
     let job = wait_for_progress(&app, &job_id).await;
-    assert!(job["status"].as_str().unwrap_or_default().starts_with("Moving slice c1-k0 from m2 to m3"), "{job}");
+    assert!(
+        job["status"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("Moving slice c1-k0 from m2 to m3"),
+        "{job}"
+    );
 
     let (_, volume) = app.get("/volumes/data").await;
     assert_eq!(volume["state"], "Resizing");
@@ -361,7 +470,10 @@ async fn a_running_data_movement_blocks_another_resize_and_shows_progress() {
 
     for movement in [true, false] {
         let (status, err) = app
-            .patch("/volumes/data", json!({"size": 20, "allowdatamovement": movement}))
+            .patch(
+                "/volumes/data",
+                json!({"size": 20, "allowdatamovement": movement}),
+            )
             .await;
         assert_eq!(status, StatusCode::CONFLICT, "{err}");
         assert_eq!(
@@ -389,14 +501,28 @@ async fn a_data_movement_survives_sigkill_and_resumes_without_losing_a_byte() {
     assert!(details(&job).iter().any(|d| d == MOVEMENT_FOUND), "{job}");
 
     let slices = app.slices("data").await;
-    assert_eq!(slices.len(), 2, "each slice placed exactly once: {slices:?}");
+    assert_eq!(
+        slices.len(),
+        2,
+        "each slice placed exactly once: {slices:?}"
+    );
     assert_eq!(medium_of(&slices, 0), "m1");
     assert_eq!(medium_of(&slices, 1), "m3");
     assert_filled(&app.slice_path("m3", &id, 1, 0), 24, 7);
     assert_filled(&app.slice_path("m1", &id, 0, 0), 24, 7);
-    assert!(!app.slice_path("m2", &id, 1, 0).exists(), "no slice left on two media");
+    assert!(
+        !app.slice_path("m2", &id, 1, 0).exists(),
+        "no slice left on two media"
+    );
     assert!(partial_files(&app).is_empty(), "{:?}", partial_files(&app));
-    assert_eq!((app.free("m1").await, app.free("m2").await, app.free("m3").await), (2, 16, 12));
+    assert_eq!(
+        (
+            app.free("m1").await,
+            app.free("m2").await,
+            app.free("m3").await
+        ),
+        (2, 16, 12)
+    );
     assert_eq!(app.get("/volumes/data").await.1["size"], 18);
 }
 
@@ -406,7 +532,10 @@ async fn a_clean_stop_pauses_a_movement_that_resumes_at_the_next_start() {
     let job_id = start_slow_movement(&app, &id).await;
     wait_for_progress(&app, &job_id).await;
     app.stop();
-    assert!(partial_files(&app).is_empty(), "a paused copy leaves no partial file");
+    assert!(
+        partial_files(&app).is_empty(),
+        "a paused copy leaves no partial file"
+    );
     app.launch().expect("restarts");
     let job = app.wait_job(&job_id).await;
     assert_eq!(job["state"], "Done", "{job}");
@@ -417,7 +546,8 @@ async fn a_clean_stop_pauses_a_movement_that_resumes_at_the_next_start() {
 async fn a_failed_copy_leaves_the_volume_as_it_was_and_frees_the_reservation() {
     let (app, id) = mirrored_volume("0").await;
     let (_, body) = app.delete("/volumes/filler").await;
-    app.wait_job(body["JobID"].as_str().unwrap_or_default()).await;
+    app.wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
     write_patterns(&app.slice_path("m2", &id, 1, 0), 15 * GIB, 3);
     // Make the target unusable: its directory becomes a regular file.
     let m3 = app.medium_dir("m3");
@@ -427,13 +557,23 @@ async fn a_failed_copy_leaves_the_volume_as_it_was_and_frees_the_reservation() {
     let job = resize(&app, "data", 18, true).await;
     assert_eq!(job["state"], "Error", "{job}");
     let last = details(&job).last().cloned().unwrap_or_default();
-    assert!(last.starts_with("Moving slice c1-k0 from m2 to m3 failed"), "{last}");
+    assert!(
+        last.starts_with("Moving slice c1-k0 from m2 to m3 failed"),
+        "{last}"
+    );
     assert_eq!(app.get("/volumes/data").await.1["size"], 15);
     let slices = app.slices("data").await;
     assert_eq!(medium_of(&slices, 1), "m2");
     assert!(slices.iter().all(|s| s["size"] == 15));
     assert_patterns(&app.slice_path("m2", &id, 1, 0), 15 * GIB, 3);
-    assert_eq!((app.free("m1").await, app.free("m2").await, app.free("m3").await), (5, 1, 30));
+    assert_eq!(
+        (
+            app.free("m1").await,
+            app.free("m2").await,
+            app.free("m3").await
+        ),
+        (5, 1, 30)
+    );
 
     // With the medium back, the same resize succeeds.
     std::fs::remove_file(&m3).expect("file removed");

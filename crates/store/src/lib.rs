@@ -55,6 +55,8 @@ pub trait Store: Send + Sync + 'static {
     async fn sync_media(&self, media: &[MediumRecord]) -> StoreResult<()>;
     /// Every medium with what is allocated and reserved on it.
     async fn media_usage(&self) -> StoreResult<Vec<MediumUsage>>;
+    /// Distinct volumes with a slice on each node (nodes without any: absent).
+    async fn node_volume_counts(&self) -> StoreResult<std::collections::HashMap<String, u64>>;
 
     // ---- policies ----
     async fn create_policy(&self, tenant_id: i64, policy: &PolicyWrite) -> StoreResult<Policy>;
@@ -114,9 +116,15 @@ pub trait Store: Send + Sync + 'static {
     async fn finish_job(&self, id: i64, end: &JobEnd) -> StoreResult<()>;
 
     // ---- resize ----
-    /// Books the plan's reservations and records its steps, in one
-    /// transaction; a job that already has steps is left as it is.
-    async fn save_resize_plan(&self, job_id: i64, plan: &ResizePlan) -> StoreResult<()>;
+    /// Books the plan's reservations, records its steps and appends `detail`
+    /// to the job, in one transaction; a job that already has steps is left
+    /// as it is.
+    async fn save_resize_plan(
+        &self,
+        job_id: i64,
+        plan: &ResizePlan,
+        detail: Option<&str>,
+    ) -> StoreResult<()>;
     async fn resize_steps(&self, job_id: i64) -> StoreResult<Vec<ResizeStep>>;
     /// The slice now lives on the move's target (its copy there is verified):
     /// placement switches and the target's reservation shrinks by the old size,

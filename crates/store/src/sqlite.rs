@@ -18,7 +18,7 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 use svs_domain::{
-    Gib, JobState, Medium, ResizePlan, Resiliency, Slice, SlicePlacement, VolumeState, VolumeType,
+    Gib, JobState, Medium, Resiliency, ResizePlan, Slice, SlicePlacement, VolumeState, VolumeType,
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
@@ -66,7 +66,9 @@ fn is_unique_violation(err: &sqlx::Error) -> bool {
 fn json_map(text: &str) -> StoreResult<Map<String, Value>> {
     match serde_json::from_str::<Value>(text) {
         Ok(Value::Object(map)) => Ok(map),
-        _ => Err(StoreError::Corrupt(format!("expected a JSON object, got {text:?}"))),
+        _ => Err(StoreError::Corrupt(format!(
+            "expected a JSON object, got {text:?}"
+        ))),
     }
 }
 
@@ -251,11 +253,7 @@ async fn insert_job(tx: &mut Transaction<'_, Sqlite>, job: &NewJob) -> StoreResu
     Ok(id)
 }
 
-async fn append_detail(
-    tx: &mut Transaction<'_, Sqlite>,
-    id: i64,
-    detail: &str,
-) -> StoreResult<()> {
+async fn append_detail(tx: &mut Transaction<'_, Sqlite>, id: i64, detail: &str) -> StoreResult<()> {
     sqlx::query("UPDATE jobs SET details = json_insert(details, '$[#]', ?) WHERE id = ?")
         .bind(detail)
         .bind(id)
@@ -264,11 +262,7 @@ async fn append_detail(
     Ok(())
 }
 
-async fn finish_job_tx(
-    tx: &mut Transaction<'_, Sqlite>,
-    id: i64,
-    end: &JobEnd,
-) -> StoreResult<()> {
+async fn finish_job_tx(tx: &mut Transaction<'_, Sqlite>, id: i64, end: &JobEnd) -> StoreResult<()> {
     if let Some(detail) = &end.detail {
         append_detail(tx, id, detail).await?;
     }
@@ -404,17 +398,18 @@ impl Store for SqliteStore {
     }
 
     async fn revoke_refresh_tokens(&self, user_id: i64) -> StoreResult<u64> {
-        let r = sqlx::query("UPDATE refresh_tokens SET revoked = 1 WHERE user_id = ? AND revoked = 0")
-            .bind(user_id)
-            .execute(&self.writer)
-            .await?;
+        let r =
+            sqlx::query("UPDATE refresh_tokens SET revoked = 1 WHERE user_id = ? AND revoked = 0")
+                .bind(user_id)
+                .execute(&self.writer)
+                .await?;
         Ok(r.rows_affected())
     }
 
     async fn sync_media(&self, media: &[MediumRecord]) -> StoreResult<()> {
         let mut tx = self.writer.begin().await?;
         let rows = sqlx::query(
-            "SELECT m.id, COALESCE(SUM(s.size_gib), 0) AS allocated FROM media m \
+            "SELECT m.id, m.directory, COALESCE(SUM(s.size_gib), 0) AS allocated FROM media m \
              LEFT JOIN slices s ON s.medium_id = m.id GROUP BY m.id",
         )
         .fetch_all(&mut *tx)
@@ -423,7 +418,12 @@ impl Store for SqliteStore {
         for row in &rows {
             let id: String = row.try_get("id")?;
             let allocated = gib(row, "allocated")?;
+            let directory: String = row.try_get("directory")?;
             match media.iter().find(|m| m.medium.id == id) {
+                Some(m) if allocated > 0 && m.directory != directory => problems.push(format!(
+                    "medium '{id}' holds slices in {directory} but is now configured at {}",
+                    m.directory
+                )),
                 None if allocated > 0 => problems.push(format!(
                     "medium '{id}' holds {allocated} GiB of slices but is no longer configured"
                 )),
@@ -488,6 +488,18 @@ impl Store for SqliteStore {
                     volumes_count: gib(row, "volumes")?,
                 })
             })
+            .collect()
+    }
+
+    async fn node_volume_counts(&self) -> StoreResult<std::collections::HashMap<String, u64>> {
+        let rows = sqlx::query(
+            "SELECT m.node, COUNT(DISTINCT s.volume_id) AS volumes FROM slices s \
+             JOIN media m ON m.id = s.medium_id GROUP BY m.node",
+        )
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter()
+            .map(|row| Ok((row.try_get("node")?, gib(row, "volumes")?)))
             .collect()
     }
 
@@ -852,7 +864,12 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    async fn save_resize_plan(&self, job_id: i64, plan: &ResizePlan) -> StoreResult<()> {
+    async fn save_resize_plan(
+        &self,
+        job_id: i64,
+        plan: &ResizePlan,
+        detail: Option<&str>,
+    ) -> StoreResult<()> {
         let mut tx = self.writer.begin().await?;
         let existing: i64 =
             sqlx::query_scalar("SELECT COUNT(*) FROM resize_steps WHERE job_id = ?")
@@ -861,6 +878,9 @@ impl Store for SqliteStore {
                 .await?;
         if existing > 0 {
             return Ok(());
+        }
+        if let Some(detail) = detail {
+            append_detail(&mut tx, job_id, detail).await?;
         }
         for r in &plan.reservations {
             sqlx::query("INSERT INTO reservations (job_id, medium_id, gib) VALUES (?, ?, ?)")

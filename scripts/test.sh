@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, lints, unit tests of every crate and the
+# integration tests that run the real `svs serve`. CI runs exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+# Integration tests mostly wait on their own server processes, so run more
+# of them at once than there are cores.
+cargo test --workspace --locked -- --test-threads=8
