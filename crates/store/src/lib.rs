@@ -152,3 +152,6 @@ pub struct JobEnd {
     pub detail: Option<String>,
     pub now_ms: i64,
 }
+
+#[cfg(test)]
+mod tests;
