@@ -15,12 +15,15 @@ earlier runs are deleted and `sync` is run, so no dirty data or pending
 deletes from earlier runs are flushed inside the timed run. The source stays
 in the page cache for all of them (it cannot be dropped reliably here), so
 all variants read it from memory alike. Times are wall clock around the
-processes; throughput is of data bytes (1 GiB in both layouts). Medians are
-reported and appended to RESULTS as `move_<layout>_mibs`, `cp_<layout>_mibs`,
-`cpsync_<layout>_mibs`.
+processes (each run also shows the kernel CPU time of its processes, which
+tells host-side memory stalls from device waits); throughput is of data
+bytes (1 GiB in both layouts). Medians are the figures, appended to RESULTS
+as `move_<layout>_mibs`, `cp_<layout>_mibs`, `cpsync_<layout>_mibs`; the
+best of the rounds is printed for information only.
 """
 
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -57,6 +60,7 @@ def main():
             remove(moved)
             remove(copied)
             subprocess.run(["sync"], check=True)
+            cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             started = time.perf_counter()
             if variant == "move":
                 inner = float(run(example, "move", root, layout))
@@ -65,13 +69,15 @@ def main():
                 if variant == "cp+fsync":
                     run("sync", copied)
             secs = time.perf_counter() - started
+            cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            sys_secs = cpu1.ru_stime - cpu0.ru_stime
             target = moved if variant == "move" else copied
             st = os.stat(target)
             if st.st_size != length:
                 sys.exit(f"{variant}: {target} is {st.st_size} bytes, expected {length}")
             if st.st_blocks * 512 < DATA_MIB << 20:
                 sys.exit(f"{variant}: {target} holds less than {DATA_MIB} MiB of data")
-            return secs, (inner if variant == "move" else None)
+            return secs, sys_secs, (inner if variant == "move" else None)
 
         for variant in VARIANTS:  # warm-up: lets the device settle after the source was written
             timed(variant)
@@ -81,18 +87,26 @@ def main():
             order = VARIANTS[r % 3 :] + VARIANTS[: r % 3]
             line = []
             for variant in order:
-                secs, inside = timed(variant)
+                secs, sys_secs, inside = timed(variant)
                 times[variant].append(secs)
                 if inside is not None:
                     inner.append(inside)
-                line.append(f"{variant} {secs:.3f}s")
+                line.append(f"{variant} {secs:.3f}s (sys {sys_secs:.2f}s)")
             print(f"  {layout} round {r + 1}: " + ", ".join(line), flush=True)
         med = {v: statistics.median(t) for v, t in times.items()}
         rate = {v: DATA_MIB / t for v, t in med.items()}
+        best = {v: DATA_MIB / min(t) for v, t in times.items()}
         print(
             f"  {layout} ({length >> 30} GiB logical, {DATA_MIB} MiB data), median of {rounds}: "
             + ", ".join(f"{v} {med[v]:.3f}s = {rate[v]:.0f} MiB/s" for v in VARIANTS)
             + f" (move inside the process: {statistics.median(inner):.3f}s)",
+            flush=True,
+        )
+        print(
+            f"  {layout} best of {rounds} (info): "
+            + ", ".join(f"{v} {best[v]:.0f} MiB/s" for v in VARIANTS)
+            + f"; move/cp {best['move'] / best['cp']:.2f}x, "
+            f"move/(cp+fsync) {best['move'] / best['cp+fsync']:.2f}x",
             flush=True,
         )
         out[f"move_{layout}_mibs"] = rate["move"]

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use svs_dataplane::{CopyOptions, DataPlane, DataPlaneError, SliceKey};
 use svs_domain::{
-    place_volume, plan_resize, JobKind, JobState, MediumState, PlacementRequest, ResizeRequest,
+    column_size, place_volume, plan_resize, JobKind, JobState, MediumState, PlacementRequest, ResizeRequest,
     Slice, GIB, MOVEMENT_PLAN_FOUND,
 };
 use svs_store::{Job, JobEnd, ResizeStep, StepState, Store, StoreError, Volume};
@@ -375,7 +375,12 @@ impl JobRunner {
         self.progress(job, if move_count > 0 { 95 } else { 50 }, "Growing slices")
             .await?;
         let slices = self.store.volume_slices(&volume.id).await?;
-        let new_slice_size = steps.first().map(|s| s.new_size).unwrap_or(0);
+        let columns = slices
+            .iter()
+            .map(|r| r.slice.column)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
+        let new_slice_size = column_size(new_size, u32::try_from(columns).unwrap_or(1));
         for row in &slices {
             self.check_stopping()?;
             let key = slice_key(&volume.id, &row.slice);

@@ -1,0 +1,71 @@
+"""Prints the summary table from RESULTS (argv[1]: lines `key value`)."""
+
+import sys
+
+TARGET_RPS = 20000.0
+TARGET_P99_MS = 5.0
+TARGET_RESIZE_MS = 50.0
+TARGET_RATIO = 0.9
+
+
+def verdict(ok):
+    return "PASS" if ok else "FAIL"
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: summary.py RESULTS")
+    r = {}
+    with open(sys.argv[1]) as f:
+        for line in f:
+            k, v = line.split()
+            r[k] = float(v)
+    rows = [
+        (
+            "1. GET /volumes/{v}, 64 conns: req/s",
+            f"{r['get_rps']:,.0f} req/s",
+            f">= {TARGET_RPS:,.0f} req/s",
+            verdict(r["get_rps"] >= TARGET_RPS),
+        ),
+        (
+            "1. GET /volumes/{v}, 64 conns: p99",
+            f"{r['get_p99_ms']:.2f} ms",
+            f"< {TARGET_P99_MS:g} ms",
+            verdict(r["get_p99_ms"] < TARGET_P99_MS),
+        ),
+        (
+            "1. reference: GET /version (no auth, no DB)",
+            f"{r['version_rps']:,.0f} req/s, p99 {r['version_p99_ms']:.2f} ms",
+            "(info)",
+            "-",
+        ),
+        (
+            "2. in-place resize -> Done: median",
+            f"{r['resize_median_ms']:.1f} ms",
+            f"< {TARGET_RESIZE_MS:g} ms",
+            verdict(r["resize_median_ms"] < TARGET_RESIZE_MS),
+        ),
+        ("2. in-place resize -> Done: p90", f"{r['resize_p90_ms']:.1f} ms", "(info)", "-"),
+    ]
+    for layout, label in (("full", "1 GiB full"), ("sparse", "4 GiB sparse, 1 GiB data")):
+        move = r[f"move_{layout}_mibs"]
+        for ref, name in (("cp", "cp"), ("cpsync", "cp+fsync")):
+            base = r[f"{ref}_{layout}_mibs"]
+            ratio = move / base
+            rows.append(
+                (
+                    f"3. slice move / {name} ({label})",
+                    f"{ratio:.2f}x ({move:.0f} vs {base:.0f} MiB/s)",
+                    f">= {TARGET_RATIO:g}x",
+                    verdict(ratio >= TARGET_RATIO),
+                )
+            )
+    head = ("figure", "measured", "target", "result")
+    widths = [max(len(row[i]) for row in rows + [head]) for i in range(4)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    for row in [head, tuple("-" * w for w in widths)] + rows:
+        print(fmt.format(*row).rstrip())
+
+
+if __name__ == "__main__":
+    main()
