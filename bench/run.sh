@@ -10,13 +10,13 @@
 #
 # Exits 0 when the benchmark ran, whatever the figures; non-zero if something
 # broke. All data lives in a temporary directory (TMPDIR, default /tmp)
-# removed on exit. Environment: BENCH_ROUNDS (slice-move rounds, default 5),
+# removed on exit. Environment: BENCH_ROUNDS (slice-move rounds, default 7),
 # BENCH_RESIZES (default 50), BENCH_WRK_SECS (default 10).
 set -euo pipefail
 
 BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$BENCH_DIR/.." && pwd)"
-ROUNDS="${BENCH_ROUNDS:-5}"
+ROUNDS="${BENCH_ROUNDS:-7}"
 RESIZES="${BENCH_RESIZES:-50}"
 WRK_SECS="${BENCH_WRK_SECS:-10}"
 ADMIN_EMAIL="bench@example.com"

@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use svs_dataplane::{CopyOptions, DataPlane, DataPlaneError, SliceKey};
 use svs_domain::{
-    column_size, place_volume, plan_resize, JobKind, JobState, MediumState, PlacementRequest, ResizeRequest,
-    Slice, GIB, MOVEMENT_PLAN_FOUND,
+    column_size, place_volume, plan_resize, JobKind, JobState, MediumState, PlacementRequest,
+    ResizeRequest, Slice, GIB, MOVEMENT_PLAN_FOUND,
 };
 use svs_store::{Job, JobEnd, ResizeStep, StepState, Store, StoreError, Volume};
 use thiserror::Error;

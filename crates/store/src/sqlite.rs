@@ -4,6 +4,11 @@
 //! crash or power loss. All writes go through a single connection (SQLite has
 //! one writer anyway; one connection means no lock upgrades that fail with
 //! SQLITE_BUSY), reads through a small pool that runs beside it.
+//!
+//! Volume reads (the hottest call of the API) are served from memory. That is
+//! only sound because one process owns the database: `svs serve` holds the
+//! data directory's lock, and every change to volumes, slices, jobs and
+//! policies goes through this struct, which drops the cache after committing.
 
 use crate::records::*;
 use crate::{JobEnd, Store, StoreError, StoreResult};
@@ -14,8 +19,11 @@ use sqlx::sqlite::{
     SqliteSynchronous,
 };
 use sqlx::{Row, Sqlite, Transaction};
+use std::collections::HashMap;
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use svs_domain::{
     Gib, JobState, Medium, Resiliency, ResizePlan, Slice, SlicePlacement, VolumeState, VolumeType,
@@ -27,6 +35,50 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 pub struct SqliteStore {
     writer: SqlitePool,
     reader: SqlitePool,
+    volumes: Arc<VolumeCache>,
+}
+
+/// `get_volume` results by (tenant, name or id). A read that raced a write
+/// must not store what it read: entries are only added while the generation
+/// is the one seen before the query.
+#[derive(Debug, Default)]
+struct VolumeCache {
+    generation: AtomicU64,
+    entries: RwLock<HashMap<(i64, String), Volume>>,
+}
+
+/// Bound on cached volumes; the cache is emptied when it is full.
+const VOLUME_CACHE_MAX: usize = 100_000;
+
+impl VolumeCache {
+    fn get(&self, key: &(i64, String)) -> Option<Volume> {
+        self.entries.read().ok()?.get(key).cloned()
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    fn insert(&self, seen: u64, key: (i64, String), volume: &Volume) {
+        if let Ok(mut entries) = self.entries.write() {
+            // Checked under the lock: `invalidate` bumps it under the same lock.
+            if self.generation.load(Ordering::Acquire) != seen {
+                return;
+            }
+            if entries.len() >= VOLUME_CACHE_MAX {
+                entries.clear();
+            }
+            entries.insert(key, volume.clone());
+        }
+    }
+
+    /// Called after every committed change that a volume read can see.
+    fn invalidate(&self) {
+        if let Ok(mut entries) = self.entries.write() {
+            self.generation.fetch_add(1, Ordering::AcqRel);
+            entries.clear();
+        }
+    }
 }
 
 impl SqliteStore {
@@ -50,7 +102,18 @@ impl SqliteStore {
             .min_connections(1)
             .connect_with(options.read_only(true))
             .await?;
-        Ok(SqliteStore { writer, reader })
+        Ok(SqliteStore {
+            writer,
+            reader,
+            volumes: Arc::default(),
+        })
+    }
+
+    /// Commits, then drops cached volume reads (see the module doc).
+    async fn commit(&self, tx: Transaction<'_, Sqlite>) -> StoreResult<()> {
+        tx.commit().await?;
+        self.volumes.invalidate();
+        Ok(())
     }
 
     pub async fn close(&self) {
@@ -337,7 +400,7 @@ impl Store for SqliteStore {
             }
             Err(e) => return Err(e.into()),
         };
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(User {
             id,
             tenant_id,
@@ -376,6 +439,7 @@ impl Store for SqliteStore {
         .bind(token.expires_ms)
         .execute(&self.writer)
         .await?;
+        self.volumes.invalidate();
         Ok(())
     }
 
@@ -403,6 +467,7 @@ impl Store for SqliteStore {
                 .bind(user_id)
                 .execute(&self.writer)
                 .await?;
+        self.volumes.invalidate();
         Ok(r.rows_affected())
     }
 
@@ -457,7 +522,7 @@ impl Store for SqliteStore {
             .execute(&mut *tx)
             .await?;
         }
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(())
     }
 
@@ -600,7 +665,7 @@ impl Store for SqliteStore {
             .fetch_one(&mut *tx)
             .await?;
         let policy = policy_row(&row)?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(policy)
     }
 
@@ -626,7 +691,7 @@ impl Store for SqliteStore {
             .bind(id)
             .execute(&mut *tx)
             .await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(())
     }
 
@@ -663,11 +728,16 @@ impl Store for SqliteStore {
             .bind(&v.id)
             .execute(&mut *tx)
             .await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(job_id)
     }
 
     async fn get_volume(&self, tenant_id: i64, name_or_id: &str) -> StoreResult<Option<Volume>> {
+        let key = (tenant_id, name_or_id.to_string());
+        if let Some(volume) = self.volumes.get(&key) {
+            return Ok(Some(volume));
+        }
+        let seen = self.volumes.generation();
         let row = sqlx::query(&format!(
             "{VOLUME_SELECT} WHERE v.tenant_id = ? AND (v.name = ? OR v.id = ?) \
              ORDER BY (v.name = ?) DESC LIMIT 1"
@@ -678,7 +748,11 @@ impl Store for SqliteStore {
         .bind(name_or_id)
         .fetch_optional(&self.reader)
         .await?;
-        row.as_ref().map(volume_row).transpose()
+        let volume = row.as_ref().map(volume_row).transpose()?;
+        if let Some(v) = &volume {
+            self.volumes.insert(seen, key, v);
+        }
+        Ok(volume)
     }
 
     async fn volume_by_id(&self, id: &str) -> StoreResult<Option<Volume>> {
@@ -728,7 +802,7 @@ impl Store for SqliteStore {
         if r.rows_affected() == 0 {
             return Err(StoreError::NotFound);
         }
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(job_id)
     }
 
@@ -757,7 +831,7 @@ impl Store for SqliteStore {
                 .await?;
             }
         }
-        tx.commit().await?;
+        self.commit(tx).await?;
         self.volume_slices(volume_id).await
     }
 
@@ -771,7 +845,7 @@ impl Store for SqliteStore {
             .bind(volume_id)
             .execute(&mut *tx)
             .await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(())
     }
 
@@ -837,6 +911,7 @@ impl Store for SqliteStore {
         .bind(id)
         .execute(&self.writer)
         .await?;
+        self.volumes.invalidate();
         Ok(())
     }
 
@@ -847,20 +922,21 @@ impl Store for SqliteStore {
             .bind(id)
             .execute(&self.writer)
             .await?;
+        self.volumes.invalidate();
         Ok(())
     }
 
     async fn add_job_detail(&self, id: i64, detail: &str) -> StoreResult<()> {
         let mut tx = self.writer.begin().await?;
         append_detail(&mut tx, id, detail).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(())
     }
 
     async fn finish_job(&self, id: i64, end: &JobEnd) -> StoreResult<()> {
         let mut tx = self.writer.begin().await?;
         finish_job_tx(&mut tx, id, end).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(())
     }
 
@@ -917,7 +993,7 @@ impl Store for SqliteStore {
             .execute(&mut *tx)
             .await?;
         }
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(())
     }
 
@@ -961,7 +1037,7 @@ impl Store for SqliteStore {
             .bind(step.id)
             .execute(&mut *tx)
             .await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(())
     }
 
@@ -970,6 +1046,7 @@ impl Store for SqliteStore {
             .bind(step_id)
             .execute(&self.writer)
             .await?;
+        self.volumes.invalidate();
         Ok(())
     }
 
@@ -997,7 +1074,7 @@ impl Store for SqliteStore {
             .execute(&mut *tx)
             .await?;
         finish_job_tx(&mut tx, job_id, end).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(())
     }
 }

@@ -360,3 +360,50 @@ async fn revoking_refresh_tokens_touches_only_that_user() {
     assert!(!other_token.revoked, "another user's token stays valid");
     assert!(store.refresh_token("zzz").await.expect("read").is_none());
 }
+
+#[tokio::test]
+async fn cached_volume_reads_see_every_committed_change() {
+    let (_dir, store) = open().await;
+    let (user, volume, _) = volume_on_m1(&store).await;
+    let read = |s: &SqliteStore| {
+        let s = s.clone();
+        async move {
+            s.get_volume(user.tenant_id, "v")
+                .await
+                .expect("read")
+                .expect("volume")
+        }
+    };
+    assert_eq!(read(&store).await.state, VolumeState::Ready);
+    assert_eq!(
+        read(&store).await.state,
+        VolumeState::Ready,
+        "served from cache"
+    );
+    let job_id = store
+        .start_volume_job(
+            &volume,
+            VolumeState::Resizing,
+            &new_job(&user, JobKind::VolumeModifyExtend, &volume),
+        )
+        .await
+        .expect("job");
+    assert_eq!(read(&store).await.state, VolumeState::Resizing);
+    store
+        .set_job_progress(job_id, 42, "Moving")
+        .await
+        .expect("progress");
+    assert_eq!(read(&store).await.job.map(|j| j.1), Some(42));
+    store
+        .complete_resize(job_id, &volume, 12, 12, &end(JobState::Done))
+        .await
+        .expect("complete");
+    let v = read(&store).await;
+    assert_eq!((v.size, v.state, v.job), (12, VolumeState::Ready, None));
+    store.delete_volume(&volume).await.expect("delete");
+    assert!(store
+        .get_volume(user.tenant_id, "v")
+        .await
+        .expect("read")
+        .is_none());
+}
