@@ -88,7 +88,7 @@ pub(crate) fn copy_file(
             let data = &mut buf[..n];
             source.read_exact_at(data, offset).map_err(src("read"))?;
             hasher
-                .feed(offset, data, |at, run| target.write_all_at(run, at))
+                .feed(offset, data, |at, run| write_in_pieces(&target, run, at))
                 .map_err(dst("write"))?;
             writeback.written_to(offset + n as u64);
             done += n as u64;
@@ -123,6 +123,21 @@ pub(crate) fn copy_file(
     guard.disarm();
     fsync_dir(dir).map_err(dst("fsync"))?;
     Ok(digest)
+}
+
+/// Largest single write to the target. Page-cache writes of this size make
+/// the kernel allocate small folios; 1 MiB writes ask for large ones, which on
+/// hosts that hand free memory back (virtual machines with page reporting)
+/// stall on compaction and refaults.
+const WRITE_PIECE: usize = 128 << 10;
+
+fn write_in_pieces(target: &File, run: &[u8], at: u64) -> io::Result<()> {
+    let mut offset = at;
+    for piece in run.chunks(WRITE_PIECE) {
+        target.write_all_at(piece, offset)?;
+        offset += piece.len() as u64;
+    }
+    Ok(())
 }
 
 /// Bytes of target written between starts of writeback.
