@@ -6,6 +6,12 @@ cd "$(dirname "$0")/.."
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+
 # Integration tests mostly wait on their own server processes, so run more
 # of them at once than there are cores.
-cargo test --workspace --locked -- --test-threads=8
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --workspace --locked -- --test-threads=8 2>&1 | tee "$log"
+
+# One closing line for the whole run (cargo's last line is the doc tests').
+awk '/^test result:/ { p += $4; f += $6 } END { printf "total: %d passed, %d failed\n", p, f }' "$log"

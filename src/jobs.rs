@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use svs_dataplane::{CopyOptions, DataPlane, DataPlaneError, SliceKey};
 use svs_domain::{
-    column_size, place_volume, plan_resize, JobKind, JobState, MediumState, PlacementRequest,
-    ResizeRequest, Slice, GIB, MOVEMENT_PLAN_FOUND,
+    column_size, place_volume, plan_resize, JobKind, MediumState, PlacementRequest, ResizeRequest,
+    Slice, GIB, MOVEMENT_PLAN_FOUND,
 };
 use svs_store::{Job, JobEnd, ResizeStep, StepState, Store, StoreError, Volume};
 use thiserror::Error;
@@ -125,23 +125,17 @@ impl JobRunner {
                 return;
             }
             Err(JobError::Failed(message)) => message,
+            Err(JobError::DataPlane(e)) => format!("I/O error: {e}"),
             Err(e) => {
+                // Store failures are logged; clients see only that it failed.
                 error!(error = %e, "job failed");
-                format!("internal error: {e}")
+                "internal error: see the service log".to_string()
             }
         };
         warn!(detail = %end, "job ended in Error");
         if let Err(e) = self
             .store
-            .finish_job(
-                job.id,
-                &JobEnd {
-                    state: JobState::Error,
-                    status: "Error".into(),
-                    detail: Some(end),
-                    now_ms: now_ms(),
-                },
-            )
+            .finish_job(job.id, &JobEnd::error(end, now_ms()))
             .await
         {
             error!(error = %e, "cannot record job failure");
@@ -201,15 +195,7 @@ impl JobRunner {
     async fn done(&self, job: &Job, detail: String) -> Result<(), JobError> {
         info!(detail = %detail, "job done");
         self.store
-            .finish_job(
-                job.id,
-                &JobEnd {
-                    state: JobState::Done,
-                    status: "Done".into(),
-                    detail: Some(detail),
-                    now_ms: now_ms(),
-                },
-            )
+            .finish_job(job.id, &JobEnd::done(detail, now_ms()))
             .await?;
         Ok(())
     }
@@ -406,12 +392,7 @@ impl JobRunner {
                 &volume.id,
                 new_size,
                 new_slice_size,
-                &JobEnd {
-                    state: JobState::Done,
-                    status: "Done".into(),
-                    detail: Some(detail),
-                    now_ms: now_ms(),
-                },
+                &JobEnd::done(detail, now_ms()),
             )
             .await?;
         Ok(())

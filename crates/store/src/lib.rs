@@ -153,5 +153,27 @@ pub struct JobEnd {
     pub now_ms: i64,
 }
 
+impl JobEnd {
+    /// `Done`, with `detail` as the job's last message.
+    pub fn done(detail: String, now_ms: i64) -> JobEnd {
+        JobEnd {
+            state: JobState::Done,
+            status: "Done".into(),
+            detail: Some(detail),
+            now_ms,
+        }
+    }
+
+    /// `Error`, with the reason as the job's last message.
+    pub fn error(reason: String, now_ms: i64) -> JobEnd {
+        JobEnd {
+            state: JobState::Error,
+            status: "Error".into(),
+            detail: Some(reason),
+            now_ms,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;
