@@ -4,6 +4,7 @@
 use crate::api;
 use crate::auth::{hash_password, SigningKey, TokenIssuer};
 use crate::config::Config;
+use crate::exports::ExportRegistry;
 use crate::jobs::JobRunner;
 use crate::service::{now_ms, Services};
 use std::fs::File;
@@ -12,7 +13,8 @@ use std::path::Path;
 use std::sync::Arc;
 use svs_dataplane::{DataPlane, LocalMedia};
 use svs_domain::Medium;
-use svs_store::{MediumRecord, NewUser, SqliteStore, Store};
+use svs_nbd::{CancellationToken, NbdConfig, NbdServer};
+use svs_store::{MediumRecord, NewUser, NodeRecord, SqliteStore, Store};
 use tokio::net::TcpListener;
 use tracing::info;
 
@@ -21,6 +23,8 @@ pub const LOCK_FILE: &str = "svs.lock";
 
 pub struct Application {
     listener: TcpListener,
+    nbd_listener: TcpListener,
+    exports: Arc<ExportRegistry>,
     services: Arc<Services>,
     runner: Arc<JobRunner>,
     store: SqliteStore,
@@ -107,6 +111,41 @@ impl Application {
             .await
             .map_err(|e| format!("media configuration: {e}"))?;
         create_first_user(&store, &config).await?;
+        let nodes: Vec<NodeRecord> = config
+            .effective_nodes()
+            .into_iter()
+            .map(|n| NodeRecord {
+                name: n.name,
+                zone: n.zone,
+                address: n.address.map(|a| a.to_string()),
+            })
+            .collect();
+        store
+            .sync_nodes(&nodes)
+            .await
+            .map_err(|e| format!("nodes configuration: {e}"))?;
+
+        // Attached volumes are exported again before any job resumes.
+        let exports = Arc::new(ExportRegistry::new(media.clone()));
+        for n in store.list_nodes().await.map_err(|e| e.to_string())? {
+            exports.set_node_address(&n.name, n.address.and_then(|a| a.parse().ok()));
+        }
+        for a in store.all_attachments().await.map_err(|e| e.to_string())? {
+            if a.state != "Attached" {
+                continue;
+            }
+            let (volume, slices) = match (
+                store.volume_by_id(&a.volume_id).await,
+                store.volume_slices(&a.volume_id).await,
+            ) {
+                (Ok(Some(v)), Ok(slices)) => (v, slices),
+                _ => continue,
+            };
+            let layout = crate::jobs::volume_layout(&volume, &slices);
+            if let Err(e) = exports.attach(&a.export_name, &a.node, a.readonly, &layout) {
+                tracing::error!(volume = %a.volume_id, node = %a.node, error = %e, "cannot export attached volume");
+            }
+        }
 
         let key = SigningKey::load_or_create(&config.data_dir)?;
         let tokens = TokenIssuer::new(key, config.issuer.clone(), config.token_lifetime.as_secs());
@@ -114,7 +153,15 @@ impl Application {
         let runner = JobRunner::new(
             Arc::clone(&store_dyn),
             Arc::new(media),
+            Arc::clone(&exports),
             config.movement_rate_limit(),
+        );
+        let nbd_listener = TcpListener::bind(config.nbd_listen)
+            .await
+            .map_err(|e| format!("cannot listen for NBD on {}: {e}", config.nbd_listen))?;
+        let nbd_base = format!(
+            "nbd://{}",
+            nbd_listener.local_addr().map_err(|e| e.to_string())?
         );
         let refresh_ms =
             i64::try_from(config.refresh_token_lifetime.as_millis()).unwrap_or(i64::MAX);
@@ -123,6 +170,8 @@ impl Application {
             tokens,
             refresh_ms,
             Arc::clone(&runner),
+            Arc::clone(&exports),
+            nbd_base,
         )?);
         let resumed = runner
             .resume_unfinished()
@@ -137,6 +186,8 @@ impl Application {
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
         Ok(Application {
             listener,
+            nbd_listener,
+            exports,
             services,
             runner,
             store,
@@ -148,15 +199,28 @@ impl Application {
         self.listener.local_addr().map_err(|e| e.to_string())
     }
 
+    pub fn nbd_addr(&self) -> Result<SocketAddr, String> {
+        self.nbd_listener.local_addr().map_err(|e| e.to_string())
+    }
+
     /// Serves until SIGINT/SIGTERM, then lets running jobs pause at a safe
     /// point (they resume at the next start).
     pub async fn run_until_stopped(self) -> Result<(), String> {
         let router = api::router(Arc::clone(&self.services))
             .layer(tower_http::trace::TraceLayer::new_for_http());
+        let nbd_stop = CancellationToken::new();
+        let nbd = NbdServer::new(self.exports, NbdConfig::default());
+        let nbd_task = {
+            let stop = nbd_stop.clone();
+            let listener = self.nbd_listener;
+            tokio::spawn(async move { nbd.serve(listener, stop).await })
+        };
         axum::serve(self.listener, router)
             .with_graceful_shutdown(shutdown_signal())
             .await
             .map_err(|e| format!("server error: {e}"))?;
+        nbd_stop.cancel();
+        let _ = nbd_task.await;
         info!("stopping: pausing running jobs");
         self.runner.shutdown().await;
         self.store.close().await;

@@ -33,6 +33,9 @@ pub enum Command {
         /// Address to listen on, e.g. 127.0.0.1:8080 (port 0 = any free port).
         #[arg(long)]
         listen: Option<SocketAddr>,
+        /// Address the NBD server listens on, e.g. 127.0.0.1:10809.
+        #[arg(long)]
+        nbd_listen: Option<SocketAddr>,
     },
     /// Manage users directly in the data directory (works offline).
     User {
@@ -70,19 +73,45 @@ fn init_tracing(filter: &str) {
         .try_init();
 }
 
+/// Everything svs creates (database, slice files, media directories) holds
+/// user data or password hashes: owner-only.
+fn private_files() {
+    // SAFETY: umask only changes this process's file-creation mask; it
+    // cannot fail and touches no memory.
+    unsafe {
+        libc::umask(0o077);
+    }
+}
+
 pub async fn run(cli: Cli) -> Result<(), String> {
+    private_files();
     match cli.command {
-        Command::Serve { common, listen } => {
+        Command::Serve {
+            common,
+            listen,
+            nbd_listen,
+        } => {
             let config = Config::load(&Overrides {
                 config_file: common.config,
                 data_dir: common.data_dir,
                 listen,
+                nbd_listen,
             })?;
             init_tracing(&config.log);
             let app = Application::build(config).await?;
             let addr = app.local_addr()?;
-            // Tests and scripts read this line to find the port.
-            println!("svs listening on http://{addr}");
+            let nbd = app.nbd_addr()?;
+            // Tests and scripts read these lines to find the ports. One
+            // write, and no failure if nobody reads stdout any more.
+            {
+                use std::io::Write;
+                let mut out = std::io::stdout().lock();
+                let _ = write!(
+                    out,
+                    "svs listening on http://{addr}\nsvs nbd listening on nbd://{nbd}\n"
+                );
+                let _ = out.flush();
+            }
             app.run_until_stopped().await
         }
         Command::User {
@@ -99,6 +128,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 config_file: common.config,
                 data_dir: common.data_dir,
                 listen: None,
+                nbd_listen: None,
             })?;
             let password = read_password()?;
             let store = open_store(&config).await?;

@@ -19,6 +19,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// Address the HTTP API listens on; port 0 picks a free port. `SVS_LISTEN`.
     pub listen: SocketAddr,
+    /// Address the NBD server (attached volumes) listens on. `SVS_NBD_LISTEN`.
+    pub nbd_listen: SocketAddr,
     /// Lifetime of the AccessToken and IdToken (`ExpiresIn`), e.g. "1h". `SVS_TOKEN_LIFETIME`.
     #[serde(with = "humantime_serde")]
     pub token_lifetime: Duration,
@@ -43,6 +45,21 @@ pub struct Config {
     /// (3 zones, one node each, 2 media per node of 200 GiB, under
     /// `<data_dir>/media`). Only from the configuration file.
     pub media: Vec<MediumConfig>,
+    /// Hosts that may attach volumes, with the IP address they connect from
+    /// (media nodes may be listed too, to give them an address). Only from
+    /// the configuration file; addresses can also be set with PATCH /nodes.
+    pub nodes: Vec<NodeConfig>,
+}
+
+/// A node that may attach volumes.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    pub name: String,
+    #[serde(default)]
+    pub zone: String,
+    /// IP address NBD connections of this node come from.
+    pub address: Option<std::net::IpAddr>,
 }
 
 /// One medium: a directory with a logical capacity.
@@ -66,6 +83,7 @@ impl Default for Config {
         Config {
             data_dir: PathBuf::from("./svs-data"),
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            nbd_listen: SocketAddr::from(([127, 0, 0, 1], 10809)),
             token_lifetime: Duration::from_secs(3600),
             refresh_token_lifetime: Duration::from_secs(30 * 24 * 3600),
             issuer: "svs".to_string(),
@@ -75,6 +93,7 @@ impl Default for Config {
             admin_tenant: "default".to_string(),
             log: "info".to_string(),
             media: Vec::new(),
+            nodes: Vec::new(),
         }
     }
 }
@@ -85,6 +104,7 @@ pub struct Overrides {
     pub config_file: Option<PathBuf>,
     pub data_dir: Option<PathBuf>,
     pub listen: Option<SocketAddr>,
+    pub nbd_listen: Option<SocketAddr>,
 }
 
 impl Config {
@@ -109,6 +129,9 @@ impl Config {
         }
         if let Some(listen) = overrides.listen {
             config.listen = listen;
+        }
+        if let Some(nbd) = overrides.nbd_listen {
+            config.nbd_listen = nbd;
         }
         config.validate()?;
         Ok(config)
@@ -148,6 +171,34 @@ impl Config {
                 ..m
             })
             .collect()
+    }
+
+    /// Every node that may attach: the media's nodes and the configured ones
+    /// (a configured entry gives a node its address). In the embedded demo
+    /// the nodes are this machine, so they attach from 127.0.0.1.
+    pub fn effective_nodes(&self) -> Vec<NodeConfig> {
+        let demo = self.media.is_empty();
+        let mut nodes: Vec<NodeConfig> = Vec::new();
+        for m in self.effective_media() {
+            if !nodes.iter().any(|n| n.name == m.node) {
+                nodes.push(NodeConfig {
+                    name: m.node.clone(),
+                    zone: m.zone.clone(),
+                    address: demo.then(|| std::net::IpAddr::from([127, 0, 0, 1])),
+                });
+            }
+        }
+        for n in &self.nodes {
+            match nodes.iter_mut().find(|x| x.name == n.name) {
+                Some(existing) => {
+                    if n.address.is_some() {
+                        existing.address = n.address;
+                    }
+                }
+                None => nodes.push(n.clone()),
+            }
+        }
+        nodes
     }
 
     /// Bytes per second for data movement, `None` when unthrottled.
@@ -214,6 +265,7 @@ mod tests {
             config_file: Some(file),
             data_dir: Some("/tmp/x".into()),
             listen: None,
+            nbd_listen: None,
         })
         .unwrap();
         assert_eq!(config.listen.port(), 9999);

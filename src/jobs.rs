@@ -7,15 +7,16 @@
 //! slice only has its source removed. A job ends `Done` or `Error`, never
 //! stays `Running` once the service is up.
 
+use crate::exports::ExportRegistry;
 use crate::service::now_ms;
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use svs_dataplane::{CopyOptions, DataPlane, DataPlaneError, SliceKey};
+use svs_dataplane::{CopyOptions, DataPlane, DataPlaneError, SliceKey, VolumeLayout};
 use svs_domain::{
-    column_size, place_volume, plan_resize, JobKind, MediumState, PlacementRequest, ResizeRequest,
-    Slice, GIB, MOVEMENT_PLAN_FOUND,
+    column_size, place_volume, plan_resize, validate_new_size, JobKind, MediumState,
+    PlacementRequest, ResizeRequest, Slice, GIB, MOVEMENT_PLAN_FOUND,
 };
 use svs_store::{Job, JobEnd, ResizeStep, StepState, Store, StoreError, Volume};
 use thiserror::Error;
@@ -40,6 +41,8 @@ enum JobError {
 pub struct JobRunner {
     store: Arc<dyn Store>,
     media: Arc<dyn DataPlane>,
+    /// Attached volumes: their shared I/O (live moves go through it).
+    exports: Arc<ExportRegistry>,
     /// Bytes per second for slice copies; None = unthrottled.
     rate_limit: Option<u64>,
     /// Held while reading free space, planning and booking the plan, so two
@@ -53,11 +56,13 @@ impl JobRunner {
     pub fn new(
         store: Arc<dyn Store>,
         media: Arc<dyn DataPlane>,
+        exports: Arc<ExportRegistry>,
         rate_limit: Option<u64>,
     ) -> Arc<JobRunner> {
         Arc::new(JobRunner {
             store,
             media,
+            exports,
             rate_limit,
             allocation: tokio::sync::Mutex::new(()),
             stopping: Arc::new(AtomicBool::new(false)),
@@ -79,10 +84,9 @@ impl JobRunner {
     pub fn submit(self: &Arc<Self>, job_id: i64) {
         let runner = Arc::clone(self);
         let span = tracing::info_span!("job", job = job_id);
-        if let Ok(mut tasks) = self.tasks.lock() {
-            while tasks.try_join_next().is_some() {}
-            tasks.spawn(async move { runner.run(job_id).await }.instrument(span));
-        }
+        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        while tasks.try_join_next().is_some() {}
+        tasks.spawn(async move { runner.run(job_id).await }.instrument(span));
     }
 
     /// Asks running jobs to stop at their next step and waits for them. Their
@@ -116,8 +120,18 @@ impl JobRunner {
             Some(JobKind::VolumeCreate) => self.create_volume(&job).await,
             Some(JobKind::VolumeDelete) => self.delete_volume(&job).await,
             Some(JobKind::VolumeModifyExtend) => self.resize_volume(&job).await,
+            Some(JobKind::AttachmentCreate) => self.attach(&job).await,
+            Some(JobKind::AttachmentDelete) => self.detach(&job).await,
+            Some(JobKind::AttachmentModify) => self.modify_attachment(&job).await,
             None => Err(JobError::Failed(format!("unknown job type '{}'", job.kind))),
         };
+        if result.is_err()
+            && !matches!(result, Err(JobError::Stopping))
+            && job.kind() == Some(JobKind::VolumeCreate)
+        {
+            // A volume whose creation failed is not kept half-made.
+            self.discard_volume(&job.object).await;
+        }
         let end = match result {
             Ok(()) => return,
             Err(JobError::Stopping) => {
@@ -240,7 +254,6 @@ impl JobRunner {
                 if matches!(e, JobError::Stopping) {
                     return Err(e);
                 }
-                self.discard_volume(&volume.id, &slices).await;
                 return Err(JobError::Failed(format!(
                     "Could not create volume '{}': {e}",
                     volume.name
@@ -263,8 +276,15 @@ impl JobRunner {
     }
 
     /// Best-effort removal of a volume whose creation failed.
-    async fn discard_volume(&self, volume_id: &str, slices: &[svs_store::SliceRow]) {
-        for row in slices {
+    async fn discard_volume(&self, volume_id: &str) {
+        let slices = match self.store.volume_slices(volume_id).await {
+            Ok(slices) => slices,
+            Err(e) => {
+                error!(error = %e, "cannot list slices of a failed volume");
+                return;
+            }
+        };
+        for row in &slices {
             let key = slice_key(volume_id, &row.slice);
             let medium = row.slice.medium.clone();
             if let Err(e) = self
@@ -288,6 +308,12 @@ impl JobRunner {
                 .done(job, format!("Volume {} deleted", job.object))
                 .await;
         };
+        // Forced delete of an attached volume: its exports go first.
+        for a in self.store.all_attachments().await? {
+            if a.volume_id == volume.id {
+                self.exports.detach(&a.export_name);
+            }
+        }
         let slices = self.store.volume_slices(&volume.id).await?;
         let total = slices.len().max(1);
         for (i, row) in slices.iter().enumerate() {
@@ -322,6 +348,9 @@ impl JobRunner {
 
         let mut steps = self.store.resize_steps(job.id).await?;
         if steps.is_empty() {
+            // The size the request was checked against may have changed.
+            validate_new_size(volume.size, new_size)
+                .map_err(|e| JobError::Failed(e.to_string()))?;
             let _booking = self.allocation.lock().await;
             let media = self.media_states().await?;
             let slices: Vec<Slice> = self
@@ -395,6 +424,7 @@ impl JobRunner {
                 &JobEnd::done(detail, now_ms()),
             )
             .await?;
+        self.exports.set_size(&volume.id, new_size * GIB);
         Ok(())
     }
 
@@ -443,12 +473,33 @@ impl JobRunner {
                 Arc::clone(&shared),
             );
             let media = Arc::clone(&self.media);
+            // An attached volume is in use: move through its shared I/O so
+            // writes during the copy are kept, and switch with I/O paused.
+            let live = self.exports.volume_io(&volume.id);
+            let (store, handle, switch) = (
+                Arc::clone(&self.store),
+                tokio::runtime::Handle::current(),
+                (*step).clone(),
+            );
+            let (copy_no, column) = (row.slice.copy, row.slice.column);
             let copy = tokio::task::spawn_blocking(move || {
-                media.copy_slice(&from, &to, &k, &options, &mut |done, total| {
+                let mut report = |done, total| {
                     if let Ok(mut p) = sink.lock() {
                         *p = (done, total);
                     }
-                })
+                };
+                match live {
+                    Some(io) => io
+                        .move_slice(copy_no, column, &to, &options, &mut report, &mut || {
+                            handle
+                                .block_on(store.switch_slice(&switch))
+                                .map_err(|e| e.to_string())
+                        })
+                        .map(|()| None),
+                    None => media
+                        .copy_slice(&from, &to, &k, &options, &mut report)
+                        .map(Some),
+                }
             });
             tokio::pin!(copy);
             let mut last_pct = u64::MAX;
@@ -476,20 +527,18 @@ impl JobRunner {
                 Ok(Err(e)) => return Err(JobError::Failed(format!("Moving {label} failed: {e}"))),
                 Err(e) => return Err(JobError::Failed(format!("Moving {label} failed: {e}"))),
             };
-            info!(
-                slice = %label,
-                secs = started.elapsed().as_secs_f64(),
-                digest = format!("{:032x}", digest.0),
-                "slice copied and verified"
-            );
-            self.check_stopping()?;
-            self.store.switch_slice(step).await?;
-            self.store
-                .add_job_detail(
-                    job.id,
-                    &format!("Moved {label}: copy verified (xxh3-128 {:032x})", digest.0),
-                )
-                .await?;
+            info!(slice = %label, secs = started.elapsed().as_secs_f64(), "slice copied and verified");
+            let detail = match digest {
+                // Offline copy: verified as a whole; switch the placement now.
+                Some(digest) => {
+                    self.check_stopping()?;
+                    self.store.switch_slice(step).await?;
+                    format!("Moved {label}: copy verified (xxh3-128 {:032x})", digest.0)
+                }
+                // Live copy: verified chunk by chunk, switched with I/O paused.
+                None => format!("Moved {label} while in use: copy verified chunk by chunk"),
+            };
+            self.store.add_job_detail(job.id, &detail).await?;
         }
         if step.state != StepState::Done {
             let (from, k) = (step.from_medium.clone(), key.clone());
@@ -514,6 +563,19 @@ impl JobRunner {
             .volume_slices(volume_id)
             .await
             .unwrap_or_default();
+        for step in current.iter().filter(|s| s.state == StepState::Switched) {
+            // The slice lives on the target; its old copy must not linger.
+            if let Some(row) = slices.iter().find(|r| r.slice.id == step.slice_id) {
+                let (from, key) = (step.from_medium.clone(), slice_key(volume_id, &row.slice));
+                if self
+                    .blocking(move |dp| dp.delete_slice(&from, &key))
+                    .await
+                    .is_ok()
+                {
+                    let _ = self.store.finish_step(step.id).await;
+                }
+            }
+        }
         for step in current.iter().filter(|s| s.state == StepState::Planned) {
             let (Some(target), Some(row)) = (
                 step.to_medium.clone(),
@@ -529,6 +591,121 @@ impl JobRunner {
                 warn!(error = %e, "cannot remove an abandoned copy");
             }
         }
+    }
+}
+
+impl JobRunner {
+    // ---- attachments ----
+
+    fn job_node(job: &Job) -> Result<String, JobError> {
+        job.args
+            .get("node")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| JobError::Failed("job has no node".into()))
+    }
+
+    async fn attach(&self, job: &Job) -> Result<(), JobError> {
+        let volume = self.volume(job).await?;
+        let node = Self::job_node(job)?;
+        let attachment = self
+            .store
+            .get_attachment(&volume.id, &node)
+            .await?
+            .ok_or_else(|| {
+                JobError::Failed(format!("attachment to node '{node}' no longer exists"))
+            })?;
+        let layout = volume_layout(&volume, &self.store.volume_slices(&volume.id).await?);
+        let exports = Arc::clone(&self.exports);
+        let (name, n, ro) = (
+            attachment.export_name.clone(),
+            node.clone(),
+            attachment.readonly,
+        );
+        let opened = tokio::task::spawn_blocking(move || exports.attach(&name, &n, ro, &layout))
+            .await
+            .map_err(|e| JobError::Failed(e.to_string()))?;
+        if let Err(e) = opened {
+            self.store.delete_attachment(&volume.id, &node).await?;
+            return Err(JobError::Failed(format!(
+                "Could not attach volume '{}' to node '{node}': {e}",
+                volume.name
+            )));
+        }
+        self.store
+            .set_attachment_state(&volume.id, &node, "Attached")
+            .await?;
+        self.done(
+            job,
+            format!("Volume '{}' attached to node '{node}'", volume.name),
+        )
+        .await
+    }
+
+    async fn detach(&self, job: &Job) -> Result<(), JobError> {
+        let volume = self.volume(job).await?;
+        let node = Self::job_node(job)?;
+        if let Some(a) = self.store.get_attachment(&volume.id, &node).await? {
+            // Closes the node's connections before the record goes.
+            self.exports.detach(&a.export_name);
+            self.store.delete_attachment(&volume.id, &node).await?;
+        }
+        self.done(
+            job,
+            format!("Volume '{}' detached from node '{node}'", volume.name),
+        )
+        .await
+    }
+
+    async fn modify_attachment(&self, job: &Job) -> Result<(), JobError> {
+        let volume = self.volume(job).await?;
+        let node = Self::job_node(job)?;
+        let a = self
+            .store
+            .get_attachment(&volume.id, &node)
+            .await?
+            .ok_or_else(|| {
+                JobError::Failed(format!("attachment to node '{node}' no longer exists"))
+            })?;
+        let readonly = job
+            .args
+            .get("readonly")
+            .and_then(Value::as_bool)
+            .unwrap_or(a.readonly);
+        let mountpoint = job
+            .args
+            .get("mountpoint")
+            .and_then(Value::as_str)
+            .unwrap_or(&a.mountpoint)
+            .to_string();
+        self.store
+            .update_attachment(&volume.id, &node, readonly, &mountpoint)
+            .await?;
+        self.exports.set_readonly(&a.export_name, readonly);
+        self.done(
+            job,
+            format!(
+                "Attachment of volume '{}' to node '{node}' is now {}",
+                volume.name,
+                if readonly { "read-only" } else { "read-write" }
+            ),
+        )
+        .await
+    }
+}
+
+/// Where each slice of a volume is, for opening it for I/O.
+pub fn volume_layout(volume: &Volume, slices: &[svs_store::SliceRow]) -> VolumeLayout {
+    let copies = slices.iter().map(|r| r.slice.copy + 1).max().unwrap_or(0) as usize;
+    let columns = slices.iter().map(|r| r.slice.column + 1).max().unwrap_or(0) as usize;
+    let mut media = vec![vec![String::new(); columns]; copies];
+    for r in slices {
+        media[r.slice.copy as usize][r.slice.column as usize] = r.slice.medium.clone();
+    }
+    VolumeLayout {
+        volume_id: volume.id.clone(),
+        size: volume.size * GIB,
+        media,
     }
 }
 

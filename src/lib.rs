@@ -9,5 +9,6 @@ pub mod app;
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod exports;
 pub mod jobs;
 pub mod service;

@@ -2,6 +2,7 @@
 
 use super::extract::JsonObject;
 use super::{ApiError, AppState};
+use crate::service::attachments::attachment_json;
 use crate::service::catalog::{job_json, medium_json};
 use crate::service::fields::req_str;
 use crate::service::volumes::{slice_json, volume_json, Started};
@@ -199,10 +200,21 @@ pub async fn delete_volume(
     State(app): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
+    Query(query): Query<BTreeMap<String, String>>,
 ) -> ApiResult {
+    let force = match query.get("force").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") | Some("") => true,
+        Some(_) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "force must be true or false",
+            ))
+        }
+    };
     started(
         "Volume deletion started",
-        app.delete_volume(&caller, &name).await?,
+        app.delete_volume(&caller, &name, force).await?,
     )
 }
 
@@ -240,5 +252,95 @@ pub async fn method_not_allowed() -> ApiError {
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
         "method not allowed on this route",
+    )
+}
+
+pub async fn update_node(
+    State(app): State<AppState>,
+    _: Caller,
+    Path(node): Path<String>,
+    JsonObject(body): JsonObject,
+) -> ApiResult {
+    let n = app.set_node_address(&node, &body).await?;
+    Ok(Json(json!({"Message": "Node updated", "ObjectID": n.name})))
+}
+
+fn attachments_json(app: &AppState, list: &[svs_store::Attachment]) -> Value {
+    list.iter()
+        .map(|a| attachment_json(a, &app.nbd_base))
+        .collect()
+}
+
+pub async fn volume_attachments(
+    State(app): State<AppState>,
+    caller: Caller,
+    Path(volume): Path<String>,
+) -> ApiResult {
+    let list = app.list_volume_attachments(&caller, &volume, None).await?;
+    Ok(Json(attachments_json(&app, &list)))
+}
+
+pub async fn snapshot_attachments(
+    State(app): State<AppState>,
+    caller: Caller,
+    Path((volume, snapshot)): Path<(String, String)>,
+) -> ApiResult {
+    let list = app
+        .list_volume_attachments(&caller, &volume, Some(&snapshot))
+        .await?;
+    Ok(Json(attachments_json(&app, &list)))
+}
+
+pub async fn list_attachments(State(app): State<AppState>, caller: Caller) -> ApiResult {
+    let list = app.list_attachments(&caller).await?;
+    Ok(Json(attachments_json(&app, &list)))
+}
+
+pub async fn create_attachment(
+    State(app): State<AppState>,
+    caller: Caller,
+    Path((volume, snapshot)): Path<(String, String)>,
+    JsonObject(body): JsonObject,
+) -> ApiResult {
+    started(
+        "Attachment creation started",
+        app.create_attachment(&caller, &volume, &snapshot, &body)
+            .await?,
+    )
+}
+
+pub async fn get_attachment(
+    State(app): State<AppState>,
+    caller: Caller,
+    Path((volume, snapshot, node)): Path<(String, String, String)>,
+) -> ApiResult {
+    let a = app
+        .get_attachment(&caller, &volume, &snapshot, &node)
+        .await?;
+    Ok(Json(attachment_json(&a, &app.nbd_base)))
+}
+
+pub async fn modify_attachment(
+    State(app): State<AppState>,
+    caller: Caller,
+    Path((volume, snapshot, node)): Path<(String, String, String)>,
+    JsonObject(body): JsonObject,
+) -> ApiResult {
+    started(
+        "Attachment modification started",
+        app.modify_attachment(&caller, &volume, &snapshot, &node, &body)
+            .await?,
+    )
+}
+
+pub async fn delete_attachment(
+    State(app): State<AppState>,
+    caller: Caller,
+    Path((volume, snapshot, node)): Path<(String, String, String)>,
+) -> ApiResult {
+    started(
+        "Attachment deletion started",
+        app.delete_attachment(&caller, &volume, &snapshot, &node)
+            .await?,
     )
 }

@@ -33,7 +33,7 @@ pub fn router(state: AppState) -> Router {
         .route("/media", get(list_media))
         .route("/media/{media}", get(get_medium))
         .route("/nodes", get(list_nodes))
-        .route("/nodes/{node}", get(get_node))
+        .route("/nodes/{node}", get(get_node).patch(update_node))
         .route("/policies", get(list_policies).post(create_policy))
         .route(
             "/policies/{policy}",
@@ -45,6 +45,18 @@ pub fn router(state: AppState) -> Router {
             get(get_volume).patch(resize_volume).delete(delete_volume),
         )
         .route("/volumes/{volume}/slices", get(volume_slices))
+        .route("/volumes/{volume}/attachments", get(volume_attachments))
+        .route(
+            "/volumes/{volume}/snapshots/{snapshot}/attachments",
+            get(snapshot_attachments).post(create_attachment),
+        )
+        .route(
+            "/volumes/{volume}/snapshots/{snapshot}/attachments/{node}",
+            get(get_attachment)
+                .patch(modify_attachment)
+                .delete(delete_attachment),
+        )
+        .route("/attachments", get(list_attachments))
         .route("/jobs", get(list_jobs))
         .route("/jobs/{job}", get(get_job))
         .fallback(not_found)

@@ -45,27 +45,27 @@ pub fn job_json(j: &Job) -> Value {
     })
 }
 
-/// Nodes are the distinct nodes of the media, with their capacity and the
-/// number of distinct volumes that have a slice on them.
-pub fn nodes_json(media: &[MediumUsage], volumes: &HashMap<String, u64>) -> Vec<Value> {
-    let mut nodes: BTreeMap<&str, (&str, u64, u64, usize)> = BTreeMap::new();
-    for m in media {
-        let e = nodes.entry(m.record.medium.node.as_str()).or_insert((
-            m.record.medium.zone.as_str(),
-            0,
-            0,
-            0,
-        ));
-        e.1 += m.record.medium.size;
-        e.2 += m.free();
-        e.3 += 1;
-    }
+/// Nodes (media nodes and configured client hosts) with their address, the
+/// capacity of their media and the distinct volumes that have a slice there.
+pub fn nodes_json(
+    nodes: &[svs_store::NodeRecord],
+    media: &[MediumUsage],
+    volumes: &HashMap<String, u64>,
+) -> Vec<Value> {
     nodes
-        .into_iter()
-        .map(|(name, (zone, size, free, count))| {
+        .iter()
+        .map(|n| {
+            let on_node = media.iter().filter(|m| m.record.medium.node == n.name);
+            let (mut size, mut free, mut count) = (0u64, 0u64, 0usize);
+            for m in on_node {
+                size += m.record.medium.size;
+                free += m.free();
+                count += 1;
+            }
             json!({
-                "name": name,
-                "zone": zone,
+                "name": n.name,
+                "zone": n.zone,
+                "address": n.address.clone().unwrap_or_default(),
                 "os": std::env::consts::OS,
                 "state": "Online",
                 "status": "Ready",
@@ -73,7 +73,7 @@ pub fn nodes_json(media: &[MediumUsage], volumes: &HashMap<String, u64>) -> Vec<
                 "mediacount": count,
                 "size": size,
                 "freesize": free,
-                "volumescount": volumes.get(name).copied().unwrap_or(0),
+                "volumescount": volumes.get(&n.name).copied().unwrap_or(0),
             })
         })
         .collect()
@@ -97,9 +97,10 @@ impl Services {
     }
 
     pub async fn list_nodes(&self) -> ServiceResult<Vec<Value>> {
+        let nodes = self.store.list_nodes().await?;
         let media = self.list_media().await?;
         let volumes = self.store.node_volume_counts().await?;
-        Ok(nodes_json(&media, &volumes))
+        Ok(nodes_json(&nodes, &media, &volumes))
     }
 
     pub async fn get_node(&self, name: &str) -> ServiceResult<Value> {

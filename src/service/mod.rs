@@ -1,6 +1,7 @@
 //! The domain services the API calls: each validates input, authorizes by
 //! tenant, and talks to the store and the job runner. No HTTP here.
 
+pub mod attachments;
 pub mod auth;
 pub mod catalog;
 pub mod fields;
@@ -8,6 +9,7 @@ pub mod policies;
 pub mod volumes;
 
 use crate::auth::TokenIssuer;
+use crate::exports::ExportRegistry;
 use crate::jobs::JobRunner;
 use std::sync::Arc;
 use svs_domain::{ensure_not_moving, ActiveMovement, BlockedOperation, MovementBlocked};
@@ -59,6 +61,9 @@ pub struct Services {
     pub tokens: TokenIssuer,
     pub refresh_lifetime_ms: i64,
     pub jobs: Arc<JobRunner>,
+    pub exports: Arc<ExportRegistry>,
+    /// `nbd://host:port` of the NBD server, for attachment URIs.
+    pub nbd_base: String,
     /// Serialises "check the volume is free, then start a job on it" so two
     /// requests can't both pass the check.
     admission: tokio::sync::Mutex<()>,
@@ -73,6 +78,8 @@ impl Services {
         tokens: TokenIssuer,
         refresh_lifetime_ms: i64,
         jobs: Arc<JobRunner>,
+        exports: Arc<ExportRegistry>,
+        nbd_base: String,
     ) -> Result<Services, String> {
         let dummy_hash =
             crate::auth::hash_password("svs-timing-equaliser").map_err(|e| e.to_string())?;
@@ -81,6 +88,8 @@ impl Services {
             tokens,
             refresh_lifetime_ms,
             jobs,
+            exports,
+            nbd_base,
             admission: tokio::sync::Mutex::new(()),
             dummy_hash,
         })

@@ -4,8 +4,8 @@ use super::fields::{opt_bool, opt_str, req_gib, req_str, req_uint, Body};
 use super::{now_ms, Caller, ServiceError, ServiceResult, Services};
 use serde_json::{json, Map, Value};
 use svs_domain::{
-    validate_new_size, BlockedOperation, JobKind, ResourceName, VolumeState, VolumeType,
-    MAX_VOLUME_GIB, MIN_VOLUME_GIB,
+    ensure_not_moving, validate_new_size, ActiveMovement, BlockedOperation, JobKind, ResourceName,
+    VolumeState, VolumeType, MAX_VOLUME_GIB, MIN_VOLUME_GIB,
 };
 use svs_store::{NewJob, NewVolume, SliceRow, Volume};
 
@@ -125,7 +125,7 @@ impl Services {
         Ok(self.store.volume_slices(&volume.id).await?)
     }
 
-    fn new_job(
+    pub(super) fn new_job(
         &self,
         caller: &Caller,
         kind: JobKind,
@@ -221,24 +221,58 @@ impl Services {
         })
     }
 
-    /// Refuses work on a volume that already has a job running.
+    /// Refuses work on a volume that already has a job running (naming a
+    /// data movement through the shared guard).
     async fn ensure_idle(&self, volume: &Volume) -> ServiceResult<()> {
-        self.ensure_no_data_movement(&volume.id, &volume.name, BlockedOperation::DataMovement)
-            .await?;
-        if let Some(job) = self.store.active_volume_job(&volume.id).await? {
-            return Err(ServiceError::Conflict(format!(
-                "volume '{}' is busy with job {} ({}); try again when it ends",
-                volume.name, job.id, job.kind
-            )));
+        let Some(job) = self.store.active_volume_job(&volume.id).await? else {
+            return Ok(());
+        };
+        if job.data_movement {
+            let active = ActiveMovement {
+                volume_name: volume.name.clone(),
+                job_id: job.id,
+            };
+            ensure_not_moving(BlockedOperation::DataMovement, Some(&active))?;
         }
-        Ok(())
+        Err(ServiceError::Conflict(format!(
+            "volume '{}' is busy with job {} ({}); try again when it ends",
+            volume.name, job.id, job.kind
+        )))
     }
 
-    pub async fn delete_volume(&self, caller: &Caller, name: &str) -> ServiceResult<Started> {
+    /// The volume as stored now (not cached), once admission is held.
+    async fn fresh_volume(&self, volume: &Volume) -> ServiceResult<Volume> {
+        self.store
+            .volume_by_id(&volume.id)
+            .await?
+            .ok_or_else(|| volume_not_found(&volume.name))
+    }
+
+    pub async fn delete_volume(
+        &self,
+        caller: &Caller,
+        name: &str,
+        force: bool,
+    ) -> ServiceResult<Started> {
         let volume = self.get_volume(caller, name).await?;
         let _admission = self.admission.lock().await;
+        let volume = self.fresh_volume(&volume).await?;
         self.ensure_idle(&volume).await?;
-        let args = json!({"name": volume.name});
+        let attached: Vec<String> = self
+            .store
+            .list_attachments(caller.tenant_id, Some(&volume.id))
+            .await?
+            .into_iter()
+            .map(|a| a.node)
+            .collect();
+        if !attached.is_empty() && !force {
+            return Err(ServiceError::Conflict(format!(
+                "volume '{}' is attached to node(s) {}; detach it first or delete with force=true",
+                volume.name,
+                attached.join(", ")
+            )));
+        }
+        let args = json!({"name": volume.name, "force": force});
         let job = self.new_job(caller, JobKind::VolumeDelete, &volume.id, args, false);
         let job_id = self
             .store
@@ -279,7 +313,19 @@ impl Services {
             .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
 
         let _admission = self.admission.lock().await;
+        // Checked again against the volume as it is now: another resize may
+        // have finished while this request waited.
+        let volume = self.fresh_volume(&volume).await?;
         self.ensure_idle(&volume).await?;
+        if volume.state != VolumeState::Ready {
+            return Err(ServiceError::Conflict(format!(
+                "volume '{}' is {} and cannot be resized",
+                volume.name,
+                volume.state.as_str()
+            )));
+        }
+        validate_new_size(volume.size, size)
+            .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
         let args =
             json!({"size": size, "allowdatamovement": allow_movement, "fromsize": volume.size});
         let job = self.new_job(

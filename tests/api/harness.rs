@@ -58,6 +58,8 @@ impl Default for TestConfig {
 
 pub struct TestApp {
     pub base: String,
+    /// `nbd://127.0.0.1:PORT` of the service's NBD server.
+    pub nbd_base: String,
     pub dir: TempDir,
     pub config: TestConfig,
     pub client: reqwest::Client,
@@ -80,6 +82,7 @@ impl TestApp {
         write_config(dir.path(), &config);
         let mut app = TestApp {
             base: String::new(),
+            nbd_base: String::new(),
             dir,
             config,
             client: reqwest::Client::new(),
@@ -115,18 +118,26 @@ impl TestApp {
             .env("SVS_ADMIN_EMAIL", ADMIN_EMAIL)
             .env("SVS_ADMIN_PASSWORD", ADMIN_PASSWORD)
             .env("SVS_LOG", "info,tower_http=warn")
+            .env("SVS_NBD_LISTEN", "127.0.0.1:0")
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()
             .map_err(|e| e.to_string())?;
         let stdout = child.stdout.take().ok_or("no stdout")?;
-        let mut line = String::new();
-        let read = BufReader::new(stdout).read_line(&mut line);
-        if read.is_err() || !line.starts_with("svs listening on ") {
+        let mut lines = BufReader::new(stdout);
+        let (mut http, mut nbd) = (String::new(), String::new());
+        let read = lines
+            .read_line(&mut http)
+            .and_then(|_| lines.read_line(&mut nbd));
+        if read.is_err()
+            || !http.starts_with("svs listening on ")
+            || !nbd.starts_with("svs nbd listening on ")
+        {
             let _ = child.wait();
             return Err(self.log());
         }
-        self.base = line["svs listening on ".len()..].trim().to_string();
+        self.base = http["svs listening on ".len()..].trim().to_string();
+        self.nbd_base = nbd["svs nbd listening on ".len()..].trim().to_string();
         self.child = Some(child);
         Ok(())
     }

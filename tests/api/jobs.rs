@@ -256,7 +256,7 @@ async fn delete_and_resize_jobs_report_their_type_args_and_details() {
     let (_, deleted) = app.get(&format!("/jobs/{delete_id}")).await;
     assert_eq!(deleted["type"], "volume_delete");
     assert_eq!(deleted["object"], volume.as_str());
-    assert_eq!(deleted["args"], json!({"name": "v"}));
+    assert_eq!(deleted["args"], json!({"name": "v", "force": false}));
     assert_eq!(deleted["state"], "Done");
     assert_eq!(deleted["status"], "Done");
     assert_eq!(deleted["progress"], 100);

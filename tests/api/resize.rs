@@ -634,3 +634,120 @@ async fn two_movements_never_book_the_same_free_space() {
         .await;
     assert_eq!(status, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn concurrent_resizes_never_shrink_a_volume() {
+    let app = TestApp::start().await;
+    app.create_policy("p", 0, 0, 0).await;
+    let (id, _) = app.create_volume("v", 10, "p").await;
+    let mut requests = Vec::new();
+    for size in (11..=19).chain(11..=19).chain(11..=19) {
+        let (client, url, token) = (
+            app.client.clone(),
+            format!("{}/volumes/v", app.base),
+            app.token.clone(),
+        );
+        requests.push(tokio::spawn(async move {
+            client
+                .patch(url)
+                .header("authorization", token)
+                .json(&json!({"size": size}))
+                .send()
+                .await
+                .map(|r| r.status())
+        }));
+    }
+    for r in requests {
+        let status = r.await.expect("task").expect("request");
+        assert!(
+            [
+                StatusCode::OK,
+                StatusCode::BAD_REQUEST,
+                StatusCode::CONFLICT
+            ]
+            .contains(&status),
+            "{status}"
+        );
+    }
+    // Let the accepted jobs finish.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, running) = app.get(&format!("/jobs?object={id}&state=Running")).await;
+        let (_, pending) = app.get(&format!("/jobs?object={id}&state=Pending")).await;
+        if running.as_array().is_some_and(Vec::is_empty)
+            && pending.as_array().is_some_and(Vec::is_empty)
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "resizes did not end");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, done) = app.get("/jobs?type=volume_modify_extend&state=Done").await;
+    let mut largest = 10;
+    for job in done.as_array().cloned().unwrap_or_default() {
+        let (from, to) = (
+            job["args"]["fromsize"].as_u64(),
+            job["args"]["size"].as_u64(),
+        );
+        let (Some(from), Some(to)) = (from, to) else {
+            panic!("{job}")
+        };
+        assert!(to > from, "a resize shrank the volume: {job}");
+        largest = largest.max(to);
+    }
+    let (_, volume) = app.get("/volumes/v").await;
+    assert_eq!(
+        volume["size"], largest,
+        "the volume has the largest accepted size"
+    );
+    for s in app.slices("v").await {
+        assert_eq!(s["size"], largest);
+        let path = app.slice_path(s["media"].as_str().unwrap_or_default(), &id, 0, 0);
+        assert_eq!(
+            std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
+            largest * GIB
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_volume_whose_delete_failed_is_not_resized_and_can_be_deleted_again() {
+    let app = TestApp::start_with(TestConfig {
+        media: vec![medium("a1", "n1", "z1", 10), medium("b1", "n2", "z2", 10)],
+        ..TestConfig::default()
+    })
+    .await;
+    app.create_policy("none", 0, 0, 0).await;
+    let (id, _) = app.create_volume("v", 16, "none").await;
+    let slices = app.slices("v").await;
+    // Make removing the second slice fail: its file becomes a directory.
+    let second = app.slice_path(slices[1]["media"].as_str().unwrap_or_default(), &id, 0, 1);
+    std::fs::remove_file(&second).expect("slice removed");
+    std::fs::create_dir_all(second.join("blocker")).expect("directory in its place");
+
+    let (status, body) = app.delete("/volumes/v").await;
+    assert_eq!(status, StatusCode::OK);
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Error", "{job}");
+    let (_, volume) = app.get("/volumes/v").await;
+    assert_eq!(volume["state"], "Deleting");
+
+    let (status, err) = app.patch("/volumes/v", json!({"size": 20})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{err}");
+    assert_eq!(
+        err["message"],
+        "volume 'v' is Deleting and cannot be resized"
+    );
+
+    std::fs::remove_dir_all(&second).expect("blocker removed");
+    let (status, body) = app.delete("/volumes/v").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    assert_eq!(app.get("/volumes/v").await.0, StatusCode::NOT_FOUND);
+    assert_eq!((app.free("a1").await, app.free("b1").await), (10, 10));
+}

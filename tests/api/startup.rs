@@ -118,6 +118,8 @@ fn svs(cwd: &Path, args: &[OsString], env: &[(&str, &str)]) -> Command {
         }
     }
     cmd.env("SVS_LOG", "warn");
+    // Parallel tests: the NBD server on any free port too.
+    cmd.env("SVS_NBD_LISTEN", "127.0.0.1:0");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -828,4 +830,24 @@ async fn a_signing_key_readable_by_others_stops_start_up() {
     app.launch().expect("starts again with mode 0600");
     let (status, body) = app.get("/volumes").await;
     assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+#[tokio::test]
+async fn the_database_and_slice_files_are_readable_by_their_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let app = TestApp::start().await;
+    app.create_policy("p", 0, 0, 0).await;
+    let (id, _) = app.create_volume("v", 1, "p").await;
+    let slice = app.slices("v").await[0]["media"]
+        .as_str()
+        .map(|m| app.slice_path(m, &id, 0, 0))
+        .expect("slice path");
+    for path in [app.data_dir().join("svs.db"), slice.clone(), app.data_dir()] {
+        let mode = std::fs::metadata(&path)
+            .expect("exists")
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode & 0o077, 0, "{} has mode {mode:o}", path.display());
+    }
 }

@@ -715,7 +715,7 @@ async fn deleting_a_volume_removes_its_slice_files_and_frees_its_space() {
     assert_eq!(job["state"], "Done", "{job}");
     assert_eq!(job["type"], "volume_delete");
     assert_eq!(job["object"], id.as_str());
-    assert_eq!(job["args"], json!({"name": "v"}));
+    assert_eq!(job["args"], json!({"name": "v", "force": false}));
     assert_eq!(job["progress"], 100);
     assert_eq!(job["details"], json!(["Volume 'v' deleted"]));
 

@@ -51,6 +51,11 @@ impl<'a> DataExtents<'a> {
         DataExtents { file, pos: 0, len }
     }
 
+    /// The ranges at or after `pos` (a multiple of [`BLOCK`]).
+    pub(crate) fn from(file: &'a File, pos: u64, len: u64) -> Self {
+        DataExtents { file, pos, len }
+    }
+
     fn next_extent(&mut self) -> io::Result<Option<(u64, u64)>> {
         if self.pos >= self.len {
             return Ok(None);

@@ -11,9 +11,11 @@ mod extents;
 mod fsutil;
 mod local;
 mod throttle;
+mod volume;
 
 pub use digest::digest_file;
 pub use local::LocalMedia;
+pub use volume::{VolumeIo, VolumeLayout, STRIPE};
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;

@@ -123,6 +123,9 @@ pub enum JobKind {
     VolumeCreate,
     VolumeDelete,
     VolumeModifyExtend,
+    AttachmentCreate,
+    AttachmentDelete,
+    AttachmentModify,
 }
 
 impl JobKind {
@@ -131,6 +134,9 @@ impl JobKind {
             JobKind::VolumeCreate => "volume_create",
             JobKind::VolumeDelete => "volume_delete",
             JobKind::VolumeModifyExtend => "volume_modify_extend",
+            JobKind::AttachmentCreate => "attachment_create",
+            JobKind::AttachmentDelete => "attachment_delete",
+            JobKind::AttachmentModify => "attachment_modify",
         }
     }
 
@@ -139,6 +145,9 @@ impl JobKind {
             "volume_create" => Some(JobKind::VolumeCreate),
             "volume_delete" => Some(JobKind::VolumeDelete),
             "volume_modify_extend" => Some(JobKind::VolumeModifyExtend),
+            "attachment_create" => Some(JobKind::AttachmentCreate),
+            "attachment_delete" => Some(JobKind::AttachmentDelete),
+            "attachment_modify" => Some(JobKind::AttachmentModify),
             _ => None,
         }
     }

@@ -58,6 +58,43 @@ pub trait Store: Send + Sync + 'static {
     /// Distinct volumes with a slice on each node (nodes without any: absent).
     async fn node_volume_counts(&self) -> StoreResult<std::collections::HashMap<String, u64>>;
 
+    // ---- nodes ----
+    /// Adds configured nodes and media nodes; a configured address replaces
+    /// the stored one, otherwise the stored one (set through the API) stays.
+    async fn sync_nodes(&self, nodes: &[NodeRecord]) -> StoreResult<()>;
+    async fn list_nodes(&self) -> StoreResult<Vec<NodeRecord>>;
+    /// NotFound for an unknown node.
+    async fn set_node_address(&self, name: &str, address: Option<&str>) -> StoreResult<()>;
+
+    // ---- attachments ----
+    /// Records an attachment (state Attaching) and its job together, and
+    /// makes the job the volume's current job. Already attached → Conflict.
+    async fn create_attachment(&self, attachment: &NewAttachment, job: &NewJob)
+        -> StoreResult<i64>;
+    /// Attachments of a tenant, of one volume when given.
+    async fn list_attachments(
+        &self,
+        tenant_id: i64,
+        volume_id: Option<&str>,
+    ) -> StoreResult<Vec<Attachment>>;
+    /// Every attachment of every tenant (start-up).
+    async fn all_attachments(&self) -> StoreResult<Vec<Attachment>>;
+    async fn get_attachment(&self, volume_id: &str, node: &str) -> StoreResult<Option<Attachment>>;
+    async fn set_attachment_state(
+        &self,
+        volume_id: &str,
+        node: &str,
+        state: &str,
+    ) -> StoreResult<()>;
+    async fn update_attachment(
+        &self,
+        volume_id: &str,
+        node: &str,
+        readonly: bool,
+        mountpoint: &str,
+    ) -> StoreResult<()>;
+    async fn delete_attachment(&self, volume_id: &str, node: &str) -> StoreResult<()>;
+
     // ---- policies ----
     async fn create_policy(&self, tenant_id: i64, policy: &PolicyWrite) -> StoreResult<Policy>;
     async fn list_policies(&self, tenant_id: i64) -> StoreResult<Vec<Policy>>;

@@ -222,3 +222,38 @@ pub struct ResizeStep {
     pub new_size: Gib,
     pub state: StepState,
 }
+
+/// A node that may attach volumes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRecord {
+    pub name: String,
+    pub zone: String,
+    pub address: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewAttachment {
+    pub volume_id: String,
+    pub node: String,
+    pub tenant_id: i64,
+    pub readonly: bool,
+    pub mountpoint: String,
+    pub export_name: String,
+    pub now_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attachment {
+    pub volume_id: String,
+    pub volume_name: String,
+    pub node: String,
+    pub tenant_id: i64,
+    pub snapshot: String,
+    pub readonly: bool,
+    pub mountpoint: String,
+    pub export_name: String,
+    pub state: String,
+    /// The unfinished job working on the attachment's volume, if any.
+    pub job: Option<(i64, u8, String)>,
+    pub created_ms: i64,
+}

@@ -8,7 +8,8 @@
 //! Volume reads (the hottest call of the API) are served from memory. That is
 //! only sound because one process owns the database: `svs serve` holds the
 //! data directory's lock, and every change to volumes, slices, jobs and
-//! policies goes through this struct, which drops the cache after committing.
+//! policies goes through this struct, which drops the cache after committing
+//! (refresh tokens, which no volume read shows, do not).
 
 use crate::records::*;
 use crate::{JobEnd, Store, StoreError, StoreResult};
@@ -289,6 +290,41 @@ fn step_row(row: &SqliteRow) -> StoreResult<ResizeStep> {
     })
 }
 
+const ATTACHMENT_SELECT: &str = "SELECT a.volume_id, v.name AS volume_name, a.node, a.tenant_id, \
+    a.snapshot, a.readonly, a.mountpoint, a.export_name, a.state, a.created_ms, \
+    v.job_id, j.progress AS job_progress, j.status AS job_status \
+    FROM attachments a JOIN volumes v ON v.id = a.volume_id \
+    LEFT JOIN jobs j ON j.id = v.job_id";
+
+fn attachment_row(row: &SqliteRow) -> StoreResult<Attachment> {
+    let job_id: Option<i64> = row.try_get("job_id")?;
+    let job = match job_id {
+        Some(id) => {
+            let progress: Option<i64> = row.try_get("job_progress")?;
+            let status: Option<String> = row.try_get("job_status")?;
+            Some((
+                id,
+                u8::try_from(progress.unwrap_or(0).clamp(0, 100)).unwrap_or(0),
+                status.unwrap_or_default(),
+            ))
+        }
+        None => None,
+    };
+    Ok(Attachment {
+        volume_id: row.try_get("volume_id")?,
+        volume_name: row.try_get("volume_name")?,
+        node: row.try_get("node")?,
+        tenant_id: row.try_get("tenant_id")?,
+        snapshot: row.try_get("snapshot")?,
+        readonly: row.try_get::<i64, _>("readonly")? != 0,
+        mountpoint: row.try_get("mountpoint")?,
+        export_name: row.try_get("export_name")?,
+        state: row.try_get("state")?,
+        job,
+        created_ms: row.try_get("created_ms")?,
+    })
+}
+
 const USER_SELECT: &str = "SELECT u.id, u.tenant_id, t.name AS tenant, u.email, u.name, \
     u.password_hash, u.is_admin FROM users u JOIN tenants t ON t.id = u.tenant_id";
 
@@ -349,9 +385,10 @@ async fn finish_job_tx(tx: &mut Transaction<'_, Sqlite>, id: i64, end: &JobEnd) 
         .await?;
     sqlx::query(
         "UPDATE volumes SET job_id = NULL, \
-         state = CASE WHEN state IN ('Creating', 'Resizing') THEN 'Ready' ELSE state END \
-         WHERE job_id = ?",
+         state = CASE WHEN state = 'Resizing' OR (state = 'Creating' AND ?) \
+         THEN 'Ready' ELSE state END WHERE job_id = ?",
     )
+    .bind(done)
     .bind(id)
     .execute(&mut **tx)
     .await?;
@@ -439,7 +476,6 @@ impl Store for SqliteStore {
         .bind(token.expires_ms)
         .execute(&self.writer)
         .await?;
-        self.volumes.invalidate();
         Ok(())
     }
 
@@ -467,15 +503,16 @@ impl Store for SqliteStore {
                 .bind(user_id)
                 .execute(&self.writer)
                 .await?;
-        self.volumes.invalidate();
         Ok(r.rows_affected())
     }
 
     async fn sync_media(&self, media: &[MediumRecord]) -> StoreResult<()> {
         let mut tx = self.writer.begin().await?;
         let rows = sqlx::query(
-            "SELECT m.id, m.directory, COALESCE(SUM(s.size_gib), 0) AS allocated FROM media m \
-             LEFT JOIN slices s ON s.medium_id = m.id GROUP BY m.id",
+            "SELECT m.id, m.directory, m.node, m.zone, \
+             COALESCE((SELECT SUM(size_gib) FROM slices WHERE medium_id = m.id), 0) \
+             + COALESCE((SELECT SUM(gib) FROM reservations WHERE medium_id = m.id), 0) \
+             AS allocated FROM media m",
         )
         .fetch_all(&mut *tx)
         .await?;
@@ -484,7 +521,16 @@ impl Store for SqliteStore {
             let id: String = row.try_get("id")?;
             let allocated = gib(row, "allocated")?;
             let directory: String = row.try_get("directory")?;
+            let node: String = row.try_get("node")?;
+            let zone: String = row.try_get("zone")?;
             match media.iter().find(|m| m.medium.id == id) {
+                Some(m) if allocated > 0 && (m.medium.node != node || m.medium.zone != zone) => {
+                    problems.push(format!(
+                        "medium '{id}' holds slices on node '{node}' in zone '{zone}' \
+                         and cannot move to node '{}' in zone '{}'",
+                        m.medium.node, m.medium.zone
+                    ))
+                }
                 Some(m) if allocated > 0 && m.directory != directory => problems.push(format!(
                     "medium '{id}' holds slices in {directory} but is now configured at {}",
                     m.directory
@@ -566,6 +612,168 @@ impl Store for SqliteStore {
         rows.iter()
             .map(|row| Ok((row.try_get("node")?, gib(row, "volumes")?)))
             .collect()
+    }
+
+    async fn sync_nodes(&self, nodes: &[NodeRecord]) -> StoreResult<()> {
+        let mut tx = self.writer.begin().await?;
+        for n in nodes {
+            sqlx::query(
+                "INSERT INTO nodes (name, zone, address) VALUES (?, ?, ?) \
+                 ON CONFLICT(name) DO UPDATE SET zone = excluded.zone, \
+                 address = COALESCE(excluded.address, nodes.address)",
+            )
+            .bind(&n.name)
+            .bind(&n.zone)
+            .bind(&n.address)
+            .execute(&mut *tx)
+            .await?;
+        }
+        self.commit(tx).await
+    }
+
+    async fn list_nodes(&self) -> StoreResult<Vec<NodeRecord>> {
+        let rows = sqlx::query("SELECT name, zone, address FROM nodes ORDER BY name")
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(NodeRecord {
+                    name: r.try_get("name")?,
+                    zone: r.try_get("zone")?,
+                    address: r.try_get("address")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn set_node_address(&self, name: &str, address: Option<&str>) -> StoreResult<()> {
+        let r = sqlx::query("UPDATE nodes SET address = ? WHERE name = ?")
+            .bind(address)
+            .bind(name)
+            .execute(&self.writer)
+            .await?;
+        if r.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+
+    async fn create_attachment(&self, a: &NewAttachment, job: &NewJob) -> StoreResult<i64> {
+        let mut tx = self.writer.begin().await?;
+        let inserted = sqlx::query(
+            "INSERT INTO attachments (volume_id, node, tenant_id, snapshot, readonly, mountpoint, \
+             export_name, state, created_ms) VALUES (?, ?, ?, 'top', ?, ?, ?, 'Attaching', ?)",
+        )
+        .bind(&a.volume_id)
+        .bind(&a.node)
+        .bind(a.tenant_id)
+        .bind(i64::from(a.readonly))
+        .bind(&a.mountpoint)
+        .bind(&a.export_name)
+        .bind(a.now_ms)
+        .execute(&mut *tx)
+        .await;
+        match inserted {
+            Ok(_) => {}
+            Err(e) if is_unique_violation(&e) => {
+                return Err(StoreError::Conflict(format!(
+                    "the volume is already attached to node '{}'",
+                    a.node
+                )))
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let job_id = insert_job(&mut tx, job).await?;
+        let r = sqlx::query("UPDATE volumes SET job_id = ? WHERE id = ? AND job_id IS NULL")
+            .bind(job_id)
+            .bind(&a.volume_id)
+            .execute(&mut *tx)
+            .await?;
+        if r.rows_affected() == 0 {
+            return Err(StoreError::Conflict(
+                "the volume is busy with another job or no longer exists".into(),
+            ));
+        }
+        self.commit(tx).await?;
+        Ok(job_id)
+    }
+
+    async fn list_attachments(
+        &self,
+        tenant_id: i64,
+        volume_id: Option<&str>,
+    ) -> StoreResult<Vec<Attachment>> {
+        let rows = sqlx::query(&format!(
+            "{ATTACHMENT_SELECT} WHERE a.tenant_id = ? AND (? IS NULL OR a.volume_id = ?) \
+             ORDER BY v.name, a.node"
+        ))
+        .bind(tenant_id)
+        .bind(volume_id)
+        .bind(volume_id)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(attachment_row).collect()
+    }
+
+    async fn all_attachments(&self) -> StoreResult<Vec<Attachment>> {
+        let rows = sqlx::query(&format!("{ATTACHMENT_SELECT} ORDER BY a.volume_id, a.node"))
+            .fetch_all(&self.writer)
+            .await?;
+        rows.iter().map(attachment_row).collect()
+    }
+
+    async fn get_attachment(&self, volume_id: &str, node: &str) -> StoreResult<Option<Attachment>> {
+        let row = sqlx::query(&format!(
+            "{ATTACHMENT_SELECT} WHERE a.volume_id = ? AND a.node = ?"
+        ))
+        .bind(volume_id)
+        .bind(node)
+        .fetch_optional(&self.writer)
+        .await?;
+        row.as_ref().map(attachment_row).transpose()
+    }
+
+    async fn set_attachment_state(
+        &self,
+        volume_id: &str,
+        node: &str,
+        state: &str,
+    ) -> StoreResult<()> {
+        sqlx::query("UPDATE attachments SET state = ? WHERE volume_id = ? AND node = ?")
+            .bind(state)
+            .bind(volume_id)
+            .bind(node)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn update_attachment(
+        &self,
+        volume_id: &str,
+        node: &str,
+        readonly: bool,
+        mountpoint: &str,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE attachments SET readonly = ?, mountpoint = ? WHERE volume_id = ? AND node = ?",
+        )
+        .bind(i64::from(readonly))
+        .bind(mountpoint)
+        .bind(volume_id)
+        .bind(node)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    async fn delete_attachment(&self, volume_id: &str, node: &str) -> StoreResult<()> {
+        sqlx::query("DELETE FROM attachments WHERE volume_id = ? AND node = ?")
+            .bind(volume_id)
+            .bind(node)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
     }
 
     async fn create_policy(&self, tenant_id: i64, p: &PolicyWrite) -> StoreResult<Policy> {
@@ -720,6 +928,11 @@ impl Store for SqliteStore {
                     v.name
                 )))
             }
+            Err(sqlx::Error::Database(db)) if db.is_foreign_key_violation() => {
+                return Err(StoreError::Conflict(
+                    "the volume's policy was deleted meanwhile".into(),
+                ))
+            }
             Err(e) => return Err(e.into()),
         }
         let job_id = insert_job(&mut tx, job).await?;
@@ -793,14 +1006,18 @@ impl Store for SqliteStore {
     ) -> StoreResult<i64> {
         let mut tx = self.writer.begin().await?;
         let job_id = insert_job(&mut tx, job).await?;
-        let r = sqlx::query("UPDATE volumes SET job_id = ?, state = ? WHERE id = ?")
-            .bind(job_id)
-            .bind(state.as_str())
-            .bind(volume_id)
-            .execute(&mut *tx)
-            .await?;
+        let r =
+            sqlx::query("UPDATE volumes SET job_id = ?, state = ? WHERE id = ? AND job_id IS NULL")
+                .bind(job_id)
+                .bind(state.as_str())
+                .bind(volume_id)
+                .execute(&mut *tx)
+                .await?;
         if r.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
+            // Gone, or another job got there first: nothing is recorded.
+            return Err(StoreError::Conflict(
+                "the volume is busy with another job or no longer exists".into(),
+            ));
         }
         self.commit(tx).await?;
         Ok(job_id)
@@ -837,6 +1054,10 @@ impl Store for SqliteStore {
 
     async fn delete_volume(&self, volume_id: &str) -> StoreResult<()> {
         let mut tx = self.writer.begin().await?;
+        sqlx::query("DELETE FROM attachments WHERE volume_id = ?")
+            .bind(volume_id)
+            .execute(&mut *tx)
+            .await?;
         sqlx::query("DELETE FROM slices WHERE volume_id = ?")
             .bind(volume_id)
             .execute(&mut *tx)

@@ -1,0 +1,213 @@
+//! The fixed newstyle handshake: greeting, client flags, option haggling
+//! until the client enters transmission (`NBD_OPT_GO`, `NBD_OPT_EXPORT_NAME`)
+//! or leaves.
+
+use std::net::SocketAddr;
+
+use thiserror::Error;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tracing::debug;
+
+use crate::protocol::{self, ProtocolError};
+use crate::{Exports, OpenedExport};
+
+/// Why a handshake ended without an export.
+#[derive(Debug, Error)]
+pub(crate) enum HandshakeError {
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    #[error("NBD_OPT_EXPORT_NAME for an export that is unknown or not allowed")]
+    UnknownExport,
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// The outcome of a successful handshake.
+pub(crate) struct Negotiated {
+    pub name: String,
+    pub export: OpenedExport,
+}
+
+/// Runs the handshake. `Ok(None)`: the client aborted (`NBD_OPT_ABORT`).
+pub(crate) async fn negotiate<R, W>(
+    reader: &mut R,
+    writer: &mut W,
+    exports: &dyn Exports,
+    peer: SocketAddr,
+    max_payload: u32,
+) -> Result<Option<Negotiated>, HandshakeError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    writer.write_all(&protocol::greeting()).await?;
+    writer.flush().await?;
+
+    let mut flags = [0u8; 4];
+    reader.read_exact(&mut flags).await?;
+    let client = protocol::parse_client_flags(&flags)?;
+    debug!(
+        fixed_newstyle = client.fixed_newstyle,
+        no_zeroes = client.no_zeroes,
+        "client flags"
+    );
+
+    loop {
+        let mut header = [0u8; protocol::OPTION_HEADER_LEN];
+        reader.read_exact(&mut header).await?;
+        // The length is checked against MAX_OPTION_DATA before we allocate.
+        let header = protocol::parse_option_header(&header)?;
+        let mut data = vec![0u8; header.length as usize];
+        reader.read_exact(&mut data).await?;
+        let option = header.option;
+
+        match option {
+            protocol::OPT_EXPORT_NAME => {
+                // Cannot answer an error: an unusable name ends the session.
+                let name =
+                    protocol::parse_name(&data).map_err(|_| HandshakeError::UnknownExport)?;
+                let export = exports
+                    .open(&name, peer)
+                    .ok_or(HandshakeError::UnknownExport)?;
+                let device = &export.device;
+                let reply = protocol::export_name_reply(
+                    device.size(),
+                    protocol::transmission_flags(device.read_only()),
+                    client.no_zeroes,
+                );
+                writer.write_all(&reply).await?;
+                writer.flush().await?;
+                return Ok(Some(Negotiated { name, export }));
+            }
+            protocol::OPT_ABORT => {
+                // The client may already be gone: a failed ACK changes nothing.
+                let _ = send(writer, option, protocol::REP_ACK, &[]).await;
+                return Ok(None);
+            }
+            protocol::OPT_LIST => {
+                if !data.is_empty() {
+                    send(
+                        writer,
+                        option,
+                        protocol::REP_ERR_INVALID,
+                        b"NBD_OPT_LIST takes no data",
+                    )
+                    .await?;
+                    continue;
+                }
+                for name in exports.list(peer) {
+                    if name.len() > protocol::MAX_STRING {
+                        continue;
+                    }
+                    send_part(
+                        writer,
+                        option,
+                        protocol::REP_SERVER,
+                        &protocol::rep_server_data(&name),
+                    )
+                    .await?;
+                }
+                send(writer, option, protocol::REP_ACK, &[]).await?;
+            }
+            protocol::OPT_INFO | protocol::OPT_GO => {
+                let request = match protocol::parse_info_request(&data) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        debug!(option, error = %e, "invalid info request");
+                        send(
+                            writer,
+                            option,
+                            protocol::REP_ERR_INVALID,
+                            e.to_string().as_bytes(),
+                        )
+                        .await?;
+                        continue;
+                    }
+                };
+                let Some(export) = exports.open(&request.name, peer) else {
+                    debug!(option, "export unknown or not allowed");
+                    send(
+                        writer,
+                        option,
+                        protocol::REP_ERR_UNKNOWN,
+                        b"export not available",
+                    )
+                    .await?;
+                    continue;
+                };
+                let device = &export.device;
+                let flags = protocol::transmission_flags(device.read_only());
+                let size = device.size();
+                send_part(
+                    writer,
+                    option,
+                    protocol::REP_INFO,
+                    &protocol::info_export(size, flags),
+                )
+                .await?;
+                // Sent whether asked or not: our maximum is below the
+                // protocol's default ("unlimited"), and clients ignore infos
+                // they did not ask for.
+                let block = protocol::info_block_size(
+                    protocol::MIN_BLOCK_SIZE,
+                    protocol::PREFERRED_BLOCK_SIZE,
+                    max_payload,
+                );
+                send_part(writer, option, protocol::REP_INFO, &block).await?;
+                if request.requests.contains(&protocol::INFO_NAME) {
+                    send_part(
+                        writer,
+                        option,
+                        protocol::REP_INFO,
+                        &protocol::info_name(&request.name),
+                    )
+                    .await?;
+                }
+                send(writer, option, protocol::REP_ACK, &[]).await?;
+                if option == protocol::OPT_GO {
+                    return Ok(Some(Negotiated {
+                        name: request.name,
+                        export,
+                    }));
+                }
+                // NBD_OPT_INFO: the export is dropped, haggling goes on.
+                debug!(export = %request.name, "export information given");
+            }
+            _ => {
+                // STARTTLS, STRUCTURED_REPLY, meta contexts, extended headers
+                // and anything unknown: not supported, keep negotiating.
+                debug!(option, "unsupported option");
+                send(
+                    writer,
+                    option,
+                    protocol::REP_ERR_UNSUP,
+                    b"option not supported",
+                )
+                .await?;
+            }
+        }
+    }
+}
+
+/// Writes one option reply without flushing (more replies follow).
+async fn send_part<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    option: u32,
+    reply_type: u32,
+    data: &[u8],
+) -> std::io::Result<()> {
+    writer
+        .write_all(&protocol::option_reply(option, reply_type, data))
+        .await
+}
+
+/// Writes the final reply to an option and flushes.
+async fn send<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    option: u32,
+    reply_type: u32,
+    data: &[u8],
+) -> std::io::Result<()> {
+    send_part(writer, option, reply_type, data).await?;
+    writer.flush().await
+}

@@ -1,0 +1,111 @@
+//! NBD server for svs: serves block devices to Network Block Device clients
+//! (the Linux kernel's `nbd-client`, qemu, nbdkit's tools, ...).
+//!
+//! What it speaks, from the NBD protocol specification (`doc/proto.md` of the
+//! NBD project):
+//! - the fixed newstyle handshake only (no oldstyle, no TLS), with the options
+//!   `NBD_OPT_EXPORT_NAME`, `NBD_OPT_GO`, `NBD_OPT_INFO`, `NBD_OPT_LIST` and
+//!   `NBD_OPT_ABORT`; every other option is answered `NBD_REP_ERR_UNSUP`;
+//! - simple replies only (structured replies, block status and extended
+//!   headers are refused during the handshake, so a client never uses them);
+//! - the commands `READ`, `WRITE`, `DISC`, `FLUSH`, `TRIM` and
+//!   `WRITE_ZEROES`, with the `FUA` flag (and `NO_HOLE` on write zeroes).
+//!
+//! Requests of one connection are served concurrently (at most
+//! [`MAX_IN_FLIGHT`] at once and [`IN_FLIGHT_BYTES`] bytes of payload), each
+//! device call on tokio's blocking pool; replies go out through one writer,
+//! possibly out of order, as the protocol allows.
+//!
+//! The service plugs in through two traits: [`BlockDevice`] (one export's
+//! bytes) and [`Exports`] (which exports exist and who may open them).
+
+pub mod protocol;
+
+mod handshake;
+mod server;
+mod transmission;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+pub use server::NbdServer;
+pub use tokio_util::sync::CancellationToken;
+pub use transmission::{IN_FLIGHT_BYTES, MAX_IN_FLIGHT};
+
+/// A block device an export serves.
+///
+/// `read`, `write`, `flush`, `trim` and `write_zeroes` are blocking calls: the
+/// server runs them on tokio's blocking pool (`spawn_blocking`), several at
+/// once for one connection and from many connections, so the device must be
+/// safe to call concurrently. Offsets and lengths are already range-checked by
+/// the server (`offset + len <= size()`), and lengths are never zero.
+///
+/// `size` and `read_only` are called on the async workers (at negotiation and
+/// for every request's checks): they must be cheap and must not block.
+///
+/// The server advertises `NBD_FLAG_CAN_MULTI_CONN`: a `flush` (or a call with
+/// `fua`) must make durable every write that completed before it, whichever
+/// connection issued it, and its effects must be visible to every connection.
+pub trait BlockDevice: Send + Sync + 'static {
+    /// Size of the device in bytes.
+    fn size(&self) -> u64;
+    /// Whether writes (write, trim, write zeroes) must be refused with `EPERM`.
+    fn read_only(&self) -> bool;
+    /// Fills `buf` with the bytes at `offset`.
+    fn read(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()>;
+    /// Writes `data` at `offset`; with `fua`, returns only once it is durable.
+    fn write(&self, offset: u64, data: &[u8], fua: bool) -> std::io::Result<()>;
+    /// Makes every completed write durable.
+    fn flush(&self) -> std::io::Result<()>;
+    /// The client no longer needs these bytes; their content afterwards is
+    /// unspecified (a device may punch a hole, zero them, or do nothing).
+    fn trim(&self, offset: u64, len: u64) -> std::io::Result<()>;
+    /// The range must read back as zeroes afterwards. It may become a hole.
+    /// (When the client asks that no hole be made, `NBD_CMD_FLAG_NO_HOLE`, the
+    /// server writes zero buffers through [`BlockDevice::write`] instead.)
+    fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> std::io::Result<()>;
+}
+
+/// An export opened for one connection.
+pub struct OpenedExport {
+    pub device: Arc<dyn BlockDevice>,
+    /// Cancelled by the service when the export goes away (volume detached,
+    /// deleted, ...): the connection is closed at once, even while idle;
+    /// device calls not yet started are skipped.
+    pub closed: CancellationToken,
+}
+
+/// Looks exports up; the service decides who may open what.
+///
+/// Both calls run on the async workers during the handshake: they must be
+/// quick and must not block (an in-memory lookup). `open` is also called for
+/// `NBD_OPT_INFO`, whose `OpenedExport` is dropped at once.
+pub trait Exports: Send + Sync + 'static {
+    /// `None` when the export does not exist or this peer may not open it
+    /// (indistinguishable to the client).
+    fn open(&self, name: &str, peer: SocketAddr) -> Option<OpenedExport>;
+    /// Names this peer may see (`NBD_OPT_LIST`).
+    fn list(&self, peer: SocketAddr) -> Vec<String>;
+}
+
+/// Server limits.
+#[derive(Debug, Clone)]
+pub struct NbdConfig {
+    /// Connections open at once (handshaking or transmitting); one more is
+    /// closed as soon as it is accepted. Default 256.
+    pub max_connections: usize,
+    /// Largest `READ`/`WRITE` length, advertised as the maximum block size.
+    /// A longer read is answered `EINVAL`; a longer write closes the
+    /// connection (its payload is never read). Default 32 MiB; values below
+    /// 4096 are raised to 4096 (the protocol's preferred block size).
+    pub max_payload: u32,
+}
+
+impl Default for NbdConfig {
+    fn default() -> Self {
+        NbdConfig {
+            max_connections: 256,
+            max_payload: 32 * 1024 * 1024,
+        }
+    }
+}

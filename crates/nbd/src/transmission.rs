@@ -1,0 +1,631 @@
+//! The transmission phase: requests are read one after the other, checked,
+//! and run concurrently on the blocking pool; simple replies go out through a
+//! single writer task in completion order.
+
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use thiserror::Error;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn, Instrument};
+
+use crate::protocol::{self, ProtocolError, Request};
+use crate::BlockDevice;
+
+/// Requests of one connection being served at once; the next request is not
+/// read until one of them has been answered.
+pub const MAX_IN_FLIGHT: usize = 32;
+/// Payload bytes (READ and WRITE lengths) of one connection's requests in
+/// flight at once; raised to `max_payload` if that is larger, so one request
+/// of the largest size always fits.
+pub const IN_FLIGHT_BYTES: u32 = 64 * 1024 * 1024;
+/// Zero buffer used for `WRITE_ZEROES` with `NO_HOLE`.
+const ZERO_CHUNK: usize = 256 * 1024;
+/// How long a soft disconnect or a server shutdown waits for the requests in
+/// flight to be answered before closing anyway.
+const DRAIN_GRACE: Duration = Duration::from_secs(10);
+
+/// How a transmission phase ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum End {
+    /// `NBD_CMD_DISC`: replies to the requests in flight were sent first.
+    Disconnect,
+    /// The client closed the connection (possibly mid-request).
+    PeerGone,
+    /// The export's `closed` token was cancelled.
+    ExportClosed,
+    /// The server is shutting down.
+    Shutdown,
+    /// A reply could not be written: the client is gone.
+    WriteFailed,
+}
+
+/// A protocol violation that closes the connection.
+#[derive(Debug, Error)]
+pub(crate) enum TransmissionError {
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    #[error("write of {length} bytes is over max_payload ({max_payload})")]
+    WriteTooLarge { length: u32, max_payload: u32 },
+}
+
+/// A checked request, ready for the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    Read {
+        offset: u64,
+        len: u32,
+    },
+    Write {
+        offset: u64,
+        fua: bool,
+    },
+    Flush,
+    Trim {
+        offset: u64,
+        len: u32,
+        fua: bool,
+    },
+    WriteZeroes {
+        offset: u64,
+        len: u32,
+        fua: bool,
+        no_hole: bool,
+    },
+    /// A zero-length read, write, trim or write zeroes: succeeds untouched.
+    Nothing,
+}
+
+/// Checks a request (other than `DISC`) against the export: the `Op` to run,
+/// or the NBD error value to answer.
+pub(crate) fn check(
+    req: &Request,
+    size: u64,
+    read_only: bool,
+    max_payload: u32,
+) -> Result<Op, u32> {
+    use protocol::*;
+    let allowed = match req.command {
+        CMD_READ | CMD_WRITE | CMD_FLUSH | CMD_TRIM => CMD_FLAG_FUA,
+        CMD_WRITE_ZEROES => CMD_FLAG_FUA | CMD_FLAG_NO_HOLE,
+        // Unknown, and the known ones we do not advertise (CACHE,
+        // BLOCK_STATUS, ...).
+        _ => return Err(EINVAL),
+    };
+    // Unknown flags, or flags not applicable to the command (DF without
+    // structured replies, FAST_ZERO that we do not advertise, ...).
+    if req.flags & !allowed != 0 {
+        return Err(EINVAL);
+    }
+    let fua = req.flags & CMD_FLAG_FUA != 0;
+    let (offset, len) = (req.offset, req.length);
+    let in_range = range_ok(offset, len, size);
+    match req.command {
+        CMD_READ => {
+            if len > max_payload || !in_range {
+                return Err(EINVAL);
+            }
+            Ok(if len == 0 {
+                Op::Nothing
+            } else {
+                Op::Read { offset, len }
+            })
+        }
+        CMD_WRITE => {
+            if read_only {
+                return Err(EPERM);
+            }
+            if len > max_payload {
+                return Err(EINVAL);
+            }
+            if !in_range {
+                return Err(ENOSPC);
+            }
+            Ok(if len == 0 {
+                Op::Nothing
+            } else {
+                Op::Write { offset, fua }
+            })
+        }
+        CMD_FLUSH => Ok(Op::Flush),
+        CMD_TRIM => {
+            if read_only {
+                return Err(EPERM);
+            }
+            if !in_range {
+                return Err(EINVAL);
+            }
+            Ok(if len == 0 {
+                Op::Nothing
+            } else {
+                Op::Trim { offset, len, fua }
+            })
+        }
+        CMD_WRITE_ZEROES => {
+            if read_only {
+                return Err(EPERM);
+            }
+            if !in_range {
+                return Err(ENOSPC);
+            }
+            let no_hole = req.flags & CMD_FLAG_NO_HOLE != 0;
+            Ok(if len == 0 {
+                Op::Nothing
+            } else {
+                Op::WriteZeroes {
+                    offset,
+                    len,
+                    fua,
+                    no_hole,
+                }
+            })
+        }
+        _ => Err(EINVAL),
+    }
+}
+
+/// Runs a checked request on the device (blocking). `payload` is the data of
+/// a write, empty otherwise. Returns the data of a read.
+fn execute(op: Op, payload: Vec<u8>, device: &dyn BlockDevice) -> io::Result<Option<Vec<u8>>> {
+    match op {
+        Op::Read { offset, len } => {
+            let mut buf = vec![0u8; len as usize];
+            device.read(offset, &mut buf)?;
+            Ok(Some(buf))
+        }
+        Op::Write { offset, fua } => device.write(offset, &payload, fua).map(|()| None),
+        Op::Flush => device.flush().map(|()| None),
+        Op::Trim { offset, len, fua } => {
+            device.trim(offset, u64::from(len))?;
+            // The trait's trim has no FUA: make it durable before replying.
+            if fua {
+                device.flush()?;
+            }
+            Ok(None)
+        }
+        Op::WriteZeroes {
+            offset,
+            len,
+            fua,
+            no_hole: false,
+        } => device
+            .write_zeroes(offset, u64::from(len), fua)
+            .map(|()| None),
+        Op::WriteZeroes {
+            offset,
+            len,
+            fua,
+            no_hole: true,
+        } => {
+            // The client wants the range allocated, not a hole: write zeroes.
+            let zeroes = vec![0u8; ZERO_CHUNK.min(len as usize)];
+            let end = offset + u64::from(len);
+            let mut at = offset;
+            while at < end {
+                let n = (end - at).min(zeroes.len() as u64) as usize;
+                device.write(at, &zeroes[..n], fua)?;
+                at += n as u64;
+            }
+            Ok(None)
+        }
+        Op::Nothing => Ok(None),
+    }
+}
+
+/// Holds a request's share of the connection's limits until its reply is
+/// written.
+struct Permits {
+    _count: OwnedSemaphorePermit,
+    _bytes: OwnedSemaphorePermit,
+}
+
+struct Reply {
+    handle: u64,
+    error: u32,
+    data: Option<Vec<u8>>,
+    _permits: Permits,
+}
+
+/// Everything the transmission phase of one connection needs.
+pub(crate) struct Transmission {
+    pub device: Arc<dyn BlockDevice>,
+    pub closed: CancellationToken,
+    pub shutdown: CancellationToken,
+    pub max_payload: u32,
+}
+
+impl Transmission {
+    /// Serves requests until the client disconnects, the export is closed,
+    /// the server shuts down or the client breaks the protocol.
+    pub(crate) async fn run<R, W>(self, mut reader: R, writer: W) -> Result<End, TransmissionError>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let write_failed = CancellationToken::new();
+        let (tx, rx) = mpsc::channel::<Reply>(MAX_IN_FLIGHT);
+        let writer_task = tokio::spawn(
+            write_replies(writer, rx, write_failed.clone()).instrument(tracing::Span::current()),
+        );
+        let count = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+        let bytes = Arc::new(Semaphore::new(
+            IN_FLIGHT_BYTES.max(self.max_payload) as usize
+        ));
+        let mut tasks = JoinSet::new();
+
+        let outcome = self
+            .serve_requests(&mut reader, &tx, &count, &bytes, &write_failed, &mut tasks)
+            .await;
+
+        match outcome {
+            Ok(End::Disconnect) | Ok(End::Shutdown) => {
+                // Answer what is in flight, then close: the writer ends once
+                // every task has sent its reply and dropped its sender.
+                drop(tx);
+                let mut writer_task = writer_task;
+                let drain = async {
+                    while tasks.join_next().await.is_some() {}
+                    let _ = (&mut writer_task).await;
+                };
+                let drained = tokio::select! {
+                    _ = drain => true,
+                    _ = self.closed.cancelled() => false,
+                    _ = tokio::time::sleep(DRAIN_GRACE) => false,
+                };
+                if !drained {
+                    tasks.abort_all();
+                    writer_task.abort();
+                }
+            }
+            _ => {
+                tasks.abort_all();
+                writer_task.abort();
+            }
+        }
+        outcome
+    }
+
+    /// Waits for `fut` unless the connection must stop first.
+    async fn guarded<F: Future>(
+        &self,
+        write_failed: &CancellationToken,
+        fut: F,
+    ) -> Result<F::Output, End> {
+        tokio::select! {
+            biased;
+            _ = self.closed.cancelled() => Err(End::ExportClosed),
+            _ = write_failed.cancelled() => Err(End::WriteFailed),
+            _ = self.shutdown.cancelled() => Err(End::Shutdown),
+            out = fut => Ok(out),
+        }
+    }
+
+    async fn serve_requests<R: AsyncRead + Unpin>(
+        &self,
+        reader: &mut R,
+        tx: &mpsc::Sender<Reply>,
+        count: &Arc<Semaphore>,
+        bytes: &Arc<Semaphore>,
+        write_failed: &CancellationToken,
+        tasks: &mut JoinSet<()>,
+    ) -> Result<End, TransmissionError> {
+        macro_rules! guard {
+            ($fut:expr) => {
+                match self.guarded(write_failed, $fut).await {
+                    Ok(out) => out,
+                    Err(end) => return Ok(end),
+                }
+            };
+        }
+        loop {
+            while tasks.try_join_next().is_some() {}
+
+            let mut header = [0u8; protocol::REQUEST_LEN];
+            if let Err(e) = guard!(reader.read_exact(&mut header)) {
+                debug!(error = %e, "client closed the connection");
+                return Ok(End::PeerGone);
+            }
+            let req = protocol::parse_request(&header)?;
+            if req.command == protocol::CMD_DISC {
+                debug!("client disconnects");
+                return Ok(End::Disconnect);
+            }
+            if req.command == protocol::CMD_WRITE && req.length > self.max_payload {
+                // Its payload is never read: the stream cannot go on.
+                return Err(TransmissionError::WriteTooLarge {
+                    length: req.length,
+                    max_payload: self.max_payload,
+                });
+            }
+            let payload_len = match req.command {
+                protocol::CMD_READ | protocol::CMD_WRITE if req.length <= self.max_payload => {
+                    req.length
+                }
+                _ => 0,
+            };
+            let Some(permits) = guard!(acquire(count, bytes, payload_len)) else {
+                return Ok(End::WriteFailed);
+            };
+            let mut payload = Vec::new();
+            if req.command == protocol::CMD_WRITE {
+                payload = vec![0u8; req.length as usize];
+                if let Err(e) = guard!(reader.read_exact(&mut payload)) {
+                    debug!(error = %e, handle = req.handle, "client closed the connection in a write's payload");
+                    return Ok(End::PeerGone);
+                }
+            }
+
+            let device = &self.device;
+            let op = match check(&req, device.size(), device.read_only(), self.max_payload) {
+                Ok(op) => op,
+                Err(error) => {
+                    debug!(
+                        command = req.command,
+                        flags = req.flags,
+                        offset = req.offset,
+                        length = req.length,
+                        error,
+                        "request refused"
+                    );
+                    let reply = Reply {
+                        handle: req.handle,
+                        error,
+                        data: None,
+                        _permits: permits,
+                    };
+                    if guard!(tx.send(reply)).is_err() {
+                        return Ok(End::WriteFailed);
+                    }
+                    continue;
+                }
+            };
+            let handle = req.handle;
+            let device = Arc::clone(device);
+            let closed = self.closed.clone();
+            let tx = tx.clone();
+            tasks.spawn(
+                async move {
+                    let outcome = tokio::task::spawn_blocking(move || {
+                        // A request queued behind others when its export went
+                        // away does not touch the device any more.
+                        if closed.is_cancelled() {
+                            return Err(io::Error::other("export closed"));
+                        }
+                        execute(op, payload, &*device)
+                    })
+                    .await;
+                    let (error, data) = match outcome {
+                        Ok(Ok(data)) => (0, data),
+                        Ok(Err(e)) => {
+                            let value = protocol::io_error_value(&e);
+                            warn!(handle, ?op, error = %e, nbd_error = value, "device call failed");
+                            (value, None)
+                        }
+                        Err(e) => {
+                            warn!(handle, ?op, error = %e, "device call panicked");
+                            (protocol::EIO, None)
+                        }
+                    };
+                    let _ = tx
+                        .send(Reply {
+                            handle,
+                            error,
+                            data,
+                            _permits: permits,
+                        })
+                        .await;
+                }
+                .instrument(tracing::Span::current()),
+            );
+        }
+    }
+}
+
+/// Takes one request slot and `len` bytes of the payload budget; `None` only
+/// if the semaphores were closed, which they never are.
+async fn acquire(count: &Arc<Semaphore>, bytes: &Arc<Semaphore>, len: u32) -> Option<Permits> {
+    let count = Arc::clone(count).acquire_owned().await.ok()?;
+    let bytes = Arc::clone(bytes).acquire_many_owned(len).await.ok()?;
+    Some(Permits {
+        _count: count,
+        _bytes: bytes,
+    })
+}
+
+/// The single writer: replies in the order they complete, flushed whenever
+/// no other reply is waiting. Ends (closing the write side) once every sender
+/// is gone; on a write error, cancels `failed`.
+async fn write_replies<W: AsyncWrite + Unpin>(
+    mut writer: W,
+    mut rx: mpsc::Receiver<Reply>,
+    failed: CancellationToken,
+) {
+    let result: io::Result<()> = async {
+        while let Some(reply) = rx.recv().await {
+            write_reply(&mut writer, reply).await?;
+            while let Ok(reply) = rx.try_recv() {
+                write_reply(&mut writer, reply).await?;
+            }
+            writer.flush().await?;
+        }
+        writer.shutdown().await
+    }
+    .await;
+    if let Err(e) = result {
+        debug!(error = %e, "writing replies failed");
+        failed.cancel();
+    }
+}
+
+async fn write_reply<W: AsyncWrite + Unpin>(writer: &mut W, reply: Reply) -> io::Result<()> {
+    writer
+        .write_all(&protocol::simple_reply(reply.error, reply.handle))
+        .await?;
+    if reply.error == 0 {
+        if let Some(data) = &reply.data {
+            writer.write_all(data).await?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::*;
+
+    const SIZE: u64 = 1 << 20;
+    const MAX: u32 = 64 * 1024;
+
+    fn req(command: u16, flags: u16, offset: u64, length: u32) -> Request {
+        Request {
+            flags,
+            command,
+            handle: 1,
+            offset,
+            length,
+        }
+    }
+
+    fn check_rw(r: Request) -> Result<Op, u32> {
+        check(&r, SIZE, false, MAX)
+    }
+
+    fn check_ro(r: Request) -> Result<Op, u32> {
+        check(&r, SIZE, true, MAX)
+    }
+
+    #[test]
+    fn reads_within_the_device_become_read_ops() {
+        assert_eq!(
+            check_rw(req(CMD_READ, 0, 4096, 512)),
+            Ok(Op::Read {
+                offset: 4096,
+                len: 512
+            })
+        );
+        assert_eq!(
+            check_rw(req(CMD_READ, CMD_FLAG_FUA, 0, MAX)),
+            Ok(Op::Read {
+                offset: 0,
+                len: MAX
+            })
+        );
+        assert_eq!(
+            check_ro(req(CMD_READ, 0, 0, 1)),
+            Ok(Op::Read { offset: 0, len: 1 })
+        );
+    }
+
+    #[test]
+    fn reads_past_the_end_or_over_max_payload_are_einval() {
+        assert_eq!(check_rw(req(CMD_READ, 0, SIZE - 1, 2)), Err(EINVAL));
+        assert_eq!(check_rw(req(CMD_READ, 0, u64::MAX, 1)), Err(EINVAL));
+        assert_eq!(check_rw(req(CMD_READ, 0, 0, MAX + 1)), Err(EINVAL));
+        assert_eq!(check_rw(req(CMD_READ, 0, 0, u32::MAX)), Err(EINVAL));
+    }
+
+    #[test]
+    fn writes_past_the_end_are_enospc() {
+        assert_eq!(check_rw(req(CMD_WRITE, 0, SIZE, 1)), Err(ENOSPC));
+        assert_eq!(check_rw(req(CMD_WRITE, 0, u64::MAX - 1, 4)), Err(ENOSPC));
+        assert_eq!(
+            check_rw(req(CMD_WRITE_ZEROES, 0, SIZE - 512, 1024)),
+            Err(ENOSPC)
+        );
+        assert_eq!(
+            check_rw(req(CMD_WRITE_ZEROES, 0, u64::MAX, u32::MAX)),
+            Err(ENOSPC)
+        );
+    }
+
+    #[test]
+    fn trims_past_the_end_are_einval() {
+        assert_eq!(check_rw(req(CMD_TRIM, 0, SIZE, 1)), Err(EINVAL));
+        assert_eq!(check_rw(req(CMD_TRIM, 0, u64::MAX, 1)), Err(EINVAL));
+    }
+
+    #[test]
+    fn writes_trims_and_write_zeroes_on_a_read_only_export_are_eperm() {
+        assert_eq!(check_ro(req(CMD_WRITE, 0, 0, 512)), Err(EPERM));
+        assert_eq!(check_ro(req(CMD_TRIM, 0, 0, 512)), Err(EPERM));
+        assert_eq!(check_ro(req(CMD_WRITE_ZEROES, 0, 0, 512)), Err(EPERM));
+        assert_eq!(check_ro(req(CMD_FLUSH, 0, 0, 0)), Ok(Op::Flush));
+    }
+
+    #[test]
+    fn unknown_or_unadvertised_commands_are_einval() {
+        for command in [CMD_CACHE, CMD_BLOCK_STATUS, 8, 99, u16::MAX] {
+            assert_eq!(
+                check_rw(req(command, 0, 0, 512)),
+                Err(EINVAL),
+                "command {command}"
+            );
+        }
+    }
+
+    #[test]
+    fn flags_not_applicable_to_the_command_are_einval() {
+        assert_eq!(check_rw(req(CMD_READ, CMD_FLAG_DF, 0, 512)), Err(EINVAL));
+        assert_eq!(
+            check_rw(req(CMD_WRITE, CMD_FLAG_NO_HOLE, 0, 512)),
+            Err(EINVAL)
+        );
+        assert_eq!(
+            check_rw(req(CMD_WRITE_ZEROES, CMD_FLAG_FAST_ZERO, 0, 512)),
+            Err(EINVAL)
+        );
+        assert_eq!(check_rw(req(CMD_TRIM, 1 << 15, 0, 512)), Err(EINVAL));
+    }
+
+    #[test]
+    fn fua_and_no_hole_are_carried_to_the_op() {
+        assert_eq!(
+            check_rw(req(CMD_WRITE, CMD_FLAG_FUA, 8, 8)),
+            Ok(Op::Write {
+                offset: 8,
+                fua: true
+            })
+        );
+        assert_eq!(
+            check_rw(req(CMD_TRIM, CMD_FLAG_FUA, 0, 4096)),
+            Ok(Op::Trim {
+                offset: 0,
+                len: 4096,
+                fua: true
+            })
+        );
+        assert_eq!(
+            check_rw(req(CMD_WRITE_ZEROES, CMD_FLAG_NO_HOLE, 0, 4096)),
+            Ok(Op::WriteZeroes {
+                offset: 0,
+                len: 4096,
+                fua: false,
+                no_hole: true
+            })
+        );
+        // Write zeroes and trim are not bounded by max_payload: no payload.
+        assert_eq!(
+            check_rw(req(CMD_WRITE_ZEROES, 0, 0, SIZE as u32)),
+            Ok(Op::WriteZeroes {
+                offset: 0,
+                len: SIZE as u32,
+                fua: false,
+                no_hole: false
+            })
+        );
+    }
+
+    #[test]
+    fn zero_length_requests_succeed_without_touching_the_device() {
+        assert_eq!(check_rw(req(CMD_READ, 0, SIZE, 0)), Ok(Op::Nothing));
+        assert_eq!(check_rw(req(CMD_WRITE, 0, 0, 0)), Ok(Op::Nothing));
+        assert_eq!(check_rw(req(CMD_TRIM, 0, 0, 0)), Ok(Op::Nothing));
+        assert_eq!(check_rw(req(CMD_WRITE_ZEROES, 0, 0, 0)), Ok(Op::Nothing));
+    }
+}

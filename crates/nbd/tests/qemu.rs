@@ -1,0 +1,301 @@
+//! A real client: qemu's tools (Debian's qemu-utils) against the server.
+
+mod common;
+
+use common::*;
+use std::io::Write;
+use std::sync::atomic::Ordering;
+
+const MIB: usize = 1024 * 1024;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn qemu_io_writes_reads_writes_zeroes_discards_and_flushes_through_the_server() {
+    require_qemu();
+    let exports = TestExports::new();
+    let dev = MemDevice::new(16 * MIB, 0x11);
+    exports.add("vol", dev.clone());
+    let server = TestServer::start(exports).await;
+
+    let r = qemu_io(
+        &server.url("vol"),
+        &[],
+        &[
+            "write -P 0xab 0 64k",
+            "read -P 0xab 0 64k",
+            "write -z 64k 64k",
+            "discard 128k 64k",
+            "flush",
+            "read -P 0 64k 64k",
+            "read -P 0x11 192k 64k",
+        ],
+    )
+    .await;
+    assert!(r.ok, "{}", r.out);
+    assert!(
+        r.out.contains("wrote 65536/65536 bytes at offset 0"),
+        "{}",
+        r.out
+    );
+    assert!(
+        r.out.contains("read 65536/65536 bytes at offset 0"),
+        "{}",
+        r.out
+    );
+    assert!(
+        r.out.contains("wrote 65536/65536 bytes at offset 65536"),
+        "{}",
+        r.out
+    );
+    assert!(
+        r.out.contains("discard 65536/65536 bytes at offset 131072"),
+        "{}",
+        r.out
+    );
+    assert!(!r.out.contains("Pattern verification failed"), "{}", r.out);
+
+    assert!(dev.bytes(0, 65536).iter().all(|&b| b == 0xab));
+    assert!(dev.bytes(65536, 65536).iter().all(|&b| b == 0));
+    assert!(dev
+        .bytes(192 * 1024, 16 * MIB - 192 * 1024)
+        .iter()
+        .all(|&b| b == 0x11));
+    assert!(
+        dev.trims.load(Ordering::SeqCst) >= 1,
+        "the discard reached the device"
+    );
+    assert!(
+        dev.flushes.load(Ordering::SeqCst) >= 1,
+        "the flush reached the device"
+    );
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn qemu_io_fua_writes_reach_the_device_with_fua() {
+    require_qemu();
+    let exports = TestExports::new();
+    let dev = MemDevice::new(MIB, 0);
+    exports.add("vol", dev.clone());
+    let server = TestServer::start(exports).await;
+
+    let r = qemu_io(&server.url("vol"), &[], &["write -f -P 0x5a 4k 4k"]).await;
+    assert!(r.ok, "{}", r.out);
+    assert!(dev.fua_writes.load(Ordering::SeqCst) >= 1, "{}", r.out);
+    assert!(dev.bytes(4096, 4096).iter().all(|&b| b == 0x5a));
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn qemu_img_info_shows_the_export_size() {
+    require_qemu();
+    let exports = TestExports::new();
+    exports.add("disk", MemDevice::new(24 * MIB, 0));
+    let server = TestServer::start(exports).await;
+
+    let r = run("qemu-img", &["info", "-f", "raw", &server.url("disk")]).await;
+    assert!(r.ok, "{}", r.out);
+    assert!(
+        r.out.contains("virtual size: 24 MiB (25165824 bytes)"),
+        "{}",
+        r.out
+    );
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_export_serves_reads_and_refuses_writes_from_qemu_io() {
+    require_qemu();
+    let exports = TestExports::new();
+    let dev = MemDevice::read_only(MIB, 0x42);
+    exports.add("ro", dev.clone());
+    let server = TestServer::start(exports).await;
+
+    let r = qemu_io(&server.url("ro"), &["-r"], &["read -P 0x42 0 64k"]).await;
+    assert!(r.ok, "{}", r.out);
+    assert!(
+        r.out.contains("read 65536/65536 bytes at offset 0"),
+        "{}",
+        r.out
+    );
+
+    // Opened read-write: qemu sees NBD_FLAG_READ_ONLY and refuses the open.
+    let r = qemu_io(&server.url("ro"), &[], &["write -P 0x99 0 4k"]).await;
+    assert!(!r.ok, "{}", r.out);
+    assert!(!r.out.contains("wrote 4096/4096"), "{}", r.out);
+    assert!(r.out.contains("Permission denied"), "{}", r.out);
+
+    assert!(
+        dev.snapshot().iter().all(|&b| b == 0x42),
+        "device unchanged"
+    );
+    assert_eq!(dev.writes.load(Ordering::SeqCst), 0);
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn qemu_io_cannot_open_an_unknown_or_forbidden_export() {
+    require_qemu();
+    let exports = TestExports::new();
+    exports.add("vol", MemDevice::new(MIB, 0));
+    exports.add("secret", MemDevice::new(MIB, 0));
+    exports.forbid("secret");
+    let server = TestServer::start(exports).await;
+
+    for name in ["nope", "secret"] {
+        let r = qemu_io(&server.url(name), &[], &["read 0 4k"]).await;
+        assert!(!r.ok, "{}", r.out);
+        assert!(!r.out.contains("read 4096/4096"), "{}", r.out);
+        assert!(r.out.contains("export not available"), "{name}: {}", r.out);
+    }
+    // The server is still fine.
+    let r = qemu_io(&server.url("vol"), &[], &["read -P 0 0 4k"]).await;
+    assert!(r.ok, "{}", r.out);
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn qemu_nbd_list_shows_the_exports_the_peer_may_see() {
+    require_qemu();
+    let exports = TestExports::new();
+    exports.add("alpha", MemDevice::new(MIB, 0));
+    exports.add("beta", MemDevice::read_only(2 * MIB, 0));
+    exports.add("hidden", MemDevice::new(MIB, 0));
+    exports.forbid("hidden");
+    let server = TestServer::start(exports).await;
+
+    let port = server.addr.port().to_string();
+    let r = run(
+        "qemu-nbd",
+        &["--list", "--bind", "127.0.0.1", "--port", &port],
+    )
+    .await;
+    assert!(r.ok, "{}", r.out);
+    assert!(r.out.contains("exports available: 2"), "{}", r.out);
+    assert!(r.out.contains("export: 'alpha'"), "{}", r.out);
+    assert!(r.out.contains("export: 'beta'"), "{}", r.out);
+    // (qemu-nbd asks each export's details only of servers that support
+    // structured replies; NBD_OPT_INFO is covered by the raw client tests.)
+    assert!(!r.out.contains("hidden"), "{}", r.out);
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn qemu_img_compare_matches_a_reference_file_after_writes_at_many_offsets() {
+    require_qemu();
+    let dir = tempfile::tempdir().unwrap();
+    let size: u64 = 8 * MIB as u64;
+    let dev = FileDevice::create(&dir.path().join("export.img"), size);
+    let exports = TestExports::new();
+    exports.add("vol", dev.clone());
+    let server = TestServer::start(exports).await;
+
+    // Writes of several sizes and alignments, some overlapping, one at the
+    // very end, plus zeroes and discards over written data.
+    let writes: &[(u64, u64, u8)] = &[
+        (0, 4096, 0x01),
+        (512, 1536, 0x02),
+        (12345, 777, 0x03),
+        (65536, 131072, 0x04),
+        (1_000_000, 300_000, 0x05),
+        (3 * MIB as u64 + 17, 4099, 0x06),
+        (size - 4096, 4096, 0x07),
+        (size - 1, 1, 0x08),
+        (5 * MIB as u64, 2 * MIB as u64, 0x09),
+    ];
+    let mut commands: Vec<String> = writes
+        .iter()
+        .map(|(o, l, p)| format!("write -P {p:#04x} {o} {l}"))
+        .collect();
+    commands.push(format!("write -z {} {}", 5 * MIB + 4096, 65536));
+    commands.push("flush".into());
+    let refs: Vec<&str> = commands.iter().map(String::as_str).collect();
+    let r = qemu_io(&server.url("vol"), &[], &refs).await;
+    assert!(r.ok, "{}", r.out);
+    assert!(!r.out.to_lowercase().contains("error"), "{}", r.out);
+
+    // The same writes on a plain file.
+    let reference = dir.path().join("reference.img");
+    let mut f = std::fs::File::create(&reference).unwrap();
+    f.set_len(size).unwrap();
+    use std::os::unix::fs::FileExt;
+    for (o, l, p) in writes {
+        f.write_all_at(&vec![*p; *l as usize], *o).unwrap();
+    }
+    f.write_all_at(&vec![0u8; 65536], 5 * MIB as u64 + 4096)
+        .unwrap();
+    f.flush().unwrap();
+
+    let url = server.url("vol");
+    let ref_path = reference.to_str().unwrap();
+    let r = run(
+        "qemu-img",
+        &["compare", "-f", "raw", "-F", "raw", &url, ref_path],
+    )
+    .await;
+    assert!(r.ok, "{}", r.out);
+    assert!(r.out.contains("Images are identical"), "{}", r.out);
+
+    // And one differing byte is found.
+    f.write_all_at(&[0xee], 2 * MIB as u64 + 3).unwrap();
+    let r = run(
+        "qemu-img",
+        &["compare", "-f", "raw", "-F", "raw", &url, ref_path],
+    )
+    .await;
+    assert!(!r.ok, "{}", r.out);
+    assert!(
+        r.out.contains("Content mismatch at offset 2097152"),
+        "{}",
+        r.out
+    );
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_concurrent_qemu_io_clients_each_write_and_read_back_their_region() {
+    require_qemu();
+    let exports = TestExports::new();
+    let dev = MemDevice::new(16 * MIB, 0);
+    exports.add("shared", dev.clone());
+    let server = TestServer::start(exports).await;
+
+    let clients = 6u64;
+    let mut runs = Vec::new();
+    for i in 0..clients {
+        let url = server.url("shared");
+        runs.push(tokio::spawn(async move {
+            let offset = i * 2 * MIB as u64;
+            let pattern = 0x30 + i;
+            let cmds = [
+                format!("write -P {pattern} {offset} 1M"),
+                format!("write -P {pattern} {} 1M", offset + MIB as u64),
+                format!("read -P {pattern} {offset} 2M"),
+            ];
+            let refs: Vec<&str> = cmds.iter().map(String::as_str).collect();
+            qemu_io(&url, &[], &refs).await
+        }));
+    }
+    for (i, h) in runs.into_iter().enumerate() {
+        let r = h.await.unwrap();
+        assert!(r.ok, "client {i}: {}", r.out);
+        assert!(
+            r.out.contains("read 2097152/2097152"),
+            "client {i}: {}",
+            r.out
+        );
+        assert!(
+            !r.out.contains("Pattern verification failed"),
+            "client {i}: {}",
+            r.out
+        );
+    }
+    for i in 0..clients as usize {
+        assert!(
+            dev.bytes(i * 2 * MIB, 2 * MIB)
+                .iter()
+                .all(|&b| b == 0x30 + i as u8),
+            "region {i}"
+        );
+    }
+    server.stop().await.unwrap();
+}
