@@ -4,6 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# NBD tests drive the service with real clients from Debian's qemu-utils.
+if ! command -v qemu-io >/dev/null || ! command -v qemu-img >/dev/null || ! command -v qemu-nbd >/dev/null; then
+    if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
+    $SUDO apt-get update -q
+    $SUDO apt-get install -y -q qemu-utils
+fi
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 

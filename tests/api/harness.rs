@@ -43,6 +43,8 @@ pub struct TestConfig {
     pub movement_rate: String,
     pub token_lifetime: String,
     pub refresh_token_lifetime: String,
+    /// Client nodes (name, address) that may attach volumes.
+    pub nodes: Vec<(&'static str, &'static str)>,
 }
 
 impl Default for TestConfig {
@@ -52,6 +54,7 @@ impl Default for TestConfig {
             movement_rate: "0".into(),
             token_lifetime: "1h".into(),
             refresh_token_lifetime: "30days".into(),
+            nodes: Vec::new(),
         }
     }
 }
@@ -361,6 +364,11 @@ fn write_config(dir: &Path, config: &TestConfig) {
             m.zone,
             path.display(),
             m.size_gib
+        ));
+    }
+    for (name, address) in &config.nodes {
+        toml.push_str(&format!(
+            "\n[[nodes]]\nname = \"{name}\"\naddress = \"{address}\"\n"
         ));
     }
     std::fs::write(dir.join("svs.toml"), toml).expect("config written");

@@ -2,6 +2,7 @@
 
 mod harness;
 
+mod attach;
 mod auth;
 mod jobs;
 mod policies;

@@ -1,0 +1,577 @@
+//! Attachments and volume I/O through real NBD clients (`qemu-io`,
+//! `qemu-img` from Debian's qemu-utils) against the real `svs serve`.
+
+use crate::harness::*;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Runs qemu-io on an NBD URI; Ok(output) when every command succeeded.
+fn qemu_io(uri: &str, commands: &[String]) -> Result<String, String> {
+    run_qemu_io(uri, commands, false)
+}
+
+/// The same, opening the export read-only (as a read-only attachment needs).
+fn qemu_io_ro(uri: &str, commands: &[String]) -> Result<String, String> {
+    run_qemu_io(uri, commands, true)
+}
+
+fn run_qemu_io(uri: &str, commands: &[String], readonly: bool) -> Result<String, String> {
+    let mut cmd = Command::new("qemu-io");
+    cmd.args(["-f", "raw"]);
+    if readonly {
+        cmd.arg("-r");
+    }
+    for c in commands {
+        cmd.args(["-c", c]);
+    }
+    let out = cmd
+        .arg(uri)
+        .output()
+        .map_err(|e| format!("qemu-io: {e} (install qemu-utils)"))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let failed = !out.status.success()
+        || text.contains("failed")
+        || text.contains("Pattern verification")
+        || text.contains("can't open");
+    if failed {
+        Err(text)
+    } else {
+        Ok(text)
+    }
+}
+
+fn qemu_img(args: &[&str]) -> Result<String, String> {
+    let out = Command::new("qemu-img")
+        .args(args)
+        .output()
+        .map_err(|e| format!("qemu-img: {e} (install qemu-utils)"))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() {
+        Ok(text)
+    } else {
+        Err(text)
+    }
+}
+
+/// Two media nodes and two client hosts: host-1 connects from 127.0.0.1,
+/// host-2 from 127.0.0.2.
+fn topology(rate: &str) -> TestConfig {
+    TestConfig {
+        media: vec![
+            medium("m1", "n1", "z1", 20),
+            medium("m2", "n2", "z2", 16),
+            medium("m3", "n3", "z3", 30),
+        ],
+        movement_rate: rate.into(),
+        nodes: vec![("host-1", "127.0.0.1"), ("host-2", "127.0.0.2")],
+        ..TestConfig::default()
+    }
+}
+
+async fn attach(app: &TestApp, volume: &str, node: &str, readonly: bool) -> Value {
+    let (status, body) = app
+        .post(
+            &format!("/volumes/{volume}/snapshots/top/attachments"),
+            json!({"node": node, "readonly": readonly, "mountpoint": "/mnt/data"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "attach: {body}");
+    assert_eq!(body["Message"], "Attachment creation started");
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    assert_eq!(job["type"], "attachment_create");
+    let (status, a) = app
+        .get(&format!(
+            "/volumes/{volume}/snapshots/top/attachments/{node}"
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{a}");
+    a
+}
+
+fn uri(a: &Value) -> String {
+    a["uri"].as_str().unwrap_or_default().to_string()
+}
+
+/// Offsets that cross 1 MiB stripe boundaries and slice (column) boundaries.
+fn offsets() -> Vec<u64> {
+    vec![
+        0,
+        (1 << 20) - 4096,
+        3 << 20,
+        (7 << 20) + 512,
+        (16 << 20) - 8192,
+        100 << 20,
+    ]
+}
+
+#[tokio::test]
+async fn an_attached_volume_serves_its_bytes_over_nbd_on_every_copy() {
+    let app = TestApp::start_with(TestConfig {
+        media: vec![
+            medium("a1", "n1", "z1", 1),
+            medium("a2", "n1", "z1", 1),
+            medium("b1", "n2", "z2", 1),
+            medium("b2", "n2", "z2", 1),
+        ],
+        nodes: vec![("host-1", "127.0.0.1")],
+        ..TestConfig::default()
+    })
+    .await;
+    app.create_policy("mirror", 1, 1, 0).await;
+    // 2 GiB with two copies: no medium has room, so 2 columns × 2 copies.
+    let (id, job) = app.create_volume("striped", 2, "mirror").await;
+    assert_eq!(job["state"], "Done", "{job}");
+    assert_eq!(app.slices("striped").await.len(), 4);
+    let a = attach(&app, "striped", "host-1", false).await;
+    assert_eq!(a["state"], "Attached");
+    assert_eq!(a["readonly"], false);
+    assert_eq!(a["mountpoint"], "/mnt/data");
+    assert_eq!(a["snapshotname"], "top");
+    let export = a["exportname"].as_str().unwrap_or_default();
+    assert_eq!(export.len(), 32, "an unguessable export name: {a}");
+    assert_eq!(uri(&a), format!("{}/{export}", app.nbd_base));
+
+    // Write patterns through NBD, and the same into a reference file.
+    let reference = app.dir.path().join("reference.img");
+    let file = std::fs::File::create(&reference).expect("reference");
+    file.set_len(2 * GIB).expect("reference size");
+    let mut commands = Vec::new();
+    for (i, off) in offsets().into_iter().enumerate() {
+        let p = 0x11 + i as u64;
+        commands.push(format!("write -P {p} {off} 64k"));
+        write_at(&reference, off, &vec![p as u8; 64 * 1024]);
+    }
+    commands.push("flush".into());
+    for (i, off) in offsets().into_iter().enumerate() {
+        commands.push(format!("read -P {} {off} 64k", 0x11 + i as u64));
+    }
+    qemu_io(&uri(&a), &commands).expect("writes and reads back");
+    let compare = qemu_img(&[
+        "compare",
+        "-f",
+        "raw",
+        "-F",
+        "raw",
+        &uri(&a),
+        &reference.display().to_string(),
+    ]);
+    assert!(compare.is_ok(), "{compare:?}");
+
+    // Both copies of a column hold the bytes: stripe 1 is column 1.
+    let slices = app.slices("striped").await;
+    for copy in 0..2u64 {
+        let row = slices
+            .iter()
+            .find(|s| s["copy"] == copy && s["column"] == 1)
+            .expect("column 1");
+        let path = app.slice_path(row["media"].as_str().unwrap_or_default(), &id, copy, 1);
+        // Logical [1 MiB, 1 MiB + 60 KiB) is at the start of column 1.
+        assert_eq!(read_at(&path, 0, 1024), vec![0x12u8; 1024], "copy {copy}");
+    }
+    let info = qemu_img(&["info", "-f", "raw", &uri(&a)]).expect("info");
+    assert!(info.contains("2 GiB"), "{info}");
+}
+
+#[tokio::test]
+async fn a_read_only_attachment_refuses_writes_and_only_its_node_may_connect() {
+    let app = TestApp::start_with(topology("0")).await;
+    app.create_policy("mirror", 1, 1, 0).await;
+    app.create_volume("v", 4, "mirror").await;
+    let rw = attach(&app, "v", "host-1", false).await;
+    qemu_io(&uri(&rw), &["write -P 7 0 4k".into()]).expect("host-1 writes");
+
+    // host-2 connects from 127.0.0.2, not from here: its export is refused.
+    let other = attach(&app, "v", "host-2", true).await;
+    let err = qemu_io(&uri(&other), &["read 0 4k".into()]).unwrap_err();
+    assert!(
+        err.contains("not available") || err.contains("can't open"),
+        "{err}"
+    );
+
+    // A read-only attachment for host-1 itself.
+    let (status, body) = app
+        .delete("/volumes/v/snapshots/top/attachments/host-1")
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    app.wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    let ro = attach(&app, "v", "host-1", true).await;
+    assert_ne!(
+        ro["exportname"], rw["exportname"],
+        "a new attachment gets a new export"
+    );
+    let err = qemu_io(&uri(&ro), &["write -P 8 0 4k".into()]).unwrap_err();
+    assert!(
+        err.contains("Permission denied") || err.contains("read-only"),
+        "{err}"
+    );
+    qemu_io_ro(&uri(&ro), &["read -P 7 0 4k".into()]).expect("reads still work");
+    // The old export is gone.
+    assert!(qemu_io(&uri(&rw), &["read 0 4k".into()]).is_err());
+}
+
+#[tokio::test]
+async fn attachments_are_listed_and_modified_and_deleting_an_attached_volume_needs_force() {
+    let app = TestApp::start_with(topology("0")).await;
+    app.create_policy("mirror", 1, 1, 0).await;
+    let (id, _) = app.create_volume("v", 4, "mirror").await;
+    attach(&app, "v", "host-1", false).await;
+    for path in [
+        "/attachments",
+        "/volumes/v/attachments",
+        "/volumes/v/snapshots/top/attachments",
+    ] {
+        let (status, list) = app.get(path).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(list.as_array().map(Vec::len), Some(1), "{path}: {list}");
+        assert_eq!(list[0]["volumeid"], id.as_str());
+    }
+    let (status, _) = app.get("/volumes/v/snapshots/snap1/attachments").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, err) = app
+        .post(
+            "/volumes/v/snapshots/top/attachments",
+            json!({"node": "host-1"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{err}");
+    let (status, err) = app
+        .post(
+            "/volumes/v/snapshots/top/attachments",
+            json!({"node": "nobody"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(err["message"], "node 'nobody' does not exist");
+
+    let (status, body) = app
+        .patch(
+            "/volumes/v/snapshots/top/attachments/host-1",
+            json!({"readonly": true, "mountpoint": "/srv"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(
+        (job["state"].clone(), job["type"].clone()),
+        (json!("Done"), json!("attachment_modify"))
+    );
+    let (_, a) = app.get("/volumes/v/snapshots/top/attachments/host-1").await;
+    assert_eq!(
+        (a["readonly"].clone(), a["mountpoint"].clone()),
+        (json!(true), json!("/srv"))
+    );
+
+    let (status, err) = app.delete("/volumes/v").await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(
+        err["message"],
+        "volume 'v' is attached to node(s) host-1; detach it first or delete with force=true"
+    );
+    let (status, body) = app.delete("/volumes/v?force=true").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    let (_, list) = app.get("/attachments").await;
+    assert_eq!(list, json!([]));
+}
+
+#[tokio::test]
+async fn node_addresses_are_set_through_the_api() {
+    let app = TestApp::start_with(topology("0")).await;
+    let (status, body) = app
+        .patch("/nodes/n1", json!({"address": "127.0.0.1"}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, node) = app.get("/nodes/n1").await;
+    assert_eq!(node["address"], "127.0.0.1");
+    let (status, err) = app
+        .patch("/nodes/n1", json!({"address": "not-an-ip"}))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(err["message"], "address 'not-an-ip' is not an IP address");
+    let (status, _) = app
+        .patch("/nodes/nope", json!({"address": "127.0.0.1"}))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // A media node without an address cannot attach until it gets one.
+    app.create_policy("p", 0, 0, 0).await;
+    app.create_volume("v", 1, "p").await;
+    let (status, err) = app
+        .post(
+            "/volumes/v/snapshots/top/attachments",
+            json!({"node": "n2"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        err["message"],
+        "node 'n2' has no address: set one with PATCH /nodes/n2"
+    );
+    let a = attach(&app, "v", "n1", false).await;
+    qemu_io(
+        &uri(&a),
+        &["write -P 3 0 4k".into(), "read -P 3 0 4k".into()],
+    )
+    .expect("n1 attaches");
+}
+
+#[tokio::test]
+async fn after_a_resize_a_new_connection_sees_the_new_size() {
+    let app = TestApp::start_with(topology("0")).await;
+    app.create_policy("mirror", 1, 1, 0).await;
+    app.create_volume("v", 4, "mirror").await;
+    let a = attach(&app, "v", "host-1", false).await;
+    qemu_io(&uri(&a), &["write -P 9 4095M 1M".into()]).expect("write at the end");
+    let (status, body) = app.patch("/volumes/v", json!({"size": 6})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    let info = qemu_img(&["info", "-f", "raw", &uri(&a)]).expect("info");
+    assert!(info.contains("6 GiB"), "{info}");
+    qemu_io(
+        &uri(&a),
+        &[
+            "read -P 9 4095M 1M".into(),
+            "write -P 10 6143M 1M".into(),
+            "read -P 10 6143M 1M".into(),
+        ],
+    )
+    .expect("old bytes stay, new space is usable");
+}
+
+/// The mirrored volume of the resize tests (copy 1 on m2 must move to m3),
+/// attached to host-1 and filled with 24 MiB through NBD.
+async fn attached_mirror(rate: &str) -> (TestApp, String, String) {
+    let app = TestApp::start_with(topology(rate)).await;
+    app.create_policy("none", 0, 0, 0).await;
+    app.create_policy("mirror", 1, 1, 0).await;
+    app.create_volume("filler", 20, "none").await;
+    let (id, _) = app.create_volume("data", 15, "mirror").await;
+    let a = attach(&app, "data", "host-1", false).await;
+    qemu_io(&uri(&a), &["write -P 0x5a 0 24M".into(), "flush".into()]).expect("prefill");
+    let (_, body) = app.delete("/volumes/filler").await;
+    app.wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    (app, id, uri(&a))
+}
+
+/// qemu-io commands that write 4 KiB with distinct patterns at spread
+/// offsets, `pause_ms` apart, so they span a throttled move.
+fn spread_writes(count: u64, pause_ms: u64) -> (Vec<String>, Vec<(u64, u64)>) {
+    let mut commands = Vec::new();
+    let mut written = Vec::new();
+    for i in 0..count {
+        // Before and after the copy cursor, inside and outside the prefill.
+        let off = (i * 7_919 * 4096) % (40 << 20);
+        let p = 1 + (i % 250);
+        commands.push(format!("write -P {p} {off} 4k"));
+        commands.push(format!("sleep {pause_ms}"));
+        written.push((off, p));
+    }
+    commands.push("flush".into());
+    (commands, written)
+}
+
+/// The last pattern written at each offset.
+fn expected(written: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut last = std::collections::BTreeMap::new();
+    for (off, p) in written {
+        last.insert(*off, *p);
+    }
+    last.into_iter().collect()
+}
+
+fn read_back_commands(expected: &[(u64, u64)]) -> Vec<String> {
+    expected
+        .iter()
+        .map(|(off, p)| format!("read -P {p} {off} 4k"))
+        .collect()
+}
+
+#[tokio::test]
+async fn writes_during_a_live_data_movement_are_all_kept() {
+    // 24 MiB at 4 MiB/s: about 6 s of copying while a client writes.
+    let (app, id, uri) = attached_mirror("4 MiB").await;
+    let (commands, written) = spread_writes(60, 100);
+    let writer = std::thread::spawn({
+        let uri = uri.clone();
+        move || qemu_io(&uri, &commands)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (status, body) = app
+        .patch(
+            "/volumes/data",
+            json!({"size": 18, "allowdatamovement": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job_id = body["JobID"].as_str().unwrap_or_default().to_string();
+
+    // Attachment changes are refused while the data moves (the shared guard).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, job) = app.get(&format!("/jobs/{job_id}")).await;
+        if job["state"] == "Running" && job["progress"].as_u64().unwrap_or(0) > 0 {
+            break;
+        }
+        assert!(
+            job["state"] != "Done" && job["state"] != "Error",
+            "ended too soon: {job}"
+        );
+        assert!(Instant::now() < deadline, "no progress: {job}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let blocked =
+        format!("is not allowed on volume 'data' while data movement job {job_id} is in progress");
+    let (status, err) = app
+        .post(
+            "/volumes/data/snapshots/top/attachments",
+            json!({"node": "host-2"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{err}");
+    assert_eq!(err["message"], format!("attachment create {blocked}"));
+    let (status, err) = app
+        .delete("/volumes/data/snapshots/top/attachments/host-1")
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{err}");
+    assert_eq!(err["message"], format!("attachment delete {blocked}"));
+    let (status, err) = app
+        .patch(
+            "/volumes/data/snapshots/top/attachments/host-1",
+            json!({"readonly": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{err}");
+    assert_eq!(err["message"], format!("attachment modify {blocked}"));
+
+    let job = app.wait_job(&job_id).await;
+    assert_eq!(job["state"], "Done", "{job}");
+    writer
+        .join()
+        .expect("writer thread")
+        .expect("every write acknowledged");
+
+    let slices = app.slices("data").await;
+    let on = |copy: u64| {
+        slices
+            .iter()
+            .find(|s| s["copy"] == copy)
+            .and_then(|s| s["media"].as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!((on(0), on(1)), ("m1".to_string(), "m3".to_string()));
+    let expected = expected(&written);
+    qemu_io(&uri, &read_back_commands(&expected)).expect("every acknowledged write reads back");
+    // And both copies hold them on disk, the moved one included.
+    for (copy, medium) in [(0, "m1"), (1, "m3")] {
+        let path = app.slice_path(medium, &id, copy, 0);
+        for (off, p) in &expected {
+            assert_eq!(
+                read_at(&path, *off, 4096),
+                vec![*p as u8; 4096],
+                "copy {copy} at {off}"
+            );
+        }
+    }
+    assert!(!app.slice_path("m2", &id, 1, 0).exists());
+    let (_, job) = app.get(&format!("/jobs/{job_id}")).await;
+    let details = job["details"].to_string();
+    assert!(details.contains("while in use"), "{details}");
+}
+
+/// Offsets of the writes a qemu-io run reported as done (`wrote 4096/4096
+/// bytes at offset N`), in order.
+fn acknowledged(output: &str) -> Vec<u64> {
+    output
+        .lines()
+        .filter_map(|l| l.strip_prefix("wrote 4096/4096 bytes at offset "))
+        .filter_map(|n| n.trim().parse().ok())
+        .collect()
+}
+
+#[tokio::test]
+async fn flushed_writes_survive_sigkill_while_a_client_writes_during_a_live_movement() {
+    let (mut app, id, uri) = attached_mirror("4 MiB").await;
+    let (status, body) = app
+        .patch(
+            "/volumes/data",
+            json!({"size": 18, "allowdatamovement": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job_id = body["JobID"].as_str().unwrap_or_default().to_string();
+    // write, flush, pause, ... at distinct offsets: each write but the last
+    // acknowledged one is covered by a flush that completed.
+    let mut commands = Vec::new();
+    let mut pattern_at = std::collections::HashMap::new();
+    for i in 0..400u64 {
+        let off = (i * 7_919 * 4096) % (40 << 20);
+        let p = 1 + (i % 250);
+        pattern_at.insert(off, p);
+        commands.push(format!("write -P {p} {off} 4k"));
+        commands.push("flush".into());
+        commands.push("sleep 10".into());
+    }
+    let writer = std::thread::spawn({
+        let uri = uri.clone();
+        move || match qemu_io(&uri, &commands) {
+            Ok(out) | Err(out) => out,
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (_, job) = app.get(&format!("/jobs/{job_id}")).await;
+    assert_eq!(job["state"], "Running", "still moving when killed: {job}");
+    app.kill();
+    let output = writer.join().expect("writer thread");
+    let acked = acknowledged(&output);
+    assert!(
+        acked.len() > 5,
+        "the client wrote before the crash: {output}"
+    );
+    let flushed = &acked[..acked.len() - 1];
+
+    app.launch().expect("restarts after SIGKILL");
+    let job = app.wait_job(&job_id).await;
+    assert_eq!(job["state"], "Done", "{job}");
+    // The attachment is exported again after the restart, same export name.
+    let (_, a) = app
+        .get("/volumes/data/snapshots/top/attachments/host-1")
+        .await;
+    let export = a["exportname"].as_str().unwrap_or_default();
+    assert!(uri.ends_with(export), "{uri} vs {export}");
+    let now = a["uri"].as_str().unwrap_or_default().to_string();
+    let expected: Vec<(u64, u64)> = flushed.iter().map(|off| (*off, pattern_at[off])).collect();
+    qemu_io(&now, &read_back_commands(&expected)).expect("every flushed write reads back");
+    let moved = app.slice_path("m3", &id, 1, 0);
+    for (off, p) in &expected {
+        assert_eq!(
+            read_at(&moved, *off, 4096),
+            vec![*p as u8; 4096],
+            "moved copy at {off}"
+        );
+    }
+    assert!(!app.slice_path("m2", &id, 1, 0).exists());
+}
