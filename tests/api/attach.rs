@@ -575,3 +575,62 @@ async fn flushed_writes_survive_sigkill_while_a_client_writes_during_a_live_move
     }
     assert!(!app.slice_path("m2", &id, 1, 0).exists());
 }
+
+#[tokio::test]
+async fn deleting_an_attachment_closes_its_open_connections() {
+    let app = TestApp::start_with(topology("0")).await;
+    app.create_policy("mirror", 1, 1, 0).await;
+    app.create_volume("v", 4, "mirror").await;
+    let a = attach(&app, "v", "host-1", false).await;
+    let client = std::thread::spawn({
+        let uri = uri(&a);
+        move || {
+            qemu_io(
+                &uri,
+                &["write -P 1 0 4k".into(), "sleep 3000".into(), "read -P 1 0 4k".into()],
+            )
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let (status, body) = app.delete("/volumes/v/snapshots/top/attachments/host-1").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app.wait_job(body["JobID"].as_str().unwrap_or_default()).await;
+    assert_eq!(job["state"], "Done", "{job}");
+    let result = client.join().expect("client thread");
+    let output = result.expect_err("the read after the detach fails");
+    assert!(output.contains("wrote 4096/4096"), "the first write worked: {output}");
+}
+
+#[tokio::test]
+async fn an_open_connection_keeps_working_across_a_resize() {
+    let app = TestApp::start_with(topology("0")).await;
+    app.create_policy("mirror", 1, 1, 0).await;
+    app.create_volume("v", 4, "mirror").await;
+    let a = attach(&app, "v", "host-1", false).await;
+    let client = std::thread::spawn({
+        let uri = uri(&a);
+        move || {
+            qemu_io(
+                &uri,
+                &[
+                    "write -P 4 1M 64k".into(),
+                    "sleep 2000".into(),
+                    "read -P 4 1M 64k".into(),
+                    "write -P 5 2M 64k".into(),
+                    "read -P 5 2M 64k".into(),
+                ],
+            )
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (status, body) = app.patch("/volumes/v", json!({"size": 8})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app.wait_job(body["JobID"].as_str().unwrap_or_default()).await;
+    assert_eq!(job["state"], "Done", "{job}");
+    client
+        .join()
+        .expect("client thread")
+        .expect("the open connection kept working");
+    let info = qemu_img(&["info", "-f", "raw", &uri(&a)]).expect("info");
+    assert!(info.contains("8 GiB"), "{info}");
+}
