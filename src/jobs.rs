@@ -101,11 +101,9 @@ impl JobRunner {
     }
 
     async fn run(self: Arc<Self>, job_id: i64) {
-        let job = match self.store.unfinished_jobs().await {
-            Ok(jobs) => match jobs.into_iter().find(|j| j.id == job_id) {
-                Some(job) => job,
-                None => return,
-            },
+        let job = match self.store.job_by_id(job_id).await {
+            Ok(Some(job)) if !job.state.is_finished() => job,
+            Ok(_) => return,
             Err(e) => {
                 error!(error = %e, "cannot load job");
                 return;

@@ -124,20 +124,6 @@ impl Services {
     ) -> ServiceResult<Policy> {
         let current = self.get_policy(caller, name).await?;
         let write = policy_write(body, Some(&current), caller)?;
-        if write.resiliency != current.resiliency {
-            let in_use = self
-                .store
-                .list_volumes(caller.tenant_id)
-                .await?
-                .iter()
-                .filter(|v| v.policy == current.name)
-                .count();
-            if in_use > 0 {
-                return Err(ServiceError::Conflict(format!(
-                    "policy '{name}' is used by {in_use} volume(s); its resiliency cannot change"
-                )));
-            }
-        }
         self.store
             .update_policy(caller.tenant_id, name, &write)
             .await

@@ -587,18 +587,29 @@ async fn deleting_an_attachment_closes_its_open_connections() {
         move || {
             qemu_io(
                 &uri,
-                &["write -P 1 0 4k".into(), "sleep 3000".into(), "read -P 1 0 4k".into()],
+                &[
+                    "write -P 1 0 4k".into(),
+                    "sleep 3000".into(),
+                    "read -P 1 0 4k".into(),
+                ],
             )
         }
     });
     tokio::time::sleep(Duration::from_millis(700)).await;
-    let (status, body) = app.delete("/volumes/v/snapshots/top/attachments/host-1").await;
+    let (status, body) = app
+        .delete("/volumes/v/snapshots/top/attachments/host-1")
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let job = app.wait_job(body["JobID"].as_str().unwrap_or_default()).await;
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
     assert_eq!(job["state"], "Done", "{job}");
     let result = client.join().expect("client thread");
     let output = result.expect_err("the read after the detach fails");
-    assert!(output.contains("wrote 4096/4096"), "the first write worked: {output}");
+    assert!(
+        output.contains("wrote 4096/4096"),
+        "the first write worked: {output}"
+    );
 }
 
 #[tokio::test]
@@ -625,7 +636,9 @@ async fn an_open_connection_keeps_working_across_a_resize() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (status, body) = app.patch("/volumes/v", json!({"size": 8})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let job = app.wait_job(body["JobID"].as_str().unwrap_or_default()).await;
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
     assert_eq!(job["state"], "Done", "{job}");
     client
         .join()

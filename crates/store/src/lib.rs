@@ -99,7 +99,8 @@ pub trait Store: Send + Sync + 'static {
     async fn create_policy(&self, tenant_id: i64, policy: &PolicyWrite) -> StoreResult<Policy>;
     async fn list_policies(&self, tenant_id: i64) -> StoreResult<Vec<Policy>>;
     async fn get_policy(&self, tenant_id: i64, name: &str) -> StoreResult<Option<Policy>>;
-    /// Replaces the policy's fields (its name may change). NotFound / Conflict.
+    /// Replaces the policy's fields (its name may change). NotFound /
+    /// Conflict, or InUse when the resiliency would change under volumes.
     async fn update_policy(
         &self,
         tenant_id: i64,
@@ -140,6 +141,8 @@ pub trait Store: Send + Sync + 'static {
     // ---- jobs ----
     async fn get_job(&self, tenant_id: i64, id: i64) -> StoreResult<Option<Job>>;
     async fn list_jobs(&self, tenant_id: i64, filter: &JobFilter) -> StoreResult<Vec<Job>>;
+    /// A job of any tenant (job runner).
+    async fn job_by_id(&self, id: i64) -> StoreResult<Option<Job>>;
     /// Pending and Running jobs of every tenant, oldest first (for resuming).
     async fn unfinished_jobs(&self) -> StoreResult<Vec<Job>>;
     /// The unfinished job working on a volume, if any.

@@ -839,6 +839,23 @@ impl Store for SqliteStore {
         p: &PolicyWrite,
     ) -> StoreResult<Policy> {
         let mut tx = self.writer.begin().await?;
+        // Resiliency decides copies: it may not change under existing volumes.
+        let current = sqlx::query(
+            "SELECT p.resiliency_media, p.resiliency_node, p.resiliency_zone, \
+             (SELECT COUNT(*) FROM volumes v WHERE v.policy_id = p.id) AS users \
+             FROM policies p WHERE p.tenant_id = ? AND p.name = ?",
+        )
+        .bind(tenant_id)
+        .bind(name)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(StoreError::NotFound)?;
+        let users: i64 = current.try_get("users")?;
+        if users > 0 && resiliency(&current)? != p.resiliency {
+            return Err(StoreError::InUse(format!(
+                "policy '{name}' is used by {users} volume(s); its resiliency cannot change"
+            )));
+        }
         let updated = sqlx::query(
             "UPDATE policies SET name = ?, resiliency_media = ?, resiliency_node = ?, \
              resiliency_zone = ?, attributes = ?, updated_ms = ?, updated_by_name = ?, \
@@ -1101,6 +1118,14 @@ impl Store for SqliteStore {
         .fetch_all(&self.reader)
         .await?;
         rows.iter().map(job_row).collect()
+    }
+
+    async fn job_by_id(&self, id: i64) -> StoreResult<Option<Job>> {
+        let row = sqlx::query(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?"))
+            .bind(id)
+            .fetch_optional(&self.writer)
+            .await?;
+        row.as_ref().map(job_row).transpose()
     }
 
     async fn unfinished_jobs(&self) -> StoreResult<Vec<Job>> {
