@@ -209,23 +209,64 @@ impl Application {
         let router = api::router(Arc::clone(&self.services))
             .layer(tower_http::trace::TraceLayer::new_for_http());
         let nbd_stop = CancellationToken::new();
-        let nbd = NbdServer::new(self.exports, NbdConfig::default());
-        let nbd_task = {
-            let stop = nbd_stop.clone();
-            let listener = self.nbd_listener;
-            tokio::spawn(async move { nbd.serve(listener, stop).await })
-        };
+        let nbd_thread = spawn_nbd_server(self.exports, self.nbd_listener, nbd_stop.clone())?;
         axum::serve(self.listener, router)
             .with_graceful_shutdown(shutdown_signal())
             .await
             .map_err(|e| format!("server error: {e}"))?;
         nbd_stop.cancel();
-        let _ = nbd_task.await;
+        let _ = tokio::task::spawn_blocking(move || nbd_thread.join()).await;
         info!("stopping: pausing running jobs");
         self.runner.shutdown().await;
         self.store.close().await;
         Ok(())
     }
+}
+
+/// The NBD server gets a runtime of its own: it runs small reads and writes
+/// inline on its workers (no thread hand-off per request), and a write the
+/// kernel holds up can then never delay the HTTP API.
+fn spawn_nbd_server(
+    exports: Arc<ExportRegistry>,
+    listener: TcpListener,
+    stop: CancellationToken,
+) -> Result<std::thread::JoinHandle<()>, String> {
+    let listener = listener
+        .into_std()
+        .map_err(|e| format!("NBD listener: {e}"))?;
+    std::thread::Builder::new()
+        .name("svs-nbd".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("svs-nbd-worker")
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot start the NBD runtime");
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let listener = match TcpListener::from_std(listener) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        tracing::error!(error = %e, "NBD listener unusable");
+                        return;
+                    }
+                };
+                let config = NbdConfig {
+                    inline_max: 64 * 1024,
+                    ..NbdConfig::default()
+                };
+                if let Err(e) = NbdServer::new(exports, config).serve(listener, stop).await {
+                    tracing::error!(error = %e, "NBD server stopped");
+                }
+            });
+        })
+        .map_err(|e| format!("cannot start the NBD thread: {e}"))
 }
 
 async fn shutdown_signal() {

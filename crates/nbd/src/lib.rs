@@ -99,6 +99,12 @@ pub struct NbdConfig {
     /// connection (its payload is never read). Default 32 MiB; values below
     /// 4096 are raised to 4096 (the protocol's preferred block size).
     pub max_payload: u32,
+    /// Reads and (non-FUA) writes of at most this many bytes run directly on
+    /// the connection's task instead of a blocking-pool thread: no thread
+    /// hand-off per request, which dominates small page-cache I/O. Such a call
+    /// blocks a runtime worker while it runs, so only enable this when the
+    /// server has a runtime of its own. Default 0: never.
+    pub inline_max: u32,
 }
 
 impl Default for NbdConfig {
@@ -106,6 +112,7 @@ impl Default for NbdConfig {
         NbdConfig {
             max_connections: 256,
             max_payload: 32 * 1024 * 1024,
+            inline_max: 0,
         }
     }
 }

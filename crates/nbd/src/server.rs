@@ -74,11 +74,11 @@ impl NbdServer {
                     };
                     let span = info_span!("nbd", %peer, export = tracing::field::Empty);
                     let exports = Arc::clone(&self.exports);
-                    let max_payload = self.config.max_payload;
+                    let limits = (self.config.max_payload, self.config.inline_max);
                     let shutdown = shutdown.clone();
                     connections.spawn(
                         async move {
-                            serve_connection(stream, peer, exports, max_payload, shutdown).await;
+                            serve_connection(stream, peer, exports, limits, shutdown).await;
                             drop(slot);
                         }
                         .instrument(span),
@@ -96,7 +96,7 @@ async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
     exports: Arc<dyn Exports>,
-    max_payload: u32,
+    (max_payload, inline_max): (u32, u32),
     shutdown: CancellationToken,
 ) {
     if let Err(e) = stream.set_nodelay(true) {
@@ -149,6 +149,7 @@ async fn serve_connection(
         closed: negotiated.export.closed,
         shutdown,
         max_payload,
+        inline_max,
     };
     match transmission.run(reader, writer).await {
         Ok(End::Disconnect) => info!("client disconnected"),

@@ -237,6 +237,8 @@ pub(crate) struct Transmission {
     pub closed: CancellationToken,
     pub shutdown: CancellationToken,
     pub max_payload: u32,
+    /// See `NbdConfig::inline_max`.
+    pub inline_max: u32,
 }
 
 impl Transmission {
@@ -385,6 +387,45 @@ impl Transmission {
                 }
             };
             let handle = req.handle;
+            let small = match op {
+                Op::Read { len, .. } => len <= self.inline_max,
+                Op::Write { fua: false, .. } => payload.len() <= self.inline_max as usize,
+                _ => false,
+            };
+            if small {
+                // Page-cache I/O of a few KiB: cheaper than any thread hand-off.
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    execute(op, payload, &**device)
+                }));
+                let reply = Reply {
+                    handle,
+                    error: 0,
+                    data: None,
+                    _permits: permits,
+                };
+                let reply = match outcome {
+                    Ok(Ok(data)) => Reply { data, ..reply },
+                    Ok(Err(e)) => {
+                        let value = protocol::io_error_value(&e);
+                        warn!(handle, ?op, error = %e, nbd_error = value, "device call failed");
+                        Reply {
+                            error: value,
+                            ..reply
+                        }
+                    }
+                    Err(_) => {
+                        warn!(handle, ?op, "device call panicked");
+                        Reply {
+                            error: protocol::EIO,
+                            ..reply
+                        }
+                    }
+                };
+                if guard!(tx.send(reply)).is_err() {
+                    return Ok(End::WriteFailed);
+                }
+                continue;
+            }
             let device = Arc::clone(device);
             let closed = self.closed.clone();
             let tx = tx.clone();

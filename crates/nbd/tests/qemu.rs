@@ -5,6 +5,7 @@ mod common;
 use common::*;
 use std::io::Write;
 use std::sync::atomic::Ordering;
+use svs_nbd::NbdConfig;
 
 const MIB: usize = 1024 * 1024;
 
@@ -297,5 +298,45 @@ async fn several_concurrent_qemu_io_clients_each_write_and_read_back_their_regio
             "region {i}"
         );
     }
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_requests_served_inline_keep_every_byte_and_large_ones_still_work() {
+    require_qemu();
+    let exports = TestExports::new();
+    let dev = MemDevice::new(16 * MIB, 0x11);
+    exports.add("vol", dev.clone());
+    let config = NbdConfig {
+        inline_max: 64 * 1024,
+        ..NbdConfig::default()
+    };
+    let server = TestServer::start_with(exports, config).await;
+    let r = qemu_io(
+        &server.url("vol"),
+        &[],
+        &[
+            // Inline: reads and writes up to 64 KiB.
+            "write -P 0xab 0 4k",
+            "aio_write -P 0xac 8k 4k",
+            "aio_write -P 0xad 12k 64k",
+            "aio_flush",
+            "read -P 0xab 0 4k",
+            "read -P 0xac 8k 4k",
+            "read -P 0xad 12k 64k",
+            // Not inline: larger, FUA and flush.
+            "write -P 0xae 1M 1M",
+            "write -f -P 0xaf 3M 4k",
+            "read -P 0xae 1M 1M",
+            "flush",
+        ],
+    )
+    .await;
+    assert!(r.ok, "{}", r.out);
+    assert!(!r.out.contains("Pattern verification failed"), "{}", r.out);
+    assert!(dev.bytes(0, 4096).iter().all(|&b| b == 0xab));
+    assert!(dev.bytes(12 * 1024, 65536).iter().all(|&b| b == 0xad));
+    assert!(dev.bytes(MIB, MIB).iter().all(|&b| b == 0xae));
+    assert!(dev.bytes(3 * MIB, 4096).iter().all(|&b| b == 0xaf));
     server.stop().await.unwrap();
 }
