@@ -22,3 +22,7 @@ cargo test --workspace --locked -- --test-threads=8 2>&1 | tee "$log"
 
 # One closing line for the whole run (cargo's last line is the doc tests').
 awk '/^test result:/ { p += $4; f += $6 } END { printf "total: %d passed, %d failed\n", p, f }' "$log"
+
+# The web console in real headless Chromium, against the svs binary cargo test
+# just built (installs Debian's chromium and e2e/node_modules when missing).
+SVS_BIN=target/debug/svs e2e/run.sh

@@ -1,6 +1,9 @@
-//! The `svs` command line: `serve` runs the service; the rest are tools.
+//! The `svs` command line: `serve` runs the service, `user` manages users
+//! offline; the rest is the API client (`crate::client`), which this file
+//! only parses arguments for.
 
 use crate::app::{add_user, open_store, Application};
+use crate::client::{Context, CredentialsStore, JobFilter, OutputFormat, DEFAULT_PROFILE};
 use crate::config::{Config, Overrides};
 use clap::{Args, Parser, Subcommand};
 use std::io::{IsTerminal, Read};
@@ -10,6 +13,12 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(name = "svs", version, about = "Self-hosted storage volume service")]
 pub struct Cli {
+    /// Output of the client commands: aligned tables, or the server's JSON as is.
+    #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
+    /// Profile of the stored credentials used by the client commands.
+    #[arg(long, global = true, env = "SVS_PROFILE", default_value = DEFAULT_PROFILE)]
+    pub profile: String,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -42,6 +51,163 @@ pub enum Command {
         #[command(subcommand)]
         command: UserCommand,
     },
+    /// Sign in to a service and store the tokens in ~/.config/svs/credentials.
+    /// The password is read from stdin, or prompted for on a terminal.
+    Login {
+        /// Base URL of the service, e.g. http://127.0.0.1:8080.
+        #[arg(long, env = "SVS_URL")]
+        url: String,
+        #[arg(long)]
+        email: String,
+    },
+    /// Sign out (revoking the refresh tokens) and forget the profile's tokens.
+    Logout,
+    /// Volumes.
+    Volume {
+        #[command(subcommand)]
+        command: VolumeCommand,
+    },
+    /// Policies.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
+    /// Media (the directories that hold the slices).
+    Media {
+        #[command(subcommand)]
+        command: ListCommand,
+    },
+    /// Nodes.
+    Node {
+        #[command(subcommand)]
+        command: ListCommand,
+    },
+    /// Jobs (volume operations run as jobs).
+    Job {
+        #[command(subcommand)]
+        command: JobCommand,
+    },
+}
+
+#[derive(Debug, Args, Clone, Copy)]
+pub struct WaitArgs {
+    /// Follow the job until it ends (exit status 1 if it ends in Error).
+    #[arg(long)]
+    pub wait: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum VolumeType {
+    Block,
+    File,
+}
+
+impl VolumeType {
+    fn as_str(self) -> &'static str {
+        match self {
+            VolumeType::Block => "block",
+            VolumeType::File => "file",
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum VolumeCommand {
+    /// List the volumes.
+    List,
+    /// Show one volume (by name or id).
+    Get { name: String },
+    /// Create a volume; prints the job id.
+    Create {
+        name: String,
+        /// Size in GiB.
+        #[arg(long)]
+        size: u64,
+        #[arg(long)]
+        policy: String,
+        #[arg(long = "type", value_enum, default_value_t = VolumeType::Block)]
+        kind: VolumeType,
+        #[arg(long)]
+        zone: Option<String>,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Grow a volume; prints the job id.
+    Resize {
+        name: String,
+        /// New size in GiB (greater than the current size, at most 10x it).
+        #[arg(long)]
+        size: u64,
+        /// Allow moving slices off media that lack room.
+        #[arg(long)]
+        allow_data_movement: bool,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Delete a volume; prints the job id.
+    Delete {
+        name: String,
+        /// Delete even while attached.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// List the policies.
+    List,
+    /// Show one policy.
+    Get { name: String },
+    /// Create a policy (unset resiliencies take the server's defaults 2/1/1).
+    Create {
+        name: String,
+        /// Copies on different media (0..2).
+        #[arg(long, value_parser = clap::value_parser!(u8).range(0..=2))]
+        resiliency_media: Option<u8>,
+        /// Copies on different nodes (0..2).
+        #[arg(long, value_parser = clap::value_parser!(u8).range(0..=2))]
+        resiliency_node: Option<u8>,
+        /// Copies in different zones (0..2).
+        #[arg(long, value_parser = clap::value_parser!(u8).range(0..=2))]
+        resiliency_zone: Option<u8>,
+    },
+    /// Delete a policy.
+    Delete { name: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ListCommand {
+    /// List them.
+    List,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum JobCommand {
+    /// List jobs, newest first.
+    List {
+        /// Job type, e.g. volume_create, volume_modify_extend.
+        #[arg(long = "type")]
+        kind: Option<String>,
+        /// Object (volume id).
+        #[arg(long)]
+        object: Option<String>,
+        /// Pending, Running, Done or Error.
+        #[arg(long)]
+        state: Option<String>,
+        /// Page (1-based).
+        #[arg(long)]
+        page: Option<u32>,
+        /// Jobs per page (1..1000, default 100).
+        #[arg(long)]
+        count: Option<u32>,
+    },
+    /// Show one job.
+    Get { id: String },
+    /// Follow a job until it ends (exit status 1 if it ends in Error).
+    Watch { id: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -130,19 +296,119 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 listen: None,
                 nbd_listen: None,
             })?;
-            let password = read_password()?;
+            let password = read_password(true)?;
             let store = open_store(&config).await?;
             add_user(&store, &tenant, &email, name.as_deref(), &password, admin).await?;
             store.close().await;
             println!("added user {email} to tenant {tenant}");
             Ok(())
         }
+        command => {
+            let ctx = Context {
+                store: CredentialsStore::from_env().map_err(|e| e.to_string())?,
+                profile: cli.profile,
+                output: cli.output,
+            };
+            run_client(&ctx, command).await.map_err(|e| e.to_string())
+        }
     }
 }
 
-fn read_password() -> Result<String, String> {
+async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()> {
+    use crate::client::ClientError;
+    match command {
+        // Handled by `run`.
+        Command::Serve { .. } | Command::User { .. } => Ok(()),
+        Command::Login { url, email } => {
+            let password = read_password(false).map_err(ClientError::Input)?;
+            ctx.login(&url, &email, &password).await
+        }
+        Command::Logout => ctx.logout().await,
+        Command::Volume { command } => match command {
+            VolumeCommand::List => ctx.volume_list().await,
+            VolumeCommand::Get { name } => ctx.volume_get(&name).await,
+            VolumeCommand::Create {
+                name,
+                size,
+                policy,
+                kind,
+                zone,
+                wait,
+            } => {
+                ctx.volume_create(
+                    &name,
+                    size,
+                    &policy,
+                    kind.as_str(),
+                    zone.as_deref(),
+                    wait.wait,
+                )
+                .await
+            }
+            VolumeCommand::Resize {
+                name,
+                size,
+                allow_data_movement,
+                wait,
+            } => {
+                ctx.volume_resize(&name, size, allow_data_movement, wait.wait)
+                    .await
+            }
+            VolumeCommand::Delete { name, force, wait } => {
+                ctx.volume_delete(&name, force, wait.wait).await
+            }
+        },
+        Command::Policy { command } => match command {
+            PolicyCommand::List => ctx.policy_list().await,
+            PolicyCommand::Get { name } => ctx.policy_get(&name).await,
+            PolicyCommand::Create {
+                name,
+                resiliency_media,
+                resiliency_node,
+                resiliency_zone,
+            } => {
+                ctx.policy_create(&name, resiliency_media, resiliency_node, resiliency_zone)
+                    .await
+            }
+            PolicyCommand::Delete { name } => ctx.policy_delete(&name).await,
+        },
+        Command::Media {
+            command: ListCommand::List,
+        } => ctx.media_list().await,
+        Command::Node {
+            command: ListCommand::List,
+        } => ctx.node_list().await,
+        Command::Job { command } => match command {
+            JobCommand::List {
+                kind,
+                object,
+                state,
+                page,
+                count,
+            } => {
+                ctx.job_list(&JobFilter {
+                    kind,
+                    object,
+                    state,
+                    page,
+                    count,
+                })
+                .await
+            }
+            JobCommand::Get { id } => ctx.job_get(&id).await,
+            JobCommand::Watch { id } => ctx.job_watch(&id).await,
+        },
+    }
+}
+
+/// A password from stdin (its first line), or prompted for on a terminal
+/// (twice with `confirm`).
+fn read_password(confirm: bool) -> Result<String, String> {
     if std::io::stdin().is_terminal() {
         let first = rpassword::prompt_password("Password: ").map_err(|e| e.to_string())?;
+        if !confirm {
+            return Ok(first);
+        }
         let second = rpassword::prompt_password("Repeat password: ").map_err(|e| e.to_string())?;
         if first != second {
             return Err("passwords do not match".into());

@@ -8,6 +8,7 @@ pub mod api;
 pub mod app;
 pub mod auth;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod exports;
 pub mod jobs;

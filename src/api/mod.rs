@@ -4,6 +4,7 @@
 mod error;
 mod extract;
 mod handlers;
+mod ui;
 
 use axum::response::IntoResponse;
 pub use error::ApiError;
@@ -59,6 +60,7 @@ pub fn router(state: AppState) -> Router {
         .route("/attachments", get(list_attachments))
         .route("/jobs", get(list_jobs))
         .route("/jobs/{job}", get(get_job))
+        .merge(ui::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

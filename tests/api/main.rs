@@ -4,6 +4,7 @@ mod harness;
 
 mod attach;
 mod auth;
+mod cli;
 mod jobs;
 mod policies;
 mod resize;

@@ -1,0 +1,327 @@
+// End-to-end tests of the web console: a real `svs serve` (SVS_BIN) driven
+// through real headless Chromium (/usr/bin/chromium) with playwright-core.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { chromium } from "playwright-core";
+
+const ROOT = path.resolve(import.meta.dirname, "..");
+const BIN = path.resolve(ROOT, process.env.SVS_BIN || "target/debug/svs");
+const ARTIFACTS = path.join(import.meta.dirname, "artifacts");
+const EMAIL = "admin@example.com";
+const PASSWORD = "e2e-password-123";
+const NO_IN_PLACE = "GetModificationPlan: Could not find an in-place modification plan";
+const DESKTOP = { width: 1280, height: 800 };
+const PHONE = { width: 390, height: 844 };
+
+let browser;
+const servers = [];
+
+before(async () => {
+  fs.mkdirSync(ARTIFACTS, { recursive: true });
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    headless: true,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  for (const s of servers) s.stop();
+});
+
+/** Starts `svs serve` on free ports with the given media; resolves once it listens. */
+async function startServer(media, movementRate = "0", extraToml = "") {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "svs-e2e-"));
+  let toml = `movement_rate = "${movementRate}"\n${extraToml}`;
+  for (const [id, node, zone, size] of media) {
+    toml += `\n[[media]]\nid = "${id}"\nnode = "${node}"\nzone = "${zone}"\ndirectory = "${path.join(dir, "media", id)}"\nsize_gib = ${size}\n`;
+  }
+  fs.writeFileSync(path.join(dir, "svs.toml"), toml);
+  const child = spawn(BIN, ["serve", "--listen", "127.0.0.1:0", "--nbd-listen", "127.0.0.1:0",
+    "--config", path.join(dir, "svs.toml"), "--data-dir", path.join(dir, "data")], {
+    // svs reads every SVS_* variable as a setting: pass only ours.
+    env: { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("SVS_"))), SVS_ADMIN_EMAIL: EMAIL, SVS_ADMIN_PASSWORD: PASSWORD, SVS_LOG: "warn" },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const lines = createInterface({ input: child.stdout });
+  const base = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("svs did not start in 30 s")), 30_000);
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`svs exited with ${code}`));
+    });
+    lines.once("line", (line) => {
+      clearTimeout(timer);
+      const m = /^svs listening on (\S+)/.exec(line);
+      m ? resolve(m[1].startsWith("http") ? m[1] : `http://${m[1]}`) : reject(new Error(`unexpected first line: ${line}`));
+    });
+  });
+  lines.on("line", () => {}); // keep draining stdout
+  const server = {
+    base,
+    dir,
+    mediumDir: (id) => path.join(dir, "media", id),
+    stop() {
+      child.kill("SIGTERM");
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  servers.push(server);
+  return server;
+}
+
+/** A small API client for setting up scenarios without the UI. */
+async function apiClient(base) {
+  const signin = await (await fetch(`${base}/signin`, {
+    method: "POST", headers: { "content-type": "application/json" },
+    body: JSON.stringify({ email: EMAIL, password: PASSWORD }),
+  })).json();
+  const call = async (method, p, body) => {
+    const r = await fetch(`${base}${p}`, {
+      method,
+      headers: { authorization: signin.IdToken, "content-type": "application/json" },
+      body: body && JSON.stringify(body),
+    });
+    const json = await r.json();
+    assert.ok(r.ok, `${method} ${p}: ${r.status} ${JSON.stringify(json)}`);
+    return json;
+  };
+  const waitJob = async (id) => {
+    for (let i = 0; i < 300; i++) {
+      const j = await call("GET", `/jobs/${id}`);
+      if (j.state === "Done" || j.state === "Error") return j;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error(`job ${id} did not finish`);
+  };
+  return {
+    call,
+    waitJob,
+    policy: (name, m, n, z) => call("POST", "/policies", { name, resiliencymedia: m, resiliencynode: n, resiliencyzone: z }),
+    async volume(name, size, policy) {
+      const r = await call("POST", "/volumes", { name, size, policy });
+      const j = await waitJob(r.JobID);
+      assert.equal(j.state, "Done", JSON.stringify(j));
+      return r.ObjectID;
+    },
+  };
+}
+
+/** Screenshots at desktop and phone sizes, then back to desktop. */
+async function shots(page, name) {
+  await page.setViewportSize(DESKTOP);
+  await page.screenshot({ path: path.join(ARTIFACTS, `${name}-1280x800.png`) });
+  await page.setViewportSize(PHONE);
+  await page.screenshot({ path: path.join(ARTIFACTS, `${name}-390x844.png`), fullPage: true });
+  await page.setViewportSize(DESKTOP);
+}
+
+async function newPage() {
+  const context = await browser.newContext({ viewport: DESKTOP });
+  const page = await context.newPage();
+  page.on("dialog", (d) => d.accept()); // confirm() of deletes
+  page.on("pageerror", (e) => console.error("page error:", e.message));
+  return page;
+}
+
+async function signIn(page, base) {
+  await page.goto(`${base}/ui/`);
+  await page.fill("#email", EMAIL);
+  await page.fill("#password", PASSWORD);
+  await page.click("button[type=submit]");
+  await page.waitForSelector("header#top:not([hidden])");
+}
+
+/** Opens the resize dialog of a volume, submits, and follows the job to its end. */
+async function resizeInUi(page, volume, size, move) {
+  await page.click(`tr[data-volume="${volume}"] a.button`);
+  await page.waitForSelector("#resize-dialog[open]");
+  await page.fill("#resize-size", String(size));
+  if (move) await page.check("#resize-move");
+  await page.click("#resize-submit");
+  const seen = [];
+  for (let i = 0; i < 600; i++) {
+    const state = (await page.textContent("#job-state").catch(() => "")) || "";
+    const progress = Number(await page.textContent("#job-progress").catch(() => "0"));
+    seen.push(progress);
+    if (state === "Done" || state === "Error") return { state, seen };
+    await page.waitForTimeout(100);
+  }
+  throw new Error(`resize job of ${volume} did not end; progress seen: ${seen}`);
+}
+
+test("sign in, policy, volume, in-place resize, pages, sign out", async () => {
+  const server = await startServer([
+    ["d1", "node-a", "zone-a", 100], ["d2", "node-b", "zone-b", 100], ["d3", "node-c", "zone-a", 60],
+  ]);
+  const page = await newPage();
+
+  // /ui redirects to /ui/, which is served with its type and no-cache.
+  const res = await page.goto(`${server.base}/ui`);
+  assert.ok(page.url().endsWith("/ui/#/signin"), page.url());
+  assert.match(res.headers()["content-type"], /^text\/html/);
+  assert.equal(res.headers()["cache-control"], "no-cache");
+  await shots(page, "01-signin");
+
+  // A bad password shows the server's message.
+  await page.fill("#email", EMAIL);
+  await page.fill("#password", "wrong-password");
+  await page.click("button[type=submit]");
+  await page.waitForSelector(".error:not([hidden])");
+  assert.match(await page.textContent(".error"), /Incorrect email or password/);
+  await shots(page, "02-signin-error");
+
+  await page.fill("#password", PASSWORD);
+  await page.click("button[type=submit]");
+  await page.waitForSelector("header#top:not([hidden])");
+  assert.ok(await page.evaluate(() => sessionStorage.getItem("svs.session")), "tokens kept in sessionStorage");
+
+  // Policies: create one with resiliency media 1 node 1.
+  await page.click("nav a[data-page=policies]");
+  await page.fill("#pol-name", "mirror");
+  await page.selectOption("#pol-media", "1");
+  await page.selectOption("#pol-node", "1");
+  await page.click("#create-policy button[type=submit]");
+  await page.waitForSelector('tr[data-policy="mirror"]');
+  const cells = await page.$$eval('tr[data-policy="mirror"] td', (tds) => tds.map((t) => t.textContent));
+  assert.deepEqual(cells.slice(0, 4), ["mirror", "1", "1", "0"]);
+  // A duplicate is refused with the server's words.
+  await page.fill("#pol-name", "mirror");
+  await page.click("#create-policy button[type=submit]");
+  await page.waitForSelector("#create-policy .error:not([hidden])");
+  assert.ok((await page.textContent("#create-policy .error")).length > 0);
+  await shots(page, "03-policies");
+
+  // Volumes: create one.
+  await page.click("nav a[data-page=volumes]");
+  await page.waitForSelector('#vol-policy option[value="mirror"]', { state: "attached" });
+  await page.fill("#vol-name", "db");
+  await page.fill("#vol-size", "10");
+  await page.selectOption("#vol-policy", "mirror");
+  await page.click("#create-volume button[type=submit]");
+  await page.waitForSelector('tr[data-volume="db"] .state-ready', { timeout: 20_000 });
+  assert.match(await page.textContent('tr[data-volume="db"]'), /10 GiB/);
+
+  // Resize: the range is shown and enforced before anything is sent.
+  await page.click('tr[data-volume="db"] a.button');
+  await page.waitForSelector("#resize-dialog[open]");
+  assert.match(await page.textContent("#resize-range"), /11 – 100 GiB/);
+  await page.fill("#resize-size", "101");
+  await page.click("#resize-submit");
+  assert.match(await page.textContent("#resize-dialog .error"), /from 11 to 100/);
+  assert.equal(await page.isHidden("#resize-job"), true, "nothing was sent");
+  await shots(page, "04-resize-dialog");
+  await page.click("#resize-close");
+
+  const { state } = await resizeInUi(page, "db", 12, false);
+  assert.equal(state, "Done");
+  await shots(page, "05-resize-done");
+  await page.click("#resize-close");
+  await page.waitForFunction(() => /12 GiB/.test(document.querySelector('tr[data-volume="db"]')?.textContent));
+  await shots(page, "06-volumes");
+
+  // Media: capacity grouped by zone and node.
+  await page.click("nav a[data-page=media]");
+  await page.waitForSelector('[data-medium="d1"]');
+  const zones = await page.$$eval("section.zone h2", (hs) => hs.map((x) => x.textContent));
+  assert.deepEqual(zones, ["Zone zone-a", "Zone zone-b"]);
+  assert.match(await page.textContent('[data-medium="d1"]'), /12 GiB used · 88 GiB free · 100 GiB total/);
+  await shots(page, "07-media");
+
+  // Jobs: the create and resize jobs, filterable.
+  await page.click("nav a[data-page=jobs]");
+  await page.waitForSelector("tr[data-job]");
+  assert.equal(await page.locator("tr[data-job]").count(), 2);
+  await page.selectOption("#job-type", "volume_modify_extend");
+  await page.waitForFunction(() => document.querySelectorAll("tr[data-job]").length === 1);
+  assert.match(await page.textContent("tr[data-job]"), /volume_modify_extend.*Done/);
+  await page.selectOption("#job-type", "");
+  await page.selectOption("#job-count", "10");
+  await page.waitForFunction(() => document.querySelectorAll("tr[data-job]").length === 2);
+  await shots(page, "08-jobs");
+
+  // Delete the volume (confirm accepted).
+  await page.click("nav a[data-page=volumes]");
+  await page.click('tr[data-volume="db"] button.danger');
+  await page.waitForSelector('tr[data-volume="db"]', { state: "detached", timeout: 20_000 });
+
+  // Sign out: the server is told, storage is cleared, the sign-in page is back.
+  const signout = page.waitForRequest((r) => r.url().endsWith("/signout") && r.method() === "POST");
+  await page.click("#signout");
+  assert.ok(JSON.parse((await signout).postData()).AccessToken);
+  await page.waitForSelector("#email");
+  assert.equal(await page.evaluate(() => sessionStorage.getItem("svs.session")), null);
+  assert.match(await page.textContent(".notice"), /signed out/);
+  await page.context().close();
+});
+
+test("resize with data movement shows progress until Done", async () => {
+  const server = await startServer([["m1", "n1", "z1", 20], ["m2", "n2", "z2", 16], ["m3", "n3", "z3", 30]], "8 MiB");
+  const api = await apiClient(server.base);
+  await api.policy("none", 0, 0, 0);
+  await api.policy("mirror", 1, 1, 0);
+  await api.volume("filler", 20, "none"); // takes m3
+  const id = await api.volume("data", 15, "mirror"); // m1 + m2
+  const r = await api.call("DELETE", "/volumes/filler");
+  await api.waitJob(r.JobID);
+  // Data in the copy on m2 (the one lacking room) so the move takes a few seconds.
+  const slice = path.join(server.mediumDir("m2"), id, "c1-k0.slice");
+  const fd = fs.openSync(slice, "r+");
+  fs.writeSync(fd, Buffer.alloc(32 * 1024 * 1024, 0xab), 0, 32 * 1024 * 1024, 0);
+  fs.closeSync(fd);
+
+  const page = await newPage();
+  await signIn(page, server.base);
+  await page.waitForSelector('tr[data-volume="data"]');
+  const { state, seen } = await resizeInUi(page, "data", 18, true);
+  assert.equal(state, "Done");
+  const midway = seen.filter((p) => p > 0 && p < 100);
+  assert.ok(midway.length > 0, `progress between 0 and 100 shown (seen: ${[...new Set(seen)]})`);
+  await shots(page, "09-movement-done");
+  await page.click("#resize-close");
+  await page.waitForFunction(() => /18 GiB/.test(document.querySelector('tr[data-volume="data"]')?.textContent));
+  const job = (await api.call("GET", "/jobs?type=volume_modify_extend"))[0];
+  assert.ok(job.details.some((d) => d.startsWith("GetMovementModificationPlan: Found movement plan")), JSON.stringify(job));
+  await page.context().close();
+});
+
+test("a refused in-place resize shows the seed's error", async () => {
+  const server = await startServer([["a1", "node-a", "zone-a", 10], ["b1", "node-b", "zone-b", 12]]);
+  const api = await apiClient(server.base);
+  await api.policy("none", 0, 0, 0);
+  await api.volume("spread", 16, "none");
+
+  const page = await newPage();
+  await signIn(page, server.base);
+  await page.waitForSelector('tr[data-volume="spread"]');
+  const { state } = await resizeInUi(page, "spread", 22, false);
+  assert.equal(state, "Error");
+  await page.waitForSelector("#job-error:not([hidden])");
+  assert.match(await page.textContent("#job-error"), new RegExp(NO_IN_PLACE));
+  await shots(page, "10-resize-error");
+  await page.click("#resize-close");
+  assert.match(await page.textContent('tr[data-volume="spread"]'), /16 GiB/);
+  await page.context().close();
+});
+
+test("the IdToken is refreshed before it expires", async () => {
+  const server = await startServer([["a1", "node-a", "zone-a", 10]], "0", 'token_lifetime = "3s"\n');
+  const page = await newPage();
+  await signIn(page, server.base);
+  const first = await page.evaluate(() => JSON.parse(sessionStorage.getItem("svs.session")).idToken);
+  const refreshed = page.waitForRequest((r) => r.url().endsWith("/refresh") && r.method() === "POST", { timeout: 10_000 });
+  await refreshed;
+  await page.waitForFunction((t) => JSON.parse(sessionStorage.getItem("svs.session")).idToken !== t, first);
+  await page.waitForTimeout(1500); // the first token has expired by now
+  await page.click("nav a[data-page=media]");
+  await page.waitForSelector('[data-medium="a1"]');
+  assert.equal(await page.isVisible(".error"), false);
+  await page.context().close();
+});

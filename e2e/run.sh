@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# End-to-end tests of the web console in real headless Chromium. Installs what
+# is missing (Debian's chromium, playwright-core from package-lock.json; no
+# browser download), runs e2e/console.test.mjs against SVS_BIN (default
+# target/debug/svs) and prints "e2e: N passed, M failed". Exits non-zero on
+# any failure.
+set -euo pipefail
+# SVS_BIN is relative to where we are called from; resolve it before cd.
+SVS_BIN="$(realpath -m "${SVS_BIN:-$(dirname "$0")/../target/debug/svs}")"
+export SVS_BIN
+cd "$(dirname "$0")"
+
+if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
+if [ ! -x /usr/bin/chromium ]; then
+    $SUDO apt-get install -y -q chromium || { $SUDO apt-get update -q && $SUDO apt-get install -y -q chromium; }
+fi
+if [ ! -d node_modules/playwright-core ]; then
+    npm ci --no-audit --no-fund
+fi
+[ -x "$SVS_BIN" ] || (cd .. && cargo build --locked)
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+node --test --test-reporter=tap console.test.mjs 2>&1 | tee "$log" || status=$?
+awk '/^# pass / { p = $3 } /^# fail / { f = $3 } END { printf "e2e: %d passed, %d failed\n", p, f }' "$log"
+if [ "$status" -ne 0 ] || ! grep -q '^# fail 0$' "$log"; then
+    echo "e2e: FAILED (screenshots in e2e/artifacts/)" >&2
+    exit 1
+fi

@@ -1,0 +1,74 @@
+//! The web console: static assets built into the binary and served under
+//! `/ui/`. They need no authentication; the console itself signs in through
+//! the public JSON API like any other client.
+
+use axum::extract::Path;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
+use axum::Router;
+
+/// (file name, content type, content) of every asset.
+const ASSETS: &[(&str, &str, &str)] = &[
+    (
+        "index.html",
+        "text/html; charset=utf-8",
+        include_str!("../../ui/index.html"),
+    ),
+    (
+        "style.css",
+        "text/css; charset=utf-8",
+        include_str!("../../ui/style.css"),
+    ),
+    (
+        "app.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../ui/app.js"),
+    ),
+    (
+        "api.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../ui/api.js"),
+    ),
+];
+
+/// The routes of the console, merged into the API router.
+pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
+    Router::new()
+        .route("/ui", get(|| async { Redirect::permanent("/ui/") }))
+        .route("/ui/", get(|| async { asset("index.html") }))
+        .route(
+            "/ui/{file}",
+            get(|Path(file): Path<String>| async move { asset(&file) }),
+        )
+}
+
+fn asset(name: &str) -> Response {
+    match ASSETS.iter().find(|(n, _, _)| *n == name) {
+        Some((_, content_type, body)) => (
+            [
+                (header::CONTENT_TYPE, *content_type),
+                (header::CACHE_CONTROL, "no-cache"),
+            ],
+            *body,
+        )
+            .into_response(),
+        None => (StatusCode::NOT_FOUND, "no such console file").into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_asset_is_served_with_its_type_and_no_cache() {
+        for (name, content_type, _) in ASSETS {
+            let r = asset(name);
+            assert_eq!(r.status(), StatusCode::OK);
+            assert_eq!(r.headers()[header::CONTENT_TYPE], *content_type);
+            assert_eq!(r.headers()[header::CACHE_CONTROL], "no-cache");
+        }
+        assert_eq!(asset("nope.js").status(), StatusCode::NOT_FOUND);
+    }
+}

@@ -1,0 +1,330 @@
+//! The HTTP API of svs, as typed calls returning the server's JSON.
+
+use super::credentials::{now_secs, CredentialsStore, Profile};
+use super::error::{ClientError, Result};
+use reqwest::Method;
+use serde_json::{json, Value};
+
+/// Renew the IdToken when it expires within this many seconds.
+pub const REFRESH_MARGIN_SECS: u64 = 60;
+
+/// An HTTP client for one svs service, with an optional IdToken.
+#[derive(Debug, Clone)]
+pub struct Api {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+impl Api {
+    pub fn new(base: &str) -> Result<Api> {
+        let base = base.trim_end_matches('/').to_string();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(ClientError::Input(format!(
+                "the URL must start with http:// or https://: {base}"
+            )));
+        }
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("svs-cli/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|source| ClientError::Http {
+                url: base.clone(),
+                source,
+            })?;
+        Ok(Api {
+            http,
+            base,
+            token: None,
+        })
+    }
+
+    pub fn with_token(mut self, id_token: &str) -> Api {
+        self.token = Some(id_token.to_string());
+        self
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// One call: the answer's JSON on 2xx, else the server's `message`.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<&Value>,
+    ) -> Result<Value> {
+        let url = format!("{}{}", self.base, path);
+        let mut req = self.http.request(method, &url);
+        if !query.is_empty() {
+            req = req.query(query);
+        }
+        if let Some(token) = &self.token {
+            req = req.header("authorization", format!("Bearer {token}"));
+        }
+        if let Some(body) = body {
+            req = req.json(body);
+        }
+        let http_err = |source| ClientError::Http {
+            url: url.clone(),
+            source,
+        };
+        let resp = req.send().await.map_err(http_err)?;
+        let status = resp.status();
+        let text = resp.text().await.map_err(http_err)?;
+        let value: Option<Value> = serde_json::from_str(&text).ok();
+        if status.is_success() {
+            return match value {
+                Some(v) => Ok(v),
+                None if text.trim().is_empty() => Ok(Value::Null),
+                None => Err(ClientError::InvalidResponse {
+                    url,
+                    detail: format!("not JSON: {text}"),
+                }),
+            };
+        }
+        let message = value
+            .as_ref()
+            .and_then(|v| v.get("message"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| {
+                let text = text.trim();
+                if text.is_empty() {
+                    format!("HTTP {status}")
+                } else {
+                    format!("HTTP {status}: {text}")
+                }
+            });
+        Err(ClientError::Api {
+            status: status.as_u16(),
+            message,
+        })
+    }
+
+    pub async fn get(&self, path: &str) -> Result<Value> {
+        self.call(Method::GET, path, &[], None).await
+    }
+
+    // --- authentication ---
+
+    pub async fn sign_in(&self, email: &str, password: &str) -> Result<Value> {
+        let body = json!({"email": email, "password": password});
+        self.call(Method::POST, "/signin", &[], Some(&body)).await
+    }
+
+    pub async fn refresh(&self, refresh_token: &str) -> Result<Value> {
+        let body = json!({"RefreshToken": refresh_token});
+        self.call(Method::POST, "/refresh", &[], Some(&body)).await
+    }
+
+    pub async fn sign_out(&self, access_token: &str) -> Result<Value> {
+        let body = json!({"AccessToken": access_token});
+        self.call(Method::POST, "/signout", &[], Some(&body)).await
+    }
+
+    // --- volumes ---
+
+    pub async fn list_volumes(&self) -> Result<Value> {
+        self.get("/volumes").await
+    }
+
+    pub async fn get_volume(&self, name: &str) -> Result<Value> {
+        self.get(&format!("/volumes/{}", segment(name))).await
+    }
+
+    pub async fn create_volume(&self, body: &Value) -> Result<Value> {
+        self.call(Method::POST, "/volumes", &[], Some(body)).await
+    }
+
+    pub async fn resize_volume(&self, name: &str, size: u64, movement: bool) -> Result<Value> {
+        let body = json!({"size": size, "allowdatamovement": movement});
+        let path = format!("/volumes/{}", segment(name));
+        self.call(Method::PATCH, &path, &[], Some(&body)).await
+    }
+
+    pub async fn delete_volume(&self, name: &str, force: bool) -> Result<Value> {
+        let path = format!("/volumes/{}", segment(name));
+        let query = if force {
+            vec![("force", "true".to_string())]
+        } else {
+            Vec::new()
+        };
+        self.call(Method::DELETE, &path, &query, None).await
+    }
+
+    // --- policies ---
+
+    pub async fn list_policies(&self) -> Result<Value> {
+        self.get("/policies").await
+    }
+
+    pub async fn get_policy(&self, name: &str) -> Result<Value> {
+        self.get(&format!("/policies/{}", segment(name))).await
+    }
+
+    pub async fn create_policy(&self, body: &Value) -> Result<Value> {
+        self.call(Method::POST, "/policies", &[], Some(body)).await
+    }
+
+    pub async fn delete_policy(&self, name: &str) -> Result<Value> {
+        let path = format!("/policies/{}", segment(name));
+        self.call(Method::DELETE, &path, &[], None).await
+    }
+
+    // --- media, nodes, jobs ---
+
+    pub async fn list_media(&self) -> Result<Value> {
+        self.get("/media").await
+    }
+
+    pub async fn list_nodes(&self) -> Result<Value> {
+        self.get("/nodes").await
+    }
+
+    pub async fn list_jobs(&self, query: &[(&str, String)]) -> Result<Value> {
+        self.call(Method::GET, "/jobs", query, None).await
+    }
+
+    pub async fn get_job(&self, id: &str) -> Result<Value> {
+        self.get(&format!("/jobs/{}", segment(id))).await
+    }
+}
+
+/// Percent-encodes one path segment.
+fn segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Reads a required string field of a token answer.
+fn token_field(answer: &Value, field: &str, url: &str) -> Result<String> {
+    answer
+        .get(field)
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| ClientError::InvalidResponse {
+            url: url.to_string(),
+            detail: format!("no {field} in the answer"),
+        })
+}
+
+fn expires_at(answer: &Value) -> u64 {
+    now_secs().saturating_add(answer.get("ExpiresIn").and_then(Value::as_u64).unwrap_or(0))
+}
+
+/// Signs in and builds the profile to store.
+pub async fn sign_in(url: &str, email: &str, password: &str) -> Result<Profile> {
+    let api = Api::new(url)?;
+    let answer = api.sign_in(email, password).await?;
+    Ok(Profile {
+        url: api.base().to_string(),
+        email: email.to_string(),
+        id_token: token_field(&answer, "IdToken", api.base())?,
+        access_token: token_field(&answer, "AccessToken", api.base())?,
+        refresh_token: token_field(&answer, "RefreshToken", api.base())?,
+        expires_at: expires_at(&answer),
+    })
+}
+
+/// A stored, signed-in session: the profile and an authorized client.
+#[derive(Debug)]
+pub struct Session {
+    pub store: CredentialsStore,
+    pub name: String,
+    pub profile: Profile,
+    pub api: Api,
+}
+
+impl Session {
+    /// Loads the profile and renews its tokens when needed (see
+    /// [`Session::ensure_fresh`]).
+    pub async fn open(store: CredentialsStore, name: &str) -> Result<Session> {
+        let Some(profile) = store.get(name)? else {
+            return Err(ClientError::NotSignedIn {
+                profile: name.to_string(),
+                hint: if name == super::credentials::DEFAULT_PROFILE {
+                    String::new()
+                } else {
+                    format!(" --profile {name}")
+                },
+            });
+        };
+        let api = Api::new(&profile.url)?.with_token(&profile.id_token);
+        let mut session = Session {
+            store,
+            name: name.to_string(),
+            profile,
+            api,
+        };
+        session.ensure_fresh().await?;
+        Ok(session)
+    }
+
+    /// Renews the tokens with the RefreshToken, and saves them, when the
+    /// IdToken expires within [`REFRESH_MARGIN_SECS`].
+    pub async fn ensure_fresh(&mut self) -> Result<()> {
+        if !self.profile.expires_within(REFRESH_MARGIN_SECS) {
+            return Ok(());
+        }
+        let anonymous = Api::new(&self.profile.url)?;
+        let answer = anonymous
+            .refresh(&self.profile.refresh_token)
+            .await
+            .map_err(|e| self.auth_hint(e))?;
+        let mut profile = self.profile.clone();
+        profile.id_token = token_field(&answer, "IdToken", anonymous.base())?;
+        profile.access_token = token_field(&answer, "AccessToken", anonymous.base())?;
+        if let Some(rt) = answer.get("RefreshToken").and_then(Value::as_str) {
+            profile.refresh_token = rt.to_string();
+        }
+        profile.expires_at = expires_at(&answer);
+        self.store.put(&self.name, profile.clone())?;
+        self.api = anonymous.with_token(&profile.id_token);
+        self.profile = profile;
+        Ok(())
+    }
+
+    /// A 401 from the server means the stored session is no longer good:
+    /// say so, with the way out.
+    pub fn auth_hint(&self, e: ClientError) -> ClientError {
+        match e {
+            ClientError::Api {
+                status: 401,
+                message,
+            } => ClientError::SessionEnded {
+                profile: self.name.clone(),
+                message,
+            },
+            other => other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_are_encoded() {
+        assert_eq!(segment("db-1.x_y"), "db-1.x_y");
+        assert_eq!(segment("a b/c"), "a%20b%2Fc");
+    }
+
+    #[test]
+    fn urls_need_a_scheme() {
+        assert!(Api::new("127.0.0.1:8080").is_err());
+        assert_eq!(
+            Api::new("http://127.0.0.1:8080/").expect("valid").base(),
+            "http://127.0.0.1:8080"
+        );
+    }
+}

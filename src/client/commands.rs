@@ -1,0 +1,436 @@
+//! The client commands: each signs in from the stored profile, calls the
+//! API and prints the answer. `cli.rs` only parses arguments into these.
+
+use super::api::{sign_in, Api, Session};
+use super::credentials::CredentialsStore;
+use super::error::{ClientError, Result};
+use super::output::{self, Column, OutputFormat};
+use serde_json::{json, Map, Value};
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+/// How often a followed job is polled.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
+
+/// What every command needs: where the sessions are, which one, and how
+/// to print.
+#[derive(Debug)]
+pub struct Context {
+    pub store: CredentialsStore,
+    pub profile: String,
+    pub output: OutputFormat,
+}
+
+fn emit(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
+
+impl Context {
+    async fn session(&self) -> Result<Session> {
+        Session::open(
+            CredentialsStore::at(self.store.path().to_path_buf()),
+            &self.profile,
+        )
+        .await
+    }
+
+    /// A list: the JSON as is, or a table.
+    fn list(&self, items: &Value, columns: &[Column]) {
+        match self.output {
+            OutputFormat::Json => emit(&output::render_json(items)),
+            OutputFormat::Table => emit(&output::render_table(items, columns)),
+        }
+    }
+
+    /// One object: the JSON as is, or "field  value" lines.
+    fn one(&self, item: &Value) {
+        match self.output {
+            OutputFormat::Json => emit(&output::render_json(item)),
+            OutputFormat::Table => emit(&output::render_object(item)),
+        }
+    }
+
+    /// A `{"Message", "ObjectID"}` answer.
+    fn message(&self, answer: &Value) {
+        match self.output {
+            OutputFormat::Json => emit(&output::render_json(answer)),
+            OutputFormat::Table => emit(&format!("{}\n", output::text(&answer["Message"]))),
+        }
+    }
+
+    // --- sessions ---
+
+    pub async fn login(&self, url: &str, email: &str, password: &str) -> Result<()> {
+        let profile = sign_in(url, email, password).await?;
+        let base = profile.url.clone();
+        self.store.put(&self.profile, profile)?;
+        match self.output {
+            OutputFormat::Json => emit(&output::render_json(
+                &json!({"url": base, "email": email, "profile": self.profile}),
+            )),
+            OutputFormat::Table => emit(&format!(
+                "Signed in to {base} as {email} (profile \"{}\")\n",
+                self.profile
+            )),
+        }
+        Ok(())
+    }
+
+    /// Signs out on the server (revoking the refresh tokens) and forgets
+    /// the profile's tokens, even when the server call fails.
+    pub async fn logout(&self) -> Result<()> {
+        let session = self.session().await;
+        let server = match &session {
+            Ok(s) => Api::new(&s.profile.url)?
+                .sign_out(&s.profile.access_token)
+                .await
+                .map(|_| ()),
+            Err(ClientError::NotSignedIn { .. }) => return session.map(|_| ()),
+            // Refresh refused: the session is over anyway.
+            Err(_) => Ok(()),
+        };
+        self.store.remove(&self.profile)?;
+        server?;
+        if self.output == OutputFormat::Table {
+            emit(&format!("Signed out (profile \"{}\")\n", self.profile));
+        }
+        Ok(())
+    }
+
+    // --- volumes ---
+
+    pub async fn volume_list(&self) -> Result<()> {
+        let s = self.session().await?;
+        let items = s.api.list_volumes().await.map_err(|e| s.auth_hint(e))?;
+        self.list(&items, output::VOLUME_COLUMNS);
+        Ok(())
+    }
+
+    pub async fn volume_get(&self, name: &str) -> Result<()> {
+        let s = self.session().await?;
+        let item = s.api.get_volume(name).await.map_err(|e| s.auth_hint(e))?;
+        self.one(&item);
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub async fn volume_create(
+        &self,
+        name: &str,
+        size: u64,
+        policy: &str,
+        kind: &str,
+        zone: Option<&str>,
+        wait: bool,
+    ) -> Result<()> {
+        let mut body = json!({"name": name, "size": size, "policy": policy, "type": kind});
+        if let Some(zone) = zone {
+            body["zone"] = json!(zone);
+        }
+        let mut s = self.session().await?;
+        let answer = s
+            .api
+            .create_volume(&body)
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        self.after_job_start(&mut s, &answer, wait, Some(name))
+            .await
+    }
+
+    pub async fn volume_resize(
+        &self,
+        name: &str,
+        size: u64,
+        allow_data_movement: bool,
+        wait: bool,
+    ) -> Result<()> {
+        let mut s = self.session().await?;
+        let answer = s
+            .api
+            .resize_volume(name, size, allow_data_movement)
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        self.after_job_start(&mut s, &answer, wait, Some(name))
+            .await
+    }
+
+    pub async fn volume_delete(&self, name: &str, force: bool, wait: bool) -> Result<()> {
+        let mut s = self.session().await?;
+        let answer = s
+            .api
+            .delete_volume(name, force)
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        self.after_job_start(&mut s, &answer, wait, None).await
+    }
+
+    /// Prints the started job, and with `wait` follows it; a volume that
+    /// ends Done is shown (`show`).
+    async fn after_job_start(
+        &self,
+        s: &mut Session,
+        answer: &Value,
+        wait: bool,
+        show: Option<&str>,
+    ) -> Result<()> {
+        let job_id = output::text(&answer["JobID"]);
+        if !wait {
+            match self.output {
+                OutputFormat::Json => emit(&output::render_json(answer)),
+                OutputFormat::Table => emit(&format!(
+                    "{}: job {job_id}\n",
+                    output::text(&answer["Message"])
+                )),
+            }
+            return Ok(());
+        }
+        if self.output == OutputFormat::Table {
+            emit(&format!(
+                "{}: job {job_id}\n",
+                output::text(&answer["Message"])
+            ));
+        }
+        let job = self.follow(s, &job_id).await?;
+        match (self.output, show) {
+            (OutputFormat::Json, _) => emit(&output::render_json(&job)),
+            (OutputFormat::Table, Some(volume)) => {
+                let item = s.api.get_volume(volume).await.map_err(|e| s.auth_hint(e))?;
+                emit(&output::render_table(
+                    &Value::Array(vec![item]),
+                    output::VOLUME_COLUMNS,
+                ));
+            }
+            (OutputFormat::Table, None) => {}
+        }
+        Ok(())
+    }
+
+    // --- policies ---
+
+    pub async fn policy_list(&self) -> Result<()> {
+        let s = self.session().await?;
+        let items = s.api.list_policies().await.map_err(|e| s.auth_hint(e))?;
+        self.list(&items, output::POLICY_COLUMNS);
+        Ok(())
+    }
+
+    pub async fn policy_get(&self, name: &str) -> Result<()> {
+        let s = self.session().await?;
+        let item = s.api.get_policy(name).await.map_err(|e| s.auth_hint(e))?;
+        self.one(&item);
+        Ok(())
+    }
+
+    /// Creates a policy; unset resiliencies take the server's defaults.
+    pub async fn policy_create(
+        &self,
+        name: &str,
+        media: Option<u8>,
+        node: Option<u8>,
+        zone: Option<u8>,
+    ) -> Result<()> {
+        let mut body = Map::new();
+        body.insert("name".into(), json!(name));
+        for (field, value) in [
+            ("resiliencymedia", media),
+            ("resiliencynode", node),
+            ("resiliencyzone", zone),
+        ] {
+            if let Some(v) = value {
+                body.insert(field.into(), json!(v));
+            }
+        }
+        let s = self.session().await?;
+        let answer = s
+            .api
+            .create_policy(&Value::Object(body))
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        self.message(&answer);
+        Ok(())
+    }
+
+    pub async fn policy_delete(&self, name: &str) -> Result<()> {
+        let s = self.session().await?;
+        let answer = s
+            .api
+            .delete_policy(name)
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        self.message(&answer);
+        Ok(())
+    }
+
+    // --- media and nodes ---
+
+    pub async fn media_list(&self) -> Result<()> {
+        let s = self.session().await?;
+        let items = s.api.list_media().await.map_err(|e| s.auth_hint(e))?;
+        self.list(&items, output::MEDIA_COLUMNS);
+        Ok(())
+    }
+
+    pub async fn node_list(&self) -> Result<()> {
+        let s = self.session().await?;
+        let items = s.api.list_nodes().await.map_err(|e| s.auth_hint(e))?;
+        self.list(&items, output::NODE_COLUMNS);
+        Ok(())
+    }
+
+    // --- jobs ---
+
+    pub async fn job_list(&self, filter: &JobFilter) -> Result<()> {
+        let mut query = Vec::new();
+        let strings = [
+            ("type", &filter.kind),
+            ("object", &filter.object),
+            ("state", &filter.state),
+        ];
+        for (key, value) in strings {
+            if let Some(v) = value {
+                query.push((key, v.clone()));
+            }
+        }
+        if let Some(page) = filter.page {
+            query.push(("page", page.to_string()));
+        }
+        if let Some(count) = filter.count {
+            query.push(("count", count.to_string()));
+        }
+        let s = self.session().await?;
+        let items = s.api.list_jobs(&query).await.map_err(|e| s.auth_hint(e))?;
+        self.list(&items, output::JOB_COLUMNS);
+        Ok(())
+    }
+
+    pub async fn job_get(&self, id: &str) -> Result<()> {
+        let s = self.session().await?;
+        let item = s.api.get_job(id).await.map_err(|e| s.auth_hint(e))?;
+        self.one(&item);
+        Ok(())
+    }
+
+    /// Follows a job to its end: exit status 0 on Done, an error on Error.
+    pub async fn job_watch(&self, id: &str) -> Result<()> {
+        let mut s = self.session().await?;
+        let job = self.follow(&mut s, id).await?;
+        if self.output == OutputFormat::Json {
+            emit(&output::render_json(&job));
+        }
+        Ok(())
+    }
+
+    /// Polls a job every [`POLL_INTERVAL`] until it ends, showing its
+    /// progress on stderr: a bar on a terminal, else a line per change.
+    /// Done → the job; Error → its details on stderr and `JobFailed`.
+    async fn follow(&self, s: &mut Session, id: &str) -> Result<Value> {
+        let mut progress = Progress::new(id);
+        loop {
+            s.ensure_fresh().await?;
+            let job = s.api.get_job(id).await.map_err(|e| s.auth_hint(e))?;
+            progress.update(&job);
+            match job["state"].as_str() {
+                Some("Done") => {
+                    progress.finish(&format!("job {id} Done"));
+                    return Ok(job);
+                }
+                Some("Error") => {
+                    let details: Vec<String> = job["details"]
+                        .as_array()
+                        .map(|d| d.iter().map(output::text).collect())
+                        .unwrap_or_default();
+                    let mut report = format!("job {id} ended in Error");
+                    for line in &details {
+                        report.push_str("\n  ");
+                        report.push_str(line);
+                    }
+                    progress.finish(&report);
+                    let message = details
+                        .last()
+                        .cloned()
+                        .filter(|m| !m.is_empty())
+                        .unwrap_or_else(|| output::text(&job["status"]));
+                    return Err(ClientError::JobFailed {
+                        id: id.to_string(),
+                        message,
+                    });
+                }
+                _ => tokio::time::sleep(POLL_INTERVAL).await,
+            }
+        }
+    }
+}
+
+/// `job list` filters (None = no filter).
+#[derive(Debug, Default, Clone)]
+pub struct JobFilter {
+    pub kind: Option<String>,
+    pub object: Option<String>,
+    pub state: Option<String>,
+    pub page: Option<u32>,
+    pub count: Option<u32>,
+}
+
+/// Progress of a followed job on stderr.
+enum Progress {
+    Bar(indicatif::ProgressBar),
+    Lines { id: String, last: String },
+}
+
+impl Progress {
+    fn new(id: &str) -> Progress {
+        if std::io::stderr().is_terminal() {
+            let bar = indicatif::ProgressBar::new(100);
+            let style = indicatif::ProgressStyle::with_template(
+                "{spinner} job {prefix} [{bar:40}] {pos:>3}% {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> ");
+            bar.set_style(style);
+            bar.set_prefix(id.to_string());
+            bar.enable_steady_tick(Duration::from_millis(120));
+            Progress::Bar(bar)
+        } else {
+            Progress::Lines {
+                id: id.to_string(),
+                last: String::new(),
+            }
+        }
+    }
+
+    fn update(&mut self, job: &Value) {
+        let state = output::text(&job["state"]);
+        let mut status = output::text(&job["status"]);
+        if status == state {
+            status.clear();
+        }
+        let pct = job["progress"].as_u64().unwrap_or(0).min(100);
+        match self {
+            Progress::Bar(bar) => {
+                bar.set_position(pct);
+                bar.set_message(format!("{state} {status}").trim().to_string());
+            }
+            Progress::Lines { id, last } => {
+                let line = format!("job {id}: {state} {pct}% {status}")
+                    .trim_end()
+                    .to_string();
+                if *last != line {
+                    eprintln!("{line}");
+                    *last = line;
+                }
+            }
+        }
+    }
+
+    fn finish(self, message: &str) {
+        match self {
+            Progress::Bar(bar) => {
+                bar.finish_and_clear();
+                eprintln!("{message}");
+            }
+            Progress::Lines { .. } => eprintln!("{message}"),
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! The one error type of the client layer.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// No stored session for the profile (never signed in, or signed out).
+    #[error("not signed in (profile \"{profile}\"): run `svs login --url URL --email EMAIL{hint}` first")]
+    NotSignedIn { profile: String, hint: String },
+    /// The session can no longer be renewed (refresh token revoked or expired).
+    #[error("{message}: the session of profile \"{profile}\" has ended, run `svs login` again")]
+    SessionEnded { profile: String, message: String },
+    /// The server answered with an error; `message` is its `{"message"}`.
+    #[error("{message}")]
+    Api { status: u16, message: String },
+    #[error("cannot reach {url}: {source}")]
+    Http {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("unexpected answer from {url}: {detail}")]
+    InvalidResponse { url: String, detail: String },
+    #[error("credentials file {}: {source}", path.display())]
+    Credentials {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("credentials file {}: {detail}", path.display())]
+    CredentialsFormat { path: PathBuf, detail: String },
+    #[error("cannot find the configuration directory: set HOME or XDG_CONFIG_HOME")]
+    NoConfigDir,
+    #[error("{0}")]
+    Input(String),
+    /// A followed job ended in `Error`; `message` is its last detail.
+    #[error("{message}")]
+    JobFailed { id: String, message: String },
+}
+
+pub type Result<T> = std::result::Result<T, ClientError>;

@@ -1,0 +1,14 @@
+//! The command-line client of svs: an HTTP client for the API
+//! ([`api`]), the stored sessions ([`credentials`]), tables and JSON
+//! ([`output`]) and the commands built on them ([`commands`]).
+
+pub mod api;
+pub mod commands;
+pub mod credentials;
+pub mod error;
+pub mod output;
+
+pub use commands::{Context, JobFilter};
+pub use credentials::{CredentialsStore, DEFAULT_PROFILE};
+pub use error::{ClientError, Result};
+pub use output::OutputFormat;

@@ -1,0 +1,228 @@
+//! What the commands print: aligned tables for people, the server's JSON
+//! as is for scripts.
+
+use serde_json::Value;
+
+/// `--output`: a table (default) or the server's JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OutputFormat {
+    #[default]
+    Table,
+    Json,
+}
+
+/// A column: header and the field it shows (a suffix is appended to
+/// non-empty values, e.g. " GiB").
+pub struct Column {
+    pub header: &'static str,
+    pub field: &'static str,
+    pub suffix: &'static str,
+}
+
+pub const fn col(header: &'static str, field: &'static str) -> Column {
+    Column {
+        header,
+        field,
+        suffix: "",
+    }
+}
+
+pub const fn gib(header: &'static str, field: &'static str) -> Column {
+    Column {
+        header,
+        field,
+        suffix: " GiB",
+    }
+}
+
+pub const VOLUME_COLUMNS: &[Column] = &[
+    col("NAME", "name"),
+    col("TYPE", "type"),
+    gib("SIZE", "size"),
+    col("POLICY", "policy"),
+    col("ZONE", "zone"),
+    col("STATE", "state"),
+    col("STATUS", "status"),
+    col("PROGRESS", "progress"),
+];
+
+pub const POLICY_COLUMNS: &[Column] = &[
+    col("NAME", "name"),
+    col("MEDIA", "resiliencymedia"),
+    col("NODE", "resiliencynode"),
+    col("ZONE", "resiliencyzone"),
+    col("CAPACITY", "capacityoptimization"),
+    col("CREATED BY", "createdbyuseremail"),
+];
+
+pub const MEDIA_COLUMNS: &[Column] = &[
+    col("MEDIA", "mediaid"),
+    col("NODE", "node"),
+    col("ZONE", "zone"),
+    gib("SIZE", "size"),
+    gib("FREE", "freesize"),
+    col("VOLUMES", "volumescount"),
+    col("STATE", "state"),
+];
+
+pub const NODE_COLUMNS: &[Column] = &[
+    col("NAME", "name"),
+    col("ZONE", "zone"),
+    col("ADDRESS", "address"),
+    gib("SIZE", "size"),
+    gib("FREE", "freesize"),
+    col("MEDIA", "mediacount"),
+    col("VOLUMES", "volumescount"),
+    col("STATE", "state"),
+];
+
+pub const JOB_COLUMNS: &[Column] = &[
+    col("ID", "id"),
+    col("TYPE", "type"),
+    col("OBJECT", "object"),
+    col("STATE", "state"),
+    col("PROGRESS", "progress"),
+    col("STATUS", "status"),
+    col("START", "starttime"),
+    col("END", "endtime"),
+];
+
+/// A scalar as text (strings without quotes; arrays joined by "; ").
+pub fn text(value: &Value) -> String {
+    match value {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items.iter().map(text).collect::<Vec<_>>().join("; "),
+        other => other.to_string(),
+    }
+}
+
+/// Rows of strings as aligned columns (two spaces apart, no trailing blanks).
+pub fn render_rows(rows: &[Vec<String>]) -> String {
+    let width = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let mut widths = vec![0usize; width];
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i > 0 {
+                line.push_str("  ");
+            }
+            line.push_str(cell);
+            if i + 1 < row.len() {
+                let pad = widths[i] - cell.chars().count();
+                line.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// A list of objects as a table with a header line.
+pub fn render_table(items: &Value, columns: &[Column]) -> String {
+    let mut rows = vec![columns.iter().map(|c| c.header.to_string()).collect()];
+    for item in items.as_array().map(Vec::as_slice).unwrap_or(&[]) {
+        rows.push(
+            columns
+                .iter()
+                .map(|c| {
+                    let v = text(&item[c.field]);
+                    if v.is_empty() {
+                        v
+                    } else {
+                        format!("{v}{}", c.suffix)
+                    }
+                })
+                .collect(),
+        );
+    }
+    render_rows(&rows)
+}
+
+/// One object as "field  value" lines, one per field.
+pub fn render_object(item: &Value) -> String {
+    let rows: Vec<Vec<String>> = match item.as_object() {
+        Some(map) => map
+            .iter()
+            .map(|(k, v)| match v {
+                // Job details: one line each, under the first.
+                Value::Array(items) if !items.is_empty() => {
+                    let lines: Vec<String> = items.iter().map(text).collect();
+                    vec![k.clone(), lines.join("\n")]
+                }
+                _ => vec![k.clone(), text(v)],
+            })
+            .collect(),
+        None => vec![vec![text(item)]],
+    };
+    // Multi-line values keep the value column aligned.
+    let rendered = render_rows(
+        &rows
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                if let Some(v) = r.get_mut(1) {
+                    *v = v.lines().next().unwrap_or("").to_string();
+                }
+                r
+            })
+            .collect::<Vec<_>>(),
+    );
+    let key_width = rows.iter().map(|r| r[0].chars().count()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (line, row) in rendered.lines().zip(&rows) {
+        out.push_str(line);
+        out.push('\n');
+        if let Some(v) = row.get(1) {
+            for extra in v.lines().skip(1) {
+                out.push_str(&" ".repeat(key_width + 2));
+                out.push_str(extra);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+/// The server's JSON, pretty-printed.
+pub fn render_json(value: &Value) -> String {
+    let mut s = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn tables_are_aligned() {
+        let items = json!([
+            {"mediaid": "a1", "node": "node-a", "zone": "z", "size": 10, "freesize": 2, "volumescount": 1, "state": "Ready"},
+            {"mediaid": "media-long", "node": "n", "zone": "zone-b", "size": 200, "freesize": 200, "volumescount": 0, "state": "Ready"},
+        ]);
+        let out = render_table(&items, MEDIA_COLUMNS);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert!(lines[0].starts_with("MEDIA       NODE    ZONE    SIZE     FREE"));
+        assert!(lines[1].starts_with("a1          node-a  z       10 GiB   2 GiB"));
+        assert!(lines[2].starts_with("media-long  n       zone-b  200 GiB  200 GiB"));
+    }
+
+    #[test]
+    fn objects_show_every_field() {
+        let out = render_object(&json!({"id": 3, "details": ["one", "two"], "state": "Error"}));
+        assert_eq!(
+            out,
+            "details  one\n         two\nid       3\nstate    Error\n"
+        );
+    }
+}

@@ -1,0 +1,418 @@
+//! The `svs` command-line client against the real service: the real
+//! binary, with HOME and XDG_CONFIG_HOME in a temporary directory.
+
+use crate::harness::*;
+use serde_json::Value;
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+use tempfile::TempDir;
+
+const NO_IN_PLACE: &str = "GetModificationPlan: Could not find an in-place modification plan";
+
+/// A user's home for the client: its own credentials file.
+struct Home {
+    dir: TempDir,
+    /// Use $XDG_CONFIG_HOME (else only $HOME).
+    xdg: bool,
+}
+
+impl Home {
+    fn new(xdg: bool) -> Home {
+        Home {
+            dir: tempfile::tempdir().expect("temp home"),
+            xdg,
+        }
+    }
+
+    fn credentials(&self) -> PathBuf {
+        if self.xdg {
+            self.dir.path().join("xdg/svs/credentials")
+        } else {
+            self.dir.path().join("home/.config/svs/credentials")
+        }
+    }
+
+    /// Runs `svs ARGS` with `stdin` as its standard input.
+    fn run_with(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut cmd = Command::new(svs_bin());
+        cmd.args(args)
+            .env("HOME", self.dir.path().join("home"))
+            .env_remove("SVS_PROFILE")
+            .env_remove("SVS_URL")
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if self.xdg {
+            cmd.env("XDG_CONFIG_HOME", self.dir.path().join("xdg"));
+        } else {
+            cmd.env_remove("XDG_CONFIG_HOME");
+        }
+        let mut child = cmd.spawn().expect("svs runs");
+        if let Some(input) = stdin {
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(input.as_bytes())
+                .expect("stdin written");
+        }
+        child.wait_with_output().expect("svs ends")
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.run_with(args, None)
+    }
+
+    /// Runs and asserts success; returns stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "svs {args:?} failed: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        stdout(&out)
+    }
+
+    /// Runs with `--output json` and parses stdout.
+    fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.extend(["--output", "json"]);
+        let text = self.ok(&all);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("svs {args:?}: {e}: {text}"))
+    }
+
+    fn login(&self, app: &TestApp) {
+        let out = self.run_with(
+            &["login", "--url", &app.base, "--email", ADMIN_EMAIL],
+            Some(&format!("{ADMIN_PASSWORD}\n")),
+        );
+        assert!(out.status.success(), "login: {}", stderr(&out));
+    }
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).expect("exists").mode() & 0o777
+}
+
+fn credentials(home: &Home) -> Value {
+    let text = std::fs::read_to_string(home.credentials()).expect("credentials file");
+    serde_json::from_str(&text).expect("credentials are JSON")
+}
+
+fn names(list: &Value, field: &str) -> Vec<String> {
+    list.as_array()
+        .expect("a JSON list")
+        .iter()
+        .map(|v| v[field].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The job id in "…: job N" (what create/resize/delete print).
+fn job_id(text: &str) -> String {
+    text.lines()
+        .find_map(|l| l.rsplit_once(": job ").map(|(_, id)| id.trim().to_string()))
+        .unwrap_or_else(|| panic!("no job id in {text}"))
+}
+
+#[tokio::test]
+async fn login_stores_private_credentials_and_logout_requires_login_again() {
+    let app = TestApp::start().await;
+    for xdg in [true, false] {
+        let home = Home::new(xdg);
+        // Not signed in yet: a clear hint.
+        let out = home.run(&["volume", "list"]);
+        assert!(!out.status.success());
+        assert!(stderr(&out).contains("svs login"), "{}", stderr(&out));
+
+        // A wrong password: the server's message, nothing stored.
+        let out = home.run_with(
+            &["login", "--url", &app.base, "--email", ADMIN_EMAIL],
+            Some("wrong-password\n"),
+        );
+        assert!(!out.status.success());
+        assert!(
+            stderr(&out).contains("Incorrect email or password"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(!home.credentials().exists());
+
+        home.login(&app);
+        let path = home.credentials();
+        assert_eq!(mode(&path), 0o600, "{}", path.display());
+        assert_eq!(mode(path.parent().expect("dir")), 0o700);
+        let creds = credentials(&home);
+        let profile = &creds["default"];
+        assert_eq!(profile["url"], app.base.as_str());
+        assert_eq!(profile["email"], ADMIN_EMAIL);
+        for token in ["IdToken", "AccessToken", "RefreshToken"] {
+            assert!(
+                profile[token].as_str().is_some_and(|t| !t.is_empty()),
+                "{token}: {creds}"
+            );
+        }
+        assert!(profile["expires_at"].as_u64().is_some(), "{creds}");
+        assert_eq!(home.json(&["volume", "list"]), serde_json::json!([]));
+
+        // A second profile beside the first.
+        let out = home.run_with(
+            &[
+                "login",
+                "--url",
+                &app.base,
+                "--email",
+                ADMIN_EMAIL,
+                "--profile",
+                "other",
+            ],
+            Some(ADMIN_PASSWORD),
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        let creds = credentials(&home);
+        assert!(creds["default"].is_object() && creds["other"].is_object());
+        home.ok(&["media", "list", "--profile", "other"]);
+
+        // Sign out: the tokens are gone and commands say how to sign in.
+        home.ok(&["logout"]);
+        let creds = credentials(&home);
+        assert!(creds.get("default").is_none(), "{creds}");
+        let out = home.run(&["volume", "list"]);
+        assert!(!out.status.success());
+        assert!(stderr(&out).contains("svs login"), "{}", stderr(&out));
+        // The server revoked the refresh tokens of the user: the other
+        // profile's session ends at its next refresh; signing out of it
+        // still forgets it.
+        home.ok(&["logout", "--profile", "other"]);
+        let out = home.run(&["logout", "--profile", "other"]);
+        assert!(!out.status.success());
+        assert!(stderr(&out).contains("svs login"), "{}", stderr(&out));
+    }
+}
+
+#[tokio::test]
+async fn volume_create_resize_and_delete_with_wait() {
+    let app = TestApp::start().await;
+    let home = Home::new(true);
+    home.login(&app);
+    home.ok(&[
+        "policy",
+        "create",
+        "mirror",
+        "--resiliency-media",
+        "1",
+        "--resiliency-node",
+        "1",
+        "--resiliency-zone",
+        "0",
+    ]);
+
+    let out = home.ok(&[
+        "volume", "create", "db", "--size", "10", "--policy", "mirror", "--wait",
+    ]);
+    assert!(out.contains("db") && out.contains("10 GiB"), "{out}");
+    let list = home.json(&["volume", "list"]);
+    assert_eq!(names(&list, "name"), vec!["db"]);
+    assert_eq!(list[0]["size"], 10);
+    assert_eq!(list[0]["state"], "Ready");
+    let table = home.ok(&["volume", "list"]);
+    assert!(table.starts_with("NAME "), "{table}");
+    assert!(table.contains("db") && table.contains("mirror"), "{table}");
+
+    // In place, followed to the end: the new size is shown.
+    let out = home.run(&["volume", "resize", "db", "--size", "20", "--wait"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("20 GiB"), "{}", stdout(&out));
+    assert!(stderr(&out).contains("Done"), "{}", stderr(&out));
+    assert_eq!(home.json(&["volume", "get", "db"])["size"], 20);
+
+    // Refused by the server: its exact message, non-zero exit.
+    let out = home.run(&["volume", "resize", "db", "--size", "201"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("size must be at most 10 times the current size (200 GiB)"),
+        "{}",
+        stderr(&out)
+    );
+    let out = home.run(&["volume", "get", "nope"]);
+    assert!(!out.status.success());
+    let (_, body) = app.get("/volumes/nope").await;
+    let message = body["message"].as_str().expect("message");
+    assert!(stderr(&out).contains(message), "{}", stderr(&out));
+
+    // Without --wait: the job id, then the job to follow.
+    let out = home.ok(&["volume", "delete", "db"]);
+    let id = job_id(&out);
+    let job = app.wait_job(&id).await;
+    assert_eq!(job["type"], "volume_delete");
+    assert_eq!(job["state"], "Done", "{job}");
+    assert_eq!(home.json(&["volume", "list"]), serde_json::json!([]));
+
+    // --output json answers the server's JSON.
+    let answer = home.json(&[
+        "volume", "create", "db2", "--size", "1", "--policy", "mirror",
+    ]);
+    assert_eq!(answer["Message"], "Volume creation started");
+    let id = answer["JobID"].as_str().expect("JobID").to_string();
+    let job = home.json(&["job", "watch", &id]);
+    assert_eq!(job["state"], "Done", "{job}");
+    let job = home.json(&["volume", "delete", "db2", "--force", "--wait"]);
+    assert_eq!(job["type"], "volume_delete");
+    assert_eq!(job["state"], "Done", "{job}");
+}
+
+#[tokio::test]
+async fn a_resize_whose_job_fails_exits_1_with_the_reason() {
+    let app = TestApp::start_with(TestConfig {
+        media: vec![
+            medium("a1", "node-a", "zone-a", 10),
+            medium("b1", "node-b", "zone-b", 12),
+        ],
+        ..TestConfig::default()
+    })
+    .await;
+    let home = Home::new(true);
+    home.login(&app);
+    home.ok(&[
+        "policy",
+        "create",
+        "none",
+        "--resiliency-media",
+        "0",
+        "--resiliency-node",
+        "0",
+        "--resiliency-zone",
+        "0",
+    ]);
+    home.ok(&[
+        "volume", "create", "spread", "--size", "16", "--policy", "none", "--wait",
+    ]);
+
+    let out = home.run(&["volume", "resize", "spread", "--size", "22", "--wait"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains(NO_IN_PLACE), "{}", stderr(&out));
+    let id = job_id(&stdout(&out));
+
+    // The same job, watched again, and shown.
+    let out = home.run(&["job", "watch", &id]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains(NO_IN_PLACE), "{}", stderr(&out));
+    let job = home.json(&["job", "get", &id]);
+    assert_eq!(job["state"], "Error");
+    let text = home.ok(&["job", "get", &id]);
+    assert!(
+        text.contains("Error") && text.contains(NO_IN_PLACE),
+        "{text}"
+    );
+    assert_eq!(home.json(&["volume", "get", "spread"])["size"], 16);
+}
+
+#[tokio::test]
+async fn an_expiring_id_token_is_refreshed_and_saved() {
+    let app = TestApp::start_with(TestConfig {
+        token_lifetime: "2s".into(),
+        ..TestConfig::default()
+    })
+    .await;
+    let home = Home::new(false);
+    home.login(&app);
+    let before = std::fs::read_to_string(home.credentials()).expect("credentials");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let list = home.json(&["media", "list"]);
+    assert!(!names(&list, "mediaid").is_empty());
+    let after = std::fs::read_to_string(home.credentials()).expect("credentials");
+    assert_ne!(before, after, "the refreshed tokens are saved");
+    let (b, a) = (
+        serde_json::from_str::<Value>(&before).expect("json"),
+        serde_json::from_str::<Value>(&after).expect("json"),
+    );
+    assert_ne!(b["default"]["IdToken"], a["default"]["IdToken"]);
+    assert_eq!(b["default"]["RefreshToken"], a["default"]["RefreshToken"]);
+    assert_eq!(mode(&home.credentials()), 0o600);
+    // And again, well after the first IdToken expired.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    home.ok(&["volume", "list"]);
+}
+
+#[tokio::test]
+async fn policies_media_nodes_and_jobs() {
+    let app = TestApp::start().await;
+    let home = Home::new(true);
+    home.login(&app);
+
+    // Policies.
+    let out = home.ok(&["policy", "create", "gold", "--resiliency-media", "2"]);
+    assert!(out.contains("created"), "{out}");
+    let out = home.run(&["policy", "create", "gold"]);
+    assert!(!out.status.success());
+    let list = home.json(&["policy", "list"]);
+    assert_eq!(names(&list, "name"), vec!["gold"]);
+    assert_eq!(list[0]["resiliencymedia"], 2);
+    assert_eq!(list[0]["resiliencynode"], 1, "server default");
+    let table = home.ok(&["policy", "list"]);
+    assert!(table.contains("gold"), "{table}");
+    assert_eq!(home.json(&["policy", "get", "gold"])["name"], "gold");
+    home.ok(&["policy", "delete", "gold"]);
+    assert_eq!(home.json(&["policy", "list"]), serde_json::json!([]));
+    let out = home.run(&["policy", "delete", "gold"]);
+    assert!(!out.status.success());
+    assert!(!stderr(&out).trim().is_empty());
+
+    // Media and nodes: every id in the table.
+    let (_, media) = app.get("/media").await;
+    let table = home.ok(&["media", "list"]);
+    for id in names(&media, "mediaid") {
+        assert!(table.contains(&id), "{id} missing: {table}");
+    }
+    assert_eq!(home.json(&["media", "list"]), media);
+    let (_, nodes) = app.get("/nodes").await;
+    let table = home.ok(&["node", "list"]);
+    for name in names(&nodes, "name") {
+        assert!(table.contains(&name), "{name} missing: {table}");
+    }
+
+    // Jobs.
+    home.ok(&["policy", "create", "p"]);
+    let out = home.ok(&["volume", "create", "v", "--size", "2", "--policy", "p"]);
+    let id = job_id(&out);
+    let watch = home.run(&["job", "watch", &id]);
+    assert!(watch.status.success(), "{}", stderr(&watch));
+    assert!(
+        stderr(&watch).contains(&format!("job {id} Done")),
+        "{}",
+        stderr(&watch)
+    );
+    let job = home.json(&["job", "get", &id]);
+    assert_eq!(job["type"], "volume_create");
+    assert_eq!(job["state"], "Done");
+    let jobs = home.json(&["job", "list", "--type", "volume_create", "--state", "Done"]);
+    assert_eq!(jobs.as_array().map(Vec::len), Some(1), "{jobs}");
+    assert_eq!(jobs[0]["id"].to_string(), id);
+    let jobs = home.json(&["job", "list", "--state", "Error"]);
+    assert_eq!(jobs, serde_json::json!([]));
+    let jobs = home.json(&["job", "list", "--page", "2", "--count", "1"]);
+    assert_eq!(jobs, serde_json::json!([]));
+    let table = home.ok(&["job", "list"]);
+    assert!(
+        table.starts_with("ID ") && table.contains("volume_create"),
+        "{table}"
+    );
+    let out = home.run(&["job", "get", "999"]);
+    assert!(!out.status.success());
+}

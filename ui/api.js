@@ -1,0 +1,133 @@
+// The public JSON API, the session (tokens in sessionStorage) and its refresh.
+
+const KEY = "svs.session";
+let refreshTimer = null;
+let onSignedOut = () => {};
+
+export class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+export function session() {
+  try {
+    return JSON.parse(sessionStorage.getItem(KEY) || "null");
+  } catch {
+    return null;
+  }
+}
+
+function store(tokens, refreshToken) {
+  const s = {
+    idToken: tokens.IdToken,
+    accessToken: tokens.AccessToken,
+    refreshToken: refreshToken ?? tokens.RefreshToken,
+    expiresAt: Date.now() + Number(tokens.ExpiresIn || 3600) * 1000,
+    lifetime: Number(tokens.ExpiresIn || 3600) * 1000,
+  };
+  sessionStorage.setItem(KEY, JSON.stringify(s));
+  scheduleRefresh();
+  return s;
+}
+
+export function clearSession() {
+  sessionStorage.removeItem(KEY);
+  if (refreshTimer) clearTimeout(refreshTimer);
+  refreshTimer = null;
+}
+
+export function whenSignedOut(fn) {
+  onSignedOut = fn;
+}
+
+// Refresh at 80% of the token's lifetime (at least 1 minute before expiry
+// when the lifetime allows it).
+export function scheduleRefresh() {
+  if (refreshTimer) clearTimeout(refreshTimer);
+  const s = session();
+  if (!s) return;
+  const margin = Math.min(60_000, s.lifetime * 0.2);
+  const wait = Math.max(0, s.expiresAt - margin - Date.now());
+  refreshTimer = setTimeout(() => refresh().catch(() => {}), wait);
+}
+
+export async function refresh() {
+  const s = session();
+  if (!s) throw new ApiError(401, "You are not signed in.");
+  try {
+    const t = await call("POST", "/refresh", { RefreshToken: s.refreshToken }, false);
+    return store(t, s.refreshToken);
+  } catch (e) {
+    if (e.status === 401) {
+      clearSession();
+      onSignedOut("Your session ended; please sign in again.");
+    }
+    throw e;
+  }
+}
+
+async function call(method, path, body, auth) {
+  const headers = {};
+  if (body !== undefined) headers["content-type"] = "application/json";
+  if (auth) {
+    let s = session();
+    if (!s) {
+      onSignedOut("Please sign in.");
+      throw new ApiError(401, "You are not signed in.");
+    }
+    if (s.expiresAt - Date.now() < 5_000) s = await refresh();
+    headers.authorization = `Bearer ${s.idToken}`;
+  }
+  let res;
+  try {
+    res = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (e) {
+    throw new ApiError(0, `Cannot reach the server (${e.message}).`);
+  }
+  const text = await res.text();
+  let data = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    data = null;
+  }
+  if (!res.ok) {
+    const message =
+      (data && (data.message || data.Message)) ||
+      text.trim() ||
+      `The server answered ${res.status} ${res.statusText}.`;
+    if (res.status === 401 && auth) {
+      clearSession();
+      onSignedOut(message);
+    }
+    throw new ApiError(res.status, message);
+  }
+  return data;
+}
+
+export const api = {
+  get: (path) => call("GET", path, undefined, true),
+  post: (path, body) => call("POST", path, body, true),
+  patch: (path, body) => call("PATCH", path, body, true),
+  del: (path) => call("DELETE", path, undefined, true),
+};
+
+export async function signIn(email, password) {
+  const t = await call("POST", "/signin", { email, password }, false);
+  return store(t);
+}
+
+export async function signOut() {
+  const s = session();
+  try {
+    if (s) await call("POST", "/signout", { AccessToken: s.accessToken }, false);
+  } finally {
+    clearSession();
+  }
+}

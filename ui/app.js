@@ -1,0 +1,566 @@
+// The svs web console: hash-routed pages over the public JSON API.
+import { api, session, signIn, signOut, scheduleRefresh, whenSignedOut } from "./api.js";
+
+const main = document.getElementById("main");
+const top = document.getElementById("top");
+let timers = []; // cleared whenever the page changes
+let signInNotice = "";
+
+// ---- small DOM helpers (text is always set as text, never as HTML) ----
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "class") el.className = v;
+    else if (k === "value") el.value = v;
+    else el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+function every(ms, fn) {
+  const id = setInterval(fn, ms);
+  timers.push(() => clearInterval(id));
+  return () => clearInterval(id);
+}
+
+function errorBox() {
+  const box = h("div", { class: "error", role: "alert", hidden: true });
+  box.show = (e) => {
+    box.textContent = e ? (e.message || String(e)) : "";
+    box.hidden = !e;
+  };
+  return box;
+}
+
+function noticeBox() {
+  const box = h("div", { class: "notice", role: "status", hidden: true });
+  box.show = (text) => {
+    box.textContent = text || "";
+    box.hidden = !text;
+  };
+  return box;
+}
+
+function progressBar(value) {
+  const v = Math.max(0, Math.min(100, Number(value) || 0));
+  return h(
+    "span",
+    { class: "progress", title: `${v}%` },
+    h("span", { class: "bar" }, h("span", { class: "fill", style: `width:${v}%` })),
+    h("span", { class: "pct" }, `${v}%`),
+  );
+}
+
+function stateTag(state) {
+  return h("span", { class: `state state-${String(state).toLowerCase()}` }, state);
+}
+
+function table(headers, rows, empty) {
+  return h(
+    "div",
+    { class: "table-wrap" },
+    h(
+      "table",
+      {},
+      h("thead", {}, h("tr", {}, headers.map((t) => h("th", {}, t)))),
+      h(
+        "tbody",
+        {},
+        rows.length
+          ? rows
+          : h("tr", {}, h("td", { colspan: headers.length, class: "empty" }, empty)),
+      ),
+    ),
+  );
+}
+
+function cell(label, ...content) {
+  return h("td", { "data-label": label }, ...content);
+}
+
+function fmtTime(t) {
+  if (!t) return "—";
+  const d = new Date(t);
+  return isNaN(d) ? t : d.toLocaleString();
+}
+
+// ---- routing ----
+const pages = { signin: signInPage, volumes: volumesPage, jobs: jobsPage, media: mediaPage, policies: policiesPage };
+
+function route() {
+  timers.forEach((stop) => stop());
+  timers = [];
+  const [name, ...rest] = (location.hash.replace(/^#\/?/, "") || "volumes").split("/");
+  const signedIn = !!session();
+  if (!signedIn && name !== "signin") {
+    location.hash = "#/signin";
+    return;
+  }
+  if (signedIn && name === "signin") {
+    location.hash = "#/volumes";
+    return;
+  }
+  const page = pages[name] || notFoundPage;
+  top.hidden = !signedIn;
+  for (const a of top.querySelectorAll("nav a")) {
+    a.classList.toggle("active", a.dataset.page === name);
+  }
+  main.replaceChildren();
+  page(rest.map(decodeURIComponent));
+}
+
+whenSignedOut((message) => {
+  signInNotice = message;
+  if (location.hash !== "#/signin") location.hash = "#/signin";
+  else route();
+});
+
+document.getElementById("signout").addEventListener("click", async () => {
+  try {
+    await signOut();
+    signInNotice = "You are signed out.";
+  } catch (e) {
+    signInNotice = `Signed out locally; the server answered: ${e.message}`;
+  }
+  location.hash = "#/signin";
+});
+
+window.addEventListener("hashchange", route);
+scheduleRefresh();
+route();
+
+function notFoundPage() {
+  main.append(h("h1", {}, "Not found"), h("p", {}, h("a", { href: "#/volumes" }, "Go to volumes")));
+}
+
+// ---- sign in ----
+function signInPage() {
+  const err = errorBox();
+  const note = noticeBox();
+  note.show(signInNotice);
+  signInNotice = "";
+  const email = h("input", { id: "email", type: "email", autocomplete: "username", required: true });
+  const password = h("input", { id: "password", type: "password", autocomplete: "current-password", required: true });
+  const button = h("button", { type: "submit" }, "Sign in");
+  const form = h(
+    "form",
+    {
+      class: "card signin",
+      onsubmit: async (ev) => {
+        ev.preventDefault();
+        err.show(null);
+        button.disabled = true;
+        try {
+          await signIn(email.value.trim(), password.value);
+          location.hash = "#/volumes";
+        } catch (e) {
+          err.show(e);
+        } finally {
+          button.disabled = false;
+        }
+      },
+    },
+    h("h1", {}, "Sign in to svs"),
+    note,
+    h("label", { for: "email" }, "Email"),
+    email,
+    h("label", { for: "password" }, "Password"),
+    password,
+    err,
+    button,
+  );
+  main.append(form);
+  email.focus();
+}
+
+// ---- volumes ----
+function volumesPage(args) {
+  const err = errorBox();
+  const note = noticeBox();
+  const list = h("div", {}, h("p", { class: "muted" }, "Loading volumes…"));
+  const policySelect = h("select", { id: "vol-policy", required: true });
+  const name = h("input", { id: "vol-name", required: true, maxlength: 63, pattern: "[A-Za-z0-9._\\-]+", placeholder: "db01" });
+  const size = h("input", { id: "vol-size", type: "number", min: 1, max: 1048576, step: 1, required: true, value: "10" });
+  const type = h("select", { id: "vol-type" }, h("option", { value: "block" }, "block"), h("option", { value: "file" }, "file"));
+  const createErr = errorBox();
+  const create = h(
+    "form",
+    {
+      class: "card inline-form",
+      id: "create-volume",
+      onsubmit: async (ev) => {
+        ev.preventDefault();
+        createErr.show(null);
+        try {
+          const r = await api.post("/volumes", {
+            name: name.value.trim(),
+            size: Number(size.value),
+            policy: policySelect.value,
+            type: type.value,
+          });
+          note.show(`${r.Message} (job ${r.JobID}).`);
+          name.value = "";
+          load();
+        } catch (e) {
+          createErr.show(e);
+        }
+      },
+    },
+    h("h2", {}, "Create a volume"),
+    h("div", { class: "fields" },
+      h("label", {}, "Name", name),
+      h("label", {}, "Size (GiB)", size),
+      h("label", {}, "Policy", policySelect),
+      h("label", {}, "Type", type),
+      h("button", { type: "submit" }, "Create"),
+    ),
+    createErr,
+  );
+  main.append(h("h1", {}, "Storage › Volumes"), err, note, list, create);
+
+  api.get("/policies").then(
+    (ps) => {
+      policySelect.replaceChildren(
+        ...(ps.length ? ps.map((p) => h("option", { value: p.name }, p.name)) : [h("option", { value: "" }, "— create a policy first —")]),
+      );
+    },
+    (e) => createErr.show(new Error(`Could not load policies: ${e.message}`)),
+  );
+
+  let volumes = [];
+  async function load() {
+    try {
+      volumes = await api.get("/volumes");
+      err.show(null);
+    } catch (e) {
+      err.show(new Error(`Could not load volumes: ${e.message}`));
+      return;
+    }
+    const rows = volumes.map((v) =>
+      h("tr", { "data-volume": v.name },
+        cell("Name", h("a", { href: `#/volumes/${encodeURIComponent(v.name)}`, class: "vol-link" }, v.name)),
+        cell("Type", v.type),
+        cell("Size", `${v.size} GiB`),
+        cell("Policy", v.policy),
+        cell("State", stateTag(v.state)),
+        cell("Progress", progressBar(v.progress)),
+        cell("", h("span", { class: "actions" },
+          h("a", { class: "button secondary", href: `#/volumes/${encodeURIComponent(v.name)}` }, "Resize"),
+          h("button", { type: "button", class: "danger", onclick: () => remove(v) }, "Delete"),
+        )),
+      ),
+    );
+    list.replaceChildren(table(["Name", "Type", "Size", "Policy", "State", "Progress", ""], rows, "No volumes yet."));
+    if (args[0]) {
+      const v = volumes.find((x) => x.name === args[0] || x.volumeid === args[0]);
+      if (v && !dialogOpen) openResize(v);
+      else if (!v && !dialogOpen) err.show(new Error(`There is no volume named "${args[0]}".`));
+    }
+  }
+
+  async function remove(v) {
+    if (!confirm(`Delete volume "${v.name}"? Its data is lost.`)) return;
+    try {
+      const r = await api.del(`/volumes/${encodeURIComponent(v.name)}`);
+      note.show(`${r.Message} (job ${r.JobID}).`);
+    } catch (e) {
+      err.show(new Error(`Could not delete "${v.name}": ${e.message}`));
+    }
+    load();
+  }
+
+  let dialogOpen = false;
+  function openResize(v) {
+    dialogOpen = true;
+    const min = v.size + 1;
+    const max = v.size * 10;
+    const dErr = errorBox();
+    const input = h("input", { id: "resize-size", type: "number", min, max, step: 1, value: String(min), required: true });
+    const move = h("input", { id: "resize-move", type: "checkbox" });
+    const jobPanel = h("div", { id: "resize-job", class: "job", hidden: true });
+    const submit = h("button", { type: "submit", id: "resize-submit" }, "Resize");
+    const dialog = h(
+      "dialog",
+      { id: "resize-dialog", class: "card" },
+      h(
+        "form",
+        {
+          novalidate: true,
+          onsubmit: async (ev) => {
+            ev.preventDefault();
+            dErr.show(null);
+            const n = Number(input.value);
+            if (!Number.isInteger(n) || n < min || n > max) {
+              dErr.show(new Error(`The new size must be a whole number of GiB from ${min} to ${max}.`));
+              return;
+            }
+            submit.disabled = true;
+            try {
+              const r = await api.patch(`/volumes/${encodeURIComponent(v.name)}`, { size: n, allowdatamovement: move.checked });
+              followJob(r.JobID, jobPanel, () => load());
+            } catch (e) {
+              dErr.show(e);
+              submit.disabled = false;
+            }
+          },
+        },
+        h("h2", {}, `Resize ${v.name}`),
+        h("p", {}, `Current size: ${v.size} GiB.`),
+        h("label", { for: "resize-size" }, "New size (GiB)"),
+        input,
+        h("p", { class: "hint", id: "resize-range" }, `Allowed: ${min} – ${max} GiB`),
+        h("label", { class: "toggle" }, move, h("span", {}, "Allow Data Movement")),
+        h("p", { class: "hint" }, "Lets slices move to other media when the ones they are on lack room."),
+        dErr,
+        jobPanel,
+        h("div", { class: "buttons" },
+          submit,
+          h("button", { type: "button", class: "secondary", id: "resize-close", onclick: () => dialog.close() }, "Close"),
+        ),
+      ),
+    );
+    dialog.addEventListener("close", () => {
+      dialogOpen = false;
+      dialog.remove();
+      if (location.hash.startsWith("#/volumes/")) history.replaceState(null, "", "#/volumes");
+      args = [];
+      load();
+    });
+    main.append(dialog);
+    dialog.showModal();
+    input.focus();
+  }
+
+  load();
+  // Keep states and progress current while something is happening.
+  every(2000, () => {
+    if (!dialogOpen && volumes.some((v) => v.state !== "Ready" || Number(v.progress) < 100)) load();
+  });
+}
+
+// Shows a job with live progress, polling every 500 ms until Done / Error.
+function followJob(id, panel, onEnd) {
+  panel.hidden = false;
+  const state = h("span", { id: "job-state" }, "Pending");
+  const pct = h("span", { id: "job-progress" }, "0");
+  const fill = h("span", { class: "fill", style: "width:0%" });
+  const detail = h("p", { id: "job-detail", class: "detail" });
+  const reason = errorBox();
+  reason.id = "job-error";
+  panel.replaceChildren(
+    h("h3", {}, `Job ${id}`),
+    h("p", {}, "State: ", state, " · Progress: ", pct, "%"),
+    h("span", { class: "bar wide" }, fill),
+    detail,
+    reason,
+  );
+  let busy = false;
+  const stop = every(500, async () => {
+    if (busy) return;
+    busy = true;
+    try {
+      const j = await api.get(`/jobs/${encodeURIComponent(id)}`);
+      state.replaceChildren(stateTag(j.state));
+      pct.textContent = String(j.progress);
+      fill.style.width = `${j.progress}%`;
+      const last = (j.details || []).at(-1) || "";
+      detail.textContent = last;
+      if (j.state === "Done" || j.state === "Error") {
+        stop();
+        if (j.state === "Error") reason.show(new Error(`The job failed: ${last || j.status || "no reason given"}`));
+        onEnd && onEnd(j);
+      }
+    } catch (e) {
+      reason.show(new Error(`Could not read job ${id}: ${e.message}`));
+    } finally {
+      busy = false;
+    }
+  });
+}
+
+// ---- jobs ----
+const JOB_TYPES = ["volume_create", "volume_delete", "volume_modify_extend", "attachment_create", "attachment_delete", "attachment_modify"];
+const JOB_STATES = ["Pending", "Running", "Done", "Error"];
+
+function jobsPage() {
+  const err = errorBox();
+  const params = { type: "", state: "", page: 1, count: 25 };
+  const type = h("select", { id: "job-type", onchange: () => { params.type = type.value; params.page = 1; load(); } },
+    h("option", { value: "" }, "All types"), JOB_TYPES.map((t) => h("option", { value: t }, t)));
+  const state = h("select", { id: "job-state-filter", onchange: () => { params.state = state.value; params.page = 1; load(); } },
+    h("option", { value: "" }, "All states"), JOB_STATES.map((t) => h("option", { value: t }, t)));
+  const count = h("select", { id: "job-count", onchange: () => { params.count = Number(count.value); params.page = 1; load(); } },
+    [10, 25, 100].map((n) => h("option", { value: n, selected: n === 25 }, `${n} per page`)));
+  const prev = h("button", { type: "button", class: "secondary", onclick: () => { params.page--; load(); } }, "‹ Previous");
+  const next = h("button", { type: "button", class: "secondary", onclick: () => { params.page++; load(); } }, "Next ›");
+  const pageNo = h("span", { id: "job-page" });
+  const live = h("span", { class: "muted", id: "job-live" });
+  const list = h("div", {}, h("p", { class: "muted" }, "Loading jobs…"));
+  main.append(
+    h("h1", {}, "Jobs"),
+    h("div", { class: "toolbar" }, type, state, count, live),
+    err,
+    list,
+    h("div", { class: "pager" }, prev, pageNo, next),
+  );
+  let active = false;
+  async function load() {
+    const q = new URLSearchParams({ page: params.page, count: params.count, type: params.type, state: params.state });
+    let jobs;
+    try {
+      jobs = await api.get(`/jobs?${q}`);
+      err.show(null);
+    } catch (e) {
+      err.show(new Error(`Could not load jobs: ${e.message}`));
+      return;
+    }
+    active = jobs.some((j) => j.state === "Pending" || j.state === "Running");
+    live.textContent = active ? "Refreshing every 2 s while jobs run" : "";
+    pageNo.textContent = `Page ${params.page}`;
+    prev.disabled = params.page <= 1;
+    next.disabled = jobs.length < params.count;
+    const rows = jobs.map((j) => {
+      const details = j.details || [];
+      return h("tr", { "data-job": j.id },
+        cell("ID", j.id),
+        cell("Type", j.type),
+        cell("Object", h("code", { title: j.object }, String(j.object).slice(0, 8))),
+        cell("State", stateTag(j.state)),
+        cell("Progress", progressBar(j.progress)),
+        cell("Details", details.length > 1
+          ? h("details", {}, h("summary", {}, details.at(-1)), h("ol", {}, details.map((d) => h("li", {}, d))))
+          : details[0] || "—"),
+        cell("Started", fmtTime(j.starttime)),
+        cell("Ended", fmtTime(j.endtime)),
+      );
+    });
+    list.replaceChildren(table(["ID", "Type", "Object", "State", "Progress", "Details", "Started", "Ended"], rows, "No jobs match."));
+  }
+  load();
+  every(2000, () => { if (active) load(); });
+}
+
+// ---- media ----
+async function mediaPage() {
+  const err = errorBox();
+  const body = h("div", {}, h("p", { class: "muted" }, "Loading media…"));
+  main.append(h("h1", {}, "Media"), err, body);
+  let media;
+  try {
+    media = await api.get("/media");
+  } catch (e) {
+    err.show(new Error(`Could not load media: ${e.message}`));
+    return;
+  }
+  const zones = new Map();
+  for (const m of media) {
+    if (!zones.has(m.zone)) zones.set(m.zone, new Map());
+    const nodes = zones.get(m.zone);
+    if (!nodes.has(m.node)) nodes.set(m.node, []);
+    nodes.get(m.node).push(m);
+  }
+  const sections = [...zones.keys()].sort().map((zone) =>
+    h("section", { class: "zone" },
+      h("h2", {}, `Zone ${zone}`),
+      [...zones.get(zone).keys()].sort().map((node) =>
+        h("div", { class: "card node" },
+          h("h3", {}, `Node ${node}`),
+          zones.get(zone).get(node).map((m) => {
+            const used = m.size - m.freesize;
+            const pct = m.size ? Math.round((used / m.size) * 100) : 0;
+            return h("div", { class: "medium", "data-medium": m.mediaid },
+              h("div", { class: "medium-head" }, h("strong", {}, m.mediaid), " ", stateTag(m.state || "Online")),
+              h("span", { class: "bar wide capacity", title: `${pct}% used` }, h("span", { class: "fill", style: `width:${pct}%` })),
+              h("div", { class: "muted" }, `${used} GiB used · ${m.freesize} GiB free · ${m.size} GiB total · ${m.volumescount} volume(s)`),
+            );
+          }),
+        ),
+      ),
+    ),
+  );
+  body.replaceChildren(...(sections.length ? sections : [h("p", {}, "No media configured.")]));
+}
+
+// ---- policies ----
+function policiesPage() {
+  const err = errorBox();
+  const note = noticeBox();
+  const list = h("div", {}, h("p", { class: "muted" }, "Loading policies…"));
+  const level = (id, def) => h("select", { id }, [0, 1, 2].map((n) => h("option", { value: n, selected: n === def }, n)));
+  const name = h("input", { id: "pol-name", required: true, placeholder: "mirror" });
+  const rm = level("pol-media", 0);
+  const rn = level("pol-node", 0);
+  const rz = level("pol-zone", 0);
+  const createErr = errorBox();
+  const form = h("form", {
+    class: "card inline-form",
+    id: "create-policy",
+    onsubmit: async (ev) => {
+      ev.preventDefault();
+      createErr.show(null);
+      try {
+        const r = await api.post("/policies", {
+          name: name.value.trim(),
+          resiliencymedia: Number(rm.value),
+          resiliencynode: Number(rn.value),
+          resiliencyzone: Number(rz.value),
+        });
+        note.show(`${r.Message}.`);
+        name.value = "";
+        load();
+      } catch (e) {
+        createErr.show(e);
+      }
+    },
+  },
+  h("h2", {}, "Create a policy"),
+  h("div", { class: "fields" },
+    h("label", {}, "Name", name),
+    h("label", {}, "Resiliency: media", rm),
+    h("label", {}, "node", rn),
+    h("label", {}, "zone", rz),
+    h("button", { type: "submit" }, "Create"),
+  ),
+  h("p", { class: "hint" }, "Resiliency N keeps N extra copies of every slice on different media / nodes / zones."),
+  createErr);
+  main.append(h("h1", {}, "Policies"), err, note, list, form);
+
+  async function load() {
+    let ps;
+    try {
+      ps = await api.get("/policies");
+      err.show(null);
+    } catch (e) {
+      err.show(new Error(`Could not load policies: ${e.message}`));
+      return;
+    }
+    const rows = ps.map((p) =>
+      h("tr", { "data-policy": p.name },
+        cell("Name", p.name),
+        cell("Media", p.resiliencymedia),
+        cell("Node", p.resiliencynode),
+        cell("Zone", p.resiliencyzone),
+        cell("Optimization", p.capacityoptimization),
+        cell("Created by", p.createdbyuseremail || "—"),
+        cell("", h("button", { type: "button", class: "danger", onclick: async () => {
+          if (!confirm(`Delete policy "${p.name}"?`)) return;
+          try {
+            const r = await api.del(`/policies/${encodeURIComponent(p.name)}`);
+            note.show(`${r.Message}.`);
+          } catch (e) {
+            err.show(new Error(`Could not delete "${p.name}": ${e.message}`));
+          }
+          load();
+        } }, "Delete")),
+      ),
+    );
+    list.replaceChildren(table(["Name", "Media", "Node", "Zone", "Optimization", "Created by", ""], rows, "No policies yet."));
+  }
+  load();
+}
