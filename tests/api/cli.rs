@@ -279,14 +279,7 @@ async fn volume_create_resize_and_delete_with_wait() {
 
 #[tokio::test]
 async fn a_resize_whose_job_fails_exits_1_with_the_reason() {
-    let app = TestApp::start_with(TestConfig {
-        media: vec![
-            medium("a1", "node-a", "zone-a", 10),
-            medium("b1", "node-b", "zone-b", 12),
-        ],
-        ..TestConfig::default()
-    })
-    .await;
+    let app = TestApp::start_with(spread_topology()).await;
     let home = Home::new(true);
     home.login(&app);
     home.ok(&[

@@ -36,6 +36,19 @@ pub fn medium(
     }
 }
 
+/// The seed's example topology: a1 = 10 GiB, b1 = 12 GiB, so a 16 GiB
+/// volume with no resiliency spreads over both media (2 columns of 8 GiB),
+/// leaving 2 GiB free on a1 and 4 GiB on b1.
+pub fn spread_topology() -> TestConfig {
+    TestConfig {
+        media: vec![
+            medium("a1", "node-a", "zone-a", 10),
+            medium("b1", "node-b", "zone-b", 12),
+        ],
+        ..TestConfig::default()
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct TestConfig {
     /// Empty: the embedded demo topology.

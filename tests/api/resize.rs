@@ -129,14 +129,7 @@ fn details(job: &Value) -> Vec<String> {
 /// a1 = 10 GiB, b1 = 12 GiB; a 16 GiB volume needs 2 columns of 8 GiB,
 /// leaving 2 GiB free on a1 and 4 GiB on b1.
 async fn spread_volume() -> (TestApp, String) {
-    let app = TestApp::start_with(TestConfig {
-        media: vec![
-            medium("a1", "node-a", "zone-a", 10),
-            medium("b1", "node-b", "zone-b", 12),
-        ],
-        ..TestConfig::default()
-    })
-    .await;
+    let app = TestApp::start_with(spread_topology()).await;
     app.create_policy("none", 0, 0, 0).await;
     let (id, job) = app.create_volume("spread", 16, "none").await;
     assert_eq!(job["state"], "Done", "{job}");
