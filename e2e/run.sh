@@ -10,7 +10,8 @@ SVS_BIN="$(realpath -m "${SVS_BIN:-$(dirname "$0")/../target/debug/svs}")"
 export SVS_BIN
 cd "$(dirname "$0")"
 
-if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
+if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo --preserve-env=DEBIAN_FRONTEND"; fi
+export DEBIAN_FRONTEND=noninteractive
 if [ ! -x /usr/bin/chromium ]; then
     $SUDO apt-get install -y -q chromium || { $SUDO apt-get update -q && $SUDO apt-get install -y -q chromium; }
 fi

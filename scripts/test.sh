@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 # NBD tests drive the service with real clients from Debian's qemu-utils.
 if ! command -v qemu-io >/dev/null || ! command -v qemu-img >/dev/null || ! command -v qemu-nbd >/dev/null; then
-    if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
+    if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo --preserve-env=DEBIAN_FRONTEND"; fi
+    export DEBIAN_FRONTEND=noninteractive
     $SUDO apt-get update -q
     $SUDO apt-get install -y -q qemu-utils
 fi
