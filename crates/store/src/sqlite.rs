@@ -196,22 +196,24 @@ const VOLUME_SELECT: &str = "SELECT v.id, v.tenant_id, v.name, v.type, v.size_gi
     FROM volumes v JOIN policies p ON p.id = v.policy_id \
     LEFT JOIN jobs j ON j.id = v.job_id";
 
+/// The volume's current job (id, progress, status) from the joined columns.
+fn active_job(row: &SqliteRow) -> StoreResult<Option<(i64, u8, String)>> {
+    let Some(id) = row.try_get::<Option<i64>, _>("job_id")? else {
+        return Ok(None);
+    };
+    let progress: Option<i64> = row.try_get("job_progress")?;
+    let status: Option<String> = row.try_get("job_status")?;
+    Ok(Some((
+        id,
+        u8::try_from(progress.unwrap_or(0).clamp(0, 100)).unwrap_or(0),
+        status.unwrap_or_default(),
+    )))
+}
+
 fn volume_row(row: &SqliteRow) -> StoreResult<Volume> {
     let kind: String = row.try_get("type")?;
     let state: String = row.try_get("state")?;
-    let job_id: Option<i64> = row.try_get("job_id")?;
-    let job = match job_id {
-        Some(id) => {
-            let progress: Option<i64> = row.try_get("job_progress")?;
-            let status: Option<String> = row.try_get("job_status")?;
-            Some((
-                id,
-                u8::try_from(progress.unwrap_or(0).clamp(0, 100)).unwrap_or(0),
-                status.unwrap_or_default(),
-            ))
-        }
-        None => None,
-    };
+    let job = active_job(row)?;
     Ok(Volume {
         id: row.try_get("id")?,
         tenant_id: row.try_get("tenant_id")?,
@@ -297,19 +299,7 @@ const ATTACHMENT_SELECT: &str = "SELECT a.volume_id, v.name AS volume_name, a.no
     LEFT JOIN jobs j ON j.id = v.job_id";
 
 fn attachment_row(row: &SqliteRow) -> StoreResult<Attachment> {
-    let job_id: Option<i64> = row.try_get("job_id")?;
-    let job = match job_id {
-        Some(id) => {
-            let progress: Option<i64> = row.try_get("job_progress")?;
-            let status: Option<String> = row.try_get("job_status")?;
-            Some((
-                id,
-                u8::try_from(progress.unwrap_or(0).clamp(0, 100)).unwrap_or(0),
-                status.unwrap_or_default(),
-            ))
-        }
-        None => None,
-    };
+    let job = active_job(row)?;
     Ok(Attachment {
         volume_id: row.try_get("volume_id")?,
         volume_name: row.try_get("volume_name")?,
