@@ -74,24 +74,6 @@ impl Services {
         Ok(v)
     }
 
-    /// Refuses an attachment operation on a volume whose data is moving
-    /// (the shared guard) or that another job is working on.
-    async fn admit_attachment_op(
-        &self,
-        volume: &Volume,
-        op: BlockedOperation,
-    ) -> ServiceResult<()> {
-        self.ensure_no_data_movement(&volume.id, &volume.name, op)
-            .await?;
-        if let Some(job) = self.store.active_volume_job(&volume.id).await? {
-            return Err(ServiceError::Conflict(format!(
-                "volume '{}' is busy with job {} ({}); try again when it ends",
-                volume.name, job.id, job.kind
-            )));
-        }
-        Ok(())
-    }
-
     pub async fn create_attachment(
         &self,
         caller: &Caller,
@@ -114,7 +96,7 @@ impl Services {
             )));
         }
         let _admission = self.admission.lock().await;
-        self.admit_attachment_op(&v, BlockedOperation::AttachmentCreate)
+        self.ensure_idle(&v.id, &v.name, BlockedOperation::AttachmentCreate)
             .await?;
         if v.state != VolumeState::Ready {
             return Err(ServiceError::Conflict(format!(
@@ -195,7 +177,7 @@ impl Services {
             .unwrap_or(current.mountpoint.clone());
         let v = self.attachment_volume(caller, volume, snapshot).await?;
         let _admission = self.admission.lock().await;
-        self.admit_attachment_op(&v, BlockedOperation::AttachmentModify)
+        self.ensure_idle(&v.id, &v.name, BlockedOperation::AttachmentModify)
             .await?;
         let args = json!({"node": node, "readonly": readonly, "mountpoint": mountpoint});
         let job = self.new_job(caller, JobKind::AttachmentModify, &v.id, args, false);
@@ -217,7 +199,7 @@ impl Services {
         self.get_attachment(caller, volume, snapshot, node).await?;
         let v = self.attachment_volume(caller, volume, snapshot).await?;
         let _admission = self.admission.lock().await;
-        self.admit_attachment_op(&v, BlockedOperation::AttachmentDelete)
+        self.ensure_idle(&v.id, &v.name, BlockedOperation::AttachmentDelete)
             .await?;
         let args = json!({"node": node});
         let job = self.new_job(caller, JobKind::AttachmentDelete, &v.id, args, false);

@@ -103,18 +103,36 @@ impl Services {
         volume_name: &str,
         op: BlockedOperation,
     ) -> ServiceResult<()> {
-        let active = self
-            .store
-            .active_volume_job(volume_id)
-            .await?
-            .filter(|job| job.data_movement)
-            .map(|job| ActiveMovement {
-                volume_name: volume_name.to_string(),
-                job_id: job.id,
-            });
-        ensure_not_moving(op, active.as_ref())?;
+        let active = self.store.active_volume_job(volume_id).await?;
+        ensure_not_moving(op, moving(active.as_ref(), volume_name).as_ref())?;
         Ok(())
     }
+
+    /// Refuses `op` on a volume that any job is working on: a data movement
+    /// through the shared guard (naming the job), any other job with 409.
+    pub(crate) async fn ensure_idle(
+        &self,
+        volume_id: &str,
+        volume_name: &str,
+        op: BlockedOperation,
+    ) -> ServiceResult<()> {
+        let Some(job) = self.store.active_volume_job(volume_id).await? else {
+            return Ok(());
+        };
+        ensure_not_moving(op, moving(Some(&job), volume_name).as_ref())?;
+        Err(ServiceError::Conflict(format!(
+            "volume '{volume_name}' is busy with job {} ({}); try again when it ends",
+            job.id, job.kind
+        )))
+    }
+}
+
+/// The data movement a volume's active job is carrying, if it is one.
+fn moving(job: Option<&svs_store::Job>, volume_name: &str) -> Option<ActiveMovement> {
+    job.filter(|j| j.data_movement).map(|j| ActiveMovement {
+        volume_name: volume_name.to_string(),
+        job_id: j.id,
+    })
 }
 
 /// Milliseconds since the Unix epoch.

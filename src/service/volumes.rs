@@ -4,8 +4,8 @@ use super::fields::{opt_bool, opt_str, req_gib, req_str, req_uint, Body};
 use super::{now_ms, Caller, ServiceError, ServiceResult, Services};
 use serde_json::{json, Map, Value};
 use svs_domain::{
-    ensure_not_moving, validate_new_size, ActiveMovement, BlockedOperation, JobKind, ResourceName,
-    VolumeState, VolumeType, MAX_VOLUME_GIB, MIN_VOLUME_GIB,
+    validate_new_size, BlockedOperation, JobKind, ResourceName, VolumeState, VolumeType,
+    MAX_VOLUME_GIB, MIN_VOLUME_GIB,
 };
 use svs_store::{NewJob, NewVolume, SliceRow, Volume};
 
@@ -221,25 +221,6 @@ impl Services {
         })
     }
 
-    /// Refuses work on a volume that already has a job running (naming a
-    /// data movement through the shared guard).
-    async fn ensure_idle(&self, volume: &Volume) -> ServiceResult<()> {
-        let Some(job) = self.store.active_volume_job(&volume.id).await? else {
-            return Ok(());
-        };
-        if job.data_movement {
-            let active = ActiveMovement {
-                volume_name: volume.name.clone(),
-                job_id: job.id,
-            };
-            ensure_not_moving(BlockedOperation::DataMovement, Some(&active))?;
-        }
-        Err(ServiceError::Conflict(format!(
-            "volume '{}' is busy with job {} ({}); try again when it ends",
-            volume.name, job.id, job.kind
-        )))
-    }
-
     /// The volume as stored now (not cached), once admission is held.
     async fn fresh_volume(&self, volume: &Volume) -> ServiceResult<Volume> {
         self.store
@@ -257,7 +238,8 @@ impl Services {
         let volume = self.get_volume(caller, name).await?;
         let _admission = self.admission.lock().await;
         let volume = self.fresh_volume(&volume).await?;
-        self.ensure_idle(&volume).await?;
+        self.ensure_idle(&volume.id, &volume.name, BlockedOperation::DataMovement)
+            .await?;
         let attached: Vec<String> = self
             .store
             .list_attachments(caller.tenant_id, Some(&volume.id))
@@ -316,7 +298,8 @@ impl Services {
         // Checked again against the volume as it is now: another resize may
         // have finished while this request waited.
         let volume = self.fresh_volume(&volume).await?;
-        self.ensure_idle(&volume).await?;
+        self.ensure_idle(&volume.id, &volume.name, BlockedOperation::DataMovement)
+            .await?;
         if volume.state != VolumeState::Ready {
             return Err(ServiceError::Conflict(format!(
                 "volume '{}' is {} and cannot be resized",

@@ -342,6 +342,33 @@ async fn insert_job(tx: &mut Transaction<'_, Sqlite>, job: &NewJob) -> StoreResu
     Ok(id)
 }
 
+/// Records `job` and makes it the volume's current job (setting the volume's
+/// state when given), unless another job holds the volume: then Conflict and,
+/// the transaction being dropped, nothing is recorded.
+async fn claim_volume(
+    tx: &mut Transaction<'_, Sqlite>,
+    volume_id: &str,
+    state: Option<VolumeState>,
+    job: &NewJob,
+) -> StoreResult<i64> {
+    let job_id = insert_job(tx, job).await?;
+    let r = sqlx::query(
+        "UPDATE volumes SET job_id = ?, state = COALESCE(?, state) \
+         WHERE id = ? AND job_id IS NULL",
+    )
+    .bind(job_id)
+    .bind(state.map(|s| s.as_str()))
+    .bind(volume_id)
+    .execute(&mut **tx)
+    .await?;
+    if r.rows_affected() == 0 {
+        return Err(StoreError::Conflict(
+            "the volume is busy with another job or no longer exists".into(),
+        ));
+    }
+    Ok(job_id)
+}
+
 async fn append_detail(tx: &mut Transaction<'_, Sqlite>, id: i64, detail: &str) -> StoreResult<()> {
     sqlx::query("UPDATE jobs SET details = json_insert(details, '$[#]', ?) WHERE id = ?")
         .bind(detail)
@@ -673,17 +700,7 @@ impl Store for SqliteStore {
             }
             Err(e) => return Err(e.into()),
         }
-        let job_id = insert_job(&mut tx, job).await?;
-        let r = sqlx::query("UPDATE volumes SET job_id = ? WHERE id = ? AND job_id IS NULL")
-            .bind(job_id)
-            .bind(&a.volume_id)
-            .execute(&mut *tx)
-            .await?;
-        if r.rows_affected() == 0 {
-            return Err(StoreError::Conflict(
-                "the volume is busy with another job or no longer exists".into(),
-            ));
-        }
+        let job_id = claim_volume(&mut tx, &a.volume_id, None, job).await?;
         self.commit(tx).await?;
         Ok(job_id)
     }
@@ -942,12 +959,7 @@ impl Store for SqliteStore {
             }
             Err(e) => return Err(e.into()),
         }
-        let job_id = insert_job(&mut tx, job).await?;
-        sqlx::query("UPDATE volumes SET job_id = ? WHERE id = ?")
-            .bind(job_id)
-            .bind(&v.id)
-            .execute(&mut *tx)
-            .await?;
+        let job_id = claim_volume(&mut tx, &v.id, None, job).await?;
         self.commit(tx).await?;
         Ok(job_id)
     }
@@ -1012,20 +1024,7 @@ impl Store for SqliteStore {
         job: &NewJob,
     ) -> StoreResult<i64> {
         let mut tx = self.writer.begin().await?;
-        let job_id = insert_job(&mut tx, job).await?;
-        let r =
-            sqlx::query("UPDATE volumes SET job_id = ?, state = ? WHERE id = ? AND job_id IS NULL")
-                .bind(job_id)
-                .bind(state.as_str())
-                .bind(volume_id)
-                .execute(&mut *tx)
-                .await?;
-        if r.rows_affected() == 0 {
-            // Gone, or another job got there first: nothing is recorded.
-            return Err(StoreError::Conflict(
-                "the volume is busy with another job or no longer exists".into(),
-            ));
-        }
+        let job_id = claim_volume(&mut tx, volume_id, Some(state), job).await?;
         self.commit(tx).await?;
         Ok(job_id)
     }
