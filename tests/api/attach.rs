@@ -102,6 +102,15 @@ async fn attach(app: &TestApp, volume: &str, node: &str, readonly: bool) -> Valu
     a
 }
 
+/// A 4 GiB mirrored volume "v" attached read-write to host-1.
+async fn attached_v() -> (TestApp, Value) {
+    let app = TestApp::start_with(topology("0")).await;
+    app.create_policy("mirror", 1, 1, 0).await;
+    app.create_volume("v", 4, "mirror").await;
+    let a = attach(&app, "v", "host-1", false).await;
+    (app, a)
+}
+
 fn uri(a: &Value) -> String {
     a["uri"].as_str().unwrap_or_default().to_string()
 }
@@ -188,10 +197,7 @@ async fn an_attached_volume_serves_its_bytes_over_nbd_on_every_copy() {
 
 #[tokio::test]
 async fn a_read_only_attachment_refuses_writes_and_only_its_node_may_connect() {
-    let app = TestApp::start_with(topology("0")).await;
-    app.create_policy("mirror", 1, 1, 0).await;
-    app.create_volume("v", 4, "mirror").await;
-    let rw = attach(&app, "v", "host-1", false).await;
+    let (app, rw) = attached_v().await;
     qemu_io(&uri(&rw), &["write -P 7 0 4k".into()]).expect("host-1 writes");
 
     // host-2 connects from 127.0.0.2, not from here: its export is refused.
@@ -336,10 +342,7 @@ async fn node_addresses_are_set_through_the_api() {
 
 #[tokio::test]
 async fn after_a_resize_a_new_connection_sees_the_new_size() {
-    let app = TestApp::start_with(topology("0")).await;
-    app.create_policy("mirror", 1, 1, 0).await;
-    app.create_volume("v", 4, "mirror").await;
-    let a = attach(&app, "v", "host-1", false).await;
+    let (app, a) = attached_v().await;
     qemu_io(&uri(&a), &["write -P 9 4095M 1M".into()]).expect("write at the end");
     let (status, body) = app.patch("/volumes/v", json!({"size": 6})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -578,10 +581,7 @@ async fn flushed_writes_survive_sigkill_while_a_client_writes_during_a_live_move
 
 #[tokio::test]
 async fn deleting_an_attachment_closes_its_open_connections() {
-    let app = TestApp::start_with(topology("0")).await;
-    app.create_policy("mirror", 1, 1, 0).await;
-    app.create_volume("v", 4, "mirror").await;
-    let a = attach(&app, "v", "host-1", false).await;
+    let (app, a) = attached_v().await;
     let client = std::thread::spawn({
         let uri = uri(&a);
         move || {
@@ -614,10 +614,7 @@ async fn deleting_an_attachment_closes_its_open_connections() {
 
 #[tokio::test]
 async fn an_open_connection_keeps_working_across_a_resize() {
-    let app = TestApp::start_with(topology("0")).await;
-    app.create_policy("mirror", 1, 1, 0).await;
-    app.create_volume("v", 4, "mirror").await;
-    let a = attach(&app, "v", "host-1", false).await;
+    let (app, a) = attached_v().await;
     let client = std::thread::spawn({
         let uri = uri(&a);
         move || {
