@@ -198,6 +198,16 @@ impl TestApp {
             .join(format!("c{copy}-k{column}.slice"))
     }
 
+    /// The file of a slice as `GET /volumes/{v}/slices` lists it.
+    pub fn slice_file(&self, volume_id: &str, slice: &Value) -> PathBuf {
+        self.slice_path(
+            slice["media"].as_str().unwrap_or_default(),
+            volume_id,
+            slice["copy"].as_u64().unwrap_or(0),
+            slice["column"].as_u64().unwrap_or(0),
+        )
+    }
+
     pub async fn request(
         &self,
         token: Option<&str>,

@@ -145,12 +145,7 @@ async fn in_place_resize_grows_every_slice_and_keeps_its_bytes() {
     let (app, id) = spread_volume().await;
     let before = app.slices("spread").await;
     for s in &before {
-        let path = app.slice_path(
-            s["media"].as_str().unwrap_or_default(),
-            &id,
-            0,
-            s["column"].as_u64().unwrap_or(0),
-        );
+        let path = app.slice_file(&id, s);
         write_patterns(&path, 8 * GIB, s["column"].as_u64().unwrap_or(0) * 100);
     }
     let job = resize(&app, "spread", 20, false).await;
@@ -193,12 +188,7 @@ async fn resize_fails_in_place_when_one_of_two_media_lacks_room() {
     assert_eq!(volume["state"], "Ready");
     for s in app.slices("spread").await {
         assert_eq!(s["size"], 8);
-        let path = app.slice_path(
-            s["media"].as_str().unwrap_or_default(),
-            &id,
-            0,
-            s["column"].as_u64().unwrap_or(0),
-        );
+        let path = app.slice_file(&id, &s);
         assert_eq!(
             std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
             8 * GIB
