@@ -9,14 +9,14 @@
 
 use crate::exports::ExportRegistry;
 use crate::service::now_ms;
-use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use svs_dataplane::{CopyOptions, DataPlane, DataPlaneError, SliceKey, VolumeLayout};
 use svs_domain::{
-    column_size, place_volume, plan_resize, validate_new_size, JobKind, MediumState,
-    PlacementRequest, ResizeRequest, Slice, GIB, MOVEMENT_PLAN_FOUND,
+    column_size, place_volume, plan_resize, validate_new_size, AttachmentArgs, JobKind, JobSpec,
+    MediumState, PlacementRequest, ResizeRequest, ResizeVolumeArgs, Slice, GIB,
+    MOVEMENT_PLAN_FOUND,
 };
 use svs_store::{Job, JobEnd, ResizeStep, StepState, Store, StoreError, Volume};
 use thiserror::Error;
@@ -114,14 +114,14 @@ impl JobRunner {
             return;
         }
         info!(kind = %job.kind, object = %job.object, "job running");
-        let result = match job.kind() {
-            Some(JobKind::VolumeCreate) => self.create_volume(&job).await,
-            Some(JobKind::VolumeDelete) => self.delete_volume(&job).await,
-            Some(JobKind::VolumeModifyExtend) => self.resize_volume(&job).await,
-            Some(JobKind::AttachmentCreate) => self.attach(&job).await,
-            Some(JobKind::AttachmentDelete) => self.detach(&job).await,
-            Some(JobKind::AttachmentModify) => self.modify_attachment(&job).await,
-            None => Err(JobError::Failed(format!("unknown job type '{}'", job.kind))),
+        let result = match job.spec() {
+            Ok(JobSpec::VolumeCreate(_)) => self.create_volume(&job).await,
+            Ok(JobSpec::VolumeDelete(_)) => self.delete_volume(&job).await,
+            Ok(JobSpec::VolumeModifyExtend(args)) => self.resize_volume(&job, &args).await,
+            Ok(JobSpec::AttachmentCreate(args)) => self.attach(&job, &args.node).await,
+            Ok(JobSpec::AttachmentDelete(args)) => self.detach(&job, &args.node).await,
+            Ok(JobSpec::AttachmentModify(args)) => self.modify_attachment(&job, &args).await,
+            Err(e) => Err(JobError::Failed(e.to_string())),
         };
         if result.is_err()
             && !matches!(result, Err(JobError::Stopping))
@@ -331,18 +331,10 @@ impl JobRunner {
 
     // ---- volume_modify_extend ----
 
-    async fn resize_volume(&self, job: &Job) -> Result<(), JobError> {
+    async fn resize_volume(&self, job: &Job, args: &ResizeVolumeArgs) -> Result<(), JobError> {
         let volume = self.volume(job).await?;
-        let new_size = job
-            .args
-            .get("size")
-            .and_then(Value::as_u64)
-            .ok_or_else(|| JobError::Failed("job has no target size".into()))?;
-        let allow_movement = job
-            .args
-            .get("allowdatamovement")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+        let new_size = args.size;
+        let allow_movement = args.allow_data_movement;
 
         let mut steps = self.store.resize_steps(job.id).await?;
         if steps.is_empty() {
@@ -595,17 +587,9 @@ impl JobRunner {
 impl JobRunner {
     // ---- attachments ----
 
-    fn job_node(job: &Job) -> Result<String, JobError> {
-        job.args
-            .get("node")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .ok_or_else(|| JobError::Failed("job has no node".into()))
-    }
-
-    async fn attach(&self, job: &Job) -> Result<(), JobError> {
+    async fn attach(&self, job: &Job, node: &str) -> Result<(), JobError> {
         let volume = self.volume(job).await?;
-        let node = Self::job_node(job)?;
+        let node = node.to_string();
         let attachment = self
             .store
             .get_attachment(&volume.id, &node)
@@ -640,13 +624,12 @@ impl JobRunner {
         .await
     }
 
-    async fn detach(&self, job: &Job) -> Result<(), JobError> {
+    async fn detach(&self, job: &Job, node: &str) -> Result<(), JobError> {
         let volume = self.volume(job).await?;
-        let node = Self::job_node(job)?;
-        if let Some(a) = self.store.get_attachment(&volume.id, &node).await? {
+        if let Some(a) = self.store.get_attachment(&volume.id, node).await? {
             // Closes the node's connections before the record goes.
             self.exports.detach(&a.export_name);
-            self.store.delete_attachment(&volume.id, &node).await?;
+            self.store.delete_attachment(&volume.id, node).await?;
         }
         self.done(
             job,
@@ -655,29 +638,19 @@ impl JobRunner {
         .await
     }
 
-    async fn modify_attachment(&self, job: &Job) -> Result<(), JobError> {
+    async fn modify_attachment(&self, job: &Job, args: &AttachmentArgs) -> Result<(), JobError> {
         let volume = self.volume(job).await?;
-        let node = Self::job_node(job)?;
+        let node = &args.node;
         let a = self
             .store
-            .get_attachment(&volume.id, &node)
+            .get_attachment(&volume.id, node)
             .await?
             .ok_or_else(|| {
                 JobError::Failed(format!("attachment to node '{node}' no longer exists"))
             })?;
-        let readonly = job
-            .args
-            .get("readonly")
-            .and_then(Value::as_bool)
-            .unwrap_or(a.readonly);
-        let mountpoint = job
-            .args
-            .get("mountpoint")
-            .and_then(Value::as_str)
-            .unwrap_or(&a.mountpoint)
-            .to_string();
+        let (readonly, mountpoint) = (args.readonly, args.mountpoint.clone());
         self.store
-            .update_attachment(&volume.id, &node, readonly, &mountpoint)
+            .update_attachment(&volume.id, node, readonly, &mountpoint)
             .await?;
         self.exports.set_readonly(&a.export_name, readonly);
         self.done(

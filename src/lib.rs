@@ -9,6 +9,7 @@ pub mod app;
 pub mod auth;
 pub mod cli;
 pub mod client;
+pub mod clock;
 pub mod config;
 pub mod exports;
 pub mod jobs;

@@ -6,7 +6,7 @@ use super::volumes::{volume_not_found, Started};
 use super::{now_ms, Caller, ServiceError, ServiceResult, Services};
 use serde_json::{json, Value};
 use std::net::IpAddr;
-use svs_domain::{BlockedOperation, JobKind, VolumeState};
+use svs_domain::{AttachmentArgs, BlockedOperation, DetachArgs, JobSpec, VolumeState};
 use svs_store::{Attachment, NewAttachment, NodeRecord, Volume};
 
 /// The only snapshot that exists so far: the live volume.
@@ -105,8 +105,12 @@ impl Services {
                 v.state.as_str()
             )));
         }
-        let args = json!({"node": node, "readonly": readonly, "mountpoint": mountpoint});
-        let job = self.new_job(caller, JobKind::AttachmentCreate, &v.id, args, false);
+        let spec = JobSpec::AttachmentCreate(AttachmentArgs {
+            node: node.to_string(),
+            readonly,
+            mountpoint: mountpoint.to_string(),
+        });
+        let job = self.new_job(caller, spec, &v.id);
         let job_id = self
             .store
             .create_attachment(
@@ -179,8 +183,12 @@ impl Services {
         let _admission = self.admission.lock().await;
         self.ensure_idle(&v.id, &v.name, BlockedOperation::AttachmentModify)
             .await?;
-        let args = json!({"node": node, "readonly": readonly, "mountpoint": mountpoint});
-        let job = self.new_job(caller, JobKind::AttachmentModify, &v.id, args, false);
+        let spec = JobSpec::AttachmentModify(AttachmentArgs {
+            node: node.to_string(),
+            readonly,
+            mountpoint,
+        });
+        let job = self.new_job(caller, spec, &v.id);
         let job_id = self.store.start_volume_job(&v.id, v.state, &job).await?;
         self.jobs.submit(job_id);
         Ok(Started {
@@ -201,8 +209,10 @@ impl Services {
         let _admission = self.admission.lock().await;
         self.ensure_idle(&v.id, &v.name, BlockedOperation::AttachmentDelete)
             .await?;
-        let args = json!({"node": node});
-        let job = self.new_job(caller, JobKind::AttachmentDelete, &v.id, args, false);
+        let spec = JobSpec::AttachmentDelete(DetachArgs {
+            node: node.to_string(),
+        });
+        let job = self.new_job(caller, spec, &v.id);
         let job_id = self.store.start_volume_job(&v.id, v.state, &job).await?;
         self.store
             .set_attachment_state(&v.id, node, "Detaching")

@@ -4,8 +4,8 @@ use super::fields::{opt_bool, opt_str, req_gib, req_str, req_uint, Body};
 use super::{now_ms, Caller, ServiceError, ServiceResult, Services};
 use serde_json::{json, Map, Value};
 use svs_domain::{
-    validate_new_size, BlockedOperation, JobKind, ResourceName, VolumeState, VolumeType,
-    MAX_VOLUME_GIB, MIN_VOLUME_GIB,
+    validate_new_size, BlockedOperation, CreateVolumeArgs, DeleteVolumeArgs, JobSpec,
+    ResizeVolumeArgs, ResourceName, VolumeState, VolumeType, MAX_VOLUME_GIB, MIN_VOLUME_GIB,
 };
 use svs_store::{NewJob, NewVolume, SliceRow, Volume};
 
@@ -125,23 +125,14 @@ impl Services {
         Ok(self.store.volume_slices(&volume.id).await?)
     }
 
-    pub(super) fn new_job(
-        &self,
-        caller: &Caller,
-        kind: JobKind,
-        object: &str,
-        args: Value,
-        movement: bool,
-    ) -> NewJob {
+    pub(super) fn new_job(&self, caller: &Caller, spec: JobSpec, object: &str) -> NewJob {
         NewJob {
             tenant_id: caller.tenant_id,
-            kind,
+            spec,
             object: object.to_string(),
-            args,
             user_id: caller.user_id,
             username: caller.name.clone(),
             useremail: caller.email.clone(),
-            data_movement: movement,
             now_ms: now_ms(),
         }
     }
@@ -200,8 +191,13 @@ impl Services {
             }
         }
         let id = uuid::Uuid::new_v4().to_string();
-        let args = json!({"name": name.as_str(), "size": size, "policy": policy.name, "type": kind.as_str()});
-        let job = self.new_job(caller, JobKind::VolumeCreate, &id, args, false);
+        let spec = JobSpec::VolumeCreate(CreateVolumeArgs {
+            name: name.as_str().to_string(),
+            size,
+            policy: policy.name.clone(),
+            kind,
+        });
+        let job = self.new_job(caller, spec, &id);
         let volume = NewVolume {
             id: id.clone(),
             tenant_id: caller.tenant_id,
@@ -254,8 +250,11 @@ impl Services {
                 attached.join(", ")
             )));
         }
-        let args = json!({"name": volume.name, "force": force});
-        let job = self.new_job(caller, JobKind::VolumeDelete, &volume.id, args, false);
+        let spec = JobSpec::VolumeDelete(DeleteVolumeArgs {
+            name: volume.name.clone(),
+            force,
+        });
+        let job = self.new_job(caller, spec, &volume.id);
         let job_id = self
             .store
             .start_volume_job(&volume.id, VolumeState::Deleting, &job)
@@ -309,15 +308,12 @@ impl Services {
         }
         validate_new_size(volume.size, size)
             .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
-        let args =
-            json!({"size": size, "allowdatamovement": allow_movement, "fromsize": volume.size});
-        let job = self.new_job(
-            caller,
-            JobKind::VolumeModifyExtend,
-            &volume.id,
-            args,
-            allow_movement,
-        );
+        let spec = JobSpec::VolumeModifyExtend(ResizeVolumeArgs {
+            size,
+            allow_data_movement: allow_movement,
+            from_size: volume.size,
+        });
+        let job = self.new_job(caller, spec, &volume.id);
         let job_id = self
             .store
             .start_volume_job(&volume.id, VolumeState::Resizing, &job)

@@ -5,11 +5,16 @@
 //! data plane and API crates build on it; it depends on none of them.
 
 pub mod guard;
+pub mod job;
 pub mod model;
 pub mod planner;
 pub mod validate;
 
 pub use guard::{ensure_not_moving, ActiveMovement, BlockedOperation, MovementBlocked};
+pub use job::{
+    AttachmentArgs, CreateVolumeArgs, DeleteVolumeArgs, DetachArgs, JobSpec, JobSpecError,
+    ResizeVolumeArgs,
+};
 pub use model::*;
 pub use planner::{
     place_volume, plan_resize, PlacementRequest, PlanError, Reservation, ResizePlan, ResizeRequest,

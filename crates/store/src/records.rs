@@ -1,7 +1,10 @@
 //! Rows as the services see them.
 
 use serde_json::{Map, Value};
-use svs_domain::{Gib, JobKind, JobState, Medium, Resiliency, Slice, VolumeState, VolumeType};
+use svs_domain::{
+    Gib, JobKind, JobSpec, JobSpecError, JobState, Medium, Resiliency, Slice, VolumeState,
+    VolumeType,
+};
 
 #[derive(Debug, Clone)]
 pub struct NewUser {
@@ -137,14 +140,13 @@ pub struct SliceRow {
 #[derive(Debug, Clone)]
 pub struct NewJob {
     pub tenant_id: i64,
-    pub kind: JobKind,
+    /// The kind and its arguments; a resize allowing data movement marks
+    /// the job as one (it blocks the seed's nine operations).
+    pub spec: JobSpec,
     pub object: String,
-    pub args: Value,
     pub user_id: i64,
     pub username: String,
     pub useremail: String,
-    /// A resize that may move data: blocks the seed's nine operations.
-    pub data_movement: bool,
     pub now_ms: i64,
 }
 
@@ -171,6 +173,11 @@ pub struct Job {
 impl Job {
     pub fn kind(&self) -> Option<JobKind> {
         JobKind::parse(&self.kind)
+    }
+
+    /// What the job is asked to do, from its stored kind and arguments.
+    pub fn spec(&self) -> Result<JobSpec, JobSpecError> {
+        JobSpec::from_stored(&self.kind, &self.args)
     }
 }
 

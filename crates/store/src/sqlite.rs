@@ -328,13 +328,13 @@ async fn insert_job(tx: &mut Transaction<'_, Sqlite>, job: &NewJob) -> StoreResu
          VALUES (?, ?, ?, ?, 'Pending', 'Pending', 0, ?, ?, ?, '[]', ?, ?)",
     )
     .bind(job.tenant_id)
-    .bind(job.kind.as_str())
+    .bind(job.spec.kind().as_str())
     .bind(&job.object)
-    .bind(job.args.to_string())
+    .bind(job.spec.args_json().to_string())
     .bind(job.user_id)
     .bind(&job.username)
     .bind(&job.useremail)
-    .bind(i64::from(job.data_movement))
+    .bind(i64::from(job.spec.is_data_movement()))
     .bind(job.now_ms)
     .execute(&mut **tx)
     .await?

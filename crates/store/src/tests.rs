@@ -2,10 +2,9 @@
 //! Written against the trait so a PostgreSQL store can reuse them.
 
 use crate::*;
-use serde_json::json;
 use svs_domain::{
-    JobKind, JobState, Medium, Reservation, Resiliency, ResizePlan, SliceGrowth, SliceMove,
-    SlicePlacement, VolumeState, VolumeType,
+    CreateVolumeArgs, JobSpec, JobState, Medium, Reservation, Resiliency, ResizePlan,
+    ResizeVolumeArgs, SliceGrowth, SliceMove, SlicePlacement, VolumeState, VolumeType,
 };
 
 async fn open() -> (tempfile::TempDir, SqliteStore) {
@@ -63,7 +62,7 @@ async fn volume_on_m1(store: &dyn Store) -> (User, String, i64) {
         )
         .await
         .expect("policy");
-    let job = new_job(&user, JobKind::VolumeCreate, "vol-1");
+    let job = new_job(&user, create_spec(), "vol-1");
     let job_id = store
         .create_volume(
             &NewVolume {
@@ -100,16 +99,31 @@ async fn volume_on_m1(store: &dyn Store) -> (User, String, i64) {
     (user, "vol-1".into(), job_id)
 }
 
-fn new_job(user: &User, kind: JobKind, object: &str) -> NewJob {
+fn create_spec() -> JobSpec {
+    JobSpec::VolumeCreate(CreateVolumeArgs {
+        name: "vol-1".into(),
+        size: 10,
+        policy: "p".into(),
+        kind: VolumeType::Block,
+    })
+}
+
+fn resize_spec(allow_data_movement: bool) -> JobSpec {
+    JobSpec::VolumeModifyExtend(ResizeVolumeArgs {
+        size: 20,
+        allow_data_movement,
+        from_size: 10,
+    })
+}
+
+fn new_job(user: &User, spec: JobSpec, object: &str) -> NewJob {
     NewJob {
         tenant_id: user.tenant_id,
-        kind,
+        spec,
         object: object.into(),
-        args: json!({}),
         user_id: user.id,
         username: user.name.clone(),
         useremail: user.email.clone(),
-        data_movement: false,
         now_ms: 2,
     }
 }
@@ -176,8 +190,7 @@ async fn a_movement_books_switches_and_releases_space_atomically() {
     let slice_id = store.volume_slices(&volume).await.expect("slices")[0]
         .slice
         .id;
-    let mut job = new_job(&user, JobKind::VolumeModifyExtend, &volume);
-    job.data_movement = true;
+    let job = new_job(&user, resize_spec(true), &volume);
     let job_id = store
         .start_volume_job(&volume, VolumeState::Resizing, &job)
         .await
@@ -250,7 +263,7 @@ async fn a_failed_job_releases_its_reservations_and_frees_the_volume() {
         .start_volume_job(
             &volume,
             VolumeState::Resizing,
-            &new_job(&user, JobKind::VolumeModifyExtend, &volume),
+            &new_job(&user, resize_spec(false), &volume),
         )
         .await
         .expect("job");
@@ -384,7 +397,7 @@ async fn cached_volume_reads_see_every_committed_change() {
         .start_volume_job(
             &volume,
             VolumeState::Resizing,
-            &new_job(&user, JobKind::VolumeModifyExtend, &volume),
+            &new_job(&user, resize_spec(false), &volume),
         )
         .await
         .expect("job");

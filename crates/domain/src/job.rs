@@ -1,0 +1,222 @@
+//! What a job is asked to do: one variant per kind, with typed arguments.
+//!
+//! The store keeps a job's kind and its arguments as JSON (the API shows
+//! them as `type` and `args`); nothing reads that JSON field by field: it is
+//! turned back into a [`JobSpec`] once, here.
+
+use crate::model::{Gib, JobKind, VolumeType};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// `volume_create`: the volume row exists (state Creating); place and create its slices.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateVolumeArgs {
+    pub name: String,
+    pub size: Gib,
+    pub policy: String,
+    #[serde(rename = "type", with = "volume_type")]
+    pub kind: VolumeType,
+}
+
+/// `volume_delete`: remove the slices, then the volume.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeleteVolumeArgs {
+    pub name: String,
+    pub force: bool,
+}
+
+/// `volume_modify_extend`: grow to `size` GiB (from `fromsize`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResizeVolumeArgs {
+    pub size: Gib,
+    #[serde(rename = "allowdatamovement")]
+    pub allow_data_movement: bool,
+    #[serde(rename = "fromsize")]
+    pub from_size: Gib,
+}
+
+/// `attachment_create` / `attachment_modify`: the attachment of the volume to `node`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttachmentArgs {
+    pub node: String,
+    pub readonly: bool,
+    pub mountpoint: String,
+}
+
+/// `attachment_delete`: detach the volume from `node`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DetachArgs {
+    pub node: String,
+}
+
+/// A job's kind and its typed arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobSpec {
+    VolumeCreate(CreateVolumeArgs),
+    VolumeDelete(DeleteVolumeArgs),
+    VolumeModifyExtend(ResizeVolumeArgs),
+    AttachmentCreate(AttachmentArgs),
+    AttachmentDelete(DetachArgs),
+    AttachmentModify(AttachmentArgs),
+}
+
+/// Stored arguments that do not fit their kind: a bug or a damaged record.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("job arguments of kind '{kind}' are invalid: {reason}")]
+pub struct JobSpecError {
+    pub kind: String,
+    pub reason: String,
+}
+
+impl JobSpec {
+    pub fn kind(&self) -> JobKind {
+        match self {
+            JobSpec::VolumeCreate(_) => JobKind::VolumeCreate,
+            JobSpec::VolumeDelete(_) => JobKind::VolumeDelete,
+            JobSpec::VolumeModifyExtend(_) => JobKind::VolumeModifyExtend,
+            JobSpec::AttachmentCreate(_) => JobKind::AttachmentCreate,
+            JobSpec::AttachmentDelete(_) => JobKind::AttachmentDelete,
+            JobSpec::AttachmentModify(_) => JobKind::AttachmentModify,
+        }
+    }
+
+    /// A resize that may move data blocks the seed's nine operations.
+    pub fn is_data_movement(&self) -> bool {
+        matches!(self, JobSpec::VolumeModifyExtend(a) if a.allow_data_movement)
+    }
+
+    /// The arguments as stored and shown (`args` of a job).
+    pub fn args_json(&self) -> serde_json::Value {
+        let value = match self {
+            JobSpec::VolumeCreate(a) => serde_json::to_value(a),
+            JobSpec::VolumeDelete(a) => serde_json::to_value(a),
+            JobSpec::VolumeModifyExtend(a) => serde_json::to_value(a),
+            JobSpec::AttachmentCreate(a) | JobSpec::AttachmentModify(a) => serde_json::to_value(a),
+            JobSpec::AttachmentDelete(a) => serde_json::to_value(a),
+        };
+        // Plain structs of strings, numbers and booleans always serialize.
+        value.unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Rebuilds a spec from a stored kind and arguments.
+    pub fn from_stored(kind: &str, args: &serde_json::Value) -> Result<JobSpec, JobSpecError> {
+        let invalid = |reason: String| JobSpecError {
+            kind: kind.to_string(),
+            reason,
+        };
+        fn parse<T: serde::de::DeserializeOwned>(v: &serde_json::Value) -> Result<T, String> {
+            T::deserialize(v).map_err(|e| e.to_string())
+        }
+        let spec = match JobKind::parse(kind) {
+            Some(JobKind::VolumeCreate) => parse(args).map(JobSpec::VolumeCreate),
+            Some(JobKind::VolumeDelete) => parse(args).map(JobSpec::VolumeDelete),
+            Some(JobKind::VolumeModifyExtend) => parse(args).map(JobSpec::VolumeModifyExtend),
+            Some(JobKind::AttachmentCreate) => parse(args).map(JobSpec::AttachmentCreate),
+            Some(JobKind::AttachmentDelete) => parse(args).map(JobSpec::AttachmentDelete),
+            Some(JobKind::AttachmentModify) => parse(args).map(JobSpec::AttachmentModify),
+            None => Err("unknown job type".to_string()),
+        };
+        spec.map_err(invalid)
+    }
+}
+
+/// `block` / `file` on the wire, as in the API.
+mod volume_type {
+    use crate::model::VolumeType;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(kind: &VolumeType, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(kind.as_str())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<VolumeType, D::Error> {
+        let s = String::deserialize(d)?;
+        VolumeType::parse(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown volume type '{s}'")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn args_keep_the_field_names_the_api_has_always_shown() {
+        let spec = JobSpec::VolumeModifyExtend(ResizeVolumeArgs {
+            size: 25,
+            allow_data_movement: true,
+            from_size: 10,
+        });
+        assert_eq!(
+            spec.args_json(),
+            json!({"size": 25, "allowdatamovement": true, "fromsize": 10})
+        );
+        let create = JobSpec::VolumeCreate(CreateVolumeArgs {
+            name: "db".into(),
+            size: 10,
+            policy: "mirror".into(),
+            kind: VolumeType::File,
+        });
+        assert_eq!(
+            create.args_json(),
+            json!({"name": "db", "size": 10, "policy": "mirror", "type": "file"})
+        );
+    }
+
+    #[test]
+    fn every_kind_round_trips_through_its_stored_form() {
+        let specs = [
+            JobSpec::VolumeCreate(CreateVolumeArgs {
+                name: "v".into(),
+                size: 1,
+                policy: "p".into(),
+                kind: VolumeType::Block,
+            }),
+            JobSpec::VolumeDelete(DeleteVolumeArgs {
+                name: "v".into(),
+                force: true,
+            }),
+            JobSpec::VolumeModifyExtend(ResizeVolumeArgs {
+                size: 2,
+                allow_data_movement: false,
+                from_size: 1,
+            }),
+            JobSpec::AttachmentCreate(AttachmentArgs {
+                node: "n".into(),
+                readonly: false,
+                mountpoint: "/m".into(),
+            }),
+            JobSpec::AttachmentDelete(DetachArgs { node: "n".into() }),
+            JobSpec::AttachmentModify(AttachmentArgs {
+                node: "n".into(),
+                readonly: true,
+                mountpoint: String::new(),
+            }),
+        ];
+        for spec in specs {
+            let back = JobSpec::from_stored(spec.kind().as_str(), &spec.args_json());
+            assert_eq!(back, Ok(spec));
+        }
+    }
+
+    #[test]
+    fn only_a_resize_allowing_movement_is_a_data_movement() {
+        let resize = |allow| {
+            JobSpec::VolumeModifyExtend(ResizeVolumeArgs {
+                size: 2,
+                allow_data_movement: allow,
+                from_size: 1,
+            })
+        };
+        assert!(resize(true).is_data_movement());
+        assert!(!resize(false).is_data_movement());
+    }
+
+    #[test]
+    fn damaged_arguments_are_an_error_not_a_default() {
+        let err = JobSpec::from_stored("volume_modify_extend", &json!({"size": "big"}));
+        assert!(err.is_err());
+        assert!(JobSpec::from_stored("volume_explode", &json!({})).is_err());
+    }
+}
