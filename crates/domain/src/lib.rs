@@ -1,15 +1,22 @@
 //! The svs domain: the model, validation of user input, the placement and
-//! resize planner, and the guard for operations blocked by a data movement.
+//! resize planner, space accounting on media, the rules the store enforces
+//! on stored objects, and the guard for operations blocked by a data
+//! movement.
 //!
 //! Everything here is pure logic: no I/O, no async, no clock. The store,
 //! data plane and API crates build on it; it depends on none of them.
 
+pub mod capacity;
 pub mod guard;
 pub mod job;
 pub mod model;
 pub mod planner;
+pub mod rules;
 pub mod validate;
 
+pub use capacity::{
+    check_room, placement_bookings, reservation_after_switch, InsufficientSpace, MediumSpace,
+};
 pub use guard::{ensure_not_moving, ActiveMovement, BlockedOperation, MovementBlocked};
 pub use job::{
     AttachmentArgs, CreateVolumeArgs, DeleteVolumeArgs, DetachArgs, JobSpec, JobSpecError,
@@ -19,5 +26,9 @@ pub use model::*;
 pub use planner::{
     place_volume, plan_resize, PlacementRequest, PlanError, Reservation, ResizePlan, ResizeRequest,
     SliceGrowth, SliceMove, MOVEMENT_PLAN_FOUND,
+};
+pub use rules::{
+    check_policy_delete, check_policy_update, media_to_forget, volume_state_after_job,
+    MediaChangeRefused, PolicyInUse, StoredMedium,
 };
 pub use validate::{validate_new_size, ResourceName, SizeError};

@@ -20,6 +20,13 @@ pub struct Medium {
     pub size: Gib,
 }
 
+/// A medium as configured: the medium and the directory holding its slices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MediumRecord {
+    pub medium: Medium,
+    pub directory: String,
+}
+
 /// A medium together with how much of it is taken, as the planner sees it.
 /// `used` counts allocated slices plus space reserved by running jobs.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -42,12 +42,9 @@ pub struct RefreshTokenRecord {
     pub revoked: bool,
 }
 
-/// A medium as configured.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MediumRecord {
-    pub medium: Medium,
-    pub directory: String,
-}
+/// Defined with the rules that check a media configuration; re-exported so
+/// the store's callers find every record here.
+pub use svs_domain::MediumRecord;
 
 #[derive(Debug, Clone)]
 pub struct MediumUsage {
