@@ -2,8 +2,7 @@
 
 use serde_json::{Map, Value};
 use svs_domain::{
-    Gib, JobKind, JobSpec, JobSpecError, JobState, Medium, Resiliency, Slice, VolumeState,
-    VolumeType,
+    Gib, JobKind, JobSpec, JobSpecError, JobState, Resiliency, Slice, VolumeState, VolumeType,
 };
 
 #[derive(Debug, Clone)]
@@ -260,4 +259,35 @@ pub struct Attachment {
     /// The unfinished job working on the attachment's volume, if any.
     pub job: Option<(i64, u8, String)>,
     pub created_ms: i64,
+}
+
+/// How a job ends.
+#[derive(Debug, Clone)]
+pub struct JobEnd {
+    pub state: JobState,
+    pub status: String,
+    pub detail: Option<String>,
+    pub now_ms: i64,
+}
+
+impl JobEnd {
+    /// `Done`, with `detail` as the job's last message.
+    pub fn done(detail: String, now_ms: i64) -> JobEnd {
+        JobEnd {
+            state: JobState::Done,
+            status: "Done".into(),
+            detail: Some(detail),
+            now_ms,
+        }
+    }
+
+    /// `Error`, with the reason as the job's last message.
+    pub fn error(reason: String, now_ms: i64) -> JobEnd {
+        JobEnd {
+            state: JobState::Error,
+            status: "Error".into(),
+            detail: Some(reason),
+            now_ms,
+        }
+    }
 }

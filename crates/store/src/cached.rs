@@ -1,0 +1,369 @@
+//! A store wrapper serving volume reads from memory.
+
+use crate::records::*;
+use crate::traits::*;
+use crate::StoreResult;
+use async_trait::async_trait;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::RwLock;
+use svs_domain::{Gib, ResizePlan, SlicePlacement, VolumeState};
+
+/// Wraps a store and serves `get_volume` (the hottest call of the API) from
+/// memory; every other call goes to the wrapped store. The cache is dropped
+/// after every change made through this wrapper (refresh tokens aside, which
+/// no volume read shows), whether or not the change succeeded.
+///
+/// Correct only when every change to the data goes through this one value in
+/// a single process: for SQLite, `svs serve` holds the data directory's lock,
+/// so it is the only writer of volumes, slices, jobs and policies (`svs user
+/// add` only adds users). A store shared by several svs instances (such as a
+/// PostgreSQL one) must not be wrapped: an instance would never see the
+/// others' changes and would serve stale volumes.
+pub struct CachedStore<S> {
+    inner: S,
+    volumes: VolumeCache,
+}
+
+impl<S: Store> CachedStore<S> {
+    pub fn new(inner: S) -> CachedStore<S> {
+        CachedStore {
+            inner,
+            volumes: VolumeCache::default(),
+        }
+    }
+
+    /// The wrapped store. Changes made through it bypass the cache.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// Drops the cache after a change, then passes its result on. Also after
+    /// a failure: a call may fail after it committed (a read that follows).
+    fn changed<T>(&self, result: StoreResult<T>) -> StoreResult<T> {
+        self.volumes.invalidate();
+        result
+    }
+}
+
+/// `get_volume` results by (tenant, name or id). A read that raced a write
+/// must not store what it read: entries are only added while the generation
+/// is the one seen before the query.
+#[derive(Debug, Default)]
+struct VolumeCache {
+    generation: AtomicU64,
+    entries: RwLock<HashMap<(i64, String), Volume>>,
+}
+
+/// Bound on cached volumes; the cache is emptied when it is full.
+const VOLUME_CACHE_MAX: usize = 100_000;
+
+impl VolumeCache {
+    fn get(&self, key: &(i64, String)) -> Option<Volume> {
+        self.entries.read().ok()?.get(key).cloned()
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    fn insert(&self, seen: u64, key: (i64, String), volume: &Volume) {
+        if let Ok(mut entries) = self.entries.write() {
+            // Checked under the lock: `invalidate` bumps it under the same lock.
+            if self.generation.load(Ordering::Acquire) != seen {
+                return;
+            }
+            if entries.len() >= VOLUME_CACHE_MAX {
+                entries.clear();
+            }
+            entries.insert(key, volume.clone());
+        }
+    }
+
+    /// Called after every change that a volume read can see.
+    fn invalidate(&self) {
+        if let Ok(mut entries) = self.entries.write() {
+            self.generation.fetch_add(1, Ordering::AcqRel);
+            entries.clear();
+        }
+    }
+}
+
+#[async_trait]
+impl<S: Store> UserStore for CachedStore<S> {
+    async fn user_count(&self) -> StoreResult<u64> {
+        self.inner.user_count().await
+    }
+
+    async fn create_user(&self, user: &NewUser) -> StoreResult<User> {
+        self.changed(self.inner.create_user(user).await)
+    }
+
+    async fn user_by_email(&self, email: &str) -> StoreResult<Option<User>> {
+        self.inner.user_by_email(email).await
+    }
+
+    async fn user_by_id(&self, id: i64) -> StoreResult<Option<User>> {
+        self.inner.user_by_id(id).await
+    }
+
+    async fn add_refresh_token(&self, token: &NewRefreshToken) -> StoreResult<()> {
+        self.inner.add_refresh_token(token).await
+    }
+
+    async fn refresh_token(&self, token_hash: &str) -> StoreResult<Option<RefreshTokenRecord>> {
+        self.inner.refresh_token(token_hash).await
+    }
+
+    async fn revoke_refresh_tokens(&self, user_id: i64) -> StoreResult<u64> {
+        self.inner.revoke_refresh_tokens(user_id).await
+    }
+}
+
+#[async_trait]
+impl<S: Store> MediaStore for CachedStore<S> {
+    async fn sync_media(&self, media: &[MediumRecord]) -> StoreResult<()> {
+        self.changed(self.inner.sync_media(media).await)
+    }
+
+    async fn media_usage(&self) -> StoreResult<Vec<MediumUsage>> {
+        self.inner.media_usage().await
+    }
+
+    async fn node_volume_counts(&self) -> StoreResult<HashMap<String, u64>> {
+        self.inner.node_volume_counts().await
+    }
+
+    async fn sync_nodes(&self, nodes: &[NodeRecord]) -> StoreResult<()> {
+        self.changed(self.inner.sync_nodes(nodes).await)
+    }
+
+    async fn list_nodes(&self) -> StoreResult<Vec<NodeRecord>> {
+        self.inner.list_nodes().await
+    }
+
+    async fn set_node_address(&self, name: &str, address: Option<&str>) -> StoreResult<()> {
+        self.changed(self.inner.set_node_address(name, address).await)
+    }
+}
+
+#[async_trait]
+impl<S: Store> PolicyStore for CachedStore<S> {
+    async fn create_policy(&self, tenant_id: i64, policy: &PolicyWrite) -> StoreResult<Policy> {
+        self.changed(self.inner.create_policy(tenant_id, policy).await)
+    }
+
+    async fn list_policies(&self, tenant_id: i64) -> StoreResult<Vec<Policy>> {
+        self.inner.list_policies(tenant_id).await
+    }
+
+    async fn get_policy(&self, tenant_id: i64, name: &str) -> StoreResult<Option<Policy>> {
+        self.inner.get_policy(tenant_id, name).await
+    }
+
+    async fn update_policy(
+        &self,
+        tenant_id: i64,
+        name: &str,
+        policy: &PolicyWrite,
+    ) -> StoreResult<Policy> {
+        self.changed(self.inner.update_policy(tenant_id, name, policy).await)
+    }
+
+    async fn delete_policy(&self, tenant_id: i64, name: &str) -> StoreResult<()> {
+        self.changed(self.inner.delete_policy(tenant_id, name).await)
+    }
+}
+
+#[async_trait]
+impl<S: Store> VolumeStore for CachedStore<S> {
+    async fn create_volume(&self, volume: &NewVolume, job: &NewJob) -> StoreResult<i64> {
+        self.changed(self.inner.create_volume(volume, job).await)
+    }
+
+    async fn get_volume(&self, tenant_id: i64, name_or_id: &str) -> StoreResult<Option<Volume>> {
+        let key = (tenant_id, name_or_id.to_string());
+        if let Some(volume) = self.volumes.get(&key) {
+            return Ok(Some(volume));
+        }
+        let seen = self.volumes.generation();
+        let volume = self.inner.get_volume(tenant_id, name_or_id).await?;
+        if let Some(v) = &volume {
+            self.volumes.insert(seen, key, v);
+        }
+        Ok(volume)
+    }
+
+    async fn volume_by_id(&self, id: &str) -> StoreResult<Option<Volume>> {
+        self.inner.volume_by_id(id).await
+    }
+
+    async fn list_volumes(&self, tenant_id: i64) -> StoreResult<Vec<Volume>> {
+        self.inner.list_volumes(tenant_id).await
+    }
+
+    async fn volume_slices(&self, volume_id: &str) -> StoreResult<Vec<SliceRow>> {
+        self.inner.volume_slices(volume_id).await
+    }
+
+    async fn start_volume_job(
+        &self,
+        volume_id: &str,
+        state: VolumeState,
+        job: &NewJob,
+    ) -> StoreResult<i64> {
+        self.changed(self.inner.start_volume_job(volume_id, state, job).await)
+    }
+
+    async fn place_slices(
+        &self,
+        volume_id: &str,
+        placements: &[SlicePlacement],
+    ) -> StoreResult<Vec<SliceRow>> {
+        self.changed(self.inner.place_slices(volume_id, placements).await)
+    }
+
+    async fn delete_volume(&self, volume_id: &str) -> StoreResult<()> {
+        self.changed(self.inner.delete_volume(volume_id).await)
+    }
+
+    async fn save_resize_plan(
+        &self,
+        job_id: i64,
+        plan: &ResizePlan,
+        detail: Option<&str>,
+    ) -> StoreResult<()> {
+        self.changed(self.inner.save_resize_plan(job_id, plan, detail).await)
+    }
+
+    async fn resize_steps(&self, job_id: i64) -> StoreResult<Vec<ResizeStep>> {
+        self.inner.resize_steps(job_id).await
+    }
+
+    async fn switch_slice(&self, step: &ResizeStep) -> StoreResult<()> {
+        self.changed(self.inner.switch_slice(step).await)
+    }
+
+    async fn finish_step(&self, step_id: i64) -> StoreResult<()> {
+        self.changed(self.inner.finish_step(step_id).await)
+    }
+
+    async fn complete_resize(
+        &self,
+        job_id: i64,
+        volume_id: &str,
+        new_size: Gib,
+        new_slice_size: Gib,
+        end: &JobEnd,
+    ) -> StoreResult<()> {
+        self.changed(
+            self.inner
+                .complete_resize(job_id, volume_id, new_size, new_slice_size, end)
+                .await,
+        )
+    }
+}
+
+#[async_trait]
+impl<S: Store> JobStore for CachedStore<S> {
+    async fn get_job(&self, tenant_id: i64, id: i64) -> StoreResult<Option<Job>> {
+        self.inner.get_job(tenant_id, id).await
+    }
+
+    async fn list_jobs(&self, tenant_id: i64, filter: &JobFilter) -> StoreResult<Vec<Job>> {
+        self.inner.list_jobs(tenant_id, filter).await
+    }
+
+    async fn job_by_id(&self, id: i64) -> StoreResult<Option<Job>> {
+        self.inner.job_by_id(id).await
+    }
+
+    async fn unfinished_jobs(&self) -> StoreResult<Vec<Job>> {
+        self.inner.unfinished_jobs().await
+    }
+
+    async fn active_volume_job(&self, volume_id: &str) -> StoreResult<Option<Job>> {
+        self.inner.active_volume_job(volume_id).await
+    }
+
+    async fn set_job_running(&self, id: i64, now_ms: i64) -> StoreResult<()> {
+        self.changed(self.inner.set_job_running(id, now_ms).await)
+    }
+
+    async fn set_job_progress(&self, id: i64, progress: u8, status: &str) -> StoreResult<()> {
+        self.changed(self.inner.set_job_progress(id, progress, status).await)
+    }
+
+    async fn add_job_detail(&self, id: i64, detail: &str) -> StoreResult<()> {
+        self.changed(self.inner.add_job_detail(id, detail).await)
+    }
+
+    async fn finish_job(&self, id: i64, end: &JobEnd) -> StoreResult<()> {
+        self.changed(self.inner.finish_job(id, end).await)
+    }
+}
+
+#[async_trait]
+impl<S: Store> AttachmentStore for CachedStore<S> {
+    async fn create_attachment(
+        &self,
+        attachment: &NewAttachment,
+        job: &NewJob,
+    ) -> StoreResult<i64> {
+        self.changed(self.inner.create_attachment(attachment, job).await)
+    }
+
+    async fn list_attachments(
+        &self,
+        tenant_id: i64,
+        volume_id: Option<&str>,
+    ) -> StoreResult<Vec<Attachment>> {
+        self.inner.list_attachments(tenant_id, volume_id).await
+    }
+
+    async fn all_attachments(&self) -> StoreResult<Vec<Attachment>> {
+        self.inner.all_attachments().await
+    }
+
+    async fn get_attachment(&self, volume_id: &str, node: &str) -> StoreResult<Option<Attachment>> {
+        self.inner.get_attachment(volume_id, node).await
+    }
+
+    async fn set_attachment_state(
+        &self,
+        volume_id: &str,
+        node: &str,
+        state: &str,
+    ) -> StoreResult<()> {
+        self.changed(
+            self.inner
+                .set_attachment_state(volume_id, node, state)
+                .await,
+        )
+    }
+
+    async fn update_attachment(
+        &self,
+        volume_id: &str,
+        node: &str,
+        readonly: bool,
+        mountpoint: &str,
+    ) -> StoreResult<()> {
+        self.changed(
+            self.inner
+                .update_attachment(volume_id, node, readonly, mountpoint)
+                .await,
+        )
+    }
+
+    async fn delete_attachment(&self, volume_id: &str, node: &str) -> StoreResult<()> {
+        self.changed(self.inner.delete_attachment(volume_id, node).await)
+    }
+}
+
+#[async_trait]
+impl<S: Store> StoreLifecycle for CachedStore<S> {
+    async fn close(&self) {
+        self.inner.close().await;
+    }
+}

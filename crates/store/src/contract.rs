@@ -1,0 +1,726 @@
+//! Behaviour every `Store` implementation must have, written against
+//! `&dyn Store`. A backend runs the whole suite with
+//! `store_contract_tests!(open)`, where `open` is an async fn returning
+//! `(guard, store)`: the guard (a temporary directory, a scratch database)
+//! lives as long as the test, and `store` starts empty.
+
+use crate::*;
+use svs_domain::{
+    place_volume, CreateVolumeArgs, JobSpec, JobState, Medium, MediumState, PlacementRequest,
+    Reservation, Resiliency, ResizePlan, ResizeVolumeArgs, SliceGrowth, SliceMove, SlicePlacement,
+    VolumeState, VolumeType,
+};
+
+/// One `#[tokio::test]` per behaviour below, each on a fresh store from `$open`.
+macro_rules! store_contract_tests {
+    ($open:path) => {
+        store_contract_tests!(@each $open;
+            a_medium_holding_slices_cannot_disappear_or_shrink,
+            a_movement_books_switches_and_releases_space_atomically,
+            a_failed_job_releases_its_reservations_and_frees_the_volume,
+            placing_slices_twice_keeps_the_first_placement,
+            revoking_refresh_tokens_touches_only_that_user,
+            cached_volume_reads_see_every_committed_change,
+            a_placement_from_a_stale_reading_cannot_overbook_a_medium,
+            a_resize_plan_from_a_stale_reading_cannot_overbook_a_medium,
+            a_resumed_job_keeps_its_booking_when_media_have_filled_since,
+            a_used_policy_keeps_its_resiliency_and_cannot_be_deleted,
+            a_failed_creation_leaves_the_volume_creating,
+        );
+    };
+    (@each $open:path; $($name:ident),+ $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let (_guard, store) = $open().await;
+                $crate::contract::$name(&store).await;
+            }
+        )+
+    };
+}
+
+fn medium(id: &str, size: u64) -> MediumRecord {
+    MediumRecord {
+        medium: Medium {
+            id: id.into(),
+            node: format!("node-{id}"),
+            zone: format!("zone-{id}"),
+            size,
+        },
+        directory: format!("/media/{id}"),
+    }
+}
+
+/// A tenant, a user, a policy and a 10 GiB volume with one slice on m1.
+pub(crate) async fn volume_on_m1(store: &dyn Store) -> (User, String, i64) {
+    store
+        .sync_media(&[medium("m1", 20), medium("m2", 20)])
+        .await
+        .expect("media");
+    let user = store
+        .create_user(&NewUser {
+            tenant: "t".into(),
+            email: "u@example.com".into(),
+            name: "u".into(),
+            password_hash: "x".into(),
+            is_admin: true,
+            now_ms: 1,
+        })
+        .await
+        .expect("user");
+    let policy = store
+        .create_policy(
+            user.tenant_id,
+            &PolicyWrite {
+                name: "p".into(),
+                resiliency: Resiliency {
+                    media: 0,
+                    node: 0,
+                    zone: 0,
+                },
+                attributes: Default::default(),
+                by_name: "u".into(),
+                by_email: "u@example.com".into(),
+                now_ms: 1,
+            },
+        )
+        .await
+        .expect("policy");
+    let job_id = add_volume(store, &user, policy.id, "vol-1", "v", 10).await;
+    store
+        .place_slices(
+            "vol-1",
+            &[SlicePlacement {
+                copy: 0,
+                column: 0,
+                medium: "m1".into(),
+                size: 10,
+            }],
+        )
+        .await
+        .expect("slices");
+    store
+        .finish_job(job_id, &end(JobState::Done))
+        .await
+        .expect("done");
+    (user, "vol-1".into(), job_id)
+}
+
+/// A new volume in state Creating, with its create job.
+async fn add_volume(
+    store: &dyn Store,
+    user: &User,
+    policy_id: i64,
+    id: &str,
+    name: &str,
+    size: u64,
+) -> i64 {
+    store
+        .create_volume(
+            &NewVolume {
+                id: id.into(),
+                tenant_id: user.tenant_id,
+                name: name.into(),
+                kind: VolumeType::Block,
+                size,
+                policy_id,
+                zone: None,
+                attributes: Default::default(),
+                now_ms: 1,
+            },
+            &new_job(user, create_spec(), id),
+        )
+        .await
+        .expect("volume")
+}
+
+/// The volume named "v" of the tenant, through `get_volume` (the cached read).
+async fn read_volume(store: &dyn Store, tenant_id: i64) -> Volume {
+    store
+        .get_volume(tenant_id, "v")
+        .await
+        .expect("read")
+        .expect("volume")
+}
+
+/// Media as the job runner's planner reads them.
+async fn media_states(store: &dyn Store) -> Vec<MediumState> {
+    store
+        .media_usage()
+        .await
+        .expect("usage")
+        .into_iter()
+        .map(|u| MediumState {
+            used: u.used(),
+            medium: u.record.medium,
+        })
+        .collect()
+}
+
+fn create_spec() -> JobSpec {
+    JobSpec::VolumeCreate(CreateVolumeArgs {
+        name: "vol-1".into(),
+        size: 10,
+        policy: "p".into(),
+        kind: VolumeType::Block,
+    })
+}
+
+pub(crate) fn resize_spec(allow_data_movement: bool) -> JobSpec {
+    JobSpec::VolumeModifyExtend(ResizeVolumeArgs {
+        size: 20,
+        allow_data_movement,
+        from_size: 10,
+    })
+}
+
+pub(crate) fn new_job(user: &User, spec: JobSpec, object: &str) -> NewJob {
+    NewJob {
+        tenant_id: user.tenant_id,
+        spec,
+        object: object.into(),
+        user_id: user.id,
+        username: user.name.clone(),
+        useremail: user.email.clone(),
+        now_ms: 2,
+    }
+}
+
+fn end(state: JobState) -> JobEnd {
+    JobEnd {
+        state,
+        status: state.as_str().into(),
+        detail: None,
+        now_ms: 3,
+    }
+}
+
+fn usage(all: &[MediumUsage], id: &str) -> (u64, u64, u64) {
+    let m = all
+        .iter()
+        .find(|m| m.record.medium.id == id)
+        .expect("medium");
+    (m.allocated, m.reserved, m.free())
+}
+
+/// A move of the volume's slice from m1 to m2 while it grows 10 → 12 GiB.
+fn move_plan(slice_id: i64) -> ResizePlan {
+    ResizePlan {
+        new_slice_size: 12,
+        growths: Vec::<SliceGrowth>::new(),
+        moves: vec![SliceMove {
+            slice_id,
+            from_medium: "m1".into(),
+            to_medium: "m2".into(),
+            old_size: 10,
+            new_size: 12,
+        }],
+        reservations: vec![Reservation {
+            medium: "m2".into(),
+            gib: 12,
+        }],
+    }
+}
+
+pub(crate) async fn a_medium_holding_slices_cannot_disappear_or_shrink(store: &dyn Store) {
+    volume_on_m1(store).await;
+    let gone = store.sync_media(&[medium("m2", 20)]).await;
+    assert!(matches!(gone, Err(StoreError::InUse(m)) if m.contains("m1")));
+    let shrunk = store.sync_media(&[medium("m1", 5), medium("m2", 20)]).await;
+    assert!(matches!(shrunk, Err(StoreError::InUse(_))));
+    let mut moved = medium("m1", 20);
+    moved.directory = "/elsewhere".into();
+    assert!(store.sync_media(&[moved, medium("m2", 20)]).await.is_err());
+    // An empty medium may go; a used one may grow.
+    store
+        .sync_media(&[medium("m1", 30)])
+        .await
+        .expect("m2 removed, m1 grown");
+    assert_eq!(store.media_usage().await.expect("usage").len(), 1);
+}
+
+pub(crate) async fn a_movement_books_switches_and_releases_space_atomically(store: &dyn Store) {
+    let (user, volume, _) = volume_on_m1(store).await;
+    let slice_id = store.volume_slices(&volume).await.expect("slices")[0]
+        .slice
+        .id;
+    let job = new_job(&user, resize_spec(true), &volume);
+    let job_id = store
+        .start_volume_job(&volume, VolumeState::Resizing, &job)
+        .await
+        .expect("job");
+    store
+        .save_resize_plan(job_id, &move_plan(slice_id), Some("found"))
+        .await
+        .expect("plan");
+    // Saving again (a resumed job) changes nothing.
+    store
+        .save_resize_plan(job_id, &move_plan(slice_id), Some("found"))
+        .await
+        .expect("plan again");
+    let media = store.media_usage().await.expect("usage");
+    assert_eq!(usage(&media, "m1"), (10, 0, 10));
+    assert_eq!(usage(&media, "m2"), (0, 12, 8));
+
+    let steps = store.resize_steps(job_id).await.expect("steps");
+    assert_eq!(steps.len(), 1);
+    store.switch_slice(&steps[0]).await.expect("switch");
+    let media = store.media_usage().await.expect("usage");
+    assert_eq!(
+        usage(&media, "m1"),
+        (0, 0, 20),
+        "the source is free once switched"
+    );
+    assert_eq!(
+        usage(&media, "m2"),
+        (10, 2, 8),
+        "only the growth stays booked"
+    );
+    assert!(
+        store.switch_slice(&steps[0]).await.is_err(),
+        "a slice is never switched from a medium it is not on"
+    );
+
+    store
+        .complete_resize(job_id, &volume, 12, 12, &end(JobState::Done))
+        .await
+        .expect("complete");
+    let media = store.media_usage().await.expect("usage");
+    assert_eq!(usage(&media, "m2"), (12, 0, 8));
+    let v = store
+        .volume_by_id(&volume)
+        .await
+        .expect("read")
+        .expect("volume");
+    assert_eq!(
+        (v.size, v.state, v.job.is_none()),
+        (12, VolumeState::Ready, true)
+    );
+    let job = store
+        .get_job(user.tenant_id, job_id)
+        .await
+        .expect("read")
+        .expect("job");
+    assert_eq!(job.state, JobState::Done);
+    assert_eq!(job.details.first().map(String::as_str), Some("found"));
+    assert_eq!(job.details.len(), 1, "the plan's detail is recorded once");
+}
+
+pub(crate) async fn a_failed_job_releases_its_reservations_and_frees_the_volume(store: &dyn Store) {
+    let (user, volume, _) = volume_on_m1(store).await;
+    let slice_id = store.volume_slices(&volume).await.expect("slices")[0]
+        .slice
+        .id;
+    let job_id = store
+        .start_volume_job(
+            &volume,
+            VolumeState::Resizing,
+            &new_job(&user, resize_spec(false), &volume),
+        )
+        .await
+        .expect("job");
+    store
+        .save_resize_plan(job_id, &move_plan(slice_id), None)
+        .await
+        .expect("plan");
+    assert!(store
+        .active_volume_job(&volume)
+        .await
+        .expect("read")
+        .is_some());
+    store
+        .finish_job(
+            job_id,
+            &JobEnd {
+                detail: Some("boom".into()),
+                ..end(JobState::Error)
+            },
+        )
+        .await
+        .expect("finish");
+    let media = store.media_usage().await.expect("usage");
+    assert_eq!(usage(&media, "m2"), (0, 0, 20));
+    assert!(store
+        .active_volume_job(&volume)
+        .await
+        .expect("read")
+        .is_none());
+    let v = store
+        .volume_by_id(&volume)
+        .await
+        .expect("read")
+        .expect("volume");
+    assert_eq!((v.size, v.state), (10, VolumeState::Ready));
+    let job = store
+        .get_job(user.tenant_id, job_id)
+        .await
+        .expect("read")
+        .expect("job");
+    assert_eq!(
+        (job.state, job.details.clone()),
+        (JobState::Error, vec!["boom".to_string()])
+    );
+    assert_eq!(store.unfinished_jobs().await.expect("read").len(), 0);
+}
+
+pub(crate) async fn placing_slices_twice_keeps_the_first_placement(store: &dyn Store) {
+    let (_, volume, _) = volume_on_m1(store).await;
+    let again = store
+        .place_slices(
+            &volume,
+            &[SlicePlacement {
+                copy: 0,
+                column: 0,
+                medium: "m2".into(),
+                size: 10,
+            }],
+        )
+        .await
+        .expect("idempotent");
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].slice.medium, "m1");
+}
+
+pub(crate) async fn revoking_refresh_tokens_touches_only_that_user(store: &dyn Store) {
+    let (user, _, _) = volume_on_m1(store).await;
+    let other = store
+        .create_user(&NewUser {
+            tenant: "t".into(),
+            email: "other@example.com".into(),
+            name: "o".into(),
+            password_hash: "x".into(),
+            is_admin: false,
+            now_ms: 1,
+        })
+        .await
+        .expect("second user");
+    for (id, hash) in [(user.id, "a"), (user.id, "b"), (other.id, "c")] {
+        store
+            .add_refresh_token(&NewRefreshToken {
+                user_id: id,
+                token_hash: hash.into(),
+                issued_ms: 1,
+                expires_ms: 9,
+            })
+            .await
+            .expect("token stored");
+    }
+    assert_eq!(
+        store.revoke_refresh_tokens(user.id).await.expect("revoke"),
+        2
+    );
+    assert!(
+        store
+            .refresh_token("a")
+            .await
+            .expect("read")
+            .expect("a")
+            .revoked
+    );
+    let other_token = store.refresh_token("c").await.expect("read").expect("c");
+    assert!(!other_token.revoked, "another user's token stays valid");
+    assert!(store.refresh_token("zzz").await.expect("read").is_none());
+}
+
+pub(crate) async fn cached_volume_reads_see_every_committed_change(store: &dyn Store) {
+    let (user, volume, _) = volume_on_m1(store).await;
+    assert_eq!(
+        read_volume(store, user.tenant_id).await.state,
+        VolumeState::Ready
+    );
+    assert_eq!(
+        read_volume(store, user.tenant_id).await.state,
+        VolumeState::Ready,
+        "served from cache"
+    );
+    let job_id = store
+        .start_volume_job(
+            &volume,
+            VolumeState::Resizing,
+            &new_job(&user, resize_spec(false), &volume),
+        )
+        .await
+        .expect("job");
+    assert_eq!(
+        read_volume(store, user.tenant_id).await.state,
+        VolumeState::Resizing
+    );
+    store
+        .set_job_progress(job_id, 42, "Moving")
+        .await
+        .expect("progress");
+    assert_eq!(
+        read_volume(store, user.tenant_id).await.job.map(|j| j.1),
+        Some(42)
+    );
+    store
+        .complete_resize(job_id, &volume, 12, 12, &end(JobState::Done))
+        .await
+        .expect("complete");
+    let v = read_volume(store, user.tenant_id).await;
+    assert_eq!((v.size, v.state, v.job), (12, VolumeState::Ready, None));
+    store.delete_volume(&volume).await.expect("delete");
+    assert!(store
+        .get_volume(user.tenant_id, "v")
+        .await
+        .expect("read")
+        .is_none());
+}
+
+pub(crate) async fn a_placement_from_a_stale_reading_cannot_overbook_a_medium(store: &dyn Store) {
+    let (user, _, _) = volume_on_m1(store).await;
+    let policy = store
+        .get_policy(user.tenant_id, "p")
+        .await
+        .expect("read")
+        .expect("policy");
+    add_volume(store, &user, policy.id, "vol-a", "a", 15).await;
+    add_volume(store, &user, policy.id, "vol-b", "b", 15).await;
+    // Both placements are computed from the same reading: each fits on m2
+    // alone, not both.
+    let stale = media_states(store).await;
+    let request = PlacementRequest {
+        size: 15,
+        resiliency: Resiliency::default(),
+        zone: None,
+    };
+    let first = place_volume(&stale, &request).expect("placement");
+    let second = place_volume(&stale, &request).expect("placement");
+    assert_eq!(first[0].medium, "m2");
+    assert_eq!(first, second);
+
+    store
+        .place_slices("vol-a", &first)
+        .await
+        .expect("first fits");
+    let before = store.media_usage().await.expect("usage");
+    let refused = store.place_slices("vol-b", &second).await;
+    assert!(
+        matches!(&refused, Err(StoreError::InsufficientSpace { medium }) if medium == "m2"),
+        "{refused:?}"
+    );
+    assert_eq!(
+        refused.map(|_| ()).map_err(|e| e.to_string()),
+        Err("medium 'm2' no longer has room for this plan".to_string())
+    );
+    assert!(store
+        .volume_slices("vol-b")
+        .await
+        .expect("slices")
+        .is_empty());
+    let after = store.media_usage().await.expect("usage");
+    assert_eq!(usage(&after, "m2"), usage(&before, "m2"), "nothing booked");
+    assert_eq!(usage(&after, "m2"), (15, 0, 5));
+}
+
+pub(crate) async fn a_resize_plan_from_a_stale_reading_cannot_overbook_a_medium(store: &dyn Store) {
+    let (user, volume, _) = volume_on_m1(store).await;
+    let policy = store
+        .get_policy(user.tenant_id, "p")
+        .await
+        .expect("read")
+        .expect("policy");
+    let create = add_volume(store, &user, policy.id, "vol-2", "v2", 5).await;
+    let on_m2 = store
+        .place_slices(
+            "vol-2",
+            &[SlicePlacement {
+                copy: 0,
+                column: 0,
+                medium: "m2".into(),
+                size: 5,
+            }],
+        )
+        .await
+        .expect("slices");
+    store
+        .finish_job(create, &end(JobState::Done))
+        .await
+        .expect("done");
+    let first_slice = store.volume_slices(&volume).await.expect("slices")[0]
+        .slice
+        .id;
+    // From the same reading (m2: 5 of 20 GiB used), moving vol-1's slice to
+    // m2 (12 GiB) and growing vol-2 there (+8 GiB) each fit; both do not.
+    let stale = media_states(store).await;
+    assert_eq!(
+        stale
+            .iter()
+            .find(|m| m.medium.id == "m2")
+            .map(MediumState::free),
+        Some(15)
+    );
+    let grow_on_m2 = ResizePlan {
+        new_slice_size: 13,
+        growths: vec![SliceGrowth {
+            slice_id: on_m2[0].slice.id,
+            medium: "m2".into(),
+            from: 5,
+            to: 13,
+        }],
+        moves: Vec::new(),
+        reservations: vec![Reservation {
+            medium: "m2".into(),
+            gib: 8,
+        }],
+    };
+    let move_job = store
+        .start_volume_job(
+            &volume,
+            VolumeState::Resizing,
+            &new_job(&user, resize_spec(true), &volume),
+        )
+        .await
+        .expect("job");
+    let grow_job = store
+        .start_volume_job(
+            "vol-2",
+            VolumeState::Resizing,
+            &new_job(&user, resize_spec(false), "vol-2"),
+        )
+        .await
+        .expect("job");
+    store
+        .save_resize_plan(move_job, &move_plan(first_slice), Some("found"))
+        .await
+        .expect("first plan fits");
+    let refused = store
+        .save_resize_plan(grow_job, &grow_on_m2, Some("found"))
+        .await;
+    assert!(
+        matches!(&refused, Err(StoreError::InsufficientSpace { medium }) if medium == "m2"),
+        "{refused:?}"
+    );
+    assert!(store
+        .resize_steps(grow_job)
+        .await
+        .expect("steps")
+        .is_empty());
+    let job = store
+        .get_job(user.tenant_id, grow_job)
+        .await
+        .expect("read")
+        .expect("job");
+    assert!(job.details.is_empty(), "no detail recorded");
+    let media = store.media_usage().await.expect("usage");
+    assert_eq!(
+        usage(&media, "m2"),
+        (5, 12, 3),
+        "only the first plan is booked"
+    );
+}
+
+pub(crate) async fn a_resumed_job_keeps_its_booking_when_media_have_filled_since(
+    store: &dyn Store,
+) {
+    let (user, volume, _) = volume_on_m1(store).await;
+    let slice_id = store.volume_slices(&volume).await.expect("slices")[0]
+        .slice
+        .id;
+    let job_id = store
+        .start_volume_job(
+            &volume,
+            VolumeState::Resizing,
+            &new_job(&user, resize_spec(true), &volume),
+        )
+        .await
+        .expect("job");
+    store
+        .save_resize_plan(job_id, &move_plan(slice_id), None)
+        .await
+        .expect("plan");
+    // m2 is now 12 of 20 GiB booked: the same plan would not fit twice, but a
+    // job that already has its steps is left as it is.
+    store
+        .save_resize_plan(job_id, &move_plan(slice_id), None)
+        .await
+        .expect("saved plan kept");
+    let mut bigger = move_plan(slice_id);
+    bigger.reservations[0].gib = 20;
+    store
+        .save_resize_plan(job_id, &bigger, None)
+        .await
+        .expect("saved plan kept");
+    let media = store.media_usage().await.expect("usage");
+    assert_eq!(usage(&media, "m2"), (0, 12, 8));
+    // Likewise a volume whose slices are recorded keeps them.
+    let again = store
+        .place_slices(
+            &volume,
+            &[SlicePlacement {
+                copy: 0,
+                column: 0,
+                medium: "m2".into(),
+                size: 20,
+            }],
+        )
+        .await
+        .expect("placement kept");
+    assert_eq!(again[0].slice.medium, "m1");
+}
+
+pub(crate) async fn a_used_policy_keeps_its_resiliency_and_cannot_be_deleted(store: &dyn Store) {
+    let (user, _, _) = volume_on_m1(store).await;
+    let policy = store
+        .get_policy(user.tenant_id, "p")
+        .await
+        .expect("read")
+        .expect("policy");
+    let write = |resiliency| PolicyWrite {
+        name: "p".into(),
+        resiliency,
+        attributes: Default::default(),
+        by_name: "u".into(),
+        by_email: "u@example.com".into(),
+        now_ms: 5,
+    };
+    let changed = store
+        .update_policy(
+            user.tenant_id,
+            "p",
+            &write(Resiliency {
+                media: 1,
+                ..policy.resiliency
+            }),
+        )
+        .await;
+    assert!(
+        matches!(&changed, Err(StoreError::InUse(m))
+            if m == "policy 'p' is used by 1 volume(s); its resiliency cannot change"),
+        "{changed:?}"
+    );
+    let same = store
+        .update_policy(user.tenant_id, "p", &write(policy.resiliency))
+        .await
+        .expect("other fields may change");
+    assert_eq!(same.updated_ms, Some(5));
+    let deleted = store.delete_policy(user.tenant_id, "p").await;
+    assert!(
+        matches!(&deleted, Err(StoreError::InUse(m)) if m == "policy 'p' is used by 1 volume(s)"),
+        "{deleted:?}"
+    );
+    assert!(matches!(
+        store.delete_policy(user.tenant_id, "nope").await,
+        Err(StoreError::NotFound)
+    ));
+}
+
+pub(crate) async fn a_failed_creation_leaves_the_volume_creating(store: &dyn Store) {
+    let (user, _, _) = volume_on_m1(store).await;
+    let policy = store
+        .get_policy(user.tenant_id, "p")
+        .await
+        .expect("read")
+        .expect("policy");
+    let job_id = add_volume(store, &user, policy.id, "vol-f", "f", 5).await;
+    store
+        .finish_job(job_id, &end(JobState::Error))
+        .await
+        .expect("finish");
+    let v = store
+        .volume_by_id("vol-f")
+        .await
+        .expect("read")
+        .expect("volume");
+    assert_eq!((v.state, v.job), (VolumeState::Creating, None));
+}

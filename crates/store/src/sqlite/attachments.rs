@@ -1,0 +1,143 @@
+//! Attachments of volumes to nodes.
+
+use super::jobs::claim_volume;
+use super::{active_job, is_unique_violation, SqliteStore};
+use crate::records::{Attachment, NewAttachment, NewJob};
+use crate::{AttachmentStore, StoreError, StoreResult};
+use async_trait::async_trait;
+use sqlx::sqlite::SqliteRow;
+use sqlx::Row;
+
+const ATTACHMENT_SELECT: &str = "SELECT a.volume_id, v.name AS volume_name, a.node, a.tenant_id, \
+    a.snapshot, a.readonly, a.mountpoint, a.export_name, a.state, a.created_ms, \
+    v.job_id, j.progress AS job_progress, j.status AS job_status \
+    FROM attachments a JOIN volumes v ON v.id = a.volume_id \
+    LEFT JOIN jobs j ON j.id = v.job_id";
+
+fn attachment_row(row: &SqliteRow) -> StoreResult<Attachment> {
+    let job = active_job(row)?;
+    Ok(Attachment {
+        volume_id: row.try_get("volume_id")?,
+        volume_name: row.try_get("volume_name")?,
+        node: row.try_get("node")?,
+        tenant_id: row.try_get("tenant_id")?,
+        snapshot: row.try_get("snapshot")?,
+        readonly: row.try_get::<i64, _>("readonly")? != 0,
+        mountpoint: row.try_get("mountpoint")?,
+        export_name: row.try_get("export_name")?,
+        state: row.try_get("state")?,
+        job,
+        created_ms: row.try_get("created_ms")?,
+    })
+}
+
+#[async_trait]
+impl AttachmentStore for SqliteStore {
+    async fn create_attachment(&self, a: &NewAttachment, job: &NewJob) -> StoreResult<i64> {
+        let mut tx = self.begin_write().await?;
+        let inserted = sqlx::query(
+            "INSERT INTO attachments (volume_id, node, tenant_id, snapshot, readonly, mountpoint, \
+             export_name, state, created_ms) VALUES (?, ?, ?, 'top', ?, ?, ?, 'Attaching', ?)",
+        )
+        .bind(&a.volume_id)
+        .bind(&a.node)
+        .bind(a.tenant_id)
+        .bind(i64::from(a.readonly))
+        .bind(&a.mountpoint)
+        .bind(&a.export_name)
+        .bind(a.now_ms)
+        .execute(&mut *tx)
+        .await;
+        match inserted {
+            Ok(_) => {}
+            Err(e) if is_unique_violation(&e) => {
+                return Err(StoreError::Conflict(format!(
+                    "the volume is already attached to node '{}'",
+                    a.node
+                )))
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let job_id = claim_volume(&mut tx, &a.volume_id, None, job).await?;
+        tx.commit().await?;
+        Ok(job_id)
+    }
+
+    async fn list_attachments(
+        &self,
+        tenant_id: i64,
+        volume_id: Option<&str>,
+    ) -> StoreResult<Vec<Attachment>> {
+        let rows = sqlx::query(&format!(
+            "{ATTACHMENT_SELECT} WHERE a.tenant_id = ? AND (? IS NULL OR a.volume_id = ?) \
+             ORDER BY v.name, a.node"
+        ))
+        .bind(tenant_id)
+        .bind(volume_id)
+        .bind(volume_id)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(attachment_row).collect()
+    }
+
+    async fn all_attachments(&self) -> StoreResult<Vec<Attachment>> {
+        let rows = sqlx::query(&format!("{ATTACHMENT_SELECT} ORDER BY a.volume_id, a.node"))
+            .fetch_all(&self.writer)
+            .await?;
+        rows.iter().map(attachment_row).collect()
+    }
+
+    async fn get_attachment(&self, volume_id: &str, node: &str) -> StoreResult<Option<Attachment>> {
+        let row = sqlx::query(&format!(
+            "{ATTACHMENT_SELECT} WHERE a.volume_id = ? AND a.node = ?"
+        ))
+        .bind(volume_id)
+        .bind(node)
+        .fetch_optional(&self.writer)
+        .await?;
+        row.as_ref().map(attachment_row).transpose()
+    }
+
+    async fn set_attachment_state(
+        &self,
+        volume_id: &str,
+        node: &str,
+        state: &str,
+    ) -> StoreResult<()> {
+        sqlx::query("UPDATE attachments SET state = ? WHERE volume_id = ? AND node = ?")
+            .bind(state)
+            .bind(volume_id)
+            .bind(node)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn update_attachment(
+        &self,
+        volume_id: &str,
+        node: &str,
+        readonly: bool,
+        mountpoint: &str,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE attachments SET readonly = ?, mountpoint = ? WHERE volume_id = ? AND node = ?",
+        )
+        .bind(i64::from(readonly))
+        .bind(mountpoint)
+        .bind(volume_id)
+        .bind(node)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    async fn delete_attachment(&self, volume_id: &str, node: &str) -> StoreResult<()> {
+        sqlx::query("DELETE FROM attachments WHERE volume_id = ? AND node = ?")
+            .bind(volume_id)
+            .bind(node)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,246 @@
+//! Jobs, and the steps shared by every write that starts or ends one.
+
+use super::{small, SqliteStore};
+use crate::records::{Job, JobEnd, JobFilter, NewJob};
+use crate::{JobStore, StoreError, StoreResult};
+use async_trait::async_trait;
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Row, SqliteConnection};
+use svs_domain::{volume_state_after_job, JobState, VolumeState};
+
+const JOB_COLUMNS: &str = "id, tenant_id, type, object, args, state, status, progress, \
+    starttime_ms, endtime_ms, user_id, username, useremail, details, data_movement, created_ms";
+
+fn job_row(row: &SqliteRow) -> StoreResult<Job> {
+    let state: String = row.try_get("state")?;
+    let args: String = row.try_get("args")?;
+    let details: String = row.try_get("details")?;
+    Ok(Job {
+        id: row.try_get("id")?,
+        tenant_id: row.try_get("tenant_id")?,
+        kind: row.try_get("type")?,
+        object: row.try_get("object")?,
+        args: serde_json::from_str(&args)
+            .map_err(|e| StoreError::Corrupt(format!("job args: {e}")))?,
+        state: JobState::parse(&state)
+            .ok_or_else(|| StoreError::Corrupt(format!("job state {state:?}")))?,
+        status: row.try_get("status")?,
+        progress: small(row, "progress")?,
+        starttime_ms: row.try_get("starttime_ms")?,
+        endtime_ms: row.try_get("endtime_ms")?,
+        user_id: row.try_get("user_id")?,
+        username: row.try_get("username")?,
+        useremail: row.try_get("useremail")?,
+        details: serde_json::from_str(&details)
+            .map_err(|e| StoreError::Corrupt(format!("job details: {e}")))?,
+        data_movement: row.try_get::<i64, _>("data_movement")? != 0,
+        created_ms: row.try_get("created_ms")?,
+    })
+}
+
+async fn insert_job(conn: &mut SqliteConnection, job: &NewJob) -> StoreResult<i64> {
+    let id = sqlx::query(
+        "INSERT INTO jobs (tenant_id, type, object, args, state, status, progress, user_id, \
+         username, useremail, details, data_movement, created_ms) \
+         VALUES (?, ?, ?, ?, 'Pending', 'Pending', 0, ?, ?, ?, '[]', ?, ?)",
+    )
+    .bind(job.tenant_id)
+    .bind(job.spec.kind().as_str())
+    .bind(&job.object)
+    .bind(job.spec.args_json().to_string())
+    .bind(job.user_id)
+    .bind(&job.username)
+    .bind(&job.useremail)
+    .bind(i64::from(job.spec.is_data_movement()))
+    .bind(job.now_ms)
+    .execute(&mut *conn)
+    .await?
+    .last_insert_rowid();
+    Ok(id)
+}
+
+/// Records `job` and makes it the volume's current job (setting the volume's
+/// state when given), unless another job holds the volume: then Conflict and,
+/// the transaction being dropped, nothing is recorded.
+pub(super) async fn claim_volume(
+    conn: &mut SqliteConnection,
+    volume_id: &str,
+    state: Option<VolumeState>,
+    job: &NewJob,
+) -> StoreResult<i64> {
+    let job_id = insert_job(conn, job).await?;
+    let r = sqlx::query(
+        "UPDATE volumes SET job_id = ?, state = COALESCE(?, state) \
+         WHERE id = ? AND job_id IS NULL",
+    )
+    .bind(job_id)
+    .bind(state.map(|s| s.as_str()))
+    .bind(volume_id)
+    .execute(&mut *conn)
+    .await?;
+    if r.rows_affected() == 0 {
+        return Err(StoreError::Conflict(
+            "the volume is busy with another job or no longer exists".into(),
+        ));
+    }
+    Ok(job_id)
+}
+
+pub(super) async fn append_detail(
+    conn: &mut SqliteConnection,
+    id: i64,
+    detail: &str,
+) -> StoreResult<()> {
+    sqlx::query("UPDATE jobs SET details = json_insert(details, '$[#]', ?) WHERE id = ?")
+        .bind(detail)
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// Ends the job, releases every reservation it booked, and frees the volume
+/// it worked on, which takes its state after the job.
+pub(super) async fn finish_job_tx(
+    conn: &mut SqliteConnection,
+    id: i64,
+    end: &JobEnd,
+) -> StoreResult<()> {
+    if let Some(detail) = &end.detail {
+        append_detail(conn, id, detail).await?;
+    }
+    let done = end.state == JobState::Done;
+    sqlx::query(
+        "UPDATE jobs SET state = ?, status = ?, endtime_ms = ?, \
+         starttime_ms = COALESCE(starttime_ms, ?), \
+         progress = CASE WHEN ? THEN 100 ELSE progress END WHERE id = ?",
+    )
+    .bind(end.state.as_str())
+    .bind(&end.status)
+    .bind(end.now_ms)
+    .bind(end.now_ms)
+    .bind(done)
+    .bind(id)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query("DELETE FROM reservations WHERE job_id = ?")
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
+    let volumes = sqlx::query("SELECT id, state FROM volumes WHERE job_id = ?")
+        .bind(id)
+        .fetch_all(&mut *conn)
+        .await?;
+    for volume in &volumes {
+        let volume_id: String = volume.try_get("id")?;
+        let state: String = volume.try_get("state")?;
+        let state = VolumeState::parse(&state)
+            .ok_or_else(|| StoreError::Corrupt(format!("volume state {state:?}")))?;
+        sqlx::query("UPDATE volumes SET job_id = NULL, state = ? WHERE id = ?")
+            .bind(volume_state_after_job(state, end.state).as_str())
+            .bind(&volume_id)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl JobStore for SqliteStore {
+    async fn get_job(&self, tenant_id: i64, id: i64) -> StoreResult<Option<Job>> {
+        let row = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE tenant_id = ? AND id = ?"
+        ))
+        .bind(tenant_id)
+        .bind(id)
+        .fetch_optional(&self.reader)
+        .await?;
+        row.as_ref().map(job_row).transpose()
+    }
+
+    async fn list_jobs(&self, tenant_id: i64, f: &JobFilter) -> StoreResult<Vec<Job>> {
+        let count = i64::from(f.count.max(1));
+        let offset = i64::from(f.page.max(1) - 1) * count;
+        let rows = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE tenant_id = ? \
+             AND (? IS NULL OR type = ?) AND (? IS NULL OR object = ?) \
+             AND (? IS NULL OR state = ?) ORDER BY id DESC LIMIT ? OFFSET ?"
+        ))
+        .bind(tenant_id)
+        .bind(&f.kind)
+        .bind(&f.kind)
+        .bind(&f.object)
+        .bind(&f.object)
+        .bind(f.state.map(|s| s.as_str()))
+        .bind(f.state.map(|s| s.as_str()))
+        .bind(count)
+        .bind(offset)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(job_row).collect()
+    }
+
+    async fn job_by_id(&self, id: i64) -> StoreResult<Option<Job>> {
+        let row = sqlx::query(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?"))
+            .bind(id)
+            .fetch_optional(&self.writer)
+            .await?;
+        row.as_ref().map(job_row).transpose()
+    }
+
+    async fn unfinished_jobs(&self) -> StoreResult<Vec<Job>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE state IN ('Pending', 'Running') ORDER BY id"
+        ))
+        .fetch_all(&self.writer)
+        .await?;
+        rows.iter().map(job_row).collect()
+    }
+
+    async fn active_volume_job(&self, volume_id: &str) -> StoreResult<Option<Job>> {
+        let row = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE object = ? \
+             AND state IN ('Pending', 'Running') ORDER BY id LIMIT 1"
+        ))
+        .bind(volume_id)
+        .fetch_optional(&self.writer)
+        .await?;
+        row.as_ref().map(job_row).transpose()
+    }
+
+    async fn set_job_running(&self, id: i64, now_ms: i64) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE jobs SET state = 'Running', status = 'Running', \
+             starttime_ms = COALESCE(starttime_ms, ?) WHERE id = ?",
+        )
+        .bind(now_ms)
+        .bind(id)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    async fn set_job_progress(&self, id: i64, progress: u8, status: &str) -> StoreResult<()> {
+        sqlx::query("UPDATE jobs SET progress = ?, status = ? WHERE id = ?")
+            .bind(i64::from(progress.min(100)))
+            .bind(status)
+            .bind(id)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn add_job_detail(&self, id: i64, detail: &str) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        append_detail(&mut tx, id, detail).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn finish_job(&self, id: i64, end: &JobEnd) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        finish_job_tx(&mut tx, id, end).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,168 @@
+//! Policies.
+
+use super::{is_unique_violation, json_map, resiliency, SqliteStore};
+use crate::records::{Policy, PolicyWrite};
+use crate::{PolicyStore, StoreError, StoreResult};
+use async_trait::async_trait;
+use serde_json::Value;
+use sqlx::sqlite::SqliteRow;
+use sqlx::Row;
+use svs_domain::{check_policy_delete, check_policy_update};
+
+fn policy_row(row: &SqliteRow) -> StoreResult<Policy> {
+    Ok(Policy {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        resiliency: resiliency(row)?,
+        attributes: json_map(row.try_get("attributes")?)?,
+        created_ms: row.try_get("created_ms")?,
+        created_by_name: row.try_get("created_by_name")?,
+        created_by_email: row.try_get("created_by_email")?,
+        updated_ms: row.try_get("updated_ms")?,
+        updated_by_name: row.try_get("updated_by_name")?,
+        updated_by_email: row.try_get("updated_by_email")?,
+    })
+}
+
+#[async_trait]
+impl PolicyStore for SqliteStore {
+    async fn create_policy(&self, tenant_id: i64, p: &PolicyWrite) -> StoreResult<Policy> {
+        let attributes = Value::Object(p.attributes.clone()).to_string();
+        let inserted = sqlx::query(
+            "INSERT INTO policies (tenant_id, name, resiliency_media, resiliency_node, \
+             resiliency_zone, attributes, created_ms, created_by_name, created_by_email) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(tenant_id)
+        .bind(&p.name)
+        .bind(i64::from(p.resiliency.media))
+        .bind(i64::from(p.resiliency.node))
+        .bind(i64::from(p.resiliency.zone))
+        .bind(attributes)
+        .bind(p.now_ms)
+        .bind(&p.by_name)
+        .bind(&p.by_email)
+        .execute(&self.writer)
+        .await;
+        match inserted {
+            Ok(r) => Ok(Policy {
+                id: r.last_insert_rowid(),
+                name: p.name.clone(),
+                resiliency: p.resiliency,
+                attributes: p.attributes.clone(),
+                created_ms: p.now_ms,
+                created_by_name: p.by_name.clone(),
+                created_by_email: p.by_email.clone(),
+                updated_ms: None,
+                updated_by_name: None,
+                updated_by_email: None,
+            }),
+            Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(format!(
+                "a policy named '{}' already exists",
+                p.name
+            ))),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn list_policies(&self, tenant_id: i64) -> StoreResult<Vec<Policy>> {
+        let rows = sqlx::query("SELECT * FROM policies WHERE tenant_id = ? ORDER BY name")
+            .bind(tenant_id)
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter().map(policy_row).collect()
+    }
+
+    async fn get_policy(&self, tenant_id: i64, name: &str) -> StoreResult<Option<Policy>> {
+        let row = sqlx::query("SELECT * FROM policies WHERE tenant_id = ? AND name = ?")
+            .bind(tenant_id)
+            .bind(name)
+            .fetch_optional(&self.writer)
+            .await?;
+        row.as_ref().map(policy_row).transpose()
+    }
+
+    async fn update_policy(
+        &self,
+        tenant_id: i64,
+        name: &str,
+        p: &PolicyWrite,
+    ) -> StoreResult<Policy> {
+        let mut tx = self.begin_write().await?;
+        let current = sqlx::query(
+            "SELECT p.resiliency_media, p.resiliency_node, p.resiliency_zone, \
+             (SELECT COUNT(*) FROM volumes v WHERE v.policy_id = p.id) AS users \
+             FROM policies p WHERE p.tenant_id = ? AND p.name = ?",
+        )
+        .bind(tenant_id)
+        .bind(name)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(StoreError::NotFound)?;
+        let users: i64 = current.try_get("users")?;
+        check_policy_update(
+            name,
+            u64::try_from(users).unwrap_or(0),
+            resiliency(&current)?,
+            p.resiliency,
+        )?;
+        let updated = sqlx::query(
+            "UPDATE policies SET name = ?, resiliency_media = ?, resiliency_node = ?, \
+             resiliency_zone = ?, attributes = ?, updated_ms = ?, updated_by_name = ?, \
+             updated_by_email = ? WHERE tenant_id = ? AND name = ?",
+        )
+        .bind(&p.name)
+        .bind(i64::from(p.resiliency.media))
+        .bind(i64::from(p.resiliency.node))
+        .bind(i64::from(p.resiliency.zone))
+        .bind(Value::Object(p.attributes.clone()).to_string())
+        .bind(p.now_ms)
+        .bind(&p.by_name)
+        .bind(&p.by_email)
+        .bind(tenant_id)
+        .bind(name)
+        .execute(&mut *tx)
+        .await;
+        match updated {
+            Ok(r) if r.rows_affected() == 0 => return Err(StoreError::NotFound),
+            Ok(_) => {}
+            Err(e) if is_unique_violation(&e) => {
+                return Err(StoreError::Conflict(format!(
+                    "a policy named '{}' already exists",
+                    p.name
+                )))
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let row = sqlx::query("SELECT * FROM policies WHERE tenant_id = ? AND name = ?")
+            .bind(tenant_id)
+            .bind(&p.name)
+            .fetch_one(&mut *tx)
+            .await?;
+        let policy = policy_row(&row)?;
+        tx.commit().await?;
+        Ok(policy)
+    }
+
+    async fn delete_policy(&self, tenant_id: i64, name: &str) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        let id: Option<i64> =
+            sqlx::query_scalar("SELECT id FROM policies WHERE tenant_id = ? AND name = ?")
+                .bind(tenant_id)
+                .bind(name)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let id = id.ok_or(StoreError::NotFound)?;
+        let users: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM volumes WHERE policy_id = ?")
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await?;
+        check_policy_delete(name, u64::try_from(users).unwrap_or(0))?;
+        sqlx::query("DELETE FROM policies WHERE id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,376 @@
+//! Volumes, their slices, and resize plans and steps.
+
+use super::jobs::{append_detail, claim_volume, finish_job_tx};
+use super::media::media_space;
+use super::{active_job, gib, is_unique_violation, json_map, resiliency, to_i64, SqliteStore};
+use crate::records::{JobEnd, NewJob, NewVolume, ResizeStep, SliceRow, StepState, Volume};
+use crate::{StoreError, StoreResult, VolumeStore};
+use async_trait::async_trait;
+use serde_json::Value;
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Row, SqliteConnection};
+use svs_domain::{
+    check_room, placement_bookings, reservation_after_switch, Gib, Reservation, ResizePlan, Slice,
+    SlicePlacement, VolumeState, VolumeType,
+};
+
+const VOLUME_SELECT: &str = "SELECT v.id, v.tenant_id, v.name, v.type, v.size_gib, v.zone, \
+    v.attributes, v.state, v.job_id, v.created_ms, p.name AS policy_name, \
+    p.resiliency_media, p.resiliency_node, p.resiliency_zone, \
+    j.progress AS job_progress, j.status AS job_status, \
+    (SELECT m.node FROM slices s JOIN media m ON m.id = s.medium_id \
+        WHERE s.volume_id = v.id ORDER BY s.copy, s.col LIMIT 1) AS first_node, \
+    (SELECT m.zone FROM slices s JOIN media m ON m.id = s.medium_id \
+        WHERE s.volume_id = v.id ORDER BY s.copy, s.col LIMIT 1) AS first_zone \
+    FROM volumes v JOIN policies p ON p.id = v.policy_id \
+    LEFT JOIN jobs j ON j.id = v.job_id";
+
+fn volume_row(row: &SqliteRow) -> StoreResult<Volume> {
+    let kind: String = row.try_get("type")?;
+    let state: String = row.try_get("state")?;
+    let job = active_job(row)?;
+    Ok(Volume {
+        id: row.try_get("id")?,
+        tenant_id: row.try_get("tenant_id")?,
+        name: row.try_get("name")?,
+        kind: VolumeType::parse(&kind)
+            .ok_or_else(|| StoreError::Corrupt(format!("volume type {kind:?}")))?,
+        size: gib(row, "size_gib")?,
+        policy: row.try_get("policy_name")?,
+        resiliency: resiliency(row)?,
+        zone: row.try_get("zone")?,
+        attributes: json_map(row.try_get("attributes")?)?,
+        state: VolumeState::parse(&state)
+            .ok_or_else(|| StoreError::Corrupt(format!("volume state {state:?}")))?,
+        job,
+        first_node: row.try_get("first_node")?,
+        first_zone: row.try_get("first_zone")?,
+        created_ms: row.try_get("created_ms")?,
+    })
+}
+
+fn slice_row(row: &SqliteRow) -> StoreResult<SliceRow> {
+    Ok(SliceRow {
+        slice: Slice {
+            id: row.try_get("id")?,
+            copy: u32::try_from(row.try_get::<i64, _>("copy")?)
+                .map_err(|_| StoreError::Corrupt("slice copy".into()))?,
+            column: u32::try_from(row.try_get::<i64, _>("col")?)
+                .map_err(|_| StoreError::Corrupt("slice column".into()))?,
+            medium: row.try_get("medium_id")?,
+            size: gib(row, "size_gib")?,
+        },
+        node: row.try_get("node")?,
+        zone: row.try_get("zone")?,
+    })
+}
+
+fn step_row(row: &SqliteRow) -> StoreResult<ResizeStep> {
+    let state: String = row.try_get("state")?;
+    Ok(ResizeStep {
+        id: row.try_get("id")?,
+        job_id: row.try_get("job_id")?,
+        slice_id: row.try_get("slice_id")?,
+        from_medium: row.try_get("from_medium")?,
+        to_medium: row.try_get("to_medium")?,
+        old_size: gib(row, "old_size")?,
+        new_size: gib(row, "new_size")?,
+        state: StepState::parse(&state)
+            .ok_or_else(|| StoreError::Corrupt(format!("step state {state:?}")))?,
+    })
+}
+
+/// Refuses `bookings` (InsufficientSpace) unless every medium they touch has
+/// room for them, as stored now. Run inside the transaction that writes
+/// them, which holds the write lock, so the answer stays true until commit.
+async fn ensure_room(conn: &mut SqliteConnection, bookings: &[Reservation]) -> StoreResult<()> {
+    let space = media_space(conn, bookings.iter().map(|b| b.medium.as_str())).await?;
+    check_room(&space, bookings)?;
+    Ok(())
+}
+
+#[async_trait]
+impl VolumeStore for SqliteStore {
+    async fn create_volume(&self, v: &NewVolume, job: &NewJob) -> StoreResult<i64> {
+        let mut tx = self.begin_write().await?;
+        let inserted = sqlx::query(
+            "INSERT INTO volumes (id, tenant_id, name, type, size_gib, policy_id, zone, \
+             attributes, state, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'Creating', ?)",
+        )
+        .bind(&v.id)
+        .bind(v.tenant_id)
+        .bind(&v.name)
+        .bind(v.kind.as_str())
+        .bind(to_i64(v.size)?)
+        .bind(v.policy_id)
+        .bind(&v.zone)
+        .bind(Value::Object(v.attributes.clone()).to_string())
+        .bind(v.now_ms)
+        .execute(&mut *tx)
+        .await;
+        match inserted {
+            Ok(_) => {}
+            Err(e) if is_unique_violation(&e) => {
+                return Err(StoreError::Conflict(format!(
+                    "a volume named '{}' already exists",
+                    v.name
+                )))
+            }
+            Err(sqlx::Error::Database(db)) if db.is_foreign_key_violation() => {
+                return Err(StoreError::Conflict(
+                    "the volume's policy was deleted meanwhile".into(),
+                ))
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let job_id = claim_volume(&mut tx, &v.id, None, job).await?;
+        tx.commit().await?;
+        Ok(job_id)
+    }
+
+    async fn get_volume(&self, tenant_id: i64, name_or_id: &str) -> StoreResult<Option<Volume>> {
+        let row = sqlx::query(&format!(
+            "{VOLUME_SELECT} WHERE v.tenant_id = ? AND (v.name = ? OR v.id = ?) \
+             ORDER BY (v.name = ?) DESC LIMIT 1"
+        ))
+        .bind(tenant_id)
+        .bind(name_or_id)
+        .bind(name_or_id)
+        .bind(name_or_id)
+        .fetch_optional(&self.reader)
+        .await?;
+        row.as_ref().map(volume_row).transpose()
+    }
+
+    async fn volume_by_id(&self, id: &str) -> StoreResult<Option<Volume>> {
+        let row = sqlx::query(&format!("{VOLUME_SELECT} WHERE v.id = ?"))
+            .bind(id)
+            .fetch_optional(&self.writer)
+            .await?;
+        row.as_ref().map(volume_row).transpose()
+    }
+
+    async fn list_volumes(&self, tenant_id: i64) -> StoreResult<Vec<Volume>> {
+        let rows = sqlx::query(&format!(
+            "{VOLUME_SELECT} WHERE v.tenant_id = ? ORDER BY v.name"
+        ))
+        .bind(tenant_id)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(volume_row).collect()
+    }
+
+    async fn volume_slices(&self, volume_id: &str) -> StoreResult<Vec<SliceRow>> {
+        let rows = sqlx::query(
+            "SELECT s.id, s.copy, s.col, s.medium_id, s.size_gib, m.node, m.zone \
+             FROM slices s JOIN media m ON m.id = s.medium_id \
+             WHERE s.volume_id = ? ORDER BY s.copy, s.col",
+        )
+        .bind(volume_id)
+        .fetch_all(&self.writer)
+        .await?;
+        rows.iter().map(slice_row).collect()
+    }
+
+    async fn start_volume_job(
+        &self,
+        volume_id: &str,
+        state: VolumeState,
+        job: &NewJob,
+    ) -> StoreResult<i64> {
+        let mut tx = self.begin_write().await?;
+        let job_id = claim_volume(&mut tx, volume_id, Some(state), job).await?;
+        tx.commit().await?;
+        Ok(job_id)
+    }
+
+    async fn place_slices(
+        &self,
+        volume_id: &str,
+        placements: &[SlicePlacement],
+    ) -> StoreResult<Vec<SliceRow>> {
+        let mut tx = self.begin_write().await?;
+        let existing: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM slices WHERE volume_id = ?")
+            .bind(volume_id)
+            .fetch_one(&mut *tx)
+            .await?;
+        if existing == 0 {
+            ensure_room(&mut tx, &placement_bookings(placements)).await?;
+            for p in placements {
+                sqlx::query(
+                    "INSERT INTO slices (volume_id, copy, col, medium_id, size_gib) \
+                     VALUES (?, ?, ?, ?, ?)",
+                )
+                .bind(volume_id)
+                .bind(i64::from(p.copy))
+                .bind(i64::from(p.column))
+                .bind(&p.medium)
+                .bind(to_i64(p.size)?)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        tx.commit().await?;
+        self.volume_slices(volume_id).await
+    }
+
+    async fn delete_volume(&self, volume_id: &str) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        sqlx::query("DELETE FROM attachments WHERE volume_id = ?")
+            .bind(volume_id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM slices WHERE volume_id = ?")
+            .bind(volume_id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM volumes WHERE id = ?")
+            .bind(volume_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn save_resize_plan(
+        &self,
+        job_id: i64,
+        plan: &ResizePlan,
+        detail: Option<&str>,
+    ) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        let existing: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM resize_steps WHERE job_id = ?")
+                .bind(job_id)
+                .fetch_one(&mut *tx)
+                .await?;
+        if existing > 0 {
+            return Ok(());
+        }
+        ensure_room(&mut tx, &plan.reservations).await?;
+        if let Some(detail) = detail {
+            append_detail(&mut tx, job_id, detail).await?;
+        }
+        for r in &plan.reservations {
+            sqlx::query("INSERT INTO reservations (job_id, medium_id, gib) VALUES (?, ?, ?)")
+                .bind(job_id)
+                .bind(&r.medium)
+                .bind(to_i64(r.gib)?)
+                .execute(&mut *tx)
+                .await?;
+        }
+        for g in &plan.growths {
+            sqlx::query(
+                "INSERT INTO resize_steps (job_id, slice_id, from_medium, to_medium, old_size, \
+                 new_size, state) VALUES (?, ?, ?, NULL, ?, ?, 'planned')",
+            )
+            .bind(job_id)
+            .bind(g.slice_id)
+            .bind(&g.medium)
+            .bind(to_i64(g.from)?)
+            .bind(to_i64(g.to)?)
+            .execute(&mut *tx)
+            .await?;
+        }
+        for m in &plan.moves {
+            sqlx::query(
+                "INSERT INTO resize_steps (job_id, slice_id, from_medium, to_medium, old_size, \
+                 new_size, state) VALUES (?, ?, ?, ?, ?, ?, 'planned')",
+            )
+            .bind(job_id)
+            .bind(m.slice_id)
+            .bind(&m.from_medium)
+            .bind(&m.to_medium)
+            .bind(to_i64(m.old_size)?)
+            .bind(to_i64(m.new_size)?)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn resize_steps(&self, job_id: i64) -> StoreResult<Vec<ResizeStep>> {
+        let rows = sqlx::query("SELECT * FROM resize_steps WHERE job_id = ? ORDER BY id")
+            .bind(job_id)
+            .fetch_all(&self.writer)
+            .await?;
+        rows.iter().map(step_row).collect()
+    }
+
+    async fn switch_slice(&self, step: &ResizeStep) -> StoreResult<()> {
+        let target = step
+            .to_medium
+            .as_deref()
+            .ok_or_else(|| StoreError::Corrupt(format!("step {} is not a move", step.id)))?;
+        let mut tx = self.begin_write().await?;
+        let moved = sqlx::query("UPDATE slices SET medium_id = ? WHERE id = ? AND medium_id = ?")
+            .bind(target)
+            .bind(step.slice_id)
+            .bind(&step.from_medium)
+            .execute(&mut *tx)
+            .await?;
+        if moved.rows_affected() != 1 {
+            return Err(StoreError::Corrupt(format!(
+                "slice {} is not on medium '{}'",
+                step.slice_id, step.from_medium
+            )));
+        }
+        let booked = sqlx::query("SELECT gib FROM reservations WHERE job_id = ? AND medium_id = ?")
+            .bind(step.job_id)
+            .bind(target)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if let Some(booked) = booked {
+            let left = reservation_after_switch(gib(&booked, "gib")?, step.old_size);
+            sqlx::query("UPDATE reservations SET gib = ? WHERE job_id = ? AND medium_id = ?")
+                .bind(to_i64(left)?)
+                .bind(step.job_id)
+                .bind(target)
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query("UPDATE resize_steps SET state = 'switched' WHERE id = ?")
+            .bind(step.id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn finish_step(&self, step_id: i64) -> StoreResult<()> {
+        sqlx::query("UPDATE resize_steps SET state = 'done' WHERE id = ?")
+            .bind(step_id)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn complete_resize(
+        &self,
+        job_id: i64,
+        volume_id: &str,
+        new_size: Gib,
+        new_slice_size: Gib,
+        end: &JobEnd,
+    ) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        sqlx::query("UPDATE slices SET size_gib = ? WHERE volume_id = ?")
+            .bind(to_i64(new_slice_size)?)
+            .bind(volume_id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE volumes SET size_gib = ? WHERE id = ?")
+            .bind(to_i64(new_size)?)
+            .bind(volume_id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE resize_steps SET state = 'done' WHERE job_id = ?")
+            .bind(job_id)
+            .execute(&mut *tx)
+            .await?;
+        finish_job_tx(&mut tx, job_id, end).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,209 @@
+//! The store's interface, one small trait per kind of object. A backend
+//! implements each; [`Store`] is all of them together, which is what the
+//! services and the job runner hold (`Arc<dyn Store>`).
+//!
+//! Methods that change several rows do so in one transaction, so a crash
+//! never leaves half a change.
+
+use crate::records::*;
+use crate::StoreResult;
+use async_trait::async_trait;
+use std::collections::HashMap;
+use svs_domain::{Gib, ResizePlan, SlicePlacement, VolumeState};
+
+/// Users, their tenants, and refresh tokens.
+#[async_trait]
+pub trait UserStore: Send + Sync {
+    async fn user_count(&self) -> StoreResult<u64>;
+    /// Creates the tenant when it does not exist yet. Duplicate email → Conflict.
+    async fn create_user(&self, user: &NewUser) -> StoreResult<User>;
+    async fn user_by_email(&self, email: &str) -> StoreResult<Option<User>>;
+    async fn user_by_id(&self, id: i64) -> StoreResult<Option<User>>;
+    async fn add_refresh_token(&self, token: &NewRefreshToken) -> StoreResult<()>;
+    async fn refresh_token(&self, token_hash: &str) -> StoreResult<Option<RefreshTokenRecord>>;
+    /// Revokes every refresh token of the user; returns how many were live.
+    async fn revoke_refresh_tokens(&self, user_id: i64) -> StoreResult<u64>;
+}
+
+/// Media (with their usage) and nodes.
+#[async_trait]
+pub trait MediaStore: Send + Sync {
+    /// Makes the stored media match the configuration. A medium that holds
+    /// slices may not disappear, move, or shrink below its allocations
+    /// (→ InUse; the rule is `svs_domain::media_to_forget`).
+    async fn sync_media(&self, media: &[MediumRecord]) -> StoreResult<()>;
+    /// Every medium with what is allocated and reserved on it.
+    async fn media_usage(&self) -> StoreResult<Vec<MediumUsage>>;
+    /// Distinct volumes with a slice on each node (nodes without any: absent).
+    async fn node_volume_counts(&self) -> StoreResult<HashMap<String, u64>>;
+    /// Adds configured nodes and media nodes; a configured address replaces
+    /// the stored one, otherwise the stored one (set through the API) stays.
+    async fn sync_nodes(&self, nodes: &[NodeRecord]) -> StoreResult<()>;
+    async fn list_nodes(&self) -> StoreResult<Vec<NodeRecord>>;
+    /// NotFound for an unknown node.
+    async fn set_node_address(&self, name: &str, address: Option<&str>) -> StoreResult<()>;
+}
+
+/// Policies of a tenant.
+#[async_trait]
+pub trait PolicyStore: Send + Sync {
+    async fn create_policy(&self, tenant_id: i64, policy: &PolicyWrite) -> StoreResult<Policy>;
+    async fn list_policies(&self, tenant_id: i64) -> StoreResult<Vec<Policy>>;
+    async fn get_policy(&self, tenant_id: i64, name: &str) -> StoreResult<Option<Policy>>;
+    /// Replaces the policy's fields (its name may change). NotFound /
+    /// Conflict, or InUse when the resiliency would change under volumes.
+    async fn update_policy(
+        &self,
+        tenant_id: i64,
+        name: &str,
+        policy: &PolicyWrite,
+    ) -> StoreResult<Policy>;
+    /// NotFound, or InUse while volumes use it.
+    async fn delete_policy(&self, tenant_id: i64, name: &str) -> StoreResult<()>;
+}
+
+/// Volumes, their slices, and the persisted steps of a resize.
+#[async_trait]
+pub trait VolumeStore: Send + Sync {
+    /// Inserts the volume (state Creating) and its create job together.
+    /// Duplicate name in the tenant → Conflict. Returns the job id.
+    async fn create_volume(&self, volume: &NewVolume, job: &NewJob) -> StoreResult<i64>;
+    /// By name, else by id, inside the tenant.
+    async fn get_volume(&self, tenant_id: i64, name_or_id: &str) -> StoreResult<Option<Volume>>;
+    /// By id in any tenant (job runner).
+    async fn volume_by_id(&self, id: &str) -> StoreResult<Option<Volume>>;
+    async fn list_volumes(&self, tenant_id: i64) -> StoreResult<Vec<Volume>>;
+    async fn volume_slices(&self, volume_id: &str) -> StoreResult<Vec<SliceRow>>;
+    /// Inserts a job working on an existing volume and makes it the volume's
+    /// current job, setting the volume's state.
+    async fn start_volume_job(
+        &self,
+        volume_id: &str,
+        state: VolumeState,
+        job: &NewJob,
+    ) -> StoreResult<i64>;
+    /// Records a new volume's placement, unless slices were already recorded
+    /// (a resumed job) — then nothing changes. Returns the stored slices.
+    /// InsufficientSpace, with nothing recorded, when a medium no longer has
+    /// room for its slice (checked in the transaction that records them).
+    async fn place_slices(
+        &self,
+        volume_id: &str,
+        placements: &[SlicePlacement],
+    ) -> StoreResult<Vec<SliceRow>>;
+    /// Removes a volume and its slices (after its files are gone).
+    async fn delete_volume(&self, volume_id: &str) -> StoreResult<()>;
+    /// Books the plan's reservations, records its steps and appends `detail`
+    /// to the job, in one transaction; a job that already has steps is left
+    /// as it is. InsufficientSpace, with nothing recorded, when a medium no
+    /// longer has room for what the plan books there.
+    async fn save_resize_plan(
+        &self,
+        job_id: i64,
+        plan: &ResizePlan,
+        detail: Option<&str>,
+    ) -> StoreResult<()>;
+    async fn resize_steps(&self, job_id: i64) -> StoreResult<Vec<ResizeStep>>;
+    /// The slice now lives on the move's target (its copy there is verified):
+    /// placement switches and the target's reservation shrinks by the old size,
+    /// atomically.
+    async fn switch_slice(&self, step: &ResizeStep) -> StoreResult<()>;
+    /// The move's source file is gone.
+    async fn finish_step(&self, step_id: i64) -> StoreResult<()>;
+    /// Every slice has grown: the volume takes its new size and the job ends
+    /// Done, atomically.
+    async fn complete_resize(
+        &self,
+        job_id: i64,
+        volume_id: &str,
+        new_size: Gib,
+        new_slice_size: Gib,
+        end: &JobEnd,
+    ) -> StoreResult<()>;
+}
+
+/// Jobs: their progress, details and end.
+#[async_trait]
+pub trait JobStore: Send + Sync {
+    async fn get_job(&self, tenant_id: i64, id: i64) -> StoreResult<Option<Job>>;
+    async fn list_jobs(&self, tenant_id: i64, filter: &JobFilter) -> StoreResult<Vec<Job>>;
+    /// A job of any tenant (job runner).
+    async fn job_by_id(&self, id: i64) -> StoreResult<Option<Job>>;
+    /// Pending and Running jobs of every tenant, oldest first (for resuming).
+    async fn unfinished_jobs(&self) -> StoreResult<Vec<Job>>;
+    /// The unfinished job working on a volume, if any.
+    async fn active_volume_job(&self, volume_id: &str) -> StoreResult<Option<Job>>;
+    async fn set_job_running(&self, id: i64, now_ms: i64) -> StoreResult<()>;
+    async fn set_job_progress(&self, id: i64, progress: u8, status: &str) -> StoreResult<()>;
+    async fn add_job_detail(&self, id: i64, detail: &str) -> StoreResult<()>;
+    /// Ends a job: state, status, an optional last detail and end time; frees
+    /// its reservations; the volume it worked on is no longer busy with it
+    /// and takes its state after the job (`svs_domain::volume_state_after_job`).
+    async fn finish_job(&self, id: i64, end: &JobEnd) -> StoreResult<()>;
+}
+
+/// Attachments of volumes to nodes.
+#[async_trait]
+pub trait AttachmentStore: Send + Sync {
+    /// Records an attachment (state Attaching) and its job together, and
+    /// makes the job the volume's current job. Already attached → Conflict.
+    async fn create_attachment(&self, attachment: &NewAttachment, job: &NewJob)
+        -> StoreResult<i64>;
+    /// Attachments of a tenant, of one volume when given.
+    async fn list_attachments(
+        &self,
+        tenant_id: i64,
+        volume_id: Option<&str>,
+    ) -> StoreResult<Vec<Attachment>>;
+    /// Every attachment of every tenant (start-up).
+    async fn all_attachments(&self) -> StoreResult<Vec<Attachment>>;
+    async fn get_attachment(&self, volume_id: &str, node: &str) -> StoreResult<Option<Attachment>>;
+    async fn set_attachment_state(
+        &self,
+        volume_id: &str,
+        node: &str,
+        state: &str,
+    ) -> StoreResult<()>;
+    async fn update_attachment(
+        &self,
+        volume_id: &str,
+        node: &str,
+        readonly: bool,
+        mountpoint: &str,
+    ) -> StoreResult<()>;
+    async fn delete_attachment(&self, volume_id: &str, node: &str) -> StoreResult<()>;
+}
+
+/// The store as a whole: opened at start-up, closed at shutdown.
+#[async_trait]
+pub trait StoreLifecycle: Send + Sync {
+    /// Releases connections once nothing uses the store any more. Backends
+    /// holding nothing to release keep this default.
+    async fn close(&self) {}
+}
+
+/// Everything svs keeps: every object's trait, in one. Implemented for any
+/// type implementing them all, so a backend implements only the small traits.
+pub trait Store:
+    UserStore
+    + MediaStore
+    + PolicyStore
+    + VolumeStore
+    + JobStore
+    + AttachmentStore
+    + StoreLifecycle
+    + 'static
+{
+}
+
+impl<T> Store for T where
+    T: UserStore
+        + MediaStore
+        + PolicyStore
+        + VolumeStore
+        + JobStore
+        + AttachmentStore
+        + StoreLifecycle
+        + 'static
+{
+}
