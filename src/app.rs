@@ -3,7 +3,7 @@
 
 use crate::api;
 use crate::auth::{hash_password, SigningKey, TokenIssuer};
-use crate::config::Config;
+use crate::config::{Config, StoreBackend};
 use crate::exports::ExportRegistry;
 use crate::jobs::JobRunner;
 use crate::service::{now_ms, Services};
@@ -14,7 +14,7 @@ use std::sync::Arc;
 use svs_dataplane::{DataPlane, LocalMedia};
 use svs_domain::Medium;
 use svs_nbd::{CancellationToken, NbdConfig, NbdServer};
-use svs_store::{MediumRecord, NewUser, NodeRecord, SqliteStore, Store};
+use svs_store::{CachedStore, MediumRecord, NewUser, NodeRecord, SqliteStore, Store};
 use tokio::net::TcpListener;
 use tracing::info;
 
@@ -27,7 +27,7 @@ pub struct Application {
     exports: Arc<ExportRegistry>,
     services: Arc<Services>,
     runner: Arc<JobRunner>,
-    store: SqliteStore,
+    store: Arc<dyn Store>,
     /// Held for the life of the process: one `svs serve` per data directory.
     _lock: File,
 }
@@ -54,16 +54,24 @@ pub fn lock_data_dir(dir: &Path) -> Result<File, String> {
     }
 }
 
-pub async fn open_store(config: &Config) -> Result<SqliteStore, String> {
-    std::fs::create_dir_all(&config.data_dir).map_err(|e| {
-        format!(
-            "cannot create data directory {}: {e}",
-            config.data_dir.display()
-        )
-    })?;
-    SqliteStore::open(&config.data_dir.join(DB_FILE))
-        .await
-        .map_err(|e| format!("cannot open the database: {e}"))
+/// Opens the configured store (creating it and applying migrations).
+pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
+    match config.store {
+        StoreBackend::Sqlite => {
+            std::fs::create_dir_all(&config.data_dir).map_err(|e| {
+                format!(
+                    "cannot create data directory {}: {e}",
+                    config.data_dir.display()
+                )
+            })?;
+            let sqlite = SqliteStore::open(&config.data_dir.join(DB_FILE))
+                .await
+                .map_err(|e| format!("cannot open the database: {e}"))?;
+            // One process owns the data directory (its lock), so every change
+            // goes through this value and volume reads may be cached.
+            Ok(Arc::new(CachedStore::new(sqlite)))
+        }
+    }
 }
 
 impl Application {
@@ -110,7 +118,7 @@ impl Application {
             .sync_media(&records)
             .await
             .map_err(|e| format!("media configuration: {e}"))?;
-        create_first_user(&store, &config).await?;
+        create_first_user(store.as_ref(), &config).await?;
         let nodes: Vec<NodeRecord> = config
             .effective_nodes()
             .into_iter()
@@ -149,9 +157,8 @@ impl Application {
 
         let key = SigningKey::load_or_create(&config.data_dir)?;
         let tokens = TokenIssuer::new(key, config.issuer.clone(), config.token_lifetime.as_secs());
-        let store_dyn: Arc<dyn Store> = Arc::new(store.clone());
         let runner = JobRunner::new(
-            Arc::clone(&store_dyn),
+            Arc::clone(&store),
             Arc::new(media),
             Arc::clone(&exports),
             config.movement_rate_limit(),
@@ -166,7 +173,7 @@ impl Application {
         let refresh_ms =
             i64::try_from(config.refresh_token_lifetime.as_millis()).unwrap_or(i64::MAX);
         let services = Arc::new(Services::new(
-            store_dyn,
+            Arc::clone(&store),
             tokens,
             refresh_ms,
             Arc::clone(&runner),
@@ -289,7 +296,7 @@ async fn shutdown_signal() {
 
 /// `SVS_ADMIN_EMAIL` / `SVS_ADMIN_PASSWORD` create the first user when the
 /// store has none.
-async fn create_first_user(store: &SqliteStore, config: &Config) -> Result<(), String> {
+async fn create_first_user(store: &dyn Store, config: &Config) -> Result<(), String> {
     let (Some(email), Some(password)) = (&config.admin_email, &config.admin_password) else {
         return Ok(());
     };
@@ -303,7 +310,7 @@ async fn create_first_user(store: &SqliteStore, config: &Config) -> Result<(), S
 
 /// Adds a user (shared by first-user creation and `svs user add`).
 pub async fn add_user(
-    store: &SqliteStore,
+    store: &dyn Store,
     tenant: &str,
     email: &str,
     name: Option<&str>,

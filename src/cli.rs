@@ -298,7 +298,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             })?;
             let password = read_password(true)?;
             let store = open_store(&config).await?;
-            add_user(&store, &tenant, &email, name.as_deref(), &password, admin).await?;
+            add_user(&*store, &tenant, &email, name.as_deref(), &password, admin).await?;
             store.close().await;
             println!("added user {email} to tenant {tenant}");
             Ok(())

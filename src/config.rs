@@ -17,6 +17,9 @@ pub struct Config {
     /// Directory holding the database (`svs.db`), the token signing key, the
     /// lock file and, in the embedded default, the demo media. `SVS_DATA_DIR`.
     pub data_dir: PathBuf,
+    /// Where svs keeps its data: "sqlite" (the only store for now), one
+    /// file `svs.db` in `data_dir`. Anything else stops start-up. `SVS_STORE`.
+    pub store: StoreBackend,
     /// Address the HTTP API listens on; port 0 picks a free port. `SVS_LISTEN`.
     pub listen: SocketAddr,
     /// Address the NBD server (attached volumes) listens on. `SVS_NBD_LISTEN`.
@@ -51,6 +54,47 @@ pub struct Config {
     pub nodes: Vec<NodeConfig>,
 }
 
+/// The store backends svs can keep its data in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum StoreBackend {
+    /// One SQLite file in the data directory.
+    Sqlite,
+}
+
+impl StoreBackend {
+    pub const ALL: [StoreBackend; 1] = [StoreBackend::Sqlite];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            StoreBackend::Sqlite => "sqlite",
+        }
+    }
+}
+
+impl TryFrom<String> for StoreBackend {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<StoreBackend, String> {
+        StoreBackend::ALL
+            .into_iter()
+            .find(|b| b.as_str() == name)
+            .ok_or_else(|| {
+                let supported: Vec<&str> = StoreBackend::ALL.iter().map(|b| b.as_str()).collect();
+                format!(
+                    "store '{name}' is not supported (supported: {})",
+                    supported.join(", ")
+                )
+            })
+    }
+}
+
+impl From<StoreBackend> for String {
+    fn from(backend: StoreBackend) -> String {
+        backend.as_str().to_string()
+    }
+}
+
 /// A node that may attach volumes.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -82,6 +126,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             data_dir: PathBuf::from("./svs-data"),
+            store: StoreBackend::Sqlite,
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             nbd_listen: SocketAddr::from(([127, 0, 0, 1], 10809)),
             token_lifetime: Duration::from_secs(3600),
@@ -289,5 +334,35 @@ mod tests {
         })
         .unwrap_err();
         assert!(err.contains("lisen"), "{err}");
+    }
+
+    #[test]
+    fn the_store_defaults_to_sqlite_and_reads_the_file() {
+        assert_eq!(Config::default().store, StoreBackend::Sqlite);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("svs.toml");
+        std::fs::write(&file, "store = \"sqlite\"\n").unwrap();
+        let config = Config::load(&Overrides {
+            config_file: Some(file),
+            ..Overrides::default()
+        })
+        .unwrap();
+        assert_eq!(config.store, StoreBackend::Sqlite);
+    }
+
+    #[test]
+    fn an_unknown_store_is_refused_naming_the_supported_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("svs.toml");
+        std::fs::write(&file, "store = \"postgres\"\n").unwrap();
+        let err = Config::load(&Overrides {
+            config_file: Some(file),
+            ..Overrides::default()
+        })
+        .unwrap_err();
+        assert!(
+            err.contains("store 'postgres' is not supported (supported: sqlite)"),
+            "{err}"
+        );
     }
 }
