@@ -107,7 +107,7 @@ pub(crate) async fn volume_on_m1(store: &dyn Store) -> (User, String, i64) {
 }
 
 /// A new volume in state Creating, with its create job.
-async fn add_volume(
+pub(crate) async fn add_volume(
     store: &dyn Store,
     user: &User,
     policy_id: i64,
@@ -144,7 +144,7 @@ async fn read_volume(store: &dyn Store, tenant_id: i64) -> Volume {
 }
 
 /// Media as the job runner's planner reads them.
-async fn media_states(store: &dyn Store) -> Vec<MediumState> {
+pub(crate) async fn media_states(store: &dyn Store) -> Vec<MediumState> {
     store
         .media_usage()
         .await

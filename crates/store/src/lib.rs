@@ -4,8 +4,9 @@
 //! (`Arc<dyn Store>`). It is made of one small trait per kind of object
 //! ([`UserStore`], [`MediaStore`], [`PolicyStore`], [`VolumeStore`],
 //! [`JobStore`], [`AttachmentStore`]) plus [`StoreLifecycle`], and is
-//! implemented for any type implementing them all. Bring the methods into
-//! scope with `use svs_store::prelude::*;`.
+//! implemented for any type implementing them all. Calls on a `dyn Store`
+//! need no import; on a concrete store, bring the traits into scope with
+//! `use svs_store::prelude::*;`.
 //!
 //! Backends keep atomicity and constraints; the domain rules they enforce
 //! (media changes, policies in use, a volume's state after its job, space
@@ -17,8 +18,10 @@
 //! - [`CachedStore`]: wraps a store and serves volume reads from memory;
 //!   sound only while one process owns the data (see its documentation).
 //!
-//! A new backend (PostgreSQL) implements the small traits and runs the
-//! behaviour suite in `contract.rs` through `store_contract_tests!`.
+//! A new backend (PostgreSQL) implements the small traits, maps its errors
+//! into [`StoreError`] (marking the transient ones), and runs the behaviour
+//! suite of `contract.rs` in its tests with `store_contract_tests!(open)`,
+//! as `tests.rs` does for SQLite with and without the cache.
 
 mod cached;
 mod error;

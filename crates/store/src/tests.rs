@@ -64,6 +64,57 @@ async fn the_cache_serves_volumes_until_a_change_goes_through_it() {
 }
 
 #[tokio::test]
+async fn two_stores_on_one_file_never_both_book_the_same_space() {
+    use crate::contract::{add_volume, media_states, volume_on_m1};
+    use crate::prelude::*;
+    use crate::StoreError;
+    use svs_domain::{place_volume, PlacementRequest, Resiliency};
+
+    // As two processes would: each store has its own connections.
+    let (dir, first) = open_sqlite().await;
+    let second = SqliteStore::open(&dir.path().join("svs.db"))
+        .await
+        .expect("second store opens");
+    let (user, _, _) = volume_on_m1(&first).await;
+    let policy = first
+        .get_policy(user.tenant_id, "p")
+        .await
+        .expect("read")
+        .expect("policy");
+    add_volume(&first, &user, policy.id, "vol-a", "a", 15).await;
+    add_volume(&first, &user, policy.id, "vol-b", "b", 15).await;
+    let stale = media_states(&first).await;
+    let request = PlacementRequest {
+        size: 15,
+        resiliency: Resiliency::default(),
+        zone: None,
+    };
+    let placement = place_volume(&stale, &request).expect("placement");
+    // Each booking takes the write lock before it reads the free space, so
+    // the second waits for the first and sees what it booked.
+    let (a, b) = tokio::join!(
+        first.place_slices("vol-a", &placement),
+        second.place_slices("vol-b", &placement)
+    );
+    let refused = match (a, b) {
+        (Ok(_), Err(e)) | (Err(e), Ok(_)) => e,
+        other => panic!("exactly one booking must pass: {other:?}"),
+    };
+    assert!(
+        matches!(&refused, StoreError::InsufficientSpace { medium } if medium == "m2"),
+        "{refused:?}"
+    );
+    let m2 = first
+        .media_usage()
+        .await
+        .expect("usage")
+        .into_iter()
+        .find(|m| m.record.medium.id == "m2")
+        .expect("m2");
+    assert_eq!((m2.allocated, m2.reserved), (15, 0));
+}
+
+#[tokio::test]
 async fn a_busy_database_is_a_transient_error() {
     use crate::StoreError;
     use sqlx::sqlite::SqliteConnectOptions;
