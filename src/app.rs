@@ -67,8 +67,9 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
             let sqlite = SqliteStore::open(&config.data_dir.join(DB_FILE))
                 .await
                 .map_err(|e| format!("cannot open the database: {e}"))?;
-            // One process owns the data directory (its lock), so every change
-            // goes through this value and volume reads may be cached.
+            // `svs serve` owns the data directory (its lock) and makes every
+            // change a volume read shows (`svs user add` only adds users), so
+            // those reads may be cached.
             Ok(Arc::new(CachedStore::new(sqlite)))
         }
     }

@@ -86,6 +86,8 @@ impl StoreLifecycle for SqliteStore {
 const SQLITE_BUSY: i32 = 5;
 const SQLITE_LOCKED: i32 = 6;
 
+// The conversion lives here, with the SQLite codes it knows; a second
+// backend built on sqlx would classify its own codes in the same place.
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> StoreError {
         StoreError::backend(is_transient(&e), e)
