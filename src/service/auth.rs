@@ -1,7 +1,10 @@
 //! Sign-in, sign-out and token refresh (seed: POST /signin, POST /signout).
 
-use super::{now_ms, Caller, ServiceError, ServiceResult, Services};
-use crate::auth::{new_refresh_token, refresh_token_hash, verify_password, TokenSet, TokenUse};
+use super::commands::{Refresh, SignIn, SignOut};
+use super::{Caller, ServiceError, ServiceResult, Services};
+use crate::auth::{
+    new_refresh_token, refresh_token_hash, verify_password, TokenSet, TokenSubject, TokenUse,
+};
 use svs_store::{NewRefreshToken, User};
 
 pub const BAD_CREDENTIALS: &str = "Incorrect email or password";
@@ -10,34 +13,39 @@ pub const NOT_SIGNED_IN: &str =
     "Not signed in: send the IdToken from /signin in the authorization header";
 
 /// Tokens for a successful sign-in.
-pub struct SignIn {
+pub struct SignedIn {
     pub tokens: TokenSet,
     pub refresh_token: String,
 }
 
+fn bad_token() -> ServiceError {
+    ServiceError::Unauthorized(BAD_TOKEN.into())
+}
+
 impl Services {
+    /// Signs tokens for the user as the store has them now (role included).
     fn issue(&self, user: &User) -> ServiceResult<TokenSet> {
-        let now = u64::try_from(now_ms() / 1000).unwrap_or(0);
+        let subject = TokenSubject {
+            user_id: user.id,
+            email: &user.email,
+            name: &user.name,
+            tenant: &user.tenant,
+            tenant_id: user.tenant_id,
+            admin: user.is_admin,
+        };
         self.tokens
-            .issue(
-                user.id,
-                &user.email,
-                &user.name,
-                &user.tenant,
-                user.tenant_id,
-                now,
-            )
+            .issue(&subject, self.clock.now_secs())
             .map_err(|e| ServiceError::Internal(format!("token signing failed: {e}")))
     }
 
-    pub async fn sign_in(&self, email: &str, password: &str) -> ServiceResult<SignIn> {
-        let user = self.store.user_by_email(email.trim()).await?;
+    pub async fn sign_in(&self, request: &SignIn) -> ServiceResult<SignedIn> {
+        let user = self.store.user_by_email(request.email.trim()).await?;
         // Verify against a stand-in hash for unknown e-mails: same work, same time.
         let hash = user
             .as_ref()
             .map(|u| u.password_hash.clone())
             .unwrap_or_else(|| self.dummy_hash.clone());
-        let password = password.to_string();
+        let password = request.password.clone();
         let matches = tokio::task::spawn_blocking(move || verify_password(&password, &hash))
             .await
             .map_err(|e| ServiceError::Internal(e.to_string()))?;
@@ -47,7 +55,7 @@ impl Services {
         };
         let tokens = self.issue(&user)?;
         let (refresh_token, token_hash) = new_refresh_token();
-        let now = now_ms();
+        let now = self.clock.now_ms();
         self.store
             .add_refresh_token(&NewRefreshToken {
                 user_id: user.id,
@@ -57,7 +65,7 @@ impl Services {
             })
             .await?;
         tracing::info!(user = user.id, "signed in");
-        Ok(SignIn {
+        Ok(SignedIn {
             tokens,
             refresh_token,
         })
@@ -65,32 +73,36 @@ impl Services {
 
     /// Seed rules: every refresh token of the user is invalidated; the current
     /// AccessToken and IdToken stay valid until they expire.
-    pub async fn sign_out(&self, access_token: &str) -> ServiceResult<()> {
-        let now = u64::try_from(now_ms() / 1000).unwrap_or(0);
+    pub async fn sign_out(&self, request: &SignOut) -> ServiceResult<()> {
         let claims = self
             .tokens
-            .verify(access_token, TokenUse::Access, now)
-            .ok_or_else(|| ServiceError::Unauthorized(BAD_TOKEN.into()))?;
-        let user_id = claims
-            .user_id()
-            .ok_or_else(|| ServiceError::Unauthorized(BAD_TOKEN.into()))?;
+            .verify(
+                &request.access_token,
+                TokenUse::Access,
+                self.clock.now_secs(),
+            )
+            .ok_or_else(bad_token)?;
+        let user_id = claims.user_id().ok_or_else(bad_token)?;
         let revoked = self.store.revoke_refresh_tokens(user_id).await?;
         tracing::info!(user = user_id, revoked, "signed out");
         Ok(())
     }
 
-    pub async fn refresh(&self, refresh_token: &str) -> ServiceResult<TokenSet> {
+    /// New IdToken and AccessToken for a valid refresh token, reflecting the
+    /// user's current role.
+    pub async fn refresh(&self, request: &Refresh) -> ServiceResult<TokenSet> {
+        let now = self.clock.now_ms();
         let record = self
             .store
-            .refresh_token(&refresh_token_hash(refresh_token))
+            .refresh_token(&refresh_token_hash(&request.refresh_token))
             .await?
-            .filter(|r| !r.revoked && r.expires_ms > now_ms())
-            .ok_or_else(|| ServiceError::Unauthorized(BAD_TOKEN.into()))?;
+            .filter(|r| !r.revoked && r.expires_ms > now)
+            .ok_or_else(bad_token)?;
         let user = self
             .store
             .user_by_id(record.user_id)
             .await?
-            .ok_or_else(|| ServiceError::Unauthorized(BAD_TOKEN.into()))?;
+            .ok_or_else(bad_token)?;
         self.issue(&user)
     }
 
@@ -105,18 +117,16 @@ impl Services {
             Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
             _ => raw,
         };
-        let now = u64::try_from(now_ms() / 1000).unwrap_or(0);
         let claims = self
             .tokens
-            .verify(token, TokenUse::Id, now)
-            .ok_or_else(|| ServiceError::Unauthorized(BAD_TOKEN.into()))?;
+            .verify(token, TokenUse::Id, self.clock.now_secs())
+            .ok_or_else(bad_token)?;
         Ok(Caller {
-            user_id: claims
-                .user_id()
-                .ok_or_else(|| ServiceError::Unauthorized(BAD_TOKEN.into()))?,
+            user_id: claims.user_id().ok_or_else(bad_token)?,
             tenant_id: claims.tenant_id,
             email: claims.email.clone(),
             name: claims.name.clone(),
+            is_admin: claims.admin,
         })
     }
 }
