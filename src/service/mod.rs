@@ -10,6 +10,8 @@ pub mod auth;
 pub mod catalog;
 pub mod commands;
 pub mod policies;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod volumes;
 
 use crate::auth::TokenIssuer;

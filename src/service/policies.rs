@@ -109,6 +109,9 @@ pub fn policy_not_found(name: &str) -> ServiceError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::service::testing::{TestServices, START_MS};
+    use std::time::Duration;
+    use svs_domain::ResourceName;
 
     #[test]
     fn omitted_levels_keep_the_current_ones() {
@@ -128,5 +131,46 @@ mod tests {
             with_levels(DEFAULT_RESILIENCY, &ResiliencyLevels::default()),
             DEFAULT_RESILIENCY
         );
+    }
+
+    #[tokio::test]
+    async fn policies_are_stamped_with_the_services_clock() {
+        let app = TestServices::new(Duration::from_secs(60), Duration::from_secs(60)).await;
+        let caller = Caller {
+            user_id: 1,
+            tenant_id: 1,
+            email: "a@b.c".into(),
+            name: "a".into(),
+            is_admin: false,
+        };
+        app.add_user("default", "a@b.c", "a-password", false).await;
+        let create = CreatePolicy {
+            name: ResourceName::parse("policy", "gold").expect("valid name"),
+            resiliency: ResiliencyLevels::default(),
+            settings: Default::default(),
+        };
+        let created = app
+            .services
+            .create_policy(&caller, &create)
+            .await
+            .expect("created");
+        assert_eq!(created.created_ms, START_MS);
+        assert_eq!(created.resiliency, DEFAULT_RESILIENCY);
+        app.advance(Duration::from_secs(90));
+        let update = UpdatePolicy {
+            resiliency: ResiliencyLevels {
+                node: Some(0),
+                ..ResiliencyLevels::default()
+            },
+            ..UpdatePolicy::default()
+        };
+        let updated = app
+            .services
+            .update_policy(&caller, "gold", &update)
+            .await
+            .expect("updated");
+        assert_eq!(updated.updated_ms, Some(START_MS + 90_000));
+        assert_eq!(updated.resiliency.node, 0);
+        assert_eq!(updated.resiliency.media, 2);
     }
 }
