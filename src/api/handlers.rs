@@ -11,7 +11,7 @@ use crate::service::{Administrator, Caller};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 type ApiResult = Result<Json<Value>, ApiError>;
 
@@ -21,7 +21,7 @@ pub async fn sign_in(State(app): State<AppState>, Parsed(request): Parsed<SignIn
 
 pub async fn sign_out(State(app): State<AppState>, Parsed(request): Parsed<SignOut>) -> ApiResult {
     app.sign_out(&request).await?;
-    Ok(Json(json!({})))
+    Ok(Json(views::empty()))
 }
 
 pub async fn refresh(State(app): State<AppState>, Parsed(request): Parsed<Refresh>) -> ApiResult {

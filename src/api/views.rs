@@ -20,6 +20,11 @@ pub fn started(message: &str, s: &Started) -> Value {
     })
 }
 
+/// What a call with nothing to report answers (`POST /signout`).
+pub fn empty() -> Value {
+    json!({})
+}
+
 /// What a mutating call that is done at once answers.
 pub fn done(message: &str, object_id: &str) -> Value {
     json!({"Message": message, "ObjectID": object_id})
@@ -263,6 +268,28 @@ mod tests {
             (v["status"].clone(), v["progress"].clone()),
             (json!("Online"), json!(100))
         );
+    }
+
+    #[test]
+    fn a_volume_shows_what_a_resize_compares_its_fixed_fields_with() {
+        use crate::service::commands::FixedVolumeField;
+        use crate::service::volumes::fixed_field_value;
+        let mut record = volume_record();
+        record
+            .attributes
+            .insert("flavor".into(), json!("filedirect"));
+        for record in [volume_record(), record] {
+            let shown = volume(&record);
+            let attributes = VolumeAttributes::from_record(&record.attributes);
+            for field in FixedVolumeField::ALL {
+                assert_eq!(
+                    shown[field.wire_name()],
+                    json!(fixed_field_value(&record, &attributes, field)),
+                    "{}",
+                    field.wire_name()
+                );
+            }
+        }
     }
 
     #[test]

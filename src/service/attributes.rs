@@ -4,6 +4,7 @@
 //! lenient (a value of the wrong type reads as absent).
 
 use serde_json::{Map, Value};
+use svs_store::Policy;
 
 /// A reference Volume field that svs stores and returns without
 /// interpreting it. The wire name is also the key in the store.
@@ -181,11 +182,11 @@ pub struct PolicySettings {
 const CAPACITY_OPTIMIZATION_KEY: &str = "capacityoptimization";
 
 impl PolicySettings {
-    /// The stored attributes after applying these settings to `current`
-    /// (a policy's stored attributes, or empty for a new policy). A policy
-    /// always has a capacity optimization: `performance` unless chosen.
-    pub fn apply_to(&self, current: &Map<String, Value>) -> Map<String, Value> {
-        let mut map = current.clone();
+    /// The stored attributes after applying these settings to those of
+    /// `base` (the current policy; None for a new one). A policy always has
+    /// a capacity optimization: `performance` unless chosen.
+    pub fn apply_to(&self, base: Option<&Policy>) -> Map<String, Value> {
+        let mut map = base.map(|p| p.attributes.clone()).unwrap_or_default();
         let numbers = [
             ("iopswrite", self.iops_write),
             ("iopsread", self.iops_read),
@@ -266,15 +267,27 @@ mod tests {
             iops_write: Some(5),
             ..PolicySettings::default()
         }
-        .apply_to(&Map::new());
+        .apply_to(None);
         assert_eq!(created["iopswrite"], 5);
         assert_eq!(created["capacityoptimization"], "performance");
+        let base = Policy {
+            id: 1,
+            name: "gold".into(),
+            resiliency: Default::default(),
+            attributes: created,
+            created_ms: 0,
+            created_by_name: "a".into(),
+            created_by_email: "a@b.c".into(),
+            updated_ms: None,
+            updated_by_name: None,
+            updated_by_email: None,
+        };
         let updated = PolicySettings {
             encryption: Some(true),
             capacity_optimization: Some(CapacityOptimization::Balanced),
             ..PolicySettings::default()
         }
-        .apply_to(&created);
+        .apply_to(Some(&base));
         assert_eq!(updated["iopswrite"], 5);
         assert_eq!(updated["encryption"], true);
         assert_eq!(updated["capacityoptimization"], "balanced");

@@ -1,4 +1,4 @@
-//! Read-only views: media, nodes, jobs.
+//! Read-only queries: media, nodes, jobs.
 
 use super::attachments::node_not_found;
 use super::commands::ListJobs;

@@ -1,8 +1,8 @@
 //! Policies: named outcomes; the resiliency ones drive placement.
 
+use super::attributes::PolicySettings;
 use super::commands::{CreatePolicy, ResiliencyLevels, UpdatePolicy};
 use super::{Caller, ServiceError, ServiceResult, Services};
-use serde_json::{Map, Value};
 use svs_domain::Resiliency;
 use svs_store::{Policy, PolicyWrite};
 
@@ -23,17 +23,20 @@ fn with_levels(current: Resiliency, levels: &ResiliencyLevels) -> Resiliency {
 }
 
 impl Services {
+    /// The stored form of a policy: `base` (the current policy, None for a
+    /// new one) with what the request sets.
     fn policy_write(
         &self,
         caller: &Caller,
         name: String,
         resiliency: Resiliency,
-        attributes: Map<String, Value>,
+        settings: &PolicySettings,
+        base: Option<&Policy>,
     ) -> PolicyWrite {
         PolicyWrite {
             name,
             resiliency,
-            attributes,
+            attributes: settings.apply_to(base),
             by_name: caller.name.clone(),
             by_email: caller.email.clone(),
             now_ms: self.clock.now_ms(),
@@ -49,7 +52,8 @@ impl Services {
             caller,
             request.name.as_str().to_string(),
             with_levels(DEFAULT_RESILIENCY, &request.resiliency),
-            request.settings.apply_to(&Map::new()),
+            &request.settings,
+            None,
         );
         Ok(self.store.create_policy(caller.tenant_id, &write).await?)
     }
@@ -80,7 +84,8 @@ impl Services {
                 .map(|n| n.as_str().to_string())
                 .unwrap_or_else(|| current.name.clone()),
             with_levels(current.resiliency, &request.resiliency),
-            request.settings.apply_to(&current.attributes),
+            &request.settings,
+            Some(&current),
         );
         self.store
             .update_policy(caller.tenant_id, name, &write)

@@ -24,8 +24,12 @@ pub fn volume_zone(v: &Volume) -> &str {
 }
 
 /// The value a volume shows for a field a resize may not change (what a
-/// client that read the volume sends back).
-fn shown_value(v: &Volume, attributes: &VolumeAttributes, field: FixedVolumeField) -> String {
+/// client that read the volume sends back; the view must agree).
+pub fn fixed_field_value(
+    v: &Volume,
+    attributes: &VolumeAttributes,
+    field: FixedVolumeField,
+) -> String {
     match field {
         FixedVolumeField::Name => v.name.clone(),
         FixedVolumeField::Type => v.kind.as_str().to_string(),
@@ -184,7 +188,7 @@ impl Services {
         let volume = self.get_volume(caller, name).await?;
         let attributes = VolumeAttributes::from_record(&volume.attributes);
         for (field, given) in &request.repeated {
-            if *given != shown_value(&volume, &attributes, *field) {
+            if *given != fixed_field_value(&volume, &attributes, *field) {
                 return Err(ServiceError::BadRequest(format!(
                     "{} cannot be changed: only size and allowdatamovement can be modified",
                     field.wire_name()
