@@ -15,7 +15,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// A JSON object body. Not JSON, not an object → 400; too large → 413.
-pub struct JsonObject(pub Body);
+struct JsonObject(Body);
 
 impl FromRequest<AppState> for JsonObject {
     type Rejection = ApiError;

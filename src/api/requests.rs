@@ -2,8 +2,9 @@
 //! messages clients see. Checks here need nothing but the request; rules
 //! that need the store are the services'.
 
-use super::parse::ParseResult;
-use super::parse::{bad, opt_bool, opt_str, opt_uint, req_gib, req_str, req_uint, Body};
+use super::parse::{
+    bad, opt_bool, opt_str, opt_uint, req_gib, req_str, req_uint, Body, ParseResult,
+};
 use crate::service::attributes::{
     CapacityOptimization, Flavor, PolicySettings, StoredField, VolumeAttributes,
 };

@@ -7,7 +7,7 @@ use svs_domain::Resiliency;
 use svs_store::{Policy, PolicyWrite};
 
 /// Defaults of the reference API when a resiliency field is omitted.
-pub const DEFAULT_RESILIENCY: Resiliency = Resiliency {
+const DEFAULT_RESILIENCY: Resiliency = Resiliency {
     media: 2,
     node: 1,
     zone: 1,
