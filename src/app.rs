@@ -3,10 +3,11 @@
 
 use crate::api;
 use crate::auth::{hash_password, SigningKey, TokenIssuer};
+use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, StoreBackend};
 use crate::exports::ExportRegistry;
 use crate::jobs::JobRunner;
-use crate::service::{now_ms, Services};
+use crate::service::Services;
 use std::fs::File;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -175,6 +176,7 @@ impl Application {
             i64::try_from(config.refresh_token_lifetime.as_millis()).unwrap_or(i64::MAX);
         let services = Arc::new(Services::new(
             Arc::clone(&store),
+            Arc::new(SystemClock),
             tokens,
             refresh_ms,
             Arc::clone(&runner),
@@ -340,7 +342,7 @@ pub async fn add_user(
             name,
             password_hash: hash,
             is_admin,
-            now_ms: now_ms(),
+            now_ms: SystemClock.now_ms(),
         })
         .await
         .map_err(|e| e.to_string())?;

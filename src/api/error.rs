@@ -27,6 +27,7 @@ impl From<ServiceError> for ApiError {
         let status = match &e {
             ServiceError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ServiceError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ServiceError::Forbidden(_) => StatusCode::FORBIDDEN,
             ServiceError::NotFound(_) => StatusCode::NOT_FOUND,
             ServiceError::Conflict(_) | ServiceError::Blocked(_) => StatusCode::CONFLICT,
             ServiceError::Internal(cause) => {

@@ -1,16 +1,21 @@
-//! Extractors that turn malformed requests into our JSON errors.
+//! Extractors: the caller (and their role), and request bodies and queries
+//! parsed into the services' commands. Malformed requests become our JSON
+//! errors.
 
+use super::parse::Body;
+use super::requests::{FromBody, FromQuery};
 use super::{ApiError, AppState};
-use crate::service::fields::Body;
-use crate::service::Caller;
+use crate::service::{Administrator, Caller};
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::{FromRequest, FromRequestParts, Query, Request};
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// A JSON object body. Not JSON, not an object → 400; too large → 413.
-pub struct JsonObject(pub Body);
+struct JsonObject(Body);
 
 impl FromRequest<AppState> for JsonObject {
     type Rejection = ApiError;
@@ -59,5 +64,52 @@ impl FromRequestParts<AppState> for Caller {
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
         Ok(state.authenticate(header)?)
+    }
+}
+
+/// Only an administrator gets past this one: others get 403 before their
+/// request body is even read.
+impl FromRequestParts<AppState> for Administrator {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        Ok(caller.require_admin()?)
+    }
+}
+
+/// A JSON object body parsed into a command.
+pub struct Parsed<T>(pub T);
+
+impl<T: FromBody> FromRequest<AppState> for Parsed<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let JsonObject(body) = JsonObject::from_request(req, state).await?;
+        Ok(Parsed(T::from_body(&body)?))
+    }
+}
+
+/// The query string parsed into a command.
+pub struct ParsedQuery<T>(pub T);
+
+impl<T: FromQuery> FromRequestParts<AppState> for ParsedQuery<T> {
+    /// A query that is not `key=value` pairs is axum's plain-text rejection,
+    /// which `json_errors` turns into JSON like any other.
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let Query(query) = Query::<BTreeMap<String, String>>::from_request_parts(parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        T::from_query(&query)
+            .map(ParsedQuery)
+            .map_err(IntoResponse::into_response)
     }
 }

@@ -1,68 +1,43 @@
-//! Route handlers: thin by design.
+//! Route handlers, thin by design: extract (caller, role, parsed command),
+//! call one service function, render with `views`.
 
-use super::extract::JsonObject;
-use super::{ApiError, AppState};
-use crate::service::attachments::attachment_json;
-use crate::service::catalog::{job_json, medium_json};
-use crate::service::fields::req_str;
-use crate::service::volumes::{slice_json, volume_json, Started};
-use crate::service::Caller;
-use axum::extract::{Path, Query, State};
+use super::extract::{Parsed, ParsedQuery};
+use super::{views, ApiError, AppState};
+use crate::service::commands::{
+    CreateAttachment, CreatePolicy, CreateVolume, DeleteVolume, ListJobs, ModifyAttachment,
+    Refresh, ResizeVolume, SetNodeAddress, SignIn, SignOut, UpdatePolicy,
+};
+use crate::service::{Administrator, Caller};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use serde_json::{json, Value};
-use std::collections::BTreeMap;
-use svs_store::Policy;
+use serde_json::Value;
 
 type ApiResult = Result<Json<Value>, ApiError>;
 
-fn started(message: &str, s: Started) -> ApiResult {
-    Ok(Json(json!({
-        "Message": message,
-        "JobID": s.job_id.to_string(),
-        "ObjectID": s.object_id,
-    })))
+pub async fn sign_in(State(app): State<AppState>, Parsed(request): Parsed<SignIn>) -> ApiResult {
+    Ok(Json(views::signed_in(&app.sign_in(&request).await?)))
 }
 
-pub async fn sign_in(State(app): State<AppState>, JsonObject(body): JsonObject) -> ApiResult {
-    let email = req_str(&body, "email")?;
-    let password = req_str(&body, "password")?;
-    let s = app.sign_in(email, password).await?;
-    Ok(Json(json!({
-        "AccessToken": s.tokens.access_token,
-        "IdToken": s.tokens.id_token,
-        "RefreshToken": s.refresh_token,
-        "ExpiresIn": s.tokens.expires_in,
-        "TokenType": "Bearer",
-    })))
+pub async fn sign_out(State(app): State<AppState>, Parsed(request): Parsed<SignOut>) -> ApiResult {
+    app.sign_out(&request).await?;
+    Ok(Json(views::empty()))
 }
 
-pub async fn sign_out(State(app): State<AppState>, JsonObject(body): JsonObject) -> ApiResult {
-    app.sign_out(req_str(&body, "AccessToken")?).await?;
-    Ok(Json(json!({})))
-}
-
-pub async fn refresh(State(app): State<AppState>, JsonObject(body): JsonObject) -> ApiResult {
-    let t = app.refresh(req_str(&body, "RefreshToken")?).await?;
-    Ok(Json(json!({
-        "AccessToken": t.access_token,
-        "IdToken": t.id_token,
-        "ExpiresIn": t.expires_in,
-        "TokenType": "Bearer",
-    })))
+pub async fn refresh(State(app): State<AppState>, Parsed(request): Parsed<Refresh>) -> ApiResult {
+    Ok(Json(views::refreshed(&app.refresh(&request).await?)))
 }
 
 pub async fn version() -> Json<Value> {
-    Json(json!({"version": env!("CARGO_PKG_VERSION"), "componentName": "svs"}))
+    Json(views::version())
 }
 
 pub async fn jwks(State(app): State<AppState>) -> Json<Value> {
-    Json(app.tokens.jwks())
+    Json(views::jwks(&app.tokens))
 }
 
 pub async fn list_media(State(app): State<AppState>, _: Caller) -> ApiResult {
-    let media = app.list_media().await?;
-    Ok(Json(media.iter().map(medium_json).collect()))
+    Ok(Json(views::list(&app.list_media().await?, views::medium)))
 }
 
 pub async fn get_medium(
@@ -70,11 +45,11 @@ pub async fn get_medium(
     _: Caller,
     Path(id): Path<String>,
 ) -> ApiResult {
-    Ok(Json(medium_json(&app.get_medium(&id).await?)))
+    Ok(Json(views::medium(&app.get_medium(&id).await?)))
 }
 
 pub async fn list_nodes(State(app): State<AppState>, _: Caller) -> ApiResult {
-    Ok(Json(Value::Array(app.list_nodes().await?)))
+    Ok(Json(views::list(&app.list_nodes().await?, views::node)))
 }
 
 pub async fn get_node(
@@ -82,53 +57,34 @@ pub async fn get_node(
     _: Caller,
     Path(name): Path<String>,
 ) -> ApiResult {
-    Ok(Json(app.get_node(&name).await?))
+    Ok(Json(views::node(&app.get_node(&name).await?)))
 }
 
-fn policy_json(p: &Policy) -> Value {
-    let mut out = p.attributes.clone();
-    out.insert("name".into(), json!(p.name));
-    out.insert("resiliencymedia".into(), json!(p.resiliency.media));
-    out.insert("resiliencynode".into(), json!(p.resiliency.node));
-    out.insert("resiliencyzone".into(), json!(p.resiliency.zone));
-    out.insert("createdbyuserName".into(), json!(p.created_by_name));
-    out.insert("createdbyuseremail".into(), json!(p.created_by_email));
-    out.insert(
-        "createdtime".into(),
-        json!(crate::service::format_ms(p.created_ms)),
-    );
-    out.insert(
-        "updatebyusername".into(),
-        json!(p.updated_by_name.clone().unwrap_or_default()),
-    );
-    out.insert(
-        "updatebyUseremail".into(),
-        json!(p.updated_by_email.clone().unwrap_or_default()),
-    );
-    out.insert(
-        "updatetime".into(),
-        json!(p
-            .updated_ms
-            .map(crate::service::format_ms)
-            .unwrap_or_default()),
-    );
-    Value::Object(out)
+/// Administrators only: the address decides who may open the node's exports.
+pub async fn update_node(
+    State(app): State<AppState>,
+    admin: Administrator,
+    Path(node): Path<String>,
+    Parsed(request): Parsed<SetNodeAddress>,
+) -> ApiResult {
+    let n = app.set_node_address(&admin, &node, &request).await?;
+    Ok(Json(views::done("Node updated", &n.name)))
 }
 
 pub async fn list_policies(State(app): State<AppState>, caller: Caller) -> ApiResult {
-    let policies = app.list_policies(&caller).await?;
-    Ok(Json(policies.iter().map(policy_json).collect()))
+    Ok(Json(views::list(
+        &app.list_policies(&caller).await?,
+        views::policy,
+    )))
 }
 
 pub async fn create_policy(
     State(app): State<AppState>,
     caller: Caller,
-    JsonObject(body): JsonObject,
+    Parsed(request): Parsed<CreatePolicy>,
 ) -> ApiResult {
-    let p = app.create_policy(&caller, &body).await?;
-    Ok(Json(
-        json!({"Message": "Policy created", "ObjectID": p.name}),
-    ))
+    let p = app.create_policy(&caller, &request).await?;
+    Ok(Json(views::done("Policy created", &p.name)))
 }
 
 pub async fn get_policy(
@@ -136,19 +92,17 @@ pub async fn get_policy(
     caller: Caller,
     Path(name): Path<String>,
 ) -> ApiResult {
-    Ok(Json(policy_json(&app.get_policy(&caller, &name).await?)))
+    Ok(Json(views::policy(&app.get_policy(&caller, &name).await?)))
 }
 
 pub async fn update_policy(
     State(app): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
-    JsonObject(body): JsonObject,
+    Parsed(request): Parsed<UpdatePolicy>,
 ) -> ApiResult {
-    let p = app.update_policy(&caller, &name, &body).await?;
-    Ok(Json(
-        json!({"Message": "Policy updated", "ObjectID": p.name}),
-    ))
+    let p = app.update_policy(&caller, &name, &request).await?;
+    Ok(Json(views::done("Policy updated", &p.name)))
 }
 
 pub async fn delete_policy(
@@ -157,23 +111,23 @@ pub async fn delete_policy(
     Path(name): Path<String>,
 ) -> ApiResult {
     app.delete_policy(&caller, &name).await?;
-    Ok(Json(json!({"Message": "Policy deleted", "ObjectID": name})))
+    Ok(Json(views::done("Policy deleted", &name)))
 }
 
 pub async fn list_volumes(State(app): State<AppState>, caller: Caller) -> ApiResult {
-    let volumes = app.list_volumes(&caller).await?;
-    Ok(Json(volumes.iter().map(volume_json).collect()))
+    Ok(Json(views::list(
+        &app.list_volumes(&caller).await?,
+        views::volume,
+    )))
 }
 
 pub async fn create_volume(
     State(app): State<AppState>,
     caller: Caller,
-    JsonObject(body): JsonObject,
+    Parsed(request): Parsed<CreateVolume>,
 ) -> ApiResult {
-    started(
-        "Volume creation started",
-        app.create_volume(&caller, &body).await?,
-    )
+    let started = app.create_volume(&caller, &request).await?;
+    Ok(Json(views::started("Volume creation started", &started)))
 }
 
 pub async fn get_volume(
@@ -181,41 +135,27 @@ pub async fn get_volume(
     caller: Caller,
     Path(name): Path<String>,
 ) -> ApiResult {
-    Ok(Json(volume_json(&app.get_volume(&caller, &name).await?)))
+    Ok(Json(views::volume(&app.get_volume(&caller, &name).await?)))
 }
 
 pub async fn resize_volume(
     State(app): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
-    JsonObject(body): JsonObject,
+    Parsed(request): Parsed<ResizeVolume>,
 ) -> ApiResult {
-    started(
-        "Volume resize started",
-        app.resize_volume(&caller, &name, &body).await?,
-    )
+    let started = app.resize_volume(&caller, &name, &request).await?;
+    Ok(Json(views::started("Volume resize started", &started)))
 }
 
 pub async fn delete_volume(
     State(app): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
-    Query(query): Query<BTreeMap<String, String>>,
+    ParsedQuery(request): ParsedQuery<DeleteVolume>,
 ) -> ApiResult {
-    let force = match query.get("force").map(String::as_str) {
-        None | Some("false") => false,
-        Some("true") | Some("") => true,
-        Some(_) => {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "force must be true or false",
-            ))
-        }
-    };
-    started(
-        "Volume deletion started",
-        app.delete_volume(&caller, &name, force).await?,
-    )
+    let started = app.delete_volume(&caller, &name, &request).await?;
+    Ok(Json(views::started("Volume deletion started", &started)))
 }
 
 pub async fn volume_slices(
@@ -223,17 +163,21 @@ pub async fn volume_slices(
     caller: Caller,
     Path(name): Path<String>,
 ) -> ApiResult {
-    let slices = app.volume_slices(&caller, &name).await?;
-    Ok(Json(slices.iter().map(slice_json).collect()))
+    Ok(Json(views::list(
+        &app.volume_slices(&caller, &name).await?,
+        views::slice,
+    )))
 }
 
 pub async fn list_jobs(
     State(app): State<AppState>,
     caller: Caller,
-    Query(query): Query<BTreeMap<String, String>>,
+    ParsedQuery(request): ParsedQuery<ListJobs>,
 ) -> ApiResult {
-    let jobs = app.list_jobs(&caller, &query).await?;
-    Ok(Json(jobs.iter().map(job_json).collect()))
+    Ok(Json(views::list(
+        &app.list_jobs(&caller, &request).await?,
+        views::job,
+    )))
 }
 
 pub async fn get_job(
@@ -241,34 +185,7 @@ pub async fn get_job(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult {
-    Ok(Json(job_json(&app.get_job(&caller, &id).await?)))
-}
-
-pub async fn not_found() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "no such route")
-}
-
-pub async fn method_not_allowed() -> ApiError {
-    ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method not allowed on this route",
-    )
-}
-
-pub async fn update_node(
-    State(app): State<AppState>,
-    _: Caller,
-    Path(node): Path<String>,
-    JsonObject(body): JsonObject,
-) -> ApiResult {
-    let n = app.set_node_address(&node, &body).await?;
-    Ok(Json(json!({"Message": "Node updated", "ObjectID": n.name})))
-}
-
-fn attachments_json(app: &AppState, list: &[svs_store::Attachment]) -> Value {
-    list.iter()
-        .map(|a| attachment_json(a, &app.nbd_base))
-        .collect()
+    Ok(Json(views::job(&app.get_job(&caller, &id).await?)))
 }
 
 pub async fn volume_attachments(
@@ -277,7 +194,9 @@ pub async fn volume_attachments(
     Path(volume): Path<String>,
 ) -> ApiResult {
     let list = app.list_volume_attachments(&caller, &volume, None).await?;
-    Ok(Json(attachments_json(&app, &list)))
+    Ok(Json(views::list(&list, |a| {
+        views::attachment(a, &app.nbd_base)
+    })))
 }
 
 pub async fn snapshot_attachments(
@@ -288,25 +207,31 @@ pub async fn snapshot_attachments(
     let list = app
         .list_volume_attachments(&caller, &volume, Some(&snapshot))
         .await?;
-    Ok(Json(attachments_json(&app, &list)))
+    Ok(Json(views::list(&list, |a| {
+        views::attachment(a, &app.nbd_base)
+    })))
 }
 
 pub async fn list_attachments(State(app): State<AppState>, caller: Caller) -> ApiResult {
     let list = app.list_attachments(&caller).await?;
-    Ok(Json(attachments_json(&app, &list)))
+    Ok(Json(views::list(&list, |a| {
+        views::attachment(a, &app.nbd_base)
+    })))
 }
 
 pub async fn create_attachment(
     State(app): State<AppState>,
     caller: Caller,
     Path((volume, snapshot)): Path<(String, String)>,
-    JsonObject(body): JsonObject,
+    Parsed(request): Parsed<CreateAttachment>,
 ) -> ApiResult {
-    started(
+    let started = app
+        .create_attachment(&caller, &volume, &snapshot, &request)
+        .await?;
+    Ok(Json(views::started(
         "Attachment creation started",
-        app.create_attachment(&caller, &volume, &snapshot, &body)
-            .await?,
-    )
+        &started,
+    )))
 }
 
 pub async fn get_attachment(
@@ -317,20 +242,22 @@ pub async fn get_attachment(
     let a = app
         .get_attachment(&caller, &volume, &snapshot, &node)
         .await?;
-    Ok(Json(attachment_json(&a, &app.nbd_base)))
+    Ok(Json(views::attachment(&a, &app.nbd_base)))
 }
 
 pub async fn modify_attachment(
     State(app): State<AppState>,
     caller: Caller,
     Path((volume, snapshot, node)): Path<(String, String, String)>,
-    JsonObject(body): JsonObject,
+    Parsed(request): Parsed<ModifyAttachment>,
 ) -> ApiResult {
-    started(
+    let started = app
+        .modify_attachment(&caller, &volume, &snapshot, &node, &request)
+        .await?;
+    Ok(Json(views::started(
         "Attachment modification started",
-        app.modify_attachment(&caller, &volume, &snapshot, &node, &body)
-            .await?,
-    )
+        &started,
+    )))
 }
 
 pub async fn delete_attachment(
@@ -338,9 +265,22 @@ pub async fn delete_attachment(
     caller: Caller,
     Path((volume, snapshot, node)): Path<(String, String, String)>,
 ) -> ApiResult {
-    started(
+    let started = app
+        .delete_attachment(&caller, &volume, &snapshot, &node)
+        .await?;
+    Ok(Json(views::started(
         "Attachment deletion started",
-        app.delete_attachment(&caller, &volume, &snapshot, &node)
-            .await?,
+        &started,
+    )))
+}
+
+pub async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "no such route")
+}
+
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method not allowed on this route",
     )
 }

@@ -1,10 +1,14 @@
-//! The Volumez-compatible HTTP API. Handlers parse, authorize, call one
-//! service function and map its result; errors map to statuses in `error.rs`.
+//! The Volumez-compatible HTTP API. Handlers parse (`requests`), authorize
+//! (`extract`), call one service function and render its result (`views`);
+//! errors map to statuses in `error.rs`.
 
 mod error;
 mod extract;
 mod handlers;
+mod parse;
+mod requests;
 mod ui;
+mod views;
 
 use axum::response::IntoResponse;
 pub use error::ApiError;

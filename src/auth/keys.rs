@@ -1,6 +1,6 @@
 //! The Ed25519 key that signs IdTokens and AccessTokens. Generated on first
 //! start and kept in the data directory (mode 0600); its public half is
-//! served as a JWKS.
+//! served as a JWKS (rendered in `api::views`).
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -70,20 +70,6 @@ impl SigningKey {
             encoding: EncodingKey::from_ed_der(&pkcs8),
             decoding: DecodingKey::from_ed_der(&public),
         }
-    }
-
-    /// The JSON Web Key Set with the public key.
-    pub fn jwks(&self) -> serde_json::Value {
-        serde_json::json!({
-            "keys": [{
-                "kty": "OKP",
-                "crv": "Ed25519",
-                "alg": "EdDSA",
-                "use": "sig",
-                "kid": self.kid,
-                "x": self.public_x,
-            }]
-        })
     }
 }
 

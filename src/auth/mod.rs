@@ -6,4 +6,6 @@ mod tokens;
 
 pub use keys::SigningKey;
 pub use passwords::{hash_password, verify_password, PasswordError, MIN_PASSWORD_LEN};
-pub use tokens::{new_refresh_token, refresh_token_hash, Claims, TokenIssuer, TokenSet, TokenUse};
+pub use tokens::{
+    new_refresh_token, refresh_token_hash, Claims, TokenIssuer, TokenSet, TokenSubject, TokenUse,
+};

@@ -33,12 +33,27 @@ pub struct Claims {
     /// Tenant name and id.
     pub tenant: String,
     pub tenant_id: i64,
+    /// The user was an administrator when the token was issued. Absent in
+    /// tokens from before roles were read: not an administrator.
+    #[serde(default)]
+    pub admin: bool,
 }
 
 impl Claims {
     pub fn user_id(&self) -> Option<i64> {
         self.sub.parse().ok()
     }
+}
+
+/// The user a token is issued to.
+#[derive(Debug, Clone, Copy)]
+pub struct TokenSubject<'a> {
+    pub user_id: i64,
+    pub email: &'a str,
+    pub name: &'a str,
+    pub tenant: &'a str,
+    pub tenant_id: i64,
+    pub admin: bool,
 }
 
 /// What `/signin` and `/refresh` hand out.
@@ -80,37 +95,40 @@ impl TokenIssuer {
         }
     }
 
-    pub fn jwks(&self) -> serde_json::Value {
-        self.key.jwks()
+    /// The signing key's id (`kid`).
+    pub fn key_id(&self) -> &str {
+        &self.key.kid
+    }
+
+    /// The signing key's public half, base64url (the JWK `x`).
+    pub fn public_key(&self) -> &str {
+        &self.key.public_x
     }
 
     pub fn lifetime_secs(&self) -> u64 {
         self.lifetime_secs
     }
 
-    /// Signs a fresh IdToken and AccessToken for the user.
+    /// Signs a fresh IdToken and AccessToken, issued at `now_secs`.
     pub fn issue(
         &self,
-        user_id: i64,
-        email: &str,
-        name: &str,
-        tenant: &str,
-        tenant_id: i64,
+        subject: &TokenSubject,
         now_secs: u64,
     ) -> Result<TokenSet, jsonwebtoken::errors::Error> {
         let mut header = Header::new(Algorithm::EdDSA);
         header.kid = Some(self.key.kid.clone());
         let claims = |token_use| Claims {
             iss: self.issuer.clone(),
-            sub: user_id.to_string(),
+            sub: subject.user_id.to_string(),
             aud: AUDIENCE.to_string(),
-            exp: now_secs + self.lifetime_secs,
+            exp: now_secs.saturating_add(self.lifetime_secs),
             iat: now_secs,
             token_use,
-            email: email.to_string(),
-            name: name.to_string(),
-            tenant: tenant.to_string(),
-            tenant_id,
+            email: subject.email.to_string(),
+            name: subject.name.to_string(),
+            tenant: subject.tenant.to_string(),
+            tenant_id: subject.tenant_id,
+            admin: subject.admin,
         };
         Ok(TokenSet {
             access_token: jsonwebtoken::encode(
@@ -123,7 +141,9 @@ impl TokenIssuer {
         })
     }
 
-    /// Checks signature, issuer, audience, expiry and the token's use.
+    /// Checks signature, issuer, audience, expiry and the token's use. A
+    /// token is valid up to, not including, its `exp` second on `now_secs`
+    /// (no leeway).
     pub fn verify(&self, token: &str, expected: TokenUse, now_secs: u64) -> Option<Arc<Claims>> {
         if let Ok(cache) = self.verified.lock() {
             if let Some(claims) = cache.get(token) {
@@ -174,10 +194,37 @@ mod tests {
         TokenIssuer::new(SigningKey::from_seed(&[7; 32]), "svs".into(), 60)
     }
 
+    fn subject(admin: bool) -> TokenSubject<'static> {
+        TokenSubject {
+            user_id: 3,
+            email: "a@b.c",
+            name: "a",
+            tenant: "t1",
+            tenant_id: 1,
+            admin,
+        }
+    }
+
+    #[test]
+    fn the_admin_claim_follows_the_subject_and_defaults_to_false() {
+        let t = issuer();
+        let admin = t.issue(&subject(true), 1000).unwrap();
+        assert!(t.verify(&admin.id_token, TokenUse::Id, 1001).unwrap().admin);
+        let user = t.issue(&subject(false), 1000).unwrap();
+        assert!(!t.verify(&user.id_token, TokenUse::Id, 1001).unwrap().admin);
+        // A token signed before the claim existed reads as not an administrator.
+        let old: Claims = serde_json::from_value(serde_json::json!({
+            "iss": "svs", "sub": "3", "aud": "svs", "exp": 2000, "iat": 1000,
+            "token_use": "id", "email": "a@b.c", "name": "a", "tenant": "t1", "tenant_id": 1
+        }))
+        .unwrap();
+        assert!(!old.admin);
+    }
+
     #[test]
     fn issued_tokens_verify_for_their_own_use_only() {
         let t = issuer();
-        let set = t.issue(3, "a@b.c", "a", "t1", 1, 1000).unwrap();
+        let set = t.issue(&subject(false), 1000).unwrap();
         let id = t.verify(&set.id_token, TokenUse::Id, 1001).unwrap();
         assert_eq!(id.user_id(), Some(3));
         assert_eq!(id.tenant, "t1");
@@ -191,7 +238,7 @@ mod tests {
     #[test]
     fn expired_tokens_are_refused_even_when_cached() {
         let t = issuer();
-        let set = t.issue(3, "a@b.c", "a", "t1", 1, 1000).unwrap();
+        let set = t.issue(&subject(false), 1000).unwrap();
         assert!(t.verify(&set.id_token, TokenUse::Id, 1059).is_some());
         assert!(t.verify(&set.id_token, TokenUse::Id, 1060).is_none());
     }
@@ -200,9 +247,9 @@ mod tests {
     fn tokens_from_another_key_or_tampered_are_refused() {
         let t = issuer();
         let other = TokenIssuer::new(SigningKey::from_seed(&[8; 32]), "svs".into(), 60);
-        let set = other.issue(3, "a@b.c", "a", "t1", 1, 1000).unwrap();
+        let set = other.issue(&subject(false), 1000).unwrap();
         assert!(t.verify(&set.id_token, TokenUse::Id, 1001).is_none());
-        let good = t.issue(3, "a@b.c", "a", "t1", 1, 1000).unwrap().id_token;
+        let good = t.issue(&subject(false), 1000).unwrap().id_token;
         let mut parts: Vec<String> = good.split('.').map(String::from).collect();
         parts[1] = URL_SAFE_NO_PAD.encode(br#"{"sub":"1"}"#);
         assert!(t.verify(&parts.join("."), TokenUse::Id, 1001).is_none());

@@ -1,40 +1,18 @@
 //! Attachments: a volume exported over NBD to one node. Create, modify and
 //! delete run as jobs, and are refused while the volume's data is moving.
 
-use super::fields::{opt_bool, opt_str, req_str, Body};
+use super::commands::{CreateAttachment, ModifyAttachment, SetNodeAddress};
 use super::volumes::{volume_not_found, Started};
-use super::{now_ms, Caller, ServiceError, ServiceResult, Services};
-use serde_json::{json, Value};
-use std::net::IpAddr;
+use super::{Administrator, Caller, ServiceError, ServiceResult, Services};
 use svs_domain::{AttachmentArgs, BlockedOperation, DetachArgs, JobSpec, VolumeState};
 use svs_store::{Attachment, NewAttachment, NodeRecord, Volume};
 
 /// The only snapshot that exists so far: the live volume.
 pub const TOP: &str = "top";
 
-pub fn attachment_json(a: &Attachment, nbd_base: &str) -> Value {
-    let (status, progress) = match &a.job {
-        Some((_, progress, status)) if a.state != "Attached" => (status.clone(), *progress),
-        _ => (a.state.clone(), 100),
-    };
-    json!({
-        "volumename": a.volume_name,
-        "volumeid": a.volume_id,
-        "snapshotname": a.snapshot,
-        "snapshotid": a.snapshot,
-        "node": a.node,
-        "state": a.state,
-        "status": status,
-        "progress": progress,
-        "mountpoint": a.mountpoint,
-        "readonly": a.readonly,
-        "exportname": a.export_name,
-        "uri": format!("{nbd_base}/{}", a.export_name),
-    })
-}
-
-pub fn node_json(n: &NodeRecord) -> Value {
-    json!({"name": n.name, "zone": n.zone, "address": n.address.clone().unwrap_or_default()})
+/// An attachment's NBD URI: where its node connects.
+pub fn attachment_uri(a: &Attachment, nbd_base: &str) -> String {
+    format!("{nbd_base}/{}", a.export_name)
 }
 
 fn snapshot_must_be_top(snapshot: &str) -> ServiceResult<()> {
@@ -79,12 +57,12 @@ impl Services {
         caller: &Caller,
         volume: &str,
         snapshot: &str,
-        body: &Body,
+        request: &CreateAttachment,
     ) -> ServiceResult<Started> {
         let v = self.attachment_volume(caller, volume, snapshot).await?;
-        let node = req_str(body, "node")?;
-        let readonly = opt_bool(body, "readonly")?.unwrap_or(false);
-        let mountpoint = opt_str(body, "mountpoint")?.unwrap_or("").to_string();
+        let node = request.node.as_str();
+        let readonly = request.readonly;
+        let mountpoint = request.mountpoint.clone();
         let known = self.store.list_nodes().await?;
         let record = known
             .iter()
@@ -108,7 +86,7 @@ impl Services {
         let spec = JobSpec::AttachmentCreate(AttachmentArgs {
             node: node.to_string(),
             readonly,
-            mountpoint: mountpoint.to_string(),
+            mountpoint: mountpoint.clone(),
         });
         let job = self.new_job(caller, spec, &v.id);
         let job_id = self
@@ -121,7 +99,7 @@ impl Services {
                     readonly,
                     mountpoint,
                     export_name: new_export_name(),
-                    now_ms: now_ms(),
+                    now_ms: self.clock.now_ms(),
                 },
                 &job,
             )
@@ -172,13 +150,11 @@ impl Services {
         volume: &str,
         snapshot: &str,
         node: &str,
-        body: &Body,
+        request: &ModifyAttachment,
     ) -> ServiceResult<Started> {
         let current = self.get_attachment(caller, volume, snapshot, node).await?;
-        let readonly = opt_bool(body, "readonly")?.unwrap_or(current.readonly);
-        let mountpoint = opt_str(body, "mountpoint")?
-            .map(str::to_string)
-            .unwrap_or(current.mountpoint.clone());
+        let readonly = request.readonly.unwrap_or(current.readonly);
+        let mountpoint = request.mountpoint.clone().unwrap_or(current.mountpoint);
         let v = self.attachment_volume(caller, volume, snapshot).await?;
         let _admission = self.admission.lock().await;
         self.ensure_idle(&v.id, &v.name, BlockedOperation::AttachmentModify)
@@ -224,35 +200,34 @@ impl Services {
         })
     }
 
-    pub async fn list_node_records(&self) -> ServiceResult<Vec<NodeRecord>> {
-        Ok(self.store.list_nodes().await?)
-    }
-
-    /// `PATCH /nodes/{node}` `{"address": "10.0.0.5"}` (empty: no address).
-    pub async fn set_node_address(&self, node: &str, body: &Body) -> ServiceResult<NodeRecord> {
-        let address = match opt_str(body, "address")? {
-            None => return Err(ServiceError::BadRequest("address is required".into())),
-            Some("") => None,
-            Some(a) => Some(a.parse::<IpAddr>().map_err(|_| {
-                ServiceError::BadRequest(format!("address '{a}' is not an IP address"))
-            })?),
-        };
+    /// Sets the address a node attaches from: it decides who may open the
+    /// node's NBD exports, so only an administrator may change it.
+    pub async fn set_node_address(
+        &self,
+        admin: &Administrator,
+        node: &str,
+        request: &SetNodeAddress,
+    ) -> ServiceResult<NodeRecord> {
+        let address = request.address;
         let text = address.map(|a| a.to_string());
         self.store
             .set_node_address(node, text.as_deref())
             .await
             .map_err(|e| match e {
-                svs_store::StoreError::NotFound => {
-                    ServiceError::NotFound(format!("node '{node}' not found"))
-                }
+                svs_store::StoreError::NotFound => node_not_found(node),
                 other => other.into(),
             })?;
         self.exports.set_node_address(node, address);
+        tracing::info!(node, address = ?address, by = admin.caller().user_id, "node address set");
         self.store
             .list_nodes()
             .await?
             .into_iter()
             .find(|n| n.name == node)
-            .ok_or_else(|| ServiceError::NotFound(format!("node '{node}' not found")))
+            .ok_or_else(|| node_not_found(node))
     }
+}
+
+pub fn node_not_found(node: &str) -> ServiceError {
+    ServiceError::NotFound(format!("node '{node}' not found"))
 }

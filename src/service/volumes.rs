@@ -1,44 +1,13 @@
 //! Volumes: create, read, resize, delete. Long work runs as jobs.
 
-use super::fields::{opt_bool, opt_str, req_gib, req_str, req_uint, Body};
-use super::{now_ms, Caller, ServiceError, ServiceResult, Services};
-use serde_json::{json, Map, Value};
+use super::attributes::VolumeAttributes;
+use super::commands::{CreateVolume, DeleteVolume, FixedVolumeField, ResizeVolume};
+use super::{Caller, ServiceError, ServiceResult, Services};
 use svs_domain::{
     validate_new_size, BlockedOperation, CreateVolumeArgs, DeleteVolumeArgs, JobSpec,
-    ResizeVolumeArgs, ResourceName, VolumeState, VolumeType, MAX_VOLUME_GIB, MIN_VOLUME_GIB,
+    ResizeVolumeArgs, VolumeState,
 };
 use svs_store::{NewJob, NewVolume, SliceRow, Volume};
-
-/// Reference fields svs stores and returns without interpreting them.
-const STORED_STRINGS: [&str; 8] = [
-    "consistencygroup",
-    "zonereplica",
-    "volumegroupname",
-    "replicationnode",
-    "replicationvolumegroupname",
-    "capacitygroup",
-    "throttlingscheme",
-    "flavor",
-];
-const FLAVORS: [&str; 2] = ["regular", "filedirect"];
-
-/// Writable fields a resize may repeat but not change.
-const FIXED_ON_RESIZE: [&str; 14] = [
-    "name",
-    "type",
-    "policy",
-    "zone",
-    "contentvolume",
-    "contentsnapshot",
-    "consistencygroup",
-    "zonereplica",
-    "volumegroupname",
-    "replicationnode",
-    "replicationvolumegroupname",
-    "capacitygroup",
-    "throttlingscheme",
-    "flavor",
-];
 
 /// What a mutating call started.
 pub struct Started {
@@ -46,62 +15,31 @@ pub struct Started {
     pub object_id: String,
 }
 
-/// The public representation of a volume (reference field names).
-pub fn volume_json(v: &Volume) -> Value {
-    let attr = |k: &str| {
-        v.attributes
-            .get(k)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
-    let (state, status, progress) = match &v.job {
-        Some((_, progress, status)) => (v.state.as_str(), status.clone(), *progress),
-        None => (v.state.as_str(), "Online".to_string(), 100),
-    };
-    let flavor = match attr("flavor") {
-        f if f.is_empty() => "regular".to_string(),
-        f => f,
-    };
-    json!({
-        "name": v.name,
-        "volumeid": v.id,
-        "type": v.kind.as_str(),
-        "contentvolume": "",
-        "contentsnapshot": "",
-        "size": v.size,
-        "maxsize": v.size.saturating_mul(10),
-        "policy": v.policy,
-        "consistencygroup": attr("consistencygroup"),
-        "node": v.first_node.clone().unwrap_or_default(),
-        "zone": v.zone.clone().or_else(|| v.first_zone.clone()).unwrap_or_default(),
-        "zonereplica": attr("zonereplica"),
-        "volumegroupname": attr("volumegroupname"),
-        "volumegroupid": v.id,
-        "replicationnode": attr("replicationnode"),
-        "replicationvolumegroupname": attr("replicationvolumegroupname"),
-        "replicationvolumegroupid": "",
-        "volumerecoveryjob": "",
-        "state": state,
-        "status": status,
-        "progress": progress,
-        "capacitygroup": attr("capacitygroup"),
-        "throttlingscheme": attr("throttlingscheme"),
-        "allowdatamovement": false,
-        "flavor": flavor,
-    })
+/// The zone a volume shows: the requested one, else its first slice's.
+pub fn volume_zone(v: &Volume) -> &str {
+    v.zone
+        .as_deref()
+        .or(v.first_zone.as_deref())
+        .unwrap_or_default()
 }
 
-pub fn slice_json(row: &SliceRow) -> Value {
-    json!({
-        "sliceid": row.slice.id,
-        "copy": row.slice.copy,
-        "column": row.slice.column,
-        "media": row.slice.medium,
-        "node": row.node,
-        "zone": row.zone,
-        "size": row.slice.size,
-    })
+/// The value a volume shows for a field a resize may not change (what a
+/// client that read the volume sends back; the view must agree).
+pub fn fixed_field_value(
+    v: &Volume,
+    attributes: &VolumeAttributes,
+    field: FixedVolumeField,
+) -> String {
+    match field {
+        FixedVolumeField::Name => v.name.clone(),
+        FixedVolumeField::Type => v.kind.as_str().to_string(),
+        FixedVolumeField::Policy => v.policy.clone(),
+        FixedVolumeField::Zone => volume_zone(v).to_string(),
+        // Creating from content is not supported: always empty.
+        FixedVolumeField::ContentVolume | FixedVolumeField::ContentSnapshot => String::new(),
+        FixedVolumeField::Stored(f) => attributes.get(f).to_string(),
+        FixedVolumeField::Flavor => attributes.flavor().as_str().to_string(),
+    }
 }
 
 pub fn volume_not_found(name: &str) -> ServiceError {
@@ -133,80 +71,52 @@ impl Services {
             user_id: caller.user_id,
             username: caller.name.clone(),
             useremail: caller.email.clone(),
-            now_ms: now_ms(),
+            now_ms: self.clock.now_ms(),
         }
     }
 
-    pub async fn create_volume(&self, caller: &Caller, body: &Body) -> ServiceResult<Started> {
-        let name = ResourceName::parse("volume", req_str(body, "name")?)
-            .map_err(ServiceError::BadRequest)?;
-        let kind = match opt_str(body, "type")? {
-            None | Some("") => VolumeType::Block,
-            Some(t) => VolumeType::parse(t).ok_or_else(|| {
-                ServiceError::BadRequest("type must be \"block\" or \"file\"".into())
-            })?,
-        };
-        let size = req_uint(body, "size", MIN_VOLUME_GIB, MAX_VOLUME_GIB)?;
-        let policy_name = req_str(body, "policy")?;
+    pub async fn create_volume(
+        &self,
+        caller: &Caller,
+        request: &CreateVolume,
+    ) -> ServiceResult<Started> {
         let policy = self
             .store
-            .get_policy(caller.tenant_id, policy_name)
+            .get_policy(caller.tenant_id, &request.policy)
             .await?
             .ok_or_else(|| {
-                ServiceError::BadRequest(format!("policy '{policy_name}' does not exist"))
+                ServiceError::BadRequest(format!("policy '{}' does not exist", request.policy))
             })?;
-        let zone = match opt_str(body, "zone")? {
-            None | Some("") => None,
-            Some(z) => {
-                let known = self
-                    .store
-                    .media_usage()
-                    .await?
-                    .iter()
-                    .any(|m| m.record.medium.zone == z);
-                if !known {
-                    return Err(ServiceError::BadRequest(format!("zone '{z}' has no media")));
-                }
-                Some(z.to_string())
-            }
-        };
-        for key in ["contentvolume", "contentsnapshot"] {
-            if opt_str(body, key)?.is_some_and(|s| !s.is_empty()) {
+        if let Some(zone) = &request.zone {
+            let known = self
+                .store
+                .media_usage()
+                .await?
+                .iter()
+                .any(|m| &m.record.medium.zone == zone);
+            if !known {
                 return Err(ServiceError::BadRequest(format!(
-                    "{key}: creating a volume from existing content is not supported"
+                    "zone '{zone}' has no media"
                 )));
-            }
-        }
-        let mut attributes = Map::new();
-        for key in STORED_STRINGS {
-            if let Some(v) = opt_str(body, key)?.filter(|s| !s.is_empty()) {
-                attributes.insert(key.to_string(), Value::from(v));
-            }
-        }
-        if let Some(f) = attributes.get("flavor").and_then(Value::as_str) {
-            if !FLAVORS.contains(&f) {
-                return Err(ServiceError::BadRequest(
-                    "flavor must be \"regular\" or \"filedirect\"".into(),
-                ));
             }
         }
         let id = uuid::Uuid::new_v4().to_string();
         let spec = JobSpec::VolumeCreate(CreateVolumeArgs {
-            name: name.as_str().to_string(),
-            size,
+            name: request.name.as_str().to_string(),
+            size: request.size,
             policy: policy.name.clone(),
-            kind,
+            kind: request.kind,
         });
         let job = self.new_job(caller, spec, &id);
         let volume = NewVolume {
             id: id.clone(),
             tenant_id: caller.tenant_id,
-            name: name.into_string(),
-            kind,
-            size,
+            name: request.name.as_str().to_string(),
+            kind: request.kind,
+            size: request.size,
             policy_id: policy.id,
-            zone,
-            attributes,
+            zone: request.zone.clone(),
+            attributes: request.attributes.to_record(),
             now_ms: job.now_ms,
         };
         let job_id = self.store.create_volume(&volume, &job).await?;
@@ -229,8 +139,9 @@ impl Services {
         &self,
         caller: &Caller,
         name: &str,
-        force: bool,
+        request: &DeleteVolume,
     ) -> ServiceResult<Started> {
+        let force = request.force;
         let volume = self.get_volume(caller, name).await?;
         let _admission = self.admission.lock().await;
         let volume = self.fresh_volume(&volume).await?;
@@ -272,24 +183,20 @@ impl Services {
         &self,
         caller: &Caller,
         name: &str,
-        body: &Body,
+        request: &ResizeVolume,
     ) -> ServiceResult<Started> {
         let volume = self.get_volume(caller, name).await?;
-        let view = volume_json(&volume);
-        for key in FIXED_ON_RESIZE {
-            let given = match body.get(key) {
-                None | Some(Value::Null) => continue,
-                Some(Value::String(s)) if s.is_empty() => continue,
-                Some(v) => v,
-            };
-            if Some(given) != view.get(key) {
+        let attributes = VolumeAttributes::from_record(&volume.attributes);
+        for (field, given) in &request.repeated {
+            if *given != fixed_field_value(&volume, &attributes, *field) {
                 return Err(ServiceError::BadRequest(format!(
-                    "{key} cannot be changed: only size and allowdatamovement can be modified"
+                    "{} cannot be changed: only size and allowdatamovement can be modified",
+                    field.wire_name()
                 )));
             }
         }
-        let size = req_gib(body, "size")?;
-        let allow_movement = opt_bool(body, "allowdatamovement")?.unwrap_or(false);
+        let size = request.size;
+        let allow_movement = request.allow_data_movement;
         validate_new_size(volume.size, size)
             .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
 

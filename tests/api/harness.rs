@@ -271,11 +271,19 @@ impl TestApp {
 
     /// Adds a user with `svs user add` against the running service's data directory.
     pub fn add_user(&self, tenant: &str, email: &str, password: &str) {
+        self.add_user_as(tenant, email, password, false);
+    }
+
+    /// Adds a user, an administrator if `admin` (`svs user add --admin`).
+    pub fn add_user_as(&self, tenant: &str, email: &str, password: &str, admin: bool) {
         use std::io::Write;
-        let mut child = Command::new(svs_bin())
-            .args([
-                "user", "add", "--email", email, "--tenant", tenant, "--config",
-            ])
+        let mut command = Command::new(svs_bin());
+        command.args(["user", "add", "--email", email, "--tenant", tenant]);
+        if admin {
+            command.arg("--admin");
+        }
+        let mut child = command
+            .arg("--config")
             .arg(self.config_path())
             .arg("--data-dir")
             .arg(self.data_dir())

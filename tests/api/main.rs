@@ -8,6 +8,7 @@ mod cli;
 mod jobs;
 mod policies;
 mod resize;
+mod roles;
 mod startup;
 mod tenants;
 mod volumes;

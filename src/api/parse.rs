@@ -1,16 +1,19 @@
 //! Reading fields of a JSON request object with clear 400 messages.
 
-use super::{ServiceError, ServiceResult};
+use super::ApiError;
+use axum::http::StatusCode;
 use serde_json::{Map, Value};
 
 pub type Body = Map<String, Value>;
 
-fn bad(msg: String) -> ServiceError {
-    ServiceError::BadRequest(msg)
+pub type ParseResult<T> = Result<T, ApiError>;
+
+pub fn bad(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, message)
 }
 
 /// A string field; `null` counts as absent.
-pub fn opt_str<'a>(body: &'a Body, key: &str) -> ServiceResult<Option<&'a str>> {
+pub fn opt_str<'a>(body: &'a Body, key: &str) -> ParseResult<Option<&'a str>> {
     match body.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.as_str())),
@@ -18,14 +21,14 @@ pub fn opt_str<'a>(body: &'a Body, key: &str) -> ServiceResult<Option<&'a str>> 
     }
 }
 
-pub fn req_str<'a>(body: &'a Body, key: &str) -> ServiceResult<&'a str> {
+pub fn req_str<'a>(body: &'a Body, key: &str) -> ParseResult<&'a str> {
     match opt_str(body, key)? {
         Some(s) if !s.is_empty() => Ok(s),
         _ => Err(bad(format!("{key} is required"))),
     }
 }
 
-pub fn opt_bool(body: &Body, key: &str) -> ServiceResult<Option<bool>> {
+pub fn opt_bool(body: &Body, key: &str) -> ParseResult<Option<bool>> {
     match body.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
@@ -34,7 +37,7 @@ pub fn opt_bool(body: &Body, key: &str) -> ServiceResult<Option<bool>> {
 }
 
 /// A whole number in `min..=max`; `null` counts as absent.
-pub fn opt_uint(body: &Body, key: &str, min: u64, max: u64) -> ServiceResult<Option<u64>> {
+pub fn opt_uint(body: &Body, key: &str, min: u64, max: u64) -> ParseResult<Option<u64>> {
     let value = match body.get(key) {
         None | Some(Value::Null) => return Ok(None),
         Some(v) => v,
@@ -60,13 +63,13 @@ pub fn opt_uint(body: &Body, key: &str, min: u64, max: u64) -> ServiceResult<Opt
     Ok(Some(n))
 }
 
-pub fn req_uint(body: &Body, key: &str, min: u64, max: u64) -> ServiceResult<u64> {
+pub fn req_uint(body: &Body, key: &str, min: u64, max: u64) -> ParseResult<u64> {
     opt_uint(body, key, min, max)?.ok_or_else(|| bad(format!("{key} is required")))
 }
 
 /// A required size in whole GiB, without an upper bound of its own (the
 /// caller checks the bounds that apply).
-pub fn req_gib(body: &Body, key: &str) -> ServiceResult<u64> {
+pub fn req_gib(body: &Body, key: &str) -> ParseResult<u64> {
     match body.get(key) {
         None | Some(Value::Null) => Err(bad(format!("{key} is required"))),
         Some(Value::Number(_)) => opt_uint(body, key, 0, u64::MAX)

@@ -1,0 +1,417 @@
+//! Request bodies and queries → the services' typed commands, with the 400
+//! messages clients see. Checks here need nothing but the request; rules
+//! that need the store are the services'.
+
+use super::parse::{
+    bad, opt_bool, opt_str, opt_uint, req_gib, req_str, req_uint, Body, ParseResult,
+};
+use crate::service::attributes::{
+    CapacityOptimization, Flavor, PolicySettings, StoredField, VolumeAttributes,
+};
+use crate::service::commands::{
+    CreateAttachment, CreatePolicy, CreateVolume, DeleteVolume, FixedVolumeField, ListJobs,
+    ModifyAttachment, Refresh, ResiliencyLevels, ResizeVolume, SetNodeAddress, SignIn, SignOut,
+    UpdatePolicy,
+};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use svs_domain::{JobState, ResourceName, VolumeType, MAX_VOLUME_GIB, MIN_VOLUME_GIB};
+
+/// A command read from a JSON object body.
+pub trait FromBody: Sized {
+    fn from_body(body: &Body) -> ParseResult<Self>;
+}
+
+/// A command read from the query string.
+pub trait FromQuery: Sized {
+    fn from_query(query: &BTreeMap<String, String>) -> ParseResult<Self>;
+}
+
+impl FromBody for SignIn {
+    fn from_body(body: &Body) -> ParseResult<SignIn> {
+        Ok(SignIn {
+            email: req_str(body, "email")?.to_string(),
+            password: req_str(body, "password")?.to_string(),
+        })
+    }
+}
+
+impl FromBody for SignOut {
+    fn from_body(body: &Body) -> ParseResult<SignOut> {
+        Ok(SignOut {
+            access_token: req_str(body, "AccessToken")?.to_string(),
+        })
+    }
+}
+
+impl FromBody for Refresh {
+    fn from_body(body: &Body) -> ParseResult<Refresh> {
+        Ok(Refresh {
+            refresh_token: req_str(body, "RefreshToken")?.to_string(),
+        })
+    }
+}
+
+/// A string field where `""` means "not given".
+fn opt_non_empty<'a>(body: &'a Body, key: &str) -> ParseResult<Option<&'a str>> {
+    Ok(opt_str(body, key)?.filter(|s| !s.is_empty()))
+}
+
+impl FromBody for CreateVolume {
+    fn from_body(body: &Body) -> ParseResult<CreateVolume> {
+        let name = ResourceName::parse("volume", req_str(body, "name")?).map_err(bad)?;
+        let kind = match opt_non_empty(body, "type")? {
+            None => VolumeType::Block,
+            Some(t) => {
+                VolumeType::parse(t).ok_or_else(|| bad("type must be \"block\" or \"file\""))?
+            }
+        };
+        let size = req_uint(body, "size", MIN_VOLUME_GIB, MAX_VOLUME_GIB)?;
+        let policy = req_str(body, "policy")?.to_string();
+        let zone = opt_non_empty(body, "zone")?.map(str::to_string);
+        for key in ["contentvolume", "contentsnapshot"] {
+            if opt_non_empty(body, key)?.is_some() {
+                return Err(bad(format!(
+                    "{key}: creating a volume from existing content is not supported"
+                )));
+            }
+        }
+        let mut attributes = VolumeAttributes::default();
+        for field in StoredField::ALL {
+            if let Some(v) = opt_str(body, field.wire_name())? {
+                attributes.set(field, v);
+            }
+        }
+        attributes.flavor = match opt_non_empty(body, "flavor")? {
+            None => None,
+            Some(f) => Some(
+                Flavor::parse(f)
+                    .ok_or_else(|| bad("flavor must be \"regular\" or \"filedirect\""))?,
+            ),
+        };
+        Ok(CreateVolume {
+            name,
+            kind,
+            size,
+            policy,
+            zone,
+            attributes,
+        })
+    }
+}
+
+impl FromBody for ResizeVolume {
+    /// `{"size", "allowdatamovement"}`, or a whole Volume object: its
+    /// read-only fields are ignored, its writable ones are kept for the
+    /// service to compare with the volume (null and `""` mean "not sent").
+    fn from_body(body: &Body) -> ParseResult<ResizeVolume> {
+        let mut repeated = Vec::new();
+        for field in FixedVolumeField::ALL {
+            let key = field.wire_name();
+            match body.get(key) {
+                None | Some(Value::Null) => {}
+                Some(Value::String(s)) if s.is_empty() => {}
+                Some(Value::String(s)) => repeated.push((field, s.clone())),
+                // Volume fields are strings: anything else is a change.
+                Some(_) => {
+                    return Err(bad(format!(
+                        "{key} cannot be changed: only size and allowdatamovement can be modified"
+                    )))
+                }
+            }
+        }
+        Ok(ResizeVolume {
+            size: req_gib(body, "size")?,
+            allow_data_movement: opt_bool(body, "allowdatamovement")?.unwrap_or(false),
+            repeated,
+        })
+    }
+}
+
+impl FromQuery for DeleteVolume {
+    fn from_query(query: &BTreeMap<String, String>) -> ParseResult<DeleteVolume> {
+        let force = match query.get("force").map(String::as_str) {
+            None | Some("false") => false,
+            Some("true") | Some("") => true,
+            Some(_) => return Err(bad("force must be true or false")),
+        };
+        Ok(DeleteVolume { force })
+    }
+}
+
+/// Largest value of the limits and counters a policy stores.
+const POLICY_NUMBER_MAX: u64 = u32::MAX as u64;
+
+fn policy_levels(body: &Body) -> ParseResult<ResiliencyLevels> {
+    let level = |key: &str| -> ParseResult<Option<u8>> {
+        opt_uint(body, key, 0, 2)?
+            .map(|v| {
+                u8::try_from(v)
+                    .map_err(|_| bad(format!("{key} must be a whole number from 0 to 2")))
+            })
+            .transpose()
+    };
+    Ok(ResiliencyLevels {
+        media: level("resiliencymedia")?,
+        node: level("resiliencynode")?,
+        zone: level("resiliencyzone")?,
+    })
+}
+
+fn policy_settings(body: &Body) -> ParseResult<PolicySettings> {
+    let number = |key: &str, max: u64| opt_uint(body, key, 0, max);
+    let settings = PolicySettings {
+        iops_write: number("iopswrite", POLICY_NUMBER_MAX)?,
+        iops_read: number("iopsread", POLICY_NUMBER_MAX)?,
+        bandwidth_write: number("bandwidthwrite", POLICY_NUMBER_MAX)?,
+        bandwidth_read: number("bandwidthread", POLICY_NUMBER_MAX)?,
+        latency_write: number("latencywrite", POLICY_NUMBER_MAX)?,
+        latency_read: number("latencyread", POLICY_NUMBER_MAX)?,
+        local_zone_read: opt_bool(body, "localzoneread")?,
+        failure_performance: opt_bool(body, "failureperformance")?,
+        // Type-checked here, in field order; its value after the others.
+        capacity_optimization: None,
+        capacity_reservation: number("capacityreservation", 500)?,
+        encryption: opt_bool(body, "encryption")?,
+        sed: opt_bool(body, "sed")?,
+        integrity: opt_bool(body, "integrity")?,
+        snapshot_keep: number("snapshotkeep", 100_000)?,
+        snapshot_frequency: opt_str(body, "snapshotfrequency")?.map(str::to_string),
+        snapshot_day: number("snapshotday", 31)?,
+        snapshot_hour: number("snapshothour", 23)?,
+        snapshot_minute: number("snapshotminute", 59)?,
+    };
+    let capacity_optimization = match opt_str(body, "capacityoptimization")? {
+        None => None,
+        Some(v) => Some(CapacityOptimization::parse(v).ok_or_else(|| {
+            bad("capacityoptimization must be one of capacity, balanced, performance")
+        })?),
+    };
+    Ok(PolicySettings {
+        capacity_optimization,
+        ..settings
+    })
+}
+
+fn policy_name(name: &str) -> ParseResult<ResourceName> {
+    ResourceName::parse("policy", name).map_err(bad)
+}
+
+impl FromBody for CreatePolicy {
+    fn from_body(body: &Body) -> ParseResult<CreatePolicy> {
+        let name = match opt_str(body, "name")? {
+            Some(n) => policy_name(n)?,
+            None => return Err(bad("name is required")),
+        };
+        Ok(CreatePolicy {
+            name,
+            resiliency: policy_levels(body)?,
+            settings: policy_settings(body)?,
+        })
+    }
+}
+
+impl FromBody for UpdatePolicy {
+    fn from_body(body: &Body) -> ParseResult<UpdatePolicy> {
+        Ok(UpdatePolicy {
+            name: opt_str(body, "name")?.map(policy_name).transpose()?,
+            resiliency: policy_levels(body)?,
+            settings: policy_settings(body)?,
+        })
+    }
+}
+
+impl FromBody for CreateAttachment {
+    fn from_body(body: &Body) -> ParseResult<CreateAttachment> {
+        Ok(CreateAttachment {
+            node: req_str(body, "node")?.to_string(),
+            readonly: opt_bool(body, "readonly")?.unwrap_or(false),
+            mountpoint: opt_str(body, "mountpoint")?.unwrap_or("").to_string(),
+        })
+    }
+}
+
+impl FromBody for ModifyAttachment {
+    fn from_body(body: &Body) -> ParseResult<ModifyAttachment> {
+        Ok(ModifyAttachment {
+            readonly: opt_bool(body, "readonly")?,
+            mountpoint: opt_str(body, "mountpoint")?.map(str::to_string),
+        })
+    }
+}
+
+impl FromBody for SetNodeAddress {
+    /// `{"address": "10.0.0.5"}`; `""` removes the address.
+    fn from_body(body: &Body) -> ParseResult<SetNodeAddress> {
+        let address = match opt_str(body, "address")? {
+            None => return Err(bad("address is required")),
+            Some("") => None,
+            Some(a) => Some(
+                a.parse::<IpAddr>()
+                    .map_err(|_| bad(format!("address '{a}' is not an IP address")))?,
+            ),
+        };
+        Ok(SetNodeAddress { address })
+    }
+}
+
+impl FromQuery for ListJobs {
+    fn from_query(query: &BTreeMap<String, String>) -> ParseResult<ListJobs> {
+        let number = |key: &str, default: u32, max: u32| -> ParseResult<u32> {
+            match query.get(key) {
+                None => Ok(default),
+                Some(v) => v
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| (1..=max).contains(n))
+                    .ok_or_else(|| bad(format!("{key} must be a whole number from 1 to {max}"))),
+            }
+        };
+        // An empty filter (`?type=`) filters nothing.
+        let non_empty = |key: &str| query.get(key).filter(|v| !v.is_empty()).cloned();
+        let state = match non_empty("state") {
+            None => None,
+            Some(s) => Some(
+                JobState::parse(&s)
+                    .ok_or_else(|| bad("state must be one of Pending, Running, Done, Error"))?,
+            ),
+        };
+        Ok(ListJobs {
+            kind: non_empty("type"),
+            object: non_empty("object"),
+            state,
+            // Pages beyond this would overflow the row offset.
+            page: number("page", 1, u32::MAX / ListJobs::MAX_COUNT)?,
+            count: number("count", ListJobs::DEFAULT_COUNT, ListJobs::MAX_COUNT)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn body(v: Value) -> Body {
+        match v {
+            Value::Object(m) => m,
+            _ => unreachable!("test bodies are objects"),
+        }
+    }
+
+    fn message<T: std::fmt::Debug>(r: ParseResult<T>) -> String {
+        r.expect_err("refused").message
+    }
+
+    #[test]
+    fn omitted_policy_fields_are_left_to_the_service() {
+        let p = CreatePolicy::from_body(&body(json!({"name": "gold"}))).unwrap();
+        assert_eq!(p.resiliency, ResiliencyLevels::default());
+        assert_eq!(p.settings, PolicySettings::default());
+    }
+
+    #[test]
+    fn resiliency_above_two_is_refused() {
+        assert_eq!(
+            message(CreatePolicy::from_body(&body(
+                json!({"name": "x", "resiliencyzone": 3})
+            ))),
+            "resiliencyzone must be a whole number from 0 to 2"
+        );
+    }
+
+    #[test]
+    fn wrong_policy_types_and_enum_values_are_refused() {
+        for b in [
+            json!({"name": "x", "encryption": "yes"}),
+            json!({"name": "x", "capacityoptimization": "fast"}),
+            json!({"name": "bad name"}),
+            json!({"name": ""}),
+            json!({}),
+        ] {
+            assert!(CreatePolicy::from_body(&body(b.clone())).is_err(), "{b}");
+        }
+        assert_eq!(
+            message(UpdatePolicy::from_body(&body(json!({"name": ""})))),
+            "policy name must be 1 to 63 characters of letters, digits, '.', '_' or '-'"
+        );
+    }
+
+    #[test]
+    fn a_resize_keeps_the_writable_fields_sent_and_refuses_non_strings() {
+        let r = ResizeVolume::from_body(&body(json!({
+            "size": 20, "name": "v", "zone": "", "policy": null, "state": "Ready", "flavor": "regular"
+        })))
+        .unwrap();
+        assert_eq!(r.size, 20);
+        assert!(!r.allow_data_movement);
+        assert_eq!(
+            r.repeated,
+            vec![
+                (FixedVolumeField::Name, "v".to_string()),
+                (FixedVolumeField::Flavor, "regular".to_string())
+            ]
+        );
+        assert_eq!(
+            message(ResizeVolume::from_body(&body(
+                json!({"size": 20, "type": 1})
+            ))),
+            "type cannot be changed: only size and allowdatamovement can be modified"
+        );
+    }
+
+    #[test]
+    fn a_volume_from_content_or_of_an_unknown_flavor_is_refused() {
+        let base = json!({"name": "v", "size": 1, "policy": "p"});
+        assert!(CreateVolume::from_body(&body(base.clone())).is_ok());
+        let mut with = base.clone();
+        with["contentvolume"] = json!("other");
+        assert_eq!(
+            message(CreateVolume::from_body(&body(with))),
+            "contentvolume: creating a volume from existing content is not supported"
+        );
+        let mut with = base;
+        with["flavor"] = json!("fast");
+        assert_eq!(
+            message(CreateVolume::from_body(&body(with))),
+            "flavor must be \"regular\" or \"filedirect\""
+        );
+    }
+
+    #[test]
+    fn node_addresses_must_be_ip_addresses_or_empty() {
+        let parse = |v: Value| SetNodeAddress::from_body(&body(v));
+        assert_eq!(
+            parse(json!({"address": "10.0.0.5"})).unwrap().address,
+            Some("10.0.0.5".parse().unwrap())
+        );
+        assert_eq!(parse(json!({"address": ""})).unwrap().address, None);
+        assert_eq!(message(parse(json!({}))), "address is required");
+        assert_eq!(
+            message(parse(json!({"address": "host"}))),
+            "address 'host' is not an IP address"
+        );
+    }
+
+    #[test]
+    fn job_queries_check_numbers_and_states() {
+        let q = |pairs: &[(&str, &str)]| {
+            ListJobs::from_query(
+                &pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            )
+        };
+        let all = q(&[("type", ""), ("state", "Done")]).unwrap();
+        assert_eq!(all.kind, None);
+        assert_eq!(all.state, Some(JobState::Done));
+        assert_eq!((all.page, all.count), (1, ListJobs::DEFAULT_COUNT));
+        assert_eq!(
+            message(q(&[("count", "1001")])),
+            "count must be a whole number from 1 to 1000"
+        );
+        assert!(q(&[("state", "done")]).is_err());
+    }
+}

@@ -1,0 +1,181 @@
+//! Typed inputs of the use cases. The API builds them from request bodies
+//! and queries; anything else (a CSI driver, a test) can build them
+//! directly. Their values are already checked for type and range; rules
+//! that need the store (the policy exists, the zone has media, the new size
+//! fits the volume's current one) are the services' own.
+
+use super::attributes::{PolicySettings, StoredField, VolumeAttributes};
+use std::net::IpAddr;
+use svs_domain::{Gib, JobState, ResourceName, VolumeType};
+
+/// `POST /signin`.
+#[derive(Debug, Clone)]
+pub struct SignIn {
+    pub email: String,
+    pub password: String,
+}
+
+/// `POST /refresh`.
+#[derive(Debug, Clone)]
+pub struct Refresh {
+    pub refresh_token: String,
+}
+
+/// `POST /signout`: authenticated by the AccessToken it carries.
+#[derive(Debug, Clone)]
+pub struct SignOut {
+    pub access_token: String,
+}
+
+/// `POST /volumes`.
+#[derive(Debug, Clone)]
+pub struct CreateVolume {
+    pub name: ResourceName,
+    pub kind: VolumeType,
+    pub size: Gib,
+    /// Name of a policy of the caller's tenant.
+    pub policy: String,
+    /// Zone to place the volume in; None: any.
+    pub zone: Option<String>,
+    pub attributes: VolumeAttributes,
+}
+
+/// A writable Volume field that a resize may repeat but not change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FixedVolumeField {
+    Name,
+    Type,
+    Policy,
+    Zone,
+    ContentVolume,
+    ContentSnapshot,
+    Stored(StoredField),
+    Flavor,
+}
+
+impl FixedVolumeField {
+    /// In the order a resize checks them.
+    pub const ALL: [FixedVolumeField; 14] = [
+        FixedVolumeField::Name,
+        FixedVolumeField::Type,
+        FixedVolumeField::Policy,
+        FixedVolumeField::Zone,
+        FixedVolumeField::ContentVolume,
+        FixedVolumeField::ContentSnapshot,
+        FixedVolumeField::Stored(StoredField::ConsistencyGroup),
+        FixedVolumeField::Stored(StoredField::ZoneReplica),
+        FixedVolumeField::Stored(StoredField::VolumeGroupName),
+        FixedVolumeField::Stored(StoredField::ReplicationNode),
+        FixedVolumeField::Stored(StoredField::ReplicationVolumeGroupName),
+        FixedVolumeField::Stored(StoredField::CapacityGroup),
+        FixedVolumeField::Stored(StoredField::ThrottlingScheme),
+        FixedVolumeField::Flavor,
+    ];
+
+    pub fn wire_name(self) -> &'static str {
+        match self {
+            FixedVolumeField::Name => "name",
+            FixedVolumeField::Type => "type",
+            FixedVolumeField::Policy => "policy",
+            FixedVolumeField::Zone => "zone",
+            FixedVolumeField::ContentVolume => "contentvolume",
+            FixedVolumeField::ContentSnapshot => "contentsnapshot",
+            FixedVolumeField::Stored(field) => field.wire_name(),
+            FixedVolumeField::Flavor => "flavor",
+        }
+    }
+}
+
+/// `PATCH /volumes/{volume}`.
+#[derive(Debug, Clone)]
+pub struct ResizeVolume {
+    pub size: Gib,
+    pub allow_data_movement: bool,
+    /// Writable fields sent along with the size (generated clients send a
+    /// whole Volume object): each must equal the volume's current value.
+    pub repeated: Vec<(FixedVolumeField, String)>,
+}
+
+/// `DELETE /volumes/{volume}`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeleteVolume {
+    /// Delete even while attached (the attachments go with it).
+    pub force: bool,
+}
+
+/// Resiliency levels a request sets; None keeps the current level (the
+/// default one, on creation).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResiliencyLevels {
+    pub media: Option<u8>,
+    pub node: Option<u8>,
+    pub zone: Option<u8>,
+}
+
+/// `POST /policies`.
+#[derive(Debug, Clone)]
+pub struct CreatePolicy {
+    pub name: ResourceName,
+    pub resiliency: ResiliencyLevels,
+    pub settings: PolicySettings,
+}
+
+/// `PATCH /policies/{policy}`: only what is set changes.
+#[derive(Debug, Clone, Default)]
+pub struct UpdatePolicy {
+    /// A new name.
+    pub name: Option<ResourceName>,
+    pub resiliency: ResiliencyLevels,
+    pub settings: PolicySettings,
+}
+
+/// `POST /volumes/{volume}/snapshots/{snapshot}/attachments`.
+#[derive(Debug, Clone)]
+pub struct CreateAttachment {
+    pub node: String,
+    pub readonly: bool,
+    pub mountpoint: String,
+}
+
+/// `PATCH .../attachments/{node}`: None keeps the current value.
+#[derive(Debug, Clone, Default)]
+pub struct ModifyAttachment {
+    pub readonly: Option<bool>,
+    pub mountpoint: Option<String>,
+}
+
+/// `PATCH /nodes/{node}` (administrators only).
+#[derive(Debug, Clone, Copy)]
+pub struct SetNodeAddress {
+    /// The address the node's NBD connections come from; None removes it.
+    pub address: Option<IpAddr>,
+}
+
+/// `GET /jobs`: filters (None: no filter) and the page.
+#[derive(Debug, Clone)]
+pub struct ListJobs {
+    pub kind: Option<String>,
+    pub object: Option<String>,
+    pub state: Option<JobState>,
+    /// 1-based.
+    pub page: u32,
+    pub count: u32,
+}
+
+impl ListJobs {
+    /// Page size when `count` is not given, and its maximum.
+    pub const DEFAULT_COUNT: u32 = 100;
+    pub const MAX_COUNT: u32 = 1000;
+}
+
+impl Default for ListJobs {
+    fn default() -> ListJobs {
+        ListJobs {
+            kind: None,
+            object: None,
+            state: None,
+            page: 1,
+            count: ListJobs::DEFAULT_COUNT,
+        }
+    }
+}

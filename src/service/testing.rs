@@ -1,0 +1,75 @@
+//! In-process services for unit tests: a fresh store in a temporary
+//! directory, no media, and a `ManualClock` the test moves.
+
+use super::Services;
+use crate::auth::{SigningKey, TokenIssuer};
+use crate::clock::{Clock, ManualClock};
+use crate::exports::ExportRegistry;
+use crate::jobs::JobRunner;
+use std::sync::Arc;
+use std::time::Duration;
+use svs_dataplane::LocalMedia;
+use svs_store::{SqliteStore, Store};
+use tempfile::TempDir;
+
+/// 2026-01-01T00:00:00Z, a whole second (tokens count in seconds).
+pub const START_MS: i64 = 1_767_225_600_000;
+
+pub struct TestServices {
+    pub services: Services,
+    pub clock: Arc<ManualClock>,
+    store: SqliteStore,
+    _dir: TempDir,
+}
+
+impl TestServices {
+    pub async fn new(token_lifetime: Duration, refresh_lifetime: Duration) -> TestServices {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = SqliteStore::open(&dir.path().join("svs.db"))
+            .await
+            .expect("store opens");
+        let clock = Arc::new(ManualClock::new(START_MS));
+        let store_dyn: Arc<dyn Store> = Arc::new(store.clone());
+        let media = LocalMedia::new(Vec::new());
+        let exports = Arc::new(ExportRegistry::new(media.clone()));
+        let runner = JobRunner::new(
+            Arc::clone(&store_dyn),
+            Arc::new(media),
+            Arc::clone(&exports),
+            None,
+        );
+        let tokens = TokenIssuer::new(
+            SigningKey::from_seed(&[9; 32]),
+            "svs".into(),
+            token_lifetime.as_secs(),
+        );
+        let clock_dyn: Arc<dyn Clock> = clock.clone();
+        let services = Services::new(
+            store_dyn,
+            clock_dyn,
+            tokens,
+            i64::try_from(refresh_lifetime.as_millis()).expect("lifetime fits"),
+            runner,
+            exports,
+            "nbd://127.0.0.1:10809".into(),
+        )
+        .expect("services start");
+        TestServices {
+            services,
+            clock,
+            store,
+            _dir: dir,
+        }
+    }
+
+    /// Adds a user the way `svs user add` does.
+    pub async fn add_user(&self, tenant: &str, email: &str, password: &str, admin: bool) {
+        crate::app::add_user(&self.store, tenant, email, None, password, admin)
+            .await
+            .expect("user added");
+    }
+
+    pub fn advance(&self, by: Duration) {
+        self.clock.advance(by);
+    }
+}
