@@ -1,12 +1,18 @@
 //! Start-up: configuration → data directory lock → media check → store and
-//! migrations → first user → keys → job runner (resuming) → HTTP server.
+//! migrations → first user → keys → reconcilers (a first pass: exports of
+//! attached volumes, orphaned copies) → job runner (resuming) → HTTP and
+//! NBD servers. One shutdown token, cancelled by SIGINT/SIGTERM, stops them
+//! all: the servers, the reconcilers, the runner and every copy.
 
 use crate::api;
 use crate::auth::{hash_password, SigningKey, TokenIssuer};
+use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::exports::ExportRegistry;
-use crate::jobs::JobRunner;
-use crate::service::{now_ms, Services};
+use crate::jobs::{JobRunner, RetryPolicy, RunnerParts, RunnerSettings, VolumeActivity};
+use crate::reconcile::{ExportsReconciler, OrphanedCopies, Reconciler, Reconcilers};
+use crate::service::Services;
+use crate::workers::WorkerBoard;
 use std::fs::File;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -27,7 +33,10 @@ pub struct Application {
     exports: Arc<ExportRegistry>,
     services: Arc<Services>,
     runner: Arc<JobRunner>,
+    reconcilers: Reconcilers,
     store: SqliteStore,
+    /// The one stop signal of the whole service.
+    shutdown: CancellationToken,
     /// Held for the life of the process: one `svs serve` per data directory.
     _lock: File,
 }
@@ -87,11 +96,11 @@ impl Application {
                 )
             })?;
         }
-        let media = LocalMedia::new(
+        let media: Arc<dyn DataPlane> = Arc::new(LocalMedia::new(
             media_config
                 .iter()
                 .map(|m| (m.id.clone(), m.directory.clone())),
-        );
+        ));
 
         let store = open_store(&config).await?;
         let records: Vec<MediumRecord> = media_config
@@ -125,37 +134,53 @@ impl Application {
             .await
             .map_err(|e| format!("nodes configuration: {e}"))?;
 
-        // Attached volumes are exported again before any job resumes.
-        let exports = Arc::new(ExportRegistry::new(media.clone()));
+        let exports = Arc::new(ExportRegistry::new(Arc::clone(&media)));
         for n in store.list_nodes().await.map_err(|e| e.to_string())? {
             exports.set_node_address(&n.name, n.address.and_then(|a| a.parse().ok()));
         }
-        for a in store.all_attachments().await.map_err(|e| e.to_string())? {
-            if a.state != "Attached" {
-                continue;
-            }
-            let (volume, slices) = match (
-                store.volume_by_id(&a.volume_id).await,
-                store.volume_slices(&a.volume_id).await,
-            ) {
-                (Ok(Some(v)), Ok(slices)) => (v, slices),
-                _ => continue,
-            };
-            let layout = crate::jobs::volume_layout(&volume, &slices);
-            if let Err(e) = exports.attach(&a.export_name, &a.node, a.readonly, &layout) {
-                tracing::error!(volume = %a.volume_id, node = %a.node, error = %e, "cannot export attached volume");
-            }
-        }
-
         let key = SigningKey::load_or_create(&config.data_dir)?;
         let tokens = TokenIssuer::new(key, config.issuer.clone(), config.token_lifetime.as_secs());
         let store_dyn: Arc<dyn Store> = Arc::new(store.clone());
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let shutdown = CancellationToken::new();
+        let board = Arc::new(WorkerBoard::default());
+        let activity = Arc::new(VolumeActivity::default());
         let runner = JobRunner::new(
-            Arc::clone(&store_dyn),
-            Arc::new(media),
-            Arc::clone(&exports),
-            config.movement_rate_limit(),
+            RunnerParts {
+                store: Arc::clone(&store_dyn),
+                media: Arc::clone(&media),
+                exports: Arc::clone(&exports),
+                clock: Arc::clone(&clock),
+                board: Arc::clone(&board),
+                activity: Arc::clone(&activity),
+                shutdown: shutdown.clone(),
+            },
+            RunnerSettings {
+                max_concurrent_jobs: config.max_concurrent_jobs,
+                retry: RetryPolicy {
+                    retries: config.job_retries,
+                    ..RetryPolicy::default()
+                },
+                rate_limit: config.movement_rate_limit(),
+            },
         );
+        let reconcilers: Vec<Arc<dyn Reconciler>> = vec![
+            Arc::new(ExportsReconciler {
+                store: Arc::clone(&store_dyn),
+                exports: Arc::clone(&exports),
+                activity: Arc::clone(&activity),
+                period: config.reconcile_period,
+            }),
+            Arc::new(OrphanedCopies {
+                store: Arc::clone(&store_dyn),
+                media: Arc::clone(&media),
+                activity,
+                period: config.reconcile_period,
+            }),
+        ];
+        let reconcilers = Reconcilers::new(&board, clock, reconcilers);
+        // Attached volumes are exported again before any job resumes.
+        reconcilers.run_once().await;
         let nbd_listener = TcpListener::bind(config.nbd_listen)
             .await
             .map_err(|e| format!("cannot listen for NBD on {}: {e}", config.nbd_listen))?;
@@ -190,7 +215,9 @@ impl Application {
             exports,
             services,
             runner,
+            reconcilers,
             store,
+            shutdown,
             _lock: lock,
         })
     }
@@ -206,20 +233,28 @@ impl Application {
     /// Serves until SIGINT/SIGTERM, then lets running jobs pause at a safe
     /// point (they resume at the next start).
     pub async fn run_until_stopped(self) -> Result<(), String> {
+        let shutdown = self.shutdown;
+        let on_signal = shutdown.clone();
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            info!("stopping");
+            on_signal.cancel();
+        });
         let router = api::router(Arc::clone(&self.services))
             .layer(tower_http::trace::TraceLayer::new_for_http());
-        let nbd_stop = CancellationToken::new();
-        let nbd_thread = spawn_nbd_server(self.exports, self.nbd_listener, nbd_stop.clone())?;
-        axum::serve(self.listener, router)
-            .with_graceful_shutdown(shutdown_signal())
-            .await
-            .map_err(|e| format!("server error: {e}"))?;
-        nbd_stop.cancel();
+        let reconciling = self.reconcilers.spawn(shutdown.clone());
+        let nbd_thread = spawn_nbd_server(self.exports, self.nbd_listener, shutdown.clone())?;
+        let served = axum::serve(self.listener, router)
+            .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+            .await;
+        // Also when the server failed on its own: everything stops together.
+        shutdown.cancel();
         let _ = tokio::task::spawn_blocking(move || nbd_thread.join()).await;
         info!("stopping: pausing running jobs");
-        self.runner.shutdown().await;
+        self.runner.wait_until_stopped().await;
+        let _ = reconciling.await;
         self.store.close().await;
-        Ok(())
+        served.map_err(|e| format!("server error: {e}"))
     }
 }
 
@@ -332,7 +367,7 @@ pub async fn add_user(
             name,
             password_hash: hash,
             is_admin,
-            now_ms: now_ms(),
+            now_ms: SystemClock.now_ms(),
         })
         .await
         .map_err(|e| e.to_string())?;

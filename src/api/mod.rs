@@ -5,6 +5,7 @@ mod error;
 mod extract;
 mod handlers;
 mod ui;
+mod workers;
 
 use axum::response::IntoResponse;
 pub use error::ApiError;
@@ -60,6 +61,7 @@ pub fn router(state: AppState) -> Router {
         .route("/attachments", get(list_attachments))
         .route("/jobs", get(list_jobs))
         .route("/jobs/{job}", get(get_job))
+        .merge(workers::routes())
         .merge(ui::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
