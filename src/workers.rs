@@ -128,10 +128,6 @@ impl WorkerHandle {
     pub fn update<T>(&self, change: impl FnOnce(&mut WorkerStatus) -> T) -> T {
         change(&mut self.lock())
     }
-
-    pub fn get(&self) -> WorkerStatus {
-        self.lock().clone()
-    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! a running job works on.
 
 use crate::harness::*;
-use crate::workers::{movement_topology, start_slow_movement};
+use crate::workers::{movement_topology, restart_with_setting, start_slow_movement};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -87,14 +87,7 @@ async fn a_copy_on_a_medium_that_is_not_the_slice_placement_is_removed_at_start(
 async fn a_reconcile_pass_never_touches_the_copy_of_a_running_movement() {
     let mut app = TestApp::start_with(movement_topology()).await;
     // Passes every second while the copy (about 4 s) runs.
-    app.stop();
-    let config = std::fs::read_to_string(app.config_path()).expect("config read");
-    std::fs::write(
-        app.config_path(),
-        format!("reconcile_period = \"1s\"\n{config}"),
-    )
-    .expect("config written");
-    app.launch().expect("restarts");
+    restart_with_setting(&mut app, "reconcile_period = \"1s\"");
 
     let job_id = start_slow_movement(&app).await;
     let deadline = Instant::now() + Duration::from_secs(30);

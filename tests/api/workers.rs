@@ -111,6 +111,16 @@ pub async fn start_slow_movement(app: &TestApp) -> String {
     body["JobID"].as_str().unwrap_or_default().to_string()
 }
 
+/// Restarts the service with `setting` (a top-level TOML line) added to
+/// its configuration.
+pub fn restart_with_setting(app: &mut TestApp, setting: &str) {
+    app.stop();
+    let config = std::fs::read_to_string(app.config_path()).expect("config read");
+    // Top-level keys go before the [[media]] tables.
+    std::fs::write(app.config_path(), format!("{setting}\n{config}")).expect("config written");
+    app.launch().expect("restarts");
+}
+
 pub fn movement_topology() -> TestConfig {
     TestConfig {
         media: vec![
@@ -168,4 +178,42 @@ async fn a_running_job_shows_up_on_the_job_runner_and_a_failed_one_counts_as_an_
         format!("job {failed} (volume_modify_extend) ended in Error")
     );
     assert!(runner["last_error_time"].is_string(), "{runner}");
+}
+
+#[tokio::test]
+async fn with_one_slot_a_job_waits_for_the_running_one_and_the_runner_shows_it_throttled() {
+    let mut app = TestApp::start_with(movement_topology()).await;
+    restart_with_setting(&mut app, "max_concurrent_jobs = 1");
+    let movement = start_slow_movement(&app).await;
+    let (status, body) = app
+        .post(
+            "/volumes",
+            json!({"name": "small", "type": "block", "size": 1, "policy": "none"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let create = body["JobID"].as_str().unwrap_or_default().to_string();
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let runner = loop {
+        let list = workers(&app).await;
+        let runner = worker(&list, JOB_RUNNER).clone();
+        if runner["jobs_queued"] == 1 {
+            break runner;
+        }
+        assert!(Instant::now() < deadline, "the job never queued: {runner}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(runner["max_concurrent_jobs"], 1, "{runner}");
+    assert_eq!(runner["jobs_running"], 1, "{runner}");
+    assert_eq!(runner["state"], "Throttled", "{runner}");
+    let (_, job) = app.get(&format!("/jobs/{create}")).await;
+    assert_eq!(job["state"], "Pending", "{job}");
+
+    let moved = app.wait_job(&movement).await;
+    assert_eq!(moved["state"], "Done", "{moved}");
+    let created = app.wait_job(&create).await;
+    assert_eq!(created["state"], "Done", "{created}");
+    let runner = idle_runner(&app).await;
+    assert_eq!(runner["jobs_queued"], 0, "{runner}");
 }
