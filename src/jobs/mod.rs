@@ -9,7 +9,7 @@
 //! after a transient error safe. A job ends `Done` or `Error`, never stays
 //! `Running` once the service is up.
 //!
-//! `mod.rs` wires: the shared [`JobContext`] and [`JobError`]; one module per
+//! `mod.rs` wires: the shared `JobContext` and `JobError`; one module per
 //! job kind; `runner` executes them.
 
 mod activity;
