@@ -9,7 +9,6 @@ use super::{attach, create, delete, resize, JobContext, JobError};
 use crate::clock::Clock;
 use crate::exports::ExportRegistry;
 use crate::workers::{WorkerBoard, WorkerHandle, WorkerState, WorkerStatus};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use svs_dataplane::{CancellationToken, DataPlane};
 use svs_domain::{JobKind, JobSpec};
@@ -97,6 +96,10 @@ impl JobRunner {
 
     /// Runs a job (already persisted) in the background, once a slot is free.
     pub fn submit(self: &Arc<Self>, job_id: i64) {
+        if self.ctx.shutdown.is_cancelled() {
+            // Stays Pending in the store: it runs at the next start.
+            return;
+        }
         let runner = Arc::clone(self);
         let span = tracing::info_span!("job", job = job_id);
         let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
@@ -117,26 +120,22 @@ impl JobRunner {
     }
 
     async fn run(self: Arc<Self>, job_id: i64) {
-        let permit = match Arc::clone(&self.slots).try_acquire_owned() {
-            Ok(permit) => permit,
+        let _slot = match Arc::clone(&self.slots).try_acquire_owned() {
+            Ok(slot) => slot,
             Err(_) => {
-                self.count(|s| s.jobs_queued += 1);
-                let permit = tokio::select! {
-                    permit = Arc::clone(&self.slots).acquire_owned() => permit.ok(),
+                let _queued = Counted::new(&self, Counter::Queued);
+                tokio::select! {
+                    slot = Arc::clone(&self.slots).acquire_owned() => match slot {
+                        Ok(slot) => slot,
+                        Err(_) => return,
+                    },
                     // Still Pending in the store: it runs at the next start.
-                    () = self.ctx.shutdown.cancelled() => None,
-                };
-                self.count(|s| s.jobs_queued -= 1);
-                match permit {
-                    Some(permit) => permit,
-                    None => return,
+                    () = self.ctx.shutdown.cancelled() => return,
                 }
             }
         };
-        self.count(|s| s.jobs_running += 1);
+        let _running = Counted::new(&self, Counter::Running);
         self.execute(job_id).await;
-        self.count(|s| s.jobs_running -= 1);
-        drop(permit);
     }
 
     /// Changes the runner's counters; its state follows them.
@@ -164,8 +163,8 @@ impl JobRunner {
             return;
         }
         info!(kind = %job.kind, object = %job.object, "job running");
-        // Whether the job is waiting out a back-off (shown as retrying).
-        let waiting = AtomicBool::new(false);
+        // Counts the job as retrying while it waits out a back-off.
+        let backing_off: Mutex<Option<Counted>> = Mutex::new(None);
         let result = with_retries(
             self.retry,
             &ctx.shutdown,
@@ -178,23 +177,16 @@ impl JobRunner {
                     self.retry.retries,
                     delay.as_secs_f64()
                 );
-                waiting.store(true, Ordering::Relaxed);
-                self.count(|s| {
-                    s.jobs_retrying += 1;
-                    s.record_error(summary, ctx.clock.now_ms());
-                });
+                self.count(|s| s.record_error(summary, ctx.clock.now_ms()));
+                *lock(&backing_off) = Some(Counted::new(self, Counter::Retrying));
             },
             || {
-                if waiting.swap(false, Ordering::Relaxed) {
-                    self.count(|s| s.jobs_retrying -= 1);
-                }
+                lock(&backing_off).take();
                 execute_job(ctx, &job)
             },
         )
         .await;
-        if waiting.load(Ordering::Relaxed) {
-            self.count(|s| s.jobs_retrying -= 1);
-        }
+        drop(backing_off);
         self.finish(&job, result).await;
     }
 
@@ -232,6 +224,47 @@ impl JobRunner {
             error!(error = %e, "cannot record job failure");
         }
     }
+}
+
+/// The runner's job counters.
+#[derive(Clone, Copy)]
+enum Counter {
+    Queued,
+    Running,
+    Retrying,
+}
+
+/// Counts a job in one of the runner's counters for as long as it lives,
+/// however the job's task ends.
+struct Counted<'a> {
+    runner: &'a JobRunner,
+    counter: Counter,
+}
+
+impl<'a> Counted<'a> {
+    fn new(runner: &'a JobRunner, counter: Counter) -> Counted<'a> {
+        runner.count(|s| *counter_of(s, counter) += 1);
+        Counted { runner, counter }
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        let counter = self.counter;
+        self.runner.count(|s| *counter_of(s, counter) -= 1);
+    }
+}
+
+fn counter_of(s: &mut WorkerStatus, counter: Counter) -> &mut usize {
+    match counter {
+        Counter::Queued => &mut s.jobs_queued,
+        Counter::Running => &mut s.jobs_running,
+        Counter::Retrying => &mut s.jobs_retrying,
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// One try of a job: the handler of its kind, with its typed arguments.
