@@ -11,6 +11,8 @@
 
 mod exports;
 mod orphaned_copies;
+#[cfg(test)]
+mod tests;
 
 pub use exports::ExportsReconciler;
 pub use orphaned_copies::OrphanedCopies;
@@ -147,76 +149,5 @@ async fn pass(reconciler: &dyn Reconciler, status: &WorkerHandle, clock: &dyn Cl
         Ok(0) => {}
         Ok(repairs) => info!(reconciler = reconciler.name(), repairs, "reconciled"),
         Err(e) => error!(reconciler = reconciler.name(), error = %e, "reconcile pass failed"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::clock::ManualClock;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    /// Fails every other pass.
-    struct Flaky {
-        passes: AtomicUsize,
-    }
-
-    #[async_trait]
-    impl Reconciler for Flaky {
-        fn name(&self) -> &'static str {
-            "flaky"
-        }
-
-        fn period(&self) -> Duration {
-            Duration::from_secs(30)
-        }
-
-        async fn reconcile(&self) -> Result<usize, ReconcileError> {
-            match self.passes.fetch_add(1, Ordering::SeqCst) % 2 {
-                0 => Err(ReconcileError::Incomplete(1)),
-                _ => Ok(1),
-            }
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_reconciler_polls_on_its_timer_keeps_going_after_errors_and_stops_with_the_token() {
-        let board = WorkerBoard::default();
-        let flaky = Arc::new(Flaky {
-            passes: AtomicUsize::new(0),
-        });
-        let reconcilers = Reconcilers::new(
-            &board,
-            Arc::new(ManualClock::new(1_000)),
-            vec![flaky.clone()],
-        );
-        reconcilers.run_once().await;
-        let status = &board.statuses()[0];
-        assert_eq!((status.errors, status.consecutive_errors), (1, 1));
-        assert_eq!(status.state, WorkerState::Idle);
-        assert_eq!(status.period_secs, Some(30));
-        assert_eq!(
-            status.last_error.as_deref(),
-            Some("1 repair(s) failed; see the service log")
-        );
-
-        let shutdown = CancellationToken::new();
-        let handle = reconcilers.spawn(shutdown.clone());
-        tokio::time::sleep(Duration::from_secs(29)).await;
-        assert_eq!(
-            flaky.passes.load(Ordering::SeqCst),
-            1,
-            "not before its period"
-        );
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        assert_eq!(flaky.passes.load(Ordering::SeqCst), 2);
-        assert_eq!(board.statuses()[0].consecutive_errors, 0);
-        tokio::time::sleep(Duration::from_secs(30)).await;
-        assert_eq!(flaky.passes.load(Ordering::SeqCst), 3);
-        assert_eq!(board.statuses()[0].errors, 2);
-
-        shutdown.cancel();
-        handle.await.expect("pollers end");
-        assert_eq!(board.statuses()[0].state, WorkerState::Done);
     }
 }
