@@ -17,4 +17,6 @@ pub mod exports;
 pub mod jobs;
 pub mod reconcile;
 pub mod service;
+#[cfg(test)]
+mod testing;
 pub mod workers;

@@ -20,6 +20,8 @@ mod resize;
 mod retry;
 mod runner;
 mod slice_move;
+#[cfg(test)]
+mod tests;
 
 pub use activity::{VolumeActivity, VolumeQuiet};
 pub use retry::RetryPolicy;

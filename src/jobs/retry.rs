@@ -169,7 +169,7 @@ mod tests {
     }
 
     #[test]
-    fn interrupted_io_and_database_errors_are_transient_refusals_are_not() {
+    fn interrupted_io_is_transient_refusals_are_not() {
         let io = |kind| {
             JobError::DataPlane(svs_dataplane::DataPlaneError::Io {
                 medium: "m".into(),

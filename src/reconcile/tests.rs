@@ -5,127 +5,35 @@ use super::*;
 use crate::clock::ManualClock;
 use crate::exports::ExportRegistry;
 use crate::jobs::VolumeActivity;
+use crate::testing::Fixture;
 use crate::workers::{WorkerBoard, WorkerState};
 use async_trait::async_trait;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use svs_dataplane::{CancellationToken, DataPlane, LocalMedia, SliceKey};
-use svs_domain::{
-    AttachmentArgs, CreateVolumeArgs, JobSpec, Medium, Resiliency, ResizeVolumeArgs,
-    SlicePlacement, VolumeState, VolumeType, GIB,
-};
-use svs_store::{
-    JobEnd, MediumRecord, NewAttachment, NewJob, NewUser, NewVolume, PolicyWrite, SqliteStore,
-    Store, User,
-};
+use svs_dataplane::{CancellationToken, DataPlane, SliceKey};
+use svs_domain::{AttachmentArgs, JobSpec, ResizeVolumeArgs, SlicePlacement, VolumeState, GIB};
+use svs_store::{JobEnd, NewAttachment};
 
 const VOLUME: &str = "vol-1";
 const EXPORT: &str = "export-1";
 
-/// A store with media m1 and m2, a 1 GiB volume whose one slice is on m1
-/// (its file created), attached to node n1.
-struct Fixture {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-    store: Arc<dyn Store>,
-    media: Arc<dyn DataPlane>,
+/// A 1 GiB volume whose one slice is on m1 (its file created), attached
+/// to node n1, and the reconcilers' surroundings.
+struct Attached {
+    base: Fixture,
     exports: Arc<ExportRegistry>,
     activity: Arc<VolumeActivity>,
-    user: User,
 }
 
 fn done() -> JobEnd {
     JobEnd::done("done".into(), 3)
 }
 
-impl Fixture {
-    async fn new() -> Fixture {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let root = dir.path().to_path_buf();
-        let sqlite = SqliteStore::open(&root.join("svs.db"))
-            .await
-            .expect("store opens");
-        let records: Vec<MediumRecord> = ["m1", "m2"]
-            .into_iter()
-            .map(|id| MediumRecord {
-                medium: Medium {
-                    id: id.into(),
-                    node: format!("node-{id}"),
-                    zone: format!("zone-{id}"),
-                    size: 20,
-                },
-                directory: root.join(id).display().to_string(),
-            })
-            .collect();
-        sqlite.sync_media(&records).await.expect("media");
-        let store: Arc<dyn Store> = Arc::new(sqlite);
-        let media: Arc<dyn DataPlane> = Arc::new(LocalMedia::new(
-            ["m1", "m2"].map(|id| (id.to_string(), root.join(id))),
-        ));
-        let user = store
-            .create_user(&NewUser {
-                tenant: "t".into(),
-                email: "u@example.com".into(),
-                name: "u".into(),
-                password_hash: "x".into(),
-                is_admin: true,
-                now_ms: 1,
-            })
-            .await
-            .expect("user");
-        let policy = store
-            .create_policy(
-                user.tenant_id,
-                &PolicyWrite {
-                    name: "p".into(),
-                    resiliency: Resiliency {
-                        media: 0,
-                        node: 0,
-                        zone: 0,
-                    },
-                    attributes: Default::default(),
-                    by_name: "u".into(),
-                    by_email: "u@example.com".into(),
-                    now_ms: 1,
-                },
-            )
-            .await
-            .expect("policy");
-        let fixture = Fixture {
-            exports: Arc::new(ExportRegistry::new(Arc::clone(&media))),
-            activity: Arc::new(VolumeActivity::default()),
-            _dir: dir,
-            root,
-            store,
-            media,
-            user,
-        };
-        let create = JobSpec::VolumeCreate(CreateVolumeArgs {
-            name: "v".into(),
-            size: 1,
-            policy: "p".into(),
-            kind: VolumeType::Block,
-        });
-        let job = fixture
-            .store
-            .create_volume(
-                &NewVolume {
-                    id: VOLUME.into(),
-                    tenant_id: fixture.user.tenant_id,
-                    name: "v".into(),
-                    kind: VolumeType::Block,
-                    size: 1,
-                    policy_id: policy.id,
-                    zone: None,
-                    attributes: Default::default(),
-                    now_ms: 1,
-                },
-                &fixture.new_job(create),
-            )
-            .await
-            .expect("volume");
-        fixture
-            .store
+impl Attached {
+    async fn new() -> Attached {
+        let base = Fixture::new().await;
+        let job = base.create_volume(VOLUME, "v", 1).await;
+        base.store
             .place_slices(
                 VOLUME,
                 &[SlicePlacement {
@@ -137,56 +45,46 @@ impl Fixture {
             )
             .await
             .expect("slices");
-        fixture
-            .media
+        base.local
             .create_slice("m1", &slice(), GIB)
             .expect("slice file");
-        fixture.store.finish_job(job, &done()).await.expect("done");
+        base.store.finish_job(job, &done()).await.expect("done");
         let attach = JobSpec::AttachmentCreate(AttachmentArgs {
             node: "n1".into(),
             readonly: false,
             mountpoint: String::new(),
         });
-        let job = fixture
+        let job = base
             .store
             .create_attachment(
                 &NewAttachment {
                     volume_id: VOLUME.into(),
                     node: "n1".into(),
-                    tenant_id: fixture.user.tenant_id,
+                    tenant_id: base.user.tenant_id,
                     readonly: false,
                     mountpoint: String::new(),
                     export_name: EXPORT.into(),
                     now_ms: 1,
                 },
-                &fixture.new_job(attach),
+                &base.new_job(attach, VOLUME),
             )
             .await
             .expect("attachment");
-        fixture
-            .store
+        base.store
             .set_attachment_state(VOLUME, "n1", "Attached")
             .await
             .expect("attached");
-        fixture.store.finish_job(job, &done()).await.expect("done");
-        fixture
-    }
-
-    fn new_job(&self, spec: JobSpec) -> NewJob {
-        NewJob {
-            tenant_id: self.user.tenant_id,
-            spec,
-            object: VOLUME.into(),
-            user_id: self.user.id,
-            username: self.user.name.clone(),
-            useremail: self.user.email.clone(),
-            now_ms: 2,
+        base.store.finish_job(job, &done()).await.expect("done");
+        Attached {
+            exports: Arc::new(ExportRegistry::new(base.media())),
+            activity: Arc::new(VolumeActivity::default()),
+            base,
         }
     }
 
     fn exports_reconciler(&self) -> ExportsReconciler {
         ExportsReconciler {
-            store: Arc::clone(&self.store),
+            store: Arc::clone(&self.base.store),
             exports: Arc::clone(&self.exports),
             activity: Arc::clone(&self.activity),
             period: Duration::from_secs(60),
@@ -195,16 +93,15 @@ impl Fixture {
 
     fn orphaned_copies(&self) -> OrphanedCopies {
         OrphanedCopies {
-            store: Arc::clone(&self.store),
-            media: Arc::clone(&self.media),
+            store: Arc::clone(&self.base.store),
+            media: self.base.media(),
             activity: Arc::clone(&self.activity),
             period: Duration::from_secs(60),
         }
     }
 
-    /// The file of the volume's slice on a medium.
     fn slice_file(&self, medium: &str) -> PathBuf {
-        self.root.join(medium).join(VOLUME).join("c0-k0.slice")
+        self.base.slice_file(medium, VOLUME)
     }
 }
 
@@ -229,7 +126,7 @@ fn plant(path: &Path) {
 
 #[tokio::test]
 async fn attached_volumes_are_exported_once_and_a_second_pass_changes_nothing() {
-    let f = Fixture::new().await;
+    let f = Attached::new().await;
     let reconciler = f.exports_reconciler();
     assert!(!f.exports.is_exported(EXPORT));
     assert_eq!(reconciler.reconcile().await.expect("pass"), 1);
@@ -240,14 +137,15 @@ async fn attached_volumes_are_exported_once_and_a_second_pass_changes_nothing() 
 
 #[tokio::test]
 async fn exports_of_a_volume_a_job_works_on_are_left_to_the_job() {
-    let f = Fixture::new().await;
+    let f = Attached::new().await;
     let reconciler = f.exports_reconciler();
     let busy = f.activity.job_started(VOLUME).await;
     assert_eq!(reconciler.reconcile().await.expect("pass"), 0);
     assert!(!f.exports.is_exported(EXPORT));
     drop(busy);
     // A detach that ended meanwhile: nothing to export any more.
-    f.store
+    f.base
+        .store
         .delete_attachment(VOLUME, "n1")
         .await
         .expect("detached");
@@ -257,7 +155,7 @@ async fn exports_of_a_volume_a_job_works_on_are_left_to_the_job() {
 
 #[tokio::test]
 async fn orphaned_copies_go_and_the_placed_slice_stays() {
-    let f = Fixture::new().await;
+    let f = Attached::new().await;
     let placed = f.slice_file("m1");
     let stale = f.slice_file("m2");
     plant(&stale);
@@ -273,7 +171,7 @@ async fn orphaned_copies_go_and_the_placed_slice_stays() {
 
 #[tokio::test]
 async fn copies_of_a_volume_with_a_job_running_or_unfinished_are_left_alone() {
-    let f = Fixture::new().await;
+    let f = Attached::new().await;
     let target = partial(&f.slice_file("m2"));
     plant(&target);
     // A job running here holds the volume.
@@ -288,13 +186,19 @@ async fn copies_of_a_volume_with_a_job_running_or_unfinished_are_left_alone() {
         from_size: 1,
     });
     let job = f
+        .base
         .store
-        .start_volume_job(VOLUME, VolumeState::Resizing, &f.new_job(resize))
+        .start_volume_job(
+            VOLUME,
+            VolumeState::Resizing,
+            &f.base.new_job(resize, VOLUME),
+        )
         .await
         .expect("job");
     assert_eq!(f.orphaned_copies().reconcile().await.expect("pass"), 0);
     assert!(target.exists());
-    f.store
+    f.base
+        .store
         .finish_job(job, &JobEnd::error("failed".into(), 4))
         .await
         .expect("ended");
