@@ -141,45 +141,11 @@ impl Application {
         let key = SigningKey::load_or_create(&config.data_dir)?;
         let tokens = TokenIssuer::new(key, config.issuer.clone(), config.token_lifetime.as_secs());
         let store_dyn: Arc<dyn Store> = Arc::new(store.clone());
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let shutdown = CancellationToken::new();
-        let board = Arc::new(WorkerBoard::default());
-        let activity = Arc::new(VolumeActivity::default());
-        let runner = JobRunner::new(
-            RunnerParts {
-                store: Arc::clone(&store_dyn),
-                media: Arc::clone(&media),
-                exports: Arc::clone(&exports),
-                clock: Arc::clone(&clock),
-                board: Arc::clone(&board),
-                activity: Arc::clone(&activity),
-                shutdown: shutdown.clone(),
-            },
-            RunnerSettings {
-                max_concurrent_jobs: config.max_concurrent_jobs,
-                retry: RetryPolicy {
-                    retries: config.job_retries,
-                    ..RetryPolicy::default()
-                },
-                rate_limit: config.movement_rate_limit(),
-            },
-        );
-        let reconcilers: Vec<Arc<dyn Reconciler>> = vec![
-            Arc::new(ExportsReconciler {
-                store: Arc::clone(&store_dyn),
-                exports: Arc::clone(&exports),
-                activity: Arc::clone(&activity),
-                period: config.reconcile_period,
-            }),
-            Arc::new(OrphanedCopies {
-                store: Arc::clone(&store_dyn),
-                media: Arc::clone(&media),
-                activity,
-                period: config.reconcile_period,
-            }),
-        ];
-        let reconcilers = Reconcilers::new(&board, clock, reconcilers);
-        // Attached volumes are exported again before any job resumes.
+        let (runner, reconcilers) =
+            background_work(&config, &store_dyn, &media, &exports, &shutdown);
+        // A first pass before any job resumes: attached volumes are exported
+        // again, copies a crash left behind are removed.
         reconcilers.run_once().await;
         let nbd_listener = TcpListener::bind(config.nbd_listen)
             .await
@@ -256,6 +222,55 @@ impl Application {
         self.store.close().await;
         served.map_err(|e| format!("server error: {e}"))
     }
+}
+
+/// The job runner and the reconcilers. They share the worker board (their
+/// status), the clock, which volumes jobs work on (so a repair never races a
+/// job), and the shutdown token.
+fn background_work(
+    config: &Config,
+    store: &Arc<dyn Store>,
+    media: &Arc<dyn DataPlane>,
+    exports: &Arc<ExportRegistry>,
+    shutdown: &CancellationToken,
+) -> (Arc<JobRunner>, Reconcilers) {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let board = Arc::new(WorkerBoard::default());
+    let activity = Arc::new(VolumeActivity::default());
+    let runner = JobRunner::new(
+        RunnerParts {
+            store: Arc::clone(store),
+            media: Arc::clone(media),
+            exports: Arc::clone(exports),
+            clock: Arc::clone(&clock),
+            board: Arc::clone(&board),
+            activity: Arc::clone(&activity),
+            shutdown: shutdown.clone(),
+        },
+        RunnerSettings {
+            max_concurrent_jobs: config.max_concurrent_jobs,
+            retry: RetryPolicy {
+                retries: config.job_retries,
+                ..RetryPolicy::default()
+            },
+            rate_limit: config.movement_rate_limit(),
+        },
+    );
+    let reconcilers: Vec<Arc<dyn Reconciler>> = vec![
+        Arc::new(ExportsReconciler {
+            store: Arc::clone(store),
+            exports: Arc::clone(exports),
+            activity: Arc::clone(&activity),
+            period: config.reconcile_period,
+        }),
+        Arc::new(OrphanedCopies {
+            store: Arc::clone(store),
+            media: Arc::clone(media),
+            activity,
+            period: config.reconcile_period,
+        }),
+    ];
+    (runner, Reconcilers::new(&board, clock, reconcilers))
 }
 
 /// The NBD server gets a runtime of its own: it runs small reads and writes
