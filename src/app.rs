@@ -19,9 +19,10 @@ use std::path::Path;
 use std::sync::Arc;
 use svs_dataplane::{DataPlane, LocalMedia};
 use svs_domain::Medium;
-use svs_nbd::{CancellationToken, NbdConfig, NbdServer};
+use svs_nbd::{NbdConfig, NbdServer};
 use svs_store::{MediumRecord, NewUser, NodeRecord, SqliteStore, Store};
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 pub const DB_FILE: &str = "svs.db";

@@ -30,10 +30,11 @@ pub use runner::{JobRunner, RunnerParts, RunnerSettings, JOB_RUNNER};
 use crate::clock::Clock;
 use crate::exports::ExportRegistry;
 use std::sync::Arc;
-use svs_dataplane::{CancellationToken, DataPlane, DataPlaneError, SliceKey};
+use svs_dataplane::{DataPlane, DataPlaneError, SliceKey};
 use svs_domain::{MediumState, Slice};
 use svs_store::{Job, JobEnd, Store, StoreError, Volume};
 use thiserror::Error;
+use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 /// Why a job step failed.

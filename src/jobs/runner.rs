@@ -10,11 +10,12 @@ use crate::clock::Clock;
 use crate::exports::ExportRegistry;
 use crate::workers::{WorkerBoard, WorkerHandle, WorkerState, WorkerStatus};
 use std::sync::{Arc, Mutex};
-use svs_dataplane::{CancellationToken, DataPlane};
+use svs_dataplane::DataPlane;
 use svs_domain::{JobKind, JobSpec};
 use svs_store::{Job, JobEnd, Store, StoreError};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn, Instrument};
 
 /// Name of the job runner on the worker board.

@@ -22,11 +22,12 @@ use crate::workers::{WorkerBoard, WorkerHandle, WorkerState, WorkerStatus};
 use async_trait::async_trait;
 use std::sync::Arc;
 use std::time::Duration;
-use svs_dataplane::{CancellationToken, DataPlaneError};
+use svs_dataplane::DataPlaneError;
 use svs_store::StoreError;
 use thiserror::Error;
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
+use tokio_util::sync::CancellationToken;
 use tracing::{error, info, Instrument};
 
 #[derive(Debug, Error)]

@@ -10,9 +10,10 @@ use crate::workers::{WorkerBoard, WorkerState};
 use async_trait::async_trait;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use svs_dataplane::{CancellationToken, DataPlane, SliceKey};
+use svs_dataplane::{DataPlane, SliceKey};
 use svs_domain::{AttachmentArgs, JobSpec, ResizeVolumeArgs, SlicePlacement, VolumeState, GIB};
 use svs_store::{JobEnd, NewAttachment};
+use tokio_util::sync::CancellationToken;
 
 const VOLUME: &str = "vol-1";
 const EXPORT: &str = "export-1";
