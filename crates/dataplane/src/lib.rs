@@ -64,6 +64,12 @@ pub enum DataPlaneError {
         dir: PathBuf,
         source: std::io::Error,
     },
+    #[error("medium '{medium}': directory {dir} cannot be listed: {source}")]
+    MediumUnreadable {
+        medium: String,
+        dir: PathBuf,
+        source: std::io::Error,
+    },
     #[error("slice {slice} on medium '{medium}': {op}: {source}")]
     Io {
         medium: String,
@@ -86,9 +92,9 @@ impl DataPlaneError {
     /// interrupted or timed out, not refused.
     pub fn is_transient(&self) -> bool {
         let source = match self {
-            DataPlaneError::Io { source, .. } | DataPlaneError::MediumUnusable { source, .. } => {
-                source
-            }
+            DataPlaneError::Io { source, .. }
+            | DataPlaneError::MediumUnusable { source, .. }
+            | DataPlaneError::MediumUnreadable { source, .. } => source,
             _ => return false,
         };
         matches!(

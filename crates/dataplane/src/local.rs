@@ -207,7 +207,7 @@ impl DataPlane for LocalMedia {
 
     fn stored_slices(&self, medium: &str) -> Result<Vec<StoredSlice>, DataPlaneError> {
         let dir = self.medium_dir(medium)?;
-        let unreadable = |source| DataPlaneError::MediumUnusable {
+        let unreadable = |source| DataPlaneError::MediumUnreadable {
             medium: medium.to_string(),
             dir: dir.to_path_buf(),
             source,
