@@ -164,6 +164,15 @@ impl Harness {
         }
     }
 
+    /// Waits until `n` slice creations have begun (held ones included).
+    async fn creating(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.media.creates.load(Ordering::SeqCst) < n {
+            assert!(Instant::now() < deadline, "no slice creation began");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     async fn finished(&self, job_id: i64) -> Job {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
@@ -264,8 +273,7 @@ async fn jobs_beyond_the_bound_wait_for_a_free_slot() {
     let first = h.fixture.create_volume("vol-1", "v1", 1).await;
     let second = h.fixture.create_volume("vol-2", "v2", 1).await;
     h.runner.submit(first);
-    h.wait_for("the first job runs", |s| s.jobs_running == 1)
-        .await;
+    h.creating(1).await;
     h.runner.submit(second);
     h.wait_for("the second job waits", |s| s.jobs_queued == 1)
         .await;
@@ -302,8 +310,7 @@ async fn a_stop_leaves_queued_jobs_pending_for_the_next_start() {
     let first = h.fixture.create_volume("vol-1", "v1", 1).await;
     let second = h.fixture.create_volume("vol-2", "v2", 1).await;
     h.runner.submit(first);
-    h.wait_for("the first job runs", |s| s.jobs_running == 1)
-        .await;
+    h.creating(1).await;
     h.runner.submit(second);
     h.wait_for("the second job waits", |s| s.jobs_queued == 1)
         .await;
