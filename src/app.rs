@@ -1,22 +1,29 @@
 //! Start-up: configuration → data directory lock → media check → store and
-//! migrations → first user → keys → job runner (resuming) → HTTP server.
+//! migrations → first user → keys → reconcilers (a first pass: exports of
+//! attached volumes, orphaned copies) → job runner (resuming) → HTTP and
+//! NBD servers. One shutdown token, cancelled by SIGINT/SIGTERM, stops them
+//! all: the servers, the reconcilers, the runner and every copy.
 
 use crate::api;
-use crate::auth::{hash_password, SigningKey, TokenIssuer};
+use crate::auth::{SigningKey, TokenIssuer};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, StoreBackend};
 use crate::exports::ExportRegistry;
-use crate::jobs::JobRunner;
+use crate::jobs::{JobRunner, RetryPolicy, RunnerParts, RunnerSettings, VolumeActivity};
+use crate::reconcile::{ExportsReconciler, OrphanedCopies, Reconciler, Reconcilers};
+use crate::service::users::add_user;
 use crate::service::Services;
+use crate::workers::WorkerBoard;
 use std::fs::File;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use svs_dataplane::{DataPlane, LocalMedia};
 use svs_domain::Medium;
-use svs_nbd::{CancellationToken, NbdConfig, NbdServer};
-use svs_store::{CachedStore, MediumRecord, NewUser, NodeRecord, SqliteStore, Store};
+use svs_nbd::{NbdConfig, NbdServer};
+use svs_store::{CachedStore, MediumRecord, NodeRecord, SqliteStore, Store};
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 pub const DB_FILE: &str = "svs.db";
@@ -28,7 +35,10 @@ pub struct Application {
     exports: Arc<ExportRegistry>,
     services: Arc<Services>,
     runner: Arc<JobRunner>,
+    reconcilers: Reconcilers,
     store: Arc<dyn Store>,
+    /// The one stop signal of the whole service.
+    shutdown: CancellationToken,
     /// Held for the life of the process: one `svs serve` per data directory.
     _lock: File,
 }
@@ -97,11 +107,11 @@ impl Application {
                 )
             })?;
         }
-        let media = LocalMedia::new(
+        let media: Arc<dyn DataPlane> = Arc::new(LocalMedia::new(
             media_config
                 .iter()
                 .map(|m| (m.id.clone(), m.directory.clone())),
-        );
+        ));
 
         let store = open_store(&config).await?;
         let records: Vec<MediumRecord> = media_config
@@ -135,36 +145,19 @@ impl Application {
             .await
             .map_err(|e| format!("nodes configuration: {e}"))?;
 
-        // Attached volumes are exported again before any job resumes.
-        let exports = Arc::new(ExportRegistry::new(media.clone()));
+        let exports = Arc::new(ExportRegistry::new(Arc::clone(&media)));
         for n in store.list_nodes().await.map_err(|e| e.to_string())? {
             exports.set_node_address(&n.name, n.address.and_then(|a| a.parse().ok()));
         }
-        for a in store.all_attachments().await.map_err(|e| e.to_string())? {
-            if a.state != "Attached" {
-                continue;
-            }
-            let (volume, slices) = match (
-                store.volume_by_id(&a.volume_id).await,
-                store.volume_slices(&a.volume_id).await,
-            ) {
-                (Ok(Some(v)), Ok(slices)) => (v, slices),
-                _ => continue,
-            };
-            let layout = crate::jobs::volume_layout(&volume, &slices);
-            if let Err(e) = exports.attach(&a.export_name, &a.node, a.readonly, &layout) {
-                tracing::error!(volume = %a.volume_id, node = %a.node, error = %e, "cannot export attached volume");
-            }
-        }
-
         let key = SigningKey::load_or_create(&config.data_dir)?;
         let tokens = TokenIssuer::new(key, config.issuer.clone(), config.token_lifetime.as_secs());
-        let runner = JobRunner::new(
-            Arc::clone(&store),
-            Arc::new(media),
-            Arc::clone(&exports),
-            config.movement_rate_limit(),
-        );
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let shutdown = CancellationToken::new();
+        let (runner, reconcilers) =
+            background_work(&config, &store, &media, &exports, &clock, &shutdown);
+        // A first pass before any job resumes: attached volumes are exported
+        // again, copies a crash left behind are removed.
+        reconcilers.run_once().await;
         let nbd_listener = TcpListener::bind(config.nbd_listen)
             .await
             .map_err(|e| format!("cannot listen for NBD on {}: {e}", config.nbd_listen))?;
@@ -176,7 +169,7 @@ impl Application {
             i64::try_from(config.refresh_token_lifetime.as_millis()).unwrap_or(i64::MAX);
         let services = Arc::new(Services::new(
             Arc::clone(&store),
-            Arc::new(SystemClock),
+            clock,
             tokens,
             refresh_ms,
             Arc::clone(&runner),
@@ -200,7 +193,9 @@ impl Application {
             exports,
             services,
             runner,
+            reconcilers,
             store,
+            shutdown,
             _lock: lock,
         })
     }
@@ -216,21 +211,81 @@ impl Application {
     /// Serves until SIGINT/SIGTERM, then lets running jobs pause at a safe
     /// point (they resume at the next start).
     pub async fn run_until_stopped(self) -> Result<(), String> {
+        let shutdown = self.shutdown;
+        let on_signal = shutdown.clone();
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            info!("stopping");
+            on_signal.cancel();
+        });
         let router = api::router(Arc::clone(&self.services))
             .layer(tower_http::trace::TraceLayer::new_for_http());
-        let nbd_stop = CancellationToken::new();
-        let nbd_thread = spawn_nbd_server(self.exports, self.nbd_listener, nbd_stop.clone())?;
-        axum::serve(self.listener, router)
-            .with_graceful_shutdown(shutdown_signal())
-            .await
-            .map_err(|e| format!("server error: {e}"))?;
-        nbd_stop.cancel();
+        let reconciling = self.reconcilers.spawn(shutdown.clone());
+        let nbd_thread = spawn_nbd_server(self.exports, self.nbd_listener, shutdown.clone())?;
+        let served = axum::serve(self.listener, router)
+            .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+            .await;
+        // Also when the server failed on its own: everything stops together.
+        shutdown.cancel();
         let _ = tokio::task::spawn_blocking(move || nbd_thread.join()).await;
         info!("stopping: pausing running jobs");
-        self.runner.shutdown().await;
+        self.runner.wait_until_stopped().await;
+        let _ = reconciling.await;
         self.store.close().await;
-        Ok(())
+        served.map_err(|e| format!("server error: {e}"))
     }
+}
+
+/// The job runner and the reconcilers. They share the worker board (their
+/// status), the clock, which volumes jobs work on (so a repair never races a
+/// job), and the shutdown token.
+fn background_work(
+    config: &Config,
+    store: &Arc<dyn Store>,
+    media: &Arc<dyn DataPlane>,
+    exports: &Arc<ExportRegistry>,
+    clock: &Arc<dyn Clock>,
+    shutdown: &CancellationToken,
+) -> (Arc<JobRunner>, Reconcilers) {
+    let board = Arc::new(WorkerBoard::default());
+    let activity = Arc::new(VolumeActivity::default());
+    let runner = JobRunner::new(
+        RunnerParts {
+            store: Arc::clone(store),
+            media: Arc::clone(media),
+            exports: Arc::clone(exports),
+            clock: Arc::clone(clock),
+            board: Arc::clone(&board),
+            activity: Arc::clone(&activity),
+            shutdown: shutdown.clone(),
+        },
+        RunnerSettings {
+            max_concurrent_jobs: config.max_concurrent_jobs,
+            retry: RetryPolicy {
+                retries: config.job_retries,
+                ..RetryPolicy::default()
+            },
+            rate_limit: config.movement_rate_limit(),
+        },
+    );
+    let reconcilers: Vec<Arc<dyn Reconciler>> = vec![
+        Arc::new(ExportsReconciler {
+            store: Arc::clone(store),
+            exports: Arc::clone(exports),
+            activity: Arc::clone(&activity),
+            period: config.reconcile_period,
+        }),
+        Arc::new(OrphanedCopies {
+            store: Arc::clone(store),
+            media: Arc::clone(media),
+            activity,
+            period: config.reconcile_period,
+        }),
+    ];
+    (
+        runner,
+        Reconcilers::new(&board, Arc::clone(clock), reconcilers),
+    )
 }
 
 /// The NBD server gets a runtime of its own: it runs small reads and writes
@@ -306,45 +361,16 @@ async fn create_first_user(store: &dyn Store, config: &Config) -> Result<(), Str
     if store.user_count().await.map_err(|e| e.to_string())? > 0 {
         return Ok(());
     }
-    add_user(store, &config.admin_tenant, email, None, password, true).await?;
+    add_user(
+        store,
+        &SystemClock,
+        &config.admin_tenant,
+        email,
+        None,
+        password,
+        true,
+    )
+    .await?;
     info!(email = %email, tenant = %config.admin_tenant, "created the first user");
-    Ok(())
-}
-
-/// Adds a user (shared by first-user creation and `svs user add`).
-pub async fn add_user(
-    store: &dyn Store,
-    tenant: &str,
-    email: &str,
-    name: Option<&str>,
-    password: &str,
-    is_admin: bool,
-) -> Result<(), String> {
-    let email = email.trim();
-    if email.is_empty() || !email.contains('@') {
-        return Err(format!("'{email}' is not an e-mail address"));
-    }
-    if tenant.trim().is_empty() {
-        return Err("tenant must not be empty".into());
-    }
-    let password = password.to_string();
-    let hash = tokio::task::spawn_blocking(move || hash_password(&password))
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
-    let name = name
-        .map(str::to_string)
-        .unwrap_or_else(|| email.split('@').next().unwrap_or(email).to_string());
-    store
-        .create_user(&NewUser {
-            tenant: tenant.trim().to_string(),
-            email: email.to_string(),
-            name,
-            password_hash: hash,
-            is_admin,
-            now_ms: SystemClock.now_ms(),
-        })
-        .await
-        .map_err(|e| e.to_string())?;
     Ok(())
 }

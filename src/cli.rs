@@ -2,9 +2,11 @@
 //! offline; the rest is the API client (`crate::client`), which this file
 //! only parses arguments for.
 
-use crate::app::{add_user, open_store, Application};
+use crate::app::{open_store, Application};
 use crate::client::{Context, CredentialsStore, JobFilter, OutputFormat, DEFAULT_PROFILE};
+use crate::clock::SystemClock;
 use crate::config::{Config, Overrides};
+use crate::service::users::add_user;
 use clap::{Args, Parser, Subcommand};
 use std::io::{IsTerminal, Read};
 use std::net::SocketAddr;
@@ -298,7 +300,16 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             })?;
             let password = read_password(true)?;
             let store = open_store(&config).await?;
-            add_user(&*store, &tenant, &email, name.as_deref(), &password, admin).await?;
+            add_user(
+                &*store,
+                &SystemClock,
+                &tenant,
+                &email,
+                name.as_deref(),
+                &password,
+                admin,
+            )
+            .await?;
             store.close().await;
             println!("added user {email} to tenant {tenant}");
             Ok(())

@@ -35,6 +35,19 @@ pub struct Config {
     /// Throttle for data movement: slice data copied per second, e.g.
     /// "200 MiB"; "0" means unthrottled. Holes cost nothing. `SVS_MOVEMENT_RATE`.
     pub movement_rate: ByteSize,
+    /// Jobs that run at once; more wait for a free slot. Generous, so a long
+    /// data movement never holds up short jobs. `SVS_MAX_CONCURRENT_JOBS`.
+    pub max_concurrent_jobs: usize,
+    /// How many times a job that failed with a transient error (an
+    /// interrupted or timed-out I/O, a busy database) is tried again, after
+    /// back-offs of 1 s, 1.5 s, 2.25 s, ... (at most 1 min), before it ends
+    /// in Error; 0 = never. `SVS_JOB_RETRIES`.
+    pub job_retries: u32,
+    /// Time between two passes of each reconciler (re-opening exports of
+    /// attached volumes, removing orphaned copies), e.g. "1min". They also
+    /// run once at start. `SVS_RECONCILE_PERIOD`.
+    #[serde(with = "humantime_serde")]
+    pub reconcile_period: Duration,
     /// E-mail of the first user, created as admin of tenant `admin_tenant`
     /// when the store has no users. `SVS_ADMIN_EMAIL`.
     pub admin_email: Option<String>,
@@ -133,6 +146,9 @@ impl Default for Config {
             refresh_token_lifetime: Duration::from_secs(30 * 24 * 3600),
             issuer: "svs".to_string(),
             movement_rate: ByteSize::mib(200),
+            max_concurrent_jobs: 16,
+            job_retries: 5,
+            reconcile_period: Duration::from_secs(60),
             admin_email: None,
             admin_password: None,
             admin_tenant: "default".to_string(),
@@ -185,6 +201,12 @@ impl Config {
     fn validate(&self) -> Result<(), String> {
         if self.token_lifetime.as_secs() == 0 {
             return Err("configuration: token_lifetime must be at least 1s".into());
+        }
+        if self.max_concurrent_jobs == 0 {
+            return Err("configuration: max_concurrent_jobs must be at least 1".into());
+        }
+        if self.reconcile_period.as_secs() == 0 {
+            return Err("configuration: reconcile_period must be at least 1s".into());
         }
         let mut ids = std::collections::HashSet::new();
         for m in &self.media {
@@ -321,6 +343,23 @@ mod tests {
             config.effective_media()[0].directory,
             PathBuf::from("/tmp/m1")
         );
+    }
+
+    #[test]
+    fn runner_settings_have_generous_defaults_and_refuse_zero() {
+        let config = Config::default();
+        assert_eq!(config.max_concurrent_jobs, 16);
+        assert_eq!(config.job_retries, 5);
+        assert_eq!(config.reconcile_period, Duration::from_secs(60));
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("svs.toml");
+        std::fs::write(&file, "max_concurrent_jobs = 0\n").unwrap();
+        let err = Config::load(&Overrides {
+            config_file: Some(file),
+            ..Overrides::default()
+        })
+        .unwrap_err();
+        assert!(err.contains("max_concurrent_jobs"), "{err}");
     }
 
     #[test]

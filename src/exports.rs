@@ -6,8 +6,10 @@ use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
-use svs_dataplane::{DataPlaneError, LocalMedia, VolumeIo, VolumeLayout};
+use svs_dataplane::{DataPlane, DataPlaneError, VolumeIo, VolumeLayout};
+use svs_domain::GIB;
 use svs_nbd::{BlockDevice, Exports, OpenedExport};
+use svs_store::{SliceRow, Volume};
 use tokio_util::sync::CancellationToken;
 
 struct Export {
@@ -21,17 +23,17 @@ struct Export {
 #[derive(Default)]
 struct State {
     exports: HashMap<String, Export>,
-    volumes: HashMap<String, Arc<VolumeIo>>,
+    volumes: HashMap<String, Arc<dyn VolumeIo>>,
     addresses: HashMap<String, IpAddr>,
 }
 
 pub struct ExportRegistry {
-    media: LocalMedia,
+    media: Arc<dyn DataPlane>,
     state: Mutex<State>,
 }
 
 impl ExportRegistry {
-    pub fn new(media: LocalMedia) -> ExportRegistry {
+    pub fn new(media: Arc<dyn DataPlane>) -> ExportRegistry {
         ExportRegistry {
             media,
             state: Mutex::new(State::default()),
@@ -53,8 +55,8 @@ impl ExportRegistry {
     ) -> Result<(), DataPlaneError> {
         let mut state = self.state();
         if !state.volumes.contains_key(&layout.volume_id) {
-            let io = VolumeIo::open(&self.media, layout)?;
-            state.volumes.insert(layout.volume_id.clone(), Arc::new(io));
+            let io = self.media.open_volume(layout)?;
+            state.volumes.insert(layout.volume_id.clone(), io);
         }
         state.exports.insert(
             export_name.to_string(),
@@ -106,8 +108,13 @@ impl ExportRegistry {
     }
 
     /// The open I/O of a volume, when it is attached.
-    pub fn volume_io(&self, volume_id: &str) -> Option<Arc<VolumeIo>> {
+    pub fn volume_io(&self, volume_id: &str) -> Option<Arc<dyn VolumeIo>> {
         self.state().volumes.get(volume_id).cloned()
+    }
+
+    /// Whether the export is open (its volume attached for I/O).
+    pub fn is_exported(&self, export_name: &str) -> bool {
+        self.state().exports.contains_key(export_name)
     }
 
     /// After a resize: new connections see the new size.
@@ -159,7 +166,7 @@ impl Exports for ExportRegistry {
 
 /// What one NBD connection sees: the volume, possibly read-only.
 struct AttachedVolume {
-    io: Arc<VolumeIo>,
+    io: Arc<dyn VolumeIo>,
     readonly: bool,
 }
 
@@ -205,5 +212,20 @@ impl BlockDevice for AttachedVolume {
     fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
         self.refuse_if_readonly()?;
         self.io.discard(offset, len, fua)
+    }
+}
+
+/// Where each slice of a volume is, for opening it for I/O.
+pub fn volume_layout(volume: &Volume, slices: &[SliceRow]) -> VolumeLayout {
+    let copies = slices.iter().map(|r| r.slice.copy + 1).max().unwrap_or(0) as usize;
+    let columns = slices.iter().map(|r| r.slice.column + 1).max().unwrap_or(0) as usize;
+    let mut media = vec![vec![String::new(); columns]; copies];
+    for r in slices {
+        media[r.slice.copy as usize][r.slice.column as usize] = r.slice.medium.clone();
+    }
+    VolumeLayout {
+        volume_id: volume.id.clone(),
+        size: volume.size * GIB,
+        media,
     }
 }

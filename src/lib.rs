@@ -1,8 +1,10 @@
 //! svs: a self-hosted storage volume service with a Volumez-compatible API.
 //!
 //! Layers, lowest first: `svs-domain` (model, planner; pure) ← `svs-store`
-//! (persistence) and `svs-dataplane` (media) ← `jobs` (runner) ← `service`
-//! (use cases) ← `api` (HTTP) ← `app` / `cli` (the binary).
+//! (persistence) and `svs-dataplane` (media) ← `exports` (NBD exports) ←
+//! `jobs` (runner) ← `reconcile` (periodic repairs) ← `service` (use cases) ←
+//! `api` (HTTP) ← `app` / `cli` (the binary). `workers` (status of background
+//! work) and `clock` sit beside them, used by all.
 
 pub mod api;
 pub mod app;
@@ -13,4 +15,8 @@ pub mod clock;
 pub mod config;
 pub mod exports;
 pub mod jobs;
+pub mod reconcile;
 pub mod service;
+#[cfg(test)]
+mod testing;
+pub mod workers;

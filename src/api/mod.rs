@@ -9,6 +9,7 @@ mod parse;
 mod requests;
 mod ui;
 mod views;
+mod workers;
 
 use axum::response::IntoResponse;
 pub use error::ApiError;
@@ -64,6 +65,7 @@ pub fn router(state: AppState) -> Router {
         .route("/attachments", get(list_attachments))
         .route("/jobs", get(list_jobs))
         .route("/jobs/{job}", get(get_job))
+        .merge(workers::routes())
         .merge(ui::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -12,6 +12,7 @@ pub mod commands;
 pub mod policies;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod users;
 pub mod volumes;
 
 use crate::auth::TokenIssuer;
@@ -161,13 +162,6 @@ fn moving(job: &svs_store::Job, volume_name: &str) -> Option<ActiveMovement> {
         volume_name: volume_name.to_string(),
         job_id: job.id,
     })
-}
-
-/// Milliseconds since the Unix epoch on the system clock. Only the job
-/// runner (`src/jobs.rs`) still reads this; the services use their injected
-/// `Clock`. Delete it once the runner takes the clock too.
-pub fn now_ms() -> i64 {
-    crate::clock::SystemClock.now_ms()
 }
 
 /// RFC 3339 UTC time of a millisecond timestamp.

@@ -5,12 +5,14 @@ use super::Services;
 use crate::auth::{SigningKey, TokenIssuer};
 use crate::clock::{Clock, ManualClock};
 use crate::exports::ExportRegistry;
-use crate::jobs::JobRunner;
+use crate::jobs::{JobRunner, RetryPolicy, RunnerParts, RunnerSettings, VolumeActivity};
+use crate::workers::WorkerBoard;
 use std::sync::Arc;
 use std::time::Duration;
-use svs_dataplane::LocalMedia;
+use svs_dataplane::{DataPlane, LocalMedia};
 use svs_store::{SqliteStore, Store};
 use tempfile::TempDir;
+use tokio_util::sync::CancellationToken;
 
 /// 2026-01-01T00:00:00Z, a whole second (tokens count in seconds).
 pub const START_MS: i64 = 1_767_225_600_000;
@@ -18,7 +20,7 @@ pub const START_MS: i64 = 1_767_225_600_000;
 pub struct TestServices {
     pub services: Services,
     pub clock: Arc<ManualClock>,
-    store: SqliteStore,
+    store: Arc<dyn Store>,
     _dir: TempDir,
 }
 
@@ -29,23 +31,33 @@ impl TestServices {
             .await
             .expect("store opens");
         let clock = Arc::new(ManualClock::new(START_MS));
-        let store_dyn: Arc<dyn Store> = Arc::new(store.clone());
-        let media = LocalMedia::new(Vec::new());
-        let exports = Arc::new(ExportRegistry::new(media.clone()));
+        let store: Arc<dyn Store> = Arc::new(store);
+        let clock_dyn: Arc<dyn Clock> = clock.clone();
+        let media: Arc<dyn DataPlane> = Arc::new(LocalMedia::new(Vec::new()));
+        let exports = Arc::new(ExportRegistry::new(Arc::clone(&media)));
         let runner = JobRunner::new(
-            Arc::clone(&store_dyn),
-            Arc::new(media),
-            Arc::clone(&exports),
-            None,
+            RunnerParts {
+                store: Arc::clone(&store),
+                media,
+                exports: Arc::clone(&exports),
+                clock: Arc::clone(&clock_dyn),
+                board: Arc::new(WorkerBoard::default()),
+                activity: Arc::new(VolumeActivity::default()),
+                shutdown: CancellationToken::new(),
+            },
+            RunnerSettings {
+                max_concurrent_jobs: 1,
+                retry: RetryPolicy::default(),
+                rate_limit: None,
+            },
         );
         let tokens = TokenIssuer::new(
             SigningKey::from_seed(&[9; 32]),
             "svs".into(),
             token_lifetime.as_secs(),
         );
-        let clock_dyn: Arc<dyn Clock> = clock.clone();
         let services = Services::new(
-            store_dyn,
+            Arc::clone(&store),
             clock_dyn,
             tokens,
             i64::try_from(refresh_lifetime.as_millis()).expect("lifetime fits"),
@@ -64,9 +76,17 @@ impl TestServices {
 
     /// Adds a user the way `svs user add` does.
     pub async fn add_user(&self, tenant: &str, email: &str, password: &str, admin: bool) {
-        crate::app::add_user(&self.store, tenant, email, None, password, admin)
-            .await
-            .expect("user added");
+        crate::service::users::add_user(
+            self.store.as_ref(),
+            self.clock.as_ref(),
+            tenant,
+            email,
+            None,
+            password,
+            admin,
+        )
+        .await
+        .expect("user added");
     }
 
     pub fn advance(&self, by: Duration) {

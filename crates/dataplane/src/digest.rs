@@ -109,8 +109,8 @@ pub(crate) fn digest_open_file(file: &File, buf: &mut [u8]) -> io::Result<Digest
     Ok(hasher.finish(len))
 }
 
-/// Logical-content digest of the file at `path` (the same value
-/// [`DataPlane::digest_slice`](crate::DataPlane::digest_slice) gives for a
+/// Logical-content digest of the file at `path` (the same value a verified
+/// [`DataPlane::copy_slice`](crate::DataPlane::copy_slice) returns for a
 /// slice with those contents).
 pub fn digest_file(path: &Path) -> io::Result<Digest> {
     let file = File::open(path)?;

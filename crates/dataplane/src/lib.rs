@@ -15,10 +15,12 @@ mod volume;
 
 pub use digest::digest_file;
 pub use local::LocalMedia;
-pub use volume::{VolumeIo, VolumeLayout, STRIPE};
+/// The one stop signal of a copy: the service's shutdown token (or a child
+/// of it) reaches every copy as it is.
+pub use tokio_util::sync::CancellationToken;
+pub use volume::{LocalVolumeIo, VolumeIo, VolumeLayout, STRIPE};
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use thiserror::Error;
 
@@ -40,8 +42,16 @@ pub struct Digest(pub u128);
 pub struct CopyOptions {
     /// Bytes per second of data copied (holes are free); `None` = unthrottled.
     pub rate_limit: Option<u64>,
-    /// Set to stop the copy early; it then fails with `Cancelled`.
-    pub cancel: Arc<AtomicBool>,
+    /// Cancelled to stop the copy early; it then fails with `Cancelled`.
+    pub cancel: CancellationToken,
+}
+
+/// A slice file found on a medium (see [`DataPlane::stored_slices`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredSlice {
+    pub key: SliceKey,
+    /// An unfinished copy (its temporary file), not a usable slice.
+    pub partial: bool,
 }
 
 #[derive(Debug, Error)]
@@ -50,6 +60,12 @@ pub enum DataPlaneError {
     UnknownMedium(String),
     #[error("medium '{medium}': directory {dir} cannot be created or written: {source}")]
     MediumUnusable {
+        medium: String,
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("medium '{medium}': directory {dir} cannot be listed: {source}")]
+    MediumUnreadable {
         medium: String,
         dir: PathBuf,
         source: std::io::Error,
@@ -69,6 +85,25 @@ pub enum DataPlaneError {
     },
     #[error("copy cancelled")]
     Cancelled,
+}
+
+impl DataPlaneError {
+    /// Whether trying the same operation again may succeed: the I/O was
+    /// interrupted or timed out, not refused.
+    pub fn is_transient(&self) -> bool {
+        let source = match self {
+            DataPlaneError::Io { source, .. }
+            | DataPlaneError::MediumUnusable { source, .. }
+            | DataPlaneError::MediumUnreadable { source, .. } => source,
+            _ => return false,
+        };
+        matches!(
+            source.kind(),
+            std::io::ErrorKind::Interrupted
+                | std::io::ErrorKind::TimedOut
+                | std::io::ErrorKind::WouldBlock
+        )
+    }
 }
 
 /// Operations on slices. Sizes are in bytes.
@@ -107,14 +142,17 @@ pub trait DataPlane: Send + Sync + 'static {
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Digest, DataPlaneError>;
 
-    /// Logical-content digest of the slice on this medium.
-    fn digest_slice(&self, medium: &str, slice: &SliceKey) -> Result<Digest, DataPlaneError>;
+    /// Removes the temporary file of an unfinished copy of the slice on
+    /// this medium, if any; the slice itself is left alone.
+    fn delete_partial_copy(&self, medium: &str, slice: &SliceKey) -> Result<(), DataPlaneError>;
 
-    /// Whether the slice's file exists on this medium.
-    fn slice_exists(&self, medium: &str, slice: &SliceKey) -> Result<bool, DataPlaneError>;
+    /// Every slice file (complete or partial) on the medium, in no
+    /// particular order. Files that are not slices are ignored.
+    fn stored_slices(&self, medium: &str) -> Result<Vec<StoredSlice>, DataPlaneError>;
 
-    /// Current length in bytes of the slice's file.
-    fn slice_len(&self, medium: &str, slice: &SliceKey) -> Result<u64, DataPlaneError>;
+    /// Opens a volume for I/O: every slice of the layout, shared by every
+    /// connection and by live slice moves.
+    fn open_volume(&self, layout: &VolumeLayout) -> Result<Arc<dyn VolumeIo>, DataPlaneError>;
 }
 
 #[cfg(test)]

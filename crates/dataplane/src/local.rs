@@ -2,14 +2,15 @@
 //! `<dir>/<volume_id>/c<copy>-k<column>.slice`.
 
 use crate::copy::{copy_file, CopyError};
-use crate::digest::digest_file;
 use crate::fsutil::{create_dir_durable, fsync_dir, partial_path, remove_if_exists};
-use crate::{CopyOptions, DataPlane, DataPlaneError, Digest, SliceKey};
+use crate::volume::{LocalVolumeIo, VolumeIo, VolumeLayout};
+use crate::{CopyOptions, DataPlane, DataPlaneError, Digest, SliceKey, StoredSlice};
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Media held as directories on this machine.
 #[derive(Debug, Clone)]
@@ -33,12 +34,33 @@ impl LocalMedia {
             .join(format!("c{}-k{}.slice", slice.copy, slice.column)))
     }
 
-    fn medium_dir(&self, medium: &str) -> Result<&Path, DataPlaneError> {
+    pub(crate) fn medium_dir(&self, medium: &str) -> Result<&Path, DataPlaneError> {
         self.dirs
             .get(medium)
             .map(PathBuf::as_path)
             .ok_or_else(|| DataPlaneError::UnknownMedium(medium.to_string()))
     }
+}
+
+/// The slice a file name `<volume_id>/c<copy>-k<column>.slice[.partial]`
+/// stands for, and whether it is a partial copy.
+fn parse_slice_file(volume_id: &str, file_name: &str) -> Option<StoredSlice> {
+    let (stem, partial) = match file_name.strip_suffix(".partial") {
+        Some(stem) => (stem, true),
+        None => (file_name, false),
+    };
+    let (copy, column) = stem
+        .strip_suffix(".slice")?
+        .strip_prefix('c')?
+        .split_once("-k")?;
+    Some(StoredSlice {
+        key: SliceKey {
+            volume_id: volume_id.to_string(),
+            copy: copy.parse().ok()?,
+            column: column.parse().ok()?,
+        },
+        partial,
+    })
 }
 
 /// How a slice is named in errors: `<volume_id>/c<copy>-k<column>`.
@@ -174,24 +196,77 @@ impl DataPlane for LocalMedia {
         })
     }
 
-    fn digest_slice(&self, medium: &str, slice: &SliceKey) -> Result<Digest, DataPlaneError> {
-        let path = self.slice_path(medium, slice)?;
-        digest_file(&path).map_err(io_err(medium, slice, "digest"))
-    }
-
-    fn slice_exists(&self, medium: &str, slice: &SliceKey) -> Result<bool, DataPlaneError> {
-        let path = self.slice_path(medium, slice)?;
-        match fs::metadata(&path) {
-            Ok(_) => Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(io_err(medium, slice, "stat")(e)),
+    fn delete_partial_copy(&self, medium: &str, slice: &SliceKey) -> Result<(), DataPlaneError> {
+        let path = partial_path(&self.slice_path(medium, slice)?);
+        remove_if_exists(&path).map_err(io_err(medium, slice, "delete"))?;
+        match fsync_dir(parent(&path)) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            r => r.map_err(io_err(medium, slice, "fsync")),
         }
     }
 
-    fn slice_len(&self, medium: &str, slice: &SliceKey) -> Result<u64, DataPlaneError> {
-        let path = self.slice_path(medium, slice)?;
-        fs::metadata(&path)
-            .map(|m| m.len())
-            .map_err(io_err(medium, slice, "stat"))
+    fn stored_slices(&self, medium: &str) -> Result<Vec<StoredSlice>, DataPlaneError> {
+        let dir = self.medium_dir(medium)?;
+        let unreadable = |source| DataPlaneError::MediumUnreadable {
+            medium: medium.to_string(),
+            dir: dir.to_path_buf(),
+            source,
+        };
+        let mut found = Vec::new();
+        for volume_dir in fs::read_dir(dir).map_err(unreadable)? {
+            let volume_dir = volume_dir.map_err(unreadable)?;
+            if !volume_dir.file_type().map_err(unreadable)?.is_dir() {
+                continue;
+            }
+            let Some(volume_id) = volume_dir.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            let entries = match fs::read_dir(volume_dir.path()) {
+                Ok(entries) => entries,
+                // Removed since it was listed (its last slice was deleted).
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(unreadable(e)),
+            };
+            for entry in entries {
+                let entry = entry.map_err(unreadable)?;
+                if let Some(slice) = entry
+                    .file_name()
+                    .to_str()
+                    .and_then(|name| parse_slice_file(&volume_id, name))
+                {
+                    found.push(slice);
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    fn open_volume(&self, layout: &VolumeLayout) -> Result<Arc<dyn VolumeIo>, DataPlaneError> {
+        Ok(Arc::new(LocalVolumeIo::open(self, layout)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slice_file_names_parse_back_to_their_slice() {
+        let slice = parse_slice_file("v1", "c1-k12.slice").expect("a slice");
+        assert_eq!(
+            (slice.key.copy, slice.key.column, slice.partial),
+            (1, 12, false)
+        );
+        assert_eq!(slice.key.volume_id, "v1");
+        assert!(parse_slice_file("v1", "c0-k0.slice.partial").is_some_and(|s| s.partial));
+        for other in [
+            "c0-k0",
+            "c0.slice",
+            "x0-k0.slice",
+            "c0-kx.slice",
+            ".svs-probe-1-2",
+        ] {
+            assert_eq!(parse_slice_file("v1", other), None, "{other}");
+        }
     }
 }

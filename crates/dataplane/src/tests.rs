@@ -1,13 +1,56 @@
 //! Unit tests of the local data plane.
 
-use crate::{digest_file, CopyOptions, DataPlane, DataPlaneError, LocalMedia, SliceKey};
+use crate::{
+    digest_file, CancellationToken, CopyOptions, DataPlane, DataPlaneError, Digest, LocalMedia,
+    SliceKey, StoredSlice,
+};
 use std::fs::{self, File, OpenOptions};
+use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
+
+/// Looks at slice files the way only tests need to.
+trait Inspect {
+    /// Logical-content digest of the slice on this medium.
+    fn digest_slice(&self, medium: &str, slice: &SliceKey) -> Result<Digest, DataPlaneError>;
+    fn slice_exists(&self, medium: &str, slice: &SliceKey) -> Result<bool, DataPlaneError>;
+    /// Current length in bytes of the slice's file.
+    fn slice_len(&self, medium: &str, slice: &SliceKey) -> Result<u64, DataPlaneError>;
+}
+
+fn io_error<'a>(
+    medium: &'a str,
+    op: &'static str,
+) -> impl FnOnce(io::Error) -> DataPlaneError + 'a {
+    move |source| DataPlaneError::Io {
+        medium: medium.to_string(),
+        slice: String::new(),
+        op,
+        source,
+    }
+}
+
+impl Inspect for LocalMedia {
+    fn digest_slice(&self, medium: &str, slice: &SliceKey) -> Result<Digest, DataPlaneError> {
+        digest_file(&self.slice_path(medium, slice)?).map_err(io_error(medium, "digest"))
+    }
+
+    fn slice_exists(&self, medium: &str, slice: &SliceKey) -> Result<bool, DataPlaneError> {
+        match fs::metadata(self.slice_path(medium, slice)?) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(io_error(medium, "stat")(e)),
+        }
+    }
+
+    fn slice_len(&self, medium: &str, slice: &SliceKey) -> Result<u64, DataPlaneError> {
+        fs::metadata(self.slice_path(medium, slice)?)
+            .map(|m| m.len())
+            .map_err(io_error(medium, "stat"))
+    }
+}
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -396,7 +439,7 @@ fn cancelled_copy_fails_and_leaves_no_files() {
     let s = key("v", 0, 0);
     media.create_slice("a", &s, 32 * MIB).unwrap();
     write_at(&path(&media, "a", &s), 0, &pattern(8 * MIB as usize, 3));
-    let cancel = Arc::new(AtomicBool::new(false));
+    let cancel = CancellationToken::new();
     let opts = CopyOptions {
         rate_limit: Some(4 * MIB),
         cancel: cancel.clone(),
@@ -405,7 +448,7 @@ fn cancelled_copy_fails_and_leaves_no_files() {
     let err = media
         .copy_slice("a", "b", &s, &opts, &mut |done, _| {
             if done > 0 {
-                cancel.store(true, Ordering::Relaxed);
+                cancel.cancel();
             }
         })
         .unwrap_err();
@@ -426,7 +469,7 @@ fn cancellation_during_a_throttle_sleep_stops_promptly() {
     let s = key("v", 0, 0);
     media.create_slice("a", &s, 8 * MIB).unwrap();
     write_at(&path(&media, "a", &s), 0, &pattern(8 * MIB as usize, 3));
-    let cancel = Arc::new(AtomicBool::new(false));
+    let cancel = CancellationToken::new();
     let opts = CopyOptions {
         rate_limit: Some(64 * KIB),
         cancel: cancel.clone(),
@@ -434,7 +477,7 @@ fn cancellation_during_a_throttle_sleep_stops_promptly() {
     let flag = cancel.clone();
     let canceller = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(200));
-        flag.store(true, Ordering::Relaxed);
+        flag.cancel();
     });
     let started = Instant::now();
     let err = media
@@ -594,5 +637,47 @@ fn benchmark_copy_of_a_fully_written_gib_against_cp() {
         cp / ours,
         cp_sync / ours,
         rate(digest),
+    );
+}
+
+#[test]
+fn stored_slices_lists_complete_and_partial_copies_and_nothing_else() {
+    let (tmp, media) = media();
+    let (s0, s1) = (key("v1", 0, 0), key("v2", 1, 3));
+    media.create_slice("a", &s0, MIB).unwrap();
+    media.create_slice("a", &s1, MIB).unwrap();
+    fs::write(partial(&path(&media, "a", &s1)), b"half").unwrap();
+    fs::write(path(&media, "a", &s0).with_file_name("notes.txt"), b"x").unwrap();
+    fs::write(tmp.path().join("a").join("stray"), b"x").unwrap();
+    let mut found = media.stored_slices("a").unwrap();
+    found.sort_by_key(|s| (s.key.volume_id.clone(), s.partial));
+    assert_eq!(
+        found,
+        vec![
+            StoredSlice {
+                key: s0,
+                partial: false
+            },
+            StoredSlice {
+                key: s1.clone(),
+                partial: false
+            },
+            StoredSlice {
+                key: s1.clone(),
+                partial: true
+            },
+        ]
+    );
+    assert!(matches!(
+        media.stored_slices("zz"),
+        Err(DataPlaneError::UnknownMedium(_))
+    ));
+
+    media.delete_partial_copy("a", &s1).unwrap();
+    media.delete_partial_copy("a", &s1).unwrap();
+    assert!(!partial(&path(&media, "a", &s1)).exists());
+    assert!(
+        media.slice_exists("a", &s1).unwrap(),
+        "the slice itself stays"
     );
 }

@@ -76,7 +76,45 @@ impl SliceIo {
 
 /// A volume open for I/O. Shared by every connection to the volume and by
 /// the mover, so writes and live moves see each other.
-pub struct VolumeIo {
+pub trait VolumeIo: Send + Sync + 'static {
+    fn volume_id(&self) -> &str;
+
+    /// Logical size in bytes.
+    fn size(&self) -> u64;
+
+    /// After a resize: new readers see the new size; bytes stay where they are.
+    fn set_size(&self, size: u64);
+
+    fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+
+    /// Writes to every copy; `fua` makes the bytes durable before returning.
+    fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()>;
+
+    /// Deallocates a range on every copy (reads return zeros afterwards).
+    fn discard(&self, offset: u64, len: u64, fua: bool) -> io::Result<()>;
+
+    /// Makes every acknowledged write durable.
+    fn flush(&self) -> io::Result<()>;
+
+    /// Moves one slice (`copy`, `column`) to `to_medium` while the volume is
+    /// in use, keeping every write made meanwhile. `commit` records the new
+    /// placement; it runs with the slice's I/O paused, after the target is
+    /// complete, verified and durable, and only then does I/O switch to the
+    /// target. The source is left for the caller to delete. On any failure
+    /// the target is removed and I/O continues on the source.
+    fn move_slice(
+        &self,
+        copy: u32,
+        column: u32,
+        to_medium: &str,
+        options: &CopyOptions,
+        progress: &mut dyn FnMut(u64, u64),
+        commit: &mut dyn FnMut() -> Result<(), String>,
+    ) -> Result<(), DataPlaneError>;
+}
+
+/// A volume of [`LocalMedia`] open for I/O: its slice files, opened once.
+pub struct LocalVolumeIo {
     media: LocalMedia,
     volume_id: String,
     size: AtomicU64,
@@ -143,9 +181,12 @@ fn open_rw(path: &Path) -> io::Result<File> {
     OpenOptions::new().read(true).write(true).open(path)
 }
 
-impl VolumeIo {
+impl LocalVolumeIo {
     /// Opens every slice file of the layout.
-    pub fn open(media: &LocalMedia, layout: &VolumeLayout) -> Result<VolumeIo, DataPlaneError> {
+    pub fn open(
+        media: &LocalMedia,
+        layout: &VolumeLayout,
+    ) -> Result<LocalVolumeIo, DataPlaneError> {
         let columns = layout.media.first().map_or(0, Vec::len);
         if columns == 0 || layout.media.iter().any(|c| c.len() != columns) {
             return Err(DataPlaneError::Io {
@@ -181,25 +222,12 @@ impl VolumeIo {
                 });
             }
         }
-        Ok(VolumeIo {
+        Ok(LocalVolumeIo {
             media: media.clone(),
             volume_id: layout.volume_id.clone(),
             size: AtomicU64::new(layout.size),
             slices,
         })
-    }
-
-    pub fn volume_id(&self) -> &str {
-        &self.volume_id
-    }
-
-    pub fn size(&self) -> u64 {
-        self.size.load(Ordering::Acquire)
-    }
-
-    /// After a resize: new readers see the new size; bytes stay where they are.
-    pub fn set_size(&self, size: u64) {
-        self.size.store(size, Ordering::Release);
     }
 
     fn check_range(&self, offset: u64, len: u64) -> io::Result<()> {
@@ -211,8 +239,22 @@ impl VolumeIo {
             )),
         }
     }
+}
 
-    pub fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+impl VolumeIo for LocalVolumeIo {
+    fn volume_id(&self) -> &str {
+        &self.volume_id
+    }
+
+    fn size(&self) -> u64 {
+        self.size.load(Ordering::Acquire)
+    }
+
+    fn set_size(&self, size: u64) {
+        self.size.store(size, Ordering::Release);
+    }
+
+    fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         self.check_range(offset, buf.len() as u64)?;
         for seg in segments(self.slices.len(), offset, buf.len()) {
             let out = &mut buf[seg.buf_offset..seg.buf_offset + seg.len];
@@ -235,7 +277,7 @@ impl VolumeIo {
     }
 
     /// Writes to every copy; `fua` makes the bytes durable before returning.
-    pub fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
+    fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
         self.check_range(offset, data.len() as u64)?;
         for seg in segments(self.slices.len(), offset, data.len()) {
             let bytes = &data[seg.buf_offset..seg.buf_offset + seg.len];
@@ -261,7 +303,7 @@ impl VolumeIo {
     }
 
     /// Deallocates a range on every copy (reads return zeros afterwards).
-    pub fn discard(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
+    fn discard(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
         self.check_range(offset, len)?;
         let len = usize::try_from(len)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "range too large"))?;
@@ -286,7 +328,7 @@ impl VolumeIo {
 
     /// Makes every acknowledged write durable (fsync of the slices written
     /// since the last flush, and of any target being filled).
-    pub fn flush(&self) -> io::Result<()> {
+    fn flush(&self) -> io::Result<()> {
         for column in &self.slices {
             for slice in column {
                 if slice.dirty.swap(false, Ordering::AcqRel) {
@@ -304,6 +346,20 @@ impl VolumeIo {
         Ok(())
     }
 
+    fn move_slice(
+        &self,
+        copy: u32,
+        column: u32,
+        to_medium: &str,
+        options: &CopyOptions,
+        progress: &mut dyn FnMut(u64, u64),
+        commit: &mut dyn FnMut() -> Result<(), String>,
+    ) -> Result<(), DataPlaneError> {
+        self.move_slice_to(copy, column, to_medium, options, progress, commit)
+    }
+}
+
+impl LocalVolumeIo {
     fn slice(&self, copy: u32, column: u32) -> Result<&SliceIo, DataPlaneError> {
         self.slices
             .get(column as usize)
@@ -316,14 +372,11 @@ impl VolumeIo {
             })
     }
 
-    /// Moves one slice to `to_medium` while the volume is in use: copies its
-    /// data (mirroring writes behind the copy cursor), verifies each chunk
-    /// by reading it back, makes the target durable, then — with the slice's
-    /// I/O paused — renames it into place, calls `commit` (which records the
-    /// new placement) and switches the slice's I/O to the target. The source
-    /// file is left for the caller to delete. On any failure the target is
-    /// removed and I/O continues on the source.
-    pub fn move_slice(
+    /// Copies the slice's data (mirroring writes behind the copy cursor),
+    /// verifies each chunk by reading it back, makes the target durable,
+    /// then — with the slice's I/O paused — renames it into place, calls
+    /// `commit` and switches the slice's I/O to the target.
+    fn move_slice_to(
         &self,
         copy: u32,
         column: u32,
@@ -560,7 +613,7 @@ mod tests {
     #[test]
     fn writes_reach_every_copy_and_read_back_across_stripes() {
         let (_d, media, layout) = volume(2, 2, 4);
-        let io = VolumeIo::open(&media, &layout).expect("open");
+        let io = LocalVolumeIo::open(&media, &layout).expect("open");
         let data = pattern(7, (2 * MIB + 4096) as usize);
         io.write(MIB - 2048, &data, false).expect("write");
         io.flush().expect("flush");
@@ -593,7 +646,7 @@ mod tests {
     #[test]
     fn requests_beyond_the_end_are_refused() {
         let (_d, media, layout) = volume(1, 1, 2);
-        let io = VolumeIo::open(&media, &layout).expect("open");
+        let io = LocalVolumeIo::open(&media, &layout).expect("open");
         let mut buf = [0u8; 10];
         assert!(io.read(2 * MIB - 5, &mut buf).is_err());
         assert!(io.write(u64::MAX - 2, &buf, false).is_err());
@@ -603,7 +656,7 @@ mod tests {
     #[test]
     fn discard_reads_back_as_zeros_on_every_copy() {
         let (_d, media, layout) = volume(2, 1, 2);
-        let io = VolumeIo::open(&media, &layout).expect("open");
+        let io = LocalVolumeIo::open(&media, &layout).expect("open");
         io.write(0, &pattern(1, 65536), true).expect("write");
         io.discard(4096, 8192, false).expect("discard");
         let mut back = vec![1u8; 8192];
@@ -614,7 +667,7 @@ mod tests {
     #[test]
     fn growing_the_volume_keeps_every_byte_where_it_was() {
         let (_d, media, mut layout) = volume(1, 2, 2);
-        let io = VolumeIo::open(&media, &layout).expect("open");
+        let io = LocalVolumeIo::open(&media, &layout).expect("open");
         let data = pattern(3, (4 * MIB) as usize);
         io.write(0, &data, false).expect("write");
         for column in 0..2u32 {
@@ -629,7 +682,7 @@ mod tests {
         }
         layout.size = 8 * MIB;
         io.set_size(layout.size);
-        let reopened = VolumeIo::open(&media, &layout).expect("reopen");
+        let reopened = LocalVolumeIo::open(&media, &layout).expect("reopen");
         let mut back = vec![0u8; data.len()];
         reopened.read(0, &mut back).expect("read");
         assert!(back == data);
@@ -641,7 +694,7 @@ mod tests {
     #[test]
     fn a_live_move_keeps_every_write_made_during_the_copy() {
         let (_d, media, layout) = volume(1, 1, 64);
-        let io = Arc::new(VolumeIo::open(&media, &layout).expect("open"));
+        let io = Arc::new(LocalVolumeIo::open(&media, &layout).expect("open"));
         io.write(0, &pattern(9, (16 * MIB) as usize), false)
             .expect("initial data");
         let stop = Arc::new(AtomicBool::new(false));
@@ -700,7 +753,7 @@ mod tests {
     #[test]
     fn a_refused_commit_leaves_io_on_the_source_and_no_target() {
         let (_d, media, layout) = volume(1, 1, 8);
-        let io = VolumeIo::open(&media, &layout).expect("open");
+        let io = LocalVolumeIo::open(&media, &layout).expect("open");
         io.write(0, &pattern(5, 65536), false).expect("write");
         let err = io
             .move_slice(

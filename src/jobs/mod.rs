@@ -1,0 +1,179 @@
+//! Jobs: persisted operations (create, delete, resize, attach, ...) that the
+//! runner executes, and resumes at start when a stop or a crash interrupted
+//! them.
+//!
+//! Every step records its intent in the store before touching media and is
+//! idempotent, so after a crash a job simply runs again from its recorded
+//! steps: a slice copy restarts from the beginning of that slice, a switched
+//! slice only has its source removed. The same property makes retrying a job
+//! after a transient error safe. A job ends `Done` or `Error`, never stays
+//! `Running` once the service is up.
+//!
+//! `mod.rs` wires: the shared `JobContext` and `JobError`; one module per
+//! job kind; `runner` executes them.
+
+mod activity;
+mod attach;
+mod create;
+mod delete;
+mod resize;
+mod retry;
+mod runner;
+mod slice_move;
+#[cfg(test)]
+mod tests;
+
+pub use activity::{VolumeActivity, VolumeQuiet};
+pub use retry::RetryPolicy;
+pub use runner::{JobRunner, RunnerParts, RunnerSettings, JOB_RUNNER};
+
+use crate::clock::Clock;
+use crate::exports::ExportRegistry;
+use std::sync::Arc;
+use svs_dataplane::{DataPlane, DataPlaneError, SliceKey};
+use svs_domain::{MediumState, Slice};
+use svs_store::{Job, JobEnd, Store, StoreError, Volume};
+use thiserror::Error;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+/// Why a job step failed.
+#[derive(Debug, Error)]
+pub(crate) enum JobError {
+    /// Ends the job in Error with this message as its last detail.
+    #[error("{0}")]
+    Failed(String),
+    /// Like `Failed`, but the cause may pass (an interrupted or timed-out
+    /// I/O): the job is tried again before it ends with this message.
+    #[error("{0}")]
+    Transient(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    DataPlane(#[from] DataPlaneError),
+    /// The service is stopping: leave the job as it is for the next start.
+    #[error("service is stopping")]
+    Stopping,
+}
+
+impl JobError {
+    /// Whether running the job again may succeed.
+    pub(crate) fn is_transient(&self) -> bool {
+        match self {
+            JobError::Transient(_) => true,
+            JobError::Store(e) => store_error_is_transient(e),
+            JobError::DataPlane(e) => e.is_transient(),
+            JobError::Failed(_) | JobError::Stopping => false,
+        }
+    }
+
+    /// The error as the job's final message `context: cause`, keeping
+    /// whether it is transient. Store errors and stopping pass unchanged:
+    /// their text is not for clients, or there is no message at all.
+    pub(crate) fn context(self, context: impl std::fmt::Display) -> JobError {
+        match self {
+            JobError::Stopping | JobError::Store(_) => self,
+            e if e.is_transient() => JobError::Transient(format!("{context}: {e}")),
+            e => JobError::Failed(format!("{context}: {e}")),
+        }
+    }
+}
+
+/// Which store errors may pass on their own: a busy or unreachable
+/// database, or a booking refused because another writer took the space
+/// after this job read it (the retry plans again from fresh figures).
+fn store_error_is_transient(e: &StoreError) -> bool {
+    e.is_transient() || matches!(e, StoreError::InsufficientSpace { .. })
+}
+
+/// What every job works with.
+pub(crate) struct JobContext {
+    pub store: Arc<dyn Store>,
+    pub media: Arc<dyn DataPlane>,
+    /// Attached volumes: their shared I/O (live moves go through it).
+    pub exports: Arc<ExportRegistry>,
+    pub clock: Arc<dyn Clock>,
+    /// Bytes per second for slice copies; None = unthrottled.
+    pub rate_limit: Option<u64>,
+    /// Held while reading free space, planning and booking the plan, so two
+    /// jobs never book the same free space.
+    pub allocation: tokio::sync::Mutex<()>,
+    /// The service's stop signal: jobs pause at their next safe point.
+    pub shutdown: CancellationToken,
+}
+
+impl JobContext {
+    fn check_stopping(&self) -> Result<(), JobError> {
+        if self.shutdown.is_cancelled() {
+            Err(JobError::Stopping)
+        } else {
+            Ok(())
+        }
+    }
+
+    async fn media_states(&self) -> Result<Vec<MediumState>, StoreError> {
+        Ok(self
+            .store
+            .media_usage()
+            .await?
+            .into_iter()
+            .map(|u| MediumState {
+                used: u.used(),
+                medium: u.record.medium,
+            })
+            .collect())
+    }
+
+    async fn volume(&self, job: &Job) -> Result<Volume, JobError> {
+        self.store
+            .volume_by_id(&job.object)
+            .await?
+            .ok_or_else(|| JobError::Failed(format!("volume {} no longer exists", job.object)))
+    }
+
+    /// Runs blocking data-plane work off the async workers.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&dyn DataPlane) -> Result<T, DataPlaneError> + Send + 'static,
+    ) -> Result<T, JobError> {
+        let media = Arc::clone(&self.media);
+        match tokio::task::spawn_blocking(move || f(media.as_ref())).await {
+            Ok(r) => r.map_err(|e| match e {
+                DataPlaneError::Cancelled => JobError::Stopping,
+                other => JobError::DataPlane(other),
+            }),
+            Err(e) => Err(JobError::Failed(format!("data plane task failed: {e}"))),
+        }
+    }
+
+    async fn progress(&self, job: &Job, progress: u8, status: &str) -> Result<(), JobError> {
+        self.store
+            .set_job_progress(job.id, progress, status)
+            .await?;
+        Ok(())
+    }
+
+    async fn done(&self, job: &Job, detail: String) -> Result<(), JobError> {
+        info!(detail = %detail, "job done");
+        self.store
+            .finish_job(job.id, &JobEnd::done(detail, self.clock.now_ms()))
+            .await?;
+        Ok(())
+    }
+}
+
+/// Progress after `done` of `total` items, below 100 until the job ends.
+fn step_progress(done: usize, total: usize) -> u8 {
+    u8::try_from(done * 100 / total.max(1))
+        .unwrap_or(100)
+        .min(99)
+}
+
+/// The data plane's name for a slice of a volume.
+pub fn slice_key(volume_id: &str, slice: &Slice) -> SliceKey {
+    SliceKey {
+        volume_id: volume_id.to_string(),
+        copy: slice.copy,
+        column: slice.column,
+    }
+}

@@ -1,0 +1,136 @@
+//! `volume_modify_extend`: plan (in place or with data movement), move the
+//! slices the plan moves, grow every slice, then record the new size.
+
+use super::slice_move::move_slice;
+use super::{slice_key, JobContext, JobError};
+use std::collections::BTreeSet;
+use svs_domain::{
+    column_size, plan_resize, validate_new_size, ResizeRequest, ResizeVolumeArgs, Slice, GIB,
+    MOVEMENT_PLAN_FOUND,
+};
+use svs_store::{Job, JobEnd, ResizeStep, StepState};
+use tracing::{info, warn};
+
+pub(super) async fn resize_volume(
+    ctx: &JobContext,
+    job: &Job,
+    args: &ResizeVolumeArgs,
+) -> Result<(), JobError> {
+    let volume = ctx.volume(job).await?;
+    let new_size = args.size;
+
+    let mut steps = ctx.store.resize_steps(job.id).await?;
+    if steps.is_empty() {
+        // The size the request was checked against may have changed.
+        validate_new_size(volume.size, new_size).map_err(|e| JobError::Failed(e.to_string()))?;
+        let _booking = ctx.allocation.lock().await;
+        let media = ctx.media_states().await?;
+        let slices: Vec<Slice> = ctx
+            .store
+            .volume_slices(&volume.id)
+            .await?
+            .into_iter()
+            .map(|r| r.slice)
+            .collect();
+        let request = ResizeRequest {
+            current_size: volume.size,
+            new_size,
+            slices: &slices,
+            resiliency: volume.resiliency,
+            allow_data_movement: args.allow_data_movement,
+        };
+        let plan = plan_resize(&media, &request).map_err(|e| JobError::Failed(e.to_string()))?;
+        let detail = (!plan.is_in_place()).then_some(MOVEMENT_PLAN_FOUND);
+        ctx.store.save_resize_plan(job.id, &plan, detail).await?;
+        steps = ctx.store.resize_steps(job.id).await?;
+    }
+
+    let moves: Vec<&ResizeStep> = steps.iter().filter(|s| s.to_medium.is_some()).collect();
+    let move_count = moves.len();
+    for (i, step) in moves.iter().enumerate() {
+        ctx.check_stopping()?;
+        if let Err(e) = move_slice(ctx, job, &volume, step, i, move_count).await {
+            if !matches!(e, JobError::Stopping) {
+                discard_unswitched_copies(ctx, &volume.id, job.id).await;
+            }
+            return Err(e);
+        }
+    }
+
+    // Every slice now sits where it stays: grow each to the new size.
+    ctx.progress(job, if move_count > 0 { 95 } else { 50 }, "Growing slices")
+        .await?;
+    let slices = ctx.store.volume_slices(&volume.id).await?;
+    let columns = slices
+        .iter()
+        .map(|r| r.slice.column)
+        .collect::<BTreeSet<_>>()
+        .len();
+    let new_slice_size = column_size(new_size, u32::try_from(columns).unwrap_or(1));
+    for row in &slices {
+        ctx.check_stopping()?;
+        let key = slice_key(&volume.id, &row.slice);
+        let medium = row.slice.medium.clone();
+        let bytes = new_slice_size * GIB;
+        ctx.blocking(move |dp| dp.grow_slice(&medium, &key, bytes))
+            .await?;
+    }
+    let detail = format!(
+        "Volume '{}' resized from {} GiB to {new_size} GiB{}",
+        volume.name,
+        volume.size,
+        if move_count > 0 {
+            format!(" after moving {move_count} slice(s)")
+        } else {
+            " in place".to_string()
+        }
+    );
+    info!(detail = %detail, "job done");
+    ctx.store
+        .complete_resize(
+            job.id,
+            &volume.id,
+            new_size,
+            new_slice_size,
+            &JobEnd::done(detail, ctx.clock.now_ms()),
+        )
+        .await?;
+    ctx.exports.set_size(&volume.id, new_size * GIB);
+    Ok(())
+}
+
+/// After a failed movement: remove any copy on a target that never became
+/// the slice's placement (complete or partial), and the old copy of a slice
+/// that did switch. What this misses (the store was unreachable, say), the
+/// orphaned-copies reconciler removes later.
+async fn discard_unswitched_copies(ctx: &JobContext, volume_id: &str, job_id: i64) {
+    let Ok(current) = ctx.store.resize_steps(job_id).await else {
+        return;
+    };
+    let slices = ctx.store.volume_slices(volume_id).await.unwrap_or_default();
+    for step in current.iter().filter(|s| s.state == StepState::Switched) {
+        // The slice lives on the target; its old copy must not linger.
+        if let Some(row) = slices.iter().find(|r| r.slice.id == step.slice_id) {
+            let (from, key) = (step.from_medium.clone(), slice_key(volume_id, &row.slice));
+            if ctx
+                .blocking(move |dp| dp.delete_slice(&from, &key))
+                .await
+                .is_ok()
+            {
+                let _ = ctx.store.finish_step(step.id).await;
+            }
+        }
+    }
+    for step in current.iter().filter(|s| s.state == StepState::Planned) {
+        let (Some(target), Some(row)) = (
+            step.to_medium.clone(),
+            slices.iter().find(|r| r.slice.id == step.slice_id),
+        ) else {
+            continue;
+        };
+        let key = slice_key(volume_id, &row.slice);
+        if let Err(e) = ctx.blocking(move |dp| dp.delete_slice(&target, &key)).await {
+            warn!(error = %e, "cannot remove an abandoned copy");
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! The runner against a real SQLite store and local media, with media that
+//! fail or hold on command: retries, the bound on concurrent jobs, and what
+//! people see of it.
+
+use super::*;
+use crate::clock::ManualClock;
+use crate::testing::Fixture;
+use crate::workers::{WorkerBoard, WorkerState, WorkerStatus};
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+use svs_dataplane::{CopyOptions, Digest, LocalMedia, StoredSlice, VolumeIo, VolumeLayout};
+use svs_domain::JobState;
+
+/// Local media whose `create_slice` fails with `error` the first `failures`
+/// times, and waits while `held` is set.
+struct TestMedia {
+    local: LocalMedia,
+    failures: AtomicUsize,
+    error: io::ErrorKind,
+    creates: AtomicUsize,
+    held: Mutex<bool>,
+    released: Condvar,
+}
+
+impl TestMedia {
+    fn new(local: LocalMedia, failures: usize, error: io::ErrorKind) -> Arc<TestMedia> {
+        Arc::new(TestMedia {
+            local,
+            failures: AtomicUsize::new(failures),
+            error,
+            creates: AtomicUsize::new(0),
+            held: Mutex::new(false),
+            released: Condvar::new(),
+        })
+    }
+
+    fn hold(&self, held: bool) {
+        *self.held.lock().expect("lock") = held;
+        self.released.notify_all();
+    }
+}
+
+impl DataPlane for TestMedia {
+    fn check_medium(&self, medium: &str) -> Result<(), DataPlaneError> {
+        self.local.check_medium(medium)
+    }
+
+    fn create_slice(
+        &self,
+        medium: &str,
+        slice: &SliceKey,
+        size: u64,
+    ) -> Result<(), DataPlaneError> {
+        self.creates.fetch_add(1, Ordering::SeqCst);
+        let mut held = self.held.lock().expect("lock");
+        while *held {
+            held = self.released.wait(held).expect("lock");
+        }
+        let failing = self
+            .failures
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if failing {
+            return Err(DataPlaneError::Io {
+                medium: medium.to_string(),
+                slice: format!("{}/c{}-k{}", slice.volume_id, slice.copy, slice.column),
+                op: "create",
+                source: io::Error::from(self.error),
+            });
+        }
+        self.local.create_slice(medium, slice, size)
+    }
+
+    fn grow_slice(&self, medium: &str, slice: &SliceKey, size: u64) -> Result<(), DataPlaneError> {
+        self.local.grow_slice(medium, slice, size)
+    }
+
+    fn delete_slice(&self, medium: &str, slice: &SliceKey) -> Result<(), DataPlaneError> {
+        self.local.delete_slice(medium, slice)
+    }
+
+    fn copy_slice(
+        &self,
+        from_medium: &str,
+        to_medium: &str,
+        slice: &SliceKey,
+        options: &CopyOptions,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Digest, DataPlaneError> {
+        self.local
+            .copy_slice(from_medium, to_medium, slice, options, progress)
+    }
+
+    fn delete_partial_copy(&self, medium: &str, slice: &SliceKey) -> Result<(), DataPlaneError> {
+        self.local.delete_partial_copy(medium, slice)
+    }
+
+    fn stored_slices(&self, medium: &str) -> Result<Vec<StoredSlice>, DataPlaneError> {
+        self.local.stored_slices(medium)
+    }
+
+    fn open_volume(&self, layout: &VolumeLayout) -> Result<Arc<dyn VolumeIo>, DataPlaneError> {
+        self.local.open_volume(layout)
+    }
+}
+
+struct Harness {
+    fixture: Fixture,
+    media: Arc<TestMedia>,
+    board: Arc<WorkerBoard>,
+    runner: Arc<JobRunner>,
+    shutdown: CancellationToken,
+}
+
+impl Harness {
+    async fn new(failures: usize, error: io::ErrorKind, max_concurrent_jobs: usize) -> Harness {
+        let fixture = Fixture::new().await;
+        let media = TestMedia::new(fixture.local.clone(), failures, error);
+        let board = Arc::new(WorkerBoard::default());
+        let shutdown = CancellationToken::new();
+        let runner = JobRunner::new(
+            RunnerParts {
+                store: Arc::clone(&fixture.store),
+                media: media.clone(),
+                exports: Arc::new(ExportRegistry::new(media.clone())),
+                clock: Arc::new(ManualClock::new(1_000_000)),
+                board: Arc::clone(&board),
+                activity: Arc::new(VolumeActivity::default()),
+                shutdown: shutdown.clone(),
+            },
+            RunnerSettings {
+                max_concurrent_jobs,
+                retry: RetryPolicy {
+                    retries: 2,
+                    max_delay: Duration::from_millis(5),
+                },
+                rate_limit: None,
+            },
+        );
+        Harness {
+            fixture,
+            media,
+            board,
+            runner,
+            shutdown,
+        }
+    }
+
+    fn runner_status(&self) -> WorkerStatus {
+        self.board.statuses().remove(0)
+    }
+
+    async fn wait_for(&self, what: &str, done: impl Fn(&WorkerStatus) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done(&self.runner_status()) {
+            assert!(
+                Instant::now() < deadline,
+                "{what}: {:?}",
+                self.runner_status()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Waits until `n` slice creations have begun (held ones included).
+    async fn creating(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.media.creates.load(Ordering::SeqCst) < n {
+            assert!(Instant::now() < deadline, "no slice creation began");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    async fn finished(&self, job_id: i64) -> Job {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let job = self
+                .fixture
+                .store
+                .job_by_id(job_id)
+                .await
+                .expect("store")
+                .expect("job");
+            if job.state.is_finished() {
+                return job;
+            }
+            assert!(Instant::now() < deadline, "job did not end: {job:?}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_job_that_hits_a_transient_error_is_tried_again_and_ends_done() {
+    let h = Harness::new(2, io::ErrorKind::Interrupted, 4).await;
+    let job = h.fixture.create_volume("vol-1", "v", 1).await;
+    h.runner.submit(job);
+    let job = h.finished(job).await;
+    assert_eq!(job.state, JobState::Done, "{job:?}");
+    assert_eq!(h.media.creates.load(Ordering::SeqCst), 3);
+    assert!(
+        h.fixture.slice_file("m1", "vol-1").exists()
+            || h.fixture.slice_file("m2", "vol-1").exists()
+    );
+    h.wait_for("the job is counted out", |s| s.jobs_running == 0)
+        .await;
+    let status = h.runner_status();
+    assert_eq!((status.errors, status.consecutive_errors), (2, 0));
+    assert_eq!(
+        status.last_error.as_deref(),
+        Some(
+            format!(
+                "job {} (volume_create): transient error; retry 2 of 2 in 0.0s",
+                job.id
+            )
+            .as_str()
+        )
+    );
+    assert_eq!(status.state, WorkerState::Idle);
+}
+
+#[tokio::test]
+async fn a_lasting_transient_error_ends_the_job_in_error_after_the_last_retry() {
+    let h = Harness::new(100, io::ErrorKind::TimedOut, 4).await;
+    let job = h.fixture.create_volume("vol-1", "v", 1).await;
+    h.runner.submit(job);
+    let job = h.finished(job).await;
+    assert_eq!(job.state, JobState::Error, "{job:?}");
+    assert_eq!(
+        h.media.creates.load(Ordering::SeqCst),
+        3,
+        "one try and two retries"
+    );
+    let reason = job.details.last().cloned().unwrap_or_default();
+    assert!(
+        reason.starts_with("Could not create volume 'v': "),
+        "{reason}"
+    );
+    // A volume whose creation failed is not kept.
+    assert!(h
+        .fixture
+        .store
+        .volume_by_id("vol-1")
+        .await
+        .expect("store")
+        .is_none());
+    h.wait_for("the job is counted out", |s| s.jobs_running == 0)
+        .await;
+    let status = h.runner_status();
+    assert_eq!((status.errors, status.consecutive_errors), (3, 3));
+    assert_eq!(
+        status.last_error,
+        Some(format!("job {} (volume_create) ended in Error", job.id))
+    );
+}
+
+#[tokio::test]
+async fn a_permanent_error_ends_the_job_at_once() {
+    let h = Harness::new(1, io::ErrorKind::PermissionDenied, 4).await;
+    let job = h.fixture.create_volume("vol-1", "v", 1).await;
+    h.runner.submit(job);
+    let job = h.finished(job).await;
+    assert_eq!(job.state, JobState::Error, "{job:?}");
+    assert_eq!(h.media.creates.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn jobs_beyond_the_bound_wait_for_a_free_slot() {
+    let h = Harness::new(0, io::ErrorKind::Other, 1).await;
+    h.media.hold(true);
+    let first = h.fixture.create_volume("vol-1", "v1", 1).await;
+    let second = h.fixture.create_volume("vol-2", "v2", 1).await;
+    h.runner.submit(first);
+    h.creating(1).await;
+    h.runner.submit(second);
+    h.wait_for("the second job waits", |s| s.jobs_queued == 1)
+        .await;
+    let status = h.runner_status();
+    assert_eq!(
+        (status.jobs_running, status.state),
+        (1, WorkerState::Throttled)
+    );
+    assert_eq!(
+        h.media.creates.load(Ordering::SeqCst),
+        1,
+        "one create at a time"
+    );
+    let pending = h
+        .fixture
+        .store
+        .job_by_id(second)
+        .await
+        .expect("store")
+        .expect("job");
+    assert_eq!(pending.state, JobState::Pending);
+
+    h.media.hold(false);
+    assert_eq!(h.finished(first).await.state, JobState::Done);
+    assert_eq!(h.finished(second).await.state, JobState::Done);
+    h.wait_for("the runner is idle", |s| s.state == WorkerState::Idle)
+        .await;
+}
+
+#[tokio::test]
+async fn a_stop_leaves_queued_jobs_pending_for_the_next_start() {
+    let h = Harness::new(0, io::ErrorKind::Other, 1).await;
+    h.media.hold(true);
+    let first = h.fixture.create_volume("vol-1", "v1", 1).await;
+    let second = h.fixture.create_volume("vol-2", "v2", 1).await;
+    h.runner.submit(first);
+    h.creating(1).await;
+    h.runner.submit(second);
+    h.wait_for("the second job waits", |s| s.jobs_queued == 1)
+        .await;
+
+    h.shutdown.cancel();
+    h.wait_for("the queued job leaves", |s| s.jobs_queued == 0)
+        .await;
+    h.media.hold(false);
+    h.runner.wait_until_stopped().await;
+    let pending = h
+        .fixture
+        .store
+        .job_by_id(second)
+        .await
+        .expect("store")
+        .expect("job");
+    assert_eq!(pending.state, JobState::Pending, "{pending:?}");
+    assert_eq!(h.runner_status().state, WorkerState::Done);
+    // Nothing new starts once stopping.
+    h.runner.submit(second);
+    h.runner.wait_until_stopped().await;
+    assert_eq!(h.media.creates.load(Ordering::SeqCst), 1);
+}

@@ -1,0 +1,272 @@
+//! Unit tests of the pollers (on a paused clock) and of each reconciler
+//! (against a real SQLite store and local media in a temporary directory).
+
+use super::*;
+use crate::clock::ManualClock;
+use crate::exports::ExportRegistry;
+use crate::jobs::VolumeActivity;
+use crate::testing::Fixture;
+use crate::workers::{WorkerBoard, WorkerState};
+use async_trait::async_trait;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use svs_dataplane::{DataPlane, SliceKey};
+use svs_domain::{AttachmentArgs, JobSpec, ResizeVolumeArgs, SlicePlacement, VolumeState, GIB};
+use svs_store::{JobEnd, NewAttachment};
+use tokio_util::sync::CancellationToken;
+
+const VOLUME: &str = "vol-1";
+const EXPORT: &str = "export-1";
+
+/// A 1 GiB volume whose one slice is on m1 (its file created), attached
+/// to node n1, and the reconcilers' surroundings.
+struct Attached {
+    base: Fixture,
+    exports: Arc<ExportRegistry>,
+    activity: Arc<VolumeActivity>,
+}
+
+fn done() -> JobEnd {
+    JobEnd::done("done".into(), 3)
+}
+
+impl Attached {
+    async fn new() -> Attached {
+        let base = Fixture::new().await;
+        let job = base.create_volume(VOLUME, "v", 1).await;
+        base.store
+            .place_slices(
+                VOLUME,
+                &[SlicePlacement {
+                    copy: 0,
+                    column: 0,
+                    medium: "m1".into(),
+                    size: 1,
+                }],
+            )
+            .await
+            .expect("slices");
+        base.local
+            .create_slice("m1", &slice(), GIB)
+            .expect("slice file");
+        base.store.finish_job(job, &done()).await.expect("done");
+        let attach = JobSpec::AttachmentCreate(AttachmentArgs {
+            node: "n1".into(),
+            readonly: false,
+            mountpoint: String::new(),
+        });
+        let job = base
+            .store
+            .create_attachment(
+                &NewAttachment {
+                    volume_id: VOLUME.into(),
+                    node: "n1".into(),
+                    tenant_id: base.user.tenant_id,
+                    readonly: false,
+                    mountpoint: String::new(),
+                    export_name: EXPORT.into(),
+                    now_ms: 1,
+                },
+                &base.new_job(attach, VOLUME),
+            )
+            .await
+            .expect("attachment");
+        base.store
+            .set_attachment_state(VOLUME, "n1", "Attached")
+            .await
+            .expect("attached");
+        base.store.finish_job(job, &done()).await.expect("done");
+        Attached {
+            exports: Arc::new(ExportRegistry::new(base.media())),
+            activity: Arc::new(VolumeActivity::default()),
+            base,
+        }
+    }
+
+    fn exports_reconciler(&self) -> ExportsReconciler {
+        ExportsReconciler {
+            store: Arc::clone(&self.base.store),
+            exports: Arc::clone(&self.exports),
+            activity: Arc::clone(&self.activity),
+            period: Duration::from_secs(60),
+        }
+    }
+
+    fn orphaned_copies(&self) -> OrphanedCopies {
+        OrphanedCopies {
+            store: Arc::clone(&self.base.store),
+            media: self.base.media(),
+            activity: Arc::clone(&self.activity),
+            period: Duration::from_secs(60),
+        }
+    }
+
+    fn slice_file(&self, medium: &str) -> PathBuf {
+        self.base.slice_file(medium, VOLUME)
+    }
+}
+
+fn slice() -> SliceKey {
+    SliceKey {
+        volume_id: VOLUME.into(),
+        copy: 0,
+        column: 0,
+    }
+}
+
+fn partial(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".partial");
+    PathBuf::from(name)
+}
+
+fn plant(path: &Path) {
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("dir");
+    std::fs::write(path, b"left behind").expect("planted");
+}
+
+#[tokio::test]
+async fn attached_volumes_are_exported_once_and_a_second_pass_changes_nothing() {
+    let f = Attached::new().await;
+    let reconciler = f.exports_reconciler();
+    assert!(!f.exports.is_exported(EXPORT));
+    assert_eq!(reconciler.reconcile().await.expect("pass"), 1);
+    assert!(f.exports.is_exported(EXPORT));
+    assert!(f.exports.volume_io(VOLUME).is_some());
+    assert_eq!(reconciler.reconcile().await.expect("pass"), 0);
+}
+
+#[tokio::test]
+async fn exports_of_a_volume_a_job_works_on_are_left_to_the_job() {
+    let f = Attached::new().await;
+    let reconciler = f.exports_reconciler();
+    let busy = f.activity.job_started(VOLUME).await;
+    assert_eq!(reconciler.reconcile().await.expect("pass"), 0);
+    assert!(!f.exports.is_exported(EXPORT));
+    drop(busy);
+    // A detach that ended meanwhile: nothing to export any more.
+    f.base
+        .store
+        .delete_attachment(VOLUME, "n1")
+        .await
+        .expect("detached");
+    assert_eq!(reconciler.reconcile().await.expect("pass"), 0);
+    assert!(!f.exports.is_exported(EXPORT));
+}
+
+#[tokio::test]
+async fn orphaned_copies_go_and_the_placed_slice_stays() {
+    let f = Attached::new().await;
+    let placed = f.slice_file("m1");
+    let stale = f.slice_file("m2");
+    plant(&stale);
+    plant(&partial(&stale));
+    plant(&partial(&placed));
+    assert_eq!(f.orphaned_copies().reconcile().await.expect("pass"), 3);
+    assert!(placed.exists());
+    for gone in [stale.clone(), partial(&stale), partial(&placed)] {
+        assert!(!gone.exists(), "{} is left", gone.display());
+    }
+    assert_eq!(f.orphaned_copies().reconcile().await.expect("pass"), 0);
+}
+
+#[tokio::test]
+async fn copies_of_a_volume_with_a_job_running_or_unfinished_are_left_alone() {
+    let f = Attached::new().await;
+    let target = partial(&f.slice_file("m2"));
+    plant(&target);
+    // A job running here holds the volume.
+    let busy = f.activity.job_started(VOLUME).await;
+    assert_eq!(f.orphaned_copies().reconcile().await.expect("pass"), 0);
+    assert!(target.exists());
+    drop(busy);
+    // A job the store has not finished (paused by a stop, not resumed yet).
+    let resize = JobSpec::VolumeModifyExtend(ResizeVolumeArgs {
+        size: 2,
+        allow_data_movement: true,
+        from_size: 1,
+    });
+    let job = f
+        .base
+        .store
+        .start_volume_job(
+            VOLUME,
+            VolumeState::Resizing,
+            &f.base.new_job(resize, VOLUME),
+        )
+        .await
+        .expect("job");
+    assert_eq!(f.orphaned_copies().reconcile().await.expect("pass"), 0);
+    assert!(target.exists());
+    f.base
+        .store
+        .finish_job(job, &JobEnd::error("failed".into(), 4))
+        .await
+        .expect("ended");
+    assert_eq!(f.orphaned_copies().reconcile().await.expect("pass"), 1);
+    assert!(!target.exists());
+}
+
+/// Fails every other pass.
+struct Flaky {
+    passes: AtomicUsize,
+}
+
+#[async_trait]
+impl Reconciler for Flaky {
+    fn name(&self) -> &'static str {
+        "flaky"
+    }
+
+    fn period(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+
+    async fn reconcile(&self) -> Result<usize, ReconcileError> {
+        match self.passes.fetch_add(1, Ordering::SeqCst) % 2 {
+            0 => Err(ReconcileError::Incomplete(1)),
+            _ => Ok(1),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reconciler_polls_on_its_timer_keeps_going_after_errors_and_stops_with_the_token() {
+    let board = WorkerBoard::default();
+    let flaky = Arc::new(Flaky {
+        passes: AtomicUsize::new(0),
+    });
+    let reconcilers = Reconcilers::new(
+        &board,
+        Arc::new(ManualClock::new(1_000)),
+        vec![flaky.clone()],
+    );
+    reconcilers.run_once().await;
+    let status = &board.statuses()[0];
+    assert_eq!((status.errors, status.consecutive_errors), (1, 1));
+    assert_eq!(status.state, WorkerState::Idle);
+    assert_eq!(status.period_secs, Some(30));
+    assert_eq!(
+        status.last_error.as_deref(),
+        Some("1 repair(s) failed; see the service log")
+    );
+
+    let shutdown = CancellationToken::new();
+    let handle = reconcilers.spawn(shutdown.clone());
+    tokio::time::sleep(Duration::from_secs(29)).await;
+    assert_eq!(
+        flaky.passes.load(Ordering::SeqCst),
+        1,
+        "not before its period"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(flaky.passes.load(Ordering::SeqCst), 2);
+    assert_eq!(board.statuses()[0].consecutive_errors, 0);
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(flaky.passes.load(Ordering::SeqCst), 3);
+    assert_eq!(board.statuses()[0].errors, 2);
+
+    shutdown.cancel();
+    handle.await.expect("pollers end");
+    assert_eq!(board.statuses()[0].state, WorkerState::Done);
+}

@@ -1,0 +1,132 @@
+//! Test fixtures shared by unit tests: a SQLite store and local media in a
+//! temporary directory, with a tenant, a user and a policy.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use svs_dataplane::{DataPlane, LocalMedia};
+use svs_domain::{CreateVolumeArgs, JobSpec, Medium, Resiliency, VolumeType};
+use svs_store::{MediumRecord, NewJob, NewUser, NewVolume, PolicyWrite, SqliteStore, Store, User};
+
+/// Media `m1` and `m2` (20 GiB each, on nodes and zones of their own), a
+/// user, and a policy `p` with no resiliency.
+pub struct Fixture {
+    _dir: tempfile::TempDir,
+    pub root: PathBuf,
+    pub store: Arc<dyn Store>,
+    pub local: LocalMedia,
+    pub user: User,
+    policy_id: i64,
+}
+
+pub const MEDIA: [&str; 2] = ["m1", "m2"];
+
+impl Fixture {
+    pub async fn new() -> Fixture {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().to_path_buf();
+        let sqlite = SqliteStore::open(&root.join("svs.db"))
+            .await
+            .expect("store opens");
+        let records: Vec<MediumRecord> = MEDIA
+            .into_iter()
+            .map(|id| MediumRecord {
+                medium: Medium {
+                    id: id.into(),
+                    node: format!("node-{id}"),
+                    zone: format!("zone-{id}"),
+                    size: 20,
+                },
+                directory: root.join(id).display().to_string(),
+            })
+            .collect();
+        let store: Arc<dyn Store> = Arc::new(sqlite);
+        store.sync_media(&records).await.expect("media");
+        let local = LocalMedia::new(MEDIA.map(|id| (id.to_string(), root.join(id))));
+        let user = store
+            .create_user(&NewUser {
+                tenant: "t".into(),
+                email: "u@example.com".into(),
+                name: "u".into(),
+                password_hash: "x".into(),
+                is_admin: true,
+                now_ms: 1,
+            })
+            .await
+            .expect("user");
+        let policy = store
+            .create_policy(
+                user.tenant_id,
+                &PolicyWrite {
+                    name: "p".into(),
+                    resiliency: Resiliency {
+                        media: 0,
+                        node: 0,
+                        zone: 0,
+                    },
+                    attributes: Default::default(),
+                    by_name: "u".into(),
+                    by_email: "u@example.com".into(),
+                    now_ms: 1,
+                },
+            )
+            .await
+            .expect("policy");
+        Fixture {
+            _dir: dir,
+            root,
+            store,
+            local,
+            user,
+            policy_id: policy.id,
+        }
+    }
+
+    pub fn media(&self) -> Arc<dyn DataPlane> {
+        Arc::new(self.local.clone())
+    }
+
+    pub fn new_job(&self, spec: JobSpec, object: &str) -> NewJob {
+        NewJob {
+            tenant_id: self.user.tenant_id,
+            spec,
+            object: object.into(),
+            user_id: self.user.id,
+            username: self.user.name.clone(),
+            useremail: self.user.email.clone(),
+            now_ms: 2,
+        }
+    }
+
+    /// A volume `name` (id `volume_id`) of `size` GiB, state Creating, and
+    /// its Pending `volume_create` job; returns the job id.
+    pub async fn create_volume(&self, volume_id: &str, name: &str, size: u64) -> i64 {
+        let spec = JobSpec::VolumeCreate(CreateVolumeArgs {
+            name: name.into(),
+            size,
+            policy: "p".into(),
+            kind: VolumeType::Block,
+        });
+        self.store
+            .create_volume(
+                &NewVolume {
+                    id: volume_id.into(),
+                    tenant_id: self.user.tenant_id,
+                    name: name.into(),
+                    kind: VolumeType::Block,
+                    size,
+                    policy_id: self.policy_id,
+                    zone: None,
+                    attributes: Default::default(),
+                    now_ms: 1,
+                },
+                &self.new_job(spec, volume_id),
+            )
+            .await
+            .expect("volume")
+    }
+
+    /// The file of a slice (copy 0, column 0) of a volume on a medium.
+    pub fn slice_file(&self, medium: &str, volume_id: &str) -> PathBuf {
+        self.root.join(medium).join(volume_id).join("c0-k0.slice")
+    }
+}

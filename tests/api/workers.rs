@@ -1,0 +1,219 @@
+//! `GET /workers`: the job runner and the reconcilers, as people see them.
+
+use crate::harness::*;
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+const JOB_RUNNER: &str = "jobs";
+const RECONCILERS: [&str; 2] = ["reconcile-exports", "reconcile-orphaned-copies"];
+
+async fn workers(app: &TestApp) -> Vec<Value> {
+    let (status, body) = app.get("/workers").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body.as_array().cloned().expect("a JSON array")
+}
+
+/// The job runner once it has no job running (it counts a job out just
+/// after the job's end is recorded).
+async fn idle_runner(app: &TestApp) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let list = workers(app).await;
+        let runner = worker(&list, JOB_RUNNER).clone();
+        if runner["jobs_running"] == 0 {
+            return runner;
+        }
+        assert!(Instant::now() < deadline, "the runner stays busy: {runner}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn worker<'a>(workers: &'a [Value], name: &str) -> &'a Value {
+    workers
+        .iter()
+        .find(|w| w["name"] == name)
+        .unwrap_or_else(|| panic!("no worker {name}: {workers:?}"))
+}
+
+#[tokio::test]
+async fn workers_need_a_signed_in_caller() {
+    let app = TestApp::start().await;
+    let (status, body) = app.request(None, Method::GET, "/workers", None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert!(body["message"].is_string(), "{body}");
+}
+
+#[tokio::test]
+async fn workers_list_the_job_runner_and_each_reconciler_with_their_state() {
+    let app = TestApp::start().await;
+    let list = workers(&app).await;
+    let names: Vec<&str> = list.iter().filter_map(|w| w["name"].as_str()).collect();
+    assert_eq!(names, [JOB_RUNNER, RECONCILERS[0], RECONCILERS[1]]);
+    for w in &list {
+        for field in [
+            "jobs_running",
+            "jobs_queued",
+            "jobs_retrying",
+            "errors",
+            "consecutive_errors",
+        ] {
+            assert!(w[field].is_u64(), "{field} of {w}");
+        }
+        assert!(
+            ["Busy", "Throttled", "Idle", "Done"].contains(&w["state"].as_str().unwrap_or("")),
+            "{w}"
+        );
+        assert!(w.get("last_error").is_some(), "{w}");
+    }
+    let runner = worker(&list, JOB_RUNNER);
+    assert_eq!(runner["state"], "Idle", "{runner}");
+    assert_eq!(runner["max_concurrent_jobs"], 16);
+    assert_eq!(runner["errors"], 0);
+    assert!(runner["last_error"].is_null());
+    for name in RECONCILERS {
+        let r = worker(&list, name);
+        assert_eq!(r["period_secs"], 60, "{r}");
+        // Their first pass ran at start, before jobs resumed.
+        assert!(r["last_success_time"].is_string(), "{r}");
+        assert_eq!(r["errors"], 0, "{r}");
+    }
+}
+
+/// A 15 GiB mirrored volume "data" with 16 MiB of data on each copy, on m1
+/// and m2, and a resize to 18 GiB under way that moves copy 1 from m2
+/// (16 GiB) to m3 at 4 MiB/s: about 4 s. Returns the resize's job id.
+pub async fn start_slow_movement(app: &TestApp) -> String {
+    app.create_policy("none", 0, 0, 0).await;
+    app.create_policy("mirror", 1, 1, 0).await;
+    // The filler takes m3 so that "data" is placed on m1 and m2.
+    let (_, job) = app.create_volume("filler", 20, "none").await;
+    assert_eq!(job["state"], "Done", "{job}");
+    let (id, job) = app.create_volume("data", 15, "mirror").await;
+    assert_eq!(job["state"], "Done", "{job}");
+    let (status, body) = app.delete("/volumes/filler").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    app.wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    for slice in app.slices("data").await {
+        let path = app.slice_file(&id, &slice);
+        for i in 0..16u64 {
+            write_at(&path, i << 20, &pattern(i, 1 << 20));
+        }
+    }
+    let (status, body) = app
+        .patch(
+            "/volumes/data",
+            json!({"size": 18, "allowdatamovement": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body["JobID"].as_str().unwrap_or_default().to_string()
+}
+
+/// Restarts the service with `setting` (a top-level TOML line) added to
+/// its configuration.
+pub fn restart_with_setting(app: &mut TestApp, setting: &str) {
+    app.stop();
+    let config = std::fs::read_to_string(app.config_path()).expect("config read");
+    // Top-level keys go before the [[media]] tables.
+    std::fs::write(app.config_path(), format!("{setting}\n{config}")).expect("config written");
+    app.launch().expect("restarts");
+}
+
+pub fn movement_topology() -> TestConfig {
+    TestConfig {
+        media: vec![
+            medium("m1", "n1", "z1", 20),
+            medium("m2", "n2", "z2", 16),
+            medium("m3", "n3", "z3", 30),
+        ],
+        movement_rate: "4 MiB".into(),
+        ..TestConfig::default()
+    }
+}
+
+#[tokio::test]
+async fn a_running_job_shows_up_on_the_job_runner_and_a_failed_one_counts_as_an_error() {
+    let app = TestApp::start_with(movement_topology()).await;
+    let job_id = start_slow_movement(&app).await;
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let runner = loop {
+        let list = workers(&app).await;
+        let runner = worker(&list, JOB_RUNNER).clone();
+        if runner["jobs_running"] == 1 {
+            break runner;
+        }
+        assert!(Instant::now() < deadline, "the job never showed: {runner}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(runner["state"], "Busy", "{runner}");
+    assert_eq!(runner["jobs_queued"], 0, "{runner}");
+
+    let job = app.wait_job(&job_id).await;
+    assert_eq!(job["state"], "Done", "{job}");
+    let runner = idle_runner(&app).await;
+    assert_eq!(runner["state"], "Idle", "{runner}");
+    assert_eq!(runner["errors"], 0, "{runner}");
+
+    // m1 has no room for 21 GiB: the job fails, and counts, without details.
+    let (status, body) = app
+        .patch(
+            "/volumes/data",
+            json!({"size": 21, "allowdatamovement": false}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let failed = body["JobID"].as_str().unwrap_or_default().to_string();
+    assert_eq!(app.wait_job(&failed).await["state"], "Error");
+    let runner = idle_runner(&app).await;
+    assert_eq!(
+        (&runner["errors"], &runner["consecutive_errors"]),
+        (&json!(1), &json!(1)),
+        "{runner}"
+    );
+    assert_eq!(
+        runner["last_error"],
+        format!("job {failed} (volume_modify_extend) ended in Error")
+    );
+    assert!(runner["last_error_time"].is_string(), "{runner}");
+}
+
+#[tokio::test]
+async fn with_one_slot_a_job_waits_for_the_running_one_and_the_runner_shows_it_throttled() {
+    let mut app = TestApp::start_with(movement_topology()).await;
+    restart_with_setting(&mut app, "max_concurrent_jobs = 1");
+    let movement = start_slow_movement(&app).await;
+    let (status, body) = app
+        .post(
+            "/volumes",
+            json!({"name": "small", "type": "block", "size": 1, "policy": "none"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let create = body["JobID"].as_str().unwrap_or_default().to_string();
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let runner = loop {
+        let list = workers(&app).await;
+        let runner = worker(&list, JOB_RUNNER).clone();
+        if runner["jobs_queued"] == 1 {
+            break runner;
+        }
+        assert!(Instant::now() < deadline, "the job never queued: {runner}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(runner["max_concurrent_jobs"], 1, "{runner}");
+    assert_eq!(runner["jobs_running"], 1, "{runner}");
+    assert_eq!(runner["state"], "Throttled", "{runner}");
+    let (_, job) = app.get(&format!("/jobs/{create}")).await;
+    assert_eq!(job["state"], "Pending", "{job}");
+
+    let moved = app.wait_job(&movement).await;
+    assert_eq!(moved["state"], "Done", "{moved}");
+    let created = app.wait_job(&create).await;
+    assert_eq!(created["state"], "Done", "{created}");
+    let runner = idle_runner(&app).await;
+    assert_eq!(runner["jobs_queued"], 0, "{runner}");
+}
