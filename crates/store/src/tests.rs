@@ -28,7 +28,7 @@ mod cached_sqlite {
 
 #[tokio::test]
 async fn the_cache_serves_volumes_until_a_change_goes_through_it() {
-    use crate::contract::{new_job, resize_spec, volume_on_m1};
+    use crate::contract::{start_resize, volume_on_m1};
     use crate::prelude::*;
     use svs_domain::VolumeState;
 
@@ -46,15 +46,7 @@ async fn the_cache_serves_volumes_until_a_change_goes_through_it() {
     assert_eq!(read().await, VolumeState::Ready);
     // A change made around the wrapper is not seen: that is why it is for a
     // single process, whose every change goes through it.
-    let job_id = cached
-        .inner()
-        .start_volume_job(
-            &volume,
-            VolumeState::Resizing,
-            &new_job(&user, resize_spec(false), &volume),
-        )
-        .await
-        .expect("job");
+    let job_id = start_resize(cached.inner(), &user, &volume, false).await;
     assert_eq!(read().await, VolumeState::Ready, "served from the cache");
     cached
         .set_job_progress(job_id, 1, "Growing slices")
@@ -65,7 +57,7 @@ async fn the_cache_serves_volumes_until_a_change_goes_through_it() {
 
 #[tokio::test]
 async fn two_stores_on_one_file_never_both_book_the_same_space() {
-    use crate::contract::{add_volume, media_states, volume_on_m1};
+    use crate::contract::{add_volume, media_states, policy_p, volume_on_m1};
     use crate::prelude::*;
     use crate::StoreError;
     use svs_domain::{place_volume, PlacementRequest, Resiliency};
@@ -76,11 +68,7 @@ async fn two_stores_on_one_file_never_both_book_the_same_space() {
         .await
         .expect("second store opens");
     let (user, _, _) = volume_on_m1(&first).await;
-    let policy = first
-        .get_policy(user.tenant_id, "p")
-        .await
-        .expect("read")
-        .expect("policy");
+    let policy = policy_p(&first, &user).await;
     add_volume(&first, &user, policy.id, "vol-a", "a", 15).await;
     add_volume(&first, &user, policy.id, "vol-b", "b", 15).await;
     let stale = media_states(&first).await;

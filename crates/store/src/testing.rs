@@ -1,0 +1,54 @@
+//! Test data shared by this crate's behaviour suite and the tests of the
+//! crates above it (feature `testing`): a tenant with its user and policy,
+//! and the jobs that user starts.
+
+use crate::{NewJob, NewUser, Policy, PolicyWrite, Store, User};
+use svs_domain::{JobSpec, Resiliency};
+
+/// Tenant `t`, its admin user `u` (u@example.com) and its policy `p` (no
+/// resiliency), all created at 1 ms.
+pub async fn user_and_policy(store: &dyn Store) -> (User, Policy) {
+    let user = store
+        .create_user(&NewUser {
+            tenant: "t".into(),
+            email: "u@example.com".into(),
+            name: "u".into(),
+            password_hash: "x".into(),
+            is_admin: true,
+            now_ms: 1,
+        })
+        .await
+        .expect("user");
+    let policy = store
+        .create_policy(
+            user.tenant_id,
+            &PolicyWrite {
+                name: "p".into(),
+                resiliency: Resiliency {
+                    media: 0,
+                    node: 0,
+                    zone: 0,
+                },
+                attributes: Default::default(),
+                by_name: "u".into(),
+                by_email: "u@example.com".into(),
+                now_ms: 1,
+            },
+        )
+        .await
+        .expect("policy");
+    (user, policy)
+}
+
+/// A job `user` starts at 2 ms on `object`.
+pub fn new_job(user: &User, spec: JobSpec, object: &str) -> NewJob {
+    NewJob {
+        tenant_id: user.tenant_id,
+        spec,
+        object: object.into(),
+        user_id: user.id,
+        username: user.name.clone(),
+        useremail: user.email.clone(),
+        now_ms: 2,
+    }
+}
