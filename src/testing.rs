@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use svs_dataplane::{DataPlane, LocalMedia};
 use svs_domain::{CreateVolumeArgs, JobSpec, Medium, VolumeType};
-use svs_store::{testing, MediumRecord, NewJob, NewVolume, SqliteStore, Store, User};
+use svs_store::{testing, MediumRecord, NewJob, NewVolume, Store, User};
 
 /// Media `m1` and `m2` (20 GiB each, on nodes and zones of their own), a
 /// user, and a policy `p` with no resiliency.
@@ -22,11 +22,8 @@ pub const MEDIA: [&str; 2] = ["m1", "m2"];
 
 impl Fixture {
     pub async fn new() -> Fixture {
-        let dir = tempfile::tempdir().expect("temp dir");
+        let (dir, sqlite) = testing::temp_sqlite().await;
         let root = dir.path().to_path_buf();
-        let sqlite = SqliteStore::open(&root.join("svs.db"))
-            .await
-            .expect("store opens");
         let records: Vec<MediumRecord> = MEDIA
             .into_iter()
             .map(|id| MediumRecord {

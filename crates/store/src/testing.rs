@@ -1,9 +1,23 @@
 //! Test data shared by this crate's behaviour suite and the tests of the
-//! crates above it (feature `testing`): a tenant with its user and policy,
-//! and the jobs that user starts.
+//! crates above it (feature `testing`): a fresh SQLite store, a tenant with
+//! its user and policy, and the jobs that user starts.
 
-use crate::{NewJob, NewUser, Policy, PolicyWrite, Store, User};
+use crate::{NewJob, NewUser, Policy, PolicyWrite, SqliteStore, Store, User};
 use svs_domain::{JobSpec, Resiliency};
+use tempfile::TempDir;
+
+/// The database file of `temp_sqlite`, in its directory.
+pub const DB_FILE: &str = "svs.db";
+
+/// An empty SQLite store in a new temporary directory, which lives as long
+/// as the returned guard.
+pub async fn temp_sqlite() -> (TempDir, SqliteStore) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = SqliteStore::open(&dir.path().join(DB_FILE))
+        .await
+        .expect("store opens");
+    (dir, store)
+}
 
 /// Tenant `t`, its admin user `u` (u@example.com) and its policy `p` (no
 /// resiliency), all created at 1 ms.

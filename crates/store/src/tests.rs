@@ -1,17 +1,10 @@
 //! The behaviour suite (`contract.rs`) run on every store this crate has.
 
+use crate::testing::{temp_sqlite, DB_FILE};
 use crate::{CachedStore, SqliteStore};
 
-async fn open_sqlite() -> (tempfile::TempDir, SqliteStore) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store = SqliteStore::open(&dir.path().join("svs.db"))
-        .await
-        .expect("store opens");
-    (dir, store)
-}
-
 mod sqlite {
-    use super::open_sqlite as open;
+    use crate::testing::temp_sqlite as open;
     store_contract_tests!(open);
 }
 
@@ -19,7 +12,7 @@ mod cached_sqlite {
     use crate::{CachedStore, SqliteStore};
 
     async fn open() -> (tempfile::TempDir, CachedStore<SqliteStore>) {
-        let (dir, store) = super::open_sqlite().await;
+        let (dir, store) = super::temp_sqlite().await;
         (dir, CachedStore::new(store))
     }
 
@@ -32,7 +25,7 @@ async fn the_cache_serves_volumes_until_a_change_goes_through_it() {
     use crate::prelude::*;
     use svs_domain::VolumeState;
 
-    let (_dir, sqlite) = open_sqlite().await;
+    let (_dir, sqlite) = temp_sqlite().await;
     let cached = CachedStore::new(sqlite);
     let (user, volume, _) = volume_on_m1(&cached).await;
     let read = || async {
@@ -63,8 +56,8 @@ async fn two_stores_on_one_file_never_both_book_the_same_space() {
     use svs_domain::{place_volume, PlacementRequest, Resiliency};
 
     // As two processes would: each store has its own connections.
-    let (dir, first) = open_sqlite().await;
-    let second = SqliteStore::open(&dir.path().join("svs.db"))
+    let (dir, first) = temp_sqlite().await;
+    let second = SqliteStore::open(&dir.path().join(DB_FILE))
         .await
         .expect("second store opens");
     let (user, _, _) = volume_on_m1(&first).await;
@@ -109,7 +102,7 @@ async fn a_busy_database_is_a_transient_error() {
     use sqlx::{ConnectOptions, Connection};
     use std::time::Duration;
 
-    let (dir, _store) = open_sqlite().await;
+    let (dir, _store) = temp_sqlite().await;
     let options = SqliteConnectOptions::new()
         .filename(dir.path().join("svs.db"))
         .busy_timeout(Duration::ZERO);
