@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use svs_dataplane::{DataPlane, LocalMedia};
-use svs_domain::{CreateVolumeArgs, JobSpec, Medium, VolumeType};
+use svs_domain::{CreateVolumeArgs, JobSpec, VolumeType};
 use svs_store::{testing, MediumRecord, NewJob, NewVolume, Store, User};
 
 /// Media `m1` and `m2` (20 GiB each, on nodes and zones of their own), a
@@ -26,15 +26,7 @@ impl Fixture {
         let root = dir.path().to_path_buf();
         let records: Vec<MediumRecord> = MEDIA
             .into_iter()
-            .map(|id| MediumRecord {
-                medium: Medium {
-                    id: id.into(),
-                    node: format!("node-{id}"),
-                    zone: format!("zone-{id}"),
-                    size: 20,
-                },
-                directory: root.join(id).display().to_string(),
-            })
+            .map(|id| testing::medium(id, 20, root.join(id).display().to_string()))
             .collect();
         let store: Arc<dyn Store> = Arc::new(sqlite);
         store.sync_media(&records).await.expect("media");

@@ -4,12 +4,12 @@
 //! `(guard, store)`: the guard (a temporary directory, a scratch database)
 //! lives as long as the test, and `store` starts empty.
 
-use crate::testing::{new_job, user_and_policy};
+use crate::testing::{self, new_job, user_and_policy};
 use crate::*;
 use svs_domain::{
-    place_volume, CreateVolumeArgs, JobSpec, JobState, Medium, MediumState, PlacementRequest,
-    Reservation, Resiliency, ResizePlan, ResizeVolumeArgs, SliceGrowth, SliceMove, SlicePlacement,
-    VolumeState, VolumeType,
+    place_volume, CreateVolumeArgs, JobSpec, JobState, MediumState, PlacementRequest, Reservation,
+    Resiliency, ResizePlan, ResizeVolumeArgs, SliceGrowth, SliceMove, SlicePlacement, VolumeState,
+    VolumeType,
 };
 
 /// One `#[tokio::test]` per behaviour below, each on a fresh store from `$open`.
@@ -41,15 +41,7 @@ macro_rules! store_contract_tests {
 }
 
 fn medium(id: &str, size: u64) -> MediumRecord {
-    MediumRecord {
-        medium: Medium {
-            id: id.into(),
-            node: format!("node-{id}"),
-            zone: format!("zone-{id}"),
-            size,
-        },
-        directory: format!("/media/{id}"),
-    }
+    testing::medium(id, size, format!("/media/{id}"))
 }
 
 /// A tenant, a user, a policy and a 10 GiB volume with one slice on m1.

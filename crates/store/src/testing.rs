@@ -1,9 +1,9 @@
 //! Test data shared by this crate's behaviour suite and the tests of the
-//! crates above it (feature `testing`): a fresh SQLite store, a tenant with
-//! its user and policy, and the jobs that user starts.
+//! crates above it (feature `testing`): a fresh SQLite store, media, a
+//! tenant with its user and policy, and the jobs that user starts.
 
-use crate::{NewJob, NewUser, Policy, PolicyWrite, SqliteStore, Store, User};
-use svs_domain::{JobSpec, Resiliency};
+use crate::{MediumRecord, NewJob, NewUser, Policy, PolicyWrite, SqliteStore, Store, User};
+use svs_domain::{JobSpec, Medium, Resiliency};
 use tempfile::TempDir;
 
 /// The database file of `temp_sqlite`, in its directory.
@@ -17,6 +17,20 @@ pub async fn temp_sqlite() -> (TempDir, SqliteStore) {
         .await
         .expect("store opens");
     (dir, store)
+}
+
+/// Medium `id` of `size` GiB in `directory`, on node `node-{id}` in zone
+/// `zone-{id}`.
+pub fn medium(id: &str, size: u64, directory: String) -> MediumRecord {
+    MediumRecord {
+        medium: Medium {
+            id: id.into(),
+            node: format!("node-{id}"),
+            zone: format!("zone-{id}"),
+            size,
+        },
+        directory,
+    }
 }
 
 /// Tenant `t`, its admin user `u` (u@example.com) and its policy `p` (no
