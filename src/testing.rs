@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use svs_dataplane::{DataPlane, LocalMedia};
-use svs_domain::{CreateVolumeArgs, JobSpec, Medium, Resiliency, VolumeType};
-use svs_store::{MediumRecord, NewJob, NewUser, NewVolume, PolicyWrite, SqliteStore, Store, User};
+use svs_domain::{CreateVolumeArgs, JobSpec, VolumeType};
+use svs_store::{testing, MediumRecord, NewJob, NewVolume, Store, User};
 
 /// Media `m1` and `m2` (20 GiB each, on nodes and zones of their own), a
 /// user, and a policy `p` with no resiliency.
@@ -22,55 +22,16 @@ pub const MEDIA: [&str; 2] = ["m1", "m2"];
 
 impl Fixture {
     pub async fn new() -> Fixture {
-        let dir = tempfile::tempdir().expect("temp dir");
+        let (dir, sqlite) = testing::temp_sqlite().await;
         let root = dir.path().to_path_buf();
-        let sqlite = SqliteStore::open(&root.join("svs.db"))
-            .await
-            .expect("store opens");
         let records: Vec<MediumRecord> = MEDIA
             .into_iter()
-            .map(|id| MediumRecord {
-                medium: Medium {
-                    id: id.into(),
-                    node: format!("node-{id}"),
-                    zone: format!("zone-{id}"),
-                    size: 20,
-                },
-                directory: root.join(id).display().to_string(),
-            })
+            .map(|id| testing::medium(id, 20, root.join(id).display().to_string()))
             .collect();
         let store: Arc<dyn Store> = Arc::new(sqlite);
         store.sync_media(&records).await.expect("media");
         let local = LocalMedia::new(MEDIA.map(|id| (id.to_string(), root.join(id))));
-        let user = store
-            .create_user(&NewUser {
-                tenant: "t".into(),
-                email: "u@example.com".into(),
-                name: "u".into(),
-                password_hash: "x".into(),
-                is_admin: true,
-                now_ms: 1,
-            })
-            .await
-            .expect("user");
-        let policy = store
-            .create_policy(
-                user.tenant_id,
-                &PolicyWrite {
-                    name: "p".into(),
-                    resiliency: Resiliency {
-                        media: 0,
-                        node: 0,
-                        zone: 0,
-                    },
-                    attributes: Default::default(),
-                    by_name: "u".into(),
-                    by_email: "u@example.com".into(),
-                    now_ms: 1,
-                },
-            )
-            .await
-            .expect("policy");
+        let (user, policy) = testing::user_and_policy(store.as_ref()).await;
         Fixture {
             _dir: dir,
             root,
@@ -86,15 +47,7 @@ impl Fixture {
     }
 
     pub fn new_job(&self, spec: JobSpec, object: &str) -> NewJob {
-        NewJob {
-            tenant_id: self.user.tenant_id,
-            spec,
-            object: object.into(),
-            user_id: self.user.id,
-            username: self.user.name.clone(),
-            useremail: self.user.email.clone(),
-            now_ms: 2,
-        }
+        testing::new_job(&self.user, spec, object)
     }
 
     /// A volume `name` (id `volume_id`) of `size` GiB, state Creating, and

@@ -80,17 +80,19 @@ pub fn req_gib(body: &Body, key: &str) -> ParseResult<u64> {
     }
 }
 
+/// A request body from a JSON object, for tests.
+#[cfg(test)]
+pub(super) fn body(v: Value) -> Body {
+    match v {
+        Value::Object(m) => m,
+        _ => unreachable!("test bodies are objects"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    fn body(v: Value) -> Body {
-        match v {
-            Value::Object(m) => m,
-            _ => unreachable!("test bodies are objects"),
-        }
-    }
 
     #[test]
     fn numbers_are_checked_for_type_range_and_wholeness() {

@@ -291,14 +291,8 @@ impl FromQuery for ListJobs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::parse::body;
     use serde_json::json;
-
-    fn body(v: Value) -> Body {
-        match v {
-            Value::Object(m) => m,
-            _ => unreachable!("test bodies are objects"),
-        }
-    }
 
     fn message<T: std::fmt::Debug>(r: ParseResult<T>) -> String {
         r.expect_err("refused").message

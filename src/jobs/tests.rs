@@ -173,16 +173,19 @@ impl Harness {
         }
     }
 
+    async fn job(&self, job_id: i64) -> Job {
+        self.fixture
+            .store
+            .job_by_id(job_id)
+            .await
+            .expect("store")
+            .expect("job")
+    }
+
     async fn finished(&self, job_id: i64) -> Job {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let job = self
-                .fixture
-                .store
-                .job_by_id(job_id)
-                .await
-                .expect("store")
-                .expect("job");
+            let job = self.job(job_id).await;
             if job.state.is_finished() {
                 return job;
             }
@@ -190,14 +193,34 @@ impl Harness {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
+
+    /// Creates volume `v` (1 GiB) and runs its job to the end.
+    async fn create_and_finish(&self) -> Job {
+        let job = self.fixture.create_volume("vol-1", "v", 1).await;
+        self.runner.submit(job);
+        self.finished(job).await
+    }
+
+    /// A runner of one slot, its first job held in its slice creation and
+    /// its second queued; returns the two job ids.
+    async fn one_held_one_queued() -> (Harness, i64, i64) {
+        let h = Harness::new(0, io::ErrorKind::Other, 1).await;
+        h.media.hold(true);
+        let first = h.fixture.create_volume("vol-1", "v1", 1).await;
+        let second = h.fixture.create_volume("vol-2", "v2", 1).await;
+        h.runner.submit(first);
+        h.creating(1).await;
+        h.runner.submit(second);
+        h.wait_for("the second job waits", |s| s.jobs_queued == 1)
+            .await;
+        (h, first, second)
+    }
 }
 
 #[tokio::test]
 async fn a_job_that_hits_a_transient_error_is_tried_again_and_ends_done() {
     let h = Harness::new(2, io::ErrorKind::Interrupted, 4).await;
-    let job = h.fixture.create_volume("vol-1", "v", 1).await;
-    h.runner.submit(job);
-    let job = h.finished(job).await;
+    let job = h.create_and_finish().await;
     assert_eq!(job.state, JobState::Done, "{job:?}");
     assert_eq!(h.media.creates.load(Ordering::SeqCst), 3);
     assert!(
@@ -224,9 +247,7 @@ async fn a_job_that_hits_a_transient_error_is_tried_again_and_ends_done() {
 #[tokio::test]
 async fn a_lasting_transient_error_ends_the_job_in_error_after_the_last_retry() {
     let h = Harness::new(100, io::ErrorKind::TimedOut, 4).await;
-    let job = h.fixture.create_volume("vol-1", "v", 1).await;
-    h.runner.submit(job);
-    let job = h.finished(job).await;
+    let job = h.create_and_finish().await;
     assert_eq!(job.state, JobState::Error, "{job:?}");
     assert_eq!(
         h.media.creates.load(Ordering::SeqCst),
@@ -259,24 +280,14 @@ async fn a_lasting_transient_error_ends_the_job_in_error_after_the_last_retry() 
 #[tokio::test]
 async fn a_permanent_error_ends_the_job_at_once() {
     let h = Harness::new(1, io::ErrorKind::PermissionDenied, 4).await;
-    let job = h.fixture.create_volume("vol-1", "v", 1).await;
-    h.runner.submit(job);
-    let job = h.finished(job).await;
+    let job = h.create_and_finish().await;
     assert_eq!(job.state, JobState::Error, "{job:?}");
     assert_eq!(h.media.creates.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]
 async fn jobs_beyond_the_bound_wait_for_a_free_slot() {
-    let h = Harness::new(0, io::ErrorKind::Other, 1).await;
-    h.media.hold(true);
-    let first = h.fixture.create_volume("vol-1", "v1", 1).await;
-    let second = h.fixture.create_volume("vol-2", "v2", 1).await;
-    h.runner.submit(first);
-    h.creating(1).await;
-    h.runner.submit(second);
-    h.wait_for("the second job waits", |s| s.jobs_queued == 1)
-        .await;
+    let (h, first, second) = Harness::one_held_one_queued().await;
     let status = h.runner_status();
     assert_eq!(
         (status.jobs_running, status.state),
@@ -287,13 +298,7 @@ async fn jobs_beyond_the_bound_wait_for_a_free_slot() {
         1,
         "one create at a time"
     );
-    let pending = h
-        .fixture
-        .store
-        .job_by_id(second)
-        .await
-        .expect("store")
-        .expect("job");
+    let pending = h.job(second).await;
     assert_eq!(pending.state, JobState::Pending);
 
     h.media.hold(false);
@@ -305,28 +310,14 @@ async fn jobs_beyond_the_bound_wait_for_a_free_slot() {
 
 #[tokio::test]
 async fn a_stop_leaves_queued_jobs_pending_for_the_next_start() {
-    let h = Harness::new(0, io::ErrorKind::Other, 1).await;
-    h.media.hold(true);
-    let first = h.fixture.create_volume("vol-1", "v1", 1).await;
-    let second = h.fixture.create_volume("vol-2", "v2", 1).await;
-    h.runner.submit(first);
-    h.creating(1).await;
-    h.runner.submit(second);
-    h.wait_for("the second job waits", |s| s.jobs_queued == 1)
-        .await;
+    let (h, _first, second) = Harness::one_held_one_queued().await;
 
     h.shutdown.cancel();
     h.wait_for("the queued job leaves", |s| s.jobs_queued == 0)
         .await;
     h.media.hold(false);
     h.runner.wait_until_stopped().await;
-    let pending = h
-        .fixture
-        .store
-        .job_by_id(second)
-        .await
-        .expect("store")
-        .expect("job");
+    let pending = h.job(second).await;
     assert_eq!(pending.state, JobState::Pending, "{pending:?}");
     assert_eq!(h.runner_status().state, WorkerState::Done);
     // Nothing new starts once stopping.

@@ -10,7 +10,7 @@ use crate::workers::WorkerBoard;
 use std::sync::Arc;
 use std::time::Duration;
 use svs_dataplane::{DataPlane, LocalMedia};
-use svs_store::{SqliteStore, Store};
+use svs_store::{testing, Store};
 use tempfile::TempDir;
 use tokio_util::sync::CancellationToken;
 
@@ -26,10 +26,7 @@ pub struct TestServices {
 
 impl TestServices {
     pub async fn new(token_lifetime: Duration, refresh_lifetime: Duration) -> TestServices {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let store = SqliteStore::open(&dir.path().join("svs.db"))
-            .await
-            .expect("store opens");
+        let (dir, store) = testing::temp_sqlite().await;
         let clock = Arc::new(ManualClock::new(START_MS));
         let store: Arc<dyn Store> = Arc::new(store);
         let clock_dyn: Arc<dyn Clock> = clock.clone();

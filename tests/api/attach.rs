@@ -68,14 +68,8 @@ fn qemu_img(args: &[&str]) -> Result<String, String> {
 /// host-2 from 127.0.0.2.
 fn topology(rate: &str) -> TestConfig {
     TestConfig {
-        media: vec![
-            medium("m1", "n1", "z1", 20),
-            medium("m2", "n2", "z2", 16),
-            medium("m3", "n3", "z3", 30),
-        ],
-        movement_rate: rate.into(),
         nodes: vec![("host-1", "127.0.0.1"), ("host-2", "127.0.0.2")],
-        ..TestConfig::default()
+        ..movement_topology(rate)
     }
 }
 
@@ -422,14 +416,7 @@ async fn writes_during_a_live_data_movement_are_all_kept() {
         move || qemu_io(&uri, &commands)
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let (status, body) = app
-        .patch(
-            "/volumes/data",
-            json!({"size": 18, "allowdatamovement": true}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let job_id = body["JobID"].as_str().unwrap_or_default().to_string();
+    let job_id = app.start_resize("data", 18, true).await;
 
     // Attachment changes are refused while the data moves (the shared guard).
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -518,14 +505,7 @@ fn acknowledged(output: &str) -> Vec<u64> {
 #[tokio::test]
 async fn flushed_writes_survive_sigkill_while_a_client_writes_during_a_live_movement() {
     let (mut app, id, uri) = attached_mirror("4 MiB").await;
-    let (status, body) = app
-        .patch(
-            "/volumes/data",
-            json!({"size": 18, "allowdatamovement": true}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let job_id = body["JobID"].as_str().unwrap_or_default().to_string();
+    let job_id = app.start_resize("data", 18, true).await;
     // write, flush, pause, ... at distinct offsets: each write but the last
     // acknowledged one is covered by a flush that completed.
     let mut commands = Vec::new();

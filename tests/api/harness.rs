@@ -49,6 +49,20 @@ pub fn spread_topology() -> TestConfig {
     }
 }
 
+/// The data movement topology: m1 (20 GiB), m2 (16 GiB) and m3 (30 GiB),
+/// each on a node and zone of its own, moving data at `rate`.
+pub fn movement_topology(rate: &str) -> TestConfig {
+    TestConfig {
+        media: vec![
+            medium("m1", "n1", "z1", 20),
+            medium("m2", "n2", "z2", 16),
+            medium("m3", "n3", "z3", 30),
+        ],
+        movement_rate: rate.into(),
+        ..TestConfig::default()
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct TestConfig {
     /// Empty: the embedded demo topology.
@@ -177,6 +191,16 @@ impl TestApp {
             let _ = Command::new("kill").arg(child.id().to_string()).status();
             let _ = child.wait();
         }
+    }
+
+    /// Restarts the service with `setting` (a top-level TOML line) added to
+    /// its configuration.
+    pub fn restart_with_setting(&mut self, setting: &str) {
+        self.stop();
+        let config = std::fs::read_to_string(self.config_path()).expect("config read");
+        // Top-level keys go before the [[media]] tables.
+        std::fs::write(self.config_path(), format!("{setting}\n{config}")).expect("config written");
+        self.launch().expect("restarts");
     }
 
     pub async fn restart(&mut self) {
@@ -357,6 +381,40 @@ impl TestApp {
             body["ObjectID"].as_str().expect("ObjectID").to_string(),
             job,
         )
+    }
+
+    /// Starts a resize of `volume` to `size` GiB; returns its job id.
+    pub async fn start_resize(&self, volume: &str, size: u64, movement: bool) -> String {
+        let (status, body) = self
+            .patch(
+                &format!("/volumes/{volume}"),
+                json!({"size": size, "allowdatamovement": movement}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body["JobID"].as_str().unwrap_or_default().to_string()
+    }
+
+    /// Deletes a volume and waits for its job; returns the job.
+    pub async fn delete_volume(&self, name: &str) -> Value {
+        let (status, body) = self.delete(&format!("/volumes/{name}")).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        self.wait_job(body["JobID"].as_str().unwrap_or_default())
+            .await
+    }
+
+    /// Policies "none" and "mirror" (one copy on another medium and node),
+    /// a 20 GiB "filler" and a 15 GiB mirrored "data", both created; returns
+    /// the id of "data". On `movement_topology` the filler takes m3 so that
+    /// "data" is placed on m1 and m2.
+    pub async fn mirror_beside_filler(&self) -> String {
+        self.create_policy("none", 0, 0, 0).await;
+        self.create_policy("mirror", 1, 1, 0).await;
+        let (_, job) = self.create_volume("filler", 20, "none").await;
+        assert_eq!(job["state"], "Done", "{job}");
+        let (id, job) = self.create_volume("data", 15, "mirror").await;
+        assert_eq!(job["state"], "Done", "{job}");
+        id
     }
 
     pub async fn slices(&self, volume: &str) -> Vec<Value> {

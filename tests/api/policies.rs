@@ -412,9 +412,7 @@ async fn deleting_a_policy_that_volumes_use_is_a_409() {
     let (_, volume) = app.get("/volumes/data").await;
     assert_eq!(volume["policy"], "gold");
 
-    let (status, body) = app.delete("/volumes/data").await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let job = app.wait_job(body["JobID"].as_str().unwrap()).await;
+    let job = app.delete_volume("data").await;
     assert_eq!(job["state"], "Done", "{job}");
     let (status, body) = app.delete("/policies/gold").await;
     assert_eq!(status, StatusCode::OK, "{body}");

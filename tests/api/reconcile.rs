@@ -3,7 +3,7 @@
 //! a running job works on.
 
 use crate::harness::*;
-use crate::workers::{movement_topology, restart_with_setting, start_slow_movement};
+use crate::workers::start_slow_movement;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -85,9 +85,9 @@ async fn a_copy_on_a_medium_that_is_not_the_slice_placement_is_removed_at_start(
 
 #[tokio::test]
 async fn a_reconcile_pass_never_touches_the_copy_of_a_running_movement() {
-    let mut app = TestApp::start_with(movement_topology()).await;
+    let mut app = TestApp::start_with(movement_topology("4 MiB")).await;
     // Passes every second while the copy (about 4 s) runs.
-    restart_with_setting(&mut app, "reconcile_period = \"1s\"");
+    app.restart_with_setting("reconcile_period = \"1s\"");
 
     let job_id = start_slow_movement(&app).await;
     let deadline = Instant::now() + Duration::from_secs(30);

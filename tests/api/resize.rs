@@ -296,23 +296,9 @@ async fn a_whole_volume_object_from_a_generated_client_is_accepted() {
 /// volume; m3 (30 GiB) is first filled with a 20 GiB volume so it has no
 /// room for a moved slice until that filler is deleted.
 async fn mirrored_volume(rate: &str) -> (TestApp, String) {
-    let app = TestApp::start_with(TestConfig {
-        media: vec![
-            medium("m1", "n1", "z1", 20),
-            medium("m2", "n2", "z2", 16),
-            medium("m3", "n3", "z3", 30),
-        ],
-        movement_rate: rate.into(),
-        ..TestConfig::default()
-    })
-    .await;
-    app.create_policy("none", 0, 0, 0).await;
-    app.create_policy("mirror", 1, 1, 0).await;
-    let (_, job) = app.create_volume("filler", 20, "none").await;
-    assert_eq!(job["state"], "Done", "{job}");
+    let app = TestApp::start_with(movement_topology(rate)).await;
+    let id = app.mirror_beside_filler().await;
     assert_eq!(medium_of(&app.slices("filler").await, 0), "m3");
-    let (id, job) = app.create_volume("data", 15, "mirror").await;
-    assert_eq!(job["state"], "Done", "{job}");
     let slices = app.slices("data").await;
     assert_eq!(medium_of(&slices, 0), "m1");
     assert_eq!(medium_of(&slices, 1), "m2");
@@ -349,10 +335,7 @@ async fn data_movement_moves_only_the_slices_on_media_lacking_room() {
     );
 
     // Free m3, and the movement plan exists.
-    let (status, body) = app.delete("/volumes/filler").await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    app.wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    app.delete_volume("filler").await;
     let job = resize(&app, "data", 18, true).await;
     assert_eq!(job["state"], "Done", "{job}");
     assert!(details(&job).iter().any(|d| d == MOVEMENT_FOUND), "{job}");
@@ -415,20 +398,10 @@ async fn wait_for_progress(app: &TestApp, job_id: &str) -> Value {
 }
 
 async fn start_slow_movement(app: &TestApp, id: &str) -> String {
-    let (status, body) = app.delete("/volumes/filler").await;
-    assert_eq!(status, StatusCode::OK);
-    app.wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    app.delete_volume("filler").await;
     fill_mib(&app.slice_path("m1", id, 0, 0), 24, 7);
     fill_mib(&app.slice_path("m2", id, 1, 0), 24, 7);
-    let (status, body) = app
-        .patch(
-            "/volumes/data",
-            json!({"size": 18, "allowdatamovement": true}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    body["JobID"].as_str().unwrap_or_default().to_string()
+    app.start_resize("data", 18, true).await
 }
 
 #[tokio::test]
@@ -599,11 +572,7 @@ async fn two_movements_never_book_the_same_free_space() {
     app.restart().await;
 
     fill_mib(&app.slice_path("m2", &a, 1, 0), 8, 1);
-    let (status, first) = app
-        .patch("/volumes/a", json!({"size": 14, "allowdatamovement": true}))
-        .await;
-    assert_eq!(status, StatusCode::OK);
-    let first = first["JobID"].as_str().unwrap_or_default().to_string();
+    let first = app.start_resize("a", 14, true).await;
     wait_for_progress(&app, &first).await;
     let second = resize(&app, "b", 14, true).await;
     assert_eq!(second["state"], "Error", "{second}");
@@ -708,11 +677,7 @@ async fn a_volume_whose_delete_failed_is_not_resized_and_can_be_deleted_again() 
     std::fs::remove_file(&second).expect("slice removed");
     std::fs::create_dir_all(second.join("blocker")).expect("directory in its place");
 
-    let (status, body) = app.delete("/volumes/v").await;
-    assert_eq!(status, StatusCode::OK);
-    let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    let job = app.delete_volume("v").await;
     assert_eq!(job["state"], "Error", "{job}");
     let (_, volume) = app.get("/volumes/v").await;
     assert_eq!(volume["state"], "Deleting");
@@ -725,11 +690,7 @@ async fn a_volume_whose_delete_failed_is_not_resized_and_can_be_deleted_again() 
     );
 
     std::fs::remove_dir_all(&second).expect("blocker removed");
-    let (status, body) = app.delete("/volumes/v").await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    let job = app.delete_volume("v").await;
     assert_eq!(job["state"], "Done", "{job}");
     assert_eq!(app.get("/volumes/v").await.0, StatusCode::NOT_FOUND);
     assert_eq!((app.free("a1").await, app.free("b1").await), (10, 10));

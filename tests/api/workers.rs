@@ -14,19 +14,33 @@ async fn workers(app: &TestApp) -> Vec<Value> {
     body.as_array().cloned().expect("a JSON array")
 }
 
-/// The job runner once it has no job running (it counts a job out just
-/// after the job's end is recorded).
-async fn idle_runner(app: &TestApp) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(10);
+/// The job runner once `done` holds of it, polled for up to `timeout`;
+/// else fails with `never`.
+async fn runner_once(
+    app: &TestApp,
+    timeout: Duration,
+    never: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + timeout;
     loop {
         let list = workers(app).await;
         let runner = worker(&list, JOB_RUNNER).clone();
-        if runner["jobs_running"] == 0 {
+        if done(&runner) {
             return runner;
         }
-        assert!(Instant::now() < deadline, "the runner stays busy: {runner}");
+        assert!(Instant::now() < deadline, "{never}: {runner}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// The job runner once it has no job running (it counts a job out just
+/// after the job's end is recorded).
+async fn idle_runner(app: &TestApp) -> Value {
+    runner_once(app, Duration::from_secs(10), "the runner stays busy", |r| {
+        r["jobs_running"] == 0
+    })
+    .await
 }
 
 fn worker<'a>(workers: &'a [Value], name: &str) -> &'a Value {
@@ -84,70 +98,26 @@ async fn workers_list_the_job_runner_and_each_reconciler_with_their_state() {
 /// and m2, and a resize to 18 GiB under way that moves copy 1 from m2
 /// (16 GiB) to m3 at 4 MiB/s: about 4 s. Returns the resize's job id.
 pub async fn start_slow_movement(app: &TestApp) -> String {
-    app.create_policy("none", 0, 0, 0).await;
-    app.create_policy("mirror", 1, 1, 0).await;
-    // The filler takes m3 so that "data" is placed on m1 and m2.
-    let (_, job) = app.create_volume("filler", 20, "none").await;
-    assert_eq!(job["state"], "Done", "{job}");
-    let (id, job) = app.create_volume("data", 15, "mirror").await;
-    assert_eq!(job["state"], "Done", "{job}");
-    let (status, body) = app.delete("/volumes/filler").await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    app.wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    let id = app.mirror_beside_filler().await;
+    app.delete_volume("filler").await;
     for slice in app.slices("data").await {
         let path = app.slice_file(&id, &slice);
         for i in 0..16u64 {
             write_at(&path, i << 20, &pattern(i, 1 << 20));
         }
     }
-    let (status, body) = app
-        .patch(
-            "/volumes/data",
-            json!({"size": 18, "allowdatamovement": true}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    body["JobID"].as_str().unwrap_or_default().to_string()
-}
-
-/// Restarts the service with `setting` (a top-level TOML line) added to
-/// its configuration.
-pub fn restart_with_setting(app: &mut TestApp, setting: &str) {
-    app.stop();
-    let config = std::fs::read_to_string(app.config_path()).expect("config read");
-    // Top-level keys go before the [[media]] tables.
-    std::fs::write(app.config_path(), format!("{setting}\n{config}")).expect("config written");
-    app.launch().expect("restarts");
-}
-
-pub fn movement_topology() -> TestConfig {
-    TestConfig {
-        media: vec![
-            medium("m1", "n1", "z1", 20),
-            medium("m2", "n2", "z2", 16),
-            medium("m3", "n3", "z3", 30),
-        ],
-        movement_rate: "4 MiB".into(),
-        ..TestConfig::default()
-    }
+    app.start_resize("data", 18, true).await
 }
 
 #[tokio::test]
 async fn a_running_job_shows_up_on_the_job_runner_and_a_failed_one_counts_as_an_error() {
-    let app = TestApp::start_with(movement_topology()).await;
+    let app = TestApp::start_with(movement_topology("4 MiB")).await;
     let job_id = start_slow_movement(&app).await;
 
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let runner = loop {
-        let list = workers(&app).await;
-        let runner = worker(&list, JOB_RUNNER).clone();
-        if runner["jobs_running"] == 1 {
-            break runner;
-        }
-        assert!(Instant::now() < deadline, "the job never showed: {runner}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let runner = runner_once(&app, Duration::from_secs(30), "the job never showed", |r| {
+        r["jobs_running"] == 1
+    })
+    .await;
     assert_eq!(runner["state"], "Busy", "{runner}");
     assert_eq!(runner["jobs_queued"], 0, "{runner}");
 
@@ -158,14 +128,7 @@ async fn a_running_job_shows_up_on_the_job_runner_and_a_failed_one_counts_as_an_
     assert_eq!(runner["errors"], 0, "{runner}");
 
     // m1 has no room for 21 GiB: the job fails, and counts, without details.
-    let (status, body) = app
-        .patch(
-            "/volumes/data",
-            json!({"size": 21, "allowdatamovement": false}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let failed = body["JobID"].as_str().unwrap_or_default().to_string();
+    let failed = app.start_resize("data", 21, false).await;
     assert_eq!(app.wait_job(&failed).await["state"], "Error");
     let runner = idle_runner(&app).await;
     assert_eq!(
@@ -182,8 +145,8 @@ async fn a_running_job_shows_up_on_the_job_runner_and_a_failed_one_counts_as_an_
 
 #[tokio::test]
 async fn with_one_slot_a_job_waits_for_the_running_one_and_the_runner_shows_it_throttled() {
-    let mut app = TestApp::start_with(movement_topology()).await;
-    restart_with_setting(&mut app, "max_concurrent_jobs = 1");
+    let mut app = TestApp::start_with(movement_topology("4 MiB")).await;
+    app.restart_with_setting("max_concurrent_jobs = 1");
     let movement = start_slow_movement(&app).await;
     let (status, body) = app
         .post(
@@ -194,16 +157,10 @@ async fn with_one_slot_a_job_waits_for_the_running_one_and_the_runner_shows_it_t
     assert_eq!(status, StatusCode::OK, "{body}");
     let create = body["JobID"].as_str().unwrap_or_default().to_string();
 
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let runner = loop {
-        let list = workers(&app).await;
-        let runner = worker(&list, JOB_RUNNER).clone();
-        if runner["jobs_queued"] == 1 {
-            break runner;
-        }
-        assert!(Instant::now() < deadline, "the job never queued: {runner}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let runner = runner_once(&app, Duration::from_secs(10), "the job never queued", |r| {
+        r["jobs_queued"] == 1
+    })
+    .await;
     assert_eq!(runner["max_concurrent_jobs"], 1, "{runner}");
     assert_eq!(runner["jobs_running"], 1, "{runner}");
     assert_eq!(runner["state"], "Throttled", "{runner}");

@@ -4,11 +4,12 @@
 //! `(guard, store)`: the guard (a temporary directory, a scratch database)
 //! lives as long as the test, and `store` starts empty.
 
+use crate::testing::{self, new_job, user_and_policy};
 use crate::*;
 use svs_domain::{
-    place_volume, CreateVolumeArgs, JobSpec, JobState, Medium, MediumState, PlacementRequest,
-    Reservation, Resiliency, ResizePlan, ResizeVolumeArgs, SliceGrowth, SliceMove, SlicePlacement,
-    VolumeState, VolumeType,
+    place_volume, CreateVolumeArgs, JobSpec, JobState, MediumState, PlacementRequest, Reservation,
+    Resiliency, ResizePlan, ResizeVolumeArgs, SliceGrowth, SliceMove, SlicePlacement, VolumeState,
+    VolumeType,
 };
 
 /// One `#[tokio::test]` per behaviour below, each on a fresh store from `$open`.
@@ -40,15 +41,7 @@ macro_rules! store_contract_tests {
 }
 
 fn medium(id: &str, size: u64) -> MediumRecord {
-    MediumRecord {
-        medium: Medium {
-            id: id.into(),
-            node: format!("node-{id}"),
-            zone: format!("zone-{id}"),
-            size,
-        },
-        directory: format!("/media/{id}"),
-    }
+    testing::medium(id, size, format!("/media/{id}"))
 }
 
 /// A tenant, a user, a policy and a 10 GiB volume with one slice on m1.
@@ -57,46 +50,10 @@ pub(crate) async fn volume_on_m1(store: &dyn Store) -> (User, String, i64) {
         .sync_media(&[medium("m1", 20), medium("m2", 20)])
         .await
         .expect("media");
-    let user = store
-        .create_user(&NewUser {
-            tenant: "t".into(),
-            email: "u@example.com".into(),
-            name: "u".into(),
-            password_hash: "x".into(),
-            is_admin: true,
-            now_ms: 1,
-        })
-        .await
-        .expect("user");
-    let policy = store
-        .create_policy(
-            user.tenant_id,
-            &PolicyWrite {
-                name: "p".into(),
-                resiliency: Resiliency {
-                    media: 0,
-                    node: 0,
-                    zone: 0,
-                },
-                attributes: Default::default(),
-                by_name: "u".into(),
-                by_email: "u@example.com".into(),
-                now_ms: 1,
-            },
-        )
-        .await
-        .expect("policy");
+    let (user, policy) = user_and_policy(store).await;
     let job_id = add_volume(store, &user, policy.id, "vol-1", "v", 10).await;
     store
-        .place_slices(
-            "vol-1",
-            &[SlicePlacement {
-                copy: 0,
-                column: 0,
-                medium: "m1".into(),
-                size: 10,
-            }],
-        )
+        .place_slices("vol-1", &one_slice("m1", 10))
         .await
         .expect("slices");
     store
@@ -143,6 +100,63 @@ async fn read_volume(store: &dyn Store, tenant_id: i64) -> Volume {
         .expect("volume")
 }
 
+/// The id of the volume's first slice.
+async fn first_slice_id(store: &dyn Store, volume: &str) -> i64 {
+    store.volume_slices(volume).await.expect("slices")[0]
+        .slice
+        .id
+}
+
+/// Starts the user's resize job (to 20 GiB) on the volume.
+pub(crate) async fn start_resize(
+    store: &dyn Store,
+    user: &User,
+    volume: &str,
+    allow_data_movement: bool,
+) -> i64 {
+    store
+        .start_volume_job(
+            volume,
+            VolumeState::Resizing,
+            &new_job(user, resize_spec(allow_data_movement), volume),
+        )
+        .await
+        .expect("job")
+}
+
+/// The user's policy "p".
+pub(crate) async fn policy_p(store: &dyn Store, user: &User) -> Policy {
+    store
+        .get_policy(user.tenant_id, "p")
+        .await
+        .expect("read")
+        .expect("policy")
+}
+
+/// The volume as stored (`volume_by_id`, never cached).
+async fn stored_volume(store: &dyn Store, id: &str) -> Volume {
+    store.volume_by_id(id).await.expect("read").expect("volume")
+}
+
+/// The user's job `id`.
+async fn stored_job(store: &dyn Store, user: &User, id: i64) -> Job {
+    store
+        .get_job(user.tenant_id, id)
+        .await
+        .expect("read")
+        .expect("job")
+}
+
+/// One slice (copy 0, column 0) of `size` GiB on `medium`.
+fn one_slice(medium: &str, size: u64) -> [SlicePlacement; 1] {
+    [SlicePlacement {
+        copy: 0,
+        column: 0,
+        medium: medium.into(),
+        size,
+    }]
+}
+
 /// Media as the job runner's planner reads them.
 pub(crate) async fn media_states(store: &dyn Store) -> Vec<MediumState> {
     store
@@ -166,24 +180,12 @@ fn create_spec() -> JobSpec {
     })
 }
 
-pub(crate) fn resize_spec(allow_data_movement: bool) -> JobSpec {
+fn resize_spec(allow_data_movement: bool) -> JobSpec {
     JobSpec::VolumeModifyExtend(ResizeVolumeArgs {
         size: 20,
         allow_data_movement,
         from_size: 10,
     })
-}
-
-pub(crate) fn new_job(user: &User, spec: JobSpec, object: &str) -> NewJob {
-    NewJob {
-        tenant_id: user.tenant_id,
-        spec,
-        object: object.into(),
-        user_id: user.id,
-        username: user.name.clone(),
-        useremail: user.email.clone(),
-        now_ms: 2,
-    }
 }
 
 fn end(state: JobState) -> JobEnd {
@@ -241,14 +243,8 @@ pub(crate) async fn a_medium_holding_slices_cannot_disappear_or_shrink(store: &d
 
 pub(crate) async fn a_movement_books_switches_and_releases_space_atomically(store: &dyn Store) {
     let (user, volume, _) = volume_on_m1(store).await;
-    let slice_id = store.volume_slices(&volume).await.expect("slices")[0]
-        .slice
-        .id;
-    let job = new_job(&user, resize_spec(true), &volume);
-    let job_id = store
-        .start_volume_job(&volume, VolumeState::Resizing, &job)
-        .await
-        .expect("job");
+    let slice_id = first_slice_id(store, &volume).await;
+    let job_id = start_resize(store, &user, &volume, true).await;
     store
         .save_resize_plan(job_id, &move_plan(slice_id), Some("found"))
         .await
@@ -287,20 +283,12 @@ pub(crate) async fn a_movement_books_switches_and_releases_space_atomically(stor
         .expect("complete");
     let media = store.media_usage().await.expect("usage");
     assert_eq!(usage(&media, "m2"), (12, 0, 8));
-    let v = store
-        .volume_by_id(&volume)
-        .await
-        .expect("read")
-        .expect("volume");
+    let v = stored_volume(store, &volume).await;
     assert_eq!(
         (v.size, v.state, v.job.is_none()),
         (12, VolumeState::Ready, true)
     );
-    let job = store
-        .get_job(user.tenant_id, job_id)
-        .await
-        .expect("read")
-        .expect("job");
+    let job = stored_job(store, &user, job_id).await;
     assert_eq!(job.state, JobState::Done);
     assert_eq!(job.details.first().map(String::as_str), Some("found"));
     assert_eq!(job.details.len(), 1, "the plan's detail is recorded once");
@@ -308,17 +296,8 @@ pub(crate) async fn a_movement_books_switches_and_releases_space_atomically(stor
 
 pub(crate) async fn a_failed_job_releases_its_reservations_and_frees_the_volume(store: &dyn Store) {
     let (user, volume, _) = volume_on_m1(store).await;
-    let slice_id = store.volume_slices(&volume).await.expect("slices")[0]
-        .slice
-        .id;
-    let job_id = store
-        .start_volume_job(
-            &volume,
-            VolumeState::Resizing,
-            &new_job(&user, resize_spec(false), &volume),
-        )
-        .await
-        .expect("job");
+    let slice_id = first_slice_id(store, &volume).await;
+    let job_id = start_resize(store, &user, &volume, false).await;
     store
         .save_resize_plan(job_id, &move_plan(slice_id), None)
         .await
@@ -345,17 +324,9 @@ pub(crate) async fn a_failed_job_releases_its_reservations_and_frees_the_volume(
         .await
         .expect("read")
         .is_none());
-    let v = store
-        .volume_by_id(&volume)
-        .await
-        .expect("read")
-        .expect("volume");
+    let v = stored_volume(store, &volume).await;
     assert_eq!((v.size, v.state), (10, VolumeState::Ready));
-    let job = store
-        .get_job(user.tenant_id, job_id)
-        .await
-        .expect("read")
-        .expect("job");
+    let job = stored_job(store, &user, job_id).await;
     assert_eq!(
         (job.state, job.details.clone()),
         (JobState::Error, vec!["boom".to_string()])
@@ -366,15 +337,7 @@ pub(crate) async fn a_failed_job_releases_its_reservations_and_frees_the_volume(
 pub(crate) async fn placing_slices_twice_keeps_the_first_placement(store: &dyn Store) {
     let (_, volume, _) = volume_on_m1(store).await;
     let again = store
-        .place_slices(
-            &volume,
-            &[SlicePlacement {
-                copy: 0,
-                column: 0,
-                medium: "m2".into(),
-                size: 10,
-            }],
-        )
+        .place_slices(&volume, &one_slice("m2", 10))
         .await
         .expect("idempotent");
     assert_eq!(again.len(), 1);
@@ -433,14 +396,7 @@ pub(crate) async fn cached_volume_reads_see_every_committed_change(store: &dyn S
         VolumeState::Ready,
         "served from cache"
     );
-    let job_id = store
-        .start_volume_job(
-            &volume,
-            VolumeState::Resizing,
-            &new_job(&user, resize_spec(false), &volume),
-        )
-        .await
-        .expect("job");
+    let job_id = start_resize(store, &user, &volume, false).await;
     assert_eq!(
         read_volume(store, user.tenant_id).await.state,
         VolumeState::Resizing
@@ -469,11 +425,7 @@ pub(crate) async fn cached_volume_reads_see_every_committed_change(store: &dyn S
 
 pub(crate) async fn a_placement_from_a_stale_reading_cannot_overbook_a_medium(store: &dyn Store) {
     let (user, _, _) = volume_on_m1(store).await;
-    let policy = store
-        .get_policy(user.tenant_id, "p")
-        .await
-        .expect("read")
-        .expect("policy");
+    let policy = policy_p(store, &user).await;
     add_volume(store, &user, policy.id, "vol-a", "a", 15).await;
     add_volume(store, &user, policy.id, "vol-b", "b", 15).await;
     // Both placements are computed from the same reading: each fits on m2
@@ -515,31 +467,17 @@ pub(crate) async fn a_placement_from_a_stale_reading_cannot_overbook_a_medium(st
 
 pub(crate) async fn a_resize_plan_from_a_stale_reading_cannot_overbook_a_medium(store: &dyn Store) {
     let (user, volume, _) = volume_on_m1(store).await;
-    let policy = store
-        .get_policy(user.tenant_id, "p")
-        .await
-        .expect("read")
-        .expect("policy");
+    let policy = policy_p(store, &user).await;
     let create = add_volume(store, &user, policy.id, "vol-2", "v2", 5).await;
     let on_m2 = store
-        .place_slices(
-            "vol-2",
-            &[SlicePlacement {
-                copy: 0,
-                column: 0,
-                medium: "m2".into(),
-                size: 5,
-            }],
-        )
+        .place_slices("vol-2", &one_slice("m2", 5))
         .await
         .expect("slices");
     store
         .finish_job(create, &end(JobState::Done))
         .await
         .expect("done");
-    let first_slice = store.volume_slices(&volume).await.expect("slices")[0]
-        .slice
-        .id;
+    let first_slice = first_slice_id(store, &volume).await;
     // From the same reading (m2: 5 of 20 GiB used), moving vol-1's slice to
     // m2 (12 GiB) and growing vol-2 there (+8 GiB) each fit; both do not.
     let stale = media_states(store).await;
@@ -564,22 +502,8 @@ pub(crate) async fn a_resize_plan_from_a_stale_reading_cannot_overbook_a_medium(
             gib: 8,
         }],
     };
-    let move_job = store
-        .start_volume_job(
-            &volume,
-            VolumeState::Resizing,
-            &new_job(&user, resize_spec(true), &volume),
-        )
-        .await
-        .expect("job");
-    let grow_job = store
-        .start_volume_job(
-            "vol-2",
-            VolumeState::Resizing,
-            &new_job(&user, resize_spec(false), "vol-2"),
-        )
-        .await
-        .expect("job");
+    let move_job = start_resize(store, &user, &volume, true).await;
+    let grow_job = start_resize(store, &user, "vol-2", false).await;
     store
         .save_resize_plan(move_job, &move_plan(first_slice), Some("found"))
         .await
@@ -596,11 +520,7 @@ pub(crate) async fn a_resize_plan_from_a_stale_reading_cannot_overbook_a_medium(
         .await
         .expect("steps")
         .is_empty());
-    let job = store
-        .get_job(user.tenant_id, grow_job)
-        .await
-        .expect("read")
-        .expect("job");
+    let job = stored_job(store, &user, grow_job).await;
     assert!(job.details.is_empty(), "no detail recorded");
     let media = store.media_usage().await.expect("usage");
     assert_eq!(
@@ -614,17 +534,8 @@ pub(crate) async fn a_resumed_job_keeps_its_booking_when_media_have_filled_since
     store: &dyn Store,
 ) {
     let (user, volume, _) = volume_on_m1(store).await;
-    let slice_id = store.volume_slices(&volume).await.expect("slices")[0]
-        .slice
-        .id;
-    let job_id = store
-        .start_volume_job(
-            &volume,
-            VolumeState::Resizing,
-            &new_job(&user, resize_spec(true), &volume),
-        )
-        .await
-        .expect("job");
+    let slice_id = first_slice_id(store, &volume).await;
+    let job_id = start_resize(store, &user, &volume, true).await;
     store
         .save_resize_plan(job_id, &move_plan(slice_id), None)
         .await
@@ -645,15 +556,7 @@ pub(crate) async fn a_resumed_job_keeps_its_booking_when_media_have_filled_since
     assert_eq!(usage(&media, "m2"), (0, 12, 8));
     // Likewise a volume whose slices are recorded keeps them.
     let again = store
-        .place_slices(
-            &volume,
-            &[SlicePlacement {
-                copy: 0,
-                column: 0,
-                medium: "m2".into(),
-                size: 20,
-            }],
-        )
+        .place_slices(&volume, &one_slice("m2", 20))
         .await
         .expect("placement kept");
     assert_eq!(again[0].slice.medium, "m1");
@@ -661,11 +564,7 @@ pub(crate) async fn a_resumed_job_keeps_its_booking_when_media_have_filled_since
 
 pub(crate) async fn a_used_policy_keeps_its_resiliency_and_cannot_be_deleted(store: &dyn Store) {
     let (user, _, _) = volume_on_m1(store).await;
-    let policy = store
-        .get_policy(user.tenant_id, "p")
-        .await
-        .expect("read")
-        .expect("policy");
+    let policy = policy_p(store, &user).await;
     let write = |resiliency| PolicyWrite {
         name: "p".into(),
         resiliency,
@@ -707,20 +606,12 @@ pub(crate) async fn a_used_policy_keeps_its_resiliency_and_cannot_be_deleted(sto
 
 pub(crate) async fn a_failed_creation_leaves_the_volume_creating(store: &dyn Store) {
     let (user, _, _) = volume_on_m1(store).await;
-    let policy = store
-        .get_policy(user.tenant_id, "p")
-        .await
-        .expect("read")
-        .expect("policy");
+    let policy = policy_p(store, &user).await;
     let job_id = add_volume(store, &user, policy.id, "vol-f", "f", 5).await;
     store
         .finish_job(job_id, &end(JobState::Error))
         .await
         .expect("finish");
-    let v = store
-        .volume_by_id("vol-f")
-        .await
-        .expect("read")
-        .expect("volume");
+    let v = stored_volume(store, "vol-f").await;
     assert_eq!((v.state, v.job), (VolumeState::Creating, None));
 }

@@ -49,5 +49,9 @@ pub mod prelude {
 #[cfg(test)]
 #[macro_use]
 mod contract;
+/// Test data for this crate's tests and, with feature `testing`, for the
+/// tests of the crates that use it.
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 #[cfg(test)]
 mod tests;

@@ -1,17 +1,10 @@
 //! The behaviour suite (`contract.rs`) run on every store this crate has.
 
+use crate::testing::{temp_sqlite, DB_FILE};
 use crate::{CachedStore, SqliteStore};
 
-async fn open_sqlite() -> (tempfile::TempDir, SqliteStore) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store = SqliteStore::open(&dir.path().join("svs.db"))
-        .await
-        .expect("store opens");
-    (dir, store)
-}
-
 mod sqlite {
-    use super::open_sqlite as open;
+    use crate::testing::temp_sqlite as open;
     store_contract_tests!(open);
 }
 
@@ -19,7 +12,7 @@ mod cached_sqlite {
     use crate::{CachedStore, SqliteStore};
 
     async fn open() -> (tempfile::TempDir, CachedStore<SqliteStore>) {
-        let (dir, store) = super::open_sqlite().await;
+        let (dir, store) = super::temp_sqlite().await;
         (dir, CachedStore::new(store))
     }
 
@@ -28,11 +21,11 @@ mod cached_sqlite {
 
 #[tokio::test]
 async fn the_cache_serves_volumes_until_a_change_goes_through_it() {
-    use crate::contract::{new_job, resize_spec, volume_on_m1};
+    use crate::contract::{start_resize, volume_on_m1};
     use crate::prelude::*;
     use svs_domain::VolumeState;
 
-    let (_dir, sqlite) = open_sqlite().await;
+    let (_dir, sqlite) = temp_sqlite().await;
     let cached = CachedStore::new(sqlite);
     let (user, volume, _) = volume_on_m1(&cached).await;
     let read = || async {
@@ -46,15 +39,7 @@ async fn the_cache_serves_volumes_until_a_change_goes_through_it() {
     assert_eq!(read().await, VolumeState::Ready);
     // A change made around the wrapper is not seen: that is why it is for a
     // single process, whose every change goes through it.
-    let job_id = cached
-        .inner()
-        .start_volume_job(
-            &volume,
-            VolumeState::Resizing,
-            &new_job(&user, resize_spec(false), &volume),
-        )
-        .await
-        .expect("job");
+    let job_id = start_resize(cached.inner(), &user, &volume, false).await;
     assert_eq!(read().await, VolumeState::Ready, "served from the cache");
     cached
         .set_job_progress(job_id, 1, "Growing slices")
@@ -65,22 +50,18 @@ async fn the_cache_serves_volumes_until_a_change_goes_through_it() {
 
 #[tokio::test]
 async fn two_stores_on_one_file_never_both_book_the_same_space() {
-    use crate::contract::{add_volume, media_states, volume_on_m1};
+    use crate::contract::{add_volume, media_states, policy_p, volume_on_m1};
     use crate::prelude::*;
     use crate::StoreError;
     use svs_domain::{place_volume, PlacementRequest, Resiliency};
 
     // As two processes would: each store has its own connections.
-    let (dir, first) = open_sqlite().await;
-    let second = SqliteStore::open(&dir.path().join("svs.db"))
+    let (dir, first) = temp_sqlite().await;
+    let second = SqliteStore::open(&dir.path().join(DB_FILE))
         .await
         .expect("second store opens");
     let (user, _, _) = volume_on_m1(&first).await;
-    let policy = first
-        .get_policy(user.tenant_id, "p")
-        .await
-        .expect("read")
-        .expect("policy");
+    let policy = policy_p(&first, &user).await;
     add_volume(&first, &user, policy.id, "vol-a", "a", 15).await;
     add_volume(&first, &user, policy.id, "vol-b", "b", 15).await;
     let stale = media_states(&first).await;
@@ -121,7 +102,7 @@ async fn a_busy_database_is_a_transient_error() {
     use sqlx::{ConnectOptions, Connection};
     use std::time::Duration;
 
-    let (dir, _store) = open_sqlite().await;
+    let (dir, _store) = temp_sqlite().await;
     let options = SqliteConnectOptions::new()
         .filename(dir.path().join("svs.db"))
         .busy_timeout(Duration::ZERO);

@@ -1,9 +1,9 @@
 //! Attachments of volumes to nodes.
 
 use super::jobs::claim_volume;
-use super::{active_job, is_unique_violation, SqliteStore};
+use super::{active_job, conflict_on_unique, SqliteStore};
 use crate::records::{Attachment, NewAttachment, NewJob};
-use crate::{AttachmentStore, StoreError, StoreResult};
+use crate::{AttachmentStore, StoreResult};
 use async_trait::async_trait;
 use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
@@ -48,16 +48,9 @@ impl AttachmentStore for SqliteStore {
         .bind(a.now_ms)
         .execute(&mut *tx)
         .await;
-        match inserted {
-            Ok(_) => {}
-            Err(e) if is_unique_violation(&e) => {
-                return Err(StoreError::Conflict(format!(
-                    "the volume is already attached to node '{}'",
-                    a.node
-                )))
-            }
-            Err(e) => return Err(e.into()),
-        }
+        conflict_on_unique(inserted, || {
+            format!("the volume is already attached to node '{}'", a.node)
+        })?;
         let job_id = claim_volume(&mut tx, &a.volume_id, None, job).await?;
         tx.commit().await?;
         Ok(job_id)

@@ -4,6 +4,7 @@ use super::{gib, to_i64, SqliteStore};
 use crate::records::{MediumRecord, MediumUsage, NodeRecord};
 use crate::{MediaStore, StoreError, StoreResult};
 use async_trait::async_trait;
+use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
 use std::collections::{BTreeSet, HashMap};
 use svs_domain::{media_to_forget, Medium, MediumSpace, StoredMedium};
@@ -39,6 +40,20 @@ pub(super) async fn media_space(
     Ok(space)
 }
 
+/// A medium's record from a row with its `id`, `node`, `zone`, `directory`
+/// and `size_gib` columns.
+fn medium_record(row: &SqliteRow) -> StoreResult<MediumRecord> {
+    Ok(MediumRecord {
+        medium: Medium {
+            id: row.try_get("id")?,
+            node: row.try_get("node")?,
+            zone: row.try_get("zone")?,
+            size: gib(row, "size_gib")?,
+        },
+        directory: row.try_get("directory")?,
+    })
+}
+
 #[async_trait]
 impl MediaStore for SqliteStore {
     async fn sync_media(&self, media: &[MediumRecord]) -> StoreResult<()> {
@@ -55,15 +70,7 @@ impl MediaStore for SqliteStore {
             .iter()
             .map(|row| {
                 Ok(StoredMedium {
-                    record: MediumRecord {
-                        medium: Medium {
-                            id: row.try_get("id")?,
-                            node: row.try_get("node")?,
-                            zone: row.try_get("zone")?,
-                            size: gib(row, "size_gib")?,
-                        },
-                        directory: row.try_get("directory")?,
-                    },
+                    record: medium_record(row)?,
                     held: gib(row, "held")?,
                 })
             })
@@ -105,15 +112,7 @@ impl MediaStore for SqliteStore {
         rows.iter()
             .map(|row| {
                 Ok(MediumUsage {
-                    record: MediumRecord {
-                        medium: Medium {
-                            id: row.try_get("id")?,
-                            node: row.try_get("node")?,
-                            zone: row.try_get("zone")?,
-                            size: gib(row, "size_gib")?,
-                        },
-                        directory: row.try_get("directory")?,
-                    },
+                    record: medium_record(row)?,
                     allocated: gib(row, "allocated")?,
                     reserved: gib(row, "reserved")?,
                     volumes_count: gib(row, "volumes")?,

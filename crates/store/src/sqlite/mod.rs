@@ -24,8 +24,8 @@ use crate::{StoreError, StoreLifecycle, StoreResult};
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
-    SqliteSynchronous,
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteQueryResult,
+    SqliteRow, SqliteSynchronous,
 };
 use sqlx::{Row, Sqlite, Transaction};
 use std::path::Path;
@@ -117,6 +117,18 @@ fn is_transient(e: &sqlx::Error) -> bool {
 
 fn is_unique_violation(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
+}
+
+/// A write's result, with a unique-constraint violation as
+/// Conflict(`conflict()`).
+fn conflict_on_unique(
+    result: Result<SqliteQueryResult, sqlx::Error>,
+    conflict: impl FnOnce() -> String,
+) -> StoreResult<SqliteQueryResult> {
+    match result {
+        Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(conflict())),
+        other => Ok(other?),
+    }
 }
 
 // ---- row helpers ----

@@ -1,6 +1,6 @@
 //! Policies.
 
-use super::{is_unique_violation, json_map, resiliency, SqliteStore};
+use super::{conflict_on_unique, json_map, resiliency, SqliteStore};
 use crate::records::{Policy, PolicyWrite};
 use crate::{PolicyStore, StoreError, StoreResult};
 use async_trait::async_trait;
@@ -44,25 +44,21 @@ impl PolicyStore for SqliteStore {
         .bind(&p.by_email)
         .execute(&self.writer)
         .await;
-        match inserted {
-            Ok(r) => Ok(Policy {
-                id: r.last_insert_rowid(),
-                name: p.name.clone(),
-                resiliency: p.resiliency,
-                attributes: p.attributes.clone(),
-                created_ms: p.now_ms,
-                created_by_name: p.by_name.clone(),
-                created_by_email: p.by_email.clone(),
-                updated_ms: None,
-                updated_by_name: None,
-                updated_by_email: None,
-            }),
-            Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(format!(
-                "a policy named '{}' already exists",
-                p.name
-            ))),
-            Err(e) => Err(e.into()),
-        }
+        let r = conflict_on_unique(inserted, || {
+            format!("a policy named '{}' already exists", p.name)
+        })?;
+        Ok(Policy {
+            id: r.last_insert_rowid(),
+            name: p.name.clone(),
+            resiliency: p.resiliency,
+            attributes: p.attributes.clone(),
+            created_ms: p.now_ms,
+            created_by_name: p.by_name.clone(),
+            created_by_email: p.by_email.clone(),
+            updated_ms: None,
+            updated_by_name: None,
+            updated_by_email: None,
+        })
     }
 
     async fn list_policies(&self, tenant_id: i64) -> StoreResult<Vec<Policy>> {
@@ -123,16 +119,11 @@ impl PolicyStore for SqliteStore {
         .bind(name)
         .execute(&mut *tx)
         .await;
-        match updated {
-            Ok(r) if r.rows_affected() == 0 => return Err(StoreError::NotFound),
-            Ok(_) => {}
-            Err(e) if is_unique_violation(&e) => {
-                return Err(StoreError::Conflict(format!(
-                    "a policy named '{}' already exists",
-                    p.name
-                )))
-            }
-            Err(e) => return Err(e.into()),
+        let updated = conflict_on_unique(updated, || {
+            format!("a policy named '{}' already exists", p.name)
+        })?;
+        if updated.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
         }
         let row = sqlx::query("SELECT * FROM policies WHERE tenant_id = ? AND name = ?")
             .bind(tenant_id)

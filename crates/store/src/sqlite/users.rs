@@ -1,8 +1,8 @@
 //! Users, tenants and refresh tokens.
 
-use super::{is_unique_violation, SqliteStore};
+use super::{conflict_on_unique, SqliteStore};
 use crate::records::{NewRefreshToken, NewUser, RefreshTokenRecord, User};
-use crate::{StoreError, StoreResult, UserStore};
+use crate::{StoreResult, UserStore};
 use async_trait::async_trait;
 use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
@@ -54,16 +54,10 @@ impl UserStore for SqliteStore {
         .bind(user.now_ms)
         .execute(&mut *tx)
         .await;
-        let id = match inserted {
-            Ok(r) => r.last_insert_rowid(),
-            Err(e) if is_unique_violation(&e) => {
-                return Err(StoreError::Conflict(format!(
-                    "a user with email {} already exists",
-                    user.email
-                )))
-            }
-            Err(e) => return Err(e.into()),
-        };
+        let id = conflict_on_unique(inserted, || {
+            format!("a user with email {} already exists", user.email)
+        })?
+        .last_insert_rowid();
         tx.commit().await?;
         Ok(User {
             id,

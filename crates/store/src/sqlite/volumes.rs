@@ -2,7 +2,7 @@
 
 use super::jobs::{append_detail, claim_volume, finish_job_tx};
 use super::media::media_space;
-use super::{active_job, gib, is_unique_violation, json_map, resiliency, to_i64, SqliteStore};
+use super::{active_job, conflict_on_unique, gib, json_map, resiliency, to_i64, SqliteStore};
 use crate::records::{JobEnd, NewJob, NewVolume, ResizeStep, SliceRow, StepState, Volume};
 use crate::{StoreError, StoreResult, VolumeStore};
 use async_trait::async_trait;
@@ -108,21 +108,17 @@ impl VolumeStore for SqliteStore {
         .bind(v.now_ms)
         .execute(&mut *tx)
         .await;
-        match inserted {
-            Ok(_) => {}
-            Err(e) if is_unique_violation(&e) => {
-                return Err(StoreError::Conflict(format!(
-                    "a volume named '{}' already exists",
-                    v.name
-                )))
-            }
+        let inserted = match inserted {
             Err(sqlx::Error::Database(db)) if db.is_foreign_key_violation() => {
                 return Err(StoreError::Conflict(
                     "the volume's policy was deleted meanwhile".into(),
                 ))
             }
-            Err(e) => return Err(e.into()),
-        }
+            other => other,
+        };
+        conflict_on_unique(inserted, || {
+            format!("a volume named '{}' already exists", v.name)
+        })?;
         let job_id = claim_volume(&mut tx, &v.id, None, job).await?;
         tx.commit().await?;
         Ok(job_id)
