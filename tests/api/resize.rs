@@ -621,11 +621,13 @@ async fn concurrent_resizes_never_shrink_a_volume() {
             "{status}"
         );
     }
-    // Let the accepted jobs finish.
+    // Let the accepted jobs finish. Pending is asked first: a job only goes
+    // Pending → Running → Done, so one that was Pending at the first question
+    // is still seen by the second.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let (_, running) = app.get(&format!("/jobs?object={id}&state=Running")).await;
         let (_, pending) = app.get(&format!("/jobs?object={id}&state=Pending")).await;
+        let (_, running) = app.get(&format!("/jobs?object={id}&state=Running")).await;
         if running.as_array().is_some_and(Vec::is_empty)
             && pending.as_array().is_some_and(Vec::is_empty)
         {
