@@ -107,6 +107,7 @@ impl Application {
                 )
             })?;
         }
+        refuse_shared_directories(&media_config)?;
         let media: Arc<dyn DataPlane> = Arc::new(LocalMedia::new(
             media_config
                 .iter()
@@ -234,6 +235,22 @@ impl Application {
         self.store.close().await;
         served.map_err(|e| format!("server error: {e}"))
     }
+}
+
+/// Two media in one directory would each see the other's slice files as
+/// their own (and a repair of one would remove the other's data).
+fn refuse_shared_directories(media: &[crate::config::MediumConfig]) -> Result<(), String> {
+    let mut seen: std::collections::HashMap<&Path, &str> = std::collections::HashMap::new();
+    for m in media {
+        if let Some(other) = seen.insert(m.directory.as_path(), &m.id) {
+            return Err(format!(
+                "media '{other}' and '{}' use the same directory {}; each medium needs its own",
+                m.id,
+                m.directory.display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The job runner and the reconcilers. They share the worker board (their

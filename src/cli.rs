@@ -226,7 +226,8 @@ pub enum UserCommand {
         /// Display name (default: the part of the e-mail before '@').
         #[arg(long)]
         name: Option<String>,
-        /// Make the user an administrator of the tenant.
+        /// Make the user a service administrator: it manages the infrastructure
+        /// (nodes, media) that every tenant shares, whatever its own tenant.
         #[arg(long)]
         admin: bool,
     },

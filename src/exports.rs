@@ -58,7 +58,7 @@ impl ExportRegistry {
             let io = self.media.open_volume(layout)?;
             state.volumes.insert(layout.volume_id.clone(), io);
         }
-        state.exports.insert(
+        let replaced = state.exports.insert(
             export_name.to_string(),
             Export {
                 volume_id: layout.volume_id.clone(),
@@ -67,6 +67,11 @@ impl ExportRegistry {
                 closed: CancellationToken::new(),
             },
         );
+        // Attaching again (a retried job) must not orphan the connections
+        // of the export it replaces: a detach could no longer close them.
+        if let Some(old) = replaced {
+            old.closed.cancel();
+        }
         Ok(())
     }
 

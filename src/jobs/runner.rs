@@ -171,9 +171,9 @@ impl JobRunner {
             &ctx.shutdown,
             |e, retry, delay| {
                 warn!(error = %e, retry, delay_secs = delay.as_secs_f64(), "transient error; job will be tried again");
+                // No job id: the board is shown to every tenant.
                 let summary = format!(
-                    "job {} ({}): transient error; retry {retry} of {} in {:.1}s",
-                    job.id,
+                    "a {} job: transient error; retry {retry} of {} in {:.1}s",
                     job.kind,
                     self.retry.retries,
                     delay.as_secs_f64()
@@ -215,7 +215,7 @@ impl JobRunner {
             create::discard_volume(ctx, &job.object).await;
         }
         warn!(detail = %end, "job ended in Error");
-        let summary = format!("job {} ({}) ended in Error", job.id, job.kind);
+        let summary = format!("a {} job ended in Error", job.kind);
         self.count(|s| s.record_error(summary, ctx.clock.now_ms()));
         if let Err(e) = ctx
             .store

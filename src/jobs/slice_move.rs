@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use svs_dataplane::{CopyOptions, DataPlane, DataPlaneError, Digest, SliceKey, VolumeIo};
 use svs_store::{Job, ResizeStep, StepState, Store, Volume};
 use tokio::task::JoinHandle;
-use tracing::info;
+use tracing::{info, warn};
 
 /// How often a running copy's progress is written to the job.
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
@@ -52,9 +52,14 @@ pub(super) async fn move_slice(
         ctx.progress(job, band.at(0, 0), &status).await?;
 
         let sampler = CopySampler::default();
+        // The copy's own token: the service's shutdown stops it, and so does
+        // dropping this job's future, so no copy thread outlives the move
+        // that started it (a retry must never race an earlier copy).
+        let cancel = ctx.shutdown.child_token();
+        let _stop_copy_on_drop = cancel.clone().drop_guard();
         let options = CopyOptions {
             rate_limit: ctx.rate_limit,
-            cancel: ctx.shutdown.clone(),
+            cancel,
         };
         let started = Instant::now();
         let copy = match ctx.exports.volume_io(&volume.id) {
@@ -161,7 +166,10 @@ fn copy_live(
     })
 }
 
-/// Waits for a copy, writing its progress to the job as it goes.
+/// Waits for the copy to end, writing its progress to the job as it goes.
+/// Progress is best effort: a failed write is logged and the wait goes on,
+/// because returning early would leave the copy thread running behind the
+/// job's back.
 async fn follow_copy(
     ctx: &JobContext,
     job: &Job,
@@ -183,7 +191,9 @@ async fn follow_copy(
                 let progress = band.at(done, total);
                 if last != Some(progress) {
                     last = Some(progress);
-                    ctx.progress(job, progress, status).await?;
+                    if let Err(e) = ctx.progress(job, progress, status).await {
+                        warn!(error = %e, "cannot record copy progress; the copy goes on");
+                    }
                 }
             }
         }

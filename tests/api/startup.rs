@@ -472,6 +472,39 @@ async fn an_unusable_medium_directory_stops_start_up_naming_the_medium() {
 }
 
 #[tokio::test]
+async fn two_media_in_one_directory_stop_start_up_naming_both() {
+    let cwd = tempfile::tempdir().expect("temp dir");
+    let shared = cwd.path().join("disk");
+    std::fs::create_dir_all(&shared).expect("dir");
+    let file = cwd.path().join("svs.toml");
+    // The same directory, spelled two ways.
+    std::fs::write(
+        &file,
+        format!(
+            "[[media]]\nid = \"first\"\nnode = \"n1\"\nzone = \"z1\"\ndirectory = \"{}\"\nsize_gib = 10\n\
+             [[media]]\nid = \"second\"\nnode = \"n2\"\nzone = \"z2\"\ndirectory = \"{}/../disk\"\nsize_gib = 10\n",
+            shared.display(),
+            shared.display()
+        ),
+    )
+    .expect("config");
+    let started = serve(
+        cwd.path(),
+        &with(
+            with(listen_any(), path_args("--config", &file)),
+            path_args("--data-dir", &cwd.path().join("data")),
+        ),
+        &ADMIN_ENV,
+    );
+    let (stdout, stderr) = started.failed();
+    assert!(!stdout.contains("svs listening on"), "{stdout}");
+    assert!(
+        stderr.contains("media 'first' and 'second' use the same directory"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
 async fn a_second_serve_on_the_same_data_directory_refuses_to_start_and_the_first_keeps_working() {
     let mut app = TestApp::start().await;
     app.create_policy("gold", 1, 1, 1).await;
