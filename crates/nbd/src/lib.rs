@@ -17,7 +17,12 @@
 //! possibly out of order, as the protocol allows.
 //!
 //! The service plugs in through two traits: [`BlockDevice`] (one export's
-//! bytes) and [`Exports`] (which exports exist and who may open them).
+//! bytes) and [`Exports`] (which exports exist, who may open them, and which
+//! peer addresses may connect at all). Admission happens at accept, before
+//! any byte is exchanged: a peer [`Exports::admits`] refuses, one more
+//! connection from a peer at `max_connections_per_peer`, or one more beyond
+//! `max_connections` is closed at once; a handshake not finished within
+//! `handshake_timeout` is closed.
 
 pub mod protocol;
 
