@@ -156,9 +156,16 @@ async fn serve_connection(
     builder.header_read_timeout(None).keep_alive(true);
     let connection = builder.serve_connection(io, service);
     tokio::pin!(connection);
+    // The futures the loop waits on live across iterations: a request costs
+    // no timer registration, and at most one wake-up (when its head starts).
+    let stopped = shutdown.cancelled();
+    tokio::pin!(stopped);
     let mut stopping = false;
+    let changed = watch.changed.notified();
+    tokio::pin!(changed);
+    let timer = tokio::time::sleep_until(watch.deadline(&limits));
+    tokio::pin!(timer);
     loop {
-        let deadline = watch.deadline(&limits);
         tokio::select! {
             served = connection.as_mut() => {
                 if let Err(e) = served {
@@ -166,28 +173,25 @@ async fn serve_connection(
                 }
                 return;
             }
-            // A head started arriving, or a request ended: a new deadline.
-            _ = watch.changed.notified() => {}
-            _ = sleep_until(deadline) => {
+            // A head started arriving: its deadline may be sooner.
+            _ = changed.as_mut() => {
+                changed.set(watch.changed.notified());
+                timer.as_mut().reset(watch.deadline(&limits));
+            }
+            _ = timer.as_mut() => {
                 if let Some(why) = watch.expired(&limits) {
                     debug!(%peer, "HTTP connection closed: {why}");
                     return;
                 }
+                timer.as_mut().reset(watch.deadline(&limits));
             }
-            _ = shutdown.cancelled(), if !stopping => {
+            _ = stopped.as_mut(), if !stopping => {
                 // Idle connections close now; one with a request in
                 // progress closes once its response is sent.
                 connection.as_mut().graceful_shutdown();
                 stopping = true;
             }
         }
-    }
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 
@@ -236,7 +240,7 @@ async fn handle(
 /// What a connection's task needs to know to pick its deadline.
 struct Watch {
     state: Mutex<WatchState>,
-    /// Woken when the deadline may have moved.
+    /// Woken when the deadline moved sooner (a head started after a keep-alive).
     changed: Notify,
 }
 
@@ -273,40 +277,47 @@ impl Watch {
     fn read_some(&self) {
         let mut s = self.state();
         if s.in_flight == 0 && s.head_since.is_none() {
-            // On a new connection the head's clock started at the accept.
-            s.head_since = Some(if s.served == 0 {
-                s.idle_since
+            if s.served == 0 {
+                // On a new connection the head's clock started at the
+                // accept: the deadline stays where it was.
+                s.head_since = Some(s.idle_since);
             } else {
-                Instant::now()
-            });
-            drop(s);
-            self.changed.notify_one();
+                // After a keep-alive, the header deadline is sooner than
+                // the idle one the task sleeps until.
+                s.head_since = Some(Instant::now());
+                drop(s);
+                self.changed.notify_one();
+            }
         }
     }
 
-    /// When the connection must be closed unless something happens first;
-    /// `None` while a request is in progress (its body has a deadline of
-    /// its own; handlers are short).
-    fn deadline(&self, limits: &HttpLimits) -> Option<Instant> {
+    /// When the connection's task must look again: the moment it is to be
+    /// closed unless something happens first. While a request is in
+    /// progress there is nothing to enforce (its body has a deadline of its
+    /// own; handlers are short), so the task just looks again after the
+    /// shorter timeout; as the last look was at most that long before the
+    /// request ended, the keep-alive deadline that follows is met exactly,
+    /// without waking the task at every request's end.
+    fn deadline(&self, limits: &HttpLimits) -> Instant {
         let s = self.state();
         if s.in_flight > 0 {
-            return None;
+            return Instant::now() + limits.header_read_timeout.min(limits.keep_alive_timeout);
         }
-        Some(match s.head_since {
+        match s.head_since {
             Some(head) => head + limits.header_read_timeout,
             // A new connection owes its first request within the header timeout.
             None if s.served == 0 => s.idle_since + limits.header_read_timeout,
             None => s.idle_since + limits.keep_alive_timeout,
-        })
+        }
     }
 
     /// Why the connection is to be closed now, if it is.
     fn expired(&self, limits: &HttpLimits) -> Option<&'static str> {
-        let at = self.deadline(limits)?;
-        if Instant::now() < at {
+        let at = self.deadline(limits);
+        let s = self.state();
+        if s.in_flight > 0 || Instant::now() < at {
             return None;
         }
-        let s = self.state();
         Some(if s.head_since.is_some() || s.served == 0 {
             "request head not received within the header read timeout"
         } else {
@@ -323,8 +334,7 @@ impl InProgress {
         let mut s = watch.state();
         s.in_flight += 1;
         s.head_since = None;
-        drop(s);
-        watch.changed.notify_one();
+        // No wake-up: the task's deadline can only move later (see `deadline`).
         InProgress(Arc::clone(watch))
     }
 }
@@ -337,8 +347,6 @@ impl Drop for InProgress {
             s.served += 1;
             s.idle_since = Instant::now();
         }
-        drop(s);
-        self.0.changed.notify_one();
     }
 }
 
