@@ -9,6 +9,7 @@ use crate::auth::{SigningKey, TokenIssuer};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, StoreBackend};
 use crate::exports::ExportRegistry;
+use crate::http::HttpLimits;
 use crate::jobs::{JobRunner, RetryPolicy, RunnerParts, RunnerSettings, VolumeActivity};
 use crate::reconcile::{ExportsReconciler, OrphanedCopies, Reconciler, Reconcilers};
 use crate::service::users::add_user;
@@ -37,6 +38,8 @@ pub struct Application {
     runner: Arc<JobRunner>,
     reconcilers: Reconcilers,
     store: Arc<dyn Store>,
+    http_limits: HttpLimits,
+    nbd_config: NbdConfig,
     /// The one stop signal of the whole service.
     shutdown: CancellationToken,
     /// Held for the life of the process: one `svs serve` per data directory.
@@ -188,9 +191,25 @@ impl Application {
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+        let http_limits = HttpLimits {
+            header_read_timeout: config.http_header_read_timeout,
+            keep_alive_timeout: config.http_keep_alive_timeout,
+            body_timeout: config.http_body_timeout,
+            max_connections: config.http_max_connections,
+        };
+        let nbd_config = NbdConfig {
+            max_connections: config.nbd_max_connections,
+            max_connections_per_peer: config.nbd_max_connections_per_peer,
+            handshake_timeout: config.nbd_handshake_timeout,
+            // The NBD server has a runtime of its own (`spawn_nbd_server`).
+            inline_max: 64 * 1024,
+            ..NbdConfig::default()
+        };
         Ok(Application {
             listener,
             nbd_listener,
+            http_limits,
+            nbd_config,
             exports,
             services,
             runner,
@@ -222,10 +241,15 @@ impl Application {
         let router = api::router(Arc::clone(&self.services))
             .layer(tower_http::trace::TraceLayer::new_for_http());
         let reconciling = self.reconcilers.spawn(shutdown.clone());
-        let nbd_thread = spawn_nbd_server(self.exports, self.nbd_listener, shutdown.clone())?;
-        let served = axum::serve(self.listener, router)
-            .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-            .await;
+        let nbd_thread = spawn_nbd_server(
+            self.exports,
+            self.nbd_listener,
+            self.nbd_config,
+            shutdown.clone(),
+        )?;
+        // Handlers may read the TCP peer (`ConnectInfo<SocketAddr>`).
+        let served =
+            crate::http::serve(self.listener, router, self.http_limits, shutdown.clone()).await;
         // Also when the server failed on its own: everything stops together.
         shutdown.cancel();
         let _ = tokio::task::spawn_blocking(move || nbd_thread.join()).await;
@@ -311,6 +335,7 @@ fn background_work(
 fn spawn_nbd_server(
     exports: Arc<ExportRegistry>,
     listener: TcpListener,
+    config: NbdConfig,
     stop: CancellationToken,
 ) -> Result<std::thread::JoinHandle<()>, String> {
     let listener = listener
@@ -338,10 +363,6 @@ fn spawn_nbd_server(
                         tracing::error!(error = %e, "NBD listener unusable");
                         return;
                     }
-                };
-                let config = NbdConfig {
-                    inline_max: 64 * 1024,
-                    ..NbdConfig::default()
                 };
                 if let Err(e) = NbdServer::new(exports, config).serve(listener, stop).await {
                     tracing::error!(error = %e, "NBD server stopped");

@@ -24,6 +24,32 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Address the NBD server (attached volumes) listens on. `SVS_NBD_LISTEN`.
     pub nbd_listen: SocketAddr,
+    /// An HTTP request's head (request line and headers) must arrive within
+    /// this time from its first byte (on a new connection: from the accept),
+    /// else the connection is closed. `SVS_HTTP_HEADER_READ_TIMEOUT`.
+    #[serde(with = "humantime_serde")]
+    pub http_header_read_timeout: Duration,
+    /// An HTTP connection with no request in progress is closed after this
+    /// long idle. `SVS_HTTP_KEEP_ALIVE_TIMEOUT`.
+    #[serde(with = "humantime_serde")]
+    pub http_keep_alive_timeout: Duration,
+    /// An HTTP request's body must have arrived this long after its head;
+    /// else 408 and the connection is closed. `SVS_HTTP_BODY_TIMEOUT`.
+    #[serde(with = "humantime_serde")]
+    pub http_body_timeout: Duration,
+    /// HTTP connections open at once; at the cap no more are accepted (they
+    /// wait in the listen queue until one closes). `SVS_HTTP_MAX_CONNECTIONS`.
+    pub http_max_connections: usize,
+    /// An NBD client must finish the handshake (choose its export) within
+    /// this time, else its connection is closed. `SVS_NBD_HANDSHAKE_TIMEOUT`.
+    #[serde(with = "humantime_serde")]
+    pub nbd_handshake_timeout: Duration,
+    /// NBD connections open at once (handshaking or transmitting); one more
+    /// is closed as soon as it is accepted. `SVS_NBD_MAX_CONNECTIONS`.
+    pub nbd_max_connections: usize,
+    /// NBD connections open at once from one IP address, so that no single
+    /// peer can take every slot. `SVS_NBD_MAX_CONNECTIONS_PER_PEER`.
+    pub nbd_max_connections_per_peer: usize,
     /// Lifetime of the AccessToken and IdToken (`ExpiresIn`), e.g. "1h". `SVS_TOKEN_LIFETIME`.
     #[serde(with = "humantime_serde")]
     pub token_lifetime: Duration,
@@ -142,6 +168,13 @@ impl Default for Config {
             store: StoreBackend::Sqlite,
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             nbd_listen: SocketAddr::from(([127, 0, 0, 1], 10809)),
+            http_header_read_timeout: Duration::from_secs(10),
+            http_keep_alive_timeout: Duration::from_secs(60),
+            http_body_timeout: Duration::from_secs(30),
+            http_max_connections: 10_000,
+            nbd_handshake_timeout: Duration::from_secs(10),
+            nbd_max_connections: 256,
+            nbd_max_connections_per_peer: 64,
             token_lifetime: Duration::from_secs(3600),
             refresh_token_lifetime: Duration::from_secs(30 * 24 * 3600),
             issuer: "svs".to_string(),
@@ -207,6 +240,29 @@ impl Config {
         }
         if self.reconcile_period.as_secs() == 0 {
             return Err("configuration: reconcile_period must be at least 1s".into());
+        }
+        for (name, value) in [
+            ("http_header_read_timeout", self.http_header_read_timeout),
+            ("http_keep_alive_timeout", self.http_keep_alive_timeout),
+            ("http_body_timeout", self.http_body_timeout),
+            ("nbd_handshake_timeout", self.nbd_handshake_timeout),
+        ] {
+            // Zero would close every connection at once, not disable the limit.
+            if value.is_zero() {
+                return Err(format!("configuration: {name} must be more than 0"));
+            }
+        }
+        for (name, value) in [
+            ("http_max_connections", self.http_max_connections),
+            ("nbd_max_connections", self.nbd_max_connections),
+            (
+                "nbd_max_connections_per_peer",
+                self.nbd_max_connections_per_peer,
+            ),
+        ] {
+            if value == 0 {
+                return Err(format!("configuration: {name} must be at least 1"));
+            }
         }
         let mut ids = std::collections::HashSet::new();
         for m in &self.media {
@@ -360,6 +416,42 @@ mod tests {
         })
         .unwrap_err();
         assert!(err.contains("max_concurrent_jobs"), "{err}");
+    }
+
+    #[test]
+    fn connection_limits_have_defaults_read_the_file_and_refuse_zero() {
+        let config = Config::default();
+        assert_eq!(config.http_header_read_timeout, Duration::from_secs(10));
+        assert_eq!(config.http_keep_alive_timeout, Duration::from_secs(60));
+        assert_eq!(config.http_body_timeout, Duration::from_secs(30));
+        assert_eq!(config.http_max_connections, 10_000);
+        assert_eq!(config.nbd_handshake_timeout, Duration::from_secs(10));
+        assert_eq!(config.nbd_max_connections, 256);
+        assert_eq!(config.nbd_max_connections_per_peer, 64);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("svs.toml");
+        std::fs::write(
+            &file,
+            "http_header_read_timeout = \"2s\"\nnbd_max_connections_per_peer = 8\n",
+        )
+        .unwrap();
+        let config = Config::load(&Overrides {
+            config_file: Some(file.clone()),
+            ..Overrides::default()
+        })
+        .unwrap();
+        assert_eq!(config.http_header_read_timeout, Duration::from_secs(2));
+        assert_eq!(config.nbd_max_connections_per_peer, 8);
+        for bad in ["http_body_timeout = \"0s\"", "http_max_connections = 0"] {
+            std::fs::write(&file, format!("{bad}\n")).unwrap();
+            let err = Config::load(&Overrides {
+                config_file: Some(file.clone()),
+                ..Overrides::default()
+            })
+            .unwrap_err();
+            let name = bad.split(' ').next().unwrap();
+            assert!(err.contains(name), "{err}");
+        }
     }
 
     #[test]

@@ -156,6 +156,17 @@ impl Exports for ExportRegistry {
         })
     }
 
+    /// Only the address of a node with an attached export may even start a
+    /// handshake: any other peer is closed at accept, so strangers cannot
+    /// hold the NBD server's connection slots (see `svs_nbd::Exports::admits`).
+    fn admits(&self, peer: IpAddr) -> bool {
+        let state = self.state();
+        state
+            .exports
+            .values()
+            .any(|e| state.addresses.get(&e.node) == Some(&peer))
+    }
+
     fn list(&self, peer: SocketAddr) -> Vec<String> {
         let state = self.state();
         let mut names: Vec<String> = state

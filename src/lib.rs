@@ -14,6 +14,7 @@ pub mod client;
 pub mod clock;
 pub mod config;
 pub mod exports;
+pub mod http;
 pub mod jobs;
 pub mod reconcile;
 pub mod service;

@@ -5,6 +5,8 @@ mod harness;
 mod attach;
 mod auth;
 mod cli;
+mod concurrency;
+mod connections;
 mod jobs;
 mod policies;
 mod reconcile;

@@ -17,7 +17,12 @@
 //! possibly out of order, as the protocol allows.
 //!
 //! The service plugs in through two traits: [`BlockDevice`] (one export's
-//! bytes) and [`Exports`] (which exports exist and who may open them).
+//! bytes) and [`Exports`] (which exports exist, who may open them, and which
+//! peer addresses may connect at all). Admission happens at accept, before
+//! any byte is exchanged: a peer [`Exports::admits`] refuses, one more
+//! connection from a peer at `max_connections_per_peer`, or one more beyond
+//! `max_connections` is closed at once; a handshake not finished within
+//! `handshake_timeout` is closed.
 
 pub mod protocol;
 
@@ -25,8 +30,9 @@ mod handshake;
 mod server;
 mod transmission;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
 pub use server::NbdServer;
 pub use tokio_util::sync::CancellationToken;
@@ -86,6 +92,15 @@ pub trait Exports: Send + Sync + 'static {
     fn open(&self, name: &str, peer: SocketAddr) -> Option<OpenedExport>;
     /// Names this peer may see (`NBD_OPT_LIST`).
     fn list(&self, peer: SocketAddr) -> Vec<String>;
+    /// Whether a connection from this address may start a handshake at
+    /// all. Called at accept, before any byte is exchanged: a peer refused
+    /// here is closed at once, so it never holds a connection slot. It must
+    /// be quick (an in-memory lookup). IPv4 peers on an IPv6 listener come
+    /// as IPv4 addresses. Default: every peer (the exports then decide).
+    fn admits(&self, peer: IpAddr) -> bool {
+        let _ = peer;
+        true
+    }
 }
 
 /// Server limits.
@@ -94,6 +109,13 @@ pub struct NbdConfig {
     /// Connections open at once (handshaking or transmitting); one more is
     /// closed as soon as it is accepted. Default 256.
     pub max_connections: usize,
+    /// Connections open at once from one IP address; one more from it is
+    /// closed as soon as it is accepted. With it below `max_connections`,
+    /// no single peer can take every slot. Default 64.
+    pub max_connections_per_peer: usize,
+    /// A client must finish the handshake (choose its export) within this
+    /// time, else its connection is closed. Default 10 s.
+    pub handshake_timeout: Duration,
     /// Largest `READ`/`WRITE` length, advertised as the maximum block size.
     /// A longer read is answered `EINVAL`; a longer write closes the
     /// connection (its payload is never read). Default 32 MiB; values below
@@ -111,6 +133,8 @@ impl Default for NbdConfig {
     fn default() -> Self {
         NbdConfig {
             max_connections: 256,
+            max_connections_per_peer: 64,
+            handshake_timeout: Duration::from_secs(10),
             max_payload: 32 * 1024 * 1024,
             inline_max: 0,
         }

@@ -1,10 +1,19 @@
-//! Accepting connections: the connection limit, then per connection the
-//! handshake and the transmission phase.
+//! Accepting connections: admission, then per connection the handshake and
+//! the transmission phase.
+//!
+//! Admission, in order, at accept and before any byte is exchanged: a peer
+//! whose address no export admits ([`Exports::admits`]) is closed at once;
+//! so is one more connection from a peer that already has
+//! `max_connections_per_peer`, and one more beyond `max_connections`. So
+//! strangers never hold a slot, and one (admitted) peer cannot take them all;
+//! a connection that stays idle in the handshake is closed after
+//! `handshake_timeout`.
 
+use std::collections::HashMap;
 use std::io;
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use tokio::io::{BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
@@ -17,8 +26,6 @@ use crate::handshake::{self, HandshakeError};
 use crate::transmission::{End, Transmission};
 use crate::{Exports, NbdConfig};
 
-/// A client must finish the handshake within this time.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Read and write buffers of a connection.
 const BUFFER: usize = 256 * 1024;
 
@@ -47,8 +54,16 @@ impl NbdServer {
         shutdown: CancellationToken,
     ) -> io::Result<()> {
         let local = listener.local_addr()?;
-        info!(%local, max_connections = self.config.max_connections, "NBD server listening");
+        info!(
+            %local,
+            max_connections = self.config.max_connections,
+            max_connections_per_peer = self.config.max_connections_per_peer,
+            handshake_timeout = ?self.config.handshake_timeout,
+            "NBD server listening"
+        );
         let slots = Arc::new(Semaphore::new(self.config.max_connections));
+        let peers = PeerCounts::new(self.config.max_connections_per_peer);
+        let mut refusals = Refusals::default();
         let mut connections = JoinSet::new();
         loop {
             tokio::select! {
@@ -67,19 +82,32 @@ impl NbdServer {
                             continue;
                         }
                     };
+                    let ip = canonical(peer.ip());
+                    if !self.exports.admits(ip) {
+                        refusals.note(peer, "no export admits this address");
+                        continue;
+                    }
+                    let Some(peer_slot) = peers.take(ip) else {
+                        refusals.note(peer, "too many connections from this address");
+                        continue;
+                    };
                     let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-                        warn!(%peer, max_connections = self.config.max_connections, "connection refused: too many connections");
-                        drop(stream);
+                        refusals.note(peer, "too many connections");
                         continue;
                     };
                     let span = info_span!("nbd", %peer, export = tracing::field::Empty);
                     let exports = Arc::clone(&self.exports);
-                    let limits = (self.config.max_payload, self.config.inline_max);
+                    let limits = Limits {
+                        max_payload: self.config.max_payload,
+                        inline_max: self.config.inline_max,
+                        handshake_timeout: self.config.handshake_timeout,
+                    };
                     let shutdown = shutdown.clone();
                     connections.spawn(
                         async move {
                             serve_connection(stream, peer, exports, limits, shutdown).await;
                             drop(slot);
+                            drop(peer_slot);
                         }
                         .instrument(span),
                     );
@@ -96,9 +124,14 @@ async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
     exports: Arc<dyn Exports>,
-    (max_payload, inline_max): (u32, u32),
+    limits: Limits,
     shutdown: CancellationToken,
 ) {
+    let Limits {
+        max_payload,
+        inline_max,
+        handshake_timeout,
+    } = limits;
     if let Err(e) = stream.set_nodelay(true) {
         debug!(error = %e, "TCP_NODELAY not set");
     }
@@ -113,7 +146,7 @@ async fn serve_connection(
             return;
         }
         r = tokio::time::timeout(
-            HANDSHAKE_TIMEOUT,
+            handshake_timeout,
             handshake::negotiate(&mut reader, &mut writer, exports.as_ref(), peer, max_payload),
         ) => r,
     };
@@ -157,5 +190,101 @@ async fn serve_connection(
         Ok(End::ExportClosed) => info!("export closed, client disconnected"),
         Ok(End::Shutdown) => info!("server shutting down, client disconnected"),
         Err(e) => warn!(error = %e, "protocol violation, connection closed"),
+    }
+}
+
+/// What a connection's task needs of the configuration.
+#[derive(Clone, Copy)]
+struct Limits {
+    max_payload: u32,
+    inline_max: u32,
+    handshake_timeout: Duration,
+}
+
+/// The address a peer is counted and admitted by: an IPv4 client of an
+/// IPv6 listener (`::ffff:a.b.c.d`) is the IPv4 address.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// Open connections per peer address.
+#[derive(Clone)]
+struct PeerCounts {
+    max: usize,
+    counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+impl PeerCounts {
+    fn new(max: usize) -> PeerCounts {
+        PeerCounts {
+            max: max.max(1),
+            counts: Arc::default(),
+        }
+    }
+
+    fn counts(&self) -> MutexGuard<'_, HashMap<IpAddr, usize>> {
+        // A poisoned lock only means a panic elsewhere; the counts stay usable.
+        self.counts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A slot for one more connection from `ip`, unless it has them all.
+    fn take(&self, ip: IpAddr) -> Option<PeerSlot> {
+        let mut counts = self.counts();
+        let n = counts.entry(ip).or_insert(0);
+        if *n >= self.max {
+            return None;
+        }
+        *n += 1;
+        Some(PeerSlot {
+            ip,
+            peers: self.clone(),
+        })
+    }
+}
+
+/// One connection's place in its peer's count, given back when dropped.
+struct PeerSlot {
+    ip: IpAddr,
+    peers: PeerCounts,
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut counts = self.peers.counts();
+        if let Some(n) = counts.get_mut(&self.ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                counts.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// Connections refused at accept are logged at debug level one by one, and
+/// as one warning at most every [`Refusals::EVERY`] (a flood of them must
+/// not flood the log too).
+#[derive(Default)]
+struct Refusals {
+    last_warning: Option<Instant>,
+    since: u64,
+}
+
+impl Refusals {
+    const EVERY: Duration = Duration::from_secs(10);
+
+    fn note(&mut self, peer: SocketAddr, why: &'static str) {
+        debug!(%peer, "connection refused: {why}");
+        self.since += 1;
+        let due = self
+            .last_warning
+            .is_none_or(|at| at.elapsed() >= Self::EVERY);
+        if due {
+            warn!(%peer, refused = self.since, "NBD connection refused: {why} (count since the last warning)");
+            self.last_warning = Some(Instant::now());
+            self.since = 0;
+        }
     }
 }

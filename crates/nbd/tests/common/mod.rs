@@ -238,6 +238,8 @@ struct Entry {
 pub struct TestExports {
     entries: Mutex<HashMap<String, Entry>>,
     forbidden: Mutex<HashSet<String>>,
+    /// When set, only these addresses are admitted.
+    admitted: Mutex<Option<HashSet<std::net::IpAddr>>>,
 }
 
 impl TestExports {
@@ -261,6 +263,12 @@ impl TestExports {
     pub fn forbid(&self, name: &str) {
         self.forbidden.lock().unwrap().insert(name.to_owned());
     }
+
+    /// From now on only these addresses are admitted.
+    pub fn admit_only(&self, addresses: &[&str]) {
+        let set = addresses.iter().map(|a| a.parse().unwrap()).collect();
+        *self.admitted.lock().unwrap() = Some(set);
+    }
 }
 
 impl Exports for TestExports {
@@ -274,6 +282,14 @@ impl Exports for TestExports {
             device: Arc::clone(&e.device),
             closed: e.closed.clone(),
         })
+    }
+
+    fn admits(&self, peer: std::net::IpAddr) -> bool {
+        self.admitted
+            .lock()
+            .unwrap()
+            .as_ref()
+            .is_none_or(|set| set.contains(&peer))
     }
 
     fn list(&self, _peer: SocketAddr) -> Vec<String> {
@@ -362,6 +378,16 @@ pub async fn is_closed(s: &mut TcpStream) -> bool {
             .expect("no close within the wait"),
         Ok(0) | Err(_)
     )
+}
+
+/// Connects from `local` (a loopback alias such as 127.0.0.2 plays another
+/// host) to `addr`.
+pub async fn connect_from(local: &str, addr: SocketAddr) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(SocketAddr::new(local.parse().unwrap(), 0))
+        .unwrap();
+    socket.connect(addr).await.unwrap()
 }
 
 /// Connects, checks the greeting and sends the client flags.
