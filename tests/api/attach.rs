@@ -18,7 +18,11 @@ fn qemu_io_ro(uri: &str, commands: &[String]) -> Result<String, String> {
     run_qemu_io(uri, commands, true)
 }
 
-fn run_qemu_io(uri: &str, commands: &[String], readonly: bool) -> Result<String, String> {
+pub(crate) fn run_qemu_io(
+    uri: &str,
+    commands: &[String],
+    readonly: bool,
+) -> Result<String, String> {
     let mut cmd = Command::new("qemu-io");
     cmd.args(["-f", "raw"]);
     if readonly {
@@ -73,7 +77,7 @@ fn topology(rate: &str) -> TestConfig {
     }
 }
 
-async fn attach(app: &TestApp, volume: &str, node: &str, readonly: bool) -> Value {
+pub(crate) async fn attach(app: &TestApp, volume: &str, node: &str, readonly: bool) -> Value {
     let (status, body) = app
         .post(
             &format!("/volumes/{volume}/snapshots/top/attachments"),

@@ -3,11 +3,10 @@
 //! clients wait rather than fail, and idle NBD connections from one peer (or
 //! from a stranger) cannot lock attached hosts out.
 
+use crate::attach::{attach, run_qemu_io};
 use crate::harness::*;
 use reqwest::StatusCode;
-use serde_json::json;
 use std::net::SocketAddr;
-use std::process::Command;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -128,49 +127,6 @@ async fn beyond_the_connection_cap_a_new_client_waits_for_a_free_slot() {
     );
 }
 
-fn qemu_io(uri: &str, commands: &[&str]) -> Result<String, String> {
-    let mut cmd = Command::new("qemu-io");
-    cmd.args(["-f", "raw"]);
-    for c in commands {
-        cmd.args(["-c", c]);
-    }
-    let out = cmd
-        .arg(uri)
-        .output()
-        .map_err(|e| format!("qemu-io: {e} (install qemu-utils)"))?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    if out.status.success() && !text.contains("failed") && !text.contains("can't open") {
-        Ok(text)
-    } else {
-        Err(text)
-    }
-}
-
-async fn attach(app: &TestApp, volume: &str, node: &str, readonly: bool) -> String {
-    let (status, body) = app
-        .post(
-            &format!("/volumes/{volume}/snapshots/top/attachments"),
-            json!({"node": node, "readonly": readonly}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "attach: {body}");
-    let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
-    assert_eq!(job["state"], "Done", "{job}");
-    let (status, a) = app
-        .get(&format!(
-            "/volumes/{volume}/snapshots/top/attachments/{node}"
-        ))
-        .await;
-    assert_eq!(status, StatusCode::OK, "{a}");
-    a["uri"].as_str().unwrap_or_default().to_string()
-}
-
 /// `n` NBD connections from `local` (a loopback alias) that say nothing.
 async fn idle_from(local: &str, addr: SocketAddr, n: usize) -> Vec<TcpStream> {
     let mut all = Vec::with_capacity(n);
@@ -195,7 +151,8 @@ async fn three_hundred_idle_nbd_connections_do_not_lock_an_attached_host_out() {
     .await;
     app.create_policy("none", 0, 0, 0).await;
     app.create_volume("v", 1, "none").await;
-    let uri = attach(&app, "v", "host-1", false).await;
+    let a = attach(&app, "v", "host-1", false).await;
+    let uri = a["uri"].as_str().unwrap_or_default().to_string();
     attach(&app, "v", "host-2", true).await;
     let nbd = nbd_addr(&app);
 
@@ -209,10 +166,8 @@ async fn three_hundred_idle_nbd_connections_do_not_lock_an_attached_host_out() {
     let _hogs = idle_from("127.0.0.2", nbd, 300).await;
 
     let started = Instant::now();
-    let out = qemu_io(
-        &uri,
-        &["write -P 0x5a 0 64k", "read -P 0x5a 0 64k", "flush"],
-    );
+    let commands = ["write -P 0x5a 0 64k", "read -P 0x5a 0 64k", "flush"].map(String::from);
+    let out = run_qemu_io(&uri, &commands, false);
     assert!(out.is_ok(), "{out:?}");
     assert!(started.elapsed() < Duration::from_secs(5));
 }
