@@ -5,15 +5,18 @@
 //! all: the servers, the reconcilers, the runner and every copy.
 
 use crate::api;
-use crate::auth::{SigningKey, TokenIssuer};
+use crate::auth::{PasswordCheckPool, SigningKey, TokenIssuer};
+use crate::service::throttle::{SignInThrottle, ThrottleSettings};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, StoreBackend};
 use crate::exports::ExportRegistry;
 use crate::http::HttpLimits;
 use crate::jobs::{JobRunner, RetryPolicy, RunnerParts, RunnerSettings, VolumeActivity};
-use crate::reconcile::{ExportsReconciler, OrphanedCopies, Reconciler, Reconcilers};
+use crate::reconcile::{
+    ExpiredRefreshTokens, ExportsReconciler, OrphanedCopies, Reconciler, Reconcilers,
+};
 use crate::service::users::add_user;
-use crate::service::Services;
+use crate::service::{Services, SignInProtection};
 use crate::workers::WorkerBoard;
 use std::fs::File;
 use std::net::SocketAddr;
@@ -176,6 +179,7 @@ impl Application {
             clock,
             tokens,
             refresh_ms,
+            sign_in_protection(&config)?,
             Arc::clone(&runner),
             Arc::clone(&exports),
             nbd_base,
@@ -261,6 +265,21 @@ impl Application {
     }
 }
 
+fn sign_in_protection(config: &Config) -> Result<SignInProtection, String> {
+    Ok(SignInProtection {
+        throttle: SignInThrottle::new(ThrottleSettings {
+            account_free_failures: config.signin_account_free_failures,
+            address_free_failures: config.signin_address_free_failures,
+            window: config.signin_window,
+            max_lockout: config.signin_max_lockout,
+        }),
+        passwords: PasswordCheckPool::new(
+            config.password_check_threads,
+            config.password_check_queue,
+        )?,
+    })
+}
+
 /// Two media in one directory would each see the other's slice files as
 /// their own (and a repair of one would remove the other's data).
 fn refuse_shared_directories(media: &[crate::config::MediumConfig]) -> Result<(), String> {
@@ -320,6 +339,11 @@ fn background_work(
             store: Arc::clone(store),
             media: Arc::clone(media),
             activity,
+            period: config.reconcile_period,
+        }),
+        Arc::new(ExpiredRefreshTokens {
+            store: Arc::clone(store),
+            clock: Arc::clone(clock),
             period: config.reconcile_period,
         }),
     ];

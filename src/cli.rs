@@ -242,6 +242,19 @@ fn init_tracing(filter: &str) {
         .try_init();
 }
 
+/// One warning naming every `SVS_*` variable that is no setting (a typo
+/// stays visible without stopping the service).
+fn warn_unknown_env_settings() {
+    let names = std::env::vars_os().filter_map(|(k, _)| k.into_string().ok());
+    let unknown = crate::config::unknown_env_settings(names);
+    if !unknown.is_empty() {
+        tracing::warn!(
+            variables = %unknown.join(", "),
+            "ignoring unknown SVS_* environment variables (not settings of svs serve)"
+        );
+    }
+}
+
 /// Everything svs creates (database, slice files, media directories) holds
 /// user data or password hashes: owner-only.
 fn private_files() {
@@ -267,6 +280,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 nbd_listen,
             })?;
             init_tracing(&config.log);
+            warn_unknown_env_settings();
             let app = Application::build(config).await?;
             let addr = app.local_addr()?;
             let nbd = app.nbd_addr()?;

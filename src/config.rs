@@ -58,6 +58,28 @@ pub struct Config {
     pub refresh_token_lifetime: Duration,
     /// `iss` claim of issued tokens. `SVS_ISSUER`.
     pub issuer: String,
+    /// Failed sign-ins for one account (e-mail) that cost nothing; each one
+    /// after them locks the account for 1 s, 2 s, 4 s, ... (at most
+    /// `signin_max_lockout`). `SVS_SIGNIN_ACCOUNT_FREE_FAILURES`.
+    pub signin_account_free_failures: u32,
+    /// The same for one client IP address (sign-ins and refreshes with an
+    /// invalid refresh token). `SVS_SIGNIN_ADDRESS_FREE_FAILURES`.
+    pub signin_address_free_failures: u32,
+    /// Failures are forgotten once this long has passed since the last one
+    /// (and no lock is running). `SVS_SIGNIN_WINDOW`.
+    #[serde(with = "humantime_serde")]
+    pub signin_window: Duration,
+    /// Longest single lockout, so that nobody can lock a real user out for
+    /// longer than this with one more wrong password. `SVS_SIGNIN_MAX_LOCKOUT`.
+    #[serde(with = "humantime_serde")]
+    pub signin_max_lockout: Duration,
+    /// Threads that check passwords (argon2, ~20 ms of CPU each), apart from
+    /// the threads serving the API. Default: half the cores, at least 1.
+    /// `SVS_PASSWORD_CHECK_THREADS`.
+    pub password_check_threads: usize,
+    /// Password checks waiting for a thread; one more is refused at once
+    /// with 503 and `Retry-After: 1`. `SVS_PASSWORD_CHECK_QUEUE`.
+    pub password_check_queue: usize,
     /// Throttle for data movement: slice data copied per second, e.g.
     /// "200 MiB"; "0" means unthrottled. Holes cost nothing. `SVS_MOVEMENT_RATE`.
     pub movement_rate: ByteSize,
@@ -178,6 +200,12 @@ impl Default for Config {
             token_lifetime: Duration::from_secs(3600),
             refresh_token_lifetime: Duration::from_secs(30 * 24 * 3600),
             issuer: "svs".to_string(),
+            signin_account_free_failures: 5,
+            signin_address_free_failures: 20,
+            signin_window: Duration::from_secs(15 * 60),
+            signin_max_lockout: Duration::from_secs(5 * 60),
+            password_check_threads: default_password_check_threads(),
+            password_check_queue: 32,
             movement_rate: ByteSize::mib(200),
             max_concurrent_jobs: 16,
             job_retries: 5,
@@ -213,8 +241,13 @@ impl Config {
             }
             figment = figment.merge(Toml::file(file));
         }
-        // SVS_CONFIG names the file for clap; it is not a setting.
-        figment = figment.merge(Env::prefixed("SVS_").ignore(&["config"]));
+        // Only our settings: the CLI's own variables (SVS_PROFILE, ...) and
+        // typos are not errors (`unknown_env_settings` names the latter).
+        let settings = setting_names();
+        figment = figment.merge(
+            Env::prefixed("SVS_")
+                .filter(move |key| settings.iter().any(|s| key.as_str().eq_ignore_ascii_case(s))),
+        );
         let mut config: Config = figment
             .extract()
             .map_err(|e| format!("configuration: {e}"))?;
@@ -237,6 +270,17 @@ impl Config {
         }
         if self.max_concurrent_jobs == 0 {
             return Err("configuration: max_concurrent_jobs must be at least 1".into());
+        }
+        if self.signin_window.is_zero() || self.signin_max_lockout.is_zero() {
+            return Err(
+                "configuration: signin_window and signin_max_lockout must be more than 0".into(),
+            );
+        }
+        if self.password_check_threads == 0 || self.password_check_queue == 0 {
+            return Err(
+                "configuration: password_check_threads and password_check_queue must be at least 1"
+                    .into(),
+            );
         }
         if self.reconcile_period.as_secs() == 0 {
             return Err("configuration: reconcile_period must be at least 1s".into());
@@ -331,6 +375,43 @@ impl Config {
             n => Some(n),
         }
     }
+}
+
+/// `SVS_*` variables the `svs` command line reads for itself (not settings
+/// of the service): `svs serve` ignores them silently.
+pub const CLI_ENV_VARS: [&str; 3] = ["SVS_CONFIG", "SVS_PROFILE", "SVS_URL"];
+
+/// The names of the settings (the keys of the TOML file).
+fn setting_names() -> Vec<String> {
+    match serde_json::to_value(Config::default()) {
+        Ok(serde_json::Value::Object(map)) => map.keys().cloned().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The `SVS_*` variables among `names` that are neither a setting nor one
+/// of the CLI's own: most likely typos, which `svs serve` warns about.
+pub fn unknown_env_settings<I: IntoIterator<Item = String>>(names: I) -> Vec<String> {
+    let settings = setting_names();
+    let mut unknown: Vec<String> = names
+        .into_iter()
+        .filter(|name| {
+            name.strip_prefix("SVS_").is_some_and(|key| {
+                !CLI_ENV_VARS.contains(&name.as_str())
+                    && !settings.iter().any(|s| s.eq_ignore_ascii_case(key))
+            })
+        })
+        .collect();
+    unknown.sort();
+    unknown
+}
+
+/// Half the cores, at least one: password checks never take every core
+/// from the API.
+fn default_password_check_threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| (n.get() / 2).max(1))
+        .unwrap_or(1)
 }
 
 fn resolve(base: &Path, p: &Path) -> PathBuf {
@@ -465,6 +546,35 @@ mod tests {
         })
         .unwrap_err();
         assert!(err.contains("lisen"), "{err}");
+    }
+
+    #[test]
+    fn unknown_env_settings_name_typos_but_not_settings_or_the_clis_variables() {
+        let names = [
+            "SVS_PROFILE",
+            "SVS_URL",
+            "SVS_CONFIG",
+            "SVS_LOG",
+            "SVS_SIGNIN_WINDOW",
+            "SVS_FOO",
+            "SVS_LISEN",
+            "HOME",
+        ];
+        assert_eq!(
+            unknown_env_settings(names.iter().map(|n| n.to_string())),
+            vec!["SVS_FOO".to_string(), "SVS_LISEN".to_string()]
+        );
+    }
+
+    #[test]
+    fn sign_in_protection_has_documented_defaults() {
+        let config = Config::default();
+        assert_eq!(config.signin_account_free_failures, 5);
+        assert_eq!(config.signin_address_free_failures, 20);
+        assert_eq!(config.signin_window, Duration::from_secs(900));
+        assert_eq!(config.signin_max_lockout, Duration::from_secs(300));
+        assert!(config.password_check_threads >= 1);
+        assert_eq!(config.password_check_queue, 32);
     }
 
     #[test]

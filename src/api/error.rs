@@ -2,7 +2,7 @@
 //! `{"message": ...}`; internal causes are logged, never shown.
 
 use crate::service::ServiceError;
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
@@ -11,6 +11,8 @@ use serde_json::json;
 pub struct ApiError {
     pub status: StatusCode,
     pub message: String,
+    /// Seconds for a `Retry-After` header (429, 503).
+    pub retry_after_secs: Option<u64>,
 }
 
 impl ApiError {
@@ -18,7 +20,13 @@ impl ApiError {
         ApiError {
             status,
             message: message.into(),
+            retry_after_secs: None,
         }
+    }
+
+    fn retry_after(mut self, secs: u64) -> ApiError {
+        self.retry_after_secs = Some(secs);
+        self
     }
 }
 
@@ -30,6 +38,17 @@ impl From<ServiceError> for ApiError {
             ServiceError::Forbidden(_) => StatusCode::FORBIDDEN,
             ServiceError::NotFound(_) => StatusCode::NOT_FOUND,
             ServiceError::Conflict(_) | ServiceError::Blocked(_) => StatusCode::CONFLICT,
+            ServiceError::TooManyAttempts {
+                message,
+                retry_after_secs,
+            } => {
+                return ApiError::new(StatusCode::TOO_MANY_REQUESTS, message.clone())
+                    .retry_after(*retry_after_secs)
+            }
+            ServiceError::Busy(message) => {
+                return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message.clone())
+                    .retry_after(1)
+            }
             ServiceError::Internal(cause) => {
                 tracing::error!(cause = %cause, "internal error");
                 return ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error");
@@ -41,6 +60,12 @@ impl From<ServiceError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(json!({ "message": self.message }))).into_response()
+        let mut response = (self.status, Json(json!({ "message": self.message }))).into_response();
+        if let Some(secs) = self.retry_after_secs {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
     }
 }

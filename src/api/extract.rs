@@ -5,6 +5,7 @@
 use super::parse::Body;
 use super::requests::{FromBody, FromQuery};
 use super::{ApiError, AppState};
+use crate::service::commands::Refresh;
 use crate::service::{Administrator, Caller};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, FromRequestParts, Query, Request};
@@ -64,6 +65,52 @@ impl FromRequestParts<AppState> for Caller {
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
         Ok(state.authenticate(header)?)
+    }
+}
+
+/// The IP address of the TCP peer (`ConnectInfo`, set by `crate::http`),
+/// which the sign-in throttle counts failures by. Headers such as
+/// `X-Forwarded-For` are not trusted: any client can send them.
+pub struct ClientAddress(pub Option<std::net::IpAddr>);
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientAddress {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(ClientAddress(
+            parts
+                .extensions
+                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+                .map(|c| c.0.ip()),
+        ))
+    }
+}
+
+/// The refresh token of the Volumez refresh call, from its `refreshtoken`
+/// header (missing → 401).
+pub struct RefreshTokenHeader(pub Refresh);
+
+impl<S: Send + Sync> FromRequestParts<S> for RefreshTokenHeader {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .headers
+            .get("refreshtoken")
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(|t| {
+                RefreshTokenHeader(Refresh {
+                    refresh_token: t.to_string(),
+                })
+            })
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::UNAUTHORIZED,
+                    "Not signed in: send the RefreshToken from /signin in the refreshtoken header",
+                )
+            })
     }
 }
 

@@ -1,7 +1,7 @@
 //! Route handlers, thin by design: extract (caller, role, parsed command),
 //! call one service function, render with `views`.
 
-use super::extract::{Parsed, ParsedQuery};
+use super::extract::{ClientAddress, Parsed, ParsedQuery, RefreshTokenHeader};
 use super::{views, ApiError, AppState};
 use crate::service::commands::{
     CreateAttachment, CreatePolicy, CreateVolume, DeleteVolume, ListJobs, ModifyAttachment,
@@ -15,8 +15,12 @@ use serde_json::Value;
 
 type ApiResult = Result<Json<Value>, ApiError>;
 
-pub async fn sign_in(State(app): State<AppState>, Parsed(request): Parsed<SignIn>) -> ApiResult {
-    Ok(Json(views::signed_in(&app.sign_in(&request).await?)))
+pub async fn sign_in(
+    State(app): State<AppState>,
+    ClientAddress(client): ClientAddress,
+    Parsed(request): Parsed<SignIn>,
+) -> ApiResult {
+    Ok(Json(views::signed_in(&app.sign_in(&request, client).await?)))
 }
 
 pub async fn sign_out(State(app): State<AppState>, Parsed(request): Parsed<SignOut>) -> ApiResult {
@@ -24,8 +28,23 @@ pub async fn sign_out(State(app): State<AppState>, Parsed(request): Parsed<SignO
     Ok(Json(views::empty()))
 }
 
-pub async fn refresh(State(app): State<AppState>, Parsed(request): Parsed<Refresh>) -> ApiResult {
-    Ok(Json(views::refreshed(&app.refresh(&request).await?)))
+pub async fn refresh(
+    State(app): State<AppState>,
+    ClientAddress(client): ClientAddress,
+    Parsed(request): Parsed<Refresh>,
+) -> ApiResult {
+    Ok(Json(views::signed_in(&app.refresh(&request, client).await?)))
+}
+
+/// The Volumez refresh call: the token in the `refreshtoken` header; it
+/// does not rotate (its answer has no RefreshToken).
+pub async fn volumez_refresh(
+    State(app): State<AppState>,
+    ClientAddress(client): ClientAddress,
+    RefreshTokenHeader(request): RefreshTokenHeader,
+) -> ApiResult {
+    let tokens = app.refresh_without_rotation(&request, client).await?;
+    Ok(Json(views::volumez_refreshed(&tokens)))
 }
 
 pub async fn version() -> Json<Value> {

@@ -40,11 +40,18 @@ pub fn signed_in(s: &SignedIn) -> Value {
     })
 }
 
-pub fn refreshed(t: &TokenSet) -> Value {
+/// The Volumez refresh answer: when each token expires (RFC 3339, UTC).
+pub fn volumez_refreshed(t: &TokenSet) -> Value {
+    let expiry = format_ms(
+        i64::try_from(t.issued_at_secs.saturating_add(t.expires_in))
+            .unwrap_or(i64::MAX / 1000)
+            .saturating_mul(1000),
+    );
     json!({
         "AccessToken": t.access_token,
         "IdToken": t.id_token,
-        "ExpiresIn": t.expires_in,
+        "AccessTokenExpiration": expiry,
+        "IdTokenExpiration": expiry,
         "TokenType": "Bearer",
     })
 }

@@ -1,9 +1,11 @@
 //! Authentication: password hashing, signed tokens, refresh tokens.
 
+mod check_pool;
 mod keys;
 mod passwords;
 mod tokens;
 
+pub use check_pool::{CheckError, PasswordCheckPool};
 pub use keys::SigningKey;
 pub use passwords::{hash_password, verify_password, PasswordError, MIN_PASSWORD_LEN};
 pub use tokens::{

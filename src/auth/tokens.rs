@@ -62,6 +62,8 @@ pub struct TokenSet {
     pub access_token: String,
     pub id_token: String,
     pub expires_in: u64,
+    /// `iat` of both tokens (Unix seconds).
+    pub issued_at_secs: u64,
 }
 
 /// Verified tokens are remembered until they expire, so a busy client does
@@ -138,6 +140,7 @@ impl TokenIssuer {
             )?,
             id_token: jsonwebtoken::encode(&header, &claims(TokenUse::Id), &self.key.encoding)?,
             expires_in: self.lifetime_secs,
+            issued_at_secs: now_secs,
         })
     }
 

@@ -11,11 +11,13 @@
 
 mod exports;
 mod orphaned_copies;
+mod refresh_tokens;
 #[cfg(test)]
 mod tests;
 
 pub use exports::ExportsReconciler;
 pub use orphaned_copies::OrphanedCopies;
+pub use refresh_tokens::ExpiredRefreshTokens;
 
 use crate::clock::Clock;
 use crate::workers::{WorkerBoard, WorkerHandle, WorkerState, WorkerStatus};

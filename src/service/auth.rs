@@ -1,18 +1,23 @@
 //! Sign-in, sign-out and token refresh (seed: POST /signin, POST /signout).
 
 use super::commands::{Refresh, SignIn, SignOut};
+use super::throttle::{account_key, Locked};
 use super::{Caller, ServiceError, ServiceResult, Services};
 use crate::auth::{
-    new_refresh_token, refresh_token_hash, verify_password, TokenSet, TokenSubject, TokenUse,
+    new_refresh_token, refresh_token_hash, CheckError, TokenSet, TokenSubject, TokenUse,
 };
-use svs_store::{NewRefreshToken, User};
+use std::net::IpAddr;
+use svs_store::{NewRefreshToken, RefreshRotation, User};
 
 pub const BAD_CREDENTIALS: &str = "Incorrect email or password";
 pub const BAD_TOKEN: &str = "The token is invalid or has expired";
 pub const NOT_SIGNED_IN: &str =
     "Not signed in: send the IdToken from /signin in the authorization header";
+pub const PASSWORD_CHECKS_BUSY: &str =
+    "Too many sign-ins are being checked at the moment; try again in a second";
 
-/// Tokens for a successful sign-in.
+/// Tokens for a successful sign-in, or a rotating refresh (a new
+/// RefreshToken that replaces the one presented).
 pub struct SignedIn {
     pub tokens: TokenSet,
     pub refresh_token: String,
@@ -20,6 +25,17 @@ pub struct SignedIn {
 
 fn bad_token() -> ServiceError {
     ServiceError::Unauthorized(BAD_TOKEN.into())
+}
+
+fn too_many(locked: Locked) -> ServiceError {
+    let secs = locked.retry_after_secs.max(1);
+    ServiceError::TooManyAttempts {
+        message: format!(
+            "Too many failed attempts; try again in {secs} second{}",
+            if secs == 1 { "" } else { "s" }
+        ),
+        retry_after_secs: secs,
+    }
 }
 
 impl Services {
@@ -38,21 +54,43 @@ impl Services {
             .map_err(|e| ServiceError::Internal(format!("token signing failed: {e}")))
     }
 
-    pub async fn sign_in(&self, request: &SignIn) -> ServiceResult<SignedIn> {
+    /// Checks the password on the bounded pool, unless the account or the
+    /// client address is locked by earlier failures (then 429 at once,
+    /// before any hashing).
+    pub async fn sign_in(
+        &self,
+        request: &SignIn,
+        client: Option<IpAddr>,
+    ) -> ServiceResult<SignedIn> {
+        let account = account_key(&request.email);
+        let throttle = &self.protection.throttle;
+        throttle
+            .check(Some(&account), client, self.clock.now_ms())
+            .map_err(too_many)?;
         let user = self.store.user_by_email(request.email.trim()).await?;
         // Verify against a stand-in hash for unknown e-mails: same work, same time.
         let hash = user
             .as_ref()
-            .map(|u| u.password_hash.clone())
-            .unwrap_or_else(|| self.dummy_hash.clone());
-        let password = request.password.clone();
-        let matches = tokio::task::spawn_blocking(move || verify_password(&password, &hash))
+            .map(|u| u.password_hash.as_str())
+            .unwrap_or(self.dummy_hash.as_str());
+        let matches = self
+            .protection
+            .passwords
+            .verify(&request.password, hash)
             .await
-            .map_err(|e| ServiceError::Internal(e.to_string()))?;
+            .map_err(|e| match e {
+                CheckError::Busy => ServiceError::Busy(PASSWORD_CHECKS_BUSY.into()),
+                CheckError::Stopped => ServiceError::Internal(e.to_string()),
+            })?;
         let user = match user {
             Some(user) if matches => user,
-            _ => return Err(ServiceError::Unauthorized(BAD_CREDENTIALS.into())),
+            _ => {
+                throttle.record_failure(Some(&account), client, self.clock.now_ms());
+                tracing::info!(client = ?client, "sign-in failed");
+                return Err(ServiceError::Unauthorized(BAD_CREDENTIALS.into()));
+            }
         };
+        throttle.record_success(&account);
         let tokens = self.issue(&user)?;
         let (refresh_token, token_hash) = new_refresh_token();
         let now = self.clock.now_ms();
@@ -60,6 +98,7 @@ impl Services {
             .add_refresh_token(&NewRefreshToken {
                 user_id: user.id,
                 token_hash,
+                family: uuid::Uuid::new_v4().simple().to_string(),
                 issued_ms: now,
                 expires_ms: now.saturating_add(self.refresh_lifetime_ms),
             })
@@ -88,16 +127,89 @@ impl Services {
         Ok(())
     }
 
-    /// New IdToken and AccessToken for a valid refresh token, reflecting the
-    /// user's current role.
-    pub async fn refresh(&self, request: &Refresh) -> ServiceResult<TokenSet> {
+    /// `POST /refresh`: new IdToken and AccessToken (with the user's current
+    /// role) and a new RefreshToken; the one presented is retired. Presenting
+    /// a retired one again revokes every token of that sign-in (someone else
+    /// holds a copy). Invalid tokens count as failures of the client address.
+    pub async fn refresh(
+        &self,
+        request: &Refresh,
+        client: Option<IpAddr>,
+    ) -> ServiceResult<SignedIn> {
+        let throttle = &self.protection.throttle;
+        throttle
+            .check(None, client, self.clock.now_ms())
+            .map_err(too_many)?;
+        let (refresh_token, new_hash) = new_refresh_token();
+        let rotation = self
+            .store
+            .rotate_refresh_token(
+                &refresh_token_hash(&request.refresh_token),
+                &new_hash,
+                self.clock.now_ms(),
+            )
+            .await?;
+        let user_id = match rotation {
+            RefreshRotation::Rotated { user_id } => user_id,
+            RefreshRotation::Reused { user_id, revoked } => {
+                tracing::warn!(
+                    user = user_id,
+                    revoked,
+                    client = ?client,
+                    "a retired refresh token was presented again: every refresh token of its sign-in is revoked"
+                );
+                throttle.record_failure(None, client, self.clock.now_ms());
+                return Err(bad_token());
+            }
+            RefreshRotation::Invalid => {
+                throttle.record_failure(None, client, self.clock.now_ms());
+                return Err(bad_token());
+            }
+        };
+        let user = self
+            .store
+            .user_by_id(user_id)
+            .await?
+            .ok_or_else(bad_token)?;
+        Ok(SignedIn {
+            tokens: self.issue(&user)?,
+            refresh_token,
+        })
+    }
+
+    /// The Volumez refresh (`GET /tenant/apiaccess/credentials/refresh`): its
+    /// answer has no RefreshToken, so it does not rotate (the client keeps
+    /// using the one it has). A retired token is still reuse.
+    pub async fn refresh_without_rotation(
+        &self,
+        request: &Refresh,
+        client: Option<IpAddr>,
+    ) -> ServiceResult<TokenSet> {
+        let throttle = &self.protection.throttle;
+        throttle
+            .check(None, client, self.clock.now_ms())
+            .map_err(too_many)?;
         let now = self.clock.now_ms();
         let record = self
             .store
             .refresh_token(&refresh_token_hash(&request.refresh_token))
-            .await?
-            .filter(|r| !r.revoked && r.expires_ms > now)
-            .ok_or_else(bad_token)?;
+            .await?;
+        let record = match record {
+            Some(r) if !r.revoked && r.expires_ms > now && !r.retired => r,
+            other => {
+                if let Some(r) = other.filter(|r| r.retired && !r.revoked) {
+                    let revoked = self.store.revoke_refresh_family(&r.family).await?;
+                    tracing::warn!(
+                        user = r.user_id,
+                        revoked,
+                        client = ?client,
+                        "a retired refresh token was presented again: every refresh token of its sign-in is revoked"
+                    );
+                }
+                throttle.record_failure(None, client, self.clock.now_ms());
+                return Err(bad_token());
+            }
+        };
         let user = self
             .store
             .user_by_id(record.user_id)
@@ -154,10 +266,13 @@ mod tests {
 
     async fn sign_in(app: &TestServices, email: &str, password: &str) -> SignedIn {
         app.services
-            .sign_in(&SignIn {
-                email: email.into(),
-                password: password.into(),
-            })
+            .sign_in(
+                &SignIn {
+                    email: email.into(),
+                    password: password.into(),
+                },
+                None,
+            )
             .await
             .expect("signed in")
     }
@@ -204,19 +319,134 @@ mod tests {
             app.services.sign_out(&sign_out_request(&s)).await
         ));
         // The refresh token (longer-lived) was not revoked.
-        assert!(app.services.refresh(&refresh_request(&s)).await.is_ok());
+        assert!(app.services.refresh(&refresh_request(&s), None).await.is_ok());
     }
 
     #[tokio::test]
-    async fn a_refresh_token_works_until_its_lifetime_ends() {
+    async fn a_sign_in_can_be_refreshed_until_its_refresh_lifetime_ends() {
         let app = app().await;
         let s = sign_in(&app, "admin@example.com", "admin-password").await;
         app.advance(REFRESH_LIFETIME - Duration::from_millis(1));
-        assert!(app.services.refresh(&refresh_request(&s)).await.is_ok());
+        let rotated = app
+            .services
+            .refresh(&refresh_request(&s), None)
+            .await
+            .expect("refreshed");
         app.advance(Duration::from_millis(1));
+        // The rotated token keeps the sign-in's expiry: no endless session.
         assert!(is_bad_token(
-            app.services.refresh(&refresh_request(&s)).await
+            app.services.refresh(&refresh_request(&rotated), None).await
         ));
+    }
+
+    #[tokio::test]
+    async fn each_refresh_rotates_and_reusing_a_retired_token_ends_the_sign_in() {
+        let app = app().await;
+        let s = sign_in(&app, "admin@example.com", "admin-password").await;
+        let other = sign_in(&app, "admin@example.com", "admin-password").await;
+        let first = app
+            .services
+            .refresh(&refresh_request(&s), None)
+            .await
+            .expect("refreshed");
+        assert_ne!(first.refresh_token, s.refresh_token);
+        let second = app
+            .services
+            .refresh(&refresh_request(&first), None)
+            .await
+            .expect("the rotated token works");
+        // The first token again: reuse. Every token of that sign-in dies.
+        assert!(is_bad_token(
+            app.services.refresh(&refresh_request(&s), None).await
+        ));
+        assert!(is_bad_token(
+            app.services.refresh(&refresh_request(&second), None).await
+        ));
+        // Another sign-in of the same user is not affected.
+        assert!(app
+            .services
+            .refresh(&refresh_request(&other), None)
+            .await
+            .is_ok());
+    }
+
+    #[tokio::test]
+    async fn the_volumez_refresh_does_not_rotate_but_detects_reuse() {
+        let app = app().await;
+        let s = sign_in(&app, "admin@example.com", "admin-password").await;
+        for _ in 0..2 {
+            let tokens = app
+                .services
+                .refresh_without_rotation(&refresh_request(&s), None)
+                .await
+                .expect("the same token works again");
+            assert!(app.services.authenticate(Some(&tokens.id_token)).is_ok());
+        }
+        let rotated = app
+            .services
+            .refresh(&refresh_request(&s), None)
+            .await
+            .expect("refreshed");
+        assert!(is_bad_token(
+            app.services
+                .refresh_without_rotation(&refresh_request(&s), None)
+                .await
+        ));
+        assert!(
+            is_bad_token(
+                app.services
+                    .refresh_without_rotation(&refresh_request(&rotated), None)
+                    .await
+            ),
+            "the reuse revoked the rotated token too"
+        );
+    }
+
+    #[tokio::test]
+    async fn wrong_passwords_lock_the_account_before_any_hashing() {
+        let app = app().await;
+        let wrong = SignIn {
+            email: "Admin@Example.com ".into(),
+            password: "wrong-password".into(),
+        };
+        for _ in 0..6 {
+            assert!(matches!(
+                app.services.sign_in(&wrong, None).await,
+                Err(ServiceError::Unauthorized(m)) if m == BAD_CREDENTIALS
+            ));
+        }
+        let right = SignIn {
+            email: "admin@example.com".into(),
+            password: "admin-password".into(),
+        };
+        assert!(matches!(
+            app.services.sign_in(&right, None).await,
+            Err(ServiceError::TooManyAttempts { retry_after_secs: 1, .. })
+        ));
+        app.advance(Duration::from_secs(1));
+        assert!(app.services.sign_in(&right, None).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn invalid_refresh_tokens_lock_the_client_address() {
+        let app = app().await;
+        let s = sign_in(&app, "admin@example.com", "admin-password").await;
+        let client = Some(IpAddr::from([192, 0, 2, 7]));
+        let forged = Refresh {
+            refresh_token: "not-a-token".into(),
+        };
+        for _ in 0..21 {
+            assert!(is_bad_token(app.services.refresh(&forged, client).await));
+        }
+        assert!(matches!(
+            app.services.refresh(&refresh_request(&s), client).await,
+            Err(ServiceError::TooManyAttempts { .. })
+        ));
+        assert!(app
+            .services
+            .refresh(&refresh_request(&s), Some(IpAddr::from([192, 0, 2, 8])))
+            .await
+            .is_ok());
     }
 
     #[tokio::test]
@@ -230,22 +460,22 @@ mod tests {
         ));
         let fresh = app
             .services
-            .refresh(&refresh_request(&s))
+            .refresh(&refresh_request(&s), None)
             .await
             .expect("refreshed");
         let now = app.clock.now_secs();
         let claims = app
             .services
             .tokens
-            .verify(&fresh.id_token, TokenUse::Id, now)
+            .verify(&fresh.tokens.id_token, TokenUse::Id, now)
             .expect("fresh IdToken verifies");
         assert_eq!(claims.iat, now);
         assert_eq!(claims.exp, now + 2);
         assert_eq!(u64::try_from(START_MS / 1000).ok(), Some(now - 5));
-        assert!(app.services.authenticate(Some(&fresh.id_token)).is_ok());
+        assert!(app.services.authenticate(Some(&fresh.tokens.id_token)).is_ok());
         app.advance(TOKEN_LIFETIME);
         assert!(is_bad_token(
-            app.services.authenticate(Some(&fresh.id_token))
+            app.services.authenticate(Some(&fresh.tokens.id_token))
         ));
     }
 
@@ -261,7 +491,7 @@ mod tests {
         // Every refresh token of the user is revoked; the tokens still work.
         for session in [&s, &earlier] {
             assert!(is_bad_token(
-                app.services.refresh(&refresh_request(session)).await
+                app.services.refresh(&refresh_request(session), None).await
             ));
             assert!(app
                 .services
@@ -291,7 +521,7 @@ mod tests {
             .sign_out(&sign_out_request(&admin))
             .await
             .expect("signed out");
-        assert!(app.services.refresh(&refresh_request(&eve)).await.is_ok());
+        assert!(app.services.refresh(&refresh_request(&eve), None).await.is_ok());
     }
 
     #[tokio::test]
@@ -317,12 +547,12 @@ mod tests {
         // Refreshed tokens carry the role too.
         let refreshed = app
             .services
-            .refresh(&refresh_request(&eve))
+            .refresh(&refresh_request(&eve), None)
             .await
             .expect("refreshed");
         let caller = app
             .services
-            .authenticate(Some(&refreshed.id_token))
+            .authenticate(Some(&refreshed.tokens.id_token))
             .expect("eve signed in");
         assert!(!caller.is_admin);
     }

@@ -12,10 +12,11 @@ pub mod commands;
 pub mod policies;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod throttle;
 pub mod users;
 pub mod volumes;
 
-use crate::auth::TokenIssuer;
+use crate::auth::{PasswordCheckPool, TokenIssuer};
 use crate::clock::Clock;
 use crate::exports::ExportRegistry;
 use crate::jobs::JobRunner;
@@ -40,6 +41,16 @@ pub enum ServiceError {
     Conflict(String),
     #[error(transparent)]
     Blocked(#[from] MovementBlocked),
+    /// Too many failed attempts from this client or for this account:
+    /// refused, without any work, until the lock ends.
+    #[error("{message}")]
+    TooManyAttempts {
+        message: String,
+        retry_after_secs: u64,
+    },
+    /// Overloaded for a moment (the password checks' queue is full).
+    #[error("{0}")]
+    Busy(String),
     /// Logged with its cause; the client sees a generic message.
     #[error("internal error: {0}")]
     Internal(String),
@@ -93,6 +104,13 @@ impl Administrator {
     }
 }
 
+/// Brute-force protection of sign-in and refresh: failure counters, and
+/// the bounded pool that checks passwords.
+pub struct SignInProtection {
+    pub throttle: throttle::SignInThrottle,
+    pub passwords: PasswordCheckPool,
+}
+
 /// Shared state of the service layer.
 pub struct Services {
     pub store: Arc<dyn Store>,
@@ -100,6 +118,7 @@ pub struct Services {
     pub clock: Arc<dyn Clock>,
     pub tokens: TokenIssuer,
     pub refresh_lifetime_ms: i64,
+    pub protection: SignInProtection,
     pub jobs: Arc<JobRunner>,
     pub exports: Arc<ExportRegistry>,
     /// `nbd://host:port` of the NBD server, for attachment URIs.
@@ -118,6 +137,7 @@ impl Services {
         clock: Arc<dyn Clock>,
         tokens: TokenIssuer,
         refresh_lifetime_ms: i64,
+        protection: SignInProtection,
         jobs: Arc<JobRunner>,
         exports: Arc<ExportRegistry>,
         nbd_base: String,
@@ -129,6 +149,7 @@ impl Services {
             clock,
             tokens,
             refresh_lifetime_ms,
+            protection,
             jobs,
             exports,
             nbd_base,

@@ -58,6 +58,15 @@ impl TestServices {
             clock_dyn,
             tokens,
             i64::try_from(refresh_lifetime.as_millis()).expect("lifetime fits"),
+            super::SignInProtection {
+                throttle: super::throttle::SignInThrottle::new(super::throttle::ThrottleSettings {
+                    account_free_failures: 5,
+                    address_free_failures: 20,
+                    window: Duration::from_secs(900),
+                    max_lockout: Duration::from_secs(300),
+                }),
+                passwords: crate::auth::PasswordCheckPool::new(1, 16).expect("password threads"),
+            },
             runner,
             exports,
             "nbd://127.0.0.1:10809".into(),

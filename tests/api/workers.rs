@@ -6,7 +6,11 @@ use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
 const JOB_RUNNER: &str = "jobs";
-const RECONCILERS: [&str; 2] = ["reconcile-exports", "reconcile-orphaned-copies"];
+const RECONCILERS: [&str; 3] = [
+    "reconcile-exports",
+    "reconcile-orphaned-copies",
+    "reconcile-refresh-tokens",
+];
 
 async fn workers(app: &TestApp) -> Vec<Value> {
     let (status, body) = app.get("/workers").await;
@@ -63,7 +67,10 @@ async fn workers_list_the_job_runner_and_each_reconciler_with_their_state() {
     let app = TestApp::start().await;
     let list = workers(&app).await;
     let names: Vec<&str> = list.iter().filter_map(|w| w["name"].as_str()).collect();
-    assert_eq!(names, [JOB_RUNNER, RECONCILERS[0], RECONCILERS[1]]);
+    assert_eq!(
+        names,
+        [JOB_RUNNER, RECONCILERS[0], RECONCILERS[1], RECONCILERS[2]]
+    );
     for w in &list {
         for field in [
             "jobs_running",

@@ -118,6 +118,25 @@ impl<S: Store> UserStore for CachedStore<S> {
     async fn revoke_refresh_tokens(&self, user_id: i64) -> StoreResult<u64> {
         self.inner.revoke_refresh_tokens(user_id).await
     }
+
+    async fn rotate_refresh_token(
+        &self,
+        token_hash: &str,
+        new_hash: &str,
+        now_ms: i64,
+    ) -> StoreResult<RefreshRotation> {
+        self.inner
+            .rotate_refresh_token(token_hash, new_hash, now_ms)
+            .await
+    }
+
+    async fn revoke_refresh_family(&self, family: &str) -> StoreResult<u64> {
+        self.inner.revoke_refresh_family(family).await
+    }
+
+    async fn purge_refresh_tokens(&self, now_ms: i64) -> StoreResult<u64> {
+        self.inner.purge_refresh_tokens(now_ms).await
+    }
 }
 
 #[async_trait]

@@ -21,6 +21,9 @@ macro_rules! store_contract_tests {
             a_failed_job_releases_its_reservations_and_frees_the_volume,
             placing_slices_twice_keeps_the_first_placement,
             revoking_refresh_tokens_touches_only_that_user,
+            rotating_a_refresh_token_retires_it_and_reuse_revokes_its_family,
+            concurrent_rotations_of_one_token_let_only_one_through,
+            purging_removes_expired_and_revoked_refresh_tokens_only,
             cached_volume_reads_see_every_committed_change,
             a_placement_from_a_stale_reading_cannot_overbook_a_medium,
             a_resize_plan_from_a_stale_reading_cannot_overbook_a_medium,
@@ -362,6 +365,7 @@ pub(crate) async fn revoking_refresh_tokens_touches_only_that_user(store: &dyn S
             .add_refresh_token(&NewRefreshToken {
                 user_id: id,
                 token_hash: hash.into(),
+                family: format!("family-{hash}"),
                 issued_ms: 1,
                 expires_ms: 9,
             })
@@ -383,6 +387,110 @@ pub(crate) async fn revoking_refresh_tokens_touches_only_that_user(store: &dyn S
     let other_token = store.refresh_token("c").await.expect("read").expect("c");
     assert!(!other_token.revoked, "another user's token stays valid");
     assert!(store.refresh_token("zzz").await.expect("read").is_none());
+}
+
+async fn add_token(store: &dyn Store, user_id: i64, hash: &str, family: &str, expires_ms: i64) {
+    store
+        .add_refresh_token(&NewRefreshToken {
+            user_id,
+            token_hash: hash.into(),
+            family: family.into(),
+            issued_ms: 1,
+            expires_ms,
+        })
+        .await
+        .expect("token stored");
+}
+
+async fn token(store: &dyn Store, hash: &str) -> Option<RefreshTokenRecord> {
+    store.refresh_token(hash).await.expect("read")
+}
+
+pub(crate) async fn rotating_a_refresh_token_retires_it_and_reuse_revokes_its_family(
+    store: &dyn Store,
+) {
+    let (user, _, _) = volume_on_m1(store).await;
+    add_token(store, user.id, "a1", "fa", 1000).await;
+    add_token(store, user.id, "b1", "fb", 1000).await;
+    let rotated = store.rotate_refresh_token("a1", "a2", 10).await.expect("rotate");
+    assert_eq!(rotated, RefreshRotation::Rotated { user_id: user.id });
+    let a1 = token(store, "a1").await.expect("a1 kept");
+    assert!(a1.retired && !a1.revoked);
+    let a2 = token(store, "a2").await.expect("a2 added");
+    assert_eq!(
+        (a2.user_id, a2.family.as_str(), a2.expires_ms, a2.retired, a2.revoked),
+        (user.id, "fa", 1000, false, false),
+        "the new token inherits the family and its expiry"
+    );
+    assert_eq!(
+        store.rotate_refresh_token("a2", "a3", 20).await.expect("rotate"),
+        RefreshRotation::Rotated { user_id: user.id }
+    );
+    // a1 again: reuse. The family (a1, a2, a3) is revoked, not the other sign-in.
+    assert_eq!(
+        store.rotate_refresh_token("a1", "a4", 30).await.expect("reuse"),
+        RefreshRotation::Reused {
+            user_id: user.id,
+            revoked: 3
+        }
+    );
+    assert!(token(store, "a4").await.is_none(), "nothing was added");
+    assert!(token(store, "a3").await.expect("a3").revoked);
+    assert!(!token(store, "b1").await.expect("b1").revoked);
+    for hash in ["a3", "a1", "unknown"] {
+        assert_eq!(
+            store.rotate_refresh_token(hash, "x", 40).await.expect("rotate"),
+            RefreshRotation::Invalid,
+            "{hash}"
+        );
+    }
+    // Expired: invalid, and nothing changes.
+    assert_eq!(
+        store.rotate_refresh_token("b1", "b2", 1000).await.expect("rotate"),
+        RefreshRotation::Invalid
+    );
+    assert!(!token(store, "b1").await.expect("b1").retired);
+    assert_eq!(store.revoke_refresh_family("fb").await.expect("revoke"), 1);
+    assert!(token(store, "b1").await.expect("b1").revoked);
+}
+
+pub(crate) async fn concurrent_rotations_of_one_token_let_only_one_through(store: &dyn Store) {
+    let (user, _, _) = volume_on_m1(store).await;
+    add_token(store, user.id, "t", "f", 1000).await;
+    let (first, second) = tokio::join!(
+        store.rotate_refresh_token("t", "n1", 10),
+        store.rotate_refresh_token("t", "n2", 10)
+    );
+    let mut outcomes = [first.expect("first"), second.expect("second")];
+    outcomes.sort_by_key(|o| matches!(o, RefreshRotation::Reused { .. }));
+    assert_eq!(outcomes[0], RefreshRotation::Rotated { user_id: user.id });
+    assert!(
+        matches!(outcomes[1], RefreshRotation::Reused { .. }),
+        "{outcomes:?}"
+    );
+}
+
+pub(crate) async fn purging_removes_expired_and_revoked_refresh_tokens_only(store: &dyn Store) {
+    let (user, _, _) = volume_on_m1(store).await;
+    add_token(store, user.id, "live", "f1", 1000).await;
+    add_token(store, user.id, "expired", "f2", 100).await;
+    add_token(store, user.id, "revoked", "f3", 1000).await;
+    add_token(store, user.id, "retired", "f4", 1000).await;
+    store.revoke_refresh_family("f3").await.expect("revoke");
+    store
+        .rotate_refresh_token("retired", "next", 50)
+        .await
+        .expect("rotate");
+    assert_eq!(store.purge_refresh_tokens(100).await.expect("purge"), 2);
+    for (hash, kept) in [
+        ("live", true),
+        ("expired", false),
+        ("revoked", false),
+        ("retired", true),
+        ("next", true),
+    ] {
+        assert_eq!(token(store, hash).await.is_some(), kept, "{hash}");
+    }
 }
 
 pub(crate) async fn cached_volume_reads_see_every_committed_change(store: &dyn Store) {

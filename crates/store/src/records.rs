@@ -30,6 +30,8 @@ pub struct User {
 pub struct NewRefreshToken {
     pub user_id: i64,
     pub token_hash: String,
+    /// The sign-in this token descends from (rotation keeps it).
+    pub family: String,
     pub issued_ms: i64,
     pub expires_ms: i64,
 }
@@ -37,8 +39,22 @@ pub struct NewRefreshToken {
 #[derive(Debug, Clone)]
 pub struct RefreshTokenRecord {
     pub user_id: i64,
+    pub family: String,
     pub expires_ms: i64,
     pub revoked: bool,
+    /// Used once already by a refresh that rotated it.
+    pub retired: bool,
+}
+
+/// What presenting a refresh token to a rotating refresh did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefreshRotation {
+    /// The token was live: it is retired and the new one took its place.
+    Rotated { user_id: i64 },
+    /// The token had been retired already: its whole family was revoked.
+    Reused { user_id: i64, revoked: u64 },
+    /// Unknown, expired or revoked: nothing changed.
+    Invalid,
 }
 
 /// Defined with the rules that check a media configuration; re-exported so

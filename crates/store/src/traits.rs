@@ -23,6 +23,21 @@ pub trait UserStore: Send + Sync {
     async fn refresh_token(&self, token_hash: &str) -> StoreResult<Option<RefreshTokenRecord>>;
     /// Revokes every refresh token of the user; returns how many were live.
     async fn revoke_refresh_tokens(&self, user_id: i64) -> StoreResult<u64>;
+    /// In one transaction: a live token (not revoked, retired or expired at
+    /// `now_ms`) is retired and `new_hash` joins its family, for the same
+    /// user and with the same expiry; a retired token revokes its whole
+    /// family instead.
+    async fn rotate_refresh_token(
+        &self,
+        token_hash: &str,
+        new_hash: &str,
+        now_ms: i64,
+    ) -> StoreResult<RefreshRotation>;
+    /// Revokes every token of one sign-in; returns how many were live.
+    async fn revoke_refresh_family(&self, family: &str) -> StoreResult<u64>;
+    /// Deletes the rows no refresh can use any more: expired at `now_ms`, or
+    /// revoked. (Retired rows stay until they expire, for reuse detection.)
+    async fn purge_refresh_tokens(&self, now_ms: i64) -> StoreResult<u64>;
 }
 
 /// Media (with their usage) and nodes.

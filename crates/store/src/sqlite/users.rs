@@ -1,7 +1,7 @@
 //! Users, tenants and refresh tokens.
 
 use super::{conflict_on_unique, SqliteStore};
-use crate::records::{NewRefreshToken, NewUser, RefreshTokenRecord, User};
+use crate::records::{NewRefreshToken, NewUser, RefreshRotation, RefreshTokenRecord, User};
 use crate::{StoreResult, UserStore};
 use async_trait::async_trait;
 use sqlx::sqlite::SqliteRow;
@@ -19,6 +19,19 @@ fn user_row(row: &SqliteRow) -> StoreResult<User> {
         name: row.try_get("name")?,
         password_hash: row.try_get("password_hash")?,
         is_admin: row.try_get::<i64, _>("is_admin")? != 0,
+    })
+}
+
+const REFRESH_SELECT: &str = "SELECT user_id, family, expires_ms, revoked, retired \
+    FROM refresh_tokens WHERE token_hash = ?";
+
+fn refresh_row(r: &SqliteRow) -> StoreResult<RefreshTokenRecord> {
+    Ok(RefreshTokenRecord {
+        user_id: r.try_get("user_id")?,
+        family: r.try_get("family")?,
+        expires_ms: r.try_get("expires_ms")?,
+        revoked: r.try_get::<i64, _>("revoked")? != 0,
+        retired: r.try_get::<i64, _>("retired")? != 0,
     })
 }
 
@@ -88,11 +101,12 @@ impl UserStore for SqliteStore {
 
     async fn add_refresh_token(&self, token: &NewRefreshToken) -> StoreResult<()> {
         sqlx::query(
-            "INSERT INTO refresh_tokens (user_id, token_hash, issued_ms, expires_ms) \
-             VALUES (?, ?, ?, ?)",
+            "INSERT INTO refresh_tokens (user_id, token_hash, family, issued_ms, expires_ms) \
+             VALUES (?, ?, ?, ?, ?)",
         )
         .bind(token.user_id)
         .bind(&token.token_hash)
+        .bind(&token.family)
         .bind(token.issued_ms)
         .bind(token.expires_ms)
         .execute(&self.writer)
@@ -102,20 +116,80 @@ impl UserStore for SqliteStore {
 
     async fn refresh_token(&self, token_hash: &str) -> StoreResult<Option<RefreshTokenRecord>> {
         // Read through the writer so a revocation just committed is always seen.
-        let row = sqlx::query(
-            "SELECT user_id, expires_ms, revoked FROM refresh_tokens WHERE token_hash = ?",
+        let row = sqlx::query(REFRESH_SELECT)
+            .bind(token_hash)
+            .fetch_optional(&self.writer)
+            .await?;
+        row.as_ref().map(refresh_row).transpose()
+    }
+
+    async fn rotate_refresh_token(
+        &self,
+        token_hash: &str,
+        new_hash: &str,
+        now_ms: i64,
+    ) -> StoreResult<RefreshRotation> {
+        let mut tx = self.begin_write().await?;
+        let row = sqlx::query(REFRESH_SELECT)
+            .bind(token_hash)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(token) = row.as_ref().map(refresh_row).transpose()? else {
+            return Ok(RefreshRotation::Invalid);
+        };
+        if token.revoked || token.expires_ms <= now_ms {
+            return Ok(RefreshRotation::Invalid);
+        }
+        if token.retired {
+            let revoked = sqlx::query(
+                "UPDATE refresh_tokens SET revoked = 1 WHERE family = ? AND revoked = 0",
+            )
+            .bind(&token.family)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            tx.commit().await?;
+            return Ok(RefreshRotation::Reused {
+                user_id: token.user_id,
+                revoked,
+            });
+        }
+        sqlx::query("UPDATE refresh_tokens SET retired = 1 WHERE token_hash = ?")
+            .bind(token_hash)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "INSERT INTO refresh_tokens (user_id, token_hash, family, issued_ms, expires_ms) \
+             VALUES (?, ?, ?, ?, ?)",
         )
-        .bind(token_hash)
-        .fetch_optional(&self.writer)
+        .bind(token.user_id)
+        .bind(new_hash)
+        .bind(&token.family)
+        .bind(now_ms)
+        .bind(token.expires_ms)
+        .execute(&mut *tx)
         .await?;
-        row.map(|r| {
-            Ok(RefreshTokenRecord {
-                user_id: r.try_get("user_id")?,
-                expires_ms: r.try_get("expires_ms")?,
-                revoked: r.try_get::<i64, _>("revoked")? != 0,
-            })
+        tx.commit().await?;
+        Ok(RefreshRotation::Rotated {
+            user_id: token.user_id,
         })
-        .transpose()
+    }
+
+    async fn revoke_refresh_family(&self, family: &str) -> StoreResult<u64> {
+        let r =
+            sqlx::query("UPDATE refresh_tokens SET revoked = 1 WHERE family = ? AND revoked = 0")
+                .bind(family)
+                .execute(&self.writer)
+                .await?;
+        Ok(r.rows_affected())
+    }
+
+    async fn purge_refresh_tokens(&self, now_ms: i64) -> StoreResult<u64> {
+        let r = sqlx::query("DELETE FROM refresh_tokens WHERE expires_ms <= ? OR revoked = 1")
+            .bind(now_ms)
+            .execute(&self.writer)
+            .await?;
+        Ok(r.rows_affected())
     }
 
     async fn revoke_refresh_tokens(&self, user_id: i64) -> StoreResult<u64> {

@@ -1,0 +1,120 @@
+//! Password checks on a few dedicated threads with a bounded queue, instead
+//! of tokio's (unbounded) blocking pool: a flood of sign-ins then costs at
+//! most `threads` cores and a queue of waiting checks, and the API keeps
+//! its own threads. A check that finds the queue full is refused at once.
+
+use super::verify_password;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use thiserror::Error;
+use tokio::sync::oneshot;
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum CheckError {
+    /// Every thread is busy and the queue is full.
+    #[error("too many password checks waiting")]
+    Busy,
+    /// The pool's threads are gone (they only stop with the process).
+    #[error("the password check threads stopped")]
+    Stopped,
+}
+
+struct Check {
+    password: String,
+    hash: String,
+    reply: oneshot::Sender<bool>,
+}
+
+pub struct PasswordCheckPool {
+    queue: SyncSender<Check>,
+}
+
+impl PasswordCheckPool {
+    /// Starts `threads` threads (at least one) sharing a queue of `queue`
+    /// checks. The threads end when the pool is dropped.
+    pub fn new(threads: usize, queue: usize) -> Result<PasswordCheckPool, String> {
+        let (sender, receiver) = sync_channel::<Check>(queue);
+        let receiver = Arc::new(Mutex::new(receiver));
+        for i in 0..threads.max(1) {
+            let receiver = Arc::clone(&receiver);
+            std::thread::Builder::new()
+                .name(format!("svs-password-{i}"))
+                .spawn(move || run(&receiver))
+                .map_err(|e| format!("cannot start the password check threads: {e}"))?;
+        }
+        Ok(PasswordCheckPool { queue: sender })
+    }
+
+    /// True when `password` matches the argon2 `hash`.
+    pub async fn verify(&self, password: &str, hash: &str) -> Result<bool, CheckError> {
+        let (reply, answer) = oneshot::channel();
+        let check = Check {
+            password: password.to_string(),
+            hash: hash.to_string(),
+            reply,
+        };
+        match self.queue.try_send(check) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => return Err(CheckError::Busy),
+            Err(TrySendError::Disconnected(_)) => return Err(CheckError::Stopped),
+        }
+        answer.await.map_err(|_| CheckError::Stopped)
+    }
+}
+
+fn run(receiver: &Mutex<Receiver<Check>>) {
+    loop {
+        // The lock is held only while waiting for the next check.
+        let next = match receiver.lock() {
+            Ok(r) => r.recv(),
+            Err(_) => return,
+        };
+        let Ok(check) = next else { return };
+        // The caller may have gone (client disconnected): skip the work.
+        if check.reply.is_closed() {
+            continue;
+        }
+        let _ = check
+            .reply
+            .send(verify_password(&check.password, &check.hash));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::hash_password;
+
+    #[tokio::test]
+    async fn checks_answer_like_verify_password() {
+        let pool = PasswordCheckPool::new(1, 4).unwrap();
+        let hash = hash_password("correct horse").unwrap();
+        assert_eq!(pool.verify("correct horse", &hash).await, Ok(true));
+        assert_eq!(pool.verify("wrong horse!", &hash).await, Ok(false));
+        assert_eq!(pool.verify("correct horse", "not a hash").await, Ok(false));
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_refuses_at_once() {
+        let pool = Arc::new(PasswordCheckPool::new(1, 2).unwrap());
+        let hash = hash_password("correct horse").unwrap();
+        // One check running, two queued, the rest refused without waiting.
+        let checks: Vec<_> = (0..10)
+            .map(|_| {
+                let (pool, hash) = (Arc::clone(&pool), hash.clone());
+                tokio::spawn(async move { pool.verify("wrong horse!", &hash).await })
+            })
+            .collect();
+        let mut busy = 0;
+        let mut done = 0;
+        for c in checks {
+            match c.await.unwrap() {
+                Ok(false) => done += 1,
+                Err(CheckError::Busy) => busy += 1,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert!(busy >= 1, "busy {busy}, done {done}");
+        assert!((1..=3 + 1).contains(&done), "busy {busy}, done {done}");
+    }
+}
