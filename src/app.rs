@@ -5,7 +5,7 @@
 //! all: the servers, the reconcilers, the runner and every copy.
 
 use crate::api;
-use crate::auth::{PasswordCheckPool, SigningKey, TokenIssuer};
+use crate::auth::{PasswordCheckPool, TokenIssuer};
 use crate::service::throttle::{SignInThrottle, ThrottleSettings};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, StoreBackend};
@@ -156,8 +156,11 @@ impl Application {
         for n in store.list_nodes().await.map_err(|e| e.to_string())? {
             exports.set_node_address(&n.name, n.address.and_then(|a| a.parse().ok()));
         }
-        let key = SigningKey::load_or_create(&config.data_dir)?;
-        let tokens = TokenIssuer::new(key, config.issuer.clone(), config.token_lifetime.as_secs());
+        let tokens = TokenIssuer::from_data_dir(
+            config.data_dir.clone(),
+            config.issuer.clone(),
+            config.token_lifetime.as_secs(),
+        )?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let shutdown = CancellationToken::new();
         let (runner, reconcilers) =

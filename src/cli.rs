@@ -53,6 +53,12 @@ pub enum Command {
         #[command(subcommand)]
         command: UserCommand,
     },
+    /// Manage the token signing keys in the data directory (works offline,
+    /// and while the service runs).
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
     /// Sign in to a service and store the tokens in ~/.config/svs/credentials.
     /// The password is read from stdin, or prompted for on a terminal.
     Login {
@@ -213,6 +219,18 @@ pub enum JobCommand {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Start signing tokens with a new key. The previous key keeps verifying
+    /// the tokens it signed until they expire (token_lifetime), and stays in
+    /// the JWKS until then; a running service picks the new key up within
+    /// 2 seconds.
+    Rotate {
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum UserCommand {
     /// Add a user; the password is read from stdin, or prompted for on a terminal.
     Add {
@@ -329,6 +347,32 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             println!("added user {email} to tenant {tenant}");
             Ok(())
         }
+        Command::Keys {
+            command: KeysCommand::Rotate { common },
+        } => {
+            let config = Config::load(&Overrides {
+                config_file: common.config,
+                data_dir: common.data_dir,
+                listen: None,
+                nbd_listen: None,
+            })?;
+            let now = crate::clock::Clock::now_secs(&SystemClock);
+            let lifetime = config.token_lifetime.as_secs();
+            let ring = crate::auth::KeyRing::rotate(&config.data_dir, now, lifetime)?;
+            println!("new signing key {}", ring.current.kid);
+            for r in &ring.retired {
+                println!(
+                    "retired key {} verifies tokens until {}",
+                    r.key.kid,
+                    crate::service::format_ms(
+                        i64::try_from(r.live_until_secs(lifetime))
+                            .unwrap_or(i64::MAX / 1000)
+                            .saturating_mul(1000)
+                    )
+                );
+            }
+            Ok(())
+        }
         command => {
             let ctx = Context {
                 store: CredentialsStore::from_env().map_err(|e| e.to_string())?,
@@ -344,7 +388,7 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
     use crate::client::ClientError;
     match command {
         // Handled by `run`.
-        Command::Serve { .. } | Command::User { .. } => Ok(()),
+        Command::Serve { .. } | Command::User { .. } | Command::Keys { .. } => Ok(()),
         Command::Login { url, email } => {
             let password = read_password(false).map_err(ClientError::Input)?;
             ctx.login(&url, &email, &password).await

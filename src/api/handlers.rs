@@ -52,7 +52,7 @@ pub async fn version() -> Json<Value> {
 }
 
 pub async fn jwks(State(app): State<AppState>) -> Json<Value> {
-    Json(views::jwks(&app.tokens))
+    Json(views::jwks(&app.tokens.public_keys(app.clock.now_secs())))
 }
 
 pub async fn list_media(State(app): State<AppState>, _: Caller) -> ApiResult {

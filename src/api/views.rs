@@ -1,7 +1,7 @@
 //! Every response body, rendered from records with the reference API's
 //! field names.
 
-use crate::auth::{TokenIssuer, TokenSet};
+use crate::auth::TokenSet;
 use crate::service::attachments::attachment_uri;
 use crate::service::attributes::{StoredField, VolumeAttributes};
 use crate::service::auth::SignedIn;
@@ -56,18 +56,23 @@ pub fn volumez_refreshed(t: &TokenSet) -> Value {
     })
 }
 
-/// The JSON Web Key Set with the public key that signs the tokens.
-pub fn jwks(tokens: &TokenIssuer) -> Value {
-    json!({
-        "keys": [{
-            "kty": "OKP",
-            "crv": "Ed25519",
-            "alg": "EdDSA",
-            "use": "sig",
-            "kid": tokens.key_id(),
-            "x": tokens.public_key(),
-        }]
-    })
+/// The JSON Web Key Set: the key that signs tokens now, then the retired
+/// ones whose tokens may still be valid, each as (kid, public key).
+pub fn jwks(keys: &[(String, String)]) -> Value {
+    let keys: Vec<Value> = keys
+        .iter()
+        .map(|(kid, x)| {
+            json!({
+                "kty": "OKP",
+                "crv": "Ed25519",
+                "alg": "EdDSA",
+                "use": "sig",
+                "kid": kid,
+                "x": x,
+            })
+        })
+        .collect();
+    json!({ "keys": keys })
 }
 
 pub fn version() -> Value {

@@ -1,6 +1,7 @@
 //! IdTokens and AccessTokens are EdDSA-signed JWTs; RefreshTokens are opaque
 //! random strings of which only a SHA-256 is stored.
 
+use super::keys::{KeyRing, KeysFingerprint};
 use super::SigningKey;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -8,7 +9,9 @@ use jsonwebtoken::{Algorithm, Header, Validation};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 pub const AUDIENCE: &str = "svs";
 
@@ -70,8 +73,19 @@ pub struct TokenSet {
 /// not pay a signature check per request. Bounded: cleared when full.
 const VERIFIED_CACHE_MAX: usize = 10_000;
 
+/// How often a running service looks for a rotated key (a few `stat`s).
+const KEY_CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// Where the keys come from, to notice `svs keys rotate`.
+struct KeySource {
+    dir: PathBuf,
+    /// When the files were last looked at, and what they looked like.
+    checked: Mutex<(Instant, Option<KeysFingerprint>)>,
+}
+
 pub struct TokenIssuer {
-    key: SigningKey,
+    keys: RwLock<KeyRing>,
+    source: Option<KeySource>,
     issuer: String,
     lifetime_secs: u64,
     validation: Validation,
@@ -79,7 +93,44 @@ pub struct TokenIssuer {
 }
 
 impl TokenIssuer {
+    /// One fixed key (tests).
     pub fn new(key: SigningKey, issuer: String, lifetime_secs: u64) -> TokenIssuer {
+        TokenIssuer::with_keys(
+            KeyRing {
+                current: key,
+                retired: Vec::new(),
+            },
+            None,
+            issuer,
+            lifetime_secs,
+        )
+    }
+
+    /// The keys of a data directory, re-read when a rotation changes them.
+    pub fn from_data_dir(
+        dir: PathBuf,
+        issuer: String,
+        lifetime_secs: u64,
+    ) -> Result<TokenIssuer, String> {
+        let keys = KeyRing::load(&dir)?;
+        let source = KeySource {
+            checked: Mutex::new((Instant::now(), KeyRing::fingerprint(&dir))),
+            dir,
+        };
+        Ok(TokenIssuer::with_keys(
+            keys,
+            Some(source),
+            issuer,
+            lifetime_secs,
+        ))
+    }
+
+    fn with_keys(
+        keys: KeyRing,
+        source: Option<KeySource>,
+        issuer: String,
+        lifetime_secs: u64,
+    ) -> TokenIssuer {
         let mut validation = Validation::new(Algorithm::EdDSA);
         validation.set_issuer(&[issuer.as_str()]);
         validation.set_audience(&[AUDIENCE]);
@@ -89,7 +140,8 @@ impl TokenIssuer {
         // and the same clock that issued the token).
         validation.validate_exp = false;
         TokenIssuer {
-            key,
+            keys: RwLock::new(keys),
+            source,
             issuer,
             lifetime_secs,
             validation,
@@ -97,14 +149,59 @@ impl TokenIssuer {
         }
     }
 
-    /// The signing key's id (`kid`).
-    pub fn key_id(&self) -> &str {
-        &self.key.kid
+    /// Re-reads the keys when their files changed (a rotation), at most once
+    /// per `KEY_CHECK_EVERY`. A ring that cannot be read is logged and the
+    /// keys in memory stay.
+    fn reload_if_rotated(&self) {
+        let Some(source) = &self.source else { return };
+        let Ok(mut checked) = source.checked.lock() else {
+            return;
+        };
+        if checked.0.elapsed() < KEY_CHECK_EVERY {
+            return;
+        }
+        let now = KeyRing::fingerprint(&source.dir);
+        *checked = (Instant::now(), checked.1);
+        if now == checked.1 {
+            return;
+        }
+        match KeyRing::load(&source.dir) {
+            Ok(ring) => {
+                tracing::info!(kid = %ring.current.kid, retired = ring.retired.len(), "token signing keys reloaded");
+                if let Ok(mut keys) = self.keys.write() {
+                    *keys = ring;
+                }
+                checked.1 = now;
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot reload the token signing keys"),
+        }
     }
 
-    /// The signing key's public half, base64url (the JWK `x`).
-    pub fn public_key(&self) -> &str {
-        &self.key.public_x
+    /// The id (`kid`) of the key that signs now.
+    pub fn key_id(&self) -> String {
+        self.reload_if_rotated();
+        self.keys
+            .read()
+            .map(|k| k.current.kid.clone())
+            .unwrap_or_default()
+    }
+
+    /// (kid, public key as base64url) of every key whose tokens may still
+    /// be valid at `now_secs`: the current one first, then retired ones.
+    pub fn public_keys(&self, now_secs: u64) -> Vec<(String, String)> {
+        self.reload_if_rotated();
+        let Ok(keys) = self.keys.read() else {
+            return Vec::new();
+        };
+        std::iter::once(&keys.current)
+            .chain(
+                keys.retired
+                    .iter()
+                    .filter(|r| r.live_until_secs(self.lifetime_secs) > now_secs)
+                    .map(|r| &r.key),
+            )
+            .map(|k| (k.kid.clone(), k.public_x.clone()))
+            .collect()
     }
 
     pub fn lifetime_secs(&self) -> u64 {
@@ -117,8 +214,14 @@ impl TokenIssuer {
         subject: &TokenSubject,
         now_secs: u64,
     ) -> Result<TokenSet, jsonwebtoken::errors::Error> {
+        self.reload_if_rotated();
+        let keys = self
+            .keys
+            .read()
+            .map_err(|_| jsonwebtoken::errors::ErrorKind::InvalidKeyFormat)?;
+        let key = &keys.current;
         let mut header = Header::new(Algorithm::EdDSA);
-        header.kid = Some(self.key.kid.clone());
+        header.kid = Some(key.kid.clone());
         let claims = |token_use| Claims {
             iss: self.issuer.clone(),
             sub: subject.user_id.to_string(),
@@ -136,9 +239,9 @@ impl TokenIssuer {
             access_token: jsonwebtoken::encode(
                 &header,
                 &claims(TokenUse::Access),
-                &self.key.encoding,
+                &key.encoding,
             )?,
-            id_token: jsonwebtoken::encode(&header, &claims(TokenUse::Id), &self.key.encoding)?,
+            id_token: jsonwebtoken::encode(&header, &claims(TokenUse::Id), &key.encoding)?,
             expires_in: self.lifetime_secs,
             issued_at_secs: now_secs,
         })
@@ -155,11 +258,21 @@ impl TokenIssuer {
             }
         }
         let header = jsonwebtoken::decode_header(token).ok()?;
-        if header.kid.as_deref() != Some(self.key.kid.as_str()) {
-            return None;
-        }
-        let data =
-            jsonwebtoken::decode::<Claims>(token, &self.key.decoding, &self.validation).ok()?;
+        let kid = header.kid?;
+        self.reload_if_rotated();
+        let data = {
+            let keys = self.keys.read().ok()?;
+            // The current key, or a retired one whose tokens may still live.
+            let key = std::iter::once(&keys.current)
+                .chain(
+                    keys.retired
+                        .iter()
+                        .filter(|r| r.live_until_secs(self.lifetime_secs) > now_secs)
+                        .map(|r| &r.key),
+                )
+                .find(|k| k.kid == kid)?;
+            jsonwebtoken::decode::<Claims>(token, &key.decoding, &self.validation).ok()?
+        };
         let claims = Arc::new(data.claims);
         if claims.exp <= now_secs {
             return None;
