@@ -22,6 +22,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use std::sync::Arc;
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::set_header::SetResponseHeaderLayer;
 
 /// Largest accepted request body.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -80,6 +81,17 @@ pub fn router(state: AppState) -> Router {
             )
             .into_response()
         }))
+        // On every response: no content-type sniffing; and no caching unless
+        // the route chose otherwise (the console's assets): API answers carry
+        // tokens and tenant data that must not stay in a browser or proxy.
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-store"),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
         .with_state(state)
 }
 
