@@ -325,3 +325,39 @@ test("the IdToken is refreshed before it expires", async () => {
   assert.equal(await page.isVisible(".error"), false);
   await page.context().close();
 });
+
+test("refreshes rotate the RefreshToken, and concurrent ones share one request", async () => {
+  const server = await startServer([["a1", "node-a", "zone-a", 10]]);
+  const page = await newPage();
+  await signIn(page, server.base);
+  const before = await page.evaluate(() => JSON.parse(sessionStorage.getItem("svs.session")).refreshToken);
+  let posts = 0;
+  page.on("request", (r) => { if (r.url().endsWith("/refresh") && r.method() === "POST") posts += 1; });
+  // Three callers at once: one request (two would present the same token and
+  // the server would end the session as a stolen token's reuse).
+  await page.evaluate(async () => {
+    const api = await import("/ui/api.js");
+    await Promise.all([api.refresh(), api.refresh(), api.refresh()]);
+  });
+  assert.equal(posts, 1);
+  const after = await page.evaluate(() => JSON.parse(sessionStorage.getItem("svs.session")).refreshToken);
+  assert.notEqual(after, before, "the rotated RefreshToken is stored");
+  await page.evaluate(async () => (await import("/ui/api.js")).refresh());
+  assert.equal(posts, 2);
+  await page.click("nav a[data-page=media]");
+  await page.waitForSelector('[data-medium="a1"]');
+  assert.equal(await page.isVisible(".error"), false);
+  await page.context().close();
+});
+
+test("the console is served with a Content-Security-Policy that forbids framing", async () => {
+  const server = await startServer([["a1", "node-a", "zone-a", 10]]);
+  const page = await newPage();
+  const response = await page.goto(`${server.base}/ui/`);
+  const headers = response.headers();
+  assert.match(headers["content-security-policy"], /default-src 'self'/);
+  assert.match(headers["content-security-policy"], /frame-ancestors 'none'/);
+  assert.equal(headers["x-frame-options"], "DENY");
+  assert.equal(headers["x-content-type-options"], "nosniff");
+  await page.context().close();
+});

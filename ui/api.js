@@ -19,11 +19,13 @@ export function session() {
   }
 }
 
-function store(tokens, refreshToken) {
+// A refresh answers a new RefreshToken (the one used is retired): keep the
+// newest one the server gave, else the one we had.
+function store(tokens, previousRefreshToken) {
   const s = {
     idToken: tokens.IdToken,
     accessToken: tokens.AccessToken,
-    refreshToken: refreshToken ?? tokens.RefreshToken,
+    refreshToken: tokens.RefreshToken ?? previousRefreshToken,
     expiresAt: Date.now() + Number(tokens.ExpiresIn || 3600) * 1000,
     lifetime: Number(tokens.ExpiresIn || 3600) * 1000,
   };
@@ -53,7 +55,21 @@ export function scheduleRefresh() {
   refreshTimer = setTimeout(() => refresh().catch(() => {}), wait);
 }
 
-export async function refresh() {
+// One refresh at a time, shared by every caller: each refresh retires the
+// RefreshToken it uses, so two at once would present the same token twice,
+// which the server takes for a stolen copy and ends the session.
+let refreshing = null;
+
+export function refresh() {
+  if (!refreshing) {
+    refreshing = refreshOnce().finally(() => {
+      refreshing = null;
+    });
+  }
+  return refreshing;
+}
+
+async function refreshOnce() {
   const s = session();
   if (!s) throw new ApiError(401, "You are not signed in.");
   try {
