@@ -72,6 +72,10 @@ pub struct TestConfig {
     pub refresh_token_lifetime: String,
     /// Client nodes (name, address) that may attach volumes.
     pub nodes: Vec<(&'static str, &'static str)>,
+    /// More top-level TOML lines, e.g. `signin_max_lockout = "2s"`.
+    pub settings: Vec<String>,
+    /// `SVS_LOG` of the service (default: info, without request traces).
+    pub log: Option<String>,
 }
 
 impl Default for TestConfig {
@@ -82,6 +86,8 @@ impl Default for TestConfig {
             token_lifetime: "1h".into(),
             refresh_token_lifetime: "30days".into(),
             nodes: Vec::new(),
+            settings: Vec::new(),
+            log: None,
         }
     }
 }
@@ -147,7 +153,10 @@ impl TestApp {
             .arg(self.data_dir())
             .env("SVS_ADMIN_EMAIL", ADMIN_EMAIL)
             .env("SVS_ADMIN_PASSWORD", ADMIN_PASSWORD)
-            .env("SVS_LOG", "info,tower_http=warn")
+            .env(
+                "SVS_LOG",
+                self.config.log.as_deref().unwrap_or("info,tower_http=warn"),
+            )
             .env("SVS_NBD_LISTEN", "127.0.0.1:0")
             .stdout(Stdio::piped())
             .stderr(log)
@@ -444,6 +453,10 @@ fn write_config(dir: &Path, config: &TestConfig) {
         "movement_rate = \"{}\"\ntoken_lifetime = \"{}\"\nrefresh_token_lifetime = \"{}\"\n",
         config.movement_rate, config.token_lifetime, config.refresh_token_lifetime
     );
+    for setting in &config.settings {
+        toml.push_str(setting);
+        toml.push('\n');
+    }
     for m in &config.media {
         let path = dir.join("media").join(m.id);
         toml.push_str(&format!(

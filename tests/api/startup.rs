@@ -884,3 +884,55 @@ async fn the_database_and_slice_files_are_readable_by_their_owner_only() {
         assert_eq!(mode & 0o077, 0, "{} has mode {mode:o}", path.display());
     }
 }
+
+#[tokio::test]
+async fn the_clis_own_variables_are_ignored_and_unknown_ones_only_warned_about() {
+    let cwd = tempfile::tempdir().expect("temp dir");
+    let data = cwd.path().join("data");
+    let mut env = ADMIN_ENV.to_vec();
+    // A shell that used the CLI (SVS_PROFILE, SVS_URL), and a typo.
+    env.extend([
+        ("SVS_PROFILE", "prod"),
+        ("SVS_URL", "http://example.com"),
+        ("SVS_FOO", "1"),
+    ]);
+    let proc = serve(
+        cwd.path(),
+        &with(listen_any(), path_args("--data-dir", &data)),
+        &env,
+    )
+    .running();
+    let (status, body) = proc.request(None, Method::GET, "/version", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    proc.id_token(ADMIN_EMAIL, ADMIN_PASSWORD).await;
+    let log: String = std::fs::read_dir(cwd.path())
+        .expect("cwd listed")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("stderr-"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect();
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("unknown SVS_* environment variables"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "one warning: {log}");
+    assert!(warnings[0].contains("SVS_FOO"), "{log}");
+    for quiet in ["SVS_PROFILE", "SVS_URL", "SVS_ADMIN", "SVS_LOG", "SVS_NBD_LISTEN"] {
+        assert!(!warnings[0].contains(quiet), "{quiet} named: {log}");
+    }
+    proc.stop();
+}
+
+#[tokio::test]
+async fn an_unknown_key_in_the_configuration_file_still_stops_start_up() {
+    let cwd = tempfile::tempdir().expect("temp dir");
+    let file = cwd.path().join("svs.toml");
+    std::fs::write(&file, "profile = \"prod\"\n").expect("config written");
+    let (_, stderr) = serve(
+        cwd.path(),
+        &with(listen_any(), path_args("--config", &file)),
+        &ADMIN_ENV,
+    )
+    .failed();
+    assert!(stderr.contains("profile"), "{stderr}");
+}
