@@ -12,6 +12,7 @@ mod policies;
 mod reconcile;
 mod resize;
 mod roles;
+mod signin_protection;
 mod startup;
 mod tenants;
 mod volumes;
