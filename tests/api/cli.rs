@@ -336,9 +336,10 @@ async fn an_expiring_id_token_is_refreshed_and_saved() {
         serde_json::from_str::<Value>(&after).expect("json"),
     );
     assert_ne!(b["default"]["IdToken"], a["default"]["IdToken"]);
-    assert_eq!(b["default"]["RefreshToken"], a["default"]["RefreshToken"]);
+    // The refresh rotated the RefreshToken: the new one is saved.
+    assert_ne!(b["default"]["RefreshToken"], a["default"]["RefreshToken"]);
     assert_eq!(mode(&home.credentials()), 0o600);
-    // And again, well after the first IdToken expired.
+    // And again, well after the first IdToken expired (with the rotated token).
     tokio::time::sleep(Duration::from_secs(3)).await;
     home.ok(&["volume", "list"]);
 }
