@@ -6,7 +6,6 @@
 
 use crate::api;
 use crate::auth::{PasswordCheckPool, TokenIssuer};
-use crate::service::throttle::{SignInThrottle, ThrottleSettings};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, StoreBackend};
 use crate::exports::ExportRegistry;
@@ -15,6 +14,7 @@ use crate::jobs::{JobRunner, RetryPolicy, RunnerParts, RunnerSettings, VolumeAct
 use crate::reconcile::{
     ExpiredRefreshTokens, ExportsReconciler, OrphanedCopies, Reconciler, Reconcilers,
 };
+use crate::service::throttle::{SignInThrottle, ThrottleSettings};
 use crate::service::users::add_user;
 use crate::service::{Services, SignInProtection};
 use crate::workers::WorkerBoard;

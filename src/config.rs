@@ -244,10 +244,11 @@ impl Config {
         // Only our settings: the CLI's own variables (SVS_PROFILE, ...) and
         // typos are not errors (`unknown_env_settings` names the latter).
         let settings = setting_names();
-        figment = figment.merge(
-            Env::prefixed("SVS_")
-                .filter(move |key| settings.iter().any(|s| key.as_str().eq_ignore_ascii_case(s))),
-        );
+        figment = figment.merge(Env::prefixed("SVS_").filter(move |key| {
+            settings
+                .iter()
+                .any(|s| key.as_str().eq_ignore_ascii_case(s))
+        }));
         let mut config: Config = figment
             .extract()
             .map_err(|e| format!("configuration: {e}"))?;

@@ -20,7 +20,9 @@ pub async fn sign_in(
     ClientAddress(client): ClientAddress,
     Parsed(request): Parsed<SignIn>,
 ) -> ApiResult {
-    Ok(Json(views::signed_in(&app.sign_in(&request, client).await?)))
+    Ok(Json(views::signed_in(
+        &app.sign_in(&request, client).await?,
+    )))
 }
 
 pub async fn sign_out(State(app): State<AppState>, Parsed(request): Parsed<SignOut>) -> ApiResult {
@@ -33,7 +35,9 @@ pub async fn refresh(
     ClientAddress(client): ClientAddress,
     Parsed(request): Parsed<Refresh>,
 ) -> ApiResult {
-    Ok(Json(views::signed_in(&app.refresh(&request, client).await?)))
+    Ok(Json(views::signed_in(
+        &app.refresh(&request, client).await?,
+    )))
 }
 
 /// The Volumez refresh call: the token in the `refreshtoken` header; it

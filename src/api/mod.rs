@@ -35,7 +35,10 @@ pub fn router(state: AppState) -> Router {
         .route("/signin", post(sign_in))
         .route("/signout", post(sign_out))
         .route("/refresh", post(refresh))
-        .route("/tenant/apiaccess/credentials/refresh", get(volumez_refresh))
+        .route(
+            "/tenant/apiaccess/credentials/refresh",
+            get(volumez_refresh),
+        )
         .route("/version", get(version))
         .route("/.well-known/jwks.json", get(jwks))
         .route("/media", get(list_media))

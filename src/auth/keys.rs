@@ -139,10 +139,7 @@ impl KeyRing {
         };
         for entry in entries {
             let entry = entry.map_err(|e| format!("cannot read {}: {e}", retired_dir.display()))?;
-            let Some(retired_at_secs) = entry
-                .file_name()
-                .to_str()
-                .and_then(retired_file_time)
+            let Some(retired_at_secs) = entry.file_name().to_str().and_then(retired_file_time)
             else {
                 continue;
             };
@@ -196,10 +193,8 @@ impl KeyRing {
         let ring = KeyRing::load(dir)?;
         for r in &ring.retired {
             if r.live_until_secs(token_lifetime_secs) <= now_secs {
-                let stale = retired_dir.join(format!(
-                    "retired-{}-{}.key",
-                    r.retired_at_secs, r.key.kid
-                ));
+                let stale =
+                    retired_dir.join(format!("retired-{}-{}.key", r.retired_at_secs, r.key.kid));
                 fs::remove_file(&stale)
                     .map_err(|e| format!("cannot remove {}: {e}", stale.display()))?;
             }
@@ -308,7 +303,12 @@ mod tests {
     #[test]
     fn retired_file_names_carry_their_time() {
         assert_eq!(retired_file_time("retired-1000-abcd.key"), Some(1000));
-        for bad in ["retired-x-abcd.key", "retired-1000-.key", "rotate.lock", "retired-1000.key"] {
+        for bad in [
+            "retired-x-abcd.key",
+            "retired-1000-.key",
+            "rotate.lock",
+            "retired-1000.key",
+        ] {
             assert_eq!(retired_file_time(bad), None, "{bad}");
         }
     }

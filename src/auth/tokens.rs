@@ -236,11 +236,7 @@ impl TokenIssuer {
             admin: subject.admin,
         };
         Ok(TokenSet {
-            access_token: jsonwebtoken::encode(
-                &header,
-                &claims(TokenUse::Access),
-                &key.encoding,
-            )?,
+            access_token: jsonwebtoken::encode(&header, &claims(TokenUse::Access), &key.encoding)?,
             id_token: jsonwebtoken::encode(&header, &claims(TokenUse::Id), &key.encoding)?,
             expires_in: self.lifetime_secs,
             issued_at_secs: now_secs,

@@ -26,10 +26,7 @@ impl Reconciler for ExpiredRefreshTokens {
     }
 
     async fn reconcile(&self) -> Result<usize, ReconcileError> {
-        let purged = self
-            .store
-            .purge_refresh_tokens(self.clock.now_ms())
-            .await?;
+        let purged = self.store.purge_refresh_tokens(self.clock.now_ms()).await?;
         Ok(usize::try_from(purged).unwrap_or(usize::MAX))
     }
 }

@@ -319,7 +319,11 @@ mod tests {
             app.services.sign_out(&sign_out_request(&s)).await
         ));
         // The refresh token (longer-lived) was not revoked.
-        assert!(app.services.refresh(&refresh_request(&s), None).await.is_ok());
+        assert!(app
+            .services
+            .refresh(&refresh_request(&s), None)
+            .await
+            .is_ok());
     }
 
     #[tokio::test]
@@ -421,7 +425,10 @@ mod tests {
         };
         assert!(matches!(
             app.services.sign_in(&right, None).await,
-            Err(ServiceError::TooManyAttempts { retry_after_secs: 1, .. })
+            Err(ServiceError::TooManyAttempts {
+                retry_after_secs: 1,
+                ..
+            })
         ));
         app.advance(Duration::from_secs(1));
         assert!(app.services.sign_in(&right, None).await.is_ok());
@@ -472,7 +479,10 @@ mod tests {
         assert_eq!(claims.iat, now);
         assert_eq!(claims.exp, now + 2);
         assert_eq!(u64::try_from(START_MS / 1000).ok(), Some(now - 5));
-        assert!(app.services.authenticate(Some(&fresh.tokens.id_token)).is_ok());
+        assert!(app
+            .services
+            .authenticate(Some(&fresh.tokens.id_token))
+            .is_ok());
         app.advance(TOKEN_LIFETIME);
         assert!(is_bad_token(
             app.services.authenticate(Some(&fresh.tokens.id_token))
@@ -521,7 +531,11 @@ mod tests {
             .sign_out(&sign_out_request(&admin))
             .await
             .expect("signed out");
-        assert!(app.services.refresh(&refresh_request(&eve), None).await.is_ok());
+        assert!(app
+            .services
+            .refresh(&refresh_request(&eve), None)
+            .await
+            .is_ok());
     }
 
     #[tokio::test]

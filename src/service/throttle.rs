@@ -243,12 +243,14 @@ mod tests {
         // The next failure locks for 2 s, then 4 s.
         fail(&t, "a@x", ADDR, 2000);
         assert_eq!(
-            t.check(Some("a@x"), None, 2001).map_err(|l| l.retry_after_secs),
+            t.check(Some("a@x"), None, 2001)
+                .map_err(|l| l.retry_after_secs),
             Err(2)
         );
         fail(&t, "a@x", ADDR, 4000);
         assert_eq!(
-            t.check(Some("a@x"), None, 4500).map_err(|l| l.retry_after_secs),
+            t.check(Some("a@x"), None, 4500)
+                .map_err(|l| l.retry_after_secs),
             Err(4),
             "3.5 s rounds up to 4"
         );

@@ -404,7 +404,13 @@ async fn refresh_returns_new_working_tokens_and_a_new_refresh_token() {
     keys.sort();
     assert_eq!(
         keys,
-        ["AccessToken", "ExpiresIn", "IdToken", "RefreshToken", "TokenType"]
+        [
+            "AccessToken",
+            "ExpiresIn",
+            "IdToken",
+            "RefreshToken",
+            "TokenType"
+        ]
     );
     assert_ne!(r["RefreshToken"], t["RefreshToken"]);
     assert_eq!(r["TokenType"], "Bearer");

@@ -410,3 +410,109 @@ async fn policies_media_nodes_and_jobs() {
     let out = home.run(&["job", "get", "999"]);
     assert!(!out.status.success());
 }
+
+/// `svs keys rotate` on the service's data directory.
+fn rotate_keys(app: &TestApp) -> String {
+    let out = Command::new(svs_bin())
+        .args(["keys", "rotate", "--config"])
+        .arg(app.config_path())
+        .arg("--data-dir")
+        .arg(app.data_dir())
+        .env_remove("SVS_TOKEN_LIFETIME")
+        .output()
+        .expect("svs keys rotate runs");
+    assert!(out.status.success(), "{}", stderr(&out));
+    stdout(&out)
+}
+
+/// The kids of the JWKS, in its order.
+async fn jwks_kids(app: &TestApp) -> Vec<String> {
+    let (status, body) = app
+        .request(None, reqwest::Method::GET, "/.well-known/jwks.json", None)
+        .await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    body["keys"]
+        .as_array()
+        .expect("keys")
+        .iter()
+        .map(|k| k["kid"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+fn kid_of(token: &str) -> String {
+    jwt_parts(token).0["kid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_key_rotation_while_the_service_runs_keeps_old_tokens_until_they_expire() {
+    let app = TestApp::start_with(TestConfig {
+        token_lifetime: "4s".into(),
+        ..TestConfig::default()
+    })
+    .await;
+    let old_token = app.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD).await["IdToken"]
+        .as_str()
+        .expect("IdToken")
+        .to_string();
+    let old_kid = kid_of(&old_token);
+    assert_eq!(jwks_kids(&app).await, [old_kid.clone()]);
+
+    let out = rotate_keys(&app);
+    let retired = app.data_dir().join("token-keys");
+    let files: Vec<PathBuf> = std::fs::read_dir(&retired)
+        .expect("token-keys")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "key"))
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(
+        files[0]
+            .to_string_lossy()
+            .ends_with(&format!("-{old_kid}.key")),
+        "{files:?}"
+    );
+    assert_eq!(mode(&files[0]), 0o600);
+
+    // The running service signs with the new key within seconds.
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    let new_token = loop {
+        let t = app.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD).await["IdToken"]
+            .as_str()
+            .expect("IdToken")
+            .to_string();
+        if kid_of(&t) != old_kid {
+            break t;
+        }
+        assert!(std::time::Instant::now() < deadline, "still the old key");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let new_kid = kid_of(&new_token);
+    assert!(out.contains(&format!("new signing key {new_kid}")), "{out}");
+    assert!(out.contains(&format!("retired key {old_kid}")), "{out}");
+    assert_eq!(jwks_kids(&app).await, [new_kid.clone(), old_kid.clone()]);
+    for token in [&old_token, &new_token] {
+        let (status, body) = app
+            .request(Some(token), reqwest::Method::GET, "/volumes", None)
+            .await;
+        assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    }
+
+    // Once no token of the old key can be live, the JWKS drops it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while jwks_kids(&app).await.len() > 1 {
+        assert!(std::time::Instant::now() < deadline, "the old key stays");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(jwks_kids(&app).await, [new_kid]);
+    let (status, _) = app
+        .request(Some(&old_token), reqwest::Method::GET, "/volumes", None)
+        .await;
+    assert_eq!(status, reqwest::StatusCode::UNAUTHORIZED);
+    // After a restart the service reads the same keys.
+    let mut app = app;
+    app.restart().await;
+    assert_eq!(jwks_kids(&app).await.len(), 1);
+}

@@ -54,12 +54,8 @@ pub async fn hs256_with_public_key(app: &TestApp, token: &str) -> Vec<String> {
     [x.into_bytes(), raw]
         .iter()
         .map(|secret| {
-            jsonwebtoken::encode(
-                &forged_header,
-                &claims,
-                &EncodingKey::from_secret(secret),
-            )
-            .expect("HS256 signs")
+            jsonwebtoken::encode(&forged_header, &claims, &EncodingKey::from_secret(secret))
+                .expect("HS256 signs")
         })
         .collect()
 }

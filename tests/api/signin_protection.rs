@@ -203,12 +203,18 @@ async fn a_flood_beyond_the_password_queue_is_refused_at_once_with_503() {
             tokio::spawn(async move {
                 let resp = client
                     .post(url)
-                    .json(&json!({"email": format!("flood{i}@example.com"), "password": "password1"}))
+                    .json(
+                        &json!({"email": format!("flood{i}@example.com"), "password": "password1"}),
+                    )
                     .send()
                     .await
                     .expect("sent");
                 let retry = resp.headers().get("retry-after").cloned();
-                (resp.status(), retry, resp.json::<Value>().await.expect("JSON"))
+                (
+                    resp.status(),
+                    retry,
+                    resp.json::<Value>().await.expect("JSON"),
+                )
             })
         })
         .collect();
@@ -229,7 +235,9 @@ async fn a_flood_beyond_the_password_queue_is_refused_at_once_with_503() {
         }
     }
     assert!(busy > 0, "no check was refused");
-    let (status, _) = app.request(None, reqwest::Method::GET, "/version", None).await;
+    let (status, _) = app
+        .request(None, reqwest::Method::GET, "/version", None)
+        .await;
     assert_eq!(status, StatusCode::OK);
     app.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD).await;
 }

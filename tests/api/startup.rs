@@ -917,7 +917,13 @@ async fn the_clis_own_variables_are_ignored_and_unknown_ones_only_warned_about()
         .collect();
     assert_eq!(warnings.len(), 1, "one warning: {log}");
     assert!(warnings[0].contains("SVS_FOO"), "{log}");
-    for quiet in ["SVS_PROFILE", "SVS_URL", "SVS_ADMIN", "SVS_LOG", "SVS_NBD_LISTEN"] {
+    for quiet in [
+        "SVS_PROFILE",
+        "SVS_URL",
+        "SVS_ADMIN",
+        "SVS_LOG",
+        "SVS_NBD_LISTEN",
+    ] {
         assert!(!warnings[0].contains(quiet), "{quiet} named: {log}");
     }
     proc.stop();

@@ -67,11 +67,20 @@ async fn each_refresh_rotates_and_a_reused_refresh_token_ends_its_sign_in() {
     // The first token again: someone holds a copy. 401, and the whole
     // family (r2's token too) is revoked; the other sign-in lives on.
     let reused = post_refresh(&app, s(&first["RefreshToken"])).await;
-    assert_eq!((reused.status, reused.body), (StatusCode::UNAUTHORIZED, bad_token()));
+    assert_eq!(
+        (reused.status, reused.body),
+        (StatusCode::UNAUTHORIZED, bad_token())
+    );
     let r3 = post_refresh(&app, s(&r2.body["RefreshToken"])).await;
-    assert_eq!((r3.status, r3.body), (StatusCode::UNAUTHORIZED, bad_token()));
+    assert_eq!(
+        (r3.status, r3.body),
+        (StatusCode::UNAUTHORIZED, bad_token())
+    );
     let r3 = get_refresh(&app, Some(s(&r2.body["RefreshToken"]))).await;
-    assert_eq!((r3.status, r3.body), (StatusCode::UNAUTHORIZED, bad_token()));
+    assert_eq!(
+        (r3.status, r3.body),
+        (StatusCode::UNAUTHORIZED, bad_token())
+    );
     let ok = post_refresh(&app, s(&other_sign_in["RefreshToken"])).await;
     assert_eq!(ok.status, StatusCode::OK, "{}", ok.body);
     // IdTokens already issued stay valid until they expire.
@@ -184,8 +193,14 @@ async fn token_answers_are_not_cached_nothing_is_sniffed_and_the_console_cannot_
     for path in ["/ui/", "/ui/app.js", "/ui/api.js", "/ui/style.css"] {
         let a = send(app.client.get(format!("{}{path}", app.base))).await;
         assert_eq!(a.status, StatusCode::OK, "{path}");
-        let csp = a.headers["content-security-policy"].to_str().expect("ascii");
-        for directive in ["default-src 'self'", "script-src 'self'", "frame-ancestors 'none'"] {
+        let csp = a.headers["content-security-policy"]
+            .to_str()
+            .expect("ascii");
+        for directive in [
+            "default-src 'self'",
+            "script-src 'self'",
+            "frame-ancestors 'none'",
+        ] {
             assert!(csp.contains(directive), "{path}: {csp}");
         }
         assert!(!csp.contains("unsafe"), "{path}: {csp}");
@@ -200,7 +215,10 @@ async fn token_answers_are_not_cached_nothing_is_sniffed_and_the_console_cannot_
     assert!(!html.contains("<style"), "inline style");
     assert!(!html.contains(" style="), "inline style attribute");
     for script in html.split("<script").skip(1) {
-        assert!(script.trim_start().contains("src="), "inline script: {script}");
+        assert!(
+            script.trim_start().contains("src="),
+            "inline script: {script}"
+        );
     }
 }
 
@@ -210,7 +228,9 @@ fn fragments(secret: &str) -> Vec<&str> {
     if secret.len() <= LEN {
         return vec![secret];
     }
-    (0..=secret.len() - LEN).map(|i| &secret[i..i + LEN]).collect()
+    (0..=secret.len() - LEN)
+        .map(|i| &secret[i..i + LEN])
+        .collect()
 }
 
 #[tokio::test]
@@ -237,7 +257,12 @@ async fn the_debug_log_of_a_whole_session_holds_no_password_or_token() {
         secrets.push(s(&get.body[key]).to_string());
     }
     let (status, _) = app
-        .request(Some(s(&post.body["IdToken"])), Method::GET, "/volumes", None)
+        .request(
+            Some(s(&post.body["IdToken"])),
+            Method::GET,
+            "/volumes",
+            None,
+        )
         .await;
     assert_eq!(status, StatusCode::OK);
     let (status, _) = app
@@ -265,7 +290,10 @@ async fn the_debug_log_of_a_whole_session_holds_no_password_or_token() {
 
     let log = app.log();
     assert!(log.contains("DEBUG"), "the log is at debug level: {log}");
-    assert!(log.contains("signed in") && log.contains("sign-in failed"), "{log}");
+    assert!(
+        log.contains("signed in") && log.contains("sign-in failed"),
+        "{log}"
+    );
     for secret in &secrets {
         // A JWT's header (algorithm and key id) is no secret; its claims
         // and signature are.

@@ -412,23 +412,38 @@ pub(crate) async fn rotating_a_refresh_token_retires_it_and_reuse_revokes_its_fa
     let (user, _, _) = volume_on_m1(store).await;
     add_token(store, user.id, "a1", "fa", 1000).await;
     add_token(store, user.id, "b1", "fb", 1000).await;
-    let rotated = store.rotate_refresh_token("a1", "a2", 10).await.expect("rotate");
+    let rotated = store
+        .rotate_refresh_token("a1", "a2", 10)
+        .await
+        .expect("rotate");
     assert_eq!(rotated, RefreshRotation::Rotated { user_id: user.id });
     let a1 = token(store, "a1").await.expect("a1 kept");
     assert!(a1.retired && !a1.revoked);
     let a2 = token(store, "a2").await.expect("a2 added");
     assert_eq!(
-        (a2.user_id, a2.family.as_str(), a2.expires_ms, a2.retired, a2.revoked),
+        (
+            a2.user_id,
+            a2.family.as_str(),
+            a2.expires_ms,
+            a2.retired,
+            a2.revoked
+        ),
         (user.id, "fa", 1000, false, false),
         "the new token inherits the family and its expiry"
     );
     assert_eq!(
-        store.rotate_refresh_token("a2", "a3", 20).await.expect("rotate"),
+        store
+            .rotate_refresh_token("a2", "a3", 20)
+            .await
+            .expect("rotate"),
         RefreshRotation::Rotated { user_id: user.id }
     );
     // a1 again: reuse. The family (a1, a2, a3) is revoked, not the other sign-in.
     assert_eq!(
-        store.rotate_refresh_token("a1", "a4", 30).await.expect("reuse"),
+        store
+            .rotate_refresh_token("a1", "a4", 30)
+            .await
+            .expect("reuse"),
         RefreshRotation::Reused {
             user_id: user.id,
             revoked: 3
@@ -439,14 +454,20 @@ pub(crate) async fn rotating_a_refresh_token_retires_it_and_reuse_revokes_its_fa
     assert!(!token(store, "b1").await.expect("b1").revoked);
     for hash in ["a3", "a1", "unknown"] {
         assert_eq!(
-            store.rotate_refresh_token(hash, "x", 40).await.expect("rotate"),
+            store
+                .rotate_refresh_token(hash, "x", 40)
+                .await
+                .expect("rotate"),
             RefreshRotation::Invalid,
             "{hash}"
         );
     }
     // Expired: invalid, and nothing changes.
     assert_eq!(
-        store.rotate_refresh_token("b1", "b2", 1000).await.expect("rotate"),
+        store
+            .rotate_refresh_token("b1", "b2", 1000)
+            .await
+            .expect("rotate"),
         RefreshRotation::Invalid
     );
     assert!(!token(store, "b1").await.expect("b1").retired);
