@@ -16,7 +16,7 @@ use crate::reconcile::{
 };
 use crate::service::throttle::{SignInThrottle, ThrottleSettings};
 use crate::service::users::add_user;
-use crate::service::{Services, SignInProtection};
+use crate::service::{AuthParts, Services, SignInProtection};
 use crate::workers::WorkerBoard;
 use std::fs::File;
 use std::net::SocketAddr;
@@ -180,9 +180,11 @@ impl Application {
         let services = Arc::new(Services::new(
             Arc::clone(&store),
             clock,
-            tokens,
-            refresh_ms,
-            sign_in_protection(&config)?,
+            AuthParts {
+                tokens,
+                refresh_lifetime_ms: refresh_ms,
+                protection: sign_in_protection(&config)?,
+            },
             Arc::clone(&runner),
             Arc::clone(&exports),
             nbd_base,

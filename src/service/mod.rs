@@ -111,6 +111,13 @@ pub struct SignInProtection {
     pub passwords: PasswordCheckPool,
 }
 
+/// What signs in and issues tokens (`Services::new` takes them together).
+pub struct AuthParts {
+    pub tokens: TokenIssuer,
+    pub refresh_lifetime_ms: i64,
+    pub protection: SignInProtection,
+}
+
 /// Shared state of the service layer.
 pub struct Services {
     pub store: Arc<dyn Store>,
@@ -135,13 +142,16 @@ impl Services {
     pub fn new(
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
-        tokens: TokenIssuer,
-        refresh_lifetime_ms: i64,
-        protection: SignInProtection,
+        auth: AuthParts,
         jobs: Arc<JobRunner>,
         exports: Arc<ExportRegistry>,
         nbd_base: String,
     ) -> Result<Services, String> {
+        let AuthParts {
+            tokens,
+            refresh_lifetime_ms,
+            protection,
+        } = auth;
         let dummy_hash =
             crate::auth::hash_password("svs-timing-equaliser").map_err(|e| e.to_string())?;
         Ok(Services {

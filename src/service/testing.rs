@@ -56,16 +56,22 @@ impl TestServices {
         let services = Services::new(
             Arc::clone(&store),
             clock_dyn,
-            tokens,
-            i64::try_from(refresh_lifetime.as_millis()).expect("lifetime fits"),
-            super::SignInProtection {
-                throttle: super::throttle::SignInThrottle::new(super::throttle::ThrottleSettings {
-                    account_free_failures: 5,
-                    address_free_failures: 20,
-                    window: Duration::from_secs(900),
-                    max_lockout: Duration::from_secs(300),
-                }),
-                passwords: crate::auth::PasswordCheckPool::new(1, 16).expect("password threads"),
+            super::AuthParts {
+                tokens,
+                refresh_lifetime_ms: i64::try_from(refresh_lifetime.as_millis())
+                    .expect("lifetime fits"),
+                protection: super::SignInProtection {
+                    throttle: super::throttle::SignInThrottle::new(
+                        super::throttle::ThrottleSettings {
+                            account_free_failures: 5,
+                            address_free_failures: 20,
+                            window: Duration::from_secs(900),
+                            max_lockout: Duration::from_secs(300),
+                        },
+                    ),
+                    passwords: crate::auth::PasswordCheckPool::new(1, 16)
+                        .expect("password threads"),
+                },
             },
             runner,
             exports,

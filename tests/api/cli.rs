@@ -458,7 +458,7 @@ async fn a_key_rotation_while_the_service_runs_keeps_old_tokens_until_they_expir
         .expect("IdToken")
         .to_string();
     let old_kid = kid_of(&old_token);
-    assert_eq!(jwks_kids(&app).await, [old_kid.clone()]);
+    assert_eq!(jwks_kids(&app).await, std::slice::from_ref(&old_kid));
 
     let out = rotate_keys(&app);
     let retired = app.data_dir().join("token-keys");
