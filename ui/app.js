@@ -14,6 +14,9 @@ function h(tag, attrs = {}, ...children) {
     if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
     else if (k === "class") el.className = v;
     else if (k === "value") el.value = v;
+    // Through the CSSOM: a style attribute is inline style, which the
+    // console's Content-Security-Policy (style-src 'self') blocks.
+    else if (k === "style") el.style.cssText = v;
     else el.setAttribute(k, v === true ? "" : v);
   }
   for (const c of children.flat()) {
