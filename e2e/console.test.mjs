@@ -46,7 +46,7 @@ async function startServer(media, movementRate = "0", extraToml = "") {
   fs.writeFileSync(path.join(dir, "svs.toml"), toml);
   const child = spawn(BIN, ["serve", "--listen", "127.0.0.1:0", "--nbd-listen", "127.0.0.1:0",
     "--config", path.join(dir, "svs.toml"), "--data-dir", path.join(dir, "data")], {
-    // svs reads every SVS_* variable as a setting: pass only ours.
+    // svs warns about SVS_* variables that are not its settings: pass only ours.
     env: { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("SVS_"))), SVS_ADMIN_EMAIL: EMAIL, SVS_ADMIN_PASSWORD: PASSWORD, SVS_LOG: "warn" },
     stdio: ["ignore", "pipe", "inherit"],
   });

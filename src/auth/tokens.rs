@@ -369,6 +369,37 @@ mod tests {
     }
 
     #[test]
+    fn a_rotated_key_signs_and_the_retired_one_verifies_until_its_tokens_expire() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = TokenIssuer::from_data_dir(dir.path().to_path_buf(), "svs".into(), 60).unwrap();
+        let old = t.issue(&subject(false), 1000).unwrap();
+        let old_kid = t.key_id();
+        KeyRing::rotate(dir.path(), 1000, 60).unwrap();
+        // The files are looked at again at most once a second.
+        std::thread::sleep(KEY_CHECK_EVERY + Duration::from_millis(100));
+        let new = t.issue(&subject(false), 1001).unwrap();
+        let new_kid = t.key_id();
+        assert_ne!(new_kid, old_kid);
+        let kids: Vec<String> = t.public_keys(1001).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(kids, [new_kid.clone(), old_kid.clone()]);
+        assert!(t.verify(&old.id_token, TokenUse::Id, 1001).is_some());
+        assert!(t.verify(&new.id_token, TokenUse::Id, 1001).is_some());
+        // Retired at 1000, tokens of 60 s, 2 s of slack: gone at 1062.
+        let kids: Vec<String> = t.public_keys(1062).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(kids, [new_kid]);
+        let late = t.issue(&subject(false), 1061).unwrap();
+        assert!(t.verify(&late.id_token, TokenUse::Id, 1062).is_some());
+        let fresh_issuer =
+            TokenIssuer::from_data_dir(dir.path().to_path_buf(), "svs".into(), 60).unwrap();
+        assert!(fresh_issuer
+            .verify(&old.id_token, TokenUse::Id, 1062)
+            .is_none());
+        assert!(fresh_issuer
+            .verify(&old.id_token, TokenUse::Id, 1059)
+            .is_some());
+    }
+
+    #[test]
     fn refresh_tokens_are_random_and_hashed() {
         let (a, ha) = new_refresh_token();
         let (b, _) = new_refresh_token();
