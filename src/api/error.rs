@@ -5,7 +5,6 @@ use crate::service::ServiceError;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
 
 #[derive(Debug)]
 pub struct ApiError {
@@ -41,6 +40,9 @@ impl From<ServiceError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(json!({ "message": self.message }))).into_response()
+        let body = super::views::ErrorBody {
+            message: self.message,
+        };
+        (self.status, Json(body)).into_response()
     }
 }

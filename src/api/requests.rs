@@ -83,6 +83,8 @@ impl FromBody for CreateVolume {
                 attributes.set(field, v);
             }
         }
+        // Read-only at creation, but still of its type.
+        opt_bool(body, "allowdatamovement")?;
         attributes.flavor = match opt_non_empty(body, "flavor")? {
             None => None,
             Some(f) => Some(
@@ -126,6 +128,28 @@ impl FromBody for ResizeVolume {
             allow_data_movement: opt_bool(body, "allowdatamovement")?.unwrap_or(false),
             repeated,
         })
+    }
+}
+
+/// A boolean query parameter: `true` or `false`.
+fn query_bool(query: &BTreeMap<String, String>, key: &str) -> ParseResult<Option<bool>> {
+    match query.get(key).map(String::as_str) {
+        None => Ok(None),
+        Some("true") => Ok(Some(true)),
+        Some("false") => Ok(Some(false)),
+        Some(_) => Err(bad(format!("{key} must be true or false"))),
+    }
+}
+
+/// `GET /volumes`: `capacity` (reference) is accepted and checked; the
+/// list is the same either way.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct VolumeListQuery;
+
+impl FromQuery for VolumeListQuery {
+    fn from_query(query: &BTreeMap<String, String>) -> ParseResult<VolumeListQuery> {
+        query_bool(query, "capacity")?;
+        Ok(VolumeListQuery)
     }
 }
 
@@ -200,9 +224,9 @@ fn policy_name(name: &str) -> ParseResult<ResourceName> {
 
 impl FromBody for CreatePolicy {
     fn from_body(body: &Body) -> ParseResult<CreatePolicy> {
-        let name = match opt_str(body, "name")? {
-            Some(n) => policy_name(n)?,
-            None => return Err(bad("name is required")),
+        let name = match body.get("name") {
+            None | Some(Value::Null) => return Err(bad("name is required")),
+            Some(_) => policy_name(opt_str(body, "name")?.unwrap_or_default())?,
         };
         Ok(CreatePolicy {
             name,
@@ -270,6 +294,8 @@ impl FromQuery for ListJobs {
         };
         // An empty filter (`?type=`) filters nothing.
         let non_empty = |key: &str| query.get(key).filter(|v| !v.is_empty()).cloned();
+        // The reference's `internal` (svs has no internal jobs): checked only.
+        query_bool(query, "internal")?;
         let state = match non_empty("state") {
             None => None,
             Some(s) => Some(

@@ -7,6 +7,7 @@ mod auth;
 mod cli;
 mod concurrency;
 mod connections;
+mod contract;
 mod jobs;
 mod policies;
 mod reconcile;
