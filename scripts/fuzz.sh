@@ -102,7 +102,7 @@ run() {
     sed -n '/= SUMMARY =/,$p' "$reports/$name.log"
     echo "fuzz $name: exit $status after $((SECONDS - started)) s (log: $reports/$name.log)"
     if [ "$status" != 0 ]; then
-        sed -n '/= FAILURES =/,/= WARNINGS =/p;/= ERRORS =/,/= FAILURES =/p' "$reports/$name.log" | head -200
+        sed -n '/= ERRORS =/,/= WARNINGS =/p' "$reports/$name.log" | cut -c1-300 | head -150
     fi
     return "$status"
 }
