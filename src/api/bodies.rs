@@ -179,6 +179,24 @@ pub struct PolicySettingsRequest {
     pub snapshotminute: u64,
 }
 
+/// Authorship of a policy, set by the service: accepted (a whole Policy
+/// object may be sent) if strings, and ignored.
+#[derive(Deserialize, ToSchema)]
+pub struct PolicyAuthorshipRequest {
+    #[serde(default)]
+    pub createdbyuserName: String,
+    #[serde(default)]
+    pub createdbyuseremail: String,
+    #[serde(default)]
+    pub createdtime: String,
+    #[serde(default)]
+    pub updatebyusername: String,
+    #[serde(default)]
+    pub updatebyUseremail: String,
+    #[serde(default)]
+    pub updatetime: String,
+}
+
 /// `POST /policies`.
 #[derive(Deserialize, ToSchema)]
 #[schema(as = PolicyCreate)]
@@ -187,6 +205,8 @@ pub struct PolicyCreateRequest {
     pub name: String,
     #[serde(flatten)]
     pub settings: PolicySettingsRequest,
+    #[serde(flatten)]
+    pub authorship: PolicyAuthorshipRequest,
 }
 
 /// `PATCH /policies/{policy}`: only what is sent changes; `name` renames.
@@ -198,6 +218,8 @@ pub struct PolicyModifyRequest {
     pub name: String,
     #[serde(flatten)]
     pub settings: PolicySettingsRequest,
+    #[serde(flatten)]
+    pub authorship: PolicyAuthorshipRequest,
 }
 
 /// `POST /volumes/{volume}/snapshots/{snapshot}/attachments`.

@@ -4,7 +4,7 @@
 //! are built from the same declarations (`super::documented_routes`).
 
 use super::extract::{Parsed, ParsedQuery};
-use super::requests::VolumeListQuery;
+use super::requests::{AttachmentDeleteQuery, VolumeListQuery};
 use super::views::{
     AttachmentView, Done, Empty, ErrorBody, JobStarted, JobView, Jwks, MediumView, NodeView,
     PolicyView, Refreshed, SignedInView, SliceView, Version, VolumeView,
@@ -683,11 +683,12 @@ pub async fn modify_attachment(
         ("volume" = String, Path, description = "The volume's name or id"),
         ("snapshot" = String, Path, description = "`top`: the live volume"),
         ("node" = String, Path, description = "The node's name"),
+        ("force" = Option<bool>, Query, description = "Accepted for compatibility: a detach always closes the node's connections; empty means true"),
     ),
     security(("storage.io-authorizer" = [])),
     responses(
         (status = 200, description = "Detachment started", body = JobStarted),
-        (status = 400, description = "Malformed path", body = ErrorBody),
+        (status = 400, description = "Malformed path or query", body = ErrorBody),
         (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such attachment", body = ErrorBody),
         (status = 409, description = "Blocked by another job", body = ErrorBody),
@@ -697,6 +698,7 @@ pub async fn delete_attachment(
     State(app): State<AppState>,
     caller: Caller,
     Path((volume, snapshot, node)): Path<(String, String, String)>,
+    ParsedQuery(_query): ParsedQuery<AttachmentDeleteQuery>,
 ) -> ApiResult<JobStarted> {
     let started = app
         .delete_attachment(&caller, &volume, &snapshot, &node)

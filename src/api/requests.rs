@@ -153,6 +153,18 @@ impl FromQuery for VolumeListQuery {
     }
 }
 
+/// `DELETE .../attachments/{node}`: the reference's `force` is accepted and
+/// checked (a detach always closes the node's connections).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AttachmentDeleteQuery;
+
+impl FromQuery for AttachmentDeleteQuery {
+    fn from_query(query: &BTreeMap<String, String>) -> ParseResult<AttachmentDeleteQuery> {
+        DeleteVolume::from_query(query)?;
+        Ok(AttachmentDeleteQuery)
+    }
+}
+
 impl FromQuery for DeleteVolume {
     fn from_query(query: &BTreeMap<String, String>) -> ParseResult<DeleteVolume> {
         let force = match query.get("force").map(String::as_str) {
@@ -183,7 +195,21 @@ fn policy_levels(body: &Body) -> ParseResult<ResiliencyLevels> {
     })
 }
 
+/// Fields of a Policy the service sets itself: checked for their type (a
+/// whole Policy object may be sent back) and ignored.
+const POLICY_AUTHORSHIP: [&str; 6] = [
+    "createdbyuserName",
+    "createdbyuseremail",
+    "createdtime",
+    "updatebyusername",
+    "updatebyUseremail",
+    "updatetime",
+];
+
 fn policy_settings(body: &Body) -> ParseResult<PolicySettings> {
+    for key in POLICY_AUTHORSHIP {
+        opt_str(body, key)?;
+    }
     let number = |key: &str, max: u64| opt_uint(body, key, 0, max);
     let settings = PolicySettings {
         iops_write: number("iopswrite", POLICY_NUMBER_MAX)?,

@@ -628,3 +628,21 @@ async fn an_open_connection_keeps_working_across_a_resize() {
     let info = qemu_img(&["info", "-f", "raw", &uri(&a)]).expect("info");
     assert!(info.contains("8 GiB"), "{info}");
 }
+
+#[tokio::test]
+async fn a_detach_checks_its_force_query_and_accepts_it() {
+    let (app, _) = attached_v().await;
+    let path = "/volumes/v/snapshots/top/attachments/host-1";
+    // Found by fuzzing against the reference: any value was accepted.
+    let (status, body) = app.delete(&format!("{path}?force=-58800")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body, json!({"message": "force must be true or false"}));
+    let (_, attachment) = app.get(path).await;
+    assert_eq!(attachment["state"], "Attached", "{attachment}");
+    let (status, body) = app.delete(&format!("{path}?force=true")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+}

@@ -110,6 +110,24 @@ async fn null_policy_fields_are_refused_like_any_other_wrong_type() {
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {reply}");
         assert_eq!(reply, json!({"message": message}), "{body}");
     }
+    // A whole Policy object may come back with its authorship: strings,
+    // ignored (found by fuzzing: any type was accepted).
+    let (status, reply) = app
+        .post("/policies", json!({"name": "p", "updatetime": 5}))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(reply, json!({"message": "updatetime must be a string"}));
+    let (status, reply) = app
+        .post(
+            "/policies",
+            json!({"name": "echo", "createdbyuserName": "someone", "createdtime": "2020-01-01T00:00:00Z"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    let (_, echo) = app.get("/policies/echo").await;
+    assert_eq!(echo["createdbyuserName"], "admin", "{echo}");
+    let (_, reply) = app.delete("/policies/echo").await;
+    assert_eq!(reply["Message"], "Policy deleted");
     let (status, reply) = app.post("/policies", json!({"name": null})).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(reply, json!({"message": "name is required"}));
