@@ -83,7 +83,7 @@ impl FromBody for CreateVolume {
                 attributes.set(field, v);
             }
         }
-        // Read-only at creation, but still of its type.
+        // Means nothing at creation, but must still be a boolean.
         opt_bool(body, "allowdatamovement")?;
         attributes.flavor = match opt_non_empty(body, "flavor")? {
             None => None,
