@@ -234,6 +234,16 @@ pub struct AttachmentCreateRequest {
     pub readonly: bool,
     #[serde(default)]
     pub mountpoint: String,
+    /// Ignored (the volume is in the path).
+    #[serde(default)]
+    pub volumename: String,
+    /// Ignored (the snapshot is in the path).
+    #[serde(default)]
+    pub snapshotname: String,
+    /// Ignored: svs has no performance allocation.
+    #[schema(minimum = 1, maximum = 100)]
+    #[serde(default)]
+    pub allocated_resources: u8,
 }
 
 /// `PATCH .../attachments/{node}`: only what is sent changes.
@@ -244,6 +254,19 @@ pub struct AttachmentModifyRequest {
     pub readonly: bool,
     #[serde(default)]
     pub mountpoint: String,
+    /// Ignored (the node is in the path).
+    #[serde(default)]
+    pub node: String,
+    /// Ignored (the volume is in the path).
+    #[serde(default)]
+    pub volumename: String,
+    /// Ignored (the snapshot is in the path).
+    #[serde(default)]
+    pub snapshotname: String,
+    /// Ignored: svs has no performance allocation.
+    #[schema(minimum = 1, maximum = 100)]
+    #[serde(default)]
+    pub allocated_resources: u8,
 }
 
 /// `PATCH /nodes/{node}` (svs extension, administrators only).

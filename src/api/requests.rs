@@ -272,8 +272,19 @@ impl FromBody for UpdatePolicy {
     }
 }
 
+/// Reference Attachment fields svs does not use (the volume and snapshot
+/// are in the path; it has no performance allocation): checked for their
+/// type, so a mistyped one is not silently dropped, and ignored.
+fn unused_attachment_fields(body: &Body) -> ParseResult<()> {
+    opt_str(body, "volumename")?;
+    opt_str(body, "snapshotname")?;
+    opt_uint(body, "allocated_resources", 1, 100)?;
+    Ok(())
+}
+
 impl FromBody for CreateAttachment {
     fn from_body(body: &Body) -> ParseResult<CreateAttachment> {
+        unused_attachment_fields(body)?;
         Ok(CreateAttachment {
             node: req_str(body, "node")?.to_string(),
             readonly: opt_bool(body, "readonly")?.unwrap_or(false),
@@ -284,6 +295,8 @@ impl FromBody for CreateAttachment {
 
 impl FromBody for ModifyAttachment {
     fn from_body(body: &Body) -> ParseResult<ModifyAttachment> {
+        unused_attachment_fields(body)?;
+        opt_str(body, "node")?;
         Ok(ModifyAttachment {
             readonly: opt_bool(body, "readonly")?,
             mountpoint: opt_str(body, "mountpoint")?.map(str::to_string),

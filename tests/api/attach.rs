@@ -646,3 +646,49 @@ async fn a_detach_checks_its_force_query_and_accepts_it() {
         .await;
     assert_eq!(job["state"], "Done", "{job}");
 }
+
+#[tokio::test]
+async fn reference_attachment_fields_svs_ignores_must_still_be_of_their_type() {
+    let (app, _) = attached_v().await;
+    // Found by fuzzing against the reference: `allocated_resources: {}` was
+    // accepted and silently dropped.
+    let path = "/volumes/v/snapshots/top/attachments";
+    for (body, message) in [
+        (
+            json!({"node": "host-1", "allocated_resources": {}}),
+            "allocated_resources must be a number",
+        ),
+        (
+            json!({"node": "host-1", "allocated_resources": 101}),
+            "allocated_resources must be a whole number from 1 to 100",
+        ),
+        (
+            json!({"node": "host-1", "volumename": 7}),
+            "volumename must be a string",
+        ),
+    ] {
+        let (status, reply) = app.post(path, body.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {reply}");
+        assert_eq!(reply, json!({"message": message}), "{body}");
+        let (status, reply) = app.patch(&format!("{path}/host-1"), body.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {reply}");
+        assert_eq!(reply, json!({"message": message}), "{body}");
+    }
+    // Of the right type they are accepted and change nothing.
+    let (status, reply) = app
+        .patch(
+            &format!("{path}/host-1"),
+            json!({"node": "host-1", "volumename": "v", "snapshotname": "top", "allocated_resources": 50}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    let job = app
+        .wait_job(reply["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    let (_, a) = app.get(&format!("{path}/host-1")).await;
+    assert_eq!(
+        (a["state"].clone(), a["readonly"].clone()),
+        (json!("Attached"), json!(false))
+    );
+}
