@@ -18,12 +18,32 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # Integration tests mostly wait on their own server processes, so run more
 # of them at once than there are cores.
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+fuzz_log=$(mktemp)
+e2e_log=$(mktemp)
+trap 'rm -f "$log" "$fuzz_log" "$e2e_log"' EXIT
 cargo test --workspace --locked -- --test-threads=8 2>&1 | tee "$log"
 
 # One closing line for the whole run (cargo's last line is the doc tests').
 awk '/^test result:/ { p += $4; f += $6 } END { printf "total: %d passed, %d failed\n", p, f }' "$log"
 
-# The web console in real headless Chromium, against the svs binary cargo test
-# just built (installs Debian's chromium and e2e/node_modules when missing).
-SVS_BIN=target/debug/svs e2e/run.sh
+# Fuzzing of the API against its document and the Volumez reference
+# (schemathesis, scripts/fuzz.sh), beside the web console's end-to-end tests
+# in real headless Chromium (installs Debian's chromium and e2e/node_modules
+# when missing); both against the svs binary cargo test just built.
+SVS_BIN=target/debug/svs scripts/fuzz.sh all >"$fuzz_log" 2>&1 &
+fuzz_pid=$!
+e2e_status=0
+SVS_BIN=target/debug/svs e2e/run.sh 2>&1 | tee "$e2e_log" || e2e_status=$?
+fuzz_status=0
+wait "$fuzz_pid" || fuzz_status=$?
+cat "$fuzz_log"
+fuzz_failed=$(grep -c '^fuzz [a-z]*: exit [1-9]' "$fuzz_log" || true)
+fuzz_passed=$(grep -c '^fuzz [a-z]*: exit 0' "$fuzz_log" || true)
+echo "fuzz: $fuzz_passed passed, $fuzz_failed failed"
+
+# The closing line: cargo tests, console tests and fuzzing runs together.
+{ cat "$log"; cat "$e2e_log"; echo "fuzz: $fuzz_passed passed, $fuzz_failed failed"; } | awk '
+    /^test result:/ { p += $4; f += $6 }
+    /^(e2e|fuzz): [0-9]+ passed, [0-9]+ failed$/ { p += $2; f += $4 }
+    END { printf "all: %d passed, %d failed\n", p, f }'
+[ "$e2e_status" = 0 ] && [ "$fuzz_status" = 0 ]

@@ -5,7 +5,6 @@ use crate::service::ServiceError;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
 
 #[derive(Debug)]
 pub struct ApiError {
@@ -60,7 +59,10 @@ impl From<ServiceError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut response = (self.status, Json(json!({ "message": self.message }))).into_response();
+        let body = super::views::ErrorBody {
+            message: self.message,
+        };
+        let mut response = (self.status, Json(body)).into_response();
         if let Some(secs) = self.retry_after_secs {
             response
                 .headers_mut()

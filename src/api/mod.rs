@@ -2,6 +2,7 @@
 //! (`extract`), call one service function and render its result (`views`);
 //! errors map to statuses in `error.rs`.
 
+mod bodies;
 mod error;
 mod extract;
 mod handlers;
@@ -16,64 +17,179 @@ pub use error::ApiError;
 
 use crate::service::Services;
 use axum::body::Body;
-use axum::extract::DefaultBodyLimit;
-use axum::http::{header, HeaderValue, Response};
-use axum::routing::{get, post};
+use axum::extract::{DefaultBodyLimit, Extension};
+use axum::http::{header, HeaderValue, Method, Response};
 use axum::Router;
 use std::sync::Arc;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::set_header::SetResponseHeaderLayer;
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Largest accepted request body.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 pub type AppState = Arc<Services>;
 
-pub fn router(state: AppState) -> Router {
+/// Name of the security scheme: the reference's, so clients generated for
+/// the Volumez API configure their key the same way.
+pub const SECURITY_SCHEME: &str = "storage.io-authorizer";
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "svs API",
+        description = "The API of svs, a self-hosted storage volume service. It follows the Volumez orchestrator API (field names, casing, shapes); operations say where svs deliberately differs. Protected operations take the IdToken from `POST /signin` in the `authorization` header, raw or as `Bearer <token>`. Every error is `{\"message\"}`.",
+        license(name = "Apache-2.0"),
+    ),
+    modifiers(&IdTokenSecurity),
+    tags(
+        (name = "user", description = "Sign-in, tokens and keys"),
+        (name = "Volumes"), (name = "Policies"), (name = "Attachments"), (name = "Jobs"),
+        (name = "Media"), (name = "Nodes"), (name = "Workers"), (name = "Version"),
+    ),
+)]
+struct ApiDoc;
+
+/// The security scheme: the IdToken in the `authorization` header.
+struct IdTokenSecurity;
+
+impl utoipa::Modify for IdTokenSecurity {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            SECURITY_SCHEME,
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "authorization",
+                "The IdToken from POST /signin, raw or as `Bearer <token>`",
+            ))),
+        );
+    }
+}
+
+/// Every route of the API, each declared with its document entry: the
+/// router and `/openapi.json` come from these declarations, so they cannot
+/// drift. A route added any other way than `.routes(routes!(...))` here is
+/// caught by `tests/api/contract.rs`.
+fn documented_routes() -> OpenApiRouter<AppState> {
     use handlers::*;
-    Router::new()
-        .route("/signin", post(sign_in))
-        .route("/signout", post(sign_out))
-        .route("/refresh", post(refresh))
-        .route(
-            "/tenant/apiaccess/credentials/refresh",
-            get(volumez_refresh),
-        )
-        .route("/version", get(version))
-        .route("/.well-known/jwks.json", get(jwks))
-        .route("/media", get(list_media))
-        .route("/media/{media}", get(get_medium))
-        .route("/nodes", get(list_nodes))
-        .route("/nodes/{node}", get(get_node).patch(update_node))
-        .route("/policies", get(list_policies).post(create_policy))
-        .route(
-            "/policies/{policy}",
-            get(get_policy).patch(update_policy).delete(delete_policy),
-        )
-        .route("/volumes", get(list_volumes).post(create_volume))
-        .route(
-            "/volumes/{volume}",
-            get(get_volume).patch(resize_volume).delete(delete_volume),
-        )
-        .route("/volumes/{volume}/slices", get(volume_slices))
-        .route("/volumes/{volume}/attachments", get(volume_attachments))
-        .route(
-            "/volumes/{volume}/snapshots/{snapshot}/attachments",
-            get(snapshot_attachments).post(create_attachment),
-        )
-        .route(
-            "/volumes/{volume}/snapshots/{snapshot}/attachments/{node}",
-            get(get_attachment)
-                .patch(modify_attachment)
-                .delete(delete_attachment),
-        )
-        .route("/attachments", get(list_attachments))
-        .route("/jobs", get(list_jobs))
-        .route("/jobs/{job}", get(get_job))
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(sign_in))
+        .routes(routes!(sign_out))
+        .routes(routes!(refresh))
+        .routes(routes!(volumez_refresh))
+        .routes(routes!(version))
+        .routes(routes!(jwks))
+        .routes(routes!(openapi_json))
+        .routes(routes!(list_media))
+        .routes(routes!(get_medium))
+        .routes(routes!(list_nodes))
+        .routes(routes!(get_node, update_node))
+        .routes(routes!(list_policies, create_policy))
+        .routes(routes!(get_policy, update_policy, delete_policy))
+        .routes(routes!(list_volumes, create_volume))
+        .routes(routes!(get_volume, resize_volume, delete_volume))
+        .routes(routes!(volume_slices))
+        .routes(routes!(volume_attachments))
+        .routes(routes!(snapshot_attachments, create_attachment))
+        .routes(routes!(
+            get_attachment,
+            modify_attachment,
+            delete_attachment
+        ))
+        .routes(routes!(list_attachments))
+        .routes(routes!(list_jobs))
+        .routes(routes!(get_job))
         .merge(workers::routes())
-        .merge(ui::routes())
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
+}
+
+/// The API document, as `GET /openapi.json` serves it.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    documented_routes().split_for_parts().1
+}
+
+/// One route the router answers.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Route {
+    pub method: Method,
+    /// With `{name}` placeholders, as in the document.
+    pub path: String,
+    /// False only for the console's static files (`ui::PATHS`).
+    pub documented: bool,
+}
+
+/// Every (method, path) the router answers: the documented routes, read
+/// back from the document the router was built with, and the console's
+/// static files.
+pub fn route_table() -> Vec<Route> {
+    let mut routes: Vec<Route> = Vec::new();
+    for (path, item) in openapi().paths.paths {
+        let operations = [
+            (Method::GET, item.get.is_some()),
+            (Method::POST, item.post.is_some()),
+            (Method::PUT, item.put.is_some()),
+            (Method::PATCH, item.patch.is_some()),
+            (Method::DELETE, item.delete.is_some()),
+            (Method::HEAD, item.head.is_some()),
+            (Method::OPTIONS, item.options.is_some()),
+            (Method::TRACE, item.trace.is_some()),
+        ];
+        for (method, present) in operations {
+            if present {
+                routes.push(Route {
+                    method,
+                    path: path.clone(),
+                    documented: true,
+                });
+            }
+        }
+    }
+    for path in ui::PATHS {
+        routes.push(Route {
+            method: Method::GET,
+            path: path.to_string(),
+            documented: false,
+        });
+    }
+    routes.sort();
+    routes
+}
+
+/// The API document, serialized once at start.
+#[derive(Clone)]
+struct ApiDocument(Arc<str>);
+
+#[utoipa::path(
+    get, path = "/openapi.json", tag = "Version", operation_id = "openapi",
+    summary = "This document",
+    description = "svs extension: the OpenAPI 3.1 document of the API, generated from the code.",
+    responses((status = 200, description = "The document", content_type = "application/json", body = Object)),
+)]
+async fn openapi_json(Extension(doc): Extension<ApiDocument>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        doc.0.to_string(),
+    )
+}
+
+pub fn router(state: AppState) -> Router {
+    let (api, doc) = documented_routes().split_for_parts();
+    let doc = match doc.to_json() {
+        Ok(json) => ApiDocument(json.into()),
+        // Serializing plain data cannot fail; keep serving if it ever did.
+        Err(e) => {
+            tracing::error!(error = %e, "cannot serialize the API document");
+            ApiDocument(r#"{"message": "the API document is not available"}"#.into())
+        }
+    };
+    // The console's static files are the only routes outside the document
+    // (`ui::PATHS`); they are not part of the JSON API.
+    api.merge(ui::routes())
+        .fallback(handlers::not_found)
+        .method_not_allowed_fallback(handlers::method_not_allowed)
+        .layer(Extension(doc))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::map_response(json_errors))
         .layer(CatchPanicLayer::custom(|_| {

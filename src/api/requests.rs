@@ -83,6 +83,8 @@ impl FromBody for CreateVolume {
                 attributes.set(field, v);
             }
         }
+        // Means nothing at creation, but must still be a boolean.
+        opt_bool(body, "allowdatamovement")?;
         attributes.flavor = match opt_non_empty(body, "flavor")? {
             None => None,
             Some(f) => Some(
@@ -129,11 +131,46 @@ impl FromBody for ResizeVolume {
     }
 }
 
+/// A boolean query parameter: `true` or `false`.
+fn query_bool(query: &BTreeMap<String, String>, key: &str) -> ParseResult<Option<bool>> {
+    match query.get(key).map(String::as_str) {
+        None => Ok(None),
+        Some("true") => Ok(Some(true)),
+        Some("false") => Ok(Some(false)),
+        Some(_) => Err(bad(format!("{key} must be true or false"))),
+    }
+}
+
+/// `GET /volumes`: `capacity` (reference) is accepted and checked; the
+/// list is the same either way.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct VolumeListQuery;
+
+impl FromQuery for VolumeListQuery {
+    fn from_query(query: &BTreeMap<String, String>) -> ParseResult<VolumeListQuery> {
+        query_bool(query, "capacity")?;
+        Ok(VolumeListQuery)
+    }
+}
+
+/// `DELETE .../attachments/{node}`: the reference's `force` is accepted and
+/// checked (a detach always closes the node's connections).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AttachmentDeleteQuery;
+
+impl FromQuery for AttachmentDeleteQuery {
+    fn from_query(query: &BTreeMap<String, String>) -> ParseResult<AttachmentDeleteQuery> {
+        DeleteVolume::from_query(query)?;
+        Ok(AttachmentDeleteQuery)
+    }
+}
+
 impl FromQuery for DeleteVolume {
     fn from_query(query: &BTreeMap<String, String>) -> ParseResult<DeleteVolume> {
         let force = match query.get("force").map(String::as_str) {
             None | Some("false") => false,
-            Some("true") | Some("") => true,
+            Some("true") => true,
+            // Strict like every boolean of the API: `?force=` is not `true`.
             Some(_) => return Err(bad("force must be true or false")),
         };
         Ok(DeleteVolume { force })
@@ -159,7 +196,21 @@ fn policy_levels(body: &Body) -> ParseResult<ResiliencyLevels> {
     })
 }
 
+/// Fields of a Policy the service sets itself: checked for their type (a
+/// whole Policy object may be sent back) and ignored.
+const POLICY_AUTHORSHIP: [&str; 6] = [
+    "createdbyuserName",
+    "createdbyuseremail",
+    "createdtime",
+    "updatebyusername",
+    "updatebyUseremail",
+    "updatetime",
+];
+
 fn policy_settings(body: &Body) -> ParseResult<PolicySettings> {
+    for key in POLICY_AUTHORSHIP {
+        opt_str(body, key)?;
+    }
     let number = |key: &str, max: u64| opt_uint(body, key, 0, max);
     let settings = PolicySettings {
         iops_write: number("iopswrite", POLICY_NUMBER_MAX)?,
@@ -200,9 +251,9 @@ fn policy_name(name: &str) -> ParseResult<ResourceName> {
 
 impl FromBody for CreatePolicy {
     fn from_body(body: &Body) -> ParseResult<CreatePolicy> {
-        let name = match opt_str(body, "name")? {
-            Some(n) => policy_name(n)?,
-            None => return Err(bad("name is required")),
+        let name = match body.get("name") {
+            None | Some(Value::Null) => return Err(bad("name is required")),
+            Some(_) => policy_name(opt_str(body, "name")?.unwrap_or_default())?,
         };
         Ok(CreatePolicy {
             name,
@@ -222,8 +273,19 @@ impl FromBody for UpdatePolicy {
     }
 }
 
+/// Reference Attachment fields svs does not use (the volume and snapshot
+/// are in the path; it has no performance allocation): checked for their
+/// type, so a mistyped one is not silently dropped, and ignored.
+fn unused_attachment_fields(body: &Body) -> ParseResult<()> {
+    opt_str(body, "volumename")?;
+    opt_str(body, "snapshotname")?;
+    opt_uint(body, "allocated_resources", 1, 100)?;
+    Ok(())
+}
+
 impl FromBody for CreateAttachment {
     fn from_body(body: &Body) -> ParseResult<CreateAttachment> {
+        unused_attachment_fields(body)?;
         Ok(CreateAttachment {
             node: req_str(body, "node")?.to_string(),
             readonly: opt_bool(body, "readonly")?.unwrap_or(false),
@@ -234,6 +296,8 @@ impl FromBody for CreateAttachment {
 
 impl FromBody for ModifyAttachment {
     fn from_body(body: &Body) -> ParseResult<ModifyAttachment> {
+        unused_attachment_fields(body)?;
+        opt_str(body, "node")?;
         Ok(ModifyAttachment {
             readonly: opt_bool(body, "readonly")?,
             mountpoint: opt_str(body, "mountpoint")?.map(str::to_string),
@@ -270,6 +334,8 @@ impl FromQuery for ListJobs {
         };
         // An empty filter (`?type=`) filters nothing.
         let non_empty = |key: &str| query.get(key).filter(|v| !v.is_empty()).cloned();
+        // The reference's `internal` (svs has no internal jobs): checked only.
+        query_bool(query, "internal")?;
         let state = match non_empty("state") {
             None => None,
             Some(s) => Some(

@@ -40,13 +40,19 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'
     style-src 'self'; img-src 'self'; connect-src 'self'; object-src 'none'; \
     base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
-/// The routes of the console, merged into the API router.
+/// The console's routes (all GET): static files, not part of the JSON API,
+/// so not in the API document. `api::route_table` lists them from here.
+pub const PATHS: [&str; 3] = ["/ui", "/ui/", "/ui/{file}"];
+
+/// The routes of the console, merged into the API router. Each path is one
+/// of `PATHS` (`tests/api/contract.rs` checks that nothing else is routed).
 pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
+    let [redirect, index, file] = PATHS;
     Router::new()
-        .route("/ui", get(|| async { Redirect::permanent("/ui/") }))
-        .route("/ui/", get(|| async { asset("index.html") }))
+        .route(redirect, get(|| async { Redirect::permanent("/ui/") }))
+        .route(index, get(|| async { asset("index.html") }))
         .route(
-            "/ui/{file}",
+            file,
             get(|Path(file): Path<String>| async move { asset(&file) }),
         )
         .layer(SetResponseHeaderLayer::overriding(

@@ -1,5 +1,6 @@
-//! Every response body, rendered from records with the reference API's
-//! field names.
+//! Every response body, rendered from records into typed views with the
+//! reference API's field names. The views derive `ToSchema`, so the
+//! document at `/openapi.json` describes exactly what is sent.
 
 use crate::auth::TokenSet;
 use crate::service::attachments::attachment_uri;
@@ -8,242 +9,631 @@ use crate::service::auth::SignedIn;
 use crate::service::catalog::NodeSummary;
 use crate::service::format_ms;
 use crate::service::volumes::{volume_zone, Started};
-use serde_json::{json, Value};
+use crate::workers::WorkerStatus;
+use serde::Serialize;
+use serde_json::{Map, Value};
 use svs_store::{Attachment, Job, MediumUsage, Policy, SliceRow, Volume};
+use utoipa::ToSchema;
 
-/// What a mutating call that runs as a job answers.
-pub fn started(message: &str, s: &Started) -> Value {
-    json!({
-        "Message": message,
-        "JobID": s.job_id.to_string(),
-        "ObjectID": s.object_id,
-    })
+/// Every error: a status code and this body.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = ErrorResponse)]
+pub struct ErrorBody {
+    /// What went wrong, for people (the seed's messages are exact).
+    pub message: String,
 }
 
-/// What a call with nothing to report answers (`POST /signout`).
-pub fn empty() -> Value {
-    json!({})
+/// What a mutating call that runs as a job answers: follow the job with
+/// `GET /jobs/{JobID}`.
+#[derive(Debug, Serialize, ToSchema)]
+#[allow(non_snake_case)]
+pub struct JobStarted {
+    pub Message: String,
+    /// The job's id, a decimal string.
+    pub JobID: String,
+    /// The object the job works on (a volume id).
+    pub ObjectID: String,
 }
+
+pub fn started(message: &str, s: &Started) -> JobStarted {
+    JobStarted {
+        Message: message.to_string(),
+        JobID: s.job_id.to_string(),
+        ObjectID: s.object_id.clone(),
+    }
+}
+
+/// What a call with nothing to report answers (`POST /signout`): `{}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Empty {}
 
 /// What a mutating call that is done at once answers.
-pub fn done(message: &str, object_id: &str) -> Value {
-    json!({"Message": message, "ObjectID": object_id})
+#[derive(Debug, Serialize, ToSchema)]
+#[allow(non_snake_case)]
+pub struct Done {
+    pub Message: String,
+    /// The name of the object changed.
+    pub ObjectID: String,
 }
 
-pub fn signed_in(s: &SignedIn) -> Value {
-    json!({
-        "AccessToken": s.tokens.access_token,
-        "IdToken": s.tokens.id_token,
-        "RefreshToken": s.refresh_token,
-        "ExpiresIn": s.tokens.expires_in,
-        "TokenType": "Bearer",
-    })
+pub fn done(message: &str, object_id: &str) -> Done {
+    Done {
+        Message: message.to_string(),
+        ObjectID: object_id.to_string(),
+    }
 }
 
-/// The Volumez refresh answer: when each token expires (RFC 3339, UTC).
-pub fn volumez_refreshed(t: &TokenSet) -> Value {
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = SignInResponse)]
+#[allow(non_snake_case)]
+pub struct SignedInView {
+    pub AccessToken: String,
+    /// Authorizes every protected call, in the `authorization` header.
+    pub IdToken: String,
+    /// Gets new tokens from `POST /refresh`. Each refresh answers a new one
+    /// and retires the one used: present a retired one again and every
+    /// token of that sign-in is revoked.
+    pub RefreshToken: String,
+    /// Lifetime of the AccessToken and IdToken, in seconds.
+    pub ExpiresIn: u64,
+    /// Always `Bearer`.
+    pub TokenType: &'static str,
+}
+
+pub fn signed_in(s: &SignedIn) -> SignedInView {
+    SignedInView {
+        AccessToken: s.tokens.access_token.clone(),
+        IdToken: s.tokens.id_token.clone(),
+        RefreshToken: s.refresh_token.clone(),
+        ExpiresIn: s.tokens.expires_in,
+        TokenType: "Bearer",
+    }
+}
+
+/// The Volumez refresh answer (`GET /tenant/apiaccess/credentials/refresh`).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = CredentialsRefreshResponse)]
+#[allow(non_snake_case)]
+pub struct VolumezRefreshed {
+    pub AccessToken: String,
+    pub IdToken: String,
+    /// When the AccessToken expires (RFC 3339, UTC).
+    pub AccessTokenExpiration: String,
+    /// When the IdToken expires (RFC 3339, UTC).
+    pub IdTokenExpiration: String,
+    /// Always `Bearer`.
+    pub TokenType: &'static str,
+}
+
+pub fn volumez_refreshed(t: &TokenSet) -> VolumezRefreshed {
     let expiry = format_ms(
         i64::try_from(t.issued_at_secs.saturating_add(t.expires_in))
             .unwrap_or(i64::MAX / 1000)
             .saturating_mul(1000),
     );
-    json!({
-        "AccessToken": t.access_token,
-        "IdToken": t.id_token,
-        "AccessTokenExpiration": expiry,
-        "IdTokenExpiration": expiry,
-        "TokenType": "Bearer",
-    })
+    VolumezRefreshed {
+        AccessToken: t.access_token.clone(),
+        IdToken: t.id_token.clone(),
+        AccessTokenExpiration: expiry.clone(),
+        IdTokenExpiration: expiry,
+        TokenType: "Bearer",
+    }
+}
+
+/// One public key (RFC 8037: Ed25519 as an OKP key).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Jwk {
+    /// `OKP`.
+    pub kty: &'static str,
+    /// `Ed25519`.
+    pub crv: &'static str,
+    /// `EdDSA`.
+    pub alg: &'static str,
+    /// `sig`.
+    #[serde(rename = "use")]
+    pub key_use: &'static str,
+    /// The `kid` header of the tokens this key signs.
+    pub kid: String,
+    /// The public key, base64url without padding.
+    pub x: String,
 }
 
 /// The JSON Web Key Set: the key that signs tokens now, then the retired
-/// ones whose tokens may still be valid, each as (kid, public key).
-pub fn jwks(keys: &[(String, String)]) -> Value {
-    let keys: Vec<Value> = keys
-        .iter()
-        .map(|(kid, x)| {
-            json!({
-                "kty": "OKP",
-                "crv": "Ed25519",
-                "alg": "EdDSA",
-                "use": "sig",
-                "kid": kid,
-                "x": x,
+/// ones whose tokens may still be valid.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Jwks {
+    pub keys: Vec<Jwk>,
+}
+
+/// Renders (kid, public key) pairs.
+pub fn jwks(keys: &[(String, String)]) -> Jwks {
+    Jwks {
+        keys: keys
+            .iter()
+            .map(|(kid, x)| Jwk {
+                kty: "OKP",
+                crv: "Ed25519",
+                alg: "EdDSA",
+                key_use: "sig",
+                kid: kid.clone(),
+                x: x.clone(),
             })
-        })
-        .collect();
-    json!({ "keys": keys })
+            .collect(),
+    }
 }
 
-pub fn version() -> Value {
-    json!({"version": env!("CARGO_PKG_VERSION"), "componentName": "svs"})
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = VersionResponse)]
+#[allow(non_snake_case)]
+pub struct Version {
+    pub version: &'static str,
+    /// `svs`.
+    pub componentName: &'static str,
 }
 
-pub fn volume(v: &Volume) -> Value {
+pub fn version() -> Version {
+    Version {
+        version: env!("CARGO_PKG_VERSION"),
+        componentName: "svs",
+    }
+}
+
+/// A stored reference field that the reference requires to be non-empty
+/// when present: omitted when not set.
+fn non_empty(value: &str) -> Option<String> {
+    (!value.is_empty()).then(|| value.to_string())
+}
+
+/// A volume. Fields the reference requires to be non-empty are omitted
+/// when svs has no value for them.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Volume)]
+pub struct VolumeView {
+    #[schema(min_length = 1)]
+    pub name: String,
+    #[schema(min_length = 1)]
+    pub volumeid: String,
+    /// `block` or `file`.
+    #[schema(pattern = "^(block|file)$")]
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// Always `""`: cloning is not supported yet.
+    pub contentvolume: &'static str,
+    /// Always `""`: cloning is not supported yet.
+    pub contentsnapshot: &'static str,
+    /// GiB.
+    pub size: u64,
+    /// 10 × `size`: the upper bound of a resize, GiB.
+    pub maxsize: u64,
+    #[schema(min_length = 1)]
+    pub policy: String,
+    pub consistencygroup: String,
+    /// The node of the first slice (`""` before placement).
+    pub node: String,
+    /// The zone asked for at creation, else the zone of the first slice.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1)]
+    pub zone: Option<String>,
+    pub zonereplica: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1)]
+    pub volumegroupname: Option<String>,
+    /// The volume id.
+    #[schema(min_length = 1)]
+    pub volumegroupid: String,
+    pub replicationnode: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1)]
+    pub replicationvolumegroupname: Option<String>,
+    /// `Creating`, `Ready`, `Resizing` or `Deleting`.
+    pub state: &'static str,
+    /// The running job's status, else `Online`.
+    pub status: String,
+    /// Progress of the running job, 0–100 (100 when none runs).
+    pub progress: u8,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1)]
+    pub capacitygroup: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1)]
+    pub throttlingscheme: Option<String>,
+    /// A request to move data, never a state: always false when read.
+    pub allowdatamovement: bool,
+    /// `regular` or `filedirect`.
+    #[schema(pattern = "^(regular|filedirect)$")]
+    pub flavor: &'static str,
+}
+
+pub fn volume(v: &Volume) -> VolumeView {
     let attributes = VolumeAttributes::from_record(&v.attributes);
-    let stored = |field: StoredField| attributes.get(field);
+    let stored = |field: StoredField| attributes.get(field).to_string();
+    let optional = |field: StoredField| non_empty(attributes.get(field));
     let (status, progress) = match &v.job {
-        Some((_, progress, status)) => (status.as_str(), *progress),
-        None => ("Online", 100),
+        Some((_, progress, status)) => (status.clone(), *progress),
+        None => ("Online".to_string(), 100),
     };
-    json!({
-        "name": v.name,
-        "volumeid": v.id,
-        "type": v.kind.as_str(),
-        "contentvolume": "",
-        "contentsnapshot": "",
-        "size": v.size,
-        "maxsize": v.size.saturating_mul(10),
-        "policy": v.policy,
-        "consistencygroup": stored(StoredField::ConsistencyGroup),
-        "node": v.first_node.as_deref().unwrap_or_default(),
-        "zone": volume_zone(v),
-        "zonereplica": stored(StoredField::ZoneReplica),
-        "volumegroupname": stored(StoredField::VolumeGroupName),
-        "volumegroupid": v.id,
-        "replicationnode": stored(StoredField::ReplicationNode),
-        "replicationvolumegroupname": stored(StoredField::ReplicationVolumeGroupName),
-        "replicationvolumegroupid": "",
-        "volumerecoveryjob": "",
-        "state": v.state.as_str(),
-        "status": status,
-        "progress": progress,
-        "capacitygroup": stored(StoredField::CapacityGroup),
-        "throttlingscheme": stored(StoredField::ThrottlingScheme),
-        // A request to move data, never a state: always false when read.
-        "allowdatamovement": false,
-        "flavor": attributes.flavor().as_str(),
-    })
+    VolumeView {
+        name: v.name.clone(),
+        volumeid: v.id.clone(),
+        kind: v.kind.as_str(),
+        contentvolume: "",
+        contentsnapshot: "",
+        size: v.size,
+        maxsize: v.size.saturating_mul(10),
+        policy: v.policy.clone(),
+        consistencygroup: stored(StoredField::ConsistencyGroup),
+        node: v.first_node.clone().unwrap_or_default(),
+        zone: non_empty(volume_zone(v)),
+        zonereplica: stored(StoredField::ZoneReplica),
+        volumegroupname: optional(StoredField::VolumeGroupName),
+        volumegroupid: v.id.clone(),
+        replicationnode: stored(StoredField::ReplicationNode),
+        replicationvolumegroupname: optional(StoredField::ReplicationVolumeGroupName),
+        state: v.state.as_str(),
+        status,
+        progress,
+        capacitygroup: optional(StoredField::CapacityGroup),
+        throttlingscheme: optional(StoredField::ThrottlingScheme),
+        allowdatamovement: false,
+        flavor: attributes.flavor().as_str(),
+    }
 }
 
-pub fn slice(row: &SliceRow) -> Value {
-    json!({
-        "sliceid": row.slice.id,
-        "copy": row.slice.copy,
-        "column": row.slice.column,
-        "media": row.slice.medium,
-        "node": row.node,
-        "zone": row.zone,
-        "size": row.slice.size,
-    })
+/// One slice of a volume (svs extension): one column of one copy, on one
+/// medium.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Slice)]
+pub struct SliceView {
+    pub sliceid: i64,
+    pub copy: u32,
+    pub column: u32,
+    /// The medium's id.
+    pub media: String,
+    pub node: String,
+    pub zone: String,
+    /// GiB.
+    pub size: u64,
 }
 
-/// The stored settings as they are, plus name, resiliency and authorship.
-pub fn policy(p: &Policy) -> Value {
-    let mut out = p.attributes.clone();
-    let mut set = |key: &str, value: Value| {
-        out.insert(key.to_string(), value);
-    };
-    set("name", json!(p.name));
-    set("resiliencymedia", json!(p.resiliency.media));
-    set("resiliencynode", json!(p.resiliency.node));
-    set("resiliencyzone", json!(p.resiliency.zone));
-    set("createdbyuserName", json!(p.created_by_name));
-    set("createdbyuseremail", json!(p.created_by_email));
-    set("createdtime", json!(format_ms(p.created_ms)));
-    set(
-        "updatebyusername",
-        json!(p.updated_by_name.as_deref().unwrap_or_default()),
-    );
-    set(
-        "updatebyUseremail",
-        json!(p.updated_by_email.as_deref().unwrap_or_default()),
-    );
-    set(
-        "updatetime",
-        json!(p.updated_ms.map(format_ms).unwrap_or_default()),
-    );
-    Value::Object(out)
+pub fn slice(row: &SliceRow) -> SliceView {
+    SliceView {
+        sliceid: row.slice.id,
+        copy: row.slice.copy,
+        column: row.slice.column,
+        media: row.slice.medium.clone(),
+        node: row.node.clone(),
+        zone: row.zone.clone(),
+        size: row.slice.size,
+    }
+}
+
+/// A policy: name, resiliency, the settings it was given (absent when not
+/// set; `capacityoptimization` always present) and authorship.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Policy)]
+#[allow(non_snake_case)]
+pub struct PolicyView {
+    #[schema(min_length = 1)]
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iopswrite: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iopsread: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bandwidthwrite: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bandwidthread: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latencywrite: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latencyread: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub localzoneread: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failureperformance: Option<bool>,
+    /// `capacity`, `balanced` or `performance`.
+    #[schema(pattern = "^(capacity|balanced|performance)$")]
+    pub capacityoptimization: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(maximum = 500)]
+    pub capacityreservation: Option<u64>,
+    /// 0–2.
+    #[schema(maximum = 2)]
+    pub resiliencymedia: u8,
+    /// 0–2.
+    #[schema(maximum = 2)]
+    pub resiliencynode: u8,
+    /// 0–2.
+    #[schema(maximum = 2)]
+    pub resiliencyzone: u8,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub encryption: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sed: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub integrity: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshotkeep: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshotfrequency: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshotday: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshothour: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshotminute: Option<u64>,
+    pub createdbyuserName: String,
+    pub createdbyuseremail: String,
+    /// RFC 3339.
+    pub createdtime: String,
+    /// `""` until the policy is changed.
+    pub updatebyusername: String,
+    pub updatebyUseremail: String,
+    pub updatetime: String,
+}
+
+pub fn policy(p: &Policy) -> PolicyView {
+    let a: &Map<String, Value> = &p.attributes;
+    let number = |key: &str| a.get(key).and_then(Value::as_u64);
+    let flag = |key: &str| a.get(key).and_then(Value::as_bool);
+    let text = |key: &str| a.get(key).and_then(Value::as_str).map(str::to_string);
+    PolicyView {
+        name: p.name.clone(),
+        iopswrite: number("iopswrite"),
+        iopsread: number("iopsread"),
+        bandwidthwrite: number("bandwidthwrite"),
+        bandwidthread: number("bandwidthread"),
+        latencywrite: number("latencywrite"),
+        latencyread: number("latencyread"),
+        localzoneread: flag("localzoneread"),
+        failureperformance: flag("failureperformance"),
+        capacityoptimization: text("capacityoptimization")
+            .unwrap_or_else(|| "performance".to_string()),
+        capacityreservation: number("capacityreservation"),
+        resiliencymedia: p.resiliency.media,
+        resiliencynode: p.resiliency.node,
+        resiliencyzone: p.resiliency.zone,
+        encryption: flag("encryption"),
+        sed: flag("sed"),
+        integrity: flag("integrity"),
+        snapshotkeep: number("snapshotkeep"),
+        snapshotfrequency: text("snapshotfrequency"),
+        snapshotday: number("snapshotday"),
+        snapshothour: number("snapshothour"),
+        snapshotminute: number("snapshotminute"),
+        createdbyuserName: p.created_by_name.clone(),
+        createdbyuseremail: p.created_by_email.clone(),
+        createdtime: format_ms(p.created_ms),
+        updatebyusername: p.updated_by_name.clone().unwrap_or_default(),
+        updatebyUseremail: p.updated_by_email.clone().unwrap_or_default(),
+        updatetime: p.updated_ms.map(format_ms).unwrap_or_default(),
+    }
+}
+
+/// An attachment of a volume (`top`) to a node; `exportname` and `uri` are
+/// svs extensions: where the node opens it over NBD.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Attachment)]
+pub struct AttachmentView {
+    pub volumename: String,
+    pub volumeid: String,
+    /// `top` (the live volume).
+    pub snapshotname: String,
+    pub snapshotid: String,
+    pub node: String,
+    pub state: String,
+    pub status: String,
+    pub progress: u8,
+    pub mountpoint: String,
+    pub readonly: bool,
+    pub exportname: String,
+    /// `nbd://host:port/exportname`.
+    pub uri: String,
 }
 
 /// `nbd_base` is `nbd://host:port` of the NBD server.
-pub fn attachment(a: &Attachment, nbd_base: &str) -> Value {
+pub fn attachment(a: &Attachment, nbd_base: &str) -> AttachmentView {
     // A finished attachment job leaves its status behind; only a
     // transition in progress shows it.
     let (status, progress) = match &a.job {
-        Some((_, progress, status)) if a.state != "Attached" => (status.as_str(), *progress),
-        _ => (a.state.as_str(), 100),
+        Some((_, progress, status)) if a.state != "Attached" => (status.clone(), *progress),
+        _ => (a.state.clone(), 100),
     };
-    json!({
-        "volumename": a.volume_name,
-        "volumeid": a.volume_id,
-        "snapshotname": a.snapshot,
-        "snapshotid": a.snapshot,
-        "node": a.node,
-        "state": a.state,
-        "status": status,
-        "progress": progress,
-        "mountpoint": a.mountpoint,
-        "readonly": a.readonly,
-        "exportname": a.export_name,
-        "uri": attachment_uri(a, nbd_base),
-    })
+    AttachmentView {
+        volumename: a.volume_name.clone(),
+        volumeid: a.volume_id.clone(),
+        snapshotname: a.snapshot.clone(),
+        snapshotid: a.snapshot.clone(),
+        node: a.node.clone(),
+        state: a.state.clone(),
+        status,
+        progress,
+        mountpoint: a.mountpoint.clone(),
+        readonly: a.readonly,
+        exportname: a.export_name.clone(),
+        uri: attachment_uri(a, nbd_base),
+    }
 }
 
-pub fn job(j: &Job) -> Value {
-    json!({
-        "id": j.id,
-        "type": j.kind,
-        "object": j.object,
-        "args": j.args,
-        "state": j.state.as_str(),
-        "status": j.status,
-        "progress": j.progress,
-        "starttime": j.starttime_ms.map(format_ms).unwrap_or_default(),
-        "endtime": j.endtime_ms.map(format_ms).unwrap_or_default(),
-        "username": j.username,
-        "useremail": j.useremail,
-        "details": j.details,
-    })
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Job)]
+pub struct JobView {
+    pub id: i64,
+    /// `volume_create`, `volume_delete`, `volume_modify_extend`,
+    /// `attachment_create`, `attachment_delete`, `attachment_modify`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The object the job works on (a volume id).
+    pub object: String,
+    /// The job's arguments.
+    #[schema(value_type = Object)]
+    pub args: Value,
+    /// `Pending`, `Running`, `Done` or `Error`.
+    pub state: &'static str,
+    pub status: String,
+    /// 0–100.
+    pub progress: u8,
+    /// RFC 3339, `""` before the job starts.
+    pub starttime: String,
+    /// RFC 3339, `""` until the job ends.
+    pub endtime: String,
+    pub username: String,
+    pub useremail: String,
+    /// The messages the job reported, oldest first.
+    pub details: Vec<String>,
 }
 
-pub fn medium(m: &MediumUsage) -> Value {
-    json!({
-        "mediaid": m.record.medium.id,
-        "media": m.record.directory,
-        "model": "svs sparse-file medium",
-        "bus": "file",
-        "location": m.record.directory,
-        "node": m.record.medium.node,
-        "zone": m.record.medium.zone,
-        "size": m.record.medium.size,
-        "freesize": m.free(),
-        "volumescount": m.volumes_count,
-        "sectorsize": 4096,
-        "sed": false,
-        "assignment": "svs",
-        "state": "Online",
-        "status": "Ready",
-        "progress": 100,
-        "capacitygroup": "",
-    })
+pub fn job(j: &Job) -> JobView {
+    JobView {
+        id: j.id,
+        kind: j.kind.clone(),
+        object: j.object.clone(),
+        args: j.args.clone(),
+        state: j.state.as_str(),
+        status: j.status.clone(),
+        progress: j.progress,
+        starttime: j.starttime_ms.map(format_ms).unwrap_or_default(),
+        endtime: j.endtime_ms.map(format_ms).unwrap_or_default(),
+        username: j.username.clone(),
+        useremail: j.useremail.clone(),
+        details: j.details.clone(),
+    }
 }
 
-pub fn node(n: &NodeSummary) -> Value {
-    json!({
-        "name": n.record.name,
-        "zone": n.record.zone,
-        "address": n.record.address.as_deref().unwrap_or_default(),
-        "os": std::env::consts::OS,
-        "state": "Online",
-        "status": "Ready",
-        "progress": 100,
-        "mediacount": n.media_count,
-        "size": n.size,
-        "freesize": n.free,
-        "volumescount": n.volumes_count,
-    })
+/// A medium: `size`, `freesize` (GiB) and `volumescount` are true to the
+/// allocations.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Media)]
+pub struct MediumView {
+    pub mediaid: String,
+    /// The medium's directory.
+    pub media: String,
+    pub model: &'static str,
+    pub bus: &'static str,
+    pub location: String,
+    pub node: String,
+    pub zone: String,
+    pub size: u64,
+    pub freesize: u64,
+    pub volumescount: u64,
+    pub sectorsize: u32,
+    pub sed: bool,
+    pub assignment: &'static str,
+    pub state: &'static str,
+    pub status: &'static str,
+    pub progress: u8,
+    pub capacitygroup: &'static str,
+}
+
+pub fn medium(m: &MediumUsage) -> MediumView {
+    MediumView {
+        mediaid: m.record.medium.id.clone(),
+        media: m.record.directory.clone(),
+        model: "svs sparse-file medium",
+        bus: "file",
+        location: m.record.directory.clone(),
+        node: m.record.medium.node.clone(),
+        zone: m.record.medium.zone.clone(),
+        size: m.record.medium.size,
+        freesize: m.free(),
+        volumescount: m.volumes_count,
+        sectorsize: 4096,
+        sed: false,
+        assignment: "svs",
+        state: "Online",
+        status: "Ready",
+        progress: 100,
+        capacitygroup: "",
+    }
+}
+
+/// A node: a media node or a configured host; `address` (svs extension) is
+/// the IP its NBD connections come from (`""`: none).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Node)]
+pub struct NodeView {
+    #[schema(min_length = 1)]
+    pub name: String,
+    pub zone: String,
+    pub address: String,
+    pub os: &'static str,
+    pub state: &'static str,
+    pub status: &'static str,
+    pub progress: u8,
+    pub mediacount: usize,
+    /// GiB.
+    pub size: u64,
+    /// GiB.
+    pub freesize: u64,
+    pub volumescount: u64,
+}
+
+pub fn node(n: &NodeSummary) -> NodeView {
+    NodeView {
+        name: n.record.name.clone(),
+        zone: n.record.zone.clone(),
+        address: n.record.address.clone().unwrap_or_default(),
+        os: std::env::consts::OS,
+        state: "Online",
+        status: "Ready",
+        progress: 100,
+        mediacount: n.media_count,
+        size: n.size,
+        freesize: n.free,
+        volumescount: n.volumes_count,
+    }
+}
+
+/// A background worker (svs extension): the job runner `jobs` or a
+/// reconciler.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Worker)]
+pub struct WorkerView {
+    pub name: String,
+    /// `Busy`, `Throttled`, `Idle` or `Done`.
+    pub state: &'static str,
+    pub jobs_running: usize,
+    pub jobs_queued: usize,
+    pub jobs_retrying: usize,
+    /// The job runner's bound; null for reconcilers.
+    pub max_concurrent_jobs: Option<usize>,
+    /// A reconciler's period; null for the job runner.
+    pub period_secs: Option<u64>,
+    pub errors: u64,
+    pub consecutive_errors: u64,
+    pub last_error: Option<String>,
+    /// RFC 3339.
+    pub last_error_time: Option<String>,
+    /// RFC 3339.
+    pub last_success_time: Option<String>,
+}
+
+pub fn worker(w: &WorkerStatus) -> WorkerView {
+    WorkerView {
+        name: w.name.clone(),
+        state: w.state.as_str(),
+        jobs_running: w.jobs_running,
+        jobs_queued: w.jobs_queued,
+        jobs_retrying: w.jobs_retrying,
+        max_concurrent_jobs: w.max_concurrent_jobs,
+        period_secs: w.period_secs,
+        errors: w.errors,
+        consecutive_errors: w.consecutive_errors,
+        last_error: w.last_error.clone(),
+        last_error_time: w.last_error_ms.map(format_ms),
+        last_success_time: w.last_success_ms.map(format_ms),
+    }
 }
 
 /// A list rendered with one of the functions above.
-pub fn list<T>(items: &[T], render: impl Fn(&T) -> Value) -> Value {
-    Value::Array(items.iter().map(render).collect())
+pub fn list<T, V>(items: &[T], render: impl Fn(&T) -> V) -> Vec<V> {
+    items.iter().map(render).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::Map;
+    use serde_json::{json, Map};
     use svs_domain::{Resiliency, VolumeState, VolumeType};
 
     fn volume_record() -> Volume {
@@ -267,9 +657,13 @@ mod tests {
         }
     }
 
+    fn json_of(v: &VolumeView) -> Value {
+        serde_json::to_value(v).expect("a volume serializes")
+    }
+
     #[test]
     fn a_volume_shows_its_stored_fields_first_zone_and_default_flavor() {
-        let v = volume(&volume_record());
+        let v = json_of(&volume(&volume_record()));
         assert_eq!(v["capacitygroup"], "cg");
         assert_eq!(v["consistencygroup"], "");
         assert_eq!(v["zone"], "zone-a");
@@ -283,6 +677,28 @@ mod tests {
     }
 
     #[test]
+    fn unset_fields_the_reference_requires_non_empty_are_omitted() {
+        let mut record = volume_record();
+        record.attributes = Map::new();
+        record.first_zone = None;
+        let v = json_of(&volume(&record));
+        for key in [
+            "capacitygroup",
+            "volumegroupname",
+            "replicationvolumegroupname",
+            "replicationvolumegroupid",
+            "volumerecoveryjob",
+            "throttlingscheme",
+            "zone",
+        ] {
+            assert!(v.get(key).is_none(), "{key} in {v}");
+        }
+        // Fields the reference allows empty stay, as before.
+        assert_eq!(v["consistencygroup"], "");
+        assert_eq!(v["contentvolume"], "");
+    }
+
+    #[test]
     fn a_volume_shows_what_a_resize_compares_its_fixed_fields_with() {
         use crate::service::commands::FixedVolumeField;
         use crate::service::volumes::fixed_field_value;
@@ -291,15 +707,12 @@ mod tests {
             .attributes
             .insert("flavor".into(), json!("filedirect"));
         for record in [volume_record(), record] {
-            let shown = volume(&record);
+            let shown = json_of(&volume(&record));
             let attributes = VolumeAttributes::from_record(&record.attributes);
             for field in FixedVolumeField::ALL {
-                assert_eq!(
-                    shown[field.wire_name()],
-                    json!(fixed_field_value(&record, &attributes, field)),
-                    "{}",
-                    field.wire_name()
-                );
+                let expected = fixed_field_value(&record, &attributes, field);
+                let got = shown.get(field.wire_name()).cloned().unwrap_or(json!(""));
+                assert_eq!(got, json!(expected), "{}", field.wire_name());
             }
         }
     }
@@ -309,7 +722,7 @@ mod tests {
         let mut record = volume_record();
         record.state = VolumeState::Resizing;
         record.job = Some((7, 40, "Copying".into()));
-        let v = volume(&record);
+        let v = json_of(&volume(&record));
         assert_eq!(v["state"], "Resizing");
         assert_eq!(v["status"], "Copying");
         assert_eq!(v["progress"], 40);

@@ -288,6 +288,21 @@ async fn attachments_are_listed_and_modified_and_deleting_an_attached_volume_nee
         err["message"],
         "volume 'v' is attached to node(s) host-1; detach it first or delete with force=true"
     );
+    // Found by fuzzing: an empty or bare `force` is not `true` (400, and
+    // the volume stays).
+    for query in ["?force=", "?force", "?force=yes"] {
+        let (status, err) = app.delete(&format!("/volumes/v{query}")).await;
+        assert_eq!(
+            (status, err),
+            (
+                StatusCode::BAD_REQUEST,
+                json!({"message": "force must be true or false"})
+            ),
+            "{query}"
+        );
+    }
+    let (status, _) = app.get("/volumes/v").await;
+    assert_eq!(status, StatusCode::OK);
     let (status, body) = app.delete("/volumes/v?force=true").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let job = app
@@ -627,4 +642,68 @@ async fn an_open_connection_keeps_working_across_a_resize() {
         .expect("the open connection kept working");
     let info = qemu_img(&["info", "-f", "raw", &uri(&a)]).expect("info");
     assert!(info.contains("8 GiB"), "{info}");
+}
+
+#[tokio::test]
+async fn a_detach_checks_its_force_query_and_accepts_it() {
+    let (app, _) = attached_v().await;
+    let path = "/volumes/v/snapshots/top/attachments/host-1";
+    // Found by fuzzing against the reference: any value was accepted.
+    let (status, body) = app.delete(&format!("{path}?force=-58800")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body, json!({"message": "force must be true or false"}));
+    let (_, attachment) = app.get(path).await;
+    assert_eq!(attachment["state"], "Attached", "{attachment}");
+    let (status, body) = app.delete(&format!("{path}?force=true")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+}
+
+#[tokio::test]
+async fn reference_attachment_fields_svs_ignores_must_still_be_of_their_type() {
+    let (app, _) = attached_v().await;
+    // Found by fuzzing against the reference: `allocated_resources: {}` was
+    // accepted and silently dropped.
+    let path = "/volumes/v/snapshots/top/attachments";
+    for (body, message) in [
+        (
+            json!({"node": "host-1", "allocated_resources": {}}),
+            "allocated_resources must be a number",
+        ),
+        (
+            json!({"node": "host-1", "allocated_resources": 101}),
+            "allocated_resources must be a whole number from 1 to 100",
+        ),
+        (
+            json!({"node": "host-1", "volumename": 7}),
+            "volumename must be a string",
+        ),
+    ] {
+        let (status, reply) = app.post(path, body.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {reply}");
+        assert_eq!(reply, json!({"message": message}), "{body}");
+        let (status, reply) = app.patch(&format!("{path}/host-1"), body.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {reply}");
+        assert_eq!(reply, json!({"message": message}), "{body}");
+    }
+    // Of the right type they are accepted and change nothing.
+    let (status, reply) = app
+        .patch(
+            &format!("{path}/host-1"),
+            json!({"node": "host-1", "volumename": "v", "snapshotname": "top", "allocated_resources": 50}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    let job = app
+        .wait_job(reply["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    let (_, a) = app.get(&format!("{path}/host-1")).await;
+    assert_eq!(
+        (a["state"].clone(), a["readonly"].clone()),
+        (json!("Attached"), json!(false))
+    );
 }

@@ -89,20 +89,50 @@ async fn omitted_fields_take_the_reference_defaults() {
     assert_eq!(got["resiliencynode"], 1, "{got}");
     assert_eq!(got["resiliencyzone"], 1, "{got}");
     assert_eq!(got["capacityoptimization"], "performance", "{got}");
-    // null counts as omitted.
-    let (status, body) = app
+    // Settings never given are left out, not null.
+    assert!(got.get("encryption").is_none(), "{got}");
+}
+
+#[tokio::test]
+async fn null_policy_fields_are_refused_like_any_other_wrong_type() {
+    let app = TestApp::start().await;
+    for (key, message) in [
+        ("resiliencymedia", "resiliencymedia must be a number"),
+        ("encryption", "encryption must be true or false"),
+        (
+            "capacityoptimization",
+            "capacityoptimization must be a string",
+        ),
+    ] {
+        let mut body = json!({"name": "nulls"});
+        body[key] = Value::Null;
+        let (status, reply) = app.post("/policies", body.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {reply}");
+        assert_eq!(reply, json!({"message": message}), "{body}");
+    }
+    // A whole Policy object may come back with its authorship: strings,
+    // ignored (found by fuzzing: any type was accepted).
+    let (status, reply) = app
+        .post("/policies", json!({"name": "p", "updatetime": 5}))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(reply, json!({"message": "updatetime must be a string"}));
+    let (status, reply) = app
         .post(
             "/policies",
-            json!({"name": "nulls", "resiliencymedia": null, "encryption": null}),
+            json!({"name": "echo", "createdbyuserName": "someone", "createdtime": "2020-01-01T00:00:00Z"}),
         )
         .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let (_, got) = app.get("/policies/nulls").await;
-    assert_eq!(got["resiliencymedia"], 2, "{got}");
-    assert!(
-        got.get("encryption").is_none_or(|v| v.is_boolean()),
-        "{got}"
-    );
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    let (_, echo) = app.get("/policies/echo").await;
+    assert_eq!(echo["createdbyuserName"], "admin", "{echo}");
+    let (_, reply) = app.delete("/policies/echo").await;
+    assert_eq!(reply["Message"], "Policy deleted");
+    let (status, reply) = app.post("/policies", json!({"name": null})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(reply, json!({"message": "name is required"}));
+    let (_, list) = app.get("/policies").await;
+    assert_eq!(list, json!([]));
 }
 
 #[tokio::test]

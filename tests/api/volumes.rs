@@ -229,7 +229,7 @@ async fn a_volume_is_read_by_name_or_by_id_with_every_reference_field() {
         "size": 10, "maxsize": 100, "policy": "plain", "consistencygroup": "cg1",
         "node": "n1", "zone": "z1", "zonereplica": "zr", "volumegroupname": "vg",
         "volumegroupid": id, "replicationnode": "rn", "replicationvolumegroupname": "rvg",
-        "replicationvolumegroupid": "", "volumerecoveryjob": "", "state": "Ready",
+        "state": "Ready",
         "status": "Online", "progress": 100, "capacitygroup": "cap", "throttlingscheme": "ts",
         "allowdatamovement": false, "flavor": "filedirect"
     });
@@ -242,7 +242,7 @@ async fn a_volume_is_read_by_name_or_by_id_with_every_reference_field() {
 }
 
 #[tokio::test]
-async fn optional_volume_fields_default_to_empty_strings_and_the_regular_flavor() {
+async fn unset_optional_volume_fields_are_empty_or_omitted_and_the_flavor_is_regular() {
     let app = TestApp::start_with(topology(vec![medium("m1", "n1", "z1", 100)])).await;
     app.create_policy("plain", 0, 0, 0).await;
     // No type either: a block volume.
@@ -255,12 +255,87 @@ async fn optional_volume_fields_default_to_empty_strings_and_the_regular_flavor(
         json!({
             "name": "bare", "volumeid": id, "type": "block", "contentvolume": "", "contentsnapshot": "",
             "size": 3, "maxsize": 30, "policy": "plain", "consistencygroup": "", "node": "n1",
-            "zone": "z1", "zonereplica": "", "volumegroupname": "", "volumegroupid": id,
-            "replicationnode": "", "replicationvolumegroupname": "", "replicationvolumegroupid": "",
-            "volumerecoveryjob": "", "state": "Ready", "status": "Online", "progress": 100,
-            "capacitygroup": "", "throttlingscheme": "", "allowdatamovement": false, "flavor": "regular"
+            "zone": "z1", "zonereplica": "", "volumegroupid": id,
+            "replicationnode": "", "state": "Ready", "status": "Online", "progress": 100,
+            "allowdatamovement": false, "flavor": "regular"
         })
     );
+    // Fields the reference requires non-empty (minLength 1) are left out
+    // rather than sent as "" (found by fuzzing against the reference).
+    for key in [
+        "volumegroupname",
+        "replicationvolumegroupname",
+        "replicationvolumegroupid",
+        "volumerecoveryjob",
+        "capacitygroup",
+        "throttlingscheme",
+    ] {
+        assert!(v.get(key).is_none(), "{key}: {v}");
+    }
+    // The same when set to "" explicitly.
+    let (_, job) = start_volume(
+        &app,
+        json!({"name": "blank", "size": 1, "policy": "plain", "capacitygroup": "", "volumegroupname": ""}),
+    )
+    .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    let (_, v) = app.get("/volumes/blank").await;
+    assert!(
+        v.get("capacitygroup").is_none() && v.get("volumegroupname").is_none(),
+        "{v}"
+    );
+}
+
+#[tokio::test]
+async fn null_or_mistyped_optional_volume_fields_are_refused() {
+    let app = TestApp::start_with(topology(vec![medium("m1", "n1", "z1", 100)])).await;
+    app.create_policy("plain", 0, 0, 0).await;
+    let cases = [
+        ("zone", json!(null), "zone must be a string"),
+        ("type", json!(null), "type must be a string"),
+        (
+            "capacitygroup",
+            json!(null),
+            "capacitygroup must be a string",
+        ),
+        (
+            "allowdatamovement",
+            json!("yes"),
+            "allowdatamovement must be true or false",
+        ),
+        (
+            "allowdatamovement",
+            json!(null),
+            "allowdatamovement must be true or false",
+        ),
+    ];
+    for (key, value, message) in cases {
+        let mut body = json!({"name": "v", "size": 1, "policy": "plain"});
+        body[key] = value;
+        let (status, reply) = app.post("/volumes", body.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {reply}");
+        assert_eq!(reply, json!({"message": message}), "{body}");
+    }
+    assert_eq!(list(&app, "/volumes").await, Vec::<Value>::new());
+    assert_eq!(list(&app, "/jobs").await, Vec::<Value>::new());
+}
+
+#[tokio::test]
+async fn the_capacity_query_of_the_volume_list_must_be_a_boolean() {
+    let app = TestApp::start().await;
+    for query in ["capacity=true", "capacity=false", ""] {
+        let (status, body) = app.get(&format!("/volumes?{query}")).await;
+        assert_eq!(status, StatusCode::OK, "{query}: {body}");
+        assert_eq!(body, json!([]));
+    }
+    for query in ["capacity=null", "capacity=", "capacity=1"] {
+        let (status, body) = app.get(&format!("/volumes?{query}")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
+        assert_eq!(body, json!({"message": "capacity must be true or false"}));
+    }
+    let (status, body) = app.get("/jobs?internal=maybe").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body, json!({"message": "internal must be true or false"}));
 }
 
 #[tokio::test]

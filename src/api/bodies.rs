@@ -1,0 +1,278 @@
+//! Schemas of the request bodies, for the API document only: `requests.rs`
+//! reads bodies as raw JSON to give field-by-field 400 messages, and these
+//! types say what it accepts. Names and casing follow the reference API.
+//! The fuzzing run (`scripts/fuzz.sh`) checks that the two agree: a body
+//! these schemas refuse must get a 4xx, one they accept must not get a 5xx.
+
+#![allow(dead_code, non_snake_case)]
+
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+#[derive(Deserialize, ToSchema)]
+pub struct SignInRequest {
+    #[schema(min_length = 1)]
+    pub email: String,
+    #[schema(min_length = 1)]
+    pub password: String,
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct SignOutRequest {
+    /// The AccessToken of the session (it authenticates this call).
+    #[schema(min_length = 1)]
+    pub AccessToken: String,
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct RefreshRequest {
+    /// The RefreshToken from `POST /signin`.
+    #[schema(min_length = 1)]
+    pub RefreshToken: String,
+}
+
+/// `POST /volumes`. Unknown fields are ignored; the reference's stored
+/// fields (`consistencygroup`, `capacitygroup`, ...) are kept and shown.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = VolumeCreate)]
+pub struct VolumeCreateRequest {
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,63}$")]
+    pub name: String,
+    /// `block` (default when absent or `""`) or `file`.
+    #[schema(pattern = "^(block|file)?$")]
+    #[serde(default, rename = "type")]
+    pub kind: String,
+    /// GiB.
+    #[schema(minimum = 1, maximum = 1_048_576)]
+    pub size: u64,
+    /// Name of a policy of the caller's tenant.
+    #[schema(min_length = 1)]
+    pub policy: String,
+    /// Zone for the first copy; absent or `""`: any.
+    #[serde(default)]
+    pub zone: String,
+    /// Cloning is not supported yet: must be absent or `""`.
+    #[schema(max_length = 0)]
+    #[serde(default)]
+    pub contentvolume: String,
+    /// Cloning is not supported yet: must be absent or `""`.
+    #[schema(max_length = 0)]
+    #[serde(default)]
+    pub contentsnapshot: String,
+    #[serde(default)]
+    pub consistencygroup: String,
+    #[serde(default)]
+    pub zonereplica: String,
+    #[serde(default)]
+    pub volumegroupname: String,
+    #[serde(default)]
+    pub replicationnode: String,
+    #[serde(default)]
+    pub replicationvolumegroupname: String,
+    #[serde(default)]
+    pub capacitygroup: String,
+    #[serde(default)]
+    pub throttlingscheme: String,
+    /// `regular` (default) or `filedirect`.
+    #[schema(pattern = "^(regular|filedirect)?$")]
+    #[serde(default)]
+    pub flavor: String,
+    /// Ignored at creation (type-checked).
+    #[serde(default)]
+    pub allowdatamovement: bool,
+}
+
+/// `PATCH /volumes/{volume}`: the resize. A whole Volume object (as
+/// generated clients send it) is accepted: read-only fields are ignored,
+/// the writable ones must equal the volume's (null and `""` mean "not
+/// sent").
+#[derive(Deserialize, ToSchema)]
+#[schema(as = VolumeModify)]
+pub struct VolumeModifyRequest {
+    /// The new size in GiB: greater than the current size, at most 10× it.
+    #[schema(minimum = 0)]
+    pub size: u64,
+    /// Allow moving slices off media that lack room.
+    #[serde(default)]
+    pub allowdatamovement: bool,
+    pub name: Option<String>,
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    pub policy: Option<String>,
+    pub zone: Option<String>,
+    pub contentvolume: Option<String>,
+    pub contentsnapshot: Option<String>,
+    pub consistencygroup: Option<String>,
+    pub zonereplica: Option<String>,
+    pub volumegroupname: Option<String>,
+    pub replicationnode: Option<String>,
+    pub replicationvolumegroupname: Option<String>,
+    pub capacitygroup: Option<String>,
+    pub throttlingscheme: Option<String>,
+    pub flavor: Option<String>,
+}
+
+/// The settings of a policy other than its name and resiliency. Absent
+/// fields keep their value (the default, on creation).
+#[derive(Deserialize, ToSchema)]
+pub struct PolicySettingsRequest {
+    #[schema(maximum = 4_294_967_295_u64)]
+    #[serde(default)]
+    pub iopswrite: u64,
+    #[schema(maximum = 4_294_967_295_u64)]
+    #[serde(default)]
+    pub iopsread: u64,
+    #[schema(maximum = 4_294_967_295_u64)]
+    #[serde(default)]
+    pub bandwidthwrite: u64,
+    #[schema(maximum = 4_294_967_295_u64)]
+    #[serde(default)]
+    pub bandwidthread: u64,
+    #[schema(maximum = 4_294_967_295_u64)]
+    #[serde(default)]
+    pub latencywrite: u64,
+    #[schema(maximum = 4_294_967_295_u64)]
+    #[serde(default)]
+    pub latencyread: u64,
+    #[serde(default)]
+    pub localzoneread: bool,
+    #[serde(default)]
+    pub failureperformance: bool,
+    /// `performance` when a new policy does not say.
+    #[schema(pattern = "^(capacity|balanced|performance)$")]
+    #[serde(default)]
+    pub capacityoptimization: String,
+    #[schema(maximum = 500)]
+    #[serde(default)]
+    pub capacityreservation: u64,
+    /// Media failures to survive, 0–2 (default 2).
+    #[schema(maximum = 2)]
+    #[serde(default)]
+    pub resiliencymedia: u8,
+    /// Node failures to survive, 0–2 (default 1).
+    #[schema(maximum = 2)]
+    #[serde(default)]
+    pub resiliencynode: u8,
+    /// Zone failures to survive, 0–2 (default 1).
+    #[schema(maximum = 2)]
+    #[serde(default)]
+    pub resiliencyzone: u8,
+    #[serde(default)]
+    pub encryption: bool,
+    #[serde(default)]
+    pub sed: bool,
+    #[serde(default)]
+    pub integrity: bool,
+    #[schema(maximum = 100_000)]
+    #[serde(default)]
+    pub snapshotkeep: u64,
+    #[serde(default)]
+    pub snapshotfrequency: String,
+    #[schema(maximum = 31)]
+    #[serde(default)]
+    pub snapshotday: u64,
+    #[schema(maximum = 23)]
+    #[serde(default)]
+    pub snapshothour: u64,
+    #[schema(maximum = 59)]
+    #[serde(default)]
+    pub snapshotminute: u64,
+}
+
+/// Authorship of a policy, set by the service: accepted (a whole Policy
+/// object may be sent) if strings, and ignored.
+#[derive(Deserialize, ToSchema)]
+pub struct PolicyAuthorshipRequest {
+    #[serde(default)]
+    pub createdbyuserName: String,
+    #[serde(default)]
+    pub createdbyuseremail: String,
+    #[serde(default)]
+    pub createdtime: String,
+    #[serde(default)]
+    pub updatebyusername: String,
+    #[serde(default)]
+    pub updatebyUseremail: String,
+    #[serde(default)]
+    pub updatetime: String,
+}
+
+/// `POST /policies`.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = PolicyCreate)]
+pub struct PolicyCreateRequest {
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,63}$")]
+    pub name: String,
+    #[serde(flatten)]
+    pub settings: PolicySettingsRequest,
+    #[serde(flatten)]
+    pub authorship: PolicyAuthorshipRequest,
+}
+
+/// `PATCH /policies/{policy}`: only what is sent changes; `name` renames.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = PolicyModify)]
+pub struct PolicyModifyRequest {
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,63}$")]
+    #[serde(default)]
+    pub name: String,
+    #[serde(flatten)]
+    pub settings: PolicySettingsRequest,
+    #[serde(flatten)]
+    pub authorship: PolicyAuthorshipRequest,
+}
+
+/// `POST /volumes/{volume}/snapshots/{snapshot}/attachments`.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = AttachmentCreate)]
+pub struct AttachmentCreateRequest {
+    /// The node that opens the volume over NBD.
+    #[schema(min_length = 1)]
+    pub node: String,
+    /// Default false.
+    #[serde(default)]
+    pub readonly: bool,
+    #[serde(default)]
+    pub mountpoint: String,
+    /// Ignored (the volume is in the path).
+    #[serde(default)]
+    pub volumename: String,
+    /// Ignored (the snapshot is in the path).
+    #[serde(default)]
+    pub snapshotname: String,
+    /// Ignored: svs has no performance allocation.
+    #[schema(minimum = 1, maximum = 100)]
+    #[serde(default)]
+    pub allocated_resources: u8,
+}
+
+/// `PATCH .../attachments/{node}`: only what is sent changes.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = AttachmentModify)]
+pub struct AttachmentModifyRequest {
+    #[serde(default)]
+    pub readonly: bool,
+    #[serde(default)]
+    pub mountpoint: String,
+    /// Ignored (the node is in the path).
+    #[serde(default)]
+    pub node: String,
+    /// Ignored (the volume is in the path).
+    #[serde(default)]
+    pub volumename: String,
+    /// Ignored (the snapshot is in the path).
+    #[serde(default)]
+    pub snapshotname: String,
+    /// Ignored: svs has no performance allocation.
+    #[schema(minimum = 1, maximum = 100)]
+    #[serde(default)]
+    pub allocated_resources: u8,
+}
+
+/// `PATCH /nodes/{node}` (svs extension, administrators only).
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NodeModify)]
+pub struct NodeModifyRequest {
+    /// The IP address the node's NBD connections come from; `""` removes it.
+    pub address: String,
+}
