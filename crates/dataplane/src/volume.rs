@@ -154,7 +154,7 @@ fn segments(columns: usize, offset: u64, len: usize) -> Vec<Segment> {
     out
 }
 
-fn punch_hole(file: &File, offset: u64, len: u64) -> io::Result<()> {
+pub(crate) fn punch_hole(file: &File, offset: u64, len: u64) -> io::Result<()> {
     let (Ok(off), Ok(n)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
