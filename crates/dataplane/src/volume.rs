@@ -56,13 +56,15 @@ struct SliceState {
     medium: String,
     file: Arc<File>,
     mirror: Option<Mirror>,
+    /// The snapshots of the slice, next to its file (so they change with
+    /// the file when a move switches media).
+    snapshots: SliceSnapshots,
 }
 
 /// One slice file open for I/O.
 struct SliceIo {
     key: SliceKey,
     state: RwLock<SliceState>,
-    snapshots: SliceSnapshots,
     /// Written since the last flush.
     dirty: AtomicBool,
 }
@@ -258,8 +260,8 @@ impl LocalVolumeIo {
                         medium: medium.clone(),
                         file: Arc::new(file),
                         mirror: None,
+                        snapshots,
                     }),
-                    snapshots,
                     dirty: AtomicBool::new(false),
                 });
             }
@@ -343,7 +345,7 @@ impl VolumeIo for LocalVolumeIo {
             let bytes = &data[seg.buf_offset..seg.buf_offset + seg.len];
             for slice in &self.slices[seg.column] {
                 let state = slice.read_state()?;
-                slice
+                state
                     .snapshots
                     .write(&state.file, seg.slice_offset, bytes)?;
                 if let Some(m) = &state.mirror {
@@ -373,7 +375,7 @@ impl VolumeIo for LocalVolumeIo {
         for seg in segments(self.slices.len(), offset, len) {
             for slice in &self.slices[seg.column] {
                 let state = slice.read_state()?;
-                slice
+                state
                     .snapshots
                     .discard(&state.file, seg.slice_offset, seg.len as u64)?;
                 if let Some(m) = &state.mirror {
@@ -429,7 +431,13 @@ impl VolumeIo for LocalVolumeIo {
         let mut total = 0usize;
         for slice in self.all_slices() {
             total += 1;
-            if slice.snapshots.list()?.iter().any(|s| s.id == id) {
+            if slice
+                .read_state()?
+                .snapshots
+                .list()?
+                .iter()
+                .any(|s| s.id == id)
+            {
                 have += 1;
             }
         }
@@ -439,18 +447,18 @@ impl VolumeIo for LocalVolumeIo {
         // Taken on only some slices (an interrupted call): those parts are
         // from another instant, so the snapshot is taken again, whole.
         for slice in self.all_slices() {
-            slice.snapshots.delete(id)?;
+            slice.read_state()?.snapshots.delete(id)?;
         }
         for slice in self.all_slices() {
             let state = slice.read_state()?;
-            slice.snapshots.create(id, &state.file)?;
+            state.snapshots.create(id, &state.file)?;
         }
         Ok(())
     }
 
     fn delete_snapshot(&self, id: u64) -> io::Result<()> {
         for slice in self.all_slices() {
-            slice.snapshots.delete(id)?;
+            slice.read_state()?.snapshots.delete(id)?;
         }
         Ok(())
     }
@@ -458,7 +466,13 @@ impl VolumeIo for LocalVolumeIo {
     fn rollback(&self, id: u64) -> io::Result<()> {
         let _paused = self.pause()?;
         for slice in self.all_slices() {
-            if !slice.snapshots.list()?.iter().any(|s| s.id == id) {
+            if !slice
+                .read_state()?
+                .snapshots
+                .list()?
+                .iter()
+                .any(|s| s.id == id)
+            {
                 return Err(io::Error::new(
                     io::ErrorKind::NotFound,
                     format!("snapshot {id} is not on slice {}", label(&slice.key)),
@@ -467,7 +481,7 @@ impl VolumeIo for LocalVolumeIo {
         }
         for slice in self.all_slices() {
             let state = slice.read_state()?;
-            slice.snapshots.rollback(id, &state.file)?;
+            state.snapshots.rollback(id, &state.file)?;
         }
         Ok(())
     }
@@ -475,7 +489,8 @@ impl VolumeIo for LocalVolumeIo {
     fn snapshot_view(self: Arc<Self>, id: u64, size: u64) -> io::Result<Arc<dyn VolumeIo>> {
         let columns = self.slices.len() as u64;
         for slice in self.all_slices() {
-            let Some(info) = slice.snapshots.list()?.into_iter().find(|s| s.id == id) else {
+            let listed = slice.read_state()?.snapshots.list()?;
+            let Some(info) = listed.into_iter().find(|s| s.id == id) else {
                 return Err(io::Error::new(
                     io::ErrorKind::NotFound,
                     format!("snapshot {id} is not on slice {}", label(&slice.key)),
@@ -540,7 +555,7 @@ impl VolumeIo for SnapshotView {
             let mut last = None;
             for slice in &slices[seg.column] {
                 let state = slice.read_state()?;
-                match slice
+                match state
                     .snapshots
                     .read(self.id, &state.file, seg.slice_offset, out)
                 {
@@ -625,6 +640,8 @@ impl LocalVolumeIo {
         }
         // Snapshot files do not travel with a moved slice yet.
         let snapshots = slice
+            .read_state()
+            .map_err(|e| self.err(slice, to_medium, "lock", e))?
             .snapshots
             .list()
             .map_err(|e| self.err(slice, to_medium, "list snapshots", e))?;
@@ -784,16 +801,36 @@ impl LocalVolumeIo {
         // Durable before anyone relies on it; most was written back already.
         target.sync_all().map_err(io_err("fsync"))?;
         let mut state = slice.write_state().map_err(io_err("lock"))?;
+        // A snapshot taken during the copy would be left behind.
+        if !state
+            .snapshots
+            .list()
+            .map_err(io_err("list snapshots"))?
+            .is_empty()
+        {
+            return Err(io_err("move")(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the slice has snapshots; moving them is not supported yet",
+            )));
+        }
         // Writes that arrived since: mirrored (the cursor is at the end).
         target.sync_all().map_err(io_err("fsync"))?;
         std::fs::rename(partial, target_path).map_err(io_err("rename"))?;
         fsync_dir(dir).map_err(io_err("fsync"))?;
+        let snapshots = match SliceSnapshots::open(target_path) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = remove_if_exists(target_path);
+                return Err(io_err("open snapshots")(e));
+            }
+        };
         if let Err(message) = commit() {
             // The placement did not change: the source stays authoritative.
             let _ = remove_if_exists(target_path);
             return Err(self.err(slice, to_medium, "commit", io::Error::other(message)));
         }
         state.file = target;
+        state.snapshots = snapshots;
         state.medium = to_medium.to_string();
         state.mirror = None;
         Ok(())
@@ -1113,16 +1150,52 @@ mod tests {
             .expect("write");
         // As an interrupted call leaves it: column 0 only, at an older instant.
         let first = &io.slices[0][0];
-        first
-            .snapshots
-            .create(5, &first.read_state().expect("state").file)
-            .expect("partial");
+        let state = first.read_state().expect("state");
+        state.snapshots.create(5, &state.file).expect("partial");
+        drop(state);
         io.write(0, &pattern(2, (4 * MIB) as usize), false)
             .expect("write");
         let now = read_all(io.as_ref());
         io.snapshot(5).expect("snapshot");
         let view = Arc::clone(&io).snapshot_view(5, layout.size).expect("view");
         assert!(read_all(view.as_ref()) == now);
+    }
+
+    #[test]
+    fn a_snapshot_taken_during_a_move_fails_the_move_and_stays_exact() {
+        let (_d, media, layout) = volume(1, 1, 8);
+        let io = Arc::new(LocalVolumeIo::open(&media, &layout).expect("open"));
+        io.write(0, &pattern(1, (8 * MIB) as usize), false)
+            .expect("write");
+        let before = read_all(io.as_ref());
+        let mut taken = false;
+        let err = io
+            .move_slice(
+                0,
+                0,
+                "m4",
+                &CopyOptions::default(),
+                &mut |_, _| {
+                    if !taken {
+                        io.snapshot(1).expect("snapshot during the copy");
+                        taken = true;
+                    }
+                },
+                &mut || Ok(()),
+            )
+            .unwrap_err();
+        assert!(taken);
+        assert!(err.to_string().contains("has snapshots"), "{err}");
+        let key = SliceKey {
+            volume_id: "v".into(),
+            copy: 0,
+            column: 0,
+        };
+        let target = media.slice_path("m4", &key).expect("path");
+        assert!(!target.exists() && !partial_path(&target).exists());
+        io.write(0, &pattern(2, 4096), false).expect("write after");
+        let view = Arc::clone(&io).snapshot_view(1, layout.size).expect("view");
+        assert!(read_all(view.as_ref()) == before);
     }
 
     #[test]
