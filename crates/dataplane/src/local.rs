@@ -299,6 +299,9 @@ mod tests {
             "x0-k0.slice",
             "c0-kx.slice",
             ".svs-probe-1-2",
+            "c0-k0.s3.delta",
+            "c0-k0.s3.map",
+            "c0-k0.s3.map.tmp",
         ] {
             assert_eq!(parse_slice_file("v1", other), None, "{other}");
         }

@@ -526,6 +526,23 @@ impl SliceSnapshots {
         live.write_all_at(data, offset)
     }
 
+    /// Saves into the newest snapshot what it needs before `[offset, offset +
+    /// len)` of the live slice is overwritten, without writing. Lets a caller
+    /// with several copies save on every copy before writing any, so a failed
+    /// save (ENOSPC) leaves every copy unwritten. Only sound while no
+    /// snapshot can be created before the write that follows (the volume's
+    /// barrier); [`SliceSnapshots::write`] then finds nothing left to save.
+    pub fn prepare_write(&self, live: &File, offset: u64, len: u64) -> io::Result<()> {
+        {
+            let snaps = self.read_lock()?;
+            if !Self::needs_save(&snaps, offset, len) {
+                return Ok(());
+            }
+        }
+        let mut snaps = self.write_lock()?;
+        self.save(&mut snaps, live, offset, len)
+    }
+
     /// Deallocates `[offset, offset + len)` of the live slice after saving
     /// what the newest snapshot needs.
     pub fn discard(&self, live: &File, offset: u64, len: u64) -> io::Result<()> {

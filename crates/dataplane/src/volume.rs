@@ -343,6 +343,14 @@ impl VolumeIo for LocalVolumeIo {
         let _barrier = self.pass()?;
         for seg in segments(self.slices.len(), offset, data.len()) {
             let bytes = &data[seg.buf_offset..seg.buf_offset + seg.len];
+            // Every copy saves what its snapshots need before any copy is
+            // written: a save that fails (ENOSPC) leaves all copies as they were.
+            for slice in &self.slices[seg.column] {
+                let state = slice.read_state()?;
+                state
+                    .snapshots
+                    .prepare_write(&state.file, seg.slice_offset, seg.len as u64)?;
+            }
             for slice in &self.slices[seg.column] {
                 let state = slice.read_state()?;
                 state
@@ -373,6 +381,12 @@ impl VolumeIo for LocalVolumeIo {
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "range too large"))?;
         let _barrier = self.pass()?;
         for seg in segments(self.slices.len(), offset, len) {
+            for slice in &self.slices[seg.column] {
+                let state = slice.read_state()?;
+                state
+                    .snapshots
+                    .prepare_write(&state.file, seg.slice_offset, seg.len as u64)?;
+            }
             for slice in &self.slices[seg.column] {
                 let state = slice.read_state()?;
                 state
@@ -1195,6 +1209,47 @@ mod tests {
         assert!(!target.exists() && !partial_path(&target).exists());
         io.write(0, &pattern(2, 4096), false).expect("write after");
         let view = Arc::clone(&io).snapshot_view(1, layout.size).expect("view");
+        assert!(read_all(view.as_ref()) == before);
+    }
+
+    #[test]
+    fn a_write_whose_save_finds_no_space_reaches_no_copy() {
+        let (_d, media, layout) = volume(2, 1, 2);
+        let io = Arc::new(LocalVolumeIo::open(&media, &layout).expect("open"));
+        io.write(0, &pattern(1, (2 * MIB) as usize), false)
+            .expect("write");
+        let before = read_all(io.as_ref());
+        io.snapshot(1).expect("snapshot");
+        // The second copy's save fails: its first delta write finds no space.
+        io.slices[0][1]
+            .read_state()
+            .expect("state")
+            .snapshots
+            .inject(Some(crate::snapshot::Fault {
+                at: 0,
+                crash: false,
+                seen: 0,
+            }));
+        let err = io.write(4096, &pattern(2, 8192), false).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
+        for copy in 0..2u32 {
+            let key = SliceKey {
+                volume_id: "v".into(),
+                copy,
+                column: 0,
+            };
+            let path = media
+                .slice_path(&layout.media[copy as usize][0], &key)
+                .expect("path");
+            let file = File::open(path).expect("slice");
+            let mut got = vec![0u8; (2 * MIB) as usize];
+            file.read_exact_at(&mut got, 0).expect("read slice");
+            assert!(got == before, "copy {copy} was written");
+        }
+        let view = Arc::clone(&io).snapshot_view(1, layout.size).expect("view");
+        assert!(read_all(view.as_ref()) == before);
+        // With space again the write goes through on both copies.
+        io.write(4096, &pattern(2, 8192), false).expect("retry");
         assert!(read_all(view.as_ref()) == before);
     }
 
