@@ -10,11 +10,13 @@ mod digest;
 mod extents;
 mod fsutil;
 mod local;
+mod snapshot;
 mod throttle;
 mod volume;
 
 pub use digest::digest_file;
 pub use local::LocalMedia;
+pub use snapshot::{SliceSnapshots, SnapshotInfo, COW_CHUNK};
 /// The one stop signal of a copy: the service's shutdown token (or a child
 /// of it) reaches every copy as it is.
 pub use tokio_util::sync::CancellationToken;

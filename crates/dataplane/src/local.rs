@@ -95,6 +95,39 @@ fn extend_and_sync(file: &File, size: u64) -> io::Result<()> {
     file.sync_all()
 }
 
+/// Removes the snapshot files (`<stem>.s<id>.*`) of the slice at `path`;
+/// a missing directory is fine.
+fn remove_snapshot_files(path: &Path) -> io::Result<()> {
+    let Some(stem) = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_suffix(".slice"))
+    else {
+        return Ok(());
+    };
+    let prefix = format!("{stem}.s");
+    let entries = match fs::read_dir(parent(path)) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+            continue;
+        };
+        // `<id>.delta`, `<id>.map`, `<id>.map.tmp`: not another slice's files.
+        if rest
+            .split_once('.')
+            .is_some_and(|(id, _)| id.parse::<u64>().is_ok())
+        {
+            remove_if_exists(&entry.path())?;
+        }
+    }
+    Ok(())
+}
+
 /// Writes, fsyncs and removes a probe file in `dir`.
 fn probe(dir: &Path) -> io::Result<()> {
     static SEQ: AtomicU64 = AtomicU64::new(0);
@@ -163,6 +196,7 @@ impl DataPlane for LocalMedia {
         let dir = parent(&path);
         remove_if_exists(&path).map_err(io_err(medium, slice, "delete"))?;
         remove_if_exists(&partial_path(&path)).map_err(io_err(medium, slice, "delete"))?;
+        remove_snapshot_files(&path).map_err(io_err(medium, slice, "delete"))?;
         match fsync_dir(dir) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
             r => r.map_err(io_err(medium, slice, "fsync"))?,
@@ -265,6 +299,9 @@ mod tests {
             "x0-k0.slice",
             "c0-kx.slice",
             ".svs-probe-1-2",
+            "c0-k0.s3.delta",
+            "c0-k0.s3.map",
+            "c0-k0.s3.map.tmp",
         ] {
             assert_eq!(parse_slice_file("v1", other), None, "{other}");
         }

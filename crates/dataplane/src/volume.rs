@@ -12,12 +12,18 @@
 //! and the copier holds the slice exclusively for each chunk it copies, so a
 //! write is either copied by the copier or mirrored, never lost. The final
 //! switch runs with the slice's I/O paused.
+//!
+//! Snapshots: every slice has its copy-on-write snapshots
+//! ([`SliceSnapshots`]); each write and discard goes through them. A volume
+//! snapshot pauses I/O at one barrier (every request holds it shared, the
+//! snapshot exclusively), so no request is torn across it, and snapshots
+//! every slice of every copy at that instant.
 
 use crate::digest::{is_zero, CHUNK};
 use crate::extents::{DataExtents, BLOCK};
 use crate::fsutil::{create_dir_durable, fsync_dir, partial_path, remove_if_exists, RemoveOnDrop};
 use crate::throttle::Pacer;
-use crate::{CopyOptions, DataPlaneError, LocalMedia, SliceKey};
+use crate::{CopyOptions, DataPlaneError, LocalMedia, SliceKey, SliceSnapshots};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
@@ -50,6 +56,9 @@ struct SliceState {
     medium: String,
     file: Arc<File>,
     mirror: Option<Mirror>,
+    /// The snapshots of the slice, next to its file (so they change with
+    /// the file when a move switches media).
+    snapshots: SliceSnapshots,
 }
 
 /// One slice file open for I/O.
@@ -111,6 +120,32 @@ pub trait VolumeIo: Send + Sync + 'static {
         progress: &mut dyn FnMut(u64, u64),
         commit: &mut dyn FnMut() -> Result<(), String>,
     ) -> Result<(), DataPlaneError>;
+
+    /// Takes snapshot `id` (ids grow) of every slice of every copy at one
+    /// instant: requests in flight finish first, new ones wait. Repeating a
+    /// completed snapshot is a no-op; one that an earlier call (or a crash)
+    /// left on only some slices is dropped and taken again, whole.
+    fn snapshot(&self, _id: u64) -> io::Result<()> {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+
+    /// Deletes snapshot `id` from every slice (the others stay exact);
+    /// missing is fine.
+    fn delete_snapshot(&self, _id: u64) -> io::Result<()> {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+
+    /// Returns the volume's content to snapshot `id` (newer snapshots stay
+    /// exact; space the volume grew by since is zeroed). I/O waits meanwhile.
+    fn rollback(&self, _id: u64) -> io::Result<()> {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+
+    /// A read-only view of snapshot `id`, `size` bytes long (the volume's
+    /// size when it was taken); writes fail with EROFS.
+    fn snapshot_view(self: Arc<Self>, _id: u64, _size: u64) -> io::Result<Arc<dyn VolumeIo>> {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
 }
 
 /// A volume of [`LocalMedia`] open for I/O: its slice files, opened once.
@@ -120,6 +155,8 @@ pub struct LocalVolumeIo {
     size: AtomicU64,
     /// `slices[column][copy]`.
     slices: Vec<Vec<SliceIo>>,
+    /// Held shared by every request, exclusively by snapshot and rollback.
+    barrier: RwLock<()>,
 }
 
 /// A piece of a request that falls in one stripe of one column.
@@ -154,7 +191,7 @@ fn segments(columns: usize, offset: u64, len: usize) -> Vec<Segment> {
     out
 }
 
-fn punch_hole(file: &File, offset: u64, len: u64) -> io::Result<()> {
+pub(crate) fn punch_hole(file: &File, offset: u64, len: u64) -> io::Result<()> {
     let (Ok(off), Ok(n)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -211,12 +248,19 @@ impl LocalVolumeIo {
                     op: "open",
                     source: e,
                 })?;
+                let snapshots = SliceSnapshots::open(&path).map_err(|e| DataPlaneError::Io {
+                    medium: medium.clone(),
+                    slice: label(&key),
+                    op: "open snapshots",
+                    source: e,
+                })?;
                 slices[column].push(SliceIo {
                     key,
                     state: RwLock::new(SliceState {
                         medium: medium.clone(),
                         file: Arc::new(file),
                         mirror: None,
+                        snapshots,
                     }),
                     dirty: AtomicBool::new(false),
                 });
@@ -227,7 +271,24 @@ impl LocalVolumeIo {
             volume_id: layout.volume_id.clone(),
             size: AtomicU64::new(layout.size),
             slices,
+            barrier: RwLock::new(()),
         })
+    }
+
+    fn pause(&self) -> io::Result<RwLockWriteGuard<'_, ()>> {
+        self.barrier
+            .write()
+            .map_err(|_| io::Error::other("barrier poisoned"))
+    }
+
+    fn pass(&self) -> io::Result<RwLockReadGuard<'_, ()>> {
+        self.barrier
+            .read()
+            .map_err(|_| io::Error::other("barrier poisoned"))
+    }
+
+    fn all_slices(&self) -> impl Iterator<Item = &SliceIo> {
+        self.slices.iter().flatten()
     }
 
     fn check_range(&self, offset: u64, len: u64) -> io::Result<()> {
@@ -279,11 +340,22 @@ impl VolumeIo for LocalVolumeIo {
     /// Writes to every copy; `fua` makes the bytes durable before returning.
     fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
         self.check_range(offset, data.len() as u64)?;
+        let _barrier = self.pass()?;
         for seg in segments(self.slices.len(), offset, data.len()) {
             let bytes = &data[seg.buf_offset..seg.buf_offset + seg.len];
+            // Every copy saves what its snapshots need before any copy is
+            // written: a save that fails (ENOSPC) leaves all copies as they were.
             for slice in &self.slices[seg.column] {
                 let state = slice.read_state()?;
-                state.file.write_all_at(bytes, seg.slice_offset)?;
+                state
+                    .snapshots
+                    .prepare_write(&state.file, seg.slice_offset, seg.len as u64)?;
+            }
+            for slice in &self.slices[seg.column] {
+                let state = slice.read_state()?;
+                state
+                    .snapshots
+                    .write(&state.file, seg.slice_offset, bytes)?;
                 if let Some(m) = &state.mirror {
                     if seg.slice_offset < m.copied_upto {
                         m.file.write_all_at(bytes, seg.slice_offset)?;
@@ -307,10 +379,19 @@ impl VolumeIo for LocalVolumeIo {
         self.check_range(offset, len)?;
         let len = usize::try_from(len)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "range too large"))?;
+        let _barrier = self.pass()?;
         for seg in segments(self.slices.len(), offset, len) {
             for slice in &self.slices[seg.column] {
                 let state = slice.read_state()?;
-                punch_hole(&state.file, seg.slice_offset, seg.len as u64)?;
+                state
+                    .snapshots
+                    .prepare_write(&state.file, seg.slice_offset, seg.len as u64)?;
+            }
+            for slice in &self.slices[seg.column] {
+                let state = slice.read_state()?;
+                state
+                    .snapshots
+                    .discard(&state.file, seg.slice_offset, seg.len as u64)?;
                 if let Some(m) = &state.mirror {
                     if seg.slice_offset < m.copied_upto {
                         punch_hole(&m.file, seg.slice_offset, seg.len as u64)?;
@@ -357,6 +438,183 @@ impl VolumeIo for LocalVolumeIo {
     ) -> Result<(), DataPlaneError> {
         self.move_slice_to(copy, column, to_medium, options, progress, commit)
     }
+
+    fn snapshot(&self, id: u64) -> io::Result<()> {
+        let _paused = self.pause()?;
+        let mut have = 0usize;
+        let mut total = 0usize;
+        for slice in self.all_slices() {
+            total += 1;
+            if slice
+                .read_state()?
+                .snapshots
+                .list()?
+                .iter()
+                .any(|s| s.id == id)
+            {
+                have += 1;
+            }
+        }
+        if have == total {
+            return Ok(());
+        }
+        // Taken on only some slices (an interrupted call): those parts are
+        // from another instant, so the snapshot is taken again, whole.
+        for slice in self.all_slices() {
+            slice.read_state()?.snapshots.delete(id)?;
+        }
+        for slice in self.all_slices() {
+            let state = slice.read_state()?;
+            state.snapshots.create(id, &state.file)?;
+        }
+        Ok(())
+    }
+
+    fn delete_snapshot(&self, id: u64) -> io::Result<()> {
+        for slice in self.all_slices() {
+            slice.read_state()?.snapshots.delete(id)?;
+        }
+        Ok(())
+    }
+
+    fn rollback(&self, id: u64) -> io::Result<()> {
+        let _paused = self.pause()?;
+        for slice in self.all_slices() {
+            if !slice
+                .read_state()?
+                .snapshots
+                .list()?
+                .iter()
+                .any(|s| s.id == id)
+            {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("snapshot {id} is not on slice {}", label(&slice.key)),
+                ));
+            }
+        }
+        for slice in self.all_slices() {
+            let state = slice.read_state()?;
+            state.snapshots.rollback(id, &state.file)?;
+        }
+        Ok(())
+    }
+
+    fn snapshot_view(self: Arc<Self>, id: u64, size: u64) -> io::Result<Arc<dyn VolumeIo>> {
+        let columns = self.slices.len() as u64;
+        for slice in self.all_slices() {
+            let listed = slice.read_state()?.snapshots.list()?;
+            let Some(info) = listed.into_iter().find(|s| s.id == id) else {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("snapshot {id} is not on slice {}", label(&slice.key)),
+                ));
+            };
+            if info
+                .size
+                .checked_mul(columns)
+                .is_some_and(|held| size > held)
+            {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("snapshot {id} holds less than {size} bytes"),
+                ));
+            }
+        }
+        Ok(Arc::new(SnapshotView {
+            volume: self,
+            id,
+            size,
+        }))
+    }
+}
+
+/// A read-only view of one snapshot of a volume (see
+/// [`VolumeIo::snapshot_view`]).
+struct SnapshotView {
+    volume: Arc<LocalVolumeIo>,
+    id: u64,
+    size: u64,
+}
+
+fn read_only() -> io::Error {
+    io::Error::from_raw_os_error(libc::EROFS)
+}
+
+impl VolumeIo for SnapshotView {
+    fn volume_id(&self) -> &str {
+        &self.volume.volume_id
+    }
+
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// A snapshot keeps the size it was taken at.
+    fn set_size(&self, _size: u64) {}
+
+    fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        match offset.checked_add(buf.len() as u64) {
+            Some(end) if end <= self.size => {}
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "request beyond the end of the snapshot",
+                ))
+            }
+        }
+        let slices = &self.volume.slices;
+        for seg in segments(slices.len(), offset, buf.len()) {
+            let out = &mut buf[seg.buf_offset..seg.buf_offset + seg.len];
+            let mut last = None;
+            for slice in &slices[seg.column] {
+                let state = slice.read_state()?;
+                match state
+                    .snapshots
+                    .read(self.id, &state.file, seg.slice_offset, out)
+                {
+                    Ok(()) => {
+                        last = None;
+                        break;
+                    }
+                    Err(e) => last = Some(e),
+                }
+            }
+            if let Some(e) = last {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn write(&self, _offset: u64, _data: &[u8], _fua: bool) -> io::Result<()> {
+        Err(read_only())
+    }
+
+    fn discard(&self, _offset: u64, _len: u64, _fua: bool) -> io::Result<()> {
+        Err(read_only())
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn move_slice(
+        &self,
+        copy: u32,
+        column: u32,
+        _to_medium: &str,
+        _options: &CopyOptions,
+        _progress: &mut dyn FnMut(u64, u64),
+        _commit: &mut dyn FnMut() -> Result<(), String>,
+    ) -> Result<(), DataPlaneError> {
+        Err(DataPlaneError::Io {
+            medium: String::new(),
+            slice: format!("{}/c{copy}-k{column}", self.volume.volume_id),
+            op: "move",
+            source: read_only(),
+        })
+    }
 }
 
 impl LocalVolumeIo {
@@ -393,6 +651,24 @@ impl LocalVolumeIo {
             .clone();
         if from_medium == to_medium {
             return Ok(());
+        }
+        // Snapshot files do not travel with a moved slice yet.
+        let snapshots = slice
+            .read_state()
+            .map_err(|e| self.err(slice, to_medium, "lock", e))?
+            .snapshots
+            .list()
+            .map_err(|e| self.err(slice, to_medium, "list snapshots", e))?;
+        if !snapshots.is_empty() {
+            return Err(self.err(
+                slice,
+                to_medium,
+                "move",
+                io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "the slice has snapshots; moving them is not supported yet",
+                ),
+            ));
         }
         let target_path = self.media.slice_path(to_medium, &slice.key)?;
         let dir = target_path
@@ -539,16 +815,36 @@ impl LocalVolumeIo {
         // Durable before anyone relies on it; most was written back already.
         target.sync_all().map_err(io_err("fsync"))?;
         let mut state = slice.write_state().map_err(io_err("lock"))?;
+        // A snapshot taken during the copy would be left behind.
+        if !state
+            .snapshots
+            .list()
+            .map_err(io_err("list snapshots"))?
+            .is_empty()
+        {
+            return Err(io_err("move")(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the slice has snapshots; moving them is not supported yet",
+            )));
+        }
         // Writes that arrived since: mirrored (the cursor is at the end).
         target.sync_all().map_err(io_err("fsync"))?;
         std::fs::rename(partial, target_path).map_err(io_err("rename"))?;
         fsync_dir(dir).map_err(io_err("fsync"))?;
+        let snapshots = match SliceSnapshots::open(target_path) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = remove_if_exists(target_path);
+                return Err(io_err("open snapshots")(e));
+            }
+        };
         if let Err(message) = commit() {
             // The placement did not change: the source stays authoritative.
             let _ = remove_if_exists(target_path);
             return Err(self.err(slice, to_medium, "commit", io::Error::other(message)));
         }
         state.file = target;
+        state.snapshots = snapshots;
         state.medium = to_medium.to_string();
         state.mirror = None;
         Ok(())
@@ -778,6 +1074,217 @@ mod tests {
         let mut got = vec![0u8; 4096];
         src.read_exact_at(&mut got, 0).expect("read");
         assert!(got == pattern(6, 4096), "I/O still goes to the source");
+    }
+
+    fn read_all(io: &dyn VolumeIo) -> Vec<u8> {
+        let mut buf = vec![0u8; io.size() as usize];
+        io.read(0, &mut buf).expect("read");
+        buf
+    }
+
+    #[test]
+    fn a_snapshot_view_reads_the_volume_as_it_was_while_it_changes() {
+        let (_d, media, layout) = volume(2, 2, 4);
+        let io = Arc::new(LocalVolumeIo::open(&media, &layout).expect("open"));
+        io.write(MIB - 100, &pattern(1, (3 * MIB) as usize), false)
+            .expect("write");
+        let before = read_all(io.as_ref());
+        io.snapshot(1).expect("snapshot");
+        io.snapshot(1).expect("repeated snapshot is a no-op");
+        io.write(0, &pattern(2, (5 * MIB) as usize), false)
+            .expect("write after");
+        io.discard(6 * MIB, MIB, false).expect("discard after");
+        let after = read_all(io.as_ref());
+        let view = Arc::clone(&io).snapshot_view(1, layout.size).expect("view");
+        assert!(read_all(view.as_ref()) == before);
+        let err = view.write(0, &[1], false).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EROFS));
+        assert_eq!(
+            view.discard(0, 1, false).unwrap_err().raw_os_error(),
+            Some(libc::EROFS)
+        );
+        assert!(Arc::clone(&io).snapshot_view(1, layout.size + 1).is_err());
+        assert!(Arc::clone(&io).snapshot_view(2, layout.size).is_err());
+
+        // A second snapshot; rolling back to the first keeps the second.
+        io.snapshot(2).expect("snapshot 2");
+        io.rollback(1).expect("rollback");
+        assert!(read_all(io.as_ref()) == before);
+        let view2 = Arc::clone(&io)
+            .snapshot_view(2, layout.size)
+            .expect("view 2");
+        assert!(read_all(view2.as_ref()) == after);
+
+        // Reopening the volume finds both; deleting the first keeps the second.
+        drop((view, view2));
+        drop(io);
+        let io = Arc::new(LocalVolumeIo::open(&media, &layout).expect("reopen"));
+        io.delete_snapshot(1).expect("delete");
+        io.delete_snapshot(1).expect("delete again");
+        assert!(Arc::clone(&io).snapshot_view(1, layout.size).is_err());
+        let view2 = Arc::clone(&io)
+            .snapshot_view(2, layout.size)
+            .expect("view 2");
+        assert!(read_all(view2.as_ref()) == after);
+        // Moving a slice with snapshots is refused (its files would stay behind).
+        let err = io
+            .move_slice(
+                0,
+                0,
+                "m4",
+                &CopyOptions::default(),
+                &mut |_, _| {},
+                &mut || Ok(()),
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("has snapshots"), "{err}");
+        // Deleting the slices removes their snapshot files too.
+        io.delete_snapshot(2).expect("delete 2");
+        io.snapshot(3).expect("snapshot 3");
+        drop((view2, io));
+        for (copy, row) in layout.media.iter().enumerate() {
+            for (column, medium) in row.iter().enumerate() {
+                let key = SliceKey {
+                    volume_id: "v".into(),
+                    copy: copy as u32,
+                    column: column as u32,
+                };
+                media.delete_slice(medium, &key).expect("delete slice");
+                let dir = media.medium_dir(medium).expect("dir").join("v");
+                assert!(!dir.exists(), "{} left behind", dir.display());
+            }
+        }
+    }
+
+    #[test]
+    fn a_snapshot_left_on_some_slices_is_taken_again_whole() {
+        let (_d, media, layout) = volume(1, 2, 2);
+        let io = Arc::new(LocalVolumeIo::open(&media, &layout).expect("open"));
+        io.write(0, &pattern(1, (4 * MIB) as usize), false)
+            .expect("write");
+        // As an interrupted call leaves it: column 0 only, at an older instant.
+        let first = &io.slices[0][0];
+        let state = first.read_state().expect("state");
+        state.snapshots.create(5, &state.file).expect("partial");
+        drop(state);
+        io.write(0, &pattern(2, (4 * MIB) as usize), false)
+            .expect("write");
+        let now = read_all(io.as_ref());
+        io.snapshot(5).expect("snapshot");
+        let view = Arc::clone(&io).snapshot_view(5, layout.size).expect("view");
+        assert!(read_all(view.as_ref()) == now);
+    }
+
+    #[test]
+    fn a_snapshot_taken_during_a_move_fails_the_move_and_stays_exact() {
+        let (_d, media, layout) = volume(1, 1, 8);
+        let io = Arc::new(LocalVolumeIo::open(&media, &layout).expect("open"));
+        io.write(0, &pattern(1, (8 * MIB) as usize), false)
+            .expect("write");
+        let before = read_all(io.as_ref());
+        let mut taken = false;
+        let err = io
+            .move_slice(
+                0,
+                0,
+                "m4",
+                &CopyOptions::default(),
+                &mut |_, _| {
+                    if !taken {
+                        io.snapshot(1).expect("snapshot during the copy");
+                        taken = true;
+                    }
+                },
+                &mut || Ok(()),
+            )
+            .unwrap_err();
+        assert!(taken);
+        assert!(err.to_string().contains("has snapshots"), "{err}");
+        let key = SliceKey {
+            volume_id: "v".into(),
+            copy: 0,
+            column: 0,
+        };
+        let target = media.slice_path("m4", &key).expect("path");
+        assert!(!target.exists() && !partial_path(&target).exists());
+        io.write(0, &pattern(2, 4096), false).expect("write after");
+        let view = Arc::clone(&io).snapshot_view(1, layout.size).expect("view");
+        assert!(read_all(view.as_ref()) == before);
+    }
+
+    #[test]
+    fn a_write_whose_save_finds_no_space_reaches_no_copy() {
+        let (_d, media, layout) = volume(2, 1, 2);
+        let io = Arc::new(LocalVolumeIo::open(&media, &layout).expect("open"));
+        io.write(0, &pattern(1, (2 * MIB) as usize), false)
+            .expect("write");
+        let before = read_all(io.as_ref());
+        io.snapshot(1).expect("snapshot");
+        // The second copy's save fails: its first delta write finds no space.
+        io.slices[0][1]
+            .read_state()
+            .expect("state")
+            .snapshots
+            .inject(Some(crate::snapshot::Fault {
+                at: 0,
+                crash: false,
+                seen: 0,
+            }));
+        let err = io.write(4096, &pattern(2, 8192), false).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
+        for copy in 0..2u32 {
+            let key = SliceKey {
+                volume_id: "v".into(),
+                copy,
+                column: 0,
+            };
+            let path = media
+                .slice_path(&layout.media[copy as usize][0], &key)
+                .expect("path");
+            let file = File::open(path).expect("slice");
+            let mut got = vec![0u8; (2 * MIB) as usize];
+            file.read_exact_at(&mut got, 0).expect("read slice");
+            assert!(got == before, "copy {copy} was written");
+        }
+        let view = Arc::clone(&io).snapshot_view(1, layout.size).expect("view");
+        assert!(read_all(view.as_ref()) == before);
+        // With space again the write goes through on both copies.
+        io.write(4096, &pattern(2, 8192), false).expect("retry");
+        assert!(read_all(view.as_ref()) == before);
+    }
+
+    #[test]
+    fn no_write_is_torn_across_a_snapshot() {
+        let (_d, media, layout) = volume(2, 2, 4);
+        let io = Arc::new(LocalVolumeIo::open(&media, &layout).expect("open"));
+        let len = (2 * MIB + 8192) as usize;
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (io, stop) = (Arc::clone(&io), Arc::clone(&stop));
+            thread::spawn(move || {
+                let mut seed = 0u8;
+                while !stop.load(Ordering::Acquire) {
+                    seed = seed.wrapping_add(1);
+                    // Spans three stripes over both columns and both copies.
+                    io.write(MIB - 4096, &pattern(seed, len), false)
+                        .expect("write");
+                }
+            })
+        };
+        for id in 1..=20u64 {
+            io.snapshot(id).expect("snapshot");
+            let view = Arc::clone(&io)
+                .snapshot_view(id, layout.size)
+                .expect("view");
+            let mut got = vec![0u8; len];
+            view.read(MIB - 4096, &mut got).expect("read");
+            let whole = got.iter().all(|&b| b == 0)
+                || (0..=255u8)
+                    .any(|seed| got[..64] == pattern(seed, 64)[..] && got == pattern(seed, len));
+            assert!(whole, "snapshot {id} holds a torn write");
+        }
+        stop.store(true, Ordering::Release);
+        writer.join().expect("writer");
     }
 
     #[test]

@@ -1,0 +1,730 @@
+//! Copy-on-write snapshots of one slice file (ext4 has no reflinks).
+//!
+//! Each snapshot `s{id}` of slice `c{copy}-k{column}` is two files next to it:
+//! - `c{copy}-k{column}.s{id}.delta`: sparse; holds, at the chunk's own
+//!   offset, the content a chunk had when it was first written after the
+//!   snapshot (while the snapshot was the newest);
+//! - `c{copy}-k{column}.s{id}.map`: the chunk map, an append-only log: a
+//!   checksummed header (slice size at the snapshot, chunk size), then one
+//!   24-byte checksummed record per saved chunk ("data in the delta" or
+//!   "was zero"), or the "being deleted" mark. A log makes each first write
+//!   cost one small append instead of rewriting the whole map (temp + rename
+//!   would be O(map) per chunk); a torn tail record fails its checksum and is
+//!   cut off on open, and only records made durable before the in-place write
+//!   count. The map's existence is what makes a snapshot exist: it is written
+//!   to a temporary name and renamed in (creation is O(1), no data copied),
+//!   and removed first on deletion.
+//!
+//! Read of snapshot S at chunk c: the first of S, S+1, ..., newest that
+//! holds c, else the live slice. A write first saves every chunk it touches
+//! that the newest snapshot does not hold yet (durably), then writes in place.
+//!
+//! Locking: one `RwLock` per slice. Reads of snapshots and writes to chunks
+//! the newest snapshot already holds share it; a copy-on-write, snapshot
+//! creation, deletion and rollback hold it exclusively, so a snapshot read
+//! never sees a live chunk between its save and its overwrite.
+
+use crate::digest::is_zero;
+use crate::extents::DataExtents;
+use crate::fsutil::{fsync_dir, remove_if_exists};
+use crate::volume::punch_hole;
+use std::collections::{BTreeSet, HashMap};
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use xxhash_rust::xxh3::xxh3_64;
+
+/// Copy-on-write unit: 64 KiB. Small enough that a 4 KiB random write after
+/// a snapshot copies only 16x its size (1 MiB stripes would copy 256x), large
+/// enough that the in-memory map of a fully rewritten 64 GiB slice stays at
+/// ~1 M entries and sequential writes save in large pieces; a multiple of
+/// every filesystem block size, so holes stay holes.
+pub const COW_CHUNK: u64 = 64 * 1024;
+
+const MAGIC: &[u8; 8] = b"SVSSNAP1";
+const HEADER_LEN: usize = 32;
+const RECORD_LEN: usize = 24;
+const TAG_DATA: u8 = 1;
+const TAG_ZERO: u8 = 2;
+const TAG_DELETING: u8 = 3;
+
+/// What a snapshot holds for one chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Saved {
+    /// The chunk's content is in the delta at the chunk's offset.
+    Data,
+    /// The chunk was all zeros (or a hole): nothing stored.
+    Zero,
+}
+
+struct Snapshot {
+    id: u64,
+    /// Slice size when the snapshot was taken; the snapshot ends there.
+    size: u64,
+    delta: File,
+    log: File,
+    log_len: u64,
+    chunks: HashMap<u64, Saved>,
+    /// Marked for deletion: finished by the next `delete` or `open`.
+    deleting: bool,
+}
+
+/// A snapshot of a slice as listed by [`SliceSnapshots::list`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    pub id: u64,
+    /// Bytes of the slice the snapshot covers (its size when taken).
+    pub size: u64,
+    /// Bytes allocated on disk by the snapshot's delta and map.
+    pub used_bytes: u64,
+}
+
+/// The snapshots of one slice file, oldest first.
+pub struct SliceSnapshots {
+    dir: PathBuf,
+    stem: String,
+    snapshots: RwLock<Vec<Snapshot>>,
+    #[cfg(test)]
+    fault: std::sync::Mutex<Option<Fault>>,
+}
+
+/// Test-only fault injection: the I/O step numbered `at` fails; with
+/// `Crash` every later step fails too (nothing more reaches the disk, as if
+/// the process died there), with `NoSpace` only that one fails with ENOSPC.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fault {
+    pub(crate) at: usize,
+    pub(crate) crash: bool,
+    pub(crate) seen: usize,
+}
+
+fn invalid(msg: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg.into())
+}
+
+fn encode_header(size: u64) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[..8].copy_from_slice(MAGIC);
+    h[8..16].copy_from_slice(&size.to_le_bytes());
+    h[16..24].copy_from_slice(&COW_CHUNK.to_le_bytes());
+    let sum = xxh3_64(&h[..24]);
+    h[24..].copy_from_slice(&sum.to_le_bytes());
+    h
+}
+
+fn encode_record(tag: u8, chunk: u64) -> [u8; RECORD_LEN] {
+    let mut r = [0u8; RECORD_LEN];
+    r[0] = tag;
+    r[8..16].copy_from_slice(&chunk.to_le_bytes());
+    let sum = xxh3_64(&r[..16]);
+    r[16..].copy_from_slice(&sum.to_le_bytes());
+    r
+}
+
+fn le_u64(bytes: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&bytes[..8]);
+    u64::from_le_bytes(a)
+}
+
+/// Reads from `offset` until `buf` is full or the file ends; the rest of
+/// `buf` is zeroed (a delta is shorter than the slice past its last chunk).
+fn read_zero_fill(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf[done..].fill(0);
+    Ok(())
+}
+
+/// Whether `[start, start + len)` of `file` is a hole (no data extent).
+fn is_hole(file: &File, start: u64, len: u64) -> io::Result<bool> {
+    Ok(DataExtents::from(file, start, start + len)
+        .next()
+        .transpose()?
+        .is_none())
+}
+
+fn chunk_range(offset: u64, len: u64) -> std::ops::Range<u64> {
+    if len == 0 {
+        return 0..0;
+    }
+    offset / COW_CHUNK..(offset + len - 1) / COW_CHUNK + 1
+}
+
+impl SliceSnapshots {
+    /// Opens the snapshots of the slice at `slice_path` (a `*.slice` file):
+    /// replays each map (cutting off a torn tail), removes leftovers of an
+    /// interrupted creation or deletion, and finishes any deletion that was
+    /// marked but not done.
+    pub fn open(slice_path: &Path) -> io::Result<SliceSnapshots> {
+        let dir = slice_path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        let stem = slice_path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".slice"))
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a slice file name"))?
+            .to_string();
+        let store = SliceSnapshots {
+            dir,
+            stem,
+            snapshots: RwLock::new(Vec::new()),
+            #[cfg(test)]
+            fault: std::sync::Mutex::new(None),
+        };
+        let prefix = format!("{}.s", store.stem);
+        let (mut maps, mut deltas) = (Vec::new(), Vec::new());
+        let mut cleaned = false;
+        for entry in fs::read_dir(&store.dir)? {
+            let entry = entry?;
+            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            let Some((id, suffix)) = name
+                .strip_prefix(&prefix)
+                .and_then(|rest| rest.split_once('.'))
+            else {
+                continue;
+            };
+            let Ok(id) = id.parse::<u64>() else { continue };
+            match suffix {
+                "map" => maps.push(id),
+                "delta" => deltas.push(id),
+                // An interrupted creation: the snapshot never existed.
+                "map.tmp" => {
+                    remove_if_exists(&entry.path())?;
+                    cleaned = true;
+                }
+                _ => {}
+            }
+        }
+        // A delta without a map: creation or deletion interrupted.
+        for id in deltas.iter().filter(|id| !maps.contains(id)) {
+            remove_if_exists(&store.delta_path(*id))?;
+            cleaned = true;
+        }
+        if cleaned {
+            fsync_dir(&store.dir)?;
+        }
+        maps.sort_unstable();
+        let mut snapshots = Vec::with_capacity(maps.len());
+        for id in maps {
+            snapshots.push(store.load(id)?);
+        }
+        while let Some(idx) = snapshots.iter().position(|s| s.deleting) {
+            store.finish_delete(&mut snapshots, idx)?;
+        }
+        *store.write_lock()? = snapshots;
+        Ok(store)
+    }
+
+    fn delta_path(&self, id: u64) -> PathBuf {
+        self.dir.join(format!("{}.s{id}.delta", self.stem))
+    }
+
+    fn map_path(&self, id: u64) -> PathBuf {
+        self.dir.join(format!("{}.s{id}.map", self.stem))
+    }
+
+    fn read_lock(&self) -> io::Result<RwLockReadGuard<'_, Vec<Snapshot>>> {
+        self.snapshots
+            .read()
+            .map_err(|_| io::Error::other("snapshot lock poisoned"))
+    }
+
+    fn write_lock(&self) -> io::Result<RwLockWriteGuard<'_, Vec<Snapshot>>> {
+        self.snapshots
+            .write()
+            .map_err(|_| io::Error::other("snapshot lock poisoned"))
+    }
+
+    /// Counts one I/O step (test builds may fail it); a no-op otherwise.
+    fn step(&self) -> io::Result<()> {
+        #[cfg(test)]
+        {
+            let mut fault = self
+                .fault
+                .lock()
+                .map_err(|_| io::Error::other("fault lock poisoned"))?;
+            if let Some(f) = fault.as_mut() {
+                let n = f.seen;
+                f.seen += 1;
+                if n == f.at || (f.crash && n > f.at) {
+                    return Err(if f.crash {
+                        io::Error::other("simulated crash")
+                    } else {
+                        io::Error::from_raw_os_error(libc::ENOSPC)
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[cfg(test)]
+    pub(crate) fn inject(&self, fault: Option<Fault>) {
+        if let Ok(mut f) = self.fault.lock() {
+            *f = fault;
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn steps_seen(&self) -> usize {
+        self.fault
+            .lock()
+            .ok()
+            .and_then(|f| f.map(|f| f.seen))
+            .unwrap_or(0)
+    }
+
+    /// Replays snapshot `id`'s map.
+    fn load(&self, id: u64) -> io::Result<Snapshot> {
+        let map_path = self.map_path(id);
+        let log = OpenOptions::new().read(true).write(true).open(&map_path)?;
+        let bytes = fs::read(&map_path)?;
+        let header = bytes
+            .get(..HEADER_LEN)
+            .ok_or_else(|| invalid(format!("{}: short header", map_path.display())))?;
+        if &header[..8] != MAGIC || le_u64(&header[24..]) != xxh3_64(&header[..24]) {
+            return Err(invalid(format!("{}: bad header", map_path.display())));
+        }
+        if le_u64(&header[16..]) != COW_CHUNK {
+            return Err(invalid(format!("{}: other chunk size", map_path.display())));
+        }
+        let size = le_u64(&header[8..]);
+        let mut chunks = HashMap::new();
+        let mut deleting = false;
+        let mut good = HEADER_LEN;
+        for record in bytes[HEADER_LEN..].chunks_exact(RECORD_LEN) {
+            if le_u64(&record[16..]) != xxh3_64(&record[..16]) {
+                break; // a torn append: everything after it was never acknowledged
+            }
+            let chunk = le_u64(&record[8..]);
+            match record[0] {
+                TAG_DATA => {
+                    chunks.insert(chunk, Saved::Data);
+                }
+                TAG_ZERO => {
+                    chunks.insert(chunk, Saved::Zero);
+                }
+                TAG_DELETING => deleting = true,
+                _ => break,
+            }
+            good += RECORD_LEN;
+        }
+        if good != bytes.len() {
+            log.set_len(good as u64)?;
+            log.sync_data()?;
+        }
+        let delta_path = self.delta_path(id);
+        let delta = match OpenOptions::new().read(true).write(true).open(&delta_path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if chunks.values().any(|s| *s == Saved::Data) {
+                    return Err(invalid(format!("{}: missing", delta_path.display())));
+                }
+                let f = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(&delta_path)?;
+                fsync_dir(&self.dir)?;
+                f
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(Snapshot {
+            id,
+            size,
+            delta,
+            log,
+            log_len: good as u64,
+            chunks,
+            deleting,
+        })
+    }
+
+    /// The snapshots, oldest first (those being deleted left out).
+    pub fn list(&self) -> io::Result<Vec<SnapshotInfo>> {
+        let snaps = self.read_lock()?;
+        let mut out = Vec::new();
+        for s in snaps.iter().filter(|s| !s.deleting) {
+            let used = s.delta.metadata()?.blocks() * 512 + s.log.metadata()?.blocks() * 512;
+            out.push(SnapshotInfo {
+                id: s.id,
+                size: s.size,
+                used_bytes: used,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Takes snapshot `id` of the live slice `live` in O(1): makes the live
+    /// slice durable, then creates an empty delta and map. Ids must grow (the
+    /// newest snapshot has the largest id); taking an existing id again is a
+    /// no-op, so a retried creation is safe.
+    pub fn create(&self, id: u64, live: &File) -> io::Result<()> {
+        let mut snaps = self.write_lock()?;
+        if snaps.iter().any(|s| s.id == id && !s.deleting) {
+            return Ok(());
+        }
+        if snaps.iter().any(|s| s.id >= id) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("snapshot id {id} is not newer than every existing snapshot"),
+            ));
+        }
+        // The snapshot's base is the live slice as acknowledged so far.
+        self.step()?;
+        live.sync_data()?;
+        let size = live.metadata()?.len();
+        self.step()?;
+        let delta = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(self.delta_path(id))?;
+        self.step()?;
+        delta.sync_all()?;
+        let tmp = self.dir.join(format!("{}.s{id}.map.tmp", self.stem));
+        self.step()?;
+        let log = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        self.step()?;
+        log.write_all_at(&encode_header(size), 0)?;
+        self.step()?;
+        log.sync_all()?;
+        self.step()?;
+        fs::rename(&tmp, self.map_path(id))?;
+        self.step()?;
+        fsync_dir(&self.dir)?;
+        snaps.push(Snapshot {
+            id,
+            size,
+            delta,
+            log,
+            log_len: HEADER_LEN as u64,
+            chunks: HashMap::new(),
+            deleting: false,
+        });
+        Ok(())
+    }
+
+    /// Appends records to a snapshot's map and makes them durable; on
+    /// failure the map is cut back so no partial record stays.
+    fn append(&self, snap: &mut Snapshot, records: &[(u8, u64)]) -> io::Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut bytes = Vec::with_capacity(records.len() * RECORD_LEN);
+        for &(tag, chunk) in records {
+            bytes.extend_from_slice(&encode_record(tag, chunk));
+        }
+        let written = self
+            .step()
+            .and_then(|()| snap.log.write_all_at(&bytes, snap.log_len))
+            .and_then(|()| self.step())
+            .and_then(|()| snap.log.sync_data());
+        if let Err(e) = written {
+            if self.step().is_ok() {
+                let _ = snap.log.set_len(snap.log_len);
+            }
+            return Err(e);
+        }
+        snap.log_len += bytes.len() as u64;
+        for &(tag, chunk) in records {
+            match tag {
+                TAG_DATA => {
+                    snap.chunks.insert(chunk, Saved::Data);
+                }
+                TAG_ZERO => {
+                    snap.chunks.insert(chunk, Saved::Zero);
+                }
+                _ => snap.deleting = true,
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether writing `[offset, offset + len)` must first save chunks.
+    fn needs_save(snaps: &[Snapshot], offset: u64, len: u64) -> bool {
+        let Some(newest) = snaps.last() else {
+            return false;
+        };
+        chunk_range(offset, len)
+            .any(|c| c * COW_CHUNK < newest.size && !newest.chunks.contains_key(&c))
+    }
+
+    /// Saves into the newest snapshot every chunk of the range it does not
+    /// hold yet, durably (one fsync of the delta and one of the map for the
+    /// whole range). On error nothing of the range counts as saved.
+    fn save(&self, snaps: &mut [Snapshot], live: &File, offset: u64, len: u64) -> io::Result<()> {
+        let Some(newest) = snaps.last_mut() else {
+            return Ok(());
+        };
+        let live_len = live.metadata()?.len();
+        let mut buf = vec![0u8; COW_CHUNK as usize];
+        let mut records = Vec::new();
+        let mut any_data = false;
+        for c in chunk_range(offset, len) {
+            let start = c * COW_CHUNK;
+            if start >= newest.size || newest.chunks.contains_key(&c) {
+                continue;
+            }
+            let n = COW_CHUNK.min(live_len.saturating_sub(start));
+            let tag = if n == 0 || is_hole(live, start, n)? {
+                TAG_ZERO
+            } else {
+                let data = &mut buf[..n as usize];
+                read_zero_fill(live, data, start)?;
+                if is_zero(data) {
+                    TAG_ZERO
+                } else {
+                    self.step()?;
+                    newest.delta.write_all_at(data, start)?;
+                    any_data = true;
+                    TAG_DATA
+                }
+            };
+            records.push((tag, c));
+        }
+        if any_data {
+            self.step()?;
+            newest.delta.sync_data()?;
+        }
+        self.append(newest, &records)
+    }
+
+    /// Writes `data` at `offset` of the live slice, first saving what the
+    /// newest snapshot needs. If saving fails (ENOSPC included) the live
+    /// slice is not written.
+    pub fn write(&self, live: &File, offset: u64, data: &[u8]) -> io::Result<()> {
+        {
+            let snaps = self.read_lock()?;
+            if !Self::needs_save(&snaps, offset, data.len() as u64) {
+                return live.write_all_at(data, offset);
+            }
+        }
+        let mut snaps = self.write_lock()?;
+        self.save(&mut snaps, live, offset, data.len() as u64)?;
+        self.step()?;
+        live.write_all_at(data, offset)
+    }
+
+    /// Saves into the newest snapshot what it needs before `[offset, offset +
+    /// len)` of the live slice is overwritten, without writing. Lets a caller
+    /// with several copies save on every copy before writing any, so a failed
+    /// save (ENOSPC) leaves every copy unwritten. Only sound while no
+    /// snapshot can be created before the write that follows (the volume's
+    /// barrier); [`SliceSnapshots::write`] then finds nothing left to save.
+    pub fn prepare_write(&self, live: &File, offset: u64, len: u64) -> io::Result<()> {
+        {
+            let snaps = self.read_lock()?;
+            if !Self::needs_save(&snaps, offset, len) {
+                return Ok(());
+            }
+        }
+        let mut snaps = self.write_lock()?;
+        self.save(&mut snaps, live, offset, len)
+    }
+
+    /// Deallocates `[offset, offset + len)` of the live slice after saving
+    /// what the newest snapshot needs.
+    pub fn discard(&self, live: &File, offset: u64, len: u64) -> io::Result<()> {
+        {
+            let snaps = self.read_lock()?;
+            if !Self::needs_save(&snaps, offset, len) {
+                return punch_hole(live, offset, len);
+            }
+        }
+        let mut snaps = self.write_lock()?;
+        self.save(&mut snaps, live, offset, len)?;
+        self.step()?;
+        punch_hole(live, offset, len)
+    }
+
+    fn index(snaps: &[Snapshot], id: u64) -> io::Result<usize> {
+        snaps
+            .iter()
+            .position(|s| s.id == id && !s.deleting)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no snapshot {id}")))
+    }
+
+    /// Fills `buf` with snapshot `idx`'s view of chunk `c` from `start`
+    /// (`buf.len()` bytes, within the chunk); bytes past the snapshot's size
+    /// read as zeros.
+    fn view(
+        snaps: &[Snapshot],
+        idx: usize,
+        live: &File,
+        start: u64,
+        buf: &mut [u8],
+    ) -> io::Result<()> {
+        let c = start / COW_CHUNK;
+        match snaps[idx..]
+            .iter()
+            .find_map(|s| s.chunks.get(&c).map(|saved| (s, *saved)))
+        {
+            Some((s, Saved::Data)) => read_zero_fill(&s.delta, buf, start)?,
+            Some((_, Saved::Zero)) => buf.fill(0),
+            None => read_zero_fill(live, buf, start)?,
+        }
+        let size = snaps[idx].size;
+        if start + buf.len() as u64 > size {
+            let keep = size.saturating_sub(start) as usize;
+            buf[keep..].fill(0);
+        }
+        Ok(())
+    }
+
+    /// Reads snapshot `id` at `offset` (within the snapshot's size).
+    pub fn read(&self, id: u64, live: &File, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let snaps = self.read_lock()?;
+        let idx = Self::index(&snaps, id)?;
+        match offset.checked_add(buf.len() as u64) {
+            Some(end) if end <= snaps[idx].size => {}
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "read beyond the end of the snapshot",
+                ))
+            }
+        }
+        let mut done = 0usize;
+        while done < buf.len() {
+            let at = offset + done as u64;
+            let n = ((COW_CHUNK - at % COW_CHUNK) as usize).min(buf.len() - done);
+            Self::view(&snaps, idx, live, at, &mut buf[done..done + n])?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Returns the live slice to snapshot `id`'s content: every chunk whose
+    /// view differs from live is rewritten through the copy-on-write path,
+    /// so newer snapshots stay exact. Chunks past the snapshot's size (the
+    /// slice grew after it) are zeroed; the slice keeps its current size.
+    /// Idempotent: re-running after an interruption finishes the job.
+    pub fn rollback(&self, id: u64, live: &File) -> io::Result<()> {
+        let mut snaps = self.write_lock()?;
+        let idx = Self::index(&snaps, id)?;
+        let size = snaps[idx].size;
+        let live_len = live.metadata()?.len();
+        // Only chunks some delta from S on holds can differ below the
+        // snapshot's size; past it, every chunk with data must go.
+        let mut candidates: BTreeSet<u64> = snaps[idx..]
+            .iter()
+            .flat_map(|s| s.chunks.keys().copied())
+            .filter(|c| c * COW_CHUNK < size.min(live_len))
+            .collect();
+        let tail = size / COW_CHUNK * COW_CHUNK;
+        for extent in DataExtents::from(live, tail, live_len) {
+            let (start, end) = extent?;
+            candidates.extend(chunk_range(start, end - start));
+        }
+        let mut want = vec![0u8; COW_CHUNK as usize];
+        let mut have = vec![0u8; COW_CHUNK as usize];
+        for c in candidates {
+            let start = c * COW_CHUNK;
+            let n = COW_CHUNK.min(live_len.saturating_sub(start)) as usize;
+            if n == 0 {
+                continue;
+            }
+            Self::view(&snaps, idx, live, start, &mut want[..n])?;
+            read_zero_fill(live, &mut have[..n], start)?;
+            if want[..n] == have[..n] {
+                continue;
+            }
+            self.save(&mut snaps, live, start, n as u64)?;
+            self.step()?;
+            if is_zero(&want[..n]) {
+                punch_hole(live, start, n as u64)?;
+            } else {
+                live.write_all_at(&want[..n], start)?;
+            }
+        }
+        self.step()?;
+        live.sync_data()
+    }
+
+    /// Deletes snapshot `id`, keeping the others exact: the chunks it holds
+    /// that the next older snapshot needs and does not hold move there
+    /// first. Missing ids are fine (a retried deletion). Crash-safe: a
+    /// deletion is marked in the map first and finished on the next open.
+    pub fn delete(&self, id: u64) -> io::Result<()> {
+        let mut snaps = self.write_lock()?;
+        let Some(idx) = snaps.iter().position(|s| s.id == id) else {
+            return Ok(());
+        };
+        if !snaps[idx].deleting {
+            self.append(&mut snaps[idx], &[(TAG_DELETING, 0)])?;
+        }
+        self.finish_delete(&mut snaps, idx)
+    }
+
+    fn finish_delete(&self, snaps: &mut Vec<Snapshot>, idx: usize) -> io::Result<()> {
+        if idx > 0 {
+            let (older, rest) = snaps.split_at_mut(idx);
+            let (older, gone) = (&mut older[idx - 1], &rest[0]);
+            let mut moves: Vec<(u64, Saved)> = gone
+                .chunks
+                .iter()
+                .filter(|(c, _)| **c * COW_CHUNK < older.size && !older.chunks.contains_key(c))
+                .map(|(c, s)| (*c, *s))
+                .collect();
+            moves.sort_unstable_by_key(|(c, _)| *c);
+            let mut buf = vec![0u8; COW_CHUNK as usize];
+            let mut records = Vec::with_capacity(moves.len());
+            let mut any_data = false;
+            for (c, saved) in moves {
+                let tag = match saved {
+                    Saved::Data => {
+                        read_zero_fill(&gone.delta, &mut buf, c * COW_CHUNK)?;
+                        self.step()?;
+                        older.delta.write_all_at(&buf, c * COW_CHUNK)?;
+                        any_data = true;
+                        TAG_DATA
+                    }
+                    Saved::Zero => TAG_ZERO,
+                };
+                records.push((tag, c));
+            }
+            if any_data {
+                self.step()?;
+                older.delta.sync_data()?;
+            }
+            self.append(older, &records)?;
+        }
+        // The map goes first: without it the snapshot no longer exists and
+        // an orphaned delta is removed on open.
+        let id = snaps[idx].id;
+        self.step()?;
+        remove_if_exists(&self.map_path(id))?;
+        self.step()?;
+        fsync_dir(&self.dir)?;
+        snaps.remove(idx);
+        self.step()?;
+        remove_if_exists(&self.delta_path(id))?;
+        self.step()?;
+        fsync_dir(&self.dir)
+    }
+}
+
+#[cfg(test)]
+#[path = "snapshot_tests.rs"]
+mod tests;

@@ -1,0 +1,515 @@
+//! Tests of the per-slice copy-on-write snapshots against an in-memory
+//! model: the live bytes and each snapshot's bytes as they must read.
+
+use super::*;
+use std::collections::BTreeMap;
+
+const SLICE: u64 = 16 * COW_CHUNK; // 1 MiB
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    live: File,
+}
+
+fn fixture(len: u64) -> Fixture {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("c0-k0.slice");
+    let live = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .expect("slice");
+    live.set_len(len).expect("size");
+    Fixture {
+        _dir: dir,
+        path,
+        live,
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Model {
+    live: Vec<u8>,
+    snaps: BTreeMap<u64, Vec<u8>>,
+}
+
+impl Model {
+    fn new(len: u64) -> Model {
+        Model {
+            live: vec![0; len as usize],
+            snaps: BTreeMap::new(),
+        }
+    }
+    fn write(&mut self, offset: u64, data: &[u8]) {
+        self.live[offset as usize..offset as usize + data.len()].copy_from_slice(data);
+    }
+}
+
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x as u8) | 1
+        })
+        .collect()
+}
+
+fn live_bytes(f: &Fixture) -> Vec<u8> {
+    let len = f.live.metadata().expect("stat").len();
+    let mut buf = vec![0u8; len as usize];
+    read_zero_fill(&f.live, &mut buf, 0).expect("read live");
+    buf
+}
+
+fn snap_bytes(store: &SliceSnapshots, f: &Fixture, id: u64, size: u64) -> Vec<u8> {
+    let mut buf = vec![0u8; size as usize];
+    store.read(id, &f.live, 0, &mut buf).expect("read snapshot");
+    buf
+}
+
+/// The store and the live file read exactly as the model says.
+fn check(store: &SliceSnapshots, f: &Fixture, model: &Model) {
+    assert!(live_bytes(f) == model.live, "live slice differs");
+    let listed: Vec<u64> = store.list().expect("list").iter().map(|s| s.id).collect();
+    let want: Vec<u64> = model.snaps.keys().copied().collect();
+    assert_eq!(listed, want);
+    for (id, bytes) in &model.snaps {
+        let got = snap_bytes(store, f, *id, bytes.len() as u64);
+        assert!(&got == bytes, "snapshot {id} differs");
+    }
+}
+
+/// Writes data in chunks 0, 1 and 5 (chunk 3 written with zeros); the rest
+/// holes.
+fn seed(store: &SliceSnapshots, f: &Fixture, model: &mut Model) {
+    for (off, data) in [
+        (0, pattern(1, 2 * COW_CHUNK as usize)),
+        (5 * COW_CHUNK + 100, pattern(2, 5000)),
+        (3 * COW_CHUNK, vec![0u8; COW_CHUNK as usize]),
+    ] {
+        store.write(&f.live, off, &data).expect("seed write");
+        model.write(off, &data);
+    }
+}
+
+fn delta_blocks(f: &Fixture, id: u64) -> u64 {
+    let path = f.path.with_file_name(format!("c0-k0.s{id}.delta"));
+    fs::metadata(path).expect("delta").blocks()
+}
+
+fn map_len(f: &Fixture, id: u64) -> u64 {
+    let path = f.path.with_file_name(format!("c0-k0.s{id}.map"));
+    fs::metadata(path).expect("map").len()
+}
+
+#[test]
+fn creating_a_snapshot_copies_nothing() {
+    let f = fixture(SLICE);
+    let store = SliceSnapshots::open(&f.path).expect("open");
+    let mut model = Model::new(SLICE);
+    seed(&store, &f, &mut model);
+    store.create(1, &f.live).expect("snapshot");
+    assert_eq!(delta_blocks(&f, 1), 0);
+    assert_eq!(map_len(&f, 1), HEADER_LEN as u64);
+    let info = store.list().expect("list");
+    assert_eq!(info.len(), 1);
+    assert_eq!((info[0].id, info[0].size), (1, SLICE));
+    assert!(info[0].used_bytes <= 8192, "{info:?}");
+    model.snaps.insert(1, model.live.clone());
+    check(&store, &f, &model);
+    // Taking it again is a no-op; an older id is refused.
+    store.create(1, &f.live).expect("retried snapshot");
+    let err = store.create(0, &f.live).unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+}
+
+#[test]
+fn the_first_write_saves_the_old_chunk_and_later_writes_go_in_place() {
+    let f = fixture(SLICE);
+    let store = SliceSnapshots::open(&f.path).expect("open");
+    let mut model = Model::new(SLICE);
+    seed(&store, &f, &mut model);
+    store.create(1, &f.live).expect("snapshot");
+    model.snaps.insert(1, model.live.clone());
+
+    // A partial write into chunk 1: the whole old chunk is saved.
+    let data = pattern(3, 4096);
+    store
+        .write(&f.live, COW_CHUNK + 8192, &data)
+        .expect("write");
+    model.write(COW_CHUNK + 8192, &data);
+    check(&store, &f, &model);
+    assert_eq!(map_len(&f, 1), (HEADER_LEN + RECORD_LEN) as u64);
+    assert_eq!(delta_blocks(&f, 1) * 512, COW_CHUNK);
+
+    // Later writes to that chunk add nothing.
+    let data = pattern(4, 4096);
+    store.write(&f.live, COW_CHUNK, &data).expect("write again");
+    model.write(COW_CHUNK, &data);
+    assert_eq!(map_len(&f, 1), (HEADER_LEN + RECORD_LEN) as u64);
+
+    // A hole and a chunk of written zeros are recorded without data.
+    store
+        .write(&f.live, 9 * COW_CHUNK, &data)
+        .expect("write hole");
+    model.write(9 * COW_CHUNK, &data);
+    store
+        .write(&f.live, 3 * COW_CHUNK, &data)
+        .expect("write zeros");
+    model.write(3 * COW_CHUNK, &data);
+    assert_eq!(map_len(&f, 1), (HEADER_LEN + 3 * RECORD_LEN) as u64);
+    assert_eq!(delta_blocks(&f, 1) * 512, COW_CHUNK);
+    check(&store, &f, &model);
+
+    // A discard saves too.
+    store.discard(&f.live, 0, COW_CHUNK).expect("discard");
+    model.live[..COW_CHUNK as usize].fill(0);
+    check(&store, &f, &model);
+    drop(store);
+    let store = SliceSnapshots::open(&f.path).expect("reopen");
+    check(&store, &f, &model);
+}
+
+/// A small deterministic generator for the model test.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self, below: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % below.max(1)
+    }
+}
+
+#[test]
+fn several_snapshots_stay_exact_through_writes_deletes_and_rollbacks() {
+    let f = fixture(SLICE);
+    let mut store = SliceSnapshots::open(&f.path).expect("open");
+    let mut model = Model::new(SLICE);
+    seed(&store, &f, &mut model);
+    let mut rng = Rng(0x5eed);
+    let mut next_id = 1;
+    for step in 0..400u64 {
+        match rng.next(10) {
+            0..=4 => {
+                let len = 1 + rng.next(3 * COW_CHUNK) as usize;
+                let off = rng.next(SLICE - len as u64);
+                let data = pattern(step, len);
+                store.write(&f.live, off, &data).expect("write");
+                model.write(off, &data);
+            }
+            5 => {
+                let len = 1 + rng.next(2 * COW_CHUNK);
+                let off = rng.next(SLICE - len) / 4096 * 4096;
+                let len = len.div_ceil(4096) * 4096;
+                store.discard(&f.live, off, len).expect("discard");
+                model.live[off as usize..(off + len) as usize].fill(0);
+            }
+            6 | 7 => {
+                store.create(next_id, &f.live).expect("create");
+                model.snaps.insert(next_id, model.live.clone());
+                next_id += 1;
+            }
+            8 if !model.snaps.is_empty() => {
+                let ids: Vec<u64> = model.snaps.keys().copied().collect();
+                let id = ids[rng.next(ids.len() as u64) as usize];
+                store.delete(id).expect("delete");
+                model.snaps.remove(&id);
+            }
+            9 if !model.snaps.is_empty() => {
+                let ids: Vec<u64> = model.snaps.keys().copied().collect();
+                let id = ids[rng.next(ids.len() as u64) as usize];
+                store.rollback(id, &f.live).expect("rollback");
+                model.live = model.snaps[&id].clone();
+            }
+            _ => {}
+        }
+        check(&store, &f, &model);
+        if step % 50 == 49 {
+            drop(store);
+            store = SliceSnapshots::open(&f.path).expect("reopen");
+            check(&store, &f, &model);
+        }
+    }
+    assert!(next_id > 20, "the test took snapshots");
+    // Deleting everything leaves no snapshot file behind.
+    for id in model.snaps.keys() {
+        store.delete(*id).expect("delete");
+    }
+    let left: Vec<String> = fs::read_dir(f.path.parent().expect("dir"))
+        .expect("list")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n != "c0-k0.slice")
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn rollback_keeps_newer_snapshots_and_zeroes_what_the_slice_grew_by() {
+    let f = fixture(SLICE);
+    let store = SliceSnapshots::open(&f.path).expect("open");
+    let mut model = Model::new(SLICE);
+    seed(&store, &f, &mut model);
+    store.create(1, &f.live).expect("snapshot 1");
+    model.snaps.insert(1, model.live.clone());
+    let data = pattern(7, 3 * COW_CHUNK as usize);
+    store.write(&f.live, 100, &data).expect("write");
+    model.write(100, &data);
+    // The slice grows; the new space gets data; snapshot 2 sees it.
+    f.live.set_len(2 * SLICE).expect("grow");
+    model.live.resize(2 * SLICE as usize, 0);
+    let data = pattern(8, 2 * COW_CHUNK as usize);
+    store
+        .write(&f.live, SLICE + 4096, &data)
+        .expect("write grown");
+    model.write(SLICE + 4096, &data);
+    store.create(2, &f.live).expect("snapshot 2");
+    model.snaps.insert(2, model.live.clone());
+    check(&store, &f, &model);
+
+    store.rollback(1, &f.live).expect("rollback");
+    let mut want = model.snaps[&1].clone();
+    want.resize(2 * SLICE as usize, 0);
+    model.live = want;
+    check(&store, &f, &model);
+    assert_eq!(f.live.metadata().expect("stat").len(), 2 * SLICE);
+    // Rolling back again changes nothing; rolling forward restores 2.
+    store.rollback(1, &f.live).expect("rollback again");
+    check(&store, &f, &model);
+    store.rollback(2, &f.live).expect("roll forward");
+    model.live = model.snaps[&2].clone();
+    check(&store, &f, &model);
+}
+
+#[test]
+fn reopening_cuts_a_torn_record_and_keeps_the_rest() {
+    let f = fixture(SLICE);
+    let store = SliceSnapshots::open(&f.path).expect("open");
+    let mut model = Model::new(SLICE);
+    seed(&store, &f, &mut model);
+    store.create(1, &f.live).expect("snapshot");
+    model.snaps.insert(1, model.live.clone());
+    let data = pattern(9, 4096);
+    store.write(&f.live, 0, &data).expect("write");
+    model.write(0, &data);
+    drop(store);
+    let map = f.path.with_file_name("c0-k0.s1.map");
+    let good = fs::metadata(&map).expect("map").len();
+    // Half a record, as a crash in the middle of an append leaves it.
+    let log = OpenOptions::new().write(true).open(&map).expect("map");
+    log.write_all_at(&encode_record(TAG_DATA, 7)[..13], good)
+        .expect("torn append");
+    drop(log);
+    // Leftovers of an interrupted creation are removed.
+    fs::write(f.path.with_file_name("c0-k0.s9.map.tmp"), b"x").expect("tmp");
+    fs::write(f.path.with_file_name("c0-k0.s9.delta"), b"x").expect("orphan");
+    let store = SliceSnapshots::open(&f.path).expect("reopen");
+    assert_eq!(fs::metadata(&map).expect("map").len(), good);
+    assert!(!f.path.with_file_name("c0-k0.s9.map.tmp").exists());
+    assert!(!f.path.with_file_name("c0-k0.s9.delta").exists());
+    check(&store, &f, &model);
+    // A corrupt header is refused rather than read as an empty snapshot.
+    drop(store);
+    let log = OpenOptions::new().write(true).open(&map).expect("map");
+    log.write_all_at(b"X", 0).expect("corrupt");
+    let err = SliceSnapshots::open(&f.path).err().expect("refused");
+    assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+}
+
+/// One operation of the crash and ENOSPC tests, from a fixed start: the
+/// seeded slice with snapshots 1 and 2 (each with saved chunks).
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Create,
+    Write,
+    Discard,
+    DeleteMiddle,
+    DeleteNewest,
+    DeleteOldest,
+    Rollback,
+}
+
+const OPS: [Op; 7] = [
+    Op::Create,
+    Op::Write,
+    Op::Discard,
+    Op::DeleteMiddle,
+    Op::DeleteNewest,
+    Op::DeleteOldest,
+    Op::Rollback,
+];
+
+fn start() -> (Fixture, SliceSnapshots, Model) {
+    let f = fixture(SLICE);
+    let store = SliceSnapshots::open(&f.path).expect("open");
+    let mut model = Model::new(SLICE);
+    seed(&store, &f, &mut model);
+    for (id, off) in [(1u64, 0u64), (2, 4 * COW_CHUNK + 10)] {
+        store.create(id, &f.live).expect("snapshot");
+        model.snaps.insert(id, model.live.clone());
+        let data = pattern(10 + id, 3 * COW_CHUNK as usize);
+        store.write(&f.live, off, &data).expect("write");
+        model.write(off, &data);
+    }
+    (f, store, model)
+}
+
+/// Runs `op`; returns the model after it.
+fn run(op: Op, store: &SliceSnapshots, f: &Fixture, model: &Model) -> (io::Result<()>, Model) {
+    let mut after = model.clone();
+    let r = match op {
+        Op::Create => {
+            after.snaps.insert(3, after.live.clone());
+            store.create(3, &f.live)
+        }
+        Op::Write => {
+            // Spans chunks held by snapshot 2, a hole and a data chunk.
+            let data = pattern(99, 3 * COW_CHUNK as usize);
+            after.write(5 * COW_CHUNK + 7, &data);
+            store.write(&f.live, 5 * COW_CHUNK + 7, &data)
+        }
+        Op::Discard => {
+            after.live[..2 * COW_CHUNK as usize].fill(0);
+            store.discard(&f.live, 0, 2 * COW_CHUNK)
+        }
+        Op::DeleteMiddle | Op::DeleteOldest | Op::DeleteNewest => {
+            let id = match op {
+                Op::DeleteOldest => 1,
+                _ => 2,
+            };
+            if let Op::DeleteMiddle = op {
+                // Make 2 a middle snapshot first (outside the fault).
+                after.snaps.insert(3, after.live.clone());
+            }
+            after.snaps.remove(&id);
+            store.delete(id)
+        }
+        Op::Rollback => {
+            after.live = after.snaps[&1].clone();
+            store.rollback(1, &f.live)
+        }
+    };
+    (r, after)
+}
+
+fn prepare(op: Op) -> (Fixture, SliceSnapshots, Model) {
+    let (f, store, mut model) = start();
+    if let Op::DeleteMiddle = op {
+        store.create(3, &f.live).expect("snapshot 3");
+        model.snaps.insert(3, model.live.clone());
+    }
+    (f, store, model)
+}
+
+/// How many I/O steps `op` takes without faults.
+fn steps_of(op: Op) -> usize {
+    let (f, store, model) = prepare(op);
+    store.inject(Some(Fault {
+        at: usize::MAX,
+        crash: true,
+        seen: 0,
+    }));
+    let (r, after) = run(op, &store, &f, &model);
+    r.expect("op without faults");
+    let steps = store.steps_seen();
+    store.inject(None);
+    check(&store, &f, &after);
+    assert!(steps > 0, "{op:?} has steps");
+    steps
+}
+
+#[test]
+fn a_crash_at_any_step_recovers_a_consistent_state() {
+    for op in OPS {
+        let steps = steps_of(op);
+        for at in 0..steps {
+            let (f, store, before) = prepare(op);
+            store.inject(Some(Fault {
+                at,
+                crash: true,
+                seen: 0,
+            }));
+            let (r, after) = run(op, &store, &f, &before);
+            assert!(r.is_err(), "{op:?} crashed at step {at}");
+            drop(store);
+            let store = SliceSnapshots::open(&f.path).expect("reopen after crash");
+            let live = live_bytes(&f);
+            let listed: Vec<u64> = store.list().expect("list").iter().map(|s| s.id).collect();
+            // Every snapshot that exists reads exactly as it was taken.
+            for id in &listed {
+                let want = after
+                    .snaps
+                    .get(id)
+                    .or(before.snaps.get(id))
+                    .expect("a known snapshot");
+                assert!(
+                    &snap_bytes(&store, &f, *id, want.len() as u64) == want,
+                    "{op:?} crash at {at}: snapshot {id} torn"
+                );
+            }
+            match op {
+                Op::Rollback => {
+                    // Partly done: live is a mix; re-running finishes it.
+                    store.rollback(1, &f.live).expect("rollback re-run");
+                    check(&store, &f, &after);
+                }
+                Op::Write | Op::Discard => {
+                    assert!(live == before.live || live == after.live, "{op:?} at {at}");
+                    let want: Vec<u64> = before.snaps.keys().copied().collect();
+                    assert_eq!(listed, want);
+                }
+                Op::Create | Op::DeleteMiddle | Op::DeleteNewest | Op::DeleteOldest => {
+                    assert!(live == before.live, "{op:?} at {at}: live changed");
+                    let b: Vec<u64> = before.snaps.keys().copied().collect();
+                    let a: Vec<u64> = after.snaps.keys().copied().collect();
+                    assert!(listed == b || listed == a, "{op:?} at {at}: {listed:?}");
+                    // Re-running converges on the state after the operation.
+                    let (r, _) = run(op, &store, &f, &before);
+                    r.expect("re-run");
+                    check(&store, &f, &after);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_save_that_finds_no_space_fails_the_write_and_changes_nothing() {
+    for op in [Op::Write, Op::Discard, Op::Rollback] {
+        let steps = steps_of(op);
+        for at in 0..steps {
+            let (f, store, before) = prepare(op);
+            store.inject(Some(Fault {
+                at,
+                crash: false,
+                seen: 0,
+            }));
+            let (r, after) = run(op, &store, &f, &before);
+            let err = r.expect_err("the injected ENOSPC fails the operation");
+            assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "{op:?} at {at}");
+            store.inject(None);
+            if let Op::Rollback = op {
+                // Chunks before the failing one were rolled back already.
+                for (id, bytes) in &before.snaps {
+                    assert!(&snap_bytes(&store, &f, *id, SLICE) == bytes);
+                }
+            } else {
+                check(&store, &f, &before);
+            }
+            // With space again the same call succeeds, and survives a reopen.
+            let (r, _) = run(op, &store, &f, &before);
+            r.expect("retry with space");
+            check(&store, &f, &after);
+            drop(store);
+            let store = SliceSnapshots::open(&f.path).expect("reopen");
+            check(&store, &f, &after);
+        }
+    }
+}
