@@ -171,6 +171,35 @@ struct Segment {
 }
 
 /// Splits `[offset, offset + len)` into per-column segments.
+/// Reads `buf` at volume `offset` over the stripes of `slices`
+/// (`slices[column][copy]`): each piece from the first copy whose `read`
+/// succeeds, so one bad copy does not fail a read another copy can serve.
+fn read_striped(
+    slices: &[Vec<SliceIo>],
+    offset: u64,
+    buf: &mut [u8],
+    read: impl Fn(&SliceState, &mut [u8], u64) -> io::Result<()>,
+) -> io::Result<()> {
+    for seg in segments(slices.len(), offset, buf.len()) {
+        let out = &mut buf[seg.buf_offset..seg.buf_offset + seg.len];
+        let mut last = None;
+        for slice in &slices[seg.column] {
+            let state = slice.read_state()?;
+            match read(&state, out, seg.slice_offset) {
+                Ok(()) => {
+                    last = None;
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        if let Some(e) = last {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
 fn segments(columns: usize, offset: u64, len: usize) -> Vec<Segment> {
     let columns = columns.max(1) as u64;
     let mut out = Vec::new();
@@ -317,24 +346,9 @@ impl VolumeIo for LocalVolumeIo {
 
     fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         self.check_range(offset, buf.len() as u64)?;
-        for seg in segments(self.slices.len(), offset, buf.len()) {
-            let out = &mut buf[seg.buf_offset..seg.buf_offset + seg.len];
-            let mut last = None;
-            for slice in &self.slices[seg.column] {
-                let state = slice.read_state()?;
-                match state.file.read_exact_at(out, seg.slice_offset) {
-                    Ok(()) => {
-                        last = None;
-                        break;
-                    }
-                    Err(e) => last = Some(e),
-                }
-            }
-            if let Some(e) = last {
-                return Err(e);
-            }
-        }
-        Ok(())
+        read_striped(&self.slices, offset, buf, |state, out, at| {
+            state.file.read_exact_at(out, at)
+        })
     }
 
     /// Writes to every copy; `fua` makes the bytes durable before returning.
@@ -563,28 +577,9 @@ impl VolumeIo for SnapshotView {
                 ))
             }
         }
-        let slices = &self.volume.slices;
-        for seg in segments(slices.len(), offset, buf.len()) {
-            let out = &mut buf[seg.buf_offset..seg.buf_offset + seg.len];
-            let mut last = None;
-            for slice in &slices[seg.column] {
-                let state = slice.read_state()?;
-                match state
-                    .snapshots
-                    .read(self.id, &state.file, seg.slice_offset, out)
-                {
-                    Ok(()) => {
-                        last = None;
-                        break;
-                    }
-                    Err(e) => last = Some(e),
-                }
-            }
-            if let Some(e) = last {
-                return Err(e);
-            }
-        }
-        Ok(())
+        read_striped(&self.volume.slices, offset, buf, |state, out, at| {
+            state.snapshots.read(self.id, &state.file, at, out)
+        })
     }
 
     fn write(&self, _offset: u64, _data: &[u8], _fua: bool) -> io::Result<()> {
