@@ -35,6 +35,19 @@ pub struct CommonArgs {
     pub data_dir: Option<PathBuf>,
 }
 
+impl CommonArgs {
+    /// The configuration of a command that works on the data directory
+    /// without the service's network settings (`user add`, `keys rotate`).
+    fn offline_config(self) -> Result<Config, String> {
+        Config::load(&Overrides {
+            config_file: self.config,
+            data_dir: self.data_dir,
+            listen: None,
+            nbd_listen: None,
+        })
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the service.
@@ -325,12 +338,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                     admin,
                 },
         } => {
-            let config = Config::load(&Overrides {
-                config_file: common.config,
-                data_dir: common.data_dir,
-                listen: None,
-                nbd_listen: None,
-            })?;
+            let config = common.offline_config()?;
             let password = read_password(true)?;
             let store = open_store(&config).await?;
             add_user(
@@ -350,12 +358,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         Command::Keys {
             command: KeysCommand::Rotate { common },
         } => {
-            let config = Config::load(&Overrides {
-                config_file: common.config,
-                data_dir: common.data_dir,
-                listen: None,
-                nbd_listen: None,
-            })?;
+            let config = common.offline_config()?;
             let now = crate::clock::Clock::now_secs(&SystemClock);
             let lifetime = config.token_lifetime.as_secs();
             let ring = crate::auth::KeyRing::rotate(&config.data_dir, now, lifetime)?;
