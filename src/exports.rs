@@ -1,21 +1,32 @@
-//! NBD exports of attached volumes: which export names exist, which node
-//! (by address) may open each, and the one `VolumeIo` per attached volume
-//! that every connection and every live slice move shares.
+//! NBD exports of attached volumes and snapshots: which export names exist,
+//! which node (by address) may open each, and the one `VolumeIo` per open
+//! volume that every connection, every live slice move and every job
+//! working on the volume shares (two would each keep their own view of the
+//! snapshots' chunk maps, and one would read what the other overwrote).
 
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use svs_dataplane::{DataPlane, DataPlaneError, VolumeIo, VolumeLayout};
 use svs_domain::GIB;
 use svs_nbd::{BlockDevice, Exports, OpenedExport};
 use svs_store::{SliceRow, Volume};
 use tokio_util::sync::CancellationToken;
 
+/// What a snapshot export shows: snapshot `seq` of the volume, `size` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotView {
+    pub seq: u64,
+    pub size: u64,
+}
+
 struct Export {
     volume_id: String,
     node: String,
     readonly: bool,
+    /// None: the live volume.
+    view: Option<SnapshotView>,
     /// Cancelled to close this export's connections (detach, modify).
     closed: CancellationToken,
 }
@@ -23,8 +34,21 @@ struct Export {
 #[derive(Default)]
 struct State {
     exports: HashMap<String, Export>,
+    /// Volumes with an export: kept open while any export is.
     volumes: HashMap<String, Arc<dyn VolumeIo>>,
+    /// Volumes opened by jobs (snapshots, clones) without an export: open
+    /// while a job holds them.
+    borrowed: HashMap<String, Weak<dyn VolumeIo>>,
     addresses: HashMap<String, IpAddr>,
+}
+
+impl State {
+    fn open_io(&self, volume_id: &str) -> Option<Arc<dyn VolumeIo>> {
+        self.volumes
+            .get(volume_id)
+            .cloned()
+            .or_else(|| self.borrowed.get(volume_id).and_then(Weak::upgrade))
+    }
 }
 
 pub struct ExportRegistry {
@@ -45,17 +69,49 @@ impl ExportRegistry {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Makes the export available, opening the volume for I/O if needed.
+    /// The volume's shared I/O: the one already open, else opened now and
+    /// shared until the last holder drops it.
+    pub fn open_io(&self, layout: &VolumeLayout) -> Result<Arc<dyn VolumeIo>, DataPlaneError> {
+        let mut state = self.state();
+        if let Some(io) = state.open_io(&layout.volume_id) {
+            return Ok(io);
+        }
+        let io = self.media.open_volume(layout)?;
+        state.borrowed.retain(|_, w| w.strong_count() > 0);
+        state
+            .borrowed
+            .insert(layout.volume_id.clone(), Arc::downgrade(&io));
+        Ok(io)
+    }
+
+    /// Makes the export available, opening the volume for I/O if needed. A
+    /// snapshot export (`view`) is read-only whatever `readonly` says.
     pub fn attach(
         &self,
         export_name: &str,
         node: &str,
         readonly: bool,
         layout: &VolumeLayout,
+        view: Option<SnapshotView>,
     ) -> Result<(), DataPlaneError> {
         let mut state = self.state();
         if !state.volumes.contains_key(&layout.volume_id) {
-            let io = self.media.open_volume(layout)?;
+            let io = match state.open_io(&layout.volume_id) {
+                Some(io) => io,
+                None => self.media.open_volume(layout)?,
+            };
+            if let Some(view) = view {
+                // Fails now, not at the node's first connection, when the
+                // snapshot is not there.
+                Arc::clone(&io)
+                    .snapshot_view(view.seq, view.size)
+                    .map_err(|e| DataPlaneError::Io {
+                        medium: String::new(),
+                        slice: layout.volume_id.clone(),
+                        op: "open snapshot",
+                        source: e,
+                    })?;
+            }
             state.volumes.insert(layout.volume_id.clone(), io);
         }
         let replaced = state.exports.insert(
@@ -63,7 +119,8 @@ impl ExportRegistry {
             Export {
                 volume_id: layout.volume_id.clone(),
                 node: node.to_string(),
-                readonly,
+                readonly: readonly || view.is_some(),
+                view,
                 closed: CancellationToken::new(),
             },
         );
@@ -76,7 +133,7 @@ impl ExportRegistry {
     }
 
     /// Removes the export and closes its connections; the volume is closed
-    /// for I/O when no export of it is left.
+    /// for I/O when no export of it is left (and no job holds it).
     pub fn detach(&self, export_name: &str) {
         let mut state = self.state();
         if let Some(export) = state.exports.remove(export_name) {
@@ -86,7 +143,12 @@ impl ExportRegistry {
                 .values()
                 .any(|e| e.volume_id == export.volume_id);
             if !still_used {
-                state.volumes.remove(&export.volume_id);
+                // A job holding it keeps it open, shared, until it ends.
+                if let Some(io) = state.volumes.remove(&export.volume_id) {
+                    state
+                        .borrowed
+                        .insert(export.volume_id.clone(), Arc::downgrade(&io));
+                }
             }
         }
     }
@@ -96,6 +158,8 @@ impl ExportRegistry {
     pub fn set_readonly(&self, export_name: &str, readonly: bool) {
         let mut state = self.state();
         if let Some(export) = state.exports.get_mut(export_name) {
+            // A snapshot stays read-only.
+            let readonly = readonly || export.view.is_some();
             if export.readonly != readonly {
                 export.readonly = readonly;
                 export.closed.cancel();
@@ -112,9 +176,9 @@ impl ExportRegistry {
         };
     }
 
-    /// The open I/O of a volume, when it is attached.
+    /// The open I/O of a volume, when it is attached or a job holds it open.
     pub fn volume_io(&self, volume_id: &str) -> Option<Arc<dyn VolumeIo>> {
-        self.state().volumes.get(volume_id).cloned()
+        self.state().open_io(volume_id)
     }
 
     /// Whether the export is open (its volume attached for I/O).
@@ -124,7 +188,7 @@ impl ExportRegistry {
 
     /// After a resize: new connections see the new size.
     pub fn set_size(&self, volume_id: &str, bytes: u64) {
-        if let Some(io) = self.state().volumes.get(volume_id) {
+        if let Some(io) = self.state().open_io(volume_id) {
             io.set_size(bytes);
         }
     }
@@ -146,10 +210,20 @@ impl Exports for ExportRegistry {
             tracing::warn!(%peer, node = %export.node, "NBD client refused: not the attached node");
             return None;
         }
-        let io = state.volumes.get(&export.volume_id)?;
+        let io = Arc::clone(state.volumes.get(&export.volume_id)?);
+        let io = match export.view {
+            None => io,
+            Some(view) => match io.snapshot_view(view.seq, view.size) {
+                Ok(io) => io,
+                Err(e) => {
+                    tracing::warn!(error = %e, export = name, "snapshot export cannot be opened");
+                    return None;
+                }
+            },
+        };
         Some(OpenedExport {
             device: Arc::new(AttachedVolume {
-                io: Arc::clone(io),
+                io,
                 readonly: export.readonly,
             }),
             closed: export.closed.clone(),
@@ -229,6 +303,28 @@ impl BlockDevice for AttachedVolume {
         self.refuse_if_readonly()?;
         self.io.discard(offset, len, fua)
     }
+}
+
+/// What an attachment exports: the live volume (`top`: None), or the view
+/// of one of its snapshots (NotFound when the snapshot is gone).
+pub async fn attachment_view(
+    store: &dyn svs_store::Store,
+    snapshot: &str,
+) -> Result<Option<(SnapshotView, svs_store::Snapshot)>, svs_store::StoreError> {
+    if snapshot == svs_domain::LIVE_SNAPSHOT_NAME {
+        return Ok(None);
+    }
+    let s = store
+        .snapshot_by_id(snapshot)
+        .await?
+        .ok_or(svs_store::StoreError::NotFound)?;
+    Ok(Some((
+        SnapshotView {
+            seq: s.seq,
+            size: s.volume_size * GIB,
+        },
+        s,
+    )))
 }
 
 /// Where each slice of a volume is, for opening it for I/O.

@@ -58,6 +58,7 @@ impl Fixture {
             size,
             policy: "p".into(),
             kind: VolumeType::Block,
+            source: None,
         });
         self.store
             .create_volume(

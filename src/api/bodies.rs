@@ -51,12 +51,12 @@ pub struct VolumeCreateRequest {
     /// Zone for the first copy; absent or `""`: any.
     #[serde(default)]
     pub zone: String,
-    /// Cloning is not supported yet: must be absent or `""`.
-    #[schema(max_length = 0)]
+    /// A clone: the volume whose snapshot fills the new volume (with
+    /// `contentsnapshot`); absent or `""`: an empty volume.
     #[serde(default)]
     pub contentvolume: String,
-    /// Cloning is not supported yet: must be absent or `""`.
-    #[schema(max_length = 0)]
+    /// A clone: the snapshot (name or id) of `contentvolume` whose content
+    /// fills the new volume; `size` must be at least its `volumesize`.
     #[serde(default)]
     pub contentsnapshot: String,
     #[serde(default)]
@@ -275,4 +275,43 @@ pub struct AttachmentModifyRequest {
 pub struct NodeModifyRequest {
     /// The IP address the node's NBD connections come from; `""` removes it.
     pub address: String,
+}
+
+/// `POST /volumes/{volume}/snapshots`.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = SnapshotCreate)]
+pub struct SnapshotCreateRequest {
+    /// Volume name rules; `top` is reserved for the live volume.
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,63}$")]
+    pub name: String,
+    /// `crash` or `application` (svs takes both at one write barrier).
+    #[schema(pattern = "^(crash|application)$")]
+    pub consistency: String,
+    #[serde(default)]
+    pub targetsecret: Option<String>,
+    #[serde(default)]
+    pub policy: Option<bool>,
+    #[serde(default)]
+    pub consistencygroup: Option<bool>,
+    #[serde(default)]
+    pub consistencygroupname: Option<String>,
+}
+
+/// `PATCH /volumes/{volume}/snapshots/{snapshot}`: a new name and the
+/// stored fields; read-only fields sent back are ignored.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = SnapshotModify)]
+pub struct SnapshotModifyRequest {
+    /// A new name (absent or `""`: unchanged).
+    #[schema(pattern = "^([A-Za-z0-9._-]{1,63})?$")]
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub targetsecret: Option<String>,
+    #[serde(default)]
+    pub policy: Option<bool>,
+    #[serde(default)]
+    pub consistencygroup: Option<bool>,
+    #[serde(default)]
+    pub consistencygroupname: Option<String>,
 }

@@ -19,7 +19,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 
-type ApiResult<T> = Result<Json<T>, ApiError>;
+pub(super) type ApiResult<T> = Result<Json<T>, ApiError>;
 
 #[utoipa::path(
     post, path = "/signin", tag = "user", operation_id = "signIn",
@@ -566,7 +566,7 @@ pub async fn volume_attachments(
     summary = "Attachments of a volume's snapshot",
     params(
         ("volume" = String, Path, description = "The volume's name or id"),
-        ("snapshot" = String, Path, description = "`top`: the live volume"),
+        ("snapshot" = String, Path, description = "`top`: the live volume; else a snapshot's name or id (attached read-only)"),
     ),
     security(("storage.io-authorizer" = [])),
     responses(
@@ -614,7 +614,7 @@ pub async fn list_attachments(
     description = "Answers at once with the `attachment_create` job. svs answers 409 (not in the reference) when the volume is already attached to the node or a data movement runs.",
     params(
         ("volume" = String, Path, description = "The volume's name or id"),
-        ("snapshot" = String, Path, description = "`top`: the live volume"),
+        ("snapshot" = String, Path, description = "`top`: the live volume; else a snapshot's name or id (attached read-only)"),
     ),
     request_body = bodies::AttachmentCreateRequest,
     security(("storage.io-authorizer" = [])),
@@ -648,7 +648,7 @@ pub async fn create_attachment(
     summary = "Get an attachment",
     params(
         ("volume" = String, Path, description = "The volume's name or id"),
-        ("snapshot" = String, Path, description = "`top`: the live volume"),
+        ("snapshot" = String, Path, description = "`top`: the live volume; else a snapshot's name or id (attached read-only)"),
         ("node" = String, Path, description = "The node's name"),
     ),
     security(("storage.io-authorizer" = [])),
@@ -676,7 +676,7 @@ pub async fn get_attachment(
     description = "Answers at once with the `attachment_modify` job; 409 (not in the reference) while a data movement runs.",
     params(
         ("volume" = String, Path, description = "The volume's name or id"),
-        ("snapshot" = String, Path, description = "`top`: the live volume"),
+        ("snapshot" = String, Path, description = "`top`: the live volume; else a snapshot's name or id (attached read-only)"),
         ("node" = String, Path, description = "The node's name"),
     ),
     request_body = bodies::AttachmentModifyRequest,
@@ -712,7 +712,7 @@ pub async fn modify_attachment(
     description = "Answers at once with the `attachment_delete` job; 409 (not in the reference) while a data movement runs.",
     params(
         ("volume" = String, Path, description = "The volume's name or id"),
-        ("snapshot" = String, Path, description = "`top`: the live volume"),
+        ("snapshot" = String, Path, description = "`top`: the live volume; else a snapshot's name or id (attached read-only)"),
         ("node" = String, Path, description = "The node's name"),
         ("force" = Option<bool>, Query, description = "Accepted for compatibility: a detach always closes the node's connections"),
     ),

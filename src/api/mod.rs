@@ -8,6 +8,7 @@ mod extract;
 mod handlers;
 mod parse;
 mod requests;
+mod snapshots;
 mod ui;
 mod views;
 mod workers;
@@ -100,6 +101,17 @@ fn documented_routes() -> OpenApiRouter<AppState> {
             delete_attachment
         ))
         .routes(routes!(list_attachments))
+        .routes(routes!(
+            snapshots::list_snapshots,
+            snapshots::create_snapshot
+        ))
+        .routes(routes!(
+            snapshots::get_snapshot,
+            snapshots::modify_snapshot,
+            snapshots::delete_snapshot
+        ))
+        .routes(routes!(snapshots::rollback_snapshot))
+        .routes(routes!(snapshots::list_all_snapshots))
         .routes(routes!(list_jobs))
         .routes(routes!(get_job))
         .merge(workers::routes())

@@ -9,14 +9,14 @@ use crate::service::attributes::{
     CapacityOptimization, Flavor, PolicySettings, StoredField, VolumeAttributes,
 };
 use crate::service::commands::{
-    CreateAttachment, CreatePolicy, CreateVolume, DeleteVolume, FixedVolumeField, ListJobs,
-    ModifyAttachment, Refresh, ResiliencyLevels, ResizeVolume, SetNodeAddress, SignIn, SignOut,
-    UpdatePolicy,
+    CloneFrom, CreateAttachment, CreatePolicy, CreateSnapshot, CreateVolume, DeleteSnapshot,
+    DeleteVolume, FixedVolumeField, ListJobs, ModifyAttachment, ModifySnapshot, Refresh,
+    ResiliencyLevels, ResizeVolume, SetNodeAddress, SignIn, SignOut, UpdatePolicy,
 };
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use svs_domain::{JobState, ResourceName, VolumeType, MAX_VOLUME_GIB, MIN_VOLUME_GIB};
+use svs_domain::{Consistency, JobState, ResourceName, VolumeType, MAX_VOLUME_GIB, MIN_VOLUME_GIB};
 
 /// A command read from a JSON object body.
 pub trait FromBody: Sized {
@@ -70,14 +70,31 @@ impl FromBody for CreateVolume {
         let size = req_uint(body, "size", MIN_VOLUME_GIB, MAX_VOLUME_GIB)?;
         let policy = req_str(body, "policy")?.to_string();
         let zone = opt_non_empty(body, "zone")?.map(str::to_string);
-        for key in ["contentvolume", "contentsnapshot"] {
-            if opt_non_empty(body, key)?.is_some() {
-                return Err(bad(format!(
-                    "{key}: creating a volume from existing content is not supported"
-                )));
+        let clone_from = match (
+            opt_non_empty(body, "contentvolume")?,
+            opt_non_empty(body, "contentsnapshot")?,
+        ) {
+            (None, None) => None,
+            (Some(volume), Some(snapshot)) => Some(CloneFrom {
+                volume: volume.to_string(),
+                snapshot: snapshot.to_string(),
+            }),
+            (Some(_), None) => {
+                return Err(bad(
+                    "contentvolume: creating a volume from a whole volume is not supported; \
+                     name one of its snapshots in contentsnapshot",
+                ))
             }
-        }
+            (None, Some(_)) => {
+                return Err(bad(
+                    "contentsnapshot: name the snapshot's volume in contentvolume",
+                ))
+            }
+        };
         let mut attributes = VolumeAttributes::default();
+        attributes.content = clone_from
+            .as_ref()
+            .map(|c| (c.volume.clone(), c.snapshot.clone()));
         for field in StoredField::ALL {
             if let Some(v) = opt_str(body, field.wire_name())? {
                 attributes.set(field, v);
@@ -99,6 +116,7 @@ impl FromBody for CreateVolume {
             policy,
             zone,
             attributes,
+            clone_from,
         })
     }
 }
@@ -153,6 +171,18 @@ impl FromQuery for VolumeListQuery {
     }
 }
 
+/// `GET /snapshots`: `capacity` (reference) is accepted and checked; `used`
+/// is always filled.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CapacityQuery;
+
+impl FromQuery for CapacityQuery {
+    fn from_query(query: &BTreeMap<String, String>) -> ParseResult<CapacityQuery> {
+        query_bool(query, "capacity")?;
+        Ok(CapacityQuery)
+    }
+}
+
 /// `DELETE .../attachments/{node}`: the reference's `force` is accepted and
 /// checked (a detach always closes the node's connections).
 #[derive(Debug, Clone, Copy, Default)]
@@ -165,15 +195,84 @@ impl FromQuery for AttachmentDeleteQuery {
     }
 }
 
+/// `?force=true|false` (absent: false).
+fn force_query(query: &BTreeMap<String, String>) -> ParseResult<bool> {
+    match query.get("force").map(String::as_str) {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        // Strict like every boolean of the API: `?force=` is not `true`.
+        Some(_) => Err(bad("force must be true or false")),
+    }
+}
+
 impl FromQuery for DeleteVolume {
     fn from_query(query: &BTreeMap<String, String>) -> ParseResult<DeleteVolume> {
-        let force = match query.get("force").map(String::as_str) {
-            None | Some("false") => false,
-            Some("true") => true,
-            // Strict like every boolean of the API: `?force=` is not `true`.
-            Some(_) => return Err(bad("force must be true or false")),
+        Ok(DeleteVolume {
+            force: force_query(query)?,
+        })
+    }
+}
+
+impl FromQuery for DeleteSnapshot {
+    fn from_query(query: &BTreeMap<String, String>) -> ParseResult<DeleteSnapshot> {
+        Ok(DeleteSnapshot {
+            force: force_query(query)?,
+        })
+    }
+}
+
+/// Writable Snapshot fields svs keeps and returns without acting on them,
+/// with their JSON type: (name, is boolean).
+const SNAPSHOT_STORED_FIELDS: [(&str, bool); 4] = [
+    ("targetsecret", false),
+    ("policy", true),
+    ("consistencygroup", true),
+    ("consistencygroupname", false),
+];
+
+fn snapshot_attributes(body: &Body) -> ParseResult<Map<String, Value>> {
+    let mut attributes = Map::new();
+    for (key, boolean) in SNAPSHOT_STORED_FIELDS {
+        let value = if boolean {
+            opt_bool(body, key)?.map(Value::from)
+        } else {
+            opt_str(body, key)?.map(Value::from)
         };
-        Ok(DeleteVolume { force })
+        if let Some(value) = value {
+            attributes.insert(key.to_string(), value);
+        }
+    }
+    Ok(attributes)
+}
+
+fn snapshot_name(value: &str) -> ParseResult<ResourceName> {
+    ResourceName::parse("snapshot", value).map_err(bad)
+}
+
+impl FromBody for CreateSnapshot {
+    fn from_body(body: &Body) -> ParseResult<CreateSnapshot> {
+        let name = snapshot_name(req_str(body, "name")?)?;
+        let consistency = Consistency::parse(req_str(body, "consistency")?)
+            .ok_or_else(|| bad("consistency must be \"crash\" or \"application\""))?;
+        Ok(CreateSnapshot {
+            name,
+            consistency,
+            attributes: snapshot_attributes(body)?,
+        })
+    }
+}
+
+impl FromBody for ModifySnapshot {
+    /// A whole Snapshot object may come back: read-only fields are ignored;
+    /// `consistency` is how it was taken and cannot change.
+    fn from_body(body: &Body) -> ParseResult<ModifySnapshot> {
+        let name = opt_non_empty(body, "name")?
+            .map(snapshot_name)
+            .transpose()?;
+        Ok(ModifySnapshot {
+            name,
+            attributes: snapshot_attributes(body)?,
+        })
     }
 }
 
@@ -422,14 +521,24 @@ mod tests {
     }
 
     #[test]
-    fn a_volume_from_content_or_of_an_unknown_flavor_is_refused() {
+    fn a_volume_from_a_whole_volume_or_of_an_unknown_flavor_is_refused() {
         let base = json!({"name": "v", "size": 1, "policy": "p"});
         assert!(CreateVolume::from_body(&body(base.clone())).is_ok());
         let mut with = base.clone();
         with["contentvolume"] = json!("other");
         assert_eq!(
-            message(CreateVolume::from_body(&body(with))),
-            "contentvolume: creating a volume from existing content is not supported"
+            message(CreateVolume::from_body(&body(with.clone()))),
+            "contentvolume: creating a volume from a whole volume is not supported; \
+             name one of its snapshots in contentsnapshot"
+        );
+        with["contentsnapshot"] = json!("daily");
+        let clone = CreateVolume::from_body(&body(with)).unwrap();
+        assert_eq!(
+            clone.clone_from,
+            Some(CloneFrom {
+                volume: "other".into(),
+                snapshot: "daily".into()
+            })
         );
         let mut with = base;
         with["flavor"] = json!("fast");

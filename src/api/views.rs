@@ -12,7 +12,7 @@ use crate::service::volumes::{volume_zone, Started};
 use crate::workers::WorkerStatus;
 use serde::Serialize;
 use serde_json::{Map, Value};
-use svs_store::{Attachment, Job, MediumUsage, Policy, SliceRow, Volume};
+use svs_store::{Attachment, Job, MediumUsage, Policy, SliceRow, Snapshot, Volume};
 use utoipa::ToSchema;
 
 /// Every error: a status code and this body.
@@ -197,10 +197,10 @@ pub struct VolumeView {
     #[schema(pattern = "^(block|file)$")]
     #[serde(rename = "type")]
     pub kind: &'static str,
-    /// Always `""`: cloning is not supported yet.
-    pub contentvolume: &'static str,
-    /// Always `""`: cloning is not supported yet.
-    pub contentsnapshot: &'static str,
+    /// A clone: the volume its content came from, as named at creation.
+    pub contentvolume: String,
+    /// A clone: the snapshot its content came from, as named at creation.
+    pub contentsnapshot: String,
     /// GiB.
     pub size: u64,
     /// 10 × `size`: the upper bound of a resize, GiB.
@@ -256,8 +256,8 @@ pub fn volume(v: &Volume) -> VolumeView {
         name: v.name.clone(),
         volumeid: v.id.clone(),
         kind: v.kind.as_str(),
-        contentvolume: "",
-        contentsnapshot: "",
+        contentvolume: attributes.content().0.to_string(),
+        contentsnapshot: attributes.content().1.to_string(),
         size: v.size,
         maxsize: v.size.saturating_mul(10),
         policy: v.policy.clone(),
@@ -417,8 +417,9 @@ pub fn policy(p: &Policy) -> PolicyView {
 pub struct AttachmentView {
     pub volumename: String,
     pub volumeid: String,
-    /// `top` (the live volume).
+    /// `top` (the live volume) or the snapshot's name.
     pub snapshotname: String,
+    /// `top` or the snapshot's id.
     pub snapshotid: String,
     pub node: String,
     pub state: String,
@@ -442,7 +443,7 @@ pub fn attachment(a: &Attachment, nbd_base: &str) -> AttachmentView {
     AttachmentView {
         volumename: a.volume_name.clone(),
         volumeid: a.volume_id.clone(),
-        snapshotname: a.snapshot.clone(),
+        snapshotname: a.snapshot_name.clone(),
         snapshotid: a.snapshot.clone(),
         node: a.node.clone(),
         state: a.state.clone(),
@@ -452,6 +453,78 @@ pub fn attachment(a: &Attachment, nbd_base: &str) -> AttachmentView {
         readonly: a.readonly,
         exportname: a.export_name.clone(),
         uri: attachment_uri(a, nbd_base),
+    }
+}
+
+/// A snapshot of a volume. `used` is bytes it holds on media (every copy),
+/// `volumesize` the volume's size in GiB when it was taken.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Snapshot)]
+pub struct SnapshotView {
+    #[schema(min_length = 1)]
+    pub name: String,
+    #[schema(min_length = 1)]
+    pub snapshotid: String,
+    pub volumename: String,
+    #[schema(min_length = 1)]
+    pub volumeid: String,
+    pub volumesize: u64,
+    /// `crash` or `application`.
+    #[schema(pattern = "^(crash|application)$")]
+    pub consistency: &'static str,
+    /// When it was taken, RFC 3339.
+    pub time: String,
+    pub used: u64,
+    /// `Creating`, `Ready` or `Deleting`.
+    pub state: &'static str,
+    pub status: &'static str,
+    /// 100 once taken.
+    pub progress: u8,
+    pub numberofattachments: u64,
+    pub policy: bool,
+    pub consistencygroup: bool,
+    pub consistencygroupname: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1)]
+    pub targetsecret: Option<String>,
+}
+
+pub fn snapshot(s: &Snapshot) -> SnapshotView {
+    let text = |key: &str| {
+        s.attributes
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let flag = |key: &str| {
+        s.attributes
+            .get(key)
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    };
+    let state = s.state.as_str();
+    SnapshotView {
+        name: s.name.clone(),
+        snapshotid: s.id.clone(),
+        volumename: s.volume_name.clone(),
+        volumeid: s.volume_id.clone(),
+        volumesize: s.volume_size,
+        consistency: s.consistency.as_str(),
+        time: format_ms(s.created_ms),
+        used: s.used_bytes,
+        state,
+        status: state,
+        progress: if s.state == svs_domain::SnapshotState::Creating {
+            0
+        } else {
+            100
+        },
+        numberofattachments: s.attachments,
+        policy: flag("policy"),
+        consistencygroup: flag("consistencygroup"),
+        consistencygroupname: text("consistencygroupname"),
+        targetsecret: non_empty(&text("targetsecret")),
     }
 }
 

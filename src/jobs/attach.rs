@@ -1,19 +1,45 @@
 //! `attachment_create`, `attachment_delete`, `attachment_modify`: the
-//! volume's NBD exports follow its attachments.
+//! volume's NBD exports follow its attachments (of the live volume or of
+//! one of its snapshots).
 
 use super::{JobContext, JobError};
-use crate::exports::volume_layout;
+use crate::exports::{attachment_view, volume_layout, SnapshotView};
 use std::sync::Arc;
-use svs_domain::AttachmentArgs;
-use svs_store::Job;
+use svs_domain::{AttachmentArgs, DetachArgs};
+use svs_store::{Job, StoreError, Volume};
 
-pub(super) async fn attach(ctx: &JobContext, job: &Job, node: &str) -> Result<(), JobError> {
+/// What the attachment exports: the live volume, or a snapshot's view.
+async fn export_view(
+    ctx: &JobContext,
+    volume: &Volume,
+    snapshot: &str,
+) -> Result<(Option<SnapshotView>, String), JobError> {
+    match attachment_view(ctx.store.as_ref(), snapshot).await {
+        Ok(None) => Ok((None, format!("Volume '{}'", volume.name))),
+        Ok(Some((view, s))) => Ok((
+            Some(view),
+            format!("Snapshot '{}' of volume '{}'", s.name, volume.name),
+        )),
+        Err(StoreError::NotFound) => Err(JobError::Failed(format!(
+            "snapshot {snapshot} no longer exists"
+        ))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub(super) async fn attach(
+    ctx: &JobContext,
+    job: &Job,
+    args: &AttachmentArgs,
+) -> Result<(), JobError> {
     let volume = ctx.volume(job).await?;
+    let (node, snapshot) = (args.node.as_str(), args.snapshot.as_str());
     let attachment = ctx
         .store
-        .get_attachment(&volume.id, node)
+        .get_attachment(&volume.id, snapshot, node)
         .await?
         .ok_or_else(|| JobError::Failed(format!("attachment to node '{node}' no longer exists")))?;
+    let (view, what) = export_view(ctx, &volume, snapshot).await?;
     let layout = volume_layout(&volume, &ctx.store.volume_slices(&volume.id).await?);
     let exports = Arc::clone(&ctx.exports);
     let (name, owner, readonly) = (
@@ -22,38 +48,41 @@ pub(super) async fn attach(ctx: &JobContext, job: &Job, node: &str) -> Result<()
         attachment.readonly,
     );
     let opened =
-        tokio::task::spawn_blocking(move || exports.attach(&name, &owner, readonly, &layout))
+        tokio::task::spawn_blocking(move || exports.attach(&name, &owner, readonly, &layout, view))
             .await
             .map_err(|e| JobError::Failed(e.to_string()))?;
     if let Err(e) = opened {
-        ctx.store.delete_attachment(&volume.id, node).await?;
+        ctx.store
+            .delete_attachment(&volume.id, snapshot, node)
+            .await?;
         return Err(JobError::Failed(format!(
-            "Could not attach volume '{}' to node '{node}': {e}",
-            volume.name
+            "Could not attach {} to node '{node}': {e}",
+            what.to_lowercase_first()
         )));
     }
     ctx.store
-        .set_attachment_state(&volume.id, node, "Attached")
+        .set_attachment_state(&volume.id, snapshot, node, "Attached")
         .await?;
-    ctx.done(
-        job,
-        format!("Volume '{}' attached to node '{node}'", volume.name),
-    )
-    .await
+    ctx.done(job, format!("{what} attached to node '{node}'"))
+        .await
 }
 
-pub(super) async fn detach(ctx: &JobContext, job: &Job, node: &str) -> Result<(), JobError> {
+pub(super) async fn detach(ctx: &JobContext, job: &Job, args: &DetachArgs) -> Result<(), JobError> {
     let volume = ctx.volume(job).await?;
-    if let Some(a) = ctx.store.get_attachment(&volume.id, node).await? {
+    let (node, snapshot) = (args.node.as_str(), args.snapshot.as_str());
+    let what = match export_view(ctx, &volume, snapshot).await {
+        Ok((_, what)) => what,
+        Err(_) => format!("Volume '{}'", volume.name),
+    };
+    if let Some(a) = ctx.store.get_attachment(&volume.id, snapshot, node).await? {
         // Closes the node's connections before the record goes.
         ctx.exports.detach(&a.export_name);
-        ctx.store.delete_attachment(&volume.id, node).await?;
+        ctx.store
+            .delete_attachment(&volume.id, snapshot, node)
+            .await?;
     }
-    ctx.done(
-        job,
-        format!("Volume '{}' detached from node '{node}'", volume.name),
-    )
-    .await
+    ctx.done(job, format!("{what} detached from node '{node}'"))
+        .await
 }
 
 pub(super) async fn modify_attachment(
@@ -62,24 +91,40 @@ pub(super) async fn modify_attachment(
     args: &AttachmentArgs,
 ) -> Result<(), JobError> {
     let volume = ctx.volume(job).await?;
-    let node = &args.node;
+    let (node, snapshot) = (args.node.as_str(), args.snapshot.as_str());
     let a = ctx
         .store
-        .get_attachment(&volume.id, node)
+        .get_attachment(&volume.id, snapshot, node)
         .await?
         .ok_or_else(|| JobError::Failed(format!("attachment to node '{node}' no longer exists")))?;
     let (readonly, mountpoint) = (args.readonly, args.mountpoint.clone());
     ctx.store
-        .update_attachment(&volume.id, node, readonly, &mountpoint)
+        .update_attachment(&volume.id, snapshot, node, readonly, &mountpoint)
         .await?;
     ctx.exports.set_readonly(&a.export_name, readonly);
+    let (_, what) = export_view(ctx, &volume, snapshot).await?;
     ctx.done(
         job,
         format!(
-            "Attachment of volume '{}' to node '{node}' is now {}",
-            volume.name,
+            "Attachment of {} to node '{node}' is now {}",
+            what.to_lowercase_first(),
             if readonly { "read-only" } else { "read-write" }
         ),
     )
     .await
+}
+
+/// "Volume 'x'" → "volume 'x'" inside a sentence.
+trait LowercaseFirst {
+    fn to_lowercase_first(&self) -> String;
+}
+
+impl LowercaseFirst for String {
+    fn to_lowercase_first(&self) -> String {
+        let mut chars = self.chars();
+        match chars.next() {
+            Some(c) => c.to_lowercase().chain(chars).collect(),
+            None => String::new(),
+        }
+    }
 }

@@ -1,8 +1,13 @@
 //! `volume_create`: place the volume's slices, then create their files.
 
 use super::{slice_key, step_progress, JobContext, JobError};
-use svs_domain::{place_volume, PlacementRequest, GIB};
-use svs_store::Job;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use svs_dataplane::VolumeIo;
+use svs_domain::{place_volume, CloneSource, JobSpec, PlacementRequest, GIB};
+use svs_store::{Job, Volume};
+use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
 
 pub(super) async fn create_volume(ctx: &JobContext, job: &Job) -> Result<(), JobError> {
@@ -30,6 +35,12 @@ pub(super) async fn create_volume(ctx: &JobContext, job: &Job) -> Result<(), Job
             }
         }
     }
+    let source = match job.spec() {
+        Ok(JobSpec::VolumeCreate(args)) => args.source,
+        _ => None,
+    };
+    // A clone's slices are a tenth of its job; the copy is the rest.
+    let slices_share: usize = if source.is_some() { 10 } else { 100 };
     let total = slices.len().max(1);
     for (i, row) in slices.iter().enumerate() {
         ctx.check_stopping()?;
@@ -39,12 +50,31 @@ pub(super) async fn create_volume(ctx: &JobContext, job: &Job) -> Result<(), Job
         ctx.blocking(move |dp| dp.create_slice(&medium, &key, bytes))
             .await
             .map_err(|e| e.context(format!("Could not create volume '{}'", volume.name)))?;
+        let progress = step_progress((i + 1) * slices_share, total * 100);
         ctx.progress(
             job,
-            step_progress(i + 1, total),
+            progress,
             &format!("Created slice {} of {total}", i + 1),
         )
         .await?;
+    }
+    if let Some(source) = &source {
+        let copied = copy_snapshot_into(ctx, job, &volume, source).await?;
+        return ctx
+            .done(
+                job,
+                format!(
+                    "Volume '{}' created: {} GiB in {} slice(s), cloned from snapshot '{}' \
+                     of volume '{}' ({} bytes of data copied)",
+                    volume.name,
+                    volume.size,
+                    slices.len(),
+                    copied.snapshot,
+                    copied.volume,
+                    copied.bytes
+                ),
+            )
+            .await;
     }
     ctx.done(
         job,
@@ -56,6 +86,124 @@ pub(super) async fn create_volume(ctx: &JobContext, job: &Job) -> Result<(), Job
         ),
     )
     .await
+}
+
+/// What a clone copied from.
+struct Copied {
+    volume: String,
+    snapshot: String,
+    bytes: u64,
+}
+
+/// Unit of a clone's copy; all-zero pieces are skipped (the new volume's
+/// slices are sparse, so they already read as zeros).
+const CLONE_PIECE: usize = 1 << 20;
+
+/// Fills a new volume with a snapshot's content, through the source
+/// volume's shared I/O (so writes to the source, moves of its slices and
+/// copy-on-write saves meanwhile are all seen), paced by `movement_rate`.
+/// A resumed job copies again from the start: every piece is written whole.
+async fn copy_snapshot_into(
+    ctx: &JobContext,
+    job: &Job,
+    volume: &Volume,
+    source: &CloneSource,
+) -> Result<Copied, JobError> {
+    let snapshot = ctx
+        .store
+        .snapshot_by_id(&source.snapshot_id)
+        .await?
+        .ok_or_else(|| JobError::Failed("the snapshot to clone no longer exists".into()))?;
+    let source_volume = ctx
+        .store
+        .volume_by_id(&source.volume_id)
+        .await?
+        .ok_or_else(|| JobError::Failed("the volume to clone no longer exists".into()))?;
+    let source_io = ctx.volume_io(&source_volume).await?;
+    let target = ctx.volume_io(volume).await?;
+    let (seq, size) = (snapshot.seq, snapshot.volume_size * GIB);
+    let view = tokio::task::spawn_blocking(move || source_io.snapshot_view(seq, size))
+        .await
+        .map_err(|e| JobError::Failed(format!("data plane task failed: {e}")))?
+        .map_err(|e| {
+            JobError::Failed(format!("Could not open snapshot '{}': {e}", snapshot.name))
+        })?;
+    let done = Arc::new(AtomicU64::new(0));
+    let cancel = ctx.shutdown.child_token();
+    let _stop_on_drop = cancel.clone().drop_guard();
+    let copy = {
+        let (done, cancel, rate) = (Arc::clone(&done), cancel.clone(), ctx.rate_limit);
+        tokio::task::spawn_blocking(move || copy_view(view, target, size, rate, &done, &cancel))
+    };
+    tokio::pin!(copy);
+    let status = format!(
+        "Copying snapshot '{}' of volume '{}'",
+        snapshot.name, source_volume.name
+    );
+    let written = loop {
+        tokio::select! {
+            result = &mut copy => {
+                break result.map_err(|e| JobError::Failed(format!("clone task failed: {e}")))?;
+            }
+            () = tokio::time::sleep(Duration::from_millis(250)) => {
+                let at = done.load(Ordering::Relaxed);
+                let progress = 10 + at.saturating_mul(89) / size.max(1);
+                ctx.progress(job, u8::try_from(progress).unwrap_or(99), &status).await?;
+            }
+        }
+    };
+    let bytes = match written {
+        Ok(bytes) => bytes,
+        Err(_) if cancel.is_cancelled() => return Err(JobError::Stopping),
+        Err(e) => {
+            return Err(JobError::Failed(format!(
+                "Could not copy snapshot '{}' into volume '{}': {e}",
+                snapshot.name, volume.name
+            )))
+        }
+    };
+    Ok(Copied {
+        volume: source_volume.name,
+        snapshot: snapshot.name,
+        bytes,
+    })
+}
+
+/// The blocking copy of a clone: returns the bytes of data written.
+fn copy_view(
+    view: Arc<dyn VolumeIo>,
+    target: Arc<dyn VolumeIo>,
+    size: u64,
+    rate: Option<u64>,
+    done: &AtomicU64,
+    cancel: &CancellationToken,
+) -> std::io::Result<u64> {
+    let mut buf = vec![0u8; CLONE_PIECE];
+    let started = Instant::now();
+    let (mut offset, mut written) = (0u64, 0u64);
+    while offset < size {
+        if cancel.is_cancelled() {
+            return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
+        }
+        let len = usize::try_from((size - offset).min(CLONE_PIECE as u64)).unwrap_or(CLONE_PIECE);
+        let piece = &mut buf[..len];
+        view.read(offset, piece)?;
+        if piece.iter().any(|&b| b != 0) {
+            target.write(offset, piece, false)?;
+            written += len as u64;
+            if let Some(rate) = rate.filter(|r| *r > 0) {
+                // Paced like a slice move: data bytes per second.
+                let due = Duration::from_secs_f64(written as f64 / rate as f64);
+                if let Some(wait) = due.checked_sub(started.elapsed()) {
+                    std::thread::sleep(wait);
+                }
+            }
+        }
+        offset += len as u64;
+        done.store(offset, Ordering::Relaxed);
+    }
+    target.flush()?;
+    Ok(written)
 }
 
 /// Best-effort removal of a volume whose creation failed: a volume is not

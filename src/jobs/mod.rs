@@ -20,6 +20,7 @@ mod resize;
 mod retry;
 mod runner;
 mod slice_move;
+mod snapshot;
 #[cfg(test)]
 mod tests;
 

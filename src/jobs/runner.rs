@@ -5,7 +5,7 @@
 
 use super::activity::VolumeActivity;
 use super::retry::{with_retries, RetryPolicy};
-use super::{attach, create, delete, resize, JobContext, JobError};
+use super::{attach, create, delete, resize, snapshot, JobContext, JobError};
 use crate::clock::Clock;
 use crate::exports::ExportRegistry;
 use crate::workers::{WorkerBoard, WorkerHandle, WorkerState, WorkerStatus};
@@ -274,9 +274,12 @@ async fn execute_job(ctx: &JobContext, job: &Job) -> Result<(), JobError> {
         Ok(JobSpec::VolumeCreate(_)) => create::create_volume(ctx, job).await,
         Ok(JobSpec::VolumeDelete(_)) => delete::delete_volume(ctx, job).await,
         Ok(JobSpec::VolumeModifyExtend(args)) => resize::resize_volume(ctx, job, &args).await,
-        Ok(JobSpec::AttachmentCreate(args)) => attach::attach(ctx, job, &args.node).await,
-        Ok(JobSpec::AttachmentDelete(args)) => attach::detach(ctx, job, &args.node).await,
+        Ok(JobSpec::AttachmentCreate(args)) => attach::attach(ctx, job, &args).await,
+        Ok(JobSpec::AttachmentDelete(args)) => attach::detach(ctx, job, &args).await,
         Ok(JobSpec::AttachmentModify(args)) => attach::modify_attachment(ctx, job, &args).await,
+        Ok(JobSpec::SnapshotCreate(args)) => snapshot::create_snapshot(ctx, job, &args).await,
+        Ok(JobSpec::SnapshotDelete(args)) => snapshot::delete_snapshot(ctx, job, &args).await,
+        Ok(JobSpec::SnapshotRollback(args)) => snapshot::rollback(ctx, job, &args).await,
         Err(e) => Err(JobError::Failed(e.to_string())),
     }
 }

@@ -104,6 +104,14 @@ impl DataPlane for TestMedia {
     fn open_volume(&self, layout: &VolumeLayout) -> Result<Arc<dyn VolumeIo>, DataPlaneError> {
         self.local.open_volume(layout)
     }
+
+    fn snapshot_usage(
+        &self,
+        medium: &str,
+        slice: &SliceKey,
+    ) -> Result<std::collections::BTreeMap<u64, u64>, DataPlaneError> {
+        self.local.snapshot_usage(medium, slice)
+    }
 }
 
 struct Harness {

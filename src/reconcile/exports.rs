@@ -3,7 +3,7 @@
 //! failed once).
 
 use super::{ReconcileError, Reconciler};
-use crate::exports::{volume_layout, ExportRegistry};
+use crate::exports::{attachment_view, volume_layout, ExportRegistry};
 use crate::jobs::VolumeActivity;
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -41,7 +41,11 @@ impl ExportsReconciler {
         let Some(_quiet) = self.activity.try_quiet(&a.volume_id) else {
             return Ok(Outcome::LeftAlone);
         };
-        let Some(a) = self.store.get_attachment(&a.volume_id, &a.node).await? else {
+        let Some(a) = self
+            .store
+            .get_attachment(&a.volume_id, &a.snapshot, &a.node)
+            .await?
+        else {
             return Ok(Outcome::LeftAlone);
         };
         let Some(volume) = self.store.volume_by_id(&a.volume_id).await? else {
@@ -50,12 +54,19 @@ impl ExportsReconciler {
         if !self.needs_export(&a) {
             return Ok(Outcome::LeftAlone);
         }
+        let view = match attachment_view(self.store.as_ref(), &a.snapshot).await {
+            Ok(view) => view.map(|(view, _)| view),
+            // Its snapshot's deletion removes it.
+            Err(svs_store::StoreError::NotFound) => return Ok(Outcome::LeftAlone),
+            Err(e) => return Err(e.into()),
+        };
         let layout = volume_layout(&volume, &self.store.volume_slices(&volume.id).await?);
         let exports = Arc::clone(&self.exports);
         let (name, node, readonly) = (a.export_name.clone(), a.node.clone(), a.readonly);
-        let opened =
-            tokio::task::spawn_blocking(move || exports.attach(&name, &node, readonly, &layout))
-                .await;
+        let opened = tokio::task::spawn_blocking(move || {
+            exports.attach(&name, &node, readonly, &layout, view)
+        })
+        .await;
         match opened {
             Ok(Ok(())) => Ok(Outcome::Opened),
             Ok(Err(e)) => {

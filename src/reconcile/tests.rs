@@ -54,12 +54,14 @@ impl Attached {
             node: "n1".into(),
             readonly: false,
             mountpoint: String::new(),
+            snapshot: "top".into(),
         });
         let job = base
             .store
             .create_attachment(
                 &NewAttachment {
                     volume_id: VOLUME.into(),
+                    snapshot: "top".into(),
                     node: "n1".into(),
                     tenant_id: base.user.tenant_id,
                     readonly: false,
@@ -72,7 +74,7 @@ impl Attached {
             .await
             .expect("attachment");
         base.store
-            .set_attachment_state(VOLUME, "n1", "Attached")
+            .set_attachment_state(VOLUME, "top", "n1", "Attached")
             .await
             .expect("attached");
         base.store.finish_job(job, &done()).await.expect("done");
@@ -147,7 +149,7 @@ async fn exports_of_a_volume_a_job_works_on_are_left_to_the_job() {
     // A detach that ended meanwhile: nothing to export any more.
     f.base
         .store
-        .delete_attachment(VOLUME, "n1")
+        .delete_attachment(VOLUME, "top", "n1")
         .await
         .expect("detached");
     assert_eq!(reconciler.reconcile().await.expect("pass"), 0);

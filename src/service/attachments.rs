@@ -4,31 +4,36 @@
 use super::commands::{CreateAttachment, ModifyAttachment, SetNodeAddress};
 use super::volumes::{volume_not_found, Started};
 use super::{Administrator, Caller, ServiceError, ServiceResult, Services};
-use svs_domain::{AttachmentArgs, BlockedOperation, DetachArgs, JobSpec, VolumeState};
+use svs_domain::{
+    AttachmentArgs, BlockedOperation, DetachArgs, JobSpec, SnapshotState, VolumeState,
+};
 use svs_store::{Attachment, NewAttachment, NodeRecord, Volume};
 
-/// The only snapshot that exists so far: the live volume.
-pub const TOP: &str = "top";
+/// Where a snapshot name is expected, the live volume.
+pub const TOP: &str = svs_domain::LIVE_SNAPSHOT_NAME;
 
 /// An attachment's NBD URI: where its node connects.
 pub fn attachment_uri(a: &Attachment, nbd_base: &str) -> String {
     format!("{nbd_base}/{}", a.export_name)
 }
 
-fn snapshot_must_be_top(snapshot: &str) -> ServiceResult<()> {
+fn attachment_not_found(volume: &str, snapshot: &str, node: &str) -> ServiceError {
     if snapshot == TOP {
-        Ok(())
+        ServiceError::NotFound(format!(
+            "volume '{volume}' is not attached to node '{node}'"
+        ))
     } else {
-        Err(ServiceError::NotFound(format!(
-            "snapshot '{snapshot}' not found"
-        )))
+        ServiceError::NotFound(format!(
+            "snapshot '{snapshot}' of volume '{volume}' is not attached to node '{node}'"
+        ))
     }
 }
 
-fn attachment_not_found(volume: &str, node: &str) -> ServiceError {
-    ServiceError::NotFound(format!(
-        "volume '{volume}' is not attached to node '{node}'"
-    ))
+/// The volume an attachment call names, and what of it is attached: `top`
+/// or the snapshot's id.
+struct Target {
+    volume: Volume,
+    snapshot: String,
 }
 
 /// 32 random bytes as hex: the export name is the capability to find it.
@@ -37,19 +42,28 @@ fn new_export_name() -> String {
 }
 
 impl Services {
-    async fn attachment_volume(
+    async fn attachment_target(
         &self,
         caller: &Caller,
         volume: &str,
         snapshot: &str,
-    ) -> ServiceResult<Volume> {
+    ) -> ServiceResult<Target> {
         let v = self
             .store
             .get_volume(caller.tenant_id, volume)
             .await?
             .ok_or_else(|| volume_not_found(volume))?;
-        snapshot_must_be_top(snapshot)?;
-        Ok(v)
+        if snapshot == TOP {
+            return Ok(Target {
+                volume: v,
+                snapshot: TOP.to_string(),
+            });
+        }
+        let s = self.find_snapshot(&v, snapshot).await?;
+        Ok(Target {
+            volume: v,
+            snapshot: s.id,
+        })
     }
 
     pub async fn create_attachment(
@@ -59,9 +73,13 @@ impl Services {
         snapshot: &str,
         request: &CreateAttachment,
     ) -> ServiceResult<Started> {
-        let v = self.attachment_volume(caller, volume, snapshot).await?;
+        let Target {
+            volume: v,
+            snapshot: snapshot_id,
+        } = self.attachment_target(caller, volume, snapshot).await?;
         let node = request.node.as_str();
-        let readonly = request.readonly;
+        // Snapshots are images of an instant: attached read-only.
+        let readonly = request.readonly || snapshot_id != TOP;
         let mountpoint = request.mountpoint.clone();
         let known = self.store.list_nodes().await?;
         let record = known
@@ -83,10 +101,21 @@ impl Services {
                 v.state.as_str()
             )));
         }
+        if snapshot_id != TOP {
+            let s = self.find_snapshot(&v, &snapshot_id).await?;
+            if s.state != SnapshotState::Ready {
+                return Err(ServiceError::Conflict(format!(
+                    "snapshot '{}' is {}",
+                    s.name,
+                    s.state.as_str()
+                )));
+            }
+        }
         let spec = JobSpec::AttachmentCreate(AttachmentArgs {
             node: node.to_string(),
             readonly,
             mountpoint: mountpoint.clone(),
+            snapshot: snapshot_id.clone(),
         });
         let job = self.new_job(caller, spec, &v.id);
         let job_id = self
@@ -94,6 +123,7 @@ impl Services {
             .create_attachment(
                 &NewAttachment {
                     volume_id: v.id.clone(),
+                    snapshot: snapshot_id,
                     node: node.to_string(),
                     tenant_id: caller.tenant_id,
                     readonly,
@@ -117,13 +147,21 @@ impl Services {
         volume: &str,
         snapshot: Option<&str>,
     ) -> ServiceResult<Vec<Attachment>> {
-        let v = self
-            .attachment_volume(caller, volume, snapshot.unwrap_or(TOP))
+        let target = self
+            .attachment_target(caller, volume, snapshot.unwrap_or(TOP))
             .await?;
-        Ok(self
+        let all = self
             .store
-            .list_attachments(caller.tenant_id, Some(&v.id))
-            .await?)
+            .list_attachments(caller.tenant_id, Some(&target.volume.id))
+            .await?;
+        // The volume's own list holds every attachment; a snapshot's, its own.
+        Ok(match snapshot {
+            None => all,
+            Some(_) => all
+                .into_iter()
+                .filter(|a| a.snapshot == target.snapshot)
+                .collect(),
+        })
     }
 
     pub async fn list_attachments(&self, caller: &Caller) -> ServiceResult<Vec<Attachment>> {
@@ -137,11 +175,11 @@ impl Services {
         snapshot: &str,
         node: &str,
     ) -> ServiceResult<Attachment> {
-        let v = self.attachment_volume(caller, volume, snapshot).await?;
+        let target = self.attachment_target(caller, volume, snapshot).await?;
         self.store
-            .get_attachment(&v.id, node)
+            .get_attachment(&target.volume.id, &target.snapshot, node)
             .await?
-            .ok_or_else(|| attachment_not_found(volume, node))
+            .ok_or_else(|| attachment_not_found(volume, snapshot, node))
     }
 
     pub async fn modify_attachment(
@@ -154,8 +192,16 @@ impl Services {
     ) -> ServiceResult<Started> {
         let current = self.get_attachment(caller, volume, snapshot, node).await?;
         let readonly = request.readonly.unwrap_or(current.readonly);
+        if !readonly && current.snapshot != TOP {
+            return Err(ServiceError::BadRequest(
+                "a snapshot can only be attached read-only".into(),
+            ));
+        }
         let mountpoint = request.mountpoint.clone().unwrap_or(current.mountpoint);
-        let v = self.attachment_volume(caller, volume, snapshot).await?;
+        let v = self
+            .attachment_target(caller, volume, snapshot)
+            .await?
+            .volume;
         let _admission = self.admission.lock().await;
         self.ensure_idle(&v.id, &v.name, BlockedOperation::AttachmentModify)
             .await?;
@@ -163,6 +209,7 @@ impl Services {
             node: node.to_string(),
             readonly,
             mountpoint,
+            snapshot: current.snapshot,
         });
         let job = self.new_job(caller, spec, &v.id);
         let job_id = self.store.start_volume_job(&v.id, v.state, &job).await?;
@@ -180,18 +227,22 @@ impl Services {
         snapshot: &str,
         node: &str,
     ) -> ServiceResult<Started> {
-        self.get_attachment(caller, volume, snapshot, node).await?;
-        let v = self.attachment_volume(caller, volume, snapshot).await?;
+        let current = self.get_attachment(caller, volume, snapshot, node).await?;
+        let v = self
+            .attachment_target(caller, volume, snapshot)
+            .await?
+            .volume;
         let _admission = self.admission.lock().await;
         self.ensure_idle(&v.id, &v.name, BlockedOperation::AttachmentDelete)
             .await?;
         let spec = JobSpec::AttachmentDelete(DetachArgs {
             node: node.to_string(),
+            snapshot: current.snapshot.clone(),
         });
         let job = self.new_job(caller, spec, &v.id);
         let job_id = self.store.start_volume_job(&v.id, v.state, &job).await?;
         self.store
-            .set_attachment_state(&v.id, node, "Detaching")
+            .set_attachment_state(&v.id, &current.snapshot, node, "Detaching")
             .await?;
         self.jobs.submit(job_id);
         Ok(Started {

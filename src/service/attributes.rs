@@ -69,6 +69,8 @@ impl Flavor {
 }
 
 const FLAVOR_KEY: &str = "flavor";
+const CONTENT_VOLUME_KEY: &str = "contentvolume";
+const CONTENT_SNAPSHOT_KEY: &str = "contentsnapshot";
 
 /// A volume's stored reference fields. Only non-empty values are kept.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -76,6 +78,8 @@ pub struct VolumeAttributes {
     stored: Vec<(StoredField, String)>,
     /// None when the creator did not choose one (shown as `regular`).
     pub flavor: Option<Flavor>,
+    /// A clone's source as named at creation: (contentvolume, contentsnapshot).
+    pub content: Option<(String, String)>,
 }
 
 impl VolumeAttributes {
@@ -96,6 +100,13 @@ impl VolumeAttributes {
             .unwrap_or("")
     }
 
+    /// A clone's (contentvolume, contentsnapshot); empty for other volumes.
+    pub fn content(&self) -> (&str, &str) {
+        self.content
+            .as_ref()
+            .map_or(("", ""), |(v, s)| (v.as_str(), s.as_str()))
+    }
+
     /// The flavor the volume has: the chosen one, else `regular`.
     pub fn flavor(&self) -> Flavor {
         self.flavor.unwrap_or_default()
@@ -112,6 +123,8 @@ impl VolumeAttributes {
             .get(FLAVOR_KEY)
             .and_then(Value::as_str)
             .and_then(Flavor::parse);
+        let text = |key: &str| map.get(key).and_then(Value::as_str).map(str::to_string);
+        attributes.content = text(CONTENT_VOLUME_KEY).zip(text(CONTENT_SNAPSHOT_KEY));
         attributes
     }
 
@@ -122,6 +135,13 @@ impl VolumeAttributes {
         }
         if let Some(flavor) = self.flavor {
             map.insert(FLAVOR_KEY.to_string(), Value::from(flavor.as_str()));
+        }
+        if let Some((volume, snapshot)) = &self.content {
+            map.insert(CONTENT_VOLUME_KEY.to_string(), Value::from(volume.as_str()));
+            map.insert(
+                CONTENT_SNAPSHOT_KEY.to_string(),
+                Value::from(snapshot.as_str()),
+            );
         }
         map
     }

@@ -5,8 +5,9 @@
 //! fits the volume's current one) are the services' own.
 
 use super::attributes::{PolicySettings, StoredField, VolumeAttributes};
+use serde_json::{Map, Value};
 use std::net::IpAddr;
-use svs_domain::{Gib, JobState, ResourceName, VolumeType};
+use svs_domain::{Consistency, Gib, JobState, ResourceName, VolumeType};
 
 /// `POST /signin`.
 #[derive(Debug, Clone)]
@@ -38,6 +39,8 @@ pub struct CreateVolume {
     /// Zone to place the volume in; None: any.
     pub zone: Option<String>,
     pub attributes: VolumeAttributes,
+    /// A clone: filled with a snapshot's content.
+    pub clone_from: Option<CloneFrom>,
 }
 
 /// A writable Volume field that a resize may repeat but not change.
@@ -178,4 +181,36 @@ impl Default for ListJobs {
             count: ListJobs::DEFAULT_COUNT,
         }
     }
+}
+
+/// `POST /volumes/{volume}/snapshots`.
+#[derive(Debug, Clone)]
+pub struct CreateSnapshot {
+    /// Never `top` (the live volume's name where a snapshot is expected).
+    pub name: ResourceName,
+    pub consistency: Consistency,
+    /// The writable reference fields, as given.
+    pub attributes: Map<String, Value>,
+}
+
+/// `PATCH /volumes/{volume}/snapshots/{snapshot}`: a new name and/or stored
+/// fields (None: unchanged).
+#[derive(Debug, Clone, Default)]
+pub struct ModifySnapshot {
+    pub name: Option<ResourceName>,
+    pub attributes: Map<String, Value>,
+}
+
+/// `DELETE /volumes/{volume}/snapshots/{snapshot}`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeleteSnapshot {
+    /// Delete even while attached (the attachments go with it).
+    pub force: bool,
+}
+
+/// A clone's content: a snapshot of another volume of the tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CloneFrom {
+    pub volume: String,
+    pub snapshot: String,
 }

@@ -10,6 +10,7 @@ pub mod auth;
 pub mod catalog;
 pub mod commands;
 pub mod policies;
+pub mod snapshots;
 #[cfg(test)]
 pub(crate) mod testing;
 pub mod throttle;

@@ -4,8 +4,8 @@ use super::attributes::VolumeAttributes;
 use super::commands::{CreateVolume, DeleteVolume, FixedVolumeField, ResizeVolume};
 use super::{Caller, ServiceError, ServiceResult, Services};
 use svs_domain::{
-    validate_new_size, BlockedOperation, CreateVolumeArgs, DeleteVolumeArgs, JobSpec,
-    ResizeVolumeArgs, VolumeState,
+    validate_new_size, BlockedOperation, CloneSource, CreateVolumeArgs, DeleteVolumeArgs, JobSpec,
+    ResizeVolumeArgs, SnapshotState, VolumeState,
 };
 use svs_store::{NewJob, NewVolume, SliceRow, Volume};
 
@@ -35,8 +35,8 @@ pub fn fixed_field_value(
         FixedVolumeField::Type => v.kind.as_str().to_string(),
         FixedVolumeField::Policy => v.policy.clone(),
         FixedVolumeField::Zone => volume_zone(v).to_string(),
-        // Creating from content is not supported: always empty.
-        FixedVolumeField::ContentVolume | FixedVolumeField::ContentSnapshot => String::new(),
+        FixedVolumeField::ContentVolume => attributes.content().0.to_string(),
+        FixedVolumeField::ContentSnapshot => attributes.content().1.to_string(),
         FixedVolumeField::Stored(f) => attributes.get(f).to_string(),
         FixedVolumeField::Flavor => attributes.flavor().as_str().to_string(),
     }
@@ -100,12 +100,51 @@ impl Services {
                 )));
             }
         }
+        let source = match &request.clone_from {
+            None => None,
+            Some(from) => {
+                let source = self.get_volume(caller, &from.volume).await.map_err(|_| {
+                    ServiceError::BadRequest(format!(
+                        "contentvolume: volume '{}' does not exist",
+                        from.volume
+                    ))
+                })?;
+                let snapshot = self
+                    .store
+                    .get_snapshot(&source.id, &from.snapshot)
+                    .await?
+                    .ok_or_else(|| {
+                        ServiceError::BadRequest(format!(
+                            "contentsnapshot: snapshot '{}' of volume '{}' does not exist",
+                            from.snapshot, source.name
+                        ))
+                    })?;
+                if snapshot.state != SnapshotState::Ready {
+                    return Err(ServiceError::Conflict(format!(
+                        "snapshot '{}' is {}",
+                        snapshot.name,
+                        snapshot.state.as_str()
+                    )));
+                }
+                if request.size < snapshot.volume_size {
+                    return Err(ServiceError::BadRequest(format!(
+                        "size must be at least the snapshot's size of {} GiB",
+                        snapshot.volume_size
+                    )));
+                }
+                Some(CloneSource {
+                    volume_id: source.id,
+                    snapshot_id: snapshot.id,
+                })
+            }
+        };
         let id = uuid::Uuid::new_v4().to_string();
         let spec = JobSpec::VolumeCreate(CreateVolumeArgs {
             name: request.name.as_str().to_string(),
             size: request.size,
             policy: policy.name.clone(),
             kind: request.kind,
+            source,
         });
         let job = self.new_job(caller, spec, &id);
         let volume = NewVolume {
@@ -160,6 +199,23 @@ impl Services {
                 volume.name,
                 attached.join(", ")
             )));
+        }
+        let snapshots = self.store.volume_snapshots(&volume.id).await?;
+        if !snapshots.is_empty() && !force {
+            return Err(ServiceError::Conflict(format!(
+                "volume '{}' has {} snapshot(s); delete them first or delete with force=true",
+                volume.name,
+                snapshots.len()
+            )));
+        }
+        for s in &snapshots {
+            if let Some(job) = self.clones_copying_from(&s.id).await?.first() {
+                return Err(ServiceError::Conflict(format!(
+                    "snapshot '{}' of volume '{}' is being copied into a new volume by job {job}; \
+                     delete the volume when the copy ends",
+                    s.name, volume.name
+                )));
+            }
         }
         let spec = JobSpec::VolumeDelete(DeleteVolumeArgs {
             name: volume.name.clone(),

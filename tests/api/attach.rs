@@ -9,12 +9,12 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Runs qemu-io on an NBD URI; Ok(output) when every command succeeded.
-fn qemu_io(uri: &str, commands: &[String]) -> Result<String, String> {
+pub(crate) fn qemu_io(uri: &str, commands: &[String]) -> Result<String, String> {
     run_qemu_io(uri, commands, false)
 }
 
 /// The same, opening the export read-only (as a read-only attachment needs).
-fn qemu_io_ro(uri: &str, commands: &[String]) -> Result<String, String> {
+pub(crate) fn qemu_io_ro(uri: &str, commands: &[String]) -> Result<String, String> {
     run_qemu_io(uri, commands, true)
 }
 
@@ -51,7 +51,7 @@ pub(crate) fn run_qemu_io(
     }
 }
 
-fn qemu_img(args: &[&str]) -> Result<String, String> {
+pub(crate) fn qemu_img(args: &[&str]) -> Result<String, String> {
     let out = Command::new("qemu-img")
         .args(args)
         .output()
@@ -70,7 +70,7 @@ fn qemu_img(args: &[&str]) -> Result<String, String> {
 
 /// Two media nodes and two client hosts: host-1 connects from 127.0.0.1,
 /// host-2 from 127.0.0.2.
-fn topology(rate: &str) -> TestConfig {
+pub(crate) fn topology(rate: &str) -> TestConfig {
     TestConfig {
         nodes: vec![("host-1", "127.0.0.1"), ("host-2", "127.0.0.2")],
         ..movement_topology(rate)
@@ -109,7 +109,7 @@ async fn attached_v() -> (TestApp, Value) {
     (app, a)
 }
 
-fn uri(a: &Value) -> String {
+pub(crate) fn uri(a: &Value) -> String {
     a["uri"].as_str().unwrap_or_default().to_string()
 }
 

@@ -16,6 +16,7 @@ mod resize;
 mod roles;
 mod route_attacks;
 mod signin_protection;
+mod snapshots;
 mod startup;
 mod tenants;
 mod token_hygiene;

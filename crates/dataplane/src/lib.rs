@@ -12,6 +12,7 @@ mod fsutil;
 mod local;
 mod snapshot;
 mod throttle;
+mod usage;
 mod volume;
 
 pub use digest::digest_file;
@@ -155,6 +156,14 @@ pub trait DataPlane: Send + Sync + 'static {
     /// Opens a volume for I/O: every slice of the layout, shared by every
     /// connection and by live slice moves.
     fn open_volume(&self, layout: &VolumeLayout) -> Result<Arc<dyn VolumeIo>, DataPlaneError>;
+
+    /// Bytes each snapshot of the slice holds on the medium (its delta and
+    /// map as allocated on disk), by snapshot id.
+    fn snapshot_usage(
+        &self,
+        medium: &str,
+        slice: &SliceKey,
+    ) -> Result<std::collections::BTreeMap<u64, u64>, DataPlaneError>;
 }
 
 #[cfg(test)]

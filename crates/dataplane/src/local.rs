@@ -278,6 +278,15 @@ impl DataPlane for LocalMedia {
     fn open_volume(&self, layout: &VolumeLayout) -> Result<Arc<dyn VolumeIo>, DataPlaneError> {
         Ok(Arc::new(LocalVolumeIo::open(self, layout)?))
     }
+
+    fn snapshot_usage(
+        &self,
+        medium: &str,
+        slice: &SliceKey,
+    ) -> Result<std::collections::BTreeMap<u64, u64>, DataPlaneError> {
+        let path = self.slice_path(medium, slice)?;
+        crate::usage::snapshot_bytes(&path).map_err(io_err(medium, slice, "measure snapshots"))
+    }
 }
 
 #[cfg(test)]

@@ -16,6 +16,27 @@ pub struct CreateVolumeArgs {
     pub policy: String,
     #[serde(rename = "type", with = "volume_type")]
     pub kind: VolumeType,
+    /// A clone: the snapshot whose content fills the new volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<CloneSource>,
+}
+
+/// Where a clone's content comes from: a snapshot of another volume.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CloneSource {
+    #[serde(rename = "contentvolume")]
+    pub volume_id: String,
+    #[serde(rename = "contentsnapshot")]
+    pub snapshot_id: String,
+}
+
+/// `snapshot_create` / `snapshot_delete` / `snapshot_rollback`: one
+/// snapshot of the job's volume (the job reads its record by id).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotArgs {
+    pub name: String,
+    #[serde(rename = "snapshotid")]
+    pub snapshot_id: String,
 }
 
 /// `volume_delete`: remove the slices, then the volume.
@@ -35,18 +56,33 @@ pub struct ResizeVolumeArgs {
     pub from_size: Gib,
 }
 
-/// `attachment_create` / `attachment_modify`: the attachment of the volume to `node`.
+/// `attachment_create` / `attachment_modify`: the attachment of the volume
+/// (or of one of its snapshots) to `node`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttachmentArgs {
     pub node: String,
     pub readonly: bool,
     pub mountpoint: String,
+    /// `top` (the live volume) or a snapshot id.
+    #[serde(default = "live", skip_serializing_if = "is_live")]
+    pub snapshot: String,
 }
 
-/// `attachment_delete`: detach the volume from `node`.
+/// `attachment_delete`: detach the volume (or one of its snapshots) from `node`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DetachArgs {
     pub node: String,
+    #[serde(default = "live", skip_serializing_if = "is_live")]
+    pub snapshot: String,
+}
+
+/// Jobs stored before snapshots existed attached the live volume.
+fn live() -> String {
+    crate::model::LIVE_SNAPSHOT_NAME.to_string()
+}
+
+fn is_live(s: &str) -> bool {
+    s == crate::model::LIVE_SNAPSHOT_NAME
 }
 
 /// A job's kind and its typed arguments.
@@ -58,6 +94,9 @@ pub enum JobSpec {
     AttachmentCreate(AttachmentArgs),
     AttachmentDelete(DetachArgs),
     AttachmentModify(AttachmentArgs),
+    SnapshotCreate(SnapshotArgs),
+    SnapshotDelete(SnapshotArgs),
+    SnapshotRollback(SnapshotArgs),
 }
 
 /// Stored arguments that do not fit their kind: a bug or a damaged record.
@@ -77,6 +116,9 @@ impl JobSpec {
             JobSpec::AttachmentCreate(_) => JobKind::AttachmentCreate,
             JobSpec::AttachmentDelete(_) => JobKind::AttachmentDelete,
             JobSpec::AttachmentModify(_) => JobKind::AttachmentModify,
+            JobSpec::SnapshotCreate(_) => JobKind::SnapshotCreate,
+            JobSpec::SnapshotDelete(_) => JobKind::SnapshotDelete,
+            JobSpec::SnapshotRollback(_) => JobKind::SnapshotRollback,
         }
     }
 
@@ -93,6 +135,9 @@ impl JobSpec {
             JobSpec::VolumeModifyExtend(a) => serde_json::to_value(a),
             JobSpec::AttachmentCreate(a) | JobSpec::AttachmentModify(a) => serde_json::to_value(a),
             JobSpec::AttachmentDelete(a) => serde_json::to_value(a),
+            JobSpec::SnapshotCreate(a)
+            | JobSpec::SnapshotDelete(a)
+            | JobSpec::SnapshotRollback(a) => serde_json::to_value(a),
         };
         // Plain structs of strings, numbers and booleans always serialize.
         value.unwrap_or(serde_json::Value::Null)
@@ -114,6 +159,9 @@ impl JobSpec {
             Some(JobKind::AttachmentCreate) => parse(args).map(JobSpec::AttachmentCreate),
             Some(JobKind::AttachmentDelete) => parse(args).map(JobSpec::AttachmentDelete),
             Some(JobKind::AttachmentModify) => parse(args).map(JobSpec::AttachmentModify),
+            Some(JobKind::SnapshotCreate) => parse(args).map(JobSpec::SnapshotCreate),
+            Some(JobKind::SnapshotDelete) => parse(args).map(JobSpec::SnapshotDelete),
+            Some(JobKind::SnapshotRollback) => parse(args).map(JobSpec::SnapshotRollback),
             None => Err("unknown job type".to_string()),
         };
         spec.map_err(invalid)
@@ -157,6 +205,7 @@ mod tests {
             size: 10,
             policy: "mirror".into(),
             kind: VolumeType::File,
+            source: None,
         });
         assert_eq!(
             create.args_json(),
@@ -172,6 +221,10 @@ mod tests {
                 size: 1,
                 policy: "p".into(),
                 kind: VolumeType::Block,
+                source: Some(CloneSource {
+                    volume_id: "v0".into(),
+                    snapshot_id: "s0".into(),
+                }),
             }),
             JobSpec::VolumeDelete(DeleteVolumeArgs {
                 name: "v".into(),
@@ -186,12 +239,29 @@ mod tests {
                 node: "n".into(),
                 readonly: false,
                 mountpoint: "/m".into(),
+                snapshot: "top".into(),
             }),
-            JobSpec::AttachmentDelete(DetachArgs { node: "n".into() }),
+            JobSpec::AttachmentDelete(DetachArgs {
+                node: "n".into(),
+                snapshot: "s1".into(),
+            }),
             JobSpec::AttachmentModify(AttachmentArgs {
                 node: "n".into(),
                 readonly: true,
                 mountpoint: String::new(),
+                snapshot: "s1".into(),
+            }),
+            JobSpec::SnapshotCreate(SnapshotArgs {
+                name: "daily".into(),
+                snapshot_id: "s1".into(),
+            }),
+            JobSpec::SnapshotDelete(SnapshotArgs {
+                name: "daily".into(),
+                snapshot_id: "s1".into(),
+            }),
+            JobSpec::SnapshotRollback(SnapshotArgs {
+                name: "daily".into(),
+                snapshot_id: "s1".into(),
             }),
         ];
         for spec in specs {
@@ -211,6 +281,17 @@ mod tests {
         };
         assert!(resize(true).is_data_movement());
         assert!(!resize(false).is_data_movement());
+    }
+
+    #[test]
+    fn attachment_jobs_stored_before_snapshots_attach_the_live_volume() {
+        let stored = json!({"node": "n", "readonly": false, "mountpoint": ""});
+        let Ok(JobSpec::AttachmentCreate(a)) = JobSpec::from_stored("attachment_create", &stored)
+        else {
+            panic!("old attachment job must parse");
+        };
+        assert_eq!(a.snapshot, "top");
+        assert_eq!(JobSpec::AttachmentCreate(a).args_json(), stored);
     }
 
     #[test]

@@ -19,8 +19,8 @@ pub use capacity::{
 };
 pub use guard::{ensure_not_moving, ActiveMovement, BlockedOperation, MovementBlocked};
 pub use job::{
-    AttachmentArgs, CreateVolumeArgs, DeleteVolumeArgs, DetachArgs, JobSpec, JobSpecError,
-    ResizeVolumeArgs,
+    AttachmentArgs, CloneSource, CreateVolumeArgs, DeleteVolumeArgs, DetachArgs, JobSpec,
+    JobSpecError, ResizeVolumeArgs, SnapshotArgs,
 };
 pub use model::*;
 pub use planner::{

@@ -133,6 +133,9 @@ pub enum JobKind {
     AttachmentCreate,
     AttachmentDelete,
     AttachmentModify,
+    SnapshotCreate,
+    SnapshotDelete,
+    SnapshotRollback,
 }
 
 impl JobKind {
@@ -144,6 +147,9 @@ impl JobKind {
             JobKind::AttachmentCreate => "attachment_create",
             JobKind::AttachmentDelete => "attachment_delete",
             JobKind::AttachmentModify => "attachment_modify",
+            JobKind::SnapshotCreate => "snapshot_create",
+            JobKind::SnapshotDelete => "snapshot_delete",
+            JobKind::SnapshotRollback => "snapshot_rollback",
         }
     }
 
@@ -155,6 +161,9 @@ impl JobKind {
             "attachment_create" => Some(JobKind::AttachmentCreate),
             "attachment_delete" => Some(JobKind::AttachmentDelete),
             "attachment_modify" => Some(JobKind::AttachmentModify),
+            "snapshot_create" => Some(JobKind::SnapshotCreate),
+            "snapshot_delete" => Some(JobKind::SnapshotDelete),
+            "snapshot_rollback" => Some(JobKind::SnapshotRollback),
             _ => None,
         }
     }
@@ -189,6 +198,67 @@ impl VolumeState {
         }
     }
 }
+
+/// Snapshot lifecycle states shown in the API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SnapshotState {
+    /// Its `snapshot_create` job has not taken it yet.
+    Creating,
+    Ready,
+    /// Its `snapshot_delete` job is removing it.
+    Deleting,
+}
+
+impl SnapshotState {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            SnapshotState::Creating => "Creating",
+            SnapshotState::Ready => "Ready",
+            SnapshotState::Deleting => "Deleting",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<SnapshotState> {
+        match s {
+            "Creating" => Some(SnapshotState::Creating),
+            "Ready" => Some(SnapshotState::Ready),
+            "Deleting" => Some(SnapshotState::Deleting),
+            _ => None,
+        }
+    }
+}
+
+/// How consistent a snapshot's image is (`consistency` in the API). svs
+/// takes both the same way: every write acknowledged before the snapshot
+/// is in it, none after; `application` records what the client asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Consistency {
+    Crash,
+    Application,
+}
+
+impl Consistency {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Consistency::Crash => "crash",
+            Consistency::Application => "application",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Consistency> {
+        match s {
+            "crash" => Some(Consistency::Crash),
+            "application" => Some(Consistency::Application),
+            _ => None,
+        }
+    }
+}
+
+/// The name that stands for a volume's live content where a snapshot name
+/// is expected (`/volumes/{v}/snapshots/top/attachments`): no snapshot may
+/// take it.
+pub const LIVE_SNAPSHOT_NAME: &str = "top";
 
 /// Volume content type: `file` means svs provisions a filesystem on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
-use svs_domain::{Gib, ResizePlan, SlicePlacement, VolumeState};
+use svs_domain::{Gib, ResizePlan, SlicePlacement, SnapshotState, VolumeState};
 
 /// Wraps a store and serves `get_volume` (the hottest call of the API) from
 /// memory; every other call goes to the wrapped store. The cache is dropped
@@ -344,19 +344,25 @@ impl<S: Store> AttachmentStore for CachedStore<S> {
         self.inner.all_attachments().await
     }
 
-    async fn get_attachment(&self, volume_id: &str, node: &str) -> StoreResult<Option<Attachment>> {
-        self.inner.get_attachment(volume_id, node).await
+    async fn get_attachment(
+        &self,
+        volume_id: &str,
+        snapshot: &str,
+        node: &str,
+    ) -> StoreResult<Option<Attachment>> {
+        self.inner.get_attachment(volume_id, snapshot, node).await
     }
 
     async fn set_attachment_state(
         &self,
         volume_id: &str,
+        snapshot: &str,
         node: &str,
         state: &str,
     ) -> StoreResult<()> {
         self.changed(
             self.inner
-                .set_attachment_state(volume_id, node, state)
+                .set_attachment_state(volume_id, snapshot, node, state)
                 .await,
         )
     }
@@ -364,19 +370,97 @@ impl<S: Store> AttachmentStore for CachedStore<S> {
     async fn update_attachment(
         &self,
         volume_id: &str,
+        snapshot: &str,
         node: &str,
         readonly: bool,
         mountpoint: &str,
     ) -> StoreResult<()> {
         self.changed(
             self.inner
-                .update_attachment(volume_id, node, readonly, mountpoint)
+                .update_attachment(volume_id, snapshot, node, readonly, mountpoint)
                 .await,
         )
     }
 
-    async fn delete_attachment(&self, volume_id: &str, node: &str) -> StoreResult<()> {
-        self.changed(self.inner.delete_attachment(volume_id, node).await)
+    async fn delete_attachment(
+        &self,
+        volume_id: &str,
+        snapshot: &str,
+        node: &str,
+    ) -> StoreResult<()> {
+        self.changed(
+            self.inner
+                .delete_attachment(volume_id, snapshot, node)
+                .await,
+        )
+    }
+}
+
+/// Snapshots are not cached; changes that claim a volume drop the cache.
+#[async_trait]
+impl<S: Store> SnapshotStore for CachedStore<S> {
+    async fn create_snapshot(&self, snapshot: &NewSnapshot, job: &NewJob) -> StoreResult<i64> {
+        self.changed(self.inner.create_snapshot(snapshot, job).await)
+    }
+
+    async fn list_snapshots(
+        &self,
+        tenant_id: i64,
+        volume_id: Option<&str>,
+    ) -> StoreResult<Vec<Snapshot>> {
+        self.inner.list_snapshots(tenant_id, volume_id).await
+    }
+
+    async fn volume_snapshots(&self, volume_id: &str) -> StoreResult<Vec<Snapshot>> {
+        self.inner.volume_snapshots(volume_id).await
+    }
+
+    async fn get_snapshot(
+        &self,
+        volume_id: &str,
+        name_or_id: &str,
+    ) -> StoreResult<Option<Snapshot>> {
+        self.inner.get_snapshot(volume_id, name_or_id).await
+    }
+
+    async fn snapshot_by_id(&self, id: &str) -> StoreResult<Option<Snapshot>> {
+        self.inner.snapshot_by_id(id).await
+    }
+
+    async fn start_snapshot_job(
+        &self,
+        snapshot_id: &str,
+        state: Option<SnapshotState>,
+        job: &NewJob,
+    ) -> StoreResult<i64> {
+        self.changed(self.inner.start_snapshot_job(snapshot_id, state, job).await)
+    }
+
+    async fn set_snapshot_state(&self, id: &str, state: SnapshotState) -> StoreResult<()> {
+        self.inner.set_snapshot_state(id, state).await
+    }
+
+    async fn update_snapshot(
+        &self,
+        id: &str,
+        name: &str,
+        attributes: &serde_json::Map<String, serde_json::Value>,
+    ) -> StoreResult<()> {
+        self.inner.update_snapshot(id, name, attributes).await
+    }
+
+    async fn set_snapshot_usage(
+        &self,
+        per_snapshot: &[(String, u64)],
+        per_medium: &[(String, u64)],
+    ) -> StoreResult<()> {
+        self.inner
+            .set_snapshot_usage(per_snapshot, per_medium)
+            .await
+    }
+
+    async fn delete_snapshot(&self, id: &str) -> StoreResult<()> {
+        self.inner.delete_snapshot(id).await
     }
 }
 

@@ -180,6 +180,7 @@ fn create_spec() -> JobSpec {
         size: 10,
         policy: "p".into(),
         kind: VolumeType::Block,
+        source: None,
     })
 }
 

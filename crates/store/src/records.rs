@@ -2,7 +2,8 @@
 
 use serde_json::{Map, Value};
 use svs_domain::{
-    Gib, JobKind, JobSpec, JobSpecError, JobState, Resiliency, Slice, VolumeState, VolumeType,
+    Consistency, Gib, JobKind, JobSpec, JobSpecError, JobState, Resiliency, Slice, SnapshotState,
+    VolumeState, VolumeType,
 };
 
 #[derive(Debug, Clone)]
@@ -70,11 +71,20 @@ pub struct MediumUsage {
     pub reserved: Gib,
     /// Distinct volumes with a slice on it.
     pub volumes_count: u64,
+    /// Bytes snapshots hold on it, as last measured.
+    pub snapshot_bytes: u64,
+    /// Its slices are lost; nothing is placed on it.
+    pub failed: bool,
 }
 
 impl MediumUsage {
+    /// Whole GiB held by snapshots.
+    pub fn snapshot_gib(&self) -> Gib {
+        self.snapshot_bytes.div_ceil(svs_domain::GIB)
+    }
+
     pub fn used(&self) -> Gib {
-        self.allocated + self.reserved
+        self.allocated + self.reserved + self.snapshot_gib()
     }
 
     pub fn free(&self) -> Gib {
@@ -253,6 +263,8 @@ pub struct NodeRecord {
 #[derive(Debug, Clone)]
 pub struct NewAttachment {
     pub volume_id: String,
+    /// `top` (the live volume) or a snapshot's id.
+    pub snapshot: String,
     pub node: String,
     pub tenant_id: i64,
     pub readonly: bool,
@@ -267,7 +279,10 @@ pub struct Attachment {
     pub volume_name: String,
     pub node: String,
     pub tenant_id: i64,
+    /// `top` (the live volume) or a snapshot's id.
     pub snapshot: String,
+    /// `top`, or the snapshot's name.
+    pub snapshot_name: String,
     pub readonly: bool,
     pub mountpoint: String,
     pub export_name: String,
@@ -306,4 +321,37 @@ impl JobEnd {
             now_ms,
         }
     }
+}
+
+#[derive(Debug, Clone)]
+pub struct NewSnapshot {
+    pub id: String,
+    pub volume_id: String,
+    pub tenant_id: i64,
+    pub name: String,
+    pub consistency: Consistency,
+    pub volume_size: Gib,
+    pub attributes: Map<String, Value>,
+    pub now_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    pub id: String,
+    /// The data plane's id of the snapshot (grows with each snapshot taken).
+    pub seq: u64,
+    pub volume_id: String,
+    pub volume_name: String,
+    pub tenant_id: i64,
+    pub name: String,
+    pub consistency: Consistency,
+    /// The volume's size when the snapshot was taken.
+    pub volume_size: Gib,
+    pub state: SnapshotState,
+    /// Bytes the snapshot holds on media, as last measured.
+    pub used_bytes: u64,
+    pub attributes: Map<String, Value>,
+    /// Attachments of the snapshot.
+    pub attachments: u64,
+    pub created_ms: i64,
 }

@@ -9,7 +9,7 @@ use crate::records::*;
 use crate::StoreResult;
 use async_trait::async_trait;
 use std::collections::HashMap;
-use svs_domain::{Gib, ResizePlan, SlicePlacement, VolumeState};
+use svs_domain::{Gib, ResizePlan, SlicePlacement, SnapshotState, VolumeState};
 
 /// Users, their tenants, and refresh tokens.
 #[async_trait]
@@ -172,21 +172,84 @@ pub trait AttachmentStore: Send + Sync {
     ) -> StoreResult<Vec<Attachment>>;
     /// Every attachment of every tenant (start-up).
     async fn all_attachments(&self) -> StoreResult<Vec<Attachment>>;
-    async fn get_attachment(&self, volume_id: &str, node: &str) -> StoreResult<Option<Attachment>>;
+    /// `snapshot` is `top` (the live volume) or a snapshot's id.
+    async fn get_attachment(
+        &self,
+        volume_id: &str,
+        snapshot: &str,
+        node: &str,
+    ) -> StoreResult<Option<Attachment>>;
     async fn set_attachment_state(
         &self,
         volume_id: &str,
+        snapshot: &str,
         node: &str,
         state: &str,
     ) -> StoreResult<()>;
     async fn update_attachment(
         &self,
         volume_id: &str,
+        snapshot: &str,
         node: &str,
         readonly: bool,
         mountpoint: &str,
     ) -> StoreResult<()>;
-    async fn delete_attachment(&self, volume_id: &str, node: &str) -> StoreResult<()>;
+    async fn delete_attachment(
+        &self,
+        volume_id: &str,
+        snapshot: &str,
+        node: &str,
+    ) -> StoreResult<()>;
+}
+
+/// Snapshots of volumes.
+#[async_trait]
+pub trait SnapshotStore: Send + Sync {
+    /// Records a snapshot (state Creating) and its job together, and makes
+    /// the job the volume's current job. Duplicate name on the volume →
+    /// Conflict. Returns the job id.
+    async fn create_snapshot(&self, snapshot: &NewSnapshot, job: &NewJob) -> StoreResult<i64>;
+    /// Snapshots of a tenant, of one volume when given; oldest first.
+    async fn list_snapshots(
+        &self,
+        tenant_id: i64,
+        volume_id: Option<&str>,
+    ) -> StoreResult<Vec<Snapshot>>;
+    /// Every snapshot of a volume, any tenant (jobs), oldest first.
+    async fn volume_snapshots(&self, volume_id: &str) -> StoreResult<Vec<Snapshot>>;
+    /// By name, else by id, on the volume.
+    async fn get_snapshot(
+        &self,
+        volume_id: &str,
+        name_or_id: &str,
+    ) -> StoreResult<Option<Snapshot>>;
+    /// By id (jobs).
+    async fn snapshot_by_id(&self, id: &str) -> StoreResult<Option<Snapshot>>;
+    /// Inserts a job working on a snapshot's volume, makes it the volume's
+    /// current job and, when given, sets the snapshot's state.
+    async fn start_snapshot_job(
+        &self,
+        snapshot_id: &str,
+        state: Option<SnapshotState>,
+        job: &NewJob,
+    ) -> StoreResult<i64>;
+    async fn set_snapshot_state(&self, id: &str, state: SnapshotState) -> StoreResult<()>;
+    /// Renames the snapshot and replaces its stored fields. Conflict on a
+    /// duplicate name, NotFound.
+    async fn update_snapshot(
+        &self,
+        id: &str,
+        name: &str,
+        attributes: &serde_json::Map<String, serde_json::Value>,
+    ) -> StoreResult<()>;
+    /// Records what the snapshots hold: per snapshot, and per medium.
+    async fn set_snapshot_usage(
+        &self,
+        per_snapshot: &[(String, u64)],
+        per_medium: &[(String, u64)],
+    ) -> StoreResult<()>;
+    /// Removes the snapshot's record and its attachments.
+    async fn delete_snapshot(&self, id: &str) -> StoreResult<()>;
 }
 
 /// The store as a whole: opened at start-up, closed at shutdown.
@@ -206,6 +269,7 @@ pub trait Store:
     + VolumeStore
     + JobStore
     + AttachmentStore
+    + SnapshotStore
     + StoreLifecycle
     + 'static
 {
@@ -218,6 +282,7 @@ impl<T> Store for T where
         + VolumeStore
         + JobStore
         + AttachmentStore
+        + SnapshotStore
         + StoreLifecycle
         + 'static
 {

@@ -9,9 +9,11 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
 
 const ATTACHMENT_SELECT: &str = "SELECT a.volume_id, v.name AS volume_name, a.node, a.tenant_id, \
-    a.snapshot, a.readonly, a.mountpoint, a.export_name, a.state, a.created_ms, \
+    a.snapshot, COALESCE(s.name, a.snapshot) AS snapshot_name, a.readonly, a.mountpoint, \
+    a.export_name, a.state, a.created_ms, \
     v.job_id, j.progress AS job_progress, j.status AS job_status \
     FROM attachments a JOIN volumes v ON v.id = a.volume_id \
+    LEFT JOIN snapshots s ON s.id = a.snapshot \
     LEFT JOIN jobs j ON j.id = v.job_id";
 
 fn attachment_row(row: &SqliteRow) -> StoreResult<Attachment> {
@@ -22,6 +24,7 @@ fn attachment_row(row: &SqliteRow) -> StoreResult<Attachment> {
         node: row.try_get("node")?,
         tenant_id: row.try_get("tenant_id")?,
         snapshot: row.try_get("snapshot")?,
+        snapshot_name: row.try_get("snapshot_name")?,
         readonly: row.try_get::<i64, _>("readonly")? != 0,
         mountpoint: row.try_get("mountpoint")?,
         export_name: row.try_get("export_name")?,
@@ -37,11 +40,12 @@ impl AttachmentStore for SqliteStore {
         let mut tx = self.begin_write().await?;
         let inserted = sqlx::query(
             "INSERT INTO attachments (volume_id, node, tenant_id, snapshot, readonly, mountpoint, \
-             export_name, state, created_ms) VALUES (?, ?, ?, 'top', ?, ?, ?, 'Attaching', ?)",
+             export_name, state, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, 'Attaching', ?)",
         )
         .bind(&a.volume_id)
         .bind(&a.node)
         .bind(a.tenant_id)
+        .bind(&a.snapshot)
         .bind(i64::from(a.readonly))
         .bind(&a.mountpoint)
         .bind(&a.export_name)
@@ -49,7 +53,11 @@ impl AttachmentStore for SqliteStore {
         .execute(&mut *tx)
         .await;
         conflict_on_unique(inserted, || {
-            format!("the volume is already attached to node '{}'", a.node)
+            if a.snapshot == svs_domain::LIVE_SNAPSHOT_NAME {
+                format!("the volume is already attached to node '{}'", a.node)
+            } else {
+                format!("the snapshot is already attached to node '{}'", a.node)
+            }
         })?;
         let job_id = claim_volume(&mut tx, &a.volume_id, None, job).await?;
         tx.commit().await?;
@@ -63,7 +71,7 @@ impl AttachmentStore for SqliteStore {
     ) -> StoreResult<Vec<Attachment>> {
         let rows = sqlx::query(&format!(
             "{ATTACHMENT_SELECT} WHERE a.tenant_id = ? AND (? IS NULL OR a.volume_id = ?) \
-             ORDER BY v.name, a.node"
+             ORDER BY v.name, a.snapshot <> 'top', snapshot_name, a.node"
         ))
         .bind(tenant_id)
         .bind(volume_id)
@@ -74,17 +82,25 @@ impl AttachmentStore for SqliteStore {
     }
 
     async fn all_attachments(&self) -> StoreResult<Vec<Attachment>> {
-        let rows = sqlx::query(&format!("{ATTACHMENT_SELECT} ORDER BY a.volume_id, a.node"))
-            .fetch_all(&self.writer)
-            .await?;
+        let rows = sqlx::query(&format!(
+            "{ATTACHMENT_SELECT} ORDER BY a.volume_id, a.snapshot, a.node"
+        ))
+        .fetch_all(&self.writer)
+        .await?;
         rows.iter().map(attachment_row).collect()
     }
 
-    async fn get_attachment(&self, volume_id: &str, node: &str) -> StoreResult<Option<Attachment>> {
+    async fn get_attachment(
+        &self,
+        volume_id: &str,
+        snapshot: &str,
+        node: &str,
+    ) -> StoreResult<Option<Attachment>> {
         let row = sqlx::query(&format!(
-            "{ATTACHMENT_SELECT} WHERE a.volume_id = ? AND a.node = ?"
+            "{ATTACHMENT_SELECT} WHERE a.volume_id = ? AND a.snapshot = ? AND a.node = ?"
         ))
         .bind(volume_id)
+        .bind(snapshot)
         .bind(node)
         .fetch_optional(&self.writer)
         .await?;
@@ -94,40 +110,53 @@ impl AttachmentStore for SqliteStore {
     async fn set_attachment_state(
         &self,
         volume_id: &str,
+        snapshot: &str,
         node: &str,
         state: &str,
     ) -> StoreResult<()> {
-        sqlx::query("UPDATE attachments SET state = ? WHERE volume_id = ? AND node = ?")
-            .bind(state)
-            .bind(volume_id)
-            .bind(node)
-            .execute(&self.writer)
-            .await?;
-        Ok(())
-    }
-
-    async fn update_attachment(
-        &self,
-        volume_id: &str,
-        node: &str,
-        readonly: bool,
-        mountpoint: &str,
-    ) -> StoreResult<()> {
         sqlx::query(
-            "UPDATE attachments SET readonly = ?, mountpoint = ? WHERE volume_id = ? AND node = ?",
+            "UPDATE attachments SET state = ? WHERE volume_id = ? AND snapshot = ? AND node = ?",
         )
-        .bind(i64::from(readonly))
-        .bind(mountpoint)
+        .bind(state)
         .bind(volume_id)
+        .bind(snapshot)
         .bind(node)
         .execute(&self.writer)
         .await?;
         Ok(())
     }
 
-    async fn delete_attachment(&self, volume_id: &str, node: &str) -> StoreResult<()> {
-        sqlx::query("DELETE FROM attachments WHERE volume_id = ? AND node = ?")
+    async fn update_attachment(
+        &self,
+        volume_id: &str,
+        snapshot: &str,
+        node: &str,
+        readonly: bool,
+        mountpoint: &str,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE attachments SET readonly = ?, mountpoint = ? \
+             WHERE volume_id = ? AND snapshot = ? AND node = ?",
+        )
+        .bind(i64::from(readonly))
+        .bind(mountpoint)
+        .bind(volume_id)
+        .bind(snapshot)
+        .bind(node)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    async fn delete_attachment(
+        &self,
+        volume_id: &str,
+        snapshot: &str,
+        node: &str,
+    ) -> StoreResult<()> {
+        sqlx::query("DELETE FROM attachments WHERE volume_id = ? AND snapshot = ? AND node = ?")
             .bind(volume_id)
+            .bind(snapshot)
             .bind(node)
             .execute(&self.writer)
             .await?;

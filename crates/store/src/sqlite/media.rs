@@ -22,7 +22,8 @@ pub(super) async fn media_space(
         let row = sqlx::query(
             "SELECT m.size_gib, \
              COALESCE((SELECT SUM(size_gib) FROM slices WHERE medium_id = m.id), 0) AS allocated, \
-             COALESCE((SELECT SUM(gib) FROM reservations WHERE medium_id = m.id), 0) AS reserved \
+             COALESCE((SELECT SUM(gib) FROM reservations WHERE medium_id = m.id), 0) \
+               + (m.snapshot_bytes + 1073741823) / 1073741824 AS reserved \
              FROM media m WHERE m.id = ?",
         )
         .bind(id)
@@ -104,7 +105,8 @@ impl MediaStore for SqliteStore {
             "SELECT m.id, m.node, m.zone, m.directory, m.size_gib, \
              COALESCE((SELECT SUM(size_gib) FROM slices WHERE medium_id = m.id), 0) AS allocated, \
              COALESCE((SELECT SUM(gib) FROM reservations WHERE medium_id = m.id), 0) AS reserved, \
-             (SELECT COUNT(DISTINCT volume_id) FROM slices WHERE medium_id = m.id) AS volumes \
+             (SELECT COUNT(DISTINCT volume_id) FROM slices WHERE medium_id = m.id) AS volumes, \
+             m.snapshot_bytes, m.state \
              FROM media m ORDER BY m.id",
         )
         .fetch_all(&self.writer)
@@ -116,6 +118,8 @@ impl MediaStore for SqliteStore {
                     allocated: gib(row, "allocated")?,
                     reserved: gib(row, "reserved")?,
                     volumes_count: gib(row, "volumes")?,
+                    snapshot_bytes: gib(row, "snapshot_bytes")?,
+                    failed: row.try_get::<String, _>("state")? == "Failed",
                 })
             })
             .collect()

@@ -17,6 +17,7 @@ mod attachments;
 mod jobs;
 mod media;
 mod policies;
+mod snapshots;
 mod users;
 mod volumes;
 

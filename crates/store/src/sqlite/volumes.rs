@@ -216,6 +216,10 @@ impl VolumeStore for SqliteStore {
             .bind(volume_id)
             .execute(&mut *tx)
             .await?;
+        sqlx::query("DELETE FROM snapshots WHERE volume_id = ?")
+            .bind(volume_id)
+            .execute(&mut *tx)
+            .await?;
         sqlx::query("DELETE FROM slices WHERE volume_id = ?")
             .bind(volume_id)
             .execute(&mut *tx)

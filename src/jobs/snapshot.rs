@@ -1,0 +1,229 @@
+//! `snapshot_create`, `snapshot_delete`, `snapshot_rollback`: work on the
+//! volume's shared I/O (the one its exports use, or one opened for the job),
+//! so a snapshot is taken at one barrier across every connection's writes.
+
+use super::{JobContext, JobError};
+use crate::exports::volume_layout;
+use std::sync::Arc;
+use svs_dataplane::VolumeIo;
+use svs_domain::{SnapshotArgs, SnapshotState};
+use svs_store::{Job, Snapshot, Volume};
+use tracing::warn;
+
+impl JobContext {
+    /// The volume's shared I/O: its exports' if attached, else opened for
+    /// as long as the caller holds it.
+    pub(super) async fn volume_io(&self, volume: &Volume) -> Result<Arc<dyn VolumeIo>, JobError> {
+        let layout = volume_layout(volume, &self.store.volume_slices(&volume.id).await?);
+        let exports = Arc::clone(&self.exports);
+        tokio::task::spawn_blocking(move || exports.open_io(&layout))
+            .await
+            .map_err(|e| JobError::Failed(format!("data plane task failed: {e}")))?
+            .map_err(JobError::DataPlane)
+    }
+
+    /// Runs blocking work on a volume's I/O off the async workers.
+    pub(super) async fn on_io<T: Send + 'static>(
+        &self,
+        io: &Arc<dyn VolumeIo>,
+        f: impl FnOnce(&dyn VolumeIo) -> std::io::Result<T> + Send + 'static,
+    ) -> Result<std::io::Result<T>, JobError> {
+        let io = Arc::clone(io);
+        tokio::task::spawn_blocking(move || f(io.as_ref()))
+            .await
+            .map_err(|e| JobError::Failed(format!("data plane task failed: {e}")))
+    }
+
+    /// Measures what the volume's snapshots hold and records it, per
+    /// snapshot (`used`) and per medium (its free space). Best effort: a
+    /// failed measurement leaves the last figures.
+    pub(super) async fn record_snapshot_usage(&self, volume: &Volume) {
+        if let Err(e) = self.try_record_snapshot_usage(volume).await {
+            warn!(error = %e, volume = %volume.id, "cannot measure snapshot usage");
+        }
+    }
+
+    async fn try_record_snapshot_usage(&self, volume: &Volume) -> Result<(), JobError> {
+        let snapshots = self.store.volume_snapshots(&volume.id).await?;
+        let slices = self.store.volume_slices(&volume.id).await?;
+        let volume_id = volume.id.clone();
+        let (per_seq, per_medium) = self
+            .blocking(move |dp| {
+                let mut per_seq = std::collections::HashMap::<u64, u64>::new();
+                let mut per_medium = std::collections::HashMap::<String, u64>::new();
+                for row in &slices {
+                    let key = super::slice_key(&volume_id, &row.slice);
+                    for (seq, bytes) in dp.snapshot_usage(&row.slice.medium, &key)? {
+                        *per_seq.entry(seq).or_default() += bytes;
+                        *per_medium.entry(row.slice.medium.clone()).or_default() += bytes;
+                    }
+                }
+                Ok((per_seq, per_medium))
+            })
+            .await?;
+        let per_snapshot: Vec<(String, u64)> = snapshots
+            .iter()
+            .map(|s| (s.id.clone(), per_seq.get(&s.seq).copied().unwrap_or(0)))
+            .collect();
+        // Media of this volume only hold this volume's part: add the others'.
+        let per_medium = self.medium_snapshot_totals(per_medium).await?;
+        self.store
+            .set_snapshot_usage(&per_snapshot, &per_medium)
+            .await?;
+        Ok(())
+    }
+
+    /// Every medium's snapshot bytes across all volumes, given fresh figures
+    /// for some volumes' slices: re-measured from every slice on those media.
+    async fn medium_snapshot_totals(
+        &self,
+        fresh: std::collections::HashMap<String, u64>,
+    ) -> Result<Vec<(String, u64)>, JobError> {
+        let media: Vec<String> = fresh.keys().cloned().collect();
+        self.blocking(move |dp| {
+            let mut totals = Vec::new();
+            for medium in media {
+                let mut bytes = 0;
+                for stored in dp.stored_slices(&medium)? {
+                    if stored.partial {
+                        continue;
+                    }
+                    bytes += dp
+                        .snapshot_usage(&medium, &stored.key)?
+                        .values()
+                        .sum::<u64>();
+                }
+                totals.push((medium, bytes));
+            }
+            Ok(totals)
+        })
+        .await
+    }
+
+    async fn snapshot(&self, args: &SnapshotArgs) -> Result<Option<Snapshot>, JobError> {
+        Ok(self.store.snapshot_by_id(&args.snapshot_id).await?)
+    }
+}
+
+pub(super) async fn create_snapshot(
+    ctx: &JobContext,
+    job: &Job,
+    args: &SnapshotArgs,
+) -> Result<(), JobError> {
+    let volume = ctx.volume(job).await?;
+    let snapshot = ctx
+        .snapshot(args)
+        .await?
+        .ok_or_else(|| JobError::Failed(format!("snapshot '{}' no longer exists", args.name)))?;
+    ctx.progress(job, 10, &format!("Taking snapshot '{}'", snapshot.name))
+        .await?;
+    let io = ctx.volume_io(&volume).await?;
+    let seq = snapshot.seq;
+    if let Err(e) = ctx.on_io(&io, move |io| io.snapshot(seq)).await? {
+        // Nothing half-made stays: the snapshot goes from every slice and
+        // from the store.
+        if let Err(e) = ctx.on_io(&io, move |io| io.delete_snapshot(seq)).await? {
+            warn!(error = %e, "cannot remove a failed snapshot");
+        }
+        ctx.store.delete_snapshot(&snapshot.id).await?;
+        return Err(JobError::Failed(format!(
+            "Could not create snapshot '{}' of volume '{}': {e}",
+            snapshot.name, volume.name
+        )));
+    }
+    ctx.store
+        .set_snapshot_state(&snapshot.id, SnapshotState::Ready)
+        .await?;
+    ctx.record_snapshot_usage(&volume).await;
+    ctx.done(
+        job,
+        format!(
+            "Snapshot '{}' of volume '{}' created",
+            snapshot.name, volume.name
+        ),
+    )
+    .await
+}
+
+pub(super) async fn delete_snapshot(
+    ctx: &JobContext,
+    job: &Job,
+    args: &SnapshotArgs,
+) -> Result<(), JobError> {
+    let volume = ctx.volume(job).await?;
+    if let Some(snapshot) = ctx.snapshot(args).await? {
+        // Its exports close before its data goes.
+        for a in ctx.store.all_attachments().await? {
+            if a.snapshot == snapshot.id {
+                ctx.exports.detach(&a.export_name);
+            }
+        }
+        ctx.progress(job, 10, &format!("Deleting snapshot '{}'", snapshot.name))
+            .await?;
+        let io = ctx.volume_io(&volume).await?;
+        let seq = snapshot.seq;
+        ctx.on_io(&io, move |io| io.delete_snapshot(seq))
+            .await?
+            .map_err(|e| {
+                JobError::Failed(format!(
+                    "Could not delete snapshot '{}' of volume '{}': {e}",
+                    snapshot.name, volume.name
+                ))
+            })?;
+        ctx.store.delete_snapshot(&snapshot.id).await?;
+        ctx.record_snapshot_usage(&volume).await;
+    }
+    ctx.done(
+        job,
+        format!(
+            "Snapshot '{}' of volume '{}' deleted",
+            args.name, volume.name
+        ),
+    )
+    .await
+}
+
+pub(super) async fn rollback(
+    ctx: &JobContext,
+    job: &Job,
+    args: &SnapshotArgs,
+) -> Result<(), JobError> {
+    let volume = ctx.volume(job).await?;
+    let snapshot = ctx
+        .snapshot(args)
+        .await?
+        .ok_or_else(|| JobError::Failed(format!("snapshot '{}' no longer exists", args.name)))?;
+    ctx.progress(
+        job,
+        10,
+        &format!("Rolling back to snapshot '{}'", snapshot.name),
+    )
+    .await?;
+    let io = ctx.volume_io(&volume).await?;
+    let seq = snapshot.seq;
+    ctx.on_io(&io, move |io| io.rollback(seq))
+        .await?
+        .map_err(|e| {
+            JobError::Failed(format!(
+                "Could not roll volume '{}' back to snapshot '{}': {e}",
+                volume.name, snapshot.name
+            ))
+        })?;
+    ctx.record_snapshot_usage(&volume).await;
+    let grown = if volume.size > snapshot.volume_size {
+        format!(
+            "; the {} GiB added since the snapshot now read as zeros",
+            volume.size - snapshot.volume_size
+        )
+    } else {
+        String::new()
+    };
+    ctx.done(
+        job,
+        format!(
+            "Volume '{}' rolled back to snapshot '{}'{grown}",
+            volume.name, snapshot.name
+        ),
+    )
+    .await
+}

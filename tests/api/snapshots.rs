@@ -1,0 +1,344 @@
+//! Snapshots, rollback and clones through the API and real NBD clients
+//! (`qemu-io`), against the real `svs serve`.
+
+use crate::attach::{attach, qemu_io, qemu_io_ro, topology, uri};
+use crate::harness::TestApp;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+/// Offsets crossing copy-on-write chunks, stripes and columns.
+const OFFSETS: [&str; 4] = ["0", "1020k", "5M", "3000M"];
+
+fn writes(pattern: u8) -> Vec<String> {
+    let mut commands: Vec<String> = OFFSETS
+        .iter()
+        .map(|at| format!("write -P {pattern} {at} 8k"))
+        .collect();
+    commands.push("flush".into());
+    commands
+}
+
+fn reads(pattern: u8) -> Vec<String> {
+    OFFSETS
+        .iter()
+        .map(|at| format!("read -P {pattern} {at} 8k"))
+        .collect()
+}
+
+/// Takes snapshot `name` of `volume`; returns the snapshot as listed.
+async fn snapshot(app: &TestApp, volume: &str, name: &str) -> Value {
+    let (status, body) = app
+        .post(
+            &format!("/volumes/{volume}/snapshots"),
+            json!({"name": name, "consistency": "crash"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "snapshot: {body}");
+    assert_eq!(body["Message"], "Snapshot creation started");
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    assert_eq!(job["type"], "snapshot_create");
+    let (status, s) = app
+        .get(&format!("/volumes/{volume}/snapshots/{name}"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{s}");
+    assert_eq!(s["snapshotid"], body["ObjectID"]);
+    s
+}
+
+/// Attaches snapshot `name` of `volume` to `node`; returns the attachment.
+async fn attach_snapshot(app: &TestApp, volume: &str, name: &str, node: &str) -> Value {
+    let (status, body) = app
+        .post(
+            &format!("/volumes/{volume}/snapshots/{name}/attachments"),
+            json!({"node": node}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "attach snapshot: {body}");
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    let (status, a) = app
+        .get(&format!(
+            "/volumes/{volume}/snapshots/{name}/attachments/{node}"
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{a}");
+    a
+}
+
+async fn job_of(app: &TestApp, (status, body): (StatusCode, Value)) -> Value {
+    assert_eq!(status, StatusCode::OK, "{body}");
+    app.wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await
+}
+
+async fn detach(app: &TestApp, path: &str) {
+    let job = job_of(app, app.delete(path).await).await;
+    assert_eq!(job["state"], "Done", "{job}");
+}
+
+/// A 4 GiB mirrored volume "v" attached read-write to host-1.
+async fn attached_v() -> (TestApp, Value) {
+    let app = TestApp::start_with(topology("0")).await;
+    app.create_policy("mirror", 1, 1, 0).await;
+    app.create_volume("v", 4, "mirror").await;
+    let a = attach(&app, "v", "host-1", false).await;
+    (app, a)
+}
+
+#[tokio::test]
+async fn snapshots_are_exact_images_of_their_instant_over_nbd_while_the_volume_changes() {
+    let (app, live) = attached_v().await;
+    qemu_io(&uri(&live), &writes(0x11)).expect("first writes");
+    let s1 = snapshot(&app, "v", "s1").await;
+    assert_eq!(s1["name"], "s1");
+    assert_eq!(s1["volumename"], "v");
+    assert_eq!(s1["volumesize"], 4);
+    assert_eq!(s1["consistency"], "crash");
+    assert_eq!(s1["state"], "Ready");
+    assert_eq!(s1["numberofattachments"], 0);
+    // Nothing changed since: only its (empty) chunk maps take a block each.
+    assert!(s1["used"].as_u64().unwrap_or(u64::MAX) < 65536, "{s1}");
+    qemu_io(&uri(&live), &writes(0x22)).expect("second writes");
+    snapshot(&app, "v", "s2").await;
+    qemu_io(&uri(&live), &writes(0x33)).expect("third writes");
+    let (_, s1) = app.get("/volumes/v/snapshots/s1").await;
+    // Two copies of the 64 KiB chunks around four offsets (one crosses two).
+    assert!(
+        s1["used"].as_u64().unwrap_or(0) >= 2 * 4 * 65536,
+        "s1 holds what changed after it: {s1}"
+    );
+
+    let a1 = attach_snapshot(&app, "v", "s1", "host-1").await;
+    assert_eq!(a1["snapshotname"], "s1");
+    assert_eq!(a1["snapshotid"], s1["snapshotid"]);
+    assert_eq!(a1["readonly"], true, "snapshots attach read-only: {a1}");
+    let a2 = attach_snapshot(&app, "v", "s2", "host-1").await;
+    qemu_io_ro(&uri(&a1), &reads(0x11)).expect("s1 reads its instant");
+    qemu_io_ro(&uri(&a2), &reads(0x22)).expect("s2 reads its instant");
+    qemu_io(&uri(&live), &reads(0x33)).expect("the live volume reads the last writes");
+    let err = qemu_io(&uri(&a1), &["write -P 1 0 4k".into()]).unwrap_err();
+    assert!(
+        err.contains("Permission denied"),
+        "a snapshot is read-only: {err}"
+    );
+
+    // Lists: the volume's, the tenant's, and a snapshot's attachments.
+    let (_, list) = app.get("/volumes/v/snapshots").await;
+    let names: Vec<&str> = list
+        .as_array()
+        .map(|l| l.iter().filter_map(|s| s["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(names, ["s1", "s2"]);
+    let (_, all) = app.get("/snapshots").await;
+    assert_eq!(all.as_array().map(Vec::len), Some(2), "{all}");
+    let (_, on_s1) = app.get("/volumes/v/snapshots/s1/attachments").await;
+    assert_eq!(on_s1.as_array().map(Vec::len), Some(1), "{on_s1}");
+    let (_, every) = app.get("/volumes/v/attachments").await;
+    assert_eq!(every.as_array().map(Vec::len), Some(3), "{every}");
+    let (_, s1) = app.get("/volumes/v/snapshots/s1").await;
+    assert_eq!(s1["numberofattachments"], 1);
+
+    // An attached snapshot is deleted only with force; the others stay exact.
+    let (status, body) = app.delete("/volumes/v/snapshots/s1").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(
+        body["message"],
+        "snapshot 's1' is attached to node(s) host-1; detach it first or delete with force=true"
+    );
+    let job = job_of(&app, app.delete("/volumes/v/snapshots/s1?force=true").await).await;
+    assert_eq!(job["state"], "Done", "{job}");
+    assert_eq!(job["type"], "snapshot_delete");
+    let (status, _) = app.get("/volumes/v/snapshots/s1").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(
+        qemu_io_ro(&uri(&a1), &reads(0x11)).is_err(),
+        "s1's export is gone"
+    );
+    qemu_io_ro(&uri(&a2), &reads(0x22)).expect("s2 stays exact");
+    qemu_io(&uri(&live), &reads(0x33)).expect("the live volume stays exact");
+}
+
+#[tokio::test]
+async fn a_rollback_needs_the_volume_detached_and_keeps_newer_snapshots() {
+    let (app, live) = attached_v().await;
+    qemu_io(&uri(&live), &writes(0x11)).expect("first writes");
+    snapshot(&app, "v", "s1").await;
+    qemu_io(&uri(&live), &writes(0x22)).expect("second writes");
+    snapshot(&app, "v", "s2").await;
+    qemu_io(&uri(&live), &writes(0x33)).expect("third writes");
+
+    let (status, body) = app
+        .patch("/volumes/v/snapshots/s1/rollback", json!({}))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(
+        body["message"],
+        "volume 'v' is attached read-write to node(s) host-1; detach it or make the \
+         attachment read-only before a rollback"
+    );
+    detach(&app, "/volumes/v/snapshots/top/attachments/host-1").await;
+    let job = job_of(
+        &app,
+        app.patch("/volumes/v/snapshots/s1/rollback", json!({}))
+            .await,
+    )
+    .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    assert_eq!(job["type"], "snapshot_rollback");
+    assert_eq!(
+        job["details"].as_array().and_then(|d| d.last()).cloned(),
+        Some(json!("Volume 'v' rolled back to snapshot 's1'"))
+    );
+    let live = attach(&app, "v", "host-1", false).await;
+    qemu_io(&uri(&live), &reads(0x11)).expect("the volume holds s1's content");
+    let a2 = attach_snapshot(&app, "v", "s2", "host-1").await;
+    qemu_io_ro(&uri(&a2), &reads(0x22)).expect("the newer snapshot stays exact");
+}
+
+#[tokio::test]
+async fn snapshot_requests_are_checked_and_change_nothing_when_refused() {
+    let app = TestApp::start_with(topology("0")).await;
+    app.create_policy("none", 0, 0, 0).await;
+    app.create_volume("v", 1, "none").await;
+    let post = |body: Value| app.post("/volumes/v/snapshots", body);
+    let cases = [
+        (
+            json!({"name": "top", "consistency": "crash"}),
+            StatusCode::BAD_REQUEST,
+            "snapshot name 'top' is reserved for the live volume",
+        ),
+        (
+            json!({"name": "a b", "consistency": "crash"}),
+            StatusCode::BAD_REQUEST,
+            "snapshot name must be 1 to 63 characters of letters, digits, '.', '_' or '-'",
+        ),
+        (
+            json!({"name": "s", "consistency": "fuzzy"}),
+            StatusCode::BAD_REQUEST,
+            "consistency must be \"crash\" or \"application\"",
+        ),
+        (
+            json!({"name": "s"}),
+            StatusCode::BAD_REQUEST,
+            "consistency is required",
+        ),
+    ];
+    for (body, status, message) in cases {
+        let (got, answer) = post(body.clone()).await;
+        assert_eq!(
+            (got, answer["message"].as_str()),
+            (status, Some(message)),
+            "{body}"
+        );
+    }
+    let (status, _) = app
+        .post(
+            "/volumes/nope/snapshots",
+            json!({"name": "s", "consistency": "crash"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, all) = app.get("/snapshots").await;
+    assert_eq!(all, json!([]), "refused requests made nothing");
+
+    snapshot(&app, "v", "s").await;
+    let (status, body) = post(json!({"name": "s", "consistency": "application"})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(
+        body["message"],
+        "a snapshot named 's' already exists on the volume"
+    );
+    let (status, body) = app.get("/volumes/v/snapshots/other").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["message"], "snapshot 'other' of volume 'v' not found");
+
+    // Rename, keep stored fields; `top` stays reserved.
+    let (status, body) = app
+        .patch(
+            "/volumes/v/snapshots/s",
+            json!({"name": "daily", "consistencygroupname": "cg"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["Message"], "Snapshot 'daily' updated");
+    let (_, s) = app.get("/volumes/v/snapshots/daily").await;
+    assert_eq!(s["consistencygroupname"], "cg");
+    let (status, _) = app
+        .patch("/volumes/v/snapshots/daily", json!({"name": "top"}))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+
+    // A volume with snapshots goes only with force, and takes them along.
+    let (status, body) = app.delete("/volumes/v").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(
+        body["message"],
+        "volume 'v' has 1 snapshot(s); delete them first or delete with force=true"
+    );
+    let job = job_of(&app, app.delete("/volumes/v?force=true").await).await;
+    assert_eq!(job["state"], "Done", "{job}");
+    let (_, all) = app.get("/snapshots").await;
+    assert_eq!(all, json!([]));
+    let leftovers: Vec<_> = walk(&app.dir.path().join("media"));
+    assert!(leftovers.is_empty(), "files left behind: {leftovers:?}");
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+#[tokio::test]
+async fn a_clone_holds_the_snapshot_content_in_a_larger_independent_volume() {
+    let (app, live) = attached_v().await;
+    qemu_io(&uri(&live), &writes(0x11)).expect("first writes");
+    snapshot(&app, "v", "s1").await;
+    qemu_io(&uri(&live), &writes(0x22)).expect("writes after the snapshot");
+
+    let clone = |size: u64| {
+        app.post(
+            "/volumes",
+            json!({"name": "c", "size": size, "policy": "mirror",
+                   "contentvolume": "v", "contentsnapshot": "s1"}),
+        )
+    };
+    let (status, body) = clone(3).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(
+        body["message"],
+        "size must be at least the snapshot's size of 4 GiB"
+    );
+    let job = job_of(&app, clone(6).await).await;
+    assert_eq!(job["state"], "Done", "{job}");
+    let (_, c) = app.get("/volumes/c").await;
+    assert_eq!(
+        (
+            c["size"].clone(),
+            c["contentvolume"].clone(),
+            c["contentsnapshot"].clone()
+        ),
+        (json!(6), json!("v"), json!("s1"))
+    );
+    let a = attach(&app, "c", "host-1", false).await;
+    let mut commands = reads(0x11);
+    commands.push("read -P 0 4095M 1M".into());
+    commands.push("read -P 0 5G 1M".into());
+    qemu_io(&uri(&a), &commands).expect("the clone holds s1's content, zeros beyond");
+    qemu_io(&uri(&a), &writes(0x44)).expect("the clone is writable");
+    let s1 = attach_snapshot(&app, "v", "s1", "host-1").await;
+    qemu_io_ro(&uri(&s1), &reads(0x11)).expect("the snapshot did not change");
+    qemu_io(&uri(&live), &reads(0x22)).expect("the source volume did not change");
+}
