@@ -1950,3 +1950,7 @@ mod tests {
         assert_eq!(s[0].slice_offset, 2 * STRIPE + 5);
     }
 }
+
+#[cfg(test)]
+#[path = "volume_copy_tests.rs"]
+mod copy_tests;
