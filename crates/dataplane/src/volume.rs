@@ -21,11 +21,12 @@
 //! applied to the target too ("mirrored") after the copies are written, and
 //! the copier holds the target's slice exclusively for each chunk it copies,
 //! so a write is either copied by the copier or mirrored, never lost. The
+//! switch to the new slice pauses the volume's writes at the barrier (see
+//! below), so no write is half before and half after it. The
 //! snapshot files travel too: the older snapshots never change during a copy
 //! and the newest only grows (copy-on-write saves append to its map), so
 //! they are copied while I/O goes on, then the records appended meanwhile
-//! are caught up, the last ones at the switch, which runs with the slice's
-//! I/O paused. Snapshot creation, deletion and rollback are refused while a
+//! are caught up, the last ones at the switch. Snapshot creation, deletion and rollback are refused while a
 //! slice of the volume is copied (the service runs one job per volume).
 //!
 //! Snapshots: every slice has its copy-on-write snapshots
@@ -480,6 +481,11 @@ impl LocalVolumeIo {
             let out = &mut buf[seg.buf_offset..seg.buf_offset + seg.len];
             let mut served = false;
             for slice in &self.slices[seg.column] {
+                // A lost slice being rebuilt is held by the copier chunk by
+                // chunk: not waiting for it keeps reads smooth.
+                if slice.is_lost() {
+                    continue;
+                }
                 let state = slice.read_state()?;
                 let Some(live) = slice.healthy(&state) else {
                     continue;
@@ -521,6 +527,9 @@ impl LocalVolumeIo {
             // Every copy saves what its snapshots need before any copy is
             // written: a save that fails (ENOSPC) leaves all copies as they were.
             for slice in column {
+                if slice.is_lost() {
+                    continue;
+                }
                 let state = slice.read_state()?;
                 let Some(live) = slice.healthy(&state) else {
                     continue;
@@ -537,6 +546,9 @@ impl LocalVolumeIo {
             }
             let mut took = 0usize;
             for slice in column {
+                if slice.is_lost() {
+                    continue;
+                }
                 let state = slice.read_state()?;
                 let Some(live) = slice.healthy(&state) else {
                     continue;
@@ -671,6 +683,9 @@ impl VolumeIo for LocalVolumeIo {
     fn flush(&self) -> io::Result<()> {
         for column in &self.slices {
             for slice in column {
+                if slice.is_lost() {
+                    continue;
+                }
                 let state = slice.read_state()?;
                 let Some(live) = slice.healthy(&state) else {
                     continue;
@@ -1399,13 +1414,16 @@ impl LocalVolumeIo {
             }
         }
 
-        // The switch, with the slice's I/O paused (and the source's, when
-        // it is another copy): no write or copy-on-write save runs now.
+        // The switch, with the volume's writes paused at the barrier: every
+        // write is wholly before it (in the source and, past the cursor,
+        // mirrored) or wholly after (on the new slice), and no copy-on-write
+        // save runs now. Reads go on.
+        let _paused = self.pause().map_err(io_err("lock"))?;
         let mut state = holder.write_state().map_err(io_err("lock"))?;
         let source_state = if same {
             None
         } else {
-            Some(source.write_state().map_err(io_err("lock"))?)
+            Some(source.read_state().map_err(io_err("lock"))?)
         };
         let len = {
             let src_state: &SliceState = source_state.as_deref().unwrap_or(&state);
