@@ -1,5 +1,12 @@
 //! The svs data plane: one interface over media, and its local implementation
-//! where each slice is a sparse file in a medium's directory.
+//! where each slice is a sparse file in a medium's directory, with its
+//! snapshot files next to it (they travel with the slice when it is copied,
+//! moved or rebuilt).
+//!
+//! Media fail: a medium marked failed ([`DataPlane::set_medium_failed`]), or
+//! one whose slice I/O errors or whose directory disappears
+//! ([`DataPlane::failed_media`]), loses its slices; volumes keep serving from
+//! their other copies and [`VolumeIo::rebuild_slice`] brings a copy back.
 //!
 //! Every call is blocking (file I/O, fsync); async callers run them in
 //! `spawn_blocking`. All calls are idempotent so a job resumed after a crash
