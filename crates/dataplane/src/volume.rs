@@ -104,6 +104,8 @@ struct SliceIo {
     /// Its medium failed or its I/O errored: I/O skips it until a rebuild
     /// replaces it.
     lost: AtomicBool,
+    /// A live move or rebuild reads or fills it (see [`Busy`]).
+    copying: AtomicBool,
     /// Test builds: every I/O on the slice fails with EIO, like a dying disk.
     #[cfg(test)]
     broken: AtomicBool,
@@ -388,6 +390,7 @@ impl LocalVolumeIo {
                         mirror: None,
                     }),
                     dirty: AtomicBool::new(false),
+                    copying: AtomicBool::new(false),
                     #[cfg(test)]
                     broken: AtomicBool::new(false),
                 });
@@ -450,7 +453,17 @@ impl LocalVolumeIo {
             tracing::warn!(slice = %label(&slice.key), medium, error = %e,
                 "slice I/O failed; the slice is lost and I/O goes on with the other copies");
         }
-        self.media.saw_failure(medium);
+        // A slice file gone from a medium whose directory is still there was
+        // deleted (a forced volume deletion), which says nothing about the
+        // medium.
+        let deleted = e.raw_os_error() == Some(libc::ENOENT)
+            && self
+                .media
+                .medium_dir(medium)
+                .is_ok_and(|dir| dir.try_exists().unwrap_or(false));
+        if !deleted {
+            self.media.saw_failure(medium);
+        }
     }
 
     /// Fails unless the slice's file is still where it belongs (a medium
@@ -1144,6 +1157,27 @@ impl SnapshotCopy {
     }
 }
 
+/// A slice claimed by a live copy (as its source or its target) until dropped.
+struct Busy<'a>(&'a SliceIo);
+
+impl<'a> Busy<'a> {
+    fn claim(slice: &'a SliceIo) -> io::Result<Busy<'a>> {
+        if slice.copying.swap(true, Ordering::AcqRel) {
+            return Err(io::Error::new(
+                io::ErrorKind::ResourceBusy,
+                format!("slice {} is already being copied", label(&slice.key)),
+            ));
+        }
+        Ok(Busy(slice))
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.copying.store(false, Ordering::Release);
+    }
+}
+
 /// The file and snapshots of the slice a copy reads from.
 fn healthy_source<'a>(source: &SliceIo, state: &'a SliceState) -> io::Result<&'a Live> {
     source.healthy(state).ok_or_else(source_lost)
@@ -1199,6 +1233,14 @@ impl LocalVolumeIo {
                 io::Error::other("copy lock poisoned"),
             )
         })?;
+        // One copy at a time reads or fills a slice: a rebuild reading a
+        // slice that a move switches away would miss the writes after it.
+        let _source = Busy::claim(source).map_err(|e| self.err(holder, to_medium, "copy", e))?;
+        let _holder = if std::ptr::eq(source, holder) {
+            None
+        } else {
+            Some(Busy::claim(holder).map_err(|e| self.err(holder, to_medium, "copy", e))?)
+        };
         let target_path = self.media.slice_path(to_medium, &holder.key)?;
         let dir = target_path
             .parent()
@@ -1357,6 +1399,11 @@ impl LocalVolumeIo {
             }
             cursor = start + n as u64;
             mirror.copied_upto = cursor;
+            if mirror.failed.load(Ordering::Acquire) {
+                return Err(io_err("write")(io::Error::other(
+                    "a write to the target failed during the copy",
+                )));
+            }
             drop(state);
             done += n as u64;
             progress(done, estimate.max(done));

@@ -545,3 +545,68 @@ fn a_failed_rebuild_leaves_no_target_and_the_slice_lost() {
     // A snapshot now skips the lost copy.
     io.snapshot(4).expect("snapshot");
 }
+
+#[test]
+fn a_deleted_slice_file_is_lost_without_blaming_its_medium() {
+    let f = fixture(2, 1, 4);
+    let io = Arc::new(LocalVolumeIo::open(&f.media, &f.layout).expect("open"));
+    let mut model = Model::new(&io);
+    model.write(0, (2 * MIB) as usize);
+    let path = f.media.slice_path("m0", &key(0, 0)).expect("path");
+    std::fs::remove_file(path).expect("remove");
+    io.flush().expect("flush");
+    assert_eq!(io.lost_slices(), vec![(0, 0)]);
+    assert_eq!(f.media.failed_media(), Vec::<String>::new());
+    assert!(read_all(io.as_ref()) == model.bytes);
+}
+
+#[test]
+fn a_slice_is_read_or_filled_by_one_copy_at_a_time() {
+    let f = fixture(2, 1, 4);
+    let io = Arc::new(LocalVolumeIo::open(&f.media, &f.layout).expect("open"));
+    let mut model = Model::new(&io);
+    model.write(0, (4 * MIB) as usize);
+    io.fail_medium("m0");
+    // Moving copy 1 (the only healthy one) while rebuilding copy 0 from it.
+    let mut refused = None;
+    io.move_slice(
+        1,
+        0,
+        "m4",
+        &CopyOptions::default(),
+        &mut |_, _| {
+            if refused.is_none() {
+                refused = Some(
+                    io.rebuild_slice(
+                        0,
+                        0,
+                        "m5",
+                        &CopyOptions::default(),
+                        &mut |_, _| {},
+                        &mut || Ok(()),
+                    )
+                    .unwrap_err(),
+                );
+            }
+        },
+        &mut || Ok(()),
+    )
+    .expect("move");
+    let refused = refused.expect("rebuild tried");
+    assert!(
+        refused.to_string().contains("already being copied"),
+        "{refused}"
+    );
+    assert_eq!(files_on(&f.media, "m5"), Vec::<String>::new());
+    io.rebuild_slice(
+        0,
+        0,
+        "m5",
+        &CopyOptions::default(),
+        &mut |_, _| {},
+        &mut || Ok(()),
+    )
+    .expect("rebuild after the move");
+    io.fail_medium("m4");
+    assert!(read_all(io.as_ref()) == model.bytes);
+}
