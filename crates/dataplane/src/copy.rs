@@ -1,9 +1,13 @@
 //! Copying a slice file: data extents only, zeros stay holes, throttled,
-//! written to a partial file, made durable, renamed and verified.
+//! written to a partial file, made durable, verified and renamed; the
+//! slice's snapshot files travel with it.
 
 use crate::digest::{chunks, digest_open_file, BlockHasher, CHUNK};
 use crate::extents::{advise_sequential, DataExtents, BLOCK};
 use crate::fsutil::{create_dir_durable, fsync_dir, partial_path, remove_if_exists, RemoveOnDrop};
+use crate::snapshot::{
+    delta_name, map_name, parse_snapshot_file, remove_snapshot_files, valid_map_len,
+};
 use crate::throttle::{Cancelled, Pacer};
 use crate::{CopyOptions, Digest};
 use std::fs::{self, File, OpenOptions};
@@ -38,8 +42,146 @@ fn dst(op: &'static str) -> impl FnOnce(io::Error) -> CopyError {
 /// Smallest I/O chunk when throttled (smaller chunks pace more smoothly).
 const MIN_THROTTLED_CHUNK: u64 = 64 << 10;
 
-/// Copies `from` to `to` (see [`DataPlane::copy_slice`](crate::DataPlane::copy_slice))
-/// and returns the digest of the copied contents.
+/// Progress and pacing shared by every file of one slice copy.
+struct Run<'a, 'p> {
+    pacer: Pacer<'a>,
+    /// Bytes per read (smaller when throttled, so pacing is smooth).
+    chunk: u64,
+    buf: Vec<u8>,
+    done: u64,
+    total: u64,
+    progress: &'p mut dyn FnMut(u64, u64),
+}
+
+impl Run<'_, '_> {
+    /// Copies the data extents of `source` (`len` bytes) to a new file at
+    /// `partial`, makes it durable and checks its digest against the bytes
+    /// read. Returns that digest.
+    fn copy_into(&mut self, source: &File, len: u64, partial: &Path) -> Result<Digest, CopyError> {
+        advise_sequential(source);
+        let target = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(partial)
+            .map_err(dst("create"))?;
+        target.set_len(len).map_err(dst("create"))?;
+        let mut hasher = BlockHasher::new();
+        let mut writeback = Writeback::new(&target);
+        for extent in DataExtents::new(source, len) {
+            let (start, end) = extent.map_err(src("seek"))?;
+            for (offset, n) in chunks(start, end, self.chunk) {
+                self.pacer.check()?;
+                let data = &mut self.buf[..n];
+                source.read_exact_at(data, offset).map_err(src("read"))?;
+                hasher
+                    .feed(offset, data, |at, run| write_in_pieces(&target, run, at))
+                    .map_err(dst("write"))?;
+                writeback.written_to(offset + n as u64);
+                self.done += n as u64;
+                self.total = self.total.max(self.done); // only if the source changed under us
+                (self.progress)(self.done, self.total);
+                self.pacer.pace(self.done)?;
+            }
+        }
+        let digest = hasher.finish(len);
+        self.pacer.check()?;
+        // Make the copy durable, then verify it. Writeback was started as the
+        // copy went, so little is left to flush; running the re-read alongside
+        // the flush saved nothing measurable and stalled more often on hosts
+        // that reclaim guest memory.
+        target.sync_all().map_err(dst("fsync"))?;
+        if digest_open_file(&target, &mut self.buf).map_err(dst("verify"))? != digest {
+            return Err(CopyError::VerifyFailed);
+        }
+        Ok(digest)
+    }
+}
+
+/// Data bytes of a file (what a copy reads).
+fn data_len(file: &File, len: u64) -> io::Result<u64> {
+    let mut total = 0;
+    for extent in DataExtents::new(file, len) {
+        let (start, end) = extent?;
+        total += end - start;
+    }
+    Ok(total)
+}
+
+/// A snapshot of the source slice, as files to copy.
+struct SnapshotSource {
+    id: u64,
+    delta: Option<(File, u64)>,
+    /// The map's well-formed prefix (a torn tail is left behind, as
+    /// opening the snapshots would cut it off).
+    map: Vec<u8>,
+}
+
+/// The snapshot files of the slice at `slice` (complete snapshots: those
+/// with a map), oldest first.
+fn snapshot_sources(slice: &Path, stem: &str) -> Result<Vec<SnapshotSource>, CopyError> {
+    let dir = slice.parent().unwrap_or(Path::new("."));
+    let mut ids = Vec::new();
+    for entry in fs::read_dir(dir).map_err(src("list"))? {
+        let entry = entry.map_err(src("list"))?;
+        let name = entry.file_name();
+        if let Some((id, "map")) = name.to_str().and_then(|n| parse_snapshot_file(stem, n)) {
+            ids.push(id);
+        }
+    }
+    ids.sort_unstable();
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        let map = fs::read(dir.join(map_name(stem, id))).map_err(src("read"))?;
+        let keep = valid_map_len(&map).map_err(src("verify"))?;
+        let delta = match File::open(dir.join(delta_name(stem, id))) {
+            Ok(f) => {
+                let len = f.metadata().map_err(src("stat"))?.len();
+                Some((f, len))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(CopyError::Source("open", e)),
+        };
+        out.push(SnapshotSource {
+            id,
+            delta,
+            map: map[..keep].to_vec(),
+        });
+    }
+    Ok(out)
+}
+
+/// Writes `bytes` to a new file at `path`, makes it durable and reads it
+/// back to check it.
+pub(crate) fn write_verified(path: &Path, bytes: &[u8]) -> Result<(), CopyError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .map_err(dst("create"))?;
+    file.write_all_at(bytes, 0).map_err(dst("write"))?;
+    file.sync_all().map_err(dst("fsync"))?;
+    let mut back = vec![0u8; bytes.len()];
+    file.read_exact_at(&mut back, 0).map_err(dst("verify"))?;
+    if back != bytes || file.metadata().map_err(dst("verify"))?.len() != bytes.len() as u64 {
+        return Err(CopyError::VerifyFailed);
+    }
+    Ok(())
+}
+
+/// Copies the slice file `from` to `to` with its snapshot files (see
+/// [`DataPlane::copy_slice`](crate::DataPlane::copy_slice)) and returns the
+/// digest of the slice's contents.
+///
+/// Every file is written to a `*.partial` name, made durable and verified
+/// (slice and deltas by logical digest, maps byte for byte); the snapshot
+/// files are renamed into place first and the slice file last, because the
+/// slice file's existence marks a complete copy. Stale snapshot files of
+/// the slice on the target are removed first, so an older copy's snapshots
+/// never mix with these. On failure everything this copy created goes.
 pub(crate) fn copy_file(
     from: &Path,
     to: &Path,
@@ -48,72 +190,93 @@ pub(crate) fn copy_file(
 ) -> Result<Digest, CopyError> {
     let pacer = Pacer::new(options.rate_limit, &options.cancel);
     pacer.check()?;
+    if from == to {
+        // Nothing to copy; removing "stale" target files would remove the source's.
+        return digest_open_file(
+            &File::open(from).map_err(src("open"))?,
+            &mut vec![0u8; CHUNK],
+        )
+        .map_err(src("read"));
+    }
 
     let source = File::open(from).map_err(src("open"))?;
     let len = source.metadata().map_err(src("stat"))?.len();
-    advise_sequential(&source);
-    let mut total = 0;
-    for extent in DataExtents::new(&source, len) {
-        let (start, end) = extent.map_err(src("seek"))?;
-        total += end - start;
+    let stem = from
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_suffix(".slice"))
+        .ok_or_else(|| CopyError::Source("open", io::Error::other("not a slice file name")))?
+        .to_string();
+    let snapshots = snapshot_sources(from, &stem)?;
+    let mut total = data_len(&source, len).map_err(src("seek"))?;
+    for s in &snapshots {
+        if let Some((delta, delta_len)) = &s.delta {
+            total += data_len(delta, *delta_len).map_err(src("seek"))?;
+        }
     }
 
     let dir = to.parent().unwrap_or(Path::new("."));
     create_dir_durable(dir).map_err(dst("mkdir"))?;
-    let partial = partial_path(to);
-    let mut guard = RemoveOnDrop::new(&partial);
-    let target = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&partial)
-        .map_err(dst("create"))?;
-    target.set_len(len).map_err(dst("create"))?;
+    remove_snapshot_files(to, false).map_err(dst("delete"))?;
 
     // At most ~1/10 s of data per chunk when throttled, so pacing is smooth.
     let chunk = match pacer.rate() {
         Some(rate) => (rate / 10 / BLOCK * BLOCK).clamp(MIN_THROTTLED_CHUNK, CHUNK as u64),
         None => CHUNK as u64,
     };
-    let mut buf = vec![0u8; CHUNK];
-    let mut hasher = BlockHasher::new();
-    let mut writeback = Writeback::new(&target);
-    let mut done = 0u64;
-    progress(0, total);
-    for extent in DataExtents::new(&source, len) {
-        let (start, end) = extent.map_err(src("seek"))?;
-        for (offset, n) in chunks(start, end, chunk) {
-            pacer.check()?;
-            let data = &mut buf[..n];
-            source.read_exact_at(data, offset).map_err(src("read"))?;
-            hasher
-                .feed(offset, data, |at, run| write_in_pieces(&target, run, at))
-                .map_err(dst("write"))?;
-            writeback.written_to(offset + n as u64);
-            done += n as u64;
-            total = total.max(done); // only if the source changed under us
-            progress(done, total);
-            pacer.pace(done)?;
-        }
-    }
-    let digest = hasher.finish(len);
-    pacer.check()?;
+    let mut run = Run {
+        pacer,
+        chunk,
+        buf: vec![0u8; CHUNK],
+        done: 0,
+        total,
+        progress,
+    };
+    (run.progress)(0, total);
 
-    // Make the copy durable, then verify it. Writeback was started as the
-    // copy went, so little is left to flush; running the re-read alongside
-    // the flush saved nothing measurable and stalled more often on hosts
-    // that reclaim guest memory. Only a verified copy is renamed into place.
-    target.sync_all().map_err(dst("fsync"))?;
-    if digest_open_file(&target, &mut buf).map_err(dst("verify"))? != digest {
-        drop(guard); // removes the partial file
-        remove_if_exists(to).map_err(dst("delete"))?;
-        fsync_dir(dir).map_err(dst("fsync"))?;
-        return Err(CopyError::VerifyFailed);
+    let partial = partial_path(to);
+    let mut guard = RemoveOnDrop::new(&partial);
+    let digest = match run.copy_into(&source, len, &partial) {
+        Err(CopyError::VerifyFailed) => {
+            drop(guard); // removes the partial file
+            remove_if_exists(to).map_err(dst("delete"))?;
+            fsync_dir(dir).map_err(dst("fsync"))?;
+            return Err(CopyError::VerifyFailed);
+        }
+        r => r?,
+    };
+
+    // (partial guard, final name) of every snapshot file, deltas first:
+    // a map makes its snapshot exist, so it must not land before its delta.
+    let mut deltas = Vec::new();
+    let mut maps = Vec::new();
+    for s in &snapshots {
+        if let Some((delta, delta_len)) = &s.delta {
+            let final_path = dir.join(delta_name(&stem, s.id));
+            let part = RemoveOnDrop::new(partial_path(&final_path));
+            run.copy_into(delta, *delta_len, part.path())?;
+            deltas.push((part, final_path));
+        }
+        let final_path = dir.join(map_name(&stem, s.id));
+        let part = RemoveOnDrop::new(partial_path(&final_path));
+        write_verified(part.path(), &s.map)?;
+        maps.push((part, final_path));
     }
-    drop(target);
+    run.pacer.check()?;
+
+    // Placed snapshot files are removed again unless the slice lands too.
+    let mut placed = Vec::new();
+    for (mut part, final_path) in deltas.into_iter().chain(maps) {
+        fs::rename(part.path(), &final_path).map_err(dst("rename"))?;
+        part.disarm();
+        placed.push(RemoveOnDrop::new(final_path));
+    }
+    fsync_dir(dir).map_err(dst("fsync"))?;
     fs::rename(&partial, to).map_err(dst("rename"))?;
     guard.disarm();
+    for p in &mut placed {
+        p.disarm();
+    }
     fsync_dir(dir).map_err(dst("fsync"))?;
     Ok(digest)
 }

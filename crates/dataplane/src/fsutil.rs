@@ -46,14 +46,21 @@ pub(crate) fn remove_if_exists(path: &Path) -> io::Result<()> {
 
 /// Removes a file when dropped unless disarmed: cleans up partial copies on
 /// errors, cancellation and panics alike.
-pub(crate) struct RemoveOnDrop<'a> {
-    path: &'a Path,
+pub(crate) struct RemoveOnDrop {
+    path: PathBuf,
     armed: bool,
 }
 
-impl<'a> RemoveOnDrop<'a> {
-    pub(crate) fn new(path: &'a Path) -> Self {
-        RemoveOnDrop { path, armed: true }
+impl RemoveOnDrop {
+    pub(crate) fn new(path: impl Into<PathBuf>) -> Self {
+        RemoveOnDrop {
+            path: path.into(),
+            armed: true,
+        }
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
     }
 
     pub(crate) fn disarm(&mut self) {
@@ -61,10 +68,10 @@ impl<'a> RemoveOnDrop<'a> {
     }
 }
 
-impl Drop for RemoveOnDrop<'_> {
+impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         if self.armed {
-            if let Err(e) = remove_if_exists(self.path) {
+            if let Err(e) = remove_if_exists(&self.path) {
                 tracing::warn!(path = %self.path.display(), error = %e, "cannot remove partial file");
             }
         }

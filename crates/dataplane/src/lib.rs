@@ -1,5 +1,12 @@
 //! The svs data plane: one interface over media, and its local implementation
-//! where each slice is a sparse file in a medium's directory.
+//! where each slice is a sparse file in a medium's directory, with its
+//! snapshot files next to it (they travel with the slice when it is copied,
+//! moved or rebuilt).
+//!
+//! Media fail: a medium marked failed ([`DataPlane::set_medium_failed`]), or
+//! one whose slice I/O errors or whose directory disappears
+//! ([`DataPlane::failed_media`]), loses its slices; volumes keep serving from
+//! their other copies and [`VolumeIo::rebuild_slice`] brings a copy back.
 //!
 //! Every call is blocking (file I/O, fsync); async callers run them in
 //! `spawn_blocking`. All calls are idempotent so a job resumed after a crash
@@ -124,8 +131,9 @@ pub trait DataPlane: Send + Sync + 'static {
     /// Existing bytes never move. Durable on return.
     fn grow_slice(&self, medium: &str, slice: &SliceKey, size: u64) -> Result<(), DataPlaneError>;
 
-    /// Removes the slice and any partial copy of it on this medium; missing
-    /// files are fine. Removes the volume's directory once empty.
+    /// Removes the slice, its snapshot files and any partial copy of it on
+    /// this medium; missing files are fine. Removes the volume's directory
+    /// once empty.
     fn delete_slice(&self, medium: &str, slice: &SliceKey) -> Result<(), DataPlaneError>;
 
     /// Copies the slice from one medium to another: only data extents are read
@@ -133,9 +141,13 @@ pub trait DataPlane: Send + Sync + 'static {
     /// `options.rate_limit`; written to a temporary name and fsynced; the
     /// temporary copy is re-read and its digest compared with the source's;
     /// only a verified copy is renamed to the slice's name (then the directory
-    /// is fsynced). `progress(done, total)` is called as data bytes are
-    /// copied. On any failure the temporary target (and any earlier complete
-    /// target) is removed, so no half-copied slice is left behind.
+    /// is fsynced). The slice's snapshot files travel with it: copied the
+    /// same way (deltas verified by digest, maps byte for byte), durable and
+    /// in place before the slice file is renamed in, so an existing slice
+    /// file always has its snapshots next to it. `progress(done, total)` is
+    /// called as data bytes are copied. On any failure everything the copy
+    /// created on the target is removed (and, when verification fails, any
+    /// earlier complete target), so no half-copied slice is left behind.
     fn copy_slice(
         &self,
         from_medium: &str,
@@ -145,8 +157,9 @@ pub trait DataPlane: Send + Sync + 'static {
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Digest, DataPlaneError>;
 
-    /// Removes the temporary file of an unfinished copy of the slice on
-    /// this medium, if any; the slice itself is left alone.
+    /// Removes the temporary files of an unfinished copy of the slice on
+    /// this medium, if any, and snapshot files left without their slice by
+    /// an interrupted copy; the slice itself is left alone.
     fn delete_partial_copy(&self, medium: &str, slice: &SliceKey) -> Result<(), DataPlaneError>;
 
     /// Every slice file (complete or partial) on the medium, in no
@@ -164,6 +177,15 @@ pub trait DataPlane: Send + Sync + 'static {
         medium: &str,
         slice: &SliceKey,
     ) -> Result<std::collections::BTreeMap<u64, u64>, DataPlaneError>;
+
+    /// Marks a medium failed (or healthy again) for volumes opened from now on: their slices on it are treated as lost.
+    fn set_medium_failed(&self, _medium: &str, _failed: bool) {}
+
+    /// Media on which this data plane has seen I/O fail (a slice read/write/fsync error, or the directory gone)
+    /// since start or since `set_medium_failed(m, false)`; the service polls it and records them as Failed.
+    fn failed_media(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 #[cfg(test)]

@@ -3,19 +3,40 @@
 
 use crate::copy::{copy_file, CopyError};
 use crate::fsutil::{create_dir_durable, fsync_dir, partial_path, remove_if_exists};
+use crate::snapshot::remove_snapshot_files;
 use crate::volume::{LocalVolumeIo, VolumeIo, VolumeLayout};
 use crate::{CopyOptions, DataPlane, DataPlaneError, Digest, SliceKey, StoredSlice};
+use std::collections::BTreeSet;
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-/// Media held as directories on this machine.
+/// Media held as directories on this machine. Clones share what is known
+/// about the media's health.
 #[derive(Debug, Clone)]
 pub struct LocalMedia {
     dirs: HashMap<String, PathBuf>,
+    health: Arc<MediaHealth>,
+}
+
+/// What the data plane knows about its media's health.
+#[derive(Debug, Default)]
+struct MediaHealth {
+    /// Marked failed by the service ([`DataPlane::set_medium_failed`]).
+    marked: Mutex<BTreeSet<String>>,
+    /// Seen failing: a slice's I/O on it errored.
+    failing: Mutex<BTreeSet<String>>,
+    /// Seen with their directory in place (so a missing one is gone, not
+    /// merely not created yet).
+    present: Mutex<BTreeSet<String>>,
+}
+
+fn locked(set: &Mutex<BTreeSet<String>>) -> MutexGuard<'_, BTreeSet<String>> {
+    // The sets stay consistent whatever panicked while holding them.
+    set.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl LocalMedia {
@@ -23,6 +44,24 @@ impl LocalMedia {
     pub fn new(media: impl IntoIterator<Item = (String, PathBuf)>) -> LocalMedia {
         LocalMedia {
             dirs: media.into_iter().collect(),
+            health: Arc::default(),
+        }
+    }
+
+    pub(crate) fn is_marked_failed(&self, medium: &str) -> bool {
+        locked(&self.health.marked).contains(medium)
+    }
+
+    /// Records that I/O on the medium failed (see [`DataPlane::failed_media`]).
+    pub(crate) fn saw_failure(&self, medium: &str) {
+        locked(&self.health.failing).insert(medium.to_string());
+    }
+
+    /// Records that the medium's directory was there.
+    pub(crate) fn saw_present(&self, medium: &str) {
+        let mut present = locked(&self.health.present);
+        if !present.contains(medium) {
+            present.insert(medium.to_string());
         }
     }
 
@@ -95,39 +134,6 @@ fn extend_and_sync(file: &File, size: u64) -> io::Result<()> {
     file.sync_all()
 }
 
-/// Removes the snapshot files (`<stem>.s<id>.*`) of the slice at `path`;
-/// a missing directory is fine.
-fn remove_snapshot_files(path: &Path) -> io::Result<()> {
-    let Some(stem) = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_suffix(".slice"))
-    else {
-        return Ok(());
-    };
-    let prefix = format!("{stem}.s");
-    let entries = match fs::read_dir(parent(path)) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    for entry in entries {
-        let entry = entry?;
-        let name = entry.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
-            continue;
-        };
-        // `<id>.delta`, `<id>.map`, `<id>.map.tmp`: not another slice's files.
-        if rest
-            .split_once('.')
-            .is_some_and(|(id, _)| id.parse::<u64>().is_ok())
-        {
-            remove_if_exists(&entry.path())?;
-        }
-    }
-    Ok(())
-}
-
 /// Writes, fsyncs and removes a probe file in `dir`.
 fn probe(dir: &Path) -> io::Result<()> {
     static SEQ: AtomicU64 = AtomicU64::new(0);
@@ -160,7 +166,9 @@ impl DataPlane for LocalMedia {
                 medium: medium.to_string(),
                 dir: dir.to_path_buf(),
                 source,
-            })
+            })?;
+        self.saw_present(medium);
+        Ok(())
     }
 
     fn create_slice(
@@ -196,7 +204,7 @@ impl DataPlane for LocalMedia {
         let dir = parent(&path);
         remove_if_exists(&path).map_err(io_err(medium, slice, "delete"))?;
         remove_if_exists(&partial_path(&path)).map_err(io_err(medium, slice, "delete"))?;
-        remove_snapshot_files(&path).map_err(io_err(medium, slice, "delete"))?;
+        remove_snapshot_files(&path, false).map_err(io_err(medium, slice, "delete"))?;
         match fsync_dir(dir) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
             r => r.map_err(io_err(medium, slice, "fsync"))?,
@@ -231,8 +239,16 @@ impl DataPlane for LocalMedia {
     }
 
     fn delete_partial_copy(&self, medium: &str, slice: &SliceKey) -> Result<(), DataPlaneError> {
-        let path = partial_path(&self.slice_path(medium, slice)?);
+        let slice_path = self.slice_path(medium, slice)?;
+        let path = partial_path(&slice_path);
         remove_if_exists(&path).map_err(io_err(medium, slice, "delete"))?;
+        // Snapshot files without their slice: a copy interrupted between
+        // placing them and the slice file.
+        let orphaned = match slice_path.try_exists() {
+            Ok(exists) => !exists,
+            Err(e) => return Err(io_err(medium, slice, "stat")(e)),
+        };
+        remove_snapshot_files(&slice_path, !orphaned).map_err(io_err(medium, slice, "delete"))?;
         match fsync_dir(parent(&path)) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             r => r.map_err(io_err(medium, slice, "fsync")),
@@ -286,6 +302,30 @@ impl DataPlane for LocalMedia {
     ) -> Result<std::collections::BTreeMap<u64, u64>, DataPlaneError> {
         let path = self.slice_path(medium, slice)?;
         crate::usage::snapshot_bytes(&path).map_err(io_err(medium, slice, "measure snapshots"))
+    }
+
+    fn set_medium_failed(&self, medium: &str, failed: bool) {
+        if failed {
+            locked(&self.health.marked).insert(medium.to_string());
+        } else {
+            locked(&self.health.marked).remove(medium);
+            locked(&self.health.failing).remove(medium);
+        }
+    }
+
+    fn failed_media(&self) -> Vec<String> {
+        let mut failed = locked(&self.health.failing).clone();
+        let present = locked(&self.health.present).clone();
+        for medium in present {
+            let gone = self
+                .dirs
+                .get(&medium)
+                .is_some_and(|dir| matches!(dir.try_exists(), Ok(false)));
+            if gone {
+                failed.insert(medium);
+            }
+        }
+        failed.into_iter().collect()
     }
 }
 

@@ -81,6 +81,91 @@ pub struct SnapshotInfo {
     pub used_bytes: u64,
 }
 
+/// Part of a snapshot's map (see [`SliceSnapshots::map_since`]).
+pub(crate) struct MapTail {
+    pub(crate) bytes: Vec<u8>,
+    /// Map length after these bytes.
+    pub(crate) end: u64,
+    /// Chunks the records in `bytes` put in the delta.
+    pub(crate) data_chunks: Vec<u64>,
+}
+
+/// Name of snapshot `id`'s delta file next to the slice named `<stem>.slice`.
+pub(crate) fn delta_name(stem: &str, id: u64) -> String {
+    format!("{stem}.s{id}.delta")
+}
+
+/// Name of snapshot `id`'s map file next to the slice named `<stem>.slice`.
+pub(crate) fn map_name(stem: &str, id: u64) -> String {
+    format!("{stem}.s{id}.map")
+}
+
+/// The snapshot id and kind (`delta`, `map`, `map.tmp`, or a copy's
+/// `*.partial`) of a file name of the slice `<stem>.slice`; `None` for
+/// files that are not its snapshot files.
+pub(crate) fn parse_snapshot_file<'a>(stem: &str, name: &'a str) -> Option<(u64, &'a str)> {
+    let (id, kind) = name
+        .strip_prefix(stem)?
+        .strip_prefix(".s")?
+        .split_once('.')?;
+    Some((id.parse().ok()?, kind))
+}
+
+/// Removes the snapshot files of the slice at `slice_path` (all of them, or
+/// only unfinished copies' `*.partial` files); a missing directory is
+/// fine. Returns whether anything was removed.
+pub(crate) fn remove_snapshot_files(slice_path: &Path, partial_only: bool) -> io::Result<bool> {
+    let Some(stem) = slice_path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_suffix(".slice"))
+    else {
+        return Ok(false);
+    };
+    let dir = slice_path.parent().unwrap_or(Path::new("."));
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    let mut removed = false;
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some((_, kind)) = name.to_str().and_then(|n| parse_snapshot_file(stem, n)) else {
+            continue;
+        };
+        if !partial_only || kind.ends_with(".partial") {
+            remove_if_exists(&entry.path())?;
+            removed = true;
+        }
+    }
+    Ok(removed)
+}
+
+/// Length of the well-formed prefix of a map: its header (which must be
+/// valid, with our chunk size), then the records up to the first torn one
+/// (as [`SliceSnapshots::open`] cuts a torn tail off).
+pub(crate) fn valid_map_len(bytes: &[u8]) -> io::Result<usize> {
+    let header = bytes
+        .get(..HEADER_LEN)
+        .ok_or_else(|| invalid("map: short header"))?;
+    if &header[..8] != MAGIC
+        || le_u64(&header[24..]) != xxh3_64(&header[..24])
+        || le_u64(&header[16..]) != COW_CHUNK
+    {
+        return Err(invalid("map: bad header"));
+    }
+    let good = bytes[HEADER_LEN..]
+        .chunks_exact(RECORD_LEN)
+        .take_while(|r| {
+            le_u64(&r[16..]) == xxh3_64(&r[..16])
+                && matches!(r[0], TAG_DATA | TAG_ZERO | TAG_DELETING)
+        })
+        .count();
+    Ok(HEADER_LEN + good * RECORD_LEN)
+}
+
 /// The snapshots of one slice file, oldest first.
 pub struct SliceSnapshots {
     dir: PathBuf,
@@ -228,11 +313,11 @@ impl SliceSnapshots {
     }
 
     fn delta_path(&self, id: u64) -> PathBuf {
-        self.dir.join(format!("{}.s{id}.delta", self.stem))
+        self.dir.join(delta_name(&self.stem, id))
     }
 
     fn map_path(&self, id: u64) -> PathBuf {
-        self.dir.join(format!("{}.s{id}.map", self.stem))
+        self.dir.join(map_name(&self.stem, id))
     }
 
     fn read_lock(&self) -> io::Result<RwLockReadGuard<'_, Vec<Snapshot>>> {
@@ -352,6 +437,52 @@ impl SliceSnapshots {
             chunks,
             deleting,
         })
+    }
+
+    /// Ids of every snapshot with files, oldest first (one being deleted
+    /// included: its files travel with the slice and the deletion finishes
+    /// where the slice is opened next).
+    pub(crate) fn ids(&self) -> io::Result<Vec<u64>> {
+        Ok(self.read_lock()?.iter().map(|s| s.id).collect())
+    }
+
+    /// Snapshot `id`'s map from byte `from` to its durable end, and the
+    /// chunks those records say are in the delta. Read under the lock, so
+    /// an append is seen whole and durable or not at all.
+    pub(crate) fn map_since(&self, id: u64, from: u64) -> io::Result<MapTail> {
+        let snaps = self.read_lock()?;
+        let snap = snaps
+            .iter()
+            .find(|s| s.id == id)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no snapshot {id}")))?;
+        let end = snap.log_len;
+        let mut bytes = vec![0u8; end.saturating_sub(from) as usize];
+        snap.log.read_exact_at(&mut bytes, from)?;
+        let records_from = from.max(HEADER_LEN as u64);
+        let skip = (records_from - from) as usize;
+        let data_chunks = bytes
+            .get(skip..)
+            .unwrap_or_default()
+            .chunks_exact(RECORD_LEN)
+            .filter(|r| r[0] == TAG_DATA)
+            .map(|r| le_u64(&r[8..]))
+            .collect();
+        Ok(MapTail {
+            bytes,
+            end,
+            data_chunks,
+        })
+    }
+
+    /// Reads chunk `chunk` of snapshot `id`'s delta into `buf` (`COW_CHUNK`
+    /// bytes; past the delta's end reads as zeros).
+    pub(crate) fn read_delta_chunk(&self, id: u64, chunk: u64, buf: &mut [u8]) -> io::Result<()> {
+        let snaps = self.read_lock()?;
+        let snap = snaps
+            .iter()
+            .find(|s| s.id == id)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no snapshot {id}")))?;
+        read_zero_fill(&snap.delta, buf, chunk * COW_CHUNK)
     }
 
     /// The snapshots, oldest first (those being deleted left out).

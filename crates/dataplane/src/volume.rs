@@ -4,36 +4,61 @@
 //! bytes: stripe `s` lives in column `s % columns`, at row `s / columns`.
 //! The mapping does not depend on the volume's size, so growing a volume
 //! (every column grows) never changes where existing bytes live. Each column
-//! has one slice per copy; a write reaches every copy before it returns,
-//! a read is served by the first copy that answers.
+//! has one slice per copy; a write reaches every healthy copy before it
+//! returns, a read is served by the first healthy copy that answers.
 //!
-//! Live moves: while a slice is copied to another medium, writes at offsets
-//! the copy has already passed are applied to the target too ("mirrored"),
-//! and the copier holds the slice exclusively for each chunk it copies, so a
-//! write is either copied by the copier or mirrored, never lost. The final
-//! switch runs with the slice's I/O paused.
+//! Lost slices (degraded I/O): a slice whose medium failed (marked by the
+//! service, or [`VolumeIo::fail_medium`]), whose file could not be opened,
+//! or whose I/O errored is lost: I/O skips it from then on and its medium is
+//! reported by [`DataPlane::failed_media`](crate::DataPlane::failed_media).
+//! A request succeeds while every column it touches has a healthy copy that
+//! took it; a column without one answers EIO (never zeros). A full medium
+//! (ENOSPC) is not a failure: the request fails and the slice stays.
+//!
+//! Live moves and rebuilds: while a slice is copied to another medium (a
+//! move copies the slice itself, a rebuild of a lost slice copies a healthy
+//! copy of its column), writes at offsets the copy has already passed are
+//! applied to the target too ("mirrored") after the copies are written, and
+//! the copier holds the target's slice exclusively for each chunk it copies,
+//! so a write is either copied by the copier or mirrored, never lost. The
+//! switch to the new slice pauses the volume's writes at the barrier (see
+//! below), so no write is half before and half after it. The
+//! snapshot files travel too: the older snapshots never change during a copy
+//! and the newest only grows (copy-on-write saves append to its map), so
+//! they are copied while I/O goes on, then the records appended meanwhile
+//! are caught up, the last ones at the switch. Snapshot creation, deletion and rollback are refused while a
+//! slice of the volume is copied (the service runs one job per volume).
 //!
 //! Snapshots: every slice has its copy-on-write snapshots
 //! ([`SliceSnapshots`]); each write and discard goes through them. A volume
 //! snapshot pauses I/O at one barrier (every request holds it shared, the
 //! snapshot exclusively), so no request is torn across it, and snapshots
-//! every slice of every copy at that instant.
+//! every healthy slice of every copy at that instant.
 
 use crate::digest::{is_zero, CHUNK};
 use crate::extents::{DataExtents, BLOCK};
-use crate::fsutil::{create_dir_durable, fsync_dir, partial_path, remove_if_exists, RemoveOnDrop};
+use crate::fsutil::{create_dir_durable, fsync_dir, partial_path, RemoveOnDrop};
+use crate::snapshot::{delta_name, map_name, remove_snapshot_files};
 use crate::throttle::Pacer;
-use crate::{CopyOptions, DataPlaneError, LocalMedia, SliceKey, SliceSnapshots};
+use crate::{CopyOptions, DataPlaneError, LocalMedia, SliceKey, SliceSnapshots, COW_CHUNK};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
 
 /// Striping unit: 1 MiB (a GiB-sized column holds whole stripes).
 pub const STRIPE: u64 = 1 << 20;
+
+/// Records appended to the newest snapshot's map during a live copy that
+/// may be left for the switch (with I/O paused); more are caught up first.
+const CATCH_UP_CHUNKS: usize = 16;
+
+/// Catch-up rounds before the switch (under steady writes the tail may never
+/// shrink below [`CATCH_UP_CHUNKS`]; the pause then copies what is left).
+const CATCH_UP_ROUNDS: usize = 8;
 
 /// Where a volume's slices are: `media[copy][column]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,21 +69,30 @@ pub struct VolumeLayout {
     pub media: Vec<Vec<String>>,
 }
 
-/// A target being filled by a live move.
+/// A target being filled by a live move or rebuild.
 struct Mirror {
     file: Arc<File>,
+    medium: String,
     /// Bytes below this offset have been copied; writes there go to the
     /// target as well.
     copied_upto: u64,
+    /// A write to the target failed: the copy fails, not the client's write.
+    failed: AtomicBool,
+}
+
+/// A slice's open file and snapshots.
+struct Live {
+    file: Arc<File>,
+    /// The snapshots of the slice, next to its file (so they change with
+    /// the file when a move switches media).
+    snapshots: SliceSnapshots,
 }
 
 struct SliceState {
     medium: String,
-    file: Arc<File>,
+    /// `None` when the slice could not be opened (it is lost).
+    live: Option<Live>,
     mirror: Option<Mirror>,
-    /// The snapshots of the slice, next to its file (so they change with
-    /// the file when a move switches media).
-    snapshots: SliceSnapshots,
 }
 
 /// One slice file open for I/O.
@@ -67,6 +101,14 @@ struct SliceIo {
     state: RwLock<SliceState>,
     /// Written since the last flush.
     dirty: AtomicBool,
+    /// Its medium failed or its I/O errored: I/O skips it until a rebuild
+    /// replaces it.
+    lost: AtomicBool,
+    /// A live move or rebuild reads or fills it (see [`Busy`]).
+    copying: AtomicBool,
+    /// Test builds: every I/O on the slice fails with EIO, like a dying disk.
+    #[cfg(test)]
+    broken: AtomicBool,
 }
 
 impl SliceIo {
@@ -81,6 +123,55 @@ impl SliceIo {
             .write()
             .map_err(|_| io::Error::other("slice lock poisoned"))
     }
+
+    fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Acquire)
+    }
+
+    /// The slice's file and snapshots if it is healthy.
+    fn healthy<'a>(&self, state: &'a SliceState) -> Option<&'a Live> {
+        if self.is_lost() {
+            return None;
+        }
+        state.live.as_ref()
+    }
+
+    /// Whether I/O may use the slice (takes its lock shared).
+    fn usable(&self) -> bool {
+        !self.is_lost() && self.state.read().is_ok_and(|s| s.live.is_some())
+    }
+
+    /// Fails like a broken disk in tests that ask for it; a no-op otherwise.
+    fn fault(&self) -> io::Result<()> {
+        #[cfg(test)]
+        if self.broken.load(Ordering::Acquire) {
+            return Err(eio());
+        }
+        Ok(())
+    }
+}
+
+/// EIO, which the NBD server passes on as is.
+fn eio() -> io::Error {
+    io::Error::from_raw_os_error(libc::EIO)
+}
+
+/// Whether an I/O error means the slice's medium failed (as opposed to a
+/// full medium or a request the data plane refused).
+fn is_media_failure(e: &io::Error) -> bool {
+    match e.raw_os_error() {
+        Some(code) => ![
+            libc::ENOSPC,
+            libc::EDQUOT,
+            libc::EFBIG,
+            libc::EINVAL,
+            libc::EROFS,
+            libc::EINTR,
+        ]
+        .contains(&code),
+        // A short read: the file was cut under us.
+        None => e.kind() == io::ErrorKind::UnexpectedEof,
+    }
 }
 
 /// A volume open for I/O. Shared by every connection to the volume and by
@@ -94,23 +185,29 @@ pub trait VolumeIo: Send + Sync + 'static {
     /// After a resize: new readers see the new size; bytes stay where they are.
     fn set_size(&self, size: u64);
 
+    /// Reads from the first healthy copy of each column; a copy whose read
+    /// fails is lost and the next one is tried. EIO when no copy can serve.
     fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
 
-    /// Writes to every copy; `fua` makes the bytes durable before returning.
+    /// Writes to every healthy copy; `fua` makes the bytes durable before
+    /// returning. A copy whose write fails is lost; EIO unless a healthy
+    /// copy of every touched column took it.
     fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()>;
 
-    /// Deallocates a range on every copy (reads return zeros afterwards).
+    /// Deallocates a range on every healthy copy (reads return zeros
+    /// afterwards); failures as for `write`.
     fn discard(&self, offset: u64, len: u64, fua: bool) -> io::Result<()>;
 
-    /// Makes every acknowledged write durable.
+    /// Makes every acknowledged write durable; failures as for `write`.
     fn flush(&self) -> io::Result<()>;
 
     /// Moves one slice (`copy`, `column`) to `to_medium` while the volume is
-    /// in use, keeping every write made meanwhile. `commit` records the new
-    /// placement; it runs with the slice's I/O paused, after the target is
-    /// complete, verified and durable, and only then does I/O switch to the
-    /// target. The source is left for the caller to delete. On any failure
-    /// the target is removed and I/O continues on the source.
+    /// in use, keeping every write made meanwhile; its snapshot files move
+    /// with it. `commit` records the new placement; it runs with the slice's
+    /// I/O paused, after the target is complete, verified and durable, and
+    /// only then does I/O switch to the target. The source is left for the
+    /// caller to delete. On any failure the target is removed and I/O
+    /// continues on the source.
     fn move_slice(
         &self,
         copy: u32,
@@ -146,6 +243,36 @@ pub trait VolumeIo: Send + Sync + 'static {
     fn snapshot_view(self: Arc<Self>, _id: u64, _size: u64) -> io::Result<Arc<dyn VolumeIo>> {
         Err(io::Error::from(io::ErrorKind::Unsupported))
     }
+
+    /// Stops using every slice of this volume on `medium` (now lost). Idempotent.
+    fn fail_medium(&self, _medium: &str) {}
+
+    /// (copy, column) pairs whose slice is lost (its medium failed or its I/O errored).
+    fn lost_slices(&self) -> Vec<(u32, u32)> {
+        Vec::new()
+    }
+
+    /// Rebuilds the lost slice (copy, column) on `to_medium` from a healthy copy of the same column, including that
+    /// copy's snapshot files, while the volume stays in use (writes made meanwhile reach the new slice, like a live move),
+    /// throttled by options.rate_limit, verified against the source copy, durable; then `commit` runs with the slice's
+    /// I/O paused and only then I/O uses the new slice. On failure the target files are removed.
+    /// Error (DataPlaneError, not transient) when no healthy copy of the column exists.
+    fn rebuild_slice(
+        &self,
+        copy: u32,
+        column: u32,
+        _to_medium: &str,
+        _options: &CopyOptions,
+        _progress: &mut dyn FnMut(u64, u64),
+        _commit: &mut dyn FnMut() -> Result<(), String>,
+    ) -> Result<(), DataPlaneError> {
+        Err(DataPlaneError::Io {
+            medium: String::new(),
+            slice: format!("{}/c{copy}-k{column}", self.volume_id()),
+            op: "rebuild",
+            source: io::Error::from(io::ErrorKind::Unsupported),
+        })
+    }
 }
 
 /// A volume of [`LocalMedia`] open for I/O: its slice files, opened once.
@@ -157,6 +284,10 @@ pub struct LocalVolumeIo {
     slices: Vec<Vec<SliceIo>>,
     /// Held shared by every request, exclusively by snapshot and rollback.
     barrier: RwLock<()>,
+    /// Held shared by every live move and rebuild; snapshot creation,
+    /// deletion and rollback need it exclusively (and are refused while a
+    /// copy holds it: they would change the files being copied).
+    copies: RwLock<()>,
 }
 
 /// A piece of a request that falls in one stripe of one column.
@@ -171,35 +302,6 @@ struct Segment {
 }
 
 /// Splits `[offset, offset + len)` into per-column segments.
-/// Reads `buf` at volume `offset` over the stripes of `slices`
-/// (`slices[column][copy]`): each piece from the first copy whose `read`
-/// succeeds, so one bad copy does not fail a read another copy can serve.
-fn read_striped(
-    slices: &[Vec<SliceIo>],
-    offset: u64,
-    buf: &mut [u8],
-    read: impl Fn(&SliceState, &mut [u8], u64) -> io::Result<()>,
-) -> io::Result<()> {
-    for seg in segments(slices.len(), offset, buf.len()) {
-        let out = &mut buf[seg.buf_offset..seg.buf_offset + seg.len];
-        let mut last = None;
-        for slice in &slices[seg.column] {
-            let state = slice.read_state()?;
-            match read(&state, out, seg.slice_offset) {
-                Ok(()) => {
-                    last = None;
-                    break;
-                }
-                Err(e) => last = Some(e),
-            }
-        }
-        if let Some(e) = last {
-            return Err(e);
-        }
-    }
-    Ok(())
-}
-
 fn segments(columns: usize, offset: u64, len: usize) -> Vec<Segment> {
     let columns = columns.max(1) as u64;
     let mut out = Vec::new();
@@ -247,8 +349,16 @@ fn open_rw(path: &Path) -> io::Result<File> {
     OpenOptions::new().read(true).write(true).open(path)
 }
 
+/// What a write-like request does to each copy.
+#[derive(Clone, Copy)]
+enum Change<'a> {
+    Write(&'a [u8]),
+    Discard,
+}
+
 impl LocalVolumeIo {
-    /// Opens every slice file of the layout.
+    /// Opens every slice file of the layout. Slices on media marked failed
+    /// and slices whose files cannot be opened are lost, not an error.
     pub fn open(
         media: &LocalMedia,
         layout: &VolumeLayout,
@@ -270,28 +380,19 @@ impl LocalVolumeIo {
                     copy: copy as u32,
                     column: column as u32,
                 };
-                let path = media.slice_path(medium, &key)?;
-                let file = open_rw(&path).map_err(|e| DataPlaneError::Io {
-                    medium: medium.clone(),
-                    slice: label(&key),
-                    op: "open",
-                    source: e,
-                })?;
-                let snapshots = SliceSnapshots::open(&path).map_err(|e| DataPlaneError::Io {
-                    medium: medium.clone(),
-                    slice: label(&key),
-                    op: "open snapshots",
-                    source: e,
-                })?;
+                let live = open_live(media, medium, &key);
                 slices[column].push(SliceIo {
                     key,
+                    lost: AtomicBool::new(live.is_none()),
                     state: RwLock::new(SliceState {
                         medium: medium.clone(),
-                        file: Arc::new(file),
+                        live,
                         mirror: None,
-                        snapshots,
                     }),
                     dirty: AtomicBool::new(false),
+                    copying: AtomicBool::new(false),
+                    #[cfg(test)]
+                    broken: AtomicBool::new(false),
                 });
             }
         }
@@ -301,6 +402,7 @@ impl LocalVolumeIo {
             size: AtomicU64::new(layout.size),
             slices,
             barrier: RwLock::new(()),
+            copies: RwLock::new(()),
         })
     }
 
@@ -316,6 +418,21 @@ impl LocalVolumeIo {
             .map_err(|_| io::Error::other("barrier poisoned"))
     }
 
+    /// Excludes live copies for a snapshot operation, or refuses it.
+    fn no_copies(&self) -> io::Result<RwLockWriteGuard<'_, ()>> {
+        match self.copies.try_write() {
+            Ok(guard) => Ok(guard),
+            Err(TryLockError::WouldBlock) => Err(io::Error::new(
+                io::ErrorKind::ResourceBusy,
+                format!(
+                    "a slice of volume {} is being moved or rebuilt; try again when it is done",
+                    self.volume_id
+                ),
+            )),
+            Err(TryLockError::Poisoned(_)) => Err(io::Error::other("copy lock poisoned")),
+        }
+    }
+
     fn all_slices(&self) -> impl Iterator<Item = &SliceIo> {
         self.slices.iter().flatten()
     }
@@ -327,6 +444,216 @@ impl LocalVolumeIo {
                 io::ErrorKind::InvalidInput,
                 "request beyond the end of the volume",
             )),
+        }
+    }
+
+    /// Stops using a slice whose I/O failed and reports its medium.
+    fn lose(&self, slice: &SliceIo, medium: &str, e: &io::Error) {
+        if !slice.lost.swap(true, Ordering::AcqRel) {
+            tracing::warn!(slice = %label(&slice.key), medium, error = %e,
+                "slice I/O failed; the slice is lost and I/O goes on with the other copies");
+        }
+        // A slice file gone from a medium whose directory is still there was
+        // deleted (a forced volume deletion), which says nothing about the
+        // medium.
+        let deleted = e.raw_os_error() == Some(libc::ENOENT)
+            && self
+                .media
+                .medium_dir(medium)
+                .is_ok_and(|dir| dir.try_exists().unwrap_or(false));
+        if !deleted {
+            self.media.saw_failure(medium);
+        }
+    }
+
+    /// Fails unless the slice's file is still where it belongs (a medium
+    /// whose directory went away keeps open files readable, but nothing
+    /// written to them survives).
+    fn check_linked(&self, slice: &SliceIo, state: &SliceState, live: &Live) -> io::Result<()> {
+        let Ok(path) = self.media.slice_path(&state.medium, &slice.key) else {
+            return Err(io::Error::from_raw_os_error(libc::ENOENT));
+        };
+        let on_disk = std::fs::metadata(path)?;
+        let open = live.file.metadata()?;
+        if (on_disk.dev(), on_disk.ino()) != (open.dev(), open.ino()) {
+            return Err(io::Error::from_raw_os_error(libc::ENOENT));
+        }
+        Ok(())
+    }
+
+    /// Reads `buf` at volume `offset` over the stripes: each piece from the
+    /// first healthy copy whose `read` succeeds; a copy that fails with a
+    /// media error is lost and the next one is tried.
+    fn read_copies(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        read: impl Fn(&Live, &mut [u8], u64) -> io::Result<()>,
+    ) -> io::Result<()> {
+        for seg in segments(self.slices.len(), offset, buf.len()) {
+            let out = &mut buf[seg.buf_offset..seg.buf_offset + seg.len];
+            let mut served = false;
+            for slice in &self.slices[seg.column] {
+                // A lost slice being rebuilt is held by the copier chunk by
+                // chunk: not waiting for it keeps reads smooth.
+                if slice.is_lost() {
+                    continue;
+                }
+                let state = slice.read_state()?;
+                let Some(live) = slice.healthy(&state) else {
+                    continue;
+                };
+                match slice
+                    .fault()
+                    .and_then(|()| read(live, out, seg.slice_offset))
+                {
+                    Ok(()) => {
+                        served = true;
+                        break;
+                    }
+                    Err(e) if is_media_failure(&e) => self.lose(slice, &state.medium, &e),
+                    Err(e) => return Err(e),
+                }
+            }
+            if !served {
+                return Err(eio());
+            }
+        }
+        Ok(())
+    }
+
+    /// A write or discard on every healthy copy (see [`VolumeIo::write`]).
+    fn change(&self, offset: u64, len: usize, fua: bool, change: Change<'_>) -> io::Result<()> {
+        let _barrier = self.pass()?;
+        let segs = segments(self.slices.len(), offset, len);
+        // A column without a healthy copy fails the request before any
+        // copy is written.
+        if segs
+            .iter()
+            .any(|seg| !self.slices[seg.column].iter().any(SliceIo::usable))
+        {
+            return Err(eio());
+        }
+        for seg in segs {
+            let column = &self.slices[seg.column];
+            let seg_len = seg.len as u64;
+            // Every copy saves what its snapshots need before any copy is
+            // written: a save that fails (ENOSPC) leaves all copies as they were.
+            for slice in column {
+                if slice.is_lost() {
+                    continue;
+                }
+                let state = slice.read_state()?;
+                let Some(live) = slice.healthy(&state) else {
+                    continue;
+                };
+                if let Err(e) = slice.fault().and_then(|()| {
+                    live.snapshots
+                        .prepare_write(&live.file, seg.slice_offset, seg_len)
+                }) {
+                    if !is_media_failure(&e) {
+                        return Err(e);
+                    }
+                    self.lose(slice, &state.medium, &e);
+                }
+            }
+            let mut took = 0usize;
+            for slice in column {
+                if slice.is_lost() {
+                    continue;
+                }
+                let state = slice.read_state()?;
+                let Some(live) = slice.healthy(&state) else {
+                    continue;
+                };
+                let done = slice
+                    .fault()
+                    .and_then(|()| match change {
+                        Change::Write(data) => live.snapshots.write(
+                            &live.file,
+                            seg.slice_offset,
+                            &data[seg.buf_offset..seg.buf_offset + seg.len],
+                        ),
+                        Change::Discard => {
+                            live.snapshots
+                                .discard(&live.file, seg.slice_offset, seg_len)
+                        }
+                    })
+                    .and_then(|()| if fua { live.file.sync_data() } else { Ok(()) });
+                match done {
+                    Ok(()) => {
+                        took += 1;
+                        if !fua {
+                            slice.dirty.store(true, Ordering::Release);
+                        }
+                    }
+                    Err(e) if is_media_failure(&e) => self.lose(slice, &state.medium, &e),
+                    Err(e) => return Err(e),
+                }
+            }
+            // Targets of live moves and rebuilds, after every copy they are
+            // filled from was written (see `fill_and_switch`).
+            for slice in column {
+                let state = slice.read_state()?;
+                let Some(m) = &state.mirror else { continue };
+                if seg.slice_offset >= m.copied_upto {
+                    continue;
+                }
+                let mirrored = match change {
+                    Change::Write(data) => m.file.write_all_at(
+                        &data[seg.buf_offset..seg.buf_offset + seg.len],
+                        seg.slice_offset,
+                    ),
+                    Change::Discard => punch_hole(&m.file, seg.slice_offset, seg_len),
+                };
+                if let Err(e) = mirrored {
+                    tracing::warn!(slice = %label(&slice.key), error = %e, "write to a copy's target failed; the copy will fail");
+                    m.failed.store(true, Ordering::Release);
+                }
+            }
+            if took == 0 {
+                return Err(eio());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Opens a slice's file and snapshots; `None` (the slice is lost) when its
+/// medium is marked failed or they cannot be opened.
+fn open_live(media: &LocalMedia, medium: &str, key: &SliceKey) -> Option<Live> {
+    if media.is_marked_failed(medium) {
+        return None;
+    }
+    let opened = media.slice_path(medium, key).and_then(|path| {
+        let open = |op: &'static str| {
+            move |source: io::Error| DataPlaneError::Io {
+                medium: medium.to_string(),
+                slice: label(key),
+                op,
+                source,
+            }
+        };
+        let file = open_rw(&path).map_err(open("open"))?;
+        let snapshots = SliceSnapshots::open(&path).map_err(open("open snapshots"))?;
+        Ok(Live {
+            file: Arc::new(file),
+            snapshots,
+        })
+    });
+    match opened {
+        Ok(live) => {
+            media.saw_present(medium);
+            Some(live)
+        }
+        Err(e) => {
+            if let DataPlaneError::Io { source, .. } = &e {
+                if source.kind() != io::ErrorKind::NotFound && is_media_failure(source) {
+                    media.saw_failure(medium);
+                }
+            }
+            tracing::warn!(error = %e, "slice cannot be opened; it is lost");
+            None
         }
     }
 }
@@ -346,96 +673,56 @@ impl VolumeIo for LocalVolumeIo {
 
     fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         self.check_range(offset, buf.len() as u64)?;
-        read_striped(&self.slices, offset, buf, |state, out, at| {
-            state.file.read_exact_at(out, at)
+        self.read_copies(offset, buf, |live, out, at| {
+            live.file.read_exact_at(out, at)
         })
     }
 
-    /// Writes to every copy; `fua` makes the bytes durable before returning.
     fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
         self.check_range(offset, data.len() as u64)?;
-        let _barrier = self.pass()?;
-        for seg in segments(self.slices.len(), offset, data.len()) {
-            let bytes = &data[seg.buf_offset..seg.buf_offset + seg.len];
-            // Every copy saves what its snapshots need before any copy is
-            // written: a save that fails (ENOSPC) leaves all copies as they were.
-            for slice in &self.slices[seg.column] {
-                let state = slice.read_state()?;
-                state
-                    .snapshots
-                    .prepare_write(&state.file, seg.slice_offset, seg.len as u64)?;
-            }
-            for slice in &self.slices[seg.column] {
-                let state = slice.read_state()?;
-                state
-                    .snapshots
-                    .write(&state.file, seg.slice_offset, bytes)?;
-                if let Some(m) = &state.mirror {
-                    if seg.slice_offset < m.copied_upto {
-                        m.file.write_all_at(bytes, seg.slice_offset)?;
-                    }
-                }
-                if fua {
-                    state.file.sync_data()?;
-                    if let Some(m) = &state.mirror {
-                        m.file.sync_data()?;
-                    }
-                } else {
-                    slice.dirty.store(true, Ordering::Release);
-                }
-            }
-        }
-        Ok(())
+        self.change(offset, data.len(), fua, Change::Write(data))
     }
 
-    /// Deallocates a range on every copy (reads return zeros afterwards).
     fn discard(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
         self.check_range(offset, len)?;
         let len = usize::try_from(len)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "range too large"))?;
-        let _barrier = self.pass()?;
-        for seg in segments(self.slices.len(), offset, len) {
-            for slice in &self.slices[seg.column] {
-                let state = slice.read_state()?;
-                state
-                    .snapshots
-                    .prepare_write(&state.file, seg.slice_offset, seg.len as u64)?;
-            }
-            for slice in &self.slices[seg.column] {
-                let state = slice.read_state()?;
-                state
-                    .snapshots
-                    .discard(&state.file, seg.slice_offset, seg.len as u64)?;
-                if let Some(m) = &state.mirror {
-                    if seg.slice_offset < m.copied_upto {
-                        punch_hole(&m.file, seg.slice_offset, seg.len as u64)?;
-                    }
-                }
-                if fua {
-                    state.file.sync_data()?;
-                } else {
-                    slice.dirty.store(true, Ordering::Release);
-                }
-            }
-        }
-        Ok(())
+        self.change(offset, len, fua, Change::Discard)
     }
 
-    /// Makes every acknowledged write durable (fsync of the slices written
-    /// since the last flush, and of any target being filled).
+    /// Makes every acknowledged write durable (fsync of the healthy slices
+    /// written since the last flush); a slice whose fsync fails, or whose
+    /// file is no longer on its medium, is lost.
     fn flush(&self) -> io::Result<()> {
         for column in &self.slices {
             for slice in column {
-                if slice.dirty.swap(false, Ordering::AcqRel) {
-                    let state = slice.read_state()?;
-                    if let Err(e) = state.file.sync_data().and_then(|()| match &state.mirror {
-                        Some(m) => m.file.sync_data(),
-                        None => Ok(()),
-                    }) {
-                        slice.dirty.store(true, Ordering::Release);
-                        return Err(e);
-                    }
+                if slice.is_lost() {
+                    continue;
                 }
+                let state = slice.read_state()?;
+                let Some(live) = slice.healthy(&state) else {
+                    continue;
+                };
+                let synced = self
+                    .check_linked(slice, &state, live)
+                    .and_then(|()| slice.fault())
+                    .and_then(|()| {
+                        if slice.dirty.swap(false, Ordering::AcqRel) {
+                            live.file.sync_data().inspect_err(|_| {
+                                slice.dirty.store(true, Ordering::Release);
+                            })
+                        } else {
+                            Ok(())
+                        }
+                    });
+                match synced {
+                    Ok(()) => {}
+                    Err(e) if is_media_failure(&e) => self.lose(slice, &state.medium, &e),
+                    Err(e) => return Err(e),
+                }
+            }
+            if !column.iter().any(SliceIo::usable) {
+                return Err(eio());
             }
         }
         Ok(())
@@ -450,22 +737,41 @@ impl VolumeIo for LocalVolumeIo {
         progress: &mut dyn FnMut(u64, u64),
         commit: &mut dyn FnMut() -> Result<(), String>,
     ) -> Result<(), DataPlaneError> {
-        self.move_slice_to(copy, column, to_medium, options, progress, commit)
+        let slice = self.slice(copy, column)?;
+        let from_medium = slice
+            .read_state()
+            .map_err(|e| self.err(slice, to_medium, "lock", e))?
+            .medium
+            .clone();
+        if from_medium == to_medium {
+            return Ok(());
+        }
+        if !slice.usable() {
+            return Err(self.err(
+                slice,
+                to_medium,
+                "move",
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "the slice is lost; rebuild it instead of moving it",
+                ),
+            ));
+        }
+        self.copy_to(slice, slice, to_medium, options, progress, commit)
     }
 
     fn snapshot(&self, id: u64) -> io::Result<()> {
+        let _no_copies = self.no_copies()?;
         let _paused = self.pause()?;
         let mut have = 0usize;
         let mut total = 0usize;
         for slice in self.all_slices() {
+            let state = slice.read_state()?;
+            let Some(live) = slice.healthy(&state) else {
+                continue;
+            };
             total += 1;
-            if slice
-                .read_state()?
-                .snapshots
-                .list()?
-                .iter()
-                .any(|s| s.id == id)
-            {
+            if live.snapshots.list()?.iter().any(|s| s.id == id) {
                 have += 1;
             }
         }
@@ -475,32 +781,40 @@ impl VolumeIo for LocalVolumeIo {
         // Taken on only some slices (an interrupted call): those parts are
         // from another instant, so the snapshot is taken again, whole.
         for slice in self.all_slices() {
-            slice.read_state()?.snapshots.delete(id)?;
+            let state = slice.read_state()?;
+            if let Some(live) = slice.healthy(&state) {
+                live.snapshots.delete(id)?;
+            }
         }
         for slice in self.all_slices() {
             let state = slice.read_state()?;
-            state.snapshots.create(id, &state.file)?;
+            if let Some(live) = slice.healthy(&state) {
+                live.snapshots.create(id, &live.file)?;
+            }
         }
         Ok(())
     }
 
     fn delete_snapshot(&self, id: u64) -> io::Result<()> {
+        let _no_copies = self.no_copies()?;
         for slice in self.all_slices() {
-            slice.read_state()?.snapshots.delete(id)?;
+            let state = slice.read_state()?;
+            if let Some(live) = slice.healthy(&state) {
+                live.snapshots.delete(id)?;
+            }
         }
         Ok(())
     }
 
     fn rollback(&self, id: u64) -> io::Result<()> {
+        let _no_copies = self.no_copies()?;
         let _paused = self.pause()?;
         for slice in self.all_slices() {
-            if !slice
-                .read_state()?
-                .snapshots
-                .list()?
-                .iter()
-                .any(|s| s.id == id)
-            {
+            let state = slice.read_state()?;
+            let Some(live) = slice.healthy(&state) else {
+                continue;
+            };
+            if !live.snapshots.list()?.iter().any(|s| s.id == id) {
                 return Err(io::Error::new(
                     io::ErrorKind::NotFound,
                     format!("snapshot {id} is not on slice {}", label(&slice.key)),
@@ -509,7 +823,9 @@ impl VolumeIo for LocalVolumeIo {
         }
         for slice in self.all_slices() {
             let state = slice.read_state()?;
-            state.snapshots.rollback(id, &state.file)?;
+            if let Some(live) = slice.healthy(&state) {
+                live.snapshots.rollback(id, &live.file)?;
+            }
         }
         Ok(())
     }
@@ -517,7 +833,11 @@ impl VolumeIo for LocalVolumeIo {
     fn snapshot_view(self: Arc<Self>, id: u64, size: u64) -> io::Result<Arc<dyn VolumeIo>> {
         let columns = self.slices.len() as u64;
         for slice in self.all_slices() {
-            let listed = slice.read_state()?.snapshots.list()?;
+            let state = slice.read_state()?;
+            let Some(live) = slice.healthy(&state) else {
+                continue;
+            };
+            let listed = live.snapshots.list()?;
             let Some(info) = listed.into_iter().find(|s| s.id == id) else {
                 return Err(io::Error::new(
                     io::ErrorKind::NotFound,
@@ -540,6 +860,80 @@ impl VolumeIo for LocalVolumeIo {
             id,
             size,
         }))
+    }
+
+    fn fail_medium(&self, medium: &str) {
+        for slice in self.all_slices() {
+            let Ok(state) = slice.read_state() else {
+                slice.lost.store(true, Ordering::Release);
+                continue;
+            };
+            if state.medium == medium {
+                slice.lost.store(true, Ordering::Release);
+            }
+            if let Some(m) = state.mirror.as_ref().filter(|m| m.medium == medium) {
+                m.failed.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    fn lost_slices(&self) -> Vec<(u32, u32)> {
+        let mut lost = Vec::new();
+        for slice in self.all_slices() {
+            if let Ok(state) = slice.read_state() {
+                if let Some(live) = slice.healthy(&state) {
+                    match self.check_linked(slice, &state, live) {
+                        Err(e) if is_media_failure(&e) => self.lose(slice, &state.medium, &e),
+                        _ => continue,
+                    }
+                }
+            }
+            if slice.is_lost() {
+                lost.push((slice.key.copy, slice.key.column));
+            }
+        }
+        lost.sort_unstable();
+        lost
+    }
+
+    fn rebuild_slice(
+        &self,
+        copy: u32,
+        column: u32,
+        to_medium: &str,
+        options: &CopyOptions,
+        progress: &mut dyn FnMut(u64, u64),
+        commit: &mut dyn FnMut() -> Result<(), String>,
+    ) -> Result<(), DataPlaneError> {
+        let holder = self.slice(copy, column)?;
+        let medium = holder
+            .read_state()
+            .map_err(|e| self.err(holder, to_medium, "lock", e))?
+            .medium
+            .clone();
+        if holder.usable() && medium == to_medium {
+            return Ok(()); // rebuilt already (a repeated call)
+        }
+        let source = self.slices[column as usize]
+            .iter()
+            .find(|s| s.key.copy != copy && s.usable())
+            .ok_or_else(|| {
+                self.err(
+                    holder,
+                    to_medium,
+                    "rebuild",
+                    io::Error::new(
+                        io::ErrorKind::NotFound,
+                        format!(
+                            "no healthy copy of column {column} of volume {} to rebuild from",
+                            self.volume_id
+                        ),
+                    ),
+                )
+            })?;
+        // The caller says the slice is lost: I/O stops using it now.
+        holder.lost.store(true, Ordering::Release);
+        self.copy_to(source, holder, to_medium, options, progress, commit)
     }
 }
 
@@ -577,8 +971,8 @@ impl VolumeIo for SnapshotView {
                 ))
             }
         }
-        read_striped(&self.volume.slices, offset, buf, |state, out, at| {
-            state.snapshots.read(self.id, &state.file, at, out)
+        self.volume.read_copies(offset, buf, |live, out, at| {
+            live.snapshots.read(self.id, &live.file, at, out)
         })
     }
 
@@ -610,6 +1004,190 @@ impl VolumeIo for SnapshotView {
             source: read_only(),
         })
     }
+
+    fn lost_slices(&self) -> Vec<(u32, u32)> {
+        self.volume.lost_slices()
+    }
+}
+
+/// The snapshot files of a slice being copied while in use (see the module
+/// docs): map bytes are fetched from the source's durable maps, the chunks
+/// they name are copied from its deltas, each piece verified by reading it
+/// back, all into `*.partial` files placed by [`SnapshotCopy::finish`].
+struct SnapshotCopy {
+    files: Vec<SnapshotFiles>,
+    buf: Vec<u8>,
+    check: Vec<u8>,
+}
+
+struct SnapshotFiles {
+    id: u64,
+    delta: File,
+    map: File,
+    /// Bytes of the source's map copied so far.
+    map_len: u64,
+    /// Chunks that copied map records put in the delta, not copied yet.
+    pending: Vec<u64>,
+    delta_part: RemoveOnDrop,
+    map_part: RemoveOnDrop,
+    delta_final: PathBuf,
+    map_final: PathBuf,
+}
+
+fn create_partial(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+}
+
+fn copy_differs(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("{what} read back differs from the source"),
+    )
+}
+
+impl SnapshotCopy {
+    /// Creates the partial files for every snapshot of `snaps`, named for
+    /// the slice `<stem>.slice` in `dir`.
+    fn start(snaps: &SliceSnapshots, dir: &Path, stem: &str) -> io::Result<SnapshotCopy> {
+        let mut files = Vec::new();
+        for id in snaps.ids()? {
+            let delta_final = dir.join(delta_name(stem, id));
+            let map_final = dir.join(map_name(stem, id));
+            let delta_part = RemoveOnDrop::new(partial_path(&delta_final));
+            let delta = create_partial(delta_part.path())?;
+            let map_part = RemoveOnDrop::new(partial_path(&map_final));
+            let map = create_partial(map_part.path())?;
+            files.push(SnapshotFiles {
+                id,
+                delta,
+                map,
+                map_len: 0,
+                pending: Vec::new(),
+                delta_part,
+                map_part,
+                delta_final,
+                map_final,
+            });
+        }
+        Ok(SnapshotCopy {
+            files,
+            buf: vec![0u8; COW_CHUNK as usize],
+            check: vec![0u8; COW_CHUNK as usize],
+        })
+    }
+
+    /// Appends the map records the source made durable since the last
+    /// fetch; returns how many chunks they added to copy.
+    fn fetch(&mut self, snaps: &SliceSnapshots) -> io::Result<usize> {
+        let mut added = 0;
+        for f in &mut self.files {
+            let tail = snaps.map_since(f.id, f.map_len)?;
+            if tail.bytes.is_empty() {
+                continue;
+            }
+            f.map.write_all_at(&tail.bytes, f.map_len)?;
+            let mut back = vec![0u8; tail.bytes.len()];
+            f.map.read_exact_at(&mut back, f.map_len)?;
+            if back != tail.bytes {
+                return Err(copy_differs("snapshot map"));
+            }
+            f.map_len = tail.end;
+            added += tail.data_chunks.len();
+            f.pending.extend(tail.data_chunks);
+        }
+        Ok(added)
+    }
+
+    /// Copies up to `limit` pending chunks; returns the bytes copied.
+    fn copy_pending(&mut self, snaps: &SliceSnapshots, limit: usize) -> io::Result<u64> {
+        let mut copied = 0usize;
+        for f in &mut self.files {
+            while copied < limit {
+                let Some(chunk) = f.pending.pop() else { break };
+                let at = chunk * COW_CHUNK;
+                snaps.read_delta_chunk(f.id, chunk, &mut self.buf)?;
+                for (i, block) in self.buf.chunks(BLOCK as usize).enumerate() {
+                    if !is_zero(block) {
+                        f.delta.write_all_at(block, at + (i as u64) * BLOCK)?;
+                    }
+                }
+                let mut done = 0;
+                while done < self.check.len() {
+                    match f.delta.read_at(&mut self.check[done..], at + done as u64)? {
+                        0 => break,
+                        n => done += n,
+                    }
+                }
+                self.check[done..].fill(0);
+                if self.check != self.buf {
+                    return Err(copy_differs("snapshot delta"));
+                }
+                copied += 1;
+            }
+        }
+        Ok(copied as u64 * COW_CHUNK)
+    }
+
+    /// Makes every file durable and renames it into place, deltas before
+    /// maps (a map makes its snapshot exist). The placed files are removed
+    /// when the returned guards drop, unless disarmed.
+    fn finish(self, dir: &Path) -> io::Result<Vec<RemoveOnDrop>> {
+        for f in &self.files {
+            f.delta.sync_all()?;
+            f.map.sync_all()?;
+        }
+        let (deltas, maps): (Vec<_>, Vec<_>) = self
+            .files
+            .into_iter()
+            .map(|f| ((f.delta_part, f.delta_final), (f.map_part, f.map_final)))
+            .unzip();
+        let mut placed = Vec::new();
+        for (mut part, final_path) in deltas.into_iter().chain(maps) {
+            std::fs::rename(part.path(), &final_path)?;
+            part.disarm();
+            placed.push(RemoveOnDrop::new(final_path));
+        }
+        fsync_dir(dir)?;
+        Ok(placed)
+    }
+}
+
+/// A slice claimed by a live copy (as its source or its target) until dropped.
+struct Busy<'a>(&'a SliceIo);
+
+impl<'a> Busy<'a> {
+    fn claim(slice: &'a SliceIo) -> io::Result<Busy<'a>> {
+        if slice.copying.swap(true, Ordering::AcqRel) {
+            return Err(io::Error::new(
+                io::ErrorKind::ResourceBusy,
+                format!("slice {} is already being copied", label(&slice.key)),
+            ));
+        }
+        Ok(Busy(slice))
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.copying.store(false, Ordering::Release);
+    }
+}
+
+/// The file and snapshots of the slice a copy reads from.
+fn healthy_source<'a>(source: &SliceIo, state: &'a SliceState) -> io::Result<&'a Live> {
+    source.healthy(state).ok_or_else(source_lost)
+}
+
+fn source_lost() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        "the copy being read from was lost during the copy",
+    )
 }
 
 impl LocalVolumeIo {
@@ -625,74 +1203,6 @@ impl LocalVolumeIo {
             })
     }
 
-    /// Copies the slice's data (mirroring writes behind the copy cursor),
-    /// verifies each chunk by reading it back, makes the target durable,
-    /// then — with the slice's I/O paused — renames it into place, calls
-    /// `commit` and switches the slice's I/O to the target.
-    fn move_slice_to(
-        &self,
-        copy: u32,
-        column: u32,
-        to_medium: &str,
-        options: &CopyOptions,
-        progress: &mut dyn FnMut(u64, u64),
-        commit: &mut dyn FnMut() -> Result<(), String>,
-    ) -> Result<(), DataPlaneError> {
-        let slice = self.slice(copy, column)?;
-        let from_medium = slice
-            .read_state()
-            .map_err(|e| self.err(slice, to_medium, "lock", e))?
-            .medium
-            .clone();
-        if from_medium == to_medium {
-            return Ok(());
-        }
-        // Snapshot files do not travel with a moved slice yet.
-        let snapshots = slice
-            .read_state()
-            .map_err(|e| self.err(slice, to_medium, "lock", e))?
-            .snapshots
-            .list()
-            .map_err(|e| self.err(slice, to_medium, "list snapshots", e))?;
-        if !snapshots.is_empty() {
-            return Err(self.err(
-                slice,
-                to_medium,
-                "move",
-                io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    "the slice has snapshots; moving them is not supported yet",
-                ),
-            ));
-        }
-        let target_path = self.media.slice_path(to_medium, &slice.key)?;
-        let dir = target_path
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
-        create_dir_durable(&dir).map_err(|e| self.err(slice, to_medium, "mkdir", e))?;
-        let partial = partial_path(&target_path);
-        let mut guard = RemoveOnDrop::new(&partial);
-        let result = self.fill_and_switch(
-            slice,
-            &target_path,
-            &partial,
-            &dir,
-            to_medium,
-            options,
-            progress,
-            commit,
-        );
-        // Whatever happened, writes stop going to the target.
-        if let Ok(mut state) = slice.state.write() {
-            state.mirror = None;
-        }
-        if result.is_ok() {
-            guard.disarm();
-        }
-        result
-    }
-
     fn err(&self, slice: &SliceIo, medium: &str, op: &'static str, e: io::Error) -> DataPlaneError {
         DataPlaneError::Io {
             medium: medium.to_string(),
@@ -702,78 +1212,166 @@ impl LocalVolumeIo {
         }
     }
 
+    /// Fills a new file for `holder` on `to_medium` from `source` (the same
+    /// slice for a move, a healthy copy of its column for a rebuild) while
+    /// I/O goes on, then switches `holder` to it (see `fill_and_switch`).
+    /// Whatever happens, writes stop going to the target afterwards.
+    fn copy_to(
+        &self,
+        source: &SliceIo,
+        holder: &SliceIo,
+        to_medium: &str,
+        options: &CopyOptions,
+        progress: &mut dyn FnMut(u64, u64),
+        commit: &mut dyn FnMut() -> Result<(), String>,
+    ) -> Result<(), DataPlaneError> {
+        let _copying = self.copies.read().map_err(|_| {
+            self.err(
+                holder,
+                to_medium,
+                "lock",
+                io::Error::other("copy lock poisoned"),
+            )
+        })?;
+        // One copy at a time reads or fills a slice: a rebuild reading a
+        // slice that a move switches away would miss the writes after it.
+        let _source = Busy::claim(source).map_err(|e| self.err(holder, to_medium, "copy", e))?;
+        let _holder = if std::ptr::eq(source, holder) {
+            None
+        } else {
+            Some(Busy::claim(holder).map_err(|e| self.err(holder, to_medium, "copy", e))?)
+        };
+        let target_path = self.media.slice_path(to_medium, &holder.key)?;
+        let dir = target_path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        create_dir_durable(&dir).map_err(|e| self.err(holder, to_medium, "mkdir", e))?;
+        // Snapshot files of an earlier, interrupted copy must not mix with
+        // this one's.
+        remove_snapshot_files(&target_path, false)
+            .map_err(|e| self.err(holder, to_medium, "delete", e))?;
+        let result = self.fill_and_switch(
+            source,
+            holder,
+            &target_path,
+            &dir,
+            to_medium,
+            options,
+            progress,
+            commit,
+        );
+        if let Ok(mut state) = holder.state.write() {
+            state.mirror = None;
+        }
+        result
+    }
+
+    /// Copies the source's data (mirroring writes behind the copy cursor),
+    /// verifying each chunk by reading it back, then its snapshot files,
+    /// catching up on the copy-on-write saves made meanwhile; makes it all
+    /// durable; then — with the slice's I/O paused — copies the last saves,
+    /// renames the files into place (the slice file last), calls `commit`
+    /// and switches `holder`'s I/O to the target.
     #[allow(clippy::too_many_arguments)]
     fn fill_and_switch(
         &self,
-        slice: &SliceIo,
+        source: &SliceIo,
+        holder: &SliceIo,
         target_path: &Path,
-        partial: &PathBuf,
         dir: &Path,
         to_medium: &str,
         options: &CopyOptions,
         progress: &mut dyn FnMut(u64, u64),
         commit: &mut dyn FnMut() -> Result<(), String>,
     ) -> Result<(), DataPlaneError> {
-        let io_err = |op: &'static str| move |e: io::Error| self.err(slice, to_medium, op, e);
-        let target = Arc::new(
-            OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(partial)
-                .map_err(io_err("create"))?,
-        );
+        let io_err = |op: &'static str| move |e: io::Error| self.err(holder, to_medium, op, e);
+        let same = std::ptr::eq(source, holder);
+        let stem = target_path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".slice"))
+            .unwrap_or_default()
+            .to_string();
+        let partial = partial_path(target_path);
+        let mut guard = RemoveOnDrop::new(&partial);
+        let target = Arc::new(create_partial(&partial).map_err(io_err("create"))?);
+
+        // The source's file, and the bytes to copy as far as known now
+        // (writes may add some).
+        let (source_file, source_medium, estimate) = {
+            let state = source.read_state().map_err(io_err("lock"))?;
+            let live = source
+                .healthy(&state)
+                .ok_or_else(|| io_err("copy")(source_lost()))?;
+            let len = live.file.metadata().map_err(io_err("stat"))?.len();
+            let data: u64 = DataExtents::new(&live.file, len)
+                .filter_map(Result::ok)
+                .map(|(a, b)| b - a)
+                .sum();
+            let held: u64 = live
+                .snapshots
+                .list()
+                .map_err(io_err("list snapshots"))?
+                .iter()
+                .map(|s| s.used_bytes)
+                .sum();
+            (Arc::clone(&live.file), state.medium.clone(), data + held)
+        };
         {
-            let mut state = slice.write_state().map_err(io_err("lock"))?;
-            let len = state.file.metadata().map_err(io_err("stat"))?.len();
+            let mut state = holder.write_state().map_err(io_err("lock"))?;
+            let len = source_file.metadata().map_err(io_err("stat"))?.len();
             target.set_len(len).map_err(io_err("create"))?;
             state.mirror = Some(Mirror {
                 file: Arc::clone(&target),
+                medium: to_medium.to_string(),
                 copied_upto: 0,
+                failed: AtomicBool::new(false),
             });
         }
 
-        // Data to copy, as far as known now (writes may add some).
-        let estimate = {
-            let state = slice.read_state().map_err(io_err("lock"))?;
-            let len = state.file.metadata().map_err(io_err("stat"))?.len();
-            DataExtents::new(&state.file, len)
-                .filter_map(Result::ok)
-                .map(|(a, b)| b - a)
-                .sum::<u64>()
-        };
         let pacer = Pacer::new(options.rate_limit, &options.cancel);
+        let cancelled = |_| DataPlaneError::Cancelled;
         let mut src_buf = vec![0u8; CHUNK];
         let mut check_buf = vec![0u8; CHUNK];
         let mut done = 0u64;
         let mut cursor = 0u64;
         loop {
-            pacer.check().map_err(|_| DataPlaneError::Cancelled)?;
-            // One chunk with the slice held exclusively: no write can slip
-            // between reading the source and advancing the cursor.
-            let mut state = slice.write_state().map_err(io_err("lock"))?;
-            let len = state.file.metadata().map_err(io_err("stat"))?.len();
+            pacer.check().map_err(cancelled)?;
+            // One chunk with the target's slice held exclusively: a write
+            // to the source either lands before the chunk is read, or is
+            // mirrored after the cursor has passed it (writes reach the
+            // mirror after the source, and the mirror under this lock).
+            let mut state = holder.write_state().map_err(io_err("lock"))?;
+            if source.is_lost() {
+                return Err(io_err("copy")(source_lost()));
+            }
+            let len = source_file.metadata().map_err(io_err("stat"))?.len();
             let next = {
-                let mut extents = DataExtents::from(&state.file, cursor, len);
+                let mut extents = DataExtents::from(&source_file, cursor, len);
                 extents.next().transpose().map_err(io_err("seek"))?
             };
+            let mirror = state
+                .mirror
+                .as_mut()
+                .ok_or_else(|| io_err("copy")(io::Error::other("copy state lost")))?;
             let Some((start, end)) = next else {
-                if let Some(m) = state.mirror.as_mut() {
-                    m.copied_upto = len;
-                }
+                // Everything is copied: from now on every write is mirrored
+                // (also past the end, should the slice grow meanwhile).
+                mirror.copied_upto = u64::MAX;
                 break;
             };
             let n = ((end - start).min(CHUNK as u64)) as usize;
             let data = &mut src_buf[..n];
-            state
-                .file
-                .read_exact_at(data, start)
-                .map_err(io_err("read"))?;
-            let mirror = state
-                .mirror
-                .as_mut()
-                .ok_or_else(|| io_err("copy")(io::Error::other("move state lost")))?;
+            if let Err(e) = source
+                .fault()
+                .and_then(|()| source_file.read_exact_at(data, start))
+            {
+                if is_media_failure(&e) {
+                    self.lose(source, &source_medium, &e);
+                }
+                return Err(self.err(source, &source_medium, "read", e));
+            }
             let mut at = 0usize;
             while at < n {
                 let block = (BLOCK as usize).min(n - at);
@@ -794,54 +1392,134 @@ impl LocalVolumeIo {
                 .map_err(io_err("verify"))?;
             if check != &data[..] {
                 return Err(DataPlaneError::VerifyFailed {
-                    slice: label(&slice.key),
-                    from: state.medium.clone(),
+                    slice: label(&holder.key),
+                    from: source_medium.clone(),
                     to: to_medium.to_string(),
                 });
             }
             cursor = start + n as u64;
             mirror.copied_upto = cursor;
+            if mirror.failed.load(Ordering::Acquire) {
+                return Err(io_err("write")(io::Error::other(
+                    "a write to the target failed during the copy",
+                )));
+            }
             drop(state);
             done += n as u64;
             progress(done, estimate.max(done));
-            pacer.pace(done).map_err(|_| DataPlaneError::Cancelled)?;
+            pacer.pace(done).map_err(cancelled)?;
         }
-
         // Durable before anyone relies on it; most was written back already.
         target.sync_all().map_err(io_err("fsync"))?;
-        let mut state = slice.write_state().map_err(io_err("lock"))?;
-        // A snapshot taken during the copy would be left behind.
-        if !state
-            .snapshots
-            .list()
-            .map_err(io_err("list snapshots"))?
-            .is_empty()
+
+        // The snapshot files: everything, then what was saved meanwhile,
+        // until what is left for the pause is small.
+        let mut snapshot_copy = {
+            let state = source.read_state().map_err(io_err("lock"))?;
+            SnapshotCopy::start(
+                &healthy_source(source, &state)
+                    .map_err(io_err("copy"))?
+                    .snapshots,
+                dir,
+                &stem,
+            )
+            .map_err(io_err("create"))?
+        };
+        for round in 1.. {
+            let added = {
+                let state = source.read_state().map_err(io_err("lock"))?;
+                snapshot_copy
+                    .fetch(
+                        &healthy_source(source, &state)
+                            .map_err(io_err("copy"))?
+                            .snapshots,
+                    )
+                    .map_err(io_err("copy snapshots"))?
+            };
+            loop {
+                pacer.check().map_err(cancelled)?;
+                let copied = {
+                    let state = source.read_state().map_err(io_err("lock"))?;
+                    snapshot_copy
+                        .copy_pending(
+                            &healthy_source(source, &state)
+                                .map_err(io_err("copy"))?
+                                .snapshots,
+                            CATCH_UP_CHUNKS,
+                        )
+                        .map_err(io_err("copy snapshots"))?
+                };
+                if copied == 0 {
+                    break;
+                }
+                done += copied;
+                progress(done, estimate.max(done));
+                pacer.pace(done).map_err(cancelled)?;
+            }
+            if added <= CATCH_UP_CHUNKS || round >= CATCH_UP_ROUNDS {
+                break;
+            }
+        }
+
+        // The switch, with the volume's writes paused at the barrier: every
+        // write is wholly before it (in the source and, past the cursor,
+        // mirrored) or wholly after (on the new slice), and no copy-on-write
+        // save runs now. Reads go on.
+        let _paused = self.pause().map_err(io_err("lock"))?;
+        let mut state = holder.write_state().map_err(io_err("lock"))?;
+        let source_state = if same {
+            None
+        } else {
+            Some(source.read_state().map_err(io_err("lock"))?)
+        };
+        let len = {
+            let src_state: &SliceState = source_state.as_deref().unwrap_or(&state);
+            let live = healthy_source(source, src_state).map_err(io_err("copy"))?;
+            snapshot_copy
+                .fetch(&live.snapshots)
+                .map_err(io_err("copy snapshots"))?;
+            snapshot_copy
+                .copy_pending(&live.snapshots, usize::MAX)
+                .map_err(io_err("copy snapshots"))?;
+            live.file.metadata().map_err(io_err("stat"))?.len()
+        };
+        if state
+            .mirror
+            .as_ref()
+            .is_none_or(|m| m.failed.load(Ordering::Acquire))
         {
-            return Err(io_err("move")(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "the slice has snapshots; moving them is not supported yet",
+            return Err(io_err("write")(io::Error::other(
+                "a write to the target failed during the copy",
             )));
         }
-        // Writes that arrived since: mirrored (the cursor is at the end).
+        target.set_len(len).map_err(io_err("truncate"))?;
         target.sync_all().map_err(io_err("fsync"))?;
-        std::fs::rename(partial, target_path).map_err(io_err("rename"))?;
+        let mut placed = snapshot_copy
+            .finish(dir)
+            .map_err(io_err("place snapshots"))?;
+        std::fs::rename(&partial, target_path).map_err(io_err("rename"))?;
+        guard.disarm();
+        placed.push(RemoveOnDrop::new(target_path));
         fsync_dir(dir).map_err(io_err("fsync"))?;
-        let snapshots = match SliceSnapshots::open(target_path) {
-            Ok(s) => s,
-            Err(e) => {
-                let _ = remove_if_exists(target_path);
-                return Err(io_err("open snapshots")(e));
-            }
-        };
+        let snapshots = SliceSnapshots::open(target_path).map_err(io_err("open snapshots"))?;
         if let Err(message) = commit() {
-            // The placement did not change: the source stays authoritative.
-            let _ = remove_if_exists(target_path);
-            return Err(self.err(slice, to_medium, "commit", io::Error::other(message)));
+            // The placement did not change: the source stays authoritative
+            // and the placed files go (`placed` drops).
+            drop(snapshots);
+            return Err(self.err(holder, to_medium, "commit", io::Error::other(message)));
         }
-        state.file = target;
-        state.snapshots = snapshots;
+        for p in &mut placed {
+            p.disarm();
+        }
+        drop(source_state);
+        state.live = Some(Live {
+            file: target,
+            snapshots,
+        });
         state.medium = to_medium.to_string();
         state.mirror = None;
+        holder.dirty.store(false, Ordering::Release);
+        holder.lost.store(false, Ordering::Release);
         Ok(())
     }
 }
@@ -1079,7 +1757,7 @@ mod tests {
 
     #[test]
     fn a_snapshot_view_reads_the_volume_as_it_was_while_it_changes() {
-        let (_d, media, layout) = volume(2, 2, 4);
+        let (_d, media, mut layout) = volume(2, 2, 4);
         let io = Arc::new(LocalVolumeIo::open(&media, &layout).expect("open"));
         io.write(MIB - 100, &pattern(1, (3 * MIB) as usize), false)
             .expect("write");
@@ -1121,18 +1799,25 @@ mod tests {
             .snapshot_view(2, layout.size)
             .expect("view 2");
         assert!(read_all(view2.as_ref()) == after);
-        // Moving a slice with snapshots is refused (its files would stay behind).
-        let err = io
-            .move_slice(
-                0,
-                0,
-                "m4",
-                &CopyOptions::default(),
-                &mut |_, _| {},
-                &mut || Ok(()),
-            )
-            .unwrap_err();
-        assert!(err.to_string().contains("has snapshots"), "{err}");
+        // A slice with snapshots moves with them.
+        io.move_slice(
+            0,
+            0,
+            "m4",
+            &CopyOptions::default(),
+            &mut |_, _| {},
+            &mut || Ok(()),
+        )
+        .expect("move");
+        let key = SliceKey {
+            volume_id: "v".into(),
+            copy: 0,
+            column: 0,
+        };
+        media.delete_slice("m0", &key).expect("delete the source");
+        layout.media[0][0] = "m4".into();
+        assert!(read_all(view2.as_ref()) == after);
+        assert!(read_all(io.as_ref()) == before);
         // Deleting the slices removes their snapshot files too.
         io.delete_snapshot(2).expect("delete 2");
         io.snapshot(3).expect("snapshot 3");
@@ -1160,7 +1845,8 @@ mod tests {
         // As an interrupted call leaves it: column 0 only, at an older instant.
         let first = &io.slices[0][0];
         let state = first.read_state().expect("state");
-        state.snapshots.create(5, &state.file).expect("partial");
+        let live = state.live.as_ref().expect("live");
+        live.snapshots.create(5, &live.file).expect("partial");
         drop(state);
         io.write(0, &pattern(2, (4 * MIB) as usize), false)
             .expect("write");
@@ -1171,40 +1857,34 @@ mod tests {
     }
 
     #[test]
-    fn a_snapshot_taken_during_a_move_fails_the_move_and_stays_exact() {
+    fn snapshot_operations_are_refused_during_a_move_and_the_move_goes_on() {
         let (_d, media, layout) = volume(1, 1, 8);
         let io = Arc::new(LocalVolumeIo::open(&media, &layout).expect("open"));
         io.write(0, &pattern(1, (8 * MIB) as usize), false)
             .expect("write");
-        let before = read_all(io.as_ref());
-        let mut taken = false;
-        let err = io
-            .move_slice(
-                0,
-                0,
-                "m4",
-                &CopyOptions::default(),
-                &mut |_, _| {
-                    if !taken {
-                        io.snapshot(1).expect("snapshot during the copy");
-                        taken = true;
-                    }
-                },
-                &mut || Ok(()),
-            )
-            .unwrap_err();
-        assert!(taken);
-        assert!(err.to_string().contains("has snapshots"), "{err}");
-        let key = SliceKey {
-            volume_id: "v".into(),
-            copy: 0,
-            column: 0,
-        };
-        let target = media.slice_path("m4", &key).expect("path");
-        assert!(!target.exists() && !partial_path(&target).exists());
-        io.write(0, &pattern(2, 4096), false).expect("write after");
-        let view = Arc::clone(&io).snapshot_view(1, layout.size).expect("view");
-        assert!(read_all(view.as_ref()) == before);
+        io.snapshot(1).expect("snapshot");
+        let mut refused = Vec::new();
+        io.move_slice(
+            0,
+            0,
+            "m4",
+            &CopyOptions::default(),
+            &mut |_, _| {
+                if refused.is_empty() {
+                    refused.push(io.snapshot(2).unwrap_err());
+                    refused.push(io.delete_snapshot(1).unwrap_err());
+                    refused.push(io.rollback(1).unwrap_err());
+                }
+            },
+            &mut || Ok(()),
+        )
+        .expect("move");
+        assert_eq!(refused.len(), 3);
+        for e in &refused {
+            assert_eq!(e.kind(), io::ErrorKind::ResourceBusy, "{e}");
+        }
+        io.snapshot(2).expect("snapshot after the move");
+        io.delete_snapshot(1).expect("delete after the move");
     }
 
     #[test]
@@ -1219,6 +1899,9 @@ mod tests {
         io.slices[0][1]
             .read_state()
             .expect("state")
+            .live
+            .as_ref()
+            .expect("live")
             .snapshots
             .inject(Some(crate::snapshot::Fault {
                 at: 0,
@@ -1332,3 +2015,7 @@ mod tests {
         assert_eq!(s[0].slice_offset, 2 * STRIPE + 5);
     }
 }
+
+#[cfg(test)]
+#[path = "volume_copy_tests.rs"]
+mod copy_tests;

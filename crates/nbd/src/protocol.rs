@@ -640,6 +640,8 @@ mod tests {
         );
         assert_eq!(io_error_value(&io::Error::from_raw_os_error(28)), ENOSPC);
         assert_eq!(io_error_value(&io::Error::other("boom")), EIO);
+        // What a volume with no healthy copy of a range answers.
+        assert_eq!(io_error_value(&io::Error::from_raw_os_error(5)), EIO);
         assert_eq!(
             io_error_value(&io::Error::from(io::ErrorKind::UnexpectedEof)),
             EIO
