@@ -12,7 +12,7 @@ use crate::exports::ExportRegistry;
 use crate::http::HttpLimits;
 use crate::jobs::{JobRunner, RetryPolicy, RunnerParts, RunnerSettings, VolumeActivity};
 use crate::reconcile::{
-    ExpiredRefreshTokens, ExportsReconciler, OrphanedCopies, Reconciler, Reconcilers,
+    ExpiredRefreshTokens, ExportsReconciler, MediaHealth, OrphanedCopies, Reconciler, Reconcilers,
 };
 use crate::service::throttle::{SignInThrottle, ThrottleSettings};
 use crate::service::users::add_user;
@@ -22,6 +22,7 @@ use std::fs::File;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 use svs_dataplane::{DataPlane, LocalMedia};
 use svs_domain::Medium;
 use svs_nbd::{NbdConfig, NbdServer};
@@ -152,6 +153,13 @@ impl Application {
             .await
             .map_err(|e| format!("nodes configuration: {e}"))?;
 
+        // Slices on media that failed before are lost for every volume
+        // opened from now on.
+        for u in store.media_usage().await.map_err(|e| e.to_string())? {
+            if u.failed {
+                media.set_medium_failed(&u.record.medium.id, true);
+            }
+        }
         let exports = Arc::new(ExportRegistry::new(Arc::clone(&media)));
         for n in store.list_nodes().await.map_err(|e| e.to_string())? {
             exports.set_node_address(&n.name, n.address.and_then(|a| a.parse().ok()));
@@ -334,6 +342,14 @@ fn background_work(
         },
     );
     let reconcilers: Vec<Arc<dyn Reconciler>> = vec![
+        Arc::new(MediaHealth {
+            store: Arc::clone(store),
+            media: Arc::clone(media),
+            exports: Arc::clone(exports),
+            // Cheap (what the data plane saw, a stat per medium), and a
+            // failed medium should show soon.
+            period: config.reconcile_period.min(Duration::from_secs(5)),
+        }),
         Arc::new(ExportsReconciler {
             store: Arc::clone(store),
             exports: Arc::clone(exports),

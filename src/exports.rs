@@ -168,6 +168,24 @@ impl ExportRegistry {
         }
     }
 
+    /// Stops all I/O to a failed medium: volumes opened from now on treat
+    /// its slices as lost, and the open ones stop using them at once.
+    pub fn fail_medium(&self, medium: &str) {
+        self.media.set_medium_failed(medium, true);
+        let open: Vec<Arc<dyn VolumeIo>> = {
+            let state = self.state();
+            state
+                .volumes
+                .values()
+                .cloned()
+                .chain(state.borrowed.values().filter_map(Weak::upgrade))
+                .collect()
+        };
+        for io in open {
+            io.fail_medium(medium);
+        }
+    }
+
     pub fn set_node_address(&self, node: &str, address: Option<IpAddr>) {
         let mut state = self.state();
         match address {
@@ -303,6 +321,26 @@ impl BlockDevice for AttachedVolume {
         self.refuse_if_readonly()?;
         self.io.discard(offset, len, fua)
     }
+}
+
+/// Records that a medium failed and stops I/O to it (see
+/// [`ExportRegistry::fail_medium`]); true when it had not failed before.
+/// The one way a medium fails, whoever noticed: an admin or the data plane.
+pub async fn fail_medium(
+    store: &dyn svs_store::Store,
+    exports: &ExportRegistry,
+    medium: &str,
+) -> Result<bool, svs_store::StoreError> {
+    let newly = store.set_medium_failed(medium).await?;
+    exports.fail_medium(medium);
+    if newly {
+        tracing::error!(
+            medium,
+            "medium failed: its slices are lost; volumes with another copy keep serving \
+             (recover them with POST /volumes/{{volume}}/recover)"
+        );
+    }
+    Ok(newly)
 }
 
 /// What an attachment exports: the live volume (`top`: None), or the view

@@ -315,3 +315,12 @@ pub struct SnapshotModifyRequest {
     #[serde(default)]
     pub consistencygroupname: Option<String>,
 }
+
+/// `PATCH /media/{media}` (administrators only).
+#[derive(Deserialize, ToSchema)]
+#[schema(as = MediaModify)]
+pub struct MediaModifyRequest {
+    /// `Failed`: the only change a medium takes.
+    #[schema(pattern = "^Failed$")]
+    pub state: String,
+}

@@ -12,7 +12,7 @@ use super::views::{
 use super::{bodies, views, ApiError, AppState};
 use crate::service::commands::{
     CreateAttachment, CreatePolicy, CreateVolume, DeleteVolume, ListJobs, ModifyAttachment,
-    Refresh, ResizeVolume, SetNodeAddress, SignIn, SignOut, UpdatePolicy,
+    Refresh, ResizeVolume, SetMediumState, SetNodeAddress, SignIn, SignOut, UpdatePolicy,
 };
 use crate::service::{Administrator, Caller};
 use axum::extract::{Path, State};
@@ -168,6 +168,58 @@ pub async fn get_medium(
     Path(id): Path<String>,
 ) -> ApiResult<MediumView> {
     Ok(Json(views::medium(&app.get_medium(&id).await?)))
+}
+
+/// Administrators only: failing a medium loses its slices for every volume.
+#[utoipa::path(
+    patch, path = "/media/{media}", tag = "Media", operation_id = "MediaModify",
+    summary = "Declare a medium failed (administrators only)",
+    description = "svs extension. `{\"state\": \"Failed\"}` is the only change: every slice on the medium is lost at once; volumes with another copy of each column turn `Degraded` and keep serving, the others `Failed` (I/O on the lost ranges answers EIO). Rebuild with `POST /volumes/{volume}/recover`. A failed medium does not come back.",
+    params(("media" = String, Path, description = "The medium's id")),
+    request_body = bodies::MediaModifyRequest,
+    security(("storage.io-authorizer" = [])),
+    responses(
+        (status = 200, description = "The medium, now failed", body = MediumView),
+        (status = 400, description = "Malformed body or another state", body = ErrorBody),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 404, description = "No such medium", body = ErrorBody),
+        (status = 408, description = "Body not received in time", body = ErrorBody),
+        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
+    ),
+)]
+pub async fn update_medium(
+    State(app): State<AppState>,
+    admin: Administrator,
+    Path(id): Path<String>,
+    Parsed(request): Parsed<SetMediumState>,
+) -> ApiResult<MediumView> {
+    Ok(Json(views::medium(
+        &app.set_medium_state(&admin, &id, &request).await?,
+    )))
+}
+
+#[utoipa::path(
+    post, path = "/volumes/{volume}/recover", tag = "Volumes", operation_id = "VolumeRecoverInitiate",
+    summary = "Rebuild the copies a volume lost",
+    description = "Answers at once with the `volume_recovery` job, which rebuilds each slice lost on a failed medium from a healthy copy, on a medium chosen by the placement rules, paced by `movement_rate`; the volume's `volumerecoveryjob` names it while it runs. It ends `Error` when no medium can take a copy or a column has no healthy copy left, and `Done` at once when nothing was lost. 409 (not in the reference) while a data movement or another job runs.",
+    params(("volume" = String, Path, description = "The volume's name or id")),
+    security(("storage.io-authorizer" = [])),
+    responses(
+        (status = 200, description = "Recovery started", body = JobStarted),
+        (status = 400, description = "Malformed path", body = ErrorBody),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 404, description = "No such volume", body = ErrorBody),
+        (status = 409, description = "Blocked by a data movement or another job", body = ErrorBody),
+    ),
+)]
+pub async fn recover_volume(
+    State(app): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> ApiResult<JobStarted> {
+    let started = app.recover_volume(&caller, &name).await?;
+    Ok(Json(views::started("Volume recovery started", &started)))
 }
 
 #[utoipa::path(

@@ -85,7 +85,7 @@ fn documented_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(jwks))
         .routes(routes!(openapi_json))
         .routes(routes!(list_media))
-        .routes(routes!(get_medium))
+        .routes(routes!(get_medium, update_medium))
         .routes(routes!(list_nodes))
         .routes(routes!(get_node, update_node))
         .routes(routes!(list_policies, create_policy))
@@ -93,6 +93,7 @@ fn documented_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(list_volumes, create_volume))
         .routes(routes!(get_volume, resize_volume, delete_volume))
         .routes(routes!(volume_slices))
+        .routes(routes!(recover_volume))
         .routes(routes!(volume_attachments))
         .routes(routes!(snapshot_attachments, create_attachment))
         .routes(routes!(

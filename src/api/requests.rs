@@ -11,7 +11,7 @@ use crate::service::attributes::{
 use crate::service::commands::{
     CloneFrom, CreateAttachment, CreatePolicy, CreateSnapshot, CreateVolume, DeleteSnapshot,
     DeleteVolume, FixedVolumeField, ListJobs, ModifyAttachment, ModifySnapshot, Refresh,
-    ResiliencyLevels, ResizeVolume, SetNodeAddress, SignIn, SignOut, UpdatePolicy,
+    ResiliencyLevels, ResizeVolume, SetMediumState, SetNodeAddress, SignIn, SignOut, UpdatePolicy,
 };
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -192,6 +192,17 @@ impl FromQuery for AttachmentDeleteQuery {
     fn from_query(query: &BTreeMap<String, String>) -> ParseResult<AttachmentDeleteQuery> {
         DeleteVolume::from_query(query)?;
         Ok(AttachmentDeleteQuery)
+    }
+}
+
+impl FromBody for SetMediumState {
+    fn from_body(body: &Body) -> ParseResult<SetMediumState> {
+        match req_str(body, "state")? {
+            "Failed" => Ok(SetMediumState::Failed),
+            _ => Err(bad(
+                "state can only be set to \"Failed\": a failed medium does not come back",
+            )),
+        }
     }
 }
 

@@ -225,7 +225,9 @@ pub struct VolumeView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 1)]
     pub replicationvolumegroupname: Option<String>,
-    /// `Creating`, `Ready`, `Resizing` or `Deleting`.
+    /// `Creating`, `Ready`, `Resizing` or `Deleting`; `Degraded` when it
+    /// lost slices on failed media but every column has a copy, `Failed`
+    /// when a column lost every copy (I/O there answers EIO).
     pub state: &'static str,
     /// The running job's status, else `Online`.
     pub status: String,
@@ -242,6 +244,18 @@ pub struct VolumeView {
     /// `regular` or `filedirect`.
     #[schema(pattern = "^(regular|filedirect)$")]
     pub flavor: &'static str,
+    /// The running `volume_recovery` job's id, `""` when none runs.
+    pub volumerecoveryjob: String,
+}
+
+/// What a volume shows as its state: its lifecycle state, or its health
+/// when it lost slices.
+fn volume_state(v: &Volume) -> &'static str {
+    match v.state {
+        svs_domain::VolumeState::Ready if v.lost_columns > 0 => "Failed",
+        svs_domain::VolumeState::Ready if v.lost_slices > 0 => "Degraded",
+        state => state.as_str(),
+    }
 }
 
 pub fn volume(v: &Volume) -> VolumeView {
@@ -269,13 +283,14 @@ pub fn volume(v: &Volume) -> VolumeView {
         volumegroupid: v.id.clone(),
         replicationnode: stored(StoredField::ReplicationNode),
         replicationvolumegroupname: optional(StoredField::ReplicationVolumeGroupName),
-        state: v.state.as_str(),
+        state: volume_state(v),
         status,
         progress,
         capacitygroup: optional(StoredField::CapacityGroup),
         throttlingscheme: optional(StoredField::ThrottlingScheme),
         allowdatamovement: false,
         flavor: attributes.flavor().as_str(),
+        volumerecoveryjob: v.recovery_job.map(|j| j.to_string()).unwrap_or_default(),
     }
 }
 
@@ -608,13 +623,14 @@ pub fn medium(m: &MediumUsage) -> MediumView {
         node: m.record.medium.node.clone(),
         zone: m.record.medium.zone.clone(),
         size: m.record.medium.size,
-        freesize: m.free(),
+        // Nothing more goes on a failed medium.
+        freesize: if m.failed { 0 } else { m.free() },
         volumescount: m.volumes_count,
         sectorsize: 4096,
         sed: false,
         assignment: "svs",
-        state: "Online",
-        status: "Ready",
+        state: if m.failed { "Failed" } else { "Online" },
+        status: if m.failed { "Failed" } else { "Ready" },
         progress: 100,
         capacitygroup: "",
     }
@@ -726,8 +742,26 @@ mod tests {
             job: None,
             first_node: Some("node-a".into()),
             first_zone: Some("zone-a".into()),
+            lost_slices: 0,
+            lost_columns: 0,
+            recovery_job: None,
             created_ms: 0,
         }
+    }
+
+    #[test]
+    fn a_volume_that_lost_slices_shows_its_health_as_its_state() {
+        let mut v = volume_record();
+        assert_eq!(json_of(&volume(&v))["state"], "Ready");
+        v.lost_slices = 1;
+        v.recovery_job = Some(7);
+        let shown = json_of(&volume(&v));
+        assert_eq!(shown["state"], "Degraded");
+        assert_eq!(shown["volumerecoveryjob"], "7");
+        v.lost_columns = 1;
+        assert_eq!(json_of(&volume(&v))["state"], "Failed");
+        v.state = VolumeState::Deleting;
+        assert_eq!(json_of(&volume(&v))["state"], "Deleting");
     }
 
     fn json_of(v: &VolumeView) -> Value {

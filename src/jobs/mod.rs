@@ -16,6 +16,7 @@ mod activity;
 mod attach;
 mod create;
 mod delete;
+mod recovery;
 mod resize;
 mod retry;
 mod runner;
@@ -118,6 +119,8 @@ impl JobContext {
             .media_usage()
             .await?
             .into_iter()
+            // Nothing new goes on a failed medium.
+            .filter(|u| !u.failed)
             .map(|u| MediumState {
                 used: u.used(),
                 medium: u.record.medium,

@@ -5,7 +5,7 @@
 
 use super::activity::VolumeActivity;
 use super::retry::{with_retries, RetryPolicy};
-use super::{attach, create, delete, resize, snapshot, JobContext, JobError};
+use super::{attach, create, delete, recovery, resize, snapshot, JobContext, JobError};
 use crate::clock::Clock;
 use crate::exports::ExportRegistry;
 use crate::workers::{WorkerBoard, WorkerHandle, WorkerState, WorkerStatus};
@@ -280,6 +280,7 @@ async fn execute_job(ctx: &JobContext, job: &Job) -> Result<(), JobError> {
         Ok(JobSpec::SnapshotCreate(args)) => snapshot::create_snapshot(ctx, job, &args).await,
         Ok(JobSpec::SnapshotDelete(args)) => snapshot::delete_snapshot(ctx, job, &args).await,
         Ok(JobSpec::SnapshotRollback(args)) => snapshot::rollback(ctx, job, &args).await,
+        Ok(JobSpec::VolumeRecovery(args)) => recovery::recover_volume(ctx, job, &args).await,
         Err(e) => Err(JobError::Failed(e.to_string())),
     }
 }

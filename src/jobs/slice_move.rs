@@ -107,6 +107,89 @@ pub(super) async fn move_slice(
     Ok(())
 }
 
+/// Rebuilds one lost slice of a volume recovery on its planned medium,
+/// through the volume's shared I/O: writes made meanwhile reach the new
+/// copy, and the placement switches with the slice's I/O paused. The lost
+/// file is removed afterwards if its medium still lets us.
+pub(super) async fn rebuild_slice(
+    ctx: &JobContext,
+    job: &Job,
+    volume: &Volume,
+    io: &Arc<dyn VolumeIo>,
+    step: &ResizeStep,
+    index: usize,
+    count: usize,
+) -> Result<(), JobError> {
+    let target = step.to_medium.clone().unwrap_or_default();
+    let row = ctx
+        .store
+        .volume_slices(&volume.id)
+        .await?
+        .into_iter()
+        .find(|r| r.slice.id == step.slice_id)
+        .ok_or_else(|| JobError::Failed(format!("slice {} disappeared", step.slice_id)))?;
+    let key = slice_key(&volume.id, &row.slice);
+    let label = format!(
+        "slice c{}-k{} on {target} (lost on {})",
+        row.slice.copy, row.slice.column, step.from_medium
+    );
+    if step.state == StepState::Planned {
+        let band = ProgressBand::new(index, count);
+        let status = format!("Rebuilding {label} ({} of {count})", index + 1);
+        ctx.progress(job, band.at(0, 0), &status).await?;
+        let sampler = CopySampler::default();
+        let cancel = ctx.shutdown.child_token();
+        let _stop_copy_on_drop = cancel.clone().drop_guard();
+        let options = CopyOptions {
+            rate_limit: ctx.rate_limit,
+            cancel,
+        };
+        let copy = {
+            let (io, store, step) = (Arc::clone(io), Arc::clone(&ctx.store), step.clone());
+            let (copy, column, to) = (key.copy, key.column, target.clone());
+            let sampler = sampler.clone();
+            let runtime = tokio::runtime::Handle::current();
+            tokio::task::spawn_blocking(move || {
+                io.rebuild_slice(
+                    copy,
+                    column,
+                    &to,
+                    &options,
+                    &mut |done, total| sampler.report(done, total),
+                    &mut || {
+                        runtime
+                            .block_on(store.switch_slice(&step))
+                            .map_err(|e| e.to_string())
+                    },
+                )
+                .map(|()| Copied::Live)
+            })
+        };
+        match follow_copy(ctx, job, &status, band, &sampler, copy).await? {
+            Ok(_) => {}
+            Err(DataPlaneError::Cancelled) => return Err(JobError::Stopping),
+            Err(e) => {
+                return Err(JobError::DataPlane(e).context(format!("Rebuilding {label} failed")))
+            }
+        }
+        ctx.store
+            .add_job_detail(
+                job.id,
+                &format!("Rebuilt {label} from a healthy copy: verified chunk by chunk"),
+            )
+            .await?;
+    }
+    if step.state != StepState::Done {
+        let (from, k) = (step.from_medium.clone(), key.clone());
+        // The failed medium may refuse: its file is lost either way.
+        if let Err(e) = ctx.blocking(move |dp| dp.delete_slice(&from, &k)).await {
+            warn!(error = %e, "cannot remove a lost slice's file");
+        }
+        ctx.store.finish_step(step.id).await?;
+    }
+    Ok(())
+}
+
 /// How a copy ended well.
 enum Copied {
     /// File to file; the target is complete but the placement not switched.

@@ -10,12 +10,14 @@
 //! one runs as planned.
 
 mod exports;
+mod media;
 mod orphaned_copies;
 mod refresh_tokens;
 #[cfg(test)]
 mod tests;
 
 pub use exports::ExportsReconciler;
+pub use media::MediaHealth;
 pub use orphaned_copies::OrphanedCopies;
 pub use refresh_tokens::ExpiredRefreshTokens;
 

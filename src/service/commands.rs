@@ -214,3 +214,11 @@ pub struct CloneFrom {
     pub volume: String,
     pub snapshot: String,
 }
+
+/// `PATCH /media/{media}` (administrators only): the only change is to
+/// declare it failed. A failed medium does not come back; a replaced disk
+/// is a new medium.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetMediumState {
+    Failed,
+}

@@ -10,6 +10,7 @@ pub mod auth;
 pub mod catalog;
 pub mod commands;
 pub mod policies;
+pub mod recovery;
 pub mod snapshots;
 #[cfg(test)]
 pub(crate) mod testing;

@@ -269,6 +269,12 @@ impl Services {
                 volume.state.as_str()
             )));
         }
+        if volume.lost_slices > 0 {
+            return Err(ServiceError::Conflict(format!(
+                "volume '{}' lost {} slice(s) on failed media; recover it before resizing",
+                volume.name, volume.lost_slices
+            )));
+        }
         validate_new_size(volume.size, size)
             .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
         let spec = JobSpec::VolumeModifyExtend(ResizeVolumeArgs {

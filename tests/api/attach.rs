@@ -378,7 +378,7 @@ async fn after_a_resize_a_new_connection_sees_the_new_size() {
 
 /// The mirrored volume of the resize tests (copy 1 on m2 must move to m3),
 /// attached to host-1 and filled with 24 MiB through NBD.
-async fn attached_mirror(rate: &str) -> (TestApp, String, String) {
+pub(crate) async fn attached_mirror(rate: &str) -> (TestApp, String, String) {
     let app = TestApp::start_with(topology(rate)).await;
     app.create_policy("none", 0, 0, 0).await;
     app.create_policy("mirror", 1, 1, 0).await;

@@ -56,6 +56,12 @@ pub struct ResizeVolumeArgs {
     pub from_size: Gib,
 }
 
+/// `volume_recovery`: rebuild every lost copy of the volume's slices.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveryArgs {
+    pub name: String,
+}
+
 /// `attachment_create` / `attachment_modify`: the attachment of the volume
 /// (or of one of its snapshots) to `node`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,6 +103,7 @@ pub enum JobSpec {
     SnapshotCreate(SnapshotArgs),
     SnapshotDelete(SnapshotArgs),
     SnapshotRollback(SnapshotArgs),
+    VolumeRecovery(RecoveryArgs),
 }
 
 /// Stored arguments that do not fit their kind: a bug or a damaged record.
@@ -119,6 +126,7 @@ impl JobSpec {
             JobSpec::SnapshotCreate(_) => JobKind::SnapshotCreate,
             JobSpec::SnapshotDelete(_) => JobKind::SnapshotDelete,
             JobSpec::SnapshotRollback(_) => JobKind::SnapshotRollback,
+            JobSpec::VolumeRecovery(_) => JobKind::VolumeRecovery,
         }
     }
 
@@ -138,6 +146,7 @@ impl JobSpec {
             JobSpec::SnapshotCreate(a)
             | JobSpec::SnapshotDelete(a)
             | JobSpec::SnapshotRollback(a) => serde_json::to_value(a),
+            JobSpec::VolumeRecovery(a) => serde_json::to_value(a),
         };
         // Plain structs of strings, numbers and booleans always serialize.
         value.unwrap_or(serde_json::Value::Null)
@@ -162,6 +171,7 @@ impl JobSpec {
             Some(JobKind::SnapshotCreate) => parse(args).map(JobSpec::SnapshotCreate),
             Some(JobKind::SnapshotDelete) => parse(args).map(JobSpec::SnapshotDelete),
             Some(JobKind::SnapshotRollback) => parse(args).map(JobSpec::SnapshotRollback),
+            Some(JobKind::VolumeRecovery) => parse(args).map(JobSpec::VolumeRecovery),
             None => Err("unknown job type".to_string()),
         };
         spec.map_err(invalid)
@@ -263,6 +273,7 @@ mod tests {
                 name: "daily".into(),
                 snapshot_id: "s1".into(),
             }),
+            JobSpec::VolumeRecovery(RecoveryArgs { name: "v".into() }),
         ];
         for spec in specs {
             let back = JobSpec::from_stored(spec.kind().as_str(), &spec.args_json());

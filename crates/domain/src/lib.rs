@@ -11,6 +11,7 @@ pub mod guard;
 pub mod job;
 pub mod model;
 pub mod planner;
+pub mod recovery;
 pub mod rules;
 pub mod validate;
 
@@ -20,13 +21,14 @@ pub use capacity::{
 pub use guard::{ensure_not_moving, ActiveMovement, BlockedOperation, MovementBlocked};
 pub use job::{
     AttachmentArgs, CloneSource, CreateVolumeArgs, DeleteVolumeArgs, DetachArgs, JobSpec,
-    JobSpecError, ResizeVolumeArgs, SnapshotArgs,
+    JobSpecError, RecoveryArgs, ResizeVolumeArgs, SnapshotArgs,
 };
 pub use model::*;
 pub use planner::{
     place_volume, plan_resize, PlacementRequest, PlanError, Reservation, ResizePlan, ResizeRequest,
     SliceGrowth, SliceMove, MOVEMENT_PLAN_FOUND,
 };
+pub use recovery::{plan_recovery, volume_health, PlacedSlice, RecoveryError, VolumeHealth};
 pub use rules::{
     check_policy_delete, check_policy_update, media_to_forget, volume_state_after_job,
     MediaChangeRefused, PolicyInUse, StoredMedium,

@@ -136,6 +136,7 @@ pub enum JobKind {
     SnapshotCreate,
     SnapshotDelete,
     SnapshotRollback,
+    VolumeRecovery,
 }
 
 impl JobKind {
@@ -150,6 +151,7 @@ impl JobKind {
             JobKind::SnapshotCreate => "snapshot_create",
             JobKind::SnapshotDelete => "snapshot_delete",
             JobKind::SnapshotRollback => "snapshot_rollback",
+            JobKind::VolumeRecovery => "volume_recovery",
         }
     }
 
@@ -164,6 +166,7 @@ impl JobKind {
             "snapshot_create" => Some(JobKind::SnapshotCreate),
             "snapshot_delete" => Some(JobKind::SnapshotDelete),
             "snapshot_rollback" => Some(JobKind::SnapshotRollback),
+            "volume_recovery" => Some(JobKind::VolumeRecovery),
             _ => None,
         }
     }

@@ -148,6 +148,12 @@ pub struct Volume {
     /// Node and zone of the first slice of copy 0.
     pub first_node: Option<String>,
     pub first_zone: Option<String>,
+    /// Slices on failed media.
+    pub lost_slices: u64,
+    /// Columns whose every copy is on failed media (their data is gone).
+    pub lost_columns: u64,
+    /// The running `volume_recovery` job, if that is the volume's job.
+    pub recovery_job: Option<i64>,
     pub created_ms: i64,
 }
 
@@ -157,6 +163,8 @@ pub struct SliceRow {
     pub slice: Slice,
     pub node: String,
     pub zone: String,
+    /// Its medium failed: the slice is lost.
+    pub lost: bool,
 }
 
 #[derive(Debug, Clone)]

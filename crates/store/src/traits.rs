@@ -55,6 +55,9 @@ pub trait MediaStore: Send + Sync {
     /// the stored one, otherwise the stored one (set through the API) stays.
     async fn sync_nodes(&self, nodes: &[NodeRecord]) -> StoreResult<()>;
     async fn list_nodes(&self) -> StoreResult<Vec<NodeRecord>>;
+    /// Records that a medium failed (its slices are lost); true when it
+    /// was not failed before. NotFound for an unknown medium.
+    async fn set_medium_failed(&self, id: &str) -> StoreResult<bool>;
     /// NotFound for an unknown node.
     async fn set_node_address(&self, name: &str, address: Option<&str>) -> StoreResult<()>;
 }

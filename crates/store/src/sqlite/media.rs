@@ -170,6 +170,24 @@ impl MediaStore for SqliteStore {
             .collect()
     }
 
+    async fn set_medium_failed(&self, id: &str) -> StoreResult<bool> {
+        let current: Option<String> = sqlx::query_scalar("SELECT state FROM media WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.writer)
+            .await?;
+        match current.as_deref() {
+            None => Err(StoreError::NotFound),
+            Some("Failed") => Ok(false),
+            Some(_) => {
+                sqlx::query("UPDATE media SET state = 'Failed' WHERE id = ?")
+                    .bind(id)
+                    .execute(&self.writer)
+                    .await?;
+                Ok(true)
+            }
+        }
+    }
+
     async fn set_node_address(&self, name: &str, address: Option<&str>) -> StoreResult<()> {
         let r = sqlx::query("UPDATE nodes SET address = ? WHERE name = ?")
             .bind(address)

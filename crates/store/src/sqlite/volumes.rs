@@ -21,7 +21,13 @@ const VOLUME_SELECT: &str = "SELECT v.id, v.tenant_id, v.name, v.type, v.size_gi
     (SELECT m.node FROM slices s JOIN media m ON m.id = s.medium_id \
         WHERE s.volume_id = v.id ORDER BY s.copy, s.col LIMIT 1) AS first_node, \
     (SELECT m.zone FROM slices s JOIN media m ON m.id = s.medium_id \
-        WHERE s.volume_id = v.id ORDER BY s.copy, s.col LIMIT 1) AS first_zone \
+        WHERE s.volume_id = v.id ORDER BY s.copy, s.col LIMIT 1) AS first_zone, \
+    (SELECT COUNT(*) FROM slices s JOIN media m ON m.id = s.medium_id \
+        WHERE s.volume_id = v.id AND m.state = 'Failed') AS lost_slices, \
+    (SELECT COUNT(*) FROM (SELECT s.col FROM slices s JOIN media m ON m.id = s.medium_id \
+        WHERE s.volume_id = v.id GROUP BY s.col \
+        HAVING SUM(m.state <> 'Failed') = 0)) AS lost_columns, \
+    CASE WHEN j.type = 'volume_recovery' THEN j.id END AS recovery_job \
     FROM volumes v JOIN policies p ON p.id = v.policy_id \
     LEFT JOIN jobs j ON j.id = v.job_id";
 
@@ -45,6 +51,9 @@ fn volume_row(row: &SqliteRow) -> StoreResult<Volume> {
         job,
         first_node: row.try_get("first_node")?,
         first_zone: row.try_get("first_zone")?,
+        lost_slices: gib(row, "lost_slices")?,
+        lost_columns: gib(row, "lost_columns")?,
+        recovery_job: row.try_get("recovery_job")?,
         created_ms: row.try_get("created_ms")?,
     })
 }
@@ -62,6 +71,7 @@ fn slice_row(row: &SqliteRow) -> StoreResult<SliceRow> {
         },
         node: row.try_get("node")?,
         zone: row.try_get("zone")?,
+        lost: row.try_get::<String, _>("medium_state")? == "Failed",
     })
 }
 
@@ -158,7 +168,8 @@ impl VolumeStore for SqliteStore {
 
     async fn volume_slices(&self, volume_id: &str) -> StoreResult<Vec<SliceRow>> {
         let rows = sqlx::query(
-            "SELECT s.id, s.copy, s.col, s.medium_id, s.size_gib, m.node, m.zone \
+            "SELECT s.id, s.copy, s.col, s.medium_id, s.size_gib, m.node, m.zone, \
+             m.state AS medium_state \
              FROM slices s JOIN media m ON m.id = s.medium_id \
              WHERE s.volume_id = ? ORDER BY s.copy, s.col",
         )

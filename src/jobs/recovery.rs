@@ -1,0 +1,86 @@
+//! `volume_recovery`: rebuild every lost copy of the volume's slices on
+//! media chosen by the placement rules, each from a healthy copy of its
+//! column. The plan is recorded (as moves from the failed medium) before
+//! any byte is copied, so a restart resumes it: a rebuilt slice stays
+//! rebuilt, an unfinished one starts again.
+
+use super::{slice_move, JobContext, JobError};
+use svs_domain::{plan_recovery, PlacedSlice, RecoveryArgs};
+use svs_store::{Job, StepState};
+
+pub(super) async fn recover_volume(
+    ctx: &JobContext,
+    job: &Job,
+    _args: &RecoveryArgs,
+) -> Result<(), JobError> {
+    let volume = ctx.volume(job).await?;
+    let mut steps = ctx.store.resize_steps(job.id).await?;
+    if steps.is_empty() {
+        let slices: Vec<PlacedSlice> = ctx
+            .store
+            .volume_slices(&volume.id)
+            .await?
+            .into_iter()
+            .map(|r| PlacedSlice {
+                slice: r.slice,
+                node: r.node,
+                zone: r.zone,
+                lost: r.lost,
+            })
+            .collect();
+        let lost = slices.iter().filter(|s| s.lost).count();
+        if lost == 0 {
+            return ctx
+                .done(
+                    job,
+                    format!(
+                        "Volume '{}' has every copy of its slices; nothing to rebuild",
+                        volume.name
+                    ),
+                )
+                .await;
+        }
+        let _booking = ctx.allocation.lock().await;
+        let media = ctx.media_states().await?;
+        let plan = plan_recovery(&media, &slices, volume.resiliency).map_err(|e| {
+            JobError::Failed(format!("Could not recover volume '{}': {e}", volume.name))
+        })?;
+        let targets: Vec<String> = plan
+            .moves
+            .iter()
+            .filter_map(|m| {
+                let s = slices.iter().find(|s| s.slice.id == m.slice_id)?;
+                Some(format!(
+                    "c{}-k{} on {}",
+                    s.slice.copy, s.slice.column, m.to_medium
+                ))
+            })
+            .collect();
+        let detail = format!(
+            "Recovery plan: {lost} lost slice(s) rebuilt from healthy copies ({})",
+            targets.join(", ")
+        );
+        ctx.store
+            .save_resize_plan(job.id, &plan, Some(&detail))
+            .await?;
+        steps = ctx.store.resize_steps(job.id).await?;
+    }
+    let io = ctx.volume_io(&volume).await?;
+    let count = steps.len();
+    for (index, step) in steps.iter().enumerate() {
+        ctx.check_stopping()?;
+        if step.state == StepState::Done {
+            continue;
+        }
+        slice_move::rebuild_slice(ctx, job, &volume, &io, step, index, count).await?;
+    }
+    ctx.record_snapshot_usage(&volume).await;
+    ctx.done(
+        job,
+        format!(
+            "Volume '{}' recovered: {count} slice(s) rebuilt; every copy is healthy again",
+            volume.name
+        ),
+    )
+    .await
+}
