@@ -342,3 +342,76 @@ async fn a_clone_holds_the_snapshot_content_in_a_larger_independent_volume() {
     qemu_io_ro(&uri(&s1), &reads(0x11)).expect("the snapshot did not change");
     qemu_io(&uri(&live), &reads(0x22)).expect("the source volume did not change");
 }
+
+#[tokio::test]
+async fn snapshots_keep_their_size_across_a_resize_and_a_rollback_zeroes_the_growth() {
+    let (app, live) = attached_v().await;
+    qemu_io(&uri(&live), &writes(0x11)).expect("first writes");
+    snapshot(&app, "v", "small").await;
+    let job = app.wait_job(&app.start_resize("v", 6, false).await).await;
+    assert_eq!(job["state"], "Done", "{job}");
+    let (_, live) = app.get("/volumes/v/snapshots/top/attachments/host-1").await;
+    let mut grown = writes(0x22);
+    grown.push("write -P 0x23 5G 1M".into());
+    grown.push("flush".into());
+    qemu_io(&uri(&live), &grown).expect("writes over the old and the new space");
+    let (_, s) = app.get("/volumes/v/snapshots/small").await;
+    assert_eq!(s["volumesize"], 4, "a snapshot keeps its own size: {s}");
+    let a = attach_snapshot(&app, "v", "small", "host-1").await;
+    qemu_io_ro(&uri(&a), &reads(0x11)).expect("the snapshot is unchanged by the resize");
+
+    detach(&app, "/volumes/v/snapshots/top/attachments/host-1").await;
+    let job = job_of(&app, app.patch("/volumes/v/snapshots/small/rollback", json!({})).await).await;
+    assert_eq!(job["state"], "Done", "{job}");
+    assert_eq!(
+        job["details"].as_array().and_then(|d| d.last()).cloned(),
+        Some(json!(
+            "Volume 'v' rolled back to snapshot 'small'; the 2 GiB added since the snapshot now \
+             read as zeros"
+        ))
+    );
+    let (_, v) = app.get("/volumes/v").await;
+    assert_eq!(v["size"], 6, "the volume keeps its current size");
+    let live = attach(&app, "v", "host-1", false).await;
+    let mut expected = reads(0x11);
+    expected.push("read -P 0 5G 1M".into());
+    qemu_io(&uri(&live), &expected).expect("old content back, growth zeroed");
+}
+
+#[tokio::test]
+async fn a_snapshot_a_clone_is_copying_from_cannot_be_deleted() {
+    // 64 MiB of data at 8 MiB/s: the clone copies for about 8 s.
+    let app = TestApp::start_with(topology("8 MiB")).await;
+    app.create_policy("none", 0, 0, 0).await;
+    app.create_volume("v", 1, "none").await;
+    let live = attach(&app, "v", "host-1", false).await;
+    qemu_io(&uri(&live), &["write -P 0x66 0 64M".into(), "flush".into()]).expect("data");
+    snapshot(&app, "v", "s").await;
+    let (status, body) = app
+        .post(
+            "/volumes",
+            json!({"name": "c", "size": 1, "policy": "none",
+                   "contentvolume": "v", "contentsnapshot": "s"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let clone_job = body["JobID"].as_str().unwrap_or_default().to_string();
+    let message = format!(
+        "snapshot 's' is being copied into a new volume by job {clone_job}; delete it when the \
+         copy ends"
+    );
+    let (status, body) = app.delete("/volumes/v/snapshots/s").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["message"], message);
+    let (status, body) = app.delete("/volumes/v?force=true").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let (_, job) = app.get(&format!("/jobs/{clone_job}")).await;
+    assert_eq!(job["state"], "Running", "the refusals came while the clone copied: {job}");
+
+    let job = app.wait_job(&clone_job).await;
+    assert_eq!(job["state"], "Done", "{job}");
+    let job = job_of(&app, app.delete("/volumes/v/snapshots/s").await).await;
+    assert_eq!(job["state"], "Done", "{job}");
+    let c = attach(&app, "c", "host-1", false).await;
+    qemu_io(&uri(&c), &["read -P 0x66 0 64M".into()]).expect("the clone outlives its source");
+}
