@@ -288,6 +288,10 @@ pub struct LocalVolumeIo {
     /// deletion and rollback need it exclusively (and are refused while a
     /// copy holds it: they would change the files being copied).
     copies: RwLock<()>,
+    /// Test builds: a pause between writing the copies and their mirrors,
+    /// which widens the window a switch must not fall into.
+    #[cfg(test)]
+    phase_gap_us: AtomicU64,
 }
 
 /// A piece of a request that falls in one stripe of one column.
@@ -403,6 +407,8 @@ impl LocalVolumeIo {
             slices,
             barrier: RwLock::new(()),
             copies: RwLock::new(()),
+            #[cfg(test)]
+            phase_gap_us: AtomicU64::new(0),
         })
     }
 
@@ -589,6 +595,13 @@ impl LocalVolumeIo {
                     }
                     Err(e) if is_media_failure(&e) => self.lose(slice, &state.medium, &e),
                     Err(e) => return Err(e),
+                }
+            }
+            #[cfg(test)]
+            {
+                let gap = self.phase_gap_us.load(Ordering::Relaxed);
+                if gap > 0 {
+                    std::thread::sleep(std::time::Duration::from_micros(gap));
                 }
             }
             // Targets of live moves and rebuilds, after every copy they are
