@@ -222,6 +222,10 @@ pub trait VolumeIo: Send + Sync + 'static {
     /// instant: requests in flight finish first, new ones wait. Repeating a
     /// completed snapshot is a no-op; one that an earlier call (or a crash)
     /// left on only some slices is dropped and taken again, whole.
+    ///
+    /// This, `delete_snapshot` and `rollback` skip lost slices (a rebuild
+    /// brings a healthy copy's snapshots), and answer `ResourceBusy` while a
+    /// slice of the volume is moved or rebuilt.
     fn snapshot(&self, _id: u64) -> io::Result<()> {
         Err(io::Error::from(io::ErrorKind::Unsupported))
     }
