@@ -729,3 +729,65 @@ fn back_and_forth_moves_and_rebuilds_under_heavy_writes_lose_nothing() {
     assert!(read_all(io.as_ref()) == bytes);
     assert_snapshots(&io, &expected);
 }
+
+#[test]
+fn a_copy_whose_target_or_source_fails_midway_leaves_no_target() {
+    let f = fixture(2, 1, 8);
+    let io = Arc::new(LocalVolumeIo::open(&f.media, &f.layout).expect("open"));
+    let mut model = Model::new(&io);
+    let expected = three_snapshots(&mut model);
+    // The target's medium fails during a move: the move fails, I/O stays.
+    let mut failed = false;
+    let err = io
+        .move_slice(
+            0,
+            0,
+            "m4",
+            &CopyOptions::default(),
+            &mut |_, _| {
+                if !failed {
+                    io.fail_medium("m4");
+                    failed = true;
+                }
+            },
+            &mut || panic!("must not commit"),
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("target failed"), "{err}");
+    assert_eq!(files_on(&f.media, "m4"), Vec::<String>::new());
+    assert_eq!(io.lost_slices(), Vec::<(u32, u32)>::new());
+    model.scatter(10);
+    // The copy a rebuild reads from breaks midway: no target, that copy lost.
+    io.fail_medium("m0");
+    let mut broke = false;
+    let err = io
+        .rebuild_slice(
+            0,
+            0,
+            "m5",
+            &CopyOptions::default(),
+            &mut |_, _| {
+                if !broke {
+                    io.slices[0][1].broken.store(true, Ordering::Release);
+                    broke = true;
+                }
+            },
+            &mut || panic!("must not commit"),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&err, DataPlaneError::Io { op: "read", .. }),
+        "{err}"
+    );
+    assert_eq!(files_on(&f.media, "m5"), Vec::<String>::new());
+    assert_eq!(io.lost_slices(), vec![(0, 0), (1, 0)]);
+    assert_eq!(f.media.failed_media(), vec!["m1".to_string()]);
+    let mut buf = vec![0u8; 4096];
+    assert_eq!(io.read(0, &mut buf).unwrap_err().raw_os_error(), Some(5));
+    // Healthy again (say a loose cable): a reopened volume reads it all.
+    io.slices[0][1].broken.store(false, Ordering::Release);
+    f.media.set_medium_failed("m0", true);
+    let io = Arc::new(LocalVolumeIo::open(&f.media, &f.layout).expect("reopen"));
+    assert!(read_all(io.as_ref()) == model.bytes);
+    assert_snapshots(&io, &expected);
+}
