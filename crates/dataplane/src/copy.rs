@@ -154,7 +154,7 @@ fn snapshot_sources(slice: &Path, stem: &str) -> Result<Vec<SnapshotSource>, Cop
 
 /// Writes `bytes` to a new file at `path`, makes it durable and reads it
 /// back to check it.
-pub(crate) fn write_verified(path: &Path, bytes: &[u8]) -> Result<(), CopyError> {
+fn write_verified(path: &Path, bytes: &[u8]) -> Result<(), CopyError> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)

@@ -222,6 +222,10 @@ pub trait VolumeIo: Send + Sync + 'static {
     /// instant: requests in flight finish first, new ones wait. Repeating a
     /// completed snapshot is a no-op; one that an earlier call (or a crash)
     /// left on only some slices is dropped and taken again, whole.
+    ///
+    /// This, `delete_snapshot` and `rollback` skip lost slices (a rebuild
+    /// brings a healthy copy's snapshots), and answer `ResourceBusy` while a
+    /// slice of the volume is moved or rebuilt.
     fn snapshot(&self, _id: u64) -> io::Result<()> {
         Err(io::Error::from(io::ErrorKind::Unsupported))
     }
@@ -288,6 +292,10 @@ pub struct LocalVolumeIo {
     /// deletion and rollback need it exclusively (and are refused while a
     /// copy holds it: they would change the files being copied).
     copies: RwLock<()>,
+    /// Test builds: a pause between writing the copies and their mirrors,
+    /// which widens the window a switch must not fall into.
+    #[cfg(test)]
+    phase_gap_us: AtomicU64,
 }
 
 /// A piece of a request that falls in one stripe of one column.
@@ -403,6 +411,8 @@ impl LocalVolumeIo {
             slices,
             barrier: RwLock::new(()),
             copies: RwLock::new(()),
+            #[cfg(test)]
+            phase_gap_us: AtomicU64::new(0),
         })
     }
 
@@ -589,6 +599,13 @@ impl LocalVolumeIo {
                     }
                     Err(e) if is_media_failure(&e) => self.lose(slice, &state.medium, &e),
                     Err(e) => return Err(e),
+                }
+            }
+            #[cfg(test)]
+            {
+                let gap = self.phase_gap_us.load(Ordering::Relaxed);
+                if gap > 0 {
+                    std::thread::sleep(std::time::Duration::from_micros(gap));
                 }
             }
             // Targets of live moves and rebuilds, after every copy they are

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::DataPlane;
+use std::path::PathBuf;
 use std::thread;
 
 const MIB: u64 = 1 << 20;
@@ -609,4 +610,184 @@ fn a_slice_is_read_or_filled_by_one_copy_at_a_time() {
     .expect("rebuild after the move");
     io.fail_medium("m4");
     assert!(read_all(io.as_ref()) == model.bytes);
+}
+
+/// Writes to its own quarter of the volume as fast as it can until
+/// stopped; `model` is that quarter as it was, returned as it is left.
+fn hammer(
+    io: Arc<LocalVolumeIo>,
+    quarter: u64,
+    stop: Arc<AtomicBool>,
+    mut model: Vec<u8>,
+) -> Vec<u8> {
+    let len = model.len() as u64;
+    let base = quarter * len;
+    let mut seed = quarter * 1_000_003 + model.iter().map(|&b| u64::from(b)).sum::<u64>();
+    while !stop.load(Ordering::Acquire) {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let n = (((seed >> 20) % 16 + 1) * 4096) as usize;
+        let at = (seed >> 33) % (len - n as u64) / 4096 * 4096;
+        let data = pattern(seed, n);
+        io.write(base + at, &data, false).expect("write");
+        model[at as usize..at as usize + n].copy_from_slice(&data);
+    }
+    model
+}
+
+/// Runs `op` while four threads write to the volume, then checks that
+/// each listed slice file (one column) holds exactly what was written.
+fn under_writes(io: &Arc<LocalVolumeIo>, model: &mut [u8], op: impl FnOnce(), check: &[PathBuf]) {
+    let quarter = model.len() / 4;
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..4u64)
+        .map(|q| {
+            let (io, stop) = (Arc::clone(io), Arc::clone(&stop));
+            let part = model[q as usize * quarter..(q as usize + 1) * quarter].to_vec();
+            thread::spawn(move || hammer(io, q, stop, part))
+        })
+        .collect();
+    op();
+    stop.store(true, Ordering::Release);
+    for (q, w) in writers.into_iter().enumerate() {
+        let part = w.join().expect("writer");
+        model[q * quarter..(q + 1) * quarter].copy_from_slice(&part);
+    }
+    for path in check {
+        let mut got = vec![0u8; model.len()];
+        File::open(path)
+            .expect("slice")
+            .read_exact_at(&mut got, 0)
+            .expect("read slice");
+        let first_bad = got.iter().zip(model.iter()).position(|(g, m)| g != m);
+        assert_eq!(first_bad, None, "{} lost a write", path.display());
+    }
+}
+
+#[test]
+fn back_and_forth_moves_and_rebuilds_under_heavy_writes_lose_nothing() {
+    let f = fixture(2, 1, 4);
+    let io = Arc::new(LocalVolumeIo::open(&f.media, &f.layout).expect("open"));
+    let mut model = Model::new(&io);
+    let expected = three_snapshots(&mut model);
+    let mut bytes = model.bytes.clone();
+    drop(model);
+    io.phase_gap_us.store(300, Ordering::Relaxed);
+    let path = |medium: &str, copy: u32| f.media.slice_path(medium, &key(copy, 0)).expect("path");
+    // Copy 0 moves m0 → m4 → m0 → ..., copy 1 is lost and rebuilt m1 ↔ m2.
+    let (mut here, mut there) = ("m0".to_string(), "m4".to_string());
+    for round in 0..6 {
+        under_writes(
+            &io,
+            &mut bytes,
+            || {
+                io.move_slice(
+                    0,
+                    0,
+                    &there,
+                    &CopyOptions::default(),
+                    &mut |_, _| {},
+                    &mut || Ok(()),
+                )
+                .expect("move");
+            },
+            &[path(&there, 0)],
+        );
+        f.media
+            .delete_slice(&here, &key(0, 0))
+            .expect("delete source");
+        std::mem::swap(&mut here, &mut there);
+        let (from, to) = if round % 2 == 0 {
+            ("m1", "m2")
+        } else {
+            ("m2", "m1")
+        };
+        io.fail_medium(from);
+        under_writes(
+            &io,
+            &mut bytes,
+            || {
+                io.rebuild_slice(
+                    1,
+                    0,
+                    to,
+                    &CopyOptions::default(),
+                    &mut |_, _| {},
+                    &mut || Ok(()),
+                )
+                .expect("rebuild");
+            },
+            &[path(&here, 0), path(to, 1)],
+        );
+        f.media
+            .delete_slice(from, &key(1, 0))
+            .expect("delete lost copy");
+    }
+    assert!(read_all(io.as_ref()) == bytes);
+    io.fail_medium(&here);
+    assert!(read_all(io.as_ref()) == bytes);
+    assert_snapshots(&io, &expected);
+}
+
+#[test]
+fn a_copy_whose_target_or_source_fails_midway_leaves_no_target() {
+    let f = fixture(2, 1, 8);
+    let io = Arc::new(LocalVolumeIo::open(&f.media, &f.layout).expect("open"));
+    let mut model = Model::new(&io);
+    let expected = three_snapshots(&mut model);
+    // The target's medium fails during a move: the move fails, I/O stays.
+    let mut failed = false;
+    let err = io
+        .move_slice(
+            0,
+            0,
+            "m4",
+            &CopyOptions::default(),
+            &mut |_, _| {
+                if !failed {
+                    io.fail_medium("m4");
+                    failed = true;
+                }
+            },
+            &mut || panic!("must not commit"),
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("target failed"), "{err}");
+    assert_eq!(files_on(&f.media, "m4"), Vec::<String>::new());
+    assert_eq!(io.lost_slices(), Vec::<(u32, u32)>::new());
+    model.scatter(10);
+    // The copy a rebuild reads from breaks midway: no target, that copy lost.
+    io.fail_medium("m0");
+    let mut broke = false;
+    let err = io
+        .rebuild_slice(
+            0,
+            0,
+            "m5",
+            &CopyOptions::default(),
+            &mut |_, _| {
+                if !broke {
+                    io.slices[0][1].broken.store(true, Ordering::Release);
+                    broke = true;
+                }
+            },
+            &mut || panic!("must not commit"),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&err, DataPlaneError::Io { op: "read", .. }),
+        "{err}"
+    );
+    assert_eq!(files_on(&f.media, "m5"), Vec::<String>::new());
+    assert_eq!(io.lost_slices(), vec![(0, 0), (1, 0)]);
+    assert_eq!(f.media.failed_media(), vec!["m1".to_string()]);
+    let mut buf = vec![0u8; 4096];
+    assert_eq!(io.read(0, &mut buf).unwrap_err().raw_os_error(), Some(5));
+    // Healthy again (say a loose cable): a reopened volume reads it all.
+    io.slices[0][1].broken.store(false, Ordering::Release);
+    f.media.set_medium_failed("m0", true);
+    let io = Arc::new(LocalVolumeIo::open(&f.media, &f.layout).expect("reopen"));
+    assert!(read_all(io.as_ref()) == model.bytes);
+    assert_snapshots(&io, &expected);
 }
