@@ -7,9 +7,9 @@
 use crate::testing::{self, new_job, user_and_policy};
 use crate::*;
 use svs_domain::{
-    place_volume, CreateVolumeArgs, JobSpec, JobState, MediumState, PlacementRequest, Reservation,
-    Resiliency, ResizePlan, ResizeVolumeArgs, SliceGrowth, SliceMove, SlicePlacement, VolumeState,
-    VolumeType,
+    place_volume, Consistency, CreateVolumeArgs, JobSpec, JobState, MediumState, PlacementRequest,
+    Reservation, Resiliency, ResizePlan, ResizeVolumeArgs, SliceGrowth, SliceMove, SlicePlacement,
+    SnapshotArgs, SnapshotState, VolumeState, VolumeType,
 };
 
 /// One `#[tokio::test]` per behaviour below, each on a fresh store from `$open`.
@@ -30,6 +30,8 @@ macro_rules! store_contract_tests {
             a_resumed_job_keeps_its_booking_when_media_have_filled_since,
             a_used_policy_keeps_its_resiliency_and_cannot_be_deleted,
             a_failed_creation_leaves_the_volume_creating,
+            snapshots_get_growing_ids_unique_names_and_claim_their_volume,
+            a_failed_medium_loses_its_slices_and_takes_no_more,
         );
     };
     (@each $open:path; $($name:ident),+ $(,)?) => {
@@ -744,4 +746,176 @@ pub(crate) async fn a_failed_creation_leaves_the_volume_creating(store: &dyn Sto
         .expect("finish");
     let v = stored_volume(store, "vol-f").await;
     assert_eq!((v.state, v.job), (VolumeState::Creating, None));
+}
+
+fn new_snapshot(user: &User, id: &str, name: &str) -> NewSnapshot {
+    NewSnapshot {
+        id: id.into(),
+        volume_id: "vol-1".into(),
+        tenant_id: user.tenant_id,
+        name: name.into(),
+        consistency: Consistency::Crash,
+        volume_size: 10,
+        attributes: Default::default(),
+        now_ms: 5,
+    }
+}
+
+fn snapshot_spec(id: &str, name: &str) -> JobSpec {
+    JobSpec::SnapshotCreate(SnapshotArgs {
+        name: name.into(),
+        snapshot_id: id.into(),
+    })
+}
+
+pub(crate) async fn snapshots_get_growing_ids_unique_names_and_claim_their_volume(
+    store: &dyn Store,
+) {
+    let (user, volume, _) = volume_on_m1(store).await;
+    let job = store
+        .create_snapshot(
+            &new_snapshot(&user, "s-1", "daily"),
+            &new_job(&user, snapshot_spec("s-1", "daily"), &volume),
+        )
+        .await
+        .expect("snapshot");
+    // The volume is busy with the snapshot's job.
+    let again = store
+        .create_snapshot(
+            &new_snapshot(&user, "s-2", "hourly"),
+            &new_job(&user, snapshot_spec("s-2", "hourly"), &volume),
+        )
+        .await;
+    assert!(matches!(again, Err(StoreError::Conflict(_))), "{again:?}");
+    assert!(
+        store.snapshot_by_id("s-2").await.expect("read").is_none(),
+        "nothing half-made"
+    );
+    store
+        .finish_job(job, &end(JobState::Done))
+        .await
+        .expect("done");
+    store
+        .set_snapshot_state("s-1", SnapshotState::Ready)
+        .await
+        .expect("ready");
+    let duplicate = store
+        .create_snapshot(
+            &new_snapshot(&user, "s-3", "daily"),
+            &new_job(&user, snapshot_spec("s-3", "daily"), &volume),
+        )
+        .await;
+    assert!(
+        matches!(duplicate, Err(StoreError::Conflict(_))),
+        "{duplicate:?}"
+    );
+    let job = store
+        .create_snapshot(
+            &new_snapshot(&user, "s-4", "hourly"),
+            &new_job(&user, snapshot_spec("s-4", "hourly"), &volume),
+        )
+        .await
+        .expect("second snapshot");
+    store
+        .finish_job(job, &end(JobState::Done))
+        .await
+        .expect("done");
+
+    let listed = store
+        .list_snapshots(user.tenant_id, Some(&volume))
+        .await
+        .expect("list");
+    let names: Vec<&str> = listed.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["daily", "hourly"]);
+    assert!(listed[0].seq < listed[1].seq, "ids grow: {listed:?}");
+    assert_eq!(listed[0].state, SnapshotState::Ready);
+    assert_eq!(listed[0].volume_name, "v");
+    let by_name = store.get_snapshot(&volume, "hourly").await.expect("get");
+    assert_eq!(by_name.map(|s| s.id), Some("s-4".to_string()));
+    assert!(store
+        .list_snapshots(user.tenant_id + 1, None)
+        .await
+        .expect("other tenant")
+        .is_empty());
+
+    store
+        .update_snapshot("s-4", "renamed", &Default::default())
+        .await
+        .expect("rename");
+    let clash = store
+        .update_snapshot("s-4", "daily", &Default::default())
+        .await;
+    assert!(matches!(clash, Err(StoreError::Conflict(_))), "{clash:?}");
+    store
+        .set_snapshot_usage(&[("s-1".into(), 4096)], &[("m1".into(), 3 << 30)])
+        .await
+        .expect("usage");
+    let s1 = store
+        .snapshot_by_id("s-1")
+        .await
+        .expect("read")
+        .expect("s-1");
+    assert_eq!(s1.used_bytes, 4096);
+    let (allocated, reserved, free) = usage(&store.media_usage().await.expect("usage"), "m1");
+    assert_eq!(
+        (allocated, reserved, free),
+        (10, 0, 20 - 10 - 3),
+        "snapshot GiB are used"
+    );
+    // And a booking sees them too.
+    let policy = policy_p(store, &user).await;
+    add_volume(store, &user, policy.id, "vol-2", "w", 8).await;
+    let too_big = store.place_slices("vol-2", &one_slice("m1", 8)).await;
+    assert!(
+        matches!(too_big, Err(StoreError::InsufficientSpace { .. })),
+        "7 GiB free once snapshots count: {too_big:?}"
+    );
+
+    store.delete_snapshot("s-1").await.expect("delete");
+    assert!(store.snapshot_by_id("s-1").await.expect("read").is_none());
+    // A deleted snapshot's id is never given again.
+    let job = store
+        .create_snapshot(
+            &new_snapshot(&user, "s-5", "later"),
+            &new_job(&user, snapshot_spec("s-5", "later"), &volume),
+        )
+        .await
+        .expect("third snapshot");
+    store
+        .finish_job(job, &end(JobState::Done))
+        .await
+        .expect("done");
+    let later = store
+        .snapshot_by_id("s-5")
+        .await
+        .expect("read")
+        .expect("s-5");
+    assert!(later.seq > listed[1].seq);
+    // The volume's deletion takes its snapshots along.
+    store.delete_volume(&volume).await.expect("delete volume");
+    assert!(store
+        .volume_snapshots(&volume)
+        .await
+        .expect("list")
+        .is_empty());
+}
+
+pub(crate) async fn a_failed_medium_loses_its_slices_and_takes_no_more(store: &dyn Store) {
+    let (user, volume, _) = volume_on_m1(store).await;
+    assert_eq!(store.set_medium_failed("m1").await.expect("fail"), true);
+    assert_eq!(store.set_medium_failed("m1").await.expect("again"), false);
+    assert!(matches!(
+        store.set_medium_failed("nope").await,
+        Err(StoreError::NotFound)
+    ));
+    let slices = store.volume_slices(&volume).await.expect("slices");
+    assert!(slices.iter().all(|s| s.lost), "{slices:?}");
+    let v = read_volume(store, user.tenant_id).await;
+    assert_eq!((v.lost_slices, v.lost_columns), (1, 1));
+    let media = store.media_usage().await.expect("usage");
+    let failed: Vec<(&str, bool)> = media
+        .iter()
+        .map(|m| (m.record.medium.id.as_str(), m.failed))
+        .collect();
+    assert_eq!(failed, [("m1", true), ("m2", false)]);
 }
