@@ -244,8 +244,10 @@ pub struct VolumeView {
     /// `regular` or `filedirect`.
     #[schema(pattern = "^(regular|filedirect)$")]
     pub flavor: &'static str,
-    /// The running `volume_recovery` job's id, `""` when none runs.
-    pub volumerecoveryjob: String,
+    /// The running `volume_recovery` job's id; left out when none runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1)]
+    pub volumerecoveryjob: Option<String>,
 }
 
 /// What a volume shows as its state: its lifecycle state, or its health
@@ -290,7 +292,7 @@ pub fn volume(v: &Volume) -> VolumeView {
         throttlingscheme: optional(StoredField::ThrottlingScheme),
         allowdatamovement: false,
         flavor: attributes.flavor().as_str(),
-        volumerecoveryjob: v.recovery_job.map(|j| j.to_string()).unwrap_or_default(),
+        volumerecoveryjob: v.recovery_job.map(|j| j.to_string()),
     }
 }
 
