@@ -154,6 +154,75 @@ impl Api {
         self.call(Method::DELETE, &path, &query, None).await
     }
 
+    pub async fn recover_volume(&self, name: &str) -> Result<Value> {
+        let path = format!("/volumes/{}/recover", segment(name));
+        self.call(Method::POST, &path, &[], None).await
+    }
+
+    // --- snapshots ---
+
+    fn snapshot_path(volume: &str, snapshot: &str) -> String {
+        format!(
+            "/volumes/{}/snapshots/{}",
+            segment(volume),
+            segment(snapshot)
+        )
+    }
+
+    pub async fn list_snapshots(&self, volume: &str) -> Result<Value> {
+        self.get(&format!("/volumes/{}/snapshots", segment(volume)))
+            .await
+    }
+
+    pub async fn list_all_snapshots(&self) -> Result<Value> {
+        self.get("/snapshots").await
+    }
+
+    pub async fn get_snapshot(&self, volume: &str, snapshot: &str) -> Result<Value> {
+        self.get(&Api::snapshot_path(volume, snapshot)).await
+    }
+
+    pub async fn create_snapshot(&self, volume: &str, body: &Value) -> Result<Value> {
+        let path = format!("/volumes/{}/snapshots", segment(volume));
+        self.call(Method::POST, &path, &[], Some(body)).await
+    }
+
+    pub async fn delete_snapshot(
+        &self,
+        volume: &str,
+        snapshot: &str,
+        force: bool,
+    ) -> Result<Value> {
+        let query = if force {
+            vec![("force", "true".to_string())]
+        } else {
+            Vec::new()
+        };
+        let path = Api::snapshot_path(volume, snapshot);
+        self.call(Method::DELETE, &path, &query, None).await
+    }
+
+    pub async fn rollback_snapshot(&self, volume: &str, snapshot: &str) -> Result<Value> {
+        let path = format!("{}/rollback", Api::snapshot_path(volume, snapshot));
+        self.call(Method::PATCH, &path, &[], Some(&json!({}))).await
+    }
+
+    /// Snapshots attach read-only (the server enforces it).
+    pub async fn attach_snapshot(&self, volume: &str, snapshot: &str, node: &str) -> Result<Value> {
+        let path = format!("{}/attachments", Api::snapshot_path(volume, snapshot));
+        let body = json!({"node": node, "readonly": true});
+        self.call(Method::POST, &path, &[], Some(&body)).await
+    }
+
+    pub async fn get_attachment(&self, volume: &str, snapshot: &str, node: &str) -> Result<Value> {
+        let path = format!(
+            "{}/attachments/{}",
+            Api::snapshot_path(volume, snapshot),
+            segment(node)
+        );
+        self.get(&path).await
+    }
+
     // --- policies ---
 
     pub async fn list_policies(&self) -> Result<Value> {
@@ -177,6 +246,13 @@ impl Api {
 
     pub async fn list_media(&self) -> Result<Value> {
         self.get("/media").await
+    }
+
+    /// `PATCH /media/{m}` with `{"state": "Failed"}` (administrators).
+    pub async fn fail_medium(&self, medium: &str) -> Result<Value> {
+        let path = format!("/media/{}", segment(medium));
+        let body = json!({"state": "Failed"});
+        self.call(Method::PATCH, &path, &[], Some(&body)).await
     }
 
     pub async fn list_nodes(&self) -> Result<Value> {
