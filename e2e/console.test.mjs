@@ -513,6 +513,21 @@ test("a refused delete keeps its message, with force offered", async () => {
   await page.waitForTimeout(300);
   assert.equal(await page.isVisible("#volume-action-error"), true, "the list reload kept it");
   await shots(page, "18-delete-refused");
+
+  // A policy in use: refused, and the message outlives the list reload.
+  await page.click("nav a[data-page=policies]");
+  await page.waitForSelector('tr[data-policy="none"]');
+  const policies = page.waitForResponse((res) => res.url().endsWith("/policies") && res.request().method() === "GET");
+  await page.click('tr[data-policy="none"] button.danger');
+  await policies;
+  await page.waitForSelector("#policy-action-error:not([hidden])");
+  assert.match(await page.textContent("#policy-action-error"), /^Could not delete "none": ./);
+  await page.waitForTimeout(300);
+  assert.equal(await page.isVisible("#policy-action-error"), true);
+
+  await page.click("nav a[data-page=volumes]");
+  await page.click('tr[data-volume="v"] button.danger');
+  await page.waitForSelector("#volume-action-error button.force");
   await page.click("#volume-action-error button.force");
   await page.waitForSelector('tr[data-volume="v"]', { state: "detached", timeout: 20_000 });
   await page.context().close();

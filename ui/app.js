@@ -861,6 +861,8 @@ async function mediaPage() {
 // ---- policies ----
 function policiesPage() {
   const err = errorBox();
+  const actionErr = actionBox();
+  actionErr.id = "policy-action-error";
   const note = noticeBox();
   const list = h("div", {}, h("p", { class: "muted" }, "Loading policies…"));
   const level = (id, def) => h("select", { id }, [0, 1, 2].map((n) => h("option", { value: n, selected: n === def }, n)));
@@ -900,7 +902,7 @@ function policiesPage() {
   ),
   h("p", { class: "hint" }, "Resiliency N keeps N extra copies of every slice on different media / nodes / zones."),
   createErr);
-  main.append(h("h1", {}, "Policies"), err, note, list, form);
+  main.append(h("h1", {}, "Policies"), err, actionErr, note, list, form);
 
   async function load() {
     let ps;
@@ -921,11 +923,13 @@ function policiesPage() {
         cell("Created by", p.createdbyuseremail || "—"),
         cell("", h("button", { type: "button", class: "danger", onclick: async () => {
           if (!confirm(`Delete policy "${p.name}"?`)) return;
+          actionErr.show(null);
           try {
             const r = await api.del(`/policies/${encodeURIComponent(p.name)}`);
             note.show(`${r.Message}.`);
           } catch (e) {
-            err.show(new Error(`Could not delete "${p.name}": ${e.message}`));
+            note.show(null);
+            actionErr.show(new Error(`Could not delete "${p.name}": ${e.message}`));
           }
           load();
         } }, "Delete")),
