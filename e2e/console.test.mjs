@@ -144,7 +144,7 @@ async function signIn(page, base) {
 
 /** Opens the resize dialog of a volume, submits, and follows the job to its end. */
 async function resizeInUi(page, volume, size, move) {
-  await page.click(`tr[data-volume="${volume}"] a.button`);
+  await page.click(`tr[data-volume="${volume}"] a.resize`);
   await page.waitForSelector("#resize-dialog[open]");
   await page.fill("#resize-size", String(size));
   if (move) await page.check("#resize-move");
@@ -213,7 +213,7 @@ test("sign in, policy, volume, in-place resize, pages, sign out", async () => {
   assert.match(await page.textContent('tr[data-volume="db"]'), /10 GiB/);
 
   // Resize: the range is shown and enforced before anything is sent.
-  await page.click('tr[data-volume="db"] a.button');
+  await page.click('tr[data-volume="db"] a.resize');
   await page.waitForSelector("#resize-dialog[open]");
   assert.match(await page.textContent("#resize-range"), /11 – 100 GiB/);
   await page.fill("#resize-size", "101");
@@ -380,5 +380,195 @@ test("the console is served with a Content-Security-Policy that forbids framing"
   await page.click("nav a[data-page=media]");
   await page.waitForSelector('[data-medium="a1"]');
   assert.deepEqual(violations, []);
+  await page.context().close();
+});
+
+const HOST = '[[nodes]]\nname = "host-1"\naddress = "127.0.0.1"\n';
+const ROLLBACK_REFUSED = "volume 'v' is attached read-write to node(s) host-1; detach it or make the attachment read-only before a rollback";
+
+/** Waits until the followed job of the page ends; returns its state. */
+async function jobEnd(page) {
+  await page.waitForFunction(() => /^(Done|Error)$/.test(document.querySelector("#job-state")?.textContent || ""), null, { timeout: 30_000 });
+  return page.textContent("#job-state");
+}
+
+test("snapshots: take, roll back after detaching, attach read-only, clone, delete", async () => {
+  const server = await startServer([["d1", "node-a", "zone-a", 40], ["d2", "node-b", "zone-b", 40]], "0", HOST);
+  const api = await apiClient(server.base);
+  await api.policy("mirror", 1, 1, 0);
+  await api.volume("v", 1, "mirror"); // a clone copies every byte: small
+  const attached = await api.call("POST", "/volumes/v/snapshots/top/attachments", { node: "host-1" });
+  assert.equal((await api.waitJob(attached.JobID)).state, "Done");
+
+  const page = await newPage();
+  const asked = [];
+  page.on("dialog", (d) => asked.push(d.message()));
+  await signIn(page, server.base);
+  await page.click('tr[data-volume="v"] a.snapshots');
+  await page.waitForSelector("#take-snapshot");
+  assert.ok(page.url().endsWith("#/snapshots/v"), page.url());
+
+  // Take one: listed with its time, size, used bytes and state.
+  await page.fill("#snap-name", "s1");
+  await page.selectOption("#snap-consistency", "application");
+  await page.click("#take-snapshot button[type=submit]");
+  assert.equal(await jobEnd(page), "Done");
+  await page.waitForSelector('tr[data-snapshot="s1"] .state-ready');
+  const cells = await page.$$eval('tr[data-snapshot="s1"] td', (tds) => tds.map((t) => t.textContent));
+  assert.equal(cells[0], "s1");
+  assert.equal(cells[2], "1 GiB");
+  assert.match(cells[3], /^\d+(\.\d)? (B|KiB|MiB)$/);
+  assert.equal(cells[5], "—", "not attached");
+  const s1 = await api.call("GET", "/volumes/v/snapshots/s1");
+  assert.equal(s1.consistency, "application");
+  await shots(page, "11-snapshots");
+
+  // Roll back while attached read-write: the server's 409 stays through the reload.
+  const reloaded = page.waitForResponse((r) => r.url().endsWith("/volumes/v/attachments"));
+  await page.click('tr[data-snapshot="s1"] button.rollback');
+  await page.waitForSelector("#snapshot-action-error:not([hidden])");
+  await reloaded;
+  await page.waitForTimeout(300);
+  assert.equal(await page.textContent("#snapshot-action-error .message"), `Could not roll back to "s1": ${ROLLBACK_REFUSED}`);
+  await shots(page, "12-rollback-refused");
+
+  // Detach from the message, then the rollback runs.
+  await page.click('#snapshot-action-error button.detach[data-node="host-1"]');
+  assert.equal(await jobEnd(page), "Done");
+  await page.click('tr[data-snapshot="s1"] button.rollback');
+  await page.waitForFunction(() => /rollback/.test(document.querySelector("#snapshot-notice")?.textContent || ""));
+  assert.equal(await jobEnd(page), "Done");
+  assert.equal(await page.textContent("#job-detail"), "Volume 'v' rolled back to snapshot 's1'");
+  assert.equal(await page.isHidden("#snapshot-action-error"), true);
+  const rollback = (await api.call("GET", "/jobs?type=snapshot_rollback"))[0];
+  assert.equal(rollback.state, "Done");
+  await shots(page, "13-rolled-back");
+
+  // Attach read-only to a node: the URI is shown.
+  await page.click('tr[data-snapshot="s1"] button.attach');
+  await page.waitForSelector('#attach-node option[value="host-1"]', { state: "attached" });
+  await page.selectOption("#attach-node", "host-1");
+  await page.click("#attach-dialog-submit");
+  await page.waitForSelector('tr[data-snapshot="s1"] .attachment[data-node="host-1"] .state-attached', { timeout: 20_000 });
+  const uri = await page.textContent('tr[data-snapshot="s1"] .attachment[data-node="host-1"] .uri');
+  assert.match(uri, /^nbd:\/\/127\.0\.0\.1:\d+\/\S+$/);
+  await page.waitForFunction((u) => (document.querySelector("#snapshot-notice")?.textContent || "").endsWith(u), uri);
+  const a = await api.call("GET", "/volumes/v/snapshots/s1/attachments/host-1");
+  assert.equal(a.uri, uri);
+  assert.equal(a.readonly, true);
+  await shots(page, "14-snapshot-attached");
+
+  // Clone: the size may not be below the snapshot's.
+  await page.click('tr[data-snapshot="s1"] button.clone');
+  await page.waitForSelector("#clone-dialog[open]");
+  assert.equal(await page.inputValue("#clone-size"), "1");
+  await page.fill("#clone-name", "v-clone");
+  await page.fill("#clone-size", "0");
+  await page.click("#clone-dialog-submit");
+  assert.match(await page.textContent("#clone-dialog .error"), /at least 1\./);
+  await page.fill("#clone-size", "2");
+  await page.selectOption("#clone-policy", "mirror");
+  await shots(page, "15-clone-dialog");
+  await page.click("#clone-dialog-submit");
+  await page.waitForFunction(() => /is a clone of v@s1/.test(document.querySelector("#snapshot-notice")?.textContent || ""), null, { timeout: 60_000 });
+  const clone = await api.call("GET", "/volumes/v-clone");
+  assert.equal(clone.size, 2);
+  assert.equal(clone.contentvolume, "v");
+  assert.equal(clone.contentsnapshot, "s1");
+
+  // Delete the attached snapshot: the confirmation says so, force is used.
+  asked.length = 0;
+  await page.click('tr[data-snapshot="s1"] button.danger');
+  assert.equal(await jobEnd(page), "Done");
+  await page.waitForSelector('tr[data-snapshot="s1"]', { state: "detached" });
+  assert.match(asked[0], /attached to host-1\. Delete it together with its attachments\?/);
+  assert.deepEqual(await api.call("GET", "/volumes/v/snapshots"), []);
+  await shots(page, "16-snapshot-deleted");
+
+  // The volume list names the clone's source.
+  await page.click("nav a[data-page=volumes]");
+  await page.waitForSelector('tr[data-volume="v-clone"] .clone-of');
+  assert.equal(await page.textContent('tr[data-volume="v-clone"] .clone-of'), "clone of v@s1");
+  await shots(page, "17-volumes-clone");
+  await page.context().close();
+});
+
+test("a refused delete keeps its message, with force offered", async () => {
+  const server = await startServer([["d1", "node-a", "zone-a", 40]], "0", HOST);
+  const api = await apiClient(server.base);
+  await api.policy("none", 0, 0, 0);
+  await api.volume("v", 2, "none");
+  const r = await api.call("POST", "/volumes/v/snapshots", { name: "s1", consistency: "crash" });
+  assert.equal((await api.waitJob(r.JobID)).state, "Done");
+
+  const page = await newPage();
+  await signIn(page, server.base);
+  await page.waitForSelector('tr[data-volume="v"]');
+  const reloaded = page.waitForResponse((res) => res.url().endsWith("/volumes") && res.request().method() === "GET");
+  await page.click('tr[data-volume="v"] button.danger');
+  await reloaded;
+  await page.waitForSelector("#volume-action-error:not([hidden])");
+  const refused = await page.textContent("#volume-action-error .message");
+  assert.match(refused, /^Could not delete "v": .*snapshot/);
+  await page.waitForTimeout(300);
+  assert.equal(await page.isVisible("#volume-action-error"), true, "the list reload kept it");
+  await shots(page, "18-delete-refused");
+
+  // A policy in use: refused, and the message outlives the list reload.
+  await page.click("nav a[data-page=policies]");
+  await page.waitForSelector('tr[data-policy="none"]');
+  const policies = page.waitForResponse((res) => res.url().endsWith("/policies") && res.request().method() === "GET");
+  await page.click('tr[data-policy="none"] button.danger');
+  await policies;
+  await page.waitForSelector("#policy-action-error:not([hidden])");
+  assert.match(await page.textContent("#policy-action-error"), /^Could not delete "none": ./);
+  await page.waitForTimeout(300);
+  assert.equal(await page.isVisible("#policy-action-error"), true);
+
+  await page.click("nav a[data-page=volumes]");
+  await page.click('tr[data-volume="v"] button.danger');
+  await page.waitForSelector("#volume-action-error button.force");
+  await page.click("#volume-action-error button.force");
+  await page.waitForSelector('tr[data-volume="v"]', { state: "detached", timeout: 20_000 });
+  await page.context().close();
+});
+
+// The media-failure API lands later: the answers are shaped here as it will
+// give them, to show the states and the Recover action.
+test("degraded and failed states, and the Recover action", async () => {
+  const server = await startServer([["d1", "node-a", "zone-a", 40], ["d2", "node-b", "zone-b", 40]]);
+  const api = await apiClient(server.base);
+  await api.policy("mirror", 1, 1, 0);
+  await api.volume("v", 2, "mirror");
+  await api.volume("w", 2, "mirror");
+  const page = await newPage();
+  await page.route(/\/volumes$/, async (route) => {
+    if (route.request().method() !== "GET") return route.continue();
+    const res = await route.fetch();
+    const list = (await res.json()).map((v) => ({ ...v, state: v.name === "v" ? "Degraded" : "Failed" }));
+    await route.fulfill({ response: res, json: list });
+  });
+  await page.route(/\/media$/, async (route) => {
+    const res = await route.fetch();
+    const list = (await res.json()).map((m) => ({ ...m, state: m.mediaid === "d2" ? "Failed" : "Online" }));
+    await route.fulfill({ response: res, json: list });
+  });
+  let recovered = null;
+  await page.route(/\/volumes\/v\/recover$/, async (route) => {
+    recovered = route.request().method();
+    await route.fulfill({ json: { Message: "Volume recovery started", JobID: "99", ObjectID: "x" } });
+  });
+  await signIn(page, server.base);
+  await page.waitForSelector('tr[data-volume="v"] .state-degraded');
+  await page.waitForSelector('tr[data-volume="w"] .state-failed');
+  assert.equal(await page.locator("button.recover").count(), 2);
+  await page.click('tr[data-volume="v"] button.recover');
+  await page.waitForFunction(() => /Volume recovery started \(job 99\)/.test(document.querySelector(".notice")?.textContent || ""));
+  assert.equal(recovered, "POST");
+  await shots(page, "19-volumes-degraded");
+  await page.click("nav a[data-page=media]");
+  await page.waitForSelector('[data-medium="d2"].failed .state-failed');
+  assert.equal(await page.textContent('[data-medium="d1"] .state'), "Online");
+  await shots(page, "20-media-failed");
   await page.context().close();
 });

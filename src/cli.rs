@@ -3,7 +3,9 @@
 //! only parses arguments for.
 
 use crate::app::{open_store, Application};
-use crate::client::{Context, CredentialsStore, JobFilter, OutputFormat, DEFAULT_PROFILE};
+use crate::client::{
+    Context, CredentialsStore, JobFilter, OutputFormat, SnapshotRef, DEFAULT_PROFILE,
+};
 use crate::clock::SystemClock;
 use crate::config::{Config, Overrides};
 use crate::service::users::add_user;
@@ -93,10 +95,16 @@ pub enum Command {
         #[command(subcommand)]
         command: PolicyCommand,
     },
+    /// Snapshots (point-in-time images of a volume), rollback, and
+    /// read-only attachments of a snapshot.
+    Snapshot {
+        #[command(subcommand)]
+        command: SnapshotCommand,
+    },
     /// Media (the directories that hold the slices).
     Media {
         #[command(subcommand)]
-        command: ListCommand,
+        command: MediaCommand,
     },
     /// Nodes.
     Node {
@@ -150,6 +158,10 @@ pub enum VolumeCommand {
         kind: VolumeType,
         #[arg(long)]
         zone: Option<String>,
+        /// Clone: start with the content of snapshot VOLUME/SNAPSHOT (the
+        /// size must be at least the snapshot's volumesize).
+        #[arg(long, value_name = "VOLUME/SNAPSHOT")]
+        from_snapshot: Option<SnapshotRef>,
         #[command(flatten)]
         wait: WaitArgs,
     },
@@ -174,6 +186,80 @@ pub enum VolumeCommand {
         #[command(flatten)]
         wait: WaitArgs,
     },
+    /// Rebuild the copies a volume lost with a failed medium; prints the job id.
+    Recover {
+        name: String,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Consistency {
+    Crash,
+    Application,
+}
+
+impl Consistency {
+    fn as_str(self) -> &'static str {
+        match self {
+            Consistency::Crash => "crash",
+            Consistency::Application => "application",
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SnapshotCommand {
+    /// Take a snapshot of a volume; prints the job id.
+    Create {
+        volume: String,
+        name: String,
+        #[arg(long, value_enum, default_value_t = Consistency::Crash)]
+        consistency: Consistency,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// List the snapshots of a volume, or of every volume without VOLUME.
+    List { volume: Option<String> },
+    /// Show one snapshot.
+    Get { volume: String, name: String },
+    /// Delete a snapshot; prints the job id.
+    Delete {
+        volume: String,
+        name: String,
+        /// Delete even while attached (its attachments go with it).
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Return the volume's content to the snapshot (the volume must not be
+    /// attached read-write); prints the job id.
+    Rollback {
+        volume: String,
+        name: String,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Attach a snapshot read-only to a node; prints the job id and the NBD URI.
+    Attach {
+        volume: String,
+        name: String,
+        #[arg(long)]
+        node: String,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MediaCommand {
+    /// List the media.
+    List,
+    /// Mark a medium failed (administrators): its slices are lost, and the
+    /// volumes with copies on it turn Degraded or Failed.
+    Fail { medium: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -406,6 +492,7 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
                 policy,
                 kind,
                 zone,
+                from_snapshot,
                 wait,
             } => {
                 ctx.volume_create(
@@ -414,6 +501,7 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
                     &policy,
                     kind.as_str(),
                     zone.as_deref(),
+                    from_snapshot.as_ref(),
                     wait.wait,
                 )
                 .await
@@ -430,6 +518,35 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
             VolumeCommand::Delete { name, force, wait } => {
                 ctx.volume_delete(&name, force, wait.wait).await
             }
+            VolumeCommand::Recover { name, wait } => ctx.volume_recover(&name, wait.wait).await,
+        },
+        Command::Snapshot { command } => match command {
+            SnapshotCommand::Create {
+                volume,
+                name,
+                consistency,
+                wait,
+            } => {
+                ctx.snapshot_create(&volume, &name, consistency.as_str(), wait.wait)
+                    .await
+            }
+            SnapshotCommand::List { volume } => ctx.snapshot_list(volume.as_deref()).await,
+            SnapshotCommand::Get { volume, name } => ctx.snapshot_get(&volume, &name).await,
+            SnapshotCommand::Delete {
+                volume,
+                name,
+                force,
+                wait,
+            } => ctx.snapshot_delete(&volume, &name, force, wait.wait).await,
+            SnapshotCommand::Rollback { volume, name, wait } => {
+                ctx.snapshot_rollback(&volume, &name, wait.wait).await
+            }
+            SnapshotCommand::Attach {
+                volume,
+                name,
+                node,
+                wait,
+            } => ctx.snapshot_attach(&volume, &name, &node, wait.wait).await,
         },
         Command::Policy { command } => match command {
             PolicyCommand::List => ctx.policy_list().await,
@@ -445,9 +562,10 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
             }
             PolicyCommand::Delete { name } => ctx.policy_delete(&name).await,
         },
-        Command::Media {
-            command: ListCommand::List,
-        } => ctx.media_list().await,
+        Command::Media { command } => match command {
+            MediaCommand::List => ctx.media_list().await,
+            MediaCommand::Fail { medium } => ctx.media_fail(&medium).await,
+        },
         Command::Node {
             command: ListCommand::List,
         } => ctx.node_list().await,
@@ -493,5 +611,126 @@ fn read_password(confirm: bool) -> Result<String, String> {
             .read_to_string(&mut input)
             .map_err(|e| format!("cannot read the password from stdin: {e}"))?;
         Ok(input.trim_end_matches(['\n', '\r']).to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Command, clap::Error> {
+        Cli::try_parse_from(std::iter::once("svs").chain(args.iter().copied())).map(|c| c.command)
+    }
+
+    #[test]
+    fn volume_recover_takes_a_name_and_wait() {
+        match parse(&["volume", "recover", "db", "--wait"]) {
+            Ok(Command::Volume {
+                command: VolumeCommand::Recover { name, wait },
+            }) => {
+                assert_eq!(name, "db");
+                assert!(wait.wait);
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse(&["volume", "recover", "db"]) {
+            Ok(Command::Volume {
+                command: VolumeCommand::Recover { wait, .. },
+            }) => assert!(!wait.wait),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            parse(&["volume", "recover"]).is_err(),
+            "the volume is required"
+        );
+    }
+
+    #[test]
+    fn media_fail_takes_one_medium() {
+        match parse(&["media", "fail", "d3"]) {
+            Ok(Command::Media {
+                command: MediaCommand::Fail { medium },
+            }) => assert_eq!(medium, "d3"),
+            other => panic!("{other:?}"),
+        }
+        assert!(parse(&["media", "fail"]).is_err());
+        assert!(parse(&["media", "fail", "a", "b"]).is_err());
+        assert!(matches!(
+            parse(&["media", "list"]),
+            Ok(Command::Media {
+                command: MediaCommand::List
+            })
+        ));
+    }
+
+    #[test]
+    fn from_snapshot_is_volume_slash_snapshot() {
+        match parse(&[
+            "volume",
+            "create",
+            "c",
+            "--size",
+            "4",
+            "--policy",
+            "p",
+            "--from-snapshot",
+            "v/s1",
+        ]) {
+            Ok(Command::Volume {
+                command: VolumeCommand::Create { from_snapshot, .. },
+            }) => assert_eq!(
+                from_snapshot,
+                Some(SnapshotRef {
+                    volume: "v".into(),
+                    snapshot: "s1".into()
+                })
+            ),
+            other => panic!("{other:?}"),
+        }
+        for bad in ["v", "v/", "/s", "v/s/x"] {
+            let err = parse(&[
+                "volume",
+                "create",
+                "c",
+                "--size",
+                "4",
+                "--policy",
+                "p",
+                "--from-snapshot",
+                bad,
+            ])
+            .expect_err(bad);
+            assert!(
+                err.to_string().contains("expected VOLUME/SNAPSHOT"),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn snapshot_create_defaults_to_crash_consistency() {
+        match parse(&["snapshot", "create", "v", "s1"]) {
+            Ok(Command::Snapshot {
+                command:
+                    SnapshotCommand::Create {
+                        consistency, wait, ..
+                    },
+            }) => {
+                assert_eq!(consistency, Consistency::Crash);
+                assert!(!wait.wait);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(parse(&["snapshot", "create", "v", "s1", "--consistency", "fuzzy"]).is_err());
+        assert!(matches!(
+            parse(&["snapshot", "list"]),
+            Ok(Command::Snapshot {
+                command: SnapshotCommand::List { volume: None }
+            })
+        ));
+        assert!(
+            parse(&["snapshot", "attach", "v", "s1"]).is_err(),
+            "--node is required"
+        );
     }
 }

@@ -87,6 +87,42 @@ function cell(label, ...content) {
   return h("td", { "data-label": label }, ...content);
 }
 
+// Bytes for people: 0 B, 512 B, 64.0 KiB, 1.5 GiB.
+function fmtBytes(n) {
+  let v = Number(n) || 0;
+  if (v < 1024) return `${v} B`;
+  const units = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+  let i = -1;
+  do {
+    v /= 1024;
+    i++;
+  } while (v >= 1024 && i < units.length - 1);
+  return `${v.toFixed(1)} ${units[i]}`;
+}
+
+// A message from a refused call: it stays until the next action starts
+// (list reloads use their own box), with optional follow-up buttons.
+function actionBox() {
+  const box = h("div", { class: "error", role: "alert", hidden: true });
+  box.show = (e, ...buttons) => {
+    box.replaceChildren();
+    if (e) box.append(h("span", { class: "message" }, e.message || String(e)), ...buttons);
+    box.hidden = !e;
+  };
+  return box;
+}
+
+function volumePath(v) {
+  return `/volumes/${encodeURIComponent(v)}`;
+}
+
+function snapshotPath(v, s) {
+  return `${volumePath(v)}/snapshots/${encodeURIComponent(s)}`;
+}
+
+// Volume states that last: anything else is a change in progress.
+const SETTLED_VOLUME_STATES = ["Ready", "Degraded", "Failed"];
+
 function fmtTime(t) {
   if (!t) return "—";
   const d = new Date(t);
@@ -94,7 +130,7 @@ function fmtTime(t) {
 }
 
 // ---- routing ----
-const pages = { signin: signInPage, volumes: volumesPage, jobs: jobsPage, media: mediaPage, policies: policiesPage };
+const pages = { signin: signInPage, volumes: volumesPage, snapshots: snapshotsPage, jobs: jobsPage, media: mediaPage, policies: policiesPage };
 
 function route() {
   timers.forEach((stop) => stop());
@@ -112,7 +148,7 @@ function route() {
   const page = pages[name] || notFoundPage;
   top.hidden = !signedIn;
   for (const a of top.querySelectorAll("nav a")) {
-    a.classList.toggle("active", a.dataset.page === name);
+    a.classList.toggle("active", a.dataset.page === (name === "snapshots" ? "volumes" : name));
   }
   main.replaceChildren();
   page(rest.map(decodeURIComponent));
@@ -185,6 +221,8 @@ function signInPage() {
 // ---- volumes ----
 function volumesPage(args) {
   const err = errorBox();
+  const actionErr = actionBox();
+  actionErr.id = "volume-action-error";
   const note = noticeBox();
   const list = h("div", {}, h("p", { class: "muted" }, "Loading volumes…"));
   const policySelect = h("select", { id: "vol-policy", required: true });
@@ -225,7 +263,7 @@ function volumesPage(args) {
     ),
     createErr,
   );
-  main.append(h("h1", {}, "Storage › Volumes"), err, note, list, create);
+  main.append(h("h1", {}, "Storage › Volumes"), err, actionErr, note, list, create);
 
   api.get("/policies").then(
     (ps) => {
@@ -247,14 +285,23 @@ function volumesPage(args) {
     }
     const rows = volumes.map((v) =>
       h("tr", { "data-volume": v.name },
-        cell("Name", h("a", { href: `#/volumes/${encodeURIComponent(v.name)}`, class: "vol-link" }, v.name)),
+        cell("Name",
+          h("a", { href: `#/volumes/${encodeURIComponent(v.name)}`, class: "vol-link" }, v.name),
+          v.contentsnapshot
+            ? h("span", { class: "clone-of muted" }, `clone of ${v.contentvolume}@${v.contentsnapshot}`)
+            : null,
+        ),
         cell("Type", v.type),
         cell("Size", `${v.size} GiB`),
         cell("Policy", v.policy),
         cell("State", stateTag(v.state)),
         cell("Progress", progressBar(v.progress)),
         cell("", h("span", { class: "actions" },
-          h("a", { class: "button secondary", href: `#/volumes/${encodeURIComponent(v.name)}` }, "Resize"),
+          h("a", { class: "button secondary resize", href: `#/volumes/${encodeURIComponent(v.name)}` }, "Resize"),
+          h("a", { class: "button secondary snapshots", href: `#/snapshots/${encodeURIComponent(v.name)}` }, "Snapshots"),
+          v.state === "Degraded" || v.state === "Failed"
+            ? h("button", { type: "button", class: "recover", onclick: () => recover(v) }, "Recover")
+            : null,
           h("button", { type: "button", class: "danger", onclick: () => remove(v) }, "Delete"),
         )),
       ),
@@ -269,11 +316,39 @@ function volumesPage(args) {
 
   async function remove(v) {
     if (!confirm(`Delete volume "${v.name}"? Its data is lost.`)) return;
+    actionErr.show(null);
     try {
-      const r = await api.del(`/volumes/${encodeURIComponent(v.name)}`);
+      const r = await api.del(volumePath(v.name));
       note.show(`${r.Message} (job ${r.JobID}).`);
     } catch (e) {
-      err.show(new Error(`Could not delete "${v.name}": ${e.message}`));
+      note.show(null);
+      const force = h("button", { type: "button", class: "danger force", onclick: () => forceRemove(v) }, "Delete anyway (force)");
+      actionErr.show(new Error(`Could not delete "${v.name}": ${e.message}`), e.status === 409 ? force : null);
+    }
+    load();
+  }
+
+  async function forceRemove(v) {
+    if (!confirm(`Delete volume "${v.name}" with its attachments and snapshots? Its data is lost.`)) return;
+    actionErr.show(null);
+    try {
+      const r = await api.del(`${volumePath(v.name)}?force=true`);
+      note.show(`${r.Message} (job ${r.JobID}).`);
+    } catch (e) {
+      actionErr.show(new Error(`Could not delete "${v.name}": ${e.message}`));
+    }
+    load();
+  }
+
+  // Rebuilds the copies lost with a failed medium (a volume_recovery job).
+  async function recover(v) {
+    actionErr.show(null);
+    try {
+      const r = await api.post(`${volumePath(v.name)}/recover`);
+      note.show(`${r.Message} (job ${r.JobID}).`);
+    } catch (e) {
+      note.show(null);
+      actionErr.show(new Error(`Could not recover "${v.name}": ${e.message}`));
     }
     load();
   }
@@ -343,7 +418,7 @@ function volumesPage(args) {
   load();
   // Keep states and progress current while something is happening.
   every(2000, () => {
-    if (!dialogOpen && volumes.some((v) => v.state !== "Ready" || Number(v.progress) < 100)) load();
+    if (!dialogOpen && volumes.some((v) => !SETTLED_VOLUME_STATES.includes(v.state) || Number(v.progress) < 100)) load();
   });
 }
 
@@ -387,8 +462,301 @@ function followJob(id, panel, onEnd) {
   });
 }
 
+// ---- snapshots of one volume ----
+
+// A modal form: `fields` inside, `submit` gets (errorBox) and closes the
+// dialog when it resolves true; `onClose` runs once it is gone.
+function modal(id, title, fields, submitLabel, submit, onClose) {
+  const dErr = errorBox();
+  const button = h("button", { type: "submit", id: `${id}-submit` }, submitLabel);
+  const dialog = h(
+    "dialog",
+    { id, class: "card" },
+    h(
+      "form",
+      {
+        novalidate: true,
+        onsubmit: async (ev) => {
+          ev.preventDefault();
+          dErr.show(null);
+          button.disabled = true;
+          try {
+            if (await submit(dErr)) dialog.close();
+          } finally {
+            button.disabled = false;
+          }
+        },
+      },
+      h("h2", {}, title),
+      fields,
+      dErr,
+      h("div", { class: "buttons" },
+        button,
+        h("button", { type: "button", class: "secondary", id: `${id}-close`, onclick: () => dialog.close() }, "Cancel"),
+      ),
+    ),
+  );
+  dialog.addEventListener("close", () => {
+    dialog.remove();
+    onClose && onClose();
+  });
+  main.append(dialog);
+  dialog.showModal();
+  return dialog;
+}
+
+function snapshotsPage([volumeName]) {
+  const vPath = volumePath(volumeName);
+  const err = errorBox(); // loading the lists; a reload clears it
+  const actionErr = actionBox(); // refused calls; only the next action clears it
+  actionErr.id = "snapshot-action-error";
+  const note = noticeBox();
+  note.id = "snapshot-notice";
+  const jobPanel = h("div", { id: "snapshot-job", class: "job card", hidden: true });
+  const info = h("p", { id: "snapshot-volume", class: "muted" }, "Loading…");
+  const list = h("div", {}, h("p", { class: "muted" }, "Loading snapshots…"));
+  const name = h("input", { id: "snap-name", required: true, maxlength: 63, pattern: "[A-Za-z0-9._\\-]+", placeholder: "before-upgrade" });
+  const consistency = h("select", { id: "snap-consistency" },
+    h("option", { value: "crash" }, "crash"), h("option", { value: "application" }, "application"));
+  const takeErr = errorBox();
+  const take = h(
+    "form",
+    {
+      class: "card inline-form",
+      id: "take-snapshot",
+      onsubmit: async (ev) => {
+        ev.preventDefault();
+        takeErr.show(null);
+        startAction();
+        try {
+          const r = await api.post(`${vPath}/snapshots`, { name: name.value.trim(), consistency: consistency.value });
+          note.show(`${r.Message} (job ${r.JobID}).`);
+          name.value = "";
+          followJob(r.JobID, jobPanel, () => load());
+        } catch (e) {
+          takeErr.show(e);
+        }
+        load();
+      },
+    },
+    h("h2", {}, "Take a snapshot"),
+    h("div", { class: "fields" },
+      h("label", {}, "Name", name),
+      h("label", {}, "Consistency", consistency),
+      h("button", { type: "submit" }, "Take snapshot"),
+    ),
+    h("p", { class: "hint" }, "A point-in-time image of the whole volume; it costs only what changes after it."),
+    takeErr,
+  );
+  main.append(
+    h("h1", {}, h("a", { href: "#/volumes" }, "Storage › Volumes"), ` › ${volumeName} › Snapshots`),
+    info, err, actionErr, note, jobPanel, list, take,
+  );
+
+  let volume = null;
+  let snapshots = [];
+  let attachments = [];
+  let dialogOpen = false;
+
+  // A new action starts clean: no old message, no old job's panel.
+  function startAction() {
+    actionErr.show(null);
+    note.show(null);
+    jobPanel.hidden = true;
+    jobPanel.replaceChildren();
+  }
+
+  const attachmentsOf = (s) => attachments.filter((a) => a.snapshotid === s.snapshotid);
+
+  async function load() {
+    try {
+      [volume, snapshots, attachments] = await Promise.all([
+        api.get(vPath), api.get(`${vPath}/snapshots`), api.get(`${vPath}/attachments`),
+      ]);
+      err.show(null);
+    } catch (e) {
+      err.show(new Error(`Could not load the snapshots of "${volumeName}": ${e.message}`));
+      return;
+    }
+    info.replaceChildren(`${volume.size} GiB · policy ${volume.policy} · `, stateTag(volume.state),
+      volume.contentsnapshot ? ` · clone of ${volume.contentvolume}@${volume.contentsnapshot}` : "");
+    const rows = snapshots.map((s) => {
+      const on = attachmentsOf(s);
+      return h("tr", { "data-snapshot": s.name },
+        cell("Name", s.name),
+        cell("Time", fmtTime(s.time)),
+        cell("Volume size", `${s.volumesize} GiB`),
+        cell("Used", h("span", { class: "used", title: `${s.used} bytes` }, fmtBytes(s.used))),
+        cell("State", stateTag(s.state)),
+        cell("Attachments", on.length
+          ? h("div", { class: "attachments" }, on.map((a) =>
+            h("div", { class: "attachment", "data-node": a.node },
+              `${a.node} `, stateTag(a.state), " ", h("code", { class: "uri" }, a.uri))))
+          : "—"),
+        cell("", h("span", { class: "actions" },
+          h("button", { type: "button", class: "secondary attach", onclick: () => openAttach(s) }, "Attach"),
+          h("button", { type: "button", class: "secondary rollback", onclick: () => rollback(s) }, "Roll back"),
+          h("button", { type: "button", class: "secondary clone", onclick: () => openClone(s) }, "Clone"),
+          h("button", { type: "button", class: "danger", onclick: () => remove(s, false) }, "Delete"),
+        )),
+      );
+    });
+    list.replaceChildren(table(["Name", "Time", "Volume size", "Used", "State", "Attachments", ""], rows, "No snapshots yet."));
+  }
+
+  async function remove(s, force) {
+    const on = attachmentsOf(s).map((a) => a.node);
+    const question = on.length || force
+      ? `Snapshot "${s.name}" is attached${on.length ? ` to ${on.join(", ")}` : ""}. Delete it together with its attachments?`
+      : `Delete snapshot "${s.name}"? The other snapshots and the volume stay as they are.`;
+    if (!confirm(question)) return;
+    startAction();
+    try {
+      const r = await api.del(`${snapshotPath(volumeName, s.name)}${on.length || force ? "?force=true" : ""}`);
+      note.show(`${r.Message} (job ${r.JobID}).`);
+      followJob(r.JobID, jobPanel, () => load());
+    } catch (e) {
+      // Attached since the list was loaded: offer force.
+      const again = e.status === 409 && /attached/.test(e.message)
+        ? h("button", { type: "button", class: "danger force", onclick: () => remove(s, true) }, "Delete with its attachments")
+        : null;
+      actionErr.show(new Error(`Could not delete "${s.name}": ${e.message}`), again);
+    }
+    load();
+  }
+
+  async function rollback(s) {
+    if (!confirm(`Roll volume "${volumeName}" back to snapshot "${s.name}" (${fmtTime(s.time)})? What was written after it is lost; newer snapshots stay.`)) return;
+    startAction();
+    try {
+      const r = await api.patch(`${snapshotPath(volumeName, s.name)}/rollback`, {});
+      note.show(`${r.Message} (job ${r.JobID}).`);
+      followJob(r.JobID, jobPanel, () => load());
+    } catch (e) {
+      // Attached read-write: the server names the nodes; offer to detach them.
+      const writers = attachments.filter((a) => a.snapshotid === "top" && !a.readonly);
+      const detachButtons = e.status === 409
+        ? writers.map((a) => h("button", { type: "button", class: "secondary detach", "data-node": a.node, onclick: () => detach(a) }, `Detach from ${a.node}`))
+        : [];
+      actionErr.show(new Error(`Could not roll back to "${s.name}": ${e.message}`), ...detachButtons);
+    }
+    load();
+  }
+
+  async function detach(a) {
+    if (!confirm(`Detach volume "${volumeName}" from node ${a.node}? Its NBD connections are closed.`)) return;
+    startAction();
+    try {
+      const r = await api.del(`${snapshotPath(volumeName, a.snapshotid)}/attachments/${encodeURIComponent(a.node)}`);
+      note.show(`${r.Message} (job ${r.JobID}).`);
+      followJob(r.JobID, jobPanel, () => load());
+    } catch (e) {
+      actionErr.show(new Error(`Could not detach from ${a.node}: ${e.message}`));
+    }
+    load();
+  }
+
+  async function openAttach(s) {
+    startAction();
+    dialogOpen = true;
+    const node = h("select", { id: "attach-node", required: true }, h("option", { value: "" }, "Loading nodes…"));
+    const dialog = modal("attach-dialog", `Attach ${s.name} read-only`,
+      [h("label", { for: "attach-node" }, "Node"), node,
+        h("p", { class: "hint" }, "The node opens the snapshot over NBD, read-only, as it was when it was taken.")],
+      "Attach",
+      async (dErr) => {
+        if (!node.value) {
+          dErr.show(new Error("Choose a node."));
+          return false;
+        }
+        try {
+          const r = await api.post(`${snapshotPath(volumeName, s.name)}/attachments`, { node: node.value, readonly: true });
+          note.show(`${r.Message} (job ${r.JobID}).`);
+          const target = node.value;
+          followJob(r.JobID, jobPanel, async (j) => {
+            await load();
+            if (j.state !== "Done") return;
+            const a = attachmentsOf(s).find((x) => x.node === target);
+            if (a) note.show(`Snapshot "${s.name}" is attached read-only to ${target}: ${a.uri}`);
+          });
+          return true;
+        } catch (e) {
+          dErr.show(e);
+          return false;
+        }
+      },
+      () => {
+        dialogOpen = false;
+        load();
+      });
+    try {
+      const nodes = (await api.get("/nodes")).filter((n) => n.address);
+      node.replaceChildren(...(nodes.length
+        ? nodes.map((n) => h("option", { value: n.name }, `${n.name} (${n.address})`))
+        : [h("option", { value: "" }, "— no node has an address —")]));
+    } catch (e) {
+      dialog.querySelector(".error")?.show?.(new Error(`Could not load nodes: ${e.message}`));
+    }
+  }
+
+  async function openClone(s) {
+    startAction();
+    dialogOpen = true;
+    const cname = h("input", { id: "clone-name", required: true, maxlength: 63, value: `${volumeName}-${s.name}` });
+    const size = h("input", { id: "clone-size", type: "number", min: s.volumesize, step: 1, value: String(s.volumesize), required: true });
+    const policy = h("select", { id: "clone-policy" }, h("option", { value: volume?.policy || "" }, volume?.policy || ""));
+    modal("clone-dialog", `Clone ${volumeName}@${s.name} into a new volume`,
+      [h("label", { for: "clone-name" }, "Name"), cname,
+        h("label", { for: "clone-size" }, "Size (GiB)"), size,
+        h("p", { class: "hint", id: "clone-range" }, `At least ${s.volumesize} GiB (the snapshot's size).`),
+        h("label", { for: "clone-policy" }, "Policy"), policy],
+      "Clone",
+      async (dErr) => {
+        const n = Number(size.value);
+        if (!Number.isInteger(n) || n < s.volumesize) {
+          dErr.show(new Error(`The size must be a whole number of GiB, at least ${s.volumesize}.`));
+          return false;
+        }
+        const newName = cname.value.trim();
+        try {
+          const r = await api.post("/volumes", {
+            name: newName, size: n, policy: policy.value, type: volume?.type || "block",
+            contentvolume: volumeName, contentsnapshot: s.name,
+          });
+          note.show(`${r.Message} (job ${r.JobID}).`);
+          followJob(r.JobID, jobPanel, async (j) => {
+            await load();
+            if (j.state === "Done") note.show(`Volume "${newName}" is a clone of ${volumeName}@${s.name}.`);
+          });
+          return true;
+        } catch (e) {
+          dErr.show(e);
+          return false;
+        }
+      },
+      () => {
+        dialogOpen = false;
+        load();
+      });
+    try {
+      const ps = await api.get("/policies");
+      policy.replaceChildren(...ps.map((p) => h("option", { value: p.name, selected: p.name === volume?.policy }, p.name)));
+    } catch {
+      // The volume's own policy stays offered.
+    }
+  }
+
+  load();
+  every(2000, () => {
+    const moving = snapshots.some((s) => s.state !== "Ready") ||
+      attachments.some((a) => a.state !== "Attached") ||
+      (volume && !SETTLED_VOLUME_STATES.includes(volume.state));
+    if (!dialogOpen && moving) load();
+  });
+}
+
 // ---- jobs ----
-const JOB_TYPES = ["volume_create", "volume_delete", "volume_modify_extend", "attachment_create", "attachment_delete", "attachment_modify"];
+const JOB_TYPES = ["volume_create", "volume_delete", "volume_modify_extend", "volume_recovery", "attachment_create", "attachment_delete", "attachment_modify", "snapshot_create", "snapshot_delete", "snapshot_rollback"];
 const JOB_STATES = ["Pending", "Running", "Done", "Error"];
 
 function jobsPage() {
@@ -477,7 +845,7 @@ async function mediaPage() {
           zones.get(zone).get(node).map((m) => {
             const used = m.size - m.freesize;
             const pct = m.size ? Math.round((used / m.size) * 100) : 0;
-            return h("div", { class: "medium", "data-medium": m.mediaid },
+            return h("div", { class: m.state === "Failed" ? "medium failed" : "medium", "data-medium": m.mediaid },
               h("div", { class: "medium-head" }, h("strong", {}, m.mediaid), " ", stateTag(m.state || "Online")),
               h("span", { class: "bar wide capacity", title: `${pct}% used` }, h("span", { class: "fill", style: `width:${pct}%` })),
               h("div", { class: "muted" }, `${used} GiB used · ${m.freesize} GiB free · ${m.size} GiB total · ${m.volumescount} volume(s)`),
@@ -493,6 +861,8 @@ async function mediaPage() {
 // ---- policies ----
 function policiesPage() {
   const err = errorBox();
+  const actionErr = actionBox();
+  actionErr.id = "policy-action-error";
   const note = noticeBox();
   const list = h("div", {}, h("p", { class: "muted" }, "Loading policies…"));
   const level = (id, def) => h("select", { id }, [0, 1, 2].map((n) => h("option", { value: n, selected: n === def }, n)));
@@ -532,7 +902,7 @@ function policiesPage() {
   ),
   h("p", { class: "hint" }, "Resiliency N keeps N extra copies of every slice on different media / nodes / zones."),
   createErr);
-  main.append(h("h1", {}, "Policies"), err, note, list, form);
+  main.append(h("h1", {}, "Policies"), err, actionErr, note, list, form);
 
   async function load() {
     let ps;
@@ -553,11 +923,13 @@ function policiesPage() {
         cell("Created by", p.createdbyuseremail || "—"),
         cell("", h("button", { type: "button", class: "danger", onclick: async () => {
           if (!confirm(`Delete policy "${p.name}"?`)) return;
+          actionErr.show(null);
           try {
             const r = await api.del(`/policies/${encodeURIComponent(p.name)}`);
             note.show(`${r.Message}.`);
           } catch (e) {
-            err.show(new Error(`Could not delete "${p.name}": ${e.message}`));
+            note.show(null);
+            actionErr.show(new Error(`Could not delete "${p.name}": ${e.message}`));
           }
           load();
         } }, "Delete")),

@@ -154,6 +154,75 @@ impl Api {
         self.call(Method::DELETE, &path, &query, None).await
     }
 
+    pub async fn recover_volume(&self, name: &str) -> Result<Value> {
+        let path = format!("/volumes/{}/recover", segment(name));
+        self.call(Method::POST, &path, &[], None).await
+    }
+
+    // --- snapshots ---
+
+    fn snapshot_path(volume: &str, snapshot: &str) -> String {
+        format!(
+            "/volumes/{}/snapshots/{}",
+            segment(volume),
+            segment(snapshot)
+        )
+    }
+
+    pub async fn list_snapshots(&self, volume: &str) -> Result<Value> {
+        self.get(&format!("/volumes/{}/snapshots", segment(volume)))
+            .await
+    }
+
+    pub async fn list_all_snapshots(&self) -> Result<Value> {
+        self.get("/snapshots").await
+    }
+
+    pub async fn get_snapshot(&self, volume: &str, snapshot: &str) -> Result<Value> {
+        self.get(&Api::snapshot_path(volume, snapshot)).await
+    }
+
+    pub async fn create_snapshot(&self, volume: &str, body: &Value) -> Result<Value> {
+        let path = format!("/volumes/{}/snapshots", segment(volume));
+        self.call(Method::POST, &path, &[], Some(body)).await
+    }
+
+    pub async fn delete_snapshot(
+        &self,
+        volume: &str,
+        snapshot: &str,
+        force: bool,
+    ) -> Result<Value> {
+        let query = if force {
+            vec![("force", "true".to_string())]
+        } else {
+            Vec::new()
+        };
+        let path = Api::snapshot_path(volume, snapshot);
+        self.call(Method::DELETE, &path, &query, None).await
+    }
+
+    pub async fn rollback_snapshot(&self, volume: &str, snapshot: &str) -> Result<Value> {
+        let path = format!("{}/rollback", Api::snapshot_path(volume, snapshot));
+        self.call(Method::PATCH, &path, &[], Some(&json!({}))).await
+    }
+
+    /// Snapshots attach read-only (the server enforces it).
+    pub async fn attach_snapshot(&self, volume: &str, snapshot: &str, node: &str) -> Result<Value> {
+        let path = format!("{}/attachments", Api::snapshot_path(volume, snapshot));
+        let body = json!({"node": node, "readonly": true});
+        self.call(Method::POST, &path, &[], Some(&body)).await
+    }
+
+    pub async fn get_attachment(&self, volume: &str, snapshot: &str, node: &str) -> Result<Value> {
+        let path = format!(
+            "{}/attachments/{}",
+            Api::snapshot_path(volume, snapshot),
+            segment(node)
+        );
+        self.get(&path).await
+    }
+
     // --- policies ---
 
     pub async fn list_policies(&self) -> Result<Value> {
@@ -177,6 +246,13 @@ impl Api {
 
     pub async fn list_media(&self) -> Result<Value> {
         self.get("/media").await
+    }
+
+    /// `PATCH /media/{m}` with `{"state": "Failed"}` (administrators).
+    pub async fn fail_medium(&self, medium: &str) -> Result<Value> {
+        let path = format!("/media/{}", segment(medium));
+        let body = json!({"state": "Failed"});
+        self.call(Method::PATCH, &path, &[], Some(&body)).await
     }
 
     pub async fn list_nodes(&self) -> Result<Value> {
@@ -317,6 +393,84 @@ mod tests {
     fn segments_are_encoded() {
         assert_eq!(segment("db-1.x_y"), "db-1.x_y");
         assert_eq!(segment("a b/c"), "a%20b%2Fc");
+    }
+
+    /// Serves one HTTP request with `answer` (JSON, 200) and hands back
+    /// the request's text (head and body).
+    async fn one_request(answer: &'static str) -> (String, tokio::task::JoinHandle<String>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        let served = tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.expect("accept");
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            // Head, then as many body bytes as it announces.
+            loop {
+                let n = conn.read(&mut buf).await.expect("read");
+                request.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&request).to_string();
+                if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                    let length = head
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length: ")
+                                .map(str::to_string)
+                        })
+                        .and_then(|v| v.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    if body.len() >= length {
+                        break;
+                    }
+                }
+                assert!(n > 0, "connection closed early");
+            }
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+            conn.write_all(reply.as_bytes()).await.expect("write");
+            String::from_utf8_lossy(&request).to_string()
+        });
+        (base, served)
+    }
+
+    #[tokio::test]
+    async fn recover_posts_to_the_volume() {
+        let answer = r#"{"Message":"Volume recovery started","JobID":"7","ObjectID":"x"}"#;
+        let (base, served) = one_request(answer).await;
+        let api = Api::new(&base).expect("api").with_token("t0k");
+        let got = api.recover_volume("db 1").await.expect("answer");
+        assert_eq!(got["JobID"], "7");
+        let request = served.await.expect("served");
+        assert!(
+            request.starts_with("POST /volumes/db%201/recover HTTP/1.1\r\n"),
+            "{request}"
+        );
+        assert!(
+            request.contains("authorization: Bearer t0k\r\n"),
+            "{request}"
+        );
+    }
+
+    #[tokio::test]
+    async fn failing_a_medium_patches_its_state() {
+        let (base, served) = one_request(r#"{"mediaid":"d3","state":"Failed"}"#).await;
+        let api = Api::new(&base).expect("api").with_token("t0k");
+        let got = api.fail_medium("d3").await.expect("answer");
+        assert_eq!(got["state"], "Failed");
+        let request = served.await.expect("served");
+        assert!(
+            request.starts_with("PATCH /media/d3 HTTP/1.1\r\n"),
+            "{request}"
+        );
+        assert!(
+            request.ends_with("\r\n\r\n{\"state\":\"Failed\"}"),
+            "{request}"
+        );
     }
 
     #[test]

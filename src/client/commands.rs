@@ -12,6 +12,40 @@ use std::time::Duration;
 /// How often a followed job is polled.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
 
+/// A snapshot named as `VOLUME/SNAPSHOT` (`--from-snapshot`). Names and
+/// ids never hold a `/`, so the one slash splits them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotRef {
+    pub volume: String,
+    pub snapshot: String,
+}
+
+impl std::str::FromStr for SnapshotRef {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<SnapshotRef, String> {
+        match s.split_once('/') {
+            Some((volume, snapshot))
+                if !volume.is_empty() && !snapshot.is_empty() && !snapshot.contains('/') =>
+            {
+                Ok(SnapshotRef {
+                    volume: volume.to_string(),
+                    snapshot: snapshot.to_string(),
+                })
+            }
+            _ => Err(format!("expected VOLUME/SNAPSHOT, e.g. db/s1: {s:?}")),
+        }
+    }
+}
+
+/// What a command shows once its followed job is Done (table output).
+#[derive(Debug, Clone, Copy)]
+enum Shown<'a> {
+    Nothing,
+    Volume(&'a str),
+    Snapshot { volume: &'a str, name: &'a str },
+}
+
 /// What every command needs: where the sessions are, which one, and how
 /// to print.
 #[derive(Debug)]
@@ -123,11 +157,16 @@ impl Context {
         policy: &str,
         kind: &str,
         zone: Option<&str>,
+        from_snapshot: Option<&SnapshotRef>,
         wait: bool,
     ) -> Result<()> {
         let mut body = json!({"name": name, "size": size, "policy": policy, "type": kind});
         if let Some(zone) = zone {
             body["zone"] = json!(zone);
+        }
+        if let Some(from) = from_snapshot {
+            body["contentvolume"] = json!(from.volume);
+            body["contentsnapshot"] = json!(from.snapshot);
         }
         let mut s = self.session().await?;
         let answer = s
@@ -135,7 +174,7 @@ impl Context {
             .create_volume(&body)
             .await
             .map_err(|e| s.auth_hint(e))?;
-        self.after_job_start(&mut s, &answer, wait, Some(name))
+        self.after_job_start(&mut s, &answer, wait, Shown::Volume(name))
             .await
     }
 
@@ -152,7 +191,7 @@ impl Context {
             .resize_volume(name, size, allow_data_movement)
             .await
             .map_err(|e| s.auth_hint(e))?;
-        self.after_job_start(&mut s, &answer, wait, Some(name))
+        self.after_job_start(&mut s, &answer, wait, Shown::Volume(name))
             .await
     }
 
@@ -163,17 +202,146 @@ impl Context {
             .delete_volume(name, force)
             .await
             .map_err(|e| s.auth_hint(e))?;
-        self.after_job_start(&mut s, &answer, wait, None).await
+        self.after_job_start(&mut s, &answer, wait, Shown::Nothing)
+            .await
     }
 
-    /// Prints the started job, and with `wait` follows it; a volume that
-    /// ends Done is shown (`show`).
+    /// Starts a `volume_recovery` job that rebuilds the copies lost with a
+    /// failed medium.
+    pub async fn volume_recover(&self, name: &str, wait: bool) -> Result<()> {
+        let mut s = self.session().await?;
+        let answer = s
+            .api
+            .recover_volume(name)
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        self.after_job_start(&mut s, &answer, wait, Shown::Volume(name))
+            .await
+    }
+
+    // --- snapshots ---
+
+    pub async fn snapshot_create(
+        &self,
+        volume: &str,
+        name: &str,
+        consistency: &str,
+        wait: bool,
+    ) -> Result<()> {
+        let body = json!({"name": name, "consistency": consistency});
+        let mut s = self.session().await?;
+        let answer = s
+            .api
+            .create_snapshot(volume, &body)
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        self.after_job_start(&mut s, &answer, wait, Shown::Snapshot { volume, name })
+            .await
+    }
+
+    /// The snapshots of `volume`, or of every volume of the tenant.
+    pub async fn snapshot_list(&self, volume: Option<&str>) -> Result<()> {
+        let s = self.session().await?;
+        let items = match volume {
+            Some(v) => s.api.list_snapshots(v).await,
+            None => s.api.list_all_snapshots().await,
+        }
+        .map_err(|e| s.auth_hint(e))?;
+        self.list(&items, output::SNAPSHOT_COLUMNS);
+        Ok(())
+    }
+
+    pub async fn snapshot_get(&self, volume: &str, name: &str) -> Result<()> {
+        let s = self.session().await?;
+        let item = s
+            .api
+            .get_snapshot(volume, name)
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        self.one(&item);
+        Ok(())
+    }
+
+    pub async fn snapshot_delete(
+        &self,
+        volume: &str,
+        name: &str,
+        force: bool,
+        wait: bool,
+    ) -> Result<()> {
+        let mut s = self.session().await?;
+        let answer = s
+            .api
+            .delete_snapshot(volume, name, force)
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        self.after_job_start(&mut s, &answer, wait, Shown::Nothing)
+            .await
+    }
+
+    pub async fn snapshot_rollback(&self, volume: &str, name: &str, wait: bool) -> Result<()> {
+        let mut s = self.session().await?;
+        let answer = s
+            .api
+            .rollback_snapshot(volume, name)
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        self.after_job_start(&mut s, &answer, wait, Shown::Volume(volume))
+            .await
+    }
+
+    /// Attaches a snapshot (read-only) to `node`. The table output ends
+    /// with the NBD URI on a line of its own (the export exists from the
+    /// start; it serves once the job is Done); `--output json` prints the
+    /// attachment, with its `uri`, after the job (or the started job's
+    /// answer without `wait`).
+    pub async fn snapshot_attach(
+        &self,
+        volume: &str,
+        name: &str,
+        node: &str,
+        wait: bool,
+    ) -> Result<()> {
+        let mut s = self.session().await?;
+        let answer = s
+            .api
+            .attach_snapshot(volume, name, node)
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        let job_id = output::text(&answer["JobID"]);
+        if self.output == OutputFormat::Json && !wait {
+            emit(&output::render_json(&answer));
+            return Ok(());
+        }
+        if self.output == OutputFormat::Table {
+            emit(&format!(
+                "{}: job {job_id}\n",
+                output::text(&answer["Message"])
+            ));
+        }
+        if wait {
+            self.follow(&mut s, &job_id).await?;
+        }
+        let attachment = s
+            .api
+            .get_attachment(volume, name, node)
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        match self.output {
+            OutputFormat::Json => emit(&output::render_json(&attachment)),
+            OutputFormat::Table => emit(&format!("{}\n", output::text(&attachment["uri"]))),
+        }
+        Ok(())
+    }
+
+    /// Prints the started job, and with `wait` follows it; what ends Done
+    /// is shown (`show`) in a table.
     async fn after_job_start(
         &self,
         s: &mut Session,
         answer: &Value,
         wait: bool,
-        show: Option<&str>,
+        show: Shown<'_>,
     ) -> Result<()> {
         let job_id = output::text(&answer["JobID"]);
         if !wait {
@@ -195,14 +363,25 @@ impl Context {
         let job = self.follow(s, &job_id).await?;
         match (self.output, show) {
             (OutputFormat::Json, _) => emit(&output::render_json(&job)),
-            (OutputFormat::Table, Some(volume)) => {
+            (OutputFormat::Table, Shown::Volume(volume)) => {
                 let item = s.api.get_volume(volume).await.map_err(|e| s.auth_hint(e))?;
                 emit(&output::render_table(
                     &Value::Array(vec![item]),
                     output::VOLUME_COLUMNS,
                 ));
             }
-            (OutputFormat::Table, None) => {}
+            (OutputFormat::Table, Shown::Snapshot { volume, name }) => {
+                let item = s
+                    .api
+                    .get_snapshot(volume, name)
+                    .await
+                    .map_err(|e| s.auth_hint(e))?;
+                emit(&output::render_table(
+                    &Value::Array(vec![item]),
+                    output::SNAPSHOT_COLUMNS,
+                ));
+            }
+            (OutputFormat::Table, Shown::Nothing) => {}
         }
         Ok(())
     }
@@ -269,6 +448,23 @@ impl Context {
         let s = self.session().await?;
         let items = s.api.list_media().await.map_err(|e| s.auth_hint(e))?;
         self.list(&items, output::MEDIA_COLUMNS);
+        Ok(())
+    }
+
+    /// Marks a medium failed (administrators only).
+    pub async fn media_fail(&self, medium: &str) -> Result<()> {
+        let s = self.session().await?;
+        let answer = s
+            .api
+            .fail_medium(medium)
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        // The answer's shape is the server's; a table says what happened
+        // in its words when it has some.
+        match (self.output, answer.get("Message")) {
+            (OutputFormat::Table, None) => emit(&format!("Medium '{medium}' marked Failed\n")),
+            _ => self.message(&answer),
+        }
         Ok(())
     }
 

@@ -8,7 +8,7 @@ pub mod credentials;
 pub mod error;
 pub mod output;
 
-pub use commands::{Context, JobFilter};
+pub use commands::{Context, JobFilter, SnapshotRef};
 pub use credentials::{CredentialsStore, DEFAULT_PROFILE};
 pub use error::{ClientError, Result};
 pub use output::OutputFormat;

@@ -12,11 +12,12 @@ pub enum OutputFormat {
 }
 
 /// A column: header and the field it shows (a suffix is appended to
-/// non-empty values, e.g. " GiB").
+/// non-empty values, e.g. " GiB"; `bytes` shows a byte count as KiB, MiB…).
 pub struct Column {
     pub header: &'static str,
     pub field: &'static str,
     pub suffix: &'static str,
+    pub bytes: bool,
 }
 
 pub const fn col(header: &'static str, field: &'static str) -> Column {
@@ -24,6 +25,7 @@ pub const fn col(header: &'static str, field: &'static str) -> Column {
         header,
         field,
         suffix: "",
+        bytes: false,
     }
 }
 
@@ -32,6 +34,16 @@ pub const fn gib(header: &'static str, field: &'static str) -> Column {
         header,
         field,
         suffix: " GiB",
+        bytes: false,
+    }
+}
+
+pub const fn bytes(header: &'static str, field: &'static str) -> Column {
+    Column {
+        header,
+        field,
+        suffix: "",
+        bytes: true,
     }
 }
 
@@ -44,6 +56,17 @@ pub const VOLUME_COLUMNS: &[Column] = &[
     col("STATE", "state"),
     col("STATUS", "status"),
     col("PROGRESS", "progress"),
+];
+
+pub const SNAPSHOT_COLUMNS: &[Column] = &[
+    col("VOLUME", "volumename"),
+    col("NAME", "name"),
+    col("TIME", "time"),
+    gib("VOLUMESIZE", "volumesize"),
+    bytes("USED", "used"),
+    col("CONSISTENCY", "consistency"),
+    col("STATE", "state"),
+    col("ATTACHMENTS", "numberofattachments"),
 ];
 
 pub const POLICY_COLUMNS: &[Column] = &[
@@ -97,6 +120,22 @@ pub fn text(value: &Value) -> String {
     }
 }
 
+/// A byte count for people: "0 B", "512 B", "64.0 KiB", "1.5 GiB".
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    // Lossy above 2^53 bytes, far beyond what one decimal shows.
+    let mut value = n as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
 /// Rows of strings as aligned columns (two spaces apart, no trailing blanks).
 pub fn render_rows(rows: &[Vec<String>]) -> String {
     let width = rows.iter().map(Vec::len).max().unwrap_or(0);
@@ -133,6 +172,11 @@ pub fn render_table(items: &Value, columns: &[Column]) -> String {
             columns
                 .iter()
                 .map(|c| {
+                    if c.bytes {
+                        if let Some(n) = item[c.field].as_u64() {
+                            return human_bytes(n);
+                        }
+                    }
                     let v = text(&item[c.field]);
                     if v.is_empty() {
                         v
@@ -215,6 +259,24 @@ mod tests {
         assert!(lines[0].starts_with("MEDIA       NODE    ZONE    SIZE     FREE"));
         assert!(lines[1].starts_with("a1          node-a  z       10 GiB   2 GiB"));
         assert!(lines[2].starts_with("media-long  n       zone-b  200 GiB  200 GiB"));
+    }
+
+    #[test]
+    fn byte_counts_are_shown_in_binary_units() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(1023), "1023 B");
+        assert_eq!(human_bytes(1024), "1.0 KiB");
+        assert_eq!(human_bytes(65536), "64.0 KiB");
+        assert_eq!(human_bytes(3 * 1024 * 1024 / 2), "1.5 MiB");
+        assert_eq!(human_bytes(4 << 30), "4.0 GiB");
+        assert_eq!(human_bytes(u64::MAX), "16.0 EiB");
+        let out = render_table(
+            &json!([{"volumename": "v", "name": "s1", "used": 131072, "volumesize": 4}]),
+            SNAPSHOT_COLUMNS,
+        );
+        let row = out.lines().nth(1).unwrap_or_default();
+        assert!(row.starts_with("v       s1"), "{out}");
+        assert!(row.contains("4 GiB       128.0 KiB"), "{out}");
     }
 
     #[test]

@@ -516,3 +516,212 @@ async fn a_key_rotation_while_the_service_runs_keeps_old_tokens_until_they_expir
     app.restart().await;
     assert_eq!(jwks_kids(&app).await.len(), 1);
 }
+
+fn last_line(text: &str) -> String {
+    text.lines().last().unwrap_or_default().to_string()
+}
+
+/// Detaches through the API and waits for the job.
+async fn detach(app: &TestApp, path: &str) {
+    let (status, body) = app.delete(path).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+}
+
+#[tokio::test]
+async fn snapshots_rollback_attach_and_clones_through_the_cli() {
+    use crate::attach::{attach, qemu_io, qemu_io_ro, topology, uri};
+    let app = TestApp::start_with(topology("0")).await;
+    let home = Home::new(true);
+    home.login(&app);
+    home.ok(&[
+        "policy",
+        "create",
+        "mirror",
+        "--resiliency-media",
+        "1",
+        "--resiliency-node",
+        "1",
+        "--resiliency-zone",
+        "0",
+    ]);
+    home.ok(&[
+        "volume", "create", "v", "--size", "4", "--policy", "mirror", "--wait",
+    ]);
+    let live = attach(&app, "v", "host-1", false).await;
+    let write = |pattern: u8| {
+        qemu_io(
+            &uri(&live),
+            &[format!("write -P {pattern} 1020k 8k"), "flush".into()],
+        )
+        .expect("write over NBD");
+    };
+    let read = |pattern: u8| vec![format!("read -P {pattern} 1020k 8k")];
+
+    // Taken and followed: the snapshot's row once Done.
+    write(0x11);
+    let out = home.run(&["snapshot", "create", "v", "s1", "--wait"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("Snapshot creation started: job "),
+        "{text}"
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(lines[1].starts_with("VOLUME  NAME  TIME"), "{text}");
+    assert!(lines[2].starts_with("v       s1    "), "{text}");
+    assert!(
+        lines[2].contains("4 GiB") && lines[2].contains("Ready"),
+        "{text}"
+    );
+    assert!(stderr(&out).contains("Done"), "{}", stderr(&out));
+
+    // Not followed, --output json: the server's answer, then the job.
+    write(0x22);
+    let answer = home.json(&[
+        "snapshot",
+        "create",
+        "v",
+        "s2",
+        "--consistency",
+        "application",
+    ]);
+    assert_eq!(answer["Message"], "Snapshot creation started");
+    let job = home.json(&["job", "watch", answer["JobID"].as_str().expect("JobID")]);
+    assert_eq!(job["type"], "snapshot_create");
+    assert_eq!(job["state"], "Done", "{job}");
+    write(0x33);
+
+    // Lists (one volume, the tenant) and one snapshot, as the server has them.
+    let list = home.json(&["snapshot", "list", "v"]);
+    assert_eq!(names(&list, "name"), ["s1", "s2"]);
+    let (_, all) = app.get("/snapshots").await;
+    assert_eq!(home.json(&["snapshot", "list"]), all);
+    let s2 = home.json(&["snapshot", "get", "v", "s2"]);
+    assert_eq!(s2["consistency"], "application");
+    assert_eq!(s2["snapshotid"], answer["ObjectID"]);
+    let text = home.ok(&["snapshot", "get", "v", "s1"]);
+    assert!(
+        text.contains("consistency") && text.contains("crash"),
+        "{text}"
+    );
+
+    // Refused calls: the server's message, exit status 1.
+    let (status, body) = app
+        .post(
+            "/volumes/v/snapshots",
+            serde_json::json!({"name": "s1", "consistency": "crash"}),
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::CONFLICT, "{body}");
+    let out = home.run(&["snapshot", "create", "v", "s1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        format!("svs: {}\n", body["message"].as_str().expect("message"))
+    );
+    let out = home.run(&["snapshot", "rollback", "v", "s1", "--wait"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        "svs: volume 'v' is attached read-write to node(s) host-1; detach it or make the \
+         attachment read-only before a rollback\n"
+    );
+
+    // Attached read-only: the URI on the last line reads s1's instant.
+    let out = home.ok(&[
+        "snapshot", "attach", "v", "s1", "--node", "host-1", "--wait",
+    ]);
+    let s1_uri = last_line(&out);
+    assert!(s1_uri.starts_with("nbd://"), "{out}");
+    assert!(
+        out.starts_with("Attachment creation started: job "),
+        "{out}"
+    );
+    qemu_io_ro(&s1_uri, &read(0x11)).expect("s1 reads its instant");
+    assert_eq!(
+        home.json(&["snapshot", "get", "v", "s1"])["numberofattachments"],
+        1
+    );
+    let a = home.json(&[
+        "snapshot", "attach", "v", "s2", "--node", "host-1", "--wait",
+    ]);
+    assert_eq!(a["readonly"], true, "{a}");
+    assert_eq!(a["snapshotname"], "s2");
+    qemu_io_ro(a["uri"].as_str().expect("uri"), &read(0x22)).expect("s2 reads its instant");
+
+    // Rollback once detached: the volume holds s1's bytes again.
+    detach(&app, "/volumes/v/snapshots/top/attachments/host-1").await;
+    let out = home.run(&["snapshot", "rollback", "v", "s1", "--wait"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("Snapshot rollback started: job "),
+        "{}",
+        stdout(&out)
+    );
+    assert!(stderr(&out).contains("Done"), "{}", stderr(&out));
+    let live = attach(&app, "v", "host-1", false).await;
+    qemu_io(&uri(&live), &read(0x11)).expect("rolled back to s1");
+
+    // An attached snapshot goes only with --force.
+    let out = home.run(&["snapshot", "delete", "v", "s1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        "svs: snapshot 's1' is attached to node(s) host-1; detach it first or delete with \
+         force=true\n"
+    );
+    let job = home.json(&["snapshot", "delete", "v", "s1", "--force", "--wait"]);
+    assert_eq!(job["type"], "snapshot_delete");
+    assert_eq!(job["state"], "Done", "{job}");
+    assert_eq!(
+        names(&home.json(&["snapshot", "list", "v"]), "name"),
+        ["s2"]
+    );
+    assert!(
+        qemu_io_ro(&s1_uri, &read(0x11)).is_err(),
+        "s1's export is gone"
+    );
+
+    // A clone of s2, larger than it: its own volume with s2's bytes.
+    let out = home.ok(&[
+        "volume",
+        "create",
+        "c",
+        "--size",
+        "6",
+        "--policy",
+        "mirror",
+        "--from-snapshot",
+        "v/s2",
+        "--wait",
+    ]);
+    assert!(out.contains("6 GiB"), "{out}");
+    let c = home.json(&["volume", "get", "c"]);
+    assert_eq!(c["contentvolume"], "v");
+    assert_eq!(c["contentsnapshot"], "s2");
+    assert_eq!(c["state"], "Ready");
+    let clone = attach(&app, "c", "host-1", false).await;
+    qemu_io(&uri(&clone), &read(0x22)).expect("the clone holds s2's bytes");
+    let out = home.run(&[
+        "volume",
+        "create",
+        "d",
+        "--size",
+        "4",
+        "--policy",
+        "mirror",
+        "--from-snapshot",
+        "v",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    assert!(
+        stderr(&out).contains("expected VOLUME/SNAPSHOT"),
+        "{}",
+        stderr(&out)
+    );
+}
