@@ -361,7 +361,12 @@ async fn snapshots_keep_their_size_across_a_resize_and_a_rollback_zeroes_the_gro
     qemu_io_ro(&uri(&a), &reads(0x11)).expect("the snapshot is unchanged by the resize");
 
     detach(&app, "/volumes/v/snapshots/top/attachments/host-1").await;
-    let job = job_of(&app, app.patch("/volumes/v/snapshots/small/rollback", json!({})).await).await;
+    let job = job_of(
+        &app,
+        app.patch("/volumes/v/snapshots/small/rollback", json!({}))
+            .await,
+    )
+    .await;
     assert_eq!(job["state"], "Done", "{job}");
     assert_eq!(
         job["details"].as_array().and_then(|d| d.last()).cloned(),
@@ -406,7 +411,10 @@ async fn a_snapshot_a_clone_is_copying_from_cannot_be_deleted() {
     let (status, body) = app.delete("/volumes/v?force=true").await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     let (_, job) = app.get(&format!("/jobs/{clone_job}")).await;
-    assert_eq!(job["state"], "Running", "the refusals came while the clone copied: {job}");
+    assert_eq!(
+        job["state"], "Running",
+        "the refusals came while the clone copied: {job}"
+    );
 
     let job = app.wait_job(&clone_job).await;
     assert_eq!(job["state"], "Done", "{job}");
