@@ -2016,7 +2016,7 @@ mod tests {
     }
 
     #[test]
-    fn the_budget_count_follows_saves_without_scanning_and_is_re_measured_after_deletion() {
+    fn the_budget_count_follows_saves_without_scanning_and_is_re_measured_after_changes() {
         let (_d, media, layout) = volume(1, 1, 2);
         let io = Arc::new(LocalVolumeIo::open(&media, &layout).expect("open"));
         io.write(0, &pattern(1, (2 * MIB) as usize), false)
@@ -2036,6 +2036,22 @@ mod tests {
             .sum();
         assert_eq!(counted, measured);
         assert!(counted >= 4 * COW_CHUNK, "{counted}");
+        // A file the count does not know of: a save does not scan for it...
+        let stray = media
+            .medium_dir("m0")
+            .expect("dir")
+            .join("v")
+            .join("c9-k9.s1.delta");
+        std::fs::write(&stray, vec![1u8; MIB as usize]).expect("stray");
+        io.write(4 * COW_CHUNK, &pattern(3, 4096), false)
+            .expect("write");
+        assert_eq!(media.space.figures("m0").1, Some(counted + COW_CHUNK));
+        // ...a new budget makes the next save measure the files again.
+        media.set_snapshot_budget("m0", Some(64 * MIB));
+        io.write(5 * COW_CHUNK, &pattern(3, 4096), false)
+            .expect("write");
+        let recounted = media.space.figures("m0").1.expect("counted");
+        assert!(recounted >= counted + 2 * COW_CHUNK + MIB, "{recounted}");
         io.delete_snapshot(1).expect("delete");
         assert_eq!(media.space.figures("m0").1, None);
     }
