@@ -13,6 +13,7 @@ use crate::http::HttpLimits;
 use crate::jobs::{JobRunner, RetryPolicy, RunnerParts, RunnerSettings, VolumeActivity};
 use crate::reconcile::{
     ExpiredRefreshTokens, ExportsReconciler, MediaHealth, OrphanedCopies, Reconciler, Reconcilers,
+    SnapshotSpace,
 };
 use crate::service::throttle::{SignInThrottle, ThrottleSettings};
 use crate::service::users::add_user;
@@ -361,6 +362,12 @@ fn background_work(
             media: Arc::clone(media),
             activity,
             period: config.reconcile_period,
+        }),
+        Arc::new(SnapshotSpace {
+            store: Arc::clone(store),
+            media: Arc::clone(media),
+            // A stat per snapshot file; figures lag writes by at most this.
+            period: config.reconcile_period.min(Duration::from_secs(10)),
         }),
         Arc::new(ExpiredRefreshTokens {
             store: Arc::clone(store),

@@ -4,7 +4,9 @@
 //! (persistence) and `svs-dataplane` (media) ← `exports` (NBD exports) ←
 //! `jobs` (runner) ← `reconcile` (periodic repairs) ← `service` (use cases) ←
 //! `api` (HTTP) ← `app` / `cli` (the binary). `workers` (status of background
-//! work) and `clock` sit beside them, used by all.
+//! work) and `clock` sit beside them, used by all; `snapshot_space`
+//! (snapshot usage and the media's snapshot budgets) serves `jobs`,
+//! `reconcile` and `app`.
 
 pub mod api;
 pub mod app;
@@ -18,6 +20,7 @@ pub mod http;
 pub mod jobs;
 pub mod reconcile;
 pub mod service;
+pub mod snapshot_space;
 #[cfg(test)]
 mod testing;
 pub mod workers;

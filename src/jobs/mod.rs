@@ -31,13 +31,14 @@ pub use runner::{JobRunner, RunnerParts, RunnerSettings, JOB_RUNNER};
 
 use crate::clock::Clock;
 use crate::exports::ExportRegistry;
+use crate::snapshot_space::refresh_snapshot_space;
 use std::sync::Arc;
 use svs_dataplane::{DataPlane, DataPlaneError, SliceKey};
-use svs_domain::{MediumState, Slice};
+use svs_domain::{JobKind, MediumState, Slice};
 use svs_store::{Job, JobEnd, Store, StoreError, Volume};
 use thiserror::Error;
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{info, warn};
 
 /// Why a job step failed.
 #[derive(Debug, Error)]
@@ -150,6 +151,18 @@ impl JobContext {
         }
     }
 
+    /// Records what snapshots hold (each snapshot's `used`, each medium's
+    /// free space) and sets the media's snapshot budgets. Best effort: a
+    /// failed measurement leaves the last figures (the snapshot-space
+    /// reconciler tries again).
+    async fn refresh_snapshot_space(&self) {
+        match refresh_snapshot_space(self.store.as_ref(), &self.media).await {
+            Ok(r) if r.unmeasured.is_empty() => {}
+            Ok(r) => warn!(media = ?r.unmeasured, "snapshot space not measured on some media"),
+            Err(e) => warn!(error = %e, "cannot record snapshot space"),
+        }
+    }
+
     async fn progress(&self, job: &Job, progress: u8, status: &str) -> Result<(), JobError> {
         self.store
             .set_job_progress(job.id, progress, status)
@@ -157,13 +170,27 @@ impl JobContext {
         Ok(())
     }
 
+    /// Ends the job Done. Figures of space it changed are current by then
+    /// (a client waiting for Done sees them).
     async fn done(&self, job: &Job, detail: String) -> Result<(), JobError> {
+        if changes_space(job.kind()) {
+            self.refresh_snapshot_space().await;
+        }
         info!(detail = %detail, "job done");
         self.store
             .finish_job(job.id, &JobEnd::done(detail, self.clock.now_ms()))
             .await?;
         Ok(())
     }
+}
+
+/// Whether a job of this kind may change what is placed or booked on media
+/// or what snapshots hold (attachments change neither).
+fn changes_space(kind: Option<JobKind>) -> bool {
+    !matches!(
+        kind,
+        Some(JobKind::AttachmentCreate | JobKind::AttachmentDelete | JobKind::AttachmentModify)
+    )
 }
 
 /// Progress after `done` of `total` items, below 100 until the job ends.

@@ -74,7 +74,6 @@ pub(super) async fn recover_volume(
         }
         slice_move::rebuild_slice(ctx, job, &volume, &io, step, index, count).await?;
     }
-    ctx.record_snapshot_usage(&volume).await;
     ctx.done(
         job,
         format!(

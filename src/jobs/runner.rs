@@ -224,6 +224,11 @@ impl JobRunner {
         {
             error!(error = %e, "cannot record job failure");
         }
+        // A failed job may have changed placements, bookings or snapshots
+        // before it failed (a Done job refreshed on its way out).
+        if super::changes_space(job.kind()) {
+            ctx.refresh_snapshot_space().await;
+        }
     }
 }
 

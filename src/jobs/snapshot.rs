@@ -34,72 +34,6 @@ impl JobContext {
             .map_err(|e| JobError::Failed(format!("data plane task failed: {e}")))
     }
 
-    /// Measures what the volume's snapshots hold and records it, per
-    /// snapshot (`used`) and per medium (its free space). Best effort: a
-    /// failed measurement leaves the last figures.
-    pub(super) async fn record_snapshot_usage(&self, volume: &Volume) {
-        if let Err(e) = self.try_record_snapshot_usage(volume).await {
-            warn!(error = %e, volume = %volume.id, "cannot measure snapshot usage");
-        }
-    }
-
-    async fn try_record_snapshot_usage(&self, volume: &Volume) -> Result<(), JobError> {
-        let snapshots = self.store.volume_snapshots(&volume.id).await?;
-        let slices = self.store.volume_slices(&volume.id).await?;
-        let volume_id = volume.id.clone();
-        let (per_seq, per_medium) = self
-            .blocking(move |dp| {
-                let mut per_seq = std::collections::HashMap::<u64, u64>::new();
-                let mut per_medium = std::collections::HashMap::<String, u64>::new();
-                for row in &slices {
-                    let key = super::slice_key(&volume_id, &row.slice);
-                    for (seq, bytes) in dp.snapshot_usage(&row.slice.medium, &key)? {
-                        *per_seq.entry(seq).or_default() += bytes;
-                        *per_medium.entry(row.slice.medium.clone()).or_default() += bytes;
-                    }
-                }
-                Ok((per_seq, per_medium))
-            })
-            .await?;
-        let per_snapshot: Vec<(String, u64)> = snapshots
-            .iter()
-            .map(|s| (s.id.clone(), per_seq.get(&s.seq).copied().unwrap_or(0)))
-            .collect();
-        // Media of this volume only hold this volume's part: add the others'.
-        let per_medium = self.medium_snapshot_totals(per_medium).await?;
-        self.store
-            .set_snapshot_usage(&per_snapshot, &per_medium)
-            .await?;
-        Ok(())
-    }
-
-    /// Every medium's snapshot bytes across all volumes, given fresh figures
-    /// for some volumes' slices: re-measured from every slice on those media.
-    async fn medium_snapshot_totals(
-        &self,
-        fresh: std::collections::HashMap<String, u64>,
-    ) -> Result<Vec<(String, u64)>, JobError> {
-        let media: Vec<String> = fresh.keys().cloned().collect();
-        self.blocking(move |dp| {
-            let mut totals = Vec::new();
-            for medium in media {
-                let mut bytes = 0;
-                for stored in dp.stored_slices(&medium)? {
-                    if stored.partial {
-                        continue;
-                    }
-                    bytes += dp
-                        .snapshot_usage(&medium, &stored.key)?
-                        .values()
-                        .sum::<u64>();
-                }
-                totals.push((medium, bytes));
-            }
-            Ok(totals)
-        })
-        .await
-    }
-
     async fn snapshot(&self, args: &SnapshotArgs) -> Result<Option<Snapshot>, JobError> {
         Ok(self.store.snapshot_by_id(&args.snapshot_id).await?)
     }
@@ -134,7 +68,6 @@ pub(super) async fn create_snapshot(
     ctx.store
         .set_snapshot_state(&snapshot.id, SnapshotState::Ready)
         .await?;
-    ctx.record_snapshot_usage(&volume).await;
     ctx.done(
         job,
         format!(
@@ -171,7 +104,6 @@ pub(super) async fn delete_snapshot(
                 ))
             })?;
         ctx.store.delete_snapshot(&snapshot.id).await?;
-        ctx.record_snapshot_usage(&volume).await;
     }
     ctx.done(
         job,
@@ -209,7 +141,6 @@ pub(super) async fn rollback(
                 volume.name, snapshot.name
             ))
         })?;
-    ctx.record_snapshot_usage(&volume).await;
     let grown = if volume.size > snapshot.volume_size {
         format!(
             "; the {} GiB added since the snapshot now read as zeros",

@@ -13,6 +13,7 @@ mod exports;
 mod media;
 mod orphaned_copies;
 mod refresh_tokens;
+mod snapshot_space;
 #[cfg(test)]
 mod tests;
 
@@ -20,6 +21,7 @@ pub use exports::ExportsReconciler;
 pub use media::MediaHealth;
 pub use orphaned_copies::OrphanedCopies;
 pub use refresh_tokens::ExpiredRefreshTokens;
+pub use snapshot_space::SnapshotSpace;
 
 use crate::clock::Clock;
 use crate::workers::{WorkerBoard, WorkerHandle, WorkerState, WorkerStatus};

@@ -272,3 +272,93 @@ async fn a_reconciler_polls_on_its_timer_keeps_going_after_errors_and_stops_with
     handle.await.expect("pollers end");
     assert_eq!(board.statuses()[0].state, WorkerState::Done);
 }
+
+/// The snapshot-space reconciler records what a snapshot holds once writes
+/// grew it, and sets the budget that makes a save with no room fail.
+#[tokio::test]
+async fn snapshot_space_is_measured_recorded_and_budgets_follow_the_store() {
+    use svs_domain::{Consistency, SnapshotArgs};
+    use svs_store::NewSnapshot;
+    let a = Attached::new().await;
+    let store = &a.base.store;
+    let media = a.base.media();
+    let reconciler = SnapshotSpace {
+        store: Arc::clone(store),
+        media: Arc::clone(&media),
+        period: Duration::from_secs(10),
+    };
+    // m1 is exactly as large as the volume's slice: nothing left for
+    // snapshot data.
+    let sized = |m1: u64| {
+        ["m1", "m2"].map(|id| {
+            svs_store::testing::medium(
+                id,
+                if id == "m1" { m1 } else { 20 },
+                a.base.root.join(id).display().to_string(),
+            )
+        })
+    };
+    store.sync_media(&sized(1)).await.expect("m1 at 1 GiB");
+    let spec = JobSpec::SnapshotCreate(SnapshotArgs {
+        name: "s1".into(),
+        snapshot_id: "snap-1".into(),
+    });
+    let job = store
+        .create_snapshot(
+            &NewSnapshot {
+                id: "snap-1".into(),
+                volume_id: VOLUME.into(),
+                tenant_id: a.base.user.tenant_id,
+                name: "s1".into(),
+                consistency: Consistency::Crash,
+                volume_size: 1,
+                attributes: Default::default(),
+                now_ms: 2,
+            },
+            &a.base.new_job(spec, VOLUME),
+        )
+        .await
+        .expect("snapshot row");
+    store.finish_job(job, &done()).await.expect("done");
+    let seq = store.volume_snapshots(VOLUME).await.expect("snapshots")[0].seq;
+    let io = media
+        .open_volume(&svs_dataplane::VolumeLayout {
+            volume_id: VOLUME.into(),
+            size: GIB,
+            media: vec![vec!["m1".into()]],
+        })
+        .expect("open");
+    io.write(0, &[7u8; 256 * 1024], false).expect("data");
+    io.snapshot(seq).expect("snapshot");
+
+    assert_eq!(reconciler.reconcile().await.expect("pass"), 2);
+    let held = |store: Arc<dyn svs_store::Store>| async move {
+        let medium = store.media_usage().await.expect("usage")[0].snapshot_bytes;
+        let snapshot = store.volume_snapshots(VOLUME).await.expect("snapshots")[0].used_bytes;
+        (medium, snapshot)
+    };
+    let (medium, snapshot) = held(Arc::clone(store)).await;
+    assert!(medium > 0 && medium < 65536, "an empty map: {medium}");
+    assert_eq!(snapshot, medium);
+    assert_eq!(reconciler.reconcile().await.expect("pass"), 0, "no change");
+    // The budget is 0 bytes: the first overwrite of saved data fails whole.
+    let err = io.write(0, &[9u8; 4096], false).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::StorageFull, "{err}");
+    let mut back = vec![0u8; 4096];
+    io.read(0, &mut back).expect("read");
+    assert_eq!(back, vec![7u8; 4096]);
+
+    // A larger medium: room for the save; the next pass records its size.
+    store.sync_media(&sized(2)).await.expect("m1 at 2 GiB");
+    reconciler.reconcile().await.expect("pass");
+    io.write(0, &[9u8; 4096], false).expect("room now");
+    assert_eq!(reconciler.reconcile().await.expect("pass"), 2);
+    let (medium, snapshot) = held(Arc::clone(store)).await;
+    assert!(medium >= 65536, "one saved chunk: {medium}");
+    assert_eq!(snapshot, medium);
+    let free = store.media_usage().await.expect("usage")[0].free();
+    assert_eq!(
+        free, 0,
+        "2 GiB less the slice and 1 GiB (rounded up) of snapshot"
+    );
+}

@@ -423,3 +423,108 @@ async fn a_snapshot_a_clone_is_copying_from_cannot_be_deleted() {
     let c = attach(&app, "c", "host-1", false).await;
     qemu_io(&uri(&c), &["read -P 0x66 0 64M".into()]).expect("the clone outlives its source");
 }
+
+/// One medium of `size_gib`, client host-1, and a reconcile period of 1 s
+/// (snapshot space is measured that often).
+fn one_medium(size_gib: u64) -> crate::harness::TestConfig {
+    crate::harness::TestConfig {
+        media: vec![crate::harness::medium("m1", "n1", "z1", size_gib)],
+        nodes: vec![("host-1", "127.0.0.1")],
+        settings: vec!["reconcile_period = \"1s\"".into()],
+        ..Default::default()
+    }
+}
+
+/// A 1 GiB single-copy volume "v" on m1, attached read-write to host-1.
+async fn single_on_m1(size_gib: u64) -> (TestApp, Value) {
+    let app = TestApp::start_with(one_medium(size_gib)).await;
+    app.create_policy("single", 0, 0, 0).await;
+    app.create_volume("v", 1, "single").await;
+    let a = attach(&app, "v", "host-1", false).await;
+    (app, a)
+}
+
+#[tokio::test]
+async fn a_write_that_needs_snapshot_space_the_medium_lacks_gets_enospc_and_changes_nothing() {
+    let (app, live) = single_on_m1(1).await;
+    assert_eq!(app.free("m1").await, 0);
+    qemu_io(&uri(&live), &["write -P 17 0 1M".into(), "flush".into()]).expect("first data");
+    snapshot(&app, "v", "s1").await;
+
+    // Overwriting data the snapshot must keep needs space m1 does not have.
+    let err = qemu_io(&uri(&live), &["write -P 34 0 64k".into()]).unwrap_err();
+    assert!(err.contains("No space left on device"), "{err}");
+    let err = qemu_io(&uri(&live), &["write -P 34 512k 4k".into()]).unwrap_err();
+    assert!(err.contains("No space left on device"), "{err}");
+    // Where the snapshot holds nothing (never written) a write costs it nothing.
+    qemu_io(
+        &uri(&live),
+        &["write -P 51 512M 64k".into(), "flush".into()],
+    )
+    .expect("a write over a hole needs no snapshot data");
+    // The volume and the snapshot read exact.
+    qemu_io(
+        &uri(&live),
+        &["read -P 17 0 1M".into(), "read -P 51 512M 64k".into()],
+    )
+    .expect("the volume is as before the refused writes");
+    let s1 = attach_snapshot(&app, "v", "s1", "host-1").await;
+    qemu_io_ro(
+        &uri(&s1),
+        &["read -P 17 0 1M".into(), "read -P 0 512M 64k".into()],
+    )
+    .expect("the snapshot reads its instant");
+
+    // Deleting the snapshot frees its space: the same write goes through.
+    let job = job_of(&app, app.delete("/volumes/v/snapshots/s1?force=true").await).await;
+    assert_eq!(job["state"], "Done", "{job}");
+    qemu_io(
+        &uri(&live),
+        &[
+            "write -P 34 0 64k".into(),
+            "flush".into(),
+            "read -P 34 0 64k".into(),
+            "read -P 17 64k 960k".into(),
+        ],
+    )
+    .expect("the same write after the deletion");
+}
+
+#[tokio::test]
+async fn media_freesize_counts_snapshot_data_as_it_grows_and_frees_it_on_deletion() {
+    let (app, live) = single_on_m1(4).await;
+    assert_eq!(app.free("m1").await, 3);
+    qemu_io(&uri(&live), &["write -P 17 0 4M".into(), "flush".into()]).expect("data");
+    let s1 = snapshot(&app, "v", "s1").await;
+    let first = s1["used"].as_u64().expect("used");
+    assert!(first > 0 && first < 65536, "empty maps only: {s1}");
+    // Any snapshot byte takes a whole GiB of the medium's free space.
+    assert_eq!(app.free("m1").await, 2);
+
+    // 4 MiB overwritten after the snapshot: it now holds them, as the
+    // snapshot-space reconciler measures without any job running.
+    qemu_io(&uri(&live), &["write -P 34 0 4M".into(), "flush".into()]).expect("overwrite");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let used = loop {
+        let (_, s1) = app.get("/volumes/v/snapshots/s1").await;
+        let used = s1["used"].as_u64().expect("used");
+        if used >= 4 << 20 || std::time::Instant::now() > deadline {
+            break used;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert!(
+        (4 << 20..(4 << 20) + 65536).contains(&used),
+        "the snapshot holds the 4 MiB it kept (and its map): {used}"
+    );
+    let (_, m1) = app.get("/media/m1").await;
+    assert_eq!(m1["freesize"], 2, "{m1}");
+
+    let job = job_of(&app, app.delete("/volumes/v/snapshots/s1").await).await;
+    assert_eq!(job["state"], "Done", "{job}");
+    assert_eq!(
+        app.free("m1").await,
+        3,
+        "the snapshot's space is free again"
+    );
+}

@@ -6,10 +6,13 @@ use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
 const JOB_RUNNER: &str = "jobs";
-const RECONCILERS: [&str; 3] = [
-    "reconcile-exports",
-    "reconcile-orphaned-copies",
-    "reconcile-refresh-tokens",
+/// Each reconciler and its period: cheap checks run more often.
+const RECONCILERS: [(&str, u64); 5] = [
+    ("reconcile-media-health", 5),
+    ("reconcile-exports", 60),
+    ("reconcile-orphaned-copies", 60),
+    ("reconcile-snapshot-space", 10),
+    ("reconcile-refresh-tokens", 60),
 ];
 
 async fn workers(app: &TestApp) -> Vec<Value> {
@@ -67,10 +70,10 @@ async fn workers_list_the_job_runner_and_each_reconciler_with_their_state() {
     let app = TestApp::start().await;
     let list = workers(&app).await;
     let names: Vec<&str> = list.iter().filter_map(|w| w["name"].as_str()).collect();
-    assert_eq!(
-        names,
-        [JOB_RUNNER, RECONCILERS[0], RECONCILERS[1], RECONCILERS[2]]
-    );
+    let expected: Vec<&str> = std::iter::once(JOB_RUNNER)
+        .chain(RECONCILERS.iter().map(|(name, _)| *name))
+        .collect();
+    assert_eq!(names, expected);
     for w in &list {
         for field in [
             "jobs_running",
@@ -92,9 +95,9 @@ async fn workers_list_the_job_runner_and_each_reconciler_with_their_state() {
     assert_eq!(runner["max_concurrent_jobs"], 16);
     assert_eq!(runner["errors"], 0);
     assert!(runner["last_error"].is_null());
-    for name in RECONCILERS {
+    for (name, period) in RECONCILERS {
         let r = worker(&list, name);
-        assert_eq!(r["period_secs"], 60, "{r}");
+        assert_eq!(r["period_secs"], period, "{r}");
         // Their first pass ran at start, before jobs resumed.
         assert!(r["last_success_time"].is_string(), "{r}");
         assert_eq!(r["errors"], 0, "{r}");

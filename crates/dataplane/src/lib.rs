@@ -18,6 +18,7 @@ mod extents;
 mod fsutil;
 mod local;
 mod snapshot;
+mod space;
 mod throttle;
 mod usage;
 mod volume;
@@ -177,6 +178,33 @@ pub trait DataPlane: Send + Sync + 'static {
         medium: &str,
         slice: &SliceKey,
     ) -> Result<std::collections::BTreeMap<u64, u64>, DataPlaneError>;
+
+    /// Bytes every snapshot on the medium holds (deltas and maps as
+    /// allocated on disk), by volume id and snapshot id, in one pass over
+    /// the medium (a stat per snapshot file).
+    fn medium_snapshot_usage(
+        &self,
+        medium: &str,
+    ) -> Result<std::collections::BTreeMap<(String, u64), u64>, DataPlaneError> {
+        let mut used = std::collections::BTreeMap::new();
+        for stored in self.stored_slices(medium)? {
+            if stored.partial {
+                continue;
+            }
+            for (id, bytes) in self.snapshot_usage(medium, &stored.key)? {
+                *used.entry((stored.key.volume_id.clone(), id)).or_insert(0) += bytes;
+            }
+        }
+        Ok(used)
+    }
+
+    /// Sets how many bytes snapshots may hold on the medium (`None`: no
+    /// limit, the default). A copy-on-write save that would take the
+    /// medium's snapshot bytes over it fails with ENOSPC
+    /// (`io::ErrorKind::StorageFull`) before anything is written, so the
+    /// write that needed it fails and the volume and its snapshots stay as
+    /// they were. Data planes without a notion of logical capacity ignore it.
+    fn set_snapshot_budget(&self, _medium: &str, _bytes: Option<u64>) {}
 
     /// Marks a medium failed (or healthy again) for volumes opened from now on: their slices on it are treated as lost.
     fn set_medium_failed(&self, _medium: &str, _failed: bool) {}

@@ -4,10 +4,11 @@
 use crate::copy::{copy_file, CopyError};
 use crate::fsutil::{create_dir_durable, fsync_dir, partial_path, remove_if_exists};
 use crate::snapshot::remove_snapshot_files;
+use crate::space::{SnapshotSpace, SpaceAccount};
 use crate::volume::{LocalVolumeIo, VolumeIo, VolumeLayout};
 use crate::{CopyOptions, DataPlane, DataPlaneError, Digest, SliceKey, StoredSlice};
-use std::collections::BTreeSet;
 use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -15,11 +16,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// Media held as directories on this machine. Clones share what is known
-/// about the media's health.
+/// about the media's health and their snapshot space.
 #[derive(Debug, Clone)]
 pub struct LocalMedia {
     dirs: HashMap<String, PathBuf>,
     health: Arc<MediaHealth>,
+    pub(crate) space: Arc<SnapshotSpace>,
 }
 
 /// What the data plane knows about its media's health.
@@ -45,6 +47,7 @@ impl LocalMedia {
         LocalMedia {
             dirs: media.into_iter().collect(),
             health: Arc::default(),
+            space: Arc::default(),
         }
     }
 
@@ -71,6 +74,20 @@ impl LocalMedia {
             .medium_dir(medium)?
             .join(&slice.volume_id)
             .join(format!("c{}-k{}.slice", slice.copy, slice.column)))
+    }
+
+    /// The medium's snapshot budget account, for a slice's snapshots.
+    pub(crate) fn space_account(&self, medium: &str) -> Result<SpaceAccount, DataPlaneError> {
+        Ok(SpaceAccount {
+            space: Arc::clone(&self.space),
+            medium: medium.to_string(),
+            dir: self.medium_dir(medium)?.to_path_buf(),
+        })
+    }
+
+    /// Snapshot files on the medium changed other than by a save.
+    pub(crate) fn snapshot_files_changed(&self, medium: &str) {
+        self.space.forget(medium);
     }
 
     pub(crate) fn medium_dir(&self, medium: &str) -> Result<&Path, DataPlaneError> {
@@ -204,7 +221,9 @@ impl DataPlane for LocalMedia {
         let dir = parent(&path);
         remove_if_exists(&path).map_err(io_err(medium, slice, "delete"))?;
         remove_if_exists(&partial_path(&path)).map_err(io_err(medium, slice, "delete"))?;
-        remove_snapshot_files(&path, false).map_err(io_err(medium, slice, "delete"))?;
+        let removed = remove_snapshot_files(&path, false);
+        self.snapshot_files_changed(medium);
+        removed.map_err(io_err(medium, slice, "delete"))?;
         match fsync_dir(dir) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
             r => r.map_err(io_err(medium, slice, "fsync"))?,
@@ -226,7 +245,9 @@ impl DataPlane for LocalMedia {
     ) -> Result<Digest, DataPlaneError> {
         let from = self.slice_path(from_medium, slice)?;
         let to = self.slice_path(to_medium, slice)?;
-        copy_file(&from, &to, options, progress).map_err(|e| match e {
+        let copied = copy_file(&from, &to, options, progress);
+        self.snapshot_files_changed(to_medium);
+        copied.map_err(|e| match e {
             CopyError::Source(op, source) => io_err(from_medium, slice, op)(source),
             CopyError::Target(op, source) => io_err(to_medium, slice, op)(source),
             CopyError::Cancelled => DataPlaneError::Cancelled,
@@ -248,7 +269,9 @@ impl DataPlane for LocalMedia {
             Ok(exists) => !exists,
             Err(e) => return Err(io_err(medium, slice, "stat")(e)),
         };
-        remove_snapshot_files(&slice_path, !orphaned).map_err(io_err(medium, slice, "delete"))?;
+        let removed = remove_snapshot_files(&slice_path, !orphaned);
+        self.snapshot_files_changed(medium);
+        removed.map_err(io_err(medium, slice, "delete"))?;
         match fsync_dir(parent(&path)) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             r => r.map_err(io_err(medium, slice, "fsync")),
@@ -302,6 +325,24 @@ impl DataPlane for LocalMedia {
     ) -> Result<std::collections::BTreeMap<u64, u64>, DataPlaneError> {
         let path = self.slice_path(medium, slice)?;
         crate::usage::snapshot_bytes(&path).map_err(io_err(medium, slice, "measure snapshots"))
+    }
+
+    fn medium_snapshot_usage(
+        &self,
+        medium: &str,
+    ) -> Result<BTreeMap<(String, u64), u64>, DataPlaneError> {
+        let dir = self.medium_dir(medium)?;
+        crate::usage::medium_snapshot_bytes(dir).map_err(|source| {
+            DataPlaneError::MediumUnreadable {
+                medium: medium.to_string(),
+                dir: dir.to_path_buf(),
+                source,
+            }
+        })
+    }
+
+    fn set_snapshot_budget(&self, medium: &str, bytes: Option<u64>) {
+        self.space.set_budget(medium, bytes);
     }
 
     fn set_medium_failed(&self, medium: &str, failed: bool) {

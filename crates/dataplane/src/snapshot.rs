@@ -25,8 +25,9 @@
 //! never sees a live chunk between its save and its overwrite.
 
 use crate::digest::is_zero;
-use crate::extents::DataExtents;
+use crate::extents::{DataExtents, BLOCK};
 use crate::fsutil::{fsync_dir, remove_if_exists};
+use crate::space::SpaceAccount;
 use crate::volume::punch_hole;
 use std::collections::{BTreeSet, HashMap};
 use std::fs::{self, File, OpenOptions};
@@ -171,6 +172,8 @@ pub struct SliceSnapshots {
     dir: PathBuf,
     stem: String,
     snapshots: RwLock<Vec<Snapshot>>,
+    /// The medium's snapshot budget, when it has one: saves take from it.
+    account: Option<SpaceAccount>,
     #[cfg(test)]
     fault: std::sync::Mutex<Option<Fault>>,
 }
@@ -252,6 +255,19 @@ impl SliceSnapshots {
     /// interrupted creation or deletion, and finishes any deletion that was
     /// marked but not done.
     pub fn open(slice_path: &Path) -> io::Result<SliceSnapshots> {
+        Self::open_with(slice_path, None)
+    }
+
+    /// [`SliceSnapshots::open`], with copy-on-write saves counted against
+    /// the medium's snapshot budget.
+    pub(crate) fn open_accounted(
+        slice_path: &Path,
+        account: SpaceAccount,
+    ) -> io::Result<SliceSnapshots> {
+        Self::open_with(slice_path, Some(account))
+    }
+
+    fn open_with(slice_path: &Path, account: Option<SpaceAccount>) -> io::Result<SliceSnapshots> {
         let dir = slice_path.parent().unwrap_or(Path::new(".")).to_path_buf();
         let stem = slice_path
             .file_name()
@@ -263,6 +279,7 @@ impl SliceSnapshots {
             dir,
             stem,
             snapshots: RwLock::new(Vec::new()),
+            account,
             #[cfg(test)]
             fault: std::sync::Mutex::new(None),
         };
@@ -307,6 +324,9 @@ impl SliceSnapshots {
         }
         while let Some(idx) = snapshots.iter().position(|s| s.deleting) {
             store.finish_delete(&mut snapshots, idx)?;
+        }
+        if cleaned {
+            store.files_changed();
         }
         *store.write_lock()? = snapshots;
         Ok(store)
@@ -353,6 +373,14 @@ impl SliceSnapshots {
             }
         }
         Ok(())
+    }
+
+    /// Snapshot files changed other than by a save: the medium's count is
+    /// measured again before the next save.
+    fn files_changed(&self) {
+        if let Some(account) = &self.account {
+            account.space.forget(&account.medium);
+        }
     }
 
     #[cfg(test)]
@@ -553,6 +581,7 @@ impl SliceSnapshots {
             chunks: HashMap::new(),
             deleting: false,
         });
+        self.files_changed();
         Ok(())
     }
 
@@ -603,42 +632,78 @@ impl SliceSnapshots {
 
     /// Saves into the newest snapshot every chunk of the range it does not
     /// hold yet, durably (one fsync of the delta and one of the map for the
-    /// whole range). On error nothing of the range counts as saved.
+    /// whole range). On error nothing of the range counts as saved. With a
+    /// budget, the space the save may need (every chunk that is not a hole,
+    /// and the map's growth) is taken from it before anything is written:
+    /// ENOSPC then leaves the snapshot and the live slice as they were.
     fn save(&self, snaps: &mut [Snapshot], live: &File, offset: u64, len: u64) -> io::Result<()> {
         let Some(newest) = snaps.last_mut() else {
             return Ok(());
         };
         let live_len = live.metadata()?.len();
-        let mut buf = vec![0u8; COW_CHUNK as usize];
-        let mut records = Vec::new();
-        let mut any_data = false;
+        // The chunks to save and how many bytes of each the live slice has
+        // (0: a hole, recorded as zero without reading).
+        let mut pending = Vec::new();
         for c in chunk_range(offset, len) {
             let start = c * COW_CHUNK;
             if start >= newest.size || newest.chunks.contains_key(&c) {
                 continue;
             }
             let n = COW_CHUNK.min(live_len.saturating_sub(start));
-            let tag = if n == 0 || is_hole(live, start, n)? {
-                TAG_ZERO
+            let n = if n == 0 || is_hole(live, start, n)? {
+                0
             } else {
-                let data = &mut buf[..n as usize];
-                read_zero_fill(live, data, start)?;
-                if is_zero(data) {
+                n
+            };
+            pending.push((c, n));
+        }
+        // Blocks the map gains by `records` more records.
+        let log_len = newest.log_len;
+        let map_growth = |records: usize| {
+            let end = log_len + (records * RECORD_LEN) as u64;
+            end.div_ceil(BLOCK).saturating_sub(log_len.div_ceil(BLOCK)) * BLOCK
+        };
+        let reservation = match &self.account {
+            Some(account) => {
+                let data: u64 = pending.iter().map(|(_, n)| n.div_ceil(BLOCK) * BLOCK).sum();
+                Some((account, account.reserve(data + map_growth(pending.len()))?))
+            }
+            None => None,
+        };
+        let mut buf = vec![0u8; COW_CHUNK as usize];
+        let mut records = Vec::with_capacity(pending.len());
+        let mut data_bytes = 0;
+        let saved = (|| {
+            for &(c, n) in &pending {
+                let start = c * COW_CHUNK;
+                let tag = if n == 0 {
                     TAG_ZERO
                 } else {
-                    self.step()?;
-                    newest.delta.write_all_at(data, start)?;
-                    any_data = true;
-                    TAG_DATA
-                }
-            };
-            records.push((tag, c));
+                    let data = &mut buf[..n as usize];
+                    read_zero_fill(live, data, start)?;
+                    if is_zero(data) {
+                        TAG_ZERO
+                    } else {
+                        self.step()?;
+                        newest.delta.write_all_at(data, start)?;
+                        data_bytes += n.div_ceil(BLOCK) * BLOCK;
+                        TAG_DATA
+                    }
+                };
+                records.push((tag, c));
+            }
+            if data_bytes > 0 {
+                self.step()?;
+                newest.delta.sync_data()?;
+            }
+            let growth = map_growth(records.len());
+            self.append(newest, &records)?;
+            Ok(data_bytes + growth)
+        })();
+        if let Some((account, reservation)) = reservation {
+            account.settle(reservation, *saved.as_ref().unwrap_or(&0));
         }
-        if any_data {
-            self.step()?;
-            newest.delta.sync_data()?;
-        }
-        self.append(newest, &records)
+        saved.map(|_| ())
     }
 
     /// Writes `data` at `offset` of the live slice, first saving what the
@@ -849,6 +914,7 @@ impl SliceSnapshots {
         self.step()?;
         fsync_dir(&self.dir)?;
         snaps.remove(idx);
+        self.files_changed();
         self.step()?;
         remove_if_exists(&self.delta_path(id))?;
         self.step()?;

@@ -652,7 +652,9 @@ fn open_live(media: &LocalMedia, medium: &str, key: &SliceKey) -> Option<Live> {
             }
         };
         let file = open_rw(&path).map_err(open("open"))?;
-        let snapshots = SliceSnapshots::open(&path).map_err(open("open snapshots"))?;
+        let account = media.space_account(medium)?;
+        let snapshots =
+            SliceSnapshots::open_accounted(&path, account).map_err(open("open snapshots"))?;
         Ok(Live {
             file: Arc::new(file),
             snapshots,
@@ -1278,6 +1280,8 @@ impl LocalVolumeIo {
             progress,
             commit,
         );
+        // Snapshot files came to the target (or went again on failure).
+        self.media.snapshot_files_changed(to_medium);
         if let Ok(mut state) = holder.state.write() {
             state.mirror = None;
         }
@@ -1518,7 +1522,11 @@ impl LocalVolumeIo {
         guard.disarm();
         placed.push(RemoveOnDrop::new(target_path));
         fsync_dir(dir).map_err(io_err("fsync"))?;
-        let snapshots = SliceSnapshots::open(target_path).map_err(io_err("open snapshots"))?;
+        // The copied snapshot files now count on the target medium.
+        self.media.snapshot_files_changed(to_medium);
+        let snapshots =
+            SliceSnapshots::open_accounted(target_path, self.media.space_account(to_medium)?)
+                .map_err(io_err("open snapshots"))?;
         if let Err(message) = commit() {
             // The placement did not change: the source stays authoritative
             // and the placed files go (`placed` drops).
@@ -1946,6 +1954,106 @@ mod tests {
         // With space again the write goes through on both copies.
         io.write(4096, &pattern(2, 8192), false).expect("retry");
         assert!(read_all(view.as_ref()) == before);
+    }
+
+    #[test]
+    fn a_write_over_the_snapshot_budget_fails_with_enospc_and_changes_nothing() {
+        let (_d, media, layout) = volume(2, 1, 2);
+        let io = Arc::new(LocalVolumeIo::open(&media, &layout).expect("open"));
+        io.write(0, &pattern(1, (2 * MIB) as usize), false)
+            .expect("write");
+        let before = read_all(io.as_ref());
+        io.snapshot(1).expect("snapshot");
+        // The second copy's medium has room for its map block only.
+        let held = media
+            .medium_snapshot_usage("m1")
+            .expect("usage")
+            .values()
+            .sum::<u64>();
+        media.set_snapshot_budget("m1", Some(held));
+        let err = io.write(4096, &pattern(2, 8192), false).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::StorageFull, "{err}");
+        assert!(err.to_string().contains("medium 'm1'"), "{err}");
+        for copy in 0..2u32 {
+            let key = SliceKey {
+                volume_id: "v".into(),
+                copy,
+                column: 0,
+            };
+            let path = media
+                .slice_path(&layout.media[copy as usize][0], &key)
+                .expect("path");
+            let mut got = vec![0u8; (2 * MIB) as usize];
+            File::open(path)
+                .expect("slice")
+                .read_exact_at(&mut got, 0)
+                .expect("read slice");
+            assert!(got == before, "copy {copy} was written");
+        }
+        // A write to a chunk already saved on every copy costs nothing more.
+        let view = Arc::clone(&io).snapshot_view(1, layout.size).expect("view");
+        assert!(read_all(view.as_ref()) == before);
+        // One chunk's room: the same write now goes through.
+        media.set_snapshot_budget("m1", Some(held + COW_CHUNK + 4096));
+        io.write(4096, &pattern(2, 8192), false)
+            .expect("room for one chunk");
+        // A second chunk does not fit.
+        let err = io
+            .write(COW_CHUNK + 4096, &pattern(3, 8192), false)
+            .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::StorageFull, "{err}");
+        // The chunk saved already takes no more space.
+        io.write(0, &pattern(4, 4096), false).expect("saved chunk");
+        let mut expect = before.clone();
+        expect[4096..4096 + 8192].copy_from_slice(&pattern(2, 8192));
+        expect[..4096].copy_from_slice(&pattern(4, 4096));
+        assert!(read_all(io.as_ref()) == expect);
+        assert!(read_all(view.as_ref()) == before);
+        // Deleting the snapshot frees its space: no save is needed at all.
+        io.delete_snapshot(1).expect("delete");
+        io.write(COW_CHUNK + 4096, &pattern(3, 8192), false)
+            .expect("no snapshot, no save");
+    }
+
+    #[test]
+    fn the_budget_count_follows_saves_without_scanning_and_is_re_measured_after_changes() {
+        let (_d, media, layout) = volume(1, 1, 2);
+        let io = Arc::new(LocalVolumeIo::open(&media, &layout).expect("open"));
+        io.write(0, &pattern(1, (2 * MIB) as usize), false)
+            .expect("write");
+        io.snapshot(1).expect("snapshot");
+        media.set_snapshot_budget("m0", Some(64 * MIB));
+        assert_eq!(media.space.figures("m0"), (Some(64 * MIB), None));
+        // Four chunks saved: the count is the files' measure plus exactly
+        // what the saves allocated.
+        io.write(0, &pattern(2, (4 * COW_CHUNK) as usize), false)
+            .expect("write");
+        let counted = media.space.figures("m0").1.expect("counted");
+        let measured: u64 = media
+            .medium_snapshot_usage("m0")
+            .expect("usage")
+            .values()
+            .sum();
+        assert_eq!(counted, measured);
+        assert!(counted >= 4 * COW_CHUNK, "{counted}");
+        // A file the count does not know of: a save does not scan for it...
+        let stray = media
+            .medium_dir("m0")
+            .expect("dir")
+            .join("v")
+            .join("c9-k9.s1.delta");
+        std::fs::write(&stray, vec![1u8; MIB as usize]).expect("stray");
+        io.write(4 * COW_CHUNK, &pattern(3, 4096), false)
+            .expect("write");
+        assert_eq!(media.space.figures("m0").1, Some(counted + COW_CHUNK));
+        // ...a new budget makes the next save measure the files again.
+        media.set_snapshot_budget("m0", Some(64 * MIB));
+        io.write(5 * COW_CHUNK, &pattern(3, 4096), false)
+            .expect("write");
+        let recounted = media.space.figures("m0").1.expect("counted");
+        assert!(recounted >= counted + 2 * COW_CHUNK + MIB, "{recounted}");
+        io.delete_snapshot(1).expect("delete");
+        assert_eq!(media.space.figures("m0").1, None);
     }
 
     #[test]
