@@ -58,6 +58,7 @@ NODE = "node-a"
 POLICY = "snap-bench"
 GIB = 1 << 30
 MIB = 1 << 20
+# The data plane's copy-on-write chunk (svs_dataplane::snapshot::COW_CHUNK).
 CHUNK = 64 * 1024
 WRITTEN_MIB = 256
 COW_GIB = 1
