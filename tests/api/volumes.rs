@@ -1043,12 +1043,13 @@ async fn bad_create_requests_are_refused_with_a_message_and_create_nothing() {
         (
             "contentvolume",
             json!("other"),
-            "contentvolume: creating a volume from existing content is not supported",
+            "contentvolume: creating a volume from a whole volume is not supported; name one of \
+             its snapshots in contentsnapshot",
         ),
         (
             "contentsnapshot",
             json!("snap"),
-            "contentsnapshot: creating a volume from existing content is not supported",
+            "contentsnapshot: name the snapshot's volume in contentvolume",
         ),
         (
             "flavor",
