@@ -49,7 +49,7 @@ impl Objects {
         template
             .replace("{volume}", "v")
             .replace("{policy}", "p")
-            .replace("{snapshot}", "top")
+            .replace("{snapshot}", "s")
             .replace("{node}", "host-1")
             .replace("{job}", &self.job)
             .replace("{media}", &self.medium)
@@ -73,6 +73,11 @@ fn body_for(method: &Method, template: &str) -> Option<Value> {
             Some(json!({"readonly": true}))
         }
         ("PATCH", "/nodes/{node}") => Some(json!({"address": "127.0.0.1"})),
+        ("POST", "/volumes/{volume}/snapshots") => {
+            Some(json!({"name": "s2", "consistency": "crash"}))
+        }
+        ("PATCH", "/volumes/{volume}/snapshots/{snapshot}") => Some(json!({"name": "s"})),
+        ("PATCH", "/media/{media}") => Some(json!({"state": "Failed"})),
         ("POST" | "PATCH" | "PUT", _) => Some(json!({})),
         _ => None,
     }
@@ -103,6 +108,15 @@ async fn every_protected_route_refuses_every_bad_credential() {
     .await;
     app.create_policy("p", 0, 0, 0).await;
     let (_, job) = app.create_volume("v", 1, "p").await;
+    let (status, body) = app
+        .post(
+            "/volumes/v/snapshots",
+            json!({"name": "s", "consistency": "crash"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    app.wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
     let (_, media) = app.get("/media").await;
     let objects = Objects {
         job: job["id"].as_i64().expect("job id").to_string(),
@@ -134,7 +148,12 @@ async fn every_protected_route_refuses_every_bad_credential() {
         bad.push((name.into(), Some(token)));
     }
     // Sanity: the walk reaches the admin's objects with the genuine token.
-    for template in ["/volumes/{volume}", "/policies/{policy}", "/jobs/{job}"] {
+    for template in [
+        "/volumes/{volume}",
+        "/volumes/{volume}/snapshots/{snapshot}",
+        "/policies/{policy}",
+        "/jobs/{job}",
+    ] {
         let (status, body) = app.get(&objects.path(template)).await;
         assert_eq!(status, StatusCode::OK, "{template}: {body}");
     }
@@ -178,4 +197,14 @@ async fn every_protected_route_refuses_every_bad_credential() {
     let (status, volumes) = app.get("/volumes").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(volumes.as_array().map(Vec::len), Some(1), "{volumes}");
+    let (_, snapshots) = app.get("/snapshots").await;
+    assert_eq!(snapshots.as_array().map(Vec::len), Some(1), "{snapshots}");
+    let (_, media) = app.get("/media").await;
+    let failed = media
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["state"] != "Online")
+        .count();
+    assert_eq!(failed, 0, "no medium was failed by the walk: {media}");
 }
