@@ -77,7 +77,11 @@ async fn a_mirrored_volume_survives_each_of_its_media_failing_in_turn() {
     let rebuilt = medium_of(&app, "v", 0).await;
     assert_ne!(rebuilt, first, "copy 0 lives on a healthy medium now");
     let (_, volume) = app.get("/volumes/v").await;
-    assert_eq!(volume["volumerecoveryjob"], Value::Null, "none runs: {volume}");
+    assert_eq!(
+        volume["volumerecoveryjob"],
+        Value::Null,
+        "none runs: {volume}"
+    );
 
     let second = medium_of(&app, "v", 1).await;
     fail(&app, &second).await;
