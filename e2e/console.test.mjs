@@ -2,7 +2,7 @@
 // through real headless Chromium (/usr/bin/chromium) with playwright-core.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { createInterface } from "node:readline";
 import fs from "node:fs";
 import os from "node:os";
@@ -533,42 +533,123 @@ test("a refused delete keeps its message, with force offered", async () => {
   await page.context().close();
 });
 
-// The media-failure API lands later: the answers are shaped here as it will
-// give them, to show the states and the Recover action.
-test("degraded and failed states, and the Recover action", async () => {
-  const server = await startServer([["d1", "node-a", "zone-a", 40], ["d2", "node-b", "zone-b", 40]]);
+/** Adds a user to the running service (`svs user add`); not an administrator unless `admin`. */
+function addUser(server, email, password, admin = false) {
+  const args = ["user", "add", "--email", email, "--tenant", "other",
+    "--config", path.join(server.dir, "svs.toml"), "--data-dir", path.join(server.dir, "data")];
+  if (admin) args.push("--admin");
+  const out = spawnSync(BIN, args, {
+    input: `${password}\n`,
+    env: Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("SVS_"))),
+  });
+  assert.equal(out.status, 0, `user add: ${out.stderr}`);
+}
+
+/** The media holding the volume's slices (copy order). */
+async function mediaOf(api, volume) {
+  return (await api.call("GET", `/volumes/${volume}/slices`)).map((s) => s.media);
+}
+
+test("a medium marked failed in the console: Degraded and Failed volumes, Recover followed to Ready", async () => {
+  // d1 has the most room: the single-copy volume w and one copy of the mirror v go there;
+  // the third medium takes v's lost copy back.
+  const server = await startServer([["d1", "node-a", "zone-a", 60], ["d2", "node-b", "zone-b", 40], ["d3", "node-c", "zone-a", 40]], "8 MiB");
   const api = await apiClient(server.base);
   await api.policy("mirror", 1, 1, 0);
-  await api.volume("v", 2, "mirror");
-  await api.volume("w", 2, "mirror");
+  await api.policy("none", 0, 0, 0);
+  await api.volume("w", 1, "none");
+  const vid = await api.volume("v", 2, "mirror");
+  const [lost] = await mediaOf(api, "w");
+  const before = await mediaOf(api, "v");
+  assert.equal(lost, "d1");
+  assert.ok(before.includes(lost), `v has a copy on ${lost}: ${before}`);
+  // Data in v's other copy, so that its rebuild (paced at 8 MiB/s) takes a few seconds.
+  const healthy = (await api.call("GET", "/volumes/v/slices")).find((s) => s.media !== lost);
+  const slice = path.join(server.mediumDir(healthy.media), vid, `c${healthy.copy}-k${healthy.column}.slice`);
+  const fd = fs.openSync(slice, "r+");
+  fs.writeSync(fd, Buffer.alloc(32 * 1024 * 1024, 0x5a), 0, 32 * 1024 * 1024, 0);
+  fs.closeSync(fd);
+
+  // A user who is not an administrator is not offered the action.
+  addUser(server, "user@example.com", "user-password-123");
+  const userPage = await newPage();
+  await userPage.goto(`${server.base}/ui/`);
+  await userPage.fill("#email", "user@example.com");
+  await userPage.fill("#password", "user-password-123");
+  await userPage.click("button[type=submit]");
+  await userPage.waitForSelector("header#top:not([hidden])");
+  await userPage.click("nav a[data-page=media]");
+  await userPage.waitForSelector('[data-medium="d1"]');
+  assert.equal(await userPage.locator("button.fail").count(), 0);
+  await userPage.context().close();
+
   const page = await newPage();
-  await page.route(/\/volumes$/, async (route) => {
-    if (route.request().method() !== "GET") return route.continue();
-    const res = await route.fetch();
-    const list = (await res.json()).map((v) => ({ ...v, state: v.name === "v" ? "Degraded" : "Failed" }));
-    await route.fulfill({ response: res, json: list });
-  });
-  await page.route(/\/media$/, async (route) => {
-    const res = await route.fetch();
-    const list = (await res.json()).map((m) => ({ ...m, state: m.mediaid === "d2" ? "Failed" : "Online" }));
-    await route.fulfill({ response: res, json: list });
-  });
-  let recovered = null;
-  await page.route(/\/volumes\/v\/recover$/, async (route) => {
-    recovered = route.request().method();
-    await route.fulfill({ json: { Message: "Volume recovery started", JobID: "99", ObjectID: "x" } });
-  });
+  const asked = [];
+  page.on("dialog", (d) => asked.push(d.message()));
   await signIn(page, server.base);
+  await page.waitForSelector('tr[data-volume="v"] .state-ready');
+  assert.equal(await page.locator("button.recover").count(), 0, "nothing to recover yet");
+
+  // Media: the administrator marks d1 failed, after a confirmation saying what is lost.
+  await page.click("nav a[data-page=media]");
+  await page.waitForSelector('[data-medium="d1"] button.fail');
+  assert.equal(await page.locator("button.fail").count(), 3);
+  await page.click('[data-medium="d1"] button.fail');
+  await page.waitForSelector('[data-medium="d1"].failed .state-failed');
+  assert.match(asked[0], /^Mark medium "d1" failed\? Its slices are lost at once/);
+  assert.equal(await page.textContent("#main .notice"), "Medium d1 is Failed. Recover the volumes that lost a copy on the Volumes page.");
+  assert.equal(await page.locator('[data-medium="d1"] button.fail').count(), 0, "a failed medium does not come back");
+  assert.equal(await page.textContent('[data-medium="d2"] .state'), "Online");
+  const d1 = await api.call("GET", "/media/d1");
+  assert.equal(d1.state, "Failed");
+  assert.equal(d1.freesize, 0);
+  await shots(page, "19-media-failed");
+
+  // Volumes: v lost a copy (Degraded), w its only one (Failed); both offer Recover.
+  await page.click("nav a[data-page=volumes]");
   await page.waitForSelector('tr[data-volume="v"] .state-degraded');
   await page.waitForSelector('tr[data-volume="w"] .state-failed');
   assert.equal(await page.locator("button.recover").count(), 2);
+  await shots(page, "20-volumes-degraded");
+
+  // Recover v: the job is followed to Done, and v is Ready on healthy media.
   await page.click('tr[data-volume="v"] button.recover');
-  await page.waitForFunction(() => /Volume recovery started \(job 99\)/.test(document.querySelector(".notice")?.textContent || ""));
-  assert.equal(recovered, "POST");
-  await shots(page, "19-volumes-degraded");
-  await page.click("nav a[data-page=media]");
-  await page.waitForSelector('[data-medium="d2"].failed .state-failed');
-  assert.equal(await page.textContent('[data-medium="d1"] .state'), "Online");
-  await shots(page, "20-media-failed");
+  await page.waitForFunction(() => /^Volume recovery started \(job \d+\)\.$/.test(document.querySelector("#main .notice")?.textContent || ""));
+  // Followed: progress between 0 and 100 on the way, and no second Recover offered meanwhile.
+  const seen = [];
+  let offeredWhileRunning = false;
+  let ended = "";
+  for (let i = 0; i < 600 && !ended; i++) {
+    const state = (await page.textContent("#job-state").catch(() => "")) || "";
+    const progress = Number(await page.textContent("#job-progress").catch(() => "0"));
+    if (state === "Done" || state === "Error") ended = state;
+    else {
+      seen.push(progress);
+      if (progress > 0 && await page.locator('tr[data-volume="v"] button.recover').count()) offeredWhileRunning = true;
+      await page.waitForTimeout(100);
+    }
+  }
+  assert.equal(ended, "Done");
+  assert.ok(seen.some((p) => p > 0 && p < 100), `progress between 0 and 100 shown (seen: ${[...new Set(seen)]})`);
+  assert.equal(offeredWhileRunning, false);
+  await page.waitForSelector('tr[data-volume="v"] .state-ready');
+  assert.equal(await page.locator('tr[data-volume="v"] button.recover').count(), 0);
+  const job = (await api.call("GET", "/jobs?type=volume_recovery"))[0];
+  assert.equal(job.state, "Done");
+  assert.equal(await page.textContent("#volume-job h3"), `Job ${job.id}`);
+  const after = await mediaOf(api, "v");
+  assert.ok(!after.includes("d1"), `v left d1: ${after}`);
+  assert.deepEqual(after.filter((m) => before.includes(m)), before.filter((m) => m !== "d1"), "the healthy copy stayed");
+  assert.equal((await api.call("GET", "/volumes/v")).state, "Ready");
+  await shots(page, "21-volume-recovered");
+
+  // w lost every copy of its data: its recovery ends in Error with the server's reason.
+  await page.click('tr[data-volume="w"] button.recover');
+  await page.waitForFunction((h) => document.querySelector("#volume-job h3")?.textContent !== h, `Job ${job.id}`);
+  assert.equal(await jobEnd(page), "Error");
+  assert.equal(await page.textContent("#job-error"),
+    "The job failed: Could not recover volume 'w': column 0 has no healthy copy left: its data is lost and cannot be rebuilt");
+  assert.equal(await page.textContent('tr[data-volume="w"] .state'), "Failed");
+  await shots(page, "22-recovery-error");
   await page.context().close();
 });

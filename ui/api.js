@@ -34,6 +34,20 @@ function store(tokens, previousRefreshToken) {
   return s;
 }
 
+// Whether the signed-in user is an administrator, from the IdToken's `admin`
+// claim. Only decides which actions the console offers: the server checks
+// the signed token on every call.
+export function isAdmin() {
+  const s = session();
+  if (!s || !s.idToken) return false;
+  try {
+    const payload = s.idToken.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
+    return JSON.parse(atob(payload.padEnd(Math.ceil(payload.length / 4) * 4, "="))).admin === true;
+  } catch {
+    return false;
+  }
+}
+
 export function clearSession() {
   sessionStorage.removeItem(KEY);
   if (refreshTimer) clearTimeout(refreshTimer);

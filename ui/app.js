@@ -1,5 +1,5 @@
 // The svs web console: hash-routed pages over the public JSON API.
-import { api, session, signIn, signOut, scheduleRefresh, whenSignedOut } from "./api.js";
+import { api, session, isAdmin, signIn, signOut, scheduleRefresh, whenSignedOut } from "./api.js";
 
 const main = document.getElementById("main");
 const top = document.getElementById("top");
@@ -224,6 +224,8 @@ function volumesPage(args) {
   const actionErr = actionBox();
   actionErr.id = "volume-action-error";
   const note = noticeBox();
+  // The job a Recover started, followed here (a resize has its own dialog).
+  const recoveryPanel = h("div", { id: "volume-job", class: "card job", hidden: true });
   const list = h("div", {}, h("p", { class: "muted" }, "Loading volumes…"));
   const policySelect = h("select", { id: "vol-policy", required: true });
   const name = h("input", { id: "vol-name", required: true, maxlength: 63, pattern: "[A-Za-z0-9._\\-]+", placeholder: "db01" });
@@ -263,7 +265,7 @@ function volumesPage(args) {
     ),
     createErr,
   );
-  main.append(h("h1", {}, "Storage › Volumes"), err, actionErr, note, list, create);
+  main.append(h("h1", {}, "Storage › Volumes"), err, actionErr, note, recoveryPanel, list, create);
 
   api.get("/policies").then(
     (ps) => {
@@ -299,7 +301,7 @@ function volumesPage(args) {
         cell("", h("span", { class: "actions" },
           h("a", { class: "button secondary resize", href: `#/volumes/${encodeURIComponent(v.name)}` }, "Resize"),
           h("a", { class: "button secondary snapshots", href: `#/snapshots/${encodeURIComponent(v.name)}` }, "Snapshots"),
-          v.state === "Degraded" || v.state === "Failed"
+          (v.state === "Degraded" || v.state === "Failed") && !v.volumerecoveryjob
             ? h("button", { type: "button", class: "recover", onclick: () => recover(v) }, "Recover")
             : null,
           h("button", { type: "button", class: "danger", onclick: () => remove(v) }, "Delete"),
@@ -346,6 +348,7 @@ function volumesPage(args) {
     try {
       const r = await api.post(`${volumePath(v.name)}/recover`);
       note.show(`${r.Message} (job ${r.JobID}).`);
+      followJob(r.JobID, recoveryPanel, () => load());
     } catch (e) {
       note.show(null);
       actionErr.show(new Error(`Could not recover "${v.name}": ${e.message}`));
@@ -356,6 +359,9 @@ function volumesPage(args) {
   let dialogOpen = false;
   function openResize(v) {
     dialogOpen = true;
+    // The dialog follows its own job under the same element ids.
+    recoveryPanel.hidden = true;
+    recoveryPanel.replaceChildren();
     const min = v.size + 1;
     const max = v.size * 10;
     const dErr = errorBox();
@@ -818,44 +824,79 @@ function jobsPage() {
 }
 
 // ---- media ----
-async function mediaPage() {
+function mediaPage() {
   const err = errorBox();
+  const actionErr = actionBox();
+  actionErr.id = "media-action-error";
+  const note = noticeBox();
   const body = h("div", {}, h("p", { class: "muted" }, "Loading media…"));
-  main.append(h("h1", {}, "Media"), err, body);
-  let media;
-  try {
-    media = await api.get("/media");
-  } catch (e) {
-    err.show(new Error(`Could not load media: ${e.message}`));
-    return;
-  }
-  const zones = new Map();
-  for (const m of media) {
-    if (!zones.has(m.zone)) zones.set(m.zone, new Map());
-    const nodes = zones.get(m.zone);
-    if (!nodes.has(m.node)) nodes.set(m.node, []);
-    nodes.get(m.node).push(m);
-  }
-  const sections = [...zones.keys()].sort().map((zone) =>
-    h("section", { class: "zone" },
-      h("h2", {}, `Zone ${zone}`),
-      [...zones.get(zone).keys()].sort().map((node) =>
-        h("div", { class: "card node" },
-          h("h3", {}, `Node ${node}`),
-          zones.get(zone).get(node).map((m) => {
-            const used = m.size - m.freesize;
-            const pct = m.size ? Math.round((used / m.size) * 100) : 0;
-            return h("div", { class: m.state === "Failed" ? "medium failed" : "medium", "data-medium": m.mediaid },
-              h("div", { class: "medium-head" }, h("strong", {}, m.mediaid), " ", stateTag(m.state || "Online")),
-              h("span", { class: "bar wide capacity", title: `${pct}% used` }, h("span", { class: "fill", style: `width:${pct}%` })),
-              h("div", { class: "muted" }, `${used} GiB used · ${m.freesize} GiB free · ${m.size} GiB total · ${m.volumescount} volume(s)`),
-            );
-          }),
+  main.append(h("h1", {}, "Media"), err, actionErr, note, body);
+  const admin = isAdmin();
+
+  async function load() {
+    let media;
+    try {
+      media = await api.get("/media");
+      err.show(null);
+    } catch (e) {
+      err.show(new Error(`Could not load media: ${e.message}`));
+      return;
+    }
+    const zones = new Map();
+    for (const m of media) {
+      if (!zones.has(m.zone)) zones.set(m.zone, new Map());
+      const nodes = zones.get(m.zone);
+      if (!nodes.has(m.node)) nodes.set(m.node, []);
+      nodes.get(m.node).push(m);
+    }
+    const sections = [...zones.keys()].sort().map((zone) =>
+      h("section", { class: "zone" },
+        h("h2", {}, `Zone ${zone}`),
+        [...zones.get(zone).keys()].sort().map((node) =>
+          h("div", { class: "card node" },
+            h("h3", {}, `Node ${node}`),
+            zones.get(zone).get(node).map((m) => {
+              const failed = m.state === "Failed";
+              const used = m.size - m.freesize;
+              const pct = m.size ? Math.round((used / m.size) * 100) : 0;
+              return h("div", { class: failed ? "medium failed" : "medium", "data-medium": m.mediaid },
+                h("div", { class: "medium-head" },
+                  h("strong", {}, m.mediaid), " ", stateTag(m.state || "Online"),
+                  // Failing a medium is for administrators (the server says 403 to others).
+                  admin && !failed
+                    ? h("button", { type: "button", class: "danger fail", onclick: () => markFailed(m) }, "Mark failed")
+                    : null,
+                ),
+                h("span", { class: "bar wide capacity", title: `${pct}% used` }, h("span", { class: "fill", style: `width:${pct}%` })),
+                h("div", { class: "muted" }, failed
+                  ? `Failed: its slices are lost and it takes no new ones · ${m.size} GiB total · ${m.volumescount} volume(s)`
+                  : `${used} GiB used · ${m.freesize} GiB free · ${m.size} GiB total · ${m.volumescount} volume(s)`),
+              );
+            }),
+          ),
         ),
       ),
-    ),
-  );
-  body.replaceChildren(...(sections.length ? sections : [h("p", {}, "No media configured.")]));
+    );
+    body.replaceChildren(...(sections.length ? sections : [h("p", {}, "No media configured.")]));
+  }
+
+  async function markFailed(m) {
+    const question = `Mark medium "${m.mediaid}" failed? Its slices are lost at once: ` +
+      `volumes with a copy on it turn Degraded (Failed where it held the only copy) until they are recovered. ` +
+      "A failed medium does not come back.";
+    if (!confirm(question)) return;
+    actionErr.show(null);
+    note.show(null);
+    try {
+      const medium = await api.patch(`/media/${encodeURIComponent(m.mediaid)}`, { state: "Failed" });
+      note.show(`Medium ${medium.mediaid} is ${medium.state}. Recover the volumes that lost a copy on the Volumes page.`);
+    } catch (e) {
+      actionErr.show(new Error(`Could not mark "${m.mediaid}" failed: ${e.message}`));
+    }
+    load();
+  }
+
+  load();
 }
 
 // ---- policies ----

@@ -451,7 +451,8 @@ impl Context {
         Ok(())
     }
 
-    /// Marks a medium failed (administrators only).
+    /// Marks a medium failed (administrators only) and shows the medium
+    /// as the server answers it (`state` Failed, `freesize` 0).
     pub async fn media_fail(&self, medium: &str) -> Result<()> {
         let s = self.session().await?;
         let answer = s
@@ -459,12 +460,7 @@ impl Context {
             .fail_medium(medium)
             .await
             .map_err(|e| s.auth_hint(e))?;
-        // The answer's shape is the server's; a table says what happened
-        // in its words when it has some.
-        match (self.output, answer.get("Message")) {
-            (OutputFormat::Table, None) => emit(&format!("Medium '{medium}' marked Failed\n")),
-            _ => self.message(&answer),
-        }
+        self.one(&answer);
         Ok(())
     }
 

@@ -11,21 +11,29 @@ pub enum OutputFormat {
     Json,
 }
 
-/// A column: header and the field it shows (a suffix is appended to
-/// non-empty values, e.g. " GiB"; `bytes` shows a byte count as KiB, MiB…).
+/// A column: header, the field it shows and how.
 pub struct Column {
     pub header: &'static str,
     pub field: &'static str,
-    pub suffix: &'static str,
-    pub bytes: bool,
+    pub show: Show,
+}
+
+/// How a column shows its field.
+pub enum Show {
+    /// As text, with this suffix appended to non-empty values (e.g. " GiB").
+    Text(&'static str),
+    /// A byte count as B, KiB, MiB…
+    Bytes,
+    /// A clone's source snapshot as "volume@snapshot" (the field is the
+    /// snapshot's name, `contentvolume` the volume's); empty for others.
+    CloneSource,
 }
 
 pub const fn col(header: &'static str, field: &'static str) -> Column {
     Column {
         header,
         field,
-        suffix: "",
-        bytes: false,
+        show: Show::Text(""),
     }
 }
 
@@ -33,8 +41,7 @@ pub const fn gib(header: &'static str, field: &'static str) -> Column {
     Column {
         header,
         field,
-        suffix: " GiB",
-        bytes: false,
+        show: Show::Text(" GiB"),
     }
 }
 
@@ -42,8 +49,15 @@ pub const fn bytes(header: &'static str, field: &'static str) -> Column {
     Column {
         header,
         field,
-        suffix: "",
-        bytes: true,
+        show: Show::Bytes,
+    }
+}
+
+pub const fn clone_source(header: &'static str) -> Column {
+    Column {
+        header,
+        field: "contentsnapshot",
+        show: Show::CloneSource,
     }
 }
 
@@ -56,6 +70,7 @@ pub const VOLUME_COLUMNS: &[Column] = &[
     col("STATE", "state"),
     col("STATUS", "status"),
     col("PROGRESS", "progress"),
+    clone_source("SOURCE"),
 ];
 
 pub const SNAPSHOT_COLUMNS: &[Column] = &[
@@ -168,26 +183,21 @@ pub fn render_rows(rows: &[Vec<String>]) -> String {
 pub fn render_table(items: &Value, columns: &[Column]) -> String {
     let mut rows = vec![columns.iter().map(|c| c.header.to_string()).collect()];
     for item in items.as_array().map(Vec::as_slice).unwrap_or(&[]) {
-        rows.push(
-            columns
-                .iter()
-                .map(|c| {
-                    if c.bytes {
-                        if let Some(n) = item[c.field].as_u64() {
-                            return human_bytes(n);
-                        }
-                    }
-                    let v = text(&item[c.field]);
-                    if v.is_empty() {
-                        v
-                    } else {
-                        format!("{v}{}", c.suffix)
-                    }
-                })
-                .collect(),
-        );
+        rows.push(columns.iter().map(|c| cell(item, c)).collect());
     }
     render_rows(&rows)
+}
+
+/// What one column shows of one item.
+fn cell(item: &Value, column: &Column) -> String {
+    let value = text(&item[column.field]);
+    match column.show {
+        Show::Bytes => item[column.field].as_u64().map_or(value, human_bytes),
+        Show::CloneSource if value.is_empty() => value,
+        Show::CloneSource => format!("{}@{value}", text(&item["contentvolume"])),
+        Show::Text(_) if value.is_empty() => value,
+        Show::Text(suffix) => format!("{value}{suffix}"),
+    }
 }
 
 /// One object as "field  value" lines, one per field.
@@ -277,6 +287,25 @@ mod tests {
         let row = out.lines().nth(1).unwrap_or_default();
         assert!(row.starts_with("v       s1"), "{out}");
         assert!(row.contains("4 GiB       128.0 KiB"), "{out}");
+    }
+
+    #[test]
+    fn a_clone_shows_its_source_snapshot() {
+        let out = render_table(
+            &json!([
+                {"name": "c", "type": "block", "size": 6, "policy": "p", "state": "Ready",
+                 "status": "Online", "progress": 100, "contentvolume": "v", "contentsnapshot": "s2"},
+                {"name": "v", "type": "block", "size": 4, "policy": "p", "state": "Degraded",
+                 "status": "Online", "progress": 100, "contentvolume": "", "contentsnapshot": ""},
+            ]),
+            VOLUME_COLUMNS,
+        );
+        assert_eq!(
+            out,
+            "NAME  TYPE   SIZE   POLICY  ZONE  STATE     STATUS  PROGRESS  SOURCE\n\
+             c     block  6 GiB  p             Ready     Online  100       v@s2\n\
+             v     block  4 GiB  p             Degraded  Online  100\n"
+        );
     }
 
     #[test]

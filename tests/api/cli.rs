@@ -705,6 +705,18 @@ async fn snapshots_rollback_attach_and_clones_through_the_cli() {
     assert_eq!(c["contentvolume"], "v");
     assert_eq!(c["contentsnapshot"], "s2");
     assert_eq!(c["state"], "Ready");
+    // The volume list names a clone's source; other volumes leave it blank.
+    let table = home.ok(&["volume", "list"]);
+    assert!(
+        table
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .ends_with("  SOURCE"),
+        "{table}"
+    );
+    assert!(row(&table, "c").ends_with("  100       v@s2"), "{table}");
+    assert!(row(&table, "v").ends_with("  100"), "{table}");
     let clone = attach(&app, "c", "host-1", false).await;
     qemu_io(&uri(&clone), &read(0x22)).expect("the clone holds s2's bytes");
     let out = home.run(&[
@@ -721,6 +733,158 @@ async fn snapshots_rollback_attach_and_clones_through_the_cli() {
     assert_eq!(out.status.code(), Some(2), "a usage error");
     assert!(
         stderr(&out).contains("expected VOLUME/SNAPSHOT"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// The row of `id` in a table (the line starting with it).
+fn row<'a>(table: &'a str, id: &str) -> &'a str {
+    table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(id))
+        .unwrap_or_else(|| panic!("no row {id} in {table}"))
+}
+
+#[tokio::test]
+async fn media_fail_and_volume_recover_through_the_cli() {
+    use crate::attach::{attach, qemu_io, topology, uri};
+    use svs::client::output::render_object;
+    let app = TestApp::start_with(topology("0")).await;
+    let home = Home::new(true);
+    home.login(&app);
+    home.ok(&[
+        "policy",
+        "create",
+        "mirror",
+        "--resiliency-media",
+        "1",
+        "--resiliency-node",
+        "1",
+        "--resiliency-zone",
+        "0",
+    ]);
+    home.ok(&[
+        "volume", "create", "v", "--size", "4", "--policy", "mirror", "--wait",
+    ]);
+    let live = attach(&app, "v", "host-1", false).await;
+    qemu_io(&uri(&live), &["write -P 0x7e 0 4M".into(), "flush".into()]).expect("written");
+    let on_copy = |slices: &[Value], copy: u64| -> String {
+        slices
+            .iter()
+            .find(|s| s["copy"] == copy)
+            .and_then(|s| s["media"].as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let first = on_copy(&app.slices("v").await, 0);
+    let second = on_copy(&app.slices("v").await, 1);
+
+    // Every medium Online in the STATE column.
+    let table = home.ok(&["media", "list"]);
+    assert!(
+        table
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .ends_with("  STATE"),
+        "{table}"
+    );
+    for id in ["m1", "m2", "m3"] {
+        assert!(row(&table, id).ends_with("  Online"), "{table}");
+    }
+
+    // Only administrators: a user gets the server's 403 message, exit 1.
+    let token = app.user_in_tenant("other", "user@example.com").await;
+    let (status, body) = app
+        .request(
+            Some(&token),
+            reqwest::Method::PATCH,
+            &format!("/media/{first}"),
+            Some(serde_json::json!({"state": "Failed"})),
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::FORBIDDEN, "{body}");
+    let user = Home::new(true);
+    let out = user.run_with(
+        &["login", "--url", &app.base, "--email", "user@example.com"],
+        Some("other-password\n"),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = user.run(&["media", "fail", &first]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        format!("svs: {}\n", body["message"].as_str().expect("message"))
+    );
+    assert_eq!(home.json(&["volume", "get", "v"])["state"], "Ready");
+
+    // Failed: the CLI shows the medium the server answers.
+    let out = home.ok(&["media", "fail", &first]);
+    let (_, medium) = app.get(&format!("/media/{first}")).await;
+    assert_eq!(medium["state"], "Failed");
+    assert_eq!(out, render_object(&medium));
+    assert!(out.lines().any(|l| l == "freesize       0"), "{out}");
+    assert!(out.lines().any(|l| l == "state          Failed"), "{out}");
+    let table = home.ok(&["media", "list"]);
+    assert!(row(&table, &first).ends_with("  Failed"), "{table}");
+    assert!(row(&table, &first).contains("  0 GiB  "), "{table}");
+    assert!(row(&table, &second).ends_with("  Online"), "{table}");
+    let table = home.ok(&["volume", "list"]);
+    assert!(row(&table, "v").contains("  Degraded  "), "{table}");
+
+    // Recovered and followed: the job, then the volume Ready on healthy media.
+    let out = home.run(&["volume", "recover", "v", "--wait"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let id = job_id(&text);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!("Volume recovery started: job {id}"),
+        "{text}"
+    );
+    assert!(lines[1].starts_with("NAME "), "{text}");
+    assert!(
+        lines[2].starts_with("v ") && lines[2].contains("  Ready  "),
+        "{text}"
+    );
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(
+        stderr(&out).contains(&format!("job {id} Done")),
+        "{}",
+        stderr(&out)
+    );
+    let job = home.json(&["job", "get", &id]);
+    assert_eq!(job["type"], "volume_recovery");
+    assert_eq!(
+        job["details"].as_array().and_then(|d| d.last()).cloned(),
+        Some(serde_json::json!(
+            "Volume 'v' recovered: 1 slice(s) rebuilt; every copy is healthy again"
+        ))
+    );
+    let slices = app.slices("v").await;
+    let rebuilt = on_copy(&slices, 0);
+    assert!(rebuilt != first && rebuilt != second, "{slices:?}");
+    assert_eq!(on_copy(&slices, 1), second);
+
+    // The other original copy fails too (--output json: the server's
+    // medium); the rebuilt copy holds the data.
+    let failed = home.json(&["media", "fail", &second]);
+    let (_, medium) = app.get(&format!("/media/{second}")).await;
+    assert_eq!(failed, medium);
+    assert_eq!(home.json(&["volume", "get", "v"])["state"], "Degraded");
+    qemu_io(&uri(&live), &["read -P 0x7e 0 4M".into()]).expect("read from the rebuilt copy");
+
+    // No medium is left to take the lost copy: exit 1 with the job's reason.
+    let out = home.run(&["volume", "recover", "v", "--wait"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).ends_with(
+            "svs: Could not recover volume 'v': no medium can take copy 1 of column 0 (4 GiB): \
+             every healthy medium is full, already holds a slice of the volume, or would break \
+             the policy's resiliency\n"
+        ),
         "{}",
         stderr(&out)
     );
