@@ -35,13 +35,8 @@ ADMIN_PASSWORD="bench-password-$$"
 
 WORK=""
 SERVER_PID=""
-stop() {
-    local pid="$1"
-    if [[ -n "$pid" ]]; then
-        kill "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    fi
-}
+# shellcheck source=bench/lib.sh
+source "$BENCH_DIR/lib.sh"
 cleanup() {
     local rc=$?
     stop "$SERVER_PID"
@@ -54,69 +49,24 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-T0=$SECONDS
-phase() { printf '\n== %s  [t=%ds]\n' "$*" "$((SECONDS - T0))"; }
-
 # ---- prerequisites ----
 phase "prerequisites"
-command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
-command -v python3 >/dev/null || { echo "python3 is required" >&2; exit 1; }
-if ! command -v qemu-img >/dev/null; then
-    echo "installing qemu-utils"
-    export DEBIAN_FRONTEND=noninteractive
-    if ! apt-get install -y qemu-utils; then
-        apt-get update
-        apt-get install -y qemu-utils
-    fi
-fi
+require_tools
 echo "$(qemu-img --version | head -1); $(nproc) CPUs"
 
 # ---- build ----
 phase "build (cargo build --release)"
-cd "$REPO"
-cargo build --release
-TARGET_DIR="$(cargo metadata --format-version 1 --no-deps |
-    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
-SVS="$TARGET_DIR/release/svs"
-[[ -x "$SVS" ]] || { echo "build output missing: $SVS" >&2; exit 1; }
+build_release
 
-WORK="$(mktemp -d "${TMPDIR:-/tmp}/svs-snapshot-bench.XXXXXX")"
-echo "work directory: $WORK ($(findmnt -n -o FSTYPE -T "$WORK" || echo '?'))"
+make_work_dir svs-snapshot-bench
 
 # ---- svs ----
 phase "start svs serve (SVS_LOG=warn, demo media)"
-printf '# svs snapshot benchmark: defaults, embedded demo media\n' >"$WORK/svs.toml"
-SVS_LOG=warn SVS_ADMIN_EMAIL="$ADMIN_EMAIL" SVS_ADMIN_PASSWORD="$ADMIN_PASSWORD" \
-    "$SVS" serve --listen 127.0.0.1:0 --nbd-listen 127.0.0.1:0 \
-    --config "$WORK/svs.toml" --data-dir "$WORK/data" \
-    >"$WORK/svs.out" 2>"$WORK/svs.log" &
-SERVER_PID=$!
-BASE=""
-for _ in $(seq 300); do
-    if grep -q '^svs nbd listening on ' "$WORK/svs.out" 2>/dev/null; then
-        line="$(grep -m1 '^svs listening on ' "$WORK/svs.out")"
-        BASE="${line#svs listening on }"
-        break
-    fi
-    if ! kill -0 "$SERVER_PID" 2>/dev/null; then
-        break
-    fi
-    sleep 0.1
-done
-if [[ -z "$BASE" ]]; then
-    echo "svs serve did not start; its log:" >&2
-    cat "$WORK/svs.log" >&2
-    exit 1
-fi
-echo "svs at $BASE, $(grep -m1 '^svs nbd listening on ' "$WORK/svs.out" | sed 's/^svs //') (pid $SERVER_PID)"
+start_svs
 
 phase "figures: $SNAPSHOT_ROUNDS creation rounds, $ROUNDS write-cost rounds"
 (cd "$BENCH_DIR" && python3 snapshot_bench.py "$BASE" "$ADMIN_EMAIL" "$ADMIN_PASSWORD" \
     "$SERVER_PID" "$WORK/data" "$SNAPSHOT_ROUNDS" "$ROUNDS")
 
-if grep -qiE '\b(ERROR|panicked)\b' "$WORK/svs.log"; then
-    echo "svs logged errors:" >&2
-    grep -iE '\b(ERROR|panicked)\b' "$WORK/svs.log" | head -20 >&2
-    exit 1
-fi
+check_svs_log
 phase "done ($(nproc) CPUs, $(findmnt -n -o FSTYPE -T "$WORK" || echo '?') at ${TMPDIR:-/tmp})"

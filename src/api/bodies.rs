@@ -288,13 +288,13 @@ pub struct SnapshotCreateRequest {
     #[schema(pattern = "^(crash|application)$")]
     pub consistency: String,
     #[serde(default)]
-    pub targetsecret: Option<String>,
+    pub targetsecret: String,
     #[serde(default)]
-    pub policy: Option<bool>,
+    pub policy: bool,
     #[serde(default)]
-    pub consistencygroup: Option<bool>,
+    pub consistencygroup: bool,
     #[serde(default)]
-    pub consistencygroupname: Option<String>,
+    pub consistencygroupname: String,
 }
 
 /// `PATCH /volumes/{volume}/snapshots/{snapshot}`: a new name and the
@@ -305,15 +305,15 @@ pub struct SnapshotModifyRequest {
     /// A new name (absent or `""`: unchanged).
     #[schema(pattern = "^([A-Za-z0-9._-]{1,63})?$")]
     #[serde(default)]
-    pub name: Option<String>,
+    pub name: String,
     #[serde(default)]
-    pub targetsecret: Option<String>,
+    pub targetsecret: String,
     #[serde(default)]
-    pub policy: Option<bool>,
+    pub policy: bool,
     #[serde(default)]
-    pub consistencygroup: Option<bool>,
+    pub consistencygroup: bool,
     #[serde(default)]
-    pub consistencygroupname: Option<String>,
+    pub consistencygroupname: String,
 }
 
 /// `PATCH /media/{media}` (administrators only).

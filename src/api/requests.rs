@@ -241,7 +241,33 @@ const SNAPSHOT_STORED_FIELDS: [(&str, bool); 4] = [
     ("consistencygroupname", false),
 ];
 
+/// Read-only Snapshot fields a client may send back with a whole object:
+/// ignored, but still of their type. (name, is a number)
+const SNAPSHOT_READ_ONLY_FIELDS: [(&str, bool); 10] = [
+    ("volumename", false),
+    ("volumeid", false),
+    ("snapshotid", false),
+    ("time", false),
+    ("state", false),
+    ("status", false),
+    ("volumesize", true),
+    ("used", true),
+    ("progress", true),
+    ("numberofattachments", true),
+];
+
 fn snapshot_attributes(body: &Body) -> ParseResult<Map<String, Value>> {
+    for (key, number) in SNAPSHOT_READ_ONLY_FIELDS {
+        match body.get(key) {
+            None => {}
+            // Any whole number, however large: the value is ignored, only
+            // its type is checked.
+            Some(Value::Number(n)) if number && n.as_f64().is_some_and(|f| f.fract() == 0.0) => {}
+            Some(Value::String(_)) if !number => {}
+            Some(_) if number => return Err(bad(format!("{key} must be a whole number"))),
+            Some(_) => return Err(bad(format!("{key} must be a string"))),
+        }
+    }
     let mut attributes = Map::new();
     for (key, boolean) in SNAPSHOT_STORED_FIELDS {
         let value = if boolean {
@@ -557,6 +583,37 @@ mod tests {
             message(CreateVolume::from_body(&body(with))),
             "flavor must be \"regular\" or \"filedirect\""
         );
+    }
+
+    #[test]
+    fn a_snapshot_keeps_its_stored_fields_and_ignores_read_only_ones_of_their_type() {
+        let s = CreateSnapshot::from_body(&body(json!({
+            "name": "daily", "consistency": "application", "consistencygroupname": "cg",
+            "policy": true, "volumesize": 7, "used": 1e20, "snapshotid": "", "state": "Ready"
+        })))
+        .unwrap();
+        assert_eq!(s.name.as_str(), "daily");
+        assert_eq!(s.consistency, Consistency::Application);
+        assert_eq!(
+            Value::Object(s.attributes),
+            json!({"policy": true, "consistencygroupname": "cg"})
+        );
+        let refused = |v: Value| message(CreateSnapshot::from_body(&body(v)));
+        assert_eq!(
+            refused(json!({"name": "s", "consistency": "crash", "progress": 1.5})),
+            "progress must be a whole number"
+        );
+        assert_eq!(
+            refused(json!({"name": "s", "consistency": "crash", "volumeid": 3})),
+            "volumeid must be a string"
+        );
+        assert_eq!(
+            refused(json!({"name": "s", "consistency": "crash", "policy": "yes"})),
+            "policy must be true or false"
+        );
+        let m = ModifySnapshot::from_body(&body(json!({"name": "", "targetsecret": "x"}))).unwrap();
+        assert!(m.name.is_none(), "an empty name changes nothing");
+        assert_eq!(Value::Object(m.attributes), json!({"targetsecret": "x"}));
     }
 
     #[test]

@@ -33,14 +33,7 @@ pub(super) async fn move_slice(
     count: usize,
 ) -> Result<(), JobError> {
     let target = step.to_medium.clone().unwrap_or_default();
-    let row = ctx
-        .store
-        .volume_slices(&volume.id)
-        .await?
-        .into_iter()
-        .find(|r| r.slice.id == step.slice_id)
-        .ok_or_else(|| JobError::Failed(format!("slice {} disappeared", step.slice_id)))?;
-    let key = slice_key(&volume.id, &row.slice);
+    let (row, key) = step_slice(ctx, volume, step).await?;
     let label = format!(
         "slice c{}-k{} from {} to {target}",
         row.slice.copy, row.slice.column, step.from_medium
@@ -52,15 +45,7 @@ pub(super) async fn move_slice(
         ctx.progress(job, band.at(0, 0), &status).await?;
 
         let sampler = CopySampler::default();
-        // The copy's own token: the service's shutdown stops it, and so does
-        // dropping this job's future, so no copy thread outlives the move
-        // that started it (a retry must never race an earlier copy).
-        let cancel = ctx.shutdown.child_token();
-        let _stop_copy_on_drop = cancel.clone().drop_guard();
-        let options = CopyOptions {
-            rate_limit: ctx.rate_limit,
-            cancel,
-        };
+        let (options, _stop_copy_on_drop) = copy_options(ctx);
         let started = Instant::now();
         let copy = match ctx.exports.volume_io(&volume.id) {
             Some(io) => copy_live(
@@ -121,14 +106,7 @@ pub(super) async fn rebuild_slice(
     count: usize,
 ) -> Result<(), JobError> {
     let target = step.to_medium.clone().unwrap_or_default();
-    let row = ctx
-        .store
-        .volume_slices(&volume.id)
-        .await?
-        .into_iter()
-        .find(|r| r.slice.id == step.slice_id)
-        .ok_or_else(|| JobError::Failed(format!("slice {} disappeared", step.slice_id)))?;
-    let key = slice_key(&volume.id, &row.slice);
+    let (row, key) = step_slice(ctx, volume, step).await?;
     let label = format!(
         "slice c{}-k{} on {target} (lost on {})",
         row.slice.copy, row.slice.column, step.from_medium
@@ -138,12 +116,7 @@ pub(super) async fn rebuild_slice(
         let status = format!("Rebuilding {label} ({} of {count})", index + 1);
         ctx.progress(job, band.at(0, 0), &status).await?;
         let sampler = CopySampler::default();
-        let cancel = ctx.shutdown.child_token();
-        let _stop_copy_on_drop = cancel.clone().drop_guard();
-        let options = CopyOptions {
-            rate_limit: ctx.rate_limit,
-            cancel,
-        };
+        let (options, _stop_copy_on_drop) = copy_options(ctx);
         let copy = {
             let (io, store, step) = (Arc::clone(io), Arc::clone(&ctx.store), step.clone());
             let (copy, column, to) = (key.copy, key.column, target.clone());
@@ -188,6 +161,39 @@ pub(super) async fn rebuild_slice(
         ctx.store.finish_step(step.id).await?;
     }
     Ok(())
+}
+
+/// The slice a step works on, and its data-plane name.
+async fn step_slice(
+    ctx: &JobContext,
+    volume: &Volume,
+    step: &ResizeStep,
+) -> Result<(svs_store::SliceRow, SliceKey), JobError> {
+    let row = ctx
+        .store
+        .volume_slices(&volume.id)
+        .await?
+        .into_iter()
+        .find(|r| r.slice.id == step.slice_id)
+        .ok_or_else(|| JobError::Failed(format!("slice {} disappeared", step.slice_id)))?;
+    let key = slice_key(&volume.id, &row.slice);
+    Ok((row, key))
+}
+
+/// A copy's options, paced by `movement_rate`, with its own stop token: the
+/// service's shutdown stops it, and so does dropping the returned guard
+/// (the job's future), so no copy thread outlives the step that started it
+/// (a retry must never race an earlier copy).
+fn copy_options(ctx: &JobContext) -> (CopyOptions, tokio_util::sync::DropGuard) {
+    let cancel = ctx.shutdown.child_token();
+    let guard = cancel.clone().drop_guard();
+    (
+        CopyOptions {
+            rate_limit: ctx.rate_limit,
+            cancel,
+        },
+        guard,
+    )
 }
 
 /// How a copy ended well.

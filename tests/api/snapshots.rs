@@ -143,24 +143,31 @@ async fn snapshots_are_exact_images_of_their_instant_over_nbd_while_the_volume_c
     let (_, s1) = app.get("/volumes/v/snapshots/s1").await;
     assert_eq!(s1["numberofattachments"], 1);
 
+    // Another snapshot after the third writes, then more writes: s2 is now
+    // in the middle.
+    snapshot(&app, "v", "s3").await;
+    qemu_io(&uri(&live), &writes(0x44)).expect("fourth writes");
+    let a3 = attach_snapshot(&app, "v", "s3", "host-1").await;
+
     // An attached snapshot is deleted only with force; the others stay exact.
-    let (status, body) = app.delete("/volumes/v/snapshots/s1").await;
+    let (status, body) = app.delete("/volumes/v/snapshots/s2").await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert_eq!(
         body["message"],
-        "snapshot 's1' is attached to node(s) host-1; detach it first or delete with force=true"
+        "snapshot 's2' is attached to node(s) host-1; detach it first or delete with force=true"
     );
-    let job = job_of(&app, app.delete("/volumes/v/snapshots/s1?force=true").await).await;
+    let job = job_of(&app, app.delete("/volumes/v/snapshots/s2?force=true").await).await;
     assert_eq!(job["state"], "Done", "{job}");
     assert_eq!(job["type"], "snapshot_delete");
-    let (status, _) = app.get("/volumes/v/snapshots/s1").await;
+    let (status, _) = app.get("/volumes/v/snapshots/s2").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert!(
-        qemu_io_ro(&uri(&a1), &reads(0x11)).is_err(),
-        "s1's export is gone"
+        qemu_io_ro(&uri(&a2), &reads(0x22)).is_err(),
+        "s2's export is gone"
     );
-    qemu_io_ro(&uri(&a2), &reads(0x22)).expect("s2 stays exact");
-    qemu_io(&uri(&live), &reads(0x33)).expect("the live volume stays exact");
+    qemu_io_ro(&uri(&a1), &reads(0x11)).expect("the older snapshot stays exact");
+    qemu_io_ro(&uri(&a3), &reads(0x33)).expect("the newer snapshot stays exact");
+    qemu_io(&uri(&live), &reads(0x44)).expect("the live volume stays exact");
 }
 
 #[tokio::test]

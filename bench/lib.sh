@@ -1,0 +1,86 @@
+# Shared steps of the benchmark scripts (sourced, not run): stop processes,
+# time phases, install qemu-utils, build svs in release mode, start
+# `svs serve` on the demo media in a work directory, and check its log.
+# The sourcing script sets BENCH_DIR, REPO, ADMIN_EMAIL, ADMIN_PASSWORD and
+# its own `cleanup` trap; these set WORK, SVS, SERVER_PID and BASE.
+
+stop() {
+    local pid="$1"
+    if [[ -n "$pid" ]]; then
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    fi
+}
+
+T0=$SECONDS
+phase() { printf '\n== %s  [t=%ds]\n' "$*" "$((SECONDS - T0))"; }
+
+# cargo, python3 and qemu-utils (installed from Debian when missing).
+require_tools() {
+    command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
+    command -v python3 >/dev/null || { echo "python3 is required" >&2; exit 1; }
+    if ! command -v qemu-img >/dev/null || ! command -v qemu-nbd >/dev/null; then
+        echo "installing qemu-utils"
+        export DEBIAN_FRONTEND=noninteractive
+        if ! apt-get install -y qemu-utils; then
+            apt-get update
+            apt-get install -y qemu-utils
+        fi
+    fi
+}
+
+# Sets SVS to the release binary.
+build_release() {
+    cd "$REPO"
+    cargo build --release
+    local target_dir
+    target_dir="$(cargo metadata --format-version 1 --no-deps |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+    SVS="$target_dir/release/svs"
+    [[ -x "$SVS" ]] || { echo "build output missing: $SVS" >&2; exit 1; }
+}
+
+# Sets WORK to a new temporary directory named after $1.
+make_work_dir() {
+    WORK="$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")"
+    echo "work directory: $WORK ($(findmnt -n -o FSTYPE -T "$WORK" || echo '?'))"
+}
+
+# Starts `svs serve` (SVS_LOG=warn, the demo media, HTTP and NBD on free
+# ports) in $WORK; sets SERVER_PID and BASE (its HTTP base URL).
+start_svs() {
+    printf '# svs benchmark: defaults, embedded demo media\n' >"$WORK/svs.toml"
+    SVS_LOG=warn SVS_ADMIN_EMAIL="$ADMIN_EMAIL" SVS_ADMIN_PASSWORD="$ADMIN_PASSWORD" \
+        "$SVS" serve --listen 127.0.0.1:0 --nbd-listen 127.0.0.1:0 \
+        --config "$WORK/svs.toml" --data-dir "$WORK/data" \
+        >"$WORK/svs.out" 2>"$WORK/svs.log" &
+    SERVER_PID=$!
+    BASE=""
+    local line
+    for _ in $(seq 300); do
+        if grep -q '^svs nbd listening on ' "$WORK/svs.out" 2>/dev/null; then
+            line="$(grep -m1 '^svs listening on ' "$WORK/svs.out")"
+            BASE="${line#svs listening on }"
+            break
+        fi
+        if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+            break
+        fi
+        sleep 0.1
+    done
+    if [[ -z "$BASE" ]]; then
+        echo "svs serve did not start; its log:" >&2
+        cat "$WORK/svs.log" >&2
+        exit 1
+    fi
+    echo "svs at $BASE, $(grep -m1 '^svs nbd listening on ' "$WORK/svs.out" | sed 's/^svs //') (pid $SERVER_PID)"
+}
+
+# Fails when svs logged an error or a panic.
+check_svs_log() {
+    if grep -qiE '\b(ERROR|panicked)\b' "$WORK/svs.log"; then
+        echo "svs logged errors:" >&2
+        grep -iE '\b(ERROR|panicked)\b' "$WORK/svs.log" | head -20 >&2
+        exit 1
+    fi
+}
