@@ -211,8 +211,10 @@ impl JobRunner {
                 "internal error: see the service log".to_string()
             }
         };
-        if job.kind() == Some(JobKind::VolumeCreate) {
-            create::discard_volume(ctx, &job.object).await;
+        match job.kind() {
+            Some(JobKind::VolumeCreate) => create::discard_volume(ctx, &job.object).await,
+            Some(JobKind::SnapshotCreate) => snapshot::discard_snapshot(ctx, job).await,
+            _ => {}
         }
         warn!(detail = %end, "job ended in Error");
         let summary = format!("a {} job ended in Error", job.kind);

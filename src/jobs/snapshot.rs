@@ -54,12 +54,7 @@ pub(super) async fn create_snapshot(
     let io = ctx.volume_io(&volume).await?;
     let seq = snapshot.seq;
     if let Err(e) = ctx.on_io(&io, move |io| io.snapshot(seq)).await? {
-        // Nothing half-made stays: the snapshot goes from every slice and
-        // from the store.
-        if let Err(e) = ctx.on_io(&io, move |io| io.delete_snapshot(seq)).await? {
-            warn!(error = %e, "cannot remove a failed snapshot");
-        }
-        ctx.store.delete_snapshot(&snapshot.id).await?;
+        // The runner discards what was made (see `discard_snapshot`).
         return Err(JobError::Failed(format!(
             "Could not create snapshot '{}' of volume '{}': {e}",
             snapshot.name, volume.name
@@ -76,6 +71,39 @@ pub(super) async fn create_snapshot(
         ),
     )
     .await
+}
+
+/// Best-effort removal of a snapshot whose creation failed, whatever the
+/// step: nothing half-made stays, on the slices or in the store.
+pub(super) async fn discard_snapshot(ctx: &JobContext, job: &Job) {
+    let Ok(svs_domain::JobSpec::SnapshotCreate(args)) = job.spec() else {
+        return;
+    };
+    let snapshot = match ctx.snapshot(&args).await {
+        Ok(Some(s)) => s,
+        Ok(None) => return,
+        Err(e) => {
+            warn!(error = %e, "cannot read a failed snapshot");
+            return;
+        }
+    };
+    if let Ok(volume) = ctx.volume(job).await {
+        let seq = snapshot.seq;
+        let removed = match ctx.volume_io(&volume).await {
+            Ok(io) => ctx
+                .on_io(&io, move |io| io.delete_snapshot(seq))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.map_err(|e| e.to_string())),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = removed {
+            warn!(error = %e, "cannot remove the files of a failed snapshot");
+        }
+    }
+    if let Err(e) = ctx.store.delete_snapshot(&snapshot.id).await {
+        warn!(error = %e, "cannot remove a failed snapshot");
+    }
 }
 
 pub(super) async fn delete_snapshot(

@@ -22,6 +22,8 @@ struct TestMedia {
     creates: AtomicUsize,
     held: Mutex<bool>,
     released: Condvar,
+    /// Opening a volume for I/O fails while set.
+    refuse_opens: std::sync::atomic::AtomicBool,
 }
 
 impl TestMedia {
@@ -33,6 +35,7 @@ impl TestMedia {
             creates: AtomicUsize::new(0),
             held: Mutex::new(false),
             released: Condvar::new(),
+            refuse_opens: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -102,6 +105,14 @@ impl DataPlane for TestMedia {
     }
 
     fn open_volume(&self, layout: &VolumeLayout) -> Result<Arc<dyn VolumeIo>, DataPlaneError> {
+        if self.refuse_opens.load(Ordering::SeqCst) {
+            return Err(DataPlaneError::Io {
+                medium: "m1".into(),
+                slice: layout.volume_id.clone(),
+                op: "open",
+                source: io::Error::from(io::ErrorKind::PermissionDenied),
+            });
+        }
         self.local.open_volume(layout)
     }
 
@@ -289,6 +300,43 @@ async fn a_permanent_error_ends_the_job_at_once() {
     let job = h.create_and_finish().await;
     assert_eq!(job.state, JobState::Error, "{job:?}");
     assert_eq!(h.media.creates.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_failed_snapshot_creation_leaves_no_snapshot_behind() {
+    let h = Harness::new(0, io::ErrorKind::Other, 4).await;
+    assert_eq!(h.create_and_finish().await.state, JobState::Done);
+    h.media.refuse_opens.store(true, Ordering::SeqCst);
+    let spec = svs_domain::JobSpec::SnapshotCreate(svs_domain::SnapshotArgs {
+        name: "daily".into(),
+        snapshot_id: "s-1".into(),
+    });
+    let job = h
+        .fixture
+        .store
+        .create_snapshot(
+            &svs_store::NewSnapshot {
+                id: "s-1".into(),
+                volume_id: "vol-1".into(),
+                tenant_id: h.fixture.user.tenant_id,
+                name: "daily".into(),
+                consistency: svs_domain::Consistency::Crash,
+                volume_size: 1,
+                attributes: Default::default(),
+                now_ms: 1,
+            },
+            &h.fixture.new_job(spec, "vol-1"),
+        )
+        .await
+        .expect("snapshot recorded");
+    h.runner.submit(job);
+    let job = h.finished(job).await;
+    assert_eq!(job.state, JobState::Error, "{job:?}");
+    let left = h.fixture.store.snapshot_by_id("s-1").await.expect("read");
+    assert!(left.is_none(), "the failed snapshot is discarded: {left:?}");
+    // The volume is free again and a new snapshot can take the name.
+    let volume = h.fixture.store.volume_by_id("vol-1").await.expect("read");
+    assert_eq!(volume.and_then(|v| v.job), None);
 }
 
 #[tokio::test]
