@@ -11,9 +11,10 @@
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crate::protocol::*;
 
@@ -104,9 +105,33 @@ impl NbdClient {
         Self::open(stream, name)
     }
 
-    /// Runs the handshake on a connected stream, then starts the reader.
+    /// Like [`NbdClient::connect`], but gives up when connecting or the
+    /// handshake takes longer than `timeout` (`TimedOut`). Requests have no
+    /// time limit: a slow volume is not a dead one.
+    pub fn connect_timeout(
+        addr: &SocketAddr,
+        name: &str,
+        timeout: Duration,
+    ) -> io::Result<NbdClient> {
+        let stream = TcpStream::connect_timeout(addr, timeout)?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(timeout))?;
+        stream.set_write_timeout(Some(timeout))?;
+        Self::open(stream, name)
+    }
+
+    /// Runs the handshake on a connected stream (within its read and write
+    /// timeouts, if any), then clears the timeouts and starts the reader.
     pub fn open(mut stream: TcpStream, name: &str) -> io::Result<NbdClient> {
-        let info = handshake(&mut stream, name)?;
+        let info = handshake(&mut stream, name).map_err(|e| match e.kind() {
+            // A read timeout shows as WouldBlock on Linux.
+            io::ErrorKind::WouldBlock => {
+                io::Error::new(io::ErrorKind::TimedOut, "NBD handshake timed out")
+            }
+            _ => e,
+        })?;
+        stream.set_read_timeout(None)?;
+        stream.set_write_timeout(None)?;
         let shared = Arc::new(Shared {
             pending: Mutex::new(Pending {
                 next_handle: 1,

@@ -264,3 +264,34 @@ fn qemu_nbd_serves_a_file_the_client_reads_and_writes() {
     assert_eq!(&on_disk[MIB..MIB + 65536], &[0xc3; 65536][..]);
     assert_eq!(&on_disk[MIB + 65536..MIB + 65540], &[0x5a; 4][..]);
 }
+
+#[test]
+fn a_server_that_never_greets_times_the_handshake_out() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let started = Instant::now();
+    let err = NbdClient::connect_timeout(&addr, "vol", Duration::from_millis(300))
+        .err()
+        .unwrap();
+    assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    drop(listener);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_timed_handshake_slow_requests_still_complete() {
+    let exports = TestExports::new();
+    let dev = MemDevice::slow(MIB, 0x21, Duration::from_millis(600));
+    exports.add("vol", dev.clone());
+    let server = TestServer::start(exports).await;
+    let addr = server.addr;
+    let buf = blocking(move || {
+        let c = NbdClient::connect_timeout(&addr, "vol", Duration::from_millis(300)).unwrap();
+        let mut buf = [0u8; 16];
+        c.read(0, &mut buf).unwrap();
+        buf
+    })
+    .await;
+    assert_eq!(buf, [0x21; 16]);
+    server.stop().await.unwrap();
+}
