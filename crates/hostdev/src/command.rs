@@ -28,3 +28,40 @@ pub(crate) fn run<S: AsRef<OsStr>>(program: &str, args: &[S]) -> Result<String> 
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failing_command_reports_its_line_status_and_stderr() {
+        let err = run("sh", &["-c", "echo out; echo oops >&2; exit 3"]).unwrap_err();
+        match err {
+            HostDevError::Command {
+                command,
+                status,
+                stderr,
+            } => {
+                assert_eq!(command, "sh -c echo out; echo oops >&2; exit 3");
+                assert_eq!(status, "exit status: 3");
+                assert_eq!(stderr, "oops");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_successful_command_returns_its_stdout() {
+        assert_eq!(
+            run("sh", &["-c", "echo /dev/loop7"]).unwrap(),
+            "/dev/loop7\n"
+        );
+    }
+
+    #[test]
+    fn a_missing_program_is_an_io_error_naming_it() {
+        let err = run::<&str>("svs-no-such-tool", &[]).unwrap_err();
+        assert!(matches!(err, HostDevError::Io { .. }), "{err:?}");
+        assert!(err.to_string().contains("svs-no-such-tool"), "{err}");
+    }
+}

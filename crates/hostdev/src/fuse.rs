@@ -305,7 +305,8 @@ impl FuseFile {
         };
         let mut config = Config::default();
         config.mount_options = vec![
-            MountOption::FSName("svs-hostdev".into()),
+            // Shows in /proc/mounts which device file this mount serves.
+            MountOption::FSName(format!("svs-hostdev:{name}")),
             MountOption::Subtype("svs".into()),
             MountOption::NoExec,
             MountOption::NoSuid,

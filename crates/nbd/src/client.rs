@@ -168,6 +168,7 @@ impl NbdClient {
     /// Fills `buf` from `offset` (split into requests of at most the
     /// server's maximum payload, all in flight at once).
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        check_range(offset, buf.len() as u64)?;
         let max = self.info.max_payload as usize;
         let mut handles = Vec::new();
         let mut at = 0usize;
@@ -194,6 +195,7 @@ impl NbdClient {
     /// before replying.
     pub fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
         self.check_writable()?;
+        check_range(offset, data.len() as u64)?;
         let flags = self.fua_flag(fua);
         let max = self.info.max_payload as usize;
         let handles: Vec<u64> = data
@@ -231,6 +233,7 @@ impl NbdClient {
     /// Makes the range read back as zeroes.
     pub fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
         self.check_writable()?;
+        check_range(offset, len)?;
         if self.info.flags & FLAG_SEND_WRITE_ZEROES == 0 {
             let zeroes = vec![0u8; (len.min(1 << 20)) as usize];
             let mut at = offset;
@@ -302,6 +305,7 @@ impl NbdClient {
 
     /// Trim / write zeroes over a 64-bit length: split at the 32-bit field.
     fn ranged(&self, command: u16, flags: u16, offset: u64, len: u64) -> io::Result<()> {
+        check_range(offset, len)?;
         const STEP: u64 = 1 << 30;
         let mut handles = Vec::new();
         let mut at = offset;
@@ -386,6 +390,15 @@ impl NbdClient {
 impl Drop for NbdClient {
     fn drop(&mut self) {
         let _ = self.close();
+    }
+}
+
+/// A range whose end overflows is refused before anything is sent (the
+/// server checks the end against the export's size).
+fn check_range(offset: u64, len: u64) -> io::Result<()> {
+    match offset.checked_add(len) {
+        Some(_) => Ok(()),
+        None => Err(io::Error::from_raw_os_error(EINVAL as i32)),
     }
 }
 
@@ -585,6 +598,13 @@ mod tests {
                 length: 4096
             }
         );
+    }
+
+    #[test]
+    fn ranges_whose_end_overflows_are_refused() {
+        assert!(check_range(u64::MAX - 4096, 4096).is_ok());
+        let err = check_range(u64::MAX - 4095, 4097).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(22));
     }
 
     #[test]
