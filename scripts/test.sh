@@ -11,6 +11,16 @@ if ! command -v qemu-io >/dev/null || ! command -v qemu-img >/dev/null || ! comm
     $SUDO apt-get update -q
     $SUDO apt-get install -y -q qemu-utils
 fi
+# The host-side block path (crates/hostdev) makes and grows real ext4 and XFS
+# filesystems on loop devices over a FUSE file: it needs xfsprogs beside
+# e2fsprogs and util-linux (always there on Debian). As root, FUSE mounts go
+# straight through mount(2), so fusermount3 (Debian's fuse3) is not needed.
+if ! command -v mkfs.xfs >/dev/null || ! command -v xfs_growfs >/dev/null; then
+    if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo --preserve-env=DEBIAN_FRONTEND"; fi
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -q
+    $SUDO apt-get install -y -q xfsprogs
+fi
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings

@@ -10,6 +10,7 @@ mod connections;
 mod contract;
 mod forge;
 mod guard;
+mod hostdev;
 mod jobs;
 mod policies;
 mod reconcile;

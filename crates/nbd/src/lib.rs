@@ -1,5 +1,7 @@
 //! NBD server for svs: serves block devices to Network Block Device clients
-//! (the Linux kernel's `nbd-client`, qemu, nbdkit's tools, ...).
+//! (the Linux kernel's `nbd-client`, qemu, nbdkit's tools, ...). Beside it,
+//! [`NbdClient`] (module [`client`]): the agent's own blocking client, which
+//! the host side (`svs-hostdev`) uses where the kernel has no `nbd` module.
 //!
 //! What it speaks, from the NBD protocol specification (`doc/proto.md` of the
 //! NBD project):
@@ -24,6 +26,7 @@
 //! `max_connections` is closed at once; a handshake not finished within
 //! `handshake_timeout` is closed.
 
+pub mod client;
 pub mod protocol;
 
 mod handshake;
@@ -34,6 +37,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use client::{ExportInfo, NbdClient};
 pub use server::NbdServer;
 pub use tokio_util::sync::CancellationToken;
 pub use transmission::{IN_FLIGHT_BYTES, MAX_IN_FLIGHT};
