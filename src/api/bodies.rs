@@ -77,6 +77,11 @@ pub struct VolumeCreateRequest {
     #[schema(pattern = "^(regular|filedirect)?$")]
     #[serde(default)]
     pub flavor: String,
+    /// svs extension: the filesystem svs makes on a `type: file` volume,
+    /// `ext4` (default) or `xfs`; refused (400) for `type: block`.
+    #[schema(pattern = "^(ext4|xfs)?$")]
+    #[serde(default)]
+    pub filesystem: String,
     /// Ignored at creation (type-checked).
     #[serde(default)]
     pub allowdatamovement: bool,

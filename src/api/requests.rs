@@ -6,7 +6,7 @@ use super::parse::{
     bad, opt_bool, opt_str, opt_uint, req_gib, req_str, req_uint, Body, ParseResult,
 };
 use crate::service::attributes::{
-    CapacityOptimization, Flavor, PolicySettings, StoredField, VolumeAttributes,
+    CapacityOptimization, Filesystem, Flavor, PolicySettings, StoredField, VolumeAttributes,
 };
 use crate::service::commands::{
     CloneFrom, CreateAttachment, CreatePolicy, CreateSnapshot, CreateVolume, DeleteSnapshot,
@@ -107,6 +107,17 @@ impl FromBody for CreateVolume {
             Some(f) => Some(
                 Flavor::parse(f)
                     .ok_or_else(|| bad("flavor must be \"regular\" or \"filedirect\""))?,
+            ),
+        };
+        attributes.filesystem = match (kind, opt_non_empty(body, "filesystem")?) {
+            (VolumeType::Block, None) => None,
+            (VolumeType::Block, Some(_)) => {
+                return Err(bad("filesystem: only a volume of type \"file\" has one"))
+            }
+            (VolumeType::File, None) => Some(Filesystem::default()),
+            (VolumeType::File, Some(f)) => Some(
+                Filesystem::parse(f)
+                    .ok_or_else(|| bad("filesystem must be \"ext4\" or \"xfs\""))?,
             ),
         };
         Ok(CreateVolume {
@@ -582,6 +593,37 @@ mod tests {
         assert_eq!(
             message(CreateVolume::from_body(&body(with))),
             "flavor must be \"regular\" or \"filedirect\""
+        );
+    }
+
+    #[test]
+    fn a_file_volume_gets_ext4_unless_xfs_is_chosen_and_a_block_volume_none() {
+        let fs = |b: Value| {
+            CreateVolume::from_body(&body(b))
+                .unwrap()
+                .attributes
+                .filesystem
+        };
+        assert_eq!(fs(json!({"name": "v", "size": 1, "policy": "p"})), None);
+        assert_eq!(
+            fs(json!({"name": "v", "size": 1, "policy": "p", "type": "file"})),
+            Some(Filesystem::Ext4)
+        );
+        assert_eq!(
+            fs(json!({"name": "v", "size": 1, "policy": "p", "type": "file", "filesystem": "xfs"})),
+            Some(Filesystem::Xfs)
+        );
+        assert_eq!(
+            message(CreateVolume::from_body(&body(
+                json!({"name": "v", "size": 1, "policy": "p", "filesystem": "ext4"})
+            ))),
+            "filesystem: only a volume of type \"file\" has one"
+        );
+        assert_eq!(
+            message(CreateVolume::from_body(&body(
+                json!({"name": "v", "size": 1, "policy": "p", "type": "file", "filesystem": "zfs"})
+            ))),
+            "filesystem must be \"ext4\" or \"xfs\""
         );
     }
 

@@ -4,7 +4,7 @@
 
 use crate::auth::TokenSet;
 use crate::service::attachments::attachment_uri;
-use crate::service::attributes::{StoredField, VolumeAttributes};
+use crate::service::attributes::{Filesystem, StoredField, VolumeAttributes};
 use crate::service::auth::SignedIn;
 use crate::service::catalog::NodeSummary;
 use crate::service::format_ms;
@@ -244,6 +244,14 @@ pub struct VolumeView {
     /// `regular` or `filedirect`.
     #[schema(pattern = "^(regular|filedirect)$")]
     pub flavor: &'static str,
+    /// svs extension, `file` volumes only: the filesystem svs makes on it
+    /// (`ext4` or `xfs`); left out for `block` volumes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = "^(ext4|xfs)$")]
+    pub filesystem: Option<&'static str>,
+    /// svs extension: true once svs made the filesystem; only such a
+    /// filesystem is grown by a resize.
+    pub filesystemprovisioned: bool,
     /// The running `volume_recovery` job's id; left out when none runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 1)]
@@ -292,6 +300,8 @@ pub fn volume(v: &Volume) -> VolumeView {
         throttlingscheme: optional(StoredField::ThrottlingScheme),
         allowdatamovement: false,
         flavor: attributes.flavor().as_str(),
+        filesystem: attributes.filesystem.map(Filesystem::as_str),
+        filesystemprovisioned: attributes.filesystem_provisioned,
         volumerecoveryjob: v.recovery_job.map(|j| j.to_string()),
     }
 }

@@ -1,6 +1,7 @@
 //! `volume_create`: place the volume's slices, then create their files.
 
 use super::{slice_key, step_progress, JobContext, JobError};
+use crate::service::attributes::{Filesystem, VolumeAttributes};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -76,16 +77,48 @@ pub(super) async fn create_volume(ctx: &JobContext, job: &Job) -> Result<(), Job
             )
             .await;
     }
+    let filesystem = provision_filesystem(ctx, job, &volume).await?;
     ctx.done(
         job,
         format!(
-            "Volume '{}' created: {} GiB in {} slice(s)",
+            "Volume '{}' created: {} GiB in {} slice(s){}",
             volume.name,
             volume.size,
-            slices.len()
+            slices.len(),
+            filesystem
+                .map(|fs| format!("; Filesystem {} created", fs.as_str()))
+                .unwrap_or_default()
         ),
     )
     .await
+}
+
+/// The last step for a `file` volume: make its filesystem and record that
+/// svs provisioned it. A run that already made it (then stopped before the
+/// job ended) does not make it again.
+async fn provision_filesystem(
+    ctx: &JobContext,
+    job: &Job,
+    volume: &Volume,
+) -> Result<Option<Filesystem>, JobError> {
+    let mut attributes = VolumeAttributes::from_record(&volume.attributes);
+    let Some(fs) = attributes.filesystem else {
+        return Ok(None);
+    };
+    if attributes.filesystem_provisioned {
+        return Ok(Some(fs));
+    }
+    ctx.progress(job, 95, &format!("Creating filesystem {}", fs.as_str()))
+        .await?;
+    let io = ctx.volume_io(volume).await?;
+    ctx.make_filesystem(io, fs).await?;
+    attributes.filesystem_provisioned = true;
+    ctx.store
+        .set_volume_attributes(&volume.id, &attributes.to_record())
+        .await?;
+    ctx.progress(job, 100, &format!("Filesystem {} created", fs.as_str()))
+        .await?;
+    Ok(Some(fs))
 }
 
 /// What a clone copied from.

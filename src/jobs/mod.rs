@@ -16,6 +16,7 @@ mod activity;
 mod attach;
 mod create;
 mod delete;
+mod filesystem;
 mod recovery;
 mod resize;
 mod retry;

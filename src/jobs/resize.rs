@@ -3,6 +3,7 @@
 
 use super::slice_move::move_slice;
 use super::{slice_key, JobContext, JobError};
+use crate::service::attributes::VolumeAttributes;
 use std::collections::BTreeSet;
 use svs_domain::{
     column_size, plan_resize, validate_new_size, ResizeRequest, ResizeVolumeArgs, Slice, GIB,
@@ -85,6 +86,10 @@ pub(super) async fn resize_volume(
             " in place".to_string()
         }
     );
+    let detail = match grow_filesystem(ctx, job, &volume, new_size).await? {
+        Some(note) => format!("{detail}; {note}"),
+        None => detail,
+    };
     info!(detail = %detail, "job done");
     ctx.store
         .complete_resize(
@@ -97,6 +102,42 @@ pub(super) async fn resize_volume(
         .await?;
     ctx.exports.set_size(&volume.id, new_size * GIB);
     Ok(())
+}
+
+/// The last step for a volume whose filesystem svs provisioned: grow it
+/// to `new_size` GiB (the slices already have it), or, when the volume is
+/// attached, leave it to the host agent. The note for the job's details.
+/// On failure the slices keep their new size while the volume keeps its
+/// old one; the job's own retry runs this step again (growing to fill the
+/// device is idempotent).
+async fn grow_filesystem(
+    ctx: &JobContext,
+    job: &Job,
+    volume: &svs_store::Volume,
+    new_size: u64,
+) -> Result<Option<String>, JobError> {
+    let attributes = VolumeAttributes::from_record(&volume.attributes);
+    let Some(fs) = attributes
+        .filesystem
+        .filter(|_| attributes.filesystem_provisioned)
+    else {
+        return Ok(None);
+    };
+    if ctx.exports.volume_io(&volume.id).is_some() {
+        return Ok(Some(format!(
+            "Filesystem {} not grown: the volume is attached, its host grows it",
+            fs.as_str()
+        )));
+    }
+    ctx.progress(job, 97, &format!("Growing filesystem {}", fs.as_str()))
+        .await?;
+    let io = ctx.volume_io(volume).await?;
+    io.set_size(new_size * GIB);
+    ctx.grow_filesystem(io, fs).await?;
+    Ok(Some(format!(
+        "Filesystem grown from {} GiB to {new_size} GiB",
+        volume.size
+    )))
 }
 
 /// After a failed movement: remove any copy on a target that never became

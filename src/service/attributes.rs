@@ -68,7 +68,34 @@ impl Flavor {
     }
 }
 
+/// The filesystem svs makes on a `file` volume (svs extension).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Filesystem {
+    #[default]
+    Ext4,
+    Xfs,
+}
+
+impl Filesystem {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Filesystem::Ext4 => "ext4",
+            Filesystem::Xfs => "xfs",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Filesystem> {
+        match s {
+            "ext4" => Some(Filesystem::Ext4),
+            "xfs" => Some(Filesystem::Xfs),
+            _ => None,
+        }
+    }
+}
+
 const FLAVOR_KEY: &str = "flavor";
+const FILESYSTEM_KEY: &str = "filesystem";
+const FILESYSTEM_PROVISIONED_KEY: &str = "filesystemprovisioned";
 const CONTENT_VOLUME_KEY: &str = "contentvolume";
 const CONTENT_SNAPSHOT_KEY: &str = "contentsnapshot";
 
@@ -80,6 +107,11 @@ pub struct VolumeAttributes {
     pub flavor: Option<Flavor>,
     /// A clone's source as named at creation: (contentvolume, contentsnapshot).
     pub content: Option<(String, String)>,
+    /// The filesystem of a `file` volume; None for `block` volumes.
+    pub filesystem: Option<Filesystem>,
+    /// True once svs made the filesystem (the `volume_create` job's last
+    /// step); only such a filesystem is grown by a resize.
+    pub filesystem_provisioned: bool,
 }
 
 impl VolumeAttributes {
@@ -125,6 +157,14 @@ impl VolumeAttributes {
             .and_then(Flavor::parse);
         let text = |key: &str| map.get(key).and_then(Value::as_str).map(str::to_string);
         attributes.content = text(CONTENT_VOLUME_KEY).zip(text(CONTENT_SNAPSHOT_KEY));
+        attributes.filesystem = map
+            .get(FILESYSTEM_KEY)
+            .and_then(Value::as_str)
+            .and_then(Filesystem::parse);
+        attributes.filesystem_provisioned = map
+            .get(FILESYSTEM_PROVISIONED_KEY)
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         attributes
     }
 
@@ -142,6 +182,12 @@ impl VolumeAttributes {
                 CONTENT_SNAPSHOT_KEY.to_string(),
                 Value::from(snapshot.as_str()),
             );
+        }
+        if let Some(filesystem) = self.filesystem {
+            map.insert(FILESYSTEM_KEY.to_string(), Value::from(filesystem.as_str()));
+        }
+        if self.filesystem_provisioned {
+            map.insert(FILESYSTEM_PROVISIONED_KEY.to_string(), Value::from(true));
         }
         map
     }
@@ -266,10 +312,14 @@ mod tests {
         a.set(StoredField::CapacityGroup, "cg1");
         a.set(StoredField::ZoneReplica, "");
         a.flavor = Some(Flavor::FileDirect);
+        a.filesystem = Some(Filesystem::Xfs);
+        a.filesystem_provisioned = true;
         let map = a.to_record();
-        assert_eq!(map.len(), 2, "empty values are not stored: {map:?}");
+        assert_eq!(map.len(), 4, "empty values are not stored: {map:?}");
         assert_eq!(map["capacitygroup"], "cg1");
         assert_eq!(map["flavor"], "filedirect");
+        assert_eq!(map["filesystem"], "xfs");
+        assert_eq!(map["filesystemprovisioned"], true);
         assert_eq!(VolumeAttributes::from_record(&map), a);
     }
 
@@ -278,6 +328,8 @@ mod tests {
         let a = VolumeAttributes::from_record(&Map::new());
         assert_eq!(a.flavor, None);
         assert_eq!(a.flavor(), Flavor::Regular);
+        assert_eq!(a.filesystem, None);
+        assert!(!a.filesystem_provisioned);
         assert_eq!(a.get(StoredField::ConsistencyGroup), "");
     }
 

@@ -8,6 +8,7 @@ mod cli;
 mod concurrency;
 mod connections;
 mod contract;
+mod filesystem;
 mod forge;
 mod guard;
 mod hostdev;

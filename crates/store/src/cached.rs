@@ -250,6 +250,18 @@ impl<S: Store> VolumeStore for CachedStore<S> {
         self.changed(self.inner.delete_volume(volume_id).await)
     }
 
+    async fn set_volume_attributes(
+        &self,
+        volume_id: &str,
+        attributes: &serde_json::Map<String, serde_json::Value>,
+    ) -> StoreResult<()> {
+        self.changed(
+            self.inner
+                .set_volume_attributes(volume_id, attributes)
+                .await,
+        )
+    }
+
     async fn save_resize_plan(
         &self,
         job_id: i64,

@@ -111,6 +111,12 @@ pub trait VolumeStore: Send + Sync {
     ) -> StoreResult<Vec<SliceRow>>;
     /// Removes a volume and its slices (after its files are gone).
     async fn delete_volume(&self, volume_id: &str) -> StoreResult<()>;
+    /// Replaces a volume's stored attributes. NotFound when it is gone.
+    async fn set_volume_attributes(
+        &self,
+        volume_id: &str,
+        attributes: &serde_json::Map<String, serde_json::Value>,
+    ) -> StoreResult<()>;
     /// Books the plan's reservations, records its steps and appends `detail`
     /// to the job, in one transaction; a job that already has steps is left
     /// as it is. InsufficientSpace, with nothing recorded, when a medium no

@@ -221,6 +221,22 @@ impl VolumeStore for SqliteStore {
         self.volume_slices(volume_id).await
     }
 
+    async fn set_volume_attributes(
+        &self,
+        volume_id: &str,
+        attributes: &serde_json::Map<String, Value>,
+    ) -> StoreResult<()> {
+        let updated = sqlx::query("UPDATE volumes SET attributes = ? WHERE id = ?")
+            .bind(Value::Object(attributes.clone()).to_string())
+            .bind(volume_id)
+            .execute(&self.writer)
+            .await?;
+        if updated.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+
     async fn delete_volume(&self, volume_id: &str) -> StoreResult<()> {
         let mut tx = self.begin_write().await?;
         sqlx::query("DELETE FROM attachments WHERE volume_id = ?")
