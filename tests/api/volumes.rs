@@ -231,7 +231,7 @@ async fn a_volume_is_read_by_name_or_by_id_with_every_reference_field() {
         "volumegroupid": id, "replicationnode": "rn", "replicationvolumegroupname": "rvg",
         "state": "Ready",
         "status": "Online", "progress": 100, "capacitygroup": "cap", "throttlingscheme": "ts",
-        "allowdatamovement": false, "flavor": "filedirect"
+        "allowdatamovement": false, "flavor": "filedirect", "filesystemprovisioned": false
     });
     let (status, by_name) = app.get("/volumes/full").await;
     assert_eq!(status, StatusCode::OK, "{by_name}");
@@ -257,7 +257,7 @@ async fn unset_optional_volume_fields_are_empty_or_omitted_and_the_flavor_is_reg
             "size": 3, "maxsize": 30, "policy": "plain", "consistencygroup": "", "node": "n1",
             "zone": "z1", "zonereplica": "", "volumegroupid": id,
             "replicationnode": "", "state": "Ready", "status": "Online", "progress": 100,
-            "allowdatamovement": false, "flavor": "regular"
+            "allowdatamovement": false, "flavor": "regular", "filesystemprovisioned": false
         })
     );
     // Fields the reference requires non-empty (minLength 1) are left out
