@@ -156,6 +156,9 @@ pub enum VolumeCommand {
         policy: String,
         #[arg(long = "type", value_enum, default_value_t = VolumeType::Block)]
         kind: VolumeType,
+        /// The filesystem svs makes on a `file` volume (default ext4).
+        #[arg(long, value_parser = ["ext4", "xfs"])]
+        filesystem: Option<String>,
         #[arg(long)]
         zone: Option<String>,
         /// Clone: start with the content of snapshot VOLUME/SNAPSHOT (the
@@ -491,6 +494,7 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
                 size,
                 policy,
                 kind,
+                filesystem,
                 zone,
                 from_snapshot,
                 wait,
@@ -500,6 +504,7 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
                     size,
                     &policy,
                     kind.as_str(),
+                    filesystem.as_deref(),
                     zone.as_deref(),
                     from_snapshot.as_ref(),
                     wait.wait,

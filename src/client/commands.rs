@@ -156,11 +156,15 @@ impl Context {
         size: u64,
         policy: &str,
         kind: &str,
+        filesystem: Option<&str>,
         zone: Option<&str>,
         from_snapshot: Option<&SnapshotRef>,
         wait: bool,
     ) -> Result<()> {
         let mut body = json!({"name": name, "size": size, "policy": policy, "type": kind});
+        if let Some(filesystem) = filesystem {
+            body["filesystem"] = json!(filesystem);
+        }
         if let Some(zone) = zone {
             body["zone"] = json!(zone);
         }

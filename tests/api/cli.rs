@@ -207,6 +207,44 @@ async fn login_stores_private_credentials_and_logout_requires_login_again() {
 }
 
 #[tokio::test]
+async fn volume_create_makes_the_chosen_filesystem_on_a_file_volume() {
+    let app = TestApp::start().await;
+    let home = Home::new(true);
+    home.login(&app);
+    home.ok(&["policy", "create", "plain"]);
+    home.ok(&[
+        "volume",
+        "create",
+        "files",
+        "--size",
+        "1",
+        "--policy",
+        "plain",
+        "--type",
+        "file",
+        "--filesystem",
+        "xfs",
+        "--wait",
+    ]);
+    let v = home.json(&["volume", "get", "files"]);
+    assert_eq!(v["type"], "file", "{v}");
+    assert_eq!(v["filesystem"], "xfs", "{v}");
+    assert_eq!(v["filesystemprovisioned"], true, "{v}");
+    let out = home.run(&[
+        "volume",
+        "create",
+        "bad",
+        "--size",
+        "1",
+        "--policy",
+        "plain",
+        "--filesystem",
+        "zfs",
+    ]);
+    assert!(!out.status.success());
+}
+
+#[tokio::test]
 async fn volume_create_resize_and_delete_with_wait() {
     let app = TestApp::start().await;
     let home = Home::new(true);
