@@ -226,3 +226,55 @@ async fn a_filesystem_is_refused_for_a_block_volume_and_must_be_ext4_or_xfs() {
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
 }
+
+#[tokio::test]
+async fn a_failed_filesystem_growth_keeps_the_old_size_and_a_second_resize_completes_it() {
+    let app = TestApp::start_with(topology("0")).await;
+    app.create_policy("mirror", 1, 1, 0).await;
+    let (status, created) = app
+        .post(
+            "/volumes",
+            json!({"name": "f", "type": "file", "size": 4, "policy": "mirror"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{created}");
+    let job = app
+        .wait_job(created["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+
+    // Break the primary superblock: e2fsck refuses the filesystem.
+    let a = attach(&app, "f", "host-1", false).await;
+    let mut saved = vec![0u8; 4096];
+    {
+        let dev = client(&a);
+        dev.read(0, &mut saved).unwrap();
+        dev.write(0, &[0u8; 4096], true).unwrap();
+    }
+    detach(&app, "f").await;
+    let (status, body) = app.patch("/volumes/f", json!({"size": 6})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Error", "{job}");
+    assert!(
+        last_detail(&job).starts_with("Could not grow the ext4 filesystem: "),
+        "{job}"
+    );
+    let (_, volume) = app.get("/volumes/f").await;
+    assert_eq!(volume["size"], 4, "{volume}");
+    assert_eq!(volume["state"], "Ready", "{volume}");
+
+    // Repaired, the same resize again grows it.
+    let a = attach(&app, "f", "host-1", false).await;
+    client(&a).write(0, &saved, true).unwrap();
+    detach(&app, "f").await;
+    let job = resize(&app, "f", 6).await;
+    assert_eq!(
+        last_detail(&job),
+        "Volume 'f' resized from 4 GiB to 6 GiB in place; Filesystem grown from 4 GiB to 6 GiB"
+    );
+    let a = attach(&app, "f", "host-1", true).await;
+    assert_eq!(superblock_bytes(client(&a).as_ref(), FsType::Ext4), 6 * GIB);
+}
