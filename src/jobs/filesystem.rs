@@ -50,9 +50,6 @@ fn fs_type(fs: Filesystem) -> FsType {
     }
 }
 
-/// Name of the file on the FUSE mount (shows in /proc/mounts).
-const DEVICE_FILE: &str = "volume";
-
 /// A private directory holding the FUSE mount (and, for XFS growth, the
 /// filesystem's mount); removed on drop, after the mounts' guards.
 struct WorkDir {
@@ -72,11 +69,14 @@ impl WorkDir {
         Ok(WorkDir { root })
     }
 
+    /// The volume as a file named after its id (so /proc/mounts and
+    /// `losetup -a` say which volume a mount or loop device serves).
     fn expose(&self, io: Arc<dyn VolumeIo>) -> Result<FuseFile, String> {
+        let name = io.volume_id().to_string();
         FuseFile::mount(
             Arc::new(VolumeDev(io)),
             &self.root.path().join("dev"),
-            DEVICE_FILE,
+            &name,
         )
         .map_err(|e| e.to_string())
     }

@@ -6,7 +6,6 @@ use crate::attach::{attach, topology, uri};
 use crate::harness::*;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use std::path::Path;
 use std::sync::Arc;
 use svs_hostdev::{mkfs, BlockDev, FsType, FuseFile, LoopDevice, Mount};
 use svs_nbd::NbdClient;
@@ -75,14 +74,15 @@ async fn resize(app: &TestApp, volume: &str, size: u64) -> Value {
     job
 }
 
-fn nothing_left_under(dir: &Path) -> bool {
-    let dir = dir.to_str().unwrap();
+/// No mount or loop device names `needle` (a test's directory, or a
+/// volume id: svs's own FUSE file is named after the volume).
+fn nothing_left_of(needle: &str) -> bool {
     let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
     let loops = std::process::Command::new("losetup")
         .arg("-a")
         .output()
         .unwrap();
-    !mounts.contains(dir) && !String::from_utf8_lossy(&loops.stdout).contains(dir)
+    !mounts.contains(needle) && !String::from_utf8_lossy(&loops.stdout).contains(needle)
 }
 
 #[tokio::test]
@@ -176,7 +176,8 @@ async fn file_volume_filesystem_grows(fs: FsType, requested: Option<&str>) {
     );
     assert!(superblock_bytes(client(&a).as_ref(), fs) == 6 * GIB);
     detach(&app, "f").await;
-    assert!(nothing_left_under(dirs.path()));
+    assert!(nothing_left_of(dirs.path().to_str().unwrap()));
+    assert!(nothing_left_of(created["ObjectID"].as_str().unwrap()));
 }
 
 #[tokio::test]
@@ -258,6 +259,7 @@ async fn a_failed_filesystem_growth_keeps_the_old_size_and_a_second_resize_compl
         .wait_job(body["JobID"].as_str().unwrap_or_default())
         .await;
     assert_eq!(job["state"], "Error", "{job}");
+    assert!(nothing_left_of(created["ObjectID"].as_str().unwrap()));
     assert!(
         last_detail(&job).starts_with("Could not grow the ext4 filesystem: "),
         "{job}"
