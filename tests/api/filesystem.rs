@@ -280,3 +280,44 @@ async fn a_failed_filesystem_growth_keeps_the_old_size_and_a_second_resize_compl
     let a = attach(&app, "f", "host-1", true).await;
     assert_eq!(superblock_bytes(client(&a).as_ref(), FsType::Ext4), 6 * GIB);
 }
+
+#[tokio::test]
+async fn a_resize_with_data_movement_grows_the_filesystem_too() {
+    // m3 is filled first, so the mirror's copies land on m1 and m2; once
+    // the filler is gone, growing to 18 GiB moves the copy on m2 to m3.
+    let app = TestApp::start_with(topology("0")).await;
+    app.create_policy("none", 0, 0, 0).await;
+    app.create_policy("mirror", 1, 1, 0).await;
+    app.create_volume("filler", 20, "none").await;
+    let (status, created) = app
+        .post(
+            "/volumes",
+            json!({"name": "f", "type": "file", "size": 15, "policy": "mirror"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{created}");
+    let job = app
+        .wait_job(created["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    app.delete_volume("filler").await;
+
+    let (status, body) = app
+        .patch("/volumes/f", json!({"size": 18, "allowdatamovement": true}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    assert_eq!(
+        last_detail(&job),
+        "Volume 'f' resized from 15 GiB to 18 GiB after moving 1 slice(s); \
+         Filesystem grown from 15 GiB to 18 GiB"
+    );
+    let a = attach(&app, "f", "host-1", true).await;
+    assert_eq!(
+        superblock_bytes(client(&a).as_ref(), FsType::Ext4),
+        18 * GIB
+    );
+}
