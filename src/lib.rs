@@ -10,6 +10,7 @@
 
 pub mod api;
 pub mod app;
+pub mod attributes;
 pub mod auth;
 pub mod cli;
 pub mod client;

@@ -1,7 +1,7 @@
 //! `volume_create`: place the volume's slices, then create their files.
 
 use super::{slice_key, step_progress, JobContext, JobError};
-use crate::service::attributes::{Filesystem, VolumeAttributes};
+use crate::attributes::{Filesystem, VolumeAttributes};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

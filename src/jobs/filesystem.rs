@@ -8,7 +8,7 @@
 //! loop device and a private mount. Guards undo each step, also on error.
 
 use super::{JobContext, JobError};
-use crate::service::attributes::Filesystem;
+use crate::attributes::Filesystem;
 use std::io;
 use std::sync::Arc;
 use svs_dataplane::VolumeIo;

@@ -3,7 +3,7 @@
 
 use super::slice_move::move_slice;
 use super::{slice_key, JobContext, JobError};
-use crate::service::attributes::VolumeAttributes;
+use crate::attributes::VolumeAttributes;
 use std::collections::BTreeSet;
 use svs_domain::{
     column_size, plan_resize, validate_new_size, ResizeRequest, ResizeVolumeArgs, Slice, GIB,

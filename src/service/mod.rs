@@ -5,7 +5,8 @@
 //! in `attributes`).
 
 pub mod attachments;
-pub mod attributes;
+/// Stored volume and policy fields (a layer below, shared with the jobs).
+pub use crate::attributes;
 pub mod auth;
 pub mod catalog;
 pub mod commands;
