@@ -116,12 +116,11 @@ impl DataPlane for TestMedia {
         self.local.open_volume(layout)
     }
 
-    fn snapshot_usage(
+    fn medium_snapshot_usage(
         &self,
         medium: &str,
-        slice: &SliceKey,
-    ) -> Result<std::collections::BTreeMap<u64, u64>, DataPlaneError> {
-        self.local.snapshot_usage(medium, slice)
+    ) -> Result<std::collections::BTreeMap<(String, u64), u64>, DataPlaneError> {
+        self.local.medium_snapshot_usage(medium)
     }
 }
 

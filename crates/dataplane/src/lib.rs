@@ -171,32 +171,13 @@ pub trait DataPlane: Send + Sync + 'static {
     /// connection and by live slice moves.
     fn open_volume(&self, layout: &VolumeLayout) -> Result<Arc<dyn VolumeIo>, DataPlaneError>;
 
-    /// Bytes each snapshot of the slice holds on the medium (its delta and
-    /// map as allocated on disk), by snapshot id.
-    fn snapshot_usage(
-        &self,
-        medium: &str,
-        slice: &SliceKey,
-    ) -> Result<std::collections::BTreeMap<u64, u64>, DataPlaneError>;
-
     /// Bytes every snapshot on the medium holds (deltas and maps as
     /// allocated on disk), by volume id and snapshot id, in one pass over
     /// the medium (a stat per snapshot file).
     fn medium_snapshot_usage(
         &self,
         medium: &str,
-    ) -> Result<std::collections::BTreeMap<(String, u64), u64>, DataPlaneError> {
-        let mut used = std::collections::BTreeMap::new();
-        for stored in self.stored_slices(medium)? {
-            if stored.partial {
-                continue;
-            }
-            for (id, bytes) in self.snapshot_usage(medium, &stored.key)? {
-                *used.entry((stored.key.volume_id.clone(), id)).or_insert(0) += bytes;
-            }
-        }
-        Ok(used)
-    }
+    ) -> Result<std::collections::BTreeMap<(String, u64), u64>, DataPlaneError>;
 
     /// Sets how many bytes snapshots may hold on the medium (`None`: no
     /// limit, the default). A copy-on-write save that would take the

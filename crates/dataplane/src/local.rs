@@ -318,15 +318,6 @@ impl DataPlane for LocalMedia {
         Ok(Arc::new(LocalVolumeIo::open(self, layout)?))
     }
 
-    fn snapshot_usage(
-        &self,
-        medium: &str,
-        slice: &SliceKey,
-    ) -> Result<std::collections::BTreeMap<u64, u64>, DataPlaneError> {
-        let path = self.slice_path(medium, slice)?;
-        crate::usage::snapshot_bytes(&path).map_err(io_err(medium, slice, "measure snapshots"))
-    }
-
     fn medium_snapshot_usage(
         &self,
         medium: &str,
