@@ -34,6 +34,20 @@ impl JobContext {
             .map_err(|e| JobError::Failed(format!("data plane task failed: {e}")))
     }
 
+    /// Runs one snapshot operation on the volume's shared I/O; its failure
+    /// ends the job with `failed`, then the cause.
+    async fn on_volume(
+        &self,
+        volume: &Volume,
+        op: impl FnOnce(&dyn VolumeIo) -> std::io::Result<()> + Send + 'static,
+        failed: impl FnOnce() -> String,
+    ) -> Result<(), JobError> {
+        let io = self.volume_io(volume).await?;
+        self.on_io(&io, op)
+            .await?
+            .map_err(|e| JobError::Failed(format!("{}: {e}", failed())))
+    }
+
     async fn snapshot(&self, args: &SnapshotArgs) -> Result<Option<Snapshot>, JobError> {
         Ok(self.store.snapshot_by_id(&args.snapshot_id).await?)
     }
@@ -51,15 +65,19 @@ pub(super) async fn create_snapshot(
         .ok_or_else(|| JobError::Failed(format!("snapshot '{}' no longer exists", args.name)))?;
     ctx.progress(job, 10, &format!("Taking snapshot '{}'", snapshot.name))
         .await?;
-    let io = ctx.volume_io(&volume).await?;
     let seq = snapshot.seq;
-    if let Err(e) = ctx.on_io(&io, move |io| io.snapshot(seq)).await? {
-        // The runner discards what was made (see `discard_snapshot`).
-        return Err(JobError::Failed(format!(
-            "Could not create snapshot '{}' of volume '{}': {e}",
-            snapshot.name, volume.name
-        )));
-    }
+    // On failure the runner discards what was made (`discard_snapshot`).
+    ctx.on_volume(
+        &volume,
+        move |io| io.snapshot(seq),
+        || {
+            format!(
+                "Could not create snapshot '{}' of volume '{}'",
+                snapshot.name, volume.name
+            )
+        },
+    )
+    .await?;
     ctx.store
         .set_snapshot_state(&snapshot.id, SnapshotState::Ready)
         .await?;
@@ -121,16 +139,18 @@ pub(super) async fn delete_snapshot(
         }
         ctx.progress(job, 10, &format!("Deleting snapshot '{}'", snapshot.name))
             .await?;
-        let io = ctx.volume_io(&volume).await?;
         let seq = snapshot.seq;
-        ctx.on_io(&io, move |io| io.delete_snapshot(seq))
-            .await?
-            .map_err(|e| {
-                JobError::Failed(format!(
-                    "Could not delete snapshot '{}' of volume '{}': {e}",
+        ctx.on_volume(
+            &volume,
+            move |io| io.delete_snapshot(seq),
+            || {
+                format!(
+                    "Could not delete snapshot '{}' of volume '{}'",
                     snapshot.name, volume.name
-                ))
-            })?;
+                )
+            },
+        )
+        .await?;
         ctx.store.delete_snapshot(&snapshot.id).await?;
     }
     ctx.done(
@@ -159,16 +179,18 @@ pub(super) async fn rollback(
         &format!("Rolling back to snapshot '{}'", snapshot.name),
     )
     .await?;
-    let io = ctx.volume_io(&volume).await?;
     let seq = snapshot.seq;
-    ctx.on_io(&io, move |io| io.rollback(seq))
-        .await?
-        .map_err(|e| {
-            JobError::Failed(format!(
-                "Could not roll volume '{}' back to snapshot '{}': {e}",
+    ctx.on_volume(
+        &volume,
+        move |io| io.rollback(seq),
+        || {
+            format!(
+                "Could not roll volume '{}' back to snapshot '{}'",
                 volume.name, snapshot.name
-            ))
-        })?;
+            )
+        },
+    )
+    .await?;
     let grown = if volume.size > snapshot.volume_size {
         format!(
             "; the {} GiB added since the snapshot now read as zeros",
