@@ -3,7 +3,7 @@
 //! `volume_recovery` job rebuilds what a volume lost.
 
 use super::commands::SetMediumState;
-use super::volumes::{volume_not_found, Started};
+use super::volumes::Started;
 use super::{Administrator, Caller, ServiceError, ServiceResult, Services};
 use crate::exports::fail_medium;
 use svs_domain::{BlockedOperation, JobSpec, RecoveryArgs, VolumeState};
@@ -38,14 +38,11 @@ impl Services {
     /// `POST /volumes/{volume}/recover`: starts a `volume_recovery` job.
     /// On a volume that lost nothing the job ends Done at once.
     pub async fn recover_volume(&self, caller: &Caller, volume: &str) -> ServiceResult<Started> {
-        let v = self
-            .store
-            .get_volume(caller.tenant_id, volume)
-            .await?
-            .ok_or_else(|| volume_not_found(volume))?;
+        let v = self.get_volume(caller, volume).await?;
         let _admission = self.admission.lock().await;
         self.ensure_idle(&v.id, &v.name, BlockedOperation::VolumeRecovery)
             .await?;
+        let v = self.fresh_volume(&v).await?;
         if v.state != VolumeState::Ready {
             return Err(ServiceError::Conflict(format!(
                 "volume '{}' is {}",

@@ -4,7 +4,7 @@
 
 use super::attachments::TOP;
 use super::commands::{CreateSnapshot, DeleteSnapshot, ModifySnapshot};
-use super::volumes::{volume_not_found, Started};
+use super::volumes::Started;
 use super::{Caller, ServiceError, ServiceResult, Services};
 use svs_domain::{BlockedOperation, JobKind, JobSpec, SnapshotArgs, SnapshotState, VolumeState};
 use svs_store::{NewSnapshot, Snapshot, Volume};
@@ -35,27 +35,25 @@ impl Services {
             .ok_or_else(|| snapshot_not_found(&v.name, snapshot))
     }
 
-    async fn snapshot_volume(&self, caller: &Caller, volume: &str) -> ServiceResult<Volume> {
-        self.store
-            .get_volume(caller.tenant_id, volume)
-            .await?
-            .ok_or_else(|| volume_not_found(volume))
-    }
-
-    /// Volume creations (clones) still copying from the snapshot.
-    pub(super) async fn clones_copying_from(&self, snapshot_id: &str) -> ServiceResult<Vec<i64>> {
+    /// The volume creation (clone) still copying from one of the
+    /// snapshots, if any: (snapshot id, job id). One read of the jobs.
+    pub(super) async fn clone_copying_from(
+        &self,
+        snapshots: &[Snapshot],
+    ) -> ServiceResult<Option<(String, i64)>> {
         Ok(self
             .store
             .unfinished_jobs()
             .await?
             .into_iter()
             .filter(|j| j.kind() == Some(JobKind::VolumeCreate))
-            .filter(|j| {
-                matches!(j.spec(), Ok(JobSpec::VolumeCreate(a))
-                    if a.source.as_ref().is_some_and(|s| s.snapshot_id == snapshot_id))
-            })
-            .map(|j| j.id)
-            .collect())
+            .find_map(|j| match j.spec() {
+                Ok(JobSpec::VolumeCreate(a)) => a
+                    .source
+                    .filter(|src| snapshots.iter().any(|s| s.id == src.snapshot_id))
+                    .map(|src| (src.snapshot_id, j.id)),
+                _ => None,
+            }))
     }
 
     pub async fn create_snapshot(
@@ -70,11 +68,11 @@ impl Services {
                 "snapshot name '{TOP}' is reserved for the live volume"
             )));
         }
-        let v = self.snapshot_volume(caller, volume).await?;
+        let v = self.get_volume(caller, volume).await?;
         let _admission = self.admission.lock().await;
         self.ensure_idle(&v.id, &v.name, BlockedOperation::SnapshotCreate)
             .await?;
-        let v = self.snapshot_volume(caller, &v.id).await?;
+        let v = self.fresh_volume(&v).await?;
         if v.state != VolumeState::Ready {
             return Err(ServiceError::Conflict(format!(
                 "volume '{}' is {}",
@@ -116,7 +114,7 @@ impl Services {
         caller: &Caller,
         volume: &str,
     ) -> ServiceResult<Vec<Snapshot>> {
-        let v = self.snapshot_volume(caller, volume).await?;
+        let v = self.get_volume(caller, volume).await?;
         Ok(self
             .store
             .list_snapshots(caller.tenant_id, Some(&v.id))
@@ -133,7 +131,7 @@ impl Services {
         volume: &str,
         snapshot: &str,
     ) -> ServiceResult<Snapshot> {
-        let v = self.snapshot_volume(caller, volume).await?;
+        let v = self.get_volume(caller, volume).await?;
         self.find_snapshot(&v, snapshot).await
     }
 
@@ -145,7 +143,7 @@ impl Services {
         snapshot: &str,
         request: &ModifySnapshot,
     ) -> ServiceResult<Snapshot> {
-        let v = self.snapshot_volume(caller, volume).await?;
+        let v = self.get_volume(caller, volume).await?;
         let s = self.find_snapshot(&v, snapshot).await?;
         let name = request
             .name
@@ -172,13 +170,12 @@ impl Services {
         snapshot: &str,
         request: &DeleteSnapshot,
     ) -> ServiceResult<Started> {
-        let v = self.snapshot_volume(caller, volume).await?;
+        let v = self.get_volume(caller, volume).await?;
         let s = self.find_snapshot(&v, snapshot).await?;
         let _admission = self.admission.lock().await;
         self.ensure_idle(&v.id, &v.name, BlockedOperation::SnapshotDelete)
             .await?;
-        let clones = self.clones_copying_from(&s.id).await?;
-        if let Some(job) = clones.first() {
+        if let Some((_, job)) = self.clone_copying_from(std::slice::from_ref(&s)).await? {
             return Err(ServiceError::Conflict(format!(
                 "snapshot '{}' is being copied into a new volume by job {job}; \
                  delete it when the copy ends",
@@ -221,7 +218,7 @@ impl Services {
         volume: &str,
         snapshot: &str,
     ) -> ServiceResult<Started> {
-        let v = self.snapshot_volume(caller, volume).await?;
+        let v = self.get_volume(caller, volume).await?;
         let s = self.find_snapshot(&v, snapshot).await?;
         let _admission = self.admission.lock().await;
         self.ensure_idle(&v.id, &v.name, BlockedOperation::SnapshotRollback)

@@ -167,7 +167,7 @@ impl Services {
     }
 
     /// The volume as stored now (not cached), once admission is held.
-    async fn fresh_volume(&self, volume: &Volume) -> ServiceResult<Volume> {
+    pub(super) async fn fresh_volume(&self, volume: &Volume) -> ServiceResult<Volume> {
         self.store
             .volume_by_id(&volume.id)
             .await?
@@ -208,14 +208,16 @@ impl Services {
                 snapshots.len()
             )));
         }
-        for s in &snapshots {
-            if let Some(job) = self.clones_copying_from(&s.id).await?.first() {
-                return Err(ServiceError::Conflict(format!(
-                    "snapshot '{}' of volume '{}' is being copied into a new volume by job {job}; \
-                     delete the volume when the copy ends",
-                    s.name, volume.name
-                )));
-            }
+        if let Some((id, job)) = self.clone_copying_from(&snapshots).await? {
+            let name = snapshots
+                .iter()
+                .find(|s| s.id == id)
+                .map_or(id.as_str(), |s| s.name.as_str());
+            return Err(ServiceError::Conflict(format!(
+                "snapshot '{name}' of volume '{}' is being copied into a new volume by job {job}; \
+                 delete the volume when the copy ends",
+                volume.name
+            )));
         }
         let spec = JobSpec::VolumeDelete(DeleteVolumeArgs {
             name: volume.name.clone(),
