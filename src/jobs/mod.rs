@@ -31,10 +31,10 @@ pub use retry::RetryPolicy;
 pub use runner::{JobRunner, RunnerParts, RunnerSettings, JOB_RUNNER};
 
 use crate::clock::Clock;
-use crate::exports::ExportRegistry;
+use crate::exports::{volume_layout, ExportRegistry};
 use crate::snapshot_space::refresh_snapshot_space;
 use std::sync::Arc;
-use svs_dataplane::{DataPlane, DataPlaneError, SliceKey};
+use svs_dataplane::{DataPlane, DataPlaneError, SliceKey, VolumeIo};
 use svs_domain::{JobKind, MediumState, Slice};
 use svs_store::{Job, JobEnd, Store, StoreError, Volume};
 use thiserror::Error;
@@ -162,6 +162,29 @@ impl JobContext {
             Ok(r) => warn!(media = ?r.unmeasured, "snapshot space not measured on some media"),
             Err(e) => warn!(error = %e, "cannot record snapshot space"),
         }
+    }
+
+    /// The volume's shared I/O: its exports' if attached, else opened for
+    /// as long as the caller holds it.
+    pub(super) async fn volume_io(&self, volume: &Volume) -> Result<Arc<dyn VolumeIo>, JobError> {
+        let layout = volume_layout(volume, &self.store.volume_slices(&volume.id).await?);
+        let exports = Arc::clone(&self.exports);
+        tokio::task::spawn_blocking(move || exports.open_io(&layout))
+            .await
+            .map_err(|e| JobError::Failed(format!("data plane task failed: {e}")))?
+            .map_err(JobError::DataPlane)
+    }
+
+    /// Runs blocking work on a volume's I/O off the async workers.
+    pub(super) async fn on_io<T: Send + 'static>(
+        &self,
+        io: &Arc<dyn VolumeIo>,
+        f: impl FnOnce(&dyn VolumeIo) -> std::io::Result<T> + Send + 'static,
+    ) -> Result<std::io::Result<T>, JobError> {
+        let io = Arc::clone(io);
+        tokio::task::spawn_blocking(move || f(io.as_ref()))
+            .await
+            .map_err(|e| JobError::Failed(format!("data plane task failed: {e}")))
     }
 
     async fn progress(&self, job: &Job, progress: u8, status: &str) -> Result<(), JobError> {

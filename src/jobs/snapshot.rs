@@ -3,37 +3,12 @@
 //! so a snapshot is taken at one barrier across every connection's writes.
 
 use super::{JobContext, JobError};
-use crate::exports::volume_layout;
-use std::sync::Arc;
 use svs_dataplane::VolumeIo;
 use svs_domain::{SnapshotArgs, SnapshotState};
 use svs_store::{Job, Snapshot, Volume};
 use tracing::warn;
 
 impl JobContext {
-    /// The volume's shared I/O: its exports' if attached, else opened for
-    /// as long as the caller holds it.
-    pub(super) async fn volume_io(&self, volume: &Volume) -> Result<Arc<dyn VolumeIo>, JobError> {
-        let layout = volume_layout(volume, &self.store.volume_slices(&volume.id).await?);
-        let exports = Arc::clone(&self.exports);
-        tokio::task::spawn_blocking(move || exports.open_io(&layout))
-            .await
-            .map_err(|e| JobError::Failed(format!("data plane task failed: {e}")))?
-            .map_err(JobError::DataPlane)
-    }
-
-    /// Runs blocking work on a volume's I/O off the async workers.
-    pub(super) async fn on_io<T: Send + 'static>(
-        &self,
-        io: &Arc<dyn VolumeIo>,
-        f: impl FnOnce(&dyn VolumeIo) -> std::io::Result<T> + Send + 'static,
-    ) -> Result<std::io::Result<T>, JobError> {
-        let io = Arc::clone(io);
-        tokio::task::spawn_blocking(move || f(io.as_ref()))
-            .await
-            .map_err(|e| JobError::Failed(format!("data plane task failed: {e}")))
-    }
-
     /// Runs one snapshot operation on the volume's shared I/O; its failure
     /// ends the job with `failed`, then the cause.
     async fn on_volume(
