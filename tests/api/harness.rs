@@ -121,7 +121,14 @@ impl TestApp {
             nbd_base: String::new(),
             dir,
             config,
-            client: reqwest::Client::new(),
+            // Pooled connections are dropped well before the service's
+            // keep-alive timeout (60 s) closes them: a request sent on a
+            // connection the server is closing at that instant fails with
+            // IncompleteMessage (seen after a long CLI step).
+            client: reqwest::Client::builder()
+                .pool_idle_timeout(Duration::from_secs(20))
+                .build()
+                .expect("HTTP client"),
             token: String::new(),
             child: None,
         };
