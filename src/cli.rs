@@ -74,6 +74,32 @@ pub enum Command {
         #[command(subcommand)]
         command: KeysCommand,
     },
+    /// Run the host agent: follow this node's attachments, connect them as
+    /// block devices, mount and grow `file` volumes, report their state.
+    Agent {
+        /// Base URL of the service, e.g. http://10.0.0.1:8080.
+        #[arg(long, env = "SVS_URL")]
+        url: String,
+        /// This host's node name (as in `svs node add`).
+        #[arg(long, env = "SVS_NODE")]
+        node: String,
+        /// File holding the node's agent credential (from `svs node add`).
+        #[arg(long, env = "SVS_AGENT_CREDENTIAL_FILE")]
+        credential_file: PathBuf,
+        /// Where the agent records its devices and mounts.
+        #[arg(long, default_value = crate::agent::DEFAULT_STATE_DIR)]
+        state_dir: PathBuf,
+        /// `file` volumes without a mountpoint are mounted at
+        /// <MOUNT_ROOT>/<volume>.
+        #[arg(long, default_value = crate::agent::DEFAULT_MOUNT_ROOT)]
+        mount_root: PathBuf,
+    },
+    /// One attached volume's device (started by `svs agent`, not by hand).
+    #[command(hide = true)]
+    AgentDevice {
+        #[arg(long)]
+        dir: PathBuf,
+    },
     /// Sign in to a service and store the tokens in ~/.config/svs/credentials.
     /// The password is read from stdin, or prompted for on a terminal.
     Login {
@@ -465,6 +491,28 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
+        Command::Agent {
+            url,
+            node,
+            credential_file,
+            state_dir,
+            mount_root,
+        } => {
+            init_tracing(&std::env::var("SVS_LOG").unwrap_or_else(|_| "info".into()));
+            crate::agent::run(crate::agent::AgentConfig {
+                url,
+                node,
+                credential_file,
+                state_dir,
+                mount_root,
+            })
+            .await
+            .map_err(|e| e.to_string())
+        }
+        Command::AgentDevice { dir } => {
+            init_tracing(&std::env::var("SVS_LOG").unwrap_or_else(|_| "info".into()));
+            crate::agent::device::run_device(dir).await
+        }
         command => {
             let ctx = Context {
                 store: CredentialsStore::from_env().map_err(|e| e.to_string())?,
@@ -480,7 +528,11 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
     use crate::client::ClientError;
     match command {
         // Handled by `run`.
-        Command::Serve { .. } | Command::User { .. } | Command::Keys { .. } => Ok(()),
+        Command::Serve { .. }
+        | Command::User { .. }
+        | Command::Keys { .. }
+        | Command::Agent { .. }
+        | Command::AgentDevice { .. } => Ok(()),
         Command::Login { url, email } => {
             let password = read_password(false).map_err(ClientError::Input)?;
             ctx.login(&url, &email, &password).await

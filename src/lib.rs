@@ -3,11 +3,13 @@
 //! Layers, lowest first: `svs-domain` (model, planner; pure) ← `svs-store`
 //! (persistence) and `svs-dataplane` (media) ← `exports` (NBD exports) ←
 //! `jobs` (runner) ← `reconcile` (periodic repairs) ← `service` (use cases) ←
-//! `api` (HTTP) ← `app` / `cli` (the binary). `workers` (status of background
+//! `api` (HTTP) ← `app` / `cli` (the binary). `client` (the CLI's HTTP
+//! client) and `agent` (the host agent) talk to the service over HTTP only. `workers` (status of background
 //! work) and `clock` sit beside them, used by all; `snapshot_space`
 //! (snapshot usage and the media's snapshot budgets) serves `jobs`,
 //! `reconcile` and `app`.
 
+pub mod agent;
 pub mod api;
 pub mod app;
 pub mod attributes;

@@ -52,7 +52,8 @@ fn assert_layer(part: &str, forbidden: &[&str]) {
     );
 }
 
-const ABOVE_SERVICES: [&str; 5] = [
+const ABOVE_SERVICES: [&str; 6] = [
+    "crate::agent",
     "crate::api",
     "crate::app",
     "crate::cli",
@@ -93,4 +94,23 @@ fn services_do_not_import_the_api_or_the_binary() {
 #[test]
 fn the_api_does_not_import_the_binary() {
     assert_layer("src/api", &["crate::app", "crate::cli", "crate::client"]);
+}
+
+#[test]
+fn the_agent_talks_to_the_service_over_http_only() {
+    assert_layer(
+        "src/agent",
+        &[
+            "crate::api",
+            "crate::app",
+            "crate::cli",
+            "crate::client",
+            "crate::service",
+            "crate::jobs",
+            "crate::reconcile",
+            "crate::exports",
+            "svs_store",
+            "svs_dataplane",
+        ],
+    );
 }

@@ -102,6 +102,8 @@ pub struct TestApp {
     /// The admin's IdToken.
     pub token: String,
     child: Option<Child>,
+    /// HTTP and NBD addresses a relaunch listens on again (`pin_ports`).
+    pinned: Option<(String, String)>,
 }
 
 pub fn svs_bin() -> &'static str {
@@ -131,6 +133,7 @@ impl TestApp {
                 .expect("HTTP client"),
             token: String::new(),
             child: None,
+            pinned: None,
         };
         app.launch().expect("svs serve starts");
         let tokens = app.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD).await;
@@ -153,8 +156,12 @@ impl TestApp {
             .append(true)
             .open(self.dir.path().join("svs.log"))
             .map_err(|e| e.to_string())?;
+        let (listen, nbd_listen) = self
+            .pinned
+            .clone()
+            .unwrap_or_else(|| ("127.0.0.1:0".into(), "127.0.0.1:0".into()));
         let mut child = Command::new(svs_bin())
-            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+            .args(["serve", "--listen", &listen, "--config"])
             .arg(self.config_path())
             .arg("--data-dir")
             .arg(self.data_dir())
@@ -164,7 +171,7 @@ impl TestApp {
                 "SVS_LOG",
                 self.config.log.as_deref().unwrap_or("info,tower_http=warn"),
             )
-            .env("SVS_NBD_LISTEN", "127.0.0.1:0")
+            .env("SVS_NBD_LISTEN", &nbd_listen)
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()
@@ -186,6 +193,14 @@ impl TestApp {
         self.nbd_base = nbd["svs nbd listening on ".len()..].trim().to_string();
         self.child = Some(child);
         Ok(())
+    }
+
+    /// Later launches listen on the same HTTP and NBD addresses as now, as
+    /// a service with configured addresses does (its agents keep them).
+    pub fn pin_ports(&mut self) {
+        let http = self.base.trim_start_matches("http://").to_string();
+        let nbd = self.nbd_base.trim_start_matches("nbd://").to_string();
+        self.pinned = Some((http, nbd));
     }
 
     /// What the service wrote to stderr so far.

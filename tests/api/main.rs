@@ -11,6 +11,7 @@ mod contract;
 mod filesystem;
 mod forge;
 mod guard;
+mod host_agent;
 mod hostdev;
 mod jobs;
 mod policies;

@@ -82,6 +82,12 @@ impl Mount {
         &self.target
     }
 
+    /// Leaves the filesystem mounted past this guard.
+    pub fn keep(mut self) -> PathBuf {
+        self.mounted = false;
+        std::mem::take(&mut self.target)
+    }
+
     /// Unmounts (writing back everything first).
     pub fn unmount(mut self) -> Result<()> {
         self.unmount_once()

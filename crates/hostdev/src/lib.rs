@@ -16,6 +16,7 @@
 mod command;
 mod fs;
 mod fuse;
+pub mod host;
 mod loopdev;
 
 use std::io;

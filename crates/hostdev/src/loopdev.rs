@@ -62,6 +62,13 @@ impl LoopDevice {
         })
     }
 
+    /// Leaves the device attached past this guard (the agent's devices
+    /// outlive the agent process); returns its path.
+    pub fn keep(mut self) -> PathBuf {
+        self.attached = false;
+        std::mem::take(&mut self.path)
+    }
+
     /// Detaches the device.
     pub fn detach(mut self) -> Result<()> {
         self.detach_once()

@@ -1,0 +1,229 @@
+//! What is on the host now, by path: the mount table, the loop devices and
+//! their backing files, unmounting and detaching without a guard. The agent
+//! uses these because its mounts and loop devices must outlive the agent
+//! process (a restart of the agent must not take a mounted filesystem away),
+//! so it finds them again instead of holding guards.
+
+use std::path::{Path, PathBuf};
+
+use crate::command::run;
+use crate::{FsType, HostDevError, Result};
+
+/// One line of `/proc/self/mountinfo`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountEntry {
+    pub target: PathBuf,
+    pub fstype: String,
+    pub source: String,
+    pub read_only: bool,
+}
+
+/// `\040` and friends: mountinfo escapes space, tab, newline and backslash.
+fn unescape(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' && i + 4 <= bytes.len() {
+            if let Some(v) = field
+                .get(i + 1..i + 4)
+                .and_then(|oct| u8::from_str_radix(oct, 8).ok())
+            {
+                out.push(v);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Parses mountinfo text (see proc(5)): `id parent major:minor root target
+/// options [optional...] - fstype source superoptions`.
+pub fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
+    let mut entries = Vec::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let Some(sep) = fields.iter().position(|f| *f == "-") else {
+            continue;
+        };
+        if fields.len() < 6 || fields.len() < sep + 3 {
+            continue;
+        }
+        let options = fields[5];
+        entries.push(MountEntry {
+            target: PathBuf::from(unescape(fields[4])),
+            fstype: fields[sep + 1].to_string(),
+            source: unescape(fields[sep + 2]),
+            read_only: options.split(',').any(|o| o == "ro"),
+        });
+    }
+    entries
+}
+
+/// Every mount this process sees.
+pub fn mounts() -> Result<Vec<MountEntry>> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| HostDevError::io("reading /proc/self/mountinfo", e))?;
+    Ok(parse_mountinfo(&text))
+}
+
+/// The mounts on `target` (the last one is the one in use).
+pub fn mounts_on(target: &Path) -> Result<Vec<MountEntry>> {
+    Ok(mounts()?
+        .into_iter()
+        .filter(|m| m.target == target)
+        .collect())
+}
+
+/// Mounts `device` on `target` and leaves it mounted (no guard).
+pub fn mount_kept(device: &Path, target: &Path, fs: FsType, read_only: bool) -> Result<()> {
+    crate::Mount::new(device, target, fs, read_only)?.keep();
+    Ok(())
+}
+
+/// One `umount` attempt: a busy filesystem is an error (with umount's own
+/// "target is busy"), never forced.
+pub fn unmount(target: &Path) -> Result<()> {
+    run("umount", &[target.as_os_str()]).map(drop)
+}
+
+/// Detaches a filesystem lazily: it goes once its last user closes it.
+/// Only for a filesystem whose device is already gone.
+pub fn unmount_lazy(target: &Path) -> Result<()> {
+    run("umount", &["-l".as_ref(), target.as_os_str()]).map(drop)
+}
+
+/// Loop devices and their backing files (`losetup --list`).
+pub fn loop_devices() -> Result<Vec<(PathBuf, PathBuf)>> {
+    let out = run(
+        "losetup",
+        &["--list", "--noheadings", "--raw", "--output", "NAME,BACK-FILE"],
+    )?;
+    Ok(out
+        .lines()
+        .filter_map(|line| {
+            let (name, back) = line.split_once(' ')?;
+            // --raw escapes spaces as \x20.
+            let back = back.trim().replace("\\x20", " ");
+            Some((PathBuf::from(name), PathBuf::from(back)))
+        })
+        .collect())
+}
+
+/// The loop devices over `file`.
+pub fn loop_devices_of(file: &Path) -> Result<Vec<PathBuf>> {
+    Ok(loop_devices()?
+        .into_iter()
+        .filter(|(_, back)| back == file)
+        .map(|(dev, _)| dev)
+        .collect())
+}
+
+/// Attaches `file` to a free loop device and leaves it attached.
+pub fn loop_attach_kept(file: &Path, read_only: bool) -> Result<PathBuf> {
+    Ok(crate::LoopDevice::attach(file, read_only)?.keep())
+}
+
+/// Detaches a loop device (deferred by the kernel until its last user
+/// closes it).
+pub fn loop_detach(device: &Path) -> Result<()> {
+    run("losetup", &["-d".as_ref(), device.as_os_str()]).map(drop)
+}
+
+/// Re-reads the backing file's size (`losetup -c`).
+pub fn loop_refresh(device: &Path) -> Result<()> {
+    run("losetup", &["-c".as_ref(), device.as_os_str()]).map(drop)
+}
+
+/// A block device's size in bytes as the kernel sees it.
+pub fn block_size(device: &Path) -> Result<u64> {
+    let out = run("blockdev", &["--getsize64".as_ref(), device.as_os_str()])?;
+    out.trim().parse().map_err(|_| HostDevError::Output {
+        command: "blockdev --getsize64".into(),
+        output: out,
+    })
+}
+
+/// Total bytes of the filesystem mounted on `path` (what `df` shows as its
+/// size).
+pub fn filesystem_bytes(path: &Path) -> Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+        HostDevError::io(
+            format!("statvfs {}", path.display()),
+            std::io::Error::from(std::io::ErrorKind::InvalidInput),
+        )
+    })?;
+    // SAFETY: statvfs writes only into the zeroed struct we pass, and `c`
+    // is a valid NUL-terminated string for the call's duration.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    if rc != 0 {
+        return Err(HostDevError::io(
+            format!("statvfs {}", path.display()),
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(u64::from(st.f_blocks).saturating_mul(u64::from(st.f_frsize)))
+}
+
+/// Grows a mounted filesystem to fill its device, online: `xfs_growfs` on
+/// the mountpoint, `resize2fs` on the device for ext4 (the kernel does the
+/// work; it needs CAP_SYS_RESOURCE, and says "Permission denied to resize
+/// filesystem" without it).
+pub fn grow_mounted(fs: FsType, device: &Path, mountpoint: &Path) -> Result<()> {
+    match fs {
+        FsType::Xfs => crate::xfs_growfs(mountpoint),
+        FsType::Ext4 => run("resize2fs", &[device.as_os_str()]).map(drop),
+    }
+}
+
+impl FsType {
+    /// `ext4` / `xfs`.
+    pub fn parse(name: &str) -> Option<FsType> {
+        match name {
+            "ext4" => Some(FsType::Ext4),
+            "xfs" => Some(FsType::Xfs),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_lines_give_target_type_source_and_mode() {
+        let text = "36 35 98:0 / /mnt/my\\040data rw,noatime master:1 - xfs /dev/loop3 rw,attr2\n\
+                    37 35 0:50 / /var/lib/svs-agent/devices/v1/fuse ro,nosuid - fuse.svs svs-hostdev:v1 ro\n\
+                    garbage line\n";
+        let got = parse_mountinfo(text);
+        assert_eq!(
+            got,
+            vec![
+                MountEntry {
+                    target: PathBuf::from("/mnt/my data"),
+                    fstype: "xfs".into(),
+                    source: "/dev/loop3".into(),
+                    read_only: false,
+                },
+                MountEntry {
+                    target: PathBuf::from("/var/lib/svs-agent/devices/v1/fuse"),
+                    fstype: "fuse.svs".into(),
+                    source: "svs-hostdev:v1".into(),
+                    read_only: true,
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn the_root_mount_is_seen() {
+        let all = mounts().unwrap();
+        assert!(all.iter().any(|m| m.target == Path::new("/")), "{all:?}");
+    }
+}

@@ -1,0 +1,118 @@
+//! The device process (`svs agent-device`): one per attached volume on a
+//! host, holding the volume's NBD connection and serving it as the file
+//! `<dir>/fuse/volume` that a loop device turns into a block device.
+//!
+//! It is a process of its own, in its own process group, so that the
+//! agent can stop, crash or be upgraded while filesystems stay mounted on
+//! the device: the agent finds it again by its directory. It reconnects to
+//! the service by itself (a restart of `svs serve` only delays I/O). SIGHUP:
+//! the volume grew, learn its new size. SIGTERM: unmount the FUSE file and
+//! exit (the agent detaches the loop device first).
+
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use svs_hostdev::FuseFile;
+use super::nbd_shim::{ReconnectOptions, ReconnectingClient};
+use tokio::signal::unix::{signal, SignalKind};
+
+/// The file's name inside the FUSE mount.
+pub const FILE_NAME: &str = "volume";
+
+/// What the agent hands the device process on its stdin (the export name
+/// is a capability: never on a command line, where `ps` shows it).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeviceSpec {
+    /// `host:port` of the service's NBD server.
+    pub address: String,
+    pub export: String,
+    pub readonly: bool,
+}
+
+/// The FUSE mount's directory inside a device directory.
+pub fn fuse_dir(dir: &Path) -> PathBuf {
+    dir.join("fuse")
+}
+
+/// `nbd://host:port/export` → (`host:port`, `export`).
+pub fn parse_uri(uri: &str) -> Option<(String, String)> {
+    let rest = uri.strip_prefix("nbd://")?;
+    let (address, export) = rest.split_once('/')?;
+    if address.is_empty() || export.is_empty() {
+        return None;
+    }
+    Some((address.to_string(), export.to_string()))
+}
+
+/// Runs the device until SIGTERM or SIGINT.
+pub async fn run_device(dir: PathBuf) -> Result<(), String> {
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .map_err(|e| format!("reading the device spec: {e}"))?;
+    let spec: DeviceSpec =
+        serde_json::from_str(&text).map_err(|e| format!("bad device spec: {e}"))?;
+    let mut hangup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
+    let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+    let mut interrupt = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+
+    let options = ReconnectOptions::default();
+    let (address, export) = (spec.address.clone(), spec.export.clone());
+    let client = tokio::task::spawn_blocking(move || {
+        ReconnectingClient::connect(address, export, options)
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| format!("cannot connect to nbd://{}: {e}", spec.address))?;
+    let client = Arc::new(client);
+    let mountpoint = fuse_dir(&dir);
+    std::fs::create_dir_all(&mountpoint)
+        .map_err(|e| format!("cannot make {}: {e}", mountpoint.display()))?;
+    let file = FuseFile::mount(client.clone(), &mountpoint, FILE_NAME)
+        .map_err(|e| format!("cannot mount the FUSE file: {e}"))?;
+    tracing::info!(dir = %dir.display(), size = client.size(), "device ready");
+
+    loop {
+        tokio::select! {
+            _ = hangup.recv() => {
+                let c = client.clone();
+                match tokio::task::spawn_blocking(move || c.refresh_size()).await {
+                    Ok(Ok(size)) => match file.set_size(size) {
+                        Ok(()) => tracing::info!(size, "device size refreshed"),
+                        Err(e) => tracing::warn!(error = %e, "device size not refreshed"),
+                    },
+                    Ok(Err(e)) => tracing::warn!(error = %e, "device size not refreshed"),
+                    Err(e) => tracing::warn!(error = %e, "device size not refreshed"),
+                }
+            }
+            _ = terminate.recv() => break,
+            _ = interrupt.recv() => break,
+        }
+    }
+    // The loop device is gone by now (the agent detaches it first); its
+    // release can lag a moment, which FuseFile::unmount waits out.
+    let result = tokio::task::spawn_blocking(move || file.unmount())
+        .await
+        .map_err(|e| e.to_string())?;
+    // Let the FUSE threads drop their references before the client goes.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    result.map_err(|e| format!("FUSE file not unmounted: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nbd_uris_split_into_address_and_export() {
+        assert_eq!(
+            parse_uri("nbd://127.0.0.1:10809/abc123"),
+            Some(("127.0.0.1:10809".into(), "abc123".into()))
+        );
+        assert_eq!(parse_uri("nbd://127.0.0.1:10809/"), None);
+        assert_eq!(parse_uri("http://x/y"), None);
+        assert_eq!(parse_uri("nbd://x"), None);
+    }
+}

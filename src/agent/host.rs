@@ -1,0 +1,748 @@
+//! This host's devices and mounts, reconciled with the node's desired
+//! attachments. Per attachment: a device process (see `device`) serving
+//! the volume as a FUSE file, a loop device over the file, and for `file`
+//! volumes the filesystem mounted on it, grown when the volume grows.
+//!
+//! Everything this host holds is recorded in `<state_dir>/attachments/`
+//! (one JSON file per attachment, written before each step it describes),
+//! so a restarted agent finds its devices and mounts again instead of
+//! making second ones; a device process that died is noticed and replaced.
+//! Nothing here is undone by a guard: mounts must outlive the agent.
+
+use super::device::{fuse_dir, parse_uri, DeviceSpec, FILE_NAME};
+use super::service::{DesiredAttachment, HostReport};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::{Component, Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use svs_hostdev::host as hd;
+use svs_hostdev::FsType;
+
+/// Where the agent keeps its records and devices, and mounts by default.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    pub state_dir: PathBuf,
+    /// `file` volumes without a mountpoint go to `<mount_root>/<volume>`.
+    pub mount_root: PathBuf,
+    /// The `svs` binary, started as `svs agent-device`.
+    pub exe: PathBuf,
+}
+
+/// A failed grow is tried again after this long (or when the size changes).
+const GROW_RETRY_SECS: u64 = 60;
+/// How long a device process has to connect and mount its FUSE file.
+const DEVICE_START: Duration = Duration::from_secs(30);
+
+/// What this host holds for one attachment.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Record {
+    volumeid: String,
+    snapshotid: String,
+    volumename: String,
+    exportname: String,
+    readonly: bool,
+    /// Set once the device process runs.
+    device_pid: Option<u32>,
+    loop_device: Option<PathBuf>,
+    /// Where the filesystem is mounted, while it is.
+    mountpath: Option<PathBuf>,
+    /// The agent made the mount's directory (and removes it at detach).
+    created_mountpath: bool,
+    /// GiB: the volume size the mounted filesystem fills.
+    grown_for: Option<u64>,
+    /// The last failed grow: (size in GiB, message, when in Unix seconds).
+    grow_error: Option<(u64, String, u64)>,
+}
+
+/// One attachment's report, for the service.
+pub struct Outcome {
+    pub volume_id: String,
+    pub snapshot_id: String,
+    pub report: HostReport,
+}
+
+pub struct Host {
+    config: HostConfig,
+    records: BTreeMap<String, Record>,
+    /// Device processes this agent started (reaped when they exit; the
+    /// ones an earlier agent started belong to init).
+    children: HashMap<u32, Child>,
+    /// Something is left to do (a busy unmount, a grow to retry): the
+    /// agent comes back sooner than its usual long poll.
+    pending: bool,
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn text(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+impl Host {
+    /// Opens the state directory, loads the records and removes what an
+    /// agent that died mid-step left without a record.
+    pub fn open(config: HostConfig) -> Result<Host, String> {
+        for dir in [
+            config.state_dir.join("attachments"),
+            config.state_dir.join("devices"),
+        ] {
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+        }
+        let mut records = BTreeMap::new();
+        let dir = config.state_dir.join("attachments");
+        let entries =
+            std::fs::read_dir(&dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Some(key) = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_suffix(".json"))
+            else {
+                continue;
+            };
+            match std::fs::read(&path)
+                .map_err(text)
+                .and_then(|b| serde_json::from_slice::<Record>(&b).map_err(text))
+            {
+                Ok(r) => {
+                    records.insert(key.to_string(), r);
+                }
+                Err(e) => tracing::warn!(file = %path.display(), error = %e, "unreadable record skipped"),
+            }
+        }
+        let mut host = Host {
+            config,
+            records,
+            children: HashMap::new(),
+            pending: false,
+        };
+        host.remove_orphan_devices();
+        Ok(host)
+    }
+
+    pub fn pending(&self) -> bool {
+        self.pending
+    }
+
+    fn device_dir(&self, key: &str) -> PathBuf {
+        self.config.state_dir.join("devices").join(key)
+    }
+
+    fn record_path(&self, key: &str) -> PathBuf {
+        self.config
+            .state_dir
+            .join("attachments")
+            .join(format!("{key}.json"))
+    }
+
+    /// Writes the record durably (temp file, fsync, rename).
+    fn save(&mut self, key: &str, record: &Record) -> Result<(), String> {
+        let path = self.record_path(key);
+        let tmp = path.with_extension("json.tmp");
+        let bytes = serde_json::to_vec_pretty(record).map_err(text)?;
+        let mut f = std::fs::File::create(&tmp)
+            .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+        f.write_all(&bytes)
+            .and_then(|()| f.sync_all())
+            .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, &path)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        self.records.insert(key.to_string(), record.clone());
+        Ok(())
+    }
+
+    fn forget(&mut self, key: &str) {
+        let _ = std::fs::remove_file(self.record_path(key));
+        self.records.remove(key);
+    }
+
+    /// Brings the host in line with `desired`; one outcome per desired
+    /// attachment. Attachments the service no longer has are taken down
+    /// without a report (there is nothing left to report to).
+    pub fn reconcile(&mut self, desired: &[DesiredAttachment]) -> Vec<Outcome> {
+        self.pending = false;
+        self.reap_children();
+        let mut outcomes = Vec::new();
+        for d in desired {
+            let key = d.key();
+            // Its export is being made: the attachment job's end wakes the
+            // agent again.
+            if d.state == "Attaching" {
+                continue;
+            }
+            let report = if d.detaching() {
+                match self.detach(&key) {
+                    Ok(()) => HostReport::state("Disconnected"),
+                    Err(e) => {
+                        self.pending = true;
+                        HostReport::error(e)
+                    }
+                }
+            } else {
+                self.attach(&key, d).unwrap_or_else(|e| {
+                    self.pending = true;
+                    HostReport::error(e)
+                })
+            };
+            outcomes.push(Outcome {
+                volume_id: d.volumeid.clone(),
+                snapshot_id: d.snapshotid.clone(),
+                report,
+            });
+        }
+        let gone: Vec<String> = self
+            .records
+            .keys()
+            .filter(|k| !desired.iter().any(|d| &d.key() == *k))
+            .cloned()
+            .collect();
+        for key in gone {
+            if let Err(e) = self.detach(&key) {
+                self.pending = true;
+                tracing::warn!(attachment = key, error = %e, "not taken down");
+            }
+        }
+        outcomes
+    }
+
+    fn attach(&mut self, key: &str, d: &DesiredAttachment) -> Result<HostReport, String> {
+        let (address, export) =
+            parse_uri(&d.uri).ok_or_else(|| format!("unusable NBD URI {:?}", d.uri))?;
+        // A new export or a changed mode needs a new device and mount.
+        if let Some(r) = self.records.get(key) {
+            if r.exportname != d.exportname || r.readonly != d.readonly {
+                self.detach(key)?;
+            }
+        }
+        let mut rec = self.records.get(key).cloned().unwrap_or_else(|| Record {
+            volumeid: d.volumeid.clone(),
+            snapshotid: d.snapshotid.clone(),
+            volumename: d.volumename.clone(),
+            exportname: d.exportname.clone(),
+            readonly: d.readonly,
+            device_pid: None,
+            loop_device: None,
+            mountpath: None,
+            created_mountpath: false,
+            grown_for: None,
+            grow_error: None,
+        });
+        let dir = self.device_dir(key);
+        let file = fuse_dir(&dir).join(FILE_NAME);
+        let mut note = None;
+
+        if !self.device_running(&rec, &dir) {
+            if rec.device_pid.is_some() {
+                self.clear_stale(&mut rec, &dir);
+                note = Some("the device process had stopped: reconnected".to_string());
+            }
+            // Recorded before the process starts: an agent that dies in
+            // between leaves a record to clean up, not an unknown device.
+            self.save(key, &rec)?;
+            let pid = self.spawn_device(
+                &dir,
+                &DeviceSpec {
+                    address,
+                    export,
+                    readonly: d.readonly,
+                },
+            )?;
+            rec.device_pid = Some(pid);
+            self.save(key, &rec)?;
+            self.wait_device(pid, &dir, &file)?;
+        }
+        let pid = rec.device_pid.unwrap_or(0);
+
+        let lo = match rec.loop_device.clone() {
+            Some(l) if hd::loop_devices_of(&file).map_err(text)?.contains(&l) => l,
+            _ => {
+                let l = hd::loop_attach_kept(&file, d.readonly).map_err(text)?;
+                rec.loop_device = Some(l.clone());
+                self.save(key, &rec)?;
+                l
+            }
+        };
+
+        let want = d.size << 30;
+        if file_size(&file)? < want {
+            self.refresh_device(pid, &file, want)?;
+        }
+        if hd::block_size(&lo).map_err(text)? < want {
+            hd::loop_refresh(&lo).map_err(text)?;
+        }
+        let device = Some(lo.display().to_string());
+        if !d.is_file() {
+            return Ok(HostReport {
+                device,
+                hostdetail: note,
+                ..HostReport::state("Connected")
+            });
+        }
+
+        let target = self.mount_target(d)?;
+        let fs = FsType::parse(d.filesystem.as_deref().unwrap_or("ext4"))
+            .ok_or_else(|| format!("unknown filesystem {:?}", d.filesystem))?;
+        if let Some(old) = rec.mountpath.clone().filter(|old| *old != target) {
+            self.unmount_ours(&mut rec, &old, &lo)?;
+            self.save(key, &rec)?;
+        }
+        match hd::mounts_on(&target).map_err(text)?.last() {
+            Some(m) if Path::new(&m.source) == lo => {}
+            Some(m) => {
+                return Err(format!(
+                    "{} is already the mount point of {}",
+                    target.display(),
+                    m.source
+                ))
+            }
+            None => {
+                if !target.exists() {
+                    std::fs::create_dir_all(&target)
+                        .map_err(|e| format!("cannot make {}: {e}", target.display()))?;
+                    rec.created_mountpath = true;
+                }
+                hd::mount_kept(&lo, &target, fs, d.readonly).map_err(text)?;
+                rec.mountpath = Some(target.clone());
+                // The service made or grew the filesystem to fill the
+                // volume before an agent managed it.
+                rec.grown_for.get_or_insert(d.size);
+                self.save(key, &rec)?;
+            }
+        }
+
+        if !d.readonly && rec.grown_for.is_some_and(|g| g < d.size) {
+            let wait_more = rec.grow_error.as_ref().is_some_and(|(size, _, at)| {
+                *size == d.size && now_secs().saturating_sub(*at) < GROW_RETRY_SECS
+            });
+            if !wait_more {
+                match hd::grow_mounted(fs, &lo, &target) {
+                    Ok(()) => {
+                        tracing::info!(volume = d.volumename, size = d.size, "filesystem grown");
+                        rec.grown_for = Some(d.size);
+                        rec.grow_error = None;
+                    }
+                    Err(e) => {
+                        tracing::warn!(volume = d.volumename, error = %e, "filesystem not grown");
+                        rec.grow_error = Some((d.size, e.to_string(), now_secs()));
+                    }
+                }
+                self.save(key, &rec)?;
+            }
+            if rec.grown_for.is_some_and(|g| g < d.size) {
+                self.pending = true;
+            }
+        }
+        let growerror = rec
+            .grow_error
+            .as_ref()
+            .filter(|(size, _, _)| *size == d.size)
+            .map(|(_, m, _)| m.clone());
+        Ok(HostReport {
+            hostdetail: note,
+            device,
+            mountpath: Some(target.display().to_string()),
+            filesystembytes: hd::filesystem_bytes(&target).ok(),
+            filesystemsize: rec.grown_for,
+            growerror,
+            ..HostReport::state("Mounted")
+        })
+    }
+
+    /// Unmounts, disconnects and forgets one attachment. A busy mount is an
+    /// error naming it; nothing is forced.
+    fn detach(&mut self, key: &str) -> Result<(), String> {
+        let Some(mut rec) = self.records.get(key).cloned() else {
+            return Ok(());
+        };
+        let dir = self.device_dir(key);
+        if let (Some(target), Some(lo)) = (rec.mountpath.clone(), rec.loop_device.clone()) {
+            self.unmount_ours(&mut rec, &target, &lo)?;
+            self.save(key, &rec)?;
+        }
+        if let Some(lo) = rec.loop_device.clone() {
+            let file = fuse_dir(&dir).join(FILE_NAME);
+            if hd::loop_devices_of(&file).map_err(text)?.contains(&lo) {
+                hd::loop_detach(&lo).map_err(|e| format!("cannot detach {}: {e}", lo.display()))?;
+            }
+            rec.loop_device = None;
+            self.save(key, &rec)?;
+        }
+        if let Some(pid) = rec.device_pid {
+            self.stop_device(pid, &dir);
+        }
+        remove_device_dir(&dir)?;
+        self.forget(key);
+        Ok(())
+    }
+
+    /// Unmounts the filesystem this agent mounted on `target` (if it still
+    /// is) and removes the directory it made for it.
+    fn unmount_ours(&mut self, rec: &mut Record, target: &Path, lo: &Path) -> Result<(), String> {
+        let ours = hd::mounts_on(target)
+            .map_err(text)?
+            .iter()
+            .any(|m| Path::new(&m.source) == lo);
+        if ours {
+            hd::unmount(target)
+                .map_err(|e| format!("unmount of {} failed: {e}", target.display()))?;
+        }
+        rec.mountpath = None;
+        if rec.created_mountpath {
+            let _ = std::fs::remove_dir(target);
+            rec.created_mountpath = false;
+        }
+        Ok(())
+    }
+
+    /// The device process died: what was built on it no longer works.
+    /// Its filesystem is detached lazily (its unwritten pages cannot reach
+    /// the volume any more; what was flushed is on the volume), then the
+    /// loop device and the dead FUSE mount go.
+    fn clear_stale(&mut self, rec: &mut Record, dir: &Path) {
+        if let (Some(target), Some(lo)) = (&rec.mountpath, &rec.loop_device) {
+            if hd::mounts_on(target)
+                .map(|ms| ms.iter().any(|m| Path::new(&m.source) == lo))
+                .unwrap_or(false)
+            {
+                let _ = hd::unmount_lazy(target);
+            }
+        }
+        rec.mountpath = None;
+        if let Some(lo) = rec.loop_device.take() {
+            let _ = hd::loop_detach(&lo);
+        }
+        if let Some(pid) = rec.device_pid.take() {
+            self.stop_device(pid, dir);
+        }
+        let _ = remove_device_dir(dir);
+    }
+
+    fn mount_target(&self, d: &DesiredAttachment) -> Result<PathBuf, String> {
+        if !d.mountpoint.is_empty() {
+            let p = PathBuf::from(&d.mountpoint);
+            if !p.is_absolute() || p.components().any(|c| c == Component::ParentDir) {
+                return Err(format!(
+                    "mountpoint {:?} must be an absolute path without '..'",
+                    d.mountpoint
+                ));
+            }
+            return Ok(p);
+        }
+        let name = if d.snapshotid == "top" {
+            d.volumename.clone()
+        } else {
+            format!("{}@{}", d.volumename, d.snapshotname)
+        };
+        Ok(self.config.mount_root.join(name))
+    }
+
+    fn spawn_device(&mut self, dir: &Path, spec: &DeviceSpec) -> Result<u32, String> {
+        use std::os::unix::process::CommandExt;
+        std::fs::create_dir_all(fuse_dir(dir))
+            .map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("device.log"))
+            .map_err(|e| format!("cannot open the device log: {e}"))?;
+        let log2 = log.try_clone().map_err(text)?;
+        let mut child = Command::new(&self.config.exe)
+            .arg("agent-device")
+            .arg("--dir")
+            .arg(dir)
+            .stdin(Stdio::piped())
+            .stdout(log)
+            .stderr(log2)
+            // Its own process group: signals to the agent's group (a
+            // terminal's ^C, `kill -- -PGID`) leave the device running.
+            .process_group(0)
+            .spawn()
+            .map_err(|e| format!("cannot start the device process: {e}"))?;
+        let spec = serde_json::to_vec(spec).map_err(text)?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin
+                .write_all(&spec)
+                .map_err(|e| format!("cannot start the device process: {e}"))?;
+        }
+        let pid = child.id();
+        self.children.insert(pid, child);
+        Ok(pid)
+    }
+
+    /// Waits for the device's FUSE file, or for the process to give up.
+    fn wait_device(&mut self, pid: u32, dir: &Path, file: &Path) -> Result<(), String> {
+        let start = Instant::now();
+        loop {
+            if let Some(child) = self.children.get_mut(&pid) {
+                if let Ok(Some(status)) = child.try_wait() {
+                    self.children.remove(&pid);
+                    return Err(format!(
+                        "the device process exited ({status}): {}",
+                        last_line(&dir.join("device.log"))
+                    ));
+                }
+            }
+            if fuse_mounted(dir) && std::fs::metadata(file).is_ok() {
+                return Ok(());
+            }
+            if start.elapsed() > DEVICE_START {
+                return Err(format!(
+                    "the device did not start within {} s: {}",
+                    DEVICE_START.as_secs(),
+                    last_line(&dir.join("device.log"))
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Asks the device process to learn the volume's new size (SIGHUP) and
+    /// waits until its file has it.
+    fn refresh_device(&self, pid: u32, file: &Path, want: u64) -> Result<(), String> {
+        signal(pid, libc::SIGHUP);
+        let start = Instant::now();
+        let mut last_signal = Instant::now();
+        loop {
+            if file_size(file)? >= want {
+                return Ok(());
+            }
+            if start.elapsed() > DEVICE_START {
+                return Err(format!(
+                    "the device did not grow to {} GiB within {} s",
+                    want >> 30,
+                    DEVICE_START.as_secs()
+                ));
+            }
+            // The export may not have its new size yet: ask again.
+            if last_signal.elapsed() > Duration::from_secs(2) {
+                signal(pid, libc::SIGHUP);
+                last_signal = Instant::now();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn device_running(&self, rec: &Record, dir: &Path) -> bool {
+        rec.device_pid.is_some_and(|pid| is_device_process(pid, dir)) && fuse_mounted(dir)
+    }
+
+    /// SIGTERM, then after 10 s SIGKILL; a FUSE mount left behind is
+    /// detached lazily.
+    fn stop_device(&mut self, pid: u32, dir: &Path) {
+        if is_device_process(pid, dir) {
+            signal(pid, libc::SIGTERM);
+            let start = Instant::now();
+            while is_device_process(pid, dir) && start.elapsed() < Duration::from_secs(10) {
+                self.reap_children();
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            if is_device_process(pid, dir) {
+                signal(pid, libc::SIGKILL);
+            }
+        }
+        if let Some(mut child) = self.children.remove(&pid) {
+            let _ = child.wait();
+        }
+        if fuse_mounted(dir) {
+            let _ = hd::unmount_lazy(&fuse_dir(dir));
+        }
+    }
+
+    fn reap_children(&mut self) {
+        self.children
+            .retain(|_, child| matches!(child.try_wait(), Ok(None)));
+    }
+
+    /// Device directories without a live record: an agent died between
+    /// starting a device and recording it, or its record was lost.
+    fn remove_orphan_devices(&mut self) {
+        let root = self.config.state_dir.join("devices");
+        let Ok(entries) = std::fs::read_dir(&root) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let dir = entry.path();
+            let key = entry.file_name().to_string_lossy().into_owned();
+            if self
+                .records
+                .get(&key)
+                .is_some_and(|r| r.device_pid.is_some())
+            {
+                continue;
+            }
+            tracing::warn!(dir = %dir.display(), "removing a device without a record");
+            let file = fuse_dir(&dir).join(FILE_NAME);
+            if let Ok(loops) = hd::loop_devices_of(&file) {
+                for lo in loops {
+                    let _ = hd::loop_detach(&lo);
+                }
+            }
+            for pid in device_processes(&dir) {
+                self.stop_device(pid, &dir);
+            }
+            if fuse_mounted(&dir) {
+                let _ = hd::unmount_lazy(&fuse_dir(&dir));
+            }
+            let _ = remove_device_dir(&dir);
+            if self.records.contains_key(&key) {
+                self.forget(&key);
+            }
+        }
+    }
+}
+
+fn file_size(file: &Path) -> Result<u64, String> {
+    std::fs::metadata(file)
+        .map(|m| m.len())
+        .map_err(|e| format!("cannot stat {}: {e}", file.display()))
+}
+
+fn fuse_mounted(dir: &Path) -> bool {
+    hd::mounts_on(&fuse_dir(dir))
+        .map(|ms| !ms.is_empty())
+        .unwrap_or(false)
+}
+
+/// Removes a device directory whose FUSE file is no longer mounted
+/// (never recursing into a live mount).
+fn remove_device_dir(dir: &Path) -> Result<(), String> {
+    if fuse_mounted(dir) {
+        return Err(format!("{} is still mounted", fuse_dir(dir).display()));
+    }
+    let _ = std::fs::remove_dir(fuse_dir(dir));
+    let _ = std::fs::remove_file(dir.join("device.log"));
+    match std::fs::remove_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("cannot remove {}: {e}", dir.display())),
+    }
+}
+
+fn signal(pid: u32, sig: libc::c_int) {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    // SAFETY: kill(2) takes plain integers and touches no memory.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+/// The process's command line, NUL-separated arguments.
+fn cmdline(pid: u32) -> Option<Vec<String>> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    Some(
+        raw.split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect(),
+    )
+}
+
+/// Whether `pid` is a live (not zombie) device process serving `dir`
+/// (pids are reused: the command line must name the directory).
+fn is_device_process(pid: u32, dir: &Path) -> bool {
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
+        .unwrap_or(true);
+    if zombie {
+        return false;
+    }
+    cmdline(pid).is_some_and(|args| is_device_cmdline(&args, dir))
+}
+
+fn is_device_cmdline(args: &[String], dir: &Path) -> bool {
+    let dir = dir.to_string_lossy();
+    args.iter().any(|a| a == "agent-device")
+        && args.windows(2).any(|w| w[0] == "--dir" && w[1] == dir)
+}
+
+/// Device processes serving `dir`.
+fn device_processes(dir: &Path) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| is_device_process(*pid, dir))
+        .collect()
+}
+
+fn last_line(log: &Path) -> String {
+    std::fs::read_to_string(log)
+        .ok()
+        .and_then(|t| t.lines().rev().find(|l| !l.trim().is_empty()).map(str::to_string))
+        .unwrap_or_else(|| "no output".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_device_process_is_known_by_its_directory() {
+        let args: Vec<String> = ["/usr/bin/svs", "agent-device", "--dir", "/s/devices/v-top"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert!(is_device_cmdline(&args, Path::new("/s/devices/v-top")));
+        assert!(!is_device_cmdline(&args, Path::new("/s/devices/v-1")));
+        assert!(!is_device_cmdline(&args[..2], Path::new("/s/devices/v-top")));
+    }
+
+    fn desired(mountpoint: &str, snapshot: &str) -> DesiredAttachment {
+        DesiredAttachment {
+            volumeid: "v".into(),
+            volumename: "data".into(),
+            snapshotid: snapshot.into(),
+            snapshotname: if snapshot == "top" { "top".into() } else { "s1".into() },
+            state: "Attached".into(),
+            readonly: false,
+            mountpoint: mountpoint.into(),
+            exportname: "e".into(),
+            uri: "nbd://127.0.0.1:1/e".into(),
+            kind: "file".into(),
+            filesystem: Some("xfs".into()),
+            filesystemprovisioned: true,
+            size: 1,
+        }
+    }
+
+    #[test]
+    fn mount_targets_default_under_the_mount_root_and_refuse_relative_paths() {
+        let state = tempfile::tempdir().unwrap();
+        let host = Host::open(HostConfig {
+            state_dir: state.path().to_path_buf(),
+            mount_root: PathBuf::from("/mnt/svs"),
+            exe: PathBuf::from("/bin/false"),
+        })
+        .unwrap();
+        assert_eq!(
+            host.mount_target(&desired("", "top")).unwrap(),
+            Path::new("/mnt/svs/data")
+        );
+        assert_eq!(
+            host.mount_target(&desired("", "3")).unwrap(),
+            Path::new("/mnt/svs/data@s1")
+        );
+        assert_eq!(
+            host.mount_target(&desired("/srv/data", "top")).unwrap(),
+            Path::new("/srv/data")
+        );
+        assert_eq!(
+            host.mount_target(&desired("srv/data", "top")).unwrap_err(),
+            "mountpoint \"srv/data\" must be an absolute path without '..'"
+        );
+        assert!(host.mount_target(&desired("/srv/../etc", "top")).is_err());
+    }
+}

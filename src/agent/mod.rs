@@ -1,0 +1,214 @@
+//! `svs agent`: the host side of svs. It follows its node's attachments
+//! from the service (a long poll, with back-off when the service is away)
+//! and makes them real on this host: a block device per attachment, and
+//! for `file` volumes the filesystem mounted and grown (see `host`). It
+//! reports each attachment's host state back to the service.
+//!
+//! It signs in with the node's own credential, which allows nothing but
+//! reading the node's attachments and reporting on them.
+
+pub mod device;
+pub mod host;
+pub mod service;
+mod nbd_shim;
+
+use host::{Host, HostConfig};
+use service::{HostReport, ServiceClient};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use thiserror::Error;
+
+/// The documented defaults of a package install.
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/svs-agent";
+pub const DEFAULT_MOUNT_ROOT: &str = "/mnt/svs";
+
+/// How long one long poll waits for a change.
+const LONG_POLL: Duration = Duration::from_secs(30);
+/// How soon to come back when something is left to do on the host.
+const RETRY: Duration = Duration::from_secs(5);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Error)]
+pub enum AgentError {
+    #[error("{0}")]
+    Config(String),
+    #[error("the service is unreachable: {0}")]
+    Unreachable(String),
+    #[error("the service refused ({status}): {message}")]
+    Refused { status: u16, message: String },
+    #[error("{0}")]
+    Host(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub url: String,
+    pub node: String,
+    pub credential_file: PathBuf,
+    pub state_dir: PathBuf,
+    pub mount_root: PathBuf,
+}
+
+fn read_credential(path: &PathBuf) -> Result<String, AgentError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        AgentError::Config(format!(
+            "cannot read the credential file {}: {e}",
+            path.display()
+        ))
+    })?;
+    let credential = text.trim().to_string();
+    if credential.is_empty() {
+        return Err(AgentError::Config(format!(
+            "the credential file {} is empty",
+            path.display()
+        )));
+    }
+    Ok(credential)
+}
+
+/// Doubling back-off with a cap, and a little jitter so that many agents
+/// do not come back at the same instant after a service restart.
+struct Backoff {
+    next: Duration,
+}
+
+impl Backoff {
+    fn new() -> Backoff {
+        Backoff {
+            next: Duration::from_millis(500),
+        }
+    }
+
+    fn reset(&mut self) {
+        self.next = Duration::from_millis(500);
+    }
+
+    fn step(&mut self) -> Duration {
+        let jitter = Duration::from_millis(rand::random::<u64>() % 250);
+        let now = self.next + jitter;
+        self.next = (self.next * 2).min(MAX_BACKOFF);
+        now
+    }
+}
+
+/// Runs the agent until SIGTERM or SIGINT. Stopping it leaves every device
+/// and mount in place: a restarted agent takes them over.
+pub async fn run(config: AgentConfig) -> Result<(), AgentError> {
+    let credential = read_credential(&config.credential_file)?;
+    let client = ServiceClient::new(&config.url, &config.node, &credential)?;
+    let exe = std::env::current_exe()
+        .map_err(|e| AgentError::Config(format!("cannot find the svs binary: {e}")))?;
+    let host_config = HostConfig {
+        state_dir: config.state_dir.clone(),
+        mount_root: config.mount_root.clone(),
+        exe,
+    };
+    let host = tokio::task::spawn_blocking(move || Host::open(host_config))
+        .await
+        .map_err(|e| AgentError::Host(e.to_string()))?
+        .map_err(AgentError::Host)?;
+    let host = Arc::new(Mutex::new(host));
+    tracing::info!(node = config.node, url = config.url, "agent started");
+
+    let stop = stop_signal()?;
+    tokio::pin!(stop);
+    let mut revision: Option<String> = None;
+    let mut reported: HashMap<(String, String), HostReport> = HashMap::new();
+    let mut backoff = Backoff::new();
+    let mut wait = Duration::ZERO;
+    loop {
+        let desired = tokio::select! {
+            r = client.desired(revision.as_deref(), wait) => r,
+            _ = &mut stop => break,
+        };
+        let state = match desired {
+            Ok(s) => s,
+            Err(e) => {
+                let pause = backoff.step();
+                tracing::warn!(error = %e, retry_in = ?pause, "no desired state");
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => continue,
+                    _ = &mut stop => break,
+                }
+            }
+        };
+        backoff.reset();
+        let h = host.clone();
+        let attachments = state.attachments.clone();
+        let (outcomes, pending) = tokio::task::spawn_blocking(move || {
+            let mut h = h.lock().unwrap_or_else(|p| p.into_inner());
+            let outcomes = h.reconcile(&attachments);
+            (outcomes, h.pending())
+        })
+        .await
+        .map_err(|e| AgentError::Host(e.to_string()))?;
+        let mut all_sent = true;
+        for o in outcomes {
+            let key = (o.volume_id.clone(), o.snapshot_id.clone());
+            if reported.get(&key) == Some(&o.report) {
+                continue;
+            }
+            match client.report(&o.volume_id, &o.snapshot_id, &o.report).await {
+                Ok(_) => {
+                    reported.insert(key, o.report);
+                }
+                Err(e) => {
+                    all_sent = false;
+                    tracing::warn!(volume = o.volume_id, error = %e, "host state not reported");
+                }
+            }
+        }
+        reported.retain(|(v, s), _| {
+            state
+                .attachments
+                .iter()
+                .any(|a| &a.volumeid == v && &a.snapshotid == s)
+        });
+        revision = Some(state.revision);
+        wait = LONG_POLL;
+        if pending || !all_sent {
+            // Come back after RETRY even if nothing changes.
+            revision = None;
+            tokio::select! {
+                _ = tokio::time::sleep(RETRY) => {}
+                _ = &mut stop => break,
+            }
+        }
+    }
+    tracing::info!("agent stopped; devices and mounts stay in place");
+    Ok(())
+}
+
+fn stop_signal() -> Result<impl std::future::Future<Output = ()>, AgentError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term =
+        signal(SignalKind::terminate()).map_err(|e| AgentError::Config(e.to_string()))?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|e| AgentError::Config(e.to_string()))?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn back_off_doubles_up_to_its_cap() {
+        let mut b = Backoff::new();
+        let first = b.step();
+        assert!(first >= Duration::from_millis(500) && first < Duration::from_millis(750));
+        for _ in 0..10 {
+            b.step();
+        }
+        let capped = b.step();
+        assert!(capped >= MAX_BACKOFF && capped < MAX_BACKOFF + Duration::from_millis(250));
+        b.reset();
+        assert!(b.step() < Duration::from_millis(750));
+    }
+}

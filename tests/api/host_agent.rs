@@ -1,0 +1,474 @@
+//! The host agent end to end: the real `svs serve` and `svs agent` (node
+//! host-1), real FUSE files, loop devices and XFS/ext4 mounts. Files are
+//! written through the mount while the volume is resized in place and with
+//! data movement, while the agent and the service are killed and
+//! restarted; `df` and the files' checksums are checked after each step,
+//! and at the end nothing is left mounted, looped or FUSE-mounted.
+
+use crate::attach::topology;
+use crate::harness::*;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use svs_hostdev::host as hd;
+
+const GIB: u64 = 1 << 30;
+
+/// One test's host side: a unique directory holding the agent's state and
+/// mounts, and the agent process. Dropping it (also when the test fails)
+/// kills the agent and takes down every mount, loop device and device
+/// process under that directory, and nothing else.
+struct HostSide {
+    root: tempfile::TempDir,
+    agent: Option<Child>,
+}
+
+impl HostSide {
+    fn new() -> HostSide {
+        HostSide {
+            root: tempfile::Builder::new()
+                .prefix("svs-agent-test-")
+                .tempdir()
+                .expect("temp dir"),
+            agent: None,
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.root.path()
+    }
+
+    fn credential_file(&self) -> PathBuf {
+        self.path().join("credential")
+    }
+
+    fn mountpoint(&self, name: &str) -> PathBuf {
+        self.path().join("mnt").join(name)
+    }
+
+    fn start_agent(&mut self, app: &TestApp) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.path().join("agent.log"))
+            .expect("agent log");
+        let child = Command::new(svs_bin())
+            .arg("agent")
+            .arg("--url")
+            .arg(&app.base)
+            .arg("--node")
+            .arg("host-1")
+            .arg("--credential-file")
+            .arg(self.credential_file())
+            .arg("--state-dir")
+            .arg(self.path().join("state"))
+            .arg("--mount-root")
+            .arg(self.path().join("mnt"))
+            .env("SVS_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log.try_clone().expect("log"))
+            .spawn()
+            .expect("svs agent starts");
+        self.agent = Some(child);
+    }
+
+    /// SIGKILL, like a crash.
+    fn kill_agent(&mut self) {
+        if let Some(mut child) = self.agent.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.path().join("agent.log")).unwrap_or_default()
+    }
+
+    /// Mounts (filesystems and FUSE files), loop devices and device
+    /// processes under this test's directory.
+    fn leftovers(&self) -> Vec<String> {
+        let root = self.path();
+        let mut left: Vec<String> = hd::mounts()
+            .unwrap()
+            .into_iter()
+            .filter(|m| m.target.starts_with(root))
+            .map(|m| format!("mount {} ({})", m.target.display(), m.fstype))
+            .collect();
+        left.extend(
+            hd::loop_devices()
+                .unwrap()
+                .into_iter()
+                .filter(|(_, back)| back.starts_with(root))
+                .map(|(dev, back)| format!("loop {} over {}", dev.display(), back.display())),
+        );
+        left.extend(
+            device_processes(root)
+                .into_iter()
+                .map(|pid| format!("device process {pid}")),
+        );
+        left
+    }
+}
+
+impl Drop for HostSide {
+    fn drop(&mut self) {
+        self.kill_agent();
+        let root = self.path().to_path_buf();
+        // Filesystems first (deepest first), then the loop devices under
+        // them, then the device processes and their FUSE files.
+        let mut mounts: Vec<_> = hd::mounts()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|m| m.target.starts_with(&root))
+            .collect();
+        mounts.sort_by_key(|m| std::cmp::Reverse(m.target.components().count()));
+        for m in mounts.iter().filter(|m| !m.fstype.starts_with("fuse")) {
+            let _ = hd::unmount_lazy(&m.target);
+        }
+        for (dev, back) in hd::loop_devices().unwrap_or_default() {
+            if back.starts_with(&root) {
+                let _ = hd::loop_detach(&dev);
+            }
+        }
+        for pid in device_processes(&root) {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+        for m in mounts.iter().filter(|m| m.fstype.starts_with("fuse")) {
+            let _ = hd::unmount_lazy(&m.target);
+        }
+    }
+}
+
+/// `svs agent-device` processes whose directory is under `root`.
+fn device_processes(root: &Path) -> Vec<u32> {
+    let root = root.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                .filter(|pid| {
+                    let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                        return false;
+                    };
+                    let args: Vec<String> = raw
+                        .split(|b| *b == 0)
+                        .map(|a| String::from_utf8_lossy(a).into_owned())
+                        .collect();
+                    args.iter().any(|a| a == "agent-device")
+                        && args.iter().any(|a| a.starts_with(&root))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Issues host-1's agent credential into the host side's credential file.
+async fn issue_credential(app: &TestApp, host: &HostSide) {
+    let (status, body) = app.post("/nodes/host-1/credentials", json!({})).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let credential = body["credential"].as_str().expect("credential");
+    std::fs::write(host.credential_file(), credential).expect("credential file");
+}
+
+async fn attachment(app: &TestApp, volume: &str) -> Value {
+    let (status, a) = app
+        .get(&format!("/volumes/{volume}/snapshots/top/attachments/host-1"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{a}");
+    a
+}
+
+/// Waits until the attachment's host state satisfies `done`.
+async fn wait_host(app: &TestApp, host: &HostSide, volume: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let start = Instant::now();
+    loop {
+        let a = attachment(app, volume).await;
+        if done(&a) {
+            return a;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "host state not reached: {a}\nagent log:\n{}",
+            host.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn last_detail(job: &Value) -> String {
+    job["details"]
+        .as_array()
+        .and_then(|d| d.last())
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn sha(data: &[u8]) -> String {
+    hex::encode(Sha256::digest(data))
+}
+
+/// Files written through the mount by a thread, each fsynced before it
+/// counts; what it wrote, and when it stopped, is checked by checksums.
+struct Writer {
+    stop: Arc<AtomicBool>,
+    written: Arc<Mutex<BTreeMap<PathBuf, String>>>,
+    thread: Option<std::thread::JoinHandle<Result<(), String>>>,
+}
+
+impl Writer {
+    fn start(dir: &Path, prefix: &str) -> Writer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let written = Arc::new(Mutex::new(BTreeMap::new()));
+        let (s, w, dir, prefix) = (stop.clone(), written.clone(), dir.to_path_buf(), prefix.to_string());
+        let thread = std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !s.load(Ordering::SeqCst) {
+                let path = dir.join(format!("{prefix}-{i:05}"));
+                let data = pattern(i + 1000, 192 * 1024 + (i as usize % 7) * 4096);
+                let mut f = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                f.write_all(&data).and_then(|()| f.sync_all()).map_err(|e| format!("{}: {e}", path.display()))?;
+                w.lock().unwrap().insert(path, sha(&data));
+                i += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(())
+        });
+        Writer { stop, written, thread: Some(thread) }
+    }
+
+    fn count(&self) -> usize {
+        self.written.lock().unwrap().len()
+    }
+
+    fn finish(mut self) -> BTreeMap<PathBuf, String> {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.join().expect("writer thread").expect("writes through the mount succeed");
+        }
+        self.written.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Every file has the bytes it was written with.
+fn check_files(files: &BTreeMap<PathBuf, String>) {
+    for (path, want) in files {
+        let got = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(&sha(&got), want, "{}", path.display());
+    }
+}
+
+/// The mounts on `target`, as (source, fstype).
+fn mounts_on(target: &Path) -> Vec<(String, String)> {
+    hd::mounts_on(target)
+        .unwrap()
+        .into_iter()
+        .map(|m| (m.source, m.fstype))
+        .collect()
+}
+
+/// Waits for the job, while `writer` keeps writing; returns it.
+async fn resize_while_writing(app: &TestApp, volume: &str, size: u64, movement: bool, writer: &Writer) -> Value {
+    let before = writer.count();
+    let job_id = app.start_resize(volume, size, movement).await;
+    let job = app.wait_job(&job_id).await;
+    assert_eq!(job["state"], "Done", "{job}");
+    assert!(writer.count() > before, "files were written during the resize");
+    job
+}
+
+#[tokio::test]
+async fn the_agent_mounts_a_file_volume_and_grows_it_through_resizes_and_restarts() {
+    let mut app = TestApp::start_with(TestConfig {
+        settings: vec!["agent_wait_secs = 60".into()],
+        ..topology("0")
+    })
+    .await;
+    app.pin_ports();
+    let mut host = HostSide::new();
+    app.create_policy("none", 0, 0, 0).await;
+    app.create_policy("mirror", 1, 1, 0).await;
+    // m3 is taken first so the mirror lands on m1 and m2; without the
+    // filler, growing past m2's room moves a copy to m3.
+    app.create_volume("filler", 20, "none").await;
+    let (status, created) = app
+        .post(
+            "/volumes",
+            json!({"name": "files", "type": "file", "filesystem": "xfs", "size": 12, "policy": "mirror"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{created}");
+    let job = app.wait_job(created["JobID"].as_str().unwrap_or_default()).await;
+    assert_eq!(job["state"], "Done", "{job}");
+    app.delete_volume("filler").await;
+
+    issue_credential(&app, &host).await;
+    host.start_agent(&app);
+    let target = host.mountpoint("files");
+    let (status, body) = app
+        .post(
+            "/volumes/files/snapshots/top/attachments",
+            json!({"node": "host-1", "mountpoint": target.to_string_lossy()}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let a = wait_host(&app, &host, "files", |a| a["hoststate"] == "Mounted").await;
+    assert_eq!(a["hostmountpath"], target.to_string_lossy().as_ref(), "{a}");
+    let device = a["hostdevice"].as_str().expect("device").to_string();
+    assert_eq!(mounts_on(&target), vec![(device.clone(), "xfs".to_string())]);
+    let df_12 = hd::filesystem_bytes(&target).unwrap();
+    assert!(df_12 > 11 * GIB && df_12 <= 12 * GIB, "{df_12}");
+
+    // Files written before any resize.
+    let mut files = BTreeMap::new();
+    for i in 0..8u64 {
+        let path = target.join(format!("before-{i}"));
+        let data = pattern(i, 1 << 20);
+        std::fs::write(&path, &data).unwrap();
+        files.insert(path, sha(&data));
+    }
+
+    // In place, while writing: the agent grows the mounted XFS online.
+    let writer = Writer::start(&target, "inplace");
+    let job = resize_while_writing(&app, "files", 14, false, &writer).await;
+    assert!(
+        last_detail(&job).ends_with("Filesystem grown from 12 GiB to 14 GiB on node 'host-1'"),
+        "{job}"
+    );
+    let df_14 = hd::filesystem_bytes(&target).unwrap();
+    assert!(df_14 > df_12 + GIB && df_14 <= 14 * GIB, "df {df_12} -> {df_14}");
+    files.extend(writer.finish());
+    check_files(&files);
+
+    // The agent is killed mid-way: the mount stays, writes go on, and the
+    // restarted agent takes it over without a second mount.
+    let writer = Writer::start(&target, "agentkill");
+    host.kill_agent();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(mounts_on(&target), vec![(device.clone(), "xfs".to_string())]);
+    host.start_agent(&app);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let a = wait_host(&app, &host, "files", |a| a["hoststate"] == "Mounted").await;
+    assert_eq!(a["hostdevice"], device.as_str(), "{a}");
+    assert_eq!(mounts_on(&target), vec![(device.clone(), "xfs".to_string())]);
+    assert_eq!(device_processes(host.path()).len(), 1, "{:?}", host.leftovers());
+
+    // With data movement (a copy moves to m3), still writing.
+    let job = resize_while_writing(&app, "files", 18, true, &writer).await;
+    let detail = last_detail(&job);
+    assert!(detail.contains("after moving 1 slice(s)"), "{job}");
+    assert!(
+        detail.ends_with("Filesystem grown from 14 GiB to 18 GiB on node 'host-1'"),
+        "{job}"
+    );
+    let df_18 = hd::filesystem_bytes(&target).unwrap();
+    assert!(df_18 > df_14 + 3 * GIB && df_18 <= 18 * GIB, "df {df_14} -> {df_18}");
+    files.extend(writer.finish());
+    check_files(&files);
+
+    // The service is killed and restarted while files are written: their
+    // I/O waits for it and goes on; the agent finds it again.
+    let writer = Writer::start(&target, "servicekill");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.kill();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    app.launch().expect("svs serve restarts");
+    let job = resize_while_writing(&app, "files", 19, false, &writer).await;
+    assert!(
+        last_detail(&job).ends_with("Filesystem grown from 18 GiB to 19 GiB on node 'host-1'"),
+        "{job}"
+    );
+    files.extend(writer.finish());
+    check_files(&files);
+    assert_eq!(mounts_on(&target), vec![(device.clone(), "xfs".to_string())]);
+
+    // Detach: unmounted, disconnected, nothing left.
+    let (status, body) = app
+        .delete("/volumes/files/snapshots/top/attachments/host-1")
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app.wait_job(body["JobID"].as_str().unwrap_or_default()).await;
+    assert_eq!(job["state"], "Done", "{job}\nagent log:\n{}", host.log());
+    let left = host.leftovers();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert!(!target.exists(), "the agent removes the mount directory it made");
+}
+
+/// ext4 grows online on a normal host (`resize2fs` on the mounted device);
+/// this sandbox lacks CAP_SYS_RESOURCE, and the kernel refuses. Either way
+/// the job says what happened, and the files stay intact; a refusal is
+/// printed.
+#[tokio::test]
+async fn a_mounted_ext4_grows_online_or_the_job_says_why_not() {
+    let app = TestApp::start_with(TestConfig {
+        settings: vec!["agent_wait_secs = 60".into()],
+        ..topology("0")
+    })
+    .await;
+    let mut host = HostSide::new();
+    app.create_policy("mirror", 1, 1, 0).await;
+    let (status, created) = app
+        .post(
+            "/volumes",
+            json!({"name": "e", "type": "file", "size": 2, "policy": "mirror"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{created}");
+    let job = app.wait_job(created["JobID"].as_str().unwrap_or_default()).await;
+    assert_eq!(job["state"], "Done", "{job}");
+    issue_credential(&app, &host).await;
+    host.start_agent(&app);
+    // No mountpoint: the agent mounts it under its mount root.
+    let (status, body) = app
+        .post("/volumes/e/snapshots/top/attachments", json!({"node": "host-1"}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let a = wait_host(&app, &host, "e", |a| a["hoststate"] == "Mounted").await;
+    let target = host.mountpoint("e");
+    assert_eq!(a["hostmountpath"], target.to_string_lossy().as_ref(), "{a}");
+    let data = pattern(7, 3 << 20);
+    std::fs::write(target.join("kept"), &data).unwrap();
+    let before = hd::filesystem_bytes(&target).unwrap();
+
+    let job_id = app.start_resize("e", 3, false).await;
+    let job = app.wait_job(&job_id).await;
+    let after = hd::filesystem_bytes(&target).unwrap();
+    if job["state"] == "Done" {
+        assert!(
+            last_detail(&job).ends_with("Filesystem grown from 2 GiB to 3 GiB on node 'host-1'"),
+            "{job}"
+        );
+        assert!(after > before + GIB / 2, "df {before} -> {after}");
+    } else {
+        assert_eq!(job["state"], "Error", "{job}");
+        let detail = last_detail(&job);
+        assert!(
+            detail.starts_with("Could not grow the ext4 filesystem on node 'host-1': ")
+                && detail.contains("Permission denied to resize filesystem"),
+            "{job}"
+        );
+        assert_eq!(after, before);
+        println!("the kernel refused online ext4 growth here (no CAP_SYS_RESOURCE): {detail}");
+    }
+    assert_eq!(std::fs::read(target.join("kept")).unwrap(), data);
+    let (status, body) = app.delete("/volumes/e/snapshots/top/attachments/host-1").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app.wait_job(body["JobID"].as_str().unwrap_or_default()).await;
+    assert_eq!(job["state"], "Done", "{job}\nagent log:\n{}", host.log());
+    let left = host.leftovers();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
