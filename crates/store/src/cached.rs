@@ -327,6 +327,20 @@ impl<S: Store> VolumeStore for CachedStore<S> {
         self.changed(self.inner.finish_step(step_id).await)
     }
 
+    async fn record_resize(
+        &self,
+        job_id: i64,
+        volume_id: &str,
+        new_size: Gib,
+        new_slice_size: Gib,
+    ) -> StoreResult<()> {
+        self.changed(
+            self.inner
+                .record_resize(job_id, volume_id, new_size, new_slice_size)
+                .await,
+        )
+    }
+
     async fn complete_resize(
         &self,
         job_id: i64,

@@ -302,6 +302,22 @@ pub struct Attachment {
     pub host: Option<HostReport>,
 }
 
+/// Host states an agent reports.
+pub const HOST_CONNECTED: &str = "Connected";
+pub const HOST_MOUNTED: &str = "Mounted";
+pub const HOST_ERROR: &str = "Error";
+pub const HOST_DISCONNECTED: &str = "Disconnected";
+
+impl Attachment {
+    /// A node's agent holds it (reported it Connected or Mounted and has not
+    /// said Disconnected since): jobs leave the host side to that agent.
+    pub fn is_agent_managed(&self) -> bool {
+        self.host
+            .as_ref()
+            .is_some_and(|h| h.state == HOST_CONNECTED || h.state == HOST_MOUNTED)
+    }
+}
+
 /// An attachment as its node's agent sees it on the host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostReport {

@@ -163,6 +163,16 @@ pub trait VolumeStore: Send + Sync {
     async fn switch_slice(&self, step: &ResizeStep) -> StoreResult<()>;
     /// The move's source file is gone.
     async fn finish_step(&self, step_id: i64) -> StoreResult<()>;
+    /// Every slice has grown: the volume takes its new size, while its job
+    /// goes on (it waits for a host to grow the filesystem). Repeating it
+    /// changes nothing.
+    async fn record_resize(
+        &self,
+        job_id: i64,
+        volume_id: &str,
+        new_size: Gib,
+        new_slice_size: Gib,
+    ) -> StoreResult<()>;
     /// Every slice has grown: the volume takes its new size and the job ends
     /// Done, atomically.
     async fn complete_resize(
