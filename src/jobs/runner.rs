@@ -108,6 +108,11 @@ impl JobRunner {
         Arc::clone(&self.ctx.changes)
     }
 
+    /// The service's stop signal (long polls end with it).
+    pub fn stopping(&self) -> CancellationToken {
+        self.ctx.shutdown.clone()
+    }
+
     /// Runs a job (already persisted) in the background, once a slot is free.
     pub fn submit(self: &Arc<Self>, job_id: i64) {
         // The request that made the job may have changed attachments
