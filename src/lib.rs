@@ -4,8 +4,9 @@
 //! (persistence) and `svs-dataplane` (media) ← `exports` (NBD exports) ←
 //! `jobs` (runner) ← `reconcile` (periodic repairs) ← `service` (use cases) ←
 //! `api` (HTTP) ← `app` / `cli` (the binary). `client` (the CLI's HTTP
-//! client) and `agent` (the host agent) talk to the service over HTTP only. `workers` (status of background
-//! work) and `clock` sit beside them, used by all; `snapshot_space`
+//! client) and `agent` (the host agent) talk to the service over HTTP only.
+//! `workers` (status of background work), `clock` and `changes` (what wakes
+//! node agents' long polls) sit beside them, used by all; `snapshot_space`
 //! (snapshot usage and the media's snapshot budgets) serves `jobs`,
 //! `reconcile` and `app`.
 
@@ -14,6 +15,7 @@ pub mod api;
 pub mod app;
 pub mod attributes;
 pub mod auth;
+pub mod changes;
 pub mod cli;
 pub mod client;
 pub mod clock;
