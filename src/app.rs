@@ -340,6 +340,7 @@ fn background_work(
                 ..RetryPolicy::default()
             },
             rate_limit: config.movement_rate_limit(),
+            agent_wait: Duration::from_secs(config.agent_wait_secs),
         },
     );
     let reconcilers: Vec<Arc<dyn Reconciler>> = vec![

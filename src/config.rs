@@ -96,6 +96,10 @@ pub struct Config {
     /// run once at start. `SVS_RECONCILE_PERIOD`.
     #[serde(with = "humantime_serde")]
     pub reconcile_period: Duration,
+    /// Seconds a job waits for a node's host agent: to grow the filesystem
+    /// of an attached volume after a resize, or to unmount and disconnect
+    /// before a detach. Past it the job ends in Error. `SVS_AGENT_WAIT_SECS`.
+    pub agent_wait_secs: u64,
     /// E-mail of the first user, created as admin of tenant `admin_tenant`
     /// when the store has no users. `SVS_ADMIN_EMAIL`.
     pub admin_email: Option<String>,
@@ -210,6 +214,7 @@ impl Default for Config {
             max_concurrent_jobs: 16,
             job_retries: 5,
             reconcile_period: Duration::from_secs(60),
+            agent_wait_secs: 300,
             admin_email: None,
             admin_password: None,
             admin_tenant: "default".to_string(),
@@ -282,6 +287,9 @@ impl Config {
                 "configuration: password_check_threads and password_check_queue must be at least 1"
                     .into(),
             );
+        }
+        if self.agent_wait_secs == 0 {
+            return Err("configuration: agent_wait_secs must be at least 1".into());
         }
         if self.reconcile_period.as_secs() == 0 {
             return Err("configuration: reconcile_period must be at least 1s".into());

@@ -4,7 +4,8 @@
 //! (persistence) and `svs-dataplane` (media) ← `exports` (NBD exports) ←
 //! `jobs` (runner) ← `reconcile` (periodic repairs) ← `service` (use cases) ←
 //! `api` (HTTP) ← `app` / `cli` (the binary). `workers` (status of background
-//! work) and `clock` sit beside them, used by all; `snapshot_space`
+//! work), `clock` and `changes` (what wakes node agents' long polls) sit
+//! beside them, used by all; `snapshot_space`
 //! (snapshot usage and the media's snapshot budgets) serves `jobs`,
 //! `reconcile` and `app`.
 
@@ -12,6 +13,7 @@ pub mod api;
 pub mod app;
 pub mod attributes;
 pub mod auth;
+pub mod changes;
 pub mod cli;
 pub mod client;
 pub mod clock;

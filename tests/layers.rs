@@ -83,6 +83,7 @@ fn jobs_and_reconcilers_import_neither_services_nor_the_api() {
         &["crate::jobs", "crate::service", "crate::api"],
     );
     assert_layer("src/clock.rs", &["crate::"]);
+    assert_layer("src/changes.rs", &["crate::"]);
 }
 
 #[test]

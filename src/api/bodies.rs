@@ -329,3 +329,49 @@ pub struct MediaModifyRequest {
     #[schema(pattern = "^Failed$")]
     pub state: String,
 }
+
+/// `POST /nodes` (svs extension, administrators only).
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = NodeCreate)]
+pub struct NodeCreateRequest {
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,63}$")]
+    pub name: String,
+    /// The IP address the node's NBD connections come from.
+    pub address: String,
+    /// Default `""`.
+    #[schema(pattern = "^([A-Za-z0-9._-]{1,63})?$")]
+    pub zone: Option<String>,
+}
+
+/// `POST /nodes/{node}/credentials` (svs extension): no body, or `{}`.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = NodeCredentialCreate)]
+pub struct NodeCredentialCreateRequest {}
+
+/// `PUT /nodes/{node}/agent/attachments/{volumeid}/{snapshotid}` (svs
+/// extension, node agents only): replaces the last report; a field left
+/// out or null is cleared.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = HostReport)]
+pub struct HostReportRequest {
+    #[schema(pattern = "^(Connected|Mounted|Error|Disconnected)$")]
+    pub hoststate: String,
+    /// The reason for `Error`, or a note.
+    pub hostdetail: Option<String>,
+    /// The block device on the host, e.g. `/dev/loop3`.
+    pub device: Option<String>,
+    /// Where the filesystem is mounted.
+    pub mountpath: Option<String>,
+    /// Total bytes of the mounted filesystem (`f_blocks * f_frsize`).
+    #[schema(maximum = 9_223_372_036_854_775_807_u64)]
+    pub filesystembytes: Option<u64>,
+    /// The volume size (GiB) the host's filesystem was last grown to fill.
+    #[schema(maximum = 1_048_576)]
+    pub filesystemsize: Option<u64>,
+    /// The last attempt to grow the filesystem to the volume's size failed
+    /// with this; null when the agent starts a new attempt.
+    pub growerror: Option<String>,
+}

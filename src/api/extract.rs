@@ -5,6 +5,7 @@
 use super::parse::Body;
 use super::requests::{FromBody, FromQuery};
 use super::{ApiError, AppState};
+use crate::service::agents::NodeAgent;
 use crate::service::commands::Refresh;
 use crate::service::{Administrator, Caller};
 use axum::extract::rejection::JsonRejection;
@@ -125,6 +126,61 @@ impl FromRequestParts<AppState> for Administrator {
     ) -> Result<Self, Self::Rejection> {
         let caller = Caller::from_request_parts(parts, state).await?;
         Ok(caller.require_admin()?)
+    }
+}
+
+/// A node's host agent, by its node credential: only the agent routes
+/// take one. A user's IdToken here is 403, an unknown or revoked
+/// credential 401.
+impl FromRequestParts<AppState> for NodeAgent {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let header = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        Ok(state.authenticate_agent(header).await?)
+    }
+}
+
+/// A body that may be left out: empty is `{}`; otherwise a JSON object
+/// parsed into a command.
+pub struct OptionalParsed<T>(pub T);
+
+impl<T: FromBody> FromRequest<AppState> for OptionalParsed<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|rejection| match rejection.status() {
+                StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!(
+                        "request body is larger than {} bytes",
+                        super::MAX_BODY_BYTES
+                    ),
+                ),
+                status => ApiError::new(status, rejection.body_text()),
+            })?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalParsed(T::from_body(&Body::new())?));
+        }
+        match serde_json::from_slice::<Value>(&bytes) {
+            Ok(Value::Object(map)) => Ok(OptionalParsed(T::from_body(&map)?)),
+            Ok(_) => Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "request body must be a JSON object",
+            )),
+            Err(e) => Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("invalid JSON body: {e}"),
+            )),
+        }
     }
 }
 

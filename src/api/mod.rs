@@ -2,6 +2,7 @@
 //! (`extract`), call one service function and render its result (`views`);
 //! errors map to statuses in `error.rs`.
 
+mod agents;
 mod bodies;
 mod error;
 mod extract;
@@ -38,6 +39,9 @@ pub type AppState = Arc<Services>;
 /// the Volumez API configure their key the same way.
 pub const SECURITY_SCHEME: &str = "storage.io-authorizer";
 
+/// Name of the security scheme of the host agents' routes.
+pub const NODE_CREDENTIAL_SCHEME: &str = "node-credential";
+
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -49,7 +53,8 @@ pub const SECURITY_SCHEME: &str = "storage.io-authorizer";
     tags(
         (name = "user", description = "Sign-in, tokens and keys"),
         (name = "Volumes"), (name = "Policies"), (name = "Attachments"), (name = "Jobs"),
-        (name = "Media"), (name = "Nodes"), (name = "Workers"), (name = "Version"),
+        (name = "Media"), (name = "Nodes"), (name = "Agents", description = "svs extension: the routes of nodes' host agents, which take a node credential"),
+        (name = "Workers"), (name = "Version"),
     ),
 )]
 struct ApiDoc;
@@ -65,6 +70,13 @@ impl utoipa::Modify for IdTokenSecurity {
             SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
                 "authorization",
                 "The IdToken from POST /signin, raw or as `Bearer <token>`",
+            ))),
+        );
+        components.add_security_scheme(
+            NODE_CREDENTIAL_SCHEME,
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "authorization",
+                "A node's agent credential from POST /nodes/{node}/credentials, as `Bearer svsnode.<id>.<secret>` (or raw)",
             ))),
         );
     }
@@ -86,8 +98,11 @@ fn documented_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(openapi_json))
         .routes(routes!(list_media))
         .routes(routes!(get_medium, update_medium))
-        .routes(routes!(list_nodes))
+        .routes(routes!(list_nodes, agents::create_node))
         .routes(routes!(get_node, update_node))
+        .routes(routes!(agents::issue_credential, agents::revoke_credential))
+        .routes(routes!(agents::agent_attachments))
+        .routes(routes!(agents::report_host_state))
         .routes(routes!(list_policies, create_policy))
         .routes(routes!(get_policy, update_policy, delete_policy))
         .routes(routes!(list_volumes, create_volume))

@@ -9,9 +9,10 @@ use crate::service::attributes::{
     CapacityOptimization, Filesystem, Flavor, PolicySettings, StoredField, VolumeAttributes,
 };
 use crate::service::commands::{
-    CloneFrom, CreateAttachment, CreatePolicy, CreateSnapshot, CreateVolume, DeleteSnapshot,
-    DeleteVolume, FixedVolumeField, ListJobs, ModifyAttachment, ModifySnapshot, Refresh,
-    ResiliencyLevels, ResizeVolume, SetMediumState, SetNodeAddress, SignIn, SignOut, UpdatePolicy,
+    AgentPoll, CloneFrom, CreateAttachment, CreateNode, CreatePolicy, CreateSnapshot, CreateVolume,
+    DeleteSnapshot, DeleteVolume, FixedVolumeField, HostState, ListJobs, ModifyAttachment,
+    ModifySnapshot, Refresh, ReportHostState, ResiliencyLevels, ResizeVolume, SetMediumState,
+    SetNodeAddress, SignIn, SignOut, UpdatePolicy, MAX_AGENT_WAIT_SECS,
 };
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -497,6 +498,121 @@ impl FromQuery for ListJobs {
             // Pages beyond this would overflow the row offset.
             page: number("page", 1, u32::MAX / ListJobs::MAX_COUNT)?,
             count: number("count", ListJobs::DEFAULT_COUNT, ListJobs::MAX_COUNT)?,
+        })
+    }
+}
+
+/// Bodies of the node and agent routes (svs extensions) take only their
+/// own fields: an unknown one is a 400, not silently dropped.
+fn only_fields(body: &Body, known: &[&str]) -> ParseResult<()> {
+    match body.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(key) => Err(bad(format!(
+            "unknown field '{key}' (accepted: {})",
+            known.join(", ")
+        ))),
+        None => Ok(()),
+    }
+}
+
+impl FromBody for CreateNode {
+    /// `{"name": "host-7", "address": "10.0.0.7", "zone": "zone-a"}`.
+    fn from_body(body: &Body) -> ParseResult<CreateNode> {
+        only_fields(body, &["name", "address", "zone"])?;
+        let name = ResourceName::parse("node", req_str(body, "name")?).map_err(bad)?;
+        let address = req_str(body, "address")?;
+        let address = address
+            .parse::<IpAddr>()
+            .map_err(|_| bad(format!("address '{address}' is not an IP address")))?;
+        let zone = match opt_str(body, "zone")? {
+            None | Some("") => String::new(),
+            Some(z) => ResourceName::parse("zone", z).map_err(bad)?.into_string(),
+        };
+        Ok(CreateNode {
+            name,
+            zone,
+            address,
+        })
+    }
+}
+
+/// `POST /nodes/{node}/credentials`: no body, or `{}`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IssueCredential;
+
+impl FromBody for IssueCredential {
+    fn from_body(body: &Body) -> ParseResult<IssueCredential> {
+        only_fields(body, &[])?;
+        Ok(IssueCredential)
+    }
+}
+
+/// An optional string field of an agent's report: `null` is the same as
+/// leaving it out (the agent clears a field by sending null).
+fn nullable_str(body: &Body, key: &str) -> ParseResult<Option<String>> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(bad(format!("{key} must be a string or null"))),
+    }
+}
+
+/// An optional whole number of an agent's report; `null` as left out.
+fn nullable_uint(body: &Body, key: &str, max: u64) -> ParseResult<Option<u64>> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        _ => opt_uint(body, key, 0, max),
+    }
+}
+
+impl FromBody for ReportHostState {
+    fn from_body(body: &Body) -> ParseResult<ReportHostState> {
+        only_fields(
+            body,
+            &[
+                "hoststate",
+                "hostdetail",
+                "device",
+                "mountpath",
+                "filesystembytes",
+                "filesystemsize",
+                "growerror",
+            ],
+        )?;
+        let state = req_str(body, "hoststate")?;
+        let state = HostState::parse(state).ok_or_else(|| {
+            bad("hoststate must be \"Connected\", \"Mounted\", \"Error\" or \"Disconnected\"")
+        })?;
+        Ok(ReportHostState {
+            state,
+            detail: nullable_str(body, "hostdetail")?,
+            device: nullable_str(body, "device")?,
+            mount_path: nullable_str(body, "mountpath")?,
+            // Stored as signed 64-bit numbers.
+            filesystem_bytes: nullable_uint(body, "filesystembytes", i64::MAX as u64)?,
+            filesystem_size: nullable_uint(body, "filesystemsize", MAX_VOLUME_GIB)?,
+            grow_error: nullable_str(body, "growerror")?,
+        })
+    }
+}
+
+impl FromQuery for AgentPoll {
+    /// `?revision=R&wait=S`: `wait` whole seconds, 0 to 60 (default 0).
+    fn from_query(query: &BTreeMap<String, String>) -> ParseResult<AgentPoll> {
+        let wait = match query.get("wait").map(String::as_str) {
+            None | Some("") => 0,
+            Some(w) => w
+                .parse::<u64>()
+                .ok()
+                .filter(|w| *w <= MAX_AGENT_WAIT_SECS)
+                .ok_or_else(|| {
+                    bad(format!(
+                        "wait must be a whole number of seconds from 0 to {MAX_AGENT_WAIT_SECS}"
+                    ))
+                })?,
+        };
+        Ok(AgentPoll {
+            revision: query.get("revision").filter(|r| !r.is_empty()).cloned(),
+            wait: std::time::Duration::from_secs(wait),
         })
     }
 }

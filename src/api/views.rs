@@ -3,6 +3,7 @@
 //! document at `/openapi.json` describes exactly what is sent.
 
 use crate::auth::TokenSet;
+use crate::service::agents::{DesiredState, IssuedCredential};
 use crate::service::attachments::attachment_uri;
 use crate::service::attributes::{Filesystem, StoredField, VolumeAttributes};
 use crate::service::auth::SignedIn;
@@ -457,6 +458,20 @@ pub struct AttachmentView {
     pub exportname: String,
     /// `nbd://host:port/exportname`.
     pub uri: String,
+    /// svs extension: what the node's host agent last reported:
+    /// `Connected`, `Mounted`, `Error` or `Disconnected`; null until it
+    /// reports.
+    pub hoststate: Option<String>,
+    /// The reason for `Error`, or a note.
+    pub hostdetail: Option<String>,
+    /// The block device on the host, e.g. `/dev/loop3`.
+    pub hostdevice: Option<String>,
+    /// Where the host mounted the filesystem.
+    pub hostmountpath: Option<String>,
+    /// Total bytes of the mounted filesystem.
+    pub filesystembytes: Option<u64>,
+    /// When the agent reported (RFC 3339).
+    pub hostupdated: Option<String>,
 }
 
 /// `nbd_base` is `nbd://host:port` of the NBD server.
@@ -480,6 +495,12 @@ pub fn attachment(a: &Attachment, nbd_base: &str) -> AttachmentView {
         readonly: a.readonly,
         exportname: a.export_name.clone(),
         uri: attachment_uri(a, nbd_base),
+        hoststate: a.host.as_ref().map(|h| h.state.clone()),
+        hostdetail: a.host.as_ref().and_then(|h| h.detail.clone()),
+        hostdevice: a.host.as_ref().and_then(|h| h.device.clone()),
+        hostmountpath: a.host.as_ref().and_then(|h| h.mount_path.clone()),
+        filesystembytes: a.host.as_ref().and_then(|h| h.filesystem_bytes),
+        hostupdated: a.host.as_ref().map(|h| format_ms(h.updated_ms)),
     }
 }
 
@@ -667,6 +688,11 @@ pub struct NodeView {
     /// GiB.
     pub freesize: u64,
     pub volumescount: u64,
+    /// svs extension: the node's host agent has a live credential.
+    pub agentcredential: bool,
+    /// svs extension: the agent's last authenticated request (RFC 3339);
+    /// null when never.
+    pub agentseen: Option<String>,
 }
 
 pub fn node(n: &NodeSummary) -> NodeView {
@@ -682,6 +708,97 @@ pub fn node(n: &NodeSummary) -> NodeView {
         size: n.size,
         freesize: n.free,
         volumescount: n.volumes_count,
+        agentcredential: n.agent_credential,
+        agentseen: n.agent_seen_ms.map(format_ms),
+    }
+}
+
+/// A node's new agent credential (svs extension), shown only here.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = NodeCredential)]
+pub struct CredentialView {
+    pub node: String,
+    /// 16 hex digits: the credential's public id.
+    pub credentialid: String,
+    /// `svsnode.<credentialid>.<secret>`: the agent's bearer token.
+    pub credential: String,
+    /// RFC 3339.
+    pub created: String,
+}
+
+pub fn credential(c: &IssuedCredential) -> CredentialView {
+    CredentialView {
+        node: c.node.clone(),
+        credentialid: c.credential_id.clone(),
+        credential: c.credential.clone(),
+        created: format_ms(c.created_ms),
+    }
+}
+
+/// One attachment as a node's agent should have it (svs extension).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = AgentAttachment)]
+pub struct AgentAttachmentView {
+    pub volumeid: String,
+    pub volumename: String,
+    /// `top` or the snapshot's id.
+    pub snapshotid: String,
+    /// `top` or the snapshot's name.
+    pub snapshotname: String,
+    /// `Attaching`, `Attached` or `Detaching`.
+    pub state: String,
+    pub readonly: bool,
+    /// As stored; may be empty.
+    pub mountpoint: String,
+    pub exportname: String,
+    /// `nbd://host:port/exportname`.
+    pub uri: String,
+    /// `block` or `file`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// `ext4` or `xfs` for a `file` volume; null otherwise.
+    pub filesystem: Option<&'static str>,
+    pub filesystemprovisioned: bool,
+    /// GiB: the volume's current size for `top`, the snapshot's
+    /// `volumesize` for a snapshot.
+    pub size: u64,
+}
+
+/// What a node's agent should do (svs extension).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = AgentDesiredState)]
+pub struct AgentStateView {
+    pub node: String,
+    /// Hex digest of `attachments`: send it back as `revision` to wait for
+    /// a change.
+    pub revision: String,
+    /// Of every tenant, ordered by (volumeid, snapshotid).
+    pub attachments: Vec<AgentAttachmentView>,
+}
+
+pub fn agent_state(d: &DesiredState) -> AgentStateView {
+    AgentStateView {
+        node: d.node.clone(),
+        revision: d.revision.clone(),
+        attachments: d
+            .attachments
+            .iter()
+            .map(|a| AgentAttachmentView {
+                volumeid: a.volume_id.clone(),
+                volumename: a.volume_name.clone(),
+                snapshotid: a.snapshot_id.clone(),
+                snapshotname: a.snapshot_name.clone(),
+                state: a.state.clone(),
+                readonly: a.readonly,
+                mountpoint: a.mountpoint.clone(),
+                exportname: a.export_name.clone(),
+                uri: a.uri.clone(),
+                kind: a.kind.as_str(),
+                filesystem: a.filesystem.map(|f| f.as_str()),
+                filesystemprovisioned: a.filesystem_provisioned,
+                size: a.size,
+            })
+            .collect(),
     }
 }
 

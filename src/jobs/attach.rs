@@ -75,6 +75,10 @@ pub(super) async fn detach(ctx: &JobContext, job: &Job, args: &DetachArgs) -> Re
         Err(_) => format!("Volume '{}'", volume.name),
     };
     if let Some(a) = ctx.store.get_attachment(&volume.id, snapshot, node).await? {
+        if a.is_agent_managed() {
+            // The host still has it mounted: its agent lets go first.
+            super::agents::wait_for_disconnect(ctx, job, &a).await?;
+        }
         // Closes the node's connections before the record goes.
         ctx.exports.detach(&a.export_name);
         ctx.store

@@ -13,6 +13,7 @@
 //! job kind; `runner` executes them.
 
 mod activity;
+mod agents;
 mod attach;
 mod create;
 mod delete;
@@ -99,6 +100,10 @@ pub(crate) struct JobContext {
     pub clock: Arc<dyn Clock>,
     /// Bytes per second for slice copies; None = unthrottled.
     pub rate_limit: Option<u64>,
+    /// How long a job waits for a node's agent to act.
+    pub agent_wait: std::time::Duration,
+    /// Raised when what node agents should do may have changed.
+    pub changes: Arc<crate::changes::DesiredStateChanges>,
     /// Held while reading free space, planning and booking the plan, so two
     /// jobs never book the same free space.
     pub allocation: tokio::sync::Mutex<()>,

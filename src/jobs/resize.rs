@@ -1,6 +1,7 @@
 //! `volume_modify_extend`: plan (in place or with data movement), move the
 //! slices the plan moves, grow every slice, then record the new size.
 
+use super::agents::{agent_growers, wait_for_growth};
 use super::slice_move::move_slice;
 use super::{slice_key, JobContext, JobError};
 use crate::attributes::VolumeAttributes;
@@ -86,7 +87,7 @@ pub(super) async fn resize_volume(
             " in place".to_string()
         }
     );
-    let detail = match grow_filesystem(ctx, job, &volume, new_size).await? {
+    let detail = match grow_filesystem(ctx, job, &volume, new_size, new_slice_size).await? {
         Some(note) => format!("{detail}; {note}"),
         None => detail,
     };
@@ -105,8 +106,9 @@ pub(super) async fn resize_volume(
 }
 
 /// The last step for a volume whose filesystem svs provisioned: grow it
-/// to `new_size` GiB (the slices already have it), or, when the volume is
-/// attached, leave it to the host agent. The note for the job's details.
+/// to `new_size` GiB (the slices already have it); when a host agent holds
+/// it mounted read-write, wait for that agent to grow it; when it is
+/// attached otherwise, leave it to the host. The note for the job's details.
 /// On failure the slices keep their new size while the volume keeps its
 /// old one; the job's own retry runs this step again (growing to fill the
 /// device is idempotent).
@@ -115,6 +117,7 @@ async fn grow_filesystem(
     job: &Job,
     volume: &svs_store::Volume,
     new_size: u64,
+    new_slice_size: u64,
 ) -> Result<Option<String>, JobError> {
     let attributes = VolumeAttributes::from_record(&volume.attributes);
     let Some(fs) = attributes
@@ -123,6 +126,19 @@ async fn grow_filesystem(
     else {
         return Ok(None);
     };
+    let growers = agent_growers(ctx, volume).await?;
+    if !growers.is_empty() {
+        // The hosts' agents grow the mounted filesystem: the volume takes
+        // its new size now (its hosts see it and their agents see the new
+        // `size`), then the job waits for their reports.
+        ctx.store
+            .record_resize(job.id, &volume.id, new_size, new_slice_size)
+            .await?;
+        ctx.exports.set_size(&volume.id, new_size * GIB);
+        ctx.changes.notify();
+        let note = wait_for_growth(ctx, job, volume, fs, &growers, (volume.size, new_size)).await?;
+        return Ok(Some(note));
+    }
     if ctx.exports.volume_io(&volume.id).is_some() {
         return Ok(Some(format!(
             "Filesystem {} not grown: the volume is attached, its host grows it",

@@ -6,6 +6,7 @@
 use super::activity::VolumeActivity;
 use super::retry::{with_retries, RetryPolicy};
 use super::{attach, create, delete, recovery, resize, snapshot, JobContext, JobError};
+use crate::changes::DesiredStateChanges;
 use crate::clock::Clock;
 use crate::exports::ExportRegistry;
 use crate::workers::{WorkerBoard, WorkerHandle, WorkerState, WorkerStatus};
@@ -29,6 +30,9 @@ pub struct RunnerSettings {
     pub retry: RetryPolicy,
     /// Bytes per second for slice copies; None = unthrottled.
     pub rate_limit: Option<u64>,
+    /// How long a job waits for a node's agent to act (grow a filesystem,
+    /// unmount before a detach).
+    pub agent_wait: std::time::Duration,
 }
 
 /// What the runner needs from the rest of the service.
@@ -68,6 +72,8 @@ impl JobRunner {
                 exports: parts.exports,
                 clock: parts.clock,
                 rate_limit: settings.rate_limit,
+                agent_wait: settings.agent_wait,
+                changes: Arc::new(DesiredStateChanges::default()),
                 allocation: tokio::sync::Mutex::new(()),
                 shutdown: parts.shutdown,
             }),
@@ -95,8 +101,23 @@ impl JobRunner {
         Ok(jobs.len())
     }
 
+    /// Raised whenever what node agents should do may have changed: when a
+    /// job is submitted (its request already changed the store) and when
+    /// one ends.
+    pub fn changes(&self) -> Arc<DesiredStateChanges> {
+        Arc::clone(&self.ctx.changes)
+    }
+
+    /// The service's stop signal (long polls end with it).
+    pub fn stopping(&self) -> CancellationToken {
+        self.ctx.shutdown.clone()
+    }
+
     /// Runs a job (already persisted) in the background, once a slot is free.
     pub fn submit(self: &Arc<Self>, job_id: i64) {
+        // The request that made the job may have changed attachments
+        // (created, marked Detaching).
+        self.ctx.changes.notify();
         if self.ctx.shutdown.is_cancelled() {
             // Stays Pending in the store: it runs at the next start.
             return;
@@ -189,6 +210,9 @@ impl JobRunner {
         .await;
         drop(backing_off);
         self.finish(&job, result).await;
+        // Whatever the job changed (attachments, the volume's size or
+        // filesystem) is in the store now.
+        ctx.changes.notify();
     }
 
     /// Records how a try of the job ended, unless the service is stopping.

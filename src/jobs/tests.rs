@@ -155,6 +155,7 @@ impl Harness {
                     max_delay: Duration::from_millis(5),
                 },
                 rate_limit: None,
+                agent_wait: std::time::Duration::from_secs(5),
             },
         );
         Harness {

@@ -15,6 +15,10 @@ pub struct NodeSummary {
     pub size: Gib,
     pub free: Gib,
     pub volumes_count: u64,
+    /// Its host agent has a live credential.
+    pub agent_credential: bool,
+    /// When its agent last made an authenticated request.
+    pub agent_seen_ms: Option<i64>,
 }
 
 impl Services {
@@ -34,9 +38,11 @@ impl Services {
         let nodes = self.store.list_nodes().await?;
         let media = self.list_media().await?;
         let volumes = self.store.node_volume_counts().await?;
+        let agents = self.store.node_agents().await?;
         Ok(nodes
             .into_iter()
             .map(|record| {
+                let agent = agents.iter().find(|a| a.node == record.name);
                 let on_node: Vec<&MediumUsage> = media
                     .iter()
                     .filter(|m| m.record.medium.node == record.name)
@@ -46,6 +52,8 @@ impl Services {
                     size: on_node.iter().map(|m| m.record.medium.size).sum(),
                     free: on_node.iter().map(|m| m.free()).sum(),
                     volumes_count: volumes.get(&record.name).copied().unwrap_or(0),
+                    agent_credential: agent.is_some_and(|a| a.has_credential),
+                    agent_seen_ms: agent.and_then(|a| a.last_seen_ms),
                     record,
                 }
             })

@@ -154,6 +154,74 @@ pub struct SetNodeAddress {
     pub address: Option<IpAddr>,
 }
 
+/// `POST /nodes` (administrators only).
+#[derive(Debug, Clone)]
+pub struct CreateNode {
+    pub name: ResourceName,
+    /// `""`: no zone.
+    pub zone: String,
+    pub address: IpAddr,
+}
+
+/// `GET /nodes/{node}/agent/attachments`: the agent's long poll.
+#[derive(Debug, Clone, Default)]
+pub struct AgentPoll {
+    /// The revision the agent holds; None answers at once.
+    pub revision: Option<String>,
+    /// How long to wait for a change of that revision (at most 60 s).
+    pub wait: std::time::Duration,
+}
+
+/// Longest wait of an agent's long poll.
+pub const MAX_AGENT_WAIT_SECS: u64 = 60;
+
+/// An attachment's state on its host, as its agent reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostState {
+    Connected,
+    Mounted,
+    Error,
+    Disconnected,
+}
+
+impl HostState {
+    pub const ALL: [HostState; 4] = [
+        HostState::Connected,
+        HostState::Mounted,
+        HostState::Error,
+        HostState::Disconnected,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostState::Connected => svs_store::HOST_CONNECTED,
+            HostState::Mounted => svs_store::HOST_MOUNTED,
+            HostState::Error => svs_store::HOST_ERROR,
+            HostState::Disconnected => svs_store::HOST_DISCONNECTED,
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<HostState> {
+        HostState::ALL.into_iter().find(|h| h.as_str() == s)
+    }
+}
+
+/// `PUT /nodes/{node}/agent/attachments/{volumeid}/{snapshotid}`: replaces
+/// what the agent last reported (a field left out is cleared).
+#[derive(Debug, Clone)]
+pub struct ReportHostState {
+    pub state: HostState,
+    pub detail: Option<String>,
+    pub device: Option<String>,
+    pub mount_path: Option<String>,
+    /// Total bytes of the mounted filesystem.
+    pub filesystem_bytes: Option<u64>,
+    /// The volume size (GiB) the host's filesystem was last grown to fill.
+    pub filesystem_size: Option<Gib>,
+    /// The last attempt to grow the filesystem failed with this.
+    pub grow_error: Option<String>,
+}
+
 /// `GET /jobs`: filters (None: no filter) and the page.
 #[derive(Debug, Clone)]
 pub struct ListJobs {

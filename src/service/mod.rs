@@ -4,6 +4,7 @@
 //! No HTTP and no JSON here (except converting the store's attribute maps,
 //! in `attributes`).
 
+pub mod agents;
 pub mod attachments;
 /// Stored volume and policy fields (a layer below, shared with the jobs).
 pub use crate::attributes;

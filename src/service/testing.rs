@@ -46,6 +46,7 @@ impl TestServices {
                 max_concurrent_jobs: 1,
                 retry: RetryPolicy::default(),
                 rate_limit: None,
+                agent_wait: std::time::Duration::from_secs(5),
             },
         );
         let tokens = TokenIssuer::new(

@@ -168,6 +168,50 @@ impl<S: Store> MediaStore for CachedStore<S> {
     async fn set_node_address(&self, name: &str, address: Option<&str>) -> StoreResult<()> {
         self.changed(self.inner.set_node_address(name, address).await)
     }
+
+    async fn create_node(&self, node: &NodeRecord) -> StoreResult<()> {
+        self.inner.create_node(node).await
+    }
+}
+
+/// Agents' credentials and reports: no volume read shows them.
+#[async_trait]
+impl<S: Store> NodeAgentStore for CachedStore<S> {
+    async fn set_node_credential(&self, credential: &NodeCredential) -> StoreResult<()> {
+        self.inner.set_node_credential(credential).await
+    }
+
+    async fn revoke_node_credential(&self, node: &str) -> StoreResult<bool> {
+        self.inner.revoke_node_credential(node).await
+    }
+
+    async fn node_credential(&self, credential_id: &str) -> StoreResult<Option<NodeCredential>> {
+        self.inner.node_credential(credential_id).await
+    }
+
+    async fn touch_node_agent(&self, node: &str, now_ms: i64) -> StoreResult<()> {
+        self.inner.touch_node_agent(node, now_ms).await
+    }
+
+    async fn node_agents(&self) -> StoreResult<Vec<NodeAgentRecord>> {
+        self.inner.node_agents().await
+    }
+
+    async fn node_attachments(&self, node: &str) -> StoreResult<Vec<NodeAttachment>> {
+        self.inner.node_attachments(node).await
+    }
+
+    async fn set_host_report(
+        &self,
+        volume_id: &str,
+        snapshot: &str,
+        node: &str,
+        report: &HostReport,
+    ) -> StoreResult<()> {
+        self.inner
+            .set_host_report(volume_id, snapshot, node, report)
+            .await
+    }
 }
 
 #[async_trait]
@@ -281,6 +325,20 @@ impl<S: Store> VolumeStore for CachedStore<S> {
 
     async fn finish_step(&self, step_id: i64) -> StoreResult<()> {
         self.changed(self.inner.finish_step(step_id).await)
+    }
+
+    async fn record_resize(
+        &self,
+        job_id: i64,
+        volume_id: &str,
+        new_size: Gib,
+        new_slice_size: Gib,
+    ) -> StoreResult<()> {
+        self.changed(
+            self.inner
+                .record_resize(job_id, volume_id, new_size, new_slice_size)
+                .await,
+        )
     }
 
     async fn complete_resize(

@@ -7,9 +7,9 @@
 use crate::testing::{self, new_job, user_and_policy};
 use crate::*;
 use svs_domain::{
-    place_volume, Consistency, CreateVolumeArgs, JobSpec, JobState, MediumState, PlacementRequest,
-    Reservation, Resiliency, ResizePlan, ResizeVolumeArgs, SliceGrowth, SliceMove, SlicePlacement,
-    SnapshotArgs, SnapshotState, VolumeState, VolumeType,
+    place_volume, AttachmentArgs, Consistency, CreateVolumeArgs, JobSpec, JobState, MediumState,
+    PlacementRequest, Reservation, Resiliency, ResizePlan, ResizeVolumeArgs, SliceGrowth,
+    SliceMove, SlicePlacement, SnapshotArgs, SnapshotState, VolumeState, VolumeType,
 };
 
 /// One `#[tokio::test]` per behaviour below, each on a fresh store from `$open`.
@@ -32,6 +32,8 @@ macro_rules! store_contract_tests {
             a_failed_creation_leaves_the_volume_creating,
             snapshots_get_growing_ids_unique_names_and_claim_their_volume,
             a_failed_medium_loses_its_slices_and_takes_no_more,
+            a_node_has_at_most_one_live_agent_credential,
+            a_node_lists_its_attachments_of_every_tenant_with_host_reports,
         );
     };
     (@each $open:path; $($name:ident),+ $(,)?) => {
@@ -918,4 +920,196 @@ pub(crate) async fn a_failed_medium_loses_its_slices_and_takes_no_more(store: &d
         .map(|m| (m.record.medium.id.as_str(), m.failed))
         .collect();
     assert_eq!(failed, [("m1", true), ("m2", false)]);
+}
+
+fn node(name: &str) -> NodeRecord {
+    NodeRecord {
+        name: name.into(),
+        zone: String::new(),
+        address: Some("10.0.0.7".into()),
+    }
+}
+
+fn credential(node: &str, id: &str) -> NodeCredential {
+    NodeCredential {
+        node: node.into(),
+        credential_id: id.into(),
+        secret_hash: format!("hash-{id}"),
+        created_ms: 5,
+    }
+}
+
+pub(crate) async fn a_node_has_at_most_one_live_agent_credential(store: &dyn Store) {
+    store.create_node(&node("host-7")).await.expect("node");
+    assert!(matches!(
+        store.create_node(&node("host-7")).await,
+        Err(StoreError::Conflict(m)) if m == "node 'host-7' already exists"
+    ));
+    assert!(matches!(
+        store.set_node_credential(&credential("nope", "c0")).await,
+        Err(StoreError::NotFound)
+    ));
+    assert!(store.node_agents().await.expect("agents").is_empty());
+
+    store
+        .set_node_credential(&credential("host-7", "c1"))
+        .await
+        .expect("credential");
+    assert_eq!(
+        store.node_credential("c1").await.expect("read"),
+        Some(credential("host-7", "c1"))
+    );
+    // A new credential replaces the old one.
+    store
+        .set_node_credential(&credential("host-7", "c2"))
+        .await
+        .expect("credential");
+    assert_eq!(store.node_credential("c1").await.expect("read"), None);
+    assert!(store.node_credential("c2").await.expect("read").is_some());
+
+    store.touch_node_agent("host-7", 42).await.expect("touch");
+    assert_eq!(
+        store.node_agents().await.expect("agents"),
+        vec![NodeAgentRecord {
+            node: "host-7".into(),
+            has_credential: true,
+            last_seen_ms: Some(42),
+        }]
+    );
+    assert!(store
+        .revoke_node_credential("host-7")
+        .await
+        .expect("revoke"));
+    assert!(!store
+        .revoke_node_credential("host-7")
+        .await
+        .expect("revoke"));
+    assert_eq!(store.node_credential("c2").await.expect("read"), None);
+    // When it was last seen outlives the credential.
+    assert_eq!(
+        store.node_agents().await.expect("agents"),
+        vec![NodeAgentRecord {
+            node: "host-7".into(),
+            has_credential: false,
+            last_seen_ms: Some(42),
+        }]
+    );
+}
+
+pub(crate) async fn a_node_lists_its_attachments_of_every_tenant_with_host_reports(
+    store: &dyn Store,
+) {
+    let (user, volume, _) = volume_on_m1(store).await;
+    let other = store
+        .create_user(&NewUser {
+            tenant: "t2".into(),
+            email: "o@example.com".into(),
+            name: "o".into(),
+            password_hash: "x".into(),
+            is_admin: false,
+            now_ms: 1,
+        })
+        .await
+        .expect("user");
+    let policy = store
+        .create_policy(
+            other.tenant_id,
+            &PolicyWrite {
+                name: "p".into(),
+                resiliency: Resiliency {
+                    media: 0,
+                    node: 0,
+                    zone: 0,
+                },
+                attributes: Default::default(),
+                by_name: "o".into(),
+                by_email: "o@example.com".into(),
+                now_ms: 1,
+            },
+        )
+        .await
+        .expect("policy");
+    let job = add_volume(store, &other, policy.id, "vol-0", "w", 4).await;
+    store
+        .finish_job(job, &end(JobState::Done))
+        .await
+        .expect("done");
+    for (owner, id) in [(&user, volume.as_str()), (&other, "vol-0")] {
+        for node in ["host-7", "host-8"] {
+            let job = store
+                .create_attachment(
+                    &NewAttachment {
+                        volume_id: id.into(),
+                        snapshot: "top".into(),
+                        node: node.into(),
+                        tenant_id: owner.tenant_id,
+                        readonly: false,
+                        mountpoint: "/mnt".into(),
+                        export_name: format!("{id}-{node}"),
+                        now_ms: 4,
+                    },
+                    &new_job(
+                        owner,
+                        JobSpec::AttachmentCreate(AttachmentArgs {
+                            node: node.into(),
+                            readonly: false,
+                            mountpoint: "/mnt".into(),
+                            snapshot: "top".into(),
+                        }),
+                        id,
+                    ),
+                )
+                .await
+                .expect("attachment");
+            store
+                .finish_job(job, &end(JobState::Done))
+                .await
+                .expect("done");
+        }
+    }
+    let listed = store.node_attachments("host-7").await.expect("list");
+    let ids: Vec<&str> = listed
+        .iter()
+        .map(|a| a.attachment.volume_id.as_str())
+        .collect();
+    assert_eq!(ids, ["vol-0", "vol-1"]);
+    assert!(listed.iter().all(|a| a.attachment.node == "host-7"));
+    assert_eq!(listed[0].volume_size, 4);
+    assert_eq!(listed[1].volume_size, 10);
+    assert_eq!(listed[1].volume_kind, VolumeType::Block);
+    assert_eq!(listed[1].snapshot_size, None);
+    assert!(listed.iter().all(|a| a.attachment.host.is_none()));
+
+    let report = HostReport {
+        state: "Mounted".into(),
+        detail: None,
+        device: Some("/dev/loop3".into()),
+        mount_path: Some("/var/lib/svs/mounts/v".into()),
+        filesystem_bytes: Some(10 << 30),
+        filesystem_size: Some(10),
+        grow_error: None,
+        updated_ms: 9,
+    };
+    store
+        .set_host_report("vol-1", "top", "host-7", &report)
+        .await
+        .expect("report");
+    assert!(matches!(
+        store
+            .set_host_report("vol-1", "top", "host-9", &report)
+            .await,
+        Err(StoreError::NotFound)
+    ));
+    let a = store
+        .get_attachment("vol-1", "top", "host-7")
+        .await
+        .expect("read")
+        .expect("attachment");
+    assert_eq!(a.host, Some(report));
+    let b = store
+        .get_attachment("vol-1", "top", "host-8")
+        .await
+        .expect("read")
+        .expect("attachment");
+    assert_eq!(b.host, None);
 }

@@ -298,6 +298,73 @@ pub struct Attachment {
     /// The unfinished job working on the attachment's volume, if any.
     pub job: Option<(i64, u8, String)>,
     pub created_ms: i64,
+    /// What the node's agent last reported; None until it reports.
+    pub host: Option<HostReport>,
+}
+
+/// Host states an agent reports.
+pub const HOST_CONNECTED: &str = "Connected";
+pub const HOST_MOUNTED: &str = "Mounted";
+pub const HOST_ERROR: &str = "Error";
+pub const HOST_DISCONNECTED: &str = "Disconnected";
+
+impl Attachment {
+    /// A node's agent holds it (reported it Connected or Mounted and has not
+    /// said Disconnected since): jobs leave the host side to that agent.
+    pub fn is_agent_managed(&self) -> bool {
+        self.host
+            .as_ref()
+            .is_some_and(|h| h.state == HOST_CONNECTED || h.state == HOST_MOUNTED)
+    }
+}
+
+/// An attachment as its node's agent sees it on the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostReport {
+    /// `Connected`, `Mounted`, `Error` or `Disconnected`.
+    pub state: String,
+    pub detail: Option<String>,
+    pub device: Option<String>,
+    pub mount_path: Option<String>,
+    /// Total bytes of the mounted filesystem.
+    pub filesystem_bytes: Option<u64>,
+    /// The volume size the host's filesystem was last grown to fill.
+    pub filesystem_size: Option<Gib>,
+    /// The last attempt to grow the filesystem failed with this.
+    pub grow_error: Option<String>,
+    pub updated_ms: i64,
+}
+
+/// An attachment with what a node's agent needs of its volume.
+#[derive(Debug, Clone)]
+pub struct NodeAttachment {
+    pub attachment: Attachment,
+    pub volume_kind: VolumeType,
+    /// The volume's current size.
+    pub volume_size: Gib,
+    /// The volume's stored attributes (its filesystem among them).
+    pub volume_attributes: Map<String, Value>,
+    /// The volume's size when the attached snapshot was taken; None for `top`.
+    pub snapshot_size: Option<Gib>,
+}
+
+/// A node's agent credential: `svsnode.<credential_id>.<secret>`; only a
+/// hash of the secret is kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeCredential {
+    pub node: String,
+    pub credential_id: String,
+    /// Hex SHA-256 of the secret.
+    pub secret_hash: String,
+    pub created_ms: i64,
+}
+
+/// A node's agent: whether it has a credential, and when it was last seen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeAgentRecord {
+    pub node: String,
+    pub has_credential: bool,
+    pub last_seen_ms: Option<i64>,
 }
 
 /// How a job ends.

@@ -60,6 +60,35 @@ pub trait MediaStore: Send + Sync {
     async fn set_medium_failed(&self, id: &str) -> StoreResult<bool>;
     /// NotFound for an unknown node.
     async fn set_node_address(&self, name: &str, address: Option<&str>) -> StoreResult<()>;
+    /// Adds a node; Conflict when one of that name exists.
+    async fn create_node(&self, node: &NodeRecord) -> StoreResult<()>;
+}
+
+/// Nodes' host agents: their credentials, and what they report.
+#[async_trait]
+pub trait NodeAgentStore: Send + Sync {
+    /// Replaces the node's credential (the previous one stops working).
+    /// NotFound for an unknown node.
+    async fn set_node_credential(&self, credential: &NodeCredential) -> StoreResult<()>;
+    /// Removes the node's credential; false when it had none.
+    async fn revoke_node_credential(&self, node: &str) -> StoreResult<bool>;
+    /// The live credential with this id.
+    async fn node_credential(&self, credential_id: &str) -> StoreResult<Option<NodeCredential>>;
+    /// Records an authenticated request of the node's agent.
+    async fn touch_node_agent(&self, node: &str, now_ms: i64) -> StoreResult<()>;
+    /// Every node that has or had a credential.
+    async fn node_agents(&self) -> StoreResult<Vec<NodeAgentRecord>>;
+    /// The node's attachments of every tenant, by (volume id, snapshot).
+    async fn node_attachments(&self, node: &str) -> StoreResult<Vec<NodeAttachment>>;
+    /// Replaces what the agent reported about an attachment. NotFound when
+    /// there is no such attachment.
+    async fn set_host_report(
+        &self,
+        volume_id: &str,
+        snapshot: &str,
+        node: &str,
+        report: &HostReport,
+    ) -> StoreResult<()>;
 }
 
 /// Policies of a tenant.
@@ -134,6 +163,16 @@ pub trait VolumeStore: Send + Sync {
     async fn switch_slice(&self, step: &ResizeStep) -> StoreResult<()>;
     /// The move's source file is gone.
     async fn finish_step(&self, step_id: i64) -> StoreResult<()>;
+    /// Every slice has grown: the volume takes its new size, while its job
+    /// goes on (it waits for a host to grow the filesystem). Repeating it
+    /// changes nothing.
+    async fn record_resize(
+        &self,
+        job_id: i64,
+        volume_id: &str,
+        new_size: Gib,
+        new_slice_size: Gib,
+    ) -> StoreResult<()>;
     /// Every slice has grown: the volume takes its new size and the job ends
     /// Done, atomically.
     async fn complete_resize(
@@ -279,6 +318,7 @@ pub trait Store:
     + JobStore
     + AttachmentStore
     + SnapshotStore
+    + NodeAgentStore
     + StoreLifecycle
     + 'static
 {
@@ -292,6 +332,7 @@ impl<T> Store for T where
         + JobStore
         + AttachmentStore
         + SnapshotStore
+        + NodeAgentStore
         + StoreLifecycle
         + 'static
 {

@@ -2,21 +2,50 @@
 
 use super::jobs::claim_volume;
 use super::{active_job, conflict_on_unique, SqliteStore};
-use crate::records::{Attachment, NewAttachment, NewJob};
-use crate::{AttachmentStore, StoreResult};
+use crate::records::{Attachment, HostReport, NewAttachment, NewJob};
+use crate::{AttachmentStore, StoreError, StoreResult};
 use async_trait::async_trait;
 use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
 
-const ATTACHMENT_SELECT: &str = "SELECT a.volume_id, v.name AS volume_name, a.node, a.tenant_id, \
-    a.snapshot, COALESCE(s.name, a.snapshot) AS snapshot_name, a.readonly, a.mountpoint, \
-    a.export_name, a.state, a.created_ms, \
+pub(super) const ATTACHMENT_SELECT: &str = "SELECT a.volume_id, v.name AS volume_name, a.node, \
+    a.tenant_id, a.snapshot, COALESCE(s.name, a.snapshot) AS snapshot_name, a.readonly, \
+    a.mountpoint, a.export_name, a.state, a.created_ms, \
+    a.host_state, a.host_detail, a.host_device, a.host_mountpath, a.fs_bytes, a.fs_size_gib, \
+    a.grow_error, a.host_updated_ms, \
+    v.type AS volume_type, v.size_gib AS volume_size, v.attributes AS volume_attributes, \
+    s.volume_size_gib AS snapshot_size, \
     v.job_id, j.progress AS job_progress, j.status AS job_status \
     FROM attachments a JOIN volumes v ON v.id = a.volume_id \
     LEFT JOIN snapshots s ON s.id = a.snapshot \
     LEFT JOIN jobs j ON j.id = v.job_id";
 
-fn attachment_row(row: &SqliteRow) -> StoreResult<Attachment> {
+/// What the node's agent reported, from `host_*` columns (None until it
+/// reported).
+fn host_report(row: &SqliteRow) -> StoreResult<Option<HostReport>> {
+    let Some(state) = row.try_get::<Option<String>, _>("host_state")? else {
+        return Ok(None);
+    };
+    let unsigned = |col: &str| -> StoreResult<Option<u64>> {
+        row.try_get::<Option<i64>, _>(col)?
+            .map(|v| u64::try_from(v).map_err(|_| StoreError::Corrupt(format!("negative {col}"))))
+            .transpose()
+    };
+    Ok(Some(HostReport {
+        state,
+        detail: row.try_get("host_detail")?,
+        device: row.try_get("host_device")?,
+        mount_path: row.try_get("host_mountpath")?,
+        filesystem_bytes: unsigned("fs_bytes")?,
+        filesystem_size: unsigned("fs_size_gib")?,
+        grow_error: row.try_get("grow_error")?,
+        updated_ms: row
+            .try_get::<Option<i64>, _>("host_updated_ms")?
+            .unwrap_or(0),
+    }))
+}
+
+pub(super) fn attachment_row(row: &SqliteRow) -> StoreResult<Attachment> {
     let job = active_job(row)?;
     Ok(Attachment {
         volume_id: row.try_get("volume_id")?,
@@ -31,6 +60,7 @@ fn attachment_row(row: &SqliteRow) -> StoreResult<Attachment> {
         state: row.try_get("state")?,
         job,
         created_ms: row.try_get("created_ms")?,
+        host: host_report(row)?,
     })
 }
 

@@ -1,6 +1,6 @@
 //! Media with their usage, and nodes.
 
-use super::{gib, to_i64, SqliteStore};
+use super::{conflict_on_unique, gib, to_i64, SqliteStore};
 use crate::records::{MediumRecord, MediumUsage, NodeRecord};
 use crate::{MediaStore, StoreError, StoreResult};
 use async_trait::async_trait;
@@ -186,6 +186,17 @@ impl MediaStore for SqliteStore {
                 Ok(true)
             }
         }
+    }
+
+    async fn create_node(&self, node: &NodeRecord) -> StoreResult<()> {
+        let inserted = sqlx::query("INSERT INTO nodes (name, zone, address) VALUES (?, ?, ?)")
+            .bind(&node.name)
+            .bind(&node.zone)
+            .bind(&node.address)
+            .execute(&self.writer)
+            .await;
+        conflict_on_unique(inserted, || format!("node '{}' already exists", node.name))?;
+        Ok(())
     }
 
     async fn set_node_address(&self, name: &str, address: Option<&str>) -> StoreResult<()> {

@@ -13,6 +13,7 @@
 //! the row helpers they share. The store keeps no cache: wrap it in
 //! [`crate::CachedStore`] for that.
 
+mod agents;
 mod attachments;
 mod jobs;
 mod media;

@@ -373,6 +373,19 @@ impl VolumeStore for SqliteStore {
         Ok(())
     }
 
+    async fn record_resize(
+        &self,
+        job_id: i64,
+        volume_id: &str,
+        new_size: Gib,
+        new_slice_size: Gib,
+    ) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        record_resize_tx(&mut tx, job_id, volume_id, new_size, new_slice_size).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     async fn complete_resize(
         &self,
         job_id: i64,
@@ -382,22 +395,34 @@ impl VolumeStore for SqliteStore {
         end: &JobEnd,
     ) -> StoreResult<()> {
         let mut tx = self.begin_write().await?;
-        sqlx::query("UPDATE slices SET size_gib = ? WHERE volume_id = ?")
-            .bind(to_i64(new_slice_size)?)
-            .bind(volume_id)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("UPDATE volumes SET size_gib = ? WHERE id = ?")
-            .bind(to_i64(new_size)?)
-            .bind(volume_id)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("UPDATE resize_steps SET state = 'done' WHERE job_id = ?")
-            .bind(job_id)
-            .execute(&mut *tx)
-            .await?;
+        record_resize_tx(&mut tx, job_id, volume_id, new_size, new_slice_size).await?;
         finish_job_tx(&mut tx, job_id, end).await?;
         tx.commit().await?;
         Ok(())
     }
+}
+
+/// The volume and its slices take their new sizes; the job's steps are done.
+async fn record_resize_tx(
+    conn: &mut sqlx::SqliteConnection,
+    job_id: i64,
+    volume_id: &str,
+    new_size: Gib,
+    new_slice_size: Gib,
+) -> StoreResult<()> {
+    sqlx::query("UPDATE slices SET size_gib = ? WHERE volume_id = ?")
+        .bind(to_i64(new_slice_size)?)
+        .bind(volume_id)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("UPDATE volumes SET size_gib = ? WHERE id = ?")
+        .bind(to_i64(new_size)?)
+        .bind(volume_id)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("UPDATE resize_steps SET state = 'done' WHERE job_id = ?")
+        .bind(job_id)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
 }

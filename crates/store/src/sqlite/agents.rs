@@ -1,0 +1,158 @@
+//! Nodes' host agents: credentials, and their reports on attachments.
+
+use super::attachments::{attachment_row, ATTACHMENT_SELECT};
+use super::{json_map, to_i64, SqliteStore};
+use crate::records::{HostReport, NodeAgentRecord, NodeAttachment, NodeCredential};
+use crate::{NodeAgentStore, StoreError, StoreResult};
+use async_trait::async_trait;
+use sqlx::sqlite::SqliteRow;
+use sqlx::Row;
+use svs_domain::VolumeType;
+
+fn node_attachment(row: &SqliteRow) -> StoreResult<NodeAttachment> {
+    let kind: String = row.try_get("volume_type")?;
+    let size = |col: &str| -> StoreResult<Option<u64>> {
+        row.try_get::<Option<i64>, _>(col)?
+            .map(|v| u64::try_from(v).map_err(|_| StoreError::Corrupt(format!("negative {col}"))))
+            .transpose()
+    };
+    Ok(NodeAttachment {
+        attachment: attachment_row(row)?,
+        volume_kind: VolumeType::parse(&kind)
+            .ok_or_else(|| StoreError::Corrupt(format!("volume type {kind:?}")))?,
+        volume_size: size("volume_size")?.unwrap_or(0),
+        volume_attributes: json_map(row.try_get("volume_attributes")?)?,
+        snapshot_size: size("snapshot_size")?,
+    })
+}
+
+fn optional_i64(v: Option<u64>) -> StoreResult<Option<i64>> {
+    v.map(to_i64).transpose()
+}
+
+#[async_trait]
+impl NodeAgentStore for SqliteStore {
+    async fn set_node_credential(&self, c: &NodeCredential) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        let exists: Option<String> = sqlx::query_scalar("SELECT name FROM nodes WHERE name = ?")
+            .bind(&c.node)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if exists.is_none() {
+            return Err(StoreError::NotFound);
+        }
+        sqlx::query(
+            "INSERT INTO node_agents (node, credential_id, secret_hash, created_ms) \
+             VALUES (?, ?, ?, ?) ON CONFLICT(node) DO UPDATE SET \
+             credential_id = excluded.credential_id, secret_hash = excluded.secret_hash, \
+             created_ms = excluded.created_ms",
+        )
+        .bind(&c.node)
+        .bind(&c.credential_id)
+        .bind(&c.secret_hash)
+        .bind(c.created_ms)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn revoke_node_credential(&self, node: &str) -> StoreResult<bool> {
+        let r = sqlx::query(
+            "UPDATE node_agents SET credential_id = NULL, secret_hash = NULL, created_ms = NULL \
+             WHERE node = ? AND credential_id IS NOT NULL",
+        )
+        .bind(node)
+        .execute(&self.writer)
+        .await?;
+        Ok(r.rows_affected() > 0)
+    }
+
+    async fn node_credential(&self, credential_id: &str) -> StoreResult<Option<NodeCredential>> {
+        // The writer: a revocation must take effect at the next request.
+        let row = sqlx::query(
+            "SELECT node, credential_id, secret_hash, created_ms FROM node_agents \
+             WHERE credential_id = ? AND secret_hash IS NOT NULL",
+        )
+        .bind(credential_id)
+        .fetch_optional(&self.writer)
+        .await?;
+        row.map(|r| {
+            Ok(NodeCredential {
+                node: r.try_get("node")?,
+                credential_id: r.try_get("credential_id")?,
+                secret_hash: r.try_get("secret_hash")?,
+                created_ms: r.try_get::<Option<i64>, _>("created_ms")?.unwrap_or(0),
+            })
+        })
+        .transpose()
+    }
+
+    async fn touch_node_agent(&self, node: &str, now_ms: i64) -> StoreResult<()> {
+        sqlx::query("UPDATE node_agents SET last_seen_ms = ? WHERE node = ?")
+            .bind(now_ms)
+            .bind(node)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn node_agents(&self) -> StoreResult<Vec<NodeAgentRecord>> {
+        let rows = sqlx::query(
+            "SELECT node, credential_id IS NOT NULL AS has_credential, last_seen_ms \
+             FROM node_agents ORDER BY node",
+        )
+        .fetch_all(&self.writer)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(NodeAgentRecord {
+                    node: r.try_get("node")?,
+                    has_credential: r.try_get::<i64, _>("has_credential")? != 0,
+                    last_seen_ms: r.try_get("last_seen_ms")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn node_attachments(&self, node: &str) -> StoreResult<Vec<NodeAttachment>> {
+        let rows = sqlx::query(&format!(
+            "{ATTACHMENT_SELECT} WHERE a.node = ? ORDER BY a.volume_id, a.snapshot"
+        ))
+        .bind(node)
+        .fetch_all(&self.writer)
+        .await?;
+        rows.iter().map(node_attachment).collect()
+    }
+
+    async fn set_host_report(
+        &self,
+        volume_id: &str,
+        snapshot: &str,
+        node: &str,
+        report: &HostReport,
+    ) -> StoreResult<()> {
+        let r = sqlx::query(
+            "UPDATE attachments SET host_state = ?, host_detail = ?, host_device = ?, \
+             host_mountpath = ?, fs_bytes = ?, fs_size_gib = ?, grow_error = ?, \
+             host_updated_ms = ? WHERE volume_id = ? AND snapshot = ? AND node = ?",
+        )
+        .bind(&report.state)
+        .bind(&report.detail)
+        .bind(&report.device)
+        .bind(&report.mount_path)
+        .bind(optional_i64(report.filesystem_bytes)?)
+        .bind(optional_i64(report.filesystem_size)?)
+        .bind(&report.grow_error)
+        .bind(report.updated_ms)
+        .bind(volume_id)
+        .bind(snapshot)
+        .bind(node)
+        .execute(&self.writer)
+        .await?;
+        if r.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,417 @@
+//! Nodes' host agents: their credentials (issued and revoked by
+//! administrators), what each agent should do (the desired state of its
+//! node's attachments, long-polled), and what it reports back.
+
+use super::attachments::{attachment_uri, node_not_found, TOP};
+use super::catalog::NodeSummary;
+use super::commands::{AgentPoll, CreateNode, ReportHostState};
+use super::{Administrator, ServiceError, ServiceResult, Services};
+use crate::attributes::{Filesystem, VolumeAttributes};
+use sha2::{Digest, Sha256};
+use std::time::Duration;
+use svs_domain::{Gib, VolumeType};
+use svs_store::{HostReport, NodeAttachment, NodeCredential, NodeRecord, StoreError};
+use tokio::time::Instant;
+
+/// A node credential is `svsnode.<credential id>.<secret>`.
+pub const CREDENTIAL_PREFIX: &str = "svsnode.";
+pub const AGENT_ONLY: &str = "only the node's agent may use this endpoint";
+const BAD_CREDENTIAL: &str = "invalid or revoked node credential";
+/// A waiting long poll reads the store at least this often, whatever the
+/// change signal says.
+const SAFETY_RECHECK: Duration = Duration::from_secs(5);
+/// Longest text kept from an agent's report field.
+const MAX_REPORT_TEXT: usize = 4096;
+
+/// A request authenticated by a node's agent credential. Only
+/// `Services::authenticate_agent` makes one.
+#[derive(Debug, Clone)]
+pub struct NodeAgent {
+    node: String,
+}
+
+impl NodeAgent {
+    /// The node whose credential it presented.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The agent may act only for its own node.
+    fn require_node(&self, node: &str) -> ServiceResult<()> {
+        if self.node == node {
+            Ok(())
+        } else {
+            Err(ServiceError::Forbidden(format!(
+                "this credential belongs to node '{}', not '{node}'",
+                self.node
+            )))
+        }
+    }
+}
+
+/// A new credential: `credential` is shown once and never stored.
+#[derive(Debug, Clone)]
+pub struct IssuedCredential {
+    pub node: String,
+    pub credential_id: String,
+    pub credential: String,
+    pub created_ms: i64,
+}
+
+/// One attachment as the node's agent should have it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DesiredAttachment {
+    pub volume_id: String,
+    pub volume_name: String,
+    pub snapshot_id: String,
+    pub snapshot_name: String,
+    /// `Attaching`, `Attached` or `Detaching`.
+    pub state: String,
+    pub readonly: bool,
+    pub mountpoint: String,
+    pub export_name: String,
+    pub uri: String,
+    pub kind: VolumeType,
+    pub filesystem: Option<Filesystem>,
+    pub filesystem_provisioned: bool,
+    /// The volume's size for `top`, the snapshot's volume size otherwise.
+    pub size: Gib,
+}
+
+/// Everything a node's agent should do, and its revision (a digest of it).
+#[derive(Debug, Clone)]
+pub struct DesiredState {
+    pub node: String,
+    pub revision: String,
+    pub attachments: Vec<DesiredAttachment>,
+}
+
+fn sha256_hex(text: &str) -> String {
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+/// Equal strings, compared in time independent of where they differ.
+fn same_secret(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+/// `svsnode.<id>.<secret>` → (id, secret).
+fn parse_credential(token: &str) -> Option<(&str, &str)> {
+    let (id, secret) = token.strip_prefix(CREDENTIAL_PREFIX)?.split_once('.')?;
+    (!id.is_empty() && !secret.is_empty()).then_some((id, secret))
+}
+
+/// The token of an `authorization` header value, raw or `Bearer`.
+fn bearer(header: &str) -> &str {
+    let raw = header.trim();
+    match raw.split_once(' ') {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
+        _ => raw,
+    }
+}
+
+/// The digest of exactly the fields an agent acts on; each field is
+/// length-prefixed so no two lists hash alike by shifting text.
+fn revision(attachments: &[DesiredAttachment]) -> String {
+    let mut hash = Sha256::new();
+    let mut field = |text: &str| {
+        hash.update((text.len() as u64).to_le_bytes());
+        hash.update(text.as_bytes());
+    };
+    for a in attachments {
+        field(&a.volume_id);
+        field(&a.volume_name);
+        field(&a.snapshot_id);
+        field(&a.snapshot_name);
+        field(&a.state);
+        field(if a.readonly { "ro" } else { "rw" });
+        field(&a.mountpoint);
+        field(&a.export_name);
+        field(&a.uri);
+        field(a.kind.as_str());
+        field(a.filesystem.map_or("", Filesystem::as_str));
+        field(if a.filesystem_provisioned { "fs" } else { "" });
+        field(&a.size.to_string());
+    }
+    hex::encode(hash.finalize())
+}
+
+fn desired(n: NodeAttachment, nbd_base: &str) -> DesiredAttachment {
+    let attributes = VolumeAttributes::from_record(&n.volume_attributes);
+    let a = n.attachment;
+    let size = if a.snapshot == TOP {
+        n.volume_size
+    } else {
+        n.snapshot_size.unwrap_or(n.volume_size)
+    };
+    DesiredAttachment {
+        uri: attachment_uri(&a, nbd_base),
+        volume_id: a.volume_id,
+        volume_name: a.volume_name,
+        snapshot_id: a.snapshot,
+        snapshot_name: a.snapshot_name,
+        state: a.state,
+        readonly: a.readonly,
+        mountpoint: a.mountpoint,
+        export_name: a.export_name,
+        kind: n.volume_kind,
+        filesystem: attributes.filesystem,
+        filesystem_provisioned: attributes.filesystem_provisioned,
+        size,
+    }
+}
+
+/// Text from an agent, bounded (a detail is a message, not a log).
+fn bounded(text: &Option<String>) -> Option<String> {
+    text.as_ref().map(|t| {
+        let mut end = t.len().min(MAX_REPORT_TEXT);
+        while !t.is_char_boundary(end) {
+            end -= 1;
+        }
+        t[..end].to_string()
+    })
+}
+
+impl Services {
+    /// Adds a node that may attach volumes (and run an agent).
+    pub async fn create_node(
+        &self,
+        admin: &Administrator,
+        request: &CreateNode,
+    ) -> ServiceResult<NodeSummary> {
+        let name = request.name.as_str();
+        self.store
+            .create_node(&NodeRecord {
+                name: name.to_string(),
+                zone: request.zone.clone(),
+                address: Some(request.address.to_string()),
+            })
+            .await?;
+        self.exports.set_node_address(name, Some(request.address));
+        tracing::info!(node = name, by = admin.caller().user_id, "node created");
+        self.get_node(name).await
+    }
+
+    /// A new credential for the node's agent; the previous one stops working.
+    pub async fn issue_node_credential(
+        &self,
+        admin: &Administrator,
+        node: &str,
+    ) -> ServiceResult<IssuedCredential> {
+        let credential_id = hex::encode(rand::random::<[u8; 8]>());
+        let secret = hex::encode(rand::random::<[u8; 32]>());
+        let created_ms = self.clock.now_ms();
+        self.store
+            .set_node_credential(&NodeCredential {
+                node: node.to_string(),
+                credential_id: credential_id.clone(),
+                secret_hash: sha256_hex(&secret),
+                created_ms,
+            })
+            .await
+            .map_err(|e| match e {
+                StoreError::NotFound => node_not_found(node),
+                other => other.into(),
+            })?;
+        tracing::info!(
+            node,
+            credential_id,
+            by = admin.caller().user_id,
+            "node credential issued"
+        );
+        Ok(IssuedCredential {
+            node: node.to_string(),
+            credential: format!("{CREDENTIAL_PREFIX}{credential_id}.{secret}"),
+            credential_id,
+            created_ms,
+        })
+    }
+
+    pub async fn revoke_node_credential(
+        &self,
+        admin: &Administrator,
+        node: &str,
+    ) -> ServiceResult<()> {
+        if !self.store.revoke_node_credential(node).await? {
+            return Err(ServiceError::NotFound(format!(
+                "node '{node}' has no agent credential"
+            )));
+        }
+        tracing::info!(node, by = admin.caller().user_id, "node credential revoked");
+        Ok(())
+    }
+
+    /// The node agent behind an `authorization` header value. A user's
+    /// valid IdToken is refused with 403: these routes are the agent's.
+    pub async fn authenticate_agent(&self, header: Option<&str>) -> ServiceResult<NodeAgent> {
+        let token = header.map(bearer).unwrap_or_default();
+        let Some((id, secret)) = parse_credential(token) else {
+            // Not a node credential: a signed-in user, or nobody.
+            self.authenticate(header)?;
+            return Err(ServiceError::Forbidden(AGENT_ONLY.into()));
+        };
+        let bad = || ServiceError::Unauthorized(BAD_CREDENTIAL.into());
+        let stored = self.store.node_credential(id).await?.ok_or_else(bad)?;
+        if !same_secret(&sha256_hex(secret), &stored.secret_hash) {
+            return Err(bad());
+        }
+        self.store
+            .touch_node_agent(&stored.node, self.clock.now_ms())
+            .await?;
+        Ok(NodeAgent { node: stored.node })
+    }
+
+    async fn node_desired_state(&self, node: &str) -> ServiceResult<DesiredState> {
+        let attachments: Vec<DesiredAttachment> = self
+            .store
+            .node_attachments(node)
+            .await?
+            .into_iter()
+            .map(|n| desired(n, &self.nbd_base))
+            .collect();
+        Ok(DesiredState {
+            node: node.to_string(),
+            revision: revision(&attachments),
+            attachments,
+        })
+    }
+
+    /// The node's desired state. When the agent holds the current revision,
+    /// waits (up to `wait`) for it to change; woken by the change signal,
+    /// re-checked at least every few seconds, and ended by a shutdown.
+    pub async fn desired_state(
+        &self,
+        agent: &NodeAgent,
+        node: &str,
+        request: &AgentPoll,
+    ) -> ServiceResult<DesiredState> {
+        agent.require_node(node)?;
+        // Subscribed before reading, so no change after the read is missed.
+        let mut changes = self.jobs.changes().subscribe();
+        let stopping = self.jobs.stopping();
+        let deadline = Instant::now() + request.wait;
+        loop {
+            let state = self.node_desired_state(node).await?;
+            let now = Instant::now();
+            if request.revision.as_deref() != Some(state.revision.as_str())
+                || now >= deadline
+                || stopping.is_cancelled()
+            {
+                return Ok(state);
+            }
+            let nap = (deadline - now).min(SAFETY_RECHECK);
+            tokio::select! {
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        tokio::time::sleep(nap).await;
+                    }
+                }
+                () = tokio::time::sleep(nap) => {}
+                () = stopping.cancelled() => {}
+            }
+        }
+    }
+
+    /// Records what the agent sees of one of its node's attachments.
+    pub async fn report_host_state(
+        &self,
+        agent: &NodeAgent,
+        node: &str,
+        volume_id: &str,
+        snapshot: &str,
+        request: &ReportHostState,
+    ) -> ServiceResult<()> {
+        agent.require_node(node)?;
+        let report = HostReport {
+            state: request.state.as_str().to_string(),
+            detail: bounded(&request.detail),
+            device: bounded(&request.device),
+            mount_path: bounded(&request.mount_path),
+            filesystem_bytes: request.filesystem_bytes,
+            filesystem_size: request.filesystem_size,
+            grow_error: bounded(&request.grow_error),
+            updated_ms: self.clock.now_ms(),
+        };
+        self.store
+            .set_host_report(volume_id, snapshot, node, &report)
+            .await
+            .map_err(|e| match e {
+                StoreError::NotFound => ServiceError::NotFound(format!(
+                    "volume '{volume_id}' is not attached to node '{node}'"
+                )),
+                other => other.into(),
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_parse_only_in_their_own_shape() {
+        assert_eq!(
+            parse_credential("svsnode.0123abcd0123abcd.s3cr3t"),
+            Some(("0123abcd0123abcd", "s3cr3t"))
+        );
+        assert_eq!(parse_credential("svsnode..s"), None);
+        assert_eq!(parse_credential("svsnode.id."), None);
+        assert_eq!(parse_credential("svsnode.id"), None);
+        assert_eq!(parse_credential("eyJhbGciOi.x.y"), None);
+        assert_eq!(bearer("Bearer svsnode.a.b"), "svsnode.a.b");
+        assert_eq!(bearer(" svsnode.a.b "), "svsnode.a.b");
+    }
+
+    #[test]
+    fn secrets_compare_equal_only_when_identical() {
+        assert!(same_secret("abc", "abc"));
+        assert!(!same_secret("abc", "abd"));
+        assert!(!same_secret("abc", "abcd"));
+    }
+
+    fn attachment(size: Gib) -> DesiredAttachment {
+        DesiredAttachment {
+            volume_id: "v1".into(),
+            volume_name: "v".into(),
+            snapshot_id: TOP.into(),
+            snapshot_name: TOP.into(),
+            state: "Attached".into(),
+            readonly: false,
+            mountpoint: "/mnt".into(),
+            export_name: "e".into(),
+            uri: "nbd://h:1/e".into(),
+            kind: VolumeType::File,
+            filesystem: Some(Filesystem::Ext4),
+            filesystem_provisioned: true,
+            size,
+        }
+    }
+
+    #[test]
+    fn the_revision_follows_every_field_an_agent_acts_on() {
+        let base = revision(&[attachment(4)]);
+        assert_eq!(base, revision(&[attachment(4)]));
+        assert_eq!(base.len(), 64);
+        assert_ne!(base, revision(&[attachment(5)]));
+        assert_ne!(base, revision(&[]));
+        let mut detaching = attachment(4);
+        detaching.state = "Detaching".into();
+        assert_ne!(base, revision(&[detaching]));
+        let mut moved = attachment(4);
+        moved.mountpoint = "/mn".into();
+        moved.export_name = "te".into();
+        assert_ne!(base, revision(&[moved]));
+    }
+
+    #[test]
+    fn report_text_is_bounded_on_a_character_boundary() {
+        let long = Some("é".repeat(MAX_REPORT_TEXT));
+        let kept = bounded(&long).unwrap_or_default();
+        assert!(kept.len() <= MAX_REPORT_TEXT);
+        assert!(kept.chars().all(|c| c == 'é'));
+    }
+}
