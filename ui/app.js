@@ -656,7 +656,7 @@ function snapshotsPage([volumeName]) {
         cell("Node", a.node),
         cell("State", stateTag(a.state)),
         cell("Access", a.readonly ? "read-only" : "read-write"),
-        cell("Host", hostState(a), detail ? h("span", { class: "host-detail muted" }, detail) : null),
+        cell("Host", h("div", { class: "host-cell" }, hostState(a), detail ? h("span", { class: "host-detail muted" }, detail) : null)),
         cell("URI", h("code", { class: "uri" }, a.uri)),
       );
     });
@@ -991,13 +991,13 @@ function nodesPage() {
   const issued = h("div", { id: "node-credential", class: "card credential", hidden: true });
   const list = h("div", {}, h("p", { class: "muted" }, "Loading nodes…"));
   const admin = isAdmin();
+  const addErr = errorBox();
   main.append(h("h1", {}, "Nodes"), err, actionErr, note, issued, list);
 
   if (admin) {
     const name = h("input", { id: "node-name", required: true, maxlength: 63, pattern: "[A-Za-z0-9._\\-]+", placeholder: "host-7" });
     const address = h("input", { id: "node-address", required: true, placeholder: "10.0.0.7" });
     const zone = h("input", { id: "node-zone", placeholder: "(none)" });
-    const addErr = errorBox();
     main.append(h("form", {
       class: "card inline-form",
       id: "add-node",
@@ -1033,6 +1033,7 @@ function nodesPage() {
   // A new action starts clean, and a credential shown before is gone.
   function startAction() {
     actionErr.show(null);
+    addErr.show(null);
     note.show(null);
     issued.hidden = true;
     issued.replaceChildren();

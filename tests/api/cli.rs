@@ -1074,7 +1074,7 @@ async fn node_add_issues_the_agent_credential_and_revoke_ends_it() {
     assert!(!out.status.success());
     assert_eq!(
         stderr(&out).trim(),
-        format!("{file_arg} exists; pass --force to replace it")
+        format!("svs: {file_arg} exists; pass --force to replace it")
     );
     assert_eq!(agent_status(&app, &second, "host-7").await, StatusCode::OK);
     home.ok(&[
@@ -1112,7 +1112,10 @@ async fn node_add_issues_the_agent_credential_and_revoke_ends_it() {
     assert!(row(&table, "host-7").contains("  no  "), "{table}");
     let out = home.run(&["node", "revoke", "host-7"]);
     assert!(!out.status.success());
-    assert_eq!(stderr(&out).trim(), "node 'host-7' has no agent credential");
+    assert_eq!(
+        stderr(&out).trim(),
+        "svs: node 'host-7' has no agent credential"
+    );
 
     // Refused by the server: its message, and no file left behind.
     let refused = dir.path().join("refused.credential");
@@ -1141,12 +1144,12 @@ async fn node_add_issues_the_agent_credential_and_revoke_ends_it() {
     assert!(!out.status.success());
     assert_eq!(
         stderr(&out).trim(),
-        "this operation requires an administrator"
+        "svs: this operation requires an administrator"
     );
     let out = user.run(&["node", "revoke", "host-7"]);
     assert_eq!(
         stderr(&out).trim(),
-        "this operation requires an administrator"
+        "svs: this operation requires an administrator"
     );
 }
 
