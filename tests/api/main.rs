@@ -2,6 +2,7 @@
 
 mod harness;
 
+mod agents;
 mod attach;
 mod auth;
 mod cli;
