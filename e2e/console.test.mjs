@@ -653,3 +653,159 @@ test("a medium marked failed in the console: Degraded and Failed volumes, Recove
   await shots(page, "22-recovery-error");
   await page.context().close();
 });
+
+/** Calls an agent route with a node credential, as the host's agent would. */
+async function asAgent(base, credential, method, p, body) {
+  const r = await fetch(`${base}${p}`, {
+    method,
+    headers: { authorization: `Bearer ${credential}`, "content-type": "application/json" },
+    body: body && JSON.stringify(body),
+  });
+  const text = await r.text();
+  return { status: r.status, body: text ? JSON.parse(text) : null };
+}
+
+test("nodes: add a node, issue its agent credential once, see the agent, revoke it", async () => {
+  const server = await startServer([["d1", "node-a", "zone-a", 10]]);
+
+  // A user who is not an administrator sees the nodes, not the actions.
+  addUser(server, "user@example.com", "user-password-123");
+  const userPage = await newPage();
+  await userPage.goto(`${server.base}/ui/`);
+  await userPage.fill("#email", "user@example.com");
+  await userPage.fill("#password", "user-password-123");
+  await userPage.click("button[type=submit]");
+  await userPage.waitForSelector("header#top:not([hidden])");
+  await userPage.click("nav a[data-page=nodes]");
+  await userPage.waitForSelector('tr[data-node="node-a"]');
+  assert.equal(await userPage.locator("#add-node").count(), 0);
+  assert.equal(await userPage.locator("button.issue").count(), 0);
+  await userPage.context().close();
+
+  const page = await newPage();
+  await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: server.base });
+  const asked = [];
+  page.on("dialog", (d) => asked.push(d.message()));
+  await signIn(page, server.base);
+  await page.click("nav a[data-page=nodes]");
+  await page.waitForSelector('tr[data-node="node-a"]');
+
+  // Add a node: listed with its zone and address, no agent yet.
+  await page.fill("#node-name", "host-7");
+  await page.fill("#node-address", "10.0.0.7");
+  await page.fill("#node-zone", "zone-b");
+  await page.click("#add-node button[type=submit]");
+  await page.waitForSelector('tr[data-node="host-7"]');
+  assert.equal(await page.textContent("#node-notice"),
+    "Node host-7 added (address 10.0.0.7). Issue its agent credential to run the agent on it.");
+  const cells = await page.$$eval('tr[data-node="host-7"] td', (tds) => tds.map((t) => t.textContent));
+  assert.deepEqual(cells.slice(0, 7), ["host-7", "zone-b", "10.0.0.7", "0", "0", "no", "never"]);
+  assert.equal(await page.locator('tr[data-node="host-7"] button.revoke').count(), 0, "nothing to revoke");
+  // The same name again: the server's words.
+  await page.fill("#node-name", "host-7");
+  await page.fill("#node-address", "10.0.0.8");
+  await page.click("#add-node button[type=submit]");
+  await page.waitForSelector("#add-node .error:not([hidden])");
+  assert.equal(await page.textContent("#add-node .error"), "node 'host-7' already exists");
+
+  // Issue: the credential and the agent's command line, each with Copy.
+  await page.click('tr[data-node="host-7"] button.issue');
+  await page.waitForSelector("#node-credential:not([hidden])");
+  const credential = await page.inputValue("#credential-value");
+  assert.match(credential, /^svsnode\.[0-9a-f]{16}\.\S+$/);
+  assert.equal(await page.inputValue("#agent-command"),
+    `svs agent --url ${server.base} --node host-7 --credential-file /etc/svs/agent.credential`);
+  await page.click("#node-credential .copy-field:first-of-type button.copy");
+  await page.waitForFunction(() => document.querySelector("#node-credential .copied")?.textContent === "Copied");
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), credential);
+  await shots(page, "23-node-credential");
+
+  // The agent uses it; the list shows the agent and when it was last seen.
+  const desired = await asAgent(server.base, credential, "GET", "/nodes/host-7/agent/attachments");
+  assert.equal(desired.status, 200, JSON.stringify(desired.body));
+  assert.equal(desired.body.node, "host-7");
+  assert.deepEqual(desired.body.attachments, []);
+  await page.reload();
+  await page.waitForSelector('tr[data-node="host-7"] .agent.yes');
+  assert.notEqual(await page.textContent('tr[data-node="host-7"] .agent-seen'), "never");
+  assert.equal(await page.isHidden("#node-credential"), true, "shown only once");
+  await shots(page, "24-nodes");
+
+  // Issuing again, confirmed, revokes the first credential.
+  asked.length = 0;
+  await page.click('tr[data-node="host-7"] button.issue');
+  await page.waitForSelector("#node-credential:not([hidden])");
+  assert.match(asked[0], /^Issue a new agent credential for node host-7\? The one it has stops working at once\./);
+  const second = await page.inputValue("#credential-value");
+  assert.notEqual(second, credential);
+  const old = await asAgent(server.base, credential, "GET", "/nodes/host-7/agent/attachments");
+  assert.equal(old.status, 401);
+  assert.equal(old.body.message, "invalid or revoked node credential");
+  assert.equal((await asAgent(server.base, second, "GET", "/nodes/host-7/agent/attachments")).status, 200);
+
+  // Revoke: the agent is refused, the node has no agent any more.
+  await page.click("#credential-done");
+  await page.click('tr[data-node="host-7"] button.revoke');
+  await page.waitForFunction(() => document.querySelector("#node-notice")?.textContent === "The agent credential of node host-7 is revoked.");
+  await page.waitForSelector('tr[data-node="host-7"] .agent.no');
+  assert.equal(await page.locator('tr[data-node="host-7"] button.revoke').count(), 0);
+  assert.equal((await asAgent(server.base, second, "GET", "/nodes/host-7/agent/attachments")).status, 401);
+  const node = await (await apiClient(server.base)).call("GET", "/nodes/host-7");
+  assert.equal(node.agentcredential, false);
+  await page.context().close();
+});
+
+test("a file volume's filesystem, and an attachment's host state as its node's agent reports it", async () => {
+  const server = await startServer([["d1", "node-a", "zone-a", 40]], "0", HOST);
+  const api = await apiClient(server.base);
+  await api.policy("none", 0, 0, 0);
+  const page = await newPage();
+  await signIn(page, server.base);
+
+  // The filesystem is asked for only for a file volume.
+  await page.waitForSelector('#vol-policy option[value="none"]', { state: "attached" });
+  assert.equal(await page.isHidden("#vol-fs-field"), true);
+  await page.fill("#vol-name", "files");
+  await page.fill("#vol-size", "1");
+  await page.selectOption("#vol-type", "file");
+  assert.equal(await page.isVisible("#vol-fs-field"), true);
+  await page.selectOption("#vol-fs", "xfs");
+  await page.click("#create-volume button[type=submit]");
+  await page.waitForSelector('tr[data-volume="files"] .state-ready', { timeout: 30_000 });
+  assert.equal(await page.textContent('tr[data-volume="files"] td[data-label="Type"]'), "file · xfs");
+  const created = await api.call("GET", "/volumes/files");
+  assert.equal(created.filesystem, "xfs");
+
+  // Attached to host-1, whose agent reports on it.
+  const attach = await api.call("POST", "/volumes/files/snapshots/top/attachments", { node: "host-1" });
+  assert.equal((await api.waitJob(attach.JobID)).state, "Done");
+  const { credential } = await api.call("POST", "/nodes/host-1/credentials", {});
+  const report = async (body) => {
+    const r = await asAgent(server.base, credential, "PUT", `/nodes/host-1/agent/attachments/${created.volumeid}/top`, body);
+    assert.equal(r.status, 204, JSON.stringify(r.body));
+  };
+
+  await page.click('tr[data-volume="files"] a.snapshots');
+  await page.waitForSelector('#volume-attachments tr[data-attachment="host-1"]');
+  assert.match(await page.textContent("#snapshot-volume"), /^file · xfs · 1 GiB/);
+  const row = '#volume-attachments tr[data-attachment="host-1"]';
+  assert.equal(await page.textContent(`${row} td[data-label="Host"]`), "host —", "no report yet");
+
+  await report({ hoststate: "Mounted", device: "/dev/loop3", mountpath: "/var/lib/svs/mounts/files", filesystembytes: 1020 * 1024 * 1024, filesystemsize: 1 });
+  await page.reload();
+  await page.waitForSelector(`${row} .host-state.state-mounted`);
+  const detail = "/dev/loop3 · on /var/lib/svs/mounts/files · 1020.0 MiB filesystem";
+  assert.equal(await page.textContent(`${row} .host-detail`), detail);
+  assert.match(await page.getAttribute(`${row} .host-state`, "title"), new RegExp(`^${detail} \\(reported `));
+  assert.equal(await page.textContent(`${row} td[data-label="Access"]`), "read-write");
+  await shots(page, "25-attachment-host-state");
+
+  // A failure shows without reloading (the page looks again while attached).
+  await report({ hoststate: "Error", hostdetail: "mount: /var/lib/svs/mounts/files: wrong fs type" });
+  await page.waitForSelector(`${row} .host-state.state-error`, { timeout: 15_000 });
+  assert.match(await page.textContent(`${row} .host-detail`), /mount: \/var\/lib\/svs\/mounts\/files: wrong fs type$/);
+  const a = await api.call("GET", "/volumes/files/snapshots/top/attachments/host-1");
+  assert.equal(a.hoststate, "Error");
+  await shots(page, "26-attachment-host-error");
+  await page.context().close();
+});

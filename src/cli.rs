@@ -132,10 +132,16 @@ pub enum Command {
         #[command(subcommand)]
         command: MediaCommand,
     },
-    /// Nodes.
+    /// Nodes, and the credentials of their host agents (administrators).
     Node {
         #[command(subcommand)]
-        command: ListCommand,
+        command: NodeCommand,
+    },
+    /// Attachments of volumes and snapshots to nodes, with what the
+    /// nodes' agents report.
+    Attachment {
+        #[command(subcommand)]
+        command: AttachmentCommand,
     },
     /// Jobs (volume operations run as jobs).
     Job {
@@ -315,9 +321,51 @@ pub enum PolicyCommand {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum ListCommand {
-    /// List them.
+pub enum NodeCommand {
+    /// List the nodes (AGENT: has an agent credential; AGENT SEEN: its
+    /// agent's last request).
     List,
+    /// Show one node.
+    Get { name: String },
+    /// Add a node (an existing one gets the address) and issue the
+    /// credential of its agent, revoking the one it had (administrators).
+    /// Prints the credential and the agent's command line, or with
+    /// --credential-file only the file's path.
+    Add {
+        name: String,
+        /// The IP address the node attaches from.
+        #[arg(long)]
+        address: String,
+        /// Zone of a new node (default: the server's, "").
+        #[arg(long)]
+        zone: Option<String>,
+        /// Write the credential to this file (created 0600) instead of
+        /// printing it.
+        #[arg(long, value_name = "FILE")]
+        credential_file: Option<PathBuf>,
+        /// Replace an existing --credential-file.
+        #[arg(long, requires = "credential_file")]
+        force: bool,
+    },
+    /// Revoke the node's agent credential: its agent is refused from then
+    /// on (administrators).
+    Revoke { name: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AttachmentCommand {
+    /// List the attachments of a volume, or of every volume without VOLUME
+    /// (HOST: what the node's agent last reported, `-` before it did).
+    List { volume: Option<String> },
+    /// Show one attachment, with the agent's report (hostdetail,
+    /// hostdevice, hostmountpath, filesystembytes).
+    Get {
+        volume: String,
+        node: String,
+        /// The attached snapshot (default: the live volume, `top`).
+        #[arg(long, default_value = "top")]
+        snapshot: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -623,9 +671,35 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
             MediaCommand::List => ctx.media_list().await,
             MediaCommand::Fail { medium } => ctx.media_fail(&medium).await,
         },
-        Command::Node {
-            command: ListCommand::List,
-        } => ctx.node_list().await,
+        Command::Node { command } => match command {
+            NodeCommand::List => ctx.node_list().await,
+            NodeCommand::Get { name } => ctx.node_get(&name).await,
+            NodeCommand::Add {
+                name,
+                address,
+                zone,
+                credential_file,
+                force,
+            } => {
+                ctx.node_add(
+                    &name,
+                    &address,
+                    zone.as_deref(),
+                    credential_file.as_deref(),
+                    force,
+                )
+                .await
+            }
+            NodeCommand::Revoke { name } => ctx.node_revoke(&name).await,
+        },
+        Command::Attachment { command } => match command {
+            AttachmentCommand::List { volume } => ctx.attachment_list(volume.as_deref()).await,
+            AttachmentCommand::Get {
+                volume,
+                node,
+                snapshot,
+            } => ctx.attachment_get(&volume, &snapshot, &node).await,
+        },
         Command::Job { command } => match command {
             JobCommand::List {
                 kind,
@@ -762,6 +836,72 @@ mod tests {
                 "{bad}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn node_add_needs_an_address_and_force_needs_a_file() {
+        match parse(&[
+            "node",
+            "add",
+            "host-7",
+            "--address",
+            "10.0.0.7",
+            "--credential-file",
+            "/tmp/c",
+            "--force",
+        ]) {
+            Ok(Command::Node {
+                command:
+                    NodeCommand::Add {
+                        name,
+                        address,
+                        zone,
+                        credential_file,
+                        force,
+                    },
+            }) => {
+                assert_eq!((name.as_str(), address.as_str()), ("host-7", "10.0.0.7"));
+                assert_eq!(zone, None);
+                assert_eq!(credential_file, Some(PathBuf::from("/tmp/c")));
+                assert!(force);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            parse(&["node", "add", "host-7"]).is_err(),
+            "--address is required"
+        );
+        assert!(parse(&["node", "add", "h", "--address", "10.0.0.7", "--force"]).is_err());
+        assert!(matches!(
+            parse(&["node", "revoke", "h"]),
+            Ok(Command::Node {
+                command: NodeCommand::Revoke { .. }
+            })
+        ));
+    }
+
+    #[test]
+    fn attachment_get_defaults_to_the_live_volume() {
+        match parse(&["attachment", "get", "db", "host-1"]) {
+            Ok(Command::Attachment {
+                command:
+                    AttachmentCommand::Get {
+                        volume,
+                        node,
+                        snapshot,
+                    },
+            }) => assert_eq!(
+                (volume, node, snapshot),
+                ("db".into(), "host-1".into(), "top".into())
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            parse(&["attachment", "list"]),
+            Ok(Command::Attachment {
+                command: AttachmentCommand::List { volume: None }
+            })
+        ));
     }
 
     #[test]

@@ -129,8 +129,63 @@ function fmtTime(t) {
   return isNaN(d) ? t : d.toLocaleString();
 }
 
+// A volume's type, with the filesystem svs makes on a `file` volume.
+function volumeType(v) {
+  return v.filesystem ? `${v.type} · ${v.filesystem}` : v.type;
+}
+
+// What the node's agent last reported about an attachment, in one line:
+// device, mount path, filesystem size, and its note or error.
+function hostDetail(a) {
+  return [
+    a.hostdevice,
+    a.hostmountpath && `on ${a.hostmountpath}`,
+    a.filesystembytes != null && `${fmtBytes(a.filesystembytes)} filesystem`,
+    a.hostdetail,
+  ].filter(Boolean).join(" · ");
+}
+
+// The host state of an attachment ("—" until an agent reports), with the
+// detail on hover.
+function hostState(a) {
+  if (!a.hoststate) return h("span", { class: "host muted", title: "No agent has reported on this attachment." }, "host —");
+  const detail = hostDetail(a);
+  const when = a.hostupdated ? ` (reported ${fmtTime(a.hostupdated)})` : "";
+  return h("span", { class: "host" }, "host ",
+    h("span", { class: `state host-state state-${a.hoststate.toLowerCase()}`, title: `${detail || a.hoststate}${when}` }, a.hoststate));
+}
+
+// The command line that runs a node's agent against this service.
+const AGENT_CREDENTIAL_PATH = "/etc/svs/agent.credential";
+function agentCommand(node) {
+  return `svs agent --url ${location.origin} --node ${node} --credential-file ${AGENT_CREDENTIAL_PATH}`;
+}
+
+// A read-only text field with a Copy button (the clipboard API needs a
+// secure context: elsewhere the text is selected and copied the old way).
+function copyField(id, value) {
+  const input = h("input", { id, class: "copy-value", readonly: true, value, spellcheck: "false" });
+  const done = h("span", { class: "muted copied", role: "status" });
+  const button = h("button", {
+    type: "button",
+    class: "secondary copy",
+    onclick: async () => {
+      input.select();
+      let ok = false;
+      try {
+        await navigator.clipboard.writeText(value);
+        ok = true;
+      } catch {
+        ok = document.execCommand && document.execCommand("copy");
+      }
+      done.textContent = ok ? "Copied" : "Press Ctrl+C to copy";
+    },
+  }, "Copy");
+  return h("div", { class: "copy-field" }, input, button, done);
+}
+
 // ---- routing ----
-const pages = { signin: signInPage, volumes: volumesPage, snapshots: snapshotsPage, jobs: jobsPage, media: mediaPage, policies: policiesPage };
+const pages = { signin: signInPage, volumes: volumesPage, snapshots: snapshotsPage, jobs: jobsPage, media: mediaPage, nodes: nodesPage, policies: policiesPage };
 
 function route() {
   timers.forEach((stop) => stop());
@@ -230,7 +285,11 @@ function volumesPage(args) {
   const policySelect = h("select", { id: "vol-policy", required: true });
   const name = h("input", { id: "vol-name", required: true, maxlength: 63, pattern: "[A-Za-z0-9._\\-]+", placeholder: "db01" });
   const size = h("input", { id: "vol-size", type: "number", min: 1, max: 1048576, step: 1, required: true, value: "10" });
-  const type = h("select", { id: "vol-type" }, h("option", { value: "block" }, "block"), h("option", { value: "file" }, "file"));
+  const filesystem = h("select", { id: "vol-fs" }, h("option", { value: "ext4" }, "ext4"), h("option", { value: "xfs" }, "xfs"));
+  // svs makes the filesystem of a `file` volume: only then is it asked for.
+  const filesystemField = h("label", { id: "vol-fs-field", hidden: true }, "Filesystem", filesystem);
+  const type = h("select", { id: "vol-type", onchange: () => { filesystemField.hidden = type.value !== "file"; } },
+    h("option", { value: "block" }, "block"), h("option", { value: "file" }, "file"));
   const createErr = errorBox();
   const create = h(
     "form",
@@ -241,12 +300,14 @@ function volumesPage(args) {
         ev.preventDefault();
         createErr.show(null);
         try {
-          const r = await api.post("/volumes", {
+          const body = {
             name: name.value.trim(),
             size: Number(size.value),
             policy: policySelect.value,
             type: type.value,
-          });
+          };
+          if (type.value === "file") body.filesystem = filesystem.value;
+          const r = await api.post("/volumes", body);
           note.show(`${r.Message} (job ${r.JobID}).`);
           name.value = "";
           load();
@@ -261,6 +322,7 @@ function volumesPage(args) {
       h("label", {}, "Size (GiB)", size),
       h("label", {}, "Policy", policySelect),
       h("label", {}, "Type", type),
+      filesystemField,
       h("button", { type: "submit" }, "Create"),
     ),
     createErr,
@@ -293,7 +355,7 @@ function volumesPage(args) {
             ? h("span", { class: "clone-of muted" }, `clone of ${v.contentvolume}@${v.contentsnapshot}`)
             : null,
         ),
-        cell("Type", v.type),
+        cell("Type", volumeType(v)),
         cell("Size", `${v.size} GiB`),
         cell("Policy", v.policy),
         cell("State", stateTag(v.state)),
@@ -520,6 +582,7 @@ function snapshotsPage([volumeName]) {
   note.id = "snapshot-notice";
   const jobPanel = h("div", { id: "snapshot-job", class: "job card", hidden: true });
   const info = h("p", { id: "snapshot-volume", class: "muted" }, "Loading…");
+  const live = h("div", { id: "volume-attachments" });
   const list = h("div", {}, h("p", { class: "muted" }, "Loading snapshots…"));
   const name = h("input", { id: "snap-name", required: true, maxlength: 63, pattern: "[A-Za-z0-9._\\-]+", placeholder: "before-upgrade" });
   const consistency = h("select", { id: "snap-consistency" },
@@ -556,7 +619,7 @@ function snapshotsPage([volumeName]) {
   );
   main.append(
     h("h1", {}, h("a", { href: "#/volumes" }, "Storage › Volumes"), ` › ${volumeName} › Snapshots`),
-    info, err, actionErr, note, jobPanel, list, take,
+    info, err, actionErr, note, jobPanel, live, h("h2", {}, "Snapshots"), list, take,
   );
 
   let volume = null;
@@ -584,8 +647,22 @@ function snapshotsPage([volumeName]) {
       err.show(new Error(`Could not load the snapshots of "${volumeName}": ${e.message}`));
       return;
     }
-    info.replaceChildren(`${volume.size} GiB · policy ${volume.policy} · `, stateTag(volume.state),
+    info.replaceChildren(`${volumeType(volume)} · ${volume.size} GiB · policy ${volume.policy} · `, stateTag(volume.state),
       volume.contentsnapshot ? ` · clone of ${volume.contentvolume}@${volume.contentsnapshot}` : "");
+    // The live volume's attachments, with what each node's agent reports.
+    const liveRows = attachments.filter((a) => a.snapshotid === "top").map((a) => {
+      const detail = hostDetail(a);
+      return h("tr", { "data-attachment": a.node },
+        cell("Node", a.node),
+        cell("State", stateTag(a.state)),
+        cell("Access", a.readonly ? "read-only" : "read-write"),
+        cell("Host", h("div", { class: "host-cell" }, hostState(a), detail ? h("span", { class: "host-detail muted" }, detail) : null)),
+        cell("URI", h("code", { class: "uri" }, a.uri)),
+      );
+    });
+    live.replaceChildren(...(liveRows.length
+      ? [h("h2", {}, "Attachments"), table(["Node", "State", "Access", "Host", "URI"], liveRows, "")]
+      : []));
     const rows = snapshots.map((s) => {
       const on = attachmentsOf(s);
       return h("tr", { "data-snapshot": s.name },
@@ -597,7 +674,8 @@ function snapshotsPage([volumeName]) {
         cell("Attachments", on.length
           ? h("div", { class: "attachments" }, on.map((a) =>
             h("div", { class: "attachment", "data-node": a.node },
-              `${a.node} `, stateTag(a.state), " ", h("code", { class: "uri" }, a.uri))))
+              `${a.node} `, stateTag(a.state), " ", hostState(a), " ", h("code", { class: "uri" }, a.uri),
+              hostDetail(a) ? h("span", { class: "host-detail muted" }, hostDetail(a)) : null)))
           : "—"),
         cell("", h("span", { class: "actions" },
           h("button", { type: "button", class: "secondary attach", onclick: () => openAttach(s) }, "Attach"),
@@ -753,11 +831,14 @@ function snapshotsPage([volumeName]) {
   }
 
   load();
+  let ticks = 0;
   every(2000, () => {
     const moving = snapshots.some((s) => s.state !== "Ready") ||
       attachments.some((a) => a.state !== "Attached") ||
       (volume && !SETTLED_VOLUME_STATES.includes(volume.state));
-    if (!dialogOpen && moving) load();
+    // Agents report host states at any time: look again every 6 s while attached.
+    const reported = attachments.length > 0 && ++ticks % 3 === 0;
+    if (!dialogOpen && (moving || reported)) load();
   });
 }
 
@@ -897,6 +978,135 @@ function mediaPage() {
   }
 
   load();
+}
+
+// ---- nodes ----
+function nodesPage() {
+  const err = errorBox();
+  const actionErr = actionBox();
+  actionErr.id = "node-action-error";
+  const note = noticeBox();
+  note.id = "node-notice";
+  // A credential issued here: shown once, until dismissed or the page changes.
+  const issued = h("div", { id: "node-credential", class: "card credential", hidden: true });
+  const list = h("div", {}, h("p", { class: "muted" }, "Loading nodes…"));
+  const admin = isAdmin();
+  const addErr = errorBox();
+  main.append(h("h1", {}, "Nodes"), err, actionErr, note, issued, list);
+
+  if (admin) {
+    const name = h("input", { id: "node-name", required: true, maxlength: 63, pattern: "[A-Za-z0-9._\\-]+", placeholder: "host-7" });
+    const address = h("input", { id: "node-address", required: true, placeholder: "10.0.0.7" });
+    const zone = h("input", { id: "node-zone", placeholder: "(none)" });
+    main.append(h("form", {
+      class: "card inline-form",
+      id: "add-node",
+      onsubmit: async (ev) => {
+        ev.preventDefault();
+        addErr.show(null);
+        startAction();
+        const body = { name: name.value.trim(), address: address.value.trim() };
+        if (zone.value.trim()) body.zone = zone.value.trim();
+        try {
+          const n = await api.post("/nodes", body);
+          note.show(`Node ${n.name} added (address ${n.address}). Issue its agent credential to run the agent on it.`);
+          name.value = "";
+          address.value = "";
+          zone.value = "";
+        } catch (e) {
+          addErr.show(e);
+        }
+        load();
+      },
+    },
+    h("h2", {}, "Add node"),
+    h("div", { class: "fields" },
+      h("label", {}, "Name", name),
+      h("label", {}, "Address", address),
+      h("label", {}, "Zone", zone),
+      h("button", { type: "submit" }, "Add node"),
+    ),
+    h("p", { class: "hint" }, "A host that attaches volumes: its NBD connections come from this IP address."),
+    addErr));
+  }
+
+  // A new action starts clean, and a credential shown before is gone.
+  function startAction() {
+    actionErr.show(null);
+    addErr.show(null);
+    note.show(null);
+    issued.hidden = true;
+    issued.replaceChildren();
+  }
+
+  async function load() {
+    let nodes;
+    try {
+      nodes = await api.get("/nodes");
+      err.show(null);
+    } catch (e) {
+      err.show(new Error(`Could not load nodes: ${e.message}`));
+      return;
+    }
+    const rows = nodes.map((n) =>
+      h("tr", { "data-node": n.name },
+        cell("Name", n.name),
+        cell("Zone", n.zone || "—"),
+        cell("Address", n.address || "—"),
+        cell("Media", n.mediacount),
+        cell("Volumes", n.volumescount),
+        cell("Agent", h("span", { class: n.agentcredential ? "agent yes" : "agent no" }, n.agentcredential ? "yes" : "no")),
+        cell("Agent seen", h("span", { class: "agent-seen" }, n.agentseen ? fmtTime(n.agentseen) : "never")),
+        admin
+          ? cell("", h("span", { class: "actions" },
+            h("button", { type: "button", class: "secondary issue", onclick: () => issue(n) }, "Issue agent credential"),
+            n.agentcredential
+              ? h("button", { type: "button", class: "danger revoke", onclick: () => revoke(n) }, "Revoke")
+              : null,
+          ))
+          : null,
+      ),
+    );
+    const headers = ["Name", "Zone", "Address", "Media", "Volumes", "Agent", "Agent seen"];
+    list.replaceChildren(table(admin ? [...headers, ""] : headers, rows, "No nodes."));
+  }
+
+  async function issue(n) {
+    if (n.agentcredential && !confirm(`Issue a new agent credential for node ${n.name}? The one it has stops working at once.`)) return;
+    startAction();
+    try {
+      const c = await api.post(`/nodes/${encodeURIComponent(n.name)}/credentials`, {});
+      issued.replaceChildren(
+        h("h2", {}, `Agent credential of node ${c.node}`),
+        h("p", {}, "Shown only this once: copy it now. Issuing another one revokes it."),
+        copyField("credential-value", c.credential),
+        h("p", {}, `Save it on the host in ${AGENT_CREDENTIAL_PATH} (mode 0600), then run the agent there:`),
+        copyField("agent-command", agentCommand(c.node)),
+        h("div", { class: "buttons" },
+          h("button", { type: "button", class: "secondary", id: "credential-done", onclick: () => { issued.hidden = true; issued.replaceChildren(); } }, "Done")),
+      );
+      issued.hidden = false;
+    } catch (e) {
+      actionErr.show(new Error(`Could not issue a credential for ${n.name}: ${e.message}`));
+    }
+    load();
+  }
+
+  async function revoke(n) {
+    if (!confirm(`Revoke the agent credential of node ${n.name}? Its agent is refused from its next request.`)) return;
+    startAction();
+    try {
+      await api.del(`/nodes/${encodeURIComponent(n.name)}/credentials`);
+      note.show(`The agent credential of node ${n.name} is revoked.`);
+    } catch (e) {
+      actionErr.show(new Error(`Could not revoke the credential of ${n.name}: ${e.message}`));
+    }
+    load();
+  }
+
+  load();
+  // The agents' last requests move on by themselves.
+  every(5000, load);
 }
 
 // ---- policies ----

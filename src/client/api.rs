@@ -259,6 +259,53 @@ impl Api {
         self.get("/nodes").await
     }
 
+    pub async fn get_node(&self, name: &str) -> Result<Value> {
+        self.get(&format!("/nodes/{}", segment(name))).await
+    }
+
+    /// `POST /nodes` (administrators); `zone` None takes the server's default.
+    pub async fn create_node(
+        &self,
+        name: &str,
+        address: &str,
+        zone: Option<&str>,
+    ) -> Result<Value> {
+        let mut body = json!({"name": name, "address": address});
+        if let Some(zone) = zone {
+            body["zone"] = json!(zone);
+        }
+        self.call(Method::POST, "/nodes", &[], Some(&body)).await
+    }
+
+    /// `PATCH /nodes/{n}` with `{"address"}` (administrators).
+    pub async fn set_node_address(&self, name: &str, address: &str) -> Result<Value> {
+        let path = format!("/nodes/{}", segment(name));
+        let body = json!({"address": address});
+        self.call(Method::PATCH, &path, &[], Some(&body)).await
+    }
+
+    /// Issues the node's agent credential, revoking the one it had.
+    pub async fn issue_node_credential(&self, name: &str) -> Result<Value> {
+        let path = format!("/nodes/{}/credentials", segment(name));
+        self.call(Method::POST, &path, &[], Some(&json!({}))).await
+    }
+
+    pub async fn revoke_node_credential(&self, name: &str) -> Result<Value> {
+        let path = format!("/nodes/{}/credentials", segment(name));
+        self.call(Method::DELETE, &path, &[], None).await
+    }
+
+    /// The attachments of one volume, or of the whole tenant.
+    pub async fn list_attachments(&self, volume: Option<&str>) -> Result<Value> {
+        match volume {
+            Some(v) => {
+                self.get(&format!("/volumes/{}/attachments", segment(v)))
+                    .await
+            }
+            None => self.get("/attachments").await,
+        }
+    }
+
     pub async fn list_jobs(&self, query: &[(&str, String)]) -> Result<Value> {
         self.call(Method::GET, "/jobs", query, None).await
     }

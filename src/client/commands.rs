@@ -1,12 +1,14 @@
 //! The client commands: each signs in from the stored profile, calls the
 //! API and prints the answer. `cli.rs` only parses arguments into these.
 
+use super::agent_file::CredentialFile;
 use super::api::{sign_in, Api, Session};
 use super::credentials::CredentialsStore;
 use super::error::{ClientError, Result};
 use super::output::{self, Column, OutputFormat};
 use serde_json::{json, Map, Value};
 use std::io::{IsTerminal, Write};
+use std::path::Path;
 use std::time::Duration;
 
 /// How often a followed job is polled.
@@ -475,6 +477,170 @@ impl Context {
         Ok(())
     }
 
+    pub async fn node_get(&self, name: &str) -> Result<()> {
+        let s = self.session().await?;
+        let item = s.api.get_node(name).await.map_err(|e| s.auth_hint(e))?;
+        self.one(&item);
+        Ok(())
+    }
+
+    /// Adds a node (or, when it exists, sets its address) and issues its
+    /// agent credential, revoking the one it had. The credential is shown
+    /// once with the agent's command line, or written to `credential_file`
+    /// (0600; an existing file only with `force`), whose path alone is
+    /// printed then.
+    pub async fn node_add(
+        &self,
+        name: &str,
+        address: &str,
+        zone: Option<&str>,
+        credential_file: Option<&Path>,
+        force: bool,
+    ) -> Result<()> {
+        // Before anything changes on the server: a file that cannot be
+        // written must not cost the node its working credential.
+        let file = credential_file
+            .map(|path| CredentialFile::reserve(path, force))
+            .transpose()?;
+        let s = self.session().await?;
+        let added = match s.api.create_node(name, address, zone).await {
+            Ok(_) => true,
+            Err(ClientError::Api {
+                status: 409,
+                message,
+            }) if message.contains("already exists") => {
+                s.api
+                    .set_node_address(name, address)
+                    .await
+                    .map_err(|e| s.auth_hint(e))?;
+                false
+            }
+            Err(e) => return Err(s.auth_hint(e)),
+        };
+        if !added {
+            if let Some(zone) = zone {
+                let node = s.api.get_node(name).await.map_err(|e| s.auth_hint(e))?;
+                let current = output::text(&node["zone"]);
+                if current != zone {
+                    eprintln!(
+                        "note: node {name} already exists in zone '{current}'; only its address was set"
+                    );
+                }
+            }
+        }
+        let issued = s
+            .api
+            .issue_node_credential(name)
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        let credential = issued["credential"]
+            .as_str()
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| ClientError::InvalidResponse {
+                url: s.api.base().to_string(),
+                detail: "no credential in the answer".into(),
+            })?
+            .to_string();
+        let done = if added {
+            format!("Node {name} added (address {address})")
+        } else {
+            format!("Node {name} exists; its address is now {address}")
+        };
+        match file {
+            Some(file) => {
+                let path = file.path().to_path_buf();
+                file.write(&credential)?;
+                let command = agent_command(s.api.base(), name, &path);
+                match self.output {
+                    OutputFormat::Json => {
+                        let mut shown = issued.clone();
+                        if let Some(map) = shown.as_object_mut() {
+                            map.remove("credential");
+                        }
+                        shown["credentialfile"] = json!(path.display().to_string());
+                        shown["agentcommand"] = json!(command);
+                        emit(&output::render_json(&shown));
+                    }
+                    OutputFormat::Table => {
+                        eprintln!("{done}; its agent credential is in {}.", path.display());
+                        eprintln!("Run the agent on the host:\n  {command}");
+                        emit(&format!("{}\n", path.display()));
+                    }
+                }
+            }
+            None => {
+                let command = agent_command(s.api.base(), name, Path::new(AGENT_CREDENTIAL_PATH));
+                match self.output {
+                    OutputFormat::Json => {
+                        let mut shown = issued.clone();
+                        shown["agentcommand"] = json!(command);
+                        emit(&output::render_json(&shown));
+                    }
+                    OutputFormat::Table => emit(&format!(
+                        "{done}.\n\
+                         Agent credential (shown only this once; issuing another revokes it):\n\
+                         {credential}\n\
+                         Save it on the host in {AGENT_CREDENTIAL_PATH} (mode 0600) and run:\n  \
+                         {command}\n"
+                    )),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Revokes the node's agent credential: its agent's next request is
+    /// refused (401).
+    pub async fn node_revoke(&self, name: &str) -> Result<()> {
+        let s = self.session().await?;
+        s.api
+            .revoke_node_credential(name)
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        match self.output {
+            OutputFormat::Json => {
+                let node = s.api.get_node(name).await.map_err(|e| s.auth_hint(e))?;
+                emit(&output::render_json(&node));
+            }
+            OutputFormat::Table => emit(&format!(
+                "Agent credential of node {name} revoked; its agent is refused from now on.\n"
+            )),
+        }
+        Ok(())
+    }
+
+    // --- attachments ---
+
+    /// The attachments of one volume, or of every volume of the tenant.
+    pub async fn attachment_list(&self, volume: Option<&str>) -> Result<()> {
+        let s = self.session().await?;
+        let items = s
+            .api
+            .list_attachments(volume)
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        self.list(&items, output::ATTACHMENT_COLUMNS);
+        Ok(())
+    }
+
+    /// One attachment, with what the node's agent reported (table output:
+    /// `filesystembytes` also in binary units).
+    pub async fn attachment_get(&self, volume: &str, snapshot: &str, node: &str) -> Result<()> {
+        let s = self.session().await?;
+        let mut item = s
+            .api
+            .get_attachment(volume, snapshot, node)
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        if self.output == OutputFormat::Table {
+            if let Some(n) = item["filesystembytes"].as_u64() {
+                item["filesystembytes"] = json!(format!("{n} ({})", output::human_bytes(n)));
+            }
+        }
+        self.one(&item);
+        Ok(())
+    }
+
     // --- jobs ---
 
     pub async fn job_list(&self, filter: &JobFilter) -> Result<()> {
@@ -559,6 +725,33 @@ impl Context {
     }
 }
 
+/// Where `node add` suggests keeping the credential on the host.
+pub const AGENT_CREDENTIAL_PATH: &str = "/etc/svs/agent.credential";
+
+/// The command line that runs a node's agent.
+pub fn agent_command(url: &str, node: &str, credential_file: &Path) -> String {
+    format!(
+        "svs agent --url {} --node {} --credential-file {}",
+        shell_word(url),
+        shell_word(node),
+        shell_word(&credential_file.display().to_string())
+    )
+}
+
+/// A word as a POSIX shell reads it back: as is when it is plain, else in
+/// single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._/:=@%+,".contains(&b));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
 /// `job list` filters (None = no filter).
 #[derive(Debug, Default, Clone)]
 pub struct JobFilter {
@@ -628,5 +821,26 @@ impl Progress {
             }
             Progress::Lines { .. } => eprintln!("{message}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_agent_command_line_quotes_what_the_shell_would_split() {
+        assert_eq!(
+            agent_command(
+                "http://10.0.0.1:8080",
+                "host-7",
+                Path::new("/etc/svs/agent.credential")
+            ),
+            "svs agent --url http://10.0.0.1:8080 --node host-7 --credential-file /etc/svs/agent.credential"
+        );
+        assert_eq!(
+            agent_command("https://svs.example", "h", Path::new("/tmp/my cred's")),
+            "svs agent --url https://svs.example --node h --credential-file '/tmp/my cred'\\''s'"
+        );
     }
 }

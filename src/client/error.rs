@@ -29,6 +29,13 @@ pub enum ClientError {
     },
     #[error("credentials file {}: {detail}", path.display())]
     CredentialsFormat { path: PathBuf, detail: String },
+    /// `node add --credential-file`: the file could not be written.
+    #[error("credential file {}: {source}", path.display())]
+    CredentialFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot find the configuration directory: set HOME or XDG_CONFIG_HOME")]
     NoConfigDir,
     #[error("{0}")]

@@ -16,6 +16,9 @@ pub struct Column {
     pub header: &'static str,
     pub field: &'static str,
     pub show: Show,
+    /// Left out of a table where no row has a value (e.g. FILESYSTEM in a
+    /// list of block volumes).
+    pub optional: bool,
 }
 
 /// How a column shows its field.
@@ -27,43 +30,57 @@ pub enum Show {
     /// A clone's source snapshot as "volume@snapshot" (the field is the
     /// snapshot's name, `contentvolume` the volume's); empty for others.
     CloneSource,
+    /// A boolean as "yes" / "no".
+    YesNo,
+    /// As text, "-" when unset (e.g. no agent has reported yet).
+    OrDash,
+}
+
+const fn shown(header: &'static str, field: &'static str, show: Show) -> Column {
+    Column {
+        header,
+        field,
+        show,
+        optional: false,
+    }
 }
 
 pub const fn col(header: &'static str, field: &'static str) -> Column {
-    Column {
-        header,
-        field,
-        show: Show::Text(""),
-    }
+    shown(header, field, Show::Text(""))
 }
 
 pub const fn gib(header: &'static str, field: &'static str) -> Column {
-    Column {
-        header,
-        field,
-        show: Show::Text(" GiB"),
-    }
+    shown(header, field, Show::Text(" GiB"))
 }
 
 pub const fn bytes(header: &'static str, field: &'static str) -> Column {
-    Column {
-        header,
-        field,
-        show: Show::Bytes,
-    }
+    shown(header, field, Show::Bytes)
 }
 
 pub const fn clone_source(header: &'static str) -> Column {
+    shown(header, "contentsnapshot", Show::CloneSource)
+}
+
+pub const fn yes_no(header: &'static str, field: &'static str) -> Column {
+    shown(header, field, Show::YesNo)
+}
+
+pub const fn or_dash(header: &'static str, field: &'static str) -> Column {
+    shown(header, field, Show::OrDash)
+}
+
+/// A column only shown when some row has a value.
+pub const fn optional(column: Column) -> Column {
     Column {
-        header,
-        field: "contentsnapshot",
-        show: Show::CloneSource,
+        optional: true,
+        ..column
     }
 }
 
 pub const VOLUME_COLUMNS: &[Column] = &[
     col("NAME", "name"),
     col("TYPE", "type"),
+    optional(col("FILESYSTEM", "filesystem")),
     gib("SIZE", "size"),
     col("POLICY", "policy"),
     col("ZONE", "zone"),
@@ -112,6 +129,19 @@ pub const NODE_COLUMNS: &[Column] = &[
     col("MEDIA", "mediacount"),
     col("VOLUMES", "volumescount"),
     col("STATE", "state"),
+    yes_no("AGENT", "agentcredential"),
+    or_dash("AGENT SEEN", "agentseen"),
+];
+
+/// Attachments; HOST is what the node's agent last reported.
+pub const ATTACHMENT_COLUMNS: &[Column] = &[
+    col("VOLUME", "volumename"),
+    col("SNAPSHOT", "snapshotname"),
+    col("NODE", "node"),
+    col("STATE", "state"),
+    yes_no("READONLY", "readonly"),
+    or_dash("HOST", "hoststate"),
+    col("URI", "uri"),
 ];
 
 pub const JOB_COLUMNS: &[Column] = &[
@@ -181,8 +211,13 @@ pub fn render_rows(rows: &[Vec<String>]) -> String {
 
 /// A list of objects as a table with a header line.
 pub fn render_table(items: &Value, columns: &[Column]) -> String {
+    let items = items.as_array().map(Vec::as_slice).unwrap_or(&[]);
+    let columns: Vec<&Column> = columns
+        .iter()
+        .filter(|c| !c.optional || items.iter().any(|i| !text(&i[c.field]).is_empty()))
+        .collect();
     let mut rows = vec![columns.iter().map(|c| c.header.to_string()).collect()];
-    for item in items.as_array().map(Vec::as_slice).unwrap_or(&[]) {
+    for item in items {
         rows.push(columns.iter().map(|c| cell(item, c)).collect());
     }
     render_rows(&rows)
@@ -195,6 +230,13 @@ fn cell(item: &Value, column: &Column) -> String {
         Show::Bytes => item[column.field].as_u64().map_or(value, human_bytes),
         Show::CloneSource if value.is_empty() => value,
         Show::CloneSource => format!("{}@{value}", text(&item["contentvolume"])),
+        Show::YesNo => match item[column.field].as_bool() {
+            Some(true) => "yes".into(),
+            Some(false) => "no".into(),
+            None => value,
+        },
+        Show::OrDash if value.is_empty() => "-".into(),
+        Show::OrDash => value,
         Show::Text(_) if value.is_empty() => value,
         Show::Text(suffix) => format!("{value}{suffix}"),
     }
@@ -305,6 +347,60 @@ mod tests {
             "NAME  TYPE   SIZE   POLICY  ZONE  STATE     STATUS  PROGRESS  SOURCE\n\
              c     block  6 GiB  p             Ready     Online  100       v@s2\n\
              v     block  4 GiB  p             Degraded  Online  100\n"
+        );
+    }
+
+    #[test]
+    fn the_filesystem_column_is_shown_only_where_a_volume_has_one() {
+        let block = json!({"name": "b", "type": "block", "size": 1, "policy": "p", "state": "Ready",
+                           "status": "Online", "progress": 100, "filesystem": null});
+        let file = json!({"name": "f", "type": "file", "size": 2, "policy": "p", "state": "Ready",
+                          "status": "Online", "progress": 100, "filesystem": "xfs"});
+        let only_block = render_table(&json!([block.clone()]), VOLUME_COLUMNS);
+        assert!(!only_block.contains("FILESYSTEM"), "{only_block}");
+        let both = render_table(&json!([block, file]), VOLUME_COLUMNS);
+        assert_eq!(
+            both,
+            "NAME  TYPE   FILESYSTEM  SIZE   POLICY  ZONE  STATE  STATUS  PROGRESS  SOURCE\n\
+             b     block              1 GiB  p             Ready  Online  100\n\
+             f     file   xfs         2 GiB  p             Ready  Online  100\n"
+        );
+    }
+
+    #[test]
+    fn nodes_show_their_agent_and_attachments_the_host_state() {
+        let out = render_table(
+            &json!([
+                {"name": "a", "zone": "z", "address": "10.0.0.1", "size": 0, "freesize": 0,
+                 "mediacount": 0, "volumescount": 0, "state": "Online",
+                 "agentcredential": true, "agentseen": "2026-11-23T21:00:00Z"},
+                {"name": "b", "zone": "z", "address": "", "size": 0, "freesize": 0,
+                 "mediacount": 0, "volumescount": 0, "state": "Online", "agentcredential": false},
+            ]),
+            NODE_COLUMNS,
+        );
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[0].ends_with("STATE   AGENT  AGENT SEEN"), "{out}");
+        assert!(
+            lines[1].ends_with("Online  yes    2026-11-23T21:00:00Z"),
+            "{out}"
+        );
+        assert!(lines[2].ends_with("Online  no     -"), "{out}");
+
+        let out = render_table(
+            &json!([
+                {"volumename": "v", "snapshotname": "top", "node": "h", "state": "Attached",
+                 "readonly": false, "hoststate": "Mounted", "uri": "nbd://x:1/e"},
+                {"volumename": "v", "snapshotname": "s1", "node": "h", "state": "Attached",
+                 "readonly": true, "hoststate": null, "uri": "nbd://x:1/f"},
+            ]),
+            ATTACHMENT_COLUMNS,
+        );
+        assert_eq!(
+            out,
+            "VOLUME  SNAPSHOT  NODE  STATE     READONLY  HOST     URI\n\
+             v       top       h     Attached  no        Mounted  nbd://x:1/e\n\
+             v       s1        h     Attached  yes       -        nbd://x:1/f\n"
         );
     }
 

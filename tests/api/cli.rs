@@ -927,3 +927,322 @@ async fn media_fail_and_volume_recover_through_the_cli() {
         stderr(&out)
     );
 }
+
+/// An agent's request with a node credential: the status and the answer.
+async fn as_agent(
+    app: &TestApp,
+    credential: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (reqwest::StatusCode, Value) {
+    app.request(Some(&format!("Bearer {credential}")), method, path, body)
+        .await
+}
+
+async fn agent_status(app: &TestApp, credential: &str, node: &str) -> reqwest::StatusCode {
+    let path = format!("/nodes/{node}/agent/attachments");
+    as_agent(app, credential, reqwest::Method::GET, &path, None)
+        .await
+        .0
+}
+
+/// The node's row of `node list --output json`.
+fn node_row(home: &Home, name: &str) -> Value {
+    home.json(&["node", "list"])
+        .as_array()
+        .expect("a JSON list")
+        .iter()
+        .find(|n| n["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no node {name}"))
+}
+
+#[tokio::test]
+async fn node_add_issues_the_agent_credential_and_revoke_ends_it() {
+    use reqwest::StatusCode;
+    let app = TestApp::start().await;
+    let home = Home::new(true);
+    home.login(&app);
+
+    // A new node: the credential once, and the agent's command line.
+    let out = home.ok(&[
+        "node",
+        "add",
+        "host-7",
+        "--address",
+        "10.0.0.7",
+        "--zone",
+        "zone-b",
+    ]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "Node host-7 added (address 10.0.0.7).", "{out}");
+    assert_eq!(
+        lines[1],
+        "Agent credential (shown only this once; issuing another revokes it):"
+    );
+    let first = lines[2].to_string();
+    assert!(first.starts_with("svsnode."), "{out}");
+    assert_eq!(
+        lines[4].trim(),
+        format!(
+            "svs agent --url {} --node host-7 --credential-file /etc/svs/agent.credential",
+            app.base
+        ),
+        "{out}"
+    );
+    assert_eq!(agent_status(&app, &first, "host-7").await, StatusCode::OK);
+    let node = node_row(&home, "host-7");
+    assert_eq!(node["zone"], "zone-b", "{node}");
+    assert_eq!(node["address"], "10.0.0.7", "{node}");
+    assert_eq!(node["agentcredential"], true, "{node}");
+    assert!(node["agentseen"].is_string(), "{node}");
+    let table = home.ok(&["node", "list"]);
+    assert!(
+        table
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .ends_with("AGENT  AGENT SEEN"),
+        "{table}"
+    );
+    let seen = node["agentseen"].as_str().unwrap_or_default();
+    assert!(
+        row(&table, "host-7").ends_with(&format!("yes    {seen}")),
+        "{table}"
+    );
+
+    // The node exists: its address changes, the new credential goes to a
+    // file (0600, only its path printed) and the first one is revoked.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("agent.credential");
+    let file_arg = file.to_str().expect("utf-8 path");
+    let out = home.run(&[
+        "node",
+        "add",
+        "host-7",
+        "--address",
+        "10.0.0.8",
+        "--credential-file",
+        file_arg,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), format!("{file_arg}\n"));
+    assert!(
+        stderr(&out).contains("Node host-7 exists; its address is now 10.0.0.8"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains(&format!(
+            "svs agent --url {} --node host-7 --credential-file {file_arg}",
+            app.base
+        )),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(mode(&file), 0o600);
+    let second = std::fs::read_to_string(&file).expect("credential file");
+    let second = second.trim_end().to_string();
+    assert!(
+        second.starts_with("svsnode.") && second != first,
+        "{second}"
+    );
+    let (status, body) = as_agent(
+        &app,
+        &first,
+        reqwest::Method::GET,
+        "/nodes/host-7/agent/attachments",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(body["message"], "invalid or revoked node credential");
+    assert_eq!(agent_status(&app, &second, "host-7").await, StatusCode::OK);
+    assert_eq!(home.json(&["node", "get", "host-7"])["address"], "10.0.0.8");
+
+    // An existing file is kept, and nothing is issued, without --force.
+    let out = home.run(&[
+        "node",
+        "add",
+        "host-7",
+        "--address",
+        "10.0.0.8",
+        "--credential-file",
+        file_arg,
+    ]);
+    assert!(!out.status.success());
+    assert_eq!(
+        stderr(&out).trim(),
+        format!("svs: {file_arg} exists; pass --force to replace it")
+    );
+    assert_eq!(agent_status(&app, &second, "host-7").await, StatusCode::OK);
+    home.ok(&[
+        "node",
+        "add",
+        "host-7",
+        "--address",
+        "10.0.0.8",
+        "--credential-file",
+        file_arg,
+        "--force",
+    ]);
+    let third = std::fs::read_to_string(&file).expect("credential file");
+    let third = third.trim_end().to_string();
+    assert_ne!(third, second);
+    assert_eq!(mode(&file), 0o600);
+    assert_eq!(
+        agent_status(&app, &second, "host-7").await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(agent_status(&app, &third, "host-7").await, StatusCode::OK);
+
+    // Revoke: the agent is refused; a second revoke is the server's 404.
+    let out = home.ok(&["node", "revoke", "host-7"]);
+    assert_eq!(
+        out,
+        "Agent credential of node host-7 revoked; its agent is refused from now on.\n"
+    );
+    assert_eq!(
+        agent_status(&app, &third, "host-7").await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(node_row(&home, "host-7")["agentcredential"], false);
+    let table = home.ok(&["node", "list"]);
+    assert!(row(&table, "host-7").contains("  no  "), "{table}");
+    let out = home.run(&["node", "revoke", "host-7"]);
+    assert!(!out.status.success());
+    assert_eq!(
+        stderr(&out).trim(),
+        "svs: node 'host-7' has no agent credential"
+    );
+
+    // Refused by the server: its message, and no file left behind.
+    let refused = dir.path().join("refused.credential");
+    let out = home.run(&[
+        "node",
+        "add",
+        "bad name",
+        "--address",
+        "10.0.0.9",
+        "--credential-file",
+        refused.to_str().expect("utf-8 path"),
+    ]);
+    assert!(!out.status.success());
+    assert!(!stderr(&out).trim().is_empty());
+    assert!(!refused.exists());
+
+    // Not an administrator: 403, nothing issued.
+    app.add_user("other", "user@example.com", "user-password-123");
+    let user = Home::new(true);
+    let out = user.run_with(
+        &["login", "--url", &app.base, "--email", "user@example.com"],
+        Some("user-password-123\n"),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = user.run(&["node", "add", "host-8", "--address", "10.0.0.9"]);
+    assert!(!out.status.success());
+    assert_eq!(
+        stderr(&out).trim(),
+        "svs: this operation requires an administrator"
+    );
+    let out = user.run(&["node", "revoke", "host-7"]);
+    assert_eq!(
+        stderr(&out).trim(),
+        "svs: this operation requires an administrator"
+    );
+}
+
+#[tokio::test]
+async fn attachment_list_and_get_show_what_the_agent_reports() {
+    use crate::attach::{attach, topology};
+    use reqwest::StatusCode;
+    let app = TestApp::start_with(topology("0")).await;
+    let home = Home::new(true);
+    home.login(&app);
+    home.ok(&[
+        "policy",
+        "create",
+        "plain",
+        "--resiliency-media",
+        "0",
+        "--resiliency-node",
+        "0",
+        "--resiliency-zone",
+        "0",
+    ]);
+    home.ok(&[
+        "volume", "create", "db", "--size", "1", "--policy", "plain", "--wait",
+    ]);
+    let volume_id = home.json(&["volume", "get", "db"])["volumeid"]
+        .as_str()
+        .expect("volumeid")
+        .to_string();
+    attach(&app, "db", "host-1", false).await;
+
+    // No agent has reported yet.
+    let table = home.ok(&["attachment", "list"]);
+    assert!(
+        table.starts_with("VOLUME  SNAPSHOT  NODE    STATE     READONLY  HOST  URI"),
+        "{table}"
+    );
+    assert!(
+        row(&table, "db").contains("  no        -     nbd://"),
+        "{table}"
+    );
+    assert_eq!(
+        home.json(&["attachment", "list", "db"])[0]["hoststate"],
+        Value::Null
+    );
+
+    // host-1 is configured: `node add` sets its address and issues.
+    let out = home.ok(&["node", "add", "host-1", "--address", "127.0.0.1"]);
+    assert!(
+        out.starts_with("Node host-1 exists; its address is now 127.0.0.1.\n"),
+        "{out}"
+    );
+    let credential = out
+        .lines()
+        .find(|l| l.starts_with("svsnode."))
+        .expect("the credential")
+        .to_string();
+    let (status, body) = as_agent(
+        &app,
+        &credential,
+        reqwest::Method::PUT,
+        &format!("/nodes/host-1/agent/attachments/{volume_id}/top"),
+        Some(serde_json::json!({
+            "hoststate": "Mounted",
+            "hostdetail": "ext4 mounted",
+            "device": "/dev/loop3",
+            "mountpath": "/mnt/data",
+            "filesystembytes": 1_069_547_520u64,
+        })),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+
+    let table = home.ok(&["attachment", "list", "db"]);
+    assert!(
+        row(&table, "db").contains("  no        Mounted  nbd://"),
+        "{table}"
+    );
+    let shown = home.ok(&["attachment", "get", "db", "host-1"]);
+    let field = |name: &str| -> String {
+        shown
+            .lines()
+            .find_map(|l| l.strip_prefix(name).filter(|rest| rest.starts_with(' ')))
+            .map(|rest| rest.trim().to_string())
+            .unwrap_or_else(|| panic!("no {name} in {shown}"))
+    };
+    assert_eq!(field("hoststate"), "Mounted");
+    assert_eq!(field("hostdetail"), "ext4 mounted");
+    assert_eq!(field("hostdevice"), "/dev/loop3");
+    assert_eq!(field("hostmountpath"), "/mnt/data");
+    assert_eq!(field("filesystembytes"), "1069547520 (1020.0 MiB)");
+    let a = home.json(&["attachment", "get", "db", "host-1"]);
+    assert_eq!(a["filesystembytes"], 1_069_547_520u64, "{a}");
+    assert_eq!(a["hostdevice"], "/dev/loop3", "{a}");
+    let out = home.run(&["attachment", "get", "db", "host-2"]);
+    assert!(!out.status.success());
+}
