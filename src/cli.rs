@@ -354,6 +354,33 @@ pub enum NodeCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum AttachmentCommand {
+    /// Attach a volume (or with --snapshot, a snapshot, read-only) to a
+    /// node; its host agent connects it and mounts a `file` volume.
+    Create {
+        volume: String,
+        #[arg(long)]
+        node: String,
+        /// Where the node's agent mounts a `file` volume (absolute path;
+        /// default: under the agent's mount root).
+        #[arg(long)]
+        mountpoint: Option<String>,
+        #[arg(long)]
+        readonly: bool,
+        #[arg(long, default_value = "top")]
+        snapshot: String,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Detach: the node's agent unmounts and disconnects first (a busy
+    /// mount fails the job).
+    Delete {
+        volume: String,
+        node: String,
+        #[arg(long, default_value = "top")]
+        snapshot: String,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
     /// List the attachments of a volume, or of every volume without VOLUME
     /// (HOST: what the node's agent last reported, `-` before it did).
     List { volume: Option<String> },
@@ -693,6 +720,33 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
             NodeCommand::Revoke { name } => ctx.node_revoke(&name).await,
         },
         Command::Attachment { command } => match command {
+            AttachmentCommand::Create {
+                volume,
+                node,
+                mountpoint,
+                readonly,
+                snapshot,
+                wait,
+            } => {
+                ctx.attachment_create(
+                    &volume,
+                    &snapshot,
+                    &node,
+                    mountpoint.as_deref(),
+                    readonly,
+                    wait.wait,
+                )
+                .await
+            }
+            AttachmentCommand::Delete {
+                volume,
+                node,
+                snapshot,
+                wait,
+            } => {
+                ctx.attachment_delete(&volume, &snapshot, &node, wait.wait)
+                    .await
+            }
             AttachmentCommand::List { volume } => ctx.attachment_list(volume.as_deref()).await,
             AttachmentCommand::Get {
                 volume,

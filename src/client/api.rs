@@ -214,6 +214,31 @@ impl Api {
         self.call(Method::POST, &path, &[], Some(&body)).await
     }
 
+    pub async fn create_attachment(
+        &self,
+        volume: &str,
+        snapshot: &str,
+        node: &str,
+        mountpoint: Option<&str>,
+        readonly: bool,
+    ) -> Result<Value> {
+        let path = format!("{}/attachments", Api::snapshot_path(volume, snapshot));
+        let mut body = json!({"node": node, "readonly": readonly});
+        if let Some(m) = mountpoint {
+            body["mountpoint"] = json!(m);
+        }
+        self.call(Method::POST, &path, &[], Some(&body)).await
+    }
+
+    pub async fn delete_attachment(&self, volume: &str, snapshot: &str, node: &str) -> Result<Value> {
+        let path = format!(
+            "{}/attachments/{}",
+            Api::snapshot_path(volume, snapshot),
+            segment(node)
+        );
+        self.call(Method::DELETE, &path, &[], None).await
+    }
+
     pub async fn get_attachment(&self, volume: &str, snapshot: &str, node: &str) -> Result<Value> {
         let path = format!(
             "{}/attachments/{}",

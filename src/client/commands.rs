@@ -623,6 +623,89 @@ impl Context {
         Ok(())
     }
 
+    /// Attaches; with `wait`, follows the job and shows the attachment.
+    pub async fn attachment_create(
+        &self,
+        volume: &str,
+        snapshot: &str,
+        node: &str,
+        mountpoint: Option<&str>,
+        readonly: bool,
+        wait: bool,
+    ) -> Result<()> {
+        let mut s = self.session().await?;
+        let answer = s
+            .api
+            .create_attachment(volume, snapshot, node, mountpoint, readonly)
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        self.job_then_attachment(&mut s, &answer, wait, volume, snapshot, node)
+            .await
+    }
+
+    /// Detaches; with `wait`, follows the job (exit 1 when the node's
+    /// agent could not unmount).
+    pub async fn attachment_delete(
+        &self,
+        volume: &str,
+        snapshot: &str,
+        node: &str,
+        wait: bool,
+    ) -> Result<()> {
+        let mut s = self.session().await?;
+        let answer = s
+            .api
+            .delete_attachment(volume, snapshot, node)
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        let job_id = output::text(&answer["JobID"]);
+        match self.output {
+            OutputFormat::Json if !wait => emit(&output::render_json(&answer)),
+            OutputFormat::Json => {}
+            OutputFormat::Table => emit(&format!(
+                "{}: job {job_id}\n",
+                output::text(&answer["Message"])
+            )),
+        }
+        if wait {
+            let job = self.follow(&mut s, &job_id).await?;
+            if self.output == OutputFormat::Json {
+                emit(&output::render_json(&job));
+            }
+        }
+        Ok(())
+    }
+
+    async fn job_then_attachment(
+        &self,
+        s: &mut Session,
+        answer: &Value,
+        wait: bool,
+        volume: &str,
+        snapshot: &str,
+        node: &str,
+    ) -> Result<()> {
+        let job_id = output::text(&answer["JobID"]);
+        if !wait {
+            match self.output {
+                OutputFormat::Json => emit(&output::render_json(answer)),
+                OutputFormat::Table => emit(&format!(
+                    "{}: job {job_id}\n",
+                    output::text(&answer["Message"])
+                )),
+            }
+            return Ok(());
+        }
+        self.follow(s, &job_id).await?;
+        let attachment = s
+            .api
+            .get_attachment(volume, snapshot, node)
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        self.one(&attachment);
+        Ok(())
+    }
+
     /// One attachment, with what the node's agent reported (table output:
     /// `filesystembytes` also in binary units).
     pub async fn attachment_get(&self, volume: &str, snapshot: &str, node: &str) -> Result<()> {

@@ -1155,7 +1155,7 @@ async fn node_add_issues_the_agent_credential_and_revoke_ends_it() {
 
 #[tokio::test]
 async fn attachment_list_and_get_show_what_the_agent_reports() {
-    use crate::attach::{attach, topology};
+    use crate::attach::topology;
     use reqwest::StatusCode;
     let app = TestApp::start_with(topology("0")).await;
     let home = Home::new(true);
@@ -1178,7 +1178,18 @@ async fn attachment_list_and_get_show_what_the_agent_reports() {
         .as_str()
         .expect("volumeid")
         .to_string();
-    attach(&app, "db", "host-1", false).await;
+    let out = home.ok(&[
+        "attachment",
+        "create",
+        "db",
+        "--node",
+        "host-1",
+        "--mountpoint",
+        "/mnt/data",
+        "--wait",
+    ]);
+    assert!(out.contains("hoststate"), "the attachment is shown: {out}");
+    assert!(out.contains("/mnt/data"), "{out}");
 
     // No agent has reported yet.
     let table = home.ok(&["attachment", "list"]);
@@ -1245,4 +1256,21 @@ async fn attachment_list_and_get_show_what_the_agent_reports() {
     assert_eq!(a["hostdevice"], "/dev/loop3", "{a}");
     let out = home.run(&["attachment", "get", "db", "host-2"]);
     assert!(!out.status.success());
+
+    // The agent that said Mounted must say Disconnected before the detach
+    // is done: as the agent, report it once the job waits.
+    let out = home.ok(&["attachment", "delete", "db", "host-1"]);
+    assert!(out.starts_with("Attachment deletion started: job "), "{out}");
+    let (status, body) = as_agent(
+        &app,
+        &credential,
+        reqwest::Method::PUT,
+        &format!("/nodes/host-1/agent/attachments/{volume_id}/top"),
+        Some(serde_json::json!({"hoststate": "Disconnected"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    let job = out.trim().rsplit(' ').next().unwrap_or_default().to_string();
+    assert_eq!(app.wait_job(&job).await["state"], "Done");
+    assert_eq!(home.json(&["attachment", "list", "db"]), serde_json::json!([]));
 }

@@ -283,11 +283,21 @@ fn mounts_on(target: &Path) -> Vec<(String, String)> {
 
 /// Waits for the job, while `writer` keeps writing; returns it.
 async fn resize_while_writing(app: &TestApp, volume: &str, size: u64, movement: bool, writer: &Writer) -> Value {
-    let before = writer.count();
+    // The writer is under way when the resize starts, and still writing
+    // (each file fsynced) after it.
+    let start = Instant::now();
+    while writer.count() == 0 && start.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let job_id = app.start_resize(volume, size, movement).await;
     let job = app.wait_job(&job_id).await;
     assert_eq!(job["state"], "Done", "{job}");
-    assert!(writer.count() > before, "files were written during the resize");
+    let after = writer.count();
+    let start = Instant::now();
+    while writer.count() < after + 3 {
+        assert!(start.elapsed() < Duration::from_secs(60), "the writer stopped at {after} files");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     job
 }
 
