@@ -339,9 +339,10 @@ pub struct NodeCreateRequest {
     pub name: String,
     /// The IP address the node's NBD connections come from.
     pub address: String,
-    /// Default `""`.
+    /// Absent or `""`: no zone.
     #[schema(pattern = "^([A-Za-z0-9._-]{1,63})?$")]
-    pub zone: Option<String>,
+    #[serde(default)]
+    pub zone: String,
 }
 
 /// `POST /nodes/{node}/credentials` (svs extension): no body, or `{}`.

@@ -147,8 +147,8 @@ impl FromRequestParts<AppState> for NodeAgent {
     }
 }
 
-/// A body that may be left out: empty is `{}`; otherwise a JSON object
-/// parsed into a command.
+/// A body that may be left out: empty or `null` is `{}`; otherwise a JSON
+/// object parsed into a command.
 pub struct OptionalParsed<T>(pub T);
 
 impl<T: FromBody> FromRequest<AppState> for OptionalParsed<T> {
@@ -172,6 +172,8 @@ impl<T: FromBody> FromRequest<AppState> for OptionalParsed<T> {
         }
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(Value::Object(map)) => Ok(OptionalParsed(T::from_body(&map)?)),
+            // JSON's way of saying "no body".
+            Ok(Value::Null) => Ok(OptionalParsed(T::from_body(&Body::new())?)),
             Ok(_) => Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "request body must be a JSON object",

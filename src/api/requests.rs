@@ -809,4 +809,67 @@ mod tests {
         );
         assert!(q(&[("state", "done")]).is_err());
     }
+
+    #[test]
+    fn agent_polls_wait_zero_to_sixty_seconds() {
+        let q = |pairs: &[(&str, &str)]| {
+            AgentPoll::from_query(
+                &pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            )
+        };
+        let poll = q(&[]).unwrap();
+        assert_eq!((poll.revision, poll.wait.as_secs()), (None, 0));
+        let poll = q(&[("revision", "ab12"), ("wait", "60")]).unwrap();
+        assert_eq!(
+            (poll.revision.as_deref(), poll.wait.as_secs()),
+            (Some("ab12"), 60)
+        );
+        for bad in ["61", "-1", "1.5", "soon"] {
+            assert_eq!(
+                message(q(&[("wait", bad)])),
+                "wait must be a whole number of seconds from 0 to 60",
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn host_reports_take_known_fields_and_null_clears() {
+        let parse = |v: Value| ReportHostState::from_body(&body(v));
+        let r =
+            parse(json!({"hoststate": "Mounted", "filesystemsize": 6, "growerror": null})).unwrap();
+        assert_eq!(r.state, HostState::Mounted);
+        assert_eq!((r.filesystem_size, r.grow_error), (Some(6), None));
+        assert_eq!(
+            message(parse(json!({"hoststate": "Mounted", "extra": 1}))),
+            "unknown field 'extra' (accepted: hoststate, hostdetail, device, mountpath, filesystembytes, filesystemsize, growerror)"
+        );
+        assert_eq!(
+            message(parse(json!({"hoststate": "Mounted", "growerror": 5}))),
+            "growerror must be a string or null"
+        );
+        assert!(parse(json!({"hoststate": "mounted"})).is_err());
+    }
+
+    #[test]
+    fn new_nodes_need_a_name_and_an_ip_address() {
+        let parse = |v: Value| CreateNode::from_body(&body(v));
+        let n = parse(json!({"name": "host-7", "address": "::1"})).unwrap();
+        assert_eq!((n.name.as_str(), n.zone.as_str()), ("host-7", ""));
+        assert_eq!(
+            message(parse(
+                json!({"name": "host-7", "address": "::1", "zone": "a b"})
+            )),
+            "zone name must be 1 to 63 characters of letters, digits, '.', '_' or '-'"
+        );
+        assert_eq!(
+            message(parse(json!({"address": "::1"}))),
+            "name is required"
+        );
+        assert!(IssueCredential::from_body(&body(json!({}))).is_ok());
+        assert!(IssueCredential::from_body(&body(json!({"a": 1}))).is_err());
+    }
 }

@@ -34,6 +34,7 @@ macro_rules! store_contract_tests {
             a_failed_medium_loses_its_slices_and_takes_no_more,
             a_node_has_at_most_one_live_agent_credential,
             a_node_lists_its_attachments_of_every_tenant_with_host_reports,
+            a_recorded_resize_sizes_the_volume_while_its_job_goes_on,
         );
     };
     (@each $open:path; $($name:ident),+ $(,)?) => {
@@ -1112,4 +1113,33 @@ pub(crate) async fn a_node_lists_its_attachments_of_every_tenant_with_host_repor
         .expect("read")
         .expect("attachment");
     assert_eq!(b.host, None);
+}
+
+pub(crate) async fn a_recorded_resize_sizes_the_volume_while_its_job_goes_on(store: &dyn Store) {
+    let (user, volume, _) = volume_on_m1(store).await;
+    let job = start_resize(store, &user, &volume, false).await;
+    store
+        .record_resize(job, &volume, 20, 20)
+        .await
+        .expect("record");
+    store
+        .record_resize(job, &volume, 20, 20)
+        .await
+        .expect("again");
+    let v = stored_volume(store, &volume).await;
+    assert_eq!((v.size, v.state), (20, VolumeState::Resizing));
+    assert_eq!(v.job.map(|(id, _, _)| id), Some(job));
+    assert!(store
+        .volume_slices(&volume)
+        .await
+        .expect("slices")
+        .iter()
+        .all(|r| r.slice.size == 20));
+    assert_eq!(stored_job(store, &user, job).await.state, JobState::Pending);
+    store
+        .finish_job(job, &end(JobState::Error))
+        .await
+        .expect("end");
+    let v = stored_volume(store, &volume).await;
+    assert_eq!((v.size, v.state), (20, VolumeState::Ready));
 }
