@@ -9,13 +9,13 @@
 //! the volume grew, learn its new size. SIGTERM: unmount the FUSE file and
 //! exit (the agent detaches the loop device first).
 
+use super::nbd_shim::{ReconnectOptions, ReconnectingClient};
 use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use svs_hostdev::FuseFile;
-use super::nbd_shim::{ReconnectOptions, ReconnectingClient};
 use tokio::signal::unix::{signal, SignalKind};
 
 /// The file's name inside the FUSE mount.
@@ -60,12 +60,11 @@ pub async fn run_device(dir: PathBuf) -> Result<(), String> {
 
     let options = ReconnectOptions::default();
     let (address, export) = (spec.address.clone(), spec.export.clone());
-    let client = tokio::task::spawn_blocking(move || {
-        ReconnectingClient::connect(address, export, options)
-    })
-    .await
-    .map_err(|e| e.to_string())?
-    .map_err(|e| format!("cannot connect to nbd://{}: {e}", spec.address))?;
+    let client =
+        tokio::task::spawn_blocking(move || ReconnectingClient::connect(address, export, options))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("cannot connect to nbd://{}: {e}", spec.address))?;
     let client = Arc::new(client);
     let mountpoint = fuse_dir(&dir);
     std::fs::create_dir_all(&mountpoint)

@@ -116,7 +116,9 @@ impl Host {
                 Ok(r) => {
                     records.insert(key.to_string(), r);
                 }
-                Err(e) => tracing::warn!(file = %path.display(), error = %e, "unreadable record skipped"),
+                Err(e) => {
+                    tracing::warn!(file = %path.display(), error = %e, "unreadable record skipped")
+                }
             }
         }
         let mut host = Host {
@@ -532,7 +534,9 @@ impl Host {
     }
 
     fn device_running(&self, rec: &Record, dir: &Path) -> bool {
-        rec.device_pid.is_some_and(|pid| is_device_process(pid, dir)) && fuse_mounted(dir)
+        rec.device_pid
+            .is_some_and(|pid| is_device_process(pid, dir))
+            && fuse_mounted(dir)
     }
 
     /// SIGTERM, then after 10 s SIGKILL; a FUSE mount left behind is
@@ -652,7 +656,10 @@ fn cmdline(pid: u32) -> Option<Vec<String>> {
 fn is_device_process(pid: u32, dir: &Path) -> bool {
     let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
         .unwrap_or(true);
     if zombie {
         return false;
@@ -681,7 +688,12 @@ fn device_processes(dir: &Path) -> Vec<u32> {
 fn last_line(log: &Path) -> String {
     std::fs::read_to_string(log)
         .ok()
-        .and_then(|t| t.lines().rev().find(|l| !l.trim().is_empty()).map(str::to_string))
+        .and_then(|t| {
+            t.lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .map(str::to_string)
+        })
         .unwrap_or_else(|| "no output".into())
 }
 
@@ -697,7 +709,10 @@ mod tests {
             .collect();
         assert!(is_device_cmdline(&args, Path::new("/s/devices/v-top")));
         assert!(!is_device_cmdline(&args, Path::new("/s/devices/v-1")));
-        assert!(!is_device_cmdline(&args[..2], Path::new("/s/devices/v-top")));
+        assert!(!is_device_cmdline(
+            &args[..2],
+            Path::new("/s/devices/v-top")
+        ));
     }
 
     fn desired(mountpoint: &str, snapshot: &str) -> DesiredAttachment {
@@ -705,7 +720,11 @@ mod tests {
             volumeid: "v".into(),
             volumename: "data".into(),
             snapshotid: snapshot.into(),
-            snapshotname: if snapshot == "top" { "top".into() } else { "s1".into() },
+            snapshotname: if snapshot == "top" {
+                "top".into()
+            } else {
+                "s1".into()
+            },
             state: "Attached".into(),
             readonly: false,
             mountpoint: mountpoint.into(),

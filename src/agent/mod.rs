@@ -9,8 +9,8 @@
 
 pub mod device;
 pub mod host;
-pub mod service;
 mod nbd_shim;
+pub mod service;
 
 use host::{Host, HostConfig};
 use service::{HostReport, ServiceClient};

@@ -15,7 +15,11 @@ pub struct ReconnectingClient {
 impl ReconnectingClient {
     pub fn connect(addr: String, export: String, _o: ReconnectOptions) -> io::Result<Self> {
         let c = NbdClient::connect(addr.as_str(), &export)?;
-        Ok(ReconnectingClient { addr, export, inner: RwLock::new(Arc::new(c)) })
+        Ok(ReconnectingClient {
+            addr,
+            export,
+            inner: RwLock::new(Arc::new(c)),
+        })
     }
     fn get(&self) -> Arc<NbdClient> {
         self.inner.read().unwrap_or_else(|p| p.into_inner()).clone()
@@ -32,10 +36,22 @@ impl ReconnectingClient {
 }
 
 impl svs_hostdev::BlockDev for ReconnectingClient {
-    fn size(&self) -> u64 { self.get().size() }
-    fn read_only(&self) -> bool { self.get().read_only() }
-    fn read(&self, o: u64, b: &mut [u8]) -> io::Result<()> { self.get().read(o, b) }
-    fn write(&self, o: u64, d: &[u8], f: bool) -> io::Result<()> { self.get().write(o, d, f) }
-    fn flush(&self) -> io::Result<()> { self.get().flush() }
-    fn trim(&self, o: u64, l: u64) -> io::Result<()> { self.get().trim(o, l) }
+    fn size(&self) -> u64 {
+        self.get().size()
+    }
+    fn read_only(&self) -> bool {
+        self.get().read_only()
+    }
+    fn read(&self, o: u64, b: &mut [u8]) -> io::Result<()> {
+        self.get().read(o, b)
+    }
+    fn write(&self, o: u64, d: &[u8], f: bool) -> io::Result<()> {
+        self.get().write(o, d, f)
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.get().flush()
+    }
+    fn trim(&self, o: u64, l: u64) -> io::Result<()> {
+        self.get().trim(o, l)
+    }
 }

@@ -230,7 +230,12 @@ impl Api {
         self.call(Method::POST, &path, &[], Some(&body)).await
     }
 
-    pub async fn delete_attachment(&self, volume: &str, snapshot: &str, node: &str) -> Result<Value> {
+    pub async fn delete_attachment(
+        &self,
+        volume: &str,
+        snapshot: &str,
+        node: &str,
+    ) -> Result<Value> {
         let path = format!(
             "{}/attachments/{}",
             Api::snapshot_path(volume, snapshot),

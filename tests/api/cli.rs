@@ -1260,7 +1260,10 @@ async fn attachment_list_and_get_show_what_the_agent_reports() {
     // The agent that said Mounted must say Disconnected before the detach
     // is done: as the agent, report it once the job waits.
     let out = home.ok(&["attachment", "delete", "db", "host-1"]);
-    assert!(out.starts_with("Attachment deletion started: job "), "{out}");
+    assert!(
+        out.starts_with("Attachment deletion started: job "),
+        "{out}"
+    );
     let (status, body) = as_agent(
         &app,
         &credential,
@@ -1270,7 +1273,15 @@ async fn attachment_list_and_get_show_what_the_agent_reports() {
     )
     .await;
     assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
-    let job = out.trim().rsplit(' ').next().unwrap_or_default().to_string();
+    let job = out
+        .trim()
+        .rsplit(' ')
+        .next()
+        .unwrap_or_default()
+        .to_string();
     assert_eq!(app.wait_job(&job).await["state"], "Done");
-    assert_eq!(home.json(&["attachment", "list", "db"]), serde_json::json!([]));
+    assert_eq!(
+        home.json(&["attachment", "list", "db"]),
+        serde_json::json!([])
+    );
 }

@@ -146,6 +146,30 @@ impl Drop for HostSide {
     }
 }
 
+/// A filesystem frozen (`fsfreeze`) until dropped, also when a test fails.
+struct Frozen(PathBuf);
+
+impl Frozen {
+    fn new(target: &Path) -> Frozen {
+        let ok = Command::new("fsfreeze")
+            .arg("--freeze")
+            .arg(target)
+            .status()
+            .expect("fsfreeze");
+        assert!(ok.success(), "fsfreeze {}", target.display());
+        Frozen(target.to_path_buf())
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        let _ = Command::new("fsfreeze")
+            .arg("--unfreeze")
+            .arg(&self.0)
+            .status();
+    }
+}
+
 /// `svs agent-device` processes whose directory is under `root`.
 fn device_processes(root: &Path) -> Vec<u32> {
     let root = root.to_string_lossy().into_owned();
@@ -180,14 +204,21 @@ async fn issue_credential(app: &TestApp, host: &HostSide) {
 
 async fn attachment(app: &TestApp, volume: &str) -> Value {
     let (status, a) = app
-        .get(&format!("/volumes/{volume}/snapshots/top/attachments/host-1"))
+        .get(&format!(
+            "/volumes/{volume}/snapshots/top/attachments/host-1"
+        ))
         .await;
     assert_eq!(status, StatusCode::OK, "{a}");
     a
 }
 
 /// Waits until the attachment's host state satisfies `done`.
-async fn wait_host(app: &TestApp, host: &HostSide, volume: &str, done: impl Fn(&Value) -> bool) -> Value {
+async fn wait_host(
+    app: &TestApp,
+    host: &HostSide,
+    volume: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
     let start = Instant::now();
     loop {
         let a = attachment(app, volume).await;
@@ -228,21 +259,33 @@ impl Writer {
     fn start(dir: &Path, prefix: &str) -> Writer {
         let stop = Arc::new(AtomicBool::new(false));
         let written = Arc::new(Mutex::new(BTreeMap::new()));
-        let (s, w, dir, prefix) = (stop.clone(), written.clone(), dir.to_path_buf(), prefix.to_string());
+        let (s, w, dir, prefix) = (
+            stop.clone(),
+            written.clone(),
+            dir.to_path_buf(),
+            prefix.to_string(),
+        );
         let thread = std::thread::spawn(move || {
             let mut i = 0u64;
             while !s.load(Ordering::SeqCst) {
                 let path = dir.join(format!("{prefix}-{i:05}"));
                 let data = pattern(i + 1000, 192 * 1024 + (i as usize % 7) * 4096);
-                let mut f = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-                f.write_all(&data).and_then(|()| f.sync_all()).map_err(|e| format!("{}: {e}", path.display()))?;
+                let mut f =
+                    std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                f.write_all(&data)
+                    .and_then(|()| f.sync_all())
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
                 w.lock().unwrap().insert(path, sha(&data));
                 i += 1;
                 std::thread::sleep(Duration::from_millis(20));
             }
             Ok(())
         });
-        Writer { stop, written, thread: Some(thread) }
+        Writer {
+            stop,
+            written,
+            thread: Some(thread),
+        }
     }
 
     fn count(&self) -> usize {
@@ -252,7 +295,9 @@ impl Writer {
     fn finish(mut self) -> BTreeMap<PathBuf, String> {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(t) = self.thread.take() {
-            t.join().expect("writer thread").expect("writes through the mount succeed");
+            t.join()
+                .expect("writer thread")
+                .expect("writes through the mount succeed");
         }
         self.written.lock().unwrap().clone()
     }
@@ -282,7 +327,13 @@ fn mounts_on(target: &Path) -> Vec<(String, String)> {
 }
 
 /// Waits for the job, while `writer` keeps writing; returns it.
-async fn resize_while_writing(app: &TestApp, volume: &str, size: u64, movement: bool, writer: &Writer) -> Value {
+async fn resize_while_writing(
+    app: &TestApp,
+    volume: &str,
+    size: u64,
+    movement: bool,
+    writer: &Writer,
+) -> Value {
     // The writer is under way when the resize starts, and still writing
     // (each file fsynced) after it.
     let start = Instant::now();
@@ -295,7 +346,10 @@ async fn resize_while_writing(app: &TestApp, volume: &str, size: u64, movement: 
     let after = writer.count();
     let start = Instant::now();
     while writer.count() < after + 3 {
-        assert!(start.elapsed() < Duration::from_secs(60), "the writer stopped at {after} files");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the writer stopped at {after} files"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     job
@@ -322,7 +376,9 @@ async fn the_agent_mounts_a_file_volume_and_grows_it_through_resizes_and_restart
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{created}");
-    let job = app.wait_job(created["JobID"].as_str().unwrap_or_default()).await;
+    let job = app
+        .wait_job(created["JobID"].as_str().unwrap_or_default())
+        .await;
     assert_eq!(job["state"], "Done", "{job}");
     app.delete_volume("filler").await;
 
@@ -339,7 +395,10 @@ async fn the_agent_mounts_a_file_volume_and_grows_it_through_resizes_and_restart
     let a = wait_host(&app, &host, "files", |a| a["hoststate"] == "Mounted").await;
     assert_eq!(a["hostmountpath"], target.to_string_lossy().as_ref(), "{a}");
     let device = a["hostdevice"].as_str().expect("device").to_string();
-    assert_eq!(mounts_on(&target), vec![(device.clone(), "xfs".to_string())]);
+    assert_eq!(
+        mounts_on(&target),
+        vec![(device.clone(), "xfs".to_string())]
+    );
     let df_12 = hd::filesystem_bytes(&target).unwrap();
     assert!(df_12 > 11 * GIB && df_12 <= 12 * GIB, "{df_12}");
 
@@ -360,7 +419,10 @@ async fn the_agent_mounts_a_file_volume_and_grows_it_through_resizes_and_restart
         "{job}"
     );
     let df_14 = hd::filesystem_bytes(&target).unwrap();
-    assert!(df_14 > df_12 + GIB && df_14 <= 14 * GIB, "df {df_12} -> {df_14}");
+    assert!(
+        df_14 > df_12 + GIB && df_14 <= 14 * GIB,
+        "df {df_12} -> {df_14}"
+    );
     files.extend(writer.finish());
     check_files(&files);
 
@@ -369,13 +431,24 @@ async fn the_agent_mounts_a_file_volume_and_grows_it_through_resizes_and_restart
     let writer = Writer::start(&target, "agentkill");
     host.kill_agent();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(mounts_on(&target), vec![(device.clone(), "xfs".to_string())]);
+    assert_eq!(
+        mounts_on(&target),
+        vec![(device.clone(), "xfs".to_string())]
+    );
     host.start_agent(&app);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let a = wait_host(&app, &host, "files", |a| a["hoststate"] == "Mounted").await;
     assert_eq!(a["hostdevice"], device.as_str(), "{a}");
-    assert_eq!(mounts_on(&target), vec![(device.clone(), "xfs".to_string())]);
-    assert_eq!(device_processes(host.path()).len(), 1, "{:?}", host.leftovers());
+    assert_eq!(
+        mounts_on(&target),
+        vec![(device.clone(), "xfs".to_string())]
+    );
+    assert_eq!(
+        device_processes(host.path()).len(),
+        1,
+        "{:?}",
+        host.leftovers()
+    );
 
     // With data movement (a copy moves to m3), still writing.
     let job = resize_while_writing(&app, "files", 18, true, &writer).await;
@@ -386,7 +459,10 @@ async fn the_agent_mounts_a_file_volume_and_grows_it_through_resizes_and_restart
         "{job}"
     );
     let df_18 = hd::filesystem_bytes(&target).unwrap();
-    assert!(df_18 > df_14 + 3 * GIB && df_18 <= 18 * GIB, "df {df_14} -> {df_18}");
+    assert!(
+        df_18 > df_14 + 3 * GIB && df_18 <= 18 * GIB,
+        "df {df_14} -> {df_18}"
+    );
     files.extend(writer.finish());
     check_files(&files);
 
@@ -404,18 +480,26 @@ async fn the_agent_mounts_a_file_volume_and_grows_it_through_resizes_and_restart
     );
     files.extend(writer.finish());
     check_files(&files);
-    assert_eq!(mounts_on(&target), vec![(device.clone(), "xfs".to_string())]);
+    assert_eq!(
+        mounts_on(&target),
+        vec![(device.clone(), "xfs".to_string())]
+    );
 
     // Detach: unmounted, disconnected, nothing left.
     let (status, body) = app
         .delete("/volumes/files/snapshots/top/attachments/host-1")
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let job = app.wait_job(body["JobID"].as_str().unwrap_or_default()).await;
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
     assert_eq!(job["state"], "Done", "{job}\nagent log:\n{}", host.log());
     let left = host.leftovers();
     assert!(left.is_empty(), "left behind: {left:?}");
-    assert!(!target.exists(), "the agent removes the mount directory it made");
+    assert!(
+        !target.exists(),
+        "the agent removes the mount directory it made"
+    );
 }
 
 /// ext4 grows online on a normal host (`resize2fs` on the mounted device);
@@ -438,13 +522,18 @@ async fn a_mounted_ext4_grows_online_or_the_job_says_why_not() {
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{created}");
-    let job = app.wait_job(created["JobID"].as_str().unwrap_or_default()).await;
+    let job = app
+        .wait_job(created["JobID"].as_str().unwrap_or_default())
+        .await;
     assert_eq!(job["state"], "Done", "{job}");
     issue_credential(&app, &host).await;
     host.start_agent(&app);
     // No mountpoint: the agent mounts it under its mount root.
     let (status, body) = app
-        .post("/volumes/e/snapshots/top/attachments", json!({"node": "host-1"}))
+        .post(
+            "/volumes/e/snapshots/top/attachments",
+            json!({"node": "host-1"}),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let a = wait_host(&app, &host, "e", |a| a["hoststate"] == "Mounted").await;
@@ -475,9 +564,69 @@ async fn a_mounted_ext4_grows_online_or_the_job_says_why_not() {
         println!("the kernel refused online ext4 growth here (no CAP_SYS_RESOURCE): {detail}");
     }
     assert_eq!(std::fs::read(target.join("kept")).unwrap(), data);
-    let (status, body) = app.delete("/volumes/e/snapshots/top/attachments/host-1").await;
+
+    // A snapshot, taken with the filesystem frozen (clean, journal
+    // flushed), attached read-only: mounted read-only beside the volume.
+    let frozen = Frozen::new(&target);
+    let (status, body) = app
+        .post(
+            "/volumes/e/snapshots",
+            json!({"name": "s1", "consistency": "crash"}),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let job = app.wait_job(body["JobID"].as_str().unwrap_or_default()).await;
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    drop(frozen);
+    assert_eq!(job["state"], "Done", "{job}");
+    let (status, body) = app
+        .post(
+            "/volumes/e/snapshots/s1/attachments",
+            json!({"node": "host-1"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let snap_path = "/volumes/e/snapshots/s1/attachments/host-1";
+    let start = Instant::now();
+    let a = loop {
+        let (_, a) = app.get(snap_path).await;
+        if a["hoststate"] == "Mounted" {
+            break a;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{a}\n{}",
+            host.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let snap_target = host.mountpoint("e@s1");
+    assert_eq!(
+        a["hostmountpath"],
+        snap_target.to_string_lossy().as_ref(),
+        "{a}"
+    );
+    let m = hd::mounts_on(&snap_target).unwrap();
+    assert!(m.len() == 1 && m[0].read_only, "{m:?}");
+    assert_eq!(std::fs::read(snap_target.join("kept")).unwrap(), data);
+    let err = std::fs::write(snap_target.join("new"), b"x").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EROFS), "{err}");
+    let (status, body) = app.delete(snap_path).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    assert!(hd::mounts_on(&snap_target).unwrap().is_empty());
+
+    let (status, body) = app
+        .delete("/volumes/e/snapshots/top/attachments/host-1")
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
     assert_eq!(job["state"], "Done", "{job}\nagent log:\n{}", host.log());
     let left = host.leftovers();
     assert!(left.is_empty(), "left behind: {left:?}");

@@ -79,9 +79,33 @@ pub fn mounts_on(target: &Path) -> Result<Vec<MountEntry>> {
 }
 
 /// Mounts `device` on `target` and leaves it mounted (no guard).
+///
+/// A read-only mount does not replay the journal (`noload` for ext4,
+/// `norecovery` for XFS): a read-only device, such as a snapshot taken while
+/// the filesystem was mounted, cannot be written, and replaying would need
+/// to. What the journal held and had not reached the filesystem is not seen,
+/// as after a crash without recovery.
 pub fn mount_kept(device: &Path, target: &Path, fs: FsType, read_only: bool) -> Result<()> {
-    crate::Mount::new(device, target, fs, read_only)?.keep();
-    Ok(())
+    if !read_only {
+        crate::Mount::new(device, target, fs, false)?.keep();
+        return Ok(());
+    }
+    let options = match fs {
+        FsType::Ext4 => "ro,noload",
+        FsType::Xfs => "ro,norecovery",
+    };
+    run(
+        "mount",
+        &[
+            "-t".as_ref(),
+            fs.name().as_ref(),
+            "-o".as_ref(),
+            options.as_ref(),
+            device.as_os_str(),
+            target.as_os_str(),
+        ],
+    )
+    .map(drop)
 }
 
 /// One `umount` attempt: a busy filesystem is an error (with umount's own
@@ -100,7 +124,13 @@ pub fn unmount_lazy(target: &Path) -> Result<()> {
 pub fn loop_devices() -> Result<Vec<(PathBuf, PathBuf)>> {
     let out = run(
         "losetup",
-        &["--list", "--noheadings", "--raw", "--output", "NAME,BACK-FILE"],
+        &[
+            "--list",
+            "--noheadings",
+            "--raw",
+            "--output",
+            "NAME,BACK-FILE",
+        ],
     )?;
     Ok(out
         .lines()
@@ -167,7 +197,7 @@ pub fn filesystem_bytes(path: &Path) -> Result<u64> {
             std::io::Error::last_os_error(),
         ));
     }
-    Ok(u64::from(st.f_blocks).saturating_mul(u64::from(st.f_frsize)))
+    Ok(st.f_blocks.saturating_mul(st.f_frsize))
 }
 
 /// Grows a mounted filesystem to fill its device, online: `xfs_growfs` on
