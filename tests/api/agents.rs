@@ -564,18 +564,10 @@ async fn a_detach_waits_for_the_agent_to_disconnect_and_an_error_keeps_it_attach
 async fn a_resize_of_a_mounted_file_volume_waits_for_the_agent_to_grow_its_filesystem() {
     let app = agent_app().await;
     app.create_policy("mirror", 1, 1, 0).await;
-    let (status, created) = app
-        .post(
-            "/volumes",
-            json!({"name": "f", "type": "file", "size": 4, "policy": "mirror"}),
-        )
+    let created_id = app
+        .create_volume_done(json!({"name": "f", "type": "file", "size": 4, "policy": "mirror"}))
         .await;
-    assert_eq!(status, StatusCode::OK, "{created}");
-    let job = app
-        .wait_job(created["JobID"].as_str().unwrap_or_default())
-        .await;
-    assert_eq!(job["state"], "Done", "{job}");
-    let volume_id = created["ObjectID"].as_str().unwrap_or_default().to_string();
+    let volume_id = created_id.clone();
     attach(&app, "f", "host-1", false).await;
     let agent = issue(&app, "host-1").await;
     let (_, state) = desired(&app, &agent, "host-1", "").await;

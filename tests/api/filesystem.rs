@@ -232,17 +232,9 @@ async fn a_filesystem_is_refused_for_a_block_volume_and_must_be_ext4_or_xfs() {
 async fn a_failed_filesystem_growth_keeps_the_old_size_and_a_second_resize_completes_it() {
     let app = TestApp::start_with(topology("0")).await;
     app.create_policy("mirror", 1, 1, 0).await;
-    let (status, created) = app
-        .post(
-            "/volumes",
-            json!({"name": "f", "type": "file", "size": 4, "policy": "mirror"}),
-        )
+    let created_id = app
+        .create_volume_done(json!({"name": "f", "type": "file", "size": 4, "policy": "mirror"}))
         .await;
-    assert_eq!(status, StatusCode::OK, "{created}");
-    let job = app
-        .wait_job(created["JobID"].as_str().unwrap_or_default())
-        .await;
-    assert_eq!(job["state"], "Done", "{job}");
 
     // Break the primary superblock: e2fsck refuses the filesystem.
     let a = attach(&app, "f", "host-1", false).await;
@@ -259,7 +251,7 @@ async fn a_failed_filesystem_growth_keeps_the_old_size_and_a_second_resize_compl
         .wait_job(body["JobID"].as_str().unwrap_or_default())
         .await;
     assert_eq!(job["state"], "Error", "{job}");
-    assert!(nothing_left_of(created["ObjectID"].as_str().unwrap()));
+    assert!(nothing_left_of(&created_id));
     assert!(
         last_detail(&job).starts_with("Could not grow the ext4 filesystem: "),
         "{job}"
@@ -289,17 +281,8 @@ async fn a_resize_with_data_movement_grows_the_filesystem_too() {
     app.create_policy("none", 0, 0, 0).await;
     app.create_policy("mirror", 1, 1, 0).await;
     app.create_volume("filler", 20, "none").await;
-    let (status, created) = app
-        .post(
-            "/volumes",
-            json!({"name": "f", "type": "file", "size": 15, "policy": "mirror"}),
-        )
+    app.create_volume_done(json!({"name": "f", "type": "file", "size": 15, "policy": "mirror"}))
         .await;
-    assert_eq!(status, StatusCode::OK, "{created}");
-    let job = app
-        .wait_job(created["JobID"].as_str().unwrap_or_default())
-        .await;
-    assert_eq!(job["state"], "Done", "{job}");
     app.delete_volume("filler").await;
 
     let (status, body) = app

@@ -400,18 +400,29 @@ impl TestApp {
 
     /// Creates a volume and waits for its job; returns (volume id, job).
     pub async fn create_volume(&self, name: &str, size: u64, policy: &str) -> (String, Value) {
-        let (status, body) = self
-            .post(
-                "/volumes",
-                json!({"name": name, "type": "block", "size": size, "policy": policy}),
-            )
-            .await;
+        self.create_volume_from(
+            json!({"name": name, "type": "block", "size": size, "policy": policy}),
+        )
+        .await
+    }
+
+    /// `POST /volumes` with `body` and waits for its job; returns the
+    /// volume's id and the job.
+    pub async fn create_volume_from(&self, body: Value) -> (String, Value) {
+        let (status, body) = self.post("/volumes", body).await;
         assert_eq!(status, StatusCode::OK, "create volume: {body}");
         let job = self.wait_job(body["JobID"].as_str().expect("JobID")).await;
         (
             body["ObjectID"].as_str().expect("ObjectID").to_string(),
             job,
         )
+    }
+
+    /// Creates a volume from `body` whose job must end Done; its id.
+    pub async fn create_volume_done(&self, body: Value) -> String {
+        let (id, job) = self.create_volume_from(body).await;
+        assert_eq!(job["state"], "Done", "{job}");
+        id
     }
 
     /// Starts a resize of `volume` to `size` GiB; returns its job id.

@@ -369,17 +369,7 @@ async fn the_agent_mounts_a_file_volume_and_grows_it_through_resizes_and_restart
     // m3 is taken first so the mirror lands on m1 and m2; without the
     // filler, growing past m2's room moves a copy to m3.
     app.create_volume("filler", 20, "none").await;
-    let (status, created) = app
-        .post(
-            "/volumes",
-            json!({"name": "files", "type": "file", "filesystem": "xfs", "size": 12, "policy": "mirror"}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{created}");
-    let job = app
-        .wait_job(created["JobID"].as_str().unwrap_or_default())
-        .await;
-    assert_eq!(job["state"], "Done", "{job}");
+    app.create_volume_done(json!({"name": "files", "type": "file", "filesystem": "xfs", "size": 12, "policy": "mirror"})).await;
     app.delete_volume("filler").await;
 
     issue_credential(&app, &host).await;
@@ -515,17 +505,8 @@ async fn a_mounted_ext4_grows_online_or_the_job_says_why_not() {
     .await;
     let mut host = HostSide::new();
     app.create_policy("mirror", 1, 1, 0).await;
-    let (status, created) = app
-        .post(
-            "/volumes",
-            json!({"name": "e", "type": "file", "size": 2, "policy": "mirror"}),
-        )
+    app.create_volume_done(json!({"name": "e", "type": "file", "size": 2, "policy": "mirror"}))
         .await;
-    assert_eq!(status, StatusCode::OK, "{created}");
-    let job = app
-        .wait_job(created["JobID"].as_str().unwrap_or_default())
-        .await;
-    assert_eq!(job["state"], "Done", "{job}");
     issue_credential(&app, &host).await;
     host.start_agent(&app);
     // No mountpoint: the agent mounts it under its mount root.
