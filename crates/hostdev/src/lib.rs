@@ -5,6 +5,8 @@
 //! ([`LoopDevice`]) turns that file into a block device, and the usual tools
 //! make and grow filesystems on it ([`mkfs`], [`Mount`], [`resize2fs`],
 //! [`xfs_growfs`]).
+//! Where the kernel does have the `nbd` module, [`KernelNbd`] hands the
+//! connection to a `/dev/nbdN` instead (untested here: no such module).
 //!
 //! Every FUSE mount, loop device and mount is owned by a guard that undoes
 //! it on drop (also when a test fails), and touches nothing it did not
@@ -17,12 +19,14 @@
 mod command;
 mod fs;
 mod fuse;
+mod kernel_nbd;
 mod loopdev;
 
 use std::io;
 
 pub use fs::{mkfs, resize2fs, xfs_growfs, FsType, Mount};
 pub use fuse::FuseFile;
+pub use kernel_nbd::KernelNbd;
 pub use loopdev::LoopDevice;
 
 /// A block device the FUSE file exposes. Calls come from several FUSE

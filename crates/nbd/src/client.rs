@@ -133,16 +133,29 @@ impl NbdClient {
         Self::open(stream, name)
     }
 
+    /// Connects and runs the handshake (within `timeout`), then hands the
+    /// stream back, ready for transmission, with what the server told: for
+    /// a consumer that speaks transmission itself (the kernel's NBD driver,
+    /// which takes the socket over).
+    pub fn negotiate(
+        addr: &SocketAddr,
+        name: &str,
+        timeout: Duration,
+    ) -> io::Result<(TcpStream, ExportInfo)> {
+        let mut stream = TcpStream::connect_timeout(addr, timeout)?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(timeout))?;
+        stream.set_write_timeout(Some(timeout))?;
+        let info = handshake(&mut stream, name).map_err(handshake_error)?;
+        stream.set_read_timeout(None)?;
+        stream.set_write_timeout(None)?;
+        Ok((stream, info))
+    }
+
     /// Runs the handshake on a connected stream (within its read and write
     /// timeouts, if any), then clears the timeouts and starts the reader.
     pub fn open(mut stream: TcpStream, name: &str) -> io::Result<NbdClient> {
-        let info = handshake(&mut stream, name).map_err(|e| match e.kind() {
-            // A read timeout shows as WouldBlock on Linux.
-            io::ErrorKind::WouldBlock => {
-                io::Error::new(io::ErrorKind::TimedOut, "NBD handshake timed out")
-            }
-            _ => e,
-        })?;
+        let info = handshake(&mut stream, name).map_err(handshake_error)?;
         stream.set_read_timeout(None)?;
         stream.set_write_timeout(None)?;
         let shared = Arc::new(Shared {
@@ -469,6 +482,16 @@ impl NbdClient {
 impl Drop for NbdClient {
     fn drop(&mut self) {
         let _ = self.close();
+    }
+}
+
+/// A read timeout during the handshake shows as `WouldBlock` on Linux.
+fn handshake_error(e: io::Error) -> io::Error {
+    match e.kind() {
+        io::ErrorKind::WouldBlock => {
+            io::Error::new(io::ErrorKind::TimedOut, "NBD handshake timed out")
+        }
+        _ => e,
     }
 }
 
