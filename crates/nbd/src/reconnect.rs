@@ -37,8 +37,9 @@
 //! `request_timeout`: a request given up on the old connection may still be
 //! running on the server after its replacement was answered on the new one,
 //! and a later write to the same bytes could be overwritten by the stale one.
-//! Keep `request_timeout` well above the slowest expected request (the
-//! default is a minute).
+//! Our server skips the device calls of a closed connection that have not
+//! started yet, but cannot stop one already running. Keep `request_timeout`
+//! well above the slowest expected request (the default is a minute).
 
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
