@@ -9,7 +9,7 @@
 //! the volume grew, learn its new size. SIGTERM: unmount the FUSE file and
 //! exit (the agent detaches the loop device first).
 
-use super::nbd_shim::{ReconnectOptions, ReconnectingClient};
+use svs_nbd::{ReconnectOptions, ReconnectingClient};
 use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -9,7 +9,6 @@
 
 pub mod device;
 pub mod host;
-mod nbd_shim;
 pub mod service;
 
 use host::{Host, HostConfig};

@@ -1,9 +1,12 @@
 //! The host side of an attached volume: where the kernel has no `nbd`
-//! module, the agent's own NBD client ([`svs_nbd::NbdClient`]) serves the
+//! module, the agent's own NBD client ([`svs_nbd::NbdClient`], or
+//! [`svs_nbd::ReconnectingClient`] to survive a server restart) serves the
 //! volume as a single file in a FUSE mount ([`FuseFile`]), a loop device
 //! ([`LoopDevice`]) turns that file into a block device, and the usual tools
 //! make and grow filesystems on it ([`mkfs`], [`Mount`], [`resize2fs`],
 //! [`xfs_growfs`]).
+//! Where the kernel does have the `nbd` module, [`KernelNbd`] hands the
+//! connection to a `/dev/nbdN` instead (untested here: no such module).
 //!
 //! Every FUSE mount, loop device and mount is owned by a guard that undoes
 //! it on drop (also when a test fails), and touches nothing it did not
@@ -17,12 +20,14 @@ mod command;
 mod fs;
 mod fuse;
 pub mod host;
+mod kernel_nbd;
 mod loopdev;
 
 use std::io;
 
 pub use fs::{mkfs, resize2fs, xfs_growfs, FsType, Mount};
 pub use fuse::FuseFile;
+pub use kernel_nbd::KernelNbd;
 pub use loopdev::LoopDevice;
 
 /// A block device the FUSE file exposes. Calls come from several FUSE
@@ -60,6 +65,31 @@ impl BlockDev for svs_nbd::NbdClient {
     }
     fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
         svs_nbd::NbdClient::trim(self, offset, len)
+    }
+}
+
+/// The agent's device over a connection that survives a restart of the
+/// server. `size` is the size known from the latest handshake: after
+/// [`svs_nbd::ReconnectingClient::refresh_size`], grow the file with
+/// [`FuseFile::set_size`].
+impl BlockDev for svs_nbd::ReconnectingClient {
+    fn size(&self) -> u64 {
+        svs_nbd::ReconnectingClient::size(self)
+    }
+    fn read_only(&self) -> bool {
+        svs_nbd::ReconnectingClient::read_only(self)
+    }
+    fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        svs_nbd::ReconnectingClient::read(self, offset, buf)
+    }
+    fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
+        svs_nbd::ReconnectingClient::write(self, offset, data, fua)
+    }
+    fn flush(&self) -> io::Result<()> {
+        svs_nbd::ReconnectingClient::flush(self)
+    }
+    fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
+        svs_nbd::ReconnectingClient::trim(self, offset, len)
     }
 }
 

@@ -8,13 +8,20 @@
 //! off the socket in whatever order the server sends them and hands each to
 //! the request with its handle. When the connection breaks, every waiting
 //! and later request fails with `BrokenPipe`-like errors instead of hanging.
+//!
+//! With a request timeout ([`NbdClient::with_request_timeout`]) a request
+//! that gets no reply in time (or cannot be sent in time) fails with
+//! `TimedOut` and breaks the connection: a late reply could not be told
+//! apart from a lost one, so the connection is not trusted any more. A hung
+//! server then never holds a caller forever; [`crate::ReconnectingClient`]
+//! builds on this to reconnect.
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::protocol::*;
 
@@ -82,8 +89,13 @@ impl Shared {
 pub struct NbdClient {
     info: ExportInfo,
     writer: Mutex<TcpStream>,
+    /// Another handle on the socket, to shut it down without the writer lock
+    /// (a send may hold that lock, blocked on a hung server).
+    socket: TcpStream,
     shared: Arc<Shared>,
     reader: Option<JoinHandle<()>>,
+    /// A request without a reply within this time breaks the connection.
+    request_timeout: Option<Duration>,
 }
 
 fn broken(why: &str) -> io::Error {
@@ -107,7 +119,8 @@ impl NbdClient {
 
     /// Like [`NbdClient::connect`], but gives up when connecting or the
     /// handshake takes longer than `timeout` (`TimedOut`). Requests have no
-    /// time limit: a slow volume is not a dead one.
+    /// time limit unless one is set with [`NbdClient::with_request_timeout`]:
+    /// a slow volume is not a dead one.
     pub fn connect_timeout(
         addr: &SocketAddr,
         name: &str,
@@ -120,16 +133,29 @@ impl NbdClient {
         Self::open(stream, name)
     }
 
+    /// Connects and runs the handshake (within `timeout`), then hands the
+    /// stream back, ready for transmission, with what the server told: for
+    /// a consumer that speaks transmission itself (the kernel's NBD driver,
+    /// which takes the socket over).
+    pub fn negotiate(
+        addr: &SocketAddr,
+        name: &str,
+        timeout: Duration,
+    ) -> io::Result<(TcpStream, ExportInfo)> {
+        let mut stream = TcpStream::connect_timeout(addr, timeout)?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(timeout))?;
+        stream.set_write_timeout(Some(timeout))?;
+        let info = handshake(&mut stream, name).map_err(handshake_error)?;
+        stream.set_read_timeout(None)?;
+        stream.set_write_timeout(None)?;
+        Ok((stream, info))
+    }
+
     /// Runs the handshake on a connected stream (within its read and write
     /// timeouts, if any), then clears the timeouts and starts the reader.
     pub fn open(mut stream: TcpStream, name: &str) -> io::Result<NbdClient> {
-        let info = handshake(&mut stream, name).map_err(|e| match e.kind() {
-            // A read timeout shows as WouldBlock on Linux.
-            io::ErrorKind::WouldBlock => {
-                io::Error::new(io::ErrorKind::TimedOut, "NBD handshake timed out")
-            }
-            _ => e,
-        })?;
+        let info = handshake(&mut stream, name).map_err(handshake_error)?;
         stream.set_read_timeout(None)?;
         stream.set_write_timeout(None)?;
         let shared = Arc::new(Shared {
@@ -141,6 +167,7 @@ impl NbdClient {
             replied: Condvar::new(),
         });
         let read_half = stream.try_clone()?;
+        let socket = stream.try_clone()?;
         let reader_shared = Arc::clone(&shared);
         let reader = std::thread::Builder::new()
             .name("nbd-client-reader".into())
@@ -148,9 +175,31 @@ impl NbdClient {
         Ok(NbdClient {
             info,
             writer: Mutex::new(stream),
+            socket,
             shared,
             reader: Some(reader),
+            request_timeout: None,
         })
+    }
+
+    /// Sets the time limit of every request (`None`: no limit, the
+    /// default). A request not sent, or not answered, within it fails with
+    /// `TimedOut` and breaks the connection (see the module comment).
+    pub fn with_request_timeout(mut self, timeout: Option<Duration>) -> io::Result<NbdClient> {
+        // A zero timeout is refused by the socket; it means "no time at all".
+        let timeout = timeout.map(|t| t.max(Duration::from_millis(1)));
+        self.writer
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .set_write_timeout(timeout)?;
+        self.request_timeout = timeout;
+        Ok(self)
+    }
+
+    /// Whether the connection is unusable (lost, timed out, or broken by a
+    /// protocol error): every request on it fails from now on.
+    pub fn is_broken(&self) -> bool {
+        self.shared.lock().broken.is_some()
     }
 
     pub fn info(&self) -> ExportInfo {
@@ -170,6 +219,7 @@ impl NbdClient {
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         check_range(offset, buf.len() as u64)?;
         let max = self.info.max_payload as usize;
+        let deadline = self.deadline();
         let mut handles = Vec::new();
         let mut at = 0usize;
         while at < buf.len() {
@@ -182,7 +232,7 @@ impl NbdClient {
         for (h, at, n) in handles {
             // Wait for every part even after a failure: no reply is left
             // behind in the map.
-            match self.wait(h) {
+            match self.wait(h, deadline) {
                 Ok(data) if data.len() == n => buf[at..at + n].copy_from_slice(&data),
                 Ok(_) => first_err = first_err.or(Some(protocol_error("short read reply"))),
                 Err(e) => first_err = first_err.or(Some(e)),
@@ -198,6 +248,7 @@ impl NbdClient {
         check_range(offset, data.len() as u64)?;
         let flags = self.fua_flag(fua);
         let max = self.info.max_payload as usize;
+        let deadline = self.deadline();
         let handles: Vec<u64> = data
             .chunks(max.max(1))
             .scan(offset, |at, chunk| {
@@ -207,7 +258,7 @@ impl NbdClient {
             })
             .map(|(o, chunk)| self.send(CMD_WRITE, flags, o, chunk.len() as u32, chunk))
             .collect::<io::Result<_>>()?;
-        self.wait_all(handles)
+        self.wait_all(handles, deadline)
     }
 
     /// Makes every completed write durable.
@@ -216,8 +267,9 @@ impl NbdClient {
             // The server has no write cache to flush.
             return Ok(());
         }
+        let deadline = self.deadline();
         let h = self.send(CMD_FLUSH, 0, 0, 0, &[])?;
-        self.wait(h).map(drop)
+        self.wait(h, deadline).map(drop)
     }
 
     /// Tells the server these bytes are no longer needed.
@@ -307,6 +359,7 @@ impl NbdClient {
     fn ranged(&self, command: u16, flags: u16, offset: u64, len: u64) -> io::Result<()> {
         check_range(offset, len)?;
         const STEP: u64 = 1 << 30;
+        let deadline = self.deadline();
         let mut handles = Vec::new();
         let mut at = offset;
         while at < offset + len {
@@ -314,13 +367,18 @@ impl NbdClient {
             handles.push(self.send(command, flags, at, n as u32, &[])?);
             at += n;
         }
-        self.wait_all(handles)
+        self.wait_all(handles, deadline)
     }
 
-    fn wait_all(&self, handles: Vec<u64>) -> io::Result<()> {
+    /// When the replies to requests sent from now on are due.
+    fn deadline(&self) -> Option<Instant> {
+        self.request_timeout.map(|t| Instant::now() + t)
+    }
+
+    fn wait_all(&self, handles: Vec<u64>, deadline: Option<Instant>) -> io::Result<()> {
         let mut first_err = None;
         for h in handles {
-            if let Err(e) = self.wait(h) {
+            if let Err(e) = self.wait(h, deadline) {
                 first_err = first_err.or(Some(e));
             }
         }
@@ -354,14 +412,29 @@ impl NbdClient {
         if let Err(e) = sent {
             // A half-written request leaves the stream unusable.
             self.shared.lock().slots.remove(&handle);
-            self.shared.break_with(format!("send failed: {e}"));
+            let e = match e.kind() {
+                // A write timeout shows as WouldBlock on Linux.
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "NBD request could not be sent within the request timeout",
+                ),
+                _ => e,
+            };
+            self.break_connection(format!("send failed: {e}"));
             return Err(e);
         }
         Ok(handle)
     }
 
-    /// Waits for the reply to `handle`.
-    fn wait(&self, handle: u64) -> io::Result<Vec<u8>> {
+    /// Marks the connection broken and shuts the socket down: the reader
+    /// ends, and the server sees the connection go.
+    fn break_connection(&self, why: String) {
+        self.shared.break_with(why);
+        let _ = self.socket.shutdown(Shutdown::Both);
+    }
+
+    /// Waits for the reply to `handle`, until `deadline` if any.
+    fn wait(&self, handle: u64, deadline: Option<Instant>) -> io::Result<Vec<u8>> {
         let mut p = self.shared.lock();
         loop {
             if let Some(Slot::Done(_)) = p.slots.get(&handle) {
@@ -378,11 +451,30 @@ impl NbdClient {
                 p.slots.remove(&handle);
                 return Err(err);
             }
+            let Some(deadline) = deadline else {
+                p = self
+                    .shared
+                    .replied
+                    .wait(p)
+                    .unwrap_or_else(|e| e.into_inner());
+                continue;
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                p.slots.remove(&handle);
+                drop(p);
+                self.break_connection("a request got no reply within the request timeout".into());
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "NBD request got no reply within the request timeout",
+                ));
+            }
             p = self
                 .shared
                 .replied
-                .wait(p)
-                .unwrap_or_else(|e| e.into_inner());
+                .wait_timeout(p, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
     }
 }
@@ -390,6 +482,16 @@ impl NbdClient {
 impl Drop for NbdClient {
     fn drop(&mut self) {
         let _ = self.close();
+    }
+}
+
+/// A read timeout during the handshake shows as `WouldBlock` on Linux.
+fn handshake_error(e: io::Error) -> io::Error {
+    match e.kind() {
+        io::ErrorKind::WouldBlock => {
+            io::Error::new(io::ErrorKind::TimedOut, "NBD handshake timed out")
+        }
+        _ => e,
     }
 }
 

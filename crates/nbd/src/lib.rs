@@ -1,7 +1,9 @@
 //! NBD server for svs: serves block devices to Network Block Device clients
 //! (the Linux kernel's `nbd-client`, qemu, nbdkit's tools, ...). Beside it,
 //! [`NbdClient`] (module [`client`]): the agent's own blocking client, which
-//! the host side (`svs-hostdev`) uses where the kernel has no `nbd` module.
+//! the host side (`svs-hostdev`) uses where the kernel has no `nbd` module,
+//! and [`ReconnectingClient`] (module [`reconnect`]) over it, which survives
+//! a restart of the server.
 //!
 //! What it speaks, from the NBD protocol specification (`doc/proto.md` of the
 //! NBD project):
@@ -28,6 +30,7 @@
 
 pub mod client;
 pub mod protocol;
+pub mod reconnect;
 
 mod handshake;
 mod server;
@@ -38,6 +41,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use client::{ExportInfo, NbdClient};
+pub use reconnect::{ReconnectOptions, ReconnectingClient};
 pub use server::NbdServer;
 pub use tokio_util::sync::CancellationToken;
 pub use transmission::{IN_FLIGHT_BYTES, MAX_IN_FLIGHT};

@@ -254,14 +254,29 @@ impl Transmission {
         let writer_task = tokio::spawn(
             write_replies(writer, rx, write_failed.clone()).instrument(tracing::Span::current()),
         );
-        let count = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-        let bytes = Arc::new(Semaphore::new(
-            IN_FLIGHT_BYTES.max(self.max_payload) as usize
-        ));
+        let budget = Budget {
+            count: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+            bytes: Arc::new(Semaphore::new(
+                IN_FLIGHT_BYTES.max(self.max_payload) as usize
+            )),
+        };
         let mut tasks = JoinSet::new();
+        // Cancelled when the connection ends without answering what is in
+        // flight: device calls not yet started are then skipped. Their client
+        // got no reply, and one that reconnects sends them again; running a
+        // stale write after its re-sent copy (and a newer write to the same
+        // bytes) could bring old data back.
+        let abandoned = CancellationToken::new();
 
         let outcome = self
-            .serve_requests(&mut reader, &tx, &count, &bytes, &write_failed, &mut tasks)
+            .serve_requests(
+                &mut reader,
+                &tx,
+                &budget,
+                &write_failed,
+                &abandoned,
+                &mut tasks,
+            )
             .await;
 
         match outcome {
@@ -280,11 +295,13 @@ impl Transmission {
                     _ = tokio::time::sleep(DRAIN_GRACE) => false,
                 };
                 if !drained {
+                    abandoned.cancel();
                     tasks.abort_all();
                     writer_task.abort();
                 }
             }
             _ => {
+                abandoned.cancel();
                 tasks.abort_all();
                 writer_task.abort();
             }
@@ -311,9 +328,9 @@ impl Transmission {
         &self,
         reader: &mut R,
         tx: &mpsc::Sender<Reply>,
-        count: &Arc<Semaphore>,
-        bytes: &Arc<Semaphore>,
+        budget: &Budget,
         write_failed: &CancellationToken,
+        abandoned: &CancellationToken,
         tasks: &mut JoinSet<()>,
     ) -> Result<End, TransmissionError> {
         macro_rules! guard {
@@ -350,7 +367,7 @@ impl Transmission {
                 }
                 _ => 0,
             };
-            let Some(permits) = guard!(acquire(count, bytes, payload_len)) else {
+            let Some(permits) = guard!(budget.acquire(payload_len)) else {
                 return Ok(End::WriteFailed);
             };
             let mut payload = Vec::new();
@@ -428,14 +445,19 @@ impl Transmission {
             }
             let device = Arc::clone(device);
             let closed = self.closed.clone();
+            let abandoned = abandoned.clone();
             let tx = tx.clone();
             tasks.spawn(
                 async move {
                     let outcome = tokio::task::spawn_blocking(move || {
                         // A request queued behind others when its export went
-                        // away does not touch the device any more.
+                        // away, or its connection was abandoned, does not
+                        // touch the device any more.
                         if closed.is_cancelled() {
                             return Err(io::Error::other("export closed"));
+                        }
+                        if abandoned.is_cancelled() {
+                            return Err(io::Error::other("connection gone"));
                         }
                         execute(op, payload, &*device)
                     })
@@ -467,15 +489,23 @@ impl Transmission {
     }
 }
 
-/// Takes one request slot and `len` bytes of the payload budget; `None` only
-/// if the semaphores were closed, which they never are.
-async fn acquire(count: &Arc<Semaphore>, bytes: &Arc<Semaphore>, len: u32) -> Option<Permits> {
-    let count = Arc::clone(count).acquire_owned().await.ok()?;
-    let bytes = Arc::clone(bytes).acquire_many_owned(len).await.ok()?;
-    Some(Permits {
-        _count: count,
-        _bytes: bytes,
-    })
+/// The requests (and their payload bytes) one connection may have in flight.
+struct Budget {
+    count: Arc<Semaphore>,
+    bytes: Arc<Semaphore>,
+}
+
+impl Budget {
+    /// Takes one request slot and `len` bytes of the payload budget; `None`
+    /// only if the semaphores were closed, which they never are.
+    async fn acquire(&self, len: u32) -> Option<Permits> {
+        let count = Arc::clone(&self.count).acquire_owned().await.ok()?;
+        let bytes = Arc::clone(&self.bytes).acquire_many_owned(len).await.ok()?;
+        Some(Permits {
+            _count: count,
+            _bytes: bytes,
+        })
+    }
 }
 
 /// The single writer: replies in the order they complete, flushed whenever

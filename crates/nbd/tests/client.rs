@@ -295,3 +295,28 @@ async fn after_a_timed_handshake_slow_requests_still_complete() {
     assert_eq!(buf, [0x21; 16]);
     server.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn negotiate_hands_back_the_stream_in_transmission_with_the_export_info() {
+    let exports = TestExports::new();
+    let dev = MemDevice::new(MIB, 0x3c);
+    exports.add("vol", dev.clone());
+    let server = TestServer::start(exports).await;
+    let addr = server.addr;
+    let (info, reply) = blocking(move || {
+        use std::io::{Read, Write};
+        let (mut s, info) = NbdClient::negotiate(&addr, "vol", Duration::from_secs(5)).unwrap();
+        // The stream speaks transmission: a raw read request is answered.
+        s.write_all(&request(CMD_READ, 0, 9, 0, 16)).unwrap();
+        let mut reply = vec![0u8; SIMPLE_REPLY_LEN + 16];
+        s.read_exact(&mut reply).unwrap();
+        (info, reply)
+    })
+    .await;
+    assert_eq!(info.size, MIB as u64);
+    assert_eq!(info.flags, transmission_flags(false));
+    assert_eq!(&reply[4..8], &[0, 0, 0, 0]);
+    assert_eq!(u64::from_be_bytes(reply[8..16].try_into().unwrap()), 9);
+    assert_eq!(&reply[SIMPLE_REPLY_LEN..], &[0x3c; 16][..]);
+    server.stop().await.unwrap();
+}

@@ -334,6 +334,37 @@ impl TestServer {
         }
     }
 
+    /// Serves `exports` on `addr`, a fixed address: a server restarted where
+    /// the previous one listened. Binding is retried briefly in case the old
+    /// listener's close is still settling.
+    pub async fn start_at(
+        addr: SocketAddr,
+        exports: Arc<dyn Exports>,
+        config: NbdConfig,
+    ) -> TestServer {
+        let mut tries = 0;
+        let listener = loop {
+            match TcpListener::bind(addr).await {
+                Ok(l) => break l,
+                Err(e) if tries < 50 => {
+                    tries += 1;
+                    eprintln!("bind {addr}: {e}; retrying");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("bind {addr}: {e}"),
+            }
+        };
+        let shutdown = CancellationToken::new();
+        let server = NbdServer::new(exports, config);
+        let token = shutdown.clone();
+        let handle = tokio::spawn(async move { server.serve(listener, token).await });
+        TestServer {
+            addr,
+            shutdown,
+            handle: Some(handle),
+        }
+    }
+
     pub fn url(&self, export: &str) -> String {
         format!("nbd://{}/{}", self.addr, export)
     }
