@@ -93,6 +93,12 @@ pub enum Command {
         /// <MOUNT_ROOT>/<volume>.
         #[arg(long, default_value = crate::agent::DEFAULT_MOUNT_ROOT)]
         mount_root: PathBuf,
+        /// How attachments become block devices: `fuse` (svs's reconnecting
+        /// NBD client, a FUSE file and a loop device; survives restarts of
+        /// the service and sees volumes grow) or `kernel-nbd` (the kernel's
+        /// driver, /dev/nbdN; no reconnect, no online growth).
+        #[arg(long, value_enum, default_value = "fuse")]
+        block_device: crate::agent::device::BlockDeviceMode,
     },
     /// One attached volume's device (started by `svs agent`, not by hand).
     #[command(hide = true)]
@@ -572,6 +578,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             credential_file,
             state_dir,
             mount_root,
+            block_device,
         } => {
             init_tracing(&std::env::var("SVS_LOG").unwrap_or_else(|_| "info".into()));
             crate::agent::run(crate::agent::AgentConfig {
@@ -580,6 +587,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 credential_file,
                 state_dir,
                 mount_root,
+                block_device,
             })
             .await
             .map_err(|e| e.to_string())

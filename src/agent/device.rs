@@ -9,13 +9,13 @@
 //! the volume grew, learn its new size. SIGTERM: unmount the FUSE file and
 //! exit (the agent detaches the loop device first).
 
-use svs_nbd::{ReconnectOptions, ReconnectingClient};
 use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use svs_hostdev::FuseFile;
+use svs_nbd::{ReconnectOptions, ReconnectingClient};
 use tokio::signal::unix::{signal, SignalKind};
 
 /// The file's name inside the FUSE mount.
@@ -29,6 +29,27 @@ pub struct DeviceSpec {
     pub address: String,
     pub export: String,
     pub readonly: bool,
+    /// Hand the connection to the kernel's NBD driver (`/dev/nbdN`)
+    /// instead of serving a FUSE file.
+    #[serde(default)]
+    pub kernel: bool,
+}
+
+/// How the agent makes block devices (`svs agent --block-device`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BlockDeviceMode {
+    /// svs's reconnecting NBD client behind a FUSE file and a loop device:
+    /// survives restarts of the service and sees the volume grow.
+    Fuse,
+    /// The kernel's NBD driver (hosts with the `nbd` module). Through its
+    /// ioctl interface it cannot reconnect or change size: a restart of
+    /// the service fails its I/O, and a grown volume needs a new attach.
+    KernelNbd,
+}
+
+/// Where the device process of a kernel NBD device writes its path.
+pub fn kernel_device_file(dir: &Path) -> PathBuf {
+    dir.join("kernel-device")
 }
 
 /// The FUSE mount's directory inside a device directory.
@@ -58,6 +79,9 @@ pub async fn run_device(dir: PathBuf) -> Result<(), String> {
     let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
     let mut interrupt = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
 
+    if spec.kernel {
+        return run_kernel_device(&dir, &spec, terminate, interrupt, hangup).await;
+    }
     let options = ReconnectOptions::default();
     let (address, export) = (spec.address.clone(), spec.export.clone());
     let client =
@@ -90,6 +114,9 @@ pub async fn run_device(dir: PathBuf) -> Result<(), String> {
             _ = interrupt.recv() => break,
         }
     }
+    // Nothing waits for a service that may never come back (a detach
+    // whose export is already gone): pending retries fail now.
+    client.close();
     // The loop device is gone by now (the agent detaches it first); its
     // release can lag a moment, which FuseFile::unmount waits out.
     let result = tokio::task::spawn_blocking(move || file.unmount())
@@ -98,6 +125,50 @@ pub async fn run_device(dir: PathBuf) -> Result<(), String> {
     // Let the FUSE threads drop their references before the client goes.
     tokio::time::sleep(Duration::from_millis(10)).await;
     result.map_err(|e| format!("FUSE file not unmounted: {e}"))
+}
+
+/// The kernel NBD mode: connect `/dev/nbdN`, say which, hold it until
+/// SIGTERM.
+async fn run_kernel_device(
+    dir: &Path,
+    spec: &DeviceSpec,
+    mut terminate: tokio::signal::unix::Signal,
+    mut interrupt: tokio::signal::unix::Signal,
+    mut hangup: tokio::signal::unix::Signal,
+) -> Result<(), String> {
+    use std::net::ToSocketAddrs;
+    let addr = spec
+        .address
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| format!("cannot resolve {}", spec.address))?;
+    let export = spec.export.clone();
+    let device = tokio::task::spawn_blocking(move || {
+        svs_hostdev::KernelNbd::connect(&addr, &export, Duration::from_secs(600))
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| format!("cannot connect the kernel NBD device: {e}"))?;
+    std::fs::write(
+        kernel_device_file(dir),
+        device.device().to_string_lossy().as_bytes(),
+    )
+    .map_err(|e| format!("cannot record the kernel NBD device: {e}"))?;
+    tracing::info!(device = %device.device().display(), "kernel NBD device ready");
+    loop {
+        tokio::select! {
+            _ = hangup.recv() => tracing::warn!(
+                "a kernel NBD device keeps its size while connected: detach and attach again"
+            ),
+            _ = terminate.recv() => break,
+            _ = interrupt.recv() => break,
+        }
+    }
+    tokio::task::spawn_blocking(move || device.disconnect())
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("kernel NBD device not disconnected: {e}"))
 }
 
 #[cfg(test)]

@@ -9,7 +9,9 @@
 //! making second ones; a device process that died is noticed and replaced.
 //! Nothing here is undone by a guard: mounts must outlive the agent.
 
-use super::device::{fuse_dir, parse_uri, DeviceSpec, FILE_NAME};
+use super::device::{
+    fuse_dir, kernel_device_file, parse_uri, BlockDeviceMode, DeviceSpec, FILE_NAME,
+};
 use super::service::{DesiredAttachment, HostReport};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -28,7 +30,12 @@ pub struct HostConfig {
     pub mount_root: PathBuf,
     /// The `svs` binary, started as `svs agent-device`.
     pub exe: PathBuf,
+    pub mode: BlockDeviceMode,
 }
+
+/// Why a kernel NBD device does not grow.
+const STUCK_SIZE: &str =
+    "the kernel NBD device keeps the size it was connected with: detach and attach again";
 
 /// A failed grow is tried again after this long (or when the size changes).
 const GROW_RETRY_SECS: u64 = 60;
@@ -256,6 +263,7 @@ impl Host {
                     address,
                     export,
                     readonly: d.readonly,
+                    kernel: self.config.mode == BlockDeviceMode::KernelNbd,
                 },
             )?;
             rec.device_pid = Some(pid);
@@ -263,7 +271,11 @@ impl Host {
             self.wait_device(pid, &dir, &file)?;
         }
         let pid = rec.device_pid.unwrap_or(0);
+        let want = d.size << 30;
 
+        if let Some(nbd) = kernel_device(&dir) {
+            return self.attach_kernel_device(key, d, rec, &nbd, note);
+        }
         let lo = match rec.loop_device.clone() {
             Some(l) if hd::loop_devices_of(&file).map_err(text)?.contains(&l) => l,
             _ => {
@@ -274,18 +286,50 @@ impl Host {
             }
         };
 
-        let want = d.size << 30;
         if file_size(&file)? < want {
             self.refresh_device(pid, &file, want)?;
         }
         if hd::block_size(&lo).map_err(text)? < want {
             hd::loop_refresh(&lo).map_err(text)?;
         }
+        self.mount_and_grow(key, d, rec, &lo, note, true)
+    }
+
+    /// A kernel NBD device is the block device itself; it keeps the size
+    /// it was connected with.
+    fn attach_kernel_device(
+        &mut self,
+        key: &str,
+        d: &DesiredAttachment,
+        rec: Record,
+        nbd: &Path,
+        note: Option<String>,
+    ) -> Result<HostReport, String> {
+        let sized = hd::block_size(nbd).map_err(text)? >= d.size << 30;
+        self.mount_and_grow(key, d, rec, nbd, note, sized)
+    }
+
+    /// Reports a block volume connected; mounts a file volume on `lo` and
+    /// grows its filesystem when the device has the volume's size (`sized`).
+    fn mount_and_grow(
+        &mut self,
+        key: &str,
+        d: &DesiredAttachment,
+        mut rec: Record,
+        lo: &Path,
+        note: Option<String>,
+        sized: bool,
+    ) -> Result<HostReport, String> {
         let device = Some(lo.display().to_string());
         if !d.is_file() {
+            let hostdetail = if sized {
+                note
+            } else {
+                Some(STUCK_SIZE.to_string())
+            };
             return Ok(HostReport {
                 device,
-                hostdetail: note,
+                hostdetail,
                 ..HostReport::state("Connected")
             });
         }
@@ -294,7 +338,7 @@ impl Host {
         let fs = FsType::parse(d.filesystem.as_deref().unwrap_or("ext4"))
             .ok_or_else(|| format!("unknown filesystem {:?}", d.filesystem))?;
         if let Some(old) = rec.mountpath.clone().filter(|old| *old != target) {
-            self.unmount_ours(&mut rec, &old, &lo)?;
+            self.unmount_ours(&mut rec, &old, lo)?;
             self.save(key, &rec)?;
         }
         match hd::mounts_on(&target).map_err(text)?.last() {
@@ -312,7 +356,7 @@ impl Host {
                         .map_err(|e| format!("cannot make {}: {e}", target.display()))?;
                     rec.created_mountpath = true;
                 }
-                hd::mount_kept(&lo, &target, fs, d.readonly).map_err(text)?;
+                hd::mount_kept(lo, &target, fs, d.readonly).map_err(text)?;
                 rec.mountpath = Some(target.clone());
                 // The service made or grew the filesystem to fill the
                 // volume before an agent managed it.
@@ -325,8 +369,11 @@ impl Host {
             let wait_more = rec.grow_error.as_ref().is_some_and(|(size, _, at)| {
                 *size == d.size && now_secs().saturating_sub(*at) < GROW_RETRY_SECS
             });
-            if !wait_more {
-                match hd::grow_mounted(fs, &lo, &target) {
+            if !sized {
+                rec.grow_error = Some((d.size, STUCK_SIZE.to_string(), now_secs()));
+                self.save(key, &rec)?;
+            } else if !wait_more {
+                match hd::grow_mounted(fs, lo, &target) {
                     Ok(()) => {
                         tracing::info!(volume = d.volumename, size = d.size, "filesystem grown");
                         rec.grown_for = Some(d.size);
@@ -493,7 +540,9 @@ impl Host {
                     ));
                 }
             }
-            if fuse_mounted(dir) && std::fs::metadata(file).is_ok() {
+            if kernel_device(dir).is_some()
+                || (fuse_mounted(dir) && std::fs::metadata(file).is_ok())
+            {
                 return Ok(());
             }
             if start.elapsed() > DEVICE_START {
@@ -536,7 +585,7 @@ impl Host {
     fn device_running(&self, rec: &Record, dir: &Path) -> bool {
         rec.device_pid
             .is_some_and(|pid| is_device_process(pid, dir))
-            && fuse_mounted(dir)
+            && (fuse_mounted(dir) || kernel_device(dir).is_some())
     }
 
     /// SIGTERM, then after 10 s SIGKILL; a FUSE mount left behind is
@@ -604,6 +653,13 @@ impl Host {
     }
 }
 
+/// The `/dev/nbdN` a kernel-mode device process connected.
+fn kernel_device(dir: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(kernel_device_file(dir)).ok()?;
+    let path = PathBuf::from(text.trim());
+    path.starts_with("/dev/nbd").then_some(path)
+}
+
 fn file_size(file: &Path) -> Result<u64, String> {
     std::fs::metadata(file)
         .map(|m| m.len())
@@ -624,6 +680,7 @@ fn remove_device_dir(dir: &Path) -> Result<(), String> {
     }
     let _ = std::fs::remove_dir(fuse_dir(dir));
     let _ = std::fs::remove_file(dir.join("device.log"));
+    let _ = std::fs::remove_file(kernel_device_file(dir));
     match std::fs::remove_dir(dir) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -744,6 +801,7 @@ mod tests {
             state_dir: state.path().to_path_buf(),
             mount_root: PathBuf::from("/mnt/svs"),
             exe: PathBuf::from("/bin/false"),
+            mode: BlockDeviceMode::Fuse,
         })
         .unwrap();
         assert_eq!(

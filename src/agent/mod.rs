@@ -48,6 +48,7 @@ pub struct AgentConfig {
     pub credential_file: PathBuf,
     pub state_dir: PathBuf,
     pub mount_root: PathBuf,
+    pub block_device: device::BlockDeviceMode,
 }
 
 fn read_credential(path: &PathBuf) -> Result<String, AgentError> {
@@ -96,6 +97,13 @@ impl Backoff {
 /// and mount in place: a restarted agent takes them over.
 pub async fn run(config: AgentConfig) -> Result<(), AgentError> {
     let credential = read_credential(&config.credential_file)?;
+    if config.block_device == device::BlockDeviceMode::KernelNbd
+        && !svs_hostdev::KernelNbd::available()
+    {
+        return Err(AgentError::Config(
+            "--block-device kernel-nbd needs the kernel's nbd module (modprobe nbd)".into(),
+        ));
+    }
     let client = ServiceClient::new(&config.url, &config.node, &credential)?;
     let exe = std::env::current_exe()
         .map_err(|e| AgentError::Config(format!("cannot find the svs binary: {e}")))?;
@@ -103,6 +111,7 @@ pub async fn run(config: AgentConfig) -> Result<(), AgentError> {
         state_dir: config.state_dir.clone(),
         mount_root: config.mount_root.clone(),
         exe,
+        mode: config.block_device,
     };
     let host = tokio::task::spawn_blocking(move || Host::open(host_config))
         .await

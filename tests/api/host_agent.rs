@@ -612,3 +612,29 @@ async fn a_mounted_ext4_grows_online_or_the_job_says_why_not() {
     let left = host.leftovers();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// The kernel NBD mode needs the `nbd` module; these machines have none,
+/// and the agent says so instead of starting.
+#[test]
+fn the_kernel_nbd_mode_is_refused_where_the_module_is_missing() {
+    if svs_hostdev::KernelNbd::available() {
+        println!("this host has the nbd module: nothing to refuse");
+        return;
+    }
+    let host = HostSide::new();
+    std::fs::write(host.credential_file(), "svsnode.x.y").unwrap();
+    let out = Command::new(svs_bin())
+        .args(["agent", "--url", "http://127.0.0.1:9", "--node", "n"])
+        .arg("--credential-file")
+        .arg(host.credential_file())
+        .arg("--state-dir")
+        .arg(host.path().join("state"))
+        .args(["--block-device", "kernel-nbd"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "svs: --block-device kernel-nbd needs the kernel's nbd module (modprobe nbd)"
+    );
+}
