@@ -413,8 +413,8 @@ impl Host {
             return Ok(());
         };
         let dir = self.device_dir(key);
-        if let (Some(target), Some(lo)) = (rec.mountpath.clone(), rec.loop_device.clone()) {
-            self.unmount_ours(&mut rec, &target, &lo)?;
+        if let (Some(target), Some(dev)) = (rec.mountpath.clone(), block_device(&rec, &dir)) {
+            self.unmount_ours(&mut rec, &target, &dev)?;
             self.save(key, &rec)?;
         }
         if let Some(lo) = rec.loop_device.clone() {
@@ -457,9 +457,9 @@ impl Host {
     /// the volume any more; what was flushed is on the volume), then the
     /// loop device and the dead FUSE mount go.
     fn clear_stale(&mut self, rec: &mut Record, dir: &Path) {
-        if let (Some(target), Some(lo)) = (&rec.mountpath, &rec.loop_device) {
+        if let (Some(target), Some(dev)) = (&rec.mountpath, block_device(rec, dir)) {
             if hd::mounts_on(target)
-                .map(|ms| ms.iter().any(|m| Path::new(&m.source) == lo))
+                .map(|ms| ms.iter().any(|m| Path::new(&m.source) == dev))
                 .unwrap_or(false)
             {
                 let _ = hd::unmount_lazy(target);
@@ -653,11 +653,16 @@ impl Host {
     }
 }
 
+/// The block device a filesystem of the attachment is mounted from.
+fn block_device(rec: &Record, dir: &Path) -> Option<PathBuf> {
+    rec.loop_device.clone().or_else(|| kernel_device(dir))
+}
+
 /// The `/dev/nbdN` a kernel-mode device process connected.
 fn kernel_device(dir: &Path) -> Option<PathBuf> {
     let text = std::fs::read_to_string(kernel_device_file(dir)).ok()?;
-    let path = PathBuf::from(text.trim());
-    path.starts_with("/dev/nbd").then_some(path)
+    let path = text.trim();
+    path.starts_with("/dev/nbd").then(|| PathBuf::from(path))
 }
 
 fn file_size(file: &Path) -> Result<u64, String> {
@@ -770,6 +775,16 @@ mod tests {
             &args[..2],
             Path::new("/s/devices/v-top")
         ));
+    }
+
+    #[test]
+    fn a_kernel_device_is_read_from_its_file_and_must_be_an_nbd_device() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(kernel_device(dir.path()), None);
+        std::fs::write(kernel_device_file(dir.path()), "/dev/nbd3\n").unwrap();
+        assert_eq!(kernel_device(dir.path()), Some(PathBuf::from("/dev/nbd3")));
+        std::fs::write(kernel_device_file(dir.path()), "/dev/sda").unwrap();
+        assert_eq!(kernel_device(dir.path()), None);
     }
 
     fn desired(mountpoint: &str, snapshot: &str) -> DesiredAttachment {

@@ -638,3 +638,65 @@ fn the_kernel_nbd_mode_is_refused_where_the_module_is_missing() {
         "svs: --block-device kernel-nbd needs the kernel's nbd module (modprobe nbd)"
     );
 }
+
+/// A block volume becomes a block device on the host, never formatted or
+/// mounted; a resize shows on the device without reconnecting it.
+#[tokio::test]
+async fn a_block_volume_is_connected_as_a_device_that_grows_with_the_volume() {
+    let app = TestApp::start_with(topology("0")).await;
+    let mut host = HostSide::new();
+    app.create_policy("mirror", 1, 1, 0).await;
+    app.create_volume_done(json!({"name": "b", "type": "block", "size": 1, "policy": "mirror"}))
+        .await;
+    issue_credential(&app, &host).await;
+    host.start_agent(&app);
+    let (status, body) = app
+        .post(
+            "/volumes/b/snapshots/top/attachments",
+            json!({"node": "host-1"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let a = wait_host(&app, &host, "b", |a| a["hoststate"] == "Connected").await;
+    let device = PathBuf::from(a["hostdevice"].as_str().expect("device"));
+    assert!(device.to_string_lossy().starts_with("/dev/loop"), "{a}");
+    assert_eq!(a["hostmountpath"], Value::Null, "{a}");
+    assert_eq!(hd::block_size(&device).unwrap(), GIB);
+
+    // Bytes written to the device are the volume's.
+    let data = pattern(3, 1 << 20);
+    {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&device)
+            .unwrap();
+        std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(512 << 10)).unwrap();
+        f.write_all(&data).unwrap();
+        f.sync_all().unwrap();
+    }
+    let job_id = app.start_resize("b", 2, false).await;
+    assert_eq!(app.wait_job(&job_id).await["state"], "Done");
+    let start = Instant::now();
+    while hd::block_size(&device).unwrap() != 2 * GIB {
+        assert!(start.elapsed() < Duration::from_secs(30), "{}", host.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut back = vec![0u8; data.len()];
+    {
+        let mut f = std::fs::File::open(&device).unwrap();
+        std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(512 << 10)).unwrap();
+        std::io::Read::read_exact(&mut f, &mut back).unwrap();
+    }
+    assert!(back == data, "the bytes survive the resize");
+
+    let (status, body) = app
+        .delete("/volumes/b/snapshots/top/attachments/host-1")
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Done", "{job}\nagent log:\n{}", host.log());
+    let left = host.leftovers();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
