@@ -495,9 +495,10 @@ async fn the_agent_mounts_a_file_volume_and_grows_it_through_resizes_and_restart
 /// ext4 grows online on a normal host (`resize2fs` on the mounted device);
 /// this sandbox lacks CAP_SYS_RESOURCE, and the kernel refuses. Either way
 /// the job says what happened, and the files stay intact; a refusal is
-/// printed.
+/// printed. Then: a snapshot attached read-only is mounted read-only, and a
+/// busy mount is not detached.
 #[tokio::test]
-async fn a_mounted_ext4_grows_online_or_the_job_says_why_not() {
+async fn ext4_grows_online_or_says_why_snapshots_mount_read_only_and_busy_mounts_stay() {
     let app = TestApp::start_with(TestConfig {
         settings: vec!["agent_wait_secs = 60".into()],
         ..topology("0")
@@ -600,6 +601,30 @@ async fn a_mounted_ext4_grows_online_or_the_job_says_why_not() {
         .await;
     assert_eq!(job["state"], "Done", "{job}");
     assert!(hd::mounts_on(&snap_target).unwrap().is_empty());
+
+    // A file held open keeps the mount busy: the detach fails, saying so,
+    // and the volume stays attached and mounted (nothing is forced).
+    let busy = std::fs::File::open(target.join("kept")).unwrap();
+    let (status, body) = app
+        .delete("/volumes/e/snapshots/top/attachments/host-1")
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Error", "{job}");
+    let detail = last_detail(&job);
+    assert!(
+        detail.starts_with(&format!(
+            "Detach failed on node 'host-1': unmount of {} failed: ",
+            target.display()
+        )) && detail.contains("busy"),
+        "{job}"
+    );
+    let a = wait_host(&app, &host, "e", |a| a["hoststate"] == "Mounted").await;
+    assert_eq!(a["state"], "Attached", "{a}");
+    assert_eq!(hd::mounts_on(&target).unwrap().len(), 1);
+    drop(busy);
 
     let (status, body) = app
         .delete("/volumes/e/snapshots/top/attachments/host-1")
