@@ -11,6 +11,7 @@
 //! `reconcile` and `app`.
 
 pub mod agent;
+pub mod csi;
 pub mod api;
 pub mod app;
 pub mod attributes;
