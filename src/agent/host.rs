@@ -177,11 +177,14 @@ impl Host {
     /// Brings the host in line with `desired`; one outcome per desired
     /// attachment. Attachments the service no longer has are taken down
     /// without a report (there is nothing left to report to).
+    /// CSI attachments are skipped entirely: the CSI node plugin makes them
+    /// real and the service expects no report from the agent.
     pub fn reconcile(&mut self, desired: &[DesiredAttachment]) -> Vec<Outcome> {
         self.pending = false;
         self.reap_children();
+        let desired: Vec<&DesiredAttachment> = desired.iter().filter(|d| !d.is_csi()).collect();
         let mut outcomes = Vec::new();
-        for d in desired {
+        for d in desired.iter().copied() {
             let key = d.key();
             // Its export is being made: the attachment job's end wakes the
             // agent again.
@@ -806,7 +809,31 @@ mod tests {
             filesystem: Some("xfs".into()),
             filesystemprovisioned: true,
             size: 1,
+            manager: "agent".into(),
         }
+    }
+
+    #[test]
+    fn csi_attachments_are_left_to_the_csi_node_plugin() {
+        let state = tempfile::tempdir().unwrap();
+        // `/bin/false` as the device binary: an attempt to attach would
+        // report an error outcome.
+        let mut host = Host::open(HostConfig {
+            state_dir: state.path().to_path_buf(),
+            mount_root: state.path().join("mnt"),
+            exe: PathBuf::from("/bin/false"),
+            mode: BlockDeviceMode::Fuse,
+        })
+        .unwrap();
+        let mut csi = desired("", "top");
+        csi.manager = "csi".into();
+        assert!(host.reconcile(&[csi]).is_empty());
+        assert!(!host.pending());
+        assert!(host.records.is_empty());
+        let devices = std::fs::read_dir(state.path().join("devices")).unwrap();
+        assert_eq!(devices.count(), 0);
+        let records = std::fs::read_dir(state.path().join("attachments")).unwrap();
+        assert_eq!(records.count(), 0);
     }
 
     #[test]
