@@ -7,13 +7,14 @@
 
 use crate::attach::topology;
 use crate::harness::*;
+use crate::host_side::{device_processes, HostSide};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,30 +22,8 @@ use svs_hostdev::host as hd;
 
 const GIB: u64 = 1 << 30;
 
-/// One test's host side: a unique directory holding the agent's state and
-/// mounts, and the agent process. Dropping it (also when the test fails)
-/// kills the agent and takes down every mount, loop device and device
-/// process under that directory, and nothing else.
-struct HostSide {
-    root: tempfile::TempDir,
-    agent: Option<Child>,
-}
-
+/// The agent's side of a host: its credential, mounts and process.
 impl HostSide {
-    fn new() -> HostSide {
-        HostSide {
-            root: tempfile::Builder::new()
-                .prefix("svs-agent-test-")
-                .tempdir()
-                .expect("temp dir"),
-            agent: None,
-        }
-    }
-
-    fn path(&self) -> &Path {
-        self.root.path()
-    }
-
     fn credential_file(&self) -> PathBuf {
         self.path().join("credential")
     }
@@ -76,73 +55,16 @@ impl HostSide {
             .stderr(log.try_clone().expect("log"))
             .spawn()
             .expect("svs agent starts");
-        self.agent = Some(child);
+        self.process = Some(child);
     }
 
     /// SIGKILL, like a crash.
     fn kill_agent(&mut self) {
-        if let Some(mut child) = self.agent.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.kill_process();
     }
 
     fn log(&self) -> String {
         std::fs::read_to_string(self.path().join("agent.log")).unwrap_or_default()
-    }
-
-    /// Mounts (filesystems and FUSE files), loop devices and device
-    /// processes under this test's directory.
-    fn leftovers(&self) -> Vec<String> {
-        let root = self.path();
-        let mut left: Vec<String> = hd::mounts()
-            .unwrap()
-            .into_iter()
-            .filter(|m| m.target.starts_with(root))
-            .map(|m| format!("mount {} ({})", m.target.display(), m.fstype))
-            .collect();
-        left.extend(
-            hd::loop_devices()
-                .unwrap()
-                .into_iter()
-                .filter(|(_, back)| back.starts_with(root))
-                .map(|(dev, back)| format!("loop {} over {}", dev.display(), back.display())),
-        );
-        left.extend(
-            device_processes(root)
-                .into_iter()
-                .map(|pid| format!("device process {pid}")),
-        );
-        left
-    }
-}
-
-impl Drop for HostSide {
-    fn drop(&mut self) {
-        self.kill_agent();
-        let root = self.path().to_path_buf();
-        // Filesystems first (deepest first), then the loop devices under
-        // them, then the device processes and their FUSE files.
-        let mut mounts: Vec<_> = hd::mounts()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|m| m.target.starts_with(&root))
-            .collect();
-        mounts.sort_by_key(|m| std::cmp::Reverse(m.target.components().count()));
-        for m in mounts.iter().filter(|m| !m.fstype.starts_with("fuse")) {
-            let _ = hd::unmount_lazy(&m.target);
-        }
-        for (dev, back) in hd::loop_devices().unwrap_or_default() {
-            if back.starts_with(&root) {
-                let _ = hd::loop_detach(&dev);
-            }
-        }
-        for pid in device_processes(&root) {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-        }
-        for m in mounts.iter().filter(|m| m.fstype.starts_with("fuse")) {
-            let _ = hd::unmount_lazy(&m.target);
-        }
     }
 }
 
@@ -168,30 +90,6 @@ impl Drop for Frozen {
             .arg(&self.0)
             .status();
     }
-}
-
-/// `svs agent-device` processes whose directory is under `root`.
-fn device_processes(root: &Path) -> Vec<u32> {
-    let root = root.to_string_lossy().into_owned();
-    std::fs::read_dir("/proc")
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-                .filter(|pid| {
-                    let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-                        return false;
-                    };
-                    let args: Vec<String> = raw
-                        .split(|b| *b == 0)
-                        .map(|a| String::from_utf8_lossy(a).into_owned())
-                        .collect();
-                    args.iter().any(|a| a == "agent-device")
-                        && args.iter().any(|a| a.starts_with(&root))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Issues host-1's agent credential into the host side's credential file.
