@@ -623,3 +623,81 @@ async fn a_block_volume_is_connected_as_a_device_that_grows_with_the_volume() {
     let left = host.leftovers();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// A `"manager": "csi"` attachment is the CSI node plugin's: a running
+/// agent makes no device for it and reports nothing, and its resize and
+/// detach jobs do not wait for any agent.
+#[tokio::test]
+async fn the_agent_leaves_csi_attachments_alone_and_their_jobs_do_not_wait_for_it() {
+    let app = TestApp::start_with(TestConfig {
+        settings: vec!["agent_wait_secs = 60".into()],
+        ..topology("0")
+    })
+    .await;
+    let mut host = HostSide::new();
+    app.create_policy("mirror", 1, 1, 0).await;
+    app.create_volume_done(json!({"name": "c", "type": "file", "size": 1, "policy": "mirror"}))
+        .await;
+    app.create_volume_done(json!({"name": "a", "type": "block", "size": 1, "policy": "mirror"}))
+        .await;
+    issue_credential(&app, &host).await;
+    host.start_agent(&app);
+    let (status, body) = app
+        .post(
+            "/volumes/c/snapshots/top/attachments",
+            json!({"node": "host-1", "manager": "csi"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    // An agent attachment made after it: once the agent reports this one,
+    // it has acted on a desired state that held both.
+    let (status, body) = app
+        .post(
+            "/volumes/a/snapshots/top/attachments",
+            json!({"node": "host-1"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    wait_host(&app, &host, "a", |a| a["hoststate"] == "Connected").await;
+    let c = attachment(&app, "c").await;
+    assert_eq!(c["manager"], "csi", "{c}");
+    assert_eq!(c["hoststate"], Value::Null, "{c}");
+    assert_eq!(
+        device_processes(host.path()).len(),
+        1,
+        "only a's device: {:?}",
+        host.leftovers()
+    );
+    let devices: Vec<String> = std::fs::read_dir(host.path().join("state/devices"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(devices.len(), 1, "{devices:?}");
+    assert!(!devices[0].starts_with(c["volumeid"].as_str().unwrap()));
+
+    // Its resize is done without waiting (its host grows the filesystem),
+    // and so is its detach.
+    let started = Instant::now();
+    let job_id = app.start_resize("c", 2, false).await;
+    let job = app.wait_job(&job_id).await;
+    assert_eq!(job["state"], "Done", "{job}");
+    assert!(
+        last_detail(&job)
+            .ends_with("Filesystem ext4 not grown: the volume is attached, its host grows it"),
+        "{job}"
+    );
+    let (status, body) = app
+        .delete("/volumes/c/snapshots/top/attachments/host-1")
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+}
