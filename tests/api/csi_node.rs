@@ -543,3 +543,52 @@ async fn a_raw_block_volume_is_published_as_a_device_file_and_grows() {
     }
     assert_eq!(host.leftovers(), Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn a_blank_volume_is_formatted_once_and_stays_staged_where_it_is() {
+    let app = TestApp::start_with(crate::attach::topology("0")).await;
+    let mut host = HostSide::new();
+    app.create_policy("mirror", 1, 1, 0).await;
+    // A `block` volume has no filesystem: a mount capability formats it.
+    let id = app
+        .create_volume_done(json!({"name": "m", "type": "block", "size": 1, "policy": "mirror"}))
+        .await;
+    let a = csi_attach(&app, "m").await;
+    let mut node = host.start_node_plugin().await;
+    let ext4 = capability(
+        AccessType::Mount(MountVolume::default()),
+        Mode::SingleNodeWriter,
+    );
+    let staging = host.staging("m");
+    node.node_stage_volume(stage_request(&id, &a, &staging, ext4.clone()))
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", host.node_log()));
+    assert_eq!(fstypes_on(&staging), vec!["ext4".to_string()]);
+    std::fs::write(staging.join("kept"), b"not formatted twice").unwrap();
+
+    // Another staging path while staged: an incompatible stage.
+    let status = node
+        .node_stage_volume(stage_request(&id, &a, &host.staging("other"), ext4.clone()))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::AlreadyExists, "{status:?}");
+
+    // Staged again after an unstage (an XFS capability now): the ext4 it
+    // holds is mounted as it is, with its files.
+    node.node_unstage_volume(unstage_request(&id, &staging))
+        .await
+        .unwrap();
+    assert!(fstypes_on(&staging).is_empty());
+    node.node_stage_volume(stage_request(&id, &a, &staging, mount_xfs()))
+        .await
+        .unwrap();
+    assert_eq!(fstypes_on(&staging), vec!["ext4".to_string()]);
+    assert_eq!(
+        std::fs::read(staging.join("kept")).unwrap(),
+        b"not formatted twice"
+    );
+    node.node_unstage_volume(unstage_request(&id, &staging))
+        .await
+        .unwrap();
+    assert_eq!(host.leftovers(), Vec::<String>::new());
+}
