@@ -35,6 +35,8 @@ pub struct NodeConfig {
 /// Stopping it leaves every device and mount in place: a restarted plugin
 /// takes them over from its state directory.
 pub async fn run_node(config: NodeConfig) -> Result<(), String> {
+    // A bad endpoint is refused before anything is made on the host.
+    svs_csi::unix_path(&config.endpoint).map_err(|e| e.to_string())?;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the svs binary: {e}"))?;
     let host_config = HostConfig {
         // The node plugin never mounts by a default path: the orchestrator

@@ -592,3 +592,29 @@ async fn a_blank_volume_is_formatted_once_and_stays_staged_where_it_is() {
         .unwrap();
     assert_eq!(host.leftovers(), Vec::<String>::new());
 }
+
+#[test]
+fn the_node_plugin_refuses_an_endpoint_that_is_not_a_unix_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let out = Command::new(svs_bin())
+        .args([
+            "csi",
+            "node",
+            "--node",
+            "host-1",
+            "--endpoint",
+            "tcp://127.0.0.1:9",
+        ])
+        .arg("--state-dir")
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("endpoint \"tcp://127.0.0.1:9\" must be unix:///absolute/path"),
+        "{stderr}"
+    );
+    assert!(!state.exists(), "nothing made on the host");
+}
