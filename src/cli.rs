@@ -50,6 +50,29 @@ impl CommonArgs {
     }
 }
 
+/// `svs csi ...`.
+#[derive(Debug, Subcommand)]
+pub enum CsiCommand {
+    /// The node plugin (Identity + Node), one per host: connects, mounts,
+    /// publishes and grows the volumes the orchestrator places on it. Needs
+    /// root (FUSE, loop devices, mount).
+    Node {
+        /// Where the orchestrator's sidecars reach it.
+        #[arg(long, env = "CSI_ENDPOINT", default_value = "unix:///csi/csi.sock")]
+        endpoint: String,
+        /// This host's svs node name (the CSI node id).
+        #[arg(long, env = "SVS_NODE")]
+        node: String,
+        /// This host's zone (the topology the orchestrator places by).
+        #[arg(long, env = "SVS_ZONE")]
+        zone: Option<String>,
+        /// Where the plugin records its devices and mounts (kept across
+        /// restarts of the plugin).
+        #[arg(long, default_value = crate::csi::DEFAULT_NODE_STATE_DIR)]
+        state_dir: PathBuf,
+    },
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the service.
@@ -99,6 +122,12 @@ pub enum Command {
         /// driver, /dev/nbdN; no reconnect, no online growth).
         #[arg(long, value_enum, default_value = "fuse")]
         block_device: crate::agent::device::BlockDeviceMode,
+    },
+    /// The CSI driver's plugins, for Kubernetes and other container
+    /// orchestrators.
+    Csi {
+        #[command(subcommand)]
+        command: CsiCommand,
     },
     /// One attached volume's device (started by `svs agent`, not by hand).
     #[command(hide = true)]
@@ -592,6 +621,24 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             .await
             .map_err(|e| e.to_string())
         }
+        Command::Csi {
+            command:
+                CsiCommand::Node {
+                    endpoint,
+                    node,
+                    zone,
+                    state_dir,
+                },
+        } => {
+            init_tracing(&std::env::var("SVS_LOG").unwrap_or_else(|_| "info".into()));
+            crate::csi::run_node(crate::csi::NodeConfig {
+                endpoint,
+                node,
+                zone,
+                state_dir,
+            })
+            .await
+        }
         Command::AgentDevice { dir } => {
             init_tracing(&std::env::var("SVS_LOG").unwrap_or_else(|_| "info".into()));
             crate::agent::device::run_device(dir).await
@@ -615,6 +662,7 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
         | Command::User { .. }
         | Command::Keys { .. }
         | Command::Agent { .. }
+        | Command::Csi { .. }
         | Command::AgentDevice { .. } => Ok(()),
         Command::Login { url, email } => {
             let password = read_password(false).map_err(ClientError::Input)?;

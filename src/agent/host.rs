@@ -70,6 +70,30 @@ pub struct Outcome {
     pub report: HostReport,
 }
 
+/// What to connect: one attachment's export.
+pub(crate) struct Connection<'a> {
+    pub volume_id: &'a str,
+    pub snapshot_id: &'a str,
+    pub volume_name: &'a str,
+    pub export_name: &'a str,
+    /// `nbd://host:port/<exportname>`.
+    pub uri: &'a str,
+    pub readonly: bool,
+    /// Bytes the device must have (the volume's size); 0: as it connects.
+    pub size: u64,
+}
+
+/// A connected attachment.
+pub(crate) struct Connected {
+    /// `/dev/loopN` (or `/dev/nbdN`).
+    pub device: PathBuf,
+    /// The device has the size asked for (a kernel NBD device keeps the
+    /// size it was connected with).
+    pub sized: bool,
+    /// Something worth telling (a device process was replaced).
+    pub note: Option<String>,
+}
+
 pub struct Host {
     config: HostConfig,
     records: BTreeMap<String, Record>,
@@ -177,11 +201,14 @@ impl Host {
     /// Brings the host in line with `desired`; one outcome per desired
     /// attachment. Attachments the service no longer has are taken down
     /// without a report (there is nothing left to report to).
+    /// CSI attachments are skipped entirely: the CSI node plugin makes them
+    /// real and the service expects no report from the agent.
     pub fn reconcile(&mut self, desired: &[DesiredAttachment]) -> Vec<Outcome> {
         self.pending = false;
         self.reap_children();
+        let desired: Vec<&DesiredAttachment> = desired.iter().filter(|d| !d.is_csi()).collect();
         let mut outcomes = Vec::new();
-        for d in desired {
+        for d in desired.iter().copied() {
             let key = d.key();
             // Its export is being made: the attachment job's end wakes the
             // agent again.
@@ -224,20 +251,41 @@ impl Host {
     }
 
     fn attach(&mut self, key: &str, d: &DesiredAttachment) -> Result<HostReport, String> {
+        let connected = self.connect(
+            key,
+            &Connection {
+                volume_id: &d.volumeid,
+                snapshot_id: &d.snapshotid,
+                volume_name: &d.volumename,
+                export_name: &d.exportname,
+                uri: &d.uri,
+                readonly: d.readonly,
+                size: d.size << 30,
+            },
+        )?;
+        self.mount_and_grow(key, d, connected)
+    }
+
+    /// Connects one attachment's export as a block device on this host
+    /// (device process, then a loop device over its FUSE file, or the
+    /// kernel's NBD device), or finds the one connected earlier, replacing
+    /// a device process that died. A new export or a changed mode takes the
+    /// old device (and its mount) down first. The device is brought to
+    /// `c.size` bytes where it can grow.
+    pub(crate) fn connect(&mut self, key: &str, c: &Connection) -> Result<Connected, String> {
         let (address, export) =
-            parse_uri(&d.uri).ok_or_else(|| format!("unusable NBD URI {:?}", d.uri))?;
-        // A new export or a changed mode needs a new device and mount.
+            parse_uri(c.uri).ok_or_else(|| format!("unusable NBD URI {:?}", c.uri))?;
         if let Some(r) = self.records.get(key) {
-            if r.exportname != d.exportname || r.readonly != d.readonly {
+            if r.exportname != c.export_name || r.readonly != c.readonly {
                 self.detach(key)?;
             }
         }
         let mut rec = self.records.get(key).cloned().unwrap_or_else(|| Record {
-            volumeid: d.volumeid.clone(),
-            snapshotid: d.snapshotid.clone(),
-            volumename: d.volumename.clone(),
-            exportname: d.exportname.clone(),
-            readonly: d.readonly,
+            volumeid: c.volume_id.to_string(),
+            snapshotid: c.snapshot_id.to_string(),
+            volumename: c.volume_name.to_string(),
+            exportname: c.export_name.to_string(),
+            readonly: c.readonly,
             device_pid: None,
             loop_device: None,
             mountpath: None,
@@ -262,7 +310,7 @@ impl Host {
                 &DeviceSpec {
                     address,
                     export,
-                    readonly: d.readonly,
+                    readonly: c.readonly,
                     kernel: self.config.mode == BlockDeviceMode::KernelNbd,
                 },
             )?;
@@ -271,55 +319,152 @@ impl Host {
             self.wait_device(pid, &dir, &file)?;
         }
         let pid = rec.device_pid.unwrap_or(0);
-        let want = d.size << 30;
 
+        // A kernel NBD device is the block device itself; it keeps the
+        // size it was connected with.
         if let Some(nbd) = kernel_device(&dir) {
-            return self.attach_kernel_device(key, d, rec, &nbd, note);
+            let sized = hd::block_size(&nbd).map_err(text)? >= c.size;
+            return Ok(Connected {
+                device: nbd,
+                sized,
+                note,
+            });
         }
         let lo = match rec.loop_device.clone() {
             Some(l) if hd::loop_devices_of(&file).map_err(text)?.contains(&l) => l,
             _ => {
-                let l = hd::loop_attach_kept(&file, d.readonly).map_err(text)?;
+                let l = hd::loop_attach_kept(&file, c.readonly).map_err(text)?;
                 rec.loop_device = Some(l.clone());
                 self.save(key, &rec)?;
                 l
             }
         };
-
-        if file_size(&file)? < want {
-            self.refresh_device(pid, &file, want)?;
-        }
-        if hd::block_size(&lo).map_err(text)? < want {
-            hd::loop_refresh(&lo).map_err(text)?;
-        }
-        self.mount_and_grow(key, d, rec, &lo, note, true)
+        self.fill_device(pid, &file, &lo, c.size)?;
+        Ok(Connected {
+            device: lo,
+            sized: true,
+            note,
+        })
     }
 
-    /// A kernel NBD device is the block device itself; it keeps the size
-    /// it was connected with.
-    fn attach_kernel_device(
+    /// Brings a FUSE-backed device to at least `want` bytes: the device
+    /// process learns the volume's size, then the loop device the file's.
+    fn fill_device(&self, pid: u32, file: &Path, lo: &Path, want: u64) -> Result<(), String> {
+        if file_size(file)? < want {
+            self.refresh_device(pid, file, want)?;
+        }
+        if hd::block_size(lo).map_err(text)? < want {
+            hd::loop_refresh(lo).map_err(text)?;
+        }
+        Ok(())
+    }
+
+    /// The block device of a connected attachment.
+    pub(crate) fn device(&self, key: &str) -> Option<PathBuf> {
+        let rec = self.records.get(key)?;
+        block_device(rec, &self.device_dir(key))
+    }
+
+    /// Where the attachment's filesystem is mounted, while it is.
+    pub(crate) fn mountpath(&self, key: &str) -> Option<PathBuf> {
+        self.records.get(key)?.mountpath.clone()
+    }
+
+    /// Mounts the filesystem on the attachment's `device` at `target` (made
+    /// when missing, and then removed at detach), moving it from an earlier
+    /// target; nothing when it is mounted there already. Ok(true) when it
+    /// mounted now. Another filesystem on `target` is an error.
+    pub(crate) fn mount(
         &mut self,
         key: &str,
-        d: &DesiredAttachment,
-        rec: Record,
-        nbd: &Path,
-        note: Option<String>,
-    ) -> Result<HostReport, String> {
-        let sized = hd::block_size(nbd).map_err(text)? >= d.size << 30;
-        self.mount_and_grow(key, d, rec, nbd, note, sized)
+        device: &Path,
+        target: &Path,
+        fs: FsType,
+        readonly: bool,
+    ) -> Result<bool, String> {
+        let mut rec = self
+            .records
+            .get(key)
+            .cloned()
+            .ok_or_else(|| format!("{key} is not connected"))?;
+        if let Some(old) = rec.mountpath.clone().filter(|old| old != target) {
+            self.unmount_ours(&mut rec, &old, device)?;
+            self.save(key, &rec)?;
+        }
+        match hd::mounts_on(target).map_err(text)?.last() {
+            Some(m) if Path::new(&m.source) == device => Ok(false),
+            Some(m) => Err(format!(
+                "{} is already the mount point of {}",
+                target.display(),
+                m.source
+            )),
+            None => {
+                if !target.exists() {
+                    std::fs::create_dir_all(target)
+                        .map_err(|e| format!("cannot make {}: {e}", target.display()))?;
+                    rec.created_mountpath = true;
+                }
+                hd::mount_kept(device, target, fs, readonly).map_err(text)?;
+                rec.mountpath = Some(target.to_path_buf());
+                self.save(key, &rec)?;
+                Ok(true)
+            }
+        }
     }
 
-    /// Reports a block volume connected; mounts a file volume on `lo` and
-    /// grows its filesystem when the device has the volume's size (`sized`).
+    /// The volume grew: brings the attachment's device to `want` bytes (at
+    /// least asks its device process for the volume's size once) and grows
+    /// the filesystem mounted on it read-write to fill it, online. Returns
+    /// the device's size in bytes.
+    pub(crate) fn expand(&mut self, key: &str, want: u64) -> Result<u64, String> {
+        let rec = self
+            .records
+            .get(key)
+            .cloned()
+            .ok_or_else(|| format!("{key} is not connected"))?;
+        let dir = self.device_dir(key);
+        let device =
+            block_device(&rec, &dir).ok_or_else(|| format!("{key} has no block device"))?;
+        if kernel_device(&dir).is_none() {
+            let pid = rec
+                .device_pid
+                .ok_or_else(|| format!("{key} has no device process"))?;
+            let file = fuse_dir(&dir).join(FILE_NAME);
+            self.refresh_device(pid, &file, want)?;
+            hd::loop_refresh(&device).map_err(text)?;
+        }
+        let size = hd::block_size(&device).map_err(text)?;
+        if size < want {
+            return Err(STUCK_SIZE.to_string());
+        }
+        if let (Some(target), false) = (&rec.mountpath, rec.readonly) {
+            let fs = hd::mounts_on(target)
+                .map_err(text)?
+                .last()
+                .filter(|m| Path::new(&m.source) == device)
+                .and_then(|m| FsType::parse(&m.fstype))
+                .ok_or_else(|| {
+                    format!("no ext4 or XFS of {key} is mounted on {}", target.display())
+                })?;
+            hd::grow_mounted(fs, &device, target).map_err(text)?;
+        }
+        Ok(size)
+    }
+
+    /// Reports a block volume connected; mounts a file volume and grows its
+    /// filesystem when the device has the volume's size.
     fn mount_and_grow(
         &mut self,
         key: &str,
         d: &DesiredAttachment,
-        mut rec: Record,
-        lo: &Path,
-        note: Option<String>,
-        sized: bool,
+        connected: Connected,
     ) -> Result<HostReport, String> {
+        let Connected {
+            device: lo,
+            sized,
+            note,
+        } = connected;
+        let lo = lo.as_path();
         let device = Some(lo.display().to_string());
         if !d.is_file() {
             let hostdetail = if sized {
@@ -337,33 +482,19 @@ impl Host {
         let target = self.mount_target(d)?;
         let fs = FsType::parse(d.filesystem.as_deref().unwrap_or("ext4"))
             .ok_or_else(|| format!("unknown filesystem {:?}", d.filesystem))?;
-        if let Some(old) = rec.mountpath.clone().filter(|old| *old != target) {
-            self.unmount_ours(&mut rec, &old, lo)?;
-            self.save(key, &rec)?;
-        }
-        match hd::mounts_on(&target).map_err(text)?.last() {
-            Some(m) if Path::new(&m.source) == lo => {}
-            Some(m) => {
-                return Err(format!(
-                    "{} is already the mount point of {}",
-                    target.display(),
-                    m.source
-                ))
-            }
-            None => {
-                if !target.exists() {
-                    std::fs::create_dir_all(&target)
-                        .map_err(|e| format!("cannot make {}: {e}", target.display()))?;
-                    rec.created_mountpath = true;
-                }
-                hd::mount_kept(lo, &target, fs, d.readonly).map_err(text)?;
-                rec.mountpath = Some(target.clone());
-                // The service made or grew the filesystem to fill the
-                // volume before an agent managed it.
+        if self.mount(key, lo, &target, fs, d.readonly)? {
+            // The service made or grew the filesystem to fill the volume
+            // before an agent managed it.
+            if let Some(mut rec) = self.records.get(key).cloned() {
                 rec.grown_for.get_or_insert(d.size);
                 self.save(key, &rec)?;
             }
         }
+        let mut rec = self
+            .records
+            .get(key)
+            .cloned()
+            .ok_or_else(|| format!("{key} is not connected"))?;
 
         if !d.readonly && rec.grown_for.is_some_and(|g| g < d.size) {
             let wait_more = rec.grow_error.as_ref().is_some_and(|(size, _, at)| {
@@ -408,7 +539,7 @@ impl Host {
 
     /// Unmounts, disconnects and forgets one attachment. A busy mount is an
     /// error naming it; nothing is forced.
-    fn detach(&mut self, key: &str) -> Result<(), String> {
+    pub(crate) fn detach(&mut self, key: &str) -> Result<(), String> {
         let Some(mut rec) = self.records.get(key).cloned() else {
             return Ok(());
         };
@@ -806,7 +937,31 @@ mod tests {
             filesystem: Some("xfs".into()),
             filesystemprovisioned: true,
             size: 1,
+            manager: "agent".into(),
         }
+    }
+
+    #[test]
+    fn csi_attachments_are_left_to_the_csi_node_plugin() {
+        let state = tempfile::tempdir().unwrap();
+        // `/bin/false` as the device binary: an attempt to attach would
+        // report an error outcome.
+        let mut host = Host::open(HostConfig {
+            state_dir: state.path().to_path_buf(),
+            mount_root: state.path().join("mnt"),
+            exe: PathBuf::from("/bin/false"),
+            mode: BlockDeviceMode::Fuse,
+        })
+        .unwrap();
+        let mut csi = desired("", "top");
+        csi.manager = "csi".into();
+        assert!(host.reconcile(&[csi]).is_empty());
+        assert!(!host.pending());
+        assert!(host.records.is_empty());
+        let devices = std::fs::read_dir(state.path().join("devices")).unwrap();
+        assert_eq!(devices.count(), 0);
+        let records = std::fs::read_dir(state.path().join("attachments")).unwrap();
+        assert_eq!(records.count(), 0);
     }
 
     #[test]

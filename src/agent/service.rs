@@ -37,6 +37,14 @@ pub struct DesiredAttachment {
     pub filesystemprovisioned: bool,
     /// GiB.
     pub size: u64,
+    /// `agent`, or `csi`: the CSI node plugin's, which the agent leaves
+    /// alone (no device, no report).
+    #[serde(default = "agent_manager")]
+    pub manager: String,
+}
+
+fn agent_manager() -> String {
+    "agent".into()
 }
 
 impl DesiredAttachment {
@@ -51,6 +59,11 @@ impl DesiredAttachment {
 
     pub fn is_file(&self) -> bool {
         self.kind == "file"
+    }
+
+    /// Made real by the CSI node plugin, not by the agent.
+    pub fn is_csi(&self) -> bool {
+        self.manager == "csi"
     }
 }
 

@@ -239,6 +239,12 @@ pub struct AttachmentCreateRequest {
     pub readonly: bool,
     #[serde(default)]
     pub mountpoint: String,
+    /// svs extension: who makes the attachment real on the node, `agent`
+    /// (the node's host agent; the default) or `csi` (the CSI node plugin;
+    /// the host agent leaves it alone).
+    #[schema(value_type = Option<String>, pattern = "^(agent|csi)$")]
+    #[serde(default)]
+    pub manager: Option<String>,
     /// Ignored (the volume is in the path).
     #[serde(default)]
     pub volumename: String,

@@ -17,7 +17,10 @@ use crate::service::commands::{
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use svs_domain::{Consistency, JobState, ResourceName, VolumeType, MAX_VOLUME_GIB, MIN_VOLUME_GIB};
+use svs_domain::{
+    AttachmentManager, Consistency, JobState, ResourceName, VolumeType, MAX_VOLUME_GIB,
+    MIN_VOLUME_GIB,
+};
 
 /// A command read from a JSON object body.
 pub trait FromBody: Sized {
@@ -438,6 +441,11 @@ impl FromBody for CreateAttachment {
             node: req_str(body, "node")?.to_string(),
             readonly: opt_bool(body, "readonly")?.unwrap_or(false),
             mountpoint: opt_str(body, "mountpoint")?.unwrap_or("").to_string(),
+            manager: match opt_str(body, "manager")? {
+                None => AttachmentManager::Agent,
+                Some(m) => AttachmentManager::parse(m)
+                    .ok_or_else(|| bad("manager must be 'agent' or 'csi'"))?,
+            },
         })
     }
 }

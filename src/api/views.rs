@@ -458,6 +458,10 @@ pub struct AttachmentView {
     pub exportname: String,
     /// `nbd://host:port/exportname`.
     pub uri: String,
+    /// svs extension: who makes it real on the node, `agent` (its host
+    /// agent) or `csi` (the CSI node plugin; the agent leaves it alone).
+    #[schema(pattern = "^(agent|csi)$")]
+    pub manager: &'static str,
     /// svs extension: what the node's host agent last reported:
     /// `Connected`, `Mounted`, `Error` or `Disconnected`; null until it
     /// reports.
@@ -495,6 +499,7 @@ pub fn attachment(a: &Attachment, nbd_base: &str) -> AttachmentView {
         readonly: a.readonly,
         exportname: a.export_name.clone(),
         uri: attachment_uri(a, nbd_base),
+        manager: a.manager.as_str(),
         hoststate: a.host.as_ref().map(|h| h.state.clone()),
         hostdetail: a.host.as_ref().and_then(|h| h.detail.clone()),
         hostdevice: a.host.as_ref().and_then(|h| h.device.clone()),
@@ -762,6 +767,10 @@ pub struct AgentAttachmentView {
     /// GiB: the volume's current size for `top`, the snapshot's
     /// `volumesize` for a snapshot.
     pub size: u64,
+    /// `agent` or `csi`: an agent skips `csi` attachments (the CSI node
+    /// plugin makes them real).
+    #[schema(pattern = "^(agent|csi)$")]
+    pub manager: &'static str,
 }
 
 /// What a node's agent should do (svs extension).
@@ -797,6 +806,7 @@ pub fn agent_state(d: &DesiredState) -> AgentStateView {
                 filesystem: a.filesystem.map(|f| f.as_str()),
                 filesystemprovisioned: a.filesystem_provisioned,
                 size: a.size,
+                manager: a.manager.as_str(),
             })
             .collect(),
     }

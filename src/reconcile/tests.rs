@@ -68,6 +68,7 @@ impl Attached {
                     mountpoint: String::new(),
                     export_name: EXPORT.into(),
                     now_ms: 1,
+                    manager: svs_domain::AttachmentManager::Agent,
                 },
                 &base.new_job(attach, VOLUME),
             )

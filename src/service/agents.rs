@@ -9,7 +9,7 @@ use super::{Administrator, ServiceError, ServiceResult, Services};
 use crate::attributes::{Filesystem, VolumeAttributes};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
-use svs_domain::{Gib, VolumeType};
+use svs_domain::{AttachmentManager, Gib, VolumeType};
 use svs_store::{HostReport, NodeAttachment, NodeCredential, NodeRecord, StoreError};
 use tokio::time::Instant;
 
@@ -76,6 +76,8 @@ pub struct DesiredAttachment {
     pub filesystem_provisioned: bool,
     /// The volume's size for `top`, the snapshot's volume size otherwise.
     pub size: Gib,
+    /// A `Csi` attachment is the CSI node plugin's: the agent skips it.
+    pub manager: AttachmentManager,
 }
 
 /// Everything a node's agent should do, and its revision (a digest of it).
@@ -136,6 +138,7 @@ fn revision(attachments: &[DesiredAttachment]) -> String {
         field(a.filesystem.map_or("", Filesystem::as_str));
         field(if a.filesystem_provisioned { "fs" } else { "" });
         field(&a.size.to_string());
+        field(a.manager.as_str());
     }
     hex::encode(hash.finalize())
 }
@@ -162,6 +165,7 @@ fn desired(n: NodeAttachment, nbd_base: &str) -> DesiredAttachment {
         filesystem: attributes.filesystem,
         filesystem_provisioned: attributes.filesystem_provisioned,
         size,
+        manager: a.manager,
     }
 }
 
@@ -388,6 +392,7 @@ mod tests {
             filesystem: Some(Filesystem::Ext4),
             filesystem_provisioned: true,
             size,
+            manager: AttachmentManager::Agent,
         }
     }
 
@@ -405,6 +410,9 @@ mod tests {
         moved.mountpoint = "/mn".into();
         moved.export_name = "te".into();
         assert_ne!(base, revision(&[moved]));
+        let mut csi = attachment(4);
+        csi.manager = AttachmentManager::Csi;
+        assert_ne!(base, revision(&[csi]));
     }
 
     #[test]

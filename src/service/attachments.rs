@@ -130,6 +130,7 @@ impl Services {
                     mountpoint,
                     export_name: new_export_name(),
                     now_ms: self.clock.now_ms(),
+                    manager: request.manager,
                 },
                 &job,
             )

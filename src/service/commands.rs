@@ -7,7 +7,7 @@
 use super::attributes::{PolicySettings, StoredField, VolumeAttributes};
 use serde_json::{Map, Value};
 use std::net::IpAddr;
-use svs_domain::{Consistency, Gib, JobState, ResourceName, VolumeType};
+use svs_domain::{AttachmentManager, Consistency, Gib, JobState, ResourceName, VolumeType};
 
 /// `POST /signin`.
 #[derive(Debug, Clone)]
@@ -138,6 +138,7 @@ pub struct CreateAttachment {
     pub node: String,
     pub readonly: bool,
     pub mountpoint: String,
+    pub manager: AttachmentManager,
 }
 
 /// `PATCH .../attachments/{node}`: None keeps the current value.

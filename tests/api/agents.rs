@@ -313,7 +313,7 @@ async fn the_long_poll_wakes_on_a_change_and_host_reports_show_in_attachments() 
             "volumeid": volume_id, "volumename": "v", "snapshotid": "top", "snapshotname": "top",
             "state": "Attached", "readonly": false, "mountpoint": "/mnt/data",
             "exportname": a["exportname"], "uri": a["uri"], "type": "block",
-            "filesystem": null, "filesystemprovisioned": false, "size": 4,
+            "filesystem": null, "filesystemprovisioned": false, "size": 4, "manager": "agent",
         }])
     );
     let revision = state["revision"].as_str().unwrap_or_default().to_string();

@@ -707,3 +707,43 @@ async fn reference_attachment_fields_svs_ignores_must_still_be_of_their_type() {
         (json!("Attached"), json!(false))
     );
 }
+
+#[tokio::test]
+async fn an_attachment_names_its_manager_agent_by_default_or_csi_and_nothing_else() {
+    let (app, a) = attached_v().await;
+    assert_eq!(a["manager"], "agent", "{a}");
+    app.create_volume("w", 1, "mirror").await;
+    let path = "/volumes/w/snapshots/top/attachments";
+    for bad in [json!("CSI"), json!(""), json!(7)] {
+        let (status, reply) = app
+            .post(path, json!({"node": "host-1", "manager": bad}))
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {reply}");
+        let message = if bad.is_string() {
+            "manager must be 'agent' or 'csi'"
+        } else {
+            "manager must be a string"
+        };
+        assert_eq!(reply, json!({"message": message}), "{bad}");
+    }
+    let (status, reply) = app.get(&format!("{path}/host-1")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "nothing made: {reply}");
+    let (status, reply) = app
+        .post(path, json!({"node": "host-1", "manager": "csi"}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    let job = app
+        .wait_job(reply["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    let (_, csi) = app.get(&format!("{path}/host-1")).await;
+    assert_eq!(csi["manager"], "csi", "{csi}");
+    assert_eq!(csi["state"], "Attached", "{csi}");
+    // A detach does not wait for an agent that never holds it.
+    let (status, reply) = app.delete(&format!("{path}/host-1")).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    let job = app
+        .wait_job(reply["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+}

@@ -7,13 +7,14 @@
 
 use crate::attach::topology;
 use crate::harness::*;
+use crate::host_side::{device_processes, HostSide};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,30 +22,8 @@ use svs_hostdev::host as hd;
 
 const GIB: u64 = 1 << 30;
 
-/// One test's host side: a unique directory holding the agent's state and
-/// mounts, and the agent process. Dropping it (also when the test fails)
-/// kills the agent and takes down every mount, loop device and device
-/// process under that directory, and nothing else.
-struct HostSide {
-    root: tempfile::TempDir,
-    agent: Option<Child>,
-}
-
+/// The agent's side of a host: its credential, mounts and process.
 impl HostSide {
-    fn new() -> HostSide {
-        HostSide {
-            root: tempfile::Builder::new()
-                .prefix("svs-agent-test-")
-                .tempdir()
-                .expect("temp dir"),
-            agent: None,
-        }
-    }
-
-    fn path(&self) -> &Path {
-        self.root.path()
-    }
-
     fn credential_file(&self) -> PathBuf {
         self.path().join("credential")
     }
@@ -76,73 +55,16 @@ impl HostSide {
             .stderr(log.try_clone().expect("log"))
             .spawn()
             .expect("svs agent starts");
-        self.agent = Some(child);
+        self.process = Some(child);
     }
 
     /// SIGKILL, like a crash.
     fn kill_agent(&mut self) {
-        if let Some(mut child) = self.agent.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.kill_process();
     }
 
     fn log(&self) -> String {
         std::fs::read_to_string(self.path().join("agent.log")).unwrap_or_default()
-    }
-
-    /// Mounts (filesystems and FUSE files), loop devices and device
-    /// processes under this test's directory.
-    fn leftovers(&self) -> Vec<String> {
-        let root = self.path();
-        let mut left: Vec<String> = hd::mounts()
-            .unwrap()
-            .into_iter()
-            .filter(|m| m.target.starts_with(root))
-            .map(|m| format!("mount {} ({})", m.target.display(), m.fstype))
-            .collect();
-        left.extend(
-            hd::loop_devices()
-                .unwrap()
-                .into_iter()
-                .filter(|(_, back)| back.starts_with(root))
-                .map(|(dev, back)| format!("loop {} over {}", dev.display(), back.display())),
-        );
-        left.extend(
-            device_processes(root)
-                .into_iter()
-                .map(|pid| format!("device process {pid}")),
-        );
-        left
-    }
-}
-
-impl Drop for HostSide {
-    fn drop(&mut self) {
-        self.kill_agent();
-        let root = self.path().to_path_buf();
-        // Filesystems first (deepest first), then the loop devices under
-        // them, then the device processes and their FUSE files.
-        let mut mounts: Vec<_> = hd::mounts()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|m| m.target.starts_with(&root))
-            .collect();
-        mounts.sort_by_key(|m| std::cmp::Reverse(m.target.components().count()));
-        for m in mounts.iter().filter(|m| !m.fstype.starts_with("fuse")) {
-            let _ = hd::unmount_lazy(&m.target);
-        }
-        for (dev, back) in hd::loop_devices().unwrap_or_default() {
-            if back.starts_with(&root) {
-                let _ = hd::loop_detach(&dev);
-            }
-        }
-        for pid in device_processes(&root) {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-        }
-        for m in mounts.iter().filter(|m| m.fstype.starts_with("fuse")) {
-            let _ = hd::unmount_lazy(&m.target);
-        }
     }
 }
 
@@ -168,30 +90,6 @@ impl Drop for Frozen {
             .arg(&self.0)
             .status();
     }
-}
-
-/// `svs agent-device` processes whose directory is under `root`.
-fn device_processes(root: &Path) -> Vec<u32> {
-    let root = root.to_string_lossy().into_owned();
-    std::fs::read_dir("/proc")
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-                .filter(|pid| {
-                    let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-                        return false;
-                    };
-                    let args: Vec<String> = raw
-                        .split(|b| *b == 0)
-                        .map(|a| String::from_utf8_lossy(a).into_owned())
-                        .collect();
-                    args.iter().any(|a| a == "agent-device")
-                        && args.iter().any(|a| a.starts_with(&root))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Issues host-1's agent credential into the host side's credential file.
@@ -724,4 +622,82 @@ async fn a_block_volume_is_connected_as_a_device_that_grows_with_the_volume() {
     assert_eq!(job["state"], "Done", "{job}\nagent log:\n{}", host.log());
     let left = host.leftovers();
     assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// A `"manager": "csi"` attachment is the CSI node plugin's: a running
+/// agent makes no device for it and reports nothing, and its resize and
+/// detach jobs do not wait for any agent.
+#[tokio::test]
+async fn the_agent_leaves_csi_attachments_alone_and_their_jobs_do_not_wait_for_it() {
+    let app = TestApp::start_with(TestConfig {
+        settings: vec!["agent_wait_secs = 60".into()],
+        ..topology("0")
+    })
+    .await;
+    let mut host = HostSide::new();
+    app.create_policy("mirror", 1, 1, 0).await;
+    app.create_volume_done(json!({"name": "c", "type": "file", "size": 1, "policy": "mirror"}))
+        .await;
+    app.create_volume_done(json!({"name": "a", "type": "block", "size": 1, "policy": "mirror"}))
+        .await;
+    issue_credential(&app, &host).await;
+    host.start_agent(&app);
+    let (status, body) = app
+        .post(
+            "/volumes/c/snapshots/top/attachments",
+            json!({"node": "host-1", "manager": "csi"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    // An agent attachment made after it: once the agent reports this one,
+    // it has acted on a desired state that held both.
+    let (status, body) = app
+        .post(
+            "/volumes/a/snapshots/top/attachments",
+            json!({"node": "host-1"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    wait_host(&app, &host, "a", |a| a["hoststate"] == "Connected").await;
+    let c = attachment(&app, "c").await;
+    assert_eq!(c["manager"], "csi", "{c}");
+    assert_eq!(c["hoststate"], Value::Null, "{c}");
+    assert_eq!(
+        device_processes(host.path()).len(),
+        1,
+        "only a's device: {:?}",
+        host.leftovers()
+    );
+    let devices: Vec<String> = std::fs::read_dir(host.path().join("state/devices"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(devices.len(), 1, "{devices:?}");
+    assert!(!devices[0].starts_with(c["volumeid"].as_str().unwrap()));
+
+    // Its resize is done without waiting (its host grows the filesystem),
+    // and so is its detach.
+    let started = Instant::now();
+    let job_id = app.start_resize("c", 2, false).await;
+    let job = app.wait_job(&job_id).await;
+    assert_eq!(job["state"], "Done", "{job}");
+    assert!(
+        last_detail(&job)
+            .ends_with("Filesystem ext4 not grown: the volume is attached, its host grows it"),
+        "{job}"
+    );
+    let (status, body) = app
+        .delete("/volumes/c/snapshots/top/attachments/host-1")
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    assert!(started.elapsed() < Duration::from_secs(30));
 }

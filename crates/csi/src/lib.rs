@@ -7,7 +7,11 @@
 //! (`src/csi/`), which implements the traits in [`proto`] with the types
 //! re-exported here, so that only this crate names tonic's version.
 
+mod absent;
+
 use std::path::{Path, PathBuf};
+
+pub use absent::Absent;
 
 pub use bpfman_csi::v1 as proto;
 pub use prost_types;

@@ -287,9 +287,45 @@ impl VolumeType {
     }
 }
 
+/// Who makes an attachment real on its node: the node's host agent
+/// (`svs agent`), or the CSI node plugin (`svs csi node`), in which case the
+/// agent leaves it alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum AttachmentManager {
+    #[default]
+    Agent,
+    Csi,
+}
+
+impl AttachmentManager {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            AttachmentManager::Agent => "agent",
+            AttachmentManager::Csi => "csi",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<AttachmentManager> {
+        match s {
+            "agent" => Some(AttachmentManager::Agent),
+            "csi" => Some(AttachmentManager::Csi),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attachment_managers_round_trip_by_name() {
+        for m in [AttachmentManager::Agent, AttachmentManager::Csi] {
+            assert_eq!(AttachmentManager::parse(m.as_str()), Some(m));
+        }
+        assert_eq!(AttachmentManager::parse("Csi"), None);
+        assert_eq!(AttachmentManager::default(), AttachmentManager::Agent);
+    }
 
     #[test]
     fn copies_follow_the_largest_resiliency() {

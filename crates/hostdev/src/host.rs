@@ -180,6 +180,23 @@ pub fn block_size(device: &Path) -> Result<u64> {
 /// Total bytes of the filesystem mounted on `path` (what `df` shows as its
 /// size).
 pub fn filesystem_bytes(path: &Path) -> Result<u64> {
+    Ok(filesystem_stats(path)?.total_bytes)
+}
+
+/// What `df` and `df -i` show for the filesystem holding `path`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsStats {
+    pub total_bytes: u64,
+    /// Free for unprivileged users.
+    pub available_bytes: u64,
+    pub used_bytes: u64,
+    pub total_inodes: u64,
+    pub free_inodes: u64,
+    pub used_inodes: u64,
+}
+
+/// statvfs(3) of the filesystem holding `path`.
+pub fn filesystem_stats(path: &Path) -> Result<FsStats> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| {
         HostDevError::io(
@@ -197,7 +214,74 @@ pub fn filesystem_bytes(path: &Path) -> Result<u64> {
             std::io::Error::last_os_error(),
         ));
     }
-    Ok(st.f_blocks.saturating_mul(st.f_frsize))
+    let unit = st.f_frsize;
+    #[allow(clippy::useless_conversion)] // fsfilcnt_t is u32 on some targets
+    let (files, ffree) = (u64::from(st.f_files), u64::from(st.f_ffree));
+    Ok(FsStats {
+        total_bytes: st.f_blocks.saturating_mul(unit),
+        available_bytes: st.f_bavail.saturating_mul(unit),
+        used_bytes: st.f_blocks.saturating_sub(st.f_bfree).saturating_mul(unit),
+        total_inodes: files,
+        free_inodes: ffree,
+        used_inodes: files.saturating_sub(ffree),
+    })
+}
+
+/// Bind-mounts `source` (a directory, or a device node onto a file) on
+/// `target` and leaves it mounted; read-only with `read_only` (a bind mount
+/// takes `ro` only from a remount, so that is a second step; when it fails
+/// the bind mount is undone).
+pub fn bind_mount(source: &Path, target: &Path, read_only: bool) -> Result<()> {
+    run(
+        "mount",
+        &["--bind".as_ref(), source.as_os_str(), target.as_os_str()],
+    )?;
+    if read_only {
+        if let Err(e) = remount_read_only(target) {
+            let _ = unmount(target);
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// Makes the bind mount on `target` read-only (the filesystem under it
+/// stays as it is elsewhere).
+pub fn remount_read_only(target: &Path) -> Result<()> {
+    run(
+        "mount",
+        &[
+            "-o".as_ref(),
+            "remount,bind,ro".as_ref(),
+            target.as_os_str(),
+        ],
+    )
+    .map(drop)
+}
+
+/// The filesystem type on `device` as blkid(8) probes it (`ext4`, `xfs`,
+/// ...); None for a blank device (blkid exits 2 when it finds nothing).
+pub fn filesystem_type(device: &Path) -> Result<Option<String>> {
+    // blkid also exits 2 for a device that does not exist.
+    std::fs::metadata(device)
+        .map_err(|e| HostDevError::io(format!("probing {}", device.display()), e))?;
+    let out = std::process::Command::new("blkid")
+        .args(["-p", "-o", "value", "-s", "TYPE"])
+        .arg(device)
+        .output()
+        .map_err(|e| HostDevError::io(format!("running `blkid {}`", device.display()), e))?;
+    match out.status.code() {
+        Some(0) => {
+            let kind = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            Ok((!kind.is_empty()).then_some(kind))
+        }
+        Some(2) => Ok(None),
+        _ => Err(HostDevError::Command {
+            command: format!("blkid -p -o value -s TYPE {}", device.display()),
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        }),
+    }
 }
 
 /// Grows a mounted filesystem to fill its device, online: `xfs_growfs` on

@@ -7,9 +7,9 @@
 use crate::testing::{self, new_job, user_and_policy};
 use crate::*;
 use svs_domain::{
-    place_volume, AttachmentArgs, Consistency, CreateVolumeArgs, JobSpec, JobState, MediumState,
-    PlacementRequest, Reservation, Resiliency, ResizePlan, ResizeVolumeArgs, SliceGrowth,
-    SliceMove, SlicePlacement, SnapshotArgs, SnapshotState, VolumeState, VolumeType,
+    place_volume, AttachmentArgs, AttachmentManager, Consistency, CreateVolumeArgs, JobSpec,
+    JobState, MediumState, PlacementRequest, Reservation, Resiliency, ResizePlan, ResizeVolumeArgs,
+    SliceGrowth, SliceMove, SlicePlacement, SnapshotArgs, SnapshotState, VolumeState, VolumeType,
 };
 
 /// One `#[tokio::test]` per behaviour below, each on a fresh store from `$open`.
@@ -1048,6 +1048,11 @@ pub(crate) async fn a_node_lists_its_attachments_of_every_tenant_with_host_repor
                         mountpoint: "/mnt".into(),
                         export_name: format!("{id}-{node}"),
                         now_ms: 4,
+                        manager: if node == "host-8" {
+                            AttachmentManager::Csi
+                        } else {
+                            AttachmentManager::Agent
+                        },
                     },
                     &new_job(
                         owner,
@@ -1080,6 +1085,14 @@ pub(crate) async fn a_node_lists_its_attachments_of_every_tenant_with_host_repor
     assert_eq!(listed[1].volume_kind, VolumeType::Block);
     assert_eq!(listed[1].snapshot_size, None);
     assert!(listed.iter().all(|a| a.attachment.host.is_none()));
+    assert!(listed
+        .iter()
+        .all(|a| a.attachment.manager == AttachmentManager::Agent));
+    let csi = store.node_attachments("host-8").await.expect("list");
+    assert_eq!(csi.len(), 2);
+    assert!(csi
+        .iter()
+        .all(|a| a.attachment.manager == AttachmentManager::Csi));
 
     let report = HostReport {
         state: "Mounted".into(),
@@ -1106,13 +1119,26 @@ pub(crate) async fn a_node_lists_its_attachments_of_every_tenant_with_host_repor
         .await
         .expect("read")
         .expect("attachment");
-    assert_eq!(a.host, Some(report));
+    assert_eq!(a.host.as_ref(), Some(&report));
     let b = store
         .get_attachment("vol-1", "top", "host-8")
         .await
         .expect("read")
         .expect("attachment");
     assert_eq!(b.host, None);
+    // A CSI attachment is never the agent's, whatever is reported on it.
+    store
+        .set_host_report("vol-1", "top", "host-8", &report)
+        .await
+        .expect("report");
+    let b = store
+        .get_attachment("vol-1", "top", "host-8")
+        .await
+        .expect("read")
+        .expect("attachment");
+    assert_eq!(b.manager, AttachmentManager::Csi);
+    assert!(!b.is_agent_managed());
+    assert!(a.is_agent_managed());
 }
 
 pub(crate) async fn a_recorded_resize_sizes_the_volume_while_its_job_goes_on(store: &dyn Store) {

@@ -2,8 +2,8 @@
 
 use serde_json::{Map, Value};
 use svs_domain::{
-    Consistency, Gib, JobKind, JobSpec, JobSpecError, JobState, Resiliency, Slice, SnapshotState,
-    VolumeState, VolumeType,
+    AttachmentManager, Consistency, Gib, JobKind, JobSpec, JobSpecError, JobState, Resiliency,
+    Slice, SnapshotState, VolumeState, VolumeType,
 };
 
 #[derive(Debug, Clone)]
@@ -279,6 +279,7 @@ pub struct NewAttachment {
     pub mountpoint: String,
     pub export_name: String,
     pub now_ms: i64,
+    pub manager: AttachmentManager,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -300,6 +301,9 @@ pub struct Attachment {
     pub created_ms: i64,
     /// What the node's agent last reported; None until it reports.
     pub host: Option<HostReport>,
+    /// Who makes it real on the node (a CSI attachment is never the host
+    /// agent's).
+    pub manager: AttachmentManager,
 }
 
 /// Host states an agent reports.
@@ -312,9 +316,11 @@ impl Attachment {
     /// A node's agent holds it (reported it Connected or Mounted and has not
     /// said Disconnected since): jobs leave the host side to that agent.
     pub fn is_agent_managed(&self) -> bool {
-        self.host
-            .as_ref()
-            .is_some_and(|h| h.state == HOST_CONNECTED || h.state == HOST_MOUNTED)
+        self.manager == AttachmentManager::Agent
+            && self
+                .host
+                .as_ref()
+                .is_some_and(|h| h.state == HOST_CONNECTED || h.state == HOST_MOUNTED)
     }
 }
 

@@ -7,12 +7,13 @@ use crate::{AttachmentStore, StoreError, StoreResult};
 use async_trait::async_trait;
 use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
+use svs_domain::AttachmentManager;
 
 pub(super) const ATTACHMENT_SELECT: &str = "SELECT a.volume_id, v.name AS volume_name, a.node, \
     a.tenant_id, a.snapshot, COALESCE(s.name, a.snapshot) AS snapshot_name, a.readonly, \
     a.mountpoint, a.export_name, a.state, a.created_ms, \
     a.host_state, a.host_detail, a.host_device, a.host_mountpath, a.fs_bytes, a.fs_size_gib, \
-    a.grow_error, a.host_updated_ms, \
+    a.grow_error, a.host_updated_ms, a.manager, \
     v.type AS volume_type, v.size_gib AS volume_size, v.attributes AS volume_attributes, \
     s.volume_size_gib AS snapshot_size, \
     v.job_id, j.progress AS job_progress, j.status AS job_status \
@@ -61,6 +62,11 @@ pub(super) fn attachment_row(row: &SqliteRow) -> StoreResult<Attachment> {
         job,
         created_ms: row.try_get("created_ms")?,
         host: host_report(row)?,
+        manager: {
+            let m: String = row.try_get("manager")?;
+            AttachmentManager::parse(&m)
+                .ok_or_else(|| StoreError::Corrupt(format!("attachment manager {m:?}")))?
+        },
     })
 }
 
@@ -70,7 +76,8 @@ impl AttachmentStore for SqliteStore {
         let mut tx = self.begin_write().await?;
         let inserted = sqlx::query(
             "INSERT INTO attachments (volume_id, node, tenant_id, snapshot, readonly, mountpoint, \
-             export_name, state, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, 'Attaching', ?)",
+             export_name, state, created_ms, manager) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, 'Attaching', ?, ?)",
         )
         .bind(&a.volume_id)
         .bind(&a.node)
@@ -80,6 +87,7 @@ impl AttachmentStore for SqliteStore {
         .bind(&a.mountpoint)
         .bind(&a.export_name)
         .bind(a.now_ms)
+        .bind(a.manager.as_str())
         .execute(&mut *tx)
         .await;
         conflict_on_unique(inserted, || {

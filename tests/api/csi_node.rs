@@ -1,0 +1,620 @@
+//! The CSI node plugin end to end: the real `svs serve` and a real
+//! `svs csi node --node host-1` on a unix socket. The test plays the
+//! controller side over HTTP (a `"manager": "csi"` attachment, its `uri`
+//! into the publish context) and the kubelet over gRPC: stage, publish
+//! (read-write and read-only bind mounts, a raw block device), stats,
+//! online expansion after an in-place resize, a plugin restart, and
+//! idempotent teardown, leaving nothing mounted, looped or running.
+
+use crate::harness::*;
+use crate::host_side::HostSide;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use svs_csi::proto::node_client::NodeClient;
+use svs_csi::proto::node_service_capability::{rpc, Type as CapabilityType};
+use svs_csi::proto::volume_capability::access_mode::Mode;
+use svs_csi::proto::volume_capability::{AccessMode, AccessType, BlockVolume, MountVolume};
+use svs_csi::proto::volume_usage::Unit;
+use svs_csi::proto::{
+    CapacityRange, NodeExpandVolumeRequest, NodeGetCapabilitiesRequest, NodeGetInfoRequest,
+    NodeGetVolumeStatsRequest, NodePublishVolumeRequest, NodeStageVolumeRequest,
+    NodeUnpublishVolumeRequest, NodeUnstageVolumeRequest, VolumeCapability,
+};
+use svs_csi::tonic::transport::Channel;
+use svs_csi::tonic::Code;
+use svs_hostdev::host as hd;
+
+type Node = NodeClient<Channel>;
+
+impl HostSide {
+    fn endpoint(&self) -> String {
+        format!("unix://{}", self.path().join("csi.sock").display())
+    }
+
+    /// Starts `svs csi node` and waits until it answers.
+    async fn start_node_plugin(&mut self) -> Node {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.path().join("node.log"))
+            .expect("node plugin log");
+        let child = Command::new(svs_bin())
+            .args(["csi", "node", "--node", "host-1", "--zone", "z1"])
+            .arg("--endpoint")
+            .arg(self.endpoint())
+            .arg("--state-dir")
+            .arg(self.path().join("state"))
+            .env("SVS_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("svs csi node starts");
+        self.process = Some(child);
+        let start = Instant::now();
+        loop {
+            if let Ok(channel) = svs_csi::connect(&self.endpoint()).await {
+                let mut node = NodeClient::new(channel);
+                if node.node_get_info(NodeGetInfoRequest {}).await.is_ok() {
+                    return node;
+                }
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "the node plugin did not answer: {}",
+                self.node_log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn node_log(&self) -> String {
+        std::fs::read_to_string(self.path().join("node.log")).unwrap_or_default()
+    }
+
+    /// A directory as the kubelet makes it for a staging path.
+    fn staging(&self, name: &str) -> PathBuf {
+        let dir = self.path().join("staging").join(name);
+        std::fs::create_dir_all(&dir).expect("staging dir");
+        dir
+    }
+
+    /// A publish target: its parent exists, the target itself not yet.
+    fn target(&self, pod: &str) -> PathBuf {
+        let dir = self.path().join("pods").join(pod);
+        std::fs::create_dir_all(&dir).expect("pod dir");
+        dir.join("volume")
+    }
+}
+
+/// Attaches `volume` to host-1 as the controller plugin does; returns the
+/// attachment.
+async fn csi_attach(app: &TestApp, volume: &str) -> Value {
+    let path = format!("/volumes/{volume}/snapshots/top/attachments");
+    let (status, body) = app
+        .post(&path, json!({"node": "host-1", "manager": "csi"}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    let (status, a) = app.get(&format!("{path}/host-1")).await;
+    assert_eq!(status, StatusCode::OK, "{a}");
+    assert_eq!(a["manager"], "csi", "{a}");
+    a
+}
+
+fn publish_context(a: &Value) -> HashMap<String, String> {
+    [
+        ("uri", a["uri"].as_str().unwrap_or_default()),
+        ("exportname", a["exportname"].as_str().unwrap_or_default()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+fn capability(kind: AccessType, mode: Mode) -> Option<VolumeCapability> {
+    Some(VolumeCapability {
+        access_type: Some(kind),
+        access_mode: Some(AccessMode { mode: mode as i32 }),
+    })
+}
+
+fn mount_xfs() -> Option<VolumeCapability> {
+    capability(
+        AccessType::Mount(MountVolume {
+            fs_type: "xfs".into(),
+            ..MountVolume::default()
+        }),
+        Mode::SingleNodeWriter,
+    )
+}
+
+fn block() -> Option<VolumeCapability> {
+    capability(AccessType::Block(BlockVolume {}), Mode::SingleNodeWriter)
+}
+
+fn stage_request(
+    id: &str,
+    a: &Value,
+    staging: &Path,
+    cap: Option<VolumeCapability>,
+) -> NodeStageVolumeRequest {
+    NodeStageVolumeRequest {
+        volume_id: id.into(),
+        publish_context: publish_context(a),
+        staging_target_path: staging.display().to_string(),
+        volume_capability: cap,
+        ..NodeStageVolumeRequest::default()
+    }
+}
+
+fn publish_request(
+    id: &str,
+    staging: &Path,
+    target: &Path,
+    cap: Option<VolumeCapability>,
+    readonly: bool,
+) -> NodePublishVolumeRequest {
+    NodePublishVolumeRequest {
+        volume_id: id.into(),
+        staging_target_path: staging.display().to_string(),
+        target_path: target.display().to_string(),
+        volume_capability: cap,
+        readonly,
+        ..NodePublishVolumeRequest::default()
+    }
+}
+
+fn unpublish_request(id: &str, target: &Path) -> NodeUnpublishVolumeRequest {
+    NodeUnpublishVolumeRequest {
+        volume_id: id.into(),
+        target_path: target.display().to_string(),
+    }
+}
+
+fn unstage_request(id: &str, staging: &Path) -> NodeUnstageVolumeRequest {
+    NodeUnstageVolumeRequest {
+        volume_id: id.into(),
+        staging_target_path: staging.display().to_string(),
+    }
+}
+
+fn expand_request(id: &str, path: &Path, bytes: u64) -> NodeExpandVolumeRequest {
+    NodeExpandVolumeRequest {
+        volume_id: id.into(),
+        volume_path: path.display().to_string(),
+        capacity_range: Some(CapacityRange {
+            required_bytes: bytes as i64,
+            limit_bytes: 0,
+        }),
+        ..NodeExpandVolumeRequest::default()
+    }
+}
+
+fn fstypes_on(target: &Path) -> Vec<String> {
+    hd::mounts_on(target)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.fstype)
+        .collect()
+}
+
+/// Resizes in place over HTTP, as ControllerExpandVolume does.
+async fn resize_in_place(app: &TestApp, volume: &str, size: u64) {
+    let job_id = app.start_resize(volume, size, false).await;
+    let job = app.wait_job(&job_id).await;
+    assert_eq!(job["state"], "Done", "{job}");
+}
+
+#[tokio::test]
+async fn the_node_plugin_stages_publishes_grows_and_takes_down_a_file_volume() {
+    let app = TestApp::start_with(crate::attach::topology("0")).await;
+    let mut host = HostSide::new();
+    app.create_policy("mirror", 1, 1, 0).await;
+    let id = app
+        .create_volume_done(
+            json!({"name": "f", "type": "file", "filesystem": "xfs", "size": 1, "policy": "mirror"}),
+        )
+        .await;
+    let a = csi_attach(&app, "f").await;
+    let mut node = host.start_node_plugin().await;
+
+    let info = node
+        .node_get_info(NodeGetInfoRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(info.node_id, "host-1");
+    assert_eq!(info.max_volumes_per_node, 0);
+    let segments = info.accessible_topology.unwrap().segments;
+    assert_eq!(
+        segments,
+        HashMap::from([(svs_csi::ZONE_TOPOLOGY_KEY.to_string(), "z1".to_string())])
+    );
+    let mut kinds: Vec<i32> = node
+        .node_get_capabilities(NodeGetCapabilitiesRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .capabilities
+        .into_iter()
+        .filter_map(|c| c.r#type.map(|CapabilityType::Rpc(r)| r.r#type))
+        .collect();
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        vec![
+            rpc::Type::StageUnstageVolume as i32,
+            rpc::Type::GetVolumeStats as i32,
+            rpc::Type::ExpandVolume as i32
+        ]
+    );
+
+    // Missing fields.
+    for (request, message) in [
+        (
+            stage_request("", &a, &host.staging("f"), mount_xfs()),
+            "volume_id is required",
+        ),
+        (
+            stage_request(&id, &a, Path::new(""), mount_xfs()),
+            "staging_target_path is required",
+        ),
+        (
+            stage_request(&id, &a, &host.staging("f"), None),
+            "volume_capability is required",
+        ),
+        (
+            NodeStageVolumeRequest {
+                publish_context: HashMap::new(),
+                ..stage_request(&id, &a, &host.staging("f"), mount_xfs())
+            },
+            "publish_context.uri is required",
+        ),
+    ] {
+        let status = node.node_stage_volume(request).await.unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+        assert_eq!(status.message(), message);
+    }
+    let status = node
+        .node_publish_volume(publish_request(
+            &id,
+            &host.staging("f"),
+            Path::new(""),
+            mount_xfs(),
+            false,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (status.code(), status.message()),
+        (Code::InvalidArgument, "target_path is required")
+    );
+    let status = node
+        .node_unpublish_volume(unpublish_request("", &host.target("x")))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (status.code(), status.message()),
+        (Code::InvalidArgument, "volume_id is required")
+    );
+
+    // Publishing before staging is refused.
+    let staging = host.staging("f");
+    let status = node
+        .node_publish_volume(publish_request(
+            &id,
+            &staging,
+            &host.target("early"),
+            mount_xfs(),
+            false,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+
+    // Stage (twice: idempotent): the volume's XFS on the staging path.
+    for _ in 0..2 {
+        node.node_stage_volume(stage_request(&id, &a, &staging, mount_xfs()))
+            .await
+            .unwrap_or_else(|e| panic!("{e:?}\n{}", host.node_log()));
+    }
+    assert_eq!(fstypes_on(&staging), vec!["xfs".to_string()]);
+
+    // Publish read-write (twice) and write files there.
+    let rw = host.target("writer");
+    for _ in 0..2 {
+        node.node_publish_volume(publish_request(&id, &staging, &rw, mount_xfs(), false))
+            .await
+            .unwrap();
+    }
+    let data = pattern(3, 4 << 20);
+    std::fs::write(rw.join("data"), &data).unwrap();
+    std::fs::create_dir(rw.join("dir")).unwrap();
+    std::fs::write(rw.join("dir/small"), b"small").unwrap();
+    assert_eq!(std::fs::read(staging.join("data")).unwrap(), data);
+
+    // The plugin restarts: it finds its device and mount again.
+    host.kill_process();
+    let mut node = host.start_node_plugin().await;
+    node.node_stage_volume(stage_request(&id, &a, &staging, mount_xfs()))
+        .await
+        .unwrap();
+    assert_eq!(fstypes_on(&staging), vec!["xfs".to_string()]);
+
+    // A second, read-only publish: reads work, writes fail with EROFS.
+    let ro = host.target("reader");
+    node.node_publish_volume(publish_request(&id, &staging, &ro, mount_xfs(), true))
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read(ro.join("data")).unwrap(), data);
+    let err = std::fs::write(ro.join("nope"), b"x").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EROFS), "{err}");
+    std::fs::write(rw.join("still"), b"rw").unwrap();
+    // The same target with another mode is an incompatible publish.
+    let status = node
+        .node_publish_volume(publish_request(&id, &staging, &ro, mount_xfs(), false))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::AlreadyExists, "{status:?}");
+
+    // Stats: bytes and inodes of the filesystem; unknown paths.
+    let stats = node
+        .node_get_volume_stats(NodeGetVolumeStatsRequest {
+            volume_id: id.clone(),
+            volume_path: rw.display().to_string(),
+            staging_target_path: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let bytes = stats
+        .usage
+        .iter()
+        .find(|u| u.unit == Unit::Bytes as i32)
+        .expect("bytes");
+    let inodes = stats
+        .usage
+        .iter()
+        .find(|u| u.unit == Unit::Inodes as i32)
+        .expect("inodes");
+    let before = hd::filesystem_bytes(&rw).unwrap();
+    assert_eq!(bytes.total as u64, before);
+    assert!(bytes.used >= 4 << 20 && bytes.available > 0, "{bytes:?}");
+    assert!(inodes.total > 0 && inodes.used >= 3, "{inodes:?}");
+    assert!(before < GIB, "{before}");
+    let status = node
+        .node_get_volume_stats(NodeGetVolumeStatsRequest {
+            volume_id: id.clone(),
+            volume_path: host.path().join("missing").display().to_string(),
+            staging_target_path: String::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+    let status = node
+        .node_get_volume_stats(NodeGetVolumeStatsRequest {
+            volume_id: "not-staged".into(),
+            volume_path: rw.display().to_string(),
+            staging_target_path: String::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+
+    // Grow in place over HTTP (the controller's part), then on the node.
+    resize_in_place(&app, "f", 2).await;
+    let grown = node
+        .node_expand_volume(expand_request(&id, &rw, 2 * GIB))
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", host.node_log()))
+        .into_inner();
+    assert_eq!(grown.capacity_bytes as u64, 2 * GIB);
+    let after = hd::filesystem_bytes(&rw).unwrap();
+    assert!(after > before + GIB / 2, "df {before} -> {after}");
+    assert_eq!(hd::filesystem_bytes(&ro).unwrap(), after);
+    assert_eq!(std::fs::read(rw.join("data")).unwrap(), data);
+    assert_eq!(std::fs::read(rw.join("dir/small")).unwrap(), b"small");
+    // Again: nothing left to do.
+    node.node_expand_volume(expand_request(&id, &rw, 2 * GIB))
+        .await
+        .unwrap();
+    let status = node
+        .node_expand_volume(expand_request("not-staged", &rw, 2 * GIB))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+
+    // Teardown, each call twice.
+    for target in [&ro, &rw] {
+        for _ in 0..2 {
+            node.node_unpublish_volume(unpublish_request(&id, target))
+                .await
+                .unwrap();
+        }
+        assert!(!target.exists(), "{}", target.display());
+    }
+    for _ in 0..2 {
+        node.node_unstage_volume(unstage_request(&id, &staging))
+            .await
+            .unwrap_or_else(|e| panic!("{e:?}\n{}", host.node_log()));
+    }
+    assert!(fstypes_on(&staging).is_empty());
+    assert!(staging.exists(), "the kubelet's staging directory stays");
+    assert_eq!(host.leftovers(), Vec::<String>::new());
+
+    // The attachment goes without waiting for any agent.
+    let (status, body) = app
+        .delete("/volumes/f/snapshots/top/attachments/host-1")
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+}
+
+#[tokio::test]
+async fn a_raw_block_volume_is_published_as_a_device_file_and_grows() {
+    let app = TestApp::start_with(crate::attach::topology("0")).await;
+    let mut host = HostSide::new();
+    app.create_policy("mirror", 1, 1, 0).await;
+    let id = app
+        .create_volume_done(json!({"name": "b", "type": "block", "size": 1, "policy": "mirror"}))
+        .await;
+    let a = csi_attach(&app, "b").await;
+    let mut node = host.start_node_plugin().await;
+    let staging = host.staging("b");
+    node.node_stage_volume(stage_request(&id, &a, &staging, block()))
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", host.node_log()));
+    assert!(fstypes_on(&staging).is_empty(), "nothing mounted for block");
+
+    let target = host.target("dev");
+    for _ in 0..2 {
+        node.node_publish_volume(publish_request(&id, &staging, &target, block(), false))
+            .await
+            .unwrap_or_else(|e| panic!("{e:?}\n{}", host.node_log()));
+    }
+    let meta = std::fs::metadata(&target).unwrap();
+    assert!(meta.file_type().is_block_device(), "{meta:?}");
+    let data = pattern(9, 1 << 20);
+    {
+        let mut dev = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&target)
+            .unwrap();
+        dev.seek(SeekFrom::Start(GIB - (1 << 20))).unwrap();
+        dev.write_all(&data).unwrap();
+        dev.sync_all().unwrap();
+        let mut back = vec![0u8; data.len()];
+        dev.seek(SeekFrom::Start(GIB - (1 << 20))).unwrap();
+        dev.read_exact(&mut back).unwrap();
+        assert_eq!(back, data);
+    }
+    let stats = node
+        .node_get_volume_stats(NodeGetVolumeStatsRequest {
+            volume_id: id.clone(),
+            volume_path: target.display().to_string(),
+            staging_target_path: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(stats.usage.len(), 1, "{stats:?}");
+    assert_eq!(stats.usage[0].total as u64, GIB);
+    assert_eq!(stats.usage[0].unit, Unit::Bytes as i32);
+
+    resize_in_place(&app, "b", 2).await;
+    let grown = node
+        .node_expand_volume(expand_request(&id, &target, 2 * GIB))
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", host.node_log()))
+        .into_inner();
+    assert_eq!(grown.capacity_bytes as u64, 2 * GIB);
+    assert_eq!(hd::block_size(&target).unwrap(), 2 * GIB);
+    {
+        let mut dev = std::fs::File::open(&target).unwrap();
+        let mut back = vec![0u8; data.len()];
+        dev.seek(SeekFrom::Start(GIB - (1 << 20))).unwrap();
+        dev.read_exact(&mut back).unwrap();
+        assert_eq!(back, data, "the bytes stay where they were");
+    }
+
+    for _ in 0..2 {
+        node.node_unpublish_volume(unpublish_request(&id, &target))
+            .await
+            .unwrap();
+    }
+    assert!(!target.exists());
+    for _ in 0..2 {
+        node.node_unstage_volume(unstage_request(&id, &staging))
+            .await
+            .unwrap();
+    }
+    assert_eq!(host.leftovers(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_blank_volume_is_formatted_once_and_stays_staged_where_it_is() {
+    let app = TestApp::start_with(crate::attach::topology("0")).await;
+    let mut host = HostSide::new();
+    app.create_policy("mirror", 1, 1, 0).await;
+    // A `block` volume has no filesystem: a mount capability formats it.
+    let id = app
+        .create_volume_done(json!({"name": "m", "type": "block", "size": 1, "policy": "mirror"}))
+        .await;
+    let a = csi_attach(&app, "m").await;
+    let mut node = host.start_node_plugin().await;
+    let ext4 = capability(
+        AccessType::Mount(MountVolume::default()),
+        Mode::SingleNodeWriter,
+    );
+    let staging = host.staging("m");
+    node.node_stage_volume(stage_request(&id, &a, &staging, ext4.clone()))
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", host.node_log()));
+    assert_eq!(fstypes_on(&staging), vec!["ext4".to_string()]);
+    std::fs::write(staging.join("kept"), b"not formatted twice").unwrap();
+
+    // Another staging path while staged: an incompatible stage.
+    let status = node
+        .node_stage_volume(stage_request(&id, &a, &host.staging("other"), ext4.clone()))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::AlreadyExists, "{status:?}");
+
+    // Staged again after an unstage (an XFS capability now): the ext4 it
+    // holds is mounted as it is, with its files.
+    node.node_unstage_volume(unstage_request(&id, &staging))
+        .await
+        .unwrap();
+    assert!(fstypes_on(&staging).is_empty());
+    node.node_stage_volume(stage_request(&id, &a, &staging, mount_xfs()))
+        .await
+        .unwrap();
+    assert_eq!(fstypes_on(&staging), vec!["ext4".to_string()]);
+    assert_eq!(
+        std::fs::read(staging.join("kept")).unwrap(),
+        b"not formatted twice"
+    );
+    node.node_unstage_volume(unstage_request(&id, &staging))
+        .await
+        .unwrap();
+    assert_eq!(host.leftovers(), Vec::<String>::new());
+}
+
+#[test]
+fn the_node_plugin_refuses_an_endpoint_that_is_not_a_unix_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let out = Command::new(svs_bin())
+        .args([
+            "csi",
+            "node",
+            "--node",
+            "host-1",
+            "--endpoint",
+            "tcp://127.0.0.1:9",
+        ])
+        .arg("--state-dir")
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("endpoint \"tcp://127.0.0.1:9\" must be unix:///absolute/path"),
+        "{stderr}"
+    );
+    assert!(!state.exists(), "nothing made on the host");
+}
