@@ -11,7 +11,6 @@
 //! `reconcile` and `app`.
 
 pub mod agent;
-pub mod csi;
 pub mod api;
 pub mod app;
 pub mod attributes;
@@ -21,6 +20,7 @@ pub mod cli;
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod csi;
 pub mod exports;
 pub mod http;
 pub mod jobs;

@@ -115,3 +115,18 @@ fn the_agent_talks_to_the_service_over_http_only() {
         ],
     );
 }
+
+#[test]
+fn the_csi_driver_talks_to_the_service_over_http_only() {
+    assert_layer(
+        "src/csi",
+        &[
+            "crate::service",
+            "crate::api",
+            "crate::jobs",
+            "crate::app",
+            "svs_store",
+            "svs_dataplane",
+        ],
+    );
+}

@@ -72,11 +72,15 @@ impl<R: Readiness> Identity for IdentityService<R> {
                 service::Type::VolumeAccessibilityConstraints,
             ] {
                 capabilities.push(capability(plugin_capability::Type::Service(
-                    plugin_capability::Service { r#type: kind as i32 },
+                    plugin_capability::Service {
+                        r#type: kind as i32,
+                    },
                 )));
             }
         }
-        Ok(Response::new(GetPluginCapabilitiesResponse { capabilities }))
+        Ok(Response::new(GetPluginCapabilitiesResponse {
+            capabilities,
+        }))
     }
 
     async fn probe(&self, _: Request<ProbeRequest>) -> Result<Response<ProbeResponse>, Status> {
