@@ -240,6 +240,27 @@ async fn the_probe_fails_with_a_wrong_password() {
     assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
 }
 
+/// Short tokens: every call renews the IdToken (it expires within the
+/// margin), and once the refresh token has expired too, the plugin signs
+/// in again.
+#[tokio::test]
+async fn the_session_renews_and_signs_in_again() {
+    let config = TestConfig {
+        token_lifetime: "2s".into(),
+        refresh_token_lifetime: "3s".into(),
+        ..TestConfig::default()
+    };
+    let (_app, plugin) = setup(config).await;
+    create(&plugin, create_request("early", 1)).await;
+    create(&plugin, create_request("soon", 1)).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    create(&plugin, create_request("late", 1)).await;
+    let log = std::fs::read_to_string(plugin.dir.path().join("plugin.log")).unwrap();
+    assert!(log.contains("signing in again"), "{log}");
+    let probe = plugin.identity().probe(ProbeRequest {}).await.unwrap();
+    assert_eq!(probe.into_inner().ready, Some(true));
+}
+
 #[tokio::test]
 async fn create_volume_is_idempotent_and_checks_its_arguments() {
     let (app, plugin) = setup(spread_topology()).await;
@@ -419,6 +440,23 @@ async fn create_volume_is_idempotent_and_checks_its_arguments() {
         ),
         Code::InvalidArgument
     );
+}
+
+/// No medium has room: RESOURCE_EXHAUSTED, and a retry does not find a
+/// half-made volume to answer with.
+#[tokio::test]
+async fn create_volume_without_room_is_resource_exhausted() {
+    let (app, plugin) = setup(spread_topology()).await;
+    for _ in 0..2 {
+        let status = plugin
+            .controller()
+            .create_volume(create_request("huge", 40))
+            .await
+            .expect_err("no room");
+        assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    }
+    let (_, volumes) = app.get("/volumes").await;
+    assert_eq!(volumes, serde_json::json!([]));
 }
 
 #[tokio::test]
