@@ -179,9 +179,12 @@ pub fn status_of(error: ClientError) -> Status {
             401 => Status::unauthenticated(message),
             403 => Status::permission_denied(message),
             404 => Status::not_found(message),
-            // "volume 'x' is busy with job N (...)": an operation is
-            // already in progress on the volume.
-            409 if message.contains("busy with job") => Status::aborted(message),
+            // "volume 'x' is busy with job N (...)", "... while data
+            // movement job N is in progress": an operation is already in
+            // progress on the volume.
+            409 if message.contains("busy with job") || message.contains("is in progress") => {
+                Status::aborted(message)
+            }
             409 => Status::failed_precondition(message),
             429 => Status::resource_exhausted(message),
             503 => Status::unavailable(message),
@@ -264,6 +267,14 @@ mod tests {
         assert_eq!(status_of(api(404, "x")).code(), Code::NotFound);
         assert_eq!(
             status_of(api(409, "volume 'v' is busy with job 3 (volume_create)")).code(),
+            Code::Aborted
+        );
+        assert_eq!(
+            status_of(api(
+                409,
+                "deletion is not allowed on volume 'v' while data movement job 4 is in progress"
+            ))
+            .code(),
             Code::Aborted
         );
         assert_eq!(

@@ -4,8 +4,8 @@
 //! scenarios), and seed rule 7: through CSI, no data ever moves.
 
 use crate::harness::{
-    movement_topology, spread_topology, svs_bin, TestApp, TestConfig, ADMIN_EMAIL, ADMIN_PASSWORD,
-    GIB,
+    movement_topology, pattern, spread_topology, svs_bin, write_at, TestApp, TestConfig,
+    ADMIN_EMAIL, ADMIN_PASSWORD, GIB,
 };
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -986,6 +986,10 @@ async fn expansion_never_moves_data() {
     for job in &all {
         assert_ne!(job["args"]["allowdatamovement"], true, "{job}");
         assert!(
+            !job["status"].as_str().unwrap_or("").starts_with("Moving"),
+            "{job}"
+        );
+        assert!(
             !job["details"].as_array().into_iter().flatten().any(|d| d
                 .as_str()
                 .is_some_and(|d| d.to_lowercase().contains("moving"))),
@@ -996,6 +1000,71 @@ async fn expansion_never_moves_data() {
         assert_eq!(job["state"], "Error", "{job}");
         assert_eq!(job["args"]["allowdatamovement"], false, "{job}");
     }
+}
+
+/// A job already runs on the volume (a data movement started over REST):
+/// the CSI calls on it answer ABORTED, and the orchestrator retries.
+#[tokio::test]
+async fn calls_on_a_busy_volume_are_aborted() {
+    let app = TestApp::start_with(movement_topology("4 MiB")).await;
+    let id = app.mirror_beside_filler().await;
+    app.delete_volume("filler").await;
+    // 16 MiB to move at 4 MiB/s: about 4 s.
+    for i in 0..16u64 {
+        write_at(
+            &app.slice_path("m2", &id, 1, 0),
+            i << 20,
+            &pattern(i, 1 << 20),
+        );
+    }
+    let plugin = Plugin::start(&app).await;
+    let job = app.start_resize("data", 18, true).await;
+    let status = expand(&plugin, &id, 19, None).await.expect_err("busy");
+    assert_eq!(status.code(), Code::Aborted, "{status:?}");
+    assert!(status.message().contains("is in progress"), "{status:?}");
+    let delete = plugin
+        .controller()
+        .delete_volume(DeleteVolumeRequest {
+            volume_id: id.clone(),
+            ..Default::default()
+        })
+        .await;
+    assert_eq!(code(delete), Code::Aborted);
+    assert_eq!(app.wait_job(&job).await["state"], "Done");
+    // Grown by the REST call: the same size over CSI has nothing to do.
+    let same = expand(&plugin, &id, 18, None).await.expect("done already");
+    assert_eq!(same.capacity_bytes, 18 * GIB as i64);
+}
+
+/// The plugin refuses to start without a password or with a bad endpoint,
+/// saying why.
+#[test]
+fn the_controller_needs_a_password_and_a_unix_endpoint() {
+    let run = |endpoint: &str, password: Option<&str>| {
+        let mut command = Command::new(svs_bin());
+        command
+            .args(["csi", "controller", "--endpoint", endpoint])
+            .args(["--url", "http://127.0.0.1:9", "--email", ADMIN_EMAIL])
+            .env_remove("SVS_CSI_PASSWORD");
+        if let Some(p) = password {
+            command.env("SVS_CSI_PASSWORD", p);
+        }
+        let out = command.output().unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = format!("unix://{}", dir.path().join("csi.sock").display());
+    let stderr = run(&endpoint, None);
+    assert!(
+        stderr.contains("no password: set SVS_CSI_PASSWORD or pass --password-file"),
+        "{stderr}"
+    );
+    let stderr = run("tcp://127.0.0.1:9", Some("x"));
+    assert!(
+        stderr.contains("endpoint \"tcp://127.0.0.1:9\" must be unix:///absolute/path"),
+        "{stderr}"
+    );
 }
 
 /// Every request body the CSI code builds that names `allowdatamovement`
