@@ -482,9 +482,10 @@ impl Controller for ControllerService {
                     r.name
                 )));
             }
-            if str_field(&existing, "state") == "Creating" {
+            let state = str_field(&existing, "state");
+            if matches!(state, "Creating" | "Deleting") {
                 return Err(Status::aborted(format!(
-                    "volume {:?} is still being created",
+                    "volume {:?} is {state}; try again when its job ends",
                     r.name
                 )));
             }
@@ -736,7 +737,7 @@ impl Controller for ControllerService {
         let free: Vec<u64> = media
             .iter()
             .filter(|m| zone.is_none_or(|z| str_field(m, "zone") == z))
-            .filter(|m| !matches!(str_field(m, "state"), "Failed" | "Removed"))
+            .filter(|m| str_field(m, "state") != "Failed")
             .map(|m| m.get("freesize").and_then(Value::as_u64).unwrap_or(0))
             .collect();
         let total: u64 = free.iter().sum();

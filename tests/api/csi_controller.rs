@@ -1095,5 +1095,5 @@ fn the_csi_code_never_asks_for_a_data_movement() {
         }
     }
     // The expansion's body names it (false), so the scan saw it.
-    assert_eq!(named, 1);
+    assert!(named >= 1);
 }
