@@ -71,6 +71,27 @@ pub enum CsiCommand {
         #[arg(long, default_value = crate::csi::DEFAULT_NODE_STATE_DIR)]
         state_dir: PathBuf,
     },
+    /// The controller plugin (Identity + Controller services): creates,
+    /// attaches, snapshots and grows volumes through the svs API as one
+    /// user. Its password comes from SVS_CSI_PASSWORD or --password-file.
+    Controller {
+        /// Where the sidecars connect, e.g. unix:///csi/csi.sock.
+        #[arg(long, env = "CSI_ENDPOINT")]
+        endpoint: String,
+        /// Base URL of the service, e.g. http://svs:8080.
+        #[arg(long, env = "SVS_URL")]
+        url: String,
+        /// The user the plugin signs in as.
+        #[arg(long, env = "SVS_CSI_EMAIL")]
+        email: String,
+        /// A file holding the password (else SVS_CSI_PASSWORD).
+        #[arg(long)]
+        password_file: Option<PathBuf>,
+        /// How long a call waits for its svs job, in seconds, before
+        /// answering DEADLINE_EXCEEDED (the orchestrator retries).
+        #[arg(long, default_value_t = 300)]
+        job_timeout_secs: u64,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -639,6 +660,27 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             })
             .await
         }
+        Command::Csi {
+            command:
+                CsiCommand::Controller {
+                    endpoint,
+                    url,
+                    email,
+                    password_file,
+                    job_timeout_secs,
+                },
+        } => {
+            init_tracing(&std::env::var("SVS_LOG").unwrap_or_else(|_| "info".into()));
+            let password = csi_password(password_file.as_deref())?;
+            crate::csi::run_controller(crate::csi::ControllerConfig {
+                endpoint,
+                url,
+                email,
+                password,
+                job_timeout: std::time::Duration::from_secs(job_timeout_secs),
+            })
+            .await
+        }
         Command::AgentDevice { dir } => {
             init_tracing(&std::env::var("SVS_LOG").unwrap_or_else(|_| "info".into()));
             crate::agent::device::run_device(dir).await
@@ -835,6 +877,24 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
 
 /// A password from stdin (its first line), or prompted for on a terminal
 /// (twice with `confirm`).
+/// The CSI controller's password: the file's first line, else
+/// SVS_CSI_PASSWORD (a Kubernetes Secret either way).
+fn csi_password(file: Option<&std::path::Path>) -> Result<String, String> {
+    let password = match file {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|e| format!("password file {}: {e}", path.display()))?
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string(),
+        None => std::env::var("SVS_CSI_PASSWORD").unwrap_or_default(),
+    };
+    if password.is_empty() {
+        return Err("no password: set SVS_CSI_PASSWORD or pass --password-file".into());
+    }
+    Ok(password)
+}
+
 fn read_password(confirm: bool) -> Result<String, String> {
     if std::io::stdin().is_terminal() {
         let first = rpassword::prompt_password("Password: ").map_err(|e| e.to_string())?;

@@ -8,14 +8,24 @@
 //! expansion uses the orchestrator's own mechanism (ControllerExpandVolume,
 //! always in place, then NodeExpandVolume).
 
+// Every gRPC call answers tonic's `Status` (176 bytes); the helpers the
+// calls use return it too rather than boxing it only to unbox it.
+#![allow(clippy::result_large_err)]
+
+pub mod controller;
 pub mod identity;
 pub mod node;
+pub mod session;
 
 use crate::agent::device::BlockDeviceMode;
 use crate::agent::host::{Host, HostConfig};
+use crate::client::ClientError;
 use identity::{AlwaysReady, IdentityService};
+use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 use svs_csi::tonic::Status;
+
+pub const GIB: u64 = 1024 * 1024 * 1024;
 
 /// Where the node plugin records its devices and mounts by default.
 pub const DEFAULT_NODE_STATE_DIR: &str = "/var/lib/svs-csi";
@@ -87,7 +97,221 @@ pub async fn stop_signal() {
     }
 }
 
+/// What `svs csi controller` needs.
+pub struct ControllerConfig {
+    pub endpoint: String,
+    pub url: String,
+    pub email: String,
+    pub password: String,
+    pub job_timeout: std::time::Duration,
+}
+
+/// Runs the controller plugin (Identity + Controller) until stopped.
+pub async fn run_controller(config: ControllerConfig) -> Result<(), String> {
+    let session = std::sync::Arc::new(
+        session::Session::new(&config.url, &config.email, &config.password)
+            .map_err(|e| e.to_string())?,
+    );
+    // Sign in now: a wrong password or URL shows at start, not at the
+    // first volume. The service may still be starting: Probe reports it.
+    if let Err(e) = session.api().await {
+        tracing::warn!(error = %e, url = %config.url, "cannot sign in to svs yet");
+    }
+    let services = svs_csi::Services {
+        identity: identity::IdentityService::new(
+            controller::ControllerReadiness(session.clone()),
+            true,
+        ),
+        controller: Some(controller::ControllerService::new(
+            session,
+            config.job_timeout,
+        )),
+        node: None::<svs_csi::Absent>,
+    };
+    svs_csi::serve(&config.endpoint, services, stop_signal())
+        .await
+        .map_err(|e| e.to_string())
+}
+
 /// A required request field that is missing or empty.
 pub fn required(field: &str) -> Status {
     Status::invalid_argument(format!("{field} is required"))
+}
+
+/// A CSI name (any characters, up to 128) → an svs name: itself when svs
+/// accepts it, else `csi-` + 40 hex digits of its SHA-256 (stable, so
+/// retries find the same object).
+pub fn svs_name(csi_name: &str) -> String {
+    let plain = !csi_name.is_empty()
+        && csi_name.len() <= 63
+        && csi_name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if plain {
+        return csi_name.to_string();
+    }
+    let digest = hex::encode(Sha256::digest(csi_name.as_bytes()));
+    format!("csi-{}", &digest[..40])
+}
+
+/// A CSI snapshot id: `<volume id>:<snapshot id>`.
+pub fn snapshot_id(volume_id: &str, snapshot_id: &str) -> String {
+    format!("{volume_id}:{snapshot_id}")
+}
+
+/// `<volume id>:<snapshot id>` → its two parts; None when malformed.
+pub fn parse_snapshot_id(id: &str) -> Option<(&str, &str)> {
+    let (volume, snapshot) = id.split_once(':')?;
+    (!volume.is_empty() && !snapshot.is_empty() && !snapshot.contains(':'))
+        .then_some((volume, snapshot))
+}
+
+/// A CSI capacity range → whole GiB: required_bytes rounded up (1 GiB when
+/// unset); Err(OUT_OF_RANGE) when that exceeds limit_bytes or a bound is
+/// negative.
+pub fn capacity_gib(range: Option<&svs_csi::proto::CapacityRange>) -> Result<u64, Status> {
+    let Some(range) = range else {
+        return Ok(1);
+    };
+    let (Ok(required), Ok(limit)) = (
+        u64::try_from(range.required_bytes),
+        u64::try_from(range.limit_bytes),
+    ) else {
+        return Err(Status::out_of_range(
+            "capacity_range: bytes cannot be negative",
+        ));
+    };
+    let gib = required.div_ceil(GIB).max(1);
+    if limit > 0 && gib.saturating_mul(GIB) > limit {
+        return Err(Status::out_of_range(format!(
+            "capacity_range: svs volumes are whole GiB; {gib} GiB exceeds limit_bytes {limit}"
+        )));
+    }
+    Ok(gib)
+}
+
+/// GiB → bytes, as CSI's i64.
+pub fn gib_bytes(gib: u64) -> i64 {
+    i64::try_from(gib.saturating_mul(GIB)).unwrap_or(i64::MAX)
+}
+
+/// The one mapping from an svs answer to a gRPC status. Calls whose CSI
+/// codes differ for a status (an expansion's 400 is OUT_OF_RANGE) map it
+/// themselves first.
+pub fn status_of(error: ClientError) -> Status {
+    match error {
+        ClientError::Api { status, message } => match status {
+            400 => Status::invalid_argument(message),
+            401 => Status::unauthenticated(message),
+            403 => Status::permission_denied(message),
+            404 => Status::not_found(message),
+            // "volume 'x' is busy with job N (...)", "... while data
+            // movement job N is in progress": an operation is already in
+            // progress on the volume.
+            409 if message.contains("busy with job") || message.contains("is in progress") => {
+                Status::aborted(message)
+            }
+            409 => Status::failed_precondition(message),
+            429 => Status::resource_exhausted(message),
+            503 => Status::unavailable(message),
+            _ => Status::internal(message),
+        },
+        ClientError::Http { .. } => Status::unavailable(error.to_string()),
+        ClientError::JobFailed { message, .. } => job_failure(message),
+        other => Status::internal(other.to_string()),
+    }
+}
+
+/// A job that ended in Error, by its last message: the seed's in-place
+/// message (only a data movement could make room, and CSI never moves
+/// data) is a FAILED_PRECONDITION; no room at all is RESOURCE_EXHAUSTED.
+pub fn job_failure(message: String) -> Status {
+    let lower = message.to_ascii_lowercase();
+    if lower.contains("in-place") {
+        Status::failed_precondition(message)
+    } else if lower.contains("could not find") || lower.contains("not enough") {
+        Status::resource_exhausted(message)
+    } else {
+        Status::internal(message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use svs_csi::proto::CapacityRange;
+    use svs_csi::tonic::Code;
+
+    #[test]
+    fn plain_names_are_kept_and_others_hashed() {
+        assert_eq!(svs_name("pvc-1.a_b"), "pvc-1.a_b");
+        let long = "x".repeat(64);
+        let hashed = svs_name(&long);
+        assert!(hashed.starts_with("csi-") && hashed.len() == 44, "{hashed}");
+        assert_eq!(svs_name(&long), hashed);
+        assert_ne!(svs_name("a b"), svs_name("a c"));
+        assert!(svs_name("").starts_with("csi-"));
+    }
+
+    #[test]
+    fn snapshot_ids_round_trip() {
+        let id = snapshot_id("v-1", "s-2");
+        assert_eq!(parse_snapshot_id(&id), Some(("v-1", "s-2")));
+        assert_eq!(parse_snapshot_id("nocolon"), None);
+        assert_eq!(parse_snapshot_id(":s"), None);
+        assert_eq!(parse_snapshot_id("a:b:c"), None);
+    }
+
+    #[test]
+    fn capacities_round_up_to_whole_gib() {
+        let range = |required, limit| CapacityRange {
+            required_bytes: required,
+            limit_bytes: limit,
+        };
+        assert_eq!(capacity_gib(None).unwrap(), 1);
+        assert_eq!(capacity_gib(Some(&range(0, 0))).unwrap(), 1);
+        assert_eq!(capacity_gib(Some(&range(1, 0))).unwrap(), 1);
+        assert_eq!(capacity_gib(Some(&range(GIB as i64 + 1, 0))).unwrap(), 2);
+        assert_eq!(
+            capacity_gib(Some(&range(GIB as i64 + 1, 3 * GIB as i64))).unwrap(),
+            2
+        );
+        let err = capacity_gib(Some(&range(GIB as i64 + 1, GIB as i64))).unwrap_err();
+        assert_eq!(err.code(), Code::OutOfRange);
+        let err = capacity_gib(Some(&range(0, 1000))).unwrap_err();
+        assert_eq!(err.code(), Code::OutOfRange);
+        let err = capacity_gib(Some(&range(-1, 0))).unwrap_err();
+        assert_eq!(err.code(), Code::OutOfRange);
+    }
+
+    #[test]
+    fn svs_answers_map_to_csi_codes() {
+        let api = |status, message: &str| ClientError::Api {
+            status,
+            message: message.to_string(),
+        };
+        assert_eq!(status_of(api(404, "x")).code(), Code::NotFound);
+        assert_eq!(
+            status_of(api(409, "volume 'v' is busy with job 3 (volume_create)")).code(),
+            Code::Aborted
+        );
+        assert_eq!(
+            status_of(api(
+                409,
+                "deletion is not allowed on volume 'v' while data movement job 4 is in progress"
+            ))
+            .code(),
+            Code::Aborted
+        );
+        assert_eq!(
+            status_of(api(409, "volume 'v' is attached")).code(),
+            Code::FailedPrecondition
+        );
+        assert_eq!(status_of(api(400, "bad")).code(), Code::InvalidArgument);
+        let in_place = ClientError::JobFailed {
+            id: "1".into(),
+            message: "GetModificationPlan: Could not find an in-place modification plan".into(),
+        };
+        assert_eq!(status_of(in_place).code(), Code::FailedPrecondition);
+    }
 }

@@ -9,6 +9,7 @@ mod cli;
 mod concurrency;
 mod connections;
 mod contract;
+mod csi_controller;
 mod csi_node;
 mod filesystem;
 mod forge;

@@ -1,9 +1,11 @@
 //! `Absent`: the type of a service a plugin does not serve
-//! (`Services { controller: None::<Absent>, .. }` in the node plugin).
+//! (`Services { controller: None::<Absent>, .. }` in the node plugin,
+//! `node: None::<Absent>` in the controller plugin).
 //! It has no values, so none of its methods can ever run.
 
 use crate::proto;
 use crate::proto::controller_server::Controller;
+use crate::proto::node_server::Node;
 use tonic::{Request, Response, Status};
 
 /// A service that is not there.
@@ -43,5 +45,18 @@ absent_service! {
         controller_expand_volume: ControllerExpandVolumeRequest => ControllerExpandVolumeResponse,
         controller_get_volume: ControllerGetVolumeRequest => ControllerGetVolumeResponse,
         controller_modify_volume: ControllerModifyVolumeRequest => ControllerModifyVolumeResponse,
+    }
+}
+
+absent_service! {
+    Node {
+        node_stage_volume: NodeStageVolumeRequest => NodeStageVolumeResponse,
+        node_unstage_volume: NodeUnstageVolumeRequest => NodeUnstageVolumeResponse,
+        node_publish_volume: NodePublishVolumeRequest => NodePublishVolumeResponse,
+        node_unpublish_volume: NodeUnpublishVolumeRequest => NodeUnpublishVolumeResponse,
+        node_get_volume_stats: NodeGetVolumeStatsRequest => NodeGetVolumeStatsResponse,
+        node_expand_volume: NodeExpandVolumeRequest => NodeExpandVolumeResponse,
+        node_get_capabilities: NodeGetCapabilitiesRequest => NodeGetCapabilitiesResponse,
+        node_get_info: NodeGetInfoRequest => NodeGetInfoResponse,
     }
 }

@@ -1,0 +1,105 @@
+//! The controller plugin's session with svs: signs in as its user at
+//! start, renews the IdToken with the RefreshToken before it expires, and
+//! signs in again when the refresh is refused (revoked, expired).
+
+use crate::client::api::{Api, REFRESH_MARGIN_SECS};
+use crate::client::credentials::now_secs;
+use crate::client::{ClientError, Result};
+use serde_json::Value;
+use tokio::sync::Mutex;
+
+/// The tokens of one sign-in.
+struct Tokens {
+    /// Authorized with the IdToken.
+    api: Api,
+    refresh_token: String,
+    expires_at: u64,
+}
+
+pub struct Session {
+    url: String,
+    email: String,
+    password: String,
+    tokens: Mutex<Option<Tokens>>,
+}
+
+fn field(answer: &Value, name: &str, url: &str) -> Result<String> {
+    answer
+        .get(name)
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| ClientError::InvalidResponse {
+            url: url.to_string(),
+            detail: format!("no {name} in the answer"),
+        })
+}
+
+impl Session {
+    /// Checks the URL; signs in on first use.
+    pub fn new(url: &str, email: &str, password: &str) -> Result<Session> {
+        let base = Api::new(url)?;
+        Ok(Session {
+            url: base.base().to_string(),
+            email: email.to_string(),
+            password: password.to_string(),
+            tokens: Mutex::new(None),
+        })
+    }
+
+    fn tokens_from(&self, answer: &Value, old_refresh: Option<&str>) -> Result<Tokens> {
+        let id_token = field(answer, "IdToken", &self.url)?;
+        let refresh_token = match answer.get("RefreshToken").and_then(Value::as_str) {
+            Some(rt) => rt.to_string(),
+            None => match old_refresh {
+                Some(rt) => rt.to_string(),
+                None => field(answer, "RefreshToken", &self.url)?,
+            },
+        };
+        let lifetime = answer.get("ExpiresIn").and_then(Value::as_u64).unwrap_or(0);
+        Ok(Tokens {
+            api: Api::new(&self.url)?.with_token(&id_token),
+            refresh_token,
+            expires_at: now_secs().saturating_add(lifetime),
+        })
+    }
+
+    async fn sign_in(&self) -> Result<Tokens> {
+        let answer = Api::new(&self.url)?
+            .sign_in(&self.email, &self.password)
+            .await?;
+        self.tokens_from(&answer, None)
+    }
+
+    /// A client with a valid IdToken: renewed when it expires within
+    /// [`REFRESH_MARGIN_SECS`], or from a new sign-in when the refresh
+    /// fails.
+    pub async fn api(&self) -> Result<Api> {
+        let mut guard = self.tokens.lock().await;
+        let fresh = match guard.take() {
+            None => self.sign_in().await?,
+            Some(t) if now_secs().saturating_add(REFRESH_MARGIN_SECS) < t.expires_at => t,
+            Some(t) => {
+                let refreshed = match Api::new(&self.url)?.refresh(&t.refresh_token).await {
+                    Ok(answer) => self.tokens_from(&answer, Some(&t.refresh_token)),
+                    Err(e) => Err(e),
+                };
+                match refreshed {
+                    Ok(t) => t,
+                    Err(e) => {
+                        tracing::info!(error = %e, "token refresh refused; signing in again");
+                        self.sign_in().await?
+                    }
+                }
+            }
+        };
+        let api = fresh.api.clone();
+        *guard = Some(fresh);
+        Ok(api)
+    }
+
+    /// Forgets the tokens (the server answered 401): the next call signs
+    /// in again.
+    pub async fn forget(&self) {
+        *self.tokens.lock().await = None;
+    }
+}
