@@ -24,14 +24,14 @@ use tempfile::TempDir;
 const NO_IN_PLACE: &str = "GetModificationPlan: Could not find an in-place modification plan";
 
 /// A running `svs csi controller`, killed on drop.
-struct Plugin {
+pub(crate) struct Plugin {
     child: Child,
     dir: TempDir,
     channel: Channel,
 }
 
 impl Plugin {
-    async fn start(app: &TestApp) -> Plugin {
+    pub(crate) async fn start(app: &TestApp) -> Plugin {
         let dir = tempfile::tempdir().expect("temp dir");
         let socket = dir.path().join("csi.sock");
         let endpoint = format!("unix://{}", socket.display());
@@ -59,7 +59,7 @@ impl Plugin {
         }
     }
 
-    fn controller(&self) -> ControllerClient<Channel> {
+    pub(crate) fn controller(&self) -> ControllerClient<Channel> {
         ControllerClient::new(self.channel.clone())
     }
 
@@ -87,7 +87,7 @@ async fn setup(config: TestConfig) -> (TestApp, Plugin) {
     (app, plugin)
 }
 
-fn mode(m: Mode) -> Option<AccessMode> {
+pub(crate) fn mode(m: Mode) -> Option<AccessMode> {
     Some(AccessMode { mode: m as i32 })
 }
 

@@ -30,7 +30,7 @@ use svs_csi::tonic::transport::Channel;
 use svs_csi::tonic::Code;
 use svs_hostdev::host as hd;
 
-type Node = NodeClient<Channel>;
+pub(crate) type Node = NodeClient<Channel>;
 
 impl HostSide {
     fn endpoint(&self) -> String {
@@ -38,7 +38,7 @@ impl HostSide {
     }
 
     /// Starts `svs csi node` and waits until it answers.
-    async fn start_node_plugin(&mut self) -> Node {
+    pub(crate) async fn start_node_plugin(&mut self) -> Node {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -78,14 +78,14 @@ impl HostSide {
     }
 
     /// A directory as the kubelet makes it for a staging path.
-    fn staging(&self, name: &str) -> PathBuf {
+    pub(crate) fn staging(&self, name: &str) -> PathBuf {
         let dir = self.path().join("staging").join(name);
         std::fs::create_dir_all(&dir).expect("staging dir");
         dir
     }
 
     /// A publish target: its parent exists, the target itself not yet.
-    fn target(&self, pod: &str) -> PathBuf {
+    pub(crate) fn target(&self, pod: &str) -> PathBuf {
         let dir = self.path().join("pods").join(pod);
         std::fs::create_dir_all(&dir).expect("pod dir");
         dir.join("volume")

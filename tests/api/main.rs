@@ -10,6 +10,7 @@ mod concurrency;
 mod connections;
 mod contract;
 mod csi_controller;
+mod csi_lifecycle;
 mod csi_node;
 mod filesystem;
 mod forge;

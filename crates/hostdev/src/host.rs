@@ -80,32 +80,36 @@ pub fn mounts_on(target: &Path) -> Result<Vec<MountEntry>> {
 
 /// Mounts `device` on `target` and leaves it mounted (no guard).
 ///
+/// XFS is mounted with `nouuid`: a clone or a snapshot carries its
+/// source's filesystem UUID, and XFS refuses a second mount of a UUID the
+/// host already has mounted.
+///
 /// A read-only mount does not replay the journal (`noload` for ext4,
 /// `norecovery` for XFS): a read-only device, such as a snapshot taken while
 /// the filesystem was mounted, cannot be written, and replaying would need
 /// to. What the journal held and had not reached the filesystem is not seen,
 /// as after a crash without recovery.
 pub fn mount_kept(device: &Path, target: &Path, fs: FsType, read_only: bool) -> Result<()> {
-    if !read_only {
-        crate::Mount::new(device, target, fs, false)?.keep();
-        return Ok(());
-    }
-    let options = match fs {
-        FsType::Ext4 => "ro,noload",
-        FsType::Xfs => "ro,norecovery",
+    let options = match (fs, read_only) {
+        // `rw`: never fall back to a read-only mount on a write-protected
+        // device (mount(8) does so silently otherwise).
+        (FsType::Ext4, false) => "rw",
+        (FsType::Xfs, false) => "rw,nouuid",
+        (FsType::Ext4, true) => "ro,noload",
+        (FsType::Xfs, true) => "ro,norecovery,nouuid",
     };
-    run(
-        "mount",
-        &[
-            "-t".as_ref(),
-            fs.name().as_ref(),
-            "-o".as_ref(),
-            options.as_ref(),
-            device.as_os_str(),
-            target.as_os_str(),
-        ],
-    )
-    .map(drop)
+    let mut args: Vec<&std::ffi::OsStr> = vec![
+        "-t".as_ref(),
+        fs.name().as_ref(),
+        "-o".as_ref(),
+        options.as_ref(),
+    ];
+    if !read_only {
+        args.push("-w".as_ref());
+    }
+    args.push(device.as_os_str());
+    args.push(target.as_os_str());
+    run("mount", &args).map(drop)
 }
 
 /// One `umount` attempt: a busy filesystem is an error (with umount's own
