@@ -294,7 +294,10 @@ fn publish_mount(
     hd::bind_mount(staging, target, readonly).map_err(internal)
 }
 
-/// Publish a raw block volume: its device bind-mounted onto a file.
+/// Publish a raw block volume: its device bind-mounted onto a file. A
+/// read-only bind mount does not stop writes to a device node, so a
+/// read-only publish gets a read-only loop device over the staged device
+/// (found again at unpublish by the device number of the target).
 fn publish_block(host: &Host, key: &str, target: &Path, readonly: bool) -> Result<(), Status> {
     let device = host
         .device(key)
@@ -320,7 +323,35 @@ fn publish_block(host: &Host, key: &str, target: &Path, readonly: bool) -> Resul
         .write(true)
         .open(target)
         .map_err(|e| internal(format!("cannot make {}: {e}", target.display())))?;
-    hd::bind_mount(&device, target, readonly).map_err(internal)
+    if !readonly {
+        return hd::bind_mount(&device, target, false).map_err(internal);
+    }
+    let read_only = hd::loop_attach_kept(&device, true).map_err(internal)?;
+    hd::bind_mount(&read_only, target, true).map_err(|e| {
+        let _ = hd::loop_detach(&read_only);
+        internal(e)
+    })
+}
+
+/// The read-only loop device a read-only block publish put at `target`:
+/// a loop device (major 7) whose backing file is another block device.
+fn read_only_loop_at(target: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let meta = std::fs::metadata(target).ok()?;
+    if !meta.file_type().is_block_device() {
+        return None;
+    }
+    let rdev = meta.rdev();
+    let (major, minor) = (libc::major(rdev), libc::minor(rdev));
+    if major != 7 {
+        return None;
+    }
+    let device = PathBuf::from(format!("/dev/loop{minor}"));
+    hd::loop_devices()
+        .ok()?
+        .into_iter()
+        .find(|(dev, back)| *dev == device && back.to_string_lossy().starts_with("/dev/"))
+        .map(|(dev, _)| dev)
 }
 
 fn capability(kind: rpc::Type) -> NodeServiceCapability {
@@ -415,7 +446,11 @@ impl Node for NodeService {
         let target = path_arg(&r.target_path, "target_path")?;
         let _busy = self.claim(&key)?;
         self.on_host(move |_| {
+            let read_only = read_only_loop_at(&target);
             unmount_all(&target)?;
+            if let Some(device) = read_only {
+                hd::loop_detach(&device).map_err(internal)?;
+            }
             remove_target(&target)
         })
         .await?;

@@ -530,6 +530,43 @@ async fn a_raw_block_volume_is_published_as_a_device_file_and_grows() {
         assert_eq!(back, data, "the bytes stay where they were");
     }
 
+    // A read-only publish refuses writes (its own read-only loop device
+    // over the staged one), reads the bytes, and goes with its unpublish.
+    let ro_target = host.target("dev-ro");
+    node.node_publish_volume(publish_request(&id, &staging, &ro_target, block(), true))
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", host.node_log()));
+    {
+        let err = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&ro_target)
+            .and_then(|mut dev| dev.write_all(&data))
+            .unwrap_err();
+        assert!(
+            matches!(
+                err.raw_os_error(),
+                Some(libc::EROFS) | Some(libc::EACCES) | Some(libc::EPERM)
+            ),
+            "{err}"
+        );
+        let mut dev = std::fs::File::open(&ro_target).unwrap();
+        let mut back = vec![0u8; data.len()];
+        dev.seek(SeekFrom::Start(GIB - (1 << 20))).unwrap();
+        dev.read_exact(&mut back).unwrap();
+        assert_eq!(back, data);
+    }
+    let over_staged = |devices: Vec<(PathBuf, PathBuf)>| {
+        devices
+            .into_iter()
+            .filter(|(_, back)| back.to_string_lossy().starts_with("/dev/loop"))
+            .count()
+    };
+    let before = over_staged(hd::loop_devices().unwrap());
+    node.node_unpublish_volume(unpublish_request(&id, &ro_target))
+        .await
+        .unwrap();
+    assert_eq!(over_staged(hd::loop_devices().unwrap()), before - 1);
+
     for _ in 0..2 {
         node.node_unpublish_volume(unpublish_request(&id, &target))
             .await
