@@ -318,7 +318,9 @@ impl Host {
             self.save(key, &rec)?;
             self.wait_device(pid, &dir, &file)?;
         }
-        let pid = rec.device_pid.unwrap_or(0);
+        let pid = rec
+            .device_pid
+            .ok_or_else(|| "the device process is not recorded".to_string())?;
 
         // A kernel NBD device is the block device itself; it keeps the
         // size it was connected with.
@@ -825,9 +827,14 @@ fn remove_device_dir(dir: &Path) -> Result<(), String> {
 }
 
 fn signal(pid: u32, sig: libc::c_int) {
+    // Never 0 (or what wraps to -1): kill(2) would signal a whole process
+    // group, or every process.
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return;
     };
+    if pid <= 0 {
+        return;
+    }
     // SAFETY: kill(2) takes plain integers and touches no memory.
     unsafe {
         libc::kill(pid, sig);
