@@ -645,11 +645,16 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             let config = common.offline_config()?;
             let manifest = crate::backup::backup(&config.data_dir, &out).await?;
             println!(
-                "backed up {} to {} (database schema {}, {} files)",
+                "backed up {} to {} (database schema {}; {})",
                 config.data_dir.display(),
                 out.display(),
                 manifest.schema_version,
-                manifest.files.len()
+                manifest
+                    .files
+                    .iter()
+                    .map(|f| f.path.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             );
             Ok(())
         }
