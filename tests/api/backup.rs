@@ -294,8 +294,9 @@ async fn restore_refuses_a_used_directory_a_newer_schema_and_backup_a_missing_di
 
     // A missing data directory.
     let missing = app.dir.path().join("missing");
+    let never = app.dir.path().join("never-written.tar");
     let out = svs(
-        &["backup", "--out", "/tmp/never-written.tar"],
+        &["backup", "--out", never.to_str().expect("UTF-8")],
         &app.config_path(),
         &missing,
     );
@@ -305,7 +306,7 @@ async fn restore_refuses_a_used_directory_a_newer_schema_and_backup_a_missing_di
         format!("svs: data directory {} does not exist", missing.display())
     );
     assert!(!missing.exists());
-    assert!(!Path::new("/tmp/never-written.tar").exists());
+    assert!(!never.exists());
 
     // The running service's data directory, untouched.
     let db_before = std::fs::read(app.data_dir().join("svs.db")).expect("db");
