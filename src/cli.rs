@@ -118,6 +118,25 @@ pub enum Command {
         #[command(subcommand)]
         command: KeysCommand,
     },
+    /// Copy the service's state (database and token signing keys) into one
+    /// archive, consistently, while the service runs. Slice data stays on
+    /// the media and is not in it.
+    Backup {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// The archive to write (a new file; tar format).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Put a backup into an empty (or missing) data directory, to start
+    /// `svs serve` on. Refuses a directory with anything in it.
+    Restore {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// The archive written by `svs backup`.
+        #[arg(long)]
+        from: PathBuf,
+    },
     /// Run the host agent: follow this node's attachments, connect them as
     /// block devices, mount and grow `file` volumes, report their state.
     Agent {
@@ -622,6 +641,36 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
+        Command::Backup { common, out } => {
+            let config = common.offline_config()?;
+            let manifest = crate::backup::backup(&config.data_dir, &out).await?;
+            println!(
+                "backed up {} to {} (database schema {}; {})",
+                config.data_dir.display(),
+                out.display(),
+                manifest.schema_version,
+                manifest
+                    .files
+                    .iter()
+                    .map(|f| f.path.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            Ok(())
+        }
+        Command::Restore { common, from } => {
+            let config = common.offline_config()?;
+            let manifest = crate::backup::restore(&config.data_dir, &from).await?;
+            println!(
+                "restored {} (taken {} by svs {}, database schema {}) into {}",
+                from.display(),
+                manifest.created,
+                manifest.svs_version,
+                manifest.schema_version,
+                config.data_dir.display()
+            );
+            Ok(())
+        }
         Command::Agent {
             url,
             node,
@@ -703,6 +752,8 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
         Command::Serve { .. }
         | Command::User { .. }
         | Command::Keys { .. }
+        | Command::Backup { .. }
+        | Command::Restore { .. }
         | Command::Agent { .. }
         | Command::Csi { .. }
         | Command::AgentDevice { .. } => Ok(()),

@@ -15,6 +15,7 @@ pub mod api;
 pub mod app;
 pub mod attributes;
 pub mod auth;
+pub mod backup;
 pub mod changes;
 pub mod cli;
 pub mod client;

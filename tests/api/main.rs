@@ -5,6 +5,7 @@ mod harness;
 mod agents;
 mod attach;
 mod auth;
+mod backup;
 mod cli;
 mod concurrency;
 mod connections;

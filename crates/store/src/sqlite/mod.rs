@@ -15,6 +15,7 @@
 
 mod agents;
 mod attachments;
+mod backup;
 mod jobs;
 mod media;
 mod policies;
