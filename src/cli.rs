@@ -32,7 +32,8 @@ pub struct CommonArgs {
     /// Configuration file (TOML).
     #[arg(long, env = "SVS_CONFIG")]
     pub config: Option<PathBuf>,
-    /// Data directory (database, keys, demo media). Default ./svs-data.
+    /// Data directory (database, keys, demo media). Default ./svs-data;
+    /// the systemd unit (deploy/systemd/svs.service) uses /var/lib/svs.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
 }
