@@ -49,7 +49,7 @@ make_work_dir() {
 # Starts `svs serve` (SVS_LOG=warn, the demo media, HTTP and NBD on free
 # ports) in $WORK; sets SERVER_PID and BASE (its HTTP base URL).
 start_svs() {
-    printf '# svs benchmark: defaults, embedded demo media\n' >"$WORK/svs.toml"
+    printf '# svs benchmark: defaults, embedded demo media\ndemo = true\n' >"$WORK/svs.toml"
     SVS_LOG=warn SVS_ADMIN_EMAIL="$ADMIN_EMAIL" SVS_ADMIN_PASSWORD="$ADMIN_PASSWORD" \
         "$SVS" serve --listen 127.0.0.1:0 --nbd-listen 127.0.0.1:0 \
         --config "$WORK/svs.toml" --data-dir "$WORK/data" \

@@ -74,7 +74,7 @@ echo "work directory: $WORK ($(findmnt -n -o FSTYPE -T "$WORK" || echo '?'))"
 
 # ---- server ----
 phase "start svs serve (SVS_LOG=warn, demo media)"
-printf '# svs benchmark: defaults, embedded demo media\n' >"$WORK/svs.toml"
+printf '# svs benchmark: defaults, embedded demo media\ndemo = true\n' >"$WORK/svs.toml"
 SVS_LOG=warn SVS_ADMIN_EMAIL="$ADMIN_EMAIL" SVS_ADMIN_PASSWORD="$ADMIN_PASSWORD" \
     "$SVS" serve --listen 127.0.0.1:0 --config "$WORK/svs.toml" --data-dir "$WORK/data" \
     >"$WORK/svs.out" 2>"$WORK/svs.log" &

@@ -21,7 +21,7 @@ use crate::service::{AuthParts, Services, SignInProtection};
 use crate::workers::WorkerBoard;
 use std::fs::File;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use svs_dataplane::{DataPlane, LocalMedia};
@@ -35,7 +35,22 @@ use tracing::info;
 pub const DB_FILE: &str = "svs.db";
 pub const LOCK_FILE: &str = "svs.lock";
 
+/// What start-up found, for the lines `svs serve` prints after the
+/// listening lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartupFacts {
+    /// The data directory, absolute.
+    pub data_dir: PathBuf,
+    /// Media svs places slices on.
+    pub media: usize,
+    /// The embedded demo topology (under `<data_dir>/media`), not `[[media]]`.
+    pub demo: bool,
+    /// The store has at least one user (else nobody can sign in yet).
+    pub has_users: bool,
+}
+
 pub struct Application {
+    facts: StartupFacts,
     listener: TcpListener,
     nbd_listener: TcpListener,
     exports: Arc<ExportRegistry>,
@@ -96,6 +111,7 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
 
 impl Application {
     pub async fn build(config: Config) -> Result<Application, String> {
+        config.check_media_configured()?;
         let lock = lock_data_dir(&config.data_dir)?;
 
         let mut media_config = config.effective_media();
@@ -139,7 +155,17 @@ impl Application {
             .sync_media(&records)
             .await
             .map_err(|e| format!("media configuration: {e}"))?;
-        create_first_user(store.as_ref(), &config).await?;
+        let has_users = create_first_user(store.as_ref(), &config).await?;
+        let facts = StartupFacts {
+            data_dir: std::fs::canonicalize(&config.data_dir)
+                .unwrap_or_else(|_| config.data_dir.clone()),
+            media: media_config.len(),
+            demo: config.demo,
+            has_users,
+        };
+        if !has_users {
+            tracing::warn!("{}", first_user_hint(&facts.data_dir));
+        }
         let nodes: Vec<NodeRecord> = config
             .effective_nodes()
             .into_iter()
@@ -224,6 +250,7 @@ impl Application {
             ..NbdConfig::default()
         };
         Ok(Application {
+            facts,
             listener,
             nbd_listener,
             http_limits,
@@ -236,6 +263,10 @@ impl Application {
             shutdown,
             _lock: lock,
         })
+    }
+
+    pub fn facts(&self) -> &StartupFacts {
+        &self.facts
     }
 
     pub fn local_addr(&self) -> Result<SocketAddr, String> {
@@ -443,15 +474,26 @@ async fn shutdown_signal() {
     }
 }
 
+/// What to do when the store has no users (logged, and printed on stdout).
+pub fn first_user_hint(data_dir: &Path) -> String {
+    format!(
+        "no users yet, so nobody can sign in: add the first administrator with \
+         `svs user add --admin --email EMAIL --tenant TENANT --data-dir {}` (password from \
+         stdin; works while svs runs), or restart svs with SVS_ADMIN_EMAIL and \
+         SVS_ADMIN_PASSWORD set",
+        data_dir.display()
+    )
+}
+
 /// `SVS_ADMIN_EMAIL` / `SVS_ADMIN_PASSWORD` create the first user when the
-/// store has none.
-async fn create_first_user(store: &dyn Store, config: &Config) -> Result<(), String> {
-    let (Some(email), Some(password)) = (&config.admin_email, &config.admin_password) else {
-        return Ok(());
-    };
+/// store has none. Whether the store has a user now.
+async fn create_first_user(store: &dyn Store, config: &Config) -> Result<bool, String> {
     if store.user_count().await.map_err(|e| e.to_string())? > 0 {
-        return Ok(());
+        return Ok(true);
     }
+    let (Some(email), Some(password)) = (&config.admin_email, &config.admin_password) else {
+        return Ok(false);
+    };
     add_user(
         store,
         &SystemClock,
@@ -463,5 +505,5 @@ async fn create_first_user(store: &dyn Store, config: &Config) -> Result<(), Str
     )
     .await?;
     info!(email = %email, tenant = %config.admin_tenant, "created the first user");
-    Ok(())
+    Ok(true)
 }

@@ -2,12 +2,12 @@
 //! offline; the rest is the API client (`crate::client`), which this file
 //! only parses arguments for.
 
-use crate::app::{open_store, Application};
+use crate::app::{open_store, Application, StartupFacts};
 use crate::client::{
     Context, CredentialsStore, JobFilter, OutputFormat, SnapshotRef, DEFAULT_PROFILE,
 };
 use crate::clock::SystemClock;
-use crate::config::{Config, Overrides};
+use crate::config::{Config, LogFormat, Overrides};
 use crate::service::users::add_user;
 use clap::{Args, Parser, Subcommand};
 use std::io::{IsTerminal, Read};
@@ -32,7 +32,8 @@ pub struct CommonArgs {
     /// Configuration file (TOML).
     #[arg(long, env = "SVS_CONFIG")]
     pub config: Option<PathBuf>,
-    /// Data directory (database, keys, demo media). Default ./svs-data.
+    /// Data directory (database, keys, demo media). Default ./svs-data;
+    /// the systemd unit (deploy/systemd/svs.service) uses /var/lib/svs.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
 }
@@ -529,13 +530,89 @@ pub enum UserCommand {
     },
 }
 
-fn init_tracing(filter: &str) {
+/// The log format of this process once `init_tracing` set it up, so that
+/// the error ending the process comes out in it too (`report_failure`).
+static LOG_FORMAT: std::sync::OnceLock<LogFormat> = std::sync::OnceLock::new();
+
+/// Log lines to stderr: colour codes only on a terminal (a journal or a file
+/// would keep them as noise), or one JSON object per line.
+fn init_tracing(filter: &str, format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(std::io::stderr);
+    let installed = match format {
+        LogFormat::Text => builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .try_init(),
+        // The event's fields (`message` among them) at the top level, where
+        // collectors look for them.
+        LogFormat::Json => builder
+            .with_ansi(false)
+            .json()
+            .flatten_event(true)
+            .try_init(),
+    };
+    if installed.is_ok() {
+        let _ = LOG_FORMAT.set(format);
+    }
+}
+
+/// The error that ends the process: a log event when logs are JSON (one
+/// format per stream for collectors), else a plain `svs: ...` line.
+pub fn report_failure(message: &str) {
+    if LOG_FORMAT.get() == Some(&LogFormat::Json) {
+        tracing::error!("svs: {message}");
+    } else {
+        eprintln!("svs: {message}");
+    }
+}
+
+/// The first lines of `svs serve` on stdout. The two "listening" lines come
+/// first and never change: tests and scripts read them to find the ports.
+fn startup_lines(http: SocketAddr, nbd: SocketAddr, facts: &StartupFacts) -> String {
+    let mut lines = format!(
+        "svs listening on http://{http}\nsvs nbd listening on nbd://{nbd}\n\
+         svs data directory: {}\nsvs console: {}\n",
+        facts.data_dir.display(),
+        console_url(http)
+    );
+    if facts.demo {
+        lines.push_str(&format!(
+            "svs media: demo topology, {} media under {} (for trying svs; list real media as \
+             [[media]] in a configuration file)\n",
+            facts.media,
+            facts.data_dir.join("media").display()
+        ));
+    } else {
+        lines.push_str(&format!(
+            "svs media: {} from the configuration (no demo topology)\n",
+            facts.media
+        ));
+    }
+    if !facts.has_users {
+        lines.push_str(&format!(
+            "svs: {}\n",
+            crate::app::first_user_hint(&facts.data_dir)
+        ));
+    }
+    lines
+}
+
+/// The console's address; on every address (0.0.0.0, ::) through this
+/// host's name, which other machines can more likely reach.
+fn console_url(http: SocketAddr) -> String {
+    if http.ip().is_unspecified() {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "localhost".to_string());
+        format!("http://{host}:{}/ui/", http.port())
+    } else {
+        format!("http://{http}/ui/")
+    }
 }
 
 /// One warning naming every `SVS_*` variable that is no setting (a typo
@@ -575,20 +652,16 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 listen,
                 nbd_listen,
             })?;
-            init_tracing(&config.log);
+            init_tracing(&config.log, config.log_format);
             warn_unknown_env_settings();
             let app = Application::build(config).await?;
             let addr = app.local_addr()?;
             let nbd = app.nbd_addr()?;
-            // Tests and scripts read these lines to find the ports. One
-            // write, and no failure if nobody reads stdout any more.
+            // One write, and no failure if nobody reads stdout any more.
             {
                 use std::io::Write;
                 let mut out = std::io::stdout().lock();
-                let _ = write!(
-                    out,
-                    "svs listening on http://{addr}\nsvs nbd listening on nbd://{nbd}\n"
-                );
+                let _ = out.write_all(startup_lines(addr, nbd, app.facts()).as_bytes());
                 let _ = out.flush();
             }
             app.run_until_stopped().await
@@ -679,7 +752,10 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             mount_root,
             block_device,
         } => {
-            init_tracing(&std::env::var("SVS_LOG").unwrap_or_else(|_| "info".into()));
+            init_tracing(
+                &std::env::var("SVS_LOG").unwrap_or_else(|_| "info".into()),
+                LogFormat::Text,
+            );
             crate::agent::run(crate::agent::AgentConfig {
                 url,
                 node,
@@ -700,7 +776,10 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                     state_dir,
                 },
         } => {
-            init_tracing(&std::env::var("SVS_LOG").unwrap_or_else(|_| "info".into()));
+            init_tracing(
+                &std::env::var("SVS_LOG").unwrap_or_else(|_| "info".into()),
+                LogFormat::Text,
+            );
             crate::csi::run_node(crate::csi::NodeConfig {
                 endpoint,
                 node,
@@ -719,7 +798,10 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                     job_timeout_secs,
                 },
         } => {
-            init_tracing(&std::env::var("SVS_LOG").unwrap_or_else(|_| "info".into()));
+            init_tracing(
+                &std::env::var("SVS_LOG").unwrap_or_else(|_| "info".into()),
+                LogFormat::Text,
+            );
             let password = csi_password(password_file.as_deref())?;
             crate::csi::run_controller(crate::csi::ControllerConfig {
                 endpoint,
@@ -731,7 +813,10 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             .await
         }
         Command::AgentDevice { dir } => {
-            init_tracing(&std::env::var("SVS_LOG").unwrap_or_else(|_| "info".into()));
+            init_tracing(
+                &std::env::var("SVS_LOG").unwrap_or_else(|_| "info".into()),
+                LogFormat::Text,
+            );
             crate::agent::device::run_device(dir).await
         }
         command => {
@@ -972,6 +1057,62 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Command, clap::Error> {
         Cli::try_parse_from(std::iter::once("svs").chain(args.iter().copied())).map(|c| c.command)
+    }
+
+    fn facts(demo: bool, has_users: bool) -> StartupFacts {
+        StartupFacts {
+            data_dir: PathBuf::from("/var/lib/svs"),
+            media: if demo { 6 } else { 2 },
+            demo,
+            has_users,
+        }
+    }
+
+    #[test]
+    fn startup_lines_begin_with_the_listening_lines_then_say_where_things_are() {
+        let http: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let nbd: SocketAddr = "127.0.0.1:10809".parse().unwrap();
+        let text = startup_lines(http, nbd, &facts(true, true));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "svs listening on http://127.0.0.1:8080",
+                "svs nbd listening on nbd://127.0.0.1:10809",
+                "svs data directory: /var/lib/svs",
+                "svs console: http://127.0.0.1:8080/ui/",
+                "svs media: demo topology, 6 media under /var/lib/svs/media (for trying svs; \
+                 list real media as [[media]] in a configuration file)",
+            ]
+        );
+        let text = startup_lines(http, nbd, &facts(false, false));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 6, "{text}");
+        assert_eq!(
+            lines[4],
+            "svs media: 2 from the configuration (no demo topology)"
+        );
+        assert!(
+            lines[5].starts_with(
+                "svs: no users yet, so nobody can sign in: add the first administrator with \
+                 `svs user add --admin --email EMAIL --tenant TENANT --data-dir /var/lib/svs`"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_console_url_of_every_address_names_this_host() {
+        let url = console_url("0.0.0.0:8080".parse().unwrap());
+        assert!(
+            url.starts_with("http://") && url.ends_with(":8080/ui/"),
+            "{url}"
+        );
+        assert!(!url.contains("0.0.0.0"), "{url}");
+        assert_eq!(
+            console_url("[::1]:9000".parse().unwrap()),
+            "http://[::1]:9000/ui/"
+        );
     }
 
     #[test]

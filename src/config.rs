@@ -15,7 +15,8 @@ use std::time::Duration;
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Directory holding the database (`svs.db`), the token signing key, the
-    /// lock file and, in the embedded default, the demo media. `SVS_DATA_DIR`.
+    /// lock file and, with `demo`, the demo media. Default `./svs-data`; the
+    /// systemd unit passes `/var/lib/svs`. `SVS_DATA_DIR`.
     pub data_dir: PathBuf,
     /// Where svs keeps its data: "sqlite" (the only store for now), one
     /// file `svs.db` in `data_dir`. Anything else stops start-up. `SVS_STORE`.
@@ -109,14 +110,62 @@ pub struct Config {
     pub admin_tenant: String,
     /// Log filter (tracing `EnvFilter` syntax), e.g. "info" or "svs=debug". `SVS_LOG`.
     pub log: String,
-    /// The media svs places slices on. Empty: the embedded demo topology
-    /// (3 zones, one node each, 2 media per node of 200 GiB, under
-    /// `<data_dir>/media`). Only from the configuration file.
+    /// How log lines look on stderr: "text" (for people; coloured only on
+    /// a terminal) or "json" (one object per line, for log collectors).
+    /// `SVS_LOG_FORMAT`.
+    pub log_format: LogFormat,
+    /// Use the embedded demo topology (3 zones, one node each, 2 media per
+    /// node of 200 GiB, under `<data_dir>/media`) instead of `[[media]]`.
+    /// Default: true when svs runs with no configuration file, false with
+    /// one, where a missing `[[media]]` is a mistake to point out rather
+    /// than a reason to make up media. `SVS_DEMO`.
+    pub demo: bool,
+    /// The media svs places slices on (none with `demo`). Only from the
+    /// configuration file.
     pub media: Vec<MediumConfig>,
     /// Hosts that may attach volumes, with the IP address they connect from
     /// (media nodes may be listed too, to give them an address). Only from
     /// the configuration file; addresses can also be set with PATCH /nodes.
     pub nodes: Vec<NodeConfig>,
+}
+
+/// The formats of the log lines on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum LogFormat {
+    /// Human-readable lines; colour codes only when stderr is a terminal.
+    Text,
+    /// One JSON object per line (`timestamp`, `level`, `message`, fields,
+    /// `target`, spans).
+    Json,
+}
+
+impl LogFormat {
+    pub const ALL: [LogFormat; 2] = [LogFormat::Text, LogFormat::Json];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            LogFormat::Text => "text",
+            LogFormat::Json => "json",
+        }
+    }
+}
+
+impl TryFrom<String> for LogFormat {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<LogFormat, String> {
+        LogFormat::ALL
+            .into_iter()
+            .find(|f| f.as_str() == name)
+            .ok_or_else(|| format!("log_format '{name}' is not supported (supported: text, json)"))
+    }
+}
+
+impl From<LogFormat> for String {
+    fn from(format: LogFormat) -> String {
+        format.as_str().to_string()
+    }
 }
 
 /// The store backends svs can keep its data in.
@@ -219,6 +268,8 @@ impl Default for Config {
             admin_password: None,
             admin_tenant: "default".to_string(),
             log: "info".to_string(),
+            log_format: LogFormat::Text,
+            demo: true,
             media: Vec::new(),
             nodes: Vec::new(),
         }
@@ -236,7 +287,13 @@ pub struct Overrides {
 
 impl Config {
     pub fn load(overrides: &Overrides) -> Result<Config, String> {
-        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        // Without a configuration file there is nowhere to list media: the
+        // demo topology is the only way to run (`demo`).
+        let defaults = Config {
+            demo: overrides.config_file.is_none(),
+            ..Config::default()
+        };
+        let mut figment = Figment::from(Serialized::defaults(defaults));
         if let Some(file) = &overrides.config_file {
             if !file.is_file() {
                 return Err(format!(
@@ -317,6 +374,11 @@ impl Config {
                 return Err(format!("configuration: {name} must be at least 1"));
             }
         }
+        if self.demo && !self.media.is_empty() {
+            return Err(
+                "configuration: demo = true and [[media]] exclude each other; remove one".into(),
+            );
+        }
         let mut ids = std::collections::HashSet::new();
         for m in &self.media {
             if m.id.is_empty() || m.node.is_empty() || m.zone.is_empty() {
@@ -332,10 +394,25 @@ impl Config {
         Ok(())
     }
 
+    /// `svs serve` needs media to place volumes on. Not part of `validate`:
+    /// the offline commands (`user add`, `keys rotate`) work without them.
+    pub fn check_media_configured(&self) -> Result<(), String> {
+        if self.demo || !self.media.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "no media configured: add a [[media]] table to the configuration file for each \
+             directory svs may keep volume data in (id, node, zone, directory, size_gib; see \
+             the README, \"Configuration\"), or set demo = true to try svs with the demo \
+             topology (6 media of 200 GiB under {})",
+            self.data_dir.join("media").display()
+        ))
+    }
+
     /// The configured media, or the embedded demo topology; directories
     /// resolved against the data directory.
     pub fn effective_media(&self) -> Vec<MediumConfig> {
-        let media = if self.media.is_empty() {
+        let media = if self.demo {
             demo_topology()
         } else {
             self.media.clone()
@@ -353,7 +430,7 @@ impl Config {
     /// (a configured entry gives a node its address). In the embedded demo
     /// the nodes are this machine, so they attach from 127.0.0.1.
     pub fn effective_nodes(&self) -> Vec<NodeConfig> {
-        let demo = self.media.is_empty();
+        let demo = self.demo;
         let mut nodes: Vec<NodeConfig> = Vec::new();
         for m in self.effective_media() {
             if !nodes.iter().any(|n| n.name == m.node) {
@@ -542,6 +619,60 @@ mod tests {
             let name = bad.split(' ').next().unwrap();
             assert!(err.contains(name), "{err}");
         }
+    }
+
+    fn load_file(text: &str) -> Result<Config, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("svs.toml");
+        std::fs::write(&file, text).unwrap();
+        Config::load(&Overrides {
+            config_file: Some(file),
+            ..Overrides::default()
+        })
+    }
+
+    #[test]
+    fn the_demo_topology_is_the_default_only_without_a_configuration_file() {
+        let config = Config::load(&Overrides::default()).unwrap();
+        assert!(config.demo);
+        assert_eq!(config.effective_media().len(), 6);
+        assert!(config.check_media_configured().is_ok());
+
+        let config = load_file("listen = \"127.0.0.1:9999\"\n").unwrap();
+        assert!(!config.demo);
+        assert!(config.effective_media().is_empty());
+        let err = config.check_media_configured().unwrap_err();
+        assert!(
+            err.starts_with("no media configured: add a [[media]] table"),
+            "{err}"
+        );
+        assert!(err.contains("or set demo = true"), "{err}");
+
+        let config = load_file("demo = true\n").unwrap();
+        assert_eq!(config.effective_media().len(), 6);
+        assert!(config.check_media_configured().is_ok());
+
+        let err = load_file(
+            "demo = true\n[[media]]\nid = \"m1\"\nnode = \"n1\"\nzone = \"z1\"\n\
+             directory = \"/tmp/m1\"\nsize_gib = 5\n",
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("demo = true and [[media]] exclude each other"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_log_format_is_text_or_json() {
+        assert_eq!(Config::default().log_format, LogFormat::Text);
+        let config = load_file("demo = true\nlog_format = \"json\"\n").unwrap();
+        assert_eq!(config.log_format, LogFormat::Json);
+        let err = load_file("log_format = \"xml\"\n").unwrap_err();
+        assert!(
+            err.contains("log_format 'xml' is not supported (supported: text, json)"),
+            "{err}"
+        );
     }
 
     #[test]

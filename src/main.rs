@@ -6,7 +6,7 @@ async fn main() -> std::process::ExitCode {
     match svs::cli::run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(message) => {
-            eprintln!("svs: {message}");
+            svs::cli::report_failure(&message);
             std::process::ExitCode::FAILURE
         }
     }

@@ -6,7 +6,9 @@
 //! and the one registered with the kubelet; every ServiceAccount, role and
 //! ConfigMap referenced exists; StorageClass parameters are the driver's;
 //! the plugins' command lines use only flags `svs csi controller|node` has;
-//! the kustomization lists every file.
+//! the kustomization lists every file. The systemd units (deploy/systemd)
+//! run `svs` with flags it has, and `systemd-analyze verify` accepts them
+//! where it is installed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -686,5 +688,125 @@ fn the_container_build_has_the_tools_the_node_plugin_runs() {
         "ca-certificates",
     ] {
         assert!(text.contains(package), "{package} is not installed");
+    }
+}
+
+/// The `[Service]` lines of a systemd unit in deploy/systemd, as (key, value).
+fn unit_settings(file: &str) -> Vec<(String, String)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("deploy/systemd")
+        .join(file);
+    let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('['))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn unit_value(settings: &[(String, String)], key: &str) -> String {
+    settings
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| panic!("no {key}="))
+}
+
+/// The long flags `svs <subcommand> --help` lists.
+fn help_flags(subcommand: &str) -> BTreeSet<String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_svs"))
+        .args([subcommand, "--help"])
+        .output()
+        .expect("svs runs");
+    assert!(out.status.success(), "svs {subcommand} --help");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter(|w| w.starts_with("--"))
+        .map(|w| {
+            w.trim_end_matches(',')
+                .split('=')
+                .next()
+                .unwrap_or(w)
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn the_systemd_units_run_svs_with_flags_it_has_and_keep_the_service_data_writable() {
+    for (file, subcommand) in [("svs.service", "serve"), ("svs-agent.service", "agent")] {
+        let settings = unit_settings(file);
+        let exec = unit_value(&settings, "ExecStart");
+        let words: Vec<&str> = exec.split_whitespace().collect();
+        assert_eq!(
+            words[..2],
+            ["/usr/local/bin/svs", subcommand],
+            "{file}: {exec}"
+        );
+        let known = help_flags(subcommand);
+        for flag in words.iter().filter(|w| w.starts_with("--")) {
+            assert!(
+                known.contains(*flag),
+                "{file}: svs {subcommand} has no {flag}"
+            );
+        }
+    }
+    // The data directory svs serve is given is the one systemd makes and
+    // leaves writable under ProtectSystem=strict; media go under /srv/svs.
+    let serve = unit_settings("svs.service");
+    let exec = unit_value(&serve, "ExecStart");
+    assert!(exec.contains("--data-dir /var/lib/svs"), "{exec}");
+    assert_eq!(unit_value(&serve, "StateDirectory"), "svs");
+    assert_eq!(unit_value(&serve, "ProtectSystem"), "strict");
+    assert_eq!(unit_value(&serve, "ReadWritePaths"), "-/srv/svs");
+    assert_eq!(unit_value(&serve, "NoNewPrivileges"), "yes");
+    // File volumes: FUSE and loop devices stay reachable.
+    let allowed: Vec<String> = serve
+        .iter()
+        .filter(|(k, _)| k == "DeviceAllow")
+        .map(|(_, v)| v.clone())
+        .collect();
+    for device in ["/dev/fuse rw", "/dev/loop-control rw", "block-loop rw"] {
+        assert!(allowed.iter().any(|a| a == device), "{allowed:?}");
+    }
+    assert!(!serve.iter().any(|(k, _)| k == "PrivateDevices"));
+}
+
+#[test]
+fn systemd_analyze_verify_accepts_the_units() {
+    let available = Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !available {
+        eprintln!("systemd-analyze is not installed: not verifying the units");
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("temp dir");
+    for file in ["svs.service", "svs-agent.service"] {
+        let text = fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("deploy/systemd")
+                .join(file),
+        )
+        .expect("unit read");
+        // verify wants the binary to exist: the one just built.
+        let unit = tmp.path().join(file);
+        fs::write(
+            &unit,
+            text.replace("/usr/local/bin/svs", env!("CARGO_BIN_EXE_svs")),
+        )
+        .expect("unit written");
+        let out = Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(&unit)
+            .output()
+            .expect("systemd-analyze runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && stderr.trim().is_empty(),
+            "{file}: {stderr}"
+        );
     }
 }

@@ -490,6 +490,10 @@ fn write_config(dir: &Path, config: &TestConfig) {
         toml.push_str(setting);
         toml.push('\n');
     }
+    if config.media.is_empty() {
+        // With a configuration file the demo topology is asked for.
+        toml.push_str("demo = true\n");
+    }
     for m in &config.media {
         let path = dir.join("media").join(m.id);
         toml.push_str(&format!(

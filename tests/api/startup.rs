@@ -351,7 +351,7 @@ async fn the_listen_address_comes_from_the_flag_then_the_env_then_the_file() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let taken_addr = taken.local_addr().unwrap().to_string();
     let file = cwd.path().join("svs.toml");
-    std::fs::write(&file, format!("listen = \"{taken_addr}\"\n")).unwrap();
+    std::fs::write(&file, format!("listen = \"{taken_addr}\"\ndemo = true\n")).unwrap();
     let config = path_args("--config", &file);
 
     let (stdout, stderr) = serve(cwd.path(), &config, &[]).failed();
@@ -941,4 +941,288 @@ async fn an_unknown_key_in_the_configuration_file_still_stops_start_up() {
     )
     .failed();
     assert!(stderr.contains("profile"), "{stderr}");
+}
+
+/// `svs serve` with its stdout kept, so that every line it printed can be
+/// read once it stopped.
+struct Watched {
+    proc: Proc,
+    stdout: BufReader<std::process::ChildStdout>,
+    first_line: String,
+    stderr_path: PathBuf,
+}
+
+impl Watched {
+    fn start(cwd: &Path, serve_args: &[OsString], env: &[(&str, &str)]) -> Watched {
+        let stderr_path = cwd.join(format!("stderr-{}.log", rand_suffix()));
+        let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
+        let mut all = args(["serve"]);
+        all.extend_from_slice(serve_args);
+        let mut child = svs(cwd, &all, env)
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("svs serve runs");
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut first_line = String::new();
+        let _ = stdout.read_line(&mut first_line);
+        let Some(base) = first_line.strip_prefix("svs listening on ") else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "svs serve did not start: {first_line}{}",
+                std::fs::read_to_string(&stderr_path).unwrap_or_default()
+            );
+        };
+        Watched {
+            proc: Proc {
+                base: base.trim().to_string(),
+                child,
+            },
+            stdout,
+            first_line,
+            stderr_path,
+        }
+    }
+
+    /// SIGTERM; then everything it wrote: (stdout lines, stderr).
+    fn stop(self) -> (Vec<String>, String) {
+        let Watched {
+            proc,
+            mut stdout,
+            first_line,
+            stderr_path,
+        } = self;
+        proc.stop();
+        let mut rest = String::new();
+        let _ = stdout.read_to_string(&mut rest);
+        let lines = std::iter::once(first_line.trim_end().to_string())
+            .chain(rest.lines().map(str::to_string))
+            .collect();
+        (
+            lines,
+            std::fs::read_to_string(&stderr_path).unwrap_or_default(),
+        )
+    }
+}
+
+#[tokio::test]
+async fn start_up_prints_the_data_directory_the_console_and_the_demo_topology_then_how_to_add_the_first_user(
+) {
+    let cwd = tempfile::tempdir().expect("temp dir");
+    let served = Watched::start(cwd.path(), &listen_any(), &[("SVS_LOG", "info")]);
+    let base = served.proc.base.clone();
+    let data = std::fs::canonicalize(cwd.path().join("svs-data")).expect("data dir");
+
+    // The hint works: the first administrator, added while svs runs.
+    let (added, _, stderr) = user_add(
+        cwd.path(),
+        &with(
+            args([
+                "--admin",
+                "--email",
+                ADMIN_EMAIL,
+                "--tenant",
+                "ops",
+                "--data-dir",
+            ]),
+            vec![data.clone().into_os_string()],
+        ),
+        ADMIN_PASSWORD,
+    );
+    assert!(added, "{stderr}");
+    served.proc.id_token(ADMIN_EMAIL, ADMIN_PASSWORD).await;
+
+    let (lines, stderr) = served.stop();
+    let hint = format!(
+        "svs: no users yet, so nobody can sign in: add the first administrator with \
+         `svs user add --admin --email EMAIL --tenant TENANT --data-dir {}` (password from \
+         stdin; works while svs runs), or restart svs with SVS_ADMIN_EMAIL and \
+         SVS_ADMIN_PASSWORD set",
+        data.display()
+    );
+    assert_eq!(
+        lines,
+        [
+            format!("svs listening on {base}"),
+            lines[1].clone(),
+            format!("svs data directory: {}", data.display()),
+            format!("svs console: {base}/ui/"),
+            format!(
+                "svs media: demo topology, 6 media under {} (for trying svs; list real media \
+                 as [[media]] in a configuration file)",
+                data.join("media").display()
+            ),
+            hint,
+        ]
+    );
+    assert!(
+        lines[1].starts_with("svs nbd listening on nbd://127.0.0.1:"),
+        "{lines:?}"
+    );
+    // The same advice in the log, for a service whose stdout nobody reads.
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("no users yet, so nobody can sign in"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+
+    // With a user, no hint.
+    let served = Watched::start(cwd.path(), &listen_any(), &[]);
+    let (lines, stderr) = served.stop();
+    assert_eq!(lines.len(), 5, "{lines:?}");
+    assert!(!stderr.contains("no users yet"), "{stderr}");
+}
+
+#[tokio::test]
+async fn configured_media_are_announced_and_no_demo_topology_is_made() {
+    let cwd = tempfile::tempdir().expect("temp dir");
+    let data = cwd.path().join("data");
+    let file = cwd.path().join("svs.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[media]]\nid = \"solo\"\nnode = \"n1\"\nzone = \"z1\"\ndirectory = \"{}\"\nsize_gib = 5\n",
+            cwd.path().join("disk").display()
+        ),
+    )
+    .expect("config written");
+    let served = Watched::start(
+        cwd.path(),
+        &with(
+            with(listen_any(), path_args("--config", &file)),
+            path_args("--data-dir", &data),
+        ),
+        &ADMIN_ENV,
+    );
+    served.proc.id_token(ADMIN_EMAIL, ADMIN_PASSWORD).await;
+    let (lines, _) = served.stop();
+    assert_eq!(lines.len(), 5, "{lines:?}");
+    assert_eq!(
+        lines[4],
+        "svs media: 1 from the configuration (no demo topology)"
+    );
+    assert!(!data.join("media").exists(), "no demo media");
+}
+
+#[tokio::test]
+async fn a_configuration_file_without_media_is_refused_saying_what_to_add() {
+    let cwd = tempfile::tempdir().expect("temp dir");
+    let data = cwd.path().join("data");
+    let file = cwd.path().join("svs.toml");
+    std::fs::write(&file, "listen = \"127.0.0.1:0\"\n").expect("config written");
+    let config_args = with(path_args("--config", &file), path_args("--data-dir", &data));
+    let (stdout, stderr) = serve(cwd.path(), &config_args, &ADMIN_ENV).failed();
+    assert!(!stdout.contains("svs listening on"), "{stdout}");
+    assert!(
+        stderr.contains(&format!(
+            "svs: no media configured: add a [[media]] table to the configuration file for each \
+             directory svs may keep volume data in (id, node, zone, directory, size_gib; see the \
+             README, \"Configuration\"), or set demo = true to try svs with the demo topology (6 \
+             media of 200 GiB under {})",
+            data.join("media").display()
+        )),
+        "{stderr}"
+    );
+    assert!(!data.exists(), "nothing made: {}", data.display());
+
+    // The demo, asked for (SVS_DEMO like every setting).
+    let served = Watched::start(cwd.path(), &config_args, &[("SVS_DEMO", "true")]);
+    let (lines, _) = served.stop();
+    assert!(
+        lines[4].starts_with("svs media: demo topology, 6 media"),
+        "{lines:?}"
+    );
+
+    // demo and [[media]] together are a contradiction.
+    std::fs::write(
+        &file,
+        "demo = true\n[[media]]\nid = \"m1\"\nnode = \"n1\"\nzone = \"z1\"\ndirectory = \"m1\"\nsize_gib = 5\n",
+    )
+    .expect("config written");
+    let (_, stderr) = serve(cwd.path(), &with(listen_any(), config_args), &ADMIN_ENV).failed();
+    assert!(
+        stderr.contains("configuration: demo = true and [[media]] exclude each other; remove one"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn logs_written_to_a_file_have_no_colour_codes() {
+    let mut app = TestApp::start().await;
+    let (status, body) = app.get("/volumes").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    app.stop();
+    let log = app.log();
+    // INFO lines at least: the first user, stopping.
+    assert!(log.contains("created the first user"), "{log}");
+    assert!(log.contains("stopping"), "{log}");
+    assert!(!log.contains("\x1b["), "colour codes in {log:?}");
+}
+
+/// Every line of `log` is a JSON object with a level and a message.
+fn json_lines(log: &str) -> Vec<Value> {
+    assert!(!log.trim().is_empty(), "no log lines");
+    log.lines()
+        .map(|line| {
+            let value: Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"));
+            assert!(value["level"].is_string(), "no level: {line}");
+            assert!(value["message"].is_string(), "no message: {line}");
+            assert!(value["timestamp"].is_string(), "no timestamp: {line}");
+            value
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn log_format_json_writes_one_json_object_per_line() {
+    let mut app = TestApp::start_with(TestConfig {
+        settings: vec!["log_format = \"json\"".into()],
+        ..TestConfig::default()
+    })
+    .await;
+    let (status, body) = app.get("/volumes").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    app.stop();
+    let events = json_lines(&app.log());
+    let created = events
+        .iter()
+        .find(|e| e["message"] == "created the first user")
+        .expect("the first user's event");
+    assert_eq!(created["level"], "INFO", "{created}");
+    assert_eq!(created["email"], ADMIN_EMAIL, "{created}");
+    assert!(
+        events.iter().any(|e| e["message"] == "stopping"),
+        "{events:?}"
+    );
+
+    // SVS_LOG_FORMAT too; the error that stops start-up comes out as JSON.
+    let mut app = TestApp::start().await;
+    let (_, stderr) = serve(
+        app.dir.path(),
+        &with(
+            with(listen_any(), path_args("--config", &app.config_path())),
+            path_args("--data-dir", &app.data_dir()),
+        ),
+        &[("SVS_LOG_FORMAT", "json"), ("SVS_FOO", "1")],
+    )
+    .failed();
+    let events = json_lines(&stderr);
+    assert!(
+        events.iter().any(|e| e["level"] == "WARN"
+            && e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("unknown SVS_* environment variables"))),
+        "{stderr}"
+    );
+    let last = events.last().expect("an event");
+    assert_eq!(last["level"], "ERROR", "{stderr}");
+    assert!(
+        last["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("is in use by another svs serve")),
+        "{stderr}"
+    );
+    app.stop();
 }
