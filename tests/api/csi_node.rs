@@ -555,17 +555,34 @@ async fn a_raw_block_volume_is_published_as_a_device_file_and_grows() {
         dev.read_exact(&mut back).unwrap();
         assert_eq!(back, data);
     }
-    let over_staged = |devices: Vec<(PathBuf, PathBuf)>| {
-        devices
+    // Its loop device is over the staged device (the one the read-write
+    // target is), and goes with the unpublish.
+    let staged = {
+        use std::os::unix::fs::MetadataExt;
+        let rdev = std::fs::metadata(&target).unwrap().rdev();
+        PathBuf::from(format!("/dev/loop{}", libc::minor(rdev)))
+    };
+    let over_staged = || {
+        hd::loop_devices()
+            .unwrap()
             .into_iter()
-            .filter(|(_, back)| back.to_string_lossy().starts_with("/dev/loop"))
+            .filter(|(_, back)| *back == staged)
             .count()
     };
-    let before = over_staged(hd::loop_devices().unwrap());
+    assert_eq!(over_staged(), 1, "{:?}", hd::loop_devices().unwrap());
     node.node_unpublish_volume(unpublish_request(&id, &ro_target))
         .await
         .unwrap();
-    assert_eq!(over_staged(hd::loop_devices().unwrap()), before - 1);
+    // A loop device's detach completes once its last user lets go of it.
+    let start = Instant::now();
+    while over_staged() != 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the read-only loop device stays: {:?}",
+            hd::loop_devices().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     for _ in 0..2 {
         node.node_unpublish_volume(unpublish_request(&id, &target))
