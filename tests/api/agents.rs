@@ -83,6 +83,32 @@ async fn wait_status(app: &TestApp, job_id: &str, status: &str) {
     }
 }
 
+/// host-1's long poll with `revision` (wait 10 s), in the background: when
+/// it answered, and what.
+fn long_poll(
+    app: &TestApp,
+    agent: &str,
+    revision: &str,
+) -> tokio::task::JoinHandle<(Instant, Value)> {
+    let url = format!(
+        "{}/nodes/host-1/agent/attachments?revision={revision}&wait=10",
+        app.base
+    );
+    let (client, agent) = (app.client.clone(), agent.to_string());
+    tokio::spawn(async move {
+        let body: Value = client
+            .get(url)
+            .header("authorization", agent)
+            .send()
+            .await
+            .expect("poll sent")
+            .json()
+            .await
+            .expect("JSON");
+        (Instant::now(), body)
+    })
+}
+
 #[tokio::test]
 async fn nodes_and_credentials_are_for_administrators_and_agents_only_for_their_node() {
     let app = agent_app().await;
@@ -266,28 +292,7 @@ async fn the_long_poll_wakes_on_a_change_and_host_reports_show_in_attachments() 
     assert_eq!(same["revision"], empty.as_str());
 
     // An attachment wakes a waiting poll at once.
-    let poll = {
-        let (client, base, agent, empty) = (
-            app.client.clone(),
-            app.base.clone(),
-            agent.clone(),
-            empty.clone(),
-        );
-        tokio::spawn(async move {
-            let body: Value = client
-                .get(format!(
-                    "{base}/nodes/host-1/agent/attachments?revision={empty}&wait=10"
-                ))
-                .header("authorization", agent)
-                .send()
-                .await
-                .expect("poll sent")
-                .json()
-                .await
-                .expect("JSON");
-            (Instant::now(), body)
-        })
-    };
+    let poll = long_poll(&app, &agent, &empty);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (status, body) = app
         .post(
@@ -399,28 +404,7 @@ async fn the_long_poll_wakes_on_a_change_and_host_reports_show_in_attachments() 
     }
 
     // A change of mountpoint (an attachment modify) wakes it too.
-    let poll = {
-        let (client, base, agent, revision) = (
-            app.client.clone(),
-            app.base.clone(),
-            agent.clone(),
-            revision.clone(),
-        );
-        tokio::spawn(async move {
-            let body: Value = client
-                .get(format!(
-                    "{base}/nodes/host-1/agent/attachments?revision={revision}&wait=10"
-                ))
-                .header("authorization", agent)
-                .send()
-                .await
-                .expect("poll sent")
-                .json()
-                .await
-                .expect("JSON");
-            (Instant::now(), body)
-        })
-    };
+    let poll = long_poll(&app, &agent, &revision);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (status, body) = app
         .patch(
