@@ -92,6 +92,24 @@ impl Drop for Frozen {
     }
 }
 
+/// The service (jobs wait up to 60 s for agents) with a "mirror" policy,
+/// the volumes `bodies` create, and host-1's agent running.
+async fn service_and_agent(bodies: &[Value]) -> (TestApp, HostSide) {
+    let app = TestApp::start_with(TestConfig {
+        settings: vec!["agent_wait_secs = 60".into()],
+        ..topology("0")
+    })
+    .await;
+    let mut host = HostSide::new();
+    app.create_policy("mirror", 1, 1, 0).await;
+    for body in bodies {
+        app.create_volume_done(body.clone()).await;
+    }
+    issue_credential(&app, &host).await;
+    host.start_agent(&app);
+    (app, host)
+}
+
 /// Issues host-1's agent credential into the host side's credential file.
 async fn issue_credential(app: &TestApp, host: &HostSide) {
     let (status, body) = app.post("/nodes/host-1/credentials", json!({})).await;
@@ -397,17 +415,9 @@ async fn the_agent_mounts_a_file_volume_and_grows_it_through_resizes_and_restart
 /// busy mount is not detached.
 #[tokio::test]
 async fn ext4_grows_online_or_says_why_snapshots_mount_read_only_and_busy_mounts_stay() {
-    let app = TestApp::start_with(TestConfig {
-        settings: vec!["agent_wait_secs = 60".into()],
-        ..topology("0")
-    })
-    .await;
-    let mut host = HostSide::new();
-    app.create_policy("mirror", 1, 1, 0).await;
-    app.create_volume_done(json!({"name": "e", "type": "file", "size": 2, "policy": "mirror"}))
-        .await;
-    issue_credential(&app, &host).await;
-    host.start_agent(&app);
+    let (app, host) =
+        service_and_agent(&[json!({"name": "e", "type": "file", "size": 2, "policy": "mirror"})])
+            .await;
     // No mountpoint: the agent mounts it under its mount root.
     let (status, body) = app
         .post(
@@ -566,13 +576,9 @@ fn the_kernel_nbd_mode_is_refused_where_the_module_is_missing() {
 /// mounted; a resize shows on the device without reconnecting it.
 #[tokio::test]
 async fn a_block_volume_is_connected_as_a_device_that_grows_with_the_volume() {
-    let app = TestApp::start_with(topology("0")).await;
-    let mut host = HostSide::new();
-    app.create_policy("mirror", 1, 1, 0).await;
-    app.create_volume_done(json!({"name": "b", "type": "block", "size": 1, "policy": "mirror"}))
-        .await;
-    issue_credential(&app, &host).await;
-    host.start_agent(&app);
+    let (app, host) =
+        service_and_agent(&[json!({"name": "b", "type": "block", "size": 1, "policy": "mirror"})])
+            .await;
     let (status, body) = app
         .post(
             "/volumes/b/snapshots/top/attachments",
@@ -629,19 +635,11 @@ async fn a_block_volume_is_connected_as_a_device_that_grows_with_the_volume() {
 /// detach jobs do not wait for any agent.
 #[tokio::test]
 async fn the_agent_leaves_csi_attachments_alone_and_their_jobs_do_not_wait_for_it() {
-    let app = TestApp::start_with(TestConfig {
-        settings: vec!["agent_wait_secs = 60".into()],
-        ..topology("0")
-    })
+    let (app, host) = service_and_agent(&[
+        json!({"name": "c", "type": "file", "size": 1, "policy": "mirror"}),
+        json!({"name": "a", "type": "block", "size": 1, "policy": "mirror"}),
+    ])
     .await;
-    let mut host = HostSide::new();
-    app.create_policy("mirror", 1, 1, 0).await;
-    app.create_volume_done(json!({"name": "c", "type": "file", "size": 1, "policy": "mirror"}))
-        .await;
-    app.create_volume_done(json!({"name": "a", "type": "block", "size": 1, "policy": "mirror"}))
-        .await;
-    issue_credential(&app, &host).await;
-    host.start_agent(&app);
     let (status, body) = app
         .post(
             "/volumes/c/snapshots/top/attachments",
