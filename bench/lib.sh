@@ -22,9 +22,9 @@ require_tools() {
     if ! command -v qemu-img >/dev/null || ! command -v qemu-nbd >/dev/null; then
         echo "installing qemu-utils"
         export DEBIAN_FRONTEND=noninteractive
-        if ! apt-get install -y qemu-utils; then
+        if ! apt-get install -y --no-install-recommends qemu-utils; then
             apt-get update
-            apt-get install -y qemu-utils
+            apt-get install -y --no-install-recommends qemu-utils
         fi
     fi
 }

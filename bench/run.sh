@@ -49,9 +49,9 @@ command -v python3 >/dev/null || { echo "python3 is required" >&2; exit 1; }
 if ! command -v wrk >/dev/null; then
     echo "installing wrk"
     export DEBIAN_FRONTEND=noninteractive
-    if ! apt-get install -y wrk; then
+    if ! apt-get install -y --no-install-recommends wrk; then
         apt-get update
-        apt-get install -y wrk
+        apt-get install -y --no-install-recommends wrk
     fi
 fi
 echo "wrk: $(command -v wrk); cp: $(cp --version | head -1); $(nproc) CPUs"

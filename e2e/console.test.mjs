@@ -1,164 +1,14 @@
 // End-to-end tests of the web console: a real `svs serve` (SVS_BIN) driven
 // through real headless Chromium (/usr/bin/chromium) with playwright-core.
-import { test, before, after } from "node:test";
+// The shared helpers are in lib.mjs.
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
-import { createInterface } from "node:readline";
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
-import { chromium } from "playwright-core";
+import {
+  EMAIL, PASSWORD, HOST, startServer, apiClient, shots, newPage, signIn, resizeInUi, jobEnd,
+  addUser, mediaOf, asAgent, fillSlice, volumeNeedingMovement,
+} from "./lib.mjs";
 
-const ROOT = path.resolve(import.meta.dirname, "..");
-const BIN = path.resolve(ROOT, process.env.SVS_BIN || "target/debug/svs");
-const ARTIFACTS = path.join(import.meta.dirname, "artifacts");
-const EMAIL = "admin@example.com";
-const PASSWORD = "e2e-password-123";
 const NO_IN_PLACE = "GetModificationPlan: Could not find an in-place modification plan";
-const DESKTOP = { width: 1280, height: 800 };
-const PHONE = { width: 390, height: 844 };
-
-let browser;
-const servers = [];
-
-before(async () => {
-  fs.mkdirSync(ARTIFACTS, { recursive: true });
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
-});
-
-after(async () => {
-  await browser?.close();
-  for (const s of servers) s.stop();
-});
-
-/** Starts `svs serve` on free ports with the given media; resolves once it listens. */
-async function startServer(media, movementRate = "0", extraToml = "") {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "svs-e2e-"));
-  let toml = `movement_rate = "${movementRate}"\n${extraToml}`;
-  for (const [id, node, zone, size] of media) {
-    toml += `\n[[media]]\nid = "${id}"\nnode = "${node}"\nzone = "${zone}"\ndirectory = "${path.join(dir, "media", id)}"\nsize_gib = ${size}\n`;
-  }
-  fs.writeFileSync(path.join(dir, "svs.toml"), toml);
-  const child = spawn(BIN, ["serve", "--listen", "127.0.0.1:0", "--nbd-listen", "127.0.0.1:0",
-    "--config", path.join(dir, "svs.toml"), "--data-dir", path.join(dir, "data")], {
-    // svs warns about SVS_* variables that are not its settings: pass only ours.
-    env: { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("SVS_"))), SVS_ADMIN_EMAIL: EMAIL, SVS_ADMIN_PASSWORD: PASSWORD, SVS_LOG: "warn" },
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  const lines = createInterface({ input: child.stdout });
-  const base = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error("svs did not start in 30 s")), 30_000);
-    child.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`svs exited with ${code}`));
-    });
-    lines.once("line", (line) => {
-      clearTimeout(timer);
-      const m = /^svs listening on (\S+)/.exec(line);
-      m ? resolve(m[1].startsWith("http") ? m[1] : `http://${m[1]}`) : reject(new Error(`unexpected first line: ${line}`));
-    });
-  });
-  lines.on("line", () => {}); // keep draining stdout
-  const server = {
-    base,
-    dir,
-    mediumDir: (id) => path.join(dir, "media", id),
-    stop() {
-      child.kill("SIGTERM");
-      fs.rmSync(dir, { recursive: true, force: true });
-    },
-  };
-  servers.push(server);
-  return server;
-}
-
-/** A small API client for setting up scenarios without the UI. */
-async function apiClient(base) {
-  const signin = await (await fetch(`${base}/signin`, {
-    method: "POST", headers: { "content-type": "application/json" },
-    body: JSON.stringify({ email: EMAIL, password: PASSWORD }),
-  })).json();
-  const call = async (method, p, body) => {
-    const r = await fetch(`${base}${p}`, {
-      method,
-      headers: { authorization: signin.IdToken, "content-type": "application/json" },
-      body: body && JSON.stringify(body),
-    });
-    const json = await r.json();
-    assert.ok(r.ok, `${method} ${p}: ${r.status} ${JSON.stringify(json)}`);
-    return json;
-  };
-  const waitJob = async (id) => {
-    for (let i = 0; i < 300; i++) {
-      const j = await call("GET", `/jobs/${id}`);
-      if (j.state === "Done" || j.state === "Error") return j;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    throw new Error(`job ${id} did not finish`);
-  };
-  return {
-    call,
-    waitJob,
-    policy: (name, m, n, z) => call("POST", "/policies", { name, resiliencymedia: m, resiliencynode: n, resiliencyzone: z }),
-    async volume(name, size, policy) {
-      const r = await call("POST", "/volumes", { name, size, policy });
-      const j = await waitJob(r.JobID);
-      assert.equal(j.state, "Done", JSON.stringify(j));
-      return r.ObjectID;
-    },
-  };
-}
-
-/** Screenshots at desktop and phone sizes, then back to desktop. */
-async function shots(page, name) {
-  await page.setViewportSize(DESKTOP);
-  await page.screenshot({ path: path.join(ARTIFACTS, `${name}-1280x800.png`) });
-  await page.setViewportSize(PHONE);
-  await page.screenshot({ path: path.join(ARTIFACTS, `${name}-390x844.png`), fullPage: true });
-  await page.setViewportSize(DESKTOP);
-}
-
-// The tests' own helpers (page.waitForFunction) evaluate strings, which the
-// console's Content-Security-Policy forbids: they run with bypassCSP. The CSP
-// test below drives the console without it.
-async function newPage({ bypassCSP = true } = {}) {
-  const context = await browser.newContext({ viewport: DESKTOP, bypassCSP });
-  const page = await context.newPage();
-  page.on("dialog", (d) => d.accept()); // confirm() of deletes
-  page.on("pageerror", (e) => console.error("page error:", e.message));
-  return page;
-}
-
-async function signIn(page, base) {
-  await page.goto(`${base}/ui/`);
-  await page.fill("#email", EMAIL);
-  await page.fill("#password", PASSWORD);
-  await page.click("button[type=submit]");
-  await page.waitForSelector("header#top:not([hidden])");
-}
-
-/** Opens the resize dialog of a volume, submits, and follows the job to its end. */
-async function resizeInUi(page, volume, size, move) {
-  await page.click(`tr[data-volume="${volume}"] a.resize`);
-  await page.waitForSelector("#resize-dialog[open]");
-  await page.fill("#resize-size", String(size));
-  if (move) await page.check("#resize-move");
-  await page.click("#resize-submit");
-  const seen = [];
-  for (let i = 0; i < 600; i++) {
-    const state = (await page.textContent("#job-state").catch(() => "")) || "";
-    const progress = Number(await page.textContent("#job-progress").catch(() => "0"));
-    seen.push(progress);
-    if (state === "Done" || state === "Error") return { state, seen };
-    await page.waitForTimeout(100);
-  }
-  throw new Error(`resize job of ${volume} did not end; progress seen: ${seen}`);
-}
 
 test("sign in, policy, volume, in-place resize, pages, sign out", async () => {
   const server = await startServer([
@@ -213,7 +63,7 @@ test("sign in, policy, volume, in-place resize, pages, sign out", async () => {
   assert.match(await page.textContent('tr[data-volume="db"]'), /10 GiB/);
 
   // Resize: the range is shown and enforced before anything is sent.
-  await page.click('tr[data-volume="db"] a.resize');
+  await page.click('tr[data-volume="db"] button.resize');
   await page.waitForSelector("#resize-dialog[open]");
   assert.match(await page.textContent("#resize-range"), /11 – 100 GiB/);
   await page.fill("#resize-size", "101");
@@ -266,27 +116,19 @@ test("sign in, policy, volume, in-place resize, pages, sign out", async () => {
 });
 
 test("resize with data movement shows progress until Done", async () => {
-  const server = await startServer([["m1", "n1", "z1", 20], ["m2", "n2", "z2", 16], ["m3", "n3", "z3", 30]], "8 MiB");
-  const api = await apiClient(server.base);
-  await api.policy("none", 0, 0, 0);
-  await api.policy("mirror", 1, 1, 0);
-  await api.volume("filler", 20, "none"); // takes m3
-  const id = await api.volume("data", 15, "mirror"); // m1 + m2
-  const r = await api.call("DELETE", "/volumes/filler");
-  await api.waitJob(r.JobID);
   // Data in the copy on m2 (the one lacking room) so the move takes a few seconds.
-  const slice = path.join(server.mediumDir("m2"), id, "c1-k0.slice");
-  const fd = fs.openSync(slice, "r+");
-  fs.writeSync(fd, Buffer.alloc(32 * 1024 * 1024, 0xab), 0, 32 * 1024 * 1024, 0);
-  fs.closeSync(fd);
+  const { server, api } = await volumeNeedingMovement("8 MiB");
 
   const page = await newPage();
   await signIn(page, server.base);
   await page.waitForSelector('tr[data-volume="data"]');
-  const { state, seen } = await resizeInUi(page, "data", 18, true);
+  const { state, seen, statuses } = await resizeInUi(page, "data", 18, true);
   assert.equal(state, "Done");
   const midway = seen.filter((p) => p > 0 && p < 100);
   assert.ok(midway.length > 0, `progress between 0 and 100 shown (seen: ${[...new Set(seen)]})`);
+  // The moving slice with its bytes, rate and time left.
+  const moving = /^Moving slice c1-k0 from m2 to m3 \(1 of 1\): [\d.]+ (B|KiB|MiB) of [\d.]+ (KiB|MiB|GiB), [\d.]+ (B|KiB|MiB)\/s, about \d+ (s|min \d+ s) left$/;
+  assert.ok(statuses.some((s) => moving.test(s)), `the movement's status shown: ${JSON.stringify(statuses)}`);
   await shots(page, "09-movement-done");
   await page.click("#resize-close");
   await page.waitForFunction(() => /18 GiB/.test(document.querySelector('tr[data-volume="data"]')?.textContent));
@@ -383,14 +225,7 @@ test("the console is served with a Content-Security-Policy that forbids framing"
   await page.context().close();
 });
 
-const HOST = '[[nodes]]\nname = "host-1"\naddress = "127.0.0.1"\n';
 const ROLLBACK_REFUSED = "volume 'v' is attached read-write to node(s) host-1; detach it or make the attachment read-only before a rollback";
-
-/** Waits until the followed job of the page ends; returns its state. */
-async function jobEnd(page) {
-  await page.waitForFunction(() => /^(Done|Error)$/.test(document.querySelector("#job-state")?.textContent || ""), null, { timeout: 30_000 });
-  return page.textContent("#job-state");
-}
 
 test("snapshots: take, roll back after detaching, attach read-only, clone, delete", async () => {
   const server = await startServer([["d1", "node-a", "zone-a", 40], ["d2", "node-b", "zone-b", 40]], "0", HOST);
@@ -533,23 +368,6 @@ test("a refused delete keeps its message, with force offered", async () => {
   await page.context().close();
 });
 
-/** Adds a user to the running service (`svs user add`); not an administrator unless `admin`. */
-function addUser(server, email, password, admin = false) {
-  const args = ["user", "add", "--email", email, "--tenant", "other",
-    "--config", path.join(server.dir, "svs.toml"), "--data-dir", path.join(server.dir, "data")];
-  if (admin) args.push("--admin");
-  const out = spawnSync(BIN, args, {
-    input: `${password}\n`,
-    env: Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("SVS_"))),
-  });
-  assert.equal(out.status, 0, `user add: ${out.stderr}`);
-}
-
-/** The media holding the volume's slices (copy order). */
-async function mediaOf(api, volume) {
-  return (await api.call("GET", `/volumes/${volume}/slices`)).map((s) => s.media);
-}
-
 test("a medium marked failed in the console: Degraded and Failed volumes, Recover followed to Ready", async () => {
   // d1 has the most room: the single-copy volume w and one copy of the mirror v go there;
   // the third medium takes v's lost copy back.
@@ -565,10 +383,7 @@ test("a medium marked failed in the console: Degraded and Failed volumes, Recove
   assert.ok(before.includes(lost), `v has a copy on ${lost}: ${before}`);
   // Data in v's other copy, so that its rebuild (paced at 8 MiB/s) takes a few seconds.
   const healthy = (await api.call("GET", "/volumes/v/slices")).find((s) => s.media !== lost);
-  const slice = path.join(server.mediumDir(healthy.media), vid, `c${healthy.copy}-k${healthy.column}.slice`);
-  const fd = fs.openSync(slice, "r+");
-  fs.writeSync(fd, Buffer.alloc(32 * 1024 * 1024, 0x5a), 0, 32 * 1024 * 1024, 0);
-  fs.closeSync(fd);
+  fillSlice(server, healthy.media, vid, healthy.copy, healthy.column, 0x5a);
 
   // A user who is not an administrator is not offered the action.
   addUser(server, "user@example.com", "user-password-123");
@@ -653,17 +468,6 @@ test("a medium marked failed in the console: Degraded and Failed volumes, Recove
   await shots(page, "22-recovery-error");
   await page.context().close();
 });
-
-/** Calls an agent route with a node credential, as the host's agent would. */
-async function asAgent(base, credential, method, p, body) {
-  const r = await fetch(`${base}${p}`, {
-    method,
-    headers: { authorization: `Bearer ${credential}`, "content-type": "application/json" },
-    body: body && JSON.stringify(body),
-  });
-  const text = await r.text();
-  return { status: r.status, body: text ? JSON.parse(text) : null };
-}
 
 test("nodes: add a node, issue its agent credential once, see the agent, revoke it", async () => {
   const server = await startServer([["d1", "node-a", "zone-a", 10]]);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end tests of the web console in real headless Chromium. Installs what
 # is missing (Debian's chromium, playwright-core from package-lock.json; no
-# browser download), runs e2e/console.test.mjs against SVS_BIN (default
+# browser download), runs every e2e/*.test.mjs against SVS_BIN (default
 # target/debug/svs) and prints "e2e: N passed, M failed". Exits non-zero on
 # any failure.
 set -euo pipefail
@@ -13,7 +13,11 @@ cd "$(dirname "$0")"
 if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo --preserve-env=DEBIAN_FRONTEND"; fi
 export DEBIAN_FRONTEND=noninteractive
 if [ ! -x /usr/bin/chromium ]; then
-    $SUDO apt-get install -y -q chromium || { $SUDO apt-get update -q && $SUDO apt-get install -y -q chromium; }
+    # Only what Chromium needs (recommends would pull ~100 more packages, a
+    # systemd upgrade among them), plus one font family for readable
+    # screenshots.
+    pkgs="chromium fonts-liberation"
+    $SUDO apt-get install -y -q --no-install-recommends $pkgs || { $SUDO apt-get update -q && $SUDO apt-get install -y -q --no-install-recommends $pkgs; }
 fi
 if [ ! -d node_modules/playwright-core ]; then
     npm ci --no-audit --no-fund
@@ -23,7 +27,7 @@ fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
-node --test --test-reporter=tap console.test.mjs 2>&1 | tee "$log" || status=$?
+node --test --test-reporter=tap ./*.test.mjs 2>&1 | tee "$log" || status=$?
 awk '/^# pass / { p = $3 } /^# fail / { f = $3 } END { printf "e2e: %d passed, %d failed\n", p, f }' "$log"
 if [ "$status" -ne 0 ] || ! grep -q '^# fail 0$' "$log"; then
     echo "e2e: FAILED (screenshots in e2e/artifacts/)" >&2

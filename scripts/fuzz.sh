@@ -82,6 +82,8 @@ cat <&3 >/dev/null &
 
 mkdir -p "$reports"
 export FUZZ_BASE=$base FUZZ_EMAIL=$admin_email FUZZ_PASSWORD=$admin_password
+# Where POST /media may make its directory (scripts/fuzz/own.toml).
+export FUZZ_MEDIA_DIR=$work/api-media
 { read -r token; read -r refresh_token; } < <("$venv/bin/python" "$repo/scripts/fuzz/seed.py")
 [ -n "$token" ] && [ -n "$refresh_token" ] || { echo "fuzz: seeding failed" >&2; exit 1; }
 # The Volumez refresh takes a real RefreshToken (own.toml); it does not

@@ -9,7 +9,7 @@ if ! command -v qemu-io >/dev/null || ! command -v qemu-img >/dev/null || ! comm
     if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo --preserve-env=DEBIAN_FRONTEND"; fi
     export DEBIAN_FRONTEND=noninteractive
     $SUDO apt-get update -q
-    $SUDO apt-get install -y -q qemu-utils
+    $SUDO apt-get install -y -q --no-install-recommends qemu-utils
 fi
 # The host-side block path (crates/hostdev) makes and grows real ext4 and XFS
 # filesystems on loop devices over a FUSE file: it needs xfsprogs beside
@@ -19,7 +19,7 @@ if ! command -v mkfs.xfs >/dev/null || ! command -v xfs_growfs >/dev/null; then
     if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo --preserve-env=DEBIAN_FRONTEND"; fi
     export DEBIAN_FRONTEND=noninteractive
     $SUDO apt-get update -q
-    $SUDO apt-get install -y -q xfsprogs
+    $SUDO apt-get install -y -q --no-install-recommends xfsprogs
 fi
 
 cargo fmt --all -- --check

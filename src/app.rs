@@ -7,7 +7,7 @@
 use crate::api;
 use crate::auth::{PasswordCheckPool, TokenIssuer};
 use crate::clock::{Clock, SystemClock};
-use crate::config::{Config, StoreBackend};
+use crate::config::{Config, NbdTlsMode, StoreBackend};
 use crate::exports::ExportRegistry;
 use crate::http::HttpLimits;
 use crate::jobs::{JobRunner, RetryPolicy, RunnerParts, RunnerSettings, VolumeActivity};
@@ -27,7 +27,9 @@ use std::time::Duration;
 use svs_dataplane::{DataPlane, LocalMedia};
 use svs_domain::Medium;
 use svs_nbd::{NbdConfig, NbdServer};
-use svs_store::{CachedStore, MediumRecord, NodeRecord, SqliteStore, Store};
+use svs_store::{
+    CachedStore, ManagedBy, MediumRecord, MediumUsage, NodeRecord, SqliteStore, Store,
+};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
@@ -41,12 +43,20 @@ pub const LOCK_FILE: &str = "svs.lock";
 pub struct StartupFacts {
     /// The data directory, absolute.
     pub data_dir: PathBuf,
-    /// Media svs places slices on.
+    /// Media svs places slices on, from the configuration (or the demo).
     pub media: usize,
+    /// Media added through the API (kept in the store).
+    pub api_media: usize,
     /// The embedded demo topology (under `<data_dir>/media`), not `[[media]]`.
     pub demo: bool,
     /// The store has at least one user (else nobody can sign in yet).
     pub has_users: bool,
+    /// HTTPS (and the certificate NBD's STARTTLS uses), `None`: plain HTTP.
+    pub tls: Option<crate::tls::TlsFacts>,
+    /// TLS on the NBD server.
+    pub nbd_tls: NbdTlsMode,
+    /// Servers reachable from other machines without TLS: one warning each.
+    pub plaintext_warnings: Vec<String>,
 }
 
 pub struct Application {
@@ -59,6 +69,7 @@ pub struct Application {
     reconcilers: Reconcilers,
     store: Arc<dyn Store>,
     http_limits: HttpLimits,
+    http_tls: Option<tokio_rustls::TlsAcceptor>,
     nbd_config: NbdConfig,
     /// The one stop signal of the whole service.
     shutdown: CancellationToken,
@@ -111,14 +122,44 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
 
 impl Application {
     pub async fn build(config: Config) -> Result<Application, String> {
-        config.check_media_configured()?;
+        // Without configured media, media added through the API before may
+        // be in the store: look (once it is open) before refusing. No store
+        // yet means nothing was ever added, and nothing is made.
+        let no_configured_media = config.check_media_configured();
+        if let Err(e) = &no_configured_media {
+            if !config.data_dir.join(DB_FILE).exists() {
+                return Err(e.clone());
+            }
+        }
         let lock = lock_data_dir(&config.data_dir)?;
+        let store = open_store(&config).await?;
 
         let mut media_config = config.effective_media();
+        // Media added through the API, unless the file now lists them (it
+        // then takes them over).
+        let api_media: Vec<MediumUsage> = store
+            .media_usage()
+            .await
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .filter(|u| {
+                u.managed_by == ManagedBy::Api
+                    && !media_config.iter().any(|m| m.id == u.record.medium.id)
+            })
+            .collect();
+        if api_media.is_empty() {
+            no_configured_media?;
+        }
         let media = LocalMedia::new(
             media_config
                 .iter()
-                .map(|m| (m.id.clone(), m.directory.clone())),
+                .map(|m| (m.id.clone(), m.directory.clone()))
+                .chain(api_media.iter().map(|u| {
+                    (
+                        u.record.medium.id.clone(),
+                        u.record.directory.clone().into(),
+                    )
+                })),
         );
         for m in &mut media_config {
             media.check_medium(&m.id).map_err(|e| e.to_string())?;
@@ -131,14 +172,27 @@ impl Application {
                 )
             })?;
         }
-        refuse_shared_directories(&media_config)?;
+        // A failed medium's disk may be gone; its slices are lost anyway.
+        for u in api_media.iter().filter(|u| !u.failed) {
+            media
+                .check_medium(&u.record.medium.id)
+                .map_err(|e| format!("{e} (a medium added through the API)"))?;
+        }
+        let mut every_medium = media_config.clone();
+        every_medium.extend(api_media.iter().map(|u| crate::config::MediumConfig {
+            id: u.record.medium.id.clone(),
+            node: u.record.medium.node.clone(),
+            zone: u.record.medium.zone.clone(),
+            directory: u.record.directory.clone().into(),
+            size_gib: u.record.medium.size,
+        }));
+        refuse_shared_directories(&every_medium)?;
         let media: Arc<dyn DataPlane> = Arc::new(LocalMedia::new(
-            media_config
+            every_medium
                 .iter()
                 .map(|m| (m.id.clone(), m.directory.clone())),
         ));
 
-        let store = open_store(&config).await?;
         let records: Vec<MediumRecord> = media_config
             .iter()
             .map(|m| MediumRecord {
@@ -156,13 +210,23 @@ impl Application {
             .await
             .map_err(|e| format!("media configuration: {e}"))?;
         let has_users = create_first_user(store.as_ref(), &config).await?;
+        // Before anything listens: bad certificate files stop start-up.
+        let server_tls =
+            crate::tls::server_tls(&config, config.listen.ip(), config.nbd_listen.ip())?;
         let facts = StartupFacts {
             data_dir: std::fs::canonicalize(&config.data_dir)
                 .unwrap_or_else(|_| config.data_dir.clone()),
             media: media_config.len(),
+            api_media: api_media.len(),
             demo: config.demo,
             has_users,
+            tls: server_tls.as_ref().map(|t| t.facts.clone()),
+            nbd_tls: config.effective_nbd_tls(),
+            plaintext_warnings: plaintext_warnings(&config),
         };
+        for warning in &facts.plaintext_warnings {
+            tracing::warn!("{warning}");
+        }
         if !has_users {
             tracing::warn!("{}", first_user_hint(&facts.data_dir));
         }
@@ -173,6 +237,7 @@ impl Application {
                 name: n.name,
                 zone: n.zone,
                 address: n.address.map(|a| a.to_string()),
+                managed_by: ManagedBy::Config,
             })
             .collect();
         store
@@ -206,8 +271,15 @@ impl Application {
         let nbd_listener = TcpListener::bind(config.nbd_listen)
             .await
             .map_err(|e| format!("cannot listen for NBD on {}: {e}", config.nbd_listen))?;
+        // Attachments name the NBD server by this URL: `nbds://` (NBD URI
+        // standard: NBD over TLS) when it offers TLS, which svs's agents
+        // then use; plain clients can still connect with "optional".
+        let nbd_scheme = match facts.nbd_tls {
+            NbdTlsMode::Require | NbdTlsMode::Optional => "nbds",
+            NbdTlsMode::Off => "nbd",
+        };
         let nbd_base = format!(
-            "nbd://{}",
+            "{nbd_scheme}://{}",
             nbd_listener.local_addr().map_err(|e| e.to_string())?
         );
         let refresh_ms =
@@ -247,13 +319,24 @@ impl Application {
             handshake_timeout: config.nbd_handshake_timeout,
             // The NBD server has a runtime of its own (`spawn_nbd_server`).
             inline_max: 64 * 1024,
+            tls: match (&server_tls, facts.nbd_tls) {
+                (Some(tls), NbdTlsMode::Optional | NbdTlsMode::Require) => {
+                    Some(svs_nbd::ServerTls {
+                        config: Arc::clone(&tls.nbd),
+                        required: facts.nbd_tls == NbdTlsMode::Require,
+                    })
+                }
+                _ => None,
+            },
             ..NbdConfig::default()
         };
+        let http_tls = server_tls.map(|t| tokio_rustls::TlsAcceptor::from(t.http));
         Ok(Application {
             facts,
             listener,
             nbd_listener,
             http_limits,
+            http_tls,
             nbd_config,
             exports,
             services,
@@ -297,8 +380,14 @@ impl Application {
             shutdown.clone(),
         )?;
         // Handlers may read the TCP peer (`ConnectInfo<SocketAddr>`).
-        let served =
-            crate::http::serve(self.listener, router, self.http_limits, shutdown.clone()).await;
+        let served = crate::http::serve(
+            self.listener,
+            router,
+            self.http_limits,
+            self.http_tls,
+            shutdown.clone(),
+        )
+        .await;
         // Also when the server failed on its own: everything stops together.
         shutdown.cancel();
         let _ = tokio::task::spawn_blocking(move || nbd_thread.join()).await;
@@ -308,6 +397,28 @@ impl Application {
         self.store.close().await;
         served.map_err(|e| format!("server error: {e}"))
     }
+}
+
+/// A warning for each server other machines can reach without TLS: the
+/// API carries passwords and tokens, NBD the volumes' bytes.
+fn plaintext_warnings(config: &Config) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if !config.tls_enabled() && !config.listen.ip().is_loopback() {
+        warnings.push(format!(
+            "warning: the API listens on {} without TLS, so passwords and tokens cross the \
+             network in plain text: set tls = \"auto\" (or tls_cert and tls_key; README, \"TLS\")",
+            config.listen
+        ));
+    }
+    if config.effective_nbd_tls() == NbdTlsMode::Off && !config.nbd_listen.ip().is_loopback() {
+        warnings.push(format!(
+            "warning: the NBD server listens on {} without TLS, so volume data crosses the \
+             network in plain text: set tls = \"auto\" (NBD then offers STARTTLS; nbd_tls = \
+             \"require\" makes it mandatory)",
+            config.nbd_listen
+        ));
+    }
+    warnings
 }
 
 fn sign_in_protection(config: &Config) -> Result<SignInProtection, String> {

@@ -1,7 +1,9 @@
 //! `svs backup` and `svs restore`: the service's own state in one tar
 //! archive. It holds `manifest.json` (first), an online copy of the database
 //! (`svs.db`, see `SqliteStore::copy_database`) and the token signing keys
-//! (`token-signing.key`, `token-keys/*`). Slice data is not in it: it lives
+//! (`token-signing.key`, `token-keys/*`), and the TLS files of `tls =
+//! "auto"` (`tls/*`: the private CA, so restored clients keep trusting the
+//! service). Slice data is not in it: it lives
 //! on the media, which are backed up (or replicated) as media are. The lock
 //! file is not state, and the demo media are media.
 
@@ -84,6 +86,7 @@ pub async fn backup(data_dir: &Path, out: &Path) -> Result<Manifest, String> {
 
     let mut files: Vec<(String, PathBuf)> = vec![(DB_FILE.to_string(), db_copy)];
     files.extend(key_files(data_dir)?);
+    files.extend(tls_files(data_dir));
     let mut listed = Vec::new();
     for (name, path) in &files {
         let content = fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -138,6 +141,15 @@ fn key_files(data_dir: &Path) -> Result<Vec<(String, PathBuf)>, String> {
         files.push((format!("{RETIRED_DIR}/{name}"), retired.join(&name)));
     }
     Ok(files)
+}
+
+/// The files of `tls = "auto"` that exist (none without it).
+fn tls_files(data_dir: &Path) -> Vec<(String, PathBuf)> {
+    crate::tls::AUTO_FILES
+        .iter()
+        .map(|name| (name.to_string(), data_dir.join(name)))
+        .filter(|(_, path)| path.is_file())
+        .collect()
 }
 
 fn write_archive(
@@ -322,7 +334,7 @@ fn entry_name(entry: &tar::Entry<File>) -> Result<String, String> {
 
 /// Only the files a backup writes: never a path out of the data directory.
 fn allowed_path(name: &str) -> bool {
-    if name == DB_FILE || name == KEY_FILE {
+    if name == DB_FILE || name == KEY_FILE || crate::tls::AUTO_FILES.contains(&name) {
         return true;
     }
     match name.split_once('/') {
@@ -377,7 +389,11 @@ mod tests {
         assert!(allowed_path("svs.db"));
         assert!(allowed_path("token-signing.key"));
         assert!(allowed_path("token-keys/retired-1-abc.key"));
+        assert!(allowed_path("tls/ca-key.pem"));
+        assert!(allowed_path("tls/server.pem"));
         for bad in [
+            "tls/other.pem",
+            "tls/../svs.db",
             "../svs.db",
             "/etc/passwd",
             "token-keys/../../x",

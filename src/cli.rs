@@ -17,14 +17,34 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(name = "svs", version, about = "Self-hosted storage volume service")]
 pub struct Cli {
-    /// Output of the client commands: aligned tables, or the server's JSON as is.
-    #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Table)]
-    pub output: OutputFormat,
-    /// Profile of the stored credentials used by the client commands.
-    #[arg(long, global = true, env = "SVS_PROFILE", default_value = DEFAULT_PROFILE)]
-    pub profile: String,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The options of the API client's commands, and only of those: `serve`
+/// and the offline commands print nothing a profile or format could change.
+/// Global within each client command, so they go before or after its
+/// subcommand (`svs volume list --output json`).
+#[derive(Debug, Args, Clone)]
+pub struct ClientArgs {
+    /// Output: aligned tables and summaries, or the server's JSON as is.
+    #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
+    /// Profile of the stored credentials (several sessions side by side).
+    #[arg(long, global = true, env = "SVS_PROFILE", default_value = DEFAULT_PROFILE)]
+    pub profile: String,
+    #[command(flatten)]
+    pub tls: CaCertArgs,
+}
+
+/// The CA a client trusts beside the system's roots: client commands, the
+/// agent and the CSI plugins (not `serve`, whose certificates are settings).
+#[derive(Debug, Args, Clone, Default)]
+pub struct CaCertArgs {
+    /// A CA certificate (PEM) trusted beside the system's and the built-in
+    /// roots, e.g. the `<data_dir>/tls/ca.pem` of a service with tls = "auto".
+    #[arg(long, global = true, env = "SVS_CA_CERT", value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -71,6 +91,8 @@ pub enum CsiCommand {
         /// restarts of the plugin).
         #[arg(long, default_value = crate::csi::DEFAULT_NODE_STATE_DIR)]
         state_dir: PathBuf,
+        #[command(flatten)]
+        tls: CaCertArgs,
     },
     /// The controller plugin (Identity + Controller services): creates,
     /// attaches, snapshots and grows volumes through the svs API as one
@@ -92,6 +114,8 @@ pub enum CsiCommand {
         /// answering DEADLINE_EXCEEDED (the orchestrator retries).
         #[arg(long, default_value_t = 300)]
         job_timeout_secs: u64,
+        #[command(flatten)]
+        tls: CaCertArgs,
     },
 }
 
@@ -108,7 +132,8 @@ pub enum Command {
         #[arg(long)]
         nbd_listen: Option<SocketAddr>,
     },
-    /// Manage users directly in the data directory (works offline).
+    /// Users: `add` works on the data directory (offline); the other
+    /// commands go through the API (administrators only, except `passwd`).
     User {
         #[command(subcommand)]
         command: UserCommand,
@@ -163,6 +188,8 @@ pub enum Command {
         /// driver, /dev/nbdN; no reconnect, no online growth).
         #[arg(long, value_enum, default_value = "fuse")]
         block_device: crate::agent::device::BlockDeviceMode,
+        #[command(flatten)]
+        tls: CaCertArgs,
     },
     /// The CSI driver's plugins, for Kubernetes and other container
     /// orchestrators.
@@ -182,48 +209,127 @@ pub enum Command {
         /// Base URL of the service, e.g. http://127.0.0.1:8080.
         #[arg(long, env = "SVS_URL")]
         url: String,
+        /// The e-mail address of the account.
         #[arg(long)]
         email: String,
+        #[command(flatten)]
+        client: ClientArgs,
     },
     /// Sign out (revoking the refresh tokens) and forget the profile's tokens.
-    Logout,
+    Logout {
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// Volumes.
     Volume {
+        #[command(flatten)]
+        client: ClientArgs,
         #[command(subcommand)]
         command: VolumeCommand,
     },
     /// Policies.
     Policy {
+        #[command(flatten)]
+        client: ClientArgs,
         #[command(subcommand)]
         command: PolicyCommand,
     },
     /// Snapshots (point-in-time images of a volume), rollback, and
     /// read-only attachments of a snapshot.
     Snapshot {
+        #[command(flatten)]
+        client: ClientArgs,
         #[command(subcommand)]
         command: SnapshotCommand,
     },
     /// Media (the directories that hold the slices).
     Media {
+        #[command(flatten)]
+        client: ClientArgs,
         #[command(subcommand)]
         command: MediaCommand,
     },
     /// Nodes, and the credentials of their host agents (administrators).
     Node {
+        #[command(flatten)]
+        client: ClientArgs,
         #[command(subcommand)]
         command: NodeCommand,
     },
     /// Attachments of volumes and snapshots to nodes, with what the
     /// nodes' agents report.
     Attachment {
+        #[command(flatten)]
+        client: ClientArgs,
         #[command(subcommand)]
         command: AttachmentCommand,
     },
     /// Jobs (volume operations run as jobs).
     Job {
+        #[command(flatten)]
+        client: ClientArgs,
         #[command(subcommand)]
         command: JobCommand,
     },
+}
+
+impl Command {
+    /// The client options of an API client command (`None` for `serve`
+    /// and the commands that work on the data directory or the host).
+    fn client_args(&self) -> Option<&ClientArgs> {
+        match self {
+            Command::User { command } => command.client_args(),
+            Command::Login { client, .. }
+            | Command::Logout { client }
+            | Command::Volume { client, .. }
+            | Command::Policy { client, .. }
+            | Command::Snapshot { client, .. }
+            | Command::Media { client, .. }
+            | Command::Node { client, .. }
+            | Command::Attachment { client, .. }
+            | Command::Job { client, .. } => Some(client),
+            Command::Serve { .. }
+            | Command::Keys { .. }
+            | Command::Backup { .. }
+            | Command::Restore { .. }
+            | Command::Agent { .. }
+            | Command::Csi { .. }
+            | Command::AgentDevice { .. } => None,
+        }
+    }
+}
+
+impl Command {
+    /// The CA certificate this process trusts beside the system's roots.
+    fn ca_cert(&self) -> Option<&std::path::Path> {
+        let tls = match self {
+            Command::Agent { tls, .. }
+            | Command::Csi {
+                command: CsiCommand::Node { tls, .. } | CsiCommand::Controller { tls, .. },
+            } => Some(tls),
+            command => command.client_args().map(|c| &c.tls),
+        };
+        tls.and_then(|t| t.ca_cert.as_deref())
+    }
+}
+
+impl UserCommand {
+    /// `user add` works on the data directory; the rest is the API's.
+    fn client_args(&self) -> Option<&ClientArgs> {
+        match self {
+            UserCommand::Add { .. } => None,
+            UserCommand::List { client }
+            | UserCommand::Get { client, .. }
+            | UserCommand::Create { client, .. }
+            | UserCommand::Disable { client, .. }
+            | UserCommand::Enable { client, .. }
+            | UserCommand::Delete { client, .. }
+            | UserCommand::ResetPassword { client, .. }
+            | UserCommand::MakeAdmin { client, .. }
+            | UserCommand::RemoveAdmin { client, .. }
+            | UserCommand::Passwd { client, .. } => Some(client),
+        }
+    }
 }
 
 #[derive(Debug, Args, Clone, Copy)]
@@ -253,20 +359,27 @@ pub enum VolumeCommand {
     /// List the volumes.
     List,
     /// Show one volume (by name or id).
-    Get { name: String },
+    Get {
+        /// The volume (name or id).
+        name: String,
+    },
     /// Create a volume; prints the job id.
     Create {
+        /// The new volume's name (unique in the tenant).
         name: String,
-        /// Size in GiB.
-        #[arg(long)]
+        /// Size in GiB: 20, 20G, 20GiB or 1T (whole GiB).
+        #[arg(long, value_parser = parse_size_gib)]
         size: u64,
+        /// The policy whose resiliency places the copies.
         #[arg(long)]
         policy: String,
+        /// `block` (a raw device) or `file` (svs makes a filesystem on it).
         #[arg(long = "type", value_enum, default_value_t = VolumeType::Block)]
         kind: VolumeType,
         /// The filesystem svs makes on a `file` volume (default ext4).
         #[arg(long, value_parser = ["ext4", "xfs"])]
         filesystem: Option<String>,
+        /// The zone to place the volume in (default: any).
         #[arg(long)]
         zone: Option<String>,
         /// Clone: start with the content of snapshot VOLUME/SNAPSHOT (the
@@ -278,9 +391,11 @@ pub enum VolumeCommand {
     },
     /// Grow a volume; prints the job id.
     Resize {
+        /// The volume (name or id).
         name: String,
-        /// New size in GiB (greater than the current size, at most 10x it).
-        #[arg(long)]
+        /// New size in GiB (20, 20G, 20GiB; greater than the current size,
+        /// at most 10x it).
+        #[arg(long, value_parser = parse_size_gib)]
         size: u64,
         /// Allow moving slices off media that lack room.
         #[arg(long)]
@@ -290,6 +405,7 @@ pub enum VolumeCommand {
     },
     /// Delete a volume; prints the job id.
     Delete {
+        /// The volume (name or id).
         name: String,
         /// Delete even while attached.
         #[arg(long)]
@@ -297,8 +413,38 @@ pub enum VolumeCommand {
         #[command(flatten)]
         wait: WaitArgs,
     },
+    /// Attach the volume to a node (the same as `svs attachment create`):
+    /// the node's agent connects it and mounts a `file` volume; prints the
+    /// job id and the NBD URI.
+    Attach {
+        /// The volume (name or id).
+        name: String,
+        /// The node the volume is attached to.
+        #[arg(long)]
+        node: String,
+        /// Where the node's agent mounts a `file` volume (absolute path;
+        /// default: under the agent's mount root).
+        #[arg(long)]
+        mountpoint: Option<String>,
+        /// Attach read-only.
+        #[arg(long)]
+        readonly: bool,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Detach the volume from a node (the same as `svs attachment delete`).
+    Detach {
+        /// The volume (name or id).
+        name: String,
+        /// The node it is attached to.
+        #[arg(long)]
+        node: String,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
     /// Rebuild the copies a volume lost with a failed medium; prints the job id.
     Recover {
+        /// The volume (name or id).
         name: String,
         #[command(flatten)]
         wait: WaitArgs,
@@ -324,20 +470,33 @@ impl Consistency {
 pub enum SnapshotCommand {
     /// Take a snapshot of a volume; prints the job id.
     Create {
+        /// The volume (name or id).
         volume: String,
+        /// The snapshot's name (or id).
         name: String,
+        /// `crash` (as after a power cut) or `application` (filesystems frozen first).
         #[arg(long, value_enum, default_value_t = Consistency::Crash)]
         consistency: Consistency,
         #[command(flatten)]
         wait: WaitArgs,
     },
     /// List the snapshots of a volume, or of every volume without VOLUME.
-    List { volume: Option<String> },
+    List {
+        /// Only this volume's snapshots (name or id).
+        volume: Option<String>,
+    },
     /// Show one snapshot.
-    Get { volume: String, name: String },
+    Get {
+        /// The volume (name or id).
+        volume: String,
+        /// The snapshot's name (or id).
+        name: String,
+    },
     /// Delete a snapshot; prints the job id.
     Delete {
+        /// The volume (name or id).
         volume: String,
+        /// The snapshot's name (or id).
         name: String,
         /// Delete even while attached (its attachments go with it).
         #[arg(long)]
@@ -348,15 +507,20 @@ pub enum SnapshotCommand {
     /// Return the volume's content to the snapshot (the volume must not be
     /// attached read-write); prints the job id.
     Rollback {
+        /// The volume (name or id).
         volume: String,
+        /// The snapshot's name (or id).
         name: String,
         #[command(flatten)]
         wait: WaitArgs,
     },
     /// Attach a snapshot read-only to a node; prints the job id and the NBD URI.
     Attach {
+        /// The volume (name or id).
         volume: String,
+        /// The snapshot's name (or id).
         name: String,
+        /// The node the snapshot is attached to.
         #[arg(long)]
         node: String,
         #[command(flatten)]
@@ -370,7 +534,44 @@ pub enum MediaCommand {
     List,
     /// Mark a medium failed (administrators): its slices are lost, and the
     /// volumes with copies on it turn Degraded or Failed.
-    Fail { medium: String },
+    Fail {
+        /// The medium's id.
+        medium: String,
+    },
+    /// Add a medium (administrators): a directory svs may keep slices in.
+    /// It is kept in the database (MANAGED BY api), not in the
+    /// configuration file.
+    Add {
+        /// The medium's id (letters, digits, '.', '_', '-').
+        id: String,
+        /// The node the medium is attached to (added when new).
+        #[arg(long)]
+        node: String,
+        /// The node's zone.
+        #[arg(long)]
+        zone: String,
+        /// Absolute path of the directory on the server; created if missing.
+        #[arg(long)]
+        directory: PathBuf,
+        /// Logical capacity in GiB (20, 20G, 20GiB, 1T).
+        #[arg(long, value_parser = parse_size_gib)]
+        size: u64,
+    },
+    /// Change a medium added through the API (administrators): grow it, or
+    /// shrink it down to what is in use on it.
+    Set {
+        /// The medium's id.
+        medium: String,
+        /// New logical capacity in GiB (20, 20G, 20GiB, 1T).
+        #[arg(long, value_parser = parse_size_gib)]
+        size: u64,
+    },
+    /// Remove a medium added through the API (administrators); refused
+    /// while volumes have slices on it. Its directory stays.
+    Remove {
+        /// The medium's id.
+        medium: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -378,9 +579,13 @@ pub enum PolicyCommand {
     /// List the policies.
     List,
     /// Show one policy.
-    Get { name: String },
+    Get {
+        /// The policy's name.
+        name: String,
+    },
     /// Create a policy (unset resiliencies take the server's defaults 2/1/1).
     Create {
+        /// The policy's name.
         name: String,
         /// Copies on different media (0..2).
         #[arg(long, value_parser = clap::value_parser!(u8).range(0..=2))]
@@ -393,7 +598,10 @@ pub enum PolicyCommand {
         resiliency_zone: Option<u8>,
     },
     /// Delete a policy.
-    Delete { name: String },
+    Delete {
+        /// The policy's name.
+        name: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -402,12 +610,16 @@ pub enum NodeCommand {
     /// agent's last request).
     List,
     /// Show one node.
-    Get { name: String },
+    Get {
+        /// The node's name.
+        name: String,
+    },
     /// Add a node (an existing one gets the address) and issue the
     /// credential of its agent, revoking the one it had (administrators).
     /// Prints the credential and the agent's command line, or with
     /// --credential-file only the file's path.
     Add {
+        /// The node's name.
         name: String,
         /// The IP address the node attaches from.
         #[arg(long)]
@@ -425,7 +637,16 @@ pub enum NodeCommand {
     },
     /// Revoke the node's agent credential: its agent is refused from then
     /// on (administrators).
-    Revoke { name: String },
+    Revoke {
+        /// The node's name.
+        name: String,
+    },
+    /// Remove a node added through the API (administrators); refused while
+    /// it has media or attachments. Its agent credential is revoked.
+    Remove {
+        /// The node's name.
+        name: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -433,15 +654,19 @@ pub enum AttachmentCommand {
     /// Attach a volume (or with --snapshot, a snapshot, read-only) to a
     /// node; its host agent connects it and mounts a `file` volume.
     Create {
+        /// The volume (name or id).
         volume: String,
+        /// The node (host) it is attached to.
         #[arg(long)]
         node: String,
         /// Where the node's agent mounts a `file` volume (absolute path;
         /// default: under the agent's mount root).
         #[arg(long)]
         mountpoint: Option<String>,
+        /// Attach read-only (writes are refused).
         #[arg(long)]
         readonly: bool,
+        /// The snapshot to attach (read-only); `top` is the live volume.
         #[arg(long, default_value = "top")]
         snapshot: String,
         #[command(flatten)]
@@ -450,8 +675,11 @@ pub enum AttachmentCommand {
     /// Detach: the node's agent unmounts and disconnects first (a busy
     /// mount fails the job).
     Delete {
+        /// The volume (name or id).
         volume: String,
+        /// The node (host) it is attached to.
         node: String,
+        /// The snapshot to attach (read-only); `top` is the live volume.
         #[arg(long, default_value = "top")]
         snapshot: String,
         #[command(flatten)]
@@ -459,11 +687,16 @@ pub enum AttachmentCommand {
     },
     /// List the attachments of a volume, or of every volume without VOLUME
     /// (HOST: what the node's agent last reported, `-` before it did).
-    List { volume: Option<String> },
+    List {
+        /// Only this volume's attachments (name or id).
+        volume: Option<String>,
+    },
     /// Show one attachment, with the agent's report (hostdetail,
     /// hostdevice, hostmountpath, filesystembytes).
     Get {
+        /// The volume (name or id).
         volume: String,
+        /// The node (host) it is attached to.
         node: String,
         /// The attached snapshot (default: the live volume, `top`).
         #[arg(long, default_value = "top")]
@@ -478,8 +711,9 @@ pub enum JobCommand {
         /// Job type, e.g. volume_create, volume_modify_extend.
         #[arg(long = "type")]
         kind: Option<String>,
-        /// Object (volume id).
-        #[arg(long)]
+        /// Volume name or id (a name also finds the jobs of a deleted
+        /// volume of that name).
+        #[arg(long, value_name = "NAME")]
         object: Option<String>,
         /// Pending, Running, Done or Error.
         #[arg(long)]
@@ -492,9 +726,15 @@ pub enum JobCommand {
         count: Option<u32>,
     },
     /// Show one job.
-    Get { id: String },
+    Get {
+        /// The job's id.
+        id: String,
+    },
     /// Follow a job until it ends (exit status 1 if it ends in Error).
-    Watch { id: String },
+    Watch {
+        /// The job's id.
+        id: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -515,6 +755,7 @@ pub enum UserCommand {
     Add {
         #[command(flatten)]
         common: CommonArgs,
+        /// The user's e-mail address (their sign-in name).
         #[arg(long)]
         email: String,
         /// Tenant name; created if it does not exist.
@@ -528,6 +769,182 @@ pub enum UserCommand {
         #[arg(long)]
         admin: bool,
     },
+    /// List the users of every tenant (administrators).
+    List {
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Show one user (by e-mail or id; administrators).
+    Get {
+        /// The user's e-mail or id.
+        user: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Create a user through the API (administrators). The password comes
+    /// from --password-file, else SVS_NEW_PASSWORD, else stdin's first
+    /// line, else a prompt on a terminal.
+    Create {
+        /// The new user's e-mail (its sign-in name).
+        email: String,
+        /// Display name (default: the part of the e-mail before '@').
+        #[arg(long)]
+        name: Option<String>,
+        /// Tenant name, created if new (default: your own tenant).
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Make the user a service administrator.
+        #[arg(long)]
+        admin: bool,
+        #[command(flatten)]
+        password: NewPasswordArgs,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Disable a user: it cannot sign in, its sessions end at once
+    /// (administrators; not yourself).
+    Disable {
+        /// The user's e-mail or id.
+        user: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Enable a disabled user (administrators).
+    Enable {
+        /// The user's e-mail or id.
+        user: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Delete a user (administrators; not yourself). Its tenant's volumes
+    /// stay; its jobs keep its name and e-mail.
+    Delete {
+        /// The user's e-mail or id.
+        user: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Set a user's password; its sessions end (administrators; for your
+    /// own password use `passwd`). Password as for `create`.
+    ResetPassword {
+        /// The user's e-mail or id.
+        user: String,
+        #[command(flatten)]
+        password: NewPasswordArgs,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Make a user a service administrator (administrators).
+    MakeAdmin {
+        /// The user's e-mail or id.
+        user: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Take the administrator role away (administrators; not your own, and
+    /// never the last enabled administrator's).
+    RemoveAdmin {
+        /// The user's e-mail or id.
+        user: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Change your own password. Current password: --current-password-file,
+    /// else SVS_CURRENT_PASSWORD, else stdin's first line, else a prompt; the
+    /// new one as for `create` (stdin's next line). Your other sessions end.
+    Passwd {
+        /// A file whose first line is your current password.
+        #[arg(long, value_name = "FILE")]
+        current_password_file: Option<PathBuf>,
+        #[command(flatten)]
+        password: NewPasswordArgs,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+}
+
+/// Where a new password comes from (never a flag's value, which other
+/// users could read in the process list).
+#[derive(Debug, Args, Clone)]
+pub struct NewPasswordArgs {
+    /// A file whose first line is the new password.
+    #[arg(long, value_name = "FILE")]
+    pub password_file: Option<PathBuf>,
+}
+
+/// The environment variables the user commands read passwords from.
+pub const NEW_PASSWORD_ENV: &str = "SVS_NEW_PASSWORD";
+pub const CURRENT_PASSWORD_ENV: &str = "SVS_CURRENT_PASSWORD";
+
+/// Standard input, read once, handing out one line per password.
+#[derive(Default)]
+struct StdinLines {
+    lines: Option<std::vec::IntoIter<String>>,
+}
+
+impl StdinLines {
+    fn next_line(&mut self) -> Result<Option<String>, String> {
+        if self.lines.is_none() {
+            let mut input = String::new();
+            std::io::stdin()
+                .read_to_string(&mut input)
+                .map_err(|e| format!("cannot read the password from stdin: {e}"))?;
+            let lines: Vec<String> = input.lines().map(str::to_string).collect();
+            self.lines = Some(lines.into_iter());
+        }
+        Ok(self.lines.as_mut().and_then(Iterator::next))
+    }
+}
+
+/// A password from, in order: the file's first line, the environment
+/// variable, the next line of stdin (not a terminal), a prompt (a
+/// terminal; twice with `confirm`). Empty is refused.
+fn password_from(
+    file: Option<&std::path::Path>,
+    env: &str,
+    what: &str,
+    stdin: &mut StdinLines,
+    confirm: bool,
+) -> Result<String, String> {
+    let password = if let Some(path) = file {
+        std::fs::read_to_string(path)
+            .map_err(|e| format!("password file {}: {e}", path.display()))?
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    } else if let Some(value) = std::env::var(env).ok().filter(|v| !v.is_empty()) {
+        value
+    } else if !std::io::stdin().is_terminal() {
+        stdin.next_line()?.unwrap_or_default()
+    } else {
+        let first = rpassword::prompt_password(format!("{what}: ")).map_err(|e| e.to_string())?;
+        if confirm {
+            let second = rpassword::prompt_password(format!("Repeat {}: ", what.to_lowercase()))
+                .map_err(|e| e.to_string())?;
+            if first != second {
+                return Err("passwords do not match".into());
+            }
+        }
+        first
+    };
+    if password.is_empty() {
+        return Err(format!(
+            "no {}: give a file, set {env}, or write it on stdin",
+            what.to_lowercase()
+        ));
+    }
+    Ok(password)
+}
+
+fn new_password(args: &NewPasswordArgs, stdin: &mut StdinLines) -> Result<String, String> {
+    password_from(
+        args.password_file.as_deref(),
+        NEW_PASSWORD_ENV,
+        "New password",
+        stdin,
+        true,
+    )
 }
 
 /// The log format of this process once `init_tracing` set it up, so that
@@ -572,22 +989,46 @@ pub fn report_failure(message: &str) {
 /// The first lines of `svs serve` on stdout. The two "listening" lines come
 /// first and never change: tests and scripts read them to find the ports.
 fn startup_lines(http: SocketAddr, nbd: SocketAddr, facts: &StartupFacts) -> String {
+    let scheme = if facts.tls.is_some() { "https" } else { "http" };
     let mut lines = format!(
-        "svs listening on http://{http}\nsvs nbd listening on nbd://{nbd}\n\
+        "svs listening on {scheme}://{http}\nsvs nbd listening on nbd://{nbd}\n\
          svs data directory: {}\nsvs console: {}\n",
         facts.data_dir.display(),
-        console_url(http)
+        console_url(scheme, http)
     );
+    if let Some(tls) = &facts.tls {
+        let whose = if tls.own_ca {
+            "svs's private CA"
+        } else {
+            "certificate"
+        };
+        lines.push_str(&format!(
+            "svs tls: {whose} {} (SHA-256 {}); clients trust it with --ca-cert {}; nbd tls {}\n",
+            tls.certificate.display(),
+            tls.fingerprint,
+            tls.certificate.display(),
+            facts.nbd_tls.as_str()
+        ));
+    }
+    for warning in &facts.plaintext_warnings {
+        lines.push_str(&format!("svs: {warning}\n"));
+    }
+    // Media added through the API are named only when there are some, so
+    // the line stays as it was for a service that has none.
+    let api = match facts.api_media {
+        0 => String::new(),
+        n => format!(", {n} added through the API"),
+    };
     if facts.demo {
         lines.push_str(&format!(
-            "svs media: demo topology, {} media under {} (for trying svs; list real media as \
-             [[media]] in a configuration file)\n",
+            "svs media: demo topology, {} media under {}{api} (for trying svs; list real media \
+             as [[media]] in a configuration file)\n",
             facts.media,
             facts.data_dir.join("media").display()
         ));
     } else {
         lines.push_str(&format!(
-            "svs media: {} from the configuration (no demo topology)\n",
+            "svs media: {} from the configuration{api} (no demo topology)\n",
             facts.media
         ));
     }
@@ -602,16 +1043,16 @@ fn startup_lines(http: SocketAddr, nbd: SocketAddr, facts: &StartupFacts) -> Str
 
 /// The console's address; on every address (0.0.0.0, ::) through this
 /// host's name, which other machines can more likely reach.
-fn console_url(http: SocketAddr) -> String {
+fn console_url(scheme: &str, http: SocketAddr) -> String {
     if http.ip().is_unspecified() {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .ok()
             .map(|h| h.trim().to_string())
             .filter(|h| !h.is_empty())
             .unwrap_or_else(|| "localhost".to_string());
-        format!("http://{host}:{}/ui/", http.port())
+        format!("{scheme}://{host}:{}/ui/", http.port())
     } else {
-        format!("http://{http}/ui/")
+        format!("{scheme}://{http}/ui/")
     }
 }
 
@@ -640,6 +1081,9 @@ fn private_files() {
 
 pub async fn run(cli: Cli) -> Result<(), String> {
     private_files();
+    if let Some(ca) = cli.command.ca_cert() {
+        crate::tls::trust_ca_file(ca)?;
+    }
     match cli.command {
         Command::Serve {
             common,
@@ -751,6 +1195,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             state_dir,
             mount_root,
             block_device,
+            ..
         } => {
             init_tracing(
                 &std::env::var("SVS_LOG").unwrap_or_else(|_| "info".into()),
@@ -774,6 +1219,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                     node,
                     zone,
                     state_dir,
+                    ..
                 },
         } => {
             init_tracing(
@@ -796,6 +1242,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                     email,
                     password_file,
                     job_timeout_secs,
+                    ..
                 },
         } => {
             init_tracing(
@@ -820,10 +1267,18 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             crate::agent::device::run_device(dir).await
         }
         command => {
+            let client = command
+                .client_args()
+                .cloned()
+                .unwrap_or_else(|| ClientArgs {
+                    output: OutputFormat::Table,
+                    profile: DEFAULT_PROFILE.to_string(),
+                    tls: CaCertArgs::default(),
+                });
             let ctx = Context {
                 store: CredentialsStore::from_env().map_err(|e| e.to_string())?,
-                profile: cli.profile,
-                output: cli.output,
+                profile: client.profile,
+                output: client.output,
             };
             run_client(&ctx, command).await.map_err(|e| e.to_string())
         }
@@ -835,19 +1290,19 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
     match command {
         // Handled by `run`.
         Command::Serve { .. }
-        | Command::User { .. }
         | Command::Keys { .. }
         | Command::Backup { .. }
         | Command::Restore { .. }
         | Command::Agent { .. }
         | Command::Csi { .. }
         | Command::AgentDevice { .. } => Ok(()),
-        Command::Login { url, email } => {
+        Command::User { command } => run_user_client(ctx, command).await,
+        Command::Login { url, email, .. } => {
             let password = read_password(false).map_err(ClientError::Input)?;
             ctx.login(&url, &email, &password).await
         }
-        Command::Logout => ctx.logout().await,
-        Command::Volume { command } => match command {
+        Command::Logout { .. } => ctx.logout().await,
+        Command::Volume { command, .. } => match command {
             VolumeCommand::List => ctx.volume_list().await,
             VolumeCommand::Get { name } => ctx.volume_get(&name).await,
             VolumeCommand::Create {
@@ -884,9 +1339,29 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
             VolumeCommand::Delete { name, force, wait } => {
                 ctx.volume_delete(&name, force, wait.wait).await
             }
+            VolumeCommand::Attach {
+                name,
+                node,
+                mountpoint,
+                readonly,
+                wait,
+            } => {
+                ctx.attachment_create(
+                    &name,
+                    "top",
+                    &node,
+                    mountpoint.as_deref(),
+                    readonly,
+                    wait.wait,
+                )
+                .await
+            }
+            VolumeCommand::Detach { name, node, wait } => {
+                ctx.attachment_delete(&name, "top", &node, wait.wait).await
+            }
             VolumeCommand::Recover { name, wait } => ctx.volume_recover(&name, wait.wait).await,
         },
-        Command::Snapshot { command } => match command {
+        Command::Snapshot { command, .. } => match command {
             SnapshotCommand::Create {
                 volume,
                 name,
@@ -914,7 +1389,7 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
                 wait,
             } => ctx.snapshot_attach(&volume, &name, &node, wait.wait).await,
         },
-        Command::Policy { command } => match command {
+        Command::Policy { command, .. } => match command {
             PolicyCommand::List => ctx.policy_list().await,
             PolicyCommand::Get { name } => ctx.policy_get(&name).await,
             PolicyCommand::Create {
@@ -928,11 +1403,20 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
             }
             PolicyCommand::Delete { name } => ctx.policy_delete(&name).await,
         },
-        Command::Media { command } => match command {
+        Command::Media { command, .. } => match command {
             MediaCommand::List => ctx.media_list().await,
             MediaCommand::Fail { medium } => ctx.media_fail(&medium).await,
+            MediaCommand::Add {
+                id,
+                node,
+                zone,
+                directory,
+                size,
+            } => ctx.media_add(&id, &node, &zone, &directory, size).await,
+            MediaCommand::Set { medium, size } => ctx.media_set(&medium, size).await,
+            MediaCommand::Remove { medium } => ctx.media_remove(&medium).await,
         },
-        Command::Node { command } => match command {
+        Command::Node { command, .. } => match command {
             NodeCommand::List => ctx.node_list().await,
             NodeCommand::Get { name } => ctx.node_get(&name).await,
             NodeCommand::Add {
@@ -952,8 +1436,9 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
                 .await
             }
             NodeCommand::Revoke { name } => ctx.node_revoke(&name).await,
+            NodeCommand::Remove { name } => ctx.node_remove(&name).await,
         },
-        Command::Attachment { command } => match command {
+        Command::Attachment { command, .. } => match command {
             AttachmentCommand::Create {
                 volume,
                 node,
@@ -988,7 +1473,7 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
                 snapshot,
             } => ctx.attachment_get(&volume, &snapshot, &node).await,
         },
-        Command::Job { command } => match command {
+        Command::Job { command, .. } => match command {
             JobCommand::List {
                 kind,
                 object,
@@ -1011,8 +1496,96 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
     }
 }
 
-/// A password from stdin (its first line), or prompted for on a terminal
-/// (twice with `confirm`).
+/// A size in whole GiB, the unit of every volume size: `20`, `20G`,
+/// `20GiB`, `2T`, `2TiB` (any case). Decimal units (`20GB`) are refused
+/// rather than silently read as GiB, which they are not.
+fn parse_size_gib(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let unit = unit.trim().to_ascii_lowercase();
+    let per_unit: u64 = match unit.as_str() {
+        "" | "g" | "gi" | "gib" => 1,
+        "t" | "ti" | "tib" => 1024,
+        "gb" | "tb" => {
+            return Err(format!(
+                "'{text}': sizes are in binary units; write {digits}G or {digits}GiB ({digits} GiB)"
+            ))
+        }
+        _ => {
+            return Err(format!(
+                "'{text}' is not a size: give whole GiB, e.g. 20, 20G, 20GiB or 1T"
+            ))
+        }
+    };
+    let n: u64 = digits.parse().map_err(|_| {
+        format!("'{text}' is not a size: give whole GiB, e.g. 20, 20G, 20GiB or 1T")
+    })?;
+    if n == 0 {
+        return Err(format!("'{text}': a size must be at least 1 GiB"));
+    }
+    n.checked_mul(per_unit)
+        .ok_or_else(|| format!("'{text}' is too large"))
+}
+
+/// The user commands that go through the API.
+async fn run_user_client(ctx: &Context, command: UserCommand) -> crate::client::Result<()> {
+    use crate::client::users::NewUser;
+    use crate::client::ClientError;
+    let mut stdin = StdinLines::default();
+    match command {
+        // Handled by `run`: works on the data directory.
+        UserCommand::Add { .. } => Ok(()),
+        UserCommand::List { .. } => ctx.user_list().await,
+        UserCommand::Get { user, .. } => ctx.user_get(&user).await,
+        UserCommand::Create {
+            email,
+            name,
+            tenant,
+            admin,
+            password,
+            ..
+        } => {
+            let password = new_password(&password, &mut stdin).map_err(ClientError::Input)?;
+            ctx.user_create(&NewUser {
+                email: &email,
+                name: name.as_deref(),
+                tenant: tenant.as_deref(),
+                admin,
+                password: &password,
+            })
+            .await
+        }
+        UserCommand::Disable { user, .. } => ctx.user_set_disabled(&user, true).await,
+        UserCommand::Enable { user, .. } => ctx.user_set_disabled(&user, false).await,
+        UserCommand::Delete { user, .. } => ctx.user_delete(&user).await,
+        UserCommand::ResetPassword { user, password, .. } => {
+            let password = new_password(&password, &mut stdin).map_err(ClientError::Input)?;
+            ctx.user_reset_password(&user, &password).await
+        }
+        UserCommand::MakeAdmin { user, .. } => ctx.user_set_admin(&user, true).await,
+        UserCommand::RemoveAdmin { user, .. } => ctx.user_set_admin(&user, false).await,
+        UserCommand::Passwd {
+            current_password_file,
+            password,
+            ..
+        } => {
+            let current = password_from(
+                current_password_file.as_deref(),
+                CURRENT_PASSWORD_ENV,
+                "Current password",
+                &mut stdin,
+                false,
+            )
+            .map_err(ClientError::Input)?;
+            let new = new_password(&password, &mut stdin).map_err(ClientError::Input)?;
+            ctx.user_passwd(&current, &new).await
+        }
+    }
+}
+
 /// The CSI controller's password: the file's first line, else
 /// SVS_CSI_PASSWORD (a Kubernetes Secret either way).
 fn csi_password(file: Option<&std::path::Path>) -> Result<String, String> {
@@ -1031,6 +1604,8 @@ fn csi_password(file: Option<&std::path::Path>) -> Result<String, String> {
     Ok(password)
 }
 
+/// A password from stdin (all of it but the line end), or prompted for on
+/// a terminal (twice with `confirm`).
 fn read_password(confirm: bool) -> Result<String, String> {
     if std::io::stdin().is_terminal() {
         let first = rpassword::prompt_password("Password: ").map_err(|e| e.to_string())?;
@@ -1063,9 +1638,48 @@ mod tests {
         StartupFacts {
             data_dir: PathBuf::from("/var/lib/svs"),
             media: if demo { 6 } else { 2 },
+            api_media: 0,
             demo,
             has_users,
+            tls: None,
+            nbd_tls: crate::config::NbdTlsMode::Off,
+            plaintext_warnings: Vec::new(),
         }
+    }
+
+    #[test]
+    fn startup_lines_with_tls_say_https_and_the_ca_to_trust() {
+        let http: SocketAddr = "0.0.0.0:8443".parse().unwrap();
+        let nbd: SocketAddr = "127.0.0.1:10809".parse().unwrap();
+        let mut facts = facts(true, true);
+        facts.tls = Some(crate::tls::TlsFacts {
+            certificate: PathBuf::from("/var/lib/svs/tls/ca.pem"),
+            own_ca: true,
+            fingerprint: "AB:CD".into(),
+        });
+        facts.nbd_tls = crate::config::NbdTlsMode::Require;
+        let text = startup_lines(http, nbd, &facts);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "svs listening on https://0.0.0.0:8443");
+        assert!(lines[3].starts_with("svs console: https://"), "{text}");
+        assert_eq!(
+            lines[4],
+            "svs tls: svs's private CA /var/lib/svs/tls/ca.pem (SHA-256 AB:CD); clients trust it \
+             with --ca-cert /var/lib/svs/tls/ca.pem; nbd tls require"
+        );
+    }
+
+    #[test]
+    fn startup_lines_count_media_added_through_the_api_when_there_are_some() {
+        let http: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let nbd: SocketAddr = "127.0.0.1:10809".parse().unwrap();
+        let mut with_api = facts(false, true);
+        with_api.api_media = 3;
+        let text = startup_lines(http, nbd, &with_api);
+        assert_eq!(
+            text.lines().nth(4),
+            Some("svs media: 2 from the configuration, 3 added through the API (no demo topology)")
+        );
     }
 
     #[test]
@@ -1103,14 +1717,14 @@ mod tests {
 
     #[test]
     fn the_console_url_of_every_address_names_this_host() {
-        let url = console_url("0.0.0.0:8080".parse().unwrap());
+        let url = console_url("http", "0.0.0.0:8080".parse().unwrap());
         assert!(
             url.starts_with("http://") && url.ends_with(":8080/ui/"),
             "{url}"
         );
         assert!(!url.contains("0.0.0.0"), "{url}");
         assert_eq!(
-            console_url("[::1]:9000".parse().unwrap()),
+            console_url("http", "[::1]:9000".parse().unwrap()),
             "http://[::1]:9000/ui/"
         );
     }
@@ -1120,6 +1734,7 @@ mod tests {
         match parse(&["volume", "recover", "db", "--wait"]) {
             Ok(Command::Volume {
                 command: VolumeCommand::Recover { name, wait },
+                ..
             }) => {
                 assert_eq!(name, "db");
                 assert!(wait.wait);
@@ -1129,6 +1744,7 @@ mod tests {
         match parse(&["volume", "recover", "db"]) {
             Ok(Command::Volume {
                 command: VolumeCommand::Recover { wait, .. },
+                ..
             }) => assert!(!wait.wait),
             other => panic!("{other:?}"),
         }
@@ -1139,10 +1755,65 @@ mod tests {
     }
 
     #[test]
+    fn user_commands_take_passwords_from_files_never_from_a_flags_value() {
+        match parse(&[
+            "user",
+            "create",
+            "bob@example.com",
+            "--password-file",
+            "pw",
+            "--admin",
+        ]) {
+            Ok(Command::User {
+                command:
+                    UserCommand::Create {
+                        email,
+                        admin,
+                        password,
+                        ..
+                    },
+            }) => {
+                assert_eq!(email, "bob@example.com");
+                assert!(admin);
+                assert_eq!(password.password_file, Some(PathBuf::from("pw")));
+            }
+            other => panic!("{other:?}"),
+        }
+        for args in [
+            &["user", "create", "bob@example.com", "--password", "secret"][..],
+            &[
+                "user",
+                "reset-password",
+                "bob@example.com",
+                "--password",
+                "secret",
+            ],
+            &["user", "passwd", "--current-password", "secret"],
+        ] {
+            assert!(parse(args).is_err(), "{args:?}");
+        }
+        match parse(&["user", "passwd", "--current-password-file", "old"]) {
+            Ok(Command::User {
+                command:
+                    UserCommand::Passwd {
+                        current_password_file,
+                        password,
+                        ..
+                    },
+            }) => {
+                assert_eq!(current_password_file, Some(PathBuf::from("old")));
+                assert_eq!(password.password_file, None);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn media_fail_takes_one_medium() {
         match parse(&["media", "fail", "d3"]) {
             Ok(Command::Media {
                 command: MediaCommand::Fail { medium },
+                ..
             }) => assert_eq!(medium, "d3"),
             other => panic!("{other:?}"),
         }
@@ -1151,7 +1822,67 @@ mod tests {
         assert!(matches!(
             parse(&["media", "list"]),
             Ok(Command::Media {
-                command: MediaCommand::List
+                command: MediaCommand::List,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn media_add_needs_node_zone_directory_and_a_size_of_at_least_one() {
+        match parse(&[
+            "media",
+            "add",
+            "m7",
+            "--node",
+            "n",
+            "--zone",
+            "z",
+            "--directory",
+            "/srv/m7",
+            "--size",
+            "100",
+        ]) {
+            Ok(Command::Media {
+                command:
+                    MediaCommand::Add {
+                        id,
+                        node,
+                        zone,
+                        directory,
+                        size,
+                    },
+                ..
+            }) => {
+                assert_eq!(
+                    (id.as_str(), node.as_str(), zone.as_str()),
+                    ("m7", "n", "z")
+                );
+                assert_eq!((directory, size), (PathBuf::from("/srv/m7"), 100));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(parse(&["media", "add", "m7", "--node", "n", "--zone", "z"]).is_err());
+        assert!(parse(&["media", "set", "m7", "--size", "0"]).is_err());
+        assert!(matches!(
+            parse(&["media", "set", "m7", "--size", "5"]),
+            Ok(Command::Media {
+                command: MediaCommand::Set { size: 5, .. },
+                ..
+            })
+        ));
+        assert!(matches!(
+            parse(&["media", "remove", "m7"]),
+            Ok(Command::Media {
+                command: MediaCommand::Remove { .. },
+                ..
+            })
+        ));
+        assert!(matches!(
+            parse(&["node", "remove", "h"]),
+            Ok(Command::Node {
+                command: NodeCommand::Remove { .. },
+                ..
             })
         ));
     }
@@ -1171,6 +1902,7 @@ mod tests {
         ]) {
             Ok(Command::Volume {
                 command: VolumeCommand::Create { from_snapshot, .. },
+                ..
             }) => assert_eq!(
                 from_snapshot,
                 Some(SnapshotRef {
@@ -1221,6 +1953,7 @@ mod tests {
                         credential_file,
                         force,
                     },
+                ..
             }) => {
                 assert_eq!((name.as_str(), address.as_str()), ("host-7", "10.0.0.7"));
                 assert_eq!(zone, None);
@@ -1237,7 +1970,8 @@ mod tests {
         assert!(matches!(
             parse(&["node", "revoke", "h"]),
             Ok(Command::Node {
-                command: NodeCommand::Revoke { .. }
+                command: NodeCommand::Revoke { .. },
+                ..
             })
         ));
     }
@@ -1252,6 +1986,7 @@ mod tests {
                         node,
                         snapshot,
                     },
+                ..
             }) => assert_eq!(
                 (volume, node, snapshot),
                 ("db".into(), "host-1".into(), "top".into())
@@ -1261,7 +1996,8 @@ mod tests {
         assert!(matches!(
             parse(&["attachment", "list"]),
             Ok(Command::Attachment {
-                command: AttachmentCommand::List { volume: None }
+                command: AttachmentCommand::List { volume: None },
+                ..
             })
         ));
     }
@@ -1274,6 +2010,7 @@ mod tests {
                     SnapshotCommand::Create {
                         consistency, wait, ..
                     },
+                ..
             }) => {
                 assert_eq!(consistency, Consistency::Crash);
                 assert!(!wait.wait);
@@ -1284,12 +2021,123 @@ mod tests {
         assert!(matches!(
             parse(&["snapshot", "list"]),
             Ok(Command::Snapshot {
-                command: SnapshotCommand::List { volume: None }
+                command: SnapshotCommand::List { volume: None },
+                ..
             })
         ));
         assert!(
             parse(&["snapshot", "attach", "v", "s1"]).is_err(),
             "--node is required"
         );
+    }
+
+    #[test]
+    fn every_argument_has_a_help_line() {
+        use clap::CommandFactory;
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if arg.is_hide_set() || id == "help" || id == "version" {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                if !sub.is_hide_set() {
+                    walk(sub, &format!("{path} {}", sub.get_name()), missing);
+                }
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "svs", &mut missing);
+        assert!(missing.is_empty(), "arguments without help: {missing:#?}");
+    }
+
+    #[test]
+    fn client_options_belong_to_client_commands_only() {
+        for args in [
+            &["serve", "--output", "json"][..],
+            &["serve", "--profile", "p"],
+            &[
+                "user", "add", "--email", "a@b.c", "--tenant", "t", "--output", "json",
+            ],
+            &[
+                "user",
+                "add",
+                "--email",
+                "a@b.c",
+                "--tenant",
+                "t",
+                "--profile",
+                "p",
+            ],
+            &["backup", "--out", "f", "--output", "json"],
+            &["serve", "--ca-cert", "ca.pem"],
+        ] {
+            let err = parse(args).expect_err(&args.join(" "));
+            assert_eq!(
+                err.kind(),
+                clap::error::ErrorKind::UnknownArgument,
+                "{args:?}"
+            );
+        }
+        for args in [
+            &["volume", "list", "--output", "json"][..],
+            &["volume", "--output", "json", "list"],
+            &["job", "list", "--profile", "other", "--output", "json"],
+            &["logout", "--profile", "other"],
+            &["user", "list", "--output", "json"],
+            &["volume", "list", "--ca-cert", "ca.pem", "--output", "json"],
+            &["user", "disable", "bob@example.com", "--profile", "other"],
+        ] {
+            let command = parse(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            let client = command.client_args().expect("a client command");
+            assert!(
+                client.output == OutputFormat::Json || client.profile == "other",
+                "{args:?}: {client:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn sizes_are_whole_gib_with_or_without_a_unit() {
+        for (text, gib) in [
+            ("20", 20),
+            ("20G", 20),
+            ("20g", 20),
+            ("20GiB", 20),
+            ("20 GiB", 20),
+            ("20Gi", 20),
+            ("2T", 2048),
+            ("1TiB", 1024),
+        ] {
+            assert_eq!(parse_size_gib(text), Ok(gib), "{text}");
+        }
+        assert_eq!(
+            parse_size_gib("20GB"),
+            Err("'20GB': sizes are in binary units; write 20G or 20GiB (20 GiB)".into())
+        );
+        for bad in [
+            "",
+            "0",
+            "0G",
+            "G",
+            "1.5G",
+            "-1",
+            "20M",
+            "20 apples",
+            "99999999999999999999T",
+        ] {
+            assert!(parse_size_gib(bad).is_err(), "{bad}");
+        }
+        match parse(&["volume", "resize", "db", "--size", "30GiB"]) {
+            Ok(Command::Volume {
+                command: VolumeCommand::Resize { size, .. },
+                ..
+            }) => assert_eq!(size, 30),
+            other => panic!("{other:?}"),
+        }
     }
 }

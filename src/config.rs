@@ -25,6 +25,30 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Address the NBD server (attached volumes) listens on. `SVS_NBD_LISTEN`.
     pub nbd_listen: SocketAddr,
+    /// HTTPS for the API and console: "off" (plain HTTP, the default) or
+    /// "auto": on first start svs makes a private CA and a server
+    /// certificate signed by it under `<data_dir>/tls/` and uses them from
+    /// then on (clients trust `<data_dir>/tls/ca.pem`, e.g. `svs --ca-cert`).
+    /// With `tls_cert` and `tls_key` TLS is on with those files instead.
+    /// `SVS_TLS`.
+    pub tls: TlsMode,
+    /// The server's certificate chain (PEM: the server certificate first,
+    /// then any intermediates) for HTTPS and NBD over TLS; needs `tls_key`.
+    /// `SVS_TLS_CERT`.
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of `tls_cert` (PEM: PKCS#8, PKCS#1 or SEC1).
+    /// `SVS_TLS_KEY`.
+    pub tls_key: Option<PathBuf>,
+    /// More DNS names or IP addresses the certificate of `tls = "auto"`
+    /// is valid for, beside the listen addresses, localhost, 127.0.0.1,
+    /// ::1 and this host's name. `SVS_TLS_NAMES`.
+    pub tls_names: Vec<String>,
+    /// TLS on the NBD server (`NBD_OPT_STARTTLS`, with the certificate of
+    /// the API): "off", "optional" (clients choose) or "require" (nothing
+    /// but STARTTLS is answered before TLS, so no export is listed or
+    /// served in plain text). Default: "optional" when TLS is configured,
+    /// else "off". `SVS_NBD_TLS`.
+    pub nbd_tls: Option<NbdTlsMode>,
     /// An HTTP request's head (request line and headers) must arrive within
     /// this time from its first byte (on a new connection: from the accept),
     /// else the connection is closed. `SVS_HTTP_HEADER_READ_TIMEOUT`.
@@ -121,12 +145,96 @@ pub struct Config {
     /// than a reason to make up media. `SVS_DEMO`.
     pub demo: bool,
     /// The media svs places slices on (none with `demo`). Only from the
-    /// configuration file.
+    /// configuration file; media added through the API (`POST /media`)
+    /// are kept in the store, and an entry here takes one of the same id
+    /// over (the file wins for what it lists).
     pub media: Vec<MediumConfig>,
     /// Hosts that may attach volumes, with the IP address they connect from
     /// (media nodes may be listed too, to give them an address). Only from
-    /// the configuration file; addresses can also be set with PATCH /nodes.
+    /// the configuration file; addresses can also be set with PATCH /nodes,
+    /// and nodes added through the API are kept in the store.
     pub nodes: Vec<NodeConfig>,
+}
+
+/// Whether svs makes its own certificates (`tls`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum TlsMode {
+    /// No certificate of its own (TLS only with `tls_cert` and `tls_key`).
+    Off,
+    /// A private CA and a server certificate under `<data_dir>/tls/`.
+    Auto,
+}
+
+impl TlsMode {
+    pub const ALL: [TlsMode; 2] = [TlsMode::Off, TlsMode::Auto];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            TlsMode::Off => "off",
+            TlsMode::Auto => "auto",
+        }
+    }
+}
+
+impl TryFrom<String> for TlsMode {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<TlsMode, String> {
+        TlsMode::ALL
+            .into_iter()
+            .find(|m| m.as_str() == name)
+            .ok_or_else(|| format!("tls '{name}' is not supported (supported: off, auto)"))
+    }
+}
+
+impl From<TlsMode> for String {
+    fn from(mode: TlsMode) -> String {
+        mode.as_str().to_string()
+    }
+}
+
+/// TLS on the NBD server (`nbd_tls`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum NbdTlsMode {
+    /// `NBD_OPT_STARTTLS` is not offered.
+    Off,
+    /// Offered; plain-text clients are served too.
+    Optional,
+    /// Nothing but `NBD_OPT_STARTTLS` (and `NBD_OPT_ABORT`) before TLS.
+    Require,
+}
+
+impl NbdTlsMode {
+    pub const ALL: [NbdTlsMode; 3] = [NbdTlsMode::Off, NbdTlsMode::Optional, NbdTlsMode::Require];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            NbdTlsMode::Off => "off",
+            NbdTlsMode::Optional => "optional",
+            NbdTlsMode::Require => "require",
+        }
+    }
+}
+
+impl TryFrom<String> for NbdTlsMode {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<NbdTlsMode, String> {
+        NbdTlsMode::ALL
+            .into_iter()
+            .find(|m| m.as_str() == name)
+            .ok_or_else(|| {
+                format!("nbd_tls '{name}' is not supported (supported: off, optional, require)")
+            })
+    }
+}
+
+impl From<NbdTlsMode> for String {
+    fn from(mode: NbdTlsMode) -> String {
+        mode.as_str().to_string()
+    }
 }
 
 /// The formats of the log lines on stderr.
@@ -243,6 +351,11 @@ impl Default for Config {
             store: StoreBackend::Sqlite,
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             nbd_listen: SocketAddr::from(([127, 0, 0, 1], 10809)),
+            tls: TlsMode::Off,
+            tls_cert: None,
+            tls_key: None,
+            tls_names: Vec::new(),
+            nbd_tls: None,
             http_header_read_timeout: Duration::from_secs(10),
             http_keep_alive_timeout: Duration::from_secs(60),
             http_body_timeout: Duration::from_secs(30),
@@ -374,6 +487,7 @@ impl Config {
                 return Err(format!("configuration: {name} must be at least 1"));
             }
         }
+        self.validate_tls()?;
         if self.demo && !self.media.is_empty() {
             return Err(
                 "configuration: demo = true and [[media]] exclude each other; remove one".into(),
@@ -392,6 +506,53 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    fn validate_tls(&self) -> Result<(), String> {
+        if self.tls_cert.is_some() != self.tls_key.is_some() {
+            return Err(
+                "configuration: tls_cert and tls_key go together: set both (PEM files) or neither"
+                    .into(),
+            );
+        }
+        if self.tls == TlsMode::Auto && self.tls_cert.is_some() {
+            return Err(
+                "configuration: tls = \"auto\" (certificates made by svs) and tls_cert/tls_key \
+                 (your own) exclude each other; remove one"
+                    .into(),
+            );
+        }
+        if !self.tls_names.is_empty() && self.tls != TlsMode::Auto {
+            return Err(
+                "configuration: tls_names names what the certificate of tls = \"auto\" is valid \
+                 for; set tls = \"auto\" or remove tls_names"
+                    .into(),
+            );
+        }
+        if let Some(mode @ (NbdTlsMode::Optional | NbdTlsMode::Require)) = self.nbd_tls {
+            if !self.tls_enabled() {
+                return Err(format!(
+                    "configuration: nbd_tls = \"{}\" needs a certificate: set tls = \"auto\", or \
+                     tls_cert and tls_key",
+                    mode.as_str()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the API (and possibly NBD) is served over TLS.
+    pub fn tls_enabled(&self) -> bool {
+        self.tls == TlsMode::Auto || self.tls_cert.is_some()
+    }
+
+    /// `nbd_tls`, or its default: "optional" with TLS, else "off".
+    pub fn effective_nbd_tls(&self) -> NbdTlsMode {
+        self.nbd_tls.unwrap_or(if self.tls_enabled() {
+            NbdTlsMode::Optional
+        } else {
+            NbdTlsMode::Off
+        })
     }
 
     /// `svs serve` needs media to place volumes on. Not part of `validate`:
@@ -465,7 +626,7 @@ impl Config {
 
 /// `SVS_*` variables the `svs` command line reads for itself (not settings
 /// of the service): `svs serve` ignores them silently.
-pub const CLI_ENV_VARS: [&str; 3] = ["SVS_CONFIG", "SVS_PROFILE", "SVS_URL"];
+pub const CLI_ENV_VARS: [&str; 4] = ["SVS_CA_CERT", "SVS_CONFIG", "SVS_PROFILE", "SVS_URL"];
 
 /// The names of the settings (the keys of the TOML file).
 fn setting_names() -> Vec<String> {
@@ -694,6 +855,8 @@ mod tests {
             "SVS_PROFILE",
             "SVS_URL",
             "SVS_CONFIG",
+            "SVS_CA_CERT",
+            "SVS_TLS_CERT",
             "SVS_LOG",
             "SVS_SIGNIN_WINDOW",
             "SVS_FOO",
@@ -715,6 +878,43 @@ mod tests {
         assert_eq!(config.signin_max_lockout, Duration::from_secs(300));
         assert!(config.password_check_threads >= 1);
         assert_eq!(config.password_check_queue, 32);
+    }
+
+    #[test]
+    fn tls_settings_are_checked_together() {
+        let config = Config::default();
+        assert_eq!(config.tls, TlsMode::Off);
+        assert!(!config.tls_enabled());
+        assert_eq!(config.effective_nbd_tls(), NbdTlsMode::Off);
+        let config = load_file("demo = true\ntls = \"auto\"\n").unwrap();
+        assert!(config.tls_enabled());
+        assert_eq!(config.effective_nbd_tls(), NbdTlsMode::Optional);
+        let config = load_file(
+            "demo = true\ntls_cert = \"/c.pem\"\ntls_key = \"/k.pem\"\nnbd_tls = \"require\"\n",
+        )
+        .unwrap();
+        assert!(config.tls_enabled());
+        assert_eq!(config.effective_nbd_tls(), NbdTlsMode::Require);
+        for (bad, expected) in [
+            ("tls_cert = \"/c.pem\"", "tls_cert and tls_key go together"),
+            (
+                "tls = \"auto\"\ntls_cert = \"/c.pem\"\ntls_key = \"/k.pem\"",
+                "exclude each other",
+            ),
+            ("tls_names = [\"svs.example\"]", "tls_names names what"),
+            (
+                "nbd_tls = \"require\"",
+                "nbd_tls = \"require\" needs a certificate",
+            ),
+            (
+                "tls = \"on\"",
+                "tls 'on' is not supported (supported: off, auto)",
+            ),
+            ("nbd_tls = \"yes\"", "nbd_tls 'yes' is not supported"),
+        ] {
+            let err = load_file(&format!("demo = true\n{bad}\n")).unwrap_err();
+            assert!(err.contains(expected), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -64,6 +64,12 @@ impl ExportRegistry {
         }
     }
 
+    /// The data plane the exports read from (media added or removed at
+    /// runtime are added to or removed from it).
+    pub fn data_plane(&self) -> &Arc<dyn DataPlane> {
+        &self.media
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         // A poisoned lock only means a panic elsewhere; the maps stay usable.
         self.state.lock().unwrap_or_else(|p| p.into_inner())

@@ -26,6 +26,11 @@
 //!
 //! Each request carries `ConnectInfo<SocketAddr>` (the TCP peer), like
 //! `into_make_service_with_connect_info` gives under `axum::serve`.
+//!
+//! With TLS, the handshake runs on the connection's task and counts as part
+//! of the first request's head: it must end within the header read timeout
+//! from the accept, so a peer that connects and stalls the handshake is cut
+//! like one that sends nothing. The watches then see decrypted bytes.
 
 use axum::body::Body;
 use axum::body::Bytes;
@@ -42,11 +47,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep};
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 use tracing::{debug, info, warn};
@@ -68,10 +74,12 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Serves `router` on `listener` until `shutdown` is cancelled, then stops
 /// accepting, lets connections finish the requests in progress (at most
 /// [`SHUTDOWN_GRACE`]) and returns.
+/// With `tls`, connections are HTTPS only.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     limits: HttpLimits,
+    tls: Option<TlsAcceptor>,
     shutdown: CancellationToken,
 ) -> io::Result<()> {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
@@ -94,7 +102,8 @@ pub async fn serve(
                     Ok((stream, peer)) => {
                         let router = router.clone();
                         let shutdown = shutdown.clone();
-                        connections.spawn(serve_connection(stream, peer, router, limits, shutdown, slot));
+                        let tls = tls.clone();
+                        connections.spawn(serve_connection(stream, peer, router, limits, tls, shutdown, slot));
                     }
                     Err(e) => {
                         // A connection reset before accept, or no file
@@ -129,13 +138,62 @@ async fn serve_connection(
     peer: SocketAddr,
     router: Router,
     limits: HttpLimits,
+    tls: Option<TlsAcceptor>,
     shutdown: CancellationToken,
     _slot: OwnedSemaphorePermit,
 ) {
     if let Err(e) = stream.set_nodelay(true) {
         debug!(error = %e, "TCP_NODELAY not set");
     }
+    // Made at the accept: the first head's deadline counts from here.
     let watch = Arc::new(Watch::new());
+    let Some(tls) = tls else {
+        return serve_http(stream, peer, router, limits, shutdown, watch).await;
+    };
+    let handshake = async {
+        // A TLS connection starts with a handshake record (0x16); anything
+        // else is most likely plain HTTP sent to the HTTPS port: it gets
+        // an answer saying so instead of a bare close.
+        let mut first = [0u8; 1];
+        if stream.peek(&mut first).await? == 1 && first[0] != TLS_HANDSHAKE_RECORD {
+            let mut stream = stream;
+            let _ = stream.write_all(PLAIN_HTTP_ON_HTTPS.as_bytes()).await;
+            let _ = stream.shutdown().await;
+            return Ok(None);
+        }
+        tls.accept(stream).await.map(Some)
+    };
+    let handshake = tokio::select! {
+        _ = shutdown.cancelled() => return,
+        done = tokio::time::timeout(limits.header_read_timeout, handshake) => done,
+    };
+    match handshake {
+        Ok(Ok(Some(stream))) => serve_http(stream, peer, router, limits, shutdown, watch).await,
+        Ok(Ok(None)) => debug!(%peer, "plain HTTP on the HTTPS port, answered 400"),
+        Ok(Err(e)) => debug!(%peer, error = %e, "TLS handshake failed"),
+        Err(_) => debug!(%peer, "TLS handshake not done within the header read timeout"),
+    }
+}
+
+/// The first byte of a TLS connection: a handshake record.
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+
+/// The answer to plain HTTP on the HTTPS port.
+const PLAIN_HTTP_ON_HTTPS: &str = "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n\
+    content-length: 65\r\nconnection: close\r\n\r\n\
+    {\"message\":\"this port speaks HTTPS: use an https:// URL instead\"}";
+
+/// Serves HTTP/1 on a connected stream (TCP, or TLS over TCP).
+async fn serve_http<S>(
+    stream: S,
+    peer: SocketAddr,
+    router: Router,
+    limits: HttpLimits,
+    shutdown: CancellationToken,
+    watch: Arc<Watch>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let io = TokioIo::new(Watched {
         inner: stream,
         watch: Arc::clone(&watch),
@@ -350,13 +408,13 @@ impl Drop for InProgress {
     }
 }
 
-/// The TCP stream of a connection, telling its watch when bytes arrive.
-struct Watched {
-    inner: TcpStream,
+/// The stream of a connection, telling its watch when bytes arrive.
+struct Watched<S> {
+    inner: S,
     watch: Arc<Watch>,
 }
 
-impl AsyncRead for Watched {
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -372,7 +430,7 @@ impl AsyncRead for Watched {
     }
 }
 
-impl AsyncWrite for Watched {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -466,6 +524,17 @@ mod tests {
         CancellationToken,
         tokio::task::JoinHandle<io::Result<()>>,
     ) {
+        start_tls(limits, None).await
+    }
+
+    async fn start_tls(
+        limits: HttpLimits,
+        tls: Option<TlsAcceptor>,
+    ) -> (
+        SocketAddr,
+        CancellationToken,
+        tokio::task::JoinHandle<io::Result<()>>,
+    ) {
         let router = Router::new()
             .route(
                 "/peer",
@@ -475,12 +544,12 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = CancellationToken::new();
-        let served = tokio::spawn(serve(listener, router, limits, stop.clone()));
+        let served = tokio::spawn(serve(listener, router, limits, tls, stop.clone()));
         (addr, stop, served)
     }
 
     /// Reads one response (head and a body of content-length bytes).
-    async fn read_response(s: &mut TcpStream) -> String {
+    async fn read_response<S: AsyncRead + Unpin>(s: &mut S) -> String {
         let mut got = Vec::new();
         let mut buf = [0u8; 4096];
         loop {
@@ -508,7 +577,7 @@ mod tests {
     }
 
     /// Time until the server closes `s`, if within `limit`.
-    async fn closed_within(s: &mut TcpStream, limit: Duration) -> Option<Duration> {
+    async fn closed_within<S: AsyncRead + Unpin>(s: &mut S, limit: Duration) -> Option<Duration> {
         let started = Instant::now();
         let mut buf = [0u8; 64];
         loop {
@@ -625,5 +694,85 @@ mod tests {
         assert!(closed_within(&mut s, Duration::from_secs(1))
             .await
             .is_some());
+    }
+
+    /// An acceptor with a certificate for 127.0.0.1 from a private CA
+    /// (as `tls = "auto"` makes them), and a connector trusting that CA.
+    fn tls_pair(dir: &std::path::Path) -> (TlsAcceptor, tokio_rustls::TlsConnector) {
+        let names = vec!["127.0.0.1".to_string()];
+        let (chain, key, facts) = crate::tls::auto_certificates(dir, &names).unwrap();
+        let server = rustls::ServerConfig::builder_with_provider(crate::tls::crypto_provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in crate::tls::load_chain(&facts.certificate, "CA").unwrap() {
+            roots.add(ca).unwrap();
+        }
+        let client = rustls::ClientConfig::builder_with_provider(crate::tls::crypto_provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        (
+            TlsAcceptor::from(Arc::new(server)),
+            tokio_rustls::TlsConnector::from(Arc::new(client)),
+        )
+    }
+
+    #[tokio::test]
+    async fn over_tls_requests_are_served_and_idle_connections_close_at_the_keep_alive_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let (acceptor, connector) = tls_pair(dir.path());
+        let (addr, stop, _served) = start_tls(LIMITS, Some(acceptor)).await;
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let local = tcp.local_addr().unwrap();
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        let mut s = connector.connect(name, tcp).await.unwrap();
+        s.write_all(b"GET /peer HTTP/1.1\r\nhost: t\r\n\r\n")
+            .await
+            .unwrap();
+        let answer = read_response(&mut s).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with(&local.to_string()), "{answer}");
+        // Idle past the header timeout, closed at the keep-alive timeout.
+        let closed = closed_within(&mut s, Duration::from_secs(5)).await;
+        assert!(
+            closed.is_some_and(|c| c >= Duration::from_millis(1300)),
+            "closed after {closed:?}"
+        );
+        stop.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_tls_handshake_not_done_within_the_header_timeout_closes_the_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let (acceptor, _) = tls_pair(dir.path());
+        let (addr, stop, _served) = start_tls(LIMITS, Some(acceptor)).await;
+        // Connects and says nothing.
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let closed = closed_within(&mut s, Duration::from_secs(5)).await;
+        assert!(
+            closed.is_some_and(|c| c >= Duration::from_millis(400) && c < Duration::from_millis(1400)),
+            "closed after {closed:?}"
+        );
+        // Plain HTTP to the TLS port is answered 400, saying why, and closed.
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /peer HTTP/1.1\r\nhost: t\r\n\r\n")
+            .await
+            .unwrap();
+        let answer = read_response(&mut s).await;
+        assert!(answer.starts_with("HTTP/1.1 400 Bad Request"), "{answer}");
+        assert!(
+            answer
+                .ends_with("{\"message\":\"this port speaks HTTPS: use an https:// URL instead\"}"),
+            "{answer}"
+        );
+        assert!(closed_within(&mut s, Duration::from_secs(2))
+            .await
+            .is_some());
+        stop.cancel();
     }
 }

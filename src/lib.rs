@@ -30,4 +30,5 @@ pub mod service;
 pub mod snapshot_space;
 #[cfg(test)]
 mod testing;
+pub mod tls;
 pub mod workers;

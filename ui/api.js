@@ -145,6 +145,7 @@ export const api = {
   get: (path) => call("GET", path, undefined, true),
   post: (path, body) => call("POST", path, body, true),
   patch: (path, body) => call("PATCH", path, body, true),
+  put: (path, body) => call("PUT", path, body, true),
   del: (path) => call("DELETE", path, undefined, true),
 };
 
@@ -160,4 +161,11 @@ export async function signOut() {
   } finally {
     clearSession();
   }
+}
+
+// Changing one's own password ends every session of the user, this one
+// included: the answer carries the new session's tokens, kept here.
+export async function changeOwnPassword(currentpassword, newpassword) {
+  const t = await call("PUT", "/users/me/password", { currentpassword, newpassword }, true);
+  return store(t);
 }

@@ -1,5 +1,5 @@
 // The svs web console: hash-routed pages over the public JSON API.
-import { api, session, isAdmin, signIn, signOut, scheduleRefresh, whenSignedOut } from "./api.js";
+import { api, session, isAdmin, signIn, signOut, scheduleRefresh, whenSignedOut, changeOwnPassword } from "./api.js";
 
 const main = document.getElementById("main");
 const top = document.getElementById("top");
@@ -185,7 +185,7 @@ function copyField(id, value) {
 }
 
 // ---- routing ----
-const pages = { signin: signInPage, volumes: volumesPage, snapshots: snapshotsPage, jobs: jobsPage, media: mediaPage, nodes: nodesPage, policies: policiesPage };
+const pages = { signin: signInPage, volumes: volumesPage, snapshots: snapshotsPage, jobs: jobsPage, media: mediaPage, nodes: nodesPage, policies: policiesPage, users: usersPage, account: accountPage };
 
 function route() {
   timers.forEach((stop) => stop());
@@ -200,10 +200,13 @@ function route() {
     location.hash = "#/volumes";
     return;
   }
-  const page = pages[name] || notFoundPage;
+  // #/volumes/<name> is one volume's page.
+  const page = name === "volumes" && rest.length ? volumePage : pages[name] || notFoundPage;
   top.hidden = !signedIn;
   for (const a of top.querySelectorAll("nav a")) {
     a.classList.toggle("active", a.dataset.page === (name === "snapshots" ? "volumes" : name));
+    // Pages only administrators can use are not offered to others.
+    if (a.hasAttribute("data-admin-only")) a.hidden = !isAdmin();
   }
   main.replaceChildren();
   page(rest.map(decodeURIComponent));
@@ -274,7 +277,7 @@ function signInPage() {
 }
 
 // ---- volumes ----
-function volumesPage(args) {
+function volumesPage() {
   const err = errorBox();
   const actionErr = actionBox();
   actionErr.id = "volume-action-error";
@@ -339,6 +342,7 @@ function volumesPage(args) {
   );
 
   let volumes = [];
+  const shown = changeDetector();
   async function load() {
     try {
       volumes = await api.get("/volumes");
@@ -347,6 +351,7 @@ function volumesPage(args) {
       err.show(new Error(`Could not load volumes: ${e.message}`));
       return;
     }
+    if (!shown.changed(volumes)) return;
     const rows = volumes.map((v) =>
       h("tr", { "data-volume": v.name },
         cell("Name",
@@ -361,21 +366,16 @@ function volumesPage(args) {
         cell("State", stateTag(v.state)),
         cell("Progress", progressBar(v.progress)),
         cell("", h("span", { class: "actions" },
-          h("a", { class: "button secondary resize", href: `#/volumes/${encodeURIComponent(v.name)}` }, "Resize"),
+          busyButton(v, { class: "secondary resize", onclick: () => openResize(v) }, "Resize"),
           h("a", { class: "button secondary snapshots", href: `#/snapshots/${encodeURIComponent(v.name)}` }, "Snapshots"),
           (v.state === "Degraded" || v.state === "Failed") && !v.volumerecoveryjob
             ? h("button", { type: "button", class: "recover", onclick: () => recover(v) }, "Recover")
             : null,
-          h("button", { type: "button", class: "danger", onclick: () => remove(v) }, "Delete"),
+          busyButton(v, { class: "danger", onclick: () => remove(v) }, "Delete"),
         )),
       ),
     );
     list.replaceChildren(table(["Name", "Type", "Size", "Policy", "State", "Progress", ""], rows, "No volumes yet."));
-    if (args[0]) {
-      const v = volumes.find((x) => x.name === args[0] || x.volumeid === args[0]);
-      if (v && !dialogOpen) openResize(v);
-      else if (!v && !dialogOpen) err.show(new Error(`There is no volume named "${args[0]}".`));
-    }
   }
 
   async function remove(v) {
@@ -424,70 +424,16 @@ function volumesPage(args) {
     // The dialog follows its own job under the same element ids.
     recoveryPanel.hidden = true;
     recoveryPanel.replaceChildren();
-    const min = v.size + 1;
-    const max = v.size * 10;
-    const dErr = errorBox();
-    const input = h("input", { id: "resize-size", type: "number", min, max, step: 1, value: String(min), required: true });
-    const move = h("input", { id: "resize-move", type: "checkbox" });
-    const jobPanel = h("div", { id: "resize-job", class: "job", hidden: true });
-    const submit = h("button", { type: "submit", id: "resize-submit" }, "Resize");
-    const dialog = h(
-      "dialog",
-      { id: "resize-dialog", class: "card" },
-      h(
-        "form",
-        {
-          novalidate: true,
-          onsubmit: async (ev) => {
-            ev.preventDefault();
-            dErr.show(null);
-            const n = Number(input.value);
-            if (!Number.isInteger(n) || n < min || n > max) {
-              dErr.show(new Error(`The new size must be a whole number of GiB from ${min} to ${max}.`));
-              return;
-            }
-            submit.disabled = true;
-            try {
-              const r = await api.patch(`/volumes/${encodeURIComponent(v.name)}`, { size: n, allowdatamovement: move.checked });
-              followJob(r.JobID, jobPanel, () => load());
-            } catch (e) {
-              dErr.show(e);
-              submit.disabled = false;
-            }
-          },
-        },
-        h("h2", {}, `Resize ${v.name}`),
-        h("p", {}, `Current size: ${v.size} GiB.`),
-        h("label", { for: "resize-size" }, "New size (GiB)"),
-        input,
-        h("p", { class: "hint", id: "resize-range" }, `Allowed: ${min} – ${max} GiB`),
-        h("label", { class: "toggle" }, move, h("span", {}, "Allow Data Movement")),
-        h("p", { class: "hint" }, "Lets slices move to other media when the ones they are on lack room."),
-        dErr,
-        jobPanel,
-        h("div", { class: "buttons" },
-          submit,
-          h("button", { type: "button", class: "secondary", id: "resize-close", onclick: () => dialog.close() }, "Close"),
-        ),
-      ),
-    );
-    dialog.addEventListener("close", () => {
+    resizeDialog(v, () => {
       dialogOpen = false;
-      dialog.remove();
-      if (location.hash.startsWith("#/volumes/")) history.replaceState(null, "", "#/volumes");
-      args = [];
       load();
     });
-    main.append(dialog);
-    dialog.showModal();
-    input.focus();
   }
 
   load();
-  // Keep states and progress current while something is happening.
-  every(2000, () => {
-    if (!dialogOpen && volumes.some((v) => !SETTLED_VOLUME_STATES.includes(v.state) || Number(v.progress) < 100)) load();
-  });
+  // Live: a change made elsewhere (another console, the API, the CLI) shows
+  // within 2 s; the list is redrawn only when what the server says changed.
+  livePoll(2000, () => !dialogOpen, load);
 }
 
 // Shows a job with live progress, polling every 500 ms until Done / Error.
@@ -497,12 +443,18 @@ function followJob(id, panel, onEnd) {
   const pct = h("span", { id: "job-progress" }, "0");
   const fill = h("span", { class: "fill", style: "width:0%" });
   const detail = h("p", { id: "job-detail", class: "detail" });
+  // What a running job is doing now, e.g. a slice moving with its bytes, rate and time left.
+  const status = h("p", { id: "job-status", class: "detail job-status", hidden: true });
   const reason = errorBox();
   reason.id = "job-error";
+  // What the job is and the volume it works on, once read.
+  const what = h("p", { id: "job-what", class: "muted" });
   panel.replaceChildren(
     h("h3", {}, `Job ${id}`),
+    what,
     h("p", {}, "State: ", state, " · Progress: ", pct, "%"),
     h("span", { class: "bar wide" }, fill),
+    status,
     detail,
     reason,
   );
@@ -517,6 +469,9 @@ function followJob(id, panel, onEnd) {
       fill.style.width = `${j.progress}%`;
       const last = (j.details || []).at(-1) || "";
       detail.textContent = last;
+      status.textContent = runningStatus(j);
+      status.hidden = !status.textContent;
+      what.textContent = j.objectname ? `${j.type} on volume ${j.objectname}` : j.type;
       if (j.state === "Done" || j.state === "Error") {
         stop();
         if (j.state === "Error") reason.show(new Error(`The job failed: ${last || j.status || "no reason given"}`));
@@ -528,6 +483,458 @@ function followJob(id, panel, onEnd) {
       busy = false;
     }
   });
+}
+
+// ---- live lists, busy volumes, the resize dialog ----
+
+// Remembers what was last drawn: `changed(data)` is true only when the
+// server's answer differs, so a live list is redrawn (and its buttons
+// replaced) only when something changed.
+function changeDetector() {
+  let last = null;
+  return {
+    changed(...data) {
+      const key = JSON.stringify(data);
+      if (key === last) return false;
+      last = key;
+      return true;
+    },
+    reset() {
+      last = null;
+    },
+  };
+}
+
+// Calls `load` every `ms` while `when()` holds and the tab is visible (a
+// hidden tab costs the server nothing), never two at once.
+function livePoll(ms, when, load) {
+  let busy = false;
+  every(ms, async () => {
+    if (busy || document.hidden || !when()) return;
+    busy = true;
+    try {
+      await load();
+    } finally {
+      busy = false;
+    }
+  });
+}
+
+// A volume is busy while a job works on it (Pending or Running): its state
+// is a transition, or its status is the job's instead of `Online`.
+function volumeBusy(v) {
+  return !SETTLED_VOLUME_STATES.includes(v.state) || (v.status && v.status !== "Online");
+}
+
+// A volume's action button, disabled (saying why) while the volume is busy.
+function busyButton(v, attrs, label) {
+  const busy = volumeBusy(v);
+  return h("button", {
+    type: "button",
+    ...attrs,
+    disabled: busy,
+    title: busy ? `A job is working on "${v.name}" (${v.status || v.state}); wait until it ends.` : undefined,
+  }, label);
+}
+
+// The status of a running job when it says more than its state: what it is
+// doing now (`Moving slice ... (1 of 2): 12.0 MiB of 32.0 MiB, ...`).
+function runningStatus(j) {
+  const running = j.state === "Running" || j.state === "Pending";
+  return running && j.status && j.status !== j.state ? j.status : "";
+}
+
+// The volume a job works on: its name (kept after the volume is deleted),
+// linked to the volume's page, with its id on hover.
+function jobObject(j) {
+  if (!j.objectname) return h("code", { title: j.object }, String(j.object).slice(0, 8));
+  return h("a", { href: `#/volumes/${encodeURIComponent(j.objectname)}`, class: "job-object", title: j.object }, j.objectname);
+}
+
+// The resize dialog of volume `v`: checks the range before sending, follows
+// the job, and once it is Done shows the volume's new size (a further resize
+// starts from it). `onClose` runs once it is gone.
+function resizeDialog(v, onClose) {
+  let current = v.size;
+  const bounds = () => ({ min: current + 1, max: current * 10 });
+  const dErr = errorBox();
+  const currentSize = h("p", { id: "resize-current" });
+  const range = h("p", { class: "hint", id: "resize-range" });
+  const input = h("input", { id: "resize-size", type: "number", step: 1, required: true });
+  const move = h("input", { id: "resize-move", type: "checkbox" });
+  const jobPanel = h("div", { id: "resize-job", class: "job", hidden: true });
+  const submit = h("button", { type: "submit", id: "resize-submit" }, "Resize");
+  const problem = () => {
+    const n = Number(input.value);
+    const { min, max } = bounds();
+    return !Number.isInteger(n) || n < min || n > max ? `The new size must be a whole number of GiB from ${min} to ${max}.` : null;
+  };
+  const showSize = (size) => {
+    current = size;
+    const { min, max } = bounds();
+    Object.assign(input, { min, max, value: String(min) });
+    currentSize.textContent = `Current size: ${current} GiB.`;
+    range.textContent = `Allowed: ${min} – ${max} GiB`;
+  };
+  showSize(v.size);
+  // A corrected value takes the old complaint away at once.
+  input.addEventListener("input", () => {
+    if (!problem()) dErr.show(null);
+  });
+  const dialog = h(
+    "dialog",
+    { id: "resize-dialog", class: "card" },
+    h(
+      "form",
+      {
+        novalidate: true,
+        onsubmit: async (ev) => {
+          ev.preventDefault();
+          dErr.show(null);
+          const wrong = problem();
+          if (wrong) {
+            dErr.show(new Error(wrong));
+            return;
+          }
+          submit.disabled = true;
+          try {
+            const r = await api.patch(volumePath(v.name), { size: Number(input.value), allowdatamovement: move.checked });
+            followJob(r.JobID, jobPanel, async (j) => {
+              if (j.state === "Done") {
+                try {
+                  showSize((await api.get(volumePath(v.name))).size);
+                } catch (e) {
+                  dErr.show(new Error(`Could not read the new size: ${e.message}`));
+                }
+              }
+              submit.disabled = false;
+            });
+          } catch (e) {
+            dErr.show(e);
+            submit.disabled = false;
+          }
+        },
+      },
+      h("h2", {}, `Resize ${v.name}`),
+      currentSize,
+      h("label", { for: "resize-size" }, "New size (GiB)"),
+      input,
+      range,
+      h("label", { class: "toggle" }, move, h("span", {}, "Allow Data Movement")),
+      h("p", { class: "hint" }, "Lets slices move to other media when the ones they are on lack room."),
+      dErr,
+      jobPanel,
+      h("div", { class: "buttons" },
+        submit,
+        h("button", { type: "button", class: "secondary", id: "resize-close", onclick: () => dialog.close() }, "Close"),
+      ),
+    ),
+  );
+  dialog.addEventListener("close", () => {
+    dialog.remove();
+    onClose && onClose();
+  });
+  main.append(dialog);
+  dialog.showModal();
+  input.focus();
+}
+
+// ---- one volume ----
+
+// What a volume's copies say about its health, in one line.
+function volumeHealth(v, slices) {
+  const lost = slices.filter((s) => s.health === "Lost").length;
+  const copies = new Set(slices.map((s) => s.copy)).size;
+  const columns = new Set(slices.map((s) => s.column)).size;
+  const shape = `${copies} ${copies === 1 ? "copy" : "copies"} of ${columns} ${columns === 1 ? "column" : "columns"}`;
+  if (v.state === "Failed") return `Failed: a column lost every copy (${lost} of ${slices.length} slices lost); its data is gone`;
+  if (lost) return `Degraded: ${lost} of ${slices.length} slices lost; every column still has a copy`;
+  return slices.length ? `Healthy: ${shape}` : "No slices yet";
+}
+
+function volumePage([volumeName]) {
+  const vPath = volumePath(volumeName);
+  const err = errorBox();
+  err.id = "volume-error";
+  const actionErr = actionBox();
+  actionErr.id = "volume-action-error";
+  const note = noticeBox();
+  note.id = "volume-notice";
+  const jobPanel = h("div", { id: "volume-job", class: "card job", hidden: true });
+  const summary = h("div", { id: "volume-summary", class: "card summary" }, h("p", { class: "muted" }, "Loading…"));
+  const copies = h("section", { id: "volume-copies" });
+  const attached = h("section", { id: "volume-attached" });
+  const snaps = h("section", { id: "volume-snapshots" });
+  const jobs = h("section", { id: "volume-jobs" });
+  const attachNode = h("select", { id: "attach-node" }, h("option", { value: "" }, "Loading nodes…"));
+  const attachReadonly = h("input", { id: "attach-readonly", type: "checkbox" });
+  const attachErr = errorBox();
+  const attachForm = h("form", {
+    class: "card inline-form",
+    id: "attach-volume",
+    onsubmit: async (ev) => {
+      ev.preventDefault();
+      startAction();
+      if (!attachNode.value) {
+        attachErr.show(new Error("Choose a node."));
+        return;
+      }
+      try {
+        const r = await api.post(`${snapshotPath(volumeName, "top")}/attachments`, { node: attachNode.value, readonly: attachReadonly.checked });
+        note.show(`${r.Message} (job ${r.JobID}).`);
+        followJob(r.JobID, jobPanel, () => load());
+      } catch (e) {
+        attachErr.show(e);
+      }
+      load();
+    },
+  },
+  h("h2", {}, "Attach"),
+  h("div", { class: "fields" },
+    h("label", {}, "Node", attachNode),
+    h("label", { class: "toggle" }, attachReadonly, h("span", {}, "Read-only")),
+    h("button", { type: "submit" }, "Attach"),
+  ),
+  h("p", { class: "hint" }, "The node opens the volume over NBD at the URI shown once it is attached."),
+  attachErr);
+
+  main.append(
+    h("h1", {}, h("a", { href: "#/volumes" }, "Storage › Volumes"), ` › ${volumeName}`),
+    err, actionErr, note, summary, jobPanel, copies, attached, attachForm, snaps, jobs,
+  );
+
+  let volume = null;
+  let dialogOpen = false;
+  const shown = changeDetector();
+
+  // A new action starts clean: no old message, no old job's panel.
+  function startAction() {
+    actionErr.show(null);
+    attachErr.show(null);
+    note.show(null);
+    jobPanel.hidden = true;
+    jobPanel.replaceChildren();
+  }
+
+  async function load() {
+    let slices, attachments, snapshots, jobList;
+    try {
+      // The jobs by name: a volume's name also finds its jobs after it is deleted.
+      const jobsOf = api.get(`/jobs?${new URLSearchParams({ object: volumeName, count: 20 })}`);
+      try {
+        [volume, slices, attachments, snapshots, jobList] = await Promise.all([
+          api.get(vPath), api.get(`${vPath}/slices`), api.get(`${vPath}/attachments`), api.get(`${vPath}/snapshots`), jobsOf,
+        ]);
+      } catch (e) {
+        if (e.status !== 404) throw e;
+        volume = null;
+        jobList = await jobsOf;
+      }
+      err.show(null);
+    } catch (e) {
+      err.show(new Error(`Could not load volume "${volumeName}": ${e.message}`));
+      return;
+    }
+    if (!shown.changed(volume, slices, attachments, snapshots, jobList)) return;
+    if (!volume) {
+      gone(jobList);
+      return;
+    }
+    // Jobs of an earlier volume of the same name stay out.
+    jobList = jobList.filter((j) => j.object === volume.volumeid);
+    renderSummary(slices);
+    renderCopies(slices);
+    renderAttachments(attachments.filter((a) => a.snapshotid === "top"));
+    renderSnapshots(snapshots);
+    renderJobs(jobList);
+  }
+
+  // Deleted (or never there): say so, and keep showing the jobs of that name.
+  function gone(jobList) {
+    summary.replaceChildren(h("p", { id: "volume-gone" }, `There is no volume named "${volumeName}" (any more).`));
+    for (const section of [copies, attached, snaps]) section.replaceChildren();
+    attachForm.hidden = true;
+    renderJobs(jobList);
+  }
+
+  function renderSummary(slices) {
+    const v = volume;
+    const busy = volumeBusy(v);
+    summary.replaceChildren(
+      h("dl", { class: "facts" },
+        h("dt", {}, "Type"), h("dd", {}, volumeType(v)),
+        h("dt", {}, "Size"), h("dd", { id: "volume-size" }, `${v.size} GiB`),
+        h("dt", {}, "Policy"), h("dd", {}, v.policy),
+        h("dt", {}, "State"), h("dd", { id: "volume-state" }, stateTag(v.state)),
+        h("dt", {}, "Health"), h("dd", { id: "volume-health" }, volumeHealth(v, slices)),
+        h("dt", {}, "Status"), h("dd", {}, h("span", { id: "volume-status" }, v.status),
+          busy ? h("span", { class: "status-progress" }, " ", progressBar(v.progress)) : null),
+        v.contentsnapshot ? [h("dt", {}, "Clone of"), h("dd", {}, `${v.contentvolume}@${v.contentsnapshot}`)] : null,
+        h("dt", {}, "ID"), h("dd", {}, h("code", {}, v.volumeid)),
+      ),
+      h("div", { class: "actions", id: "volume-actions" },
+        busyButton(v, { class: "secondary resize", onclick: openResize }, "Resize"),
+        h("a", { class: "button secondary snapshots", href: `#/snapshots/${encodeURIComponent(v.name)}` }, "Snapshots"),
+        (v.state === "Degraded" || v.state === "Failed") && !v.volumerecoveryjob
+          ? h("button", { type: "button", class: "recover", onclick: recover }, "Recover")
+          : null,
+        busyButton(v, { class: "danger delete", onclick: () => remove(false) }, "Delete"),
+      ),
+    );
+  }
+
+  function renderCopies(slices) {
+    const rows = [...slices]
+      .sort((a, b) => a.copy - b.copy || a.column - b.column)
+      .map((s) => h("tr", { "data-slice": `c${s.copy}-k${s.column}` },
+        cell("Copy", s.copy),
+        cell("Column", s.column),
+        cell("Medium", s.media),
+        cell("Node", s.node),
+        cell("Zone", s.zone || "—"),
+        cell("Size", `${s.size} GiB`),
+        cell("Health", stateTag(s.health === "Lost" ? "Lost" : "Healthy")),
+      ));
+    copies.replaceChildren(h("h2", {}, "Copies and columns"),
+      table(["Copy", "Column", "Medium", "Node", "Zone", "Size", "Health"], rows, "No slices yet."));
+  }
+
+  function renderAttachments(live) {
+    attachForm.hidden = false;
+    const rows = live.map((a) => {
+      const detail = hostDetail(a);
+      return h("tr", { "data-attachment": a.node },
+        cell("Node", a.node),
+        cell("State", stateTag(a.state)),
+        cell("Access", a.readonly ? "read-only" : "read-write"),
+        cell("Host", h("div", { class: "host-cell" }, hostState(a), detail ? h("span", { class: "host-detail muted" }, detail) : null)),
+        cell("URI", h("code", { class: "uri" }, a.uri)),
+        cell("", a.state === "Attached"
+          ? h("button", { type: "button", class: "secondary detach", onclick: () => detach(a) }, "Detach")
+          : null),
+      );
+    });
+    attached.replaceChildren(h("h2", {}, "Attachments"),
+      table(["Node", "State", "Access", "Host", "NBD URI", ""], rows, "Not attached."));
+  }
+
+  function renderSnapshots(snapshots) {
+    if (!snapshots.length) {
+      snaps.replaceChildren();
+      return;
+    }
+    const rows = snapshots.map((s) => h("tr", { "data-snapshot": s.name },
+      cell("Name", s.name),
+      cell("Time", fmtTime(s.time)),
+      cell("Volume size", `${s.volumesize} GiB`),
+      cell("Used", fmtBytes(s.used)),
+      cell("State", stateTag(s.state)),
+    ));
+    snaps.replaceChildren(
+      h("h2", {}, "Snapshots ", h("a", { class: "manage", href: `#/snapshots/${encodeURIComponent(volumeName)}` }, "manage")),
+      table(["Name", "Time", "Volume size", "Used", "State"], rows, ""));
+  }
+
+  function renderJobs(jobList) {
+    const rows = jobList.map((j) => h("tr", { "data-job": j.id },
+      cell("ID", j.id),
+      cell("Type", j.type),
+      cell("State", stateTag(j.state)),
+      cell("Progress", progressBar(j.progress)),
+      jobDetailsCell(j),
+      timeCell("Started", j.starttime),
+      timeCell("Ended", j.endtime),
+    ));
+    jobs.replaceChildren(h("h2", {}, "Jobs"),
+      table(["ID", "Type", "State", "Progress", "Details", "Started", "Ended"], rows, "No jobs."));
+  }
+
+  function openResize() {
+    startAction();
+    dialogOpen = true;
+    resizeDialog(volume, () => {
+      dialogOpen = false;
+      shown.reset();
+      load();
+    });
+  }
+
+  async function remove(force) {
+    const question = force
+      ? `Delete volume "${volumeName}" with its attachments and snapshots? Its data is lost.`
+      : `Delete volume "${volumeName}"? Its data is lost.`;
+    if (!confirm(question)) return;
+    startAction();
+    try {
+      const r = await api.del(`${vPath}${force ? "?force=true" : ""}`);
+      note.show(`${r.Message} (job ${r.JobID}).`);
+      followJob(r.JobID, jobPanel, () => load());
+    } catch (e) {
+      const again = e.status === 409 && !force
+        ? h("button", { type: "button", class: "danger force", onclick: () => remove(true) }, "Delete anyway (force)")
+        : null;
+      actionErr.show(new Error(`Could not delete "${volumeName}": ${e.message}`), again);
+    }
+    load();
+  }
+
+  async function recover() {
+    startAction();
+    try {
+      const r = await api.post(`${vPath}/recover`);
+      note.show(`${r.Message} (job ${r.JobID}).`);
+      followJob(r.JobID, jobPanel, () => load());
+    } catch (e) {
+      actionErr.show(new Error(`Could not recover "${volumeName}": ${e.message}`));
+    }
+    load();
+  }
+
+  async function detach(a) {
+    if (!confirm(`Detach volume "${volumeName}" from node ${a.node}? Its NBD connections are closed.`)) return;
+    startAction();
+    try {
+      const r = await api.del(`${snapshotPath(volumeName, "top")}/attachments/${encodeURIComponent(a.node)}`);
+      note.show(`${r.Message} (job ${r.JobID}).`);
+      followJob(r.JobID, jobPanel, () => load());
+    } catch (e) {
+      actionErr.show(new Error(`Could not detach from ${a.node}: ${e.message}`));
+    }
+    load();
+  }
+
+  api.get("/nodes").then(
+    (nodes) => {
+      const usable = nodes.filter((n) => n.address);
+      attachNode.replaceChildren(...(usable.length
+        ? usable.map((n) => h("option", { value: n.name }, `${n.name} (${n.address})`))
+        : [h("option", { value: "" }, "— no node has an address —")]));
+    },
+    (e) => attachErr.show(new Error(`Could not load nodes: ${e.message}`)),
+  );
+  load();
+  livePoll(2000, () => !dialogOpen, load);
+}
+
+// A time in a table that may wrap between date and time, to keep tables narrow.
+function timeCell(label, t) {
+  const td = cell(label, fmtTime(t));
+  td.classList.add("time");
+  return td;
+}
+
+// A job's Details cell: what a running job does now, else its messages
+// (the last one, with the others folded).
+function jobDetailsCell(j) {
+  const details = j.details || [];
+  const now = runningStatus(j);
+  const td = cell("Details", now
+    ? h("span", { class: "job-status" }, now)
+    : details.length > 1
+      ? h("details", {}, h("summary", {}, details.at(-1)), h("ol", {}, details.map((d) => h("li", {}, d))))
+      : details[0] || "—");
+  td.classList.add("wrap");
+  return td;
 }
 
 // ---- snapshots of one volume ----
@@ -848,7 +1255,7 @@ const JOB_STATES = ["Pending", "Running", "Done", "Error"];
 
 function jobsPage() {
   const err = errorBox();
-  const params = { type: "", state: "", page: 1, count: 25 };
+  const params = { type: "", state: "", object: "", page: 1, count: 25 };
   const type = h("select", { id: "job-type", onchange: () => { params.type = type.value; params.page = 1; load(); } },
     h("option", { value: "" }, "All types"), JOB_TYPES.map((t) => h("option", { value: t }, t)));
   const state = h("select", { id: "job-state-filter", onchange: () => { params.state = state.value; params.page = 1; load(); } },
@@ -857,19 +1264,22 @@ function jobsPage() {
     [10, 25, 100].map((n) => h("option", { value: n, selected: n === 25 }, `${n} per page`)));
   const prev = h("button", { type: "button", class: "secondary", onclick: () => { params.page--; load(); } }, "‹ Previous");
   const next = h("button", { type: "button", class: "secondary", onclick: () => { params.page++; load(); } }, "Next ›");
+  const object = h("input", { id: "job-object", type: "search", placeholder: "Volume name or id",
+    onchange: () => { params.object = object.value.trim(); params.page = 1; load(); } });
   const pageNo = h("span", { id: "job-page" });
   const live = h("span", { class: "muted", id: "job-live" });
   const list = h("div", {}, h("p", { class: "muted" }, "Loading jobs…"));
   main.append(
     h("h1", {}, "Jobs"),
-    h("div", { class: "toolbar" }, type, state, count, live),
+    h("div", { class: "toolbar" }, type, state, object, count, live),
     err,
     list,
     h("div", { class: "pager" }, prev, pageNo, next),
   );
   let active = false;
+  const shown = changeDetector();
   async function load() {
-    const q = new URLSearchParams({ page: params.page, count: params.count, type: params.type, state: params.state });
+    const q = new URLSearchParams({ page: params.page, count: params.count, type: params.type, state: params.state, object: params.object });
     let jobs;
     try {
       jobs = await api.get(`/jobs?${q}`);
@@ -879,29 +1289,27 @@ function jobsPage() {
       return;
     }
     active = jobs.some((j) => j.state === "Pending" || j.state === "Running");
-    live.textContent = active ? "Refreshing every 2 s while jobs run" : "";
+    live.textContent = active ? "Jobs running: following them live" : "";
     pageNo.textContent = `Page ${params.page}`;
     prev.disabled = params.page <= 1;
     next.disabled = jobs.length < params.count;
-    const rows = jobs.map((j) => {
-      const details = j.details || [];
-      return h("tr", { "data-job": j.id },
+    if (!shown.changed(jobs)) return;
+    const rows = jobs.map((j) =>
+      h("tr", { "data-job": j.id },
         cell("ID", j.id),
         cell("Type", j.type),
-        cell("Object", h("code", { title: j.object }, String(j.object).slice(0, 8))),
+        cell("Volume", jobObject(j)),
         cell("State", stateTag(j.state)),
         cell("Progress", progressBar(j.progress)),
-        cell("Details", details.length > 1
-          ? h("details", {}, h("summary", {}, details.at(-1)), h("ol", {}, details.map((d) => h("li", {}, d))))
-          : details[0] || "—"),
-        cell("Started", fmtTime(j.starttime)),
-        cell("Ended", fmtTime(j.endtime)),
-      );
-    });
-    list.replaceChildren(table(["ID", "Type", "Object", "State", "Progress", "Details", "Started", "Ended"], rows, "No jobs match."));
+        jobDetailsCell(j),
+        timeCell("Started", j.starttime),
+        timeCell("Ended", j.endtime),
+      ));
+    list.replaceChildren(table(["ID", "Type", "Volume", "State", "Progress", "Details", "Started", "Ended"], rows, "No jobs match."));
   }
   load();
-  every(2000, () => { if (active) load(); });
+  // Live: jobs started elsewhere show up, running ones move on.
+  livePoll(2000, () => true, load);
 }
 
 // ---- media ----
@@ -910,9 +1318,75 @@ function mediaPage() {
   const actionErr = actionBox();
   actionErr.id = "media-action-error";
   const note = noticeBox();
+  note.id = "media-notice";
   const body = h("div", {}, h("p", { class: "muted" }, "Loading media…"));
   main.append(h("h1", {}, "Media"), err, actionErr, note, body);
   const admin = isAdmin();
+  const addErr = errorBox();
+  addErr.id = "add-medium-error";
+
+  if (admin) {
+    const id = h("input", { id: "medium-id", required: true, maxlength: 63, pattern: "[A-Za-z0-9._\\-]+", placeholder: "disk-7" });
+    const node = h("input", { id: "medium-node", required: true, maxlength: 63, pattern: "[A-Za-z0-9._\\-]+", placeholder: "node-d" });
+    const zone = h("input", { id: "medium-zone", required: true, maxlength: 63, pattern: "[A-Za-z0-9._\\-]+", placeholder: "zone-d" });
+    const dir = h("input", { id: "medium-directory", required: true, pattern: "/.*", placeholder: "/srv/svs/disk-7" });
+    const size = h("input", { id: "medium-size", type: "number", required: true, min: 1, step: 1, placeholder: "100" });
+    main.append(h("form", {
+      class: "card inline-form",
+      id: "add-medium",
+      onsubmit: async (ev) => {
+        ev.preventDefault();
+        startAction();
+        try {
+          const m = await api.post("/media", {
+            mediaid: id.value.trim(), node: node.value.trim(), zone: zone.value.trim(),
+            media: dir.value.trim(), size: Number(size.value),
+          });
+          note.show(`Medium ${m.mediaid} added: ${m.size} GiB on node ${m.node} in zone ${m.zone}. New volumes may be placed on it now.`);
+          for (const input of [id, node, zone, dir, size]) input.value = "";
+        } catch (e) {
+          addErr.show(e);
+        }
+        load();
+      },
+    },
+    h("h2", {}, "Add medium"),
+    h("div", { class: "fields" },
+      h("label", {}, "ID", id),
+      h("label", {}, "Node", node),
+      h("label", {}, "Zone", zone),
+      h("label", {}, "Directory", dir),
+      h("label", {}, "Size (GiB)", size),
+      h("button", { type: "submit" }, "Add medium"),
+    ),
+    h("p", { class: "hint" }, "A directory on the server that svs keeps slices in (created if missing). " +
+      "Media added here are kept in the database; media of the configuration file are changed there."),
+    addErr));
+  }
+
+  // A new action starts clean; its outcome stays until the next one.
+  function startAction() {
+    actionErr.show(null);
+    addErr.show(null);
+    note.show(null);
+  }
+
+  // Who manages the medium, and what an administrator may do about it here.
+  function managedBy(m) {
+    return h("span", { class: "tag managed-by" }, m.managedby === "api" ? "added through the API" : "configuration file");
+  }
+
+  function apiActions(m) {
+    if (!admin || m.managedby !== "api") return null;
+    const size = h("input", { type: "number", class: "size-input", min: 1, step: 1, value: m.size, "aria-label": `New size of ${m.mediaid} in GiB` });
+    return h("form", {
+      class: "medium-edit",
+      onsubmit: (ev) => { ev.preventDefault(); resize(m, Number(size.value)); },
+    },
+    h("label", {}, "Size (GiB) ", size),
+    h("button", { type: "submit", class: "secondary set-size" }, "Set size"),
+    h("button", { type: "button", class: "danger remove", onclick: () => remove(m) }, "Remove"));
+  }
 
   async function load() {
     let media;
@@ -942,7 +1416,7 @@ function mediaPage() {
               const pct = m.size ? Math.round((used / m.size) * 100) : 0;
               return h("div", { class: failed ? "medium failed" : "medium", "data-medium": m.mediaid },
                 h("div", { class: "medium-head" },
-                  h("strong", {}, m.mediaid), " ", stateTag(m.state || "Online"),
+                  h("strong", {}, m.mediaid), " ", stateTag(m.state || "Online"), " ", managedBy(m),
                   // Failing a medium is for administrators (the server says 403 to others).
                   admin && !failed
                     ? h("button", { type: "button", class: "danger fail", onclick: () => markFailed(m) }, "Mark failed")
@@ -952,6 +1426,7 @@ function mediaPage() {
                 h("div", { class: "muted" }, failed
                   ? `Failed: its slices are lost and it takes no new ones · ${m.size} GiB total · ${m.volumescount} volume(s)`
                   : `${used} GiB used · ${m.freesize} GiB free · ${m.size} GiB total · ${m.volumescount} volume(s)`),
+                failed ? null : apiActions(m),
               );
             }),
           ),
@@ -966,13 +1441,35 @@ function mediaPage() {
       `volumes with a copy on it turn Degraded (Failed where it held the only copy) until they are recovered. ` +
       "A failed medium does not come back.";
     if (!confirm(question)) return;
-    actionErr.show(null);
-    note.show(null);
+    startAction();
     try {
       const medium = await api.patch(`/media/${encodeURIComponent(m.mediaid)}`, { state: "Failed" });
       note.show(`Medium ${medium.mediaid} is ${medium.state}. Recover the volumes that lost a copy on the Volumes page.`);
     } catch (e) {
       actionErr.show(new Error(`Could not mark "${m.mediaid}" failed: ${e.message}`));
+    }
+    load();
+  }
+
+  async function resize(m, size) {
+    startAction();
+    try {
+      const medium = await api.patch(`/media/${encodeURIComponent(m.mediaid)}`, { size });
+      note.show(`Medium ${medium.mediaid} is now ${medium.size} GiB (${medium.freesize} GiB free).`);
+    } catch (e) {
+      actionErr.show(new Error(`Could not resize "${m.mediaid}": ${e.message}`));
+    }
+    load();
+  }
+
+  async function remove(m) {
+    if (!confirm(`Remove medium "${m.mediaid}"? svs stops using it; its directory stays on the server.`)) return;
+    startAction();
+    try {
+      await api.del(`/media/${encodeURIComponent(m.mediaid)}`);
+      note.show(`Medium ${m.mediaid} removed.`);
+    } catch (e) {
+      actionErr.show(new Error(`Could not remove "${m.mediaid}": ${e.message}`));
     }
     load();
   }
@@ -1057,17 +1554,22 @@ function nodesPage() {
         cell("Volumes", n.volumescount),
         cell("Agent", h("span", { class: n.agentcredential ? "agent yes" : "agent no" }, n.agentcredential ? "yes" : "no")),
         cell("Agent seen", h("span", { class: "agent-seen" }, n.agentseen ? fmtTime(n.agentseen) : "never")),
+        cell("Managed by", h("span", { class: "managed-by" }, n.managedby === "api" ? "API" : "configuration file")),
         admin
           ? cell("", h("span", { class: "actions" },
             h("button", { type: "button", class: "secondary issue", onclick: () => issue(n) }, "Issue agent credential"),
             n.agentcredential
               ? h("button", { type: "button", class: "danger revoke", onclick: () => revoke(n) }, "Revoke")
               : null,
+            // Nodes of the configuration file are removed there.
+            n.managedby === "api"
+              ? h("button", { type: "button", class: "danger remove", onclick: () => remove(n) }, "Remove")
+              : null,
           ))
           : null,
       ),
     );
-    const headers = ["Name", "Zone", "Address", "Media", "Volumes", "Agent", "Agent seen"];
+    const headers = ["Name", "Zone", "Address", "Media", "Volumes", "Agent", "Agent seen", "Managed by"];
     list.replaceChildren(table(admin ? [...headers, ""] : headers, rows, "No nodes."));
   }
 
@@ -1100,6 +1602,18 @@ function nodesPage() {
       note.show(`The agent credential of node ${n.name} is revoked.`);
     } catch (e) {
       actionErr.show(new Error(`Could not revoke the credential of ${n.name}: ${e.message}`));
+    }
+    load();
+  }
+
+  async function remove(n) {
+    if (!confirm(`Remove node ${n.name}? Its agent credential is revoked with it.`)) return;
+    startAction();
+    try {
+      await api.del(`/nodes/${encodeURIComponent(n.name)}`);
+      note.show(`Node ${n.name} removed.`);
+    } catch (e) {
+      actionErr.show(new Error(`Could not remove node ${n.name}: ${e.message}`));
     }
     load();
   }
@@ -1189,4 +1703,193 @@ function policiesPage() {
     list.replaceChildren(table(["Name", "Media", "Node", "Zone", "Optimization", "Created by", ""], rows, "No policies yet."));
   }
   load();
+}
+
+// ---- users (administrators) ----
+function usersPage() {
+  if (!isAdmin()) {
+    main.append(
+      h("h1", {}, "Users"),
+      h("p", { class: "muted" }, "Only administrators manage users. Change your own password on the ",
+        h("a", { href: "#/account" }, "Account page"), "."),
+    );
+    return;
+  }
+  const err = errorBox();
+  const actionErr = actionBox();
+  actionErr.id = "user-action-error";
+  const note = noticeBox();
+  note.id = "user-notice";
+  const list = h("div", {}, h("p", { class: "muted" }, "Loading users…"));
+  const me = session();
+  const email = h("input", { id: "user-email", type: "email", required: true, placeholder: "name@example.com", autocomplete: "off" });
+  const name = h("input", { id: "user-name", placeholder: "(from the e-mail)", autocomplete: "off" });
+  const tenant = h("input", { id: "user-tenant", placeholder: "(yours)", autocomplete: "off" });
+  const password = h("input", { id: "user-password", type: "password", required: true, minlength: 8, autocomplete: "new-password" });
+  const admin = h("input", { id: "user-admin", type: "checkbox" });
+  const createErr = errorBox();
+  createErr.id = "create-user-error";
+  const form = h("form", {
+    class: "card inline-form",
+    id: "create-user",
+    // The server's messages say what is wrong, in the same words as the CLI's.
+    novalidate: true,
+    onsubmit: async (ev) => {
+      ev.preventDefault();
+      createErr.show(null);
+      const body = { email: email.value.trim(), password: password.value, admin: admin.checked };
+      if (name.value.trim()) body.name = name.value.trim();
+      if (tenant.value.trim()) body.tenant = tenant.value.trim();
+      try {
+        const u = await api.post("/users", body);
+        note.show(`Created user ${u.email} in tenant ${u.tenant}.`);
+        for (const input of [email, name, tenant, password]) input.value = "";
+        admin.checked = false;
+        load();
+      } catch (e) {
+        createErr.show(e);
+      }
+    },
+  },
+  h("h2", {}, "Create a user"),
+  h("div", { class: "fields" },
+    h("label", {}, "E-mail", email),
+    h("label", {}, "Name", name),
+    h("label", {}, "Tenant", tenant),
+    h("label", {}, "Password", password),
+    h("label", { class: "check" }, admin, "Administrator"),
+    h("button", { type: "submit" }, "Create"),
+  ),
+  h("p", { class: "hint" }, "Passwords have at least 8 characters. A new tenant is created on the fly. Administrators manage users, media and nodes for every tenant."),
+  createErr);
+  main.append(h("h1", {}, "Users"), err, actionErr, note, list, form);
+
+  // One change of a user; the list shows the outcome either way.
+  async function change(u, what, request, done) {
+    actionErr.show(null);
+    note.show(null);
+    try {
+      const r = await request();
+      note.show(done(r));
+    } catch (e) {
+      actionErr.show(new Error(`Could not ${what} ${u.email}: ${e.message}`));
+    }
+    load();
+  }
+
+  function openReset(u) {
+    const pw = h("input", { id: "reset-password", type: "password", minlength: 8, autocomplete: "new-password" });
+    modal("reset-dialog", `New password for ${u.email}`,
+      [h("label", { for: "reset-password" }, "New password"), pw,
+        h("p", { class: "hint" }, "At least 8 characters. Every session of the user ends.")],
+      "Set password",
+      async (dErr) => {
+        try {
+          await api.post(`/users/${u.userid}/password`, { password: pw.value });
+          note.show(`Password of ${u.email} reset; its sessions have ended.`);
+          return true;
+        } catch (e) {
+          dErr.show(e);
+          return false;
+        }
+      });
+    pw.focus();
+  }
+
+  async function load() {
+    let users;
+    try {
+      users = await api.get("/users");
+      err.show(null);
+    } catch (e) {
+      err.show(new Error(`Could not load users: ${e.message}`));
+      return;
+    }
+    const rows = users.map((u) => {
+      const self = me && u.email.toLowerCase() === (sessionEmail() || "").toLowerCase();
+      const path = `/users/${u.userid}`;
+      const buttons = self
+        ? [h("span", { class: "muted" }, "you")]
+        : [
+          h("button", { type: "button", class: "secondary toggle-disabled", onclick: () =>
+            change(u, u.disabled ? "enable" : "disable", () => api.patch(path, { disabled: !u.disabled }),
+              (r) => r.disabled ? `Disabled ${r.email}: it cannot sign in, and its sessions have ended.` : `Enabled ${r.email}.`),
+          }, u.disabled ? "Enable" : "Disable"),
+          h("button", { type: "button", class: "secondary toggle-admin", onclick: () =>
+            change(u, u.admin ? "take the administrator role from" : "make an administrator of", () => api.patch(path, { admin: !u.admin }),
+              (r) => r.admin ? `${r.email} is now an administrator.` : `${r.email} is no longer an administrator.`),
+          }, u.admin ? "Remove admin" : "Make admin"),
+          h("button", { type: "button", class: "secondary reset", onclick: () => openReset(u) }, "Reset password"),
+          h("button", { type: "button", class: "danger delete", onclick: () => {
+            if (!confirm(`Delete user ${u.email}? Its tenant's volumes stay; it can no longer sign in.`)) return;
+            change(u, "delete", () => api.del(path), () => `Deleted user ${u.email}.`);
+          } }, "Delete"),
+        ];
+      return h("tr", { "data-user": u.email },
+        cell("E-mail", u.email),
+        cell("Name", u.name),
+        cell("Tenant", u.tenant),
+        cell("Role", u.admin ? "Administrator" : "User"),
+        cell("State", stateTag(u.disabled ? "Disabled" : "Enabled")),
+        cell("", h("span", { class: "actions" }, buttons)),
+      );
+    });
+    list.replaceChildren(table(["E-mail", "Name", "Tenant", "Role", "State", ""], rows, "No users."));
+  }
+  load();
+}
+
+// The signed-in user's e-mail, from the IdToken (for display only).
+function sessionEmail() {
+  const s = session();
+  if (!s || !s.idToken) return null;
+  try {
+    const payload = s.idToken.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
+    return JSON.parse(atob(payload.padEnd(Math.ceil(payload.length / 4) * 4, "="))).email || null;
+  } catch {
+    return null;
+  }
+}
+
+// ---- account: the signed-in user's own password ----
+function accountPage() {
+  const note = noticeBox();
+  note.id = "account-notice";
+  const err = errorBox();
+  err.id = "password-error";
+  const current = h("input", { id: "current-password", type: "password", required: true, autocomplete: "current-password" });
+  const next = h("input", { id: "new-password", type: "password", required: true, minlength: 8, autocomplete: "new-password" });
+  const repeat = h("input", { id: "repeat-password", type: "password", required: true, minlength: 8, autocomplete: "new-password" });
+  const button = h("button", { type: "submit" }, "Change password");
+  const form = h("form", {
+    class: "card signin",
+    id: "change-password",
+    novalidate: true,
+    onsubmit: async (ev) => {
+      ev.preventDefault();
+      err.show(null);
+      note.show(null);
+      if (next.value !== repeat.value) {
+        err.show(new Error("The new passwords do not match."));
+        return;
+      }
+      button.disabled = true;
+      try {
+        await changeOwnPassword(current.value, next.value);
+        for (const input of [current, next, repeat]) input.value = "";
+        note.show("Your password is changed. Your other sessions have ended; this one goes on.");
+      } catch (e) {
+        err.show(e);
+      } finally {
+        button.disabled = false;
+      }
+    },
+  },
+  h("h2", {}, "Change your password"),
+  h("label", { for: "current-password" }, "Current password"), current,
+  h("label", { for: "new-password" }, "New password (at least 8 characters)"), next,
+  h("label", { for: "repeat-password" }, "Repeat the new password"), repeat,
+  err,
+  button);
+  main.append(h("h1", {}, "Account"), h("p", {}, `Signed in as ${sessionEmail() || "—"}.`), note, form);
 }

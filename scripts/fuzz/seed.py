@@ -65,6 +65,9 @@ def main():
         "POST", "/volumes/fuzz/snapshots/top/attachments", {"node": "node-a"}, token
     )
     wait_job(started["JobID"], token)
+    # Users the user routes address (own.toml): one to change, one to delete.
+    for email in ("fuzz-user@example.com", "fuzz-doomed@example.com"):
+        call("POST", "/users", {"email": email, "password": "fuzz-password"}, token)
     print(token)
     print(tokens["RefreshToken"])
 

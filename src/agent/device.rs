@@ -33,6 +33,13 @@ pub struct DeviceSpec {
     /// instead of serving a FUSE file.
     #[serde(default)]
     pub kernel: bool,
+    /// Start TLS (`NBD_OPT_STARTTLS`): the URI was `nbds://`.
+    #[serde(default)]
+    pub tls: bool,
+    /// A CA certificate to trust beside the built-in roots (the agent's
+    /// `--ca-cert`).
+    #[serde(default)]
+    pub ca_cert: Option<PathBuf>,
 }
 
 /// How the agent makes block devices (`svs agent --block-device`).
@@ -57,14 +64,39 @@ pub fn fuse_dir(dir: &Path) -> PathBuf {
     dir.join("fuse")
 }
 
-/// `nbd://host:port/export` → (`host:port`, `export`).
+/// `nbd://host:port/export` (or `nbds://`, NBD over TLS) → (`host:port`,
+/// `export`).
 pub fn parse_uri(uri: &str) -> Option<(String, String)> {
-    let rest = uri.strip_prefix("nbd://")?;
+    let rest = uri
+        .strip_prefix("nbd://")
+        .or_else(|| uri.strip_prefix("nbds://"))?;
     let (address, export) = rest.split_once('/')?;
     if address.is_empty() || export.is_empty() {
         return None;
     }
     Some((address.to_string(), export.to_string()))
+}
+
+/// Whether an NBD URI asks for TLS (`nbds://`: the server offers
+/// `NBD_OPT_STARTTLS`, or requires it).
+pub fn uri_uses_tls(uri: &str) -> bool {
+    uri.starts_with("nbds://")
+}
+
+/// The TLS of a device process's NBD client: the built-in roots and the
+/// spec's CA, the server's certificate checked for the host of `address`.
+fn client_tls(spec: &DeviceSpec) -> Result<svs_nbd::ClientTls, String> {
+    if let Some(ca) = &spec.ca_cert {
+        crate::tls::trust_ca_file(ca)?;
+    }
+    let config = crate::tls::client_config()?;
+    let host = spec
+        .address
+        .rsplit_once(':')
+        .map_or(spec.address.as_str(), |(host, _)| host)
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    svs_nbd::ClientTls::new(config, host).map_err(|e| e.to_string())
 }
 
 /// Runs the device until SIGTERM or SIGINT.
@@ -80,15 +112,32 @@ pub async fn run_device(dir: PathBuf) -> Result<(), String> {
     let mut interrupt = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
 
     if spec.kernel {
+        if spec.tls {
+            return Err(format!(
+                "nbds://{}: the kernel's NBD driver cannot speak TLS; run the agent with \
+                 --block-device fuse",
+                spec.address
+            ));
+        }
         return run_kernel_device(&dir, &spec, terminate, interrupt, hangup).await;
     }
-    let options = ReconnectOptions::default();
+    let options = ReconnectOptions {
+        tls: if spec.tls {
+            Some(client_tls(&spec)?)
+        } else {
+            None
+        },
+        ..ReconnectOptions::default()
+    };
     let (address, export) = (spec.address.clone(), spec.export.clone());
     let client =
         tokio::task::spawn_blocking(move || ReconnectingClient::connect(address, export, options))
             .await
             .map_err(|e| e.to_string())?
-            .map_err(|e| format!("cannot connect to nbd://{}: {e}", spec.address))?;
+            .map_err(|e| {
+                let scheme = if spec.tls { "nbds" } else { "nbd" };
+                format!("cannot connect to {scheme}://{}: {e}", spec.address)
+            })?;
     let client = Arc::new(client);
     let mountpoint = fuse_dir(&dir);
     std::fs::create_dir_all(&mountpoint)
@@ -181,6 +230,11 @@ mod tests {
             parse_uri("nbd://127.0.0.1:10809/abc123"),
             Some(("127.0.0.1:10809".into(), "abc123".into()))
         );
+        assert_eq!(
+            parse_uri("nbds://[::1]:10809/abc123"),
+            Some(("[::1]:10809".into(), "abc123".into()))
+        );
+        assert!(uri_uses_tls("nbds://h:1/e") && !uri_uses_tls("nbd://h:1/e"));
         assert_eq!(parse_uri("nbd://127.0.0.1:10809/"), None);
         assert_eq!(parse_uri("http://x/y"), None);
         assert_eq!(parse_uri("nbd://x"), None);

@@ -10,7 +10,7 @@
 //! Nothing here is undone by a guard: mounts must outlive the agent.
 
 use super::device::{
-    fuse_dir, kernel_device_file, parse_uri, BlockDeviceMode, DeviceSpec, FILE_NAME,
+    fuse_dir, kernel_device_file, parse_uri, uri_uses_tls, BlockDeviceMode, DeviceSpec, FILE_NAME,
 };
 use super::service::{DesiredAttachment, HostReport};
 use serde::{Deserialize, Serialize};
@@ -312,6 +312,8 @@ impl Host {
                     export,
                     readonly: c.readonly,
                     kernel: self.config.mode == BlockDeviceMode::KernelNbd,
+                    tls: uri_uses_tls(c.uri),
+                    ca_cert: crate::tls::ca_cert_file().map(Path::to_path_buf),
                 },
             )?;
             rec.device_pid = Some(pid);

@@ -327,13 +327,42 @@ pub struct SnapshotModifyRequest {
     pub consistencygroupname: String,
 }
 
-/// `PATCH /media/{media}` (administrators only).
+/// `PATCH /media/{media}` (administrators only): `state` or `size`, one
+/// of them.
 #[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[schema(as = MediaModify)]
 pub struct MediaModifyRequest {
-    /// `Failed`: the only change a medium takes.
+    /// `Failed`: declares the medium failed (any medium).
     #[schema(pattern = "^Failed$")]
-    pub state: String,
+    pub state: Option<String>,
+    /// New logical capacity in GiB (API-managed media only): any size down
+    /// to what is in use on it.
+    #[schema(minimum = 1, maximum = 1073741824)]
+    pub size: Option<u64>,
+}
+
+/// `POST /media` (administrators only): the fields as `GET /media` shows
+/// them.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = MediaCreate)]
+pub struct MediaCreateRequest {
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,63}$")]
+    pub mediaid: String,
+    /// The node the medium is attached to; made (API-managed, no address)
+    /// when it does not exist yet.
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,63}$")]
+    pub node: String,
+    /// The node's zone.
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,63}$")]
+    pub zone: String,
+    /// The directory holding the slice files: an absolute path without
+    /// `..`; created if missing, and it must be writable.
+    pub media: String,
+    /// Logical capacity in GiB (slices are sparse; nothing is preallocated).
+    #[schema(minimum = 1, maximum = 1073741824)]
+    pub size: u64,
 }
 
 /// `POST /nodes` (svs extension, administrators only).

@@ -65,7 +65,7 @@ impl FromRequestParts<AppState> for Caller {
             .headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
-        Ok(state.authenticate(header)?)
+        Ok(state.authenticate(header).await?)
     }
 }
 

@@ -12,7 +12,7 @@ use super::views::{
 use super::{bodies, views, ApiError, AppState};
 use crate::service::commands::{
     CreateAttachment, CreatePolicy, CreateVolume, DeleteVolume, ListJobs, ModifyAttachment,
-    Refresh, ResizeVolume, SetMediumState, SetNodeAddress, SignIn, SignOut, UpdatePolicy,
+    ModifyMedium, Refresh, ResizeVolume, SetNodeAddress, SignIn, SignOut, UpdatePolicy,
 };
 use crate::service::{Administrator, Caller};
 use axum::extract::{Path, State};
@@ -30,6 +30,7 @@ pub(super) type ApiResult<T> = Result<Json<T>, ApiError>;
         (status = 200, description = "Signed in", body = SignedInView),
         (status = 400, description = "Malformed body", body = ErrorBody),
         (status = 401, description = "Incorrect email or password", body = ErrorBody),
+        (status = 403, description = "The password is right but the account is disabled (svs extension)", body = ErrorBody),
         (status = 408, description = "Body not received in time", body = ErrorBody),
         (status = 413, description = "Body over 1 MiB", body = ErrorBody),
         (status = 429, description = "Too many failed sign-ins for this account or from this address: retry after `Retry-After` seconds", body = ErrorBody,
@@ -170,21 +171,23 @@ pub async fn get_medium(
     Ok(Json(views::medium(&app.get_medium(&id).await?)))
 }
 
-/// Administrators only: failing a medium loses its slices for every volume.
+/// Administrators only: failing a medium loses its slices for every volume;
+/// a size is the configuration's business for media it lists.
 #[utoipa::path(
     patch, path = "/media/{media}", tag = "Media", operation_id = "MediaModify",
-    summary = "Declare a medium failed (administrators only)",
-    description = "svs extension. `{\"state\": \"Failed\"}` is the only change: every slice on the medium is lost at once; volumes with another copy of each column turn `Degraded` and keep serving, the others `Failed` (I/O on the lost ranges answers EIO). Rebuild with `POST /volumes/{volume}/recover`. A failed medium does not come back.",
+    summary = "Declare a medium failed, or resize it (administrators only)",
+    description = "svs extension. One change per call. `{\"state\": \"Failed\"}` (any medium): every slice on the medium is lost at once; volumes with another copy of each column turn `Degraded` and keep serving, the others `Failed` (I/O on the lost ranges answers EIO). Rebuild with `POST /volumes/{volume}/recover`. A failed medium does not come back. `{\"size\": N}` (GiB; media added through the API only, `managedby: api`): grows the medium, or shrinks it down to what is in use on it (slices, snapshots, running jobs' bookings), else 409. A medium listed in the configuration file answers 409: change it there and restart.",
     params(("media" = String, Path, description = "The medium's id")),
     request_body = bodies::MediaModifyRequest,
     security(("storage.io-authorizer" = [])),
     responses(
-        (status = 200, description = "The medium, now failed", body = MediumView),
-        (status = 400, description = "Malformed body or another state", body = ErrorBody),
+        (status = 200, description = "The medium, changed", body = MediumView),
+        (status = 400, description = "Malformed body, another state, or both fields", body = ErrorBody),
         (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such medium", body = ErrorBody),
         (status = 408, description = "Body not received in time", body = ErrorBody),
+        (status = 409, description = "Shrinking below what is in use, a failed medium, or a medium of the configuration file", body = ErrorBody),
         (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]
@@ -192,10 +195,10 @@ pub async fn update_medium(
     State(app): State<AppState>,
     admin: Administrator,
     Path(id): Path<String>,
-    Parsed(request): Parsed<SetMediumState>,
+    Parsed(request): Parsed<ModifyMedium>,
 ) -> ApiResult<MediumView> {
     Ok(Json(views::medium(
-        &app.set_medium_state(&admin, &id, &request).await?,
+        &app.modify_medium(&admin, &id, &request).await?,
     )))
 }
 
@@ -548,7 +551,7 @@ pub async fn volume_slices(
         ("page" = Option<u32>, Query, minimum = 1, maximum = 4294967, description = "1-based page"),
         ("count" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "Jobs per page (default 100)"),
         ("type" = Option<String>, Query, description = "Only jobs of this type; empty: all"),
-        ("object" = Option<String>, Query, description = "Only jobs on this object; empty: all"),
+        ("object" = Option<String>, Query, description = "Only jobs on this object: a volume's id, or its name (svs extension; also finds the jobs of a deleted volume of that name); empty: all"),
         ("state" = Option<String>, Query, pattern = "^(Pending|Running|Done|Error)?$", description = "Only jobs in this state; empty: all"),
         ("internal" = Option<bool>, Query, description = "Accepted for compatibility; svs has no internal jobs"),
     ),

@@ -7,10 +7,12 @@ mod bodies;
 mod error;
 mod extract;
 mod handlers;
+mod infrastructure;
 mod parse;
 mod requests;
 mod snapshots;
 mod ui;
+mod users;
 mod views;
 mod workers;
 
@@ -20,7 +22,8 @@ pub use error::ApiError;
 use crate::service::Services;
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Extension};
-use axum::http::{header, HeaderValue, Method, Response};
+use axum::http::{header, HeaderValue, Method, Request, Response};
+use axum::middleware::Next;
 use axum::Router;
 use std::sync::Arc;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -54,7 +57,7 @@ pub const NODE_CREDENTIAL_SCHEME: &str = "node-credential";
         (name = "user", description = "Sign-in, tokens and keys"),
         (name = "Volumes"), (name = "Policies"), (name = "Attachments"), (name = "Jobs"),
         (name = "Media"), (name = "Nodes"), (name = "Agents", description = "svs extension: the routes of nodes' host agents, which take a node credential"),
-        (name = "Workers"), (name = "Version"),
+        (name = "Workers"), (name = "Users", description = "svs extension: user management (administrators) and each user's own password"), (name = "Version"),
     ),
 )]
 struct ApiDoc;
@@ -96,10 +99,14 @@ fn documented_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(version))
         .routes(routes!(jwks))
         .routes(routes!(openapi_json))
-        .routes(routes!(list_media))
-        .routes(routes!(get_medium, update_medium))
+        .routes(routes!(list_media, infrastructure::create_medium))
+        .routes(routes!(
+            get_medium,
+            update_medium,
+            infrastructure::delete_medium
+        ))
         .routes(routes!(list_nodes, agents::create_node))
-        .routes(routes!(get_node, update_node))
+        .routes(routes!(get_node, update_node, infrastructure::delete_node))
         .routes(routes!(agents::issue_credential, agents::revoke_credential))
         .routes(routes!(agents::agent_attachments))
         .routes(routes!(agents::report_host_state))
@@ -131,6 +138,7 @@ fn documented_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(list_jobs))
         .routes(routes!(get_job))
         .merge(workers::routes())
+        .merge(users::routes())
 }
 
 /// The API document, as `GET /openapi.json` serves it.
@@ -219,7 +227,6 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .layer(Extension(doc))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(axum::middleware::map_response(json_errors))
         .layer(CatchPanicLayer::custom(|_| {
             tracing::error!("request handler panicked");
             ApiError::new(
@@ -228,6 +235,8 @@ pub fn router(state: AppState) -> Router {
             )
             .into_response()
         }))
+        // Outside the panic catcher, so that its answer ends with a newline too.
+        .layer(axum::middleware::from_fn(json_answers))
         // On every response: no content-type sniffing; and no caching unless
         // the route chose otherwise (the console's assets): API answers carry
         // tokens and tenant data that must not stay in a browser or proxy.
@@ -242,15 +251,52 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// Every answer of the JSON API, errors included, is JSON ending with a
+/// newline (so `curl` output ends its line): errors produced outside our
+/// handlers (axum's rejections of a path or query, for instance) come as
+/// plain text and are turned into `{"message"}`, then the newline is added
+/// here, the one place every response passes through.
+///
+/// Router layers run inside each route, before axum empties the body of a
+/// HEAD answer, so a HEAD's Content-Length counts the newline too.
+async fn json_answers(request: Request<Body>, next: Next) -> Response<Body> {
+    let response = json_errors(next.run(request).await).await;
+    if !is_json(&response) {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    // Our JSON bodies are whole in memory already: this only takes them.
+    let mut bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => Vec::from(bytes),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot read a JSON answer's body");
+            return ApiError::new(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                "internal error",
+            )
+            .into_response();
+        }
+    };
+    if !bytes.is_empty() && bytes.last() != Some(&b'\n') {
+        bytes.push(b'\n');
+    }
+    // The server sets the length of the new body.
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+fn is_json(response: &Response<Body>) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"))
+}
+
 /// Errors produced outside our handlers (axum's rejections of a path or
 /// query, for instance) come as plain text; clients always get JSON.
 async fn json_errors(response: Response<Body>) -> Response<Body> {
     let status = response.status();
-    let is_json = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_json {
+    if !(status.is_client_error() || status.is_server_error()) || is_json(&response) {
         return response;
     }
     let (mut parts, body) = response.into_parts();

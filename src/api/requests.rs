@@ -9,11 +9,12 @@ use crate::service::attributes::{
     CapacityOptimization, Filesystem, Flavor, PolicySettings, StoredField, VolumeAttributes,
 };
 use crate::service::commands::{
-    AgentPoll, CloneFrom, CreateAttachment, CreateNode, CreatePolicy, CreateSnapshot, CreateVolume,
-    DeleteSnapshot, DeleteVolume, FixedVolumeField, HostState, ListJobs, ModifyAttachment,
-    ModifySnapshot, Refresh, ReportHostState, ResiliencyLevels, ResizeVolume, SetMediumState,
-    SetNodeAddress, SignIn, SignOut, UpdatePolicy, MAX_AGENT_WAIT_SECS,
+    AgentPoll, CloneFrom, CreateAttachment, CreateMedium, CreateNode, CreatePolicy, CreateSnapshot,
+    CreateVolume, DeleteSnapshot, DeleteVolume, FixedVolumeField, HostState, ListJobs,
+    ModifyAttachment, ModifyMedium, ModifySnapshot, Refresh, ReportHostState, ResiliencyLevels,
+    ResizeVolume, SetNodeAddress, SignIn, SignOut, UpdatePolicy, MAX_AGENT_WAIT_SECS,
 };
+use crate::service::infrastructure::plain_directory;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -210,14 +211,47 @@ impl FromQuery for AttachmentDeleteQuery {
     }
 }
 
-impl FromBody for SetMediumState {
-    fn from_body(body: &Body) -> ParseResult<SetMediumState> {
-        match req_str(body, "state")? {
-            "Failed" => Ok(SetMediumState::Failed),
-            _ => Err(bad(
-                "state can only be set to \"Failed\": a failed medium does not come back",
-            )),
+/// Largest medium accepted through the API, in GiB (1 EiB).
+pub const MAX_MEDIUM_GIB: u64 = 1 << 30;
+
+impl FromBody for ModifyMedium {
+    /// `{"state": "Failed"}` or `{"size": N}`: one change per call.
+    fn from_body(body: &Body) -> ParseResult<ModifyMedium> {
+        only_fields(body, &["state", "size"])?;
+        let size = opt_uint(body, "size", 1, MAX_MEDIUM_GIB)?;
+        match (body.contains_key("state"), size) {
+            (true, Some(_)) => Err(bad("give either state or size, not both")),
+            (false, Some(size)) => Ok(ModifyMedium::Resize(size)),
+            (false, None) => Err(bad("state or size is required")),
+            (true, None) => match req_str(body, "state")? {
+                "Failed" => Ok(ModifyMedium::Fail),
+                _ => Err(bad(
+                    "state can only be set to \"Failed\": a failed medium does not come back",
+                )),
+            },
         }
+    }
+}
+
+impl FromBody for CreateMedium {
+    /// `{"mediaid": "m7", "node": "node-d", "zone": "zone-d", "media":
+    /// "/srv/disk7", "size": 100}`: the fields as `GET /media` shows them
+    /// (`media` is the directory, `size` GiB).
+    fn from_body(body: &Body) -> ParseResult<CreateMedium> {
+        only_fields(body, &["mediaid", "node", "zone", "media", "size"])?;
+        let id = ResourceName::parse("medium", req_str(body, "mediaid")?).map_err(bad)?;
+        let node = ResourceName::parse("node", req_str(body, "node")?).map_err(bad)?;
+        let zone = ResourceName::parse("zone", req_str(body, "zone")?).map_err(bad)?;
+        let directory =
+            plain_directory(std::path::Path::new(req_str(body, "media")?)).map_err(bad)?;
+        let size = req_uint(body, "size", 1, MAX_MEDIUM_GIB)?;
+        Ok(CreateMedium {
+            id,
+            node,
+            zone,
+            directory,
+            size,
+        })
     }
 }
 

@@ -31,6 +31,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         "text/javascript; charset=utf-8",
         include_str!("../../ui/api.js"),
     ),
+    (
+        "favicon.svg",
+        "image/svg+xml",
+        include_str!("../../ui/favicon.svg"),
+    ),
 ];
 
 /// The console loads only its own files and talks only to its own origin:
@@ -42,13 +47,18 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'
 
 /// The console's routes (all GET): static files, not part of the JSON API,
 /// so not in the API document. `api::route_table` lists them from here.
-pub const PATHS: [&str; 3] = ["/ui", "/ui/", "/ui/{file}"];
+/// `/` leads to the console; `/favicon.ico` is where browsers and other
+/// tools look for a site's icon (the console's pages link the same SVG).
+pub const PATHS: [&str; 5] = ["/", "/favicon.ico", "/ui", "/ui/", "/ui/{file}"];
 
 /// The routes of the console, merged into the API router. Each path is one
 /// of `PATHS` (`tests/api/contract.rs` checks that nothing else is routed).
 pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
-    let [redirect, index, file] = PATHS;
+    let [root, favicon, redirect, index, file] = PATHS;
     Router::new()
+        // Temporary: the root may serve something else one day.
+        .route(root, get(|| async { Redirect::temporary("/ui/") }))
+        .route(favicon, get(|| async { asset("favicon.svg") }))
         .route(redirect, get(|| async { Redirect::permanent("/ui/") }))
         .route(index, get(|| async { asset("index.html") }))
         .route(

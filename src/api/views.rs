@@ -321,6 +321,10 @@ pub struct SliceView {
     pub zone: String,
     /// GiB.
     pub size: u64,
+    /// `Healthy`, or `Lost` when its medium failed (until a recovery
+    /// rebuilds it elsewhere).
+    #[schema(pattern = "^(Healthy|Lost)$")]
+    pub health: &'static str,
 }
 
 pub fn slice(row: &SliceRow) -> SliceView {
@@ -332,6 +336,7 @@ pub fn slice(row: &SliceRow) -> SliceView {
         node: row.node.clone(),
         zone: row.zone.clone(),
         size: row.slice.size,
+        health: if row.lost { "Lost" } else { "Healthy" },
     }
 }
 
@@ -591,6 +596,8 @@ pub struct JobView {
     pub kind: String,
     /// The object the job works on (a volume id).
     pub object: String,
+    /// svs extension: the name of that volume, kept after it is deleted.
+    pub objectname: String,
     /// The job's arguments.
     #[schema(value_type = Object)]
     pub args: Value,
@@ -614,6 +621,7 @@ pub fn job(j: &Job) -> JobView {
         id: j.id,
         kind: j.kind.clone(),
         object: j.object.clone(),
+        objectname: j.object_name.clone(),
         args: j.args.clone(),
         state: j.state.as_str(),
         status: j.status.clone(),
@@ -649,6 +657,9 @@ pub struct MediumView {
     pub status: &'static str,
     pub progress: u8,
     pub capacitygroup: &'static str,
+    /// svs extension: `config` (listed in the configuration file: change it
+    /// there) or `api` (added through the API).
+    pub managedby: &'static str,
 }
 
 pub fn medium(m: &MediumUsage) -> MediumView {
@@ -671,6 +682,7 @@ pub fn medium(m: &MediumUsage) -> MediumView {
         status: if m.failed { "Failed" } else { "Ready" },
         progress: 100,
         capacitygroup: "",
+        managedby: m.managed_by.as_str(),
     }
 }
 
@@ -698,6 +710,10 @@ pub struct NodeView {
     /// svs extension: the agent's last authenticated request (RFC 3339);
     /// null when never.
     pub agentseen: Option<String>,
+    /// svs extension: `config` (listed in the configuration file, as
+    /// `[[nodes]]` or the node of a `[[media]]`) or `api` (added through
+    /// the API).
+    pub managedby: &'static str,
 }
 
 pub fn node(n: &NodeSummary) -> NodeView {
@@ -715,6 +731,7 @@ pub fn node(n: &NodeSummary) -> NodeView {
         volumescount: n.volumes_count,
         agentcredential: n.agent_credential,
         agentseen: n.agent_seen_ms.map(format_ms),
+        managedby: n.record.managed_by.as_str(),
     }
 }
 

@@ -3,7 +3,7 @@
 //! most `threads` cores and a queue of waiting checks, and the API keeps
 //! its own threads. A check that finds the queue full is refused at once.
 
-use super::verify_password;
+use super::{hash_password, verify_password, PasswordError};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use thiserror::Error;
@@ -21,8 +21,19 @@ pub enum CheckError {
 
 struct Check {
     password: String,
-    hash: String,
-    reply: oneshot::Sender<bool>,
+    work: Work,
+}
+
+/// What to do with the password: both cost one argon2 run.
+enum Work {
+    Verify {
+        hash: String,
+        reply: oneshot::Sender<bool>,
+    },
+    /// A new password's hash (user creation, password changes).
+    Hash {
+        reply: oneshot::Sender<Result<String, PasswordError>>,
+    },
 }
 
 pub struct PasswordCheckPool {
@@ -48,17 +59,33 @@ impl PasswordCheckPool {
     /// True when `password` matches the argon2 `hash`.
     pub async fn verify(&self, password: &str, hash: &str) -> Result<bool, CheckError> {
         let (reply, answer) = oneshot::channel();
-        let check = Check {
+        self.submit(Check {
             password: password.to_string(),
-            hash: hash.to_string(),
-            reply,
-        };
-        match self.queue.try_send(check) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => return Err(CheckError::Busy),
-            Err(TrySendError::Disconnected(_)) => return Err(CheckError::Stopped),
-        }
+            work: Work::Verify {
+                hash: hash.to_string(),
+                reply,
+            },
+        })?;
         answer.await.map_err(|_| CheckError::Stopped)
+    }
+
+    /// The argon2 hash of a new password, on the same threads and queue
+    /// (the outer error), or why the password is refused (the inner one).
+    pub async fn hash(&self, password: &str) -> Result<Result<String, PasswordError>, CheckError> {
+        let (reply, answer) = oneshot::channel();
+        self.submit(Check {
+            password: password.to_string(),
+            work: Work::Hash { reply },
+        })?;
+        answer.await.map_err(|_| CheckError::Stopped)
+    }
+
+    fn submit(&self, check: Check) -> Result<(), CheckError> {
+        match self.queue.try_send(check) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(_)) => Err(CheckError::Busy),
+            Err(TrySendError::Disconnected(_)) => Err(CheckError::Stopped),
+        }
     }
 }
 
@@ -71,12 +98,18 @@ fn run(receiver: &Mutex<Receiver<Check>>) {
         };
         let Ok(check) = next else { return };
         // The caller may have gone (client disconnected): skip the work.
-        if check.reply.is_closed() {
-            continue;
+        match check.work {
+            Work::Verify { hash, reply } => {
+                if !reply.is_closed() {
+                    let _ = reply.send(verify_password(&check.password, &hash));
+                }
+            }
+            Work::Hash { reply } => {
+                if !reply.is_closed() {
+                    let _ = reply.send(hash_password(&check.password));
+                }
+            }
         }
-        let _ = check
-            .reply
-            .send(verify_password(&check.password, &check.hash));
     }
 }
 
@@ -92,6 +125,12 @@ mod tests {
         assert_eq!(pool.verify("correct horse", &hash).await, Ok(true));
         assert_eq!(pool.verify("wrong horse!", &hash).await, Ok(false));
         assert_eq!(pool.verify("correct horse", "not a hash").await, Ok(false));
+        let made = pool.hash("new horse!").await.unwrap().unwrap();
+        assert_eq!(pool.verify("new horse!", &made).await, Ok(true));
+        assert!(matches!(
+            pool.hash("short").await,
+            Ok(Err(PasswordError::TooShort))
+        ));
     }
 
     #[tokio::test]

@@ -40,6 +40,11 @@ pub struct Claims {
     /// tokens from before roles were read: not an administrator.
     #[serde(default)]
     pub admin: bool,
+    /// The user's token generation at issue: the service refuses a token
+    /// older than the user's current one (after a disable or a password
+    /// reset). Absent in tokens from before: generation 0.
+    #[serde(default)]
+    pub generation: i64,
 }
 
 impl Claims {
@@ -57,6 +62,7 @@ pub struct TokenSubject<'a> {
     pub tenant: &'a str,
     pub tenant_id: i64,
     pub admin: bool,
+    pub generation: i64,
 }
 
 /// What `/signin` and `/refresh` hand out.
@@ -234,6 +240,7 @@ impl TokenIssuer {
             tenant: subject.tenant.to_string(),
             tenant_id: subject.tenant_id,
             admin: subject.admin,
+            generation: subject.generation,
         };
         Ok(TokenSet {
             access_token: jsonwebtoken::encode(&header, &claims(TokenUse::Access), &key.encoding)?,
@@ -314,6 +321,7 @@ mod tests {
             tenant: "t1",
             tenant_id: 1,
             admin,
+            generation: 0,
         }
     }
 

@@ -24,7 +24,7 @@ impl Api {
                 "the URL must start with http:// or https://: {base}"
             )));
         }
-        let http = reqwest::Client::builder()
+        let http = crate::tls::trusting_ca_cert(reqwest::Client::builder())
             .user_agent(concat!("svs-cli/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|source| ClientError::Http {
@@ -132,6 +132,12 @@ impl Api {
 
     pub async fn get_volume(&self, name: &str) -> Result<Value> {
         self.get(&format!("/volumes/{}", segment(name))).await
+    }
+
+    /// Where each copy of each column of the volume is placed.
+    pub async fn volume_slices(&self, name: &str) -> Result<Value> {
+        self.get(&format!("/volumes/{}/slices", segment(name)))
+            .await
     }
 
     pub async fn create_volume(&self, body: &Value) -> Result<Value> {
@@ -285,6 +291,40 @@ impl Api {
         self.call(Method::PATCH, &path, &[], Some(&body)).await
     }
 
+    /// `POST /media` (administrators): `size` in GiB, `directory` absolute.
+    pub async fn create_medium(
+        &self,
+        id: &str,
+        node: &str,
+        zone: &str,
+        directory: &str,
+        size: u64,
+    ) -> Result<Value> {
+        let body = json!({
+            "mediaid": id, "node": node, "zone": zone, "media": directory, "size": size,
+        });
+        self.call(Method::POST, "/media", &[], Some(&body)).await
+    }
+
+    /// `PATCH /media/{m}` with `{"size"}` in GiB (administrators).
+    pub async fn resize_medium(&self, medium: &str, size: u64) -> Result<Value> {
+        let path = format!("/media/{}", segment(medium));
+        let body = json!({"size": size});
+        self.call(Method::PATCH, &path, &[], Some(&body)).await
+    }
+
+    /// `DELETE /media/{m}` (administrators).
+    pub async fn delete_medium(&self, medium: &str) -> Result<Value> {
+        let path = format!("/media/{}", segment(medium));
+        self.call(Method::DELETE, &path, &[], None).await
+    }
+
+    /// `DELETE /nodes/{n}` (administrators).
+    pub async fn delete_node(&self, name: &str) -> Result<Value> {
+        let path = format!("/nodes/{}", segment(name));
+        self.call(Method::DELETE, &path, &[], None).await
+    }
+
     pub async fn list_nodes(&self) -> Result<Value> {
         self.get("/nodes").await
     }
@@ -346,7 +386,7 @@ impl Api {
 }
 
 /// Percent-encodes one path segment.
-fn segment(s: &str) -> String {
+pub(super) fn segment(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
@@ -359,7 +399,7 @@ fn segment(s: &str) -> String {
 }
 
 /// Reads a required string field of a token answer.
-fn token_field(answer: &Value, field: &str, url: &str) -> Result<String> {
+pub(super) fn token_field(answer: &Value, field: &str, url: &str) -> Result<String> {
     answer
         .get(field)
         .and_then(Value::as_str)
@@ -370,7 +410,7 @@ fn token_field(answer: &Value, field: &str, url: &str) -> Result<String> {
         })
 }
 
-fn expires_at(answer: &Value) -> u64 {
+pub(super) fn expires_at(answer: &Value) -> u64 {
     now_secs().saturating_add(answer.get("ExpiresIn").and_then(Value::as_u64).unwrap_or(0))
 }
 

@@ -57,14 +57,14 @@ pub struct Context {
     pub output: OutputFormat,
 }
 
-fn emit(text: &str) {
+pub(super) fn emit(text: &str) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes());
     let _ = out.flush();
 }
 
 impl Context {
-    async fn session(&self) -> Result<Session> {
+    pub(super) async fn session(&self) -> Result<Session> {
         Session::open(
             CredentialsStore::at(self.store.path().to_path_buf()),
             &self.profile,
@@ -73,7 +73,7 @@ impl Context {
     }
 
     /// A list: the JSON as is, or a table.
-    fn list(&self, items: &Value, columns: &[Column]) {
+    pub(super) fn list(&self, items: &Value, columns: &[Column]) {
         match self.output {
             OutputFormat::Json => emit(&output::render_json(items)),
             OutputFormat::Table => emit(&output::render_table(items, columns)),
@@ -81,7 +81,7 @@ impl Context {
     }
 
     /// One object: the JSON as is, or "field  value" lines.
-    fn one(&self, item: &Value) {
+    pub(super) fn one(&self, item: &Value) {
         match self.output {
             OutputFormat::Json => emit(&output::render_json(item)),
             OutputFormat::Table => emit(&output::render_object(item)),
@@ -89,7 +89,7 @@ impl Context {
     }
 
     /// A `{"Message", "ObjectID"}` answer.
-    fn message(&self, answer: &Value) {
+    pub(super) fn message(&self, answer: &Value) {
         match self.output {
             OutputFormat::Json => emit(&output::render_json(answer)),
             OutputFormat::Table => emit(&format!("{}\n", output::text(&answer["Message"]))),
@@ -144,10 +144,25 @@ impl Context {
         Ok(())
     }
 
+    /// A readable summary (placement and attachments too), or with
+    /// `--output json` the server's volume object alone.
     pub async fn volume_get(&self, name: &str) -> Result<()> {
         let s = self.session().await?;
         let item = s.api.get_volume(name).await.map_err(|e| s.auth_hint(e))?;
-        self.one(&item);
+        if self.output == OutputFormat::Json {
+            self.one(&item);
+            return Ok(());
+        }
+        // By id: a rename or another volume of the same name between the
+        // calls cannot mix two volumes in one summary.
+        let id = output::text(&item["volumeid"]);
+        let slices = s.api.volume_slices(&id).await.map_err(|e| s.auth_hint(e))?;
+        let attachments = s
+            .api
+            .list_attachments(Some(&id))
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        emit(&output::render_volume_summary(&item, &slices, &attachments));
         Ok(())
     }
 
@@ -470,6 +485,57 @@ impl Context {
         Ok(())
     }
 
+    /// Adds a medium (administrators only) and shows it as the server
+    /// answers it.
+    pub async fn media_add(
+        &self,
+        id: &str,
+        node: &str,
+        zone: &str,
+        directory: &Path,
+        size: u64,
+    ) -> Result<()> {
+        let s = self.session().await?;
+        let answer = s
+            .api
+            .create_medium(id, node, zone, &directory.to_string_lossy(), size)
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        self.one(&answer);
+        Ok(())
+    }
+
+    /// Sets a medium's size (administrators only; media added through the
+    /// API) and shows the medium.
+    pub async fn media_set(&self, medium: &str, size: u64) -> Result<()> {
+        let s = self.session().await?;
+        let answer = s
+            .api
+            .resize_medium(medium, size)
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        self.one(&answer);
+        Ok(())
+    }
+
+    pub async fn media_remove(&self, medium: &str) -> Result<()> {
+        let s = self.session().await?;
+        let answer = s
+            .api
+            .delete_medium(medium)
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        self.message(&answer);
+        Ok(())
+    }
+
+    pub async fn node_remove(&self, name: &str) -> Result<()> {
+        let s = self.session().await?;
+        let answer = s.api.delete_node(name).await.map_err(|e| s.auth_hint(e))?;
+        self.message(&answer);
+        Ok(())
+    }
+
     pub async fn node_list(&self) -> Result<()> {
         let s = self.session().await?;
         let items = s.api.list_nodes().await.map_err(|e| s.auth_hint(e))?;
@@ -786,8 +852,10 @@ impl Context {
                         .as_array()
                         .map(|d| d.iter().map(output::text).collect())
                         .unwrap_or_default();
+                    // The last detail is the error itself, which ends the
+                    // command's output (printed once, there).
                     let mut report = format!("job {id} ended in Error");
-                    for line in &details {
+                    for line in details.iter().take(details.len().saturating_sub(1)) {
                         report.push_str("\n  ");
                         report.push_str(line);
                     }
@@ -799,7 +867,7 @@ impl Context {
                         .unwrap_or_else(|| output::text(&job["status"]));
                     return Err(ClientError::JobFailed {
                         id: id.to_string(),
-                        message,
+                        message: with_hint(message),
                     });
                 }
                 _ => tokio::time::sleep(POLL_INTERVAL).await,
@@ -807,6 +875,21 @@ impl Context {
         }
     }
 }
+
+/// The seed's in-place failure names no way out; the CLI's flag is it.
+fn with_hint(message: String) -> String {
+    if message.contains(IN_PLACE_FAILURE) {
+        format!(
+            "{message}\nhint: run the resize again with --allow-data-movement to let svs move \
+             slices to media with room (the volume stays online)"
+        )
+    } else {
+        message
+    }
+}
+
+/// The seed's message of a resize that needs data movement.
+const IN_PLACE_FAILURE: &str = "Could not find an in-place modification plan";
 
 /// Where `node add` suggests keeping the credential on the host.
 pub const AGENT_CREDENTIAL_PATH: &str = "/etc/svs/agent.credential";

@@ -13,7 +13,7 @@ pub enum ClientError {
     /// The server answered with an error; `message` is its `{"message"}`.
     #[error("{message}")]
     Api { status: u16, message: String },
-    #[error("cannot reach {url}: {source}")]
+    #[error("cannot reach {url}: {}", http_cause(source))]
     Http {
         url: String,
         #[source]
@@ -46,3 +46,22 @@ pub enum ClientError {
 }
 
 pub type Result<T> = std::result::Result<T, ClientError>;
+
+/// A request's error with its causes (reqwest's own message hides them,
+/// e.g. a refused certificate), and what to do about a refused certificate.
+fn http_cause(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    if text.contains("invalid peer certificate") {
+        text.push_str(
+            " (a service with its own CA, tls = \"auto\"? trust its CA certificate with \
+             --ca-cert FILE or SVS_CA_CERT)",
+        );
+    }
+    text
+}

@@ -9,6 +9,7 @@ pub mod commands;
 pub mod credentials;
 pub mod error;
 pub mod output;
+pub mod users;
 
 pub use commands::{Context, JobFilter, SnapshotRef};
 pub use credentials::{CredentialsStore, DEFAULT_PROFILE};

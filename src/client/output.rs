@@ -117,6 +117,7 @@ pub const MEDIA_COLUMNS: &[Column] = &[
     gib("SIZE", "size"),
     gib("FREE", "freesize"),
     col("VOLUMES", "volumescount"),
+    col("MANAGED BY", "managedby"),
     col("STATE", "state"),
 ];
 
@@ -128,6 +129,7 @@ pub const NODE_COLUMNS: &[Column] = &[
     gib("FREE", "freesize"),
     col("MEDIA", "mediacount"),
     col("VOLUMES", "volumescount"),
+    col("MANAGED BY", "managedby"),
     col("STATE", "state"),
     yes_no("AGENT", "agentcredential"),
     or_dash("AGENT SEEN", "agentseen"),
@@ -147,6 +149,7 @@ pub const ATTACHMENT_COLUMNS: &[Column] = &[
 pub const JOB_COLUMNS: &[Column] = &[
     col("ID", "id"),
     col("TYPE", "type"),
+    col("NAME", "objectname"),
     col("OBJECT", "object"),
     col("STATE", "state"),
     col("PROGRESS", "progress"),
@@ -165,21 +168,7 @@ pub fn text(value: &Value) -> String {
     }
 }
 
-/// A byte count for people: "0 B", "512 B", "64.0 KiB", "1.5 GiB".
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    // Lossy above 2^53 bytes, far beyond what one decimal shows.
-    let mut value = n as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
-}
+pub use svs_domain::units::human_bytes;
 
 /// Rows of strings as aligned columns (two spaces apart, no trailing blanks).
 pub fn render_rows(rows: &[Vec<String>]) -> String {
@@ -258,7 +247,11 @@ pub fn render_object(item: &Value) -> String {
             .collect(),
         None => vec![vec![text(item)]],
     };
-    // Multi-line values keep the value column aligned.
+    render_fields(&rows)
+}
+
+/// "key  value" rows; a value's further lines stay in the value column.
+fn render_fields(rows: &[Vec<String>]) -> String {
     let rendered = render_rows(
         &rows
             .iter()
@@ -273,7 +266,7 @@ pub fn render_object(item: &Value) -> String {
     );
     let key_width = rows.iter().map(|r| r[0].chars().count()).max().unwrap_or(0);
     let mut out = String::new();
-    for (line, row) in rendered.lines().zip(&rows) {
+    for (line, row) in rendered.lines().zip(rows) {
         out.push_str(line);
         out.push('\n');
         if let Some(v) = row.get(1) {
@@ -285,6 +278,128 @@ pub fn render_object(item: &Value) -> String {
         }
     }
     out
+}
+
+/// `volume get` for people: what the volume is, where each copy of each
+/// column lives, and where it is attached; `--output json` gives the
+/// server's object instead.
+pub fn render_volume_summary(volume: &Value, slices: &Value, attachments: &Value) -> String {
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut row = |k: &str, v: String| rows.push(vec![k.to_string(), v]);
+    row(
+        "Volume",
+        format!(
+            "{} (id {})",
+            text(&volume["name"]),
+            text(&volume["volumeid"])
+        ),
+    );
+    let kind = text(&volume["type"]);
+    match volume["filesystem"].as_str() {
+        Some(fs) => row("Type", format!("{kind}, {fs} filesystem")),
+        None => row("Type", kind),
+    }
+    row(
+        "Size",
+        format!(
+            "{} GiB (a resize may grow it to {} GiB)",
+            text(&volume["size"]),
+            text(&volume["maxsize"])
+        ),
+    );
+    row("Policy", text(&volume["policy"]));
+    if let Some(zone) = volume["zone"].as_str().filter(|z| !z.is_empty()) {
+        row("Zone", zone.to_string());
+    }
+    let status = text(&volume["status"]);
+    let state = text(&volume["state"]);
+    row(
+        "State",
+        if status == "Online" {
+            state
+        } else {
+            format!("{state}: {status} ({}%)", text(&volume["progress"]))
+        },
+    );
+    if let Some(job) = volume["volumerecoveryjob"].as_str() {
+        row("Recovery", format!("job {job}"));
+    }
+    let source = text(&volume["contentvolume"]);
+    if !source.is_empty() {
+        row(
+            "Cloned from",
+            format!("{source}@{}", text(&volume["contentsnapshot"])),
+        );
+    }
+    let slices = slices.as_array().map(Vec::as_slice).unwrap_or_default();
+    let copies = slices.iter().filter_map(|s| s["copy"].as_u64()).max();
+    let columns = slices.iter().filter_map(|s| s["column"].as_u64()).max();
+    match (copies, columns) {
+        (Some(copies), Some(columns)) => {
+            let placement: Vec<String> = slices
+                .iter()
+                .map(|s| {
+                    format!(
+                        "copy {} column {}: {} GiB on medium {} (node {}, zone {})",
+                        text(&s["copy"]),
+                        text(&s["column"]),
+                        text(&s["size"]),
+                        text(&s["media"]),
+                        text(&s["node"]),
+                        text(&s["zone"]),
+                    )
+                })
+                .collect();
+            row(
+                "Slices",
+                format!(
+                    "{} {} of {} {}\n{}",
+                    copies + 1,
+                    if copies == 0 { "copy" } else { "copies" },
+                    columns + 1,
+                    if columns == 0 { "column" } else { "columns" },
+                    placement.join("\n")
+                ),
+            );
+        }
+        _ => row("Slices", "none placed yet".to_string()),
+    }
+    let attachments = attachments
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if attachments.is_empty() {
+        row("Attached", "no".to_string());
+    } else {
+        let lines: Vec<String> = attachments
+            .iter()
+            .map(|a| {
+                let snapshot = text(&a["snapshotname"]);
+                let what = if snapshot.is_empty() || snapshot == "top" {
+                    String::new()
+                } else {
+                    format!("snapshot {snapshot} ")
+                };
+                let mode = if a["readonly"].as_bool() == Some(true) {
+                    "read-only"
+                } else {
+                    "read-write"
+                };
+                let host = match a["hoststate"].as_str() {
+                    Some(h) => format!(", host {h}"),
+                    None => String::new(),
+                };
+                format!(
+                    "{what}to {} {mode}: {} {}{host}",
+                    text(&a["node"]),
+                    text(&a["state"]),
+                    text(&a["uri"])
+                )
+            })
+            .collect();
+        row("Attached", lines.join("\n"));
+    }
+    render_fields(&rows)
 }
 
 /// The server's JSON, pretty-printed.
@@ -314,14 +429,7 @@ mod tests {
     }
 
     #[test]
-    fn byte_counts_are_shown_in_binary_units() {
-        assert_eq!(human_bytes(0), "0 B");
-        assert_eq!(human_bytes(1023), "1023 B");
-        assert_eq!(human_bytes(1024), "1.0 KiB");
-        assert_eq!(human_bytes(65536), "64.0 KiB");
-        assert_eq!(human_bytes(3 * 1024 * 1024 / 2), "1.5 MiB");
-        assert_eq!(human_bytes(4 << 30), "4.0 GiB");
-        assert_eq!(human_bytes(u64::MAX), "16.0 EiB");
+    fn snapshot_tables_show_used_bytes_in_binary_units() {
         let out = render_table(
             &json!([{"volumename": "v", "name": "s1", "used": 131072, "volumesize": 4}]),
             SNAPSHOT_COLUMNS,
@@ -410,6 +518,27 @@ mod tests {
         assert_eq!(
             out,
             "details  one\n         two\nid       3\nstate    Error\n"
+        );
+    }
+
+    #[test]
+    fn a_volume_summary_shows_a_running_job_a_clone_and_a_snapshot_attachment() {
+        let volume = json!({"name": "c", "volumeid": "id-1", "type": "file", "filesystem": "xfs",
+                            "size": 4, "maxsize": 40, "policy": "p", "zone": null, "state": "Resizing",
+                            "status": "Moving slice 1 of 2", "progress": 40,
+                            "contentvolume": "v", "contentsnapshot": "s1"});
+        let attachments = json!([{"snapshotname": "s2", "node": "h", "readonly": true,
+                                  "state": "Attached", "uri": "nbd://x/e", "hoststate": "Mounted"}]);
+        assert_eq!(
+            render_volume_summary(&volume, &json!([]), &attachments),
+            "Volume       c (id id-1)\n\
+             Type         file, xfs filesystem\n\
+             Size         4 GiB (a resize may grow it to 40 GiB)\n\
+             Policy       p\n\
+             State        Resizing: Moving slice 1 of 2 (40%)\n\
+             Cloned from  v@s1\n\
+             Slices       none placed yet\n\
+             Attached     snapshot s2 to h read-only: Attached nbd://x/e, host Mounted\n"
         );
     }
 }

@@ -13,6 +13,7 @@ use super::{slice_key, JobContext, JobError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use svs_dataplane::{CopyOptions, DataPlane, DataPlaneError, Digest, SliceKey, VolumeIo};
+use svs_domain::units::human_bytes;
 use svs_store::{Job, ResizeStep, StepState, Store, Volume};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
@@ -255,10 +256,11 @@ fn copy_live(
     })
 }
 
-/// Waits for the copy to end, writing its progress to the job as it goes.
-/// Progress is best effort: a failed write is logged and the wait goes on,
-/// because returning early would leave the copy thread running behind the
-/// job's back.
+/// Waits for the copy to end, writing its progress to the job as it goes:
+/// the percentage, and in the status the bytes copied, the rate and the
+/// time left. Progress is best effort: a failed write is logged and the wait
+/// goes on, because returning early would leave the copy thread running
+/// behind the job's back.
 async fn follow_copy(
     ctx: &JobContext,
     job: &Job,
@@ -268,7 +270,8 @@ async fn follow_copy(
     copy: CopyTask,
 ) -> Result<Result<Copied, DataPlaneError>, JobError> {
     tokio::pin!(copy);
-    let mut last = None;
+    let started = Instant::now();
+    let mut last: Option<(u8, Instant)> = None;
     let mut tick = tokio::time::interval(PROGRESS_INTERVAL);
     loop {
         tokio::select! {
@@ -278,14 +281,56 @@ async fn follow_copy(
             _ = tick.tick() => {
                 let (done, total) = sampler.get();
                 let progress = band.at(done, total);
-                if last != Some(progress) {
-                    last = Some(progress);
-                    if let Err(e) = ctx.progress(job, progress, status).await {
+                // A new percentage at once; the byte counts at most once a
+                // second in between, which keeps writes few on long moves.
+                let due = match last {
+                    None => true,
+                    Some((shown, at)) => shown != progress || at.elapsed() >= STATUS_INTERVAL,
+                };
+                if due {
+                    last = Some((progress, Instant::now()));
+                    let text = copy_status(status, done, total, started.elapsed());
+                    if let Err(e) = ctx.progress(job, progress, &text).await {
                         warn!(error = %e, "cannot record copy progress; the copy goes on");
                     }
                 }
             }
         }
+    }
+}
+
+/// How often at most the status's byte counts are rewritten while the
+/// percentage stays.
+const STATUS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A copy's status for people: `base` (what is moving, `n of m`), then the
+/// bytes copied of the total, the mean rate so far and the time left at that
+/// rate, e.g. `Moving slice c1-k0 from m2 to m3 (1 of 2): 12.0 MiB of
+/// 32.0 MiB, 8.0 MiB/s, about 3 s left`. Only `base` until bytes move.
+fn copy_status(base: &str, done: u64, total: u64, elapsed: Duration) -> String {
+    let secs = elapsed.as_secs_f64();
+    if done == 0 || total == 0 || secs <= 0.0 {
+        return base.to_string();
+    }
+    // Lossy above 2^53 bytes, far beyond what one decimal shows.
+    let rate = done as f64 / secs;
+    let left = total.saturating_sub(done) as f64 / rate;
+    format!(
+        "{base}: {} of {}, {}/s, about {} left",
+        human_bytes(done),
+        human_bytes(total),
+        human_bytes(rate as u64),
+        human_duration(left),
+    )
+}
+
+/// Seconds for people, rounded up: "3 s", "2 min 5 s", "1 h 4 min".
+fn human_duration(secs: f64) -> String {
+    let secs = secs.max(0.0).ceil() as u64;
+    match secs {
+        0..=59 => format!("{secs} s"),
+        60..=3599 => format!("{} min {} s", secs / 60, secs % 60),
+        _ => format!("{} h {} min", secs / 3600, secs % 3600 / 60),
     }
 }
 
@@ -342,5 +387,28 @@ mod tests {
         assert_eq!(second.at(0, 100), 45);
         assert_eq!(second.at(100, 100), 90);
         assert_eq!(ProgressBand::new(0, 1).at(1, 1), 90);
+    }
+
+    #[test]
+    fn a_copys_status_shows_bytes_rate_and_time_left_once_bytes_move() {
+        let base = "Moving slice c1-k0 from m2 to m3 (1 of 2)";
+        assert_eq!(copy_status(base, 0, 100, Duration::from_secs(1)), base);
+        assert_eq!(copy_status(base, 5, 0, Duration::from_secs(1)), base);
+        let mib = 1024 * 1024;
+        assert_eq!(
+            copy_status(base, 12 * mib, 32 * mib, Duration::from_millis(1500)),
+            format!("{base}: 12.0 MiB of 32.0 MiB, 8.0 MiB/s, about 3 s left")
+        );
+        assert_eq!(
+            copy_status(base, mib, 1024 * mib, Duration::from_secs(1)),
+            format!("{base}: 1.0 MiB of 1.0 GiB, 1.0 MiB/s, about 17 min 3 s left")
+        );
+    }
+
+    #[test]
+    fn durations_and_sizes_read_naturally() {
+        assert_eq!(human_duration(0.2), "1 s");
+        assert_eq!(human_duration(125.0), "2 min 5 s");
+        assert_eq!(human_duration(3840.0), "1 h 4 min");
     }
 }

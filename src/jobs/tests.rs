@@ -50,6 +50,22 @@ impl DataPlane for TestMedia {
         self.local.check_medium(medium)
     }
 
+    fn add_medium(
+        &self,
+        medium: &str,
+        directory: &std::path::Path,
+    ) -> Result<bool, DataPlaneError> {
+        self.local.add_medium(medium, directory)
+    }
+
+    fn forget_medium(&self, medium: &str) {
+        self.local.forget_medium(medium)
+    }
+
+    fn remove_medium(&self, medium: &str) -> Result<(), DataPlaneError> {
+        self.local.remove_medium(medium)
+    }
+
     fn create_slice(
         &self,
         medium: &str,

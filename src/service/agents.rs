@@ -193,6 +193,7 @@ impl Services {
                 name: name.to_string(),
                 zone: request.zone.clone(),
                 address: Some(request.address.to_string()),
+                managed_by: svs_store::ManagedBy::Api,
             })
             .await?;
         self.exports.set_node_address(name, Some(request.address));
@@ -255,7 +256,7 @@ impl Services {
         let token = header.map(bearer).unwrap_or_default();
         let Some((id, secret)) = parse_credential(token) else {
             // Not a node credential: a signed-in user, or nobody.
-            self.authenticate(header)?;
+            self.authenticate(header).await?;
             return Err(ServiceError::Forbidden(AGENT_ONLY.into()));
         };
         let bad = || ServiceError::Unauthorized(BAD_CREDENTIAL.into());

@@ -2,6 +2,7 @@
 
 use super::commands::{Refresh, SignIn, SignOut};
 use super::throttle::{account_key, Locked};
+use super::users::ACCOUNT_DISABLED;
 use super::{Caller, ServiceError, ServiceResult, Services};
 use crate::auth::{
     new_refresh_token, refresh_token_hash, CheckError, TokenSet, TokenSubject, TokenUse,
@@ -27,7 +28,7 @@ fn bad_token() -> ServiceError {
     ServiceError::Unauthorized(BAD_TOKEN.into())
 }
 
-fn too_many(locked: Locked) -> ServiceError {
+pub(crate) fn too_many(locked: Locked) -> ServiceError {
     let secs = locked.retry_after_secs.max(1);
     ServiceError::TooManyAttempts {
         message: format!(
@@ -48,6 +49,7 @@ impl Services {
             tenant: &user.tenant,
             tenant_id: user.tenant_id,
             admin: user.is_admin,
+            generation: user.token_generation,
         };
         self.tokens
             .issue(&subject, self.clock.now_secs())
@@ -91,7 +93,19 @@ impl Services {
             }
         };
         throttle.record_success(&account);
-        let tokens = self.issue(&user)?;
+        // Told only to whoever knows the password: no account probing.
+        if user.disabled {
+            tracing::info!(user = user.id, "sign-in of a disabled user refused");
+            return Err(ServiceError::Forbidden(ACCOUNT_DISABLED.into()));
+        }
+        let session = self.start_session(&user).await?;
+        tracing::info!(user = user.id, "signed in");
+        Ok(session)
+    }
+
+    /// Tokens and a new refresh token family for the user (a sign-in).
+    pub(crate) async fn start_session(&self, user: &User) -> ServiceResult<SignedIn> {
+        let tokens = self.issue(user)?;
         let (refresh_token, token_hash) = new_refresh_token();
         let now = self.clock.now_ms();
         self.store
@@ -103,7 +117,6 @@ impl Services {
                 expires_ms: now.saturating_add(self.refresh_lifetime_ms),
             })
             .await?;
-        tracing::info!(user = user.id, "signed in");
         Ok(SignedIn {
             tokens,
             refresh_token,
@@ -170,6 +183,7 @@ impl Services {
             .store
             .user_by_id(user_id)
             .await?
+            .filter(|u| !u.disabled)
             .ok_or_else(bad_token)?;
         Ok(SignedIn {
             tokens: self.issue(&user)?,
@@ -214,13 +228,16 @@ impl Services {
             .store
             .user_by_id(record.user_id)
             .await?
+            .filter(|u| !u.disabled)
             .ok_or_else(bad_token)?;
         self.issue(&user)
     }
 
     /// The caller behind an `authorization` header value (raw or `Bearer`).
-    /// Only an IdToken is accepted.
-    pub fn authenticate(&self, header: Option<&str>) -> ServiceResult<Caller> {
+    /// Only an IdToken is accepted, of a user that exists and is enabled
+    /// now, issued since the user's sessions were last ended; the role is
+    /// the user's current one (all read from memory: see `users.rs`).
+    pub async fn authenticate(&self, header: Option<&str>) -> ServiceResult<Caller> {
         let raw = header
             .map(str::trim)
             .filter(|h| !h.is_empty())
@@ -233,12 +250,20 @@ impl Services {
             .tokens
             .verify(token, TokenUse::Id, self.clock.now_secs())
             .ok_or_else(bad_token)?;
+        let user_id = claims.user_id().ok_or_else(bad_token)?;
+        let access = self.user_access(user_id).await?.ok_or_else(bad_token)?;
+        if access.disabled {
+            return Err(ServiceError::Unauthorized(ACCOUNT_DISABLED.into()));
+        }
+        if claims.generation < access.token_generation {
+            return Err(bad_token());
+        }
         Ok(Caller {
-            user_id: claims.user_id().ok_or_else(bad_token)?,
+            user_id,
             tenant_id: claims.tenant_id,
             email: claims.email.clone(),
             name: claims.name.clone(),
-            is_admin: claims.admin,
+            is_admin: access.is_admin,
         })
     }
 }
@@ -302,11 +327,11 @@ mod tests {
         let bearer = format!("Bearer {raw}");
         app.advance(Duration::from_millis(1999));
         for header in [&raw, &bearer] {
-            assert!(app.services.authenticate(Some(header)).is_ok());
+            assert!(app.services.authenticate(Some(header)).await.is_ok());
         }
         app.advance(Duration::from_millis(1));
         for header in [&raw, &bearer] {
-            assert!(is_bad_token(app.services.authenticate(Some(header))));
+            assert!(is_bad_token(app.services.authenticate(Some(header)).await));
         }
     }
 
@@ -384,7 +409,11 @@ mod tests {
                 .refresh_without_rotation(&refresh_request(&s), None)
                 .await
                 .expect("the same token works again");
-            assert!(app.services.authenticate(Some(&tokens.id_token)).is_ok());
+            assert!(app
+                .services
+                .authenticate(Some(&tokens.id_token))
+                .await
+                .is_ok());
         }
         let rotated = app
             .services
@@ -463,7 +492,7 @@ mod tests {
         // The first IdToken has expired; the refresh token still works.
         app.advance(Duration::from_secs(5));
         assert!(is_bad_token(
-            app.services.authenticate(Some(&s.tokens.id_token))
+            app.services.authenticate(Some(&s.tokens.id_token)).await
         ));
         let fresh = app
             .services
@@ -482,10 +511,13 @@ mod tests {
         assert!(app
             .services
             .authenticate(Some(&fresh.tokens.id_token))
+            .await
             .is_ok());
         app.advance(TOKEN_LIFETIME);
         assert!(is_bad_token(
-            app.services.authenticate(Some(&fresh.tokens.id_token))
+            app.services
+                .authenticate(Some(&fresh.tokens.id_token))
+                .await
         ));
     }
 
@@ -506,6 +538,7 @@ mod tests {
             assert!(app
                 .services
                 .authenticate(Some(&session.tokens.id_token))
+                .await
                 .is_ok());
         }
         assert!(app
@@ -515,7 +548,7 @@ mod tests {
             .is_ok());
         app.advance(TOKEN_LIFETIME);
         assert!(is_bad_token(
-            app.services.authenticate(Some(&s.tokens.id_token))
+            app.services.authenticate(Some(&s.tokens.id_token)).await
         ));
         assert!(is_bad_token(
             app.services.sign_out(&sign_out_request(&s)).await
@@ -546,12 +579,14 @@ mod tests {
         let admin = app
             .services
             .authenticate(Some(&admin.tokens.id_token))
+            .await
             .expect("admin signed in");
         assert!(admin.is_admin);
         assert!(admin.require_admin().is_ok());
         let eve_caller = app
             .services
             .authenticate(Some(&eve.tokens.id_token))
+            .await
             .expect("eve signed in");
         assert!(!eve_caller.is_admin);
         assert!(matches!(
@@ -567,6 +602,7 @@ mod tests {
         let caller = app
             .services
             .authenticate(Some(&refreshed.tokens.id_token))
+            .await
             .expect("eve signed in");
         assert!(!caller.is_admin);
     }

@@ -284,10 +284,23 @@ pub struct CloneFrom {
     pub snapshot: String,
 }
 
-/// `PATCH /media/{media}` (administrators only): the only change is to
-/// declare it failed. A failed medium does not come back; a replaced disk
-/// is a new medium.
+/// `PATCH /media/{media}` (administrators only): one change per call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SetMediumState {
-    Failed,
+pub enum ModifyMedium {
+    /// Declares it failed. A failed medium does not come back; a replaced
+    /// disk is a new medium.
+    Fail,
+    /// A new logical capacity in GiB (API-managed media only).
+    Resize(Gib),
+}
+
+/// `POST /media` (administrators only).
+#[derive(Debug, Clone)]
+pub struct CreateMedium {
+    pub id: ResourceName,
+    pub node: ResourceName,
+    pub zone: ResourceName,
+    /// Absolute and plain (`infrastructure::plain_directory`).
+    pub directory: std::path::PathBuf,
+    pub size: Gib,
 }

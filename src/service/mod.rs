@@ -11,6 +11,7 @@ pub use crate::attributes;
 pub mod auth;
 pub mod catalog;
 pub mod commands;
+pub mod infrastructure;
 pub mod policies;
 pub mod recovery;
 pub mod snapshots;
@@ -81,8 +82,8 @@ pub struct Caller {
     pub tenant_id: i64,
     pub email: String,
     pub name: String,
-    /// From the `admin` claim of the IdToken, set at sign-in and refresh: a
-    /// changed role takes effect at the user's next sign-in or refresh.
+    /// The user's role now (read at each request, not from the token's
+    /// `admin` claim): a changed role takes effect at once.
     pub is_admin: bool,
 }
 
@@ -140,6 +141,10 @@ pub struct Services {
     /// Hash verified against when the e-mail is unknown, so a wrong e-mail
     /// costs the same time as a wrong password.
     dummy_hash: String,
+    /// Each user's state as every authenticated request checks it.
+    user_access: users::UserAccessCache,
+    /// Serialises changes of users (see `Services::change_user`).
+    user_changes: tokio::sync::Mutex<()>,
 }
 
 impl Services {
@@ -169,6 +174,8 @@ impl Services {
             nbd_base,
             admission: tokio::sync::Mutex::new(()),
             dummy_hash,
+            user_access: users::UserAccessCache::default(),
+            user_changes: tokio::sync::Mutex::new(()),
         })
     }
 

@@ -2,7 +2,6 @@
 //! data plane notices the others, see `reconcile::MediaHealth`), and a
 //! `volume_recovery` job rebuilds what a volume lost.
 
-use super::commands::SetMediumState;
 use super::volumes::Started;
 use super::{Administrator, Caller, ServiceError, ServiceResult, Services};
 use crate::exports::fail_medium;
@@ -10,15 +9,14 @@ use svs_domain::{BlockedOperation, JobSpec, RecoveryArgs, VolumeState};
 use svs_store::{MediumUsage, StoreError};
 
 impl Services {
-    /// `PATCH /media/{media}`: only an administrator may fail a medium; its
-    /// slices are lost at once for every volume.
-    pub async fn set_medium_state(
+    /// `PATCH /media/{media}` with `{"state": "Failed"}`: only an
+    /// administrator may fail a medium; its slices are lost at once for
+    /// every volume.
+    pub(crate) async fn set_medium_failed(
         &self,
         admin: &Administrator,
         medium: &str,
-        request: &SetMediumState,
     ) -> ServiceResult<MediumUsage> {
-        let SetMediumState::Failed = request;
         fail_medium(self.store.as_ref(), &self.exports, medium)
             .await
             .map_err(|e| match e {

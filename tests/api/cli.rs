@@ -12,15 +12,16 @@ use tempfile::TempDir;
 
 const NO_IN_PLACE: &str = "GetModificationPlan: Could not find an in-place modification plan";
 
-/// A user's home for the client: its own credentials file.
-struct Home {
+/// A user's home for the client: its own credentials file (also used by
+/// the user management tests, `users_cli`).
+pub(crate) struct Home {
     dir: TempDir,
     /// Use $XDG_CONFIG_HOME (else only $HOME).
     xdg: bool,
 }
 
 impl Home {
-    fn new(xdg: bool) -> Home {
+    pub(crate) fn new(xdg: bool) -> Home {
         Home {
             dir: tempfile::tempdir().expect("temp home"),
             xdg,
@@ -35,13 +36,22 @@ impl Home {
         }
     }
 
-    /// Runs `svs ARGS` with `stdin` as its standard input.
-    fn run_with(&self, args: &[&str], stdin: Option<&str>) -> Output {
+    /// Runs `svs ARGS` with `stdin` as its standard input and `env` added
+    /// to an environment without the client's own variables.
+    pub(crate) fn run_env(
+        &self,
+        args: &[&str],
+        stdin: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> Output {
         let mut cmd = Command::new(svs_bin());
         cmd.args(args)
             .env("HOME", self.dir.path().join("home"))
             .env_remove("SVS_PROFILE")
             .env_remove("SVS_URL")
+            .env_remove("SVS_NEW_PASSWORD")
+            .env_remove("SVS_CURRENT_PASSWORD")
+            .envs(env.iter().copied())
             .stdin(if stdin.is_some() {
                 Stdio::piped()
             } else {
@@ -66,13 +76,18 @@ impl Home {
         child.wait_with_output().expect("svs ends")
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    /// Runs `svs ARGS` with `stdin` as its standard input.
+    pub(crate) fn run_with(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        self.run_env(args, stdin, &[])
+    }
+
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.run_with(args, None)
     }
 
-    /// Runs and asserts success; returns stdout.
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
+    /// Runs with `stdin` and asserts success; returns stdout.
+    pub(crate) fn ok_with(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let out = self.run_with(args, stdin);
         assert!(
             out.status.success(),
             "svs {args:?} failed: {}{}",
@@ -82,28 +97,55 @@ impl Home {
         stdout(&out)
     }
 
+    /// Runs and asserts success; returns stdout.
+    pub(crate) fn ok(&self, args: &[&str]) -> String {
+        self.ok_with(args, None)
+    }
+
+    /// Runs and asserts failure with `message` on stderr.
+    pub(crate) fn fails(&self, args: &[&str], message: &str) {
+        let out = self.run(args);
+        assert!(!out.status.success(), "svs {args:?} succeeded");
+        assert!(
+            stderr(&out).contains(message),
+            "svs {args:?}: {}",
+            stderr(&out)
+        );
+    }
+
     /// Runs with `--output json` and parses stdout.
-    fn json(&self, args: &[&str]) -> Value {
+    pub(crate) fn json(&self, args: &[&str]) -> Value {
         let mut all = args.to_vec();
         all.extend(["--output", "json"]);
         let text = self.ok(&all);
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("svs {args:?}: {e}: {text}"))
     }
 
-    fn login(&self, app: &TestApp) {
+    pub(crate) fn login(&self, app: &TestApp) {
+        self.login_as(app, ADMIN_EMAIL, ADMIN_PASSWORD);
+    }
+
+    pub(crate) fn login_as(&self, app: &TestApp, email: &str, password: &str) {
         let out = self.run_with(
-            &["login", "--url", &app.base, "--email", ADMIN_EMAIL],
-            Some(&format!("{ADMIN_PASSWORD}\n")),
+            &["login", "--url", &app.base, "--email", email],
+            Some(&format!("{password}\n")),
         );
         assert!(out.status.success(), "login: {}", stderr(&out));
     }
+
+    /// A file `name` in the home holding `content`; its path.
+    pub(crate) fn file(&self, name: &str, content: &str) -> String {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, content).expect("file written");
+        path.to_string_lossy().into_owned()
+    }
 }
 
-fn stdout(out: &Output) -> String {
+pub(crate) fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn stderr(out: &Output) -> String {
+pub(crate) fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
@@ -280,6 +322,50 @@ async fn volume_create_resize_and_delete_with_wait() {
     assert!(stderr(&out).contains("Done"), "{}", stderr(&out));
     assert_eq!(home.json(&["volume", "get", "db"])["size"], 20);
 
+    // `volume get` for people: a summary with each slice's place and the
+    // attachments (`volume attach` is `attachment create`).
+    let (_, slices) = app.get("/volumes/db/slices").await;
+    let slices = slices.as_array().expect("slices").clone();
+    let node = slices[0]["node"].as_str().expect("node").to_string();
+    home.ok(&["volume", "attach", "db", "--node", &node, "--wait"]);
+    let volume = home.json(&["volume", "get", "db"]);
+    let id = volume["volumeid"].as_str().expect("volumeid").to_string();
+    let (_, attachments) = app.get("/volumes/db/attachments").await;
+    let uri = attachments[0]["uri"].as_str().expect("uri").to_string();
+    let summary = home.ok(&["volume", "get", "db"]);
+    let mut expected = format!(
+        "Volume    db (id {id})\n\
+         Type      block\n\
+         Size      20 GiB (a resize may grow it to 200 GiB)\n\
+         Policy    mirror\n"
+    );
+    if let Some(zone) = volume["zone"].as_str() {
+        expected.push_str(&format!("Zone      {zone}\n"));
+    }
+    expected.push_str("State     Ready\n");
+    let columns = slices.len() / 2;
+    expected.push_str(&format!(
+        "Slices    2 copies of {columns} column{}\n",
+        if columns == 1 { "" } else { "s" }
+    ));
+    for s in &slices {
+        expected.push_str(&format!(
+            "          copy {} column {}: {} GiB on medium {} (node {}, zone {})\n",
+            s["copy"],
+            s["column"],
+            s["size"],
+            s["media"].as_str().unwrap_or_default(),
+            s["node"].as_str().unwrap_or_default(),
+            s["zone"].as_str().unwrap_or_default()
+        ));
+    }
+    expected.push_str(&format!("Attached  to {node} read-write: Attached {uri}\n"));
+    assert_eq!(summary, expected);
+    home.ok(&["volume", "detach", "db", "--node", &node, "--wait"]);
+    assert!(home
+        .ok(&["volume", "get", "db"])
+        .ends_with("Attached  no\n"));
+
     // Refused by the server: its exact message, non-zero exit.
     let out = home.run(&["volume", "resize", "db", "--size", "201"]);
     assert!(!out.status.success());
@@ -335,9 +421,17 @@ async fn a_resize_whose_job_fails_exits_1_with_the_reason() {
         "volume", "create", "spread", "--size", "16", "--policy", "none", "--wait",
     ]);
 
-    let out = home.run(&["volume", "resize", "spread", "--size", "22", "--wait"]);
+    // Sizes take a unit; the failure is printed once, with the way out.
+    let out = home.run(&["volume", "resize", "spread", "--size", "22GiB", "--wait"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains(NO_IN_PLACE), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.matches(NO_IN_PLACE).count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "svs: {NO_IN_PLACE}\nhint: run the resize again with --allow-data-movement"
+        )),
+        "{err}"
+    );
     let id = job_id(&stdout(&out));
 
     // The same job, watched again, and shown.
@@ -1283,5 +1377,144 @@ async fn attachment_list_and_get_show_what_the_agent_reports() {
     assert_eq!(
         home.json(&["attachment", "list", "db"]),
         serde_json::json!([])
+    );
+}
+
+/// `svs job list --object NAME`: a volume's jobs by its name, still after the
+/// volume is deleted; the table shows each job's volume name.
+#[tokio::test]
+async fn job_list_filters_by_volume_name_and_shows_it() {
+    let app = TestApp::start().await;
+    let home = Home::new(false);
+    home.login(&app);
+    home.ok(&["policy", "create", "p"]);
+    home.ok(&[
+        "volume", "create", "v", "--size", "2", "--policy", "p", "--wait",
+    ]);
+    home.ok(&[
+        "volume", "create", "w", "--size", "1", "--policy", "p", "--wait",
+    ]);
+    home.ok(&["volume", "delete", "v", "--wait"]);
+
+    let jobs = home.json(&["job", "list", "--object", "v"]);
+    let types: Vec<&str> = jobs
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|j| j["type"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(types, ["volume_delete", "volume_create"], "{jobs}");
+    assert!(jobs
+        .as_array()
+        .expect("a list")
+        .iter()
+        .all(|j| j["objectname"] == "v"));
+    // By id it is the same list.
+    let id = jobs[0]["object"].as_str().expect("object").to_string();
+    assert_eq!(home.json(&["job", "list", "--object", &id]), jobs);
+    assert_eq!(
+        home.json(&["job", "list", "--object", "nope"]),
+        serde_json::json!([])
+    );
+
+    let table = home.ok(&["job", "list"]);
+    let header = table.lines().next().unwrap_or_default();
+    assert!(header.starts_with("ID  TYPE"), "{table}");
+    assert!(
+        header.contains(" NAME ") && header.contains(" OBJECT "),
+        "{table}"
+    );
+    let w_row = table
+        .lines()
+        .find(|l| l.contains("volume_create") && l.contains(" w "))
+        .unwrap_or_else(|| panic!("w's create job: {table}"));
+    assert!(w_row.contains("Done"), "{w_row}");
+    let help = home.ok(&["job", "list", "--help"]);
+    assert!(help.contains("--object <NAME>"), "{help}");
+}
+
+#[tokio::test]
+async fn media_add_set_remove_and_node_remove_through_the_cli() {
+    use svs::client::output::render_object;
+    let app = TestApp::start_with(TestConfig {
+        media: vec![medium("m1", "n1", "z1", 4)],
+        ..TestConfig::default()
+    })
+    .await;
+    let home = Home::new(true);
+    home.login(&app);
+    let dir = app.dir.path().join("api-media").join("m2");
+    let dir_arg = dir.display().to_string();
+    let out = home.ok(&[
+        "media",
+        "add",
+        "m2",
+        "--node",
+        "n2",
+        "--zone",
+        "z2",
+        "--directory",
+        &dir_arg,
+        "--size",
+        "20",
+    ]);
+    let (_, medium) = app.get("/media/m2").await;
+    assert_eq!(medium["managedby"], "api", "{medium}");
+    assert_eq!(out, render_object(&medium));
+    assert!(dir.is_dir());
+    let table = home.ok(&["media", "list"]);
+    assert!(
+        table
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .contains("  VOLUMES  MANAGED BY  STATE"),
+        "{table}"
+    );
+    assert!(row(&table, "m1").contains("  config "), "{table}");
+    assert!(row(&table, "m2").contains("  api "), "{table}");
+
+    // The server's refusals, as it words them.
+    let out = home.run(&["media", "set", "m1", "--size", "8"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        "svs: medium 'm1' is defined in the configuration file; change it there and restart svs\n"
+    );
+    app.create_policy("none", 0, 0, 0).await;
+    let (_, job) = app.create_volume("v", 10, "none").await;
+    assert_eq!(job["state"], "Done", "{job}");
+    let out = home.run(&["media", "set", "m2", "--size", "9"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        "svs: medium 'm2' cannot shrink to 9 GiB: 10 GiB of it is in use (slices, snapshots \
+         and running jobs' bookings)\n"
+    );
+    let grown = home.json(&["media", "set", "m2", "--size", "30"]);
+    assert_eq!(
+        (&grown["size"], &grown["freesize"]),
+        (&30.into(), &20.into())
+    );
+    let out = home.run(&["media", "remove", "m2"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        "svs: medium 'm2' holds slices of volume(s) 'v'; delete those volumes first\n"
+    );
+
+    app.delete_volume("v").await;
+    assert_eq!(home.ok(&["media", "remove", "m2"]), "Medium removed\n");
+    let (status, _) = app.get("/media/m2").await;
+    assert_eq!(status, reqwest::StatusCode::NOT_FOUND);
+    let table = home.ok(&["node", "list"]);
+    assert!(row(&table, "n2").contains("  api "), "{table}");
+    let answer = home.json(&["node", "remove", "n2"]);
+    assert_eq!(answer["Message"], "Node removed");
+    let out = home.run(&["node", "remove", "n1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        "svs: node 'n1' is defined in the configuration file; change it there and restart svs\n"
     );
 }

@@ -36,10 +36,18 @@ impl Plugin {
         let socket = dir.path().join("csi.sock");
         let endpoint = format!("unix://{}", socket.display());
         let log = std::fs::File::create(dir.path().join("plugin.log")).expect("log file");
-        let child = Command::new(svs_bin())
-            .args(["csi", "controller", "--endpoint", &endpoint, "--url"])
+        let mut command = Command::new(svs_bin());
+        command.args(["csi", "controller"]);
+        if app.base.starts_with("https://") {
+            // A service with its own CA (tls = "auto").
+            command.arg("--ca-cert").arg(app.ca_cert());
+        }
+        let child = command
+            .args(["--endpoint", &endpoint, "--url"])
             .arg(&app.base)
-            .args(["--email", ADMIN_EMAIL, "--job-timeout-secs", "120"])
+            // A clone's copy shares the machine with the whole test run:
+            // a long wait rather than the orchestrator's retries.
+            .args(["--email", ADMIN_EMAIL, "--job-timeout-secs", "300"])
             .env("SVS_CSI_PASSWORD", ADMIN_PASSWORD)
             .env("SVS_LOG", "info")
             .stdout(Stdio::null())

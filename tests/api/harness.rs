@@ -76,6 +76,9 @@ pub struct TestConfig {
     pub settings: Vec<String>,
     /// `SVS_LOG` of the service (default: info, without request traces).
     pub log: Option<String>,
+    /// The CA the test client trusts when the service serves HTTPS
+    /// (default: `<data_dir>/tls/ca.pem`, made by `tls = "auto"`).
+    pub tls_ca: Option<PathBuf>,
 }
 
 impl Default for TestConfig {
@@ -88,6 +91,7 @@ impl Default for TestConfig {
             nodes: Vec::new(),
             settings: Vec::new(),
             log: None,
+            tls_ca: None,
         }
     }
 }
@@ -192,13 +196,40 @@ impl TestApp {
         self.base = http["svs listening on ".len()..].trim().to_string();
         self.nbd_base = nbd["svs nbd listening on ".len()..].trim().to_string();
         self.child = Some(child);
+        if self.base.starts_with("https://") {
+            self.client = self.https_client()?;
+        }
         Ok(())
+    }
+
+    /// The CA certificate of an HTTPS service (see `TestConfig::tls_ca`).
+    pub fn ca_cert(&self) -> PathBuf {
+        self.config
+            .tls_ca
+            .clone()
+            .unwrap_or_else(|| self.data_dir().join("tls/ca.pem"))
+    }
+
+    /// A client trusting the service's CA (and nothing else).
+    fn https_client(&self) -> Result<reqwest::Client, String> {
+        let pem = std::fs::read(self.ca_cert()).map_err(|e| format!("CA certificate: {e}"))?;
+        let ca = reqwest::Certificate::from_pem(&pem).map_err(|e| e.to_string())?;
+        reqwest::Client::builder()
+            .pool_idle_timeout(Duration::from_secs(20))
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(ca)
+            .build()
+            .map_err(|e| e.to_string())
     }
 
     /// Later launches listen on the same HTTP and NBD addresses as now, as
     /// a service with configured addresses does (its agents keep them).
     pub fn pin_ports(&mut self) {
-        let http = self.base.trim_start_matches("http://").to_string();
+        let http = self
+            .base
+            .trim_start_matches("http://")
+            .trim_start_matches("https://")
+            .to_string();
         let nbd = self.nbd_base.trim_start_matches("nbd://").to_string();
         self.pinned = Some((http, nbd));
     }
@@ -374,7 +405,9 @@ impl TestApp {
     }
 
     pub async fn wait_job_as(&self, token: &str, job_id: &str) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(120);
+        // Generous: a clone's or a movement's copy shares the 2 cores with
+        // every other test of the run; a job that never ends still fails.
+        let deadline = Instant::now() + Duration::from_secs(300);
         loop {
             let (status, job) = self
                 .request(Some(token), Method::GET, &format!("/jobs/{job_id}"), None)

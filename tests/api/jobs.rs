@@ -142,10 +142,12 @@ fn the_rfc3339_helper_reads_the_formats_it_should() {
     assert_eq!(rfc3339_ms(""), None);
 }
 
-const JOB_KEYS: [&str; 12] = [
+/// The reference's fields, and svs's `objectname`.
+const JOB_KEYS: [&str; 13] = [
     "id",
     "type",
     "object",
+    "objectname",
     "args",
     "state",
     "status",
@@ -531,4 +533,42 @@ async fn jobs_are_kept_across_a_restart() {
     assert_eq!(before.len(), 2);
     app.restart().await;
     assert_eq!(jobs(&app, "").await, before);
+}
+
+/// `objectname` names the job's volume, also once the volume is deleted,
+/// and `?object=` takes the name as well as the id. A new volume of the same
+/// name is found by its name too (its id tells them apart).
+#[tokio::test]
+async fn jobs_name_their_volume_and_are_found_by_it_after_the_delete() {
+    let app = TestApp::start_with(one_medium()).await;
+    app.create_policy("p", 0, 0, 0).await;
+    let (old_id, created) = create(&app, "v", 1, "p").await;
+    let (other_id, other) = create(&app, "w", 1, "p").await;
+    let deleted = delete(&app, "v").await;
+
+    let (status, job) = app.get(&format!("/jobs/{created}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(job["objectname"], "v");
+    assert_eq!(job["object"], old_id.as_str());
+    assert_eq!(ids(&jobs(&app, "?object=v").await), [deleted, created]);
+    assert_eq!(
+        ids(&jobs(&app, &format!("?object={old_id}")).await),
+        [deleted, created]
+    );
+    let by_name = jobs(&app, "?object=w").await;
+    assert_eq!(ids(&by_name), [other]);
+    assert_eq!(by_name[0]["objectname"], "w");
+    assert_eq!(by_name[0]["object"], other_id.as_str());
+
+    let (new_id, recreated) = create(&app, "v", 1, "p").await;
+    assert_ne!(new_id, old_id);
+    assert_eq!(
+        ids(&jobs(&app, "?object=v").await),
+        [recreated, deleted, created]
+    );
+    assert_eq!(
+        ids(&jobs(&app, &format!("?object={new_id}")).await),
+        [recreated]
+    );
+    assert!(jobs(&app, "?object=nope").await.is_empty());
 }

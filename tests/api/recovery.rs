@@ -18,6 +18,16 @@ async fn medium_of(app: &TestApp, volume: &str, copy: u64) -> String {
         .to_string()
 }
 
+/// Each slice's `health`, in copy order (one column).
+async fn health(app: &TestApp, volume: &str) -> Vec<String> {
+    let mut slices = app.slices(volume).await;
+    slices.sort_by_key(|s| s["copy"].as_u64());
+    slices
+        .iter()
+        .map(|s| s["health"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
 async fn fail(app: &TestApp, medium: &str) {
     let (status, body) = app
         .patch(&format!("/media/{medium}"), json!({"state": "Failed"}))
@@ -66,6 +76,7 @@ async fn a_mirrored_volume_survives_each_of_its_media_failing_in_turn() {
     let first = medium_of(&app, "v", 0).await;
     fail(&app, &first).await;
     assert_eq!(state(&app, "v").await, "Degraded");
+    assert_eq!(health(&app, "v").await, ["Lost", "Healthy"]);
     qemu_io(&uri(&a), &pattern_reads()).expect("read from the remaining copy");
     qemu_io(&uri(&a), &["write -P 0x5e 1G 1M".into(), "flush".into()])
         .expect("writes go on to the healthy copy");
@@ -76,6 +87,7 @@ async fn a_mirrored_volume_survives_each_of_its_media_failing_in_turn() {
     assert_eq!(state(&app, "v").await, "Ready");
     let rebuilt = medium_of(&app, "v", 0).await;
     assert_ne!(rebuilt, first, "copy 0 lives on a healthy medium now");
+    assert_eq!(health(&app, "v").await, ["Healthy", "Healthy"]);
     let (_, volume) = app.get("/volumes/v").await;
     assert_eq!(
         volume["volumerecoveryjob"],

@@ -63,6 +63,13 @@ async fn placement(app: &TestApp, volume: &str) -> Vec<Value> {
                 obj.remove("sliceid").is_some_and(|v| v.is_i64()),
                 "sliceid is an integer"
             );
+            let health = obj.remove("health");
+            assert!(
+                health
+                    .as_ref()
+                    .is_some_and(|h| h == "Healthy" || h == "Lost"),
+                "health: {health:?}"
+            );
             s
         })
         .collect()
@@ -1189,7 +1196,7 @@ async fn odd_volume_paths_and_methods_get_json_errors_never_a_500() {
             "method not allowed on this route".into(),
         ),
         (
-            reqwest::Method::POST,
+            reqwest::Method::PUT,
             "/media".into(),
             StatusCode::METHOD_NOT_ALLOWED,
             "method not allowed on this route".into(),

@@ -31,7 +31,7 @@ pub use snapshot::{SliceSnapshots, SnapshotInfo, COW_CHUNK};
 pub use tokio_util::sync::CancellationToken;
 pub use volume::{LocalVolumeIo, VolumeIo, VolumeLayout, STRIPE};
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use thiserror::Error;
 
@@ -69,6 +69,8 @@ pub struct StoredSlice {
 pub enum DataPlaneError {
     #[error("unknown medium '{0}'")]
     UnknownMedium(String),
+    #[error("medium '{medium}' is already served from {dir}")]
+    MediumExists { medium: String, dir: PathBuf },
     #[error("medium '{medium}': directory {dir} cannot be created or written: {source}")]
     MediumUnusable {
         medium: String,
@@ -122,6 +124,24 @@ pub trait DataPlane: Send + Sync + 'static {
     /// Creates the medium's directory if needed and proves it writable
     /// (write, fsync and remove a probe file).
     fn check_medium(&self, medium: &str) -> Result<(), DataPlaneError>;
+
+    /// Starts serving a medium added at runtime: its directory is created if
+    /// needed and proven writable (as [`DataPlane::check_medium`]), else the
+    /// medium is not added. The same medium and directory again is fine;
+    /// another directory for a known medium is `MediumExists`. True when
+    /// the medium is new.
+    fn add_medium(&self, medium: &str, directory: &Path) -> Result<bool, DataPlaneError>;
+
+    /// Stops serving a medium without touching its files (undoes an
+    /// `add_medium` the store then refused). Unknown media are fine.
+    fn forget_medium(&self, medium: &str);
+
+    /// Stops serving a medium that holds no slice any more: files it still
+    /// has that svs names as slices (orphaned or partial copies, with their
+    /// snapshot files) are removed, then the medium is forgotten (also when
+    /// a file could not be removed: that error is returned). The directory
+    /// and any other file in it stay. Unknown media are fine.
+    fn remove_medium(&self, medium: &str) -> Result<(), DataPlaneError>;
 
     /// Creates the slice as a sparse file of `size` bytes; if it exists it is
     /// extended to `size` (never truncated). Durable on return.

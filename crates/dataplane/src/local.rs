@@ -13,13 +13,15 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
-/// Media held as directories on this machine. Clones share what is known
-/// about the media's health and their snapshot space.
+/// Media held as directories on this machine. Clones share the media (added
+/// and removed at runtime), what is known about their health and their
+/// snapshot space.
 #[derive(Debug, Clone)]
 pub struct LocalMedia {
-    dirs: HashMap<String, PathBuf>,
+    /// Medium id → directory.
+    dirs: Arc<RwLock<HashMap<String, PathBuf>>>,
     health: Arc<MediaHealth>,
     pub(crate) space: Arc<SnapshotSpace>,
 }
@@ -45,10 +47,24 @@ impl LocalMedia {
     /// `media`: medium id → directory.
     pub fn new(media: impl IntoIterator<Item = (String, PathBuf)>) -> LocalMedia {
         LocalMedia {
-            dirs: media.into_iter().collect(),
+            dirs: Arc::new(RwLock::new(media.into_iter().collect())),
             health: Arc::default(),
             space: Arc::default(),
         }
+    }
+
+    /// Forgets everything known about a medium: its directory, health and
+    /// snapshot space.
+    fn forget(&self, medium: &str) {
+        self.dirs
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(medium);
+        locked(&self.health.marked).remove(medium);
+        locked(&self.health.failing).remove(medium);
+        locked(&self.health.present).remove(medium);
+        self.space.set_budget(medium, None);
+        self.space.forget(medium);
     }
 
     pub(crate) fn is_marked_failed(&self, medium: &str) -> bool {
@@ -81,7 +97,7 @@ impl LocalMedia {
         Ok(SpaceAccount {
             space: Arc::clone(&self.space),
             medium: medium.to_string(),
-            dir: self.medium_dir(medium)?.to_path_buf(),
+            dir: self.medium_dir(medium)?,
         })
     }
 
@@ -90,10 +106,13 @@ impl LocalMedia {
         self.space.forget(medium);
     }
 
-    pub(crate) fn medium_dir(&self, medium: &str) -> Result<&Path, DataPlaneError> {
+    pub(crate) fn medium_dir(&self, medium: &str) -> Result<PathBuf, DataPlaneError> {
         self.dirs
+            .read()
+            // The map stays consistent whatever panicked while holding it.
+            .unwrap_or_else(PoisonError::into_inner)
             .get(medium)
-            .map(PathBuf::as_path)
+            .cloned()
             .ok_or_else(|| DataPlaneError::UnknownMedium(medium.to_string()))
     }
 }
@@ -177,15 +196,71 @@ fn probe(dir: &Path) -> io::Result<()> {
 impl DataPlane for LocalMedia {
     fn check_medium(&self, medium: &str) -> Result<(), DataPlaneError> {
         let dir = self.medium_dir(medium)?;
-        create_dir_durable(dir)
-            .and_then(|()| probe(dir))
+        create_dir_durable(&dir)
+            .and_then(|()| probe(&dir))
             .map_err(|source| DataPlaneError::MediumUnusable {
                 medium: medium.to_string(),
-                dir: dir.to_path_buf(),
+                dir: dir.clone(),
                 source,
             })?;
         self.saw_present(medium);
         Ok(())
+    }
+
+    fn add_medium(&self, medium: &str, directory: &Path) -> Result<bool, DataPlaneError> {
+        let added = {
+            let mut dirs = self.dirs.write().unwrap_or_else(PoisonError::into_inner);
+            match dirs.get(medium) {
+                Some(known) if known == directory => false,
+                Some(known) => {
+                    return Err(DataPlaneError::MediumExists {
+                        medium: medium.to_string(),
+                        dir: known.clone(),
+                    })
+                }
+                None => {
+                    dirs.insert(medium.to_string(), directory.to_path_buf());
+                    true
+                }
+            }
+        };
+        match self.check_medium(medium) {
+            Ok(()) => Ok(added),
+            Err(e) => {
+                if added {
+                    self.forget_medium(medium);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn forget_medium(&self, medium: &str) {
+        self.forget(medium);
+    }
+
+    fn remove_medium(&self, medium: &str) -> Result<(), DataPlaneError> {
+        if self.medium_dir(medium).is_err() {
+            return Ok(());
+        }
+        // Only files svs names as slices (and their partial copies and
+        // snapshot files) go, with the volume directories they leave empty;
+        // the directory itself and anything else in it stay.
+        let cleaned = match self.stored_slices(medium) {
+            Err(DataPlaneError::MediumUnreadable { source, .. })
+                if source.kind() == io::ErrorKind::NotFound =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+            Ok(stored) => stored
+                .iter()
+                .try_for_each(|s| self.delete_slice(medium, &s.key)),
+        };
+        // Forgotten even when a file could not be removed: the store no
+        // longer knows the medium, so nothing may be placed on it.
+        self.forget(medium);
+        cleaned
     }
 
     fn create_slice(
@@ -282,11 +357,11 @@ impl DataPlane for LocalMedia {
         let dir = self.medium_dir(medium)?;
         let unreadable = |source| DataPlaneError::MediumUnreadable {
             medium: medium.to_string(),
-            dir: dir.to_path_buf(),
+            dir: dir.clone(),
             source,
         };
         let mut found = Vec::new();
-        for volume_dir in fs::read_dir(dir).map_err(unreadable)? {
+        for volume_dir in fs::read_dir(&dir).map_err(unreadable)? {
             let volume_dir = volume_dir.map_err(unreadable)?;
             if !volume_dir.file_type().map_err(unreadable)?.is_dir() {
                 continue;
@@ -323,10 +398,10 @@ impl DataPlane for LocalMedia {
         medium: &str,
     ) -> Result<BTreeMap<(String, u64), u64>, DataPlaneError> {
         let dir = self.medium_dir(medium)?;
-        crate::usage::medium_snapshot_bytes(dir).map_err(|source| {
+        crate::usage::medium_snapshot_bytes(&dir).map_err(|source| {
             DataPlaneError::MediumUnreadable {
                 medium: medium.to_string(),
-                dir: dir.to_path_buf(),
+                dir: dir.clone(),
                 source,
             }
         })
@@ -350,9 +425,8 @@ impl DataPlane for LocalMedia {
         let present = locked(&self.health.present).clone();
         for medium in present {
             let gone = self
-                .dirs
-                .get(&medium)
-                .is_some_and(|dir| matches!(dir.try_exists(), Ok(false)));
+                .medium_dir(&medium)
+                .is_ok_and(|dir| matches!(dir.try_exists(), Ok(false)));
             if gone {
                 failed.insert(medium);
             }

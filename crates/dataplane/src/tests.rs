@@ -681,3 +681,64 @@ fn stored_slices_lists_complete_and_partial_copies_and_nothing_else() {
         "the slice itself stays"
     );
 }
+
+#[test]
+fn a_medium_added_at_runtime_takes_slices_and_its_removal_leaves_foreign_files() {
+    let (root, media) = media();
+    let clone = media.clone();
+    let dir = root.path().join("added");
+    let slice = key("v", 0, 0);
+    assert!(matches!(
+        media.create_slice("c", &slice, MIB),
+        Err(DataPlaneError::UnknownMedium(m)) if m == "c"
+    ));
+    assert!(media.add_medium("c", &dir).expect("added"));
+    // Clones share the media: the job runner and the exports see it too.
+    clone
+        .create_slice("c", &slice, MIB)
+        .expect("slice on the new medium");
+    assert!(media.slice_exists("c", &slice).expect("stat"));
+    // The same directory again is fine, another one is not.
+    assert!(!media.add_medium("c", &dir).expect("same again"));
+    assert!(matches!(
+        media.add_medium("c", &root.path().join("other")),
+        Err(DataPlaneError::MediumExists { medium, .. }) if medium == "c"
+    ));
+    // An orphaned slice file goes with the medium; a file svs did not make stays.
+    fs::write(dir.join("notes.txt"), b"the admin's").expect("foreign file");
+    media.remove_medium("c").expect("removed");
+    assert!(
+        !dir.join("v").exists(),
+        "slice files and their directory removed"
+    );
+    assert_eq!(
+        fs::read(dir.join("notes.txt")).expect("kept"),
+        b"the admin's"
+    );
+    assert!(matches!(
+        clone.create_slice("c", &slice, MIB),
+        Err(DataPlaneError::UnknownMedium(_))
+    ));
+    media.remove_medium("c").expect("unknown media are fine");
+    // Forgetting touches no file.
+    assert!(media.add_medium("c", &dir).expect("added again"));
+    clone.create_slice("c", &slice, MIB).expect("slice");
+    media.forget_medium("c");
+    assert!(media.slice_path("c", &slice).is_err());
+    assert!(dir.join("v").join("c0-k0.slice").is_file());
+}
+
+#[test]
+fn a_medium_whose_directory_cannot_be_made_is_not_added() {
+    let (root, media) = media();
+    let file = root.path().join("a-file");
+    fs::write(&file, b"x").expect("file");
+    assert!(matches!(
+        media.add_medium("c", &file.join("sub")),
+        Err(DataPlaneError::MediumUnusable { medium, .. }) if medium == "c"
+    ));
+    assert!(matches!(
+        media.check_medium("c"),
+        Err(DataPlaneError::UnknownMedium(_))
+    ));
+}

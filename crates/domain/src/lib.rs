@@ -13,6 +13,7 @@ pub mod model;
 pub mod planner;
 pub mod recovery;
 pub mod rules;
+pub mod units;
 pub mod validate;
 
 pub use capacity::{
@@ -30,7 +31,8 @@ pub use planner::{
 };
 pub use recovery::{plan_recovery, volume_health, PlacedSlice, RecoveryError, VolumeHealth};
 pub use rules::{
-    check_policy_delete, check_policy_update, media_to_forget, volume_state_after_job,
+    check_medium_removal, check_medium_resize, check_node_removal, check_policy_delete,
+    check_policy_update, media_to_forget, volume_state_after_job, InfrastructureInUse,
     MediaChangeRefused, PolicyInUse, StoredMedium,
 };
 pub use validate::{validate_new_size, ResourceName, SizeError};

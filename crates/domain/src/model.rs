@@ -27,6 +27,36 @@ pub struct MediumRecord {
     pub directory: String,
 }
 
+/// Who manages a medium or a node: the configuration file or the API.
+///
+/// The file wins for what it lists: those are made to match it at every
+/// start, and the API refuses to change or remove them (an admin edits one
+/// place, and a restart never undoes an API change). What the API added is
+/// kept in the store and survives restarts; a file entry with the same name
+/// takes it over at the next start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ManagedBy {
+    Config,
+    Api,
+}
+
+impl ManagedBy {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ManagedBy::Config => "config",
+            ManagedBy::Api => "api",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ManagedBy> {
+        match s {
+            "config" => Some(ManagedBy::Config),
+            "api" => Some(ManagedBy::Api),
+            _ => None,
+        }
+    }
+}
+
 /// A medium together with how much of it is taken, as the planner sees it.
 /// `used` counts allocated slices plus space reserved by running jobs.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -69,6 +69,119 @@ pub fn media_to_forget(
     }
 }
 
+/// A medium or node change refused because of what it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum InfrastructureInUse {
+    #[error(
+        "medium '{medium}' holds slices of volume(s) {}; delete those volumes first",
+        quoted(.volumes)
+    )]
+    MediumHoldsSlices {
+        medium: String,
+        volumes: Vec<String>,
+    },
+    #[error(
+        "medium '{medium}' has space booked by running job(s) {}; try again when they end",
+        .jobs.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    MediumBooked { medium: String, jobs: Vec<i64> },
+    #[error(
+        "medium '{medium}' cannot shrink to {size} GiB: {used} GiB of it is in use \
+         (slices, snapshots and running jobs' bookings)"
+    )]
+    MediumShrink {
+        medium: String,
+        size: Gib,
+        used: Gib,
+    },
+    #[error(
+        "node '{node}' has media holding slices of volume(s) {}; delete those volumes, \
+         then remove the node's media",
+        quoted(.volumes)
+    )]
+    NodeHoldsSlices { node: String, volumes: Vec<String> },
+    #[error(
+        "node '{node}' has attachments of volume(s) {}; detach them first",
+        quoted(.volumes)
+    )]
+    NodeAttached { node: String, volumes: Vec<String> },
+    #[error("node '{node}' has media {}; remove them first", quoted(.media))]
+    NodeHasMedia { node: String, media: Vec<String> },
+}
+
+/// `'a', 'b'`: names as the messages quote them.
+fn quoted(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|n| format!("'{n}'"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A medium may be removed only when no slice is on it (`volumes`: the
+/// distinct volumes with a slice there) and no running job booked space on
+/// it (`booking_jobs`).
+pub fn check_medium_removal(
+    medium: &str,
+    volumes: &[String],
+    booking_jobs: &[i64],
+) -> Result<(), InfrastructureInUse> {
+    if !volumes.is_empty() {
+        return Err(InfrastructureInUse::MediumHoldsSlices {
+            medium: medium.to_string(),
+            volumes: volumes.to_vec(),
+        });
+    }
+    if !booking_jobs.is_empty() {
+        return Err(InfrastructureInUse::MediumBooked {
+            medium: medium.to_string(),
+            jobs: booking_jobs.to_vec(),
+        });
+    }
+    Ok(())
+}
+
+/// A medium may take any size down to what is in use on it.
+pub fn check_medium_resize(medium: &str, size: Gib, used: Gib) -> Result<(), InfrastructureInUse> {
+    if size < used {
+        return Err(InfrastructureInUse::MediumShrink {
+            medium: medium.to_string(),
+            size,
+            used,
+        });
+    }
+    Ok(())
+}
+
+/// A node may be removed only when nothing depends on it: no media (first
+/// naming the volumes whose slices they hold) and no attachments.
+pub fn check_node_removal(
+    node: &str,
+    slice_volumes: &[String],
+    attached_volumes: &[String],
+    media: &[String],
+) -> Result<(), InfrastructureInUse> {
+    if !slice_volumes.is_empty() {
+        return Err(InfrastructureInUse::NodeHoldsSlices {
+            node: node.to_string(),
+            volumes: slice_volumes.to_vec(),
+        });
+    }
+    if !attached_volumes.is_empty() {
+        return Err(InfrastructureInUse::NodeAttached {
+            node: node.to_string(),
+            volumes: attached_volumes.to_vec(),
+        });
+    }
+    if !media.is_empty() {
+        return Err(InfrastructureInUse::NodeHasMedia {
+            node: node.to_string(),
+            media: media.to_vec(),
+        });
+    }
+    Ok(())
+}
+
 /// A policy change refused because volumes use the policy.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum PolicyInUse {
@@ -209,6 +322,66 @@ mod tests {
                  medium 'm2' holds 4 GiB of slices but is no longer configured"
                     .to_string()
             )
+        );
+    }
+
+    fn names(n: &[&str]) -> Vec<String> {
+        n.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_medium_is_removed_only_when_it_holds_and_books_nothing() {
+        assert_eq!(check_medium_removal("m1", &[], &[]), Ok(()));
+        assert_eq!(
+            check_medium_removal("m1", &names(&["v1", "v2"]), &[7]).map_err(|e| e.to_string()),
+            Err(
+                "medium 'm1' holds slices of volume(s) 'v1', 'v2'; delete those volumes first"
+                    .to_string()
+            )
+        );
+        assert_eq!(
+            check_medium_removal("m1", &[], &[7, 9]).map_err(|e| e.to_string()),
+            Err(
+                "medium 'm1' has space booked by running job(s) 7, 9; try again when they end"
+                    .to_string()
+            )
+        );
+    }
+
+    #[test]
+    fn a_medium_shrinks_only_down_to_what_is_in_use() {
+        assert_eq!(check_medium_resize("m1", 10, 10), Ok(()));
+        assert_eq!(check_medium_resize("m1", 50, 10), Ok(()));
+        assert_eq!(
+            check_medium_resize("m1", 9, 10).map_err(|e| e.to_string()),
+            Err(
+                "medium 'm1' cannot shrink to 9 GiB: 10 GiB of it is in use (slices, \
+                 snapshots and running jobs' bookings)"
+                    .to_string()
+            )
+        );
+    }
+
+    #[test]
+    fn a_node_is_removed_only_without_slices_attachments_or_media() {
+        assert_eq!(check_node_removal("n", &[], &[], &[]), Ok(()));
+        let err = |s: &[&str], a: &[&str], m: &[&str]| {
+            check_node_removal("n", &names(s), &names(a), &names(m))
+                .map_err(|e| e.to_string())
+                .unwrap_err()
+        };
+        assert_eq!(
+            err(&["v1"], &["v2"], &["m1"]),
+            "node 'n' has media holding slices of volume(s) 'v1'; delete those volumes, \
+             then remove the node's media"
+        );
+        assert_eq!(
+            err(&[], &["v2"], &["m1"]),
+            "node 'n' has attachments of volume(s) 'v2'; detach them first"
+        );
+        assert_eq!(
+            err(&[], &[], &["m1", "m2"]),
+            "node 'n' has media 'm1', 'm2'; remove them first"
         );
     }
 

@@ -15,6 +15,13 @@
 //! apart from a lost one, so the connection is not trusted any more. A hung
 //! server then never holds a caller forever; [`crate::ReconnectingClient`]
 //! builds on this to reconnect.
+//!
+//! With [`ClientTls`] the client starts TLS (`NBD_OPT_STARTTLS`) right
+//! after the greeting and haggles inside it. One rustls session then serves
+//! both directions: a sender encrypts under the session lock and writes the
+//! records itself (under the writer lock, so records go out in order); the
+//! reader thread reads the socket without any lock and only takes the
+//! session's lock to decrypt what arrived.
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -22,6 +29,9 @@ use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use rustls::pki_types::ServerName;
+use rustls::ClientConnection;
 
 use crate::protocol::*;
 
@@ -85,10 +95,143 @@ impl Shared {
     }
 }
 
+/// TLS for the client: the configuration (roots to trust) and the name
+/// the server's certificate must be valid for.
+#[derive(Clone)]
+pub struct ClientTls {
+    config: Arc<rustls::ClientConfig>,
+    server_name: ServerName<'static>,
+}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("server_name", &self.server_name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The same server name and the very same configuration.
+impl PartialEq for ClientTls {
+    fn eq(&self, other: &ClientTls) -> bool {
+        self.server_name == other.server_name && Arc::ptr_eq(&self.config, &other.config)
+    }
+}
+
+impl Eq for ClientTls {}
+
+impl ClientTls {
+    /// `server_name`: a DNS name or an IP address (usually the host part
+    /// of the server's address).
+    pub fn new(config: Arc<rustls::ClientConfig>, server_name: &str) -> io::Result<ClientTls> {
+        let server_name = ServerName::try_from(server_name.to_string()).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{server_name:?} is no TLS server name: {e}"),
+            )
+        })?;
+        Ok(ClientTls {
+            config,
+            server_name,
+        })
+    }
+}
+
+fn lock_session(session: &Mutex<ClientConnection>) -> MutexGuard<'_, ClientConnection> {
+    // Every use is a whole rustls call: a panic elsewhere leaves it usable.
+    session.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The sending side of a connection.
+enum Sender {
+    Plain(TcpStream),
+    Tls {
+        socket: TcpStream,
+        session: Arc<Mutex<ClientConnection>>,
+    },
+}
+
+impl Sender {
+    fn socket(&self) -> &TcpStream {
+        match self {
+            Sender::Plain(socket) | Sender::Tls { socket, .. } => socket,
+        }
+    }
+}
+
+impl Write for Sender {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Sender::Plain(socket) => socket.write(buf),
+            Sender::Tls { socket, session } => {
+                // Encrypt under the session lock, send without it: the
+                // reader thread never waits for a slow socket write.
+                let (n, records) = {
+                    let mut s = lock_session(session);
+                    let n = s.writer().write(buf)?;
+                    let mut records = Vec::with_capacity(n + 64);
+                    while s.wants_write() {
+                        s.write_tls(&mut records)?;
+                    }
+                    (n, records)
+                };
+                socket.write_all(&records)?;
+                Ok(n)
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The receiving side of a TLS connection (the reader thread's).
+struct TlsReceiver {
+    socket: TcpStream,
+    session: Arc<Mutex<ClientConnection>>,
+    /// Bytes read from the socket and not yet given to the session.
+    raw: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Read for TlsReceiver {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            {
+                let mut s = lock_session(&self.session);
+                match s.reader().read(buf) {
+                    // 0: the server closed the TLS session.
+                    Ok(n) => return Ok(n),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(e),
+                }
+                // Given a piece at a time, between reads of the plaintext,
+                // so the session's plaintext buffer never overflows.
+                if self.start < self.end {
+                    let mut input = &self.raw[self.start..self.end];
+                    let taken = s.read_tls(&mut input)?;
+                    self.start += taken;
+                    s.process_new_packets()
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                    continue;
+                }
+            }
+            let n = self.socket.read(&mut self.raw)?;
+            if n == 0 {
+                return Ok(0);
+            }
+            self.start = 0;
+            self.end = n;
+        }
+    }
+}
+
 /// A connection to one export of an NBD server.
 pub struct NbdClient {
     info: ExportInfo,
-    writer: Mutex<TcpStream>,
+    writer: Mutex<Sender>,
     /// Another handle on the socket, to shut it down without the writer lock
     /// (a send may hold that lock, blocked on a hung server).
     socket: TcpStream,
@@ -126,11 +269,21 @@ impl NbdClient {
         name: &str,
         timeout: Duration,
     ) -> io::Result<NbdClient> {
+        Self::connect_timeout_tls(addr, name, timeout, None)
+    }
+
+    /// [`NbdClient::connect_timeout`], over TLS when `tls` is given.
+    pub fn connect_timeout_tls(
+        addr: &SocketAddr,
+        name: &str,
+        timeout: Duration,
+        tls: Option<&ClientTls>,
+    ) -> io::Result<NbdClient> {
         let stream = TcpStream::connect_timeout(addr, timeout)?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(timeout))?;
         stream.set_write_timeout(Some(timeout))?;
-        Self::open(stream, name)
+        Self::open_tls(stream, name, tls)
     }
 
     /// Connects and runs the handshake (within `timeout`), then hands the
@@ -146,7 +299,7 @@ impl NbdClient {
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(timeout))?;
         stream.set_write_timeout(Some(timeout))?;
-        let info = handshake(&mut stream, name).map_err(handshake_error)?;
+        let (info, _) = handshake(&mut stream, name, None).map_err(handshake_error)?;
         stream.set_read_timeout(None)?;
         stream.set_write_timeout(None)?;
         Ok((stream, info))
@@ -154,8 +307,17 @@ impl NbdClient {
 
     /// Runs the handshake on a connected stream (within its read and write
     /// timeouts, if any), then clears the timeouts and starts the reader.
-    pub fn open(mut stream: TcpStream, name: &str) -> io::Result<NbdClient> {
-        let info = handshake(&mut stream, name).map_err(handshake_error)?;
+    pub fn open(stream: TcpStream, name: &str) -> io::Result<NbdClient> {
+        Self::open_tls(stream, name, None)
+    }
+
+    /// [`NbdClient::open`], over TLS when `tls` is given.
+    pub fn open_tls(
+        mut stream: TcpStream,
+        name: &str,
+        tls: Option<&ClientTls>,
+    ) -> io::Result<NbdClient> {
+        let (info, session) = handshake(&mut stream, name, tls).map_err(handshake_error)?;
         stream.set_read_timeout(None)?;
         stream.set_write_timeout(None)?;
         let shared = Arc::new(Shared {
@@ -169,12 +331,33 @@ impl NbdClient {
         let read_half = stream.try_clone()?;
         let socket = stream.try_clone()?;
         let reader_shared = Arc::clone(&shared);
-        let reader = std::thread::Builder::new()
-            .name("nbd-client-reader".into())
-            .spawn(move || read_replies(read_half, &reader_shared))?;
+        let builder = std::thread::Builder::new().name("nbd-client-reader".into());
+        let (reader, sender) = match session {
+            None => (
+                builder.spawn(move || read_replies(read_half, &reader_shared))?,
+                Sender::Plain(stream),
+            ),
+            Some(session) => {
+                let session = Arc::new(Mutex::new(session));
+                let receiver = TlsReceiver {
+                    socket: read_half,
+                    session: Arc::clone(&session),
+                    raw: vec![0u8; 64 * 1024],
+                    start: 0,
+                    end: 0,
+                };
+                (
+                    builder.spawn(move || read_replies(receiver, &reader_shared))?,
+                    Sender::Tls {
+                        socket: stream,
+                        session,
+                    },
+                )
+            }
+        };
         Ok(NbdClient {
             info,
-            writer: Mutex::new(stream),
+            writer: Mutex::new(sender),
             socket,
             shared,
             reader: Some(reader),
@@ -191,6 +374,7 @@ impl NbdClient {
         self.writer
             .get_mut()
             .unwrap_or_else(|e| e.into_inner())
+            .socket()
             .set_write_timeout(timeout)?;
         self.request_timeout = timeout;
         Ok(self)
@@ -313,7 +497,7 @@ impl NbdClient {
         let stream = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         // The server closes after DISC; shutting down our side as well ends
         // the reader even if it does not.
-        let _ = stream.shutdown(Shutdown::Both);
+        let _ = stream.socket().shutdown(Shutdown::Both);
         drop(stream);
         let _ = reader.join();
         sent
@@ -524,7 +708,7 @@ fn request_header(flags: u16, command: u16, handle: u64, offset: u64, length: u3
 }
 
 /// The reader thread: takes replies off the socket until it closes.
-fn read_replies(mut stream: TcpStream, shared: &Shared) {
+fn read_replies<R: Read>(mut stream: R, shared: &Shared) {
     let why = loop {
         let mut header = [0u8; SIMPLE_REPLY_LEN];
         if let Err(e) = stream.read_exact(&mut header) {
@@ -557,8 +741,13 @@ fn read_replies(mut stream: TcpStream, shared: &Shared) {
     shared.break_with(why);
 }
 
-/// Fixed newstyle handshake with `NBD_OPT_GO` for `name`.
-fn handshake(s: &mut TcpStream, name: &str) -> io::Result<ExportInfo> {
+/// Fixed newstyle handshake with `NBD_OPT_GO` for `name`; with `tls`,
+/// `NBD_OPT_STARTTLS` first, and the session that then carries the rest.
+fn handshake(
+    s: &mut TcpStream,
+    name: &str,
+    tls: Option<&ClientTls>,
+) -> io::Result<(ExportInfo, Option<ClientConnection>)> {
     let mut greeting = [0u8; GREETING_LEN];
     s.read_exact(&mut greeting)?;
     let mut m = [0u8; 8];
@@ -584,39 +773,86 @@ fn handshake(s: &mut TcpStream, name: &str) -> io::Result<ExportInfo> {
             "export name over 4096 bytes",
         ));
     }
+    let Some(tls) = tls else {
+        let mut msg = client_flags.to_be_bytes().to_vec();
+        msg.extend_from_slice(&go_request(name));
+        s.write_all(&msg)?;
+        return Ok((go_replies(s, name)?, None));
+    };
+    let mut msg = client_flags.to_be_bytes().to_vec();
+    msg.extend_from_slice(&IHAVEOPT.to_be_bytes());
+    msg.extend_from_slice(&OPT_STARTTLS.to_be_bytes());
+    msg.extend_from_slice(&0u32.to_be_bytes());
+    s.write_all(&msg)?;
+    let (reply_type, body) = option_reply(s, OPT_STARTTLS)?;
+    if reply_type != REP_ACK {
+        let msg = String::from_utf8_lossy(&body).into_owned();
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("the NBD server does not start TLS ({reply_type:#x}): {msg}"),
+        ));
+    }
+    let mut session = ClientConnection::new(Arc::clone(&tls.config), tls.server_name.clone())
+        .map_err(|e| io::Error::other(format!("TLS: {e}")))?;
+    while session.is_handshaking() {
+        session
+            .complete_io(s)
+            .map_err(|e| io::Error::new(e.kind(), format!("NBD TLS handshake: {e}")))?;
+    }
+    let info = {
+        let mut stream = rustls::Stream::new(&mut session, s);
+        stream.write_all(&go_request(name))?;
+        go_replies(&mut stream, name)?
+    };
+    Ok((info, Some(session)))
+}
+
+/// One option reply to `option`: its type and data.
+fn option_reply<S: Read>(s: &mut S, option: u32) -> io::Result<(u32, Vec<u8>)> {
+    let mut header = [0u8; 20];
+    s.read_exact(&mut header)?;
+    let mut m = [0u8; 8];
+    m.copy_from_slice(&header[0..8]);
+    if u64::from_be_bytes(m) != OPTION_REPLY_MAGIC {
+        return Err(protocol_error("bad option reply magic"));
+    }
+    let replied = u32::from_be_bytes([header[8], header[9], header[10], header[11]]);
+    let reply_type = u32::from_be_bytes([header[12], header[13], header[14], header[15]]);
+    let len = u32::from_be_bytes([header[16], header[17], header[18], header[19]]);
+    if replied != option {
+        return Err(protocol_error(format!(
+            "reply to option {replied}, not {option}"
+        )));
+    }
+    if len > MAX_OPTION_REPLY {
+        return Err(protocol_error(format!("option reply of {len} bytes")));
+    }
+    let mut body = vec![0u8; len as usize];
+    s.read_exact(&mut body)?;
+    Ok((reply_type, body))
+}
+
+/// `NBD_OPT_GO` for `name`, asking for the block size.
+fn go_request(name: &str) -> Vec<u8> {
     let mut data = Vec::with_capacity(4 + name.len() + 4);
     data.extend_from_slice(&(name.len() as u32).to_be_bytes());
     data.extend_from_slice(name.as_bytes());
     data.extend_from_slice(&1u16.to_be_bytes());
     data.extend_from_slice(&INFO_BLOCK_SIZE.to_be_bytes());
-    let mut msg = Vec::with_capacity(4 + OPTION_HEADER_LEN + data.len());
-    msg.extend_from_slice(&client_flags.to_be_bytes());
+    let mut msg = Vec::with_capacity(OPTION_HEADER_LEN + data.len());
     msg.extend_from_slice(&IHAVEOPT.to_be_bytes());
     msg.extend_from_slice(&OPT_GO.to_be_bytes());
     msg.extend_from_slice(&(data.len() as u32).to_be_bytes());
     msg.extend_from_slice(&data);
-    s.write_all(&msg)?;
+    msg
+}
 
+/// The replies to `NBD_OPT_GO`, up to its ACK.
+fn go_replies<S: Read>(s: &mut S, name: &str) -> io::Result<ExportInfo> {
     let mut export: Option<(u64, u16)> = None;
     let mut max_payload = DEFAULT_MAX_PAYLOAD;
     loop {
-        let mut header = [0u8; 20];
-        s.read_exact(&mut header)?;
-        m.copy_from_slice(&header[0..8]);
-        if u64::from_be_bytes(m) != OPTION_REPLY_MAGIC {
-            return Err(protocol_error("bad option reply magic"));
-        }
-        let option = u32::from_be_bytes([header[8], header[9], header[10], header[11]]);
-        let reply_type = u32::from_be_bytes([header[12], header[13], header[14], header[15]]);
-        let len = u32::from_be_bytes([header[16], header[17], header[18], header[19]]);
-        if option != OPT_GO {
-            return Err(protocol_error(format!("reply to option {option}, not GO")));
-        }
-        if len > MAX_OPTION_REPLY {
-            return Err(protocol_error(format!("option reply of {len} bytes")));
-        }
-        let mut body = vec![0u8; len as usize];
-        s.read_exact(&mut body)?;
+        let (reply_type, body) = option_reply(s, OPT_GO)?;
         match reply_type {
             REP_ACK => break,
             REP_INFO => parse_info(&body, &mut export, &mut max_payload)?,
@@ -630,6 +866,12 @@ fn handshake(s: &mut TcpStream, name: &str) -> io::Result<ExportInfo> {
                 return Err(io::Error::new(
                     io::ErrorKind::PermissionDenied,
                     format!("NBD export {name:?} refused by policy"),
+                ))
+            }
+            REP_ERR_TLS_REQD => {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    "the NBD server requires TLS (NBD_REP_ERR_TLS_REQD)",
                 ))
             }
             t if t & (1 << 31) != 0 => {

@@ -1,6 +1,7 @@
 //! The fixed newstyle handshake: greeting, client flags, option haggling
-//! until the client enters transmission (`NBD_OPT_GO`, `NBD_OPT_EXPORT_NAME`)
-//! or leaves.
+//! until the client enters transmission (`NBD_OPT_GO`, `NBD_OPT_EXPORT_NAME`),
+//! starts TLS (`NBD_OPT_STARTTLS`: the caller runs the TLS handshake, then
+//! haggling goes on over TLS) or leaves.
 
 use std::net::SocketAddr;
 
@@ -18,6 +19,12 @@ pub(crate) enum HandshakeError {
     Protocol(#[from] ProtocolError),
     #[error("NBD_OPT_EXPORT_NAME for an export that is unknown or not allowed")]
     UnknownExport,
+    #[error("NBD_OPT_EXPORT_NAME before TLS, which this server requires")]
+    TlsRequired,
+    #[error("the client sent data after NBD_OPT_STARTTLS, before the TLS handshake")]
+    DataBeforeTls,
+    #[error("TLS handshake failed: {0}")]
+    Tls(std::io::Error),
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
@@ -28,14 +35,32 @@ pub(crate) struct Negotiated {
     pub export: OpenedExport,
 }
 
-/// Runs the handshake. `Ok(None)`: the client aborted (`NBD_OPT_ABORT`).
-pub(crate) async fn negotiate<R, W>(
+/// Where option haggling ended.
+pub(crate) enum Haggled {
+    /// The client chose an export and is in transmission.
+    Export(Negotiated),
+    /// The client aborted (`NBD_OPT_ABORT`).
+    Aborted,
+    /// STARTTLS was acknowledged: the TLS handshake comes next.
+    StartTls,
+}
+
+/// TLS as haggling sees it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TlsState {
+    /// The server can start TLS.
+    pub offered: bool,
+    /// Nothing but STARTTLS and ABORT before TLS.
+    pub required: bool,
+    /// TLS runs on this connection.
+    pub active: bool,
+}
+
+/// Sends the greeting and reads the client's flags.
+pub(crate) async fn greet<R, W>(
     reader: &mut R,
     writer: &mut W,
-    exports: &dyn Exports,
-    peer: SocketAddr,
-    max_payload: u32,
-) -> Result<Option<Negotiated>, HandshakeError>
+) -> Result<protocol::ClientFlags, HandshakeError>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -51,7 +76,24 @@ where
         no_zeroes = client.no_zeroes,
         "client flags"
     );
+    Ok(client)
+}
 
+/// Option haggling, until an export is chosen, the client leaves or TLS is
+/// to start.
+pub(crate) async fn haggle<R, W>(
+    reader: &mut R,
+    writer: &mut W,
+    exports: &dyn Exports,
+    peer: SocketAddr,
+    max_payload: u32,
+    client: protocol::ClientFlags,
+    tls: TlsState,
+) -> Result<Haggled, HandshakeError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     loop {
         let mut header = [0u8; protocol::OPTION_HEADER_LEN];
         reader.read_exact(&mut header).await?;
@@ -61,7 +103,47 @@ where
         reader.read_exact(&mut data).await?;
         let option = header.option;
 
+        if tls.required && !tls.active && option != protocol::OPT_STARTTLS {
+            match option {
+                protocol::OPT_ABORT => {}
+                // Cannot answer an error: the connection ends.
+                protocol::OPT_EXPORT_NAME => return Err(HandshakeError::TlsRequired),
+                _ => {
+                    debug!(option, "option refused before TLS");
+                    send(
+                        writer,
+                        option,
+                        protocol::REP_ERR_TLS_REQD,
+                        b"this server requires TLS: negotiate NBD_OPT_STARTTLS first",
+                    )
+                    .await?;
+                    continue;
+                }
+            }
+        }
+
         match option {
+            protocol::OPT_STARTTLS => {
+                let refusal: Option<(u32, &[u8])> = if !tls.offered {
+                    Some((
+                        protocol::REP_ERR_UNSUP,
+                        b"TLS is not enabled on this server",
+                    ))
+                } else if !data.is_empty() {
+                    Some((protocol::REP_ERR_INVALID, b"NBD_OPT_STARTTLS takes no data"))
+                } else if tls.active {
+                    Some((protocol::REP_ERR_INVALID, b"TLS is already negotiated"))
+                } else {
+                    None
+                };
+                match refusal {
+                    Some((reply, message)) => send(writer, option, reply, message).await?,
+                    None => {
+                        send(writer, option, protocol::REP_ACK, &[]).await?;
+                        return Ok(Haggled::StartTls);
+                    }
+                }
+            }
             protocol::OPT_EXPORT_NAME => {
                 // Cannot answer an error: an unusable name ends the session.
                 let name =
@@ -77,12 +159,12 @@ where
                 );
                 writer.write_all(&reply).await?;
                 writer.flush().await?;
-                return Ok(Some(Negotiated { name, export }));
+                return Ok(Haggled::Export(Negotiated { name, export }));
             }
             protocol::OPT_ABORT => {
                 // The client may already be gone: a failed ACK changes nothing.
                 let _ = send(writer, option, protocol::REP_ACK, &[]).await;
-                return Ok(None);
+                return Ok(Haggled::Aborted);
             }
             protocol::OPT_LIST => {
                 if !data.is_empty() {
@@ -165,7 +247,7 @@ where
                 }
                 send(writer, option, protocol::REP_ACK, &[]).await?;
                 if option == protocol::OPT_GO {
-                    return Ok(Some(Negotiated {
+                    return Ok(Haggled::Export(Negotiated {
                         name: request.name,
                         export,
                     }));
@@ -174,8 +256,8 @@ where
                 debug!(export = %request.name, "export information given");
             }
             _ => {
-                // STARTTLS, STRUCTURED_REPLY, meta contexts, extended headers
-                // and anything unknown: not supported, keep negotiating.
+                // STRUCTURED_REPLY, meta contexts, extended headers and
+                // anything unknown: not supported, keep negotiating.
                 debug!(option, "unsupported option");
                 send(
                     writer,

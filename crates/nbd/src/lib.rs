@@ -7,9 +7,15 @@
 //!
 //! What it speaks, from the NBD protocol specification (`doc/proto.md` of the
 //! NBD project):
-//! - the fixed newstyle handshake only (no oldstyle, no TLS), with the options
-//!   `NBD_OPT_EXPORT_NAME`, `NBD_OPT_GO`, `NBD_OPT_INFO`, `NBD_OPT_LIST` and
-//!   `NBD_OPT_ABORT`; every other option is answered `NBD_REP_ERR_UNSUP`;
+//! - the fixed newstyle handshake only (no oldstyle), with the options
+//!   `NBD_OPT_EXPORT_NAME`, `NBD_OPT_GO`, `NBD_OPT_INFO`, `NBD_OPT_LIST`,
+//!   `NBD_OPT_ABORT` and, with [`NbdConfig::tls`], `NBD_OPT_STARTTLS` (TLS
+//!   over the same connection, then haggling goes on inside it, as with
+//!   qemu-nbd and nbdkit); every other option is answered
+//!   `NBD_REP_ERR_UNSUP`. With TLS required, every option but STARTTLS and
+//!   ABORT is answered `NBD_REP_ERR_TLS_REQD` before TLS (and
+//!   `NBD_OPT_EXPORT_NAME`, which cannot be answered an error, closes the
+//!   connection);
 //! - simple replies only (structured replies, block status and extended
 //!   headers are refused during the handshake, so a client never uses them);
 //! - the commands `READ`, `WRITE`, `DISC`, `FLUSH`, `TRIM` and
@@ -40,7 +46,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use client::{ExportInfo, NbdClient};
+pub use client::{ClientTls, ExportInfo, NbdClient};
 pub use reconnect::{ReconnectOptions, ReconnectingClient};
 pub use server::NbdServer;
 pub use tokio_util::sync::CancellationToken;
@@ -135,6 +141,19 @@ pub struct NbdConfig {
     /// blocks a runtime worker while it runs, so only enable this when the
     /// server has a runtime of its own. Default 0: never.
     pub inline_max: u32,
+    /// `NBD_OPT_STARTTLS` with this configuration. Default: none (the
+    /// option is answered `NBD_REP_ERR_UNSUP`).
+    pub tls: Option<ServerTls>,
+}
+
+/// TLS of the NBD server.
+#[derive(Debug, Clone)]
+pub struct ServerTls {
+    /// The server's certificate and key (no ALPN).
+    pub config: Arc<rustls::ServerConfig>,
+    /// Nothing but STARTTLS (and ABORT) before TLS: no export is listed or
+    /// served in plain text.
+    pub required: bool,
 }
 
 impl Default for NbdConfig {
@@ -145,6 +164,7 @@ impl Default for NbdConfig {
             handshake_timeout: Duration::from_secs(10),
             max_payload: 32 * 1024 * 1024,
             inline_max: 0,
+            tls: None,
         }
     }
 }

@@ -49,7 +49,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, info, warn};
 
-use crate::client::NbdClient;
+use crate::client::{ClientTls, NbdClient};
 use crate::protocol::ESHUTDOWN;
 
 /// How a [`ReconnectingClient`] connects, times requests out and retries.
@@ -70,6 +70,9 @@ pub struct ReconnectOptions {
     pub initial_backoff: Duration,
     /// Cap of the wait between attempts. Default 5 s.
     pub max_backoff: Duration,
+    /// Every connection starts TLS (`NBD_OPT_STARTTLS`) with this. Default:
+    /// none, plain NBD.
+    pub tls: Option<ClientTls>,
 }
 
 impl Default for ReconnectOptions {
@@ -80,6 +83,7 @@ impl Default for ReconnectOptions {
             give_up_after: Duration::from_secs(600),
             initial_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(5),
+            tls: None,
         }
     }
 }
@@ -349,7 +353,7 @@ fn open(addr: &str, export: &str, opts: &ReconnectOptions) -> io::Result<NbdClie
     let addresses: Vec<SocketAddr> = addr.to_socket_addrs()?.collect();
     let mut last = None;
     for a in &addresses {
-        match NbdClient::connect_timeout(a, export, opts.connect_timeout)
+        match NbdClient::connect_timeout_tls(a, export, opts.connect_timeout, opts.tls.as_ref())
             .and_then(|c| c.with_request_timeout(Some(opts.request_timeout)))
         {
             Ok(c) => return Ok(c),

@@ -15,16 +15,17 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tokio::io::{BufReader, BufWriter};
+use tokio::io::{BufReader, BufWriter, ReadHalf, WriteHalf};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, info_span, warn, Instrument};
 
-use crate::handshake::{self, HandshakeError};
+use crate::handshake::{self, Haggled, HandshakeError, Negotiated, TlsState};
 use crate::transmission::{End, Transmission};
-use crate::{Exports, NbdConfig};
+use crate::{Exports, NbdConfig, ServerTls};
 
 /// Read and write buffers of a connection.
 const BUFFER: usize = 256 * 1024;
@@ -59,6 +60,11 @@ impl NbdServer {
             max_connections = self.config.max_connections,
             max_connections_per_peer = self.config.max_connections_per_peer,
             handshake_timeout = ?self.config.handshake_timeout,
+            tls = match &self.config.tls {
+                None => "off",
+                Some(t) if t.required => "require",
+                Some(_) => "optional",
+            },
             "NBD server listening"
         );
         let slots = Arc::new(Semaphore::new(self.config.max_connections));
@@ -103,9 +109,10 @@ impl NbdServer {
                         handshake_timeout: self.config.handshake_timeout,
                     };
                     let shutdown = shutdown.clone();
+                    let tls = self.config.tls.clone();
                     connections.spawn(
                         async move {
-                            serve_connection(stream, peer, exports, limits, shutdown).await;
+                            serve_connection(stream, peer, exports, limits, tls, shutdown).await;
                             drop(slot);
                             drop(peer_slot);
                         }
@@ -125,6 +132,7 @@ async fn serve_connection(
     peer: SocketAddr,
     exports: Arc<dyn Exports>,
     limits: Limits,
+    tls: Option<ServerTls>,
     shutdown: CancellationToken,
 ) {
     let Limits {
@@ -136,9 +144,6 @@ async fn serve_connection(
         debug!(error = %e, "TCP_NODELAY not set");
     }
     debug!("connection accepted");
-    let (read_half, write_half) = stream.into_split();
-    let mut reader = BufReader::with_capacity(BUFFER, read_half);
-    let mut writer = BufWriter::with_capacity(BUFFER, write_half);
 
     let negotiated = tokio::select! {
         _ = shutdown.cancelled() => {
@@ -147,10 +152,10 @@ async fn serve_connection(
         }
         r = tokio::time::timeout(
             handshake_timeout,
-            handshake::negotiate(&mut reader, &mut writer, exports.as_ref(), peer, max_payload),
+            handshake_connection(stream, exports.as_ref(), peer, max_payload, tls.as_ref()),
         ) => r,
     };
-    let negotiated = match negotiated {
+    let (negotiated, link) = match negotiated {
         Err(_) => {
             info!("handshake timed out");
             return;
@@ -175,6 +180,7 @@ async fn serve_connection(
     info!(
         size = device.size(),
         read_only = device.read_only(),
+        tls = matches!(link, Link::Tls(..)),
         "client connected to export"
     );
     let transmission = Transmission {
@@ -184,12 +190,103 @@ async fn serve_connection(
         max_payload,
         inline_max,
     };
-    match transmission.run(reader, writer).await {
+    // Each kind of stream has its own (monomorphised) transmission loop:
+    // plain connections keep their owned TCP halves, untouched by TLS.
+    let ended = match link {
+        Link::Plain(reader, writer) => transmission.run(reader, writer).await,
+        Link::Tls(reader, writer) => transmission.run(reader, writer).await,
+    };
+    match ended {
         Ok(End::Disconnect) => info!("client disconnected"),
         Ok(End::PeerGone) | Ok(End::WriteFailed) => info!("client connection lost"),
         Ok(End::ExportClosed) => info!("export closed, client disconnected"),
         Ok(End::Shutdown) => info!("server shutting down, client disconnected"),
         Err(e) => warn!(error = %e, "protocol violation, connection closed"),
+    }
+}
+
+type TlsStream = tokio_rustls::server::TlsStream<TcpStream>;
+
+/// A connection after the handshake, buffered both ways.
+enum Link {
+    Plain(BufReader<OwnedReadHalf>, BufWriter<OwnedWriteHalf>),
+    Tls(
+        BufReader<ReadHalf<TlsStream>>,
+        BufWriter<WriteHalf<TlsStream>>,
+    ),
+}
+
+/// The whole handshake: greeting, haggling, and with STARTTLS the TLS
+/// handshake and the haggling that follows inside TLS. `Ok(None)`: the
+/// client aborted.
+async fn handshake_connection(
+    stream: TcpStream,
+    exports: &dyn Exports,
+    peer: SocketAddr,
+    max_payload: u32,
+    tls: Option<&ServerTls>,
+) -> Result<Option<(Negotiated, Link)>, HandshakeError> {
+    let (read_half, write_half) = stream.into_split();
+    let mut reader = BufReader::with_capacity(BUFFER, read_half);
+    let mut writer = BufWriter::with_capacity(BUFFER, write_half);
+    let client = handshake::greet(&mut reader, &mut writer).await?;
+    let mut state = TlsState {
+        offered: tls.is_some(),
+        required: tls.is_some_and(|t| t.required),
+        active: false,
+    };
+    let haggled = handshake::haggle(
+        &mut reader,
+        &mut writer,
+        exports,
+        peer,
+        max_payload,
+        client,
+        state,
+    )
+    .await?;
+    let negotiated = match haggled {
+        Haggled::Aborted => return Ok(None),
+        Haggled::Export(n) => return Ok(Some((n, Link::Plain(reader, writer)))),
+        Haggled::StartTls => match tls {
+            Some(tls) => tls,
+            // Only acknowledged when offered.
+            None => return Err(HandshakeError::Tls(io::Error::other("TLS not offered"))),
+        },
+    };
+    // The client waits for the ACK before its ClientHello: anything it
+    // sent already would be lost in our buffer.
+    if !reader.buffer().is_empty() {
+        return Err(HandshakeError::DataBeforeTls);
+    }
+    let stream = reader
+        .into_inner()
+        .reunite(writer.into_inner())
+        .map_err(|e| HandshakeError::Io(io::Error::other(e.to_string())))?;
+    let stream = tokio_rustls::TlsAcceptor::from(Arc::clone(&negotiated.config))
+        .accept(stream)
+        .await
+        .map_err(HandshakeError::Tls)?;
+    debug!("TLS started");
+    let (read_half, write_half) = tokio::io::split(stream);
+    let mut reader = BufReader::with_capacity(BUFFER, read_half);
+    let mut writer = BufWriter::with_capacity(BUFFER, write_half);
+    state.active = true;
+    match handshake::haggle(
+        &mut reader,
+        &mut writer,
+        exports,
+        peer,
+        max_payload,
+        client,
+        state,
+    )
+    .await?
+    {
+        Haggled::Aborted => Ok(None),
+        Haggled::Export(n) => Ok(Some((n, Link::Tls(reader, writer)))),
+        // A second STARTTLS is refused inside `haggle`.
+        Haggled::StartTls => Err(HandshakeError::Tls(io::Error::other("STARTTLS twice"))),
     }
 }
 

@@ -21,6 +21,7 @@ fn quick() -> ReconnectOptions {
         give_up_after: Duration::from_secs(20),
         initial_backoff: Duration::from_millis(20),
         max_backoff: Duration::from_millis(200),
+        tls: None,
     }
 }
 

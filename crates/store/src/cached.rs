@@ -107,6 +107,19 @@ impl<S: Store> UserStore for CachedStore<S> {
         self.inner.user_by_id(id).await
     }
 
+    async fn list_users(&self) -> StoreResult<Vec<User>> {
+        self.inner.list_users().await
+    }
+
+    // Users are not cached, and no volume read shows one.
+    async fn update_user(&self, id: i64, change: &UserChange) -> StoreResult<User> {
+        self.inner.update_user(id, change).await
+    }
+
+    async fn delete_user(&self, id: i64) -> StoreResult<()> {
+        self.inner.delete_user(id).await
+    }
+
     async fn add_refresh_token(&self, token: &NewRefreshToken) -> StoreResult<()> {
         self.inner.add_refresh_token(token).await
     }
@@ -171,6 +184,22 @@ impl<S: Store> MediaStore for CachedStore<S> {
 
     async fn create_node(&self, node: &NodeRecord) -> StoreResult<()> {
         self.inner.create_node(node).await
+    }
+
+    async fn create_medium(&self, medium: &MediumRecord) -> StoreResult<()> {
+        self.changed(self.inner.create_medium(medium).await)
+    }
+
+    async fn set_medium_size(&self, id: &str, size: Gib) -> StoreResult<()> {
+        self.changed(self.inner.set_medium_size(id, size).await)
+    }
+
+    async fn delete_medium(&self, id: &str) -> StoreResult<MediumRecord> {
+        self.changed(self.inner.delete_medium(id).await)
+    }
+
+    async fn delete_node(&self, name: &str) -> StoreResult<()> {
+        self.changed(self.inner.delete_node(name).await)
     }
 }
 

@@ -35,6 +35,14 @@ macro_rules! store_contract_tests {
             a_node_has_at_most_one_live_agent_credential,
             a_node_lists_its_attachments_of_every_tenant_with_host_reports,
             a_recorded_resize_sizes_the_volume_while_its_job_goes_on,
+            users_are_listed_changed_and_ended_sessions_raise_the_generation,
+            the_last_enabled_administrator_cannot_be_disabled_demoted_or_deleted,
+            deleting_a_user_removes_its_tokens_and_keeps_its_jobs,
+            a_job_keeps_its_volumes_name_and_is_found_by_it_after_the_delete,
+            api_media_survive_configuration_syncs_and_the_configuration_takes_over_what_it_lists,
+            a_medium_is_resized_and_removed_only_within_what_it_holds,
+            a_node_is_removed_only_when_nothing_depends_on_it,
+            configured_nodes_no_longer_listed_go_unless_something_depends_on_them,
         );
     };
     (@each $open:path; $($name:ident),+ $(,)?) => {
@@ -928,6 +936,7 @@ fn node(name: &str) -> NodeRecord {
         name: name.into(),
         zone: String::new(),
         address: Some("10.0.0.7".into()),
+        managed_by: ManagedBy::Api,
     }
 }
 
@@ -1168,4 +1177,501 @@ pub(crate) async fn a_recorded_resize_sizes_the_volume_while_its_job_goes_on(sto
         .expect("end");
     let v = stored_volume(store, &volume).await;
     assert_eq!((v.size, v.state), (20, VolumeState::Ready));
+}
+
+async fn new_user(store: &dyn Store, email: &str, is_admin: bool) -> User {
+    store
+        .create_user(&NewUser {
+            tenant: "t".into(),
+            email: email.into(),
+            name: email.split('@').next().unwrap_or(email).into(),
+            password_hash: "x".into(),
+            is_admin,
+            now_ms: 5,
+        })
+        .await
+        .expect("user created")
+}
+
+pub(crate) async fn users_are_listed_changed_and_ended_sessions_raise_the_generation(
+    store: &dyn Store,
+) {
+    let admin = new_user(store, "admin@example.com", true).await;
+    let user = new_user(store, "user@example.com", false).await;
+    assert!(!user.disabled);
+    assert_eq!((user.token_generation, user.created_ms), (0, 5));
+    let listed = store.list_users().await.expect("list");
+    let emails: Vec<&str> = listed.iter().map(|u| u.email.as_str()).collect();
+    assert_eq!(emails, ["admin@example.com", "user@example.com"]);
+    add_token(store, user.id, "u1", "f-u", 99).await;
+    add_token(store, admin.id, "a1", "f-a", 99).await;
+
+    // A change without end_sessions leaves tokens and generation alone.
+    let promoted = store
+        .update_user(
+            user.id,
+            &UserChange {
+                is_admin: Some(true),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("promoted");
+    assert!(promoted.is_admin && !promoted.disabled);
+    assert_eq!(promoted.token_generation, 0);
+    assert!(!token(store, "u1").await.expect("u1").revoked);
+
+    let disabled = store
+        .update_user(
+            user.id,
+            &UserChange {
+                disabled: Some(true),
+                password_hash: Some("new-hash".into()),
+                end_sessions: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("disabled");
+    assert!(disabled.disabled && disabled.is_admin);
+    assert_eq!(disabled.token_generation, 1);
+    assert_eq!(disabled.password_hash, "new-hash");
+    assert!(token(store, "u1").await.expect("u1").revoked);
+    assert!(
+        !token(store, "a1").await.expect("a1").revoked,
+        "another user's tokens stay"
+    );
+    let read = store
+        .user_by_id(user.id)
+        .await
+        .expect("read")
+        .expect("user");
+    assert!(read.disabled);
+    assert_eq!(read.token_generation, 1);
+    assert!(matches!(
+        store.update_user(9999, &UserChange::default()).await,
+        Err(StoreError::NotFound)
+    ));
+}
+
+pub(crate) async fn the_last_enabled_administrator_cannot_be_disabled_demoted_or_deleted(
+    store: &dyn Store,
+) {
+    let admin = new_user(store, "admin@example.com", true).await;
+    let other = new_user(store, "other@example.com", true).await;
+    add_token(store, admin.id, "a1", "f-a", 99).await;
+    // Two admins: one may go.
+    store
+        .update_user(
+            other.id,
+            &UserChange {
+                disabled: Some(true),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("one of two disabled");
+    let last = |r: StoreResult<User>| matches!(r, Err(StoreError::Conflict(m)) if m == LAST_ADMIN);
+    assert!(last(
+        store
+            .update_user(
+                admin.id,
+                &UserChange {
+                    disabled: Some(true),
+                    end_sessions: true,
+                    ..Default::default()
+                },
+            )
+            .await
+    ));
+    assert!(last(
+        store
+            .update_user(
+                admin.id,
+                &UserChange {
+                    is_admin: Some(false),
+                    ..Default::default()
+                },
+            )
+            .await
+    ));
+    assert!(matches!(
+        store.delete_user(admin.id).await,
+        Err(StoreError::Conflict(m)) if m == LAST_ADMIN
+    ));
+    // Nothing changed by the refusals.
+    let read = store
+        .user_by_id(admin.id)
+        .await
+        .expect("read")
+        .expect("admin");
+    assert!(read.is_admin && !read.disabled);
+    assert_eq!(read.token_generation, 0);
+    assert!(!token(store, "a1").await.expect("a1").revoked);
+    // The disabled one comes back; then the first may be demoted.
+    store
+        .update_user(
+            other.id,
+            &UserChange {
+                disabled: Some(false),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("enabled");
+    store
+        .update_user(
+            admin.id,
+            &UserChange {
+                is_admin: Some(false),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("demoted");
+}
+
+pub(crate) async fn deleting_a_user_removes_its_tokens_and_keeps_its_jobs(store: &dyn Store) {
+    let (owner, _, job_id) = volume_on_m1(store).await;
+    let user = new_user(store, "user@example.com", false).await;
+    add_token(store, user.id, "u1", "f-u", 99).await;
+    store.delete_user(user.id).await.expect("deleted");
+    assert!(store.user_by_id(user.id).await.expect("read").is_none());
+    assert!(store
+        .user_by_email("user@example.com")
+        .await
+        .expect("read")
+        .is_none());
+    assert!(token(store, "u1").await.is_none());
+    assert!(matches!(
+        store.delete_user(user.id).await,
+        Err(StoreError::NotFound)
+    ));
+    // The volume's owner goes too; its job keeps who started it.
+    let admin = new_user(store, "admin@example.com", true).await;
+    store.delete_user(owner.id).await.expect("owner deleted");
+    let job = stored_job(store, &admin, job_id).await;
+    assert_eq!(job.useremail, "u@example.com");
+    // The e-mail can be used again.
+    new_user(store, "user@example.com", false).await;
+}
+
+pub(crate) async fn a_job_keeps_its_volumes_name_and_is_found_by_it_after_the_delete(
+    store: &dyn Store,
+) {
+    let (user, volume, create_job) = volume_on_m1(store).await;
+    let resize_job = start_resize(store, &user, &volume, false).await;
+    assert_eq!(stored_job(store, &user, create_job).await.object_name, "v");
+    assert_eq!(stored_job(store, &user, resize_job).await.object_name, "v");
+    store
+        .finish_job(resize_job, &end(JobState::Done))
+        .await
+        .expect("done");
+    store.delete_volume(&volume).await.expect("deleted");
+
+    let by = |object: &str| JobFilter {
+        object: Some(object.into()),
+        page: 1,
+        count: 10,
+        ..Default::default()
+    };
+    let ids = |jobs: Vec<Job>| jobs.iter().map(|j| j.id).collect::<Vec<_>>();
+    let by_name = store
+        .list_jobs(user.tenant_id, &by("v"))
+        .await
+        .expect("list");
+    assert!(by_name
+        .iter()
+        .all(|j| j.object_name == "v" && j.object == volume));
+    assert_eq!(ids(by_name), [resize_job, create_job]);
+    let by_id = store
+        .list_jobs(user.tenant_id, &by(&volume))
+        .await
+        .expect("list");
+    assert_eq!(ids(by_id), [resize_job, create_job]);
+    let none = store
+        .list_jobs(user.tenant_id, &by("w"))
+        .await
+        .expect("list");
+    assert!(none.is_empty());
+}
+
+/// Medium `id` of 20 GiB in `/media/{id}` on `node` in `zone`.
+fn medium_on(id: &str, node: &str, zone: &str) -> MediumRecord {
+    MediumRecord {
+        medium: svs_domain::Medium {
+            id: id.into(),
+            node: node.into(),
+            zone: zone.into(),
+            size: 20,
+        },
+        directory: format!("/media/{id}"),
+    }
+}
+
+/// (id, managed by) of every medium.
+async fn media_sources(store: &dyn Store) -> Vec<(String, ManagedBy)> {
+    store
+        .media_usage()
+        .await
+        .expect("usage")
+        .into_iter()
+        .map(|u| (u.record.medium.id, u.managed_by))
+        .collect()
+}
+
+/// (name, managed by) of every node.
+async fn node_sources(store: &dyn Store) -> Vec<(String, ManagedBy)> {
+    store
+        .list_nodes()
+        .await
+        .expect("nodes")
+        .into_iter()
+        .map(|n| (n.name, n.managed_by))
+        .collect()
+}
+
+fn conflict(result: StoreResult<()>) -> String {
+    match result {
+        Err(StoreError::Conflict(m)) => m,
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+}
+
+fn in_use<T: std::fmt::Debug>(result: StoreResult<T>) -> String {
+    match result {
+        Err(StoreError::InUse(m)) => m,
+        other => panic!("expected InUse, got {other:?}"),
+    }
+}
+
+pub(crate) async fn api_media_survive_configuration_syncs_and_the_configuration_takes_over_what_it_lists(
+    store: &dyn Store,
+) {
+    use ManagedBy::{Api, Config};
+    store.sync_media(&[medium("m1", 20)]).await.expect("media");
+    let m9 = medium_on("m9", "host-9", "zone-9");
+    store.create_medium(&m9).await.expect("api medium");
+    assert_eq!(
+        media_sources(store).await,
+        [("m1".into(), Config), ("m9".into(), Api)]
+    );
+    // Its node is made with it, in its zone.
+    let nodes = store.list_nodes().await.expect("nodes");
+    assert_eq!(nodes.len(), 1);
+    assert_eq!(
+        (
+            nodes[0].name.as_str(),
+            nodes[0].zone.as_str(),
+            nodes[0].managed_by
+        ),
+        ("host-9", "zone-9", Api)
+    );
+
+    assert_eq!(
+        conflict(store.create_medium(&m9).await),
+        "medium 'm9' already exists"
+    );
+    assert_eq!(
+        conflict(
+            store
+                .create_medium(&medium_on("m1", "host-9", "zone-9"))
+                .await
+        ),
+        "medium 'm1' already exists"
+    );
+    let mut shared = medium_on("m8", "host-9", "zone-9");
+    shared.directory = "/media/m1".into();
+    assert_eq!(
+        conflict(store.create_medium(&shared).await),
+        "medium 'm1' already uses directory /media/m1; each medium needs its own"
+    );
+    assert_eq!(
+        conflict(
+            store
+                .create_medium(&medium_on("m8", "host-9", "zone-8"))
+                .await
+        ),
+        "node 'host-9' is in zone 'zone-9', not 'zone-8'"
+    );
+    assert_eq!(media_sources(store).await.len(), 2, "nothing added");
+
+    // A sync of the configuration leaves API media alone...
+    store.sync_media(&[medium("m1", 20)]).await.expect("sync");
+    assert_eq!(
+        media_sources(store).await,
+        [("m1".into(), Config), ("m9".into(), Api)]
+    );
+    // ...takes over one it lists...
+    store
+        .sync_media(&[medium("m1", 20), m9.clone()])
+        .await
+        .expect("sync");
+    assert_eq!(
+        media_sources(store).await,
+        [("m1".into(), Config), ("m9".into(), Config)]
+    );
+    // ...which it then forgets like its own.
+    store.sync_media(&[medium("m1", 20)]).await.expect("sync");
+    assert_eq!(media_sources(store).await, [("m1".into(), Config)]);
+}
+
+pub(crate) async fn a_medium_is_resized_and_removed_only_within_what_it_holds(store: &dyn Store) {
+    let (_user, volume, _) = volume_on_m1(store).await;
+    assert_eq!(
+        in_use(store.set_medium_size("m1", 9).await),
+        "medium 'm1' cannot shrink to 9 GiB: 10 GiB of it is in use (slices, snapshots and \
+         running jobs' bookings)"
+    );
+    store.set_medium_size("m1", 10).await.expect("down to use");
+    store.set_medium_size("m1", 50).await.expect("grow");
+    let usage = store.media_usage().await.expect("usage");
+    assert_eq!(usage[0].record.medium.size, 50);
+    assert!(matches!(
+        store.set_medium_size("nope", 5).await,
+        Err(StoreError::NotFound)
+    ));
+
+    assert_eq!(
+        in_use(store.delete_medium("m1").await),
+        "medium 'm1' holds slices of volume(s) 'v'; delete those volumes first"
+    );
+    let removed = store.delete_medium("m2").await.expect("empty medium goes");
+    assert_eq!(removed.directory, "/media/m2");
+    assert!(matches!(
+        store.delete_medium("m2").await,
+        Err(StoreError::NotFound)
+    ));
+    store.delete_volume(&volume).await.expect("volume gone");
+    store.delete_medium("m1").await.expect("now empty");
+    assert!(store.media_usage().await.expect("usage").is_empty());
+}
+
+pub(crate) async fn a_node_is_removed_only_when_nothing_depends_on_it(store: &dyn Store) {
+    let (user, volume, _) = volume_on_m1(store).await;
+    let media_node = |name: &str| NodeRecord {
+        name: name.into(),
+        zone: String::new(),
+        address: None,
+        managed_by: ManagedBy::Config,
+    };
+    store
+        .sync_nodes(&[media_node("node-m1"), media_node("node-m2")])
+        .await
+        .expect("nodes");
+    store.create_node(&node("host-7")).await.expect("node");
+    store
+        .set_node_credential(&credential("host-7", "c1"))
+        .await
+        .expect("credential");
+    let job = store
+        .create_attachment(
+            &NewAttachment {
+                volume_id: volume.clone(),
+                snapshot: "top".into(),
+                node: "host-7".into(),
+                tenant_id: user.tenant_id,
+                readonly: false,
+                mountpoint: "/mnt".into(),
+                export_name: "e".into(),
+                now_ms: 4,
+                manager: AttachmentManager::Agent,
+            },
+            &new_job(
+                &user,
+                JobSpec::AttachmentCreate(AttachmentArgs {
+                    node: "host-7".into(),
+                    readonly: false,
+                    mountpoint: "/mnt".into(),
+                    snapshot: "top".into(),
+                }),
+                &volume,
+            ),
+        )
+        .await
+        .expect("attachment");
+    store
+        .finish_job(job, &end(JobState::Done))
+        .await
+        .expect("done");
+
+    assert_eq!(
+        in_use(store.delete_node("node-m1").await),
+        "node 'node-m1' has media holding slices of volume(s) 'v'; delete those volumes, \
+         then remove the node's media"
+    );
+    assert_eq!(
+        in_use(store.delete_node("host-7").await),
+        "node 'host-7' has attachments of volume(s) 'v'; detach them first"
+    );
+    assert_eq!(
+        in_use(store.delete_node("node-m2").await),
+        "node 'node-m2' has media 'm2'; remove them first"
+    );
+    store
+        .delete_attachment(&volume, "top", "host-7")
+        .await
+        .expect("detached");
+    store.delete_node("host-7").await.expect("removed");
+    // Its credential went with it.
+    assert_eq!(store.node_credential("c1").await.expect("read"), None);
+    assert!(store.node_agents().await.expect("agents").is_empty());
+    assert!(matches!(
+        store.delete_node("host-7").await,
+        Err(StoreError::NotFound)
+    ));
+    store.delete_medium("m2").await.expect("medium");
+    store
+        .delete_node("node-m2")
+        .await
+        .expect("node without media");
+    assert_eq!(
+        node_sources(store).await,
+        [("node-m1".into(), ManagedBy::Config)]
+    );
+}
+
+pub(crate) async fn configured_nodes_no_longer_listed_go_unless_something_depends_on_them(
+    store: &dyn Store,
+) {
+    use ManagedBy::{Api, Config};
+    let configured = |name: &str| NodeRecord {
+        name: name.into(),
+        zone: "z".into(),
+        address: None,
+        managed_by: Config,
+    };
+    store
+        .sync_nodes(&[configured("a"), configured("b")])
+        .await
+        .expect("nodes");
+    store.create_node(&node("c")).await.expect("api node");
+    store.sync_nodes(&[configured("a")]).await.expect("b goes");
+    assert_eq!(
+        node_sources(store).await,
+        [("a".into(), Config), ("c".into(), Api)]
+    );
+    // The configuration takes over a node it lists.
+    store
+        .sync_nodes(&[configured("a"), configured("c")])
+        .await
+        .expect("sync");
+    assert_eq!(
+        node_sources(store).await,
+        [("a".into(), Config), ("c".into(), Config)]
+    );
+    store
+        .create_medium(&medium_on("mx", "a", "z"))
+        .await
+        .expect("medium on a");
+    assert_eq!(
+        in_use(store.sync_nodes(&[]).await),
+        "node 'a' is no longer in the configuration file, but node 'a' has media 'mx'; \
+         remove them first"
+    );
+    assert_eq!(
+        node_sources(store).await,
+        [("a".into(), Config), ("c".into(), Config)],
+        "nothing changed"
+    );
 }

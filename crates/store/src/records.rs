@@ -25,7 +25,30 @@ pub struct User {
     pub name: String,
     pub password_hash: String,
     pub is_admin: bool,
+    /// Cannot sign in, and its tokens are refused.
+    pub disabled: bool,
+    /// Tokens issued under an older generation are refused: raised when
+    /// the user is disabled or its password is reset.
+    pub token_generation: i64,
+    pub created_ms: i64,
 }
+
+/// A change to a user, applied by `UserStore::update_user` in one
+/// transaction. `None` leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct UserChange {
+    pub disabled: Option<bool>,
+    pub is_admin: Option<bool>,
+    pub password_hash: Option<String>,
+    /// Revoke every refresh token of the user and raise its token
+    /// generation (every IdToken and AccessToken issued so far is refused).
+    pub end_sessions: bool,
+}
+
+/// The message of the conflict `update_user` and `delete_user` answer when
+/// the change would leave no enabled administrator.
+pub const LAST_ADMIN: &str =
+    "this would leave no enabled administrator: make another user an administrator first";
 
 #[derive(Debug, Clone)]
 pub struct NewRefreshToken {
@@ -62,6 +85,9 @@ pub enum RefreshRotation {
 /// the store's callers find every record here.
 pub use svs_domain::MediumRecord;
 
+/// Who manages a medium or node; re-exported like `MediumRecord`.
+pub use svs_domain::ManagedBy;
+
 #[derive(Debug, Clone)]
 pub struct MediumUsage {
     pub record: MediumRecord,
@@ -75,6 +101,8 @@ pub struct MediumUsage {
     pub snapshot_bytes: u64,
     /// Its slices are lost; nothing is placed on it.
     pub failed: bool,
+    /// The configuration file or the API.
+    pub managed_by: ManagedBy,
 }
 
 impl MediumUsage {
@@ -185,7 +213,10 @@ pub struct Job {
     pub id: i64,
     pub tenant_id: i64,
     pub kind: String,
+    /// The id of the volume the job works on.
     pub object: String,
+    /// That volume's name, kept after the volume is deleted.
+    pub object_name: String,
     pub args: Value,
     pub state: JobState,
     pub status: String,
@@ -215,6 +246,8 @@ impl Job {
 #[derive(Debug, Clone, Default)]
 pub struct JobFilter {
     pub kind: Option<String>,
+    /// A volume's id or name (the name also finds the jobs of a deleted
+    /// volume of that name).
     pub object: Option<String>,
     pub state: Option<JobState>,
     pub page: u32,
@@ -266,6 +299,9 @@ pub struct NodeRecord {
     pub name: String,
     pub zone: String,
     pub address: Option<String>,
+    /// The configuration file or the API (`sync_nodes` marks the nodes it
+    /// is given `Config` whatever this says).
+    pub managed_by: ManagedBy,
 }
 
 #[derive(Debug, Clone)]

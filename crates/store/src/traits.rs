@@ -19,6 +19,16 @@ pub trait UserStore: Send + Sync {
     async fn create_user(&self, user: &NewUser) -> StoreResult<User>;
     async fn user_by_email(&self, email: &str) -> StoreResult<Option<User>>;
     async fn user_by_id(&self, id: i64) -> StoreResult<Option<User>>;
+    /// Every user of every tenant, by id.
+    async fn list_users(&self) -> StoreResult<Vec<User>>;
+    /// Applies the change in one transaction and returns the user as it is
+    /// now. NotFound for an unknown id; Conflict ([`LAST_ADMIN`]) when no
+    /// enabled administrator would remain, with nothing changed.
+    async fn update_user(&self, id: i64, change: &UserChange) -> StoreResult<User>;
+    /// Removes the user and its refresh tokens in one transaction (its jobs
+    /// keep its name and e-mail). NotFound for an unknown id; Conflict
+    /// ([`LAST_ADMIN`]) for the last enabled administrator.
+    async fn delete_user(&self, id: i64) -> StoreResult<()>;
     async fn add_refresh_token(&self, token: &NewRefreshToken) -> StoreResult<()>;
     async fn refresh_token(&self, token_hash: &str) -> StoreResult<Option<RefreshTokenRecord>>;
     /// Revokes every refresh token of the user; returns how many were live.
@@ -43,16 +53,38 @@ pub trait UserStore: Send + Sync {
 /// Media (with their usage) and nodes.
 #[async_trait]
 pub trait MediaStore: Send + Sync {
-    /// Makes the stored media match the configuration. A medium that holds
-    /// slices may not disappear, move, or shrink below its allocations
-    /// (→ InUse; the rule is `svs_domain::media_to_forget`).
+    /// Makes the configuration-managed media match the configuration; they
+    /// are all marked `Config`, also an API-added medium the configuration
+    /// now lists (it takes it over). API-managed media the configuration does
+    /// not list stay as they are. A medium that holds slices may not
+    /// disappear, move, or shrink below its allocations (→ InUse; the rule
+    /// is `svs_domain::media_to_forget`).
     async fn sync_media(&self, media: &[MediumRecord]) -> StoreResult<()>;
+    /// Adds an API-managed medium and, when its node does not exist yet,
+    /// the node (API-managed, in the medium's zone, without an address).
+    /// Conflict when a medium of that id exists, another medium uses the
+    /// directory, or the node is in another zone.
+    async fn create_medium(&self, medium: &MediumRecord) -> StoreResult<()>;
+    /// Sets a medium's size. InUse below what is in use on it (slices,
+    /// snapshots, bookings; `svs_domain::check_medium_resize`); NotFound.
+    async fn set_medium_size(&self, id: &str, size: Gib) -> StoreResult<()>;
+    /// Removes a medium that holds no slice and no booking (else InUse
+    /// naming the volumes or jobs: `svs_domain::check_medium_removal`);
+    /// returns what it was. NotFound.
+    async fn delete_medium(&self, id: &str) -> StoreResult<MediumRecord>;
+    /// Removes a node with no media and no attachments (else InUse naming
+    /// the volumes or media: `svs_domain::check_node_removal`), and its
+    /// agent credential with it. NotFound.
+    async fn delete_node(&self, name: &str) -> StoreResult<()>;
     /// Every medium with what is allocated and reserved on it.
     async fn media_usage(&self) -> StoreResult<Vec<MediumUsage>>;
     /// Distinct volumes with a slice on each node (nodes without any: absent).
     async fn node_volume_counts(&self) -> StoreResult<HashMap<String, u64>>;
-    /// Adds configured nodes and media nodes; a configured address replaces
-    /// the stored one, otherwise the stored one (set through the API) stays.
+    /// Adds configured nodes and media nodes and marks them `Config`; a
+    /// configured address replaces the stored one, otherwise the stored one
+    /// (set through the API) stays. A `Config` node no longer listed is
+    /// removed (with its agent credential) when nothing depends on it, else
+    /// nothing changes and InUse says what holds it.
     async fn sync_nodes(&self, nodes: &[NodeRecord]) -> StoreResult<()>;
     async fn list_nodes(&self) -> StoreResult<Vec<NodeRecord>>;
     /// Records that a medium failed (its slices are lost); true when it
@@ -60,7 +92,7 @@ pub trait MediaStore: Send + Sync {
     async fn set_medium_failed(&self, id: &str) -> StoreResult<bool>;
     /// NotFound for an unknown node.
     async fn set_node_address(&self, name: &str, address: Option<&str>) -> StoreResult<()>;
-    /// Adds a node; Conflict when one of that name exists.
+    /// Adds a node (API-managed); Conflict when one of that name exists.
     async fn create_node(&self, node: &NodeRecord) -> StoreResult<()>;
 }
 

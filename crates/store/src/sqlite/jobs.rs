@@ -8,8 +8,9 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
 use svs_domain::{volume_state_after_job, JobState, VolumeState};
 
-const JOB_COLUMNS: &str = "id, tenant_id, type, object, args, state, status, progress, \
-    starttime_ms, endtime_ms, user_id, username, useremail, details, data_movement, created_ms";
+const JOB_COLUMNS: &str = "id, tenant_id, type, object, object_name, args, state, status, \
+    progress, starttime_ms, endtime_ms, user_id, username, useremail, details, data_movement, \
+    created_ms";
 
 fn job_row(row: &SqliteRow) -> StoreResult<Job> {
     let state: String = row.try_get("state")?;
@@ -20,6 +21,7 @@ fn job_row(row: &SqliteRow) -> StoreResult<Job> {
         tenant_id: row.try_get("tenant_id")?,
         kind: row.try_get("type")?,
         object: row.try_get("object")?,
+        object_name: row.try_get("object_name")?,
         args: serde_json::from_str(&args)
             .map_err(|e| StoreError::Corrupt(format!("job args: {e}")))?,
         state: JobState::parse(&state)
@@ -38,14 +40,18 @@ fn job_row(row: &SqliteRow) -> StoreResult<Job> {
     })
 }
 
+/// The job keeps its volume's name (every job works on a recorded volume),
+/// so that it is still shown and found by name after the volume is gone.
 async fn insert_job(conn: &mut SqliteConnection, job: &NewJob) -> StoreResult<i64> {
     let id = sqlx::query(
-        "INSERT INTO jobs (tenant_id, type, object, args, state, status, progress, user_id, \
-         username, useremail, details, data_movement, created_ms) \
-         VALUES (?, ?, ?, ?, 'Pending', 'Pending', 0, ?, ?, ?, '[]', ?, ?)",
+        "INSERT INTO jobs (tenant_id, type, object, object_name, args, state, status, progress, \
+         user_id, username, useremail, details, data_movement, created_ms) \
+         VALUES (?, ?, ?, COALESCE((SELECT name FROM volumes WHERE id = ?), ''), ?, \
+         'Pending', 'Pending', 0, ?, ?, ?, '[]', ?, ?)",
     )
     .bind(job.tenant_id)
     .bind(job.spec.kind().as_str())
+    .bind(&job.object)
     .bind(&job.object)
     .bind(job.spec.args_json().to_string())
     .bind(job.user_id)
@@ -163,12 +169,13 @@ impl JobStore for SqliteStore {
         let offset = i64::from(f.page.max(1) - 1) * count;
         let rows = sqlx::query(&format!(
             "SELECT {JOB_COLUMNS} FROM jobs WHERE tenant_id = ? \
-             AND (? IS NULL OR type = ?) AND (? IS NULL OR object = ?) \
+             AND (? IS NULL OR type = ?) AND (? IS NULL OR object = ? OR object_name = ?) \
              AND (? IS NULL OR state = ?) ORDER BY id DESC LIMIT ? OFFSET ?"
         ))
         .bind(tenant_id)
         .bind(&f.kind)
         .bind(&f.kind)
+        .bind(&f.object)
         .bind(&f.object)
         .bind(&f.object)
         .bind(f.state.map(|s| s.as_str()))

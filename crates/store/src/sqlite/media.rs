@@ -1,13 +1,16 @@
 //! Media with their usage, and nodes.
 
 use super::{conflict_on_unique, gib, to_i64, SqliteStore};
-use crate::records::{MediumRecord, MediumUsage, NodeRecord};
+use crate::records::{ManagedBy, MediumRecord, MediumUsage, NodeRecord};
 use crate::{MediaStore, StoreError, StoreResult};
 use async_trait::async_trait;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
 use std::collections::{BTreeSet, HashMap};
-use svs_domain::{media_to_forget, Medium, MediumSpace, StoredMedium};
+use svs_domain::{
+    check_medium_removal, check_medium_resize, check_node_removal, media_to_forget, Gib, Medium,
+    MediumSpace, StoredMedium,
+};
 
 /// Size, allocated and reserved space of each of `media` that exists, read
 /// on the transaction's connection (for checking a booking before it is
@@ -55,27 +58,85 @@ fn medium_record(row: &SqliteRow) -> StoreResult<MediumRecord> {
     })
 }
 
+/// Who manages a medium or node, from its row's `managed_by` column.
+fn managed_by(row: &SqliteRow) -> StoreResult<ManagedBy> {
+    let text: String = row.try_get("managed_by")?;
+    ManagedBy::parse(&text).ok_or_else(|| StoreError::Corrupt(format!("managed_by '{text}'")))
+}
+
+/// The first column of each row, as text.
+async fn names(conn: &mut SqliteConnection, sql: &str, key: &str) -> StoreResult<Vec<String>> {
+    Ok(sqlx::query_scalar(sql)
+        .bind(key)
+        .fetch_all(&mut *conn)
+        .await?)
+}
+
+/// Refuses to remove a node while something depends on it: the volumes
+/// with slices on its media, the volumes attached to it, its media.
+async fn ensure_node_removable(conn: &mut SqliteConnection, node: &str) -> StoreResult<()> {
+    let slice_volumes = names(
+        conn,
+        "SELECT DISTINCT v.name FROM slices s JOIN media m ON m.id = s.medium_id \
+         JOIN volumes v ON v.id = s.volume_id WHERE m.node = ? ORDER BY v.name",
+        node,
+    )
+    .await?;
+    let attached = names(
+        conn,
+        "SELECT DISTINCT v.name FROM attachments a JOIN volumes v ON v.id = a.volume_id \
+         WHERE a.node = ? ORDER BY v.name",
+        node,
+    )
+    .await?;
+    let media = names(
+        conn,
+        "SELECT id FROM media WHERE node = ? ORDER BY id",
+        node,
+    )
+    .await?;
+    check_node_removal(node, &slice_volumes, &attached, &media)
+        .map_err(|e| StoreError::InUse(e.to_string()))
+}
+
+/// Removes a node and its agent credential.
+async fn remove_node(conn: &mut SqliteConnection, node: &str) -> StoreResult<u64> {
+    sqlx::query("DELETE FROM node_agents WHERE node = ?")
+        .bind(node)
+        .execute(&mut *conn)
+        .await?;
+    let removed = sqlx::query("DELETE FROM nodes WHERE name = ?")
+        .bind(node)
+        .execute(&mut *conn)
+        .await?;
+    Ok(removed.rows_affected())
+}
+
 #[async_trait]
 impl MediaStore for SqliteStore {
     async fn sync_media(&self, media: &[MediumRecord]) -> StoreResult<()> {
         let mut tx = self.begin_write().await?;
         let rows = sqlx::query(
-            "SELECT m.id, m.directory, m.node, m.zone, m.size_gib, \
+            "SELECT m.id, m.directory, m.node, m.zone, m.size_gib, m.managed_by, \
              COALESCE((SELECT SUM(size_gib) FROM slices WHERE medium_id = m.id), 0) \
              + COALESCE((SELECT SUM(gib) FROM reservations WHERE medium_id = m.id), 0) \
              AS held FROM media m",
         )
         .fetch_all(&mut *tx)
         .await?;
-        let stored = rows
-            .iter()
-            .map(|row| {
-                Ok(StoredMedium {
-                    record: medium_record(row)?,
+        let mut stored = Vec::new();
+        for row in &rows {
+            let record = medium_record(row)?;
+            // API-managed media are the configuration's business only when
+            // it lists them (it then takes them over).
+            let listed = media.iter().any(|m| m.medium.id == record.medium.id);
+            if managed_by(row)? == ManagedBy::Config || listed {
+                stored.push(StoredMedium {
+                    record,
                     held: gib(row, "held")?,
-                })
-            })
-            .collect::<StoreResult<Vec<_>>>()?;
+                });
+            }
+        }
         for id in media_to_forget(&stored, media)? {
             sqlx::query("DELETE FROM media WHERE id = ?")
                 .bind(&id)
@@ -84,9 +145,11 @@ impl MediaStore for SqliteStore {
         }
         for m in media {
             sqlx::query(
-                "INSERT INTO media (id, node, zone, directory, size_gib) VALUES (?, ?, ?, ?, ?) \
+                "INSERT INTO media (id, node, zone, directory, size_gib, managed_by) \
+                 VALUES (?, ?, ?, ?, ?, 'config') \
                  ON CONFLICT(id) DO UPDATE SET node = excluded.node, zone = excluded.zone, \
-                 directory = excluded.directory, size_gib = excluded.size_gib",
+                 directory = excluded.directory, size_gib = excluded.size_gib, \
+                 managed_by = 'config'",
             )
             .bind(&m.medium.id)
             .bind(&m.medium.node)
@@ -106,7 +169,7 @@ impl MediaStore for SqliteStore {
              COALESCE((SELECT SUM(size_gib) FROM slices WHERE medium_id = m.id), 0) AS allocated, \
              COALESCE((SELECT SUM(gib) FROM reservations WHERE medium_id = m.id), 0) AS reserved, \
              (SELECT COUNT(DISTINCT volume_id) FROM slices WHERE medium_id = m.id) AS volumes, \
-             m.snapshot_bytes, m.state \
+             m.snapshot_bytes, m.state, m.managed_by \
              FROM media m ORDER BY m.id",
         )
         .fetch_all(&self.writer)
@@ -120,6 +183,7 @@ impl MediaStore for SqliteStore {
                     volumes_count: gib(row, "volumes")?,
                     snapshot_bytes: gib(row, "snapshot_bytes")?,
                     failed: row.try_get::<String, _>("state")? == "Failed",
+                    managed_by: managed_by(row)?,
                 })
             })
             .collect()
@@ -141,9 +205,9 @@ impl MediaStore for SqliteStore {
         let mut tx = self.begin_write().await?;
         for n in nodes {
             sqlx::query(
-                "INSERT INTO nodes (name, zone, address) VALUES (?, ?, ?) \
+                "INSERT INTO nodes (name, zone, address, managed_by) VALUES (?, ?, ?, 'config') \
                  ON CONFLICT(name) DO UPDATE SET zone = excluded.zone, \
-                 address = COALESCE(excluded.address, nodes.address)",
+                 address = COALESCE(excluded.address, nodes.address), managed_by = 'config'",
             )
             .bind(&n.name)
             .bind(&n.zone)
@@ -151,12 +215,34 @@ impl MediaStore for SqliteStore {
             .execute(&mut *tx)
             .await?;
         }
+        let configured: Vec<String> =
+            sqlx::query_scalar("SELECT name FROM nodes WHERE managed_by = 'config' ORDER BY name")
+                .fetch_all(&mut *tx)
+                .await?;
+        let mut problems = Vec::new();
+        for name in configured {
+            if nodes.iter().any(|n| n.name == name) {
+                continue;
+            }
+            match ensure_node_removable(&mut tx, &name).await {
+                Ok(()) => {
+                    remove_node(&mut tx, &name).await?;
+                }
+                Err(StoreError::InUse(why)) => problems.push(format!(
+                    "node '{name}' is no longer in the configuration file, but {why}"
+                )),
+                Err(e) => return Err(e),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(StoreError::InUse(problems.join("; ")));
+        }
         tx.commit().await?;
         Ok(())
     }
 
     async fn list_nodes(&self) -> StoreResult<Vec<NodeRecord>> {
-        let rows = sqlx::query("SELECT name, zone, address FROM nodes ORDER BY name")
+        let rows = sqlx::query("SELECT name, zone, address, managed_by FROM nodes ORDER BY name")
             .fetch_all(&self.reader)
             .await?;
         rows.iter()
@@ -165,6 +251,7 @@ impl MediaStore for SqliteStore {
                     name: r.try_get("name")?,
                     zone: r.try_get("zone")?,
                     address: r.try_get("address")?,
+                    managed_by: managed_by(r)?,
                 })
             })
             .collect()
@@ -189,12 +276,14 @@ impl MediaStore for SqliteStore {
     }
 
     async fn create_node(&self, node: &NodeRecord) -> StoreResult<()> {
-        let inserted = sqlx::query("INSERT INTO nodes (name, zone, address) VALUES (?, ?, ?)")
-            .bind(&node.name)
-            .bind(&node.zone)
-            .bind(&node.address)
-            .execute(&self.writer)
-            .await;
+        let inserted = sqlx::query(
+            "INSERT INTO nodes (name, zone, address, managed_by) VALUES (?, ?, ?, 'api')",
+        )
+        .bind(&node.name)
+        .bind(&node.zone)
+        .bind(&node.address)
+        .execute(&self.writer)
+        .await;
         conflict_on_unique(inserted, || format!("node '{}' already exists", node.name))?;
         Ok(())
     }
@@ -208,6 +297,136 @@ impl MediaStore for SqliteStore {
         if r.rows_affected() == 0 {
             return Err(StoreError::NotFound);
         }
+        Ok(())
+    }
+
+    async fn create_medium(&self, m: &MediumRecord) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        let id = &m.medium.id;
+        let exists: Option<String> = sqlx::query_scalar("SELECT id FROM media WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if exists.is_some() {
+            return Err(StoreError::Conflict(format!(
+                "medium '{id}' already exists"
+            )));
+        }
+        let sharing: Option<String> =
+            sqlx::query_scalar("SELECT id FROM media WHERE directory = ?")
+                .bind(&m.directory)
+                .fetch_optional(&mut *tx)
+                .await?;
+        if let Some(other) = sharing {
+            return Err(StoreError::Conflict(format!(
+                "medium '{other}' already uses directory {}; each medium needs its own",
+                m.directory
+            )));
+        }
+        let node_zone: Option<String> = sqlx::query_scalar("SELECT zone FROM nodes WHERE name = ?")
+            .bind(&m.medium.node)
+            .fetch_optional(&mut *tx)
+            .await?;
+        match node_zone.as_deref() {
+            None => {
+                sqlx::query(
+                    "INSERT INTO nodes (name, zone, address, managed_by) VALUES (?, ?, NULL, 'api')",
+                )
+                .bind(&m.medium.node)
+                .bind(&m.medium.zone)
+                .execute(&mut *tx)
+                .await?;
+            }
+            // A node added without a zone learns it from its first medium.
+            Some("") => {
+                sqlx::query("UPDATE nodes SET zone = ? WHERE name = ?")
+                    .bind(&m.medium.zone)
+                    .bind(&m.medium.node)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            Some(zone) if zone == m.medium.zone => {}
+            Some(zone) => {
+                return Err(StoreError::Conflict(format!(
+                    "node '{}' is in zone '{zone}', not '{}'",
+                    m.medium.node, m.medium.zone
+                )))
+            }
+        }
+        sqlx::query(
+            "INSERT INTO media (id, node, zone, directory, size_gib, managed_by) \
+             VALUES (?, ?, ?, ?, ?, 'api')",
+        )
+        .bind(id)
+        .bind(&m.medium.node)
+        .bind(&m.medium.zone)
+        .bind(&m.directory)
+        .bind(to_i64(m.medium.size)?)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn set_medium_size(&self, id: &str, size: Gib) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        let space = media_space(&mut tx, [id]).await?;
+        let Some(space) = space.first() else {
+            return Err(StoreError::NotFound);
+        };
+        check_medium_resize(id, size, space.allocated + space.reserved)
+            .map_err(|e| StoreError::InUse(e.to_string()))?;
+        sqlx::query("UPDATE media SET size_gib = ? WHERE id = ?")
+            .bind(to_i64(size)?)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn delete_medium(&self, id: &str) -> StoreResult<MediumRecord> {
+        let mut tx = self.begin_write().await?;
+        let row = sqlx::query("SELECT id, node, zone, directory, size_gib FROM media WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        let record = medium_record(&row)?;
+        let volumes = names(
+            &mut tx,
+            "SELECT DISTINCT v.name FROM slices s JOIN volumes v ON v.id = s.volume_id \
+             WHERE s.medium_id = ? ORDER BY v.name",
+            id,
+        )
+        .await?;
+        let jobs: Vec<i64> = sqlx::query_scalar(
+            "SELECT DISTINCT job_id FROM reservations WHERE medium_id = ? ORDER BY job_id",
+        )
+        .bind(id)
+        .fetch_all(&mut *tx)
+        .await?;
+        check_medium_removal(id, &volumes, &jobs).map_err(|e| StoreError::InUse(e.to_string()))?;
+        sqlx::query("DELETE FROM media WHERE id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(record)
+    }
+
+    async fn delete_node(&self, name: &str) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        let exists: Option<String> = sqlx::query_scalar("SELECT name FROM nodes WHERE name = ?")
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if exists.is_none() {
+            return Err(StoreError::NotFound);
+        }
+        ensure_node_removable(&mut tx, name).await?;
+        remove_node(&mut tx, name).await?;
+        tx.commit().await?;
         Ok(())
     }
 }

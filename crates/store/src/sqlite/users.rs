@@ -1,14 +1,17 @@
 //! Users, tenants and refresh tokens.
 
 use super::{conflict_on_unique, SqliteStore};
-use crate::records::{NewRefreshToken, NewUser, RefreshRotation, RefreshTokenRecord, User};
-use crate::{StoreResult, UserStore};
+use crate::records::{
+    NewRefreshToken, NewUser, RefreshRotation, RefreshTokenRecord, User, UserChange, LAST_ADMIN,
+};
+use crate::{StoreError, StoreResult, UserStore};
 use async_trait::async_trait;
 use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
 
 const USER_SELECT: &str = "SELECT u.id, u.tenant_id, t.name AS tenant, u.email, u.name, \
-    u.password_hash, u.is_admin FROM users u JOIN tenants t ON t.id = u.tenant_id";
+    u.password_hash, u.is_admin, u.disabled, u.token_generation, u.created_ms \
+    FROM users u JOIN tenants t ON t.id = u.tenant_id";
 
 fn user_row(row: &SqliteRow) -> StoreResult<User> {
     Ok(User {
@@ -19,7 +22,19 @@ fn user_row(row: &SqliteRow) -> StoreResult<User> {
         name: row.try_get("name")?,
         password_hash: row.try_get("password_hash")?,
         is_admin: row.try_get::<i64, _>("is_admin")? != 0,
+        disabled: row.try_get::<i64, _>("disabled")? != 0,
+        token_generation: row.try_get("token_generation")?,
+        created_ms: row.try_get("created_ms")?,
     })
+}
+
+/// Enabled administrators, counted inside the transaction that changes one.
+async fn enabled_admins(tx: &mut sqlx::SqliteConnection) -> StoreResult<i64> {
+    Ok(
+        sqlx::query_scalar("SELECT COUNT(*) FROM users WHERE is_admin = 1 AND disabled = 0")
+            .fetch_one(tx)
+            .await?,
+    )
 }
 
 const REFRESH_SELECT: &str = "SELECT user_id, family, expires_ms, revoked, retired \
@@ -80,7 +95,81 @@ impl UserStore for SqliteStore {
             name: user.name.clone(),
             password_hash: user.password_hash.clone(),
             is_admin: user.is_admin,
+            disabled: false,
+            token_generation: 0,
+            created_ms: user.now_ms,
         })
+    }
+
+    async fn list_users(&self) -> StoreResult<Vec<User>> {
+        let rows = sqlx::query(&format!("{USER_SELECT} ORDER BY u.id"))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter().map(user_row).collect()
+    }
+
+    async fn update_user(&self, id: i64, change: &UserChange) -> StoreResult<User> {
+        let mut tx = self.begin_write().await?;
+        let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM users WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if exists.is_none() {
+            return Err(StoreError::NotFound);
+        }
+        let admins_before = enabled_admins(&mut tx).await?;
+        sqlx::query(
+            "UPDATE users SET disabled = COALESCE(?, disabled), is_admin = COALESCE(?, is_admin), \
+             password_hash = COALESCE(?, password_hash), \
+             token_generation = token_generation + ? WHERE id = ?",
+        )
+        .bind(change.disabled.map(i64::from))
+        .bind(change.is_admin.map(i64::from))
+        .bind(change.password_hash.as_deref())
+        .bind(i64::from(change.end_sessions))
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        // Only a change that removes the last one is refused: a service
+        // that has none (users added without --admin) can still be changed.
+        if admins_before > 0 && enabled_admins(&mut tx).await? == 0 {
+            return Err(StoreError::Conflict(LAST_ADMIN.into()));
+        }
+        if change.end_sessions {
+            sqlx::query("UPDATE refresh_tokens SET revoked = 1 WHERE user_id = ? AND revoked = 0")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let row = sqlx::query(&format!("{USER_SELECT} WHERE u.id = ?"))
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await?;
+        let user = user_row(&row)?;
+        tx.commit().await?;
+        Ok(user)
+    }
+
+    async fn delete_user(&self, id: i64) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        let admins_before = enabled_admins(&mut tx).await?;
+        sqlx::query("DELETE FROM refresh_tokens WHERE user_id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        let deleted = sqlx::query("DELETE FROM users WHERE id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if deleted == 0 {
+            return Err(StoreError::NotFound);
+        }
+        if admins_before > 0 && enabled_admins(&mut tx).await? == 0 {
+            return Err(StoreError::Conflict(LAST_ADMIN.into()));
+        }
+        tx.commit().await?;
+        Ok(())
     }
 
     async fn user_by_email(&self, email: &str) -> StoreResult<Option<User>> {

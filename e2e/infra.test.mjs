@@ -1,0 +1,122 @@
+// End-to-end tests of media and nodes managed from the console: add a
+// medium, resize it, remove it and its node, with the server's refusals
+// shown and kept.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { startServer, apiClient, shots, newPage, signIn } from "./lib.mjs";
+
+/** Waits for `selector` to show exactly `text` (trimmed). */
+async function waitText(page, selector, text) {
+  await page.waitForFunction(
+    ([s, t]) => document.querySelector(s)?.textContent.trim() === t,
+    [selector, text],
+  );
+}
+
+async function openMedia(page) {
+  await page.click("nav a[data-page=media]");
+  await page.waitForSelector("[data-medium]");
+}
+
+test("media: add, resize within what is in use, remove once empty; nodes: remove", async () => {
+  const server = await startServer([["d1", "node-a", "zone-a", 4]], "0",
+    '\n[[nodes]]\nname = "host-1"\naddress = "127.0.0.1"\n');
+  const api = await apiClient(server.base);
+  const page = await newPage();
+  await signIn(page, server.base);
+  await openMedia(page);
+
+  // The configured medium says so, and offers no edit or removal.
+  const d1 = '[data-medium="d1"]';
+  assert.equal((await page.textContent(`${d1} .managed-by`)).trim(), "configuration file");
+  assert.equal(await page.$(`${d1} button.remove`), null);
+
+  // Add d2 through the form.
+  const dir = path.join(server.dir, "api-media", "d2");
+  await page.fill("#medium-id", "d2");
+  await page.fill("#medium-node", "node-b");
+  await page.fill("#medium-zone", "zone-b");
+  await page.fill("#medium-directory", dir);
+  await page.fill("#medium-size", "20");
+  await page.click("#add-medium button[type=submit]");
+  await waitText(page, "#media-notice",
+    "Medium d2 added: 20 GiB on node node-b in zone zone-b. New volumes may be placed on it now.");
+  const d2 = '[data-medium="d2"]';
+  await page.waitForSelector(d2);
+  assert.equal((await page.textContent(`${d2} .managed-by`)).trim(), "added through the API");
+  assert.ok(fs.statSync(dir).isDirectory(), "the directory was made");
+  await shots(page, "infra-01-medium-added");
+
+  // A duplicate is refused with the server's words, in the form.
+  await page.fill("#medium-id", "d2");
+  await page.fill("#medium-node", "node-b");
+  await page.fill("#medium-zone", "zone-b");
+  await page.fill("#medium-directory", path.join(server.dir, "api-media", "other"));
+  await page.fill("#medium-size", "5");
+  await page.click("#add-medium button[type=submit]");
+  await waitText(page, "#add-medium-error", "medium 'd2' already exists");
+
+  // A 10 GiB volume fits only on d2.
+  await api.policy("none", 0, 0, 0);
+  await api.volume("v", 10, "none");
+  const slices = await api.call("GET", "/volumes/v/slices");
+  assert.deepEqual([...new Set(slices.map((s) => s.media))], ["d2"]);
+
+  // Shrinking below what is in use is refused; the message stays after the reload.
+  await page.click("nav a[data-page=volumes]");
+  await openMedia(page);
+  await page.fill(`${d2} .size-input`, "5");
+  await page.click(`${d2} button.set-size`);
+  const refused = "Could not resize \"d2\": medium 'd2' cannot shrink to 5 GiB: 10 GiB of it is in use " +
+    "(slices, snapshots and running jobs' bookings)";
+  await waitText(page, "#media-action-error", refused);
+  await page.waitForTimeout(500);
+  assert.equal((await page.textContent("#media-action-error")).trim(), refused);
+  assert.equal(await page.isVisible("#media-action-error"), true);
+  await shots(page, "infra-02-shrink-refused");
+
+  // Growing works; the refusal goes with the next action.
+  await page.fill(`${d2} .size-input`, "30");
+  await page.click(`${d2} button.set-size`);
+  await waitText(page, "#media-notice", "Medium d2 is now 30 GiB (20 GiB free).");
+  assert.equal(await page.isVisible("#media-action-error"), false);
+  await page.waitForFunction(() => document.querySelector('[data-medium="d2"] .muted')?.textContent.includes("30 GiB total"));
+
+  // Removal is refused while the volume is on it, naming it.
+  await page.click(`${d2} button.remove`);
+  await waitText(page, "#media-action-error",
+    "Could not remove \"d2\": medium 'd2' holds slices of volume(s) 'v'; delete those volumes first");
+  await shots(page, "infra-03-remove-refused");
+
+  // Once the volume is gone it goes; its directory stays.
+  const del = await api.call("DELETE", "/volumes/v");
+  assert.equal((await api.waitJob(del.JobID)).state, "Done");
+  await page.click(`${d2} button.remove`);
+  await waitText(page, "#media-notice", "Medium d2 removed.");
+  await page.waitForSelector(d2, { state: "detached" });
+  assert.ok(fs.statSync(dir).isDirectory(), "the directory stays");
+
+  // Nodes: who manages each; a node with media is refused, an empty one removed.
+  await api.call("POST", "/media", { mediaid: "d3", node: "node-c", zone: "zone-c", media: path.join(server.dir, "api-media", "d3"), size: 5 });
+  await page.click("nav a[data-page=nodes]");
+  await page.waitForSelector('tr[data-node="node-b"]');
+  const managed = await page.$$eval("tr[data-node]", (rows) =>
+    rows.map((r) => [r.dataset.node, r.querySelector(".managed-by").textContent, !!r.querySelector("button.remove")]));
+  assert.deepEqual(managed, [
+    ["host-1", "configuration file", false],
+    ["node-a", "configuration file", false],
+    ["node-b", "API", true],
+    ["node-c", "API", true],
+  ]);
+  await page.click('tr[data-node="node-c"] button.remove');
+  await waitText(page, "#node-action-error",
+    "Could not remove node node-c: node 'node-c' has media 'd3'; remove them first");
+  await shots(page, "infra-04-node-remove-refused");
+  await page.click('tr[data-node="node-b"] button.remove');
+  await waitText(page, "#node-notice", "Node node-b removed.");
+  await page.waitForSelector('tr[data-node="node-b"]', { state: "detached" });
+  assert.equal(await page.isVisible("#node-action-error"), false);
+  await shots(page, "infra-05-node-removed");
+});

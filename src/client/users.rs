@@ -1,0 +1,213 @@
+//! `svs user ...` client commands: user management through the API
+//! (administrators) and `svs user passwd` (any user). `svs user add` is not
+//! here: it works on the data directory, without a running service.
+
+use super::api::{expires_at, segment, token_field, Api};
+use super::commands::{emit, Context};
+use super::error::Result;
+use super::output::{self, col, yes_no, Column, OutputFormat};
+use reqwest::Method;
+use serde_json::{json, Map, Value};
+
+pub const USER_COLUMNS: &[Column] = &[
+    col("ID", "userid"),
+    col("EMAIL", "email"),
+    col("NAME", "name"),
+    col("TENANT", "tenant"),
+    yes_no("ADMIN", "admin"),
+    yes_no("DISABLED", "disabled"),
+    col("CREATED", "createdtime"),
+];
+
+impl Api {
+    pub async fn list_users(&self) -> Result<Value> {
+        self.get("/users").await
+    }
+
+    /// `user`: an id or an e-mail.
+    pub async fn get_user(&self, user: &str) -> Result<Value> {
+        self.get(&format!("/users/{}", segment(user))).await
+    }
+
+    pub async fn create_user(&self, body: &Value) -> Result<Value> {
+        self.call(Method::POST, "/users", &[], Some(body)).await
+    }
+
+    pub async fn update_user(&self, user: &str, body: &Value) -> Result<Value> {
+        let path = format!("/users/{}", segment(user));
+        self.call(Method::PATCH, &path, &[], Some(body)).await
+    }
+
+    pub async fn delete_user(&self, user: &str) -> Result<Value> {
+        let path = format!("/users/{}", segment(user));
+        self.call(Method::DELETE, &path, &[], None).await
+    }
+
+    pub async fn reset_password(&self, user: &str, password: &str) -> Result<Value> {
+        let path = format!("/users/{}/password", segment(user));
+        let body = json!({ "password": password });
+        self.call(Method::POST, &path, &[], Some(&body)).await
+    }
+
+    /// `PUT /users/me/password`: answers new tokens (the old ones end).
+    pub async fn change_own_password(&self, current: &str, new: &str) -> Result<Value> {
+        let body = json!({ "currentpassword": current, "newpassword": new });
+        self.call(Method::PUT, "/users/me/password", &[], Some(&body))
+            .await
+    }
+}
+
+/// What `svs user create` sends.
+#[derive(Debug, Clone)]
+pub struct NewUser<'a> {
+    pub email: &'a str,
+    pub name: Option<&'a str>,
+    pub tenant: Option<&'a str>,
+    pub admin: bool,
+    pub password: &'a str,
+}
+
+impl Context {
+    pub async fn user_list(&self) -> Result<()> {
+        let s = self.session().await?;
+        let items = s.api.list_users().await.map_err(|e| s.auth_hint(e))?;
+        self.list(&items, USER_COLUMNS);
+        Ok(())
+    }
+
+    pub async fn user_get(&self, user: &str) -> Result<()> {
+        let s = self.session().await?;
+        let item = s.api.get_user(user).await.map_err(|e| s.auth_hint(e))?;
+        self.one(&item);
+        Ok(())
+    }
+
+    pub async fn user_create(&self, new: &NewUser<'_>) -> Result<()> {
+        let mut body = Map::new();
+        body.insert("email".into(), json!(new.email));
+        body.insert("password".into(), json!(new.password));
+        body.insert("admin".into(), json!(new.admin));
+        if let Some(name) = new.name {
+            body.insert("name".into(), json!(name));
+        }
+        if let Some(tenant) = new.tenant {
+            body.insert("tenant".into(), json!(tenant));
+        }
+        let s = self.session().await?;
+        let user = s
+            .api
+            .create_user(&Value::Object(body))
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        self.changed(
+            &user,
+            &format!(
+                "Created user {} (id {}) in tenant {}{}",
+                output::text(&user["email"]),
+                output::text(&user["userid"]),
+                output::text(&user["tenant"]),
+                if new.admin { ", an administrator" } else { "" }
+            ),
+        );
+        Ok(())
+    }
+
+    /// Disables (`disabled`) or enables a user.
+    pub async fn user_set_disabled(&self, user: &str, disabled: bool) -> Result<()> {
+        let s = self.session().await?;
+        let answer = s
+            .api
+            .update_user(user, &json!({ "disabled": disabled }))
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        let email = output::text(&answer["email"]);
+        self.changed(
+            &answer,
+            &if disabled {
+                format!("Disabled user {email}: it cannot sign in, and its sessions have ended")
+            } else {
+                format!("Enabled user {email}: it can sign in again")
+            },
+        );
+        Ok(())
+    }
+
+    /// Grants (`admin`) or takes away the administrator role.
+    pub async fn user_set_admin(&self, user: &str, admin: bool) -> Result<()> {
+        let s = self.session().await?;
+        let answer = s
+            .api
+            .update_user(user, &json!({ "admin": admin }))
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        let email = output::text(&answer["email"]);
+        self.changed(
+            &answer,
+            &if admin {
+                format!("User {email} is now an administrator")
+            } else {
+                format!("User {email} is no longer an administrator")
+            },
+        );
+        Ok(())
+    }
+
+    pub async fn user_delete(&self, user: &str) -> Result<()> {
+        let s = self.session().await?;
+        let answer = s.api.delete_user(user).await.map_err(|e| s.auth_hint(e))?;
+        self.message(&answer);
+        Ok(())
+    }
+
+    pub async fn user_reset_password(&self, user: &str, password: &str) -> Result<()> {
+        let s = self.session().await?;
+        let answer = s
+            .api
+            .reset_password(user, password)
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        match self.output {
+            OutputFormat::Json => emit(&output::render_json(&answer)),
+            OutputFormat::Table => emit(&format!(
+                "Password of {} reset; its sessions have ended\n",
+                output::text(&answer["ObjectID"])
+            )),
+        }
+        Ok(())
+    }
+
+    /// Changes the signed-in user's password. Every session of the user
+    /// ends, so the profile keeps the new session the answer carries.
+    pub async fn user_passwd(&self, current: &str, new: &str) -> Result<()> {
+        let mut s = self.session().await?;
+        let answer = s
+            .api
+            .change_own_password(current, new)
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        let base = s.api.base().to_string();
+        s.profile.id_token = token_field(&answer, "IdToken", &base)?;
+        s.profile.access_token = token_field(&answer, "AccessToken", &base)?;
+        s.profile.refresh_token = token_field(&answer, "RefreshToken", &base)?;
+        s.profile.expires_at = expires_at(&answer);
+        s.store.put(&s.name, s.profile.clone())?;
+        match self.output {
+            OutputFormat::Json => emit(&output::render_json(
+                &json!({"email": s.profile.email, "profile": s.name}),
+            )),
+            OutputFormat::Table => emit(&format!(
+                "Password of {} changed; its other sessions have ended (profile \"{}\" keeps a new one)\n",
+                s.profile.email, s.name
+            )),
+        }
+        Ok(())
+    }
+
+    /// A changed user: its JSON, or one line.
+    fn changed(&self, user: &Value, line: &str) {
+        match self.output {
+            OutputFormat::Json => emit(&output::render_json(user)),
+            OutputFormat::Table => emit(&format!("{line}\n")),
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! Media and nodes managed by administrators through the API.
+//!
+//! Who wins: the configuration file, for what it lists. Media and nodes it
+//! lists are `config`-managed: start-up makes them match the file, and the
+//! API refuses to change or remove them (409), so an admin never edits a
+//! medium in one place that a restart undoes from the other. Media and
+//! nodes added here are `api`-managed: kept in the store, and there across
+//! restarts. A later file entry of the same name takes one over. Failing a
+//! medium (`PATCH {"state": "Failed"}`) is a fact about the disk, not a
+//! configuration change, so it works for both.
+
+use super::commands::{CreateMedium, ModifyMedium};
+use super::{Administrator, ServiceError, ServiceResult, Services};
+use crate::snapshot_space::set_snapshot_budgets;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use svs_dataplane::{DataPlane, DataPlaneError};
+use svs_domain::{ManagedBy, Medium};
+use svs_store::{MediumRecord, MediumUsage, StoreError};
+
+/// The 409 for a change the configuration file owns.
+fn config_managed(kind: &str, name: &str) -> ServiceError {
+    ServiceError::Conflict(format!(
+        "{kind} '{name}' is defined in the configuration file; change it there and restart svs"
+    ))
+}
+
+fn medium_not_found(id: &str) -> ServiceError {
+    ServiceError::NotFound(format!("media '{id}' not found"))
+}
+
+/// A medium's directory as the API takes it: absolute and without `..`
+/// (so that one spelling names one place), in its plain form (no `.`
+/// components, no trailing `/`).
+pub fn plain_directory(directory: &Path) -> Result<PathBuf, String> {
+    let plain = directory
+        .components()
+        .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    if !directory.is_absolute() || !plain {
+        return Err(format!(
+            "media must be an absolute directory path without '..' (got '{}')",
+            directory.display()
+        ));
+    }
+    Ok(directory.components().collect())
+}
+
+/// The directory with symbolic links resolved when it exists (two media
+/// must not share a directory however it is spelled).
+fn resolved(directory: &Path) -> PathBuf {
+    std::fs::canonicalize(directory).unwrap_or_else(|_| directory.to_path_buf())
+}
+
+impl Services {
+    fn data_plane(&self) -> Arc<dyn DataPlane> {
+        Arc::clone(self.exports.data_plane())
+    }
+
+    /// `POST /media`: the directory is made (if needed) and proven writable
+    /// before the medium is recorded; from then on the planner places
+    /// slices on it.
+    pub async fn create_medium(
+        &self,
+        admin: &Administrator,
+        request: &CreateMedium,
+    ) -> ServiceResult<MediumUsage> {
+        let id = request.id.as_str();
+        let media = self.store.media_usage().await?;
+        if media.iter().any(|m| m.record.medium.id == id) {
+            return Err(ServiceError::Conflict(format!(
+                "medium '{id}' already exists"
+            )));
+        }
+        let dir = request.directory.clone();
+        let dir = tokio::task::spawn_blocking(move || resolved(&dir))
+            .await
+            .map_err(|e| ServiceError::Internal(e.to_string()))?;
+        if let Some(other) = media.iter().find(|m| Path::new(&m.record.directory) == dir) {
+            return Err(ServiceError::Conflict(format!(
+                "medium '{}' already uses directory {}; each medium needs its own",
+                other.record.medium.id,
+                dir.display()
+            )));
+        }
+        let (node, zone) = (request.node.as_str(), request.zone.as_str());
+        let nodes = self.store.list_nodes().await?;
+        if let Some(n) = nodes
+            .iter()
+            .find(|n| n.name == node && !n.zone.is_empty() && n.zone != zone)
+        {
+            return Err(ServiceError::Conflict(format!(
+                "node '{node}' is in zone '{}', not '{zone}'",
+                n.zone
+            )));
+        }
+        let dp = self.data_plane();
+        let (medium, directory) = (id.to_string(), dir.clone());
+        let added = tokio::task::spawn_blocking(move || dp.add_medium(&medium, &directory))
+            .await
+            .map_err(|e| ServiceError::Internal(e.to_string()))?
+            .map_err(|e| match e {
+                DataPlaneError::MediumUnusable { .. } => ServiceError::BadRequest(e.to_string()),
+                DataPlaneError::MediumExists { .. } => ServiceError::Conflict(e.to_string()),
+                other => ServiceError::Internal(other.to_string()),
+            })?;
+        let created = self
+            .store
+            .create_medium(&MediumRecord {
+                medium: Medium {
+                    id: id.to_string(),
+                    node: node.to_string(),
+                    zone: zone.to_string(),
+                    size: request.size,
+                },
+                directory: dir.display().to_string(),
+            })
+            .await;
+        if let Err(e) = created {
+            // Refused by the store after all (a request racing this one):
+            // the data plane forgets what it learnt here.
+            if added {
+                self.data_plane().forget_medium(id);
+            }
+            return Err(e.into());
+        }
+        set_snapshot_budgets(self.store.as_ref(), self.data_plane().as_ref()).await?;
+        tracing::info!(
+            medium = id,
+            node = request.node.as_str(),
+            directory = %dir.display(),
+            size_gib = request.size,
+            by = admin.caller().user_id,
+            "medium added"
+        );
+        self.get_medium(id).await
+    }
+
+    /// `PATCH /media/{media}`.
+    pub async fn modify_medium(
+        &self,
+        admin: &Administrator,
+        id: &str,
+        request: &ModifyMedium,
+    ) -> ServiceResult<MediumUsage> {
+        let size = match request {
+            ModifyMedium::Fail => return self.set_medium_failed(admin, id).await,
+            ModifyMedium::Resize(size) => *size,
+        };
+        let medium = self.get_medium(id).await?;
+        if medium.managed_by == ManagedBy::Config {
+            return Err(config_managed("medium", id));
+        }
+        if medium.failed {
+            return Err(ServiceError::Conflict(format!(
+                "medium '{id}' has failed; its size cannot change"
+            )));
+        }
+        self.store
+            .set_medium_size(id, size)
+            .await
+            .map_err(|e| match e {
+                StoreError::NotFound => medium_not_found(id),
+                other => other.into(),
+            })?;
+        set_snapshot_budgets(self.store.as_ref(), self.data_plane().as_ref()).await?;
+        tracing::info!(
+            medium = id,
+            size_gib = size,
+            by = admin.caller().user_id,
+            "medium resized"
+        );
+        self.get_medium(id).await
+    }
+
+    /// `DELETE /media/{media}`: refused while it holds slices (naming their
+    /// volumes) or running jobs booked space on it. The directory stays;
+    /// svs removes only slice files of its own still in it.
+    pub async fn delete_medium(&self, admin: &Administrator, id: &str) -> ServiceResult<()> {
+        let medium = self.get_medium(id).await?;
+        if medium.managed_by == ManagedBy::Config {
+            return Err(config_managed("medium", id));
+        }
+        let record = self.store.delete_medium(id).await.map_err(|e| match e {
+            StoreError::NotFound => medium_not_found(id),
+            other => other.into(),
+        })?;
+        let dp = self.data_plane();
+        let medium = id.to_string();
+        match tokio::task::spawn_blocking(move || dp.remove_medium(&medium)).await {
+            Ok(Ok(())) => {}
+            // The medium is gone from the store either way; files left are
+            // the admin's to look at.
+            Ok(Err(e)) => tracing::warn!(medium = id, error = %e,
+                "medium removed, but files svs made in its directory could not all be removed"),
+            Err(e) => tracing::warn!(medium = id, error = %e, "medium cleanup task failed"),
+        }
+        tracing::info!(
+            medium = id,
+            directory = %record.directory,
+            by = admin.caller().user_id,
+            "medium removed"
+        );
+        Ok(())
+    }
+
+    /// `DELETE /nodes/{node}`: refused while the node has media (naming the
+    /// volumes with slices on them) or attachments; its agent credential
+    /// is revoked with it.
+    pub async fn delete_node(&self, admin: &Administrator, name: &str) -> ServiceResult<()> {
+        let node = self.get_node(name).await?;
+        if node.record.managed_by == ManagedBy::Config {
+            return Err(config_managed("node", name));
+        }
+        self.store.delete_node(name).await.map_err(|e| match e {
+            StoreError::NotFound => super::attachments::node_not_found(name),
+            other => other.into(),
+        })?;
+        self.exports.set_node_address(name, None);
+        tracing::info!(node = name, by = admin.caller().user_id, "node removed");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_medium_directory_is_absolute_without_dot_dot_and_taken_in_its_plain_form() {
+        for (given, plain) in [
+            ("/srv/disk1", "/srv/disk1"),
+            ("/srv/./disk1/", "/srv/disk1"),
+            ("//srv//disk1", "/srv/disk1"),
+        ] {
+            assert_eq!(plain_directory(Path::new(given)), Ok(PathBuf::from(plain)));
+        }
+        for bad in ["disk1", "./disk1", "/srv/../etc", ""] {
+            let err = plain_directory(Path::new(bad)).unwrap_err();
+            assert!(
+                err.starts_with("media must be an absolute directory path without '..'"),
+                "{err}"
+            );
+        }
+    }
+}
