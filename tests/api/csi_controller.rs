@@ -54,12 +54,7 @@ impl Plugin {
             .stderr(log)
             .spawn()
             .expect("svs csi controller starts");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !socket.exists() {
-            assert!(Instant::now() < deadline, "the plugin never listened");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let channel = svs_csi::connect(&endpoint).await.expect("connect");
+        let channel = connect_when_listening(&endpoint).await;
         Plugin {
             child,
             dir,
@@ -84,6 +79,20 @@ impl Drop for Plugin {
             let log = std::fs::read_to_string(self.dir.path().join("plugin.log"));
             eprintln!("---- plugin log ----\n{}", log.unwrap_or_default());
         }
+    }
+}
+
+/// A channel to the plugin at `endpoint` once it accepts connections. The
+/// socket file appears at bind(), a moment before listen(): a connection in
+/// between is refused, so connecting is retried rather than the file watched.
+async fn connect_when_listening(endpoint: &str) -> Channel {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match svs_csi::connect(endpoint).await {
+            Ok(channel) => return channel,
+            Err(e) => assert!(Instant::now() < deadline, "the plugin never listened: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -235,12 +244,7 @@ async fn the_probe_fails_with_a_wrong_password() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !socket.exists() {
-        assert!(Instant::now() < deadline, "the plugin never listened");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let channel = svs_csi::connect(&endpoint).await.unwrap();
+    let channel = connect_when_listening(&endpoint).await;
     let probe = IdentityClient::new(channel).probe(ProbeRequest {}).await;
     let _ = child.kill();
     let _ = child.wait();
