@@ -403,7 +403,12 @@ pub async fn delete_policy(
 #[utoipa::path(
     get, path = "/volumes", tag = "Volumes", operation_id = "VolumesList",
     summary = "List the tenant's volumes",
-    params(("capacity" = Option<bool>, Query, description = "Accepted for compatibility; the list is the same")),
+    description = "Every volume by name, or with `page` or `count` (svs extension) one page of them.",
+    params(
+        ("capacity" = Option<bool>, Query, description = "Accepted for compatibility; the list is the same"),
+        ("page" = Option<u32>, Query, minimum = 1, maximum = 4294967, description = "1-based page (svs extension); without page and count: every volume"),
+        ("count" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "Volumes per page (svs extension; default 100 when page is given)"),
+    ),
     security(("storage.io-authorizer" = [])),
     responses(
         (status = 200, description = "Volumes", body = Vec<VolumeView>),
@@ -414,10 +419,10 @@ pub async fn delete_policy(
 pub async fn list_volumes(
     State(app): State<AppState>,
     caller: Caller,
-    ParsedQuery(_query): ParsedQuery<VolumeListQuery>,
+    ParsedQuery(query): ParsedQuery<VolumeListQuery>,
 ) -> ApiResult<Vec<VolumeView>> {
     Ok(Json(views::list(
-        &app.list_volumes(&caller).await?,
+        &app.list_volumes(&caller, query.page).await?,
         views::volume,
     )))
 }

@@ -22,6 +22,7 @@ use svs_domain::{
     AttachmentManager, Consistency, JobState, ResourceName, VolumeType, MAX_VOLUME_GIB,
     MIN_VOLUME_GIB,
 };
+use svs_store::Page;
 
 /// A command read from a JSON object body.
 pub trait FromBody: Sized {
@@ -178,12 +179,45 @@ fn query_bool(query: &BTreeMap<String, String>, key: &str) -> ParseResult<Option
 /// `GET /volumes`: `capacity` (reference) is accepted and checked; the
 /// list is the same either way.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct VolumeListQuery;
+pub struct VolumeListQuery {
+    /// None: every volume (the reference has no paging here).
+    pub page: Option<Page>,
+}
 
 impl FromQuery for VolumeListQuery {
     fn from_query(query: &BTreeMap<String, String>) -> ParseResult<VolumeListQuery> {
         query_bool(query, "capacity")?;
-        Ok(VolumeListQuery)
+        let page = if query.contains_key("page") || query.contains_key("count") {
+            Some(Page {
+                page: page_number(query, "page", 1, u32::MAX / VOLUMES_MAX_COUNT)?,
+                count: page_number(query, "count", VOLUMES_DEFAULT_COUNT, VOLUMES_MAX_COUNT)?,
+            })
+        } else {
+            None
+        };
+        Ok(VolumeListQuery { page })
+    }
+}
+
+/// `GET /volumes` page size when only `page` is given, and its maximum.
+const VOLUMES_DEFAULT_COUNT: u32 = 100;
+const VOLUMES_MAX_COUNT: u32 = 1000;
+
+/// A paging parameter (`page`, `count`): `default` when absent, else a whole
+/// number from 1 to `max`.
+fn page_number(
+    query: &BTreeMap<String, String>,
+    key: &str,
+    default: u32,
+    max: u32,
+) -> ParseResult<u32> {
+    match query.get(key) {
+        None => Ok(default),
+        Some(v) => v
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=max).contains(n))
+            .ok_or_else(|| bad(format!("{key} must be a whole number from 1 to {max}"))),
     }
 }
 
@@ -512,16 +546,6 @@ impl FromBody for SetNodeAddress {
 
 impl FromQuery for ListJobs {
     fn from_query(query: &BTreeMap<String, String>) -> ParseResult<ListJobs> {
-        let number = |key: &str, default: u32, max: u32| -> ParseResult<u32> {
-            match query.get(key) {
-                None => Ok(default),
-                Some(v) => v
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|n| (1..=max).contains(n))
-                    .ok_or_else(|| bad(format!("{key} must be a whole number from 1 to {max}"))),
-            }
-        };
         // An empty filter (`?type=`) filters nothing.
         let non_empty = |key: &str| query.get(key).filter(|v| !v.is_empty()).cloned();
         // The reference's `internal` (svs has no internal jobs): checked only.
@@ -538,8 +562,8 @@ impl FromQuery for ListJobs {
             object: non_empty("object"),
             state,
             // Pages beyond this would overflow the row offset.
-            page: number("page", 1, u32::MAX / ListJobs::MAX_COUNT)?,
-            count: number("count", ListJobs::DEFAULT_COUNT, ListJobs::MAX_COUNT)?,
+            page: page_number(query, "page", 1, u32::MAX / ListJobs::MAX_COUNT)?,
+            count: page_number(query, "count", ListJobs::DEFAULT_COUNT, ListJobs::MAX_COUNT)?,
         })
     }
 }

@@ -7,7 +7,7 @@ use svs_domain::{
     validate_new_size, BlockedOperation, CloneSource, CreateVolumeArgs, DeleteVolumeArgs, JobSpec,
     ResizeVolumeArgs, SnapshotState, VolumeState,
 };
-use svs_store::{NewJob, NewVolume, SliceRow, Volume};
+use svs_store::{NewJob, NewVolume, Page, SliceRow, Volume};
 
 /// What a mutating call started.
 pub struct Started {
@@ -54,8 +54,13 @@ impl Services {
             .ok_or_else(|| volume_not_found(name))
     }
 
-    pub async fn list_volumes(&self, caller: &Caller) -> ServiceResult<Vec<Volume>> {
-        Ok(self.store.list_volumes(caller.tenant_id).await?)
+    /// The caller's volumes by name: all of them, or one page.
+    pub async fn list_volumes(
+        &self,
+        caller: &Caller,
+        page: Option<Page>,
+    ) -> ServiceResult<Vec<Volume>> {
+        Ok(self.store.list_volumes(caller.tenant_id, page).await?)
     }
 
     pub async fn volume_slices(&self, caller: &Caller, name: &str) -> ServiceResult<Vec<SliceRow>> {

@@ -369,6 +369,65 @@ async fn listing_volumes_returns_the_tenants_volumes_sorted_by_name() {
 }
 
 #[tokio::test]
+async fn the_volume_list_is_whole_by_default_and_paged_with_page_and_count() {
+    let app = TestApp::start_with(topology(vec![medium("m1", "n1", "z1", 100)])).await;
+    app.create_policy("plain", 0, 0, 0).await;
+    for name in ["v3", "v1", "v5", "v2", "v4"] {
+        ready_volume(&app, name, 1, "plain").await;
+    }
+    let names = |volumes: Vec<Value>| -> Vec<String> {
+        volumes
+            .iter()
+            .map(|v| v["name"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let all = names(list(&app, "/volumes").await);
+    assert_eq!(all, ["v1", "v2", "v3", "v4", "v5"]);
+    assert_eq!(names(list(&app, "/volumes?count=2").await), all[0..2]);
+    assert_eq!(
+        names(list(&app, "/volumes?page=2&count=2").await),
+        all[2..4]
+    );
+    assert_eq!(
+        names(list(&app, "/volumes?count=2&page=3").await),
+        all[4..5]
+    );
+    assert!(list(&app, "/volumes?page=4&count=2").await.is_empty());
+    // page alone: pages of 100.
+    assert_eq!(names(list(&app, "/volumes?page=1").await), all);
+    assert!(list(&app, "/volumes?page=2").await.is_empty());
+    assert!(list(&app, "/volumes?page=4294967&count=1000&capacity=true")
+        .await
+        .is_empty());
+    // A page shows each volume as GET shows it.
+    let page = list(&app, "/volumes?page=2&count=1").await;
+    let (_, single) = app.get("/volumes/v2").await;
+    assert_eq!(page, vec![single]);
+    for (query, message) in [
+        ("page=0", "page must be a whole number from 1 to 4294967"),
+        (
+            "page=4294968",
+            "page must be a whole number from 1 to 4294967",
+        ),
+        (
+            "page=x&count=2",
+            "page must be a whole number from 1 to 4294967",
+        ),
+        ("count=0", "count must be a whole number from 1 to 1000"),
+        ("count=1001", "count must be a whole number from 1 to 1000"),
+        (
+            "page=1&count=-1",
+            "count must be a whole number from 1 to 1000",
+        ),
+        ("count=", "count must be a whole number from 1 to 1000"),
+    ] {
+        let (status, body) = app.get(&format!("/volumes?{query}")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
+        assert_eq!(body, json!({"message": message}), "{query}");
+    }
+}
+
+#[tokio::test]
 async fn a_file_volume_keeps_its_type() {
     let app = TestApp::start_with(topology(vec![medium("m1", "n1", "z1", 100)])).await;
     app.create_policy("plain", 0, 0, 0).await;

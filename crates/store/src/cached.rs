@@ -294,8 +294,8 @@ impl<S: Store> VolumeStore for CachedStore<S> {
         self.inner.volume_by_id(id).await
     }
 
-    async fn list_volumes(&self, tenant_id: i64) -> StoreResult<Vec<Volume>> {
-        self.inner.list_volumes(tenant_id).await
+    async fn list_volumes(&self, tenant_id: i64, page: Option<Page>) -> StoreResult<Vec<Volume>> {
+        self.inner.list_volumes(tenant_id, page).await
     }
 
     async fn volume_slices(&self, volume_id: &str) -> StoreResult<Vec<SliceRow>> {

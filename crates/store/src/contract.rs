@@ -43,6 +43,7 @@ macro_rules! store_contract_tests {
             a_medium_is_resized_and_removed_only_within_what_it_holds,
             a_node_is_removed_only_when_nothing_depends_on_it,
             configured_nodes_no_longer_listed_go_unless_something_depends_on_them,
+            volumes_are_listed_by_name_whole_or_a_page_at_a_time,
         );
     };
     (@each $open:path; $($name:ident),+ $(,)?) => {
@@ -105,6 +106,35 @@ pub(crate) async fn add_volume(
         )
         .await
         .expect("volume")
+}
+
+pub(crate) async fn volumes_are_listed_by_name_whole_or_a_page_at_a_time(store: &dyn Store) {
+    let (user, policy) = user_and_policy(store).await;
+    for name in ["c", "a", "e", "b", "d"] {
+        add_volume(store, &user, policy.id, &format!("id-{name}"), name, 1).await;
+    }
+    let names = |volumes: Vec<Volume>| volumes.into_iter().map(|v| v.name).collect::<Vec<_>>();
+    let list = |page: Option<Page>| async move {
+        names(
+            store
+                .list_volumes(user.tenant_id, page)
+                .await
+                .expect("list"),
+        )
+    };
+    assert_eq!(list(None).await, ["a", "b", "c", "d", "e"]);
+    let page = |page, count| Some(Page { page, count });
+    assert_eq!(list(page(1, 2)).await, ["a", "b"]);
+    assert_eq!(list(page(2, 2)).await, ["c", "d"]);
+    assert_eq!(list(page(3, 2)).await, ["e"]);
+    assert!(list(page(4, 2)).await.is_empty());
+    assert_eq!(list(page(1, 1000)).await.len(), 5);
+    // Another tenant's volumes are not counted in its pages.
+    assert!(store
+        .list_volumes(user.tenant_id + 1, page(1, 10))
+        .await
+        .expect("list")
+        .is_empty());
 }
 
 /// The volume named "v" of the tenant, through `get_volume` (the cached read).

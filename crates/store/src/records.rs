@@ -242,6 +242,21 @@ impl Job {
     }
 }
 
+/// A 1-based page of `count` rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Page {
+    pub page: u32,
+    pub count: u32,
+}
+
+impl Page {
+    /// SQL `LIMIT` and `OFFSET` of the page.
+    pub fn limit_offset(self) -> (i64, i64) {
+        let count = i64::from(self.count.max(1));
+        (count, i64::from(self.page.max(1) - 1) * count)
+    }
+}
+
 /// `GET /jobs` query: filters and a 1-based page of `count` jobs.
 #[derive(Debug, Clone, Default)]
 pub struct JobFilter {

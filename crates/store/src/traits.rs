@@ -151,7 +151,8 @@ pub trait VolumeStore: Send + Sync {
     async fn get_volume(&self, tenant_id: i64, name_or_id: &str) -> StoreResult<Option<Volume>>;
     /// By id in any tenant (job runner).
     async fn volume_by_id(&self, id: &str) -> StoreResult<Option<Volume>>;
-    async fn list_volumes(&self, tenant_id: i64) -> StoreResult<Vec<Volume>>;
+    /// The tenant's volumes by name: all of them, or one page.
+    async fn list_volumes(&self, tenant_id: i64, page: Option<Page>) -> StoreResult<Vec<Volume>>;
     async fn volume_slices(&self, volume_id: &str) -> StoreResult<Vec<SliceRow>>;
     /// Inserts a job working on an existing volume and makes it the volume's
     /// current job, setting the volume's state.

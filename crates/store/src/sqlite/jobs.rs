@@ -1,7 +1,7 @@
 //! Jobs, and the steps shared by every write that starts or ends one.
 
 use super::{small, SqliteStore};
-use crate::records::{Job, JobEnd, JobFilter, NewJob};
+use crate::records::{Job, JobEnd, JobFilter, NewJob, Page};
 use crate::{JobStore, StoreError, StoreResult};
 use async_trait::async_trait;
 use sqlx::sqlite::SqliteRow;
@@ -165,8 +165,11 @@ impl JobStore for SqliteStore {
     }
 
     async fn list_jobs(&self, tenant_id: i64, f: &JobFilter) -> StoreResult<Vec<Job>> {
-        let count = i64::from(f.count.max(1));
-        let offset = i64::from(f.page.max(1) - 1) * count;
+        let (count, offset) = Page {
+            page: f.page,
+            count: f.count,
+        }
+        .limit_offset();
         let rows = sqlx::query(&format!(
             "SELECT {JOB_COLUMNS} FROM jobs WHERE tenant_id = ? \
              AND (? IS NULL OR type = ?) AND (? IS NULL OR object = ? OR object_name = ?) \
