@@ -46,10 +46,13 @@ make_work_dir() {
     echo "work directory: $WORK ($(findmnt -n -o FSTYPE -T "$WORK" || echo '?'))"
 }
 
-# Starts `svs serve` (SVS_LOG=warn, the demo media, HTTP and NBD on free
-# ports) in $WORK; sets SERVER_PID and BASE (its HTTP base URL).
+# Starts `svs serve` (SVS_LOG=warn, HTTP and NBD on free ports) in $WORK
+# with $WORK/svs.toml, written for the demo media unless the caller wrote
+# its own; sets SERVER_PID and BASE (its HTTP base URL).
 start_svs() {
-    printf '# svs benchmark: defaults, embedded demo media\ndemo = true\n' >"$WORK/svs.toml"
+    if [[ ! -e "$WORK/svs.toml" ]]; then
+        printf '# svs benchmark: defaults, embedded demo media\ndemo = true\n' >"$WORK/svs.toml"
+    fi
     SVS_LOG=warn SVS_ADMIN_EMAIL="$ADMIN_EMAIL" SVS_ADMIN_PASSWORD="$ADMIN_PASSWORD" \
         "$SVS" serve --listen 127.0.0.1:0 --nbd-listen 127.0.0.1:0 \
         --config "$WORK/svs.toml" --data-dir "$WORK/data" \

@@ -241,10 +241,12 @@ impl ControllerService {
 
     /// Polls `GET /jobs/{id}` until the job ends; Err when it ends in
     /// Error (with its last message) or takes too long.
-    async fn wait_job(&self, api: &Api, id: &str) -> Result<Value, Status> {
+    ///
+    /// A job can outlast an IdToken: each poll takes the session's current one.
+    async fn wait_job(&self, id: &str) -> Result<Value, Status> {
         let deadline = Instant::now() + self.job_timeout;
         loop {
-            let job = match api.get_job(id).await {
+            let job = match self.api().await?.get_job(id).await {
                 Ok(job) => job,
                 Err(e) => return Err(self.fail(e).await),
             };
@@ -275,11 +277,13 @@ impl ControllerService {
     }
 
     /// Waits for the job an answer started, if any.
-    async fn wait_started(&self, api: &Api, answer: &Value) -> Result<(), Status> {
+    async fn wait_started(&self, answer: &Value) -> Result<Api, Status> {
         if let Some(id) = job_id(answer) {
-            self.wait_job(api, &id).await?;
+            self.wait_job(&id).await?;
         }
-        Ok(())
+        // What follows the wait needs a current IdToken, not the one the
+        // call started with.
+        self.api().await
     }
 
     async fn volume(&self, api: &Api, id: &str) -> Result<Option<Value>, Status> {
@@ -521,7 +525,7 @@ impl Controller for ControllerService {
             Ok(a) => a,
             Err(e) => return Err(self.fail(e).await),
         };
-        self.wait_started(&api, &answer).await?;
+        let api = self.wait_started(&answer).await?;
         let id = str_field(&answer, "ObjectID");
         let created = self
             .volume(&api, if id.is_empty() { &name } else { id })
@@ -545,7 +549,9 @@ impl Controller for ControllerService {
             return Ok(Response::new(DeleteVolumeResponse {}));
         }
         match api.delete_volume(&r.volume_id, false).await {
-            Ok(answer) => self.wait_started(&api, &answer).await?,
+            Ok(answer) => {
+                self.wait_started(&answer).await?;
+            }
             Err(ClientError::Api { status: 404, .. }) => {}
             Err(e) => return Err(self.fail(e).await),
         }
@@ -611,7 +617,7 @@ impl Controller for ControllerService {
             Ok(a) => a,
             Err(e) => return Err(self.fail(e).await),
         };
-        self.wait_started(&api, &answer).await?;
+        let api = self.wait_started(&answer).await?;
         let attachment = self
             .attachment(&api, &r.volume_id, &r.node_id)
             .await?
@@ -645,7 +651,9 @@ impl Controller for ControllerService {
         };
         for node in nodes {
             match api.delete_attachment(&r.volume_id, "top", &node).await {
-                Ok(answer) => self.wait_started(&api, &answer).await?,
+                Ok(answer) => {
+                    self.wait_started(&answer).await?;
+                }
                 Err(ClientError::Api { status: 404, .. }) => {}
                 Err(e) => return Err(self.fail(e).await),
             }
@@ -810,7 +818,7 @@ impl Controller for ControllerService {
             Ok(a) => a,
             Err(e) => return Err(self.fail(e).await),
         };
-        self.wait_started(&api, &answer).await?;
+        let api = self.wait_started(&answer).await?;
         let snapshot = not_found_is_none(api.get_snapshot(&r.source_volume_id, &name).await)?
             .ok_or_else(|| Status::internal("the snapshot vanished after its creation"))?;
         Ok(Response::new(CreateSnapshotResponse {
@@ -832,7 +840,9 @@ impl Controller for ControllerService {
         };
         let api = self.api().await?;
         match api.delete_snapshot(volume, snapshot, false).await {
-            Ok(answer) => self.wait_started(&api, &answer).await?,
+            Ok(answer) => {
+                self.wait_started(&answer).await?;
+            }
             Err(ClientError::Api { status: 404, .. }) => {}
             Err(e) => return Err(self.fail(e).await),
         }
@@ -899,7 +909,7 @@ impl Controller for ControllerService {
             return Err(required("capacity_range"));
         };
         let gib = capacity_gib(Some(range))?;
-        let api = self.api().await?;
+        let mut api = self.api().await?;
         let Some(volume) = self.volume(&api, &r.volume_id).await? else {
             return Err(Status::not_found(format!(
                 "volume {} not found",
@@ -927,7 +937,7 @@ impl Controller for ControllerService {
                 }) => return Err(Status::out_of_range(message)),
                 Err(e) => return Err(self.fail(e).await),
             };
-            self.wait_started(&api, &answer).await?;
+            api = self.wait_started(&answer).await?;
         }
         let now = self
             .volume(&api, &r.volume_id)
