@@ -54,18 +54,16 @@ pub use transmission::{IN_FLIGHT_BYTES, MAX_IN_FLIGHT};
 
 /// A block device an export serves.
 ///
-/// `read`, `write`, `flush`, `trim` and `write_zeroes` are blocking calls: the
-/// server runs them on tokio's blocking pool (`spawn_blocking`), several at
-/// once for one connection and from many connections, so the device must be
-/// safe to call concurrently. Offsets and lengths are already range-checked by
-/// the server (`offset + len <= size()`), and lengths are never zero.
+/// `read`, `write`, `flush`, `trim`, `write_zeroes`, `cache` and `extents`
+/// are blocking calls: the server runs them on tokio's blocking pool
+/// (`spawn_blocking`), several at once for one connection and from many
+/// connections, so the device must be safe to call concurrently. Offsets and
+/// lengths are already range-checked by the server (`offset + len <=
+/// size()`), and lengths are never zero.
 ///
-/// `size` and `read_only` are called on the async workers (at negotiation and
-/// for every request's checks): they must be cheap and must not block.
-///
-/// The server advertises `NBD_FLAG_CAN_MULTI_CONN`: a `flush` (or a call with
-/// `fua`) must make durable every write that completed before it, whichever
-/// connection issued it, and its effects must be visible to every connection.
+/// `size`, `read_only`, `shared_flush` and `fast_zeroes` are called on the
+/// async workers (at negotiation and for every request's checks): they must
+/// be cheap and must not block.
 pub trait BlockDevice: Send + Sync + 'static {
     /// Size of the device in bytes.
     fn size(&self) -> u64;
@@ -84,6 +82,49 @@ pub trait BlockDevice: Send + Sync + 'static {
     /// (When the client asks that no hole be made, `NBD_CMD_FLAG_NO_HOLE`, the
     /// server writes zero buffers through [`BlockDevice::write`] instead.)
     fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> std::io::Result<()>;
+
+    /// Whether `flush` (and a call with `fua`) makes durable every write
+    /// that completed before it, whichever connection issued it, with its
+    /// effects visible to every connection: then the server advertises
+    /// `NBD_FLAG_CAN_MULTI_CONN` and clients may spread their requests over
+    /// several connections. Read-only exports advertise it anyway. Default:
+    /// false.
+    fn shared_flush(&self) -> bool {
+        false
+    }
+
+    /// Whether `write_zeroes` (which may make holes) is always much faster
+    /// than writing the zeroes: requests with `NBD_CMD_FLAG_FAST_ZERO` are
+    /// served when it is, else refused with `ENOTSUP` at once. Default: false.
+    fn fast_zeroes(&self) -> bool {
+        false
+    }
+
+    /// The client will soon access these bytes (`NBD_CMD_CACHE`): a device
+    /// may start fetching them. Only a hint. Default: nothing.
+    fn cache(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
+
+    /// Allocation of the bytes from `offset`: extents in order, the first
+    /// starting at `offset`, each non-empty, together covering at least
+    /// one byte and at most `len` (a device may describe a prefix only; the
+    /// server asks again for the rest). A hole must read as zeroes. Used
+    /// for `NBD_CMD_BLOCK_STATUS` and to answer reads of holes with hole
+    /// chunks, so it must be cheap (a few `lseek`s). Default: all data.
+    fn extents(&self, offset: u64, len: u64) -> std::io::Result<Vec<Extent>> {
+        let _ = offset;
+        Ok(vec![Extent { len, hole: false }])
+    }
+}
+
+/// A run of bytes of one allocation status (see [`BlockDevice::extents`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    pub len: u64,
+    /// Not allocated, and reads as zeroes.
+    pub hole: bool,
 }
 
 /// An export opened for one connection.
