@@ -208,6 +208,19 @@ async fn nbd_qemu_img_map_and_convert_of_a_64_gib_volume_see_only_its_written_ex
         "{wire} bytes from the server for {total} bytes written"
     );
 
+    // A plain read of never-written bytes: hole chunks, not 32 MiB of zeroes.
+    let before = relay.server_bytes.load(Ordering::SeqCst);
+    qemu_io(
+        &relay.uri(&export),
+        &[format!("read -P 0 {} {}", 30 * GIB, 32 * MIB)],
+    )
+    .expect("read of a hole");
+    let hole_read = relay.server_bytes.load(Ordering::SeqCst) - before;
+    assert!(
+        hole_read < 64 * 1024,
+        "{hole_read} bytes for 32 MiB of holes"
+    );
+
     // The copy: full size, the written bytes, holes elsewhere.
     let meta = std::fs::metadata(&out).expect("output");
     assert_eq!(meta.len(), 64 * GIB);

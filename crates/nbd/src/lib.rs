@@ -16,10 +16,29 @@
 //!   ABORT is answered `NBD_REP_ERR_TLS_REQD` before TLS (and
 //!   `NBD_OPT_EXPORT_NAME`, which cannot be answered an error, closes the
 //!   connection);
-//! - simple replies only (structured replies, block status and extended
-//!   headers are refused during the handshake, so a client never uses them);
-//! - the commands `READ`, `WRITE`, `DISC`, `FLUSH`, `TRIM` and
-//!   `WRITE_ZEROES`, with the `FUA` flag (and `NO_HOLE` on write zeroes).
+//! - `NBD_OPT_STRUCTURED_REPLY`, then `NBD_OPT_LIST_META_CONTEXT` /
+//!   `NBD_OPT_SET_META_CONTEXT` with the one context `base:allocation`
+//!   (meta context options before structured replies are
+//!   `NBD_REP_ERR_INVALID`; a context counts only for the export it was
+//!   selected for). Extended headers (`NBD_OPT_EXTENDED_HEADERS`) are
+//!   answered `NBD_REP_ERR_UNSUP`: requests stay 32-bit;
+//! - the commands `READ`, `WRITE`, `DISC`, `FLUSH`, `TRIM`, `WRITE_ZEROES`
+//!   (with `NO_HOLE` and `FAST_ZERO`), `CACHE` and, with a selected context,
+//!   `BLOCK_STATUS` (with `REQ_ONE`); the `FUA` flag; `DF` on reads with
+//!   structured replies. Anything else is `EINVAL`; a fast zero the device
+//!   cannot do fast is `ENOTSUP` at once.
+//!
+//! Only what the client negotiated is used. Without structured replies
+//! every reply is simple (the kernel's client, [`NbdClient`]). With them,
+//! reads and block status answer structured chunks, the other commands keep
+//! simple replies (as the protocol allows): a read of 64 KiB or more asks
+//! the device for its holes ([`BlockDevice::extents`], a few `lseek`s) and
+//! sends them as hole chunks, the data as data chunks written straight from
+//! the read buffer (a fully allocated range is one chunk); a failed read
+//! answers an error chunk with the offset of the piece that failed. Block
+//! status reports `base:allocation` (hole and zero, or data) from the same
+//! extents. `NBD_FLAG_CAN_MULTI_CONN` is advertised for read-only exports and
+//! devices whose flush covers every connection ([`BlockDevice::shared_flush`]).
 //!
 //! Requests of one connection are served concurrently (at most
 //! [`MAX_IN_FLIGHT`] at once and [`IN_FLIGHT_BYTES`] bytes of payload), each

@@ -225,7 +225,8 @@ pub(crate) enum Body {
     Done,
     /// The NBD error value, and where it happened (reads) when known.
     Failed { error: u32, offset: Option<u64> },
-    /// A read's bytes at `offset`: `pieces` cover `buf` in order.
+    /// A read's bytes at `offset`: `pieces` cover `buf` in order (none:
+    /// all of it is data, the common case, which allocates nothing more).
     Data {
         offset: u64,
         buf: Vec<u8>,
@@ -295,18 +296,29 @@ fn execute(op: Op, payload: Vec<u8>, device: &dyn BlockDevice) -> Result<Body, F
             sparse,
         } => {
             let len = len as usize;
-            let pieces = if sparse {
+            let mut pieces = if sparse {
                 read_pieces(device, offset, len)
             } else {
-                vec![Piece {
-                    start: 0,
-                    len,
-                    hole: false,
-                }]
+                Vec::new()
             };
+            if let [only] = pieces.as_slice() {
+                if !only.hole {
+                    pieces.clear();
+                }
+            }
             // Zeroed (lazily, by the allocator) so holes need no filling.
             let mut buf = vec![0u8; len];
-            for p in pieces.iter().filter(|p| !p.hole) {
+            let whole = [Piece {
+                start: 0,
+                len,
+                hole: false,
+            }];
+            let data = if pieces.is_empty() {
+                &whole[..]
+            } else {
+                &pieces
+            };
+            for p in data.iter().filter(|p| !p.hole) {
                 let at = offset + p.start as u64;
                 device
                     .read(at, &mut buf[p.start..p.start + p.len])
@@ -752,7 +764,13 @@ async fn write_reply<W: AsyncWrite + Unpin>(writer: &mut W, reply: Reply) -> io:
             buf,
             pieces,
         } => {
-            let last = pieces.len().saturating_sub(1);
+            if pieces.is_empty() {
+                // All data: one chunk (reads are at most max_payload, u32).
+                let header = protocol::offset_data_header(handle, offset, buf.len() as u32, true);
+                writer.write_all(&header).await?;
+                return writer.write_all(&buf).await;
+            }
+            let last = pieces.len() - 1;
             for (i, p) in pieces.iter().enumerate() {
                 // The whole read is in memory: no error can follow, so the
                 // last content chunk ends the reply.
