@@ -11,6 +11,14 @@ if ! command -v qemu-io >/dev/null || ! command -v qemu-img >/dev/null || ! comm
     $SUDO apt-get update -q
     $SUDO apt-get install -y -q --no-install-recommends qemu-utils
 fi
+# Multi-connection NBD tests copy with nbdcopy and inspect with nbdinfo,
+# from Debian's libnbd-bin.
+if ! command -v nbdcopy >/dev/null || ! command -v nbdinfo >/dev/null; then
+    if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo --preserve-env=DEBIAN_FRONTEND"; fi
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -q
+    $SUDO apt-get install -y -q --no-install-recommends libnbd-bin
+fi
 # The host-side block path (crates/hostdev) makes and grows real ext4 and XFS
 # filesystems on loop devices over a FUSE file: it needs xfsprogs beside
 # e2fsprogs and util-linux (always there on Debian). As root, FUSE mounts go

@@ -10,7 +10,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use svs_dataplane::{DataPlane, DataPlaneError, VolumeIo, VolumeLayout};
 use svs_domain::GIB;
-use svs_nbd::{BlockDevice, Exports, OpenedExport};
+use svs_nbd::{BlockDevice, Exports, Extent, OpenedExport};
 use svs_store::{SliceRow, Volume};
 use tokio_util::sync::CancellationToken;
 
@@ -326,6 +326,35 @@ impl BlockDevice for AttachedVolume {
     fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
         self.refuse_if_readonly()?;
         self.io.discard(offset, len, fua)
+    }
+
+    /// Every connection to the volume shares its one `VolumeIo`, whose
+    /// flush fsyncs every slice written since the last flush, whichever
+    /// connection wrote it (and waits for a flush already syncing them).
+    fn shared_flush(&self) -> bool {
+        true
+    }
+
+    /// Write zeroes punch holes (saving first what snapshots need, as any
+    /// write does): never slower than writing the zeroes.
+    fn fast_zeroes(&self) -> bool {
+        true
+    }
+
+    fn cache(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.io.cache(offset, len)
+    }
+
+    fn extents(&self, offset: u64, len: u64) -> io::Result<Vec<Extent>> {
+        Ok(self
+            .io
+            .extents(offset, len)?
+            .into_iter()
+            .map(|e| Extent {
+                len: e.len,
+                hole: e.hole,
+            })
+            .collect())
     }
 }
 

@@ -98,3 +98,94 @@ impl Iterator for DataExtents<'_> {
         r.transpose()
     }
 }
+
+/// The allocation of `[start, start + len)` of `file`, as `(length, hole)`
+/// runs in order covering the range. Costs one `lseek(SEEK_HOLE)` when the
+/// range is all data (the common case of a read), one more per change of
+/// status after that. Bytes past the end of the file are a hole (they read
+/// as zeroes); on a filesystem without SEEK_HOLE support everything is data.
+pub(crate) fn allocation(file: &File, start: u64, len: u64) -> io::Result<Vec<(u64, bool)>> {
+    let end = start.saturating_add(len);
+    let mut runs: Vec<(u64, bool)> = Vec::new();
+    let mut push = |n: u64, hole: bool| match runs.last_mut() {
+        Some(last) if last.1 == hole => last.0 += n,
+        _ => runs.push((n, hole)),
+    };
+    let mut at = start;
+    while at < end {
+        let data_end = match seek(file, at, libc::SEEK_HOLE) {
+            Ok(Some(h)) => h.min(end),
+            // At or past the end of the file: the rest reads as zeroes.
+            Ok(None) => at,
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => end,
+            Err(e) => return Err(e),
+        };
+        if data_end > at {
+            push(data_end - at, false);
+            at = data_end;
+            continue;
+        }
+        // `at` is in a hole: it ends where the next data starts.
+        let hole_end = match seek(file, at, libc::SEEK_DATA)? {
+            Some(d) => d.min(end),
+            None => end,
+        };
+        if hole_end > at {
+            push(hole_end - at, true);
+            at = hole_end;
+        } else {
+            // Data appeared at `at` between the two seeks (a concurrent
+            // write): call one block data and look again after it.
+            let n = BLOCK.min(end - at);
+            push(n, false);
+            at += n;
+        }
+    }
+    Ok(runs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::FileExt;
+
+    #[test]
+    fn allocation_follows_the_holes_of_a_sparse_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(dir.path().join("f"))
+            .expect("file");
+        file.set_len(1 << 20).expect("size");
+        file.write_all_at(&[1; 8192], 64 * 1024).expect("write");
+        file.write_all_at(&[2; 4096], 512 * 1024).expect("write");
+        assert_eq!(
+            allocation(&file, 0, 1 << 20).expect("allocation"),
+            vec![
+                (64 * 1024, true),
+                (8192, false),
+                (512 * 1024 - 72 * 1024, true),
+                (4096, false),
+                ((1 << 20) - 516 * 1024, true),
+            ]
+        );
+        // Inside one data run: one run, clamped to the range.
+        assert_eq!(
+            allocation(&file, 64 * 1024 + 100, 1000).expect("allocation"),
+            vec![(1000, false)]
+        );
+        assert_eq!(
+            allocation(&file, 60 * 1024, 8192).expect("allocation"),
+            vec![(4096, true), (4096, false)]
+        );
+        // Past the end of the file: zeroes, so a hole.
+        assert_eq!(
+            allocation(&file, 1 << 20, 4096).expect("allocation"),
+            vec![(4096, true)]
+        );
+        assert_eq!(allocation(&file, 0, 0).expect("allocation"), vec![]);
+    }
+}

@@ -29,7 +29,7 @@ pub use snapshot::{SliceSnapshots, SnapshotInfo, COW_CHUNK};
 /// The one stop signal of a copy: the service's shutdown token (or a child
 /// of it) reaches every copy as it is.
 pub use tokio_util::sync::CancellationToken;
-pub use volume::{LocalVolumeIo, VolumeIo, VolumeLayout, STRIPE};
+pub use volume::{Extent, LocalVolumeIo, VolumeIo, VolumeLayout, STRIPE};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -25,7 +25,7 @@
 //! never sees a live chunk between its save and its overwrite.
 
 use crate::digest::is_zero;
-use crate::extents::{DataExtents, BLOCK};
+use crate::extents::{allocation, DataExtents, BLOCK};
 use crate::fsutil::{fsync_dir, remove_if_exists};
 use crate::space::SpaceAccount;
 use crate::volume::punch_hole;
@@ -786,6 +786,57 @@ impl SliceSnapshots {
             buf[keep..].fill(0);
         }
         Ok(())
+    }
+
+    /// The allocation of snapshot `id`'s view of `[offset, offset + len)`
+    /// of the slice, as `(length, hole)` runs covering it: a chunk a
+    /// snapshot from `id` on holds is data (its saved content) or a hole
+    /// (saved as zeroes); runs of other chunks are the live slice's
+    /// allocation; past the snapshot's size, a hole (reads give zeroes).
+    pub(crate) fn allocation(
+        &self,
+        id: u64,
+        live: &File,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<Vec<(u64, bool)>> {
+        fn push(runs: &mut Vec<(u64, bool)>, n: u64, hole: bool) {
+            match runs.last_mut() {
+                Some(last) if last.1 == hole => last.0 += n,
+                _ if n == 0 => {}
+                _ => runs.push((n, hole)),
+            }
+        }
+        let snaps = self.read_lock()?;
+        let idx = Self::index(&snaps, id)?;
+        let held = |c: u64| snaps[idx..].iter().find_map(|s| s.chunks.get(&c).copied());
+        let end = offset.saturating_add(len);
+        let limit = end.min(snaps[idx].size);
+        let mut runs = Vec::new();
+        let mut at = offset;
+        while at < limit {
+            let chunk_end = |at: u64| ((at / COW_CHUNK + 1) * COW_CHUNK).min(limit);
+            match held(at / COW_CHUNK) {
+                Some(saved) => {
+                    push(&mut runs, chunk_end(at) - at, saved == Saved::Zero);
+                    at = chunk_end(at);
+                }
+                None => {
+                    // Up to the next held chunk: the live slice's own holes.
+                    let mut run_end = chunk_end(at);
+                    while run_end < limit && held(run_end / COW_CHUNK).is_none() {
+                        run_end = chunk_end(run_end);
+                    }
+                    for (n, hole) in allocation(live, at, run_end - at)? {
+                        push(&mut runs, n, hole);
+                    }
+                    at = run_end;
+                }
+            }
+        }
+        // Past the snapshot's size.
+        push(&mut runs, end.saturating_sub(at), true);
+        Ok(runs)
     }
 
     /// Reads snapshot `id` at `offset` (within the snapshot's size).

@@ -36,7 +36,7 @@
 //! every healthy slice of every copy at that instant.
 
 use crate::digest::{is_zero, CHUNK};
-use crate::extents::{DataExtents, BLOCK};
+use crate::extents::{allocation, DataExtents, BLOCK};
 use crate::fsutil::{create_dir_durable, fsync_dir, partial_path, RemoveOnDrop};
 use crate::snapshot::{delta_name, map_name, remove_snapshot_files};
 use crate::throttle::Pacer;
@@ -47,7 +47,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
 
 /// Striping unit: 1 MiB (a GiB-sized column holds whole stripes).
 pub const STRIPE: u64 = 1 << 20;
@@ -67,6 +67,26 @@ pub struct VolumeLayout {
     /// Logical size in bytes.
     pub size: u64,
     pub media: Vec<Vec<String>>,
+}
+
+/// A run of a volume's bytes of one allocation status (see
+/// [`VolumeIo::extents`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    pub len: u64,
+    /// Not allocated where reads come from: reads as zeroes.
+    pub hole: bool,
+}
+
+/// Appends a run to `extents`, merged into the last one if of equal status.
+fn push_extent(extents: &mut Vec<Extent>, len: u64, hole: bool) {
+    if len == 0 {
+        return;
+    }
+    match extents.last_mut() {
+        Some(last) if last.hole == hole => last.len += len,
+        _ => extents.push(Extent { len, hole }),
+    }
 }
 
 /// A target being filled by a live move or rebuild.
@@ -101,6 +121,10 @@ struct SliceIo {
     state: RwLock<SliceState>,
     /// Written since the last flush.
     dirty: AtomicBool,
+    /// Held by a flush from taking `dirty` until its fsync returned: a
+    /// concurrent flush (another connection's) that finds `dirty` clear
+    /// must not answer before the fsync that cleared it is done.
+    syncing: Mutex<()>,
     /// Its medium failed or its I/O errored: I/O skips it until a rebuild
     /// replaces it.
     lost: AtomicBool,
@@ -199,7 +223,23 @@ pub trait VolumeIo: Send + Sync + 'static {
     fn discard(&self, offset: u64, len: u64, fua: bool) -> io::Result<()>;
 
     /// Makes every acknowledged write durable; failures as for `write`.
+    /// Covers every write acknowledged before it was called, whoever made
+    /// it (all connections to a volume share one `VolumeIo`).
     fn flush(&self) -> io::Result<()>;
+
+    /// Allocation of `[offset, offset + len)` as seen by reads: extents in
+    /// order from `offset`, covering the range (neighbours of equal status
+    /// merged). A hole reads as zeroes. Default: all data.
+    fn extents(&self, offset: u64, len: u64) -> io::Result<Vec<Extent>> {
+        let _ = offset;
+        Ok(vec![Extent { len, hole: false }])
+    }
+
+    /// A hint that `[offset, offset + len)` will be read soon. Default: none.
+    fn cache(&self, offset: u64, len: u64) -> io::Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
 
     /// Moves one slice (`copy`, `column`) to `to_medium` while the volume is
     /// in use, keeping every write made meanwhile; its snapshot files move
@@ -353,6 +393,18 @@ pub(crate) fn punch_hole(file: &File, offset: u64, len: u64) -> io::Result<()> {
     }
 }
 
+/// Hints the kernel to read `[offset, offset + len)` of `file` ahead.
+fn will_need(file: &File, offset: u64, len: u64) {
+    let (Ok(off), Ok(n)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return;
+    };
+    // SAFETY: plain syscall on a valid, open descriptor; no memory is passed.
+    // Only a hint: its result is ignored.
+    unsafe {
+        libc::posix_fadvise(file.as_raw_fd(), off, n, libc::POSIX_FADV_WILLNEED);
+    }
+}
+
 fn open_rw(path: &Path) -> io::Result<File> {
     OpenOptions::new().read(true).write(true).open(path)
 }
@@ -398,6 +450,7 @@ impl LocalVolumeIo {
                         mirror: None,
                     }),
                     dirty: AtomicBool::new(false),
+                    syncing: Mutex::new(()),
                     copying: AtomicBool::new(false),
                     #[cfg(test)]
                     broken: AtomicBool::new(false),
@@ -491,17 +544,17 @@ impl LocalVolumeIo {
         Ok(())
     }
 
-    /// Reads `buf` at volume `offset` over the stripes: each piece from the
-    /// first healthy copy whose `read` succeeds; a copy that fails with a
-    /// media error is lost and the next one is tried.
-    fn read_copies(
+    /// Runs `serve` for each stripe segment of `[offset, offset + len)` on
+    /// the copy a read uses: the first healthy copy whose call succeeds; a
+    /// copy that fails with a media error is lost and the next one is
+    /// tried. EIO when no copy of a column can serve.
+    fn on_serving_copies(
         &self,
         offset: u64,
-        buf: &mut [u8],
-        read: impl Fn(&Live, &mut [u8], u64) -> io::Result<()>,
+        len: usize,
+        mut serve: impl FnMut(&Live, &Segment) -> io::Result<()>,
     ) -> io::Result<()> {
-        for seg in segments(self.slices.len(), offset, buf.len()) {
-            let out = &mut buf[seg.buf_offset..seg.buf_offset + seg.len];
+        for seg in segments(self.slices.len(), offset, len) {
             let mut served = false;
             for slice in &self.slices[seg.column] {
                 // A lost slice being rebuilt is held by the copier chunk by
@@ -513,10 +566,7 @@ impl LocalVolumeIo {
                 let Some(live) = slice.healthy(&state) else {
                     continue;
                 };
-                match slice
-                    .fault()
-                    .and_then(|()| read(live, out, seg.slice_offset))
-                {
+                match slice.fault().and_then(|()| serve(live, &seg)) {
                     Ok(()) => {
                         served = true;
                         break;
@@ -530,6 +580,44 @@ impl LocalVolumeIo {
             }
         }
         Ok(())
+    }
+
+    /// Reads `buf` at volume `offset` over the stripes (see
+    /// [`LocalVolumeIo::on_serving_copies`]).
+    fn read_copies(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        read: impl Fn(&Live, &mut [u8], u64) -> io::Result<()>,
+    ) -> io::Result<()> {
+        self.on_serving_copies(offset, buf.len(), |live, seg| {
+            read(
+                live,
+                &mut buf[seg.buf_offset..seg.buf_offset + seg.len],
+                seg.slice_offset,
+            )
+        })
+    }
+
+    /// The allocation of `[offset, offset + len)` where reads come from,
+    /// each segment's runs given by `runs(live, slice_offset, len)`.
+    fn extents_with(
+        &self,
+        offset: u64,
+        len: u64,
+        runs: impl Fn(&Live, u64, u64) -> io::Result<Vec<(u64, bool)>>,
+    ) -> io::Result<Vec<Extent>> {
+        let len = usize::try_from(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "range too large"))?;
+        let mut extents = Vec::new();
+        self.on_serving_copies(offset, len, |live, seg| {
+            // Collected first: a copy that fails half way adds nothing.
+            for (n, hole) in runs(live, seg.slice_offset, seg.len as u64)? {
+                push_extent(&mut extents, n, hole);
+            }
+            Ok(())
+        })?;
+        Ok(extents)
     }
 
     /// A write or discard on every healthy copy (see [`VolumeIo::write`]).
@@ -709,6 +797,25 @@ impl VolumeIo for LocalVolumeIo {
         self.change(offset, len, fua, Change::Discard)
     }
 
+    /// From the slice files' holes (SEEK_HOLE / SEEK_DATA): one `lseek`
+    /// per stripe segment when it is all data.
+    fn extents(&self, offset: u64, len: u64) -> io::Result<Vec<Extent>> {
+        self.check_range(offset, len)?;
+        self.extents_with(offset, len, |live, at, n| allocation(&live.file, at, n))
+    }
+
+    /// Starts reading the range into the page cache (`POSIX_FADV_WILLNEED`
+    /// on the copies reads use).
+    fn cache(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.check_range(offset, len)?;
+        let len = usize::try_from(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "range too large"))?;
+        self.on_serving_copies(offset, len, |live, seg| {
+            will_need(&live.file, seg.slice_offset, seg.len as u64);
+            Ok(())
+        })
+    }
+
     /// Makes every acknowledged write durable (fsync of the healthy slices
     /// written since the last flush); a slice whose fsync fails, or whose
     /// file is no longer on its medium, is lost.
@@ -726,6 +833,8 @@ impl VolumeIo for LocalVolumeIo {
                     .check_linked(slice, &state, live)
                     .and_then(|()| slice.fault())
                     .and_then(|()| {
+                        // A poisoned lock guards nothing but ordering.
+                        let _syncing = slice.syncing.lock().unwrap_or_else(|p| p.into_inner());
                         if slice.dirty.swap(false, Ordering::AcqRel) {
                             live.file.sync_data().inspect_err(|_| {
                                 slice.dirty.store(true, Ordering::Release);
@@ -968,6 +1077,18 @@ fn read_only() -> io::Error {
     io::Error::from_raw_os_error(libc::EROFS)
 }
 
+impl SnapshotView {
+    fn check_range(&self, offset: u64, len: u64) -> io::Result<()> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.size => Ok(()),
+            _ => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "request beyond the end of the snapshot",
+            )),
+        }
+    }
+}
+
 impl VolumeIo for SnapshotView {
     fn volume_id(&self) -> &str {
         &self.volume.volume_id
@@ -981,17 +1102,18 @@ impl VolumeIo for SnapshotView {
     fn set_size(&self, _size: u64) {}
 
     fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        match offset.checked_add(buf.len() as u64) {
-            Some(end) if end <= self.size => {}
-            _ => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "request beyond the end of the snapshot",
-                ))
-            }
-        }
+        self.check_range(offset, buf.len() as u64)?;
         self.volume.read_copies(offset, buf, |live, out, at| {
             live.snapshots.read(self.id, &live.file, at, out)
+        })
+    }
+
+    /// A chunk a snapshot holds is data (or a hole when saved as zeroes);
+    /// the rest is the live slices' allocation.
+    fn extents(&self, offset: u64, len: u64) -> io::Result<Vec<Extent>> {
+        self.check_range(offset, len)?;
+        self.volume.extents_with(offset, len, |live, at, n| {
+            live.snapshots.allocation(self.id, &live.file, at, n)
         })
     }
 
@@ -2138,6 +2260,101 @@ mod tests {
         let s = segments(3, 7 * STRIPE + 5, 1);
         assert_eq!(s[0].column, 1);
         assert_eq!(s[0].slice_offset, 2 * STRIPE + 5);
+    }
+
+    fn ext(len: u64, hole: bool) -> Extent {
+        Extent { len, hole }
+    }
+
+    #[test]
+    fn extents_follow_the_slices_holes_across_stripes_and_columns() {
+        let (_d, media, layout) = volume(2, 2, 4);
+        let io = LocalVolumeIo::open(&media, &layout).expect("open");
+        assert_eq!(
+            io.extents(0, 8 * MIB).expect("extents"),
+            vec![ext(8 * MIB, true)]
+        );
+        io.write(0, &pattern(1, 64 * 1024), false).expect("write");
+        io.write(MIB + 4096, &pattern(2, 8192), false)
+            .expect("write");
+        // Stripes 2, 3 and 4: columns 0, 1, 0.
+        io.write(3 * MIB - 4096, &pattern(3, (2 * MIB) as usize), false)
+            .expect("write");
+        assert_eq!(
+            io.extents(0, 8 * MIB).expect("extents"),
+            vec![
+                ext(64 * 1024, false),
+                ext(MIB + 4096 - 64 * 1024, true),
+                ext(8192, false),
+                ext(2 * MIB - 4096 - 12 * 1024, true),
+                ext(2 * MIB, false),
+                ext(3 * MIB + 4096, true),
+            ]
+        );
+        // A range inside a data run is one extent; bounds are checked.
+        assert_eq!(
+            io.extents(3 * MIB, MIB).expect("extents"),
+            vec![ext(MIB, false)]
+        );
+        assert!(io.extents(8 * MIB - 1, 2).is_err());
+        io.cache(0, 8 * MIB).expect("cache");
+        assert!(io.cache(8 * MIB, 1).is_err());
+    }
+
+    #[test]
+    fn extents_come_from_the_copy_reads_use() {
+        let (_d, media, layout) = volume(2, 1, 4);
+        let io = LocalVolumeIo::open(&media, &layout).expect("open");
+        io.write(0, &pattern(1, 64 * 1024), false).expect("write");
+        // Copy 0 serves reads: a hole there is a hole (it reads as zeroes)...
+        let key = SliceKey {
+            volume_id: "v".into(),
+            copy: 0,
+            column: 0,
+        };
+        let path = media.slice_path("m0", &key).expect("path");
+        let file = open_rw(&path).expect("open copy 0");
+        punch_hole(&file, 0, 64 * 1024).expect("punch");
+        assert_eq!(
+            io.extents(0, 4 * MIB).expect("extents"),
+            vec![ext(4 * MIB, true)]
+        );
+        // ...until copy 0 is lost: copy 1 serves, with the data.
+        io.fail_medium("m0");
+        assert_eq!(
+            io.extents(0, 4 * MIB).expect("extents"),
+            vec![ext(64 * 1024, false), ext(4 * MIB - 64 * 1024, true)]
+        );
+        io.fail_medium("m1");
+        assert_eq!(
+            io.extents(0, 4096).unwrap_err().raw_os_error(),
+            Some(libc::EIO)
+        );
+    }
+
+    #[test]
+    fn a_snapshot_views_extents_are_the_data_it_holds_not_the_live_holes() {
+        let (_d, media, layout) = volume(1, 1, 4);
+        let io = Arc::new(LocalVolumeIo::open(&media, &layout).expect("open"));
+        io.write(0, &pattern(1, 64 * 1024), false).expect("write");
+        io.snapshot(1).expect("snapshot");
+        io.discard(0, 64 * 1024, false).expect("discard");
+        io.write(128 * 1024, &pattern(2, 64 * 1024), false)
+            .expect("write");
+        assert_eq!(
+            io.extents(0, 4 * MIB).expect("live extents"),
+            vec![
+                ext(128 * 1024, true),
+                ext(64 * 1024, false),
+                ext(4 * MIB - 192 * 1024, true)
+            ]
+        );
+        let view = Arc::clone(&io).snapshot_view(1, layout.size).expect("view");
+        assert_eq!(
+            view.extents(0, 4 * MIB).expect("view extents"),
+            vec![ext(64 * 1024, false), ext(4 * MIB - 64 * 1024, true)]
+        );
+        assert!(view.extents(4 * MIB - 1, 2).is_err());
     }
 }
 

@@ -33,6 +33,40 @@ pub(crate) enum HandshakeError {
 pub(crate) struct Negotiated {
     pub name: String,
     pub export: OpenedExport,
+    /// `NBD_OPT_STRUCTURED_REPLY` was acknowledged.
+    pub structured: bool,
+    /// `base:allocation` was selected for this export: block status works.
+    pub allocation: bool,
+}
+
+/// What the client negotiated so far (reset by STARTTLS: a new haggle).
+#[derive(Default)]
+struct Haggling {
+    structured: bool,
+    /// The export `base:allocation` was selected for by the last
+    /// `NBD_OPT_SET_META_CONTEXT` (it counts only if the same export is
+    /// then chosen).
+    allocation_for: Option<String>,
+}
+
+impl Haggling {
+    fn traits(&self, device: &dyn crate::BlockDevice) -> protocol::ExportTraits {
+        protocol::ExportTraits {
+            read_only: device.read_only(),
+            structured: self.structured,
+            shared_flush: device.shared_flush(),
+        }
+    }
+
+    fn negotiated(&self, name: String, export: OpenedExport) -> Negotiated {
+        let allocation = self.allocation_for.as_deref() == Some(name.as_str());
+        Negotiated {
+            name,
+            export,
+            structured: self.structured,
+            allocation,
+        }
+    }
 }
 
 /// Where option haggling ended.
@@ -94,6 +128,7 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    let mut state = Haggling::default();
     loop {
         let mut header = [0u8; protocol::OPTION_HEADER_LEN];
         reader.read_exact(&mut header).await?;
@@ -151,15 +186,15 @@ where
                 let export = exports
                     .open(&name, peer)
                     .ok_or(HandshakeError::UnknownExport)?;
-                let device = &export.device;
+                let device = &*export.device;
                 let reply = protocol::export_name_reply(
                     device.size(),
-                    protocol::transmission_flags(device.read_only()),
+                    protocol::transmission_flags(state.traits(device)),
                     client.no_zeroes,
                 );
                 writer.write_all(&reply).await?;
                 writer.flush().await?;
-                return Ok(Haggled::Export(Negotiated { name, export }));
+                return Ok(Haggled::Export(state.negotiated(name, export)));
             }
             protocol::OPT_ABORT => {
                 // The client may already be gone: a failed ACK changes nothing.
@@ -217,8 +252,8 @@ where
                     .await?;
                     continue;
                 };
-                let device = &export.device;
-                let flags = protocol::transmission_flags(device.read_only());
+                let device = &*export.device;
+                let flags = protocol::transmission_flags(state.traits(device));
                 let size = device.size();
                 send_part(
                     writer,
@@ -247,17 +282,89 @@ where
                 }
                 send(writer, option, protocol::REP_ACK, &[]).await?;
                 if option == protocol::OPT_GO {
-                    return Ok(Haggled::Export(Negotiated {
-                        name: request.name,
-                        export,
-                    }));
+                    return Ok(Haggled::Export(state.negotiated(request.name, export)));
                 }
                 // NBD_OPT_INFO: the export is dropped, haggling goes on.
                 debug!(export = %request.name, "export information given");
             }
+            protocol::OPT_STRUCTURED_REPLY => {
+                if data.is_empty() {
+                    state.structured = true;
+                    send(writer, option, protocol::REP_ACK, &[]).await?;
+                } else {
+                    send(
+                        writer,
+                        option,
+                        protocol::REP_ERR_INVALID,
+                        b"NBD_OPT_STRUCTURED_REPLY takes no data",
+                    )
+                    .await?;
+                }
+            }
+            protocol::OPT_LIST_META_CONTEXT | protocol::OPT_SET_META_CONTEXT => {
+                let setting = option == protocol::OPT_SET_META_CONTEXT;
+                if setting {
+                    // A new selection replaces the old one, even when it fails.
+                    state.allocation_for = None;
+                }
+                let refusal: Option<(u32, String)> = if !state.structured {
+                    Some((
+                        protocol::REP_ERR_INVALID,
+                        "negotiate NBD_OPT_STRUCTURED_REPLY first".into(),
+                    ))
+                } else {
+                    match protocol::parse_meta_context_request(&data) {
+                        Err(e) => Some((protocol::REP_ERR_INVALID, e.to_string())),
+                        Ok(request) if exports.open(&request.name, peer).is_none() => {
+                            Some((protocol::REP_ERR_UNKNOWN, "export not available".into()))
+                        }
+                        Ok(request) => {
+                            // No query: listing shows every context, setting
+                            // selects none.
+                            let allocation = if request.queries.is_empty() {
+                                !setting
+                            } else {
+                                request
+                                    .queries
+                                    .iter()
+                                    .any(|q| protocol::query_matches_allocation(q, !setting))
+                            };
+                            if allocation {
+                                // Listed contexts carry id 0, as the protocol asks.
+                                let id = if setting {
+                                    protocol::ALLOCATION_CONTEXT_ID
+                                } else {
+                                    0
+                                };
+                                send_part(
+                                    writer,
+                                    option,
+                                    protocol::REP_META_CONTEXT,
+                                    &protocol::rep_meta_context_data(
+                                        id,
+                                        protocol::CONTEXT_BASE_ALLOCATION,
+                                    ),
+                                )
+                                .await?;
+                                if setting {
+                                    state.allocation_for = Some(request.name);
+                                }
+                            }
+                            None
+                        }
+                    }
+                };
+                match refusal {
+                    Some((reply, message)) => {
+                        debug!(option, %message, "meta context option refused");
+                        send(writer, option, reply, message.as_bytes()).await?;
+                    }
+                    None => send(writer, option, protocol::REP_ACK, &[]).await?,
+                }
+            }
             _ => {
-                // STRUCTURED_REPLY, meta contexts, extended headers and
-                // anything unknown: not supported, keep negotiating.
+                // Extended headers and anything unknown: not supported, keep
+                // negotiating.
                 debug!(option, "unsupported option");
                 send(
                     writer,

@@ -16,10 +16,29 @@
 //!   ABORT is answered `NBD_REP_ERR_TLS_REQD` before TLS (and
 //!   `NBD_OPT_EXPORT_NAME`, which cannot be answered an error, closes the
 //!   connection);
-//! - simple replies only (structured replies, block status and extended
-//!   headers are refused during the handshake, so a client never uses them);
-//! - the commands `READ`, `WRITE`, `DISC`, `FLUSH`, `TRIM` and
-//!   `WRITE_ZEROES`, with the `FUA` flag (and `NO_HOLE` on write zeroes).
+//! - `NBD_OPT_STRUCTURED_REPLY`, then `NBD_OPT_LIST_META_CONTEXT` /
+//!   `NBD_OPT_SET_META_CONTEXT` with the one context `base:allocation`
+//!   (meta context options before structured replies are
+//!   `NBD_REP_ERR_INVALID`; a context counts only for the export it was
+//!   selected for). Extended headers (`NBD_OPT_EXTENDED_HEADERS`) are
+//!   answered `NBD_REP_ERR_UNSUP`: requests stay 32-bit;
+//! - the commands `READ`, `WRITE`, `DISC`, `FLUSH`, `TRIM`, `WRITE_ZEROES`
+//!   (with `NO_HOLE` and `FAST_ZERO`), `CACHE` and, with a selected context,
+//!   `BLOCK_STATUS` (with `REQ_ONE`); the `FUA` flag; `DF` on reads with
+//!   structured replies. Anything else is `EINVAL`; a fast zero the device
+//!   cannot do fast is `ENOTSUP` at once.
+//!
+//! Only what the client negotiated is used. Without structured replies
+//! every reply is simple (the kernel's client, [`NbdClient`]). With them,
+//! reads and block status answer structured chunks, the other commands keep
+//! simple replies (as the protocol allows): a read of 64 KiB or more asks
+//! the device for its holes ([`BlockDevice::extents`], a few `lseek`s) and
+//! sends them as hole chunks, the data as data chunks written straight from
+//! the read buffer (a fully allocated range is one chunk); a failed read
+//! answers an error chunk with the offset of the piece that failed. Block
+//! status reports `base:allocation` (hole and zero, or data) from the same
+//! extents. `NBD_FLAG_CAN_MULTI_CONN` is advertised for read-only exports and
+//! devices whose flush covers every connection ([`BlockDevice::shared_flush`]).
 //!
 //! Requests of one connection are served concurrently (at most
 //! [`MAX_IN_FLIGHT`] at once and [`IN_FLIGHT_BYTES`] bytes of payload), each
@@ -54,18 +73,16 @@ pub use transmission::{IN_FLIGHT_BYTES, MAX_IN_FLIGHT};
 
 /// A block device an export serves.
 ///
-/// `read`, `write`, `flush`, `trim` and `write_zeroes` are blocking calls: the
-/// server runs them on tokio's blocking pool (`spawn_blocking`), several at
-/// once for one connection and from many connections, so the device must be
-/// safe to call concurrently. Offsets and lengths are already range-checked by
-/// the server (`offset + len <= size()`), and lengths are never zero.
+/// `read`, `write`, `flush`, `trim`, `write_zeroes`, `cache` and `extents`
+/// are blocking calls: the server runs them on tokio's blocking pool
+/// (`spawn_blocking`), several at once for one connection and from many
+/// connections, so the device must be safe to call concurrently. Offsets and
+/// lengths are already range-checked by the server (`offset + len <=
+/// size()`), and lengths are never zero.
 ///
-/// `size` and `read_only` are called on the async workers (at negotiation and
-/// for every request's checks): they must be cheap and must not block.
-///
-/// The server advertises `NBD_FLAG_CAN_MULTI_CONN`: a `flush` (or a call with
-/// `fua`) must make durable every write that completed before it, whichever
-/// connection issued it, and its effects must be visible to every connection.
+/// `size`, `read_only`, `shared_flush` and `fast_zeroes` are called on the
+/// async workers (at negotiation and for every request's checks): they must
+/// be cheap and must not block.
 pub trait BlockDevice: Send + Sync + 'static {
     /// Size of the device in bytes.
     fn size(&self) -> u64;
@@ -84,6 +101,49 @@ pub trait BlockDevice: Send + Sync + 'static {
     /// (When the client asks that no hole be made, `NBD_CMD_FLAG_NO_HOLE`, the
     /// server writes zero buffers through [`BlockDevice::write`] instead.)
     fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> std::io::Result<()>;
+
+    /// Whether `flush` (and a call with `fua`) makes durable every write
+    /// that completed before it, whichever connection issued it, with its
+    /// effects visible to every connection: then the server advertises
+    /// `NBD_FLAG_CAN_MULTI_CONN` and clients may spread their requests over
+    /// several connections. Read-only exports advertise it anyway. Default:
+    /// false.
+    fn shared_flush(&self) -> bool {
+        false
+    }
+
+    /// Whether `write_zeroes` (which may make holes) is always much faster
+    /// than writing the zeroes: requests with `NBD_CMD_FLAG_FAST_ZERO` are
+    /// served when it is, else refused with `ENOTSUP` at once. Default: false.
+    fn fast_zeroes(&self) -> bool {
+        false
+    }
+
+    /// The client will soon access these bytes (`NBD_CMD_CACHE`): a device
+    /// may start fetching them. Only a hint. Default: nothing.
+    fn cache(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
+
+    /// Allocation of the bytes from `offset`: extents in order, the first
+    /// starting at `offset`, each non-empty, together covering at least
+    /// one byte and at most `len` (a device may describe a prefix only; the
+    /// server asks again for the rest). A hole must read as zeroes. Used
+    /// for `NBD_CMD_BLOCK_STATUS` and to answer reads of holes with hole
+    /// chunks, so it must be cheap (a few `lseek`s). Default: all data.
+    fn extents(&self, offset: u64, len: u64) -> std::io::Result<Vec<Extent>> {
+        let _ = offset;
+        Ok(vec![Extent { len, hole: false }])
+    }
+}
+
+/// A run of bytes of one allocation status (see [`BlockDevice::extents`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    pub len: u64,
+    /// Not allocated, and reads as zeroes.
+    pub hole: bool,
 }
 
 /// An export opened for one connection.

@@ -17,6 +17,8 @@ pub const OPTION_REPLY_MAGIC: u64 = 0x0003_e889_0455_65a9;
 pub const REQUEST_MAGIC: u32 = 0x2560_9513;
 /// Magic of a simple reply.
 pub const SIMPLE_REPLY_MAGIC: u32 = 0x6744_6698;
+/// Magic of a structured reply chunk.
+pub const STRUCTURED_REPLY_MAGIC: u32 = 0x668e_33ef;
 
 // ---- Handshake flags -----------------------------------------------------
 
@@ -45,6 +47,9 @@ pub const FLAG_SEND_TRIM: u16 = 1 << 5;
 pub const FLAG_SEND_WRITE_ZEROES: u16 = 1 << 6;
 pub const FLAG_SEND_DF: u16 = 1 << 7;
 pub const FLAG_CAN_MULTI_CONN: u16 = 1 << 8;
+pub const FLAG_SEND_RESIZE: u16 = 1 << 9;
+pub const FLAG_SEND_CACHE: u16 = 1 << 10;
+pub const FLAG_SEND_FAST_ZERO: u16 = 1 << 11;
 
 // ---- Options -------------------------------------------------------------
 
@@ -100,6 +105,33 @@ pub const CMD_FLAG_NO_HOLE: u16 = 1 << 1;
 pub const CMD_FLAG_DF: u16 = 1 << 2;
 pub const CMD_FLAG_REQ_ONE: u16 = 1 << 3;
 pub const CMD_FLAG_FAST_ZERO: u16 = 1 << 4;
+
+// ---- Structured replies --------------------------------------------------
+
+/// Structured reply flag: the last chunk of the reply.
+pub const REPLY_FLAG_DONE: u16 = 1 << 0;
+
+pub const REPLY_TYPE_NONE: u16 = 0;
+pub const REPLY_TYPE_OFFSET_DATA: u16 = 1;
+pub const REPLY_TYPE_OFFSET_HOLE: u16 = 2;
+pub const REPLY_TYPE_BLOCK_STATUS: u16 = 5;
+pub const REPLY_TYPE_ERROR: u16 = (1 << 15) + 1;
+pub const REPLY_TYPE_ERROR_OFFSET: u16 = (1 << 15) + 2;
+
+/// Bytes of a structured reply chunk header: magic, flags, type, handle,
+/// length.
+pub const STRUCTURED_REPLY_LEN: usize = 20;
+
+// ---- Metadata contexts ---------------------------------------------------
+
+/// The one metadata context this server knows: allocation (holes, zeroes).
+pub const CONTEXT_BASE_ALLOCATION: &str = "base:allocation";
+/// The id `base:allocation` gets from `NBD_OPT_SET_META_CONTEXT`.
+pub const ALLOCATION_CONTEXT_ID: u32 = 1;
+/// `base:allocation` status: the extent is not allocated.
+pub const STATE_HOLE: u32 = 1 << 0;
+/// `base:allocation` status: the extent reads as zeroes.
+pub const STATE_ZERO: u32 = 1 << 1;
 
 // ---- Error values (simple reply error field) -----------------------------
 
@@ -291,16 +323,36 @@ pub fn range_ok(offset: u64, length: u32, size: u64) -> bool {
     }
 }
 
-/// The transmission flags of an export.
-pub fn transmission_flags(read_only: bool) -> u16 {
+/// What the transmission flags of an export depend on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExportTraits {
+    pub read_only: bool,
+    /// The client negotiated structured replies (`NBD_FLAG_SEND_DF` then).
+    pub structured: bool,
+    /// A flush on one connection covers every connection's completed
+    /// writes (`NBD_FLAG_CAN_MULTI_CONN`; read-only exports always can).
+    pub shared_flush: bool,
+}
+
+/// The transmission flags of an export. `CACHE` and `FAST_ZERO` are always
+/// advertised: a cache request is a hint, and a write zeroes that would not
+/// be fast is answered `ENOTSUP` at once, as the protocol allows.
+pub fn transmission_flags(export: ExportTraits) -> u16 {
     let mut flags = FLAG_HAS_FLAGS
         | FLAG_SEND_FLUSH
         | FLAG_SEND_FUA
         | FLAG_SEND_TRIM
         | FLAG_SEND_WRITE_ZEROES
-        | FLAG_CAN_MULTI_CONN;
-    if read_only {
+        | FLAG_SEND_CACHE
+        | FLAG_SEND_FAST_ZERO;
+    if export.read_only {
         flags |= FLAG_READ_ONLY;
+    }
+    if export.structured {
+        flags |= FLAG_SEND_DF;
+    }
+    if export.read_only || export.shared_flush {
+        flags |= FLAG_CAN_MULTI_CONN;
     }
     flags
 }
@@ -390,6 +442,227 @@ pub fn simple_reply(error: u32, handle: u64) -> [u8; SIMPLE_REPLY_LEN] {
     b[0..4].copy_from_slice(&SIMPLE_REPLY_MAGIC.to_be_bytes());
     b[4..8].copy_from_slice(&error.to_be_bytes());
     b[8..16].copy_from_slice(&handle.to_be_bytes());
+    b
+}
+
+/// The data of `NBD_OPT_LIST_META_CONTEXT` / `NBD_OPT_SET_META_CONTEXT`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetaContextRequest {
+    pub name: String,
+    pub queries: Vec<String>,
+}
+
+/// Splits a 32-bit length and that many bytes (a string) off `data`.
+fn take_string<'a>(
+    data: &'a [u8],
+    what: &'static str,
+) -> Result<(String, &'a [u8]), ProtocolError> {
+    if data.len() < 4 {
+        return Err(ProtocolError::Malformed(what));
+    }
+    let len = be_u32(data, 0) as usize;
+    // Check before slicing: the string must fit in what is left.
+    if len > data.len() - 4 {
+        return Err(ProtocolError::Malformed(what));
+    }
+    Ok((parse_name(&data[4..4 + len])?, &data[4 + len..]))
+}
+
+/// Parses meta context option data: 32-bit export name length, name,
+/// 32-bit query count, then each query as 32-bit length and string; nothing
+/// may follow.
+pub fn parse_meta_context_request(data: &[u8]) -> Result<MetaContextRequest, ProtocolError> {
+    let (name, rest) = take_string(data, "export name length beyond the option data")?;
+    if rest.len() < 4 {
+        return Err(ProtocolError::Malformed("no query count"));
+    }
+    let count = be_u32(rest, 0);
+    let mut rest = &rest[4..];
+    // Each query takes at least 4 bytes: a count beyond that is a lie, and
+    // must not size an allocation.
+    if count as usize > rest.len() / 4 {
+        return Err(ProtocolError::Malformed("more queries counted than sent"));
+    }
+    let mut queries = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let (query, after) = take_string(rest, "query length beyond the option data")?;
+        queries.push(query);
+        rest = after;
+    }
+    if !rest.is_empty() {
+        return Err(ProtocolError::Malformed("data after the last query"));
+    }
+    Ok(MetaContextRequest { name, queries })
+}
+
+/// The contexts this server has that a query names: `base:allocation` for
+/// itself, and (only when listing) for the `base:` wildcard. Queries of
+/// other namespaces select nothing, as the protocol requires.
+pub fn query_matches_allocation(query: &str, listing: bool) -> bool {
+    query == CONTEXT_BASE_ALLOCATION || (listing && query == "base:")
+}
+
+/// `NBD_REP_META_CONTEXT` data: context id, name.
+pub fn rep_meta_context_data(id: u32, name: &str) -> Vec<u8> {
+    let mut b = Vec::with_capacity(4 + name.len());
+    b.extend_from_slice(&id.to_be_bytes());
+    b.extend_from_slice(name.as_bytes());
+    b
+}
+
+/// A structured reply chunk header: magic, flags, type, handle, length.
+pub fn structured_header(
+    flags: u16,
+    reply_type: u16,
+    handle: u64,
+    length: u32,
+) -> [u8; STRUCTURED_REPLY_LEN] {
+    let mut b = [0u8; STRUCTURED_REPLY_LEN];
+    b[0..4].copy_from_slice(&STRUCTURED_REPLY_MAGIC.to_be_bytes());
+    b[4..6].copy_from_slice(&flags.to_be_bytes());
+    b[6..8].copy_from_slice(&reply_type.to_be_bytes());
+    b[8..16].copy_from_slice(&handle.to_be_bytes());
+    b[16..20].copy_from_slice(&length.to_be_bytes());
+    b
+}
+
+fn done_flag(done: bool) -> u16 {
+    if done {
+        REPLY_FLAG_DONE
+    } else {
+        0
+    }
+}
+
+/// `NBD_REPLY_TYPE_NONE` with `DONE`: the end of a successful reply.
+pub fn none_chunk(handle: u64) -> [u8; STRUCTURED_REPLY_LEN] {
+    structured_header(REPLY_FLAG_DONE, REPLY_TYPE_NONE, handle, 0)
+}
+
+/// The header and offset of an `NBD_REPLY_TYPE_OFFSET_DATA` chunk; its
+/// `data_len` bytes of data follow (written from the read buffer as they
+/// are, never copied into the chunk). `data_len` is at most `max_payload`,
+/// far below `u32::MAX - 8`.
+pub fn offset_data_header(handle: u64, offset: u64, data_len: u32, done: bool) -> [u8; 28] {
+    let mut b = [0u8; 28];
+    b[..20].copy_from_slice(&structured_header(
+        done_flag(done),
+        REPLY_TYPE_OFFSET_DATA,
+        handle,
+        data_len + 8,
+    ));
+    b[20..28].copy_from_slice(&offset.to_be_bytes());
+    b
+}
+
+/// An `NBD_REPLY_TYPE_OFFSET_HOLE` chunk: `len` zero bytes at `offset`.
+pub fn offset_hole_chunk(handle: u64, offset: u64, len: u32, done: bool) -> [u8; 32] {
+    let mut b = [0u8; 32];
+    b[..20].copy_from_slice(&structured_header(
+        done_flag(done),
+        REPLY_TYPE_OFFSET_HOLE,
+        handle,
+        12,
+    ));
+    b[20..28].copy_from_slice(&offset.to_be_bytes());
+    b[28..32].copy_from_slice(&len.to_be_bytes());
+    b
+}
+
+/// The final error chunk of a reply: `NBD_REPLY_TYPE_ERROR_OFFSET` when the
+/// offset is known, else `NBD_REPLY_TYPE_ERROR`; the message is cut to the
+/// protocol's 4096 bytes.
+pub fn error_chunk(handle: u64, error: u32, message: &str, offset: Option<u64>) -> Vec<u8> {
+    let mut end = message.len().min(MAX_STRING);
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    let message = &message.as_bytes()[..end];
+    let (reply_type, extra) = match offset {
+        Some(_) => (REPLY_TYPE_ERROR_OFFSET, 8),
+        None => (REPLY_TYPE_ERROR, 0),
+    };
+    let length = 6 + message.len() + extra;
+    let mut b = Vec::with_capacity(STRUCTURED_REPLY_LEN + length);
+    b.extend_from_slice(&structured_header(
+        REPLY_FLAG_DONE,
+        reply_type,
+        handle,
+        length as u32,
+    ));
+    b.extend_from_slice(&error.to_be_bytes());
+    b.extend_from_slice(&(message.len() as u16).to_be_bytes());
+    b.extend_from_slice(message);
+    if let Some(offset) = offset {
+        b.extend_from_slice(&offset.to_be_bytes());
+    }
+    b
+}
+
+/// One `NBD_REPLY_TYPE_BLOCK_STATUS` descriptor: extent length, status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Descriptor {
+    pub length: u32,
+    pub status: u32,
+}
+
+/// Most descriptors one block status reply carries (64 KiB of them); the
+/// protocol lets a server describe less than asked, and clients ask again
+/// from where the reply ended.
+pub const MAX_DESCRIPTORS: usize = 8192;
+
+/// The `base:allocation` descriptors for a block status request of `len`
+/// bytes from the device's extents (which start at the request's offset):
+/// neighbours of equal status merged, nothing past `len`, at most
+/// [`MAX_DESCRIPTORS`], and only the first with `req_one`.
+pub fn allocation_descriptors(
+    extents: &[crate::Extent],
+    len: u32,
+    req_one: bool,
+) -> Vec<Descriptor> {
+    let limit = if req_one { 1 } else { MAX_DESCRIPTORS };
+    let mut out: Vec<Descriptor> = Vec::new();
+    let mut left = u64::from(len);
+    for e in extents {
+        if left == 0 {
+            break;
+        }
+        // Never beyond the request: `take` fits in u32 as `left` does.
+        let take = e.len.min(left);
+        if take == 0 {
+            continue;
+        }
+        left -= take;
+        let status = if e.hole { STATE_HOLE | STATE_ZERO } else { 0 };
+        if let Some(last) = out.last_mut().filter(|l| l.status == status) {
+            last.length += take as u32;
+        } else if out.len() == limit {
+            break;
+        } else {
+            out.push(Descriptor {
+                length: take as u32,
+                status,
+            });
+        }
+    }
+    out
+}
+
+/// The final `NBD_REPLY_TYPE_BLOCK_STATUS` chunk for one context.
+pub fn block_status_chunk(handle: u64, context: u32, descriptors: &[Descriptor]) -> Vec<u8> {
+    let length = 4 + 8 * descriptors.len();
+    let mut b = Vec::with_capacity(STRUCTURED_REPLY_LEN + length);
+    b.extend_from_slice(&structured_header(
+        REPLY_FLAG_DONE,
+        REPLY_TYPE_BLOCK_STATUS,
+        handle,
+        length as u32,
+    ));
+    b.extend_from_slice(&context.to_be_bytes());
+    for d in descriptors {
+        b.extend_from_slice(&d.length.to_be_bytes());
+        b.extend_from_slice(&d.status.to_be_bytes());
+    }
     b
 }
 
@@ -615,13 +888,243 @@ mod tests {
         assert!(!range_ok(u64::MAX - 10, u32::MAX, u64::MAX));
     }
 
+    fn traits(read_only: bool, structured: bool, shared_flush: bool) -> ExportTraits {
+        ExportTraits {
+            read_only,
+            structured,
+            shared_flush,
+        }
+    }
+
     #[test]
     fn transmission_flags_advertise_the_supported_commands_and_read_only() {
-        let rw = transmission_flags(false);
-        assert_eq!(rw, 0b1_0110_1101);
+        let rw = transmission_flags(traits(false, false, true));
+        assert_eq!(rw, 0b1101_0110_1101);
         assert_eq!(rw & FLAG_READ_ONLY, 0);
-        assert_eq!(transmission_flags(true), rw | FLAG_READ_ONLY);
-        assert_eq!(rw & (FLAG_SEND_DF | FLAG_ROTATIONAL), 0);
+        assert_eq!(
+            transmission_flags(traits(true, false, true)),
+            rw | FLAG_READ_ONLY
+        );
+        assert_eq!(rw & (FLAG_SEND_DF | FLAG_ROTATIONAL | FLAG_SEND_RESIZE), 0);
+    }
+
+    #[test]
+    fn dont_fragment_is_advertised_only_with_structured_replies() {
+        assert_eq!(
+            transmission_flags(traits(false, false, true)) & FLAG_SEND_DF,
+            0
+        );
+        assert_ne!(
+            transmission_flags(traits(false, true, true)) & FLAG_SEND_DF,
+            0
+        );
+    }
+
+    #[test]
+    fn multi_conn_is_advertised_with_a_shared_flush_or_read_only() {
+        assert_eq!(
+            transmission_flags(traits(false, true, false)) & FLAG_CAN_MULTI_CONN,
+            0
+        );
+        assert_ne!(
+            transmission_flags(traits(false, false, true)) & FLAG_CAN_MULTI_CONN,
+            0
+        );
+        assert_ne!(
+            transmission_flags(traits(true, false, false)) & FLAG_CAN_MULTI_CONN,
+            0
+        );
+    }
+
+    fn meta_data(name: &str, queries: &[&str], count: u32) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(&(name.len() as u32).to_be_bytes());
+        b.extend_from_slice(name.as_bytes());
+        b.extend_from_slice(&count.to_be_bytes());
+        for q in queries {
+            b.extend_from_slice(&(q.len() as u32).to_be_bytes());
+            b.extend_from_slice(q.as_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn a_meta_context_request_parses_its_name_and_queries() {
+        assert_eq!(
+            parse_meta_context_request(&meta_data("vol", &["base:allocation", "qemu:x"], 2)),
+            Ok(MetaContextRequest {
+                name: "vol".into(),
+                queries: vec!["base:allocation".into(), "qemu:x".into()],
+            })
+        );
+        assert_eq!(
+            parse_meta_context_request(&meta_data("", &[], 0)),
+            Ok(MetaContextRequest {
+                name: String::new(),
+                queries: vec![],
+            })
+        );
+    }
+
+    #[test]
+    fn malformed_meta_context_requests_are_refused() {
+        let malformed = |d: &[u8]| {
+            matches!(
+                parse_meta_context_request(d),
+                Err(ProtocolError::Malformed(_))
+            )
+        };
+        // More queries counted than sent (also a huge count).
+        assert!(malformed(&meta_data("vol", &["base:allocation"], 2)));
+        assert!(malformed(&meta_data("vol", &[], u32::MAX)));
+        // Fewer counted than sent: data after the last query.
+        assert!(malformed(&meta_data("vol", &["base:allocation"], 0)));
+        // No count at all; a name length beyond the data.
+        assert!(malformed(&[0, 0, 0, 1, b'v']));
+        assert!(malformed(&[0, 0, 0, 9, b'v', 0, 0, 0, 0]));
+        let mut d = meta_data("vol", &["base:allocation"], 1);
+        d.truncate(d.len() - 1); // a query cut short
+        assert!(malformed(&d));
+        // Strings must be UTF-8 without NUL.
+        assert!(matches!(
+            parse_meta_context_request(&meta_data("v\0l", &[], 0)),
+            Err(ProtocolError::InvalidName(_))
+        ));
+    }
+
+    #[test]
+    fn only_base_allocation_matches_and_the_base_wildcard_only_when_listing() {
+        assert!(query_matches_allocation("base:allocation", false));
+        assert!(query_matches_allocation("base:allocation", true));
+        assert!(query_matches_allocation("base:", true));
+        assert!(!query_matches_allocation("base:", false));
+        assert!(!query_matches_allocation("base:other", true));
+        assert!(!query_matches_allocation("qemu:dirty-bitmap:x", true));
+    }
+
+    #[test]
+    fn structured_chunks_carry_magic_flags_type_handle_and_length() {
+        let h = structured_header(REPLY_FLAG_DONE, REPLY_TYPE_OFFSET_DATA, 7, 100);
+        assert_eq!(&h[0..4], &[0x66, 0x8e, 0x33, 0xef]);
+        assert_eq!(&h[4..6], &[0, 1]);
+        assert_eq!(&h[6..8], &[0, 1]);
+        assert_eq!(&h[8..16], &7u64.to_be_bytes());
+        assert_eq!(&h[16..20], &100u32.to_be_bytes());
+        assert_eq!(none_chunk(9), structured_header(1, 0, 9, 0));
+    }
+
+    #[test]
+    fn data_and_hole_chunks_carry_their_offset() {
+        let d = offset_data_header(3, 1 << 33, 4096, false);
+        assert_eq!(
+            &d[..20],
+            &structured_header(0, REPLY_TYPE_OFFSET_DATA, 3, 4104)
+        );
+        assert_eq!(&d[20..], &(1u64 << 33).to_be_bytes());
+        let h = offset_hole_chunk(3, 512, 65536, true);
+        assert_eq!(
+            &h[..20],
+            &structured_header(1, REPLY_TYPE_OFFSET_HOLE, 3, 12)
+        );
+        assert_eq!(&h[20..28], &512u64.to_be_bytes());
+        assert_eq!(&h[28..32], &65536u32.to_be_bytes());
+    }
+
+    #[test]
+    fn error_chunks_carry_the_error_the_message_and_the_offset_when_known() {
+        let e = error_chunk(5, EIO, "bad", Some(4096));
+        assert_eq!(
+            &e[..20],
+            &structured_header(1, REPLY_TYPE_ERROR_OFFSET, 5, 17)
+        );
+        assert_eq!(&e[20..24], &EIO.to_be_bytes());
+        assert_eq!(&e[24..26], &3u16.to_be_bytes());
+        assert_eq!(&e[26..29], b"bad");
+        assert_eq!(&e[29..37], &4096u64.to_be_bytes());
+        let e = error_chunk(5, EINVAL, "", None);
+        assert_eq!(&e[..20], &structured_header(1, REPLY_TYPE_ERROR, 5, 6));
+        assert_eq!(e.len(), 26);
+        // Messages are cut to 4096 bytes, on a character boundary.
+        let long = "é".repeat(3000);
+        let e = error_chunk(5, EIO, &long, None);
+        let len = u16::from_be_bytes([e[24], e[25]]) as usize;
+        assert_eq!(len, 4096);
+        assert!(std::str::from_utf8(&e[26..26 + len]).is_ok());
+    }
+
+    #[test]
+    fn a_block_status_chunk_lists_context_and_descriptors() {
+        let d = [
+            Descriptor {
+                length: 4096,
+                status: 0,
+            },
+            Descriptor {
+                length: 8192,
+                status: STATE_HOLE | STATE_ZERO,
+            },
+        ];
+        let c = block_status_chunk(2, ALLOCATION_CONTEXT_ID, &d);
+        assert_eq!(
+            &c[..20],
+            &structured_header(1, REPLY_TYPE_BLOCK_STATUS, 2, 20)
+        );
+        assert_eq!(&c[20..24], &1u32.to_be_bytes());
+        assert_eq!(&c[24..32], &[0, 0, 0x10, 0, 0, 0, 0, 0]);
+        assert_eq!(&c[32..40], &[0, 0, 0x20, 0, 0, 0, 0, 3]);
+    }
+
+    fn ext(len: u64, hole: bool) -> crate::Extent {
+        crate::Extent { len, hole }
+    }
+
+    fn desc(length: u32, hole: bool) -> Descriptor {
+        let status = if hole { STATE_HOLE | STATE_ZERO } else { 0 };
+        Descriptor { length, status }
+    }
+
+    #[test]
+    fn allocation_descriptors_merge_equal_neighbours_and_end_at_the_request() {
+        let extents = [
+            ext(100, false),
+            ext(50, false),
+            ext(200, true),
+            ext(1 << 40, false),
+        ];
+        assert_eq!(
+            allocation_descriptors(&extents, 1000, false),
+            vec![desc(150, false), desc(200, true), desc(650, false)]
+        );
+        assert_eq!(
+            allocation_descriptors(&extents, 120, false),
+            vec![desc(120, false)]
+        );
+        assert_eq!(
+            allocation_descriptors(&[ext(0, true), ext(10, true)], 100, false),
+            vec![desc(10, true)]
+        );
+    }
+
+    #[test]
+    fn with_req_one_only_the_first_extent_is_described() {
+        let extents = [ext(100, false), ext(50, false), ext(200, true)];
+        assert_eq!(
+            allocation_descriptors(&extents, 1000, true),
+            vec![desc(150, false)]
+        );
+        assert_eq!(
+            allocation_descriptors(&extents, 10, true),
+            vec![desc(10, false)]
+        );
+    }
+
+    #[test]
+    fn allocation_descriptors_are_bounded() {
+        let extents: Vec<_> = (0..MAX_DESCRIPTORS as u64 + 10)
+            .map(|i| ext(1, i % 2 == 0))
+            .collect();
+        let d = allocation_descriptors(&extents, u32::MAX, false);
+        assert_eq!(d.len(), MAX_DESCRIPTORS);
     }
 
     #[test]

@@ -181,6 +181,8 @@ async fn serve_connection(
         size = device.size(),
         read_only = device.read_only(),
         tls = matches!(link, Link::Tls(..)),
+        structured_replies = negotiated.structured,
+        block_status = negotiated.allocation,
         "client connected to export"
     );
     let transmission = Transmission {
@@ -189,6 +191,8 @@ async fn serve_connection(
         shutdown,
         max_payload,
         inline_max,
+        structured: negotiated.structured,
+        allocation: negotiated.allocation,
     };
     // Each kind of stream has its own (monomorphised) transmission loop:
     // plain connections keep their owned TCP halves, untouched by TLS.

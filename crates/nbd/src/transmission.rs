@@ -54,12 +54,20 @@ pub(crate) enum TransmissionError {
     WriteTooLarge { length: u32, max_payload: u32 },
 }
 
+/// Reads of at least this many bytes look up holes first when structured
+/// replies are negotiated, and answer them with hole chunks. Smaller reads
+/// are sent as data: a hole chunk would save little there, and the lookup
+/// is one more system call per request.
+pub(crate) const HOLE_LOOKUP_MIN: u32 = 64 * 1024;
+
 /// A checked request, ready for the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Op {
     Read {
         offset: u64,
         len: u32,
+        /// Look up holes and send them as hole chunks (structured replies).
+        sparse: bool,
     },
     Write {
         offset: u64,
@@ -77,125 +85,279 @@ pub(crate) enum Op {
         fua: bool,
         no_hole: bool,
     },
-    /// A zero-length read, write, trim or write zeroes: succeeds untouched.
+    Cache {
+        offset: u64,
+        len: u32,
+    },
+    BlockStatus {
+        offset: u64,
+        len: u32,
+        req_one: bool,
+    },
+    /// A zero-length read, write, trim, cache or write zeroes: succeeds
+    /// untouched.
     Nothing,
+}
+
+/// What requests are checked against: the export and what the client
+/// negotiated.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub size: u64,
+    pub read_only: bool,
+    pub max_payload: u32,
+    /// Structured replies were negotiated.
+    pub structured: bool,
+    /// `base:allocation` was selected: block status may be asked.
+    pub allocation: bool,
+    /// The device's write zeroes are fast (see `BlockDevice::fast_zeroes`).
+    pub fast_zeroes: bool,
 }
 
 /// Checks a request (other than `DISC`) against the export: the `Op` to run,
 /// or the NBD error value to answer.
-pub(crate) fn check(
-    req: &Request,
-    size: u64,
-    read_only: bool,
-    max_payload: u32,
-) -> Result<Op, u32> {
+pub(crate) fn check(req: &Request, limits: &Limits) -> Result<Op, u32> {
     use protocol::*;
     let allowed = match req.command {
+        CMD_READ if limits.structured => CMD_FLAG_FUA | CMD_FLAG_DF,
         CMD_READ | CMD_WRITE | CMD_FLUSH | CMD_TRIM => CMD_FLAG_FUA,
-        CMD_WRITE_ZEROES => CMD_FLAG_FUA | CMD_FLAG_NO_HOLE,
-        // Unknown, and the known ones we do not advertise (CACHE,
-        // BLOCK_STATUS, ...).
+        CMD_WRITE_ZEROES => CMD_FLAG_FUA | CMD_FLAG_NO_HOLE | CMD_FLAG_FAST_ZERO,
+        CMD_CACHE => 0,
+        // Only with a selected context (which needs structured replies).
+        CMD_BLOCK_STATUS if limits.allocation => CMD_FLAG_REQ_ONE,
+        // Unknown, and block status without a context.
         _ => return Err(EINVAL),
     };
     // Unknown flags, or flags not applicable to the command (DF without
-    // structured replies, FAST_ZERO that we do not advertise, ...).
+    // structured replies, REQ_ONE on a read, ...).
     if req.flags & !allowed != 0 {
         return Err(EINVAL);
     }
     let fua = req.flags & CMD_FLAG_FUA != 0;
     let (offset, len) = (req.offset, req.length);
-    let in_range = range_ok(offset, len, size);
+    let in_range = range_ok(offset, len, limits.size);
+    let writable = || if limits.read_only { Err(EPERM) } else { Ok(()) };
+    let unless_empty = |op: Op| if len == 0 { Op::Nothing } else { op };
     match req.command {
         CMD_READ => {
-            if len > max_payload || !in_range {
+            if len > limits.max_payload || !in_range {
                 return Err(EINVAL);
             }
-            Ok(if len == 0 {
-                Op::Nothing
-            } else {
-                Op::Read { offset, len }
-            })
+            // Don't fragment: one data chunk, so no hole lookup.
+            let whole = req.flags & CMD_FLAG_DF != 0;
+            let sparse = limits.structured && !whole && len >= HOLE_LOOKUP_MIN;
+            Ok(unless_empty(Op::Read {
+                offset,
+                len,
+                sparse,
+            }))
         }
         CMD_WRITE => {
-            if read_only {
-                return Err(EPERM);
-            }
-            if len > max_payload {
+            writable()?;
+            if len > limits.max_payload {
                 return Err(EINVAL);
             }
             if !in_range {
                 return Err(ENOSPC);
             }
-            Ok(if len == 0 {
-                Op::Nothing
-            } else {
-                Op::Write { offset, fua }
-            })
+            Ok(unless_empty(Op::Write { offset, fua }))
         }
         CMD_FLUSH => Ok(Op::Flush),
         CMD_TRIM => {
-            if read_only {
-                return Err(EPERM);
-            }
+            writable()?;
             if !in_range {
                 return Err(EINVAL);
             }
-            Ok(if len == 0 {
-                Op::Nothing
-            } else {
-                Op::Trim { offset, len, fua }
-            })
+            Ok(unless_empty(Op::Trim { offset, len, fua }))
         }
         CMD_WRITE_ZEROES => {
-            if read_only {
-                return Err(EPERM);
-            }
+            writable()?;
             if !in_range {
                 return Err(ENOSPC);
             }
             let no_hole = req.flags & CMD_FLAG_NO_HOLE != 0;
-            Ok(if len == 0 {
-                Op::Nothing
-            } else {
-                Op::WriteZeroes {
-                    offset,
-                    len,
-                    fua,
-                    no_hole,
-                }
+            // Zeroes written as buffers are no faster than a write: a fast
+            // zero request is refused at once, before anything changes.
+            if req.flags & CMD_FLAG_FAST_ZERO != 0 && (no_hole || !limits.fast_zeroes) {
+                return Err(ENOTSUP);
+            }
+            Ok(unless_empty(Op::WriteZeroes {
+                offset,
+                len,
+                fua,
+                no_hole,
+            }))
+        }
+        CMD_CACHE => {
+            if !in_range {
+                return Err(EINVAL);
+            }
+            Ok(unless_empty(Op::Cache { offset, len }))
+        }
+        CMD_BLOCK_STATUS => {
+            // A successful reply needs at least one non-empty extent.
+            if !in_range || len == 0 {
+                return Err(EINVAL);
+            }
+            Ok(Op::BlockStatus {
+                offset,
+                len,
+                req_one: req.flags & CMD_FLAG_REQ_ONE != 0,
             })
         }
         _ => Err(EINVAL),
     }
 }
 
-/// Runs a checked request on the device (blocking). `payload` is the data of
-/// a write, empty otherwise. Returns the data of a read.
-fn execute(op: Op, payload: Vec<u8>, device: &dyn BlockDevice) -> io::Result<Option<Vec<u8>>> {
-    match op {
-        Op::Read { offset, len } => {
-            let mut buf = vec![0u8; len as usize];
-            device.read(offset, &mut buf)?;
-            Ok(Some(buf))
+/// A run of a read's buffer: data to send, or a hole (zeroes, not sent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Piece {
+    /// Offset in the buffer.
+    pub start: usize,
+    pub len: usize,
+    pub hole: bool,
+}
+
+/// The answer to a request, as the writer sends it.
+#[derive(Debug)]
+pub(crate) enum Body {
+    /// Success, nothing to send but the reply.
+    Done,
+    /// The NBD error value, and where it happened (reads) when known.
+    Failed { error: u32, offset: Option<u64> },
+    /// A read's bytes at `offset`: `pieces` cover `buf` in order (none:
+    /// all of it is data, the common case, which allocates nothing more).
+    Data {
+        offset: u64,
+        buf: Vec<u8>,
+        pieces: Vec<Piece>,
+    },
+    /// `base:allocation` descriptors of a block status request.
+    Status(Vec<protocol::Descriptor>),
+}
+
+/// A device call that failed, and where (reads), when known.
+pub(crate) struct Failure {
+    pub error: io::Error,
+    pub offset: Option<u64>,
+}
+
+impl From<io::Error> for Failure {
+    fn from(error: io::Error) -> Failure {
+        Failure {
+            error,
+            offset: None,
         }
-        Op::Write { offset, fua } => device.write(offset, &payload, fua).map(|()| None),
-        Op::Flush => device.flush().map(|()| None),
+    }
+}
+
+/// The pieces of a read of `len` bytes at `offset`: the device's extents,
+/// merged, clamped to the read. If the device cannot tell (an error, or an
+/// answer that makes no progress), the rest is data: the read then finds out.
+pub(crate) fn read_pieces(device: &dyn BlockDevice, offset: u64, len: usize) -> Vec<Piece> {
+    let mut pieces: Vec<Piece> = Vec::new();
+    let mut push = |start: usize, n: usize, hole: bool| match pieces.last_mut() {
+        Some(last) if last.hole == hole => last.len += n,
+        _ => pieces.push(Piece {
+            start,
+            len: n,
+            hole,
+        }),
+    };
+    let mut at = 0usize;
+    while at < len {
+        let before = at;
+        let left = (len - at) as u64;
+        if let Ok(extents) = device.extents(offset + at as u64, left) {
+            for e in extents {
+                let n = e.len.min((len - at) as u64) as usize;
+                if n == 0 {
+                    break;
+                }
+                push(at, n, e.hole);
+                at += n;
+            }
+        }
+        if at == before {
+            push(at, len - at, false);
+            at = len;
+        }
+    }
+    pieces
+}
+
+/// Runs a checked request on the device (blocking). `payload` is the data of
+/// a write, empty otherwise.
+fn execute(op: Op, payload: Vec<u8>, device: &dyn BlockDevice) -> Result<Body, Failure> {
+    match op {
+        Op::Read {
+            offset,
+            len,
+            sparse,
+        } => {
+            let len = len as usize;
+            let mut pieces = if sparse {
+                read_pieces(device, offset, len)
+            } else {
+                Vec::new()
+            };
+            if let [only] = pieces.as_slice() {
+                if !only.hole {
+                    pieces.clear();
+                }
+            }
+            // Zeroed (lazily, by the allocator) so holes need no filling.
+            let mut buf = vec![0u8; len];
+            let whole = [Piece {
+                start: 0,
+                len,
+                hole: false,
+            }];
+            let data = if pieces.is_empty() {
+                &whole[..]
+            } else {
+                &pieces
+            };
+            for p in data.iter().filter(|p| !p.hole) {
+                let at = offset + p.start as u64;
+                device
+                    .read(at, &mut buf[p.start..p.start + p.len])
+                    .map_err(|error| Failure {
+                        error,
+                        offset: Some(at),
+                    })?;
+            }
+            Ok(Body::Data {
+                offset,
+                buf,
+                pieces,
+            })
+        }
+        Op::Write { offset, fua } => {
+            device.write(offset, &payload, fua)?;
+            Ok(Body::Done)
+        }
+        Op::Flush => {
+            device.flush()?;
+            Ok(Body::Done)
+        }
         Op::Trim { offset, len, fua } => {
             device.trim(offset, u64::from(len))?;
             // The trait's trim has no FUA: make it durable before replying.
             if fua {
                 device.flush()?;
             }
-            Ok(None)
+            Ok(Body::Done)
         }
         Op::WriteZeroes {
             offset,
             len,
             fua,
             no_hole: false,
-        } => device
-            .write_zeroes(offset, u64::from(len), fua)
-            .map(|()| None),
+        } => {
+            device.write_zeroes(offset, u64::from(len), fua)?;
+            Ok(Body::Done)
+        }
         Op::WriteZeroes {
             offset,
             len,
@@ -211,9 +373,34 @@ fn execute(op: Op, payload: Vec<u8>, device: &dyn BlockDevice) -> io::Result<Opt
                 device.write(at, &zeroes[..n], fua)?;
                 at += n as u64;
             }
-            Ok(None)
+            Ok(Body::Done)
         }
-        Op::Nothing => Ok(None),
+        Op::Cache { offset, len } => {
+            device.cache(offset, u64::from(len))?;
+            Ok(Body::Done)
+        }
+        Op::BlockStatus {
+            offset,
+            len,
+            req_one,
+        } => {
+            let extents = device
+                .extents(offset, u64::from(len))
+                .map_err(|error| Failure {
+                    error,
+                    offset: Some(offset),
+                })?;
+            let mut descriptors = protocol::allocation_descriptors(&extents, len, req_one);
+            if descriptors.is_empty() {
+                // The device described nothing: "allocated" is always true.
+                descriptors.push(protocol::Descriptor {
+                    length: len,
+                    status: 0,
+                });
+            }
+            Ok(Body::Status(descriptors))
+        }
+        Op::Nothing => Ok(Body::Done),
     }
 }
 
@@ -226,8 +413,10 @@ struct Permits {
 
 struct Reply {
     handle: u64,
-    error: u32,
-    data: Option<Vec<u8>>,
+    /// Answer with structured reply chunks (reads and block status, once
+    /// structured replies are negotiated); else a simple reply.
+    structured: bool,
+    body: Body,
     _permits: Permits,
 }
 
@@ -239,6 +428,10 @@ pub(crate) struct Transmission {
     pub max_payload: u32,
     /// See `NbdConfig::inline_max`.
     pub inline_max: u32,
+    /// Structured replies were negotiated.
+    pub structured: bool,
+    /// `base:allocation` was selected for this export.
+    pub allocation: bool,
 }
 
 impl Transmission {
@@ -380,7 +573,19 @@ impl Transmission {
             }
 
             let device = &self.device;
-            let op = match check(&req, device.size(), device.read_only(), self.max_payload) {
+            let limits = Limits {
+                size: device.size(),
+                read_only: device.read_only(),
+                max_payload: self.max_payload,
+                structured: self.structured,
+                allocation: self.allocation,
+                fast_zeroes: device.fast_zeroes(),
+            };
+            // Reads and block status get structured replies once negotiated
+            // (errors included); every other command keeps simple replies.
+            let structured = self.structured
+                && matches!(req.command, protocol::CMD_READ | protocol::CMD_BLOCK_STATUS);
+            let op = match check(&req, &limits) {
                 Ok(op) => op,
                 Err(error) => {
                     debug!(
@@ -393,8 +598,11 @@ impl Transmission {
                     );
                     let reply = Reply {
                         handle: req.handle,
-                        error,
-                        data: None,
+                        structured,
+                        body: Body::Failed {
+                            error,
+                            offset: None,
+                        },
                         _permits: permits,
                     };
                     if guard!(tx.send(reply)).is_err() {
@@ -416,27 +624,9 @@ impl Transmission {
                 }));
                 let reply = Reply {
                     handle,
-                    error: 0,
-                    data: None,
+                    structured,
+                    body: answer(handle, op, outcome.map_err(|_| "panicked")),
                     _permits: permits,
-                };
-                let reply = match outcome {
-                    Ok(Ok(data)) => Reply { data, ..reply },
-                    Ok(Err(e)) => {
-                        let value = protocol::io_error_value(&e);
-                        warn!(handle, ?op, error = %e, nbd_error = value, "device call failed");
-                        Reply {
-                            error: value,
-                            ..reply
-                        }
-                    }
-                    Err(_) => {
-                        warn!(handle, ?op, "device call panicked");
-                        Reply {
-                            error: protocol::EIO,
-                            ..reply
-                        }
-                    }
                 };
                 if guard!(tx.send(reply)).is_err() {
                     return Ok(End::WriteFailed);
@@ -454,37 +644,48 @@ impl Transmission {
                         // away, or its connection was abandoned, does not
                         // touch the device any more.
                         if closed.is_cancelled() {
-                            return Err(io::Error::other("export closed"));
+                            return Err(io::Error::other("export closed").into());
                         }
                         if abandoned.is_cancelled() {
-                            return Err(io::Error::other("connection gone"));
+                            return Err(io::Error::other("connection gone").into());
                         }
                         execute(op, payload, &*device)
                     })
                     .await;
-                    let (error, data) = match outcome {
-                        Ok(Ok(data)) => (0, data),
-                        Ok(Err(e)) => {
-                            let value = protocol::io_error_value(&e);
-                            warn!(handle, ?op, error = %e, nbd_error = value, "device call failed");
-                            (value, None)
-                        }
-                        Err(e) => {
-                            warn!(handle, ?op, error = %e, "device call panicked");
-                            (protocol::EIO, None)
-                        }
-                    };
+                    let body = answer(handle, op, outcome.map_err(|_| "panicked"));
                     let _ = tx
                         .send(Reply {
                             handle,
-                            error,
-                            data,
+                            structured,
+                            body,
                             _permits: permits,
                         })
                         .await;
                 }
                 .instrument(tracing::Span::current()),
             );
+        }
+    }
+}
+
+/// The reply body of a device call's outcome (logging failures).
+fn answer(handle: u64, op: Op, outcome: Result<Result<Body, Failure>, &'static str>) -> Body {
+    match outcome {
+        Ok(Ok(body)) => body,
+        Ok(Err(Failure { error, offset })) => {
+            let value = protocol::io_error_value(&error);
+            warn!(handle, ?op, error = %error, nbd_error = value, "device call failed");
+            Body::Failed {
+                error: value,
+                offset,
+            }
+        }
+        Err(why) => {
+            warn!(handle, ?op, "device call {why}");
+            Body::Failed {
+                error: protocol::EIO,
+                offset: None,
+            }
         }
     }
 }
@@ -534,21 +735,87 @@ async fn write_replies<W: AsyncWrite + Unpin>(
 }
 
 async fn write_reply<W: AsyncWrite + Unpin>(writer: &mut W, reply: Reply) -> io::Result<()> {
-    writer
-        .write_all(&protocol::simple_reply(reply.error, reply.handle))
-        .await?;
-    if reply.error == 0 {
-        if let Some(data) = &reply.data {
+    let handle = reply.handle;
+    if !reply.structured {
+        let (error, data) = match &reply.body {
+            Body::Done => (0, None),
+            Body::Failed { error, .. } => (*error, None),
+            Body::Data { buf, .. } => (0, Some(buf)),
+            // Never built: block status needs structured replies, and its
+            // requests get them.
+            Body::Status(_) => (protocol::EINVAL, None),
+        };
+        writer
+            .write_all(&protocol::simple_reply(error, handle))
+            .await?;
+        if let Some(data) = data {
             writer.write_all(data).await?;
         }
+        return Ok(());
     }
-    Ok(())
+    match reply.body {
+        Body::Done => writer.write_all(&protocol::none_chunk(handle)).await,
+        Body::Failed { error, offset } => {
+            let chunk = protocol::error_chunk(handle, error, error_message(error), offset);
+            writer.write_all(&chunk).await
+        }
+        Body::Data {
+            offset,
+            buf,
+            pieces,
+        } => {
+            if pieces.is_empty() {
+                // All data: one chunk (reads are at most max_payload, u32).
+                let header = protocol::offset_data_header(handle, offset, buf.len() as u32, true);
+                writer.write_all(&header).await?;
+                return writer.write_all(&buf).await;
+            }
+            let last = pieces.len() - 1;
+            for (i, p) in pieces.iter().enumerate() {
+                // The whole read is in memory: no error can follow, so the
+                // last content chunk ends the reply.
+                let done = i == last;
+                let at = offset + p.start as u64;
+                // Pieces are within a read of at most max_payload (u32).
+                let len = p.len as u32;
+                if p.hole {
+                    writer
+                        .write_all(&protocol::offset_hole_chunk(handle, at, len, done))
+                        .await?;
+                } else {
+                    writer
+                        .write_all(&protocol::offset_data_header(handle, at, len, done))
+                        .await?;
+                    writer.write_all(&buf[p.start..p.start + p.len]).await?;
+                }
+            }
+            Ok(())
+        }
+        Body::Status(descriptors) => {
+            let chunk =
+                protocol::block_status_chunk(handle, protocol::ALLOCATION_CONTEXT_ID, &descriptors);
+            writer.write_all(&chunk).await
+        }
+    }
+}
+
+/// The message of a structured error chunk.
+fn error_message(error: u32) -> &'static str {
+    match error {
+        protocol::EPERM => "the export is read-only",
+        protocol::EIO => "input/output error",
+        protocol::EINVAL => "invalid request",
+        protocol::ENOSPC => "no space left on the device",
+        protocol::ENOTSUP => "not supported",
+        _ => "request failed",
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::protocol::*;
+    use crate::Extent;
 
     const SIZE: u64 = 1 << 20;
     const MAX: u32 = 64 * 1024;
@@ -563,12 +830,39 @@ mod tests {
         }
     }
 
+    /// A read-write export, simple replies only.
+    fn limits() -> Limits {
+        Limits {
+            size: SIZE,
+            read_only: false,
+            max_payload: MAX,
+            structured: false,
+            allocation: false,
+            fast_zeroes: false,
+        }
+    }
+
+    /// Structured replies and `base:allocation` negotiated.
+    fn negotiated() -> Limits {
+        Limits {
+            structured: true,
+            allocation: true,
+            ..limits()
+        }
+    }
+
     fn check_rw(r: Request) -> Result<Op, u32> {
-        check(&r, SIZE, false, MAX)
+        check(&r, &limits())
     }
 
     fn check_ro(r: Request) -> Result<Op, u32> {
-        check(&r, SIZE, true, MAX)
+        check(
+            &r,
+            &Limits {
+                read_only: true,
+                ..limits()
+            },
+        )
     }
 
     #[test]
@@ -577,19 +871,25 @@ mod tests {
             check_rw(req(CMD_READ, 0, 4096, 512)),
             Ok(Op::Read {
                 offset: 4096,
-                len: 512
+                len: 512,
+                sparse: false
             })
         );
         assert_eq!(
             check_rw(req(CMD_READ, CMD_FLAG_FUA, 0, MAX)),
             Ok(Op::Read {
                 offset: 0,
-                len: MAX
+                len: MAX,
+                sparse: false
             })
         );
         assert_eq!(
             check_ro(req(CMD_READ, 0, 0, 1)),
-            Ok(Op::Read { offset: 0, len: 1 })
+            Ok(Op::Read {
+                offset: 0,
+                len: 1,
+                sparse: false
+            })
         );
     }
 
@@ -631,7 +931,7 @@ mod tests {
 
     #[test]
     fn unknown_or_unadvertised_commands_are_einval() {
-        for command in [CMD_CACHE, CMD_BLOCK_STATUS, 8, 99, u16::MAX] {
+        for command in [CMD_BLOCK_STATUS, 8, 99, u16::MAX] {
             assert_eq!(
                 check_rw(req(command, 0, 0, 512)),
                 Err(EINVAL),
@@ -648,10 +948,19 @@ mod tests {
             Err(EINVAL)
         );
         assert_eq!(
-            check_rw(req(CMD_WRITE_ZEROES, CMD_FLAG_FAST_ZERO, 0, 512)),
+            check_rw(req(CMD_WRITE, CMD_FLAG_FAST_ZERO, 0, 512)),
             Err(EINVAL)
         );
         assert_eq!(check_rw(req(CMD_TRIM, 1 << 15, 0, 512)), Err(EINVAL));
+        assert_eq!(check_rw(req(CMD_CACHE, CMD_FLAG_FUA, 0, 512)), Err(EINVAL));
+        assert_eq!(
+            check(&req(CMD_READ, CMD_FLAG_REQ_ONE, 0, 512), &negotiated()),
+            Err(EINVAL)
+        );
+        assert_eq!(
+            check(&req(CMD_BLOCK_STATUS, CMD_FLAG_DF, 0, 512), &negotiated()),
+            Err(EINVAL)
+        );
     }
 
     #[test]
@@ -698,5 +1007,256 @@ mod tests {
         assert_eq!(check_rw(req(CMD_WRITE, 0, 0, 0)), Ok(Op::Nothing));
         assert_eq!(check_rw(req(CMD_TRIM, 0, 0, 0)), Ok(Op::Nothing));
         assert_eq!(check_rw(req(CMD_WRITE_ZEROES, 0, 0, 0)), Ok(Op::Nothing));
+    }
+
+    #[test]
+    fn structured_reads_look_up_holes_from_64_kib_unless_dont_fragment() {
+        let n = negotiated();
+        assert_eq!(
+            check(&req(CMD_READ, 0, 0, HOLE_LOOKUP_MIN), &n),
+            Ok(Op::Read {
+                offset: 0,
+                len: HOLE_LOOKUP_MIN,
+                sparse: true
+            })
+        );
+        assert_eq!(
+            check(&req(CMD_READ, 0, 0, HOLE_LOOKUP_MIN - 1), &n),
+            Ok(Op::Read {
+                offset: 0,
+                len: HOLE_LOOKUP_MIN - 1,
+                sparse: false
+            })
+        );
+        assert_eq!(
+            check(&req(CMD_READ, CMD_FLAG_DF, 0, MAX), &n),
+            Ok(Op::Read {
+                offset: 0,
+                len: MAX,
+                sparse: false
+            })
+        );
+        // Without structured replies: no hole chunks, and DF is refused.
+        assert_eq!(
+            check_rw(req(CMD_READ, 0, 0, MAX)),
+            Ok(Op::Read {
+                offset: 0,
+                len: MAX,
+                sparse: false
+            })
+        );
+        assert_eq!(check_rw(req(CMD_READ, CMD_FLAG_DF, 0, 512)), Err(EINVAL));
+    }
+
+    #[test]
+    fn block_status_needs_a_negotiated_context_and_a_range_within_the_device() {
+        let structured_only = Limits {
+            structured: true,
+            ..limits()
+        };
+        assert_eq!(
+            check(&req(CMD_BLOCK_STATUS, 0, 0, 4096), &structured_only),
+            Err(EINVAL)
+        );
+        assert_eq!(check_rw(req(CMD_BLOCK_STATUS, 0, 0, 4096)), Err(EINVAL));
+        let n = negotiated();
+        assert_eq!(
+            check(&req(CMD_BLOCK_STATUS, CMD_FLAG_REQ_ONE, 8, 4096), &n),
+            Ok(Op::BlockStatus {
+                offset: 8,
+                len: 4096,
+                req_one: true
+            })
+        );
+        // Not bounded by max_payload: there is no payload.
+        assert_eq!(
+            check(&req(CMD_BLOCK_STATUS, 0, 0, SIZE as u32), &n),
+            Ok(Op::BlockStatus {
+                offset: 0,
+                len: SIZE as u32,
+                req_one: false
+            })
+        );
+        assert_eq!(check(&req(CMD_BLOCK_STATUS, 0, SIZE, 1), &n), Err(EINVAL));
+        assert_eq!(check(&req(CMD_BLOCK_STATUS, 0, 0, 0), &n), Err(EINVAL));
+        // Read-only exports answer it too.
+        let ro = Limits {
+            read_only: true,
+            ..n
+        };
+        assert!(check(&req(CMD_BLOCK_STATUS, 0, 0, 512), &ro).is_ok());
+    }
+
+    #[test]
+    fn cache_requests_are_checked_like_reads_without_a_payload() {
+        assert_eq!(
+            check_rw(req(CMD_CACHE, 0, 4096, 1 << 20)),
+            Err(EINVAL),
+            "past the end"
+        );
+        assert_eq!(
+            check_ro(req(CMD_CACHE, 0, 0, SIZE as u32)),
+            Ok(Op::Cache {
+                offset: 0,
+                len: SIZE as u32
+            })
+        );
+        assert_eq!(check_rw(req(CMD_CACHE, 0, 0, 0)), Ok(Op::Nothing));
+    }
+
+    #[test]
+    fn fast_zeroes_are_served_only_when_the_device_makes_holes_quickly() {
+        let fast = Limits {
+            fast_zeroes: true,
+            ..limits()
+        };
+        assert_eq!(
+            check(&req(CMD_WRITE_ZEROES, CMD_FLAG_FAST_ZERO, 0, 4096), &fast),
+            Ok(Op::WriteZeroes {
+                offset: 0,
+                len: 4096,
+                fua: false,
+                no_hole: false
+            })
+        );
+        // Zeroes written as buffers are not fast.
+        assert_eq!(
+            check(
+                &req(
+                    CMD_WRITE_ZEROES,
+                    CMD_FLAG_FAST_ZERO | CMD_FLAG_NO_HOLE,
+                    0,
+                    4096
+                ),
+                &fast
+            ),
+            Err(ENOTSUP)
+        );
+        assert_eq!(
+            check_rw(req(CMD_WRITE_ZEROES, CMD_FLAG_FAST_ZERO, 0, 4096)),
+            Err(ENOTSUP)
+        );
+        // Read-only and out of range keep their own errors.
+        let ro_fast = Limits {
+            read_only: true,
+            ..fast
+        };
+        assert_eq!(
+            check(
+                &req(CMD_WRITE_ZEROES, CMD_FLAG_FAST_ZERO, 0, 4096),
+                &ro_fast
+            ),
+            Err(EPERM)
+        );
+        assert_eq!(
+            check(&req(CMD_WRITE_ZEROES, CMD_FLAG_FAST_ZERO, SIZE, 1), &fast),
+            Err(ENOSPC)
+        );
+    }
+
+    /// A device whose allocation is a fixed list of extents.
+    struct Extents(Vec<Extent>);
+
+    impl BlockDevice for Extents {
+        fn size(&self) -> u64 {
+            SIZE
+        }
+        fn read_only(&self) -> bool {
+            true
+        }
+        fn read(&self, _offset: u64, buf: &mut [u8]) -> io::Result<()> {
+            buf.fill(1);
+            Ok(())
+        }
+        fn write(&self, _: u64, _: &[u8], _: bool) -> io::Result<()> {
+            Ok(())
+        }
+        fn flush(&self) -> io::Result<()> {
+            Ok(())
+        }
+        fn trim(&self, _: u64, _: u64) -> io::Result<()> {
+            Ok(())
+        }
+        fn write_zeroes(&self, _: u64, _: u64, _: bool) -> io::Result<()> {
+            Ok(())
+        }
+        fn extents(&self, _offset: u64, _len: u64) -> io::Result<Vec<Extent>> {
+            Ok(self.0.clone())
+        }
+    }
+
+    fn ext(len: u64, hole: bool) -> Extent {
+        Extent { len, hole }
+    }
+
+    fn piece(start: usize, len: usize, hole: bool) -> Piece {
+        Piece { start, len, hole }
+    }
+
+    #[test]
+    fn read_pieces_merge_neighbours_and_stop_at_the_end_of_the_read() {
+        let dev = Extents(vec![
+            ext(100, false),
+            ext(50, false),
+            ext(200, true),
+            ext(10, true),
+            ext(1000, false),
+        ]);
+        assert_eq!(
+            read_pieces(&dev, 0, 400),
+            vec![
+                piece(0, 150, false),
+                piece(150, 210, true),
+                piece(360, 40, false)
+            ]
+        );
+        assert_eq!(read_pieces(&dev, 0, 120), vec![piece(0, 120, false)]);
+    }
+
+    #[test]
+    fn read_pieces_ask_again_after_a_short_answer_and_fall_back_to_data() {
+        // Each answer covers 64 bytes: asked again until the read is covered.
+        let dev = Extents(vec![ext(64, true)]);
+        assert_eq!(read_pieces(&dev, 0, 200), vec![piece(0, 200, true)]);
+        // An answer without progress: the rest is read as data.
+        let dev = Extents(vec![ext(0, true)]);
+        assert_eq!(read_pieces(&dev, 0, 200), vec![piece(0, 200, false)]);
+        let dev = Extents(vec![]);
+        assert_eq!(read_pieces(&dev, 0, 10), vec![piece(0, 10, false)]);
+    }
+
+    #[test]
+    fn a_sparse_read_reads_only_its_data_pieces() {
+        let dev = Extents(vec![ext(4, false), ext(4, true), ext(4, false)]);
+        let op = Op::Read {
+            offset: 0,
+            len: 12,
+            sparse: true,
+        };
+        let Ok(Body::Data { buf, pieces, .. }) = execute(op, Vec::new(), &dev) else {
+            panic!("a read answers data");
+        };
+        assert_eq!(buf, [1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1]);
+        assert_eq!(pieces.len(), 3);
+    }
+
+    #[test]
+    fn block_status_without_an_answer_reports_the_range_allocated() {
+        let dev = Extents(vec![]);
+        let op = Op::BlockStatus {
+            offset: 0,
+            len: 4096,
+            req_one: false,
+        };
+        let Ok(Body::Status(d)) = execute(op, Vec::new(), &dev) else {
+            panic!("block status answers descriptors");
+        };
+        assert_eq!(
+            d,
+            vec![protocol::Descriptor {
+                length: 4096,
+                status: 0
+            }]
+        );
     }
 }

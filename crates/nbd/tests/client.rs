@@ -34,7 +34,14 @@ async fn go_reports_size_and_flags_and_commands_reach_the_device() {
     let server = TestServer::start(exports).await;
     let c = Arc::new(client(&server, "vol").await.unwrap());
     assert_eq!(c.size(), 4 * MIB as u64);
-    assert_eq!(c.info().flags, transmission_flags(false));
+    assert_eq!(
+        c.info().flags,
+        transmission_flags(ExportTraits {
+            read_only: false,
+            structured: false,
+            shared_flush: true,
+        })
+    );
     assert_eq!(c.info().max_payload, 32 * MIB as u32);
     assert!(!c.read_only());
 
@@ -314,7 +321,14 @@ async fn negotiate_hands_back_the_stream_in_transmission_with_the_export_info() 
     })
     .await;
     assert_eq!(info.size, MIB as u64);
-    assert_eq!(info.flags, transmission_flags(false));
+    assert_eq!(
+        info.flags,
+        transmission_flags(ExportTraits {
+            read_only: false,
+            structured: false,
+            shared_flush: true,
+        })
+    );
     assert_eq!(&reply[4..8], &[0, 0, 0, 0]);
     assert_eq!(u64::from_be_bytes(reply[8..16].try_into().unwrap()), 9);
     assert_eq!(&reply[SIMPLE_REPLY_LEN..], &[0x3c; 16][..]);

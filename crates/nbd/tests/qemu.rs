@@ -340,3 +340,50 @@ async fn small_requests_served_inline_keep_every_byte_and_large_ones_still_work(
     assert!(dev.bytes(3 * MIB, 4096).iter().all(|&b| b == 0xaf));
     server.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn qemu_img_map_lists_the_devices_holes_through_block_status() {
+    require_qemu();
+    let dir = tempfile::tempdir().unwrap();
+    let dev = FileDevice::create(&dir.path().join("disk.img"), 64 * MIB as u64);
+    use std::os::unix::fs::FileExt;
+    dev.file.write_all_at(&[1; MIB], 3 * MIB as u64).unwrap();
+    dev.file
+        .write_all_at(&[2; 64 * 1024], 40 * MIB as u64)
+        .unwrap();
+    let exports = TestExports::new();
+    exports.add("disk", dev);
+    let server = TestServer::start(exports).await;
+
+    let r = run(
+        "qemu-img",
+        &["map", "--output=json", "-f", "raw", &server.url("disk")],
+    )
+    .await;
+    assert!(r.ok, "{}", r.out);
+    let data: Vec<(u64, u64)> = r
+        .out
+        .lines()
+        .filter(|l| l.contains("\"data\": true"))
+        .map(|l| {
+            let field = |name: &str| -> u64 {
+                let at = l.find(name).unwrap() + name.len();
+                l[at..]
+                    .trim_start_matches([':', ' '])
+                    .split(|c: char| !c.is_ascii_digit())
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            };
+            (field("\"start\""), field("\"length\""))
+        })
+        .collect();
+    assert_eq!(
+        data,
+        vec![(3 * MIB as u64, MIB as u64), (40 * MIB as u64, 64 * 1024)],
+        "{}",
+        r.out
+    );
+    server.stop().await.unwrap();
+}

@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use svs_nbd::protocol::*;
-use svs_nbd::{BlockDevice, CancellationToken, Exports, NbdConfig, NbdServer, OpenedExport};
+use svs_nbd::{
+    BlockDevice, CancellationToken, Exports, Extent, NbdConfig, NbdServer, OpenedExport,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
@@ -133,6 +135,11 @@ impl BlockDevice for MemDevice {
         Ok(())
     }
 
+    /// One buffer serves every connection.
+    fn shared_flush(&self) -> bool {
+        true
+    }
+
     fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
         self.enter()?;
         let r = self.range(offset, len);
@@ -222,6 +229,47 @@ impl BlockDevice for FileDevice {
             self.file.sync_data()?;
         }
         Ok(())
+    }
+    /// One file serves every connection: its fsync covers them all.
+    fn shared_flush(&self) -> bool {
+        true
+    }
+    /// The file's holes, from SEEK_DATA / SEEK_HOLE.
+    fn extents(&self, offset: u64, len: u64) -> io::Result<Vec<Extent>> {
+        let end = offset + len;
+        let seek = |at: u64, whence| {
+            let r = unsafe { libc::lseek(self.file.as_raw_fd(), at as libc::off_t, whence) };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                // ENXIO: no data at or after `at`.
+                return if e.raw_os_error() == Some(libc::ENXIO) {
+                    Ok(end)
+                } else {
+                    Err(e)
+                };
+            }
+            Ok((r as u64).min(end))
+        };
+        let mut out = Vec::new();
+        let mut at = offset;
+        while at < end {
+            let data = seek(at, libc::SEEK_DATA)?;
+            if data > at {
+                out.push(Extent {
+                    len: data - at,
+                    hole: true,
+                });
+                at = data;
+                continue;
+            }
+            let hole = seek(at, libc::SEEK_HOLE)?.max(at + 1);
+            out.push(Extent {
+                len: hole - at,
+                hole: false,
+            });
+            at = hole;
+        }
+        Ok(out)
     }
 }
 
