@@ -175,7 +175,12 @@ pub trait DataPlane: Send + Sync + 'static {
     /// file always has its snapshots next to it. `progress(done, total)` is
     /// called as data bytes are copied. On any failure everything the copy
     /// created on the target is removed (and, when verification fails, any
-    /// earlier complete target), so no half-copied slice is left behind.
+    /// earlier complete target), so no half-copied slice is left behind;
+    /// except that a copy stopped by `options.cancel` keeps the temporary
+    /// slice file when a checkpoint covers part of it, for a later call
+    /// with `options.resume.from` set to that checkpoint to copy only the
+    /// rest (see [`CopyResume`]; a resumed copy is verified against a fresh
+    /// digest of the whole source).
     fn copy_slice(
         &self,
         from_medium: &str,

@@ -29,6 +29,14 @@
 //! are caught up, the last ones at the switch. Snapshot creation, deletion and rollback are refused while a
 //! slice of the volume is copied (the service runs one job per volume).
 //!
+//! Resumed live copies: a checkpoint covers the target below it (see
+//! [`crate::CopyResume`]). Mirrored writes are made durable on the target by
+//! every flush and FUA write, as on the source, so what a client made
+//! durable below a checkpoint is on the target after a crash. A resumed copy
+//! copies again what the volume's writes touched below its checkpoint since
+//! the volume was opened (`WrittenChunks`): those made after a restart,
+//! before the copy mirrored again.
+//!
 //! Snapshots: every slice has its copy-on-write snapshots
 //! ([`SliceSnapshots`]); each write and discard goes through them. A volume
 //! snapshot pauses I/O at one barrier (every request holds it shared, the
@@ -271,7 +279,8 @@ pub trait VolumeIo: Send + Sync + 'static {
     /// I/O paused, after the target is complete, verified and durable, and
     /// only then does I/O switch to the target. The source is left for the
     /// caller to delete. On any failure the target is removed and I/O
-    /// continues on the source.
+    /// continues on the source; a copy stopped by `options.cancel` keeps a
+    /// checkpointed target for a resume (see [`crate::CopyResume`]).
     fn move_slice(
         &self,
         copy: u32,
