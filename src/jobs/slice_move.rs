@@ -251,12 +251,16 @@ async fn step_copy_options(
     let (mut options, guard) = copy_options(ctx);
     let (store, step_id) = (Arc::clone(&ctx.store), step.id);
     let runtime = tokio::runtime::Handle::current();
-    // Called on the copy's blocking thread.
+    // Called on the copy's blocking thread. The store's own error text is
+    // logged, never put in a job's message.
     let record = move |offset: u64| {
         let checkpoint = (offset > 0).then_some(CopyCheckpoint { offset, live });
         runtime
             .block_on(store.record_copy_checkpoint(step_id, checkpoint))
-            .map_err(|e| e.to_string())
+            .map_err(|e| {
+                warn!(step = step_id, offset, error = %e, "cannot record a copy checkpoint");
+                "the store did not record it".to_string()
+            })
     };
     options.resume = CopyResume::new(from, ctx.checkpoint_bytes, Arc::new(record));
     Ok((options, guard))
