@@ -514,6 +514,12 @@ async fn writes_during_a_live_data_movement_are_all_kept() {
     let (_, job) = app.get(&format!("/jobs/{job_id}")).await;
     let details = job["details"].to_string();
     assert!(details.contains("while in use"), "{details}");
+    // Writes into the holes ahead of the copy (past the 24 MiB prefill)
+    // added to what it had to copy, and the copy said so.
+    assert!(
+        details.contains("of them catching up with writes made during the move"),
+        "{details}"
+    );
 }
 
 /// Offsets of the writes a qemu-io run reported as done (`wrote 4096/4096
