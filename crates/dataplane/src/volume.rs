@@ -808,13 +808,17 @@ impl VolumeIo for LocalVolumeIo {
                 // A copy's target holds acknowledged writes below its
                 // checkpoint that a resumed copy does not copy again: they
                 // are made durable there too (a rebuild's target belongs to
-                // a lost slice, so this comes first).
-                if let Some(m) = &slice.read_state()?.mirror {
-                    if m.dirty.swap(false, Ordering::AcqRel) {
-                        if let Err(e) = m.file.sync_data() {
-                            tracing::warn!(slice = %label(&slice.key), error = %e,
-                                "flush of a copy's target failed; the copy will fail");
-                            m.failed.store(true, Ordering::Release);
+                // a lost slice, so this comes first). Only a slice claimed
+                // by a copy has one: the others are not locked for it.
+                if slice.copying.load(Ordering::Acquire) {
+                    let state = slice.read_state()?;
+                    if let Some(m) = state.mirror.as_ref() {
+                        if m.dirty.swap(false, Ordering::AcqRel) {
+                            if let Err(e) = m.file.sync_data() {
+                                tracing::warn!(slice = %label(&slice.key), error = %e,
+                                    "flush of a copy's target failed; the copy will fail");
+                                m.failed.store(true, Ordering::Release);
+                            }
                         }
                     }
                 }
