@@ -108,6 +108,11 @@ pub struct Config {
     /// Throttle for data movement: slice data copied per second, e.g.
     /// "200 MiB"; "0" means unthrottled. Holes cost nothing. `SVS_MOVEMENT_RATE`.
     pub movement_rate: ByteSize,
+    /// A slice copy records a durable checkpoint (the target fsynced up to
+    /// there) after at least this much data and at least a second, so a
+    /// copy interrupted by a crash or a stop resumes there instead of from
+    /// zero. `SVS_MOVEMENT_CHECKPOINT`.
+    pub movement_checkpoint: ByteSize,
     /// Jobs that run at once; more wait for a free slot. Generous, so a long
     /// data movement never holds up short jobs. `SVS_MAX_CONCURRENT_JOBS`.
     pub max_concurrent_jobs: usize,
@@ -373,6 +378,7 @@ impl Default for Config {
             password_check_threads: default_password_check_threads(),
             password_check_queue: 32,
             movement_rate: ByteSize::mib(200),
+            movement_checkpoint: ByteSize::mib(64),
             max_concurrent_jobs: 16,
             job_retries: 5,
             reconcile_period: Duration::from_secs(60),

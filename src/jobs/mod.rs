@@ -4,7 +4,7 @@
 //!
 //! Every step records its intent in the store before touching media and is
 //! idempotent, so after a crash a job simply runs again from its recorded
-//! steps: a slice copy restarts from the beginning of that slice, a switched
+//! steps: a slice copy resumes from its step's last checkpoint, a switched
 //! slice only has its source removed. The same property makes retrying a job
 //! after a transient error safe. A job ends `Done` or `Error`, never stays
 //! `Running` once the service is up.
@@ -100,6 +100,8 @@ pub(crate) struct JobContext {
     pub clock: Arc<dyn Clock>,
     /// Bytes per second for slice copies; None = unthrottled.
     pub rate_limit: Option<u64>,
+    /// Bytes a slice copy copies between two checkpoints (at least).
+    pub checkpoint_bytes: u64,
     /// How long a job waits for a node's agent to act.
     pub agent_wait: std::time::Duration,
     /// Raised when what node agents should do may have changed.

@@ -30,6 +30,8 @@ pub struct RunnerSettings {
     pub retry: RetryPolicy,
     /// Bytes per second for slice copies; None = unthrottled.
     pub rate_limit: Option<u64>,
+    /// Bytes a slice copy copies between two checkpoints (at least).
+    pub checkpoint_bytes: u64,
     /// How long a job waits for a node's agent to act (grow a filesystem,
     /// unmount before a detach).
     pub agent_wait: std::time::Duration,
@@ -72,6 +74,7 @@ impl JobRunner {
                 exports: parts.exports,
                 clock: parts.clock,
                 rate_limit: settings.rate_limit,
+                checkpoint_bytes: settings.checkpoint_bytes,
                 agent_wait: settings.agent_wait,
                 changes: Arc::new(DesiredStateChanges::default()),
                 allocation: tokio::sync::Mutex::new(()),

@@ -171,6 +171,7 @@ impl Harness {
                     max_delay: Duration::from_millis(5),
                 },
                 rate_limit: None,
+                checkpoint_bytes: 64 << 20,
                 agent_wait: std::time::Duration::from_secs(5),
             },
         );

@@ -46,6 +46,7 @@ impl TestServices {
                 max_concurrent_jobs: 1,
                 retry: RetryPolicy::default(),
                 rate_limit: None,
+                checkpoint_bytes: 64 << 20,
                 agent_wait: std::time::Duration::from_secs(5),
             },
         );

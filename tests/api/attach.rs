@@ -377,9 +377,14 @@ async fn after_a_resize_a_new_connection_sees_the_new_size() {
 }
 
 /// The mirrored volume of the resize tests (copy 1 on m2 must move to m3),
-/// attached to host-1 and filled with 24 MiB through NBD.
+/// attached to host-1 and filled with 24 MiB through NBD. Its copies record
+/// a checkpoint every MiB (and second).
 pub(crate) async fn attached_mirror(rate: &str) -> (TestApp, String, String) {
-    let app = TestApp::start_with(topology(rate)).await;
+    let mut config = topology(rate);
+    config
+        .settings
+        .push("movement_checkpoint = \"1 MiB\"".into());
+    let app = TestApp::start_with(config).await;
     app.create_policy("none", 0, 0, 0).await;
     app.create_policy("mirror", 1, 1, 0).await;
     app.create_volume("filler", 20, "none").await;
@@ -509,6 +514,12 @@ async fn writes_during_a_live_data_movement_are_all_kept() {
     let (_, job) = app.get(&format!("/jobs/{job_id}")).await;
     let details = job["details"].to_string();
     assert!(details.contains("while in use"), "{details}");
+    // Writes into the holes ahead of the copy (past the 24 MiB prefill)
+    // added to what it had to copy, and the copy said so.
+    assert!(
+        details.contains("of them catching up with writes made during the move"),
+        "{details}"
+    );
 }
 
 /// Offsets of the writes a qemu-io run reported as done (`wrote 4096/4096
@@ -543,9 +554,20 @@ async fn flushed_writes_survive_sigkill_while_a_client_writes_during_a_live_move
             Ok(out) | Err(out) => out,
         }
     });
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let (_, job) = app.get(&format!("/jobs/{job_id}")).await;
-    assert_eq!(job["state"], "Running", "still moving when killed: {job}");
+    // A third of the copy (about 2 s at 4 MiB/s): past a checkpoint.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, job) = app.get(&format!("/jobs/{job_id}")).await;
+        assert!(
+            job["state"] == "Running" || job["state"] == "Pending",
+            "still moving when killed: {job}"
+        );
+        if job["progress"].as_u64().unwrap_or(0) >= 30 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no progress: {job}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     app.kill();
     let output = writer.join().expect("writer thread");
     let acked = acknowledged(&output);
@@ -558,6 +580,16 @@ async fn flushed_writes_survive_sigkill_while_a_client_writes_during_a_live_move
     app.launch().expect("restarts after SIGKILL");
     let job = app.wait_job(&job_id).await;
     assert_eq!(job["state"], "Done", "{job}");
+    // The copy went on from its last checkpoint, not from zero.
+    let details = job["details"].to_string();
+    assert!(
+        details.contains("Resuming the copy of slice c1-k0 from m2 to m3 from its checkpoint"),
+        "{details}"
+    );
+    assert!(
+        details.contains("by this run, resumed from the checkpoint at byte"),
+        "{details}"
+    );
     // The attachment is exported again after the restart, same export name.
     let (_, a) = app
         .get("/volumes/data/snapshots/top/attachments/host-1")

@@ -296,7 +296,21 @@ async fn a_whole_volume_object_from_a_generated_client_is_accepted() {
 /// volume; m3 (30 GiB) is first filled with a 20 GiB volume so it has no
 /// room for a moved slice until that filler is deleted.
 async fn mirrored_volume(rate: &str) -> (TestApp, String) {
-    let app = TestApp::start_with(movement_topology(rate)).await;
+    mirrored_volume_on(movement_topology(rate)).await
+}
+
+/// [`mirrored_volume`] whose copies record a checkpoint every MiB (and
+/// second), so an interrupted copy has one to resume from.
+async fn mirrored_volume_with_checkpoints(rate: &str) -> (TestApp, String) {
+    let mut config = movement_topology(rate);
+    config
+        .settings
+        .push("movement_checkpoint = \"1 MiB\"".into());
+    mirrored_volume_on(config).await
+}
+
+async fn mirrored_volume_on(config: TestConfig) -> (TestApp, String) {
+    let app = TestApp::start_with(config).await;
     let id = app.mirror_beside_filler().await;
     assert_eq!(medium_of(&app.slices("filler").await, 0), "m3");
     let slices = app.slices("data").await;
@@ -490,12 +504,138 @@ async fn a_clean_stop_pauses_a_movement_that_resumes_at_the_next_start() {
     app.stop();
     assert!(
         partial_files(&app).is_empty(),
-        "a paused copy leaves no partial file"
+        "a paused copy without a checkpoint leaves no partial file"
     );
     app.launch().expect("restarts");
     let job = app.wait_job(&job_id).await;
     assert_eq!(job["state"], "Done", "{job}");
+    assert_eq!(resumes(&job), Vec::<u64>::new(), "{job}");
     assert_filled(&app.slice_path("m3", &id, 1, 0), 24, 7);
+}
+
+const MIB: u64 = 1 << 20;
+
+const MOVED: &str = "slice c1-k0 from m2 to m3";
+
+/// Where each run of the copy resumed, from the job's details.
+fn resumes(job: &Value) -> Vec<u64> {
+    let prefix = format!("Resuming the copy of {MOVED} from its checkpoint at byte ");
+    details(job)
+        .iter()
+        .filter_map(|d| d.strip_prefix(&prefix))
+        .filter_map(|rest| rest.split(' ').next()?.parse().ok())
+        .collect()
+}
+
+/// (bytes copied, where it resumed) of the run that finished the copy.
+fn last_run(job: &Value) -> (u64, u64) {
+    let prefix = format!("Copied {MOVED}: ");
+    let detail = details(job)
+        .into_iter()
+        .find_map(|d| d.strip_prefix(&prefix).map(String::from))
+        .unwrap_or_else(|| panic!("no copy detail: {job}"));
+    let copied = detail
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{detail}"));
+    let resumed = detail
+        .split_once("resumed from the checkpoint at byte ")
+        .and_then(|(_, r)| r.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+        .unwrap_or(0);
+    (copied, resumed)
+}
+
+/// Polls until the job is Running at `percent` or more.
+async fn wait_for_percent(app: &TestApp, job_id: &str, percent: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, job) = app.get(&format!("/jobs/{job_id}")).await;
+        if job["state"] == "Running" && job["progress"].as_u64().unwrap_or(0) >= percent {
+            return job;
+        }
+        assert!(
+            job["state"] == "Running" || job["state"] == "Pending",
+            "job ended: {job}"
+        );
+        assert!(Instant::now() < deadline, "no progress: {job}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_clean_stop_keeps_a_checkpointed_copy_which_resumes_where_it_stopped() {
+    let (mut app, id) = mirrored_volume_with_checkpoints("4 MiB").await;
+    let job_id = start_slow_movement(&app, &id).await;
+    // Past 1 s and 1 MiB of copying: a checkpoint is recorded.
+    wait_for_percent(&app, &job_id, 30).await;
+    app.stop();
+    assert_eq!(partial_files(&app).len(), 1, "kept for the resume");
+    app.launch().expect("restarts");
+    let job = app.wait_job(&job_id).await;
+    assert_eq!(job["state"], "Done", "{job}");
+    let resumed = resumes(&job);
+    assert_eq!(resumed.len(), 1, "{job}");
+    assert!(resumed[0] >= MIB && resumed[0] < 24 * MIB, "{job}");
+    assert_eq!(
+        last_run(&job),
+        (24 * MIB - resumed[0], resumed[0]),
+        "only what was left is copied: {job}"
+    );
+    assert_filled(&app.slice_path("m3", &id, 1, 0), 24, 7);
+    assert!(partial_files(&app).is_empty(), "{:?}", partial_files(&app));
+}
+
+#[tokio::test]
+async fn a_movement_killed_at_several_points_resumes_each_time_from_its_last_checkpoint() {
+    // 32 MiB at 4 MiB/s: about 8 s of copying, checkpointed every second.
+    let (mut app, id) = mirrored_volume_with_checkpoints("4 MiB").await;
+    app.delete_volume("filler").await;
+    fill_mib(&app.slice_path("m1", &id, 0, 0), 32, 7);
+    fill_mib(&app.slice_path("m2", &id, 1, 0), 32, 7);
+    let job_id = app.start_resize("data", 18, true).await;
+
+    for (kill, percent) in [20, 50, 75].into_iter().enumerate() {
+        wait_for_percent(&app, &job_id, percent).await;
+        app.kill();
+        app.launch().expect("restarts after SIGKILL");
+        // Each restart resumes from a checkpoint further on.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (_, job) = app.get(&format!("/jobs/{job_id}")).await;
+            if resumes(&job).len() > kill {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no resume after kill {kill}: {job}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let job = app.wait_job(&job_id).await;
+    assert_eq!(job["state"], "Done", "{job}");
+    let resumed = resumes(&job);
+    assert_eq!(resumed.len(), 3, "{job}");
+    assert!(resumed[0] >= MIB, "{job}");
+    assert!(
+        resumed.windows(2).all(|w| w[0] < w[1]),
+        "each resume starts further on: {resumed:?}"
+    );
+    assert!(resumed[2] < 32 * MIB, "killed before the end: {resumed:?}");
+    // The last run copied only what was left after its checkpoint.
+    let last = resumed[2];
+    assert_eq!(last_run(&job), (32 * MIB - last, last), "{job}");
+
+    // Every byte is there, once, and nothing is left behind.
+    let slices = app.slices("data").await;
+    assert_eq!(slices.len(), 2, "{slices:?}");
+    assert_eq!(medium_of(&slices, 1), "m3");
+    assert_filled(&app.slice_path("m3", &id, 1, 0), 32, 7);
+    assert_filled(&app.slice_path("m1", &id, 0, 0), 32, 7);
+    assert!(!app.slice_path("m2", &id, 1, 0).exists());
+    assert!(partial_files(&app).is_empty(), "{:?}", partial_files(&app));
+    assert_eq!(app.get("/volumes/data").await.1["size"], 18);
 }
 
 #[tokio::test]

@@ -5,11 +5,12 @@
 use crate::digest::{chunks, digest_open_file, BlockHasher, CHUNK};
 use crate::extents::{advise_sequential, DataExtents, BLOCK};
 use crate::fsutil::{create_dir_durable, fsync_dir, partial_path, remove_if_exists, RemoveOnDrop};
+use crate::resume::{data_below, reopen_partial, Checkpoints};
 use crate::snapshot::{
     delta_name, map_name, parse_snapshot_file, remove_snapshot_files, valid_map_len,
 };
 use crate::throttle::{Cancelled, Pacer};
-use crate::{CopyOptions, Digest};
+use crate::{CopyOptions, CopyStats, Digest};
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
@@ -51,52 +52,82 @@ struct Run<'a, 'p> {
     done: u64,
     total: u64,
     progress: &'p mut dyn FnMut(u64, u64),
+    stats: &'a CopyStats,
 }
 
 impl Run<'_, '_> {
-    /// Copies the data extents of `source` (`len` bytes) to a new file at
-    /// `partial`, makes it durable and checks its digest against the bytes
-    /// read. Returns that digest.
-    fn copy_into(&mut self, source: &File, len: u64, partial: &Path) -> Result<Digest, CopyError> {
+    /// Copies the data extents of `source` (`len` bytes) to `target` from
+    /// `from` on (0, or a checkpoint: the bytes below it are there
+    /// already), makes it durable and checks it: a copy from the start
+    /// against the digest of the bytes it read, a resumed one against the
+    /// source's digest (its first part was not read by this run). Takes a
+    /// checkpoint now and then when `checkpoints` are given. Returns the
+    /// digest.
+    fn copy_into(
+        &mut self,
+        source: &File,
+        len: u64,
+        target: &File,
+        from: u64,
+        mut checkpoints: Option<&mut Checkpoints<'_>>,
+    ) -> Result<Digest, CopyError> {
         advise_sequential(source);
-        let target = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(partial)
-            .map_err(dst("create"))?;
-        target.set_len(len).map_err(dst("create"))?;
         let mut hasher = BlockHasher::new();
-        let mut writeback = Writeback::new(&target);
-        for extent in DataExtents::new(source, len) {
+        let mut writeback = Writeback::new(target, from);
+        for extent in DataExtents::from(source, from, len) {
             let (start, end) = extent.map_err(src("seek"))?;
             for (offset, n) in chunks(start, end, self.chunk) {
                 self.pacer.check()?;
                 let data = &mut self.buf[..n];
                 source.read_exact_at(data, offset).map_err(src("read"))?;
                 hasher
-                    .feed(offset, data, |at, run| write_in_pieces(&target, run, at))
+                    .feed(offset, data, |at, run| write_in_pieces(target, run, at))
                     .map_err(dst("write"))?;
                 writeback.written_to(offset + n as u64);
                 self.done += n as u64;
                 self.total = self.total.max(self.done); // only if the source changed under us
+                self.stats.add_copied(n as u64);
                 (self.progress)(self.done, self.total);
-                self.pacer.pace(self.done)?;
+                if let Some(c) = checkpoints.as_deref_mut().filter(|c| c.due()) {
+                    c.take(target, offset + n as u64).map_err(dst("fsync"))?;
+                }
+                self.pacer.pace(self.stats.copied())?;
             }
         }
-        let digest = hasher.finish(len);
         self.pacer.check()?;
         // Make the copy durable, then verify it. Writeback was started as the
         // copy went, so little is left to flush; running the re-read alongside
         // the flush saved nothing measurable and stalled more often on hosts
         // that reclaim guest memory.
         target.sync_all().map_err(dst("fsync"))?;
-        if digest_open_file(&target, &mut self.buf).map_err(dst("verify"))? != digest {
+        let digest = if from == 0 {
+            hasher.finish(len)
+        } else {
+            digest_open_file(source, &mut self.buf).map_err(src("verify"))?
+        };
+        if let Some(c) = checkpoints {
+            // A copy interrupted from now on (snapshot files, the switch)
+            // need not copy the slice file again.
+            c.take(target, len).map_err(dst("fsync"))?;
+        }
+        if digest_open_file(target, &mut self.buf).map_err(dst("verify"))? != digest {
             return Err(CopyError::VerifyFailed);
         }
         Ok(digest)
     }
+}
+
+/// Creates (empty, `len` bytes long) the partial file of a copy.
+fn create_target(partial: &Path, len: u64) -> Result<File, CopyError> {
+    let target = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(partial)
+        .map_err(dst("create"))?;
+    target.set_len(len).map_err(dst("create"))?;
+    Ok(target)
 }
 
 /// Data bytes of a file (what a copy reads).
@@ -224,27 +255,51 @@ pub(crate) fn copy_file(
         Some(rate) => (rate / 10 / BLOCK * BLOCK).clamp(MIN_THROTTLED_CHUNK, CHUNK as u64),
         None => CHUNK as u64,
     };
+    // The slice file resumes from its checkpoint when its partial file is
+    // still there; snapshot files are small and copied whole every time.
+    let partial = partial_path(to);
+    let resume = &options.resume;
+    let (target, from) = match reopen_partial(&partial, len, resume.from) {
+        Some(file) => (file, resume.from),
+        None => {
+            resume.restart().map_err(dst("checkpoint"))?;
+            (create_target(&partial, len)?, 0)
+        }
+    };
+    let mut guard = RemoveOnDrop::new(&partial);
+    let stats = &options.stats;
+    stats.resumed(from);
+    let done = data_below(&source, from).map_err(src("seek"))?;
     let mut run = Run {
         pacer,
         chunk,
         buf: vec![0u8; CHUNK],
-        done: 0,
+        done,
         total,
         progress,
+        stats,
     };
-    (run.progress)(0, total);
-
-    let partial = partial_path(to);
-    let mut guard = RemoveOnDrop::new(&partial);
-    let digest = match run.copy_into(&source, len, &partial) {
+    (run.progress)(done, total);
+    let mut checkpoints = Checkpoints::new(resume, stats);
+    let digest = match run.copy_into(&source, len, &target, from, Some(&mut checkpoints)) {
         Err(CopyError::VerifyFailed) => {
+            // The partial file goes, so a checkpoint recorded for it
+            // is forgotten by the next run (it finds no file to resume).
             drop(guard); // removes the partial file
             remove_if_exists(to).map_err(dst("delete"))?;
             fsync_dir(dir).map_err(dst("fsync"))?;
             return Err(CopyError::VerifyFailed);
         }
+        Err(CopyError::Cancelled) => {
+            // Kept for the next run when a checkpoint says how far it is.
+            if from > 0 || stats.checkpoint() > 0 {
+                guard.disarm();
+            }
+            return Err(CopyError::Cancelled);
+        }
         r => r?,
     };
+    drop(target);
 
     // (partial guard, final name) of every snapshot file, deltas first:
     // a map makes its snapshot exist, so it must not land before its delta.
@@ -254,7 +309,8 @@ pub(crate) fn copy_file(
         if let Some((delta, delta_len)) = &s.delta {
             let final_path = dir.join(delta_name(&stem, s.id));
             let part = RemoveOnDrop::new(partial_path(&final_path));
-            run.copy_into(delta, *delta_len, part.path())?;
+            let target = create_target(part.path(), *delta_len)?;
+            run.copy_into(delta, *delta_len, &target, 0, None)?;
             deltas.push((part, final_path));
         }
         let final_path = dir.join(map_name(&stem, s.id));
@@ -307,10 +363,11 @@ struct Writeback<'a> {
 }
 
 impl<'a> Writeback<'a> {
-    fn new(file: &'a File) -> Self {
+    /// Writeback of `file` from `from` on.
+    fn new(file: &'a File, from: u64) -> Self {
         Writeback {
             file,
-            started_to: 0,
+            started_to: from,
         }
     }
 

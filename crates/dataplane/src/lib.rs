@@ -17,6 +17,7 @@ mod digest;
 mod extents;
 mod fsutil;
 mod local;
+mod resume;
 mod snapshot;
 mod space;
 mod throttle;
@@ -25,6 +26,7 @@ mod volume;
 
 pub use digest::digest_file;
 pub use local::LocalMedia;
+pub use resume::{CheckpointFn, CopyResume, CopyStats};
 pub use snapshot::{SliceSnapshots, SnapshotInfo, COW_CHUNK};
 /// The one stop signal of a copy: the service's shutdown token (or a child
 /// of it) reaches every copy as it is.
@@ -53,8 +55,13 @@ pub struct Digest(pub u128);
 pub struct CopyOptions {
     /// Bytes per second of data copied (holes are free); `None` = unthrottled.
     pub rate_limit: Option<u64>,
-    /// Cancelled to stop the copy early; it then fails with `Cancelled`.
+    /// Cancelled to stop the copy early; it then fails with `Cancelled`
+    /// and keeps its partial file for a resume from its last checkpoint.
     pub cancel: CancellationToken,
+    /// Where the slice file's copy starts, and where its checkpoints go.
+    pub resume: CopyResume,
+    /// What the copy did, for the caller to show while and after it runs.
+    pub stats: CopyStats,
 }
 
 /// A slice file found on a medium (see [`DataPlane::stored_slices`]).
@@ -168,7 +175,12 @@ pub trait DataPlane: Send + Sync + 'static {
     /// file always has its snapshots next to it. `progress(done, total)` is
     /// called as data bytes are copied. On any failure everything the copy
     /// created on the target is removed (and, when verification fails, any
-    /// earlier complete target), so no half-copied slice is left behind.
+    /// earlier complete target), so no half-copied slice is left behind;
+    /// except that a copy stopped by `options.cancel` keeps the temporary
+    /// slice file when a checkpoint covers part of it, for a later call
+    /// with `options.resume.from` set to that checkpoint to copy only the
+    /// rest (see [`CopyResume`]; a resumed copy is verified against a fresh
+    /// digest of the whole source).
     fn copy_slice(
         &self,
         from_medium: &str,

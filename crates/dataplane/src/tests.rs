@@ -1,13 +1,14 @@
 //! Unit tests of the local data plane.
 
 use crate::{
-    digest_file, CancellationToken, CopyOptions, DataPlane, DataPlaneError, Digest, LocalMedia,
-    SliceKey, StoredSlice,
+    digest_file, CancellationToken, CopyOptions, CopyResume, CopyStats, DataPlane, DataPlaneError,
+    Digest, LocalMedia, SliceKey, StoredSlice,
 };
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
@@ -443,6 +444,7 @@ fn cancelled_copy_fails_and_leaves_no_files() {
     let opts = CopyOptions {
         rate_limit: Some(4 * MIB),
         cancel: cancel.clone(),
+        ..Default::default()
     };
     let started = Instant::now();
     let err = media
@@ -463,6 +465,101 @@ fn cancelled_copy_fails_and_leaves_no_files() {
     assert!(!partial(&dst).exists());
 }
 
+/// Checkpoints a copy recorded, in order (0: forgotten).
+#[derive(Clone, Default)]
+struct Recorded(Arc<Mutex<Vec<u64>>>);
+
+impl Recorded {
+    /// Resumes at `from`, with a checkpoint after every MiB.
+    fn resume(&self, from: u64) -> CopyResume {
+        let list = Arc::clone(&self.0);
+        CopyResume {
+            from,
+            record: Some(Arc::new(move |offset| {
+                list.lock().map_err(|e| e.to_string())?.push(offset);
+                Ok(())
+            })),
+            every_bytes: MIB,
+            min_interval: Duration::ZERO,
+        }
+    }
+
+    fn all(&self) -> Vec<u64> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+#[test]
+fn a_stopped_copy_resumes_from_its_checkpoint_and_copies_only_the_rest() {
+    let (_tmp, media) = media();
+    let s = key("v", 0, 0);
+    media.create_slice("a", &s, 32 * MIB).unwrap();
+    let src = path(&media, "a", &s);
+    let head = pattern(8 * MIB as usize, 3);
+    write_at(&src, 0, &head);
+    write_at(&src, 20 * MIB, &pattern(MIB as usize, 5));
+
+    // Stopped once 4 MiB are copied: a checkpoint there, the partial kept.
+    let recorded = Recorded::default();
+    let cancel = CancellationToken::new();
+    let opts = CopyOptions {
+        cancel: cancel.clone(),
+        resume: recorded.resume(0),
+        ..Default::default()
+    };
+    let err = media
+        .copy_slice("a", "b", &s, &opts, &mut |done, _| {
+            if done >= 4 * MIB {
+                cancel.cancel();
+            }
+        })
+        .unwrap_err();
+    assert!(matches!(err, DataPlaneError::Cancelled), "{err:?}");
+    assert_eq!(recorded.all(), vec![MIB, 2 * MIB, 3 * MIB, 4 * MIB]);
+    let dst = path(&media, "b", &s);
+    assert!(partial(&dst).exists(), "kept for the resume");
+    assert!(!dst.exists());
+    // Bytes past the checkpoint may be stale: the resume clears them.
+    write_at(&partial(&dst), 6 * MIB, &pattern(4096, 9));
+
+    let stats = CopyStats::default();
+    let opts = CopyOptions {
+        resume: recorded.resume(4 * MIB),
+        stats: stats.clone(),
+        ..Default::default()
+    };
+    let digest = media
+        .copy_slice("a", "b", &s, &opts, &mut no_progress())
+        .expect("resumed copy");
+    assert_eq!(digest, digest_file(&src).unwrap(), "verified as a whole");
+    assert_eq!(stats.resumed_at(), 4 * MIB);
+    assert_eq!(stats.copied(), 4 * MIB + MIB, "only what was left");
+    assert_eq!(digest_file(&dst).unwrap(), digest);
+    assert_eq!(
+        recorded.all().last(),
+        Some(&(32 * MIB)),
+        "the slice file is done"
+    );
+    assert!(!partial(&dst).exists());
+
+    // A checkpoint without its partial file is forgotten before anything
+    // is written, and the copy starts over.
+    media.delete_slice("b", &s).unwrap();
+    let stats = CopyStats::default();
+    let recorded = Recorded::default();
+    let opts = CopyOptions {
+        resume: recorded.resume(4 * MIB),
+        stats: stats.clone(),
+        ..Default::default()
+    };
+    media
+        .copy_slice("a", "b", &s, &opts, &mut no_progress())
+        .expect("copy from the start");
+    assert_eq!(recorded.all().first(), Some(&0));
+    assert_eq!((stats.resumed_at(), stats.copied()), (0, 9 * MIB));
+    assert_eq!(digest_file(&dst).unwrap(), digest_file(&src).unwrap());
+}
+
 #[test]
 fn cancellation_during_a_throttle_sleep_stops_promptly() {
     let (_tmp, media) = media();
@@ -473,6 +570,7 @@ fn cancellation_during_a_throttle_sleep_stops_promptly() {
     let opts = CopyOptions {
         rate_limit: Some(64 * KIB),
         cancel: cancel.clone(),
+        ..Default::default()
     };
     let flag = cancel.clone();
     let canceller = std::thread::spawn(move || {

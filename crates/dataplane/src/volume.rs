@@ -29,6 +29,14 @@
 //! are caught up, the last ones at the switch. Snapshot creation, deletion and rollback are refused while a
 //! slice of the volume is copied (the service runs one job per volume).
 //!
+//! Resumed live copies: a checkpoint covers the target below it (see
+//! [`crate::CopyResume`]). Mirrored writes are made durable on the target by
+//! every flush and FUA write, as on the source, so what a client made
+//! durable below a checkpoint is on the target after a crash. A resumed copy
+//! copies again what the volume's writes touched below its checkpoint since
+//! the volume was opened (`WrittenChunks`): those made after a restart,
+//! before the copy mirrored again.
+//!
 //! Snapshots: every slice has its copy-on-write snapshots
 //! ([`SliceSnapshots`]); each write and discard goes through them. A volume
 //! snapshot pauses I/O at one barrier (every request holds it shared, the
@@ -38,6 +46,7 @@
 use crate::digest::{is_zero, CHUNK};
 use crate::extents::{allocation, DataExtents, BLOCK};
 use crate::fsutil::{create_dir_durable, fsync_dir, partial_path, RemoveOnDrop};
+use crate::resume::{data_below, data_from, reopen_partial, Checkpoints};
 use crate::snapshot::{delta_name, map_name, remove_snapshot_files};
 use crate::throttle::Pacer;
 use crate::{CopyOptions, DataPlaneError, LocalMedia, SliceKey, SliceSnapshots, COW_CHUNK};
@@ -48,6 +57,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
+use std::time::{Duration, Instant};
 
 /// Striping unit: 1 MiB (a GiB-sized column holds whole stripes).
 pub const STRIPE: u64 = 1 << 20;
@@ -98,6 +108,9 @@ struct Mirror {
     copied_upto: u64,
     /// A write to the target failed: the copy fails, not the client's write.
     failed: AtomicBool,
+    /// Mirrored writes since the last flush: a flush makes them durable on
+    /// the target too, so a checkpoint below them stays true after a crash.
+    dirty: AtomicBool,
 }
 
 /// A slice's open file and snapshots.
@@ -113,6 +126,65 @@ struct SliceState {
     /// `None` when the slice could not be opened (it is lost).
     live: Option<Live>,
     mirror: Option<Mirror>,
+}
+
+/// The [`CHUNK`]s of a column written (or discarded) since the volume was
+/// opened. A copy resumed from a checkpoint copies these again below its
+/// checkpoint: writes made before the crash reached its target (mirrored,
+/// and fsynced by every flush and by the checkpoint itself), but writes made
+/// after the restart and before the resumed copy mirrors again did not.
+/// One bit per MiB of the column (128 KiB for a TiB); chunks past the size
+/// the volume had when opened (it grew since) are kept as one lowest index.
+struct WrittenChunks {
+    bits: Vec<AtomicU64>,
+    /// Lowest chunk written at or past `bits`' end (u64::MAX: none).
+    beyond: AtomicU64,
+}
+
+impl WrittenChunks {
+    fn new(column_bytes: u64) -> WrittenChunks {
+        let chunks = column_bytes.div_ceil(CHUNK as u64);
+        WrittenChunks {
+            bits: (0..chunks.div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            beyond: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// `[offset, offset + len)` of the column was written.
+    fn mark(&self, offset: u64, len: u64) {
+        if len == 0 {
+            return;
+        }
+        let (first, last) = (offset / CHUNK as u64, (offset + len - 1) / CHUNK as u64);
+        for chunk in first..=last {
+            match self.bits.get((chunk / 64) as usize) {
+                Some(word) => {
+                    word.fetch_or(1 << (chunk % 64), Ordering::AcqRel);
+                }
+                None => {
+                    self.beyond.fetch_min(chunk, Ordering::AcqRel);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Chunks written below `offset`, in order.
+    fn below(&self, offset: u64) -> Vec<u64> {
+        let end = offset.div_ceil(CHUNK as u64);
+        let beyond = self.beyond.load(Ordering::Acquire);
+        (0..end)
+            .filter(|&chunk| {
+                chunk >= beyond
+                    || self
+                        .bits
+                        .get((chunk / 64) as usize)
+                        .is_some_and(|word| word.load(Ordering::Acquire) & (1 << (chunk % 64)) != 0)
+            })
+            .collect()
+    }
 }
 
 /// One slice file open for I/O.
@@ -247,7 +319,8 @@ pub trait VolumeIo: Send + Sync + 'static {
     /// I/O paused, after the target is complete, verified and durable, and
     /// only then does I/O switch to the target. The source is left for the
     /// caller to delete. On any failure the target is removed and I/O
-    /// continues on the source.
+    /// continues on the source; a copy stopped by `options.cancel` keeps a
+    /// checkpointed target for a resume (see [`crate::CopyResume`]).
     fn move_slice(
         &self,
         copy: u32,
@@ -326,6 +399,8 @@ pub struct LocalVolumeIo {
     size: AtomicU64,
     /// `slices[column][copy]`.
     slices: Vec<Vec<SliceIo>>,
+    /// `written[column]`: what was written since the volume was opened.
+    written: Vec<WrittenChunks>,
     /// Held shared by every request, exclusively by snapshot and rollback.
     barrier: RwLock<()>,
     /// Held shared by every live move and rebuild; snapshot creation,
@@ -457,11 +532,15 @@ impl LocalVolumeIo {
                 });
             }
         }
+        let column_bytes = layout.size.div_ceil(STRIPE * columns as u64) * STRIPE;
         Ok(LocalVolumeIo {
             media: media.clone(),
             volume_id: layout.volume_id.clone(),
             size: AtomicU64::new(layout.size),
             slices,
+            written: (0..columns)
+                .map(|_| WrittenChunks::new(column_bytes))
+                .collect(),
             barrier: RwLock::new(()),
             copies: RwLock::new(()),
             #[cfg(test)]
@@ -635,6 +714,9 @@ impl LocalVolumeIo {
         for seg in segs {
             let column = &self.slices[seg.column];
             let seg_len = seg.len as u64;
+            // Before any copy is written: a copy that misses this write's
+            // mirror (it starts mirroring later) finds it here.
+            self.written[seg.column].mark(seg.slice_offset, seg_len);
             // Every copy saves what its snapshots need before any copy is
             // written: a save that fails (ENOSPC) leaves all copies as they were.
             for slice in column {
@@ -710,7 +792,15 @@ impl LocalVolumeIo {
                         seg.slice_offset,
                     ),
                     Change::Discard => punch_hole(&m.file, seg.slice_offset, seg_len),
-                };
+                }
+                .and_then(|()| {
+                    if fua {
+                        m.file.sync_data()
+                    } else {
+                        m.dirty.store(true, Ordering::Release);
+                        Ok(())
+                    }
+                });
                 if let Err(e) = mirrored {
                     tracing::warn!(slice = %label(&slice.key), error = %e, "write to a copy's target failed; the copy will fail");
                     m.failed.store(true, Ordering::Release);
@@ -822,6 +912,26 @@ impl VolumeIo for LocalVolumeIo {
     fn flush(&self) -> io::Result<()> {
         for column in &self.slices {
             for slice in column {
+                // A copy's target holds acknowledged writes below its
+                // checkpoint that a resumed copy does not copy again: they
+                // are made durable there too (a rebuild's target belongs to
+                // a lost slice, so this comes first). Only a slice claimed
+                // by a copy has one: the others are not locked for it.
+                if slice.copying.load(Ordering::Acquire) {
+                    let state = slice.read_state()?;
+                    if let Some(m) = state.mirror.as_ref() {
+                        // As below: a concurrent flush must not answer
+                        // before this sync has made the writes durable.
+                        let _syncing = slice.syncing.lock().unwrap_or_else(|p| p.into_inner());
+                        if m.dirty.swap(false, Ordering::AcqRel) {
+                            if let Err(e) = m.file.sync_data() {
+                                tracing::warn!(slice = %label(&slice.key), error = %e,
+                                    "flush of a copy's target failed; the copy will fail");
+                                m.failed.store(true, Ordering::Release);
+                            }
+                        }
+                    }
+                }
                 if slice.is_lost() {
                     continue;
                 }
@@ -1437,21 +1547,11 @@ impl LocalVolumeIo {
             .unwrap_or_default()
             .to_string();
         let partial = partial_path(target_path);
-        let mut guard = RemoveOnDrop::new(&partial);
-        let target = Arc::new(create_partial(&partial).map_err(io_err("create"))?);
-
-        // The source's file, and the bytes to copy as far as known now
-        // (writes may add some).
-        let (source_file, source_medium, estimate) = {
+        let (source_file, source_medium, held) = {
             let state = source.read_state().map_err(io_err("lock"))?;
             let live = source
                 .healthy(&state)
                 .ok_or_else(|| io_err("copy")(source_lost()))?;
-            let len = live.file.metadata().map_err(io_err("stat"))?.len();
-            let data: u64 = DataExtents::new(&live.file, len)
-                .filter_map(Result::ok)
-                .map(|(a, b)| b - a)
-                .sum();
             let held: u64 = live
                 .snapshots
                 .list()
@@ -1459,150 +1559,50 @@ impl LocalVolumeIo {
                 .iter()
                 .map(|s| s.used_bytes)
                 .sum();
-            (Arc::clone(&live.file), state.medium.clone(), data + held)
+            (Arc::clone(&live.file), state.medium.clone(), held)
         };
-        {
-            let mut state = holder.write_state().map_err(io_err("lock"))?;
-            let len = source_file.metadata().map_err(io_err("stat"))?.len();
-            target.set_len(len).map_err(io_err("create"))?;
-            state.mirror = Some(Mirror {
-                file: Arc::clone(&target),
-                medium: to_medium.to_string(),
-                copied_upto: 0,
-                failed: AtomicBool::new(false),
-            });
-        }
-
-        let pacer = Pacer::new(options.rate_limit, &options.cancel);
-        let cancelled = |_| DataPlaneError::Cancelled;
-        let mut src_buf = vec![0u8; CHUNK];
-        let mut check_buf = vec![0u8; CHUNK];
-        let mut done = 0u64;
-        let mut cursor = 0u64;
-        loop {
-            pacer.check().map_err(cancelled)?;
-            // One chunk with the target's slice held exclusively: a write
-            // to the source either lands before the chunk is read, or is
-            // mirrored after the cursor has passed it (writes reach the
-            // mirror after the source, and the mirror under this lock).
-            let mut state = holder.write_state().map_err(io_err("lock"))?;
-            if source.is_lost() {
-                return Err(io_err("copy")(source_lost()));
+        // The slice file resumes from its checkpoint when its partial file
+        // is still there; the snapshot files are copied whole every time.
+        let len = source_file.metadata().map_err(io_err("stat"))?.len();
+        let resume = &options.resume;
+        let (target, from) = match reopen_partial(&partial, len, resume.from) {
+            Some(file) => (file, resume.from),
+            None => {
+                resume.restart().map_err(io_err("checkpoint"))?;
+                let file = create_partial(&partial).map_err(io_err("create"))?;
+                file.set_len(len).map_err(io_err("create"))?;
+                (file, 0)
             }
-            let len = source_file.metadata().map_err(io_err("stat"))?.len();
-            let next = {
-                let mut extents = DataExtents::from(&source_file, cursor, len);
-                extents.next().transpose().map_err(io_err("seek"))?
-            };
-            let mirror = state
-                .mirror
-                .as_mut()
-                .ok_or_else(|| io_err("copy")(io::Error::other("copy state lost")))?;
-            let Some((start, end)) = next else {
-                // Everything is copied: from now on every write is mirrored
-                // (also past the end, should the slice grow meanwhile).
-                mirror.copied_upto = u64::MAX;
-                break;
-            };
-            let n = ((end - start).min(CHUNK as u64)) as usize;
-            let data = &mut src_buf[..n];
-            if let Err(e) = source
-                .fault()
-                .and_then(|()| source_file.read_exact_at(data, start))
-            {
-                if is_media_failure(&e) {
-                    self.lose(source, &source_medium, &e);
-                }
-                return Err(self.err(source, &source_medium, "read", e));
-            }
-            let mut at = 0usize;
-            while at < n {
-                let block = (BLOCK as usize).min(n - at);
-                let piece = &data[at..at + block];
-                if !is_zero(piece) {
-                    mirror
-                        .file
-                        .write_all_at(piece, start + at as u64)
-                        .map_err(io_err("write"))?;
-                }
-                at += block;
-            }
-            // Verify the chunk against the source bytes just read.
-            let check = &mut check_buf[..n];
-            mirror
-                .file
-                .read_exact_at(check, start)
-                .map_err(io_err("verify"))?;
-            if check != &data[..] {
-                return Err(DataPlaneError::VerifyFailed {
-                    slice: label(&holder.key),
-                    from: source_medium.clone(),
-                    to: to_medium.to_string(),
-                });
-            }
-            cursor = start + n as u64;
-            mirror.copied_upto = cursor;
-            if mirror.failed.load(Ordering::Acquire) {
-                return Err(io_err("write")(io::Error::other(
-                    "a write to the target failed during the copy",
-                )));
-            }
-            drop(state);
-            done += n as u64;
-            progress(done, estimate.max(done));
-            pacer.pace(done).map_err(cancelled)?;
-        }
-        // Durable before anyone relies on it; most was written back already.
-        target.sync_all().map_err(io_err("fsync"))?;
-
-        // The snapshot files: everything, then what was saved meanwhile,
-        // until what is left for the pause is small.
-        let mut snapshot_copy = {
-            let state = source.read_state().map_err(io_err("lock"))?;
-            SnapshotCopy::start(
-                &healthy_source(source, &state)
-                    .map_err(io_err("copy"))?
-                    .snapshots,
-                dir,
-                &stem,
-            )
-            .map_err(io_err("create"))?
         };
-        for round in 1.. {
-            let added = {
-                let state = source.read_state().map_err(io_err("lock"))?;
-                snapshot_copy
-                    .fetch(
-                        &healthy_source(source, &state)
-                            .map_err(io_err("copy"))?
-                            .snapshots,
-                    )
-                    .map_err(io_err("copy snapshots"))?
-            };
-            loop {
-                pacer.check().map_err(cancelled)?;
-                let copied = {
-                    let state = source.read_state().map_err(io_err("lock"))?;
-                    snapshot_copy
-                        .copy_pending(
-                            &healthy_source(source, &state)
-                                .map_err(io_err("copy"))?
-                                .snapshots,
-                            CATCH_UP_CHUNKS,
-                        )
-                        .map_err(io_err("copy snapshots"))?
-                };
-                if copied == 0 {
-                    break;
+        let target = Arc::new(target);
+        let mut guard = RemoveOnDrop::new(&partial);
+        options.stats.resumed(from);
+        let filled = self.fill(
+            Fill {
+                source,
+                holder,
+                source_file: &source_file,
+                source_medium: &source_medium,
+                target: &target,
+                to_medium,
+                from,
+                held,
+            },
+            dir,
+            &stem,
+            options,
+            progress,
+        );
+        let mut snapshot_copy = match filled {
+            Err(DataPlaneError::Cancelled) => {
+                // Kept for the next run when a checkpoint says how far it is.
+                if from > 0 || options.stats.checkpoint() > 0 {
+                    guard.disarm();
                 }
-                done += copied;
-                progress(done, estimate.max(done));
-                pacer.pace(done).map_err(cancelled)?;
+                return Err(DataPlaneError::Cancelled);
             }
-            if added <= CATCH_UP_CHUNKS || round >= CATCH_UP_ROUNDS {
-                break;
-            }
-        }
+            r => r?,
+        };
 
         // The switch, with the volume's writes paused at the barrier: every
         // write is wholly before it (in the source and, past the cursor,
@@ -1668,6 +1668,283 @@ impl LocalVolumeIo {
         holder.dirty.store(false, Ordering::Release);
         holder.lost.store(false, Ordering::Release);
         Ok(())
+    }
+}
+
+/// The two ends of a live copy (see [`LocalVolumeIo::fill`]).
+struct Fill<'a> {
+    source: &'a SliceIo,
+    holder: &'a SliceIo,
+    source_file: &'a File,
+    source_medium: &'a str,
+    /// The partial file: new, or holding the bytes below `from`.
+    target: &'a Arc<File>,
+    to_medium: &'a str,
+    /// Where the slice file's copy starts (a checkpoint, or 0).
+    from: u64,
+    /// The source's snapshot bytes, as measured at the start.
+    held: u64,
+}
+
+/// How often a live copy measures again what is left of the slice file
+/// (writes into holes ahead of the copy add to it).
+const REMEASURE: Duration = Duration::from_secs(1);
+
+/// A live copy's progress: `done` of `total` bytes, `total` growing with
+/// what writes during the move add (the catch-up).
+struct Tally {
+    done: u64,
+    total: u64,
+}
+
+impl Tally {
+    fn report(&self, progress: &mut dyn FnMut(u64, u64)) {
+        progress(self.done, self.total.max(self.done));
+    }
+}
+
+impl LocalVolumeIo {
+    /// Fills the target from the source while I/O goes on: the slice file
+    /// from `from` on (mirroring writes behind the copy cursor, verifying
+    /// each chunk by reading it back, checkpointing now and then), durable;
+    /// then the snapshot files, catching up on the copy-on-write saves made
+    /// meanwhile. Returns the snapshot copy for the switch to finish.
+    fn fill(
+        &self,
+        ends: Fill<'_>,
+        dir: &Path,
+        stem: &str,
+        options: &CopyOptions,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<SnapshotCopy, DataPlaneError> {
+        let Fill {
+            source,
+            holder,
+            source_file,
+            source_medium,
+            target,
+            to_medium,
+            from,
+            held,
+        } = ends;
+        let io_err = |op: &'static str| move |e: io::Error| self.err(holder, to_medium, op, e);
+        let stats = &options.stats;
+        let mut len = source_file.metadata().map_err(io_err("stat"))?.len();
+        // What is left of the slice file as far as known now.
+        let mut data_left = data_from(source_file, from, len).map_err(io_err("seek"))?;
+        let done = data_below(source_file, from).map_err(io_err("seek"))?;
+        let mut tally = Tally {
+            done,
+            total: done + data_left + held,
+        };
+        {
+            let mut state = holder.write_state().map_err(io_err("lock"))?;
+            state.mirror = Some(Mirror {
+                file: Arc::clone(target),
+                medium: to_medium.to_string(),
+                copied_upto: from,
+                failed: AtomicBool::new(false),
+                dirty: AtomicBool::new(false),
+            });
+        }
+        tally.report(progress);
+
+        let pacer = Pacer::new(options.rate_limit, &options.cancel);
+        let cancelled = |_| DataPlaneError::Cancelled;
+        let mut bufs = (vec![0u8; CHUNK], vec![0u8; CHUNK]);
+        let copy_chunk = |state: &mut SliceState,
+                          start: u64,
+                          n: usize,
+                          clear: bool,
+                          bufs: &mut (Vec<u8>, Vec<u8>)|
+         -> Result<(), DataPlaneError> {
+            if source.is_lost() {
+                return Err(io_err("copy")(source_lost()));
+            }
+            let mirror = state
+                .mirror
+                .as_mut()
+                .ok_or_else(|| io_err("copy")(io::Error::other("copy state lost")))?;
+            let data = &mut bufs.0[..n];
+            if let Err(e) = source
+                .fault()
+                .and_then(|()| source_file.read_exact_at(data, start))
+            {
+                if is_media_failure(&e) {
+                    self.lose(source, source_medium, &e);
+                }
+                return Err(self.err(source, source_medium, "read", e));
+            }
+            if clear {
+                punch_hole(&mirror.file, start, n as u64).map_err(io_err("write"))?;
+            }
+            let mut at = 0usize;
+            while at < n {
+                let block = (BLOCK as usize).min(n - at);
+                let piece = &data[at..at + block];
+                if !is_zero(piece) {
+                    mirror
+                        .file
+                        .write_all_at(piece, start + at as u64)
+                        .map_err(io_err("write"))?;
+                }
+                at += block;
+            }
+            // Verify the chunk against the source bytes just read.
+            let check = &mut bufs.1[..n];
+            mirror
+                .file
+                .read_exact_at(check, start)
+                .map_err(io_err("verify"))?;
+            if check != &bufs.0[..n] {
+                return Err(DataPlaneError::VerifyFailed {
+                    slice: label(&holder.key),
+                    from: source_medium.to_string(),
+                    to: to_medium.to_string(),
+                });
+            }
+            if mirror.failed.load(Ordering::Acquire) {
+                return Err(io_err("write")(io::Error::other(
+                    "a write to the target failed during the copy",
+                )));
+            }
+            Ok(())
+        };
+
+        // A resumed copy: below its checkpoint the target has every write
+        // made before the interruption, but not those made since the volume
+        // was opened again and before the mirror above was in place. Read
+        // after the mirror is in place: a write not marked yet is mirrored.
+        if from > 0 {
+            for chunk in self.written[holder.key.column as usize].below(from) {
+                pacer.check().map_err(cancelled)?;
+                let start = chunk * CHUNK as u64;
+                let n = (CHUNK as u64).min(from - start) as usize;
+                let mut state = holder.write_state().map_err(io_err("lock"))?;
+                copy_chunk(&mut state, start, n, true, &mut bufs)?;
+                drop(state);
+                stats.add_copied(n as u64);
+                stats.add_catch_up(n as u64);
+                tally.done += n as u64;
+                tally.total += n as u64;
+                tally.report(progress);
+                pacer.pace(stats.copied()).map_err(cancelled)?;
+            }
+        }
+
+        let mut checkpoints = Checkpoints::new(&options.resume, stats);
+        let mut measured = Instant::now();
+        let mut cursor = from;
+        loop {
+            pacer.check().map_err(cancelled)?;
+            // One chunk with the target's slice held exclusively: a write
+            // to the source either lands before the chunk is read, or is
+            // mirrored after the cursor has passed it (writes reach the
+            // mirror after the source, and the mirror under this lock).
+            let mut state = holder.write_state().map_err(io_err("lock"))?;
+            len = source_file.metadata().map_err(io_err("stat"))?.len();
+            let next = {
+                let mut extents = DataExtents::from(source_file, cursor, len);
+                extents.next().transpose().map_err(io_err("seek"))?
+            };
+            let Some((start, end)) = next else {
+                // Everything is copied: from now on every write is mirrored
+                // (also past the end, should the slice grow meanwhile).
+                if let Some(mirror) = state.mirror.as_mut() {
+                    mirror.copied_upto = u64::MAX;
+                }
+                break;
+            };
+            let n = ((end - start).min(CHUNK as u64)) as usize;
+            copy_chunk(&mut state, start, n, false, &mut bufs)?;
+            cursor = start + n as u64;
+            if let Some(mirror) = state.mirror.as_mut() {
+                mirror.copied_upto = cursor;
+            }
+            drop(state);
+            stats.add_copied(n as u64);
+            tally.done += n as u64;
+            data_left = data_left.saturating_sub(n as u64);
+            if measured.elapsed() >= REMEASURE {
+                // Writes into holes ahead of the copy add to what is left.
+                let left = data_from(source_file, cursor, len).map_err(io_err("seek"))?;
+                if left > data_left {
+                    stats.add_catch_up(left - data_left);
+                }
+                tally.total = (tally.total + left).saturating_sub(data_left);
+                data_left = left;
+                measured = Instant::now();
+            }
+            tally.report(progress);
+            if checkpoints.due() {
+                checkpoints.take(target, cursor).map_err(io_err("fsync"))?;
+            }
+            pacer.pace(stats.copied()).map_err(cancelled)?;
+        }
+        // Durable before anyone relies on it; most was written back already.
+        target.sync_all().map_err(io_err("fsync"))?;
+        // An interruption from now on need not copy the slice file again.
+        checkpoints.take(target, len).map_err(io_err("fsync"))?;
+
+        // The snapshot files: everything, then what was saved meanwhile,
+        // until what is left for the pause is small.
+        let mut snapshot_copy = {
+            let state = source.read_state().map_err(io_err("lock"))?;
+            SnapshotCopy::start(
+                &healthy_source(source, &state)
+                    .map_err(io_err("copy"))?
+                    .snapshots,
+                dir,
+                stem,
+            )
+            .map_err(io_err("create"))?
+        };
+        for round in 1.. {
+            let added = {
+                let state = source.read_state().map_err(io_err("lock"))?;
+                snapshot_copy
+                    .fetch(
+                        &healthy_source(source, &state)
+                            .map_err(io_err("copy"))?
+                            .snapshots,
+                    )
+                    .map_err(io_err("copy snapshots"))?
+            };
+            let added_bytes = added as u64 * COW_CHUNK;
+            if round == 1 {
+                // The snapshots as they are now replace the estimate.
+                tally.total = tally.total.saturating_sub(held) + added_bytes;
+            } else {
+                // Saved by writes made during the move.
+                tally.total += added_bytes;
+                stats.add_catch_up(added_bytes);
+            }
+            loop {
+                pacer.check().map_err(cancelled)?;
+                let copied = {
+                    let state = source.read_state().map_err(io_err("lock"))?;
+                    snapshot_copy
+                        .copy_pending(
+                            &healthy_source(source, &state)
+                                .map_err(io_err("copy"))?
+                                .snapshots,
+                            CATCH_UP_CHUNKS,
+                        )
+                        .map_err(io_err("copy snapshots"))?
+                };
+                if copied == 0 {
+                    break;
+                }
+                stats.add_copied(copied);
+                tally.done += copied;
+                tally.report(progress);
+                pacer.pace(stats.copied()).map_err(cancelled)?;
+            }
+            if added <= CATCH_UP_CHUNKS || round >= CATCH_UP_ROUNDS {
+                break;
+            }
+        }
+        Ok(snapshot_copy)
     }
 }
 

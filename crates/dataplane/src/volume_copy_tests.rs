@@ -182,6 +182,135 @@ fn throttled(rate_mib: u64) -> CopyOptions {
     }
 }
 
+/// Checkpoints a copy recorded, in order (0: forgotten).
+#[derive(Clone, Default)]
+struct Recorded(Arc<std::sync::Mutex<Vec<u64>>>);
+
+impl Recorded {
+    /// Resumes at `from`, with a checkpoint after every MiB.
+    fn resume(&self, from: u64) -> crate::CopyResume {
+        let list = Arc::clone(&self.0);
+        crate::CopyResume {
+            from,
+            record: Some(Arc::new(move |offset| {
+                list.lock().map_err(|e| e.to_string())?.push(offset);
+                Ok(())
+            })),
+            every_bytes: MIB,
+            min_interval: Duration::ZERO,
+        }
+    }
+
+    fn last(&self) -> u64 {
+        self.0.lock().expect("lock").last().copied().unwrap_or(0)
+    }
+}
+
+#[test]
+fn a_live_move_resumed_from_its_checkpoint_copies_what_was_left_and_what_was_written_since() {
+    let f = fixture(2, 1, 16);
+    let io = Arc::new(LocalVolumeIo::open(&f.media, &f.layout).expect("open"));
+    let mut model = Model::new(&io);
+    model.write(0, 12 * MIB as usize);
+
+    // Stopped once 6 MiB are copied (the service stopping, or a crash
+    // right after that checkpoint).
+    let recorded = Recorded::default();
+    let cancel = crate::CancellationToken::new();
+    let options = CopyOptions {
+        cancel: cancel.clone(),
+        resume: recorded.resume(0),
+        ..CopyOptions::default()
+    };
+    let err = io
+        .move_slice(
+            0,
+            0,
+            "m4",
+            &options,
+            &mut |done, _| {
+                if done >= 6 * MIB {
+                    cancel.cancel();
+                }
+            },
+            &mut || Err("no switch".into()),
+        )
+        .expect_err("stopped");
+    assert!(matches!(err, DataPlaneError::Cancelled), "{err:?}");
+    assert_eq!(recorded.last(), 6 * MIB);
+    assert_eq!(files_on(&f.media, "m4"), vec!["c0-k0.slice.partial"]);
+
+    // The service starts again: the volume is opened anew and written
+    // before the copy resumes, below its checkpoint and past it.
+    drop(io);
+    let io = Arc::new(LocalVolumeIo::open(&f.media, &f.layout).expect("open again"));
+    let bytes = std::mem::take(&mut model.bytes);
+    let mut model = Model::new(&io);
+    model.bytes = bytes;
+    model.write(MIB + 4096, 4096);
+    model.write(13 * MIB, 4096);
+
+    let stats = crate::CopyStats::default();
+    let options = CopyOptions {
+        resume: recorded.resume(6 * MIB),
+        stats: stats.clone(),
+        ..CopyOptions::default()
+    };
+    io.move_slice(0, 0, "m4", &options, &mut |_, _| {}, &mut || Ok(()))
+        .expect("resumed move");
+    assert_eq!(stats.resumed_at(), 6 * MIB);
+    // The MiB written since the restart below the checkpoint, the rest of
+    // the data, and the new block past it.
+    assert_eq!(stats.copied(), MIB + 6 * MIB + 4096);
+    assert_eq!(stats.catch_up(), MIB);
+    assert!(read_all(io.as_ref()) == model.bytes);
+    let moved = f.media.slice_path("m4", &key(0, 0)).expect("path");
+    assert!(std::fs::read(moved).expect("moved slice") == model.bytes);
+    assert_eq!(files_on(&f.media, "m4"), vec!["c0-k0.slice"]);
+}
+
+#[test]
+fn data_written_ahead_of_a_live_copy_grows_its_total_as_catch_up() {
+    let f = fixture(2, 1, 16);
+    let io = Arc::new(LocalVolumeIo::open(&f.media, &f.layout).expect("open"));
+    let mut model = Model::new(&io);
+    model.write(0, 8 * MIB as usize);
+    let stats = crate::CopyStats::default();
+    let options = CopyOptions {
+        stats: stats.clone(),
+        ..throttled(4)
+    };
+    let mut reported = Vec::new();
+    let mut written = false;
+    io.move_slice(
+        0,
+        0,
+        "m4",
+        &options,
+        &mut |done, total| {
+            reported.push((done, total));
+            // Into a hole ahead of the copy: 2 MiB more to copy.
+            if done >= MIB && !written {
+                written = true;
+                model.write(12 * MIB, 2 * MIB as usize);
+            }
+        },
+        &mut || Ok(()),
+    )
+    .expect("move");
+    assert_eq!(stats.catch_up(), 2 * MIB);
+    assert_eq!(stats.copied(), 10 * MIB);
+    assert_eq!(reported.first(), Some(&(0, 8 * MIB)));
+    assert_eq!(reported.last(), Some(&(10 * MIB, 10 * MIB)));
+    assert!(
+        reported
+            .iter()
+            .any(|&(done, total)| total == 10 * MIB && done < 9 * MIB),
+        "the total grew before the copy reached it: {reported:?}"
+    );
+    assert!(read_all(io.as_ref()) == model.bytes);
+}
+
 #[test]
 fn a_live_move_takes_the_snapshots_along_exactly_while_writes_go_on() {
     let mut f = fixture(2, 1, 16);

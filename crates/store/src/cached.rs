@@ -352,6 +352,15 @@ impl<S: Store> VolumeStore for CachedStore<S> {
         self.changed(self.inner.switch_slice(step).await)
     }
 
+    async fn record_copy_checkpoint(
+        &self,
+        step_id: i64,
+        checkpoint: Option<CopyCheckpoint>,
+    ) -> StoreResult<()> {
+        // Steps are not cached: nothing to invalidate.
+        self.inner.record_copy_checkpoint(step_id, checkpoint).await
+    }
+
     async fn finish_step(&self, step_id: i64) -> StoreResult<()> {
         self.changed(self.inner.finish_step(step_id).await)
     }

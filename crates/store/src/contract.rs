@@ -18,6 +18,7 @@ macro_rules! store_contract_tests {
         store_contract_tests!(@each $open;
             a_medium_holding_slices_cannot_disappear_or_shrink,
             a_movement_books_switches_and_releases_space_atomically,
+            a_copy_checkpoint_is_kept_until_its_step_switches,
             a_failed_job_releases_its_reservations_and_frees_the_volume,
             placing_slices_twice_keeps_the_first_placement,
             revoking_refresh_tokens_touches_only_that_user,
@@ -286,6 +287,37 @@ pub(crate) async fn a_medium_holding_slices_cannot_disappear_or_shrink(store: &d
         .await
         .expect("m2 removed, m1 grown");
     assert_eq!(store.media_usage().await.expect("usage").len(), 1);
+}
+
+pub(crate) async fn a_copy_checkpoint_is_kept_until_its_step_switches(store: &dyn Store) {
+    let (user, volume, _) = volume_on_m1(store).await;
+    let slice_id = first_slice_id(store, &volume).await;
+    let job_id = start_resize(store, &user, &volume, true).await;
+    store
+        .save_resize_plan(job_id, &move_plan(slice_id), None)
+        .await
+        .expect("plan");
+    let step = store.resize_steps(job_id).await.expect("steps")[0].clone();
+    assert_eq!(step.checkpoint, None, "a new step copies from the start");
+    let at = |offset, live| Some(CopyCheckpoint { offset, live });
+    for checkpoint in [at(64 << 20, false), at(5 << 40, true), None, at(1, true)] {
+        store
+            .record_copy_checkpoint(step.id, checkpoint)
+            .await
+            .expect("checkpoint");
+        let steps = store.resize_steps(job_id).await.expect("steps");
+        assert_eq!(steps[0].checkpoint, checkpoint);
+    }
+    store.switch_slice(&step).await.expect("switch");
+    store
+        .record_copy_checkpoint(step.id, at(2 << 20, true))
+        .await
+        .expect("ignored");
+    assert_eq!(
+        store.resize_steps(job_id).await.expect("steps")[0].checkpoint,
+        at(1, true),
+        "a switched step's checkpoint no longer moves"
+    );
 }
 
 pub(crate) async fn a_movement_books_switches_and_releases_space_atomically(store: &dyn Store) {

@@ -306,6 +306,19 @@ pub struct ResizeStep {
     pub old_size: Gib,
     pub new_size: Gib,
     pub state: StepState,
+    /// Where an interrupted copy of a move may resume; `None` copies from
+    /// the start.
+    pub checkpoint: Option<CopyCheckpoint>,
+}
+
+/// A durable point of a slice copy: the target's slice-file bytes below
+/// `offset` are copied, verified against the source and fsynced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyCheckpoint {
+    pub offset: u64,
+    /// Copied through the volume's shared I/O (an attached volume), which
+    /// mirrors writes to the target; file-to-file copies are not live.
+    pub live: bool,
 }
 
 /// A node that may attach volumes.

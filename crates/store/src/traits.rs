@@ -194,6 +194,14 @@ pub trait VolumeStore: Send + Sync {
     /// placement switches and the target's reservation shrinks by the old size,
     /// atomically.
     async fn switch_slice(&self, step: &ResizeStep) -> StoreResult<()>;
+    /// Records where the step's copy may resume (`None`: from the start).
+    /// Only a step still `planned` keeps one: a switched step has no copy
+    /// left to resume.
+    async fn record_copy_checkpoint(
+        &self,
+        step_id: i64,
+        checkpoint: Option<CopyCheckpoint>,
+    ) -> StoreResult<()>;
     /// The move's source file is gone.
     async fn finish_step(&self, step_id: i64) -> StoreResult<()>;
     /// Every slice has grown: the volume takes its new size, while its job

@@ -3,7 +3,9 @@
 use super::jobs::{append_detail, claim_volume, finish_job_tx};
 use super::media::media_space;
 use super::{active_job, conflict_on_unique, gib, json_map, resiliency, to_i64, SqliteStore};
-use crate::records::{JobEnd, NewJob, NewVolume, Page, ResizeStep, SliceRow, StepState, Volume};
+use crate::records::{
+    CopyCheckpoint, JobEnd, NewJob, NewVolume, Page, ResizeStep, SliceRow, StepState, Volume,
+};
 use crate::{StoreError, StoreResult, VolumeStore};
 use async_trait::async_trait;
 use serde_json::Value;
@@ -96,6 +98,14 @@ fn step_row(row: &SqliteRow) -> StoreResult<ResizeStep> {
         new_size: gib(row, "new_size")?,
         state: StepState::parse(&state)
             .ok_or_else(|| StoreError::Corrupt(format!("step state {state:?}")))?,
+        checkpoint: match row.try_get::<i64, _>("copy_checkpoint")? {
+            0 => None,
+            offset => Some(CopyCheckpoint {
+                offset: u64::try_from(offset)
+                    .map_err(|_| StoreError::Corrupt(format!("copy checkpoint {offset}")))?,
+                live: row.try_get::<i64, _>("copy_checkpoint_live")? != 0,
+            }),
+        },
     })
 }
 
@@ -372,6 +382,27 @@ impl VolumeStore for SqliteStore {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
+        Ok(())
+    }
+
+    async fn record_copy_checkpoint(
+        &self,
+        step_id: i64,
+        checkpoint: Option<CopyCheckpoint>,
+    ) -> StoreResult<()> {
+        let (offset, live) = checkpoint.map_or((0, false), |c| (c.offset, c.live));
+        sqlx::query(
+            "UPDATE resize_steps SET copy_checkpoint = ?, copy_checkpoint_live = ? \
+             WHERE id = ? AND state = 'planned'",
+        )
+        .bind(
+            i64::try_from(offset)
+                .map_err(|_| StoreError::Corrupt(format!("copy checkpoint {offset}")))?,
+        )
+        .bind(i64::from(live))
+        .bind(step_id)
+        .execute(&self.writer)
+        .await?;
         Ok(())
     }
 
