@@ -169,7 +169,9 @@ mod tests {
             id_token: token.into(),
             access_token: "access".into(),
             refresh_token: "refresh".into(),
-            expires_at: now_secs() + 3600,
+            // Fixed, not from the clock: two profiles made a second apart
+            // must still compare equal.
+            expires_at: 4_000_000_000,
         }
     }
 
