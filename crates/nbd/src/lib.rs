@@ -137,7 +137,9 @@ pub struct NbdConfig {
     pub max_payload: u32,
     /// Reads and (non-FUA) writes of at most this many bytes run directly on
     /// the connection's task instead of a blocking-pool thread: no thread
-    /// hand-off per request, which dominates small page-cache I/O. Such a call
+    /// hand-off per request, which dominates small page-cache I/O. With it
+    /// above 0, so does a read or non-FUA write of any size that is the
+    /// connection's only request in flight (queue depth 1). Such a call
     /// blocks a runtime worker while it runs, so only enable this when the
     /// server has a runtime of its own. Default 0: never.
     pub inline_max: u32,
