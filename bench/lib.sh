@@ -1,6 +1,7 @@
 # Shared steps of the benchmark scripts (sourced, not run): stop processes,
-# time phases, install qemu-utils, build svs in release mode, start
-# `svs serve` on the demo media in a work directory, and check its log.
+# time phases, install qemu-utils (and nbdkit, libnbd-bin), build svs in
+# release mode, start `svs serve` on the demo media in a work directory, and
+# check its log.
 # The sourcing script sets BENCH_DIR, REPO, ADMIN_EMAIL, ADMIN_PASSWORD and
 # its own `cleanup` trap; these set WORK, SVS, SERVER_PID and BASE.
 
@@ -15,23 +16,46 @@ stop() {
 T0=$SECONDS
 phase() { printf '\n== %s  [t=%ds]\n' "$*" "$((SECONDS - T0))"; }
 
+# Installs Debian packages whose commands are missing: `apt_install PACKAGE...`.
+apt_install() {
+    echo "installing $*"
+    export DEBIAN_FRONTEND=noninteractive
+    if ! apt-get install -y --no-install-recommends "$@"; then
+        apt-get update
+        apt-get install -y --no-install-recommends "$@"
+    fi
+}
+
 # cargo, python3 and qemu-utils (installed from Debian when missing).
 require_tools() {
     command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
     command -v python3 >/dev/null || { echo "python3 is required" >&2; exit 1; }
     if ! command -v qemu-img >/dev/null || ! command -v qemu-nbd >/dev/null; then
-        echo "installing qemu-utils"
-        export DEBIAN_FRONTEND=noninteractive
-        if ! apt-get install -y --no-install-recommends qemu-utils; then
-            apt-get update
-            apt-get install -y --no-install-recommends qemu-utils
-        fi
+        apt_install qemu-utils
     fi
 }
 
-# Sets SVS to the release binary.
+# nbdkit (with its file plugin) and libnbd-bin (nbdcopy, nbdinfo), from
+# Debian when missing.
+require_nbd_tools() {
+    if ! command -v nbdkit >/dev/null || ! nbdkit file --version >/dev/null 2>&1; then
+        apt_install nbdkit
+    fi
+    if ! command -v nbdcopy >/dev/null || ! command -v nbdinfo >/dev/null; then
+        apt_install libnbd-bin
+    fi
+}
+
+# Sets SVS to the release binary, or to BENCH_SVS_BIN when set (an svs
+# binary built elsewhere, e.g. of another commit for a before/after run).
 build_release() {
     cd "$REPO"
+    if [[ -n "${BENCH_SVS_BIN:-}" ]]; then
+        SVS="$BENCH_SVS_BIN"
+        [[ -x "$SVS" ]] || { echo "BENCH_SVS_BIN is not an executable: $SVS" >&2; exit 1; }
+        echo "svs binary: $SVS (BENCH_SVS_BIN, not built)"
+        return
+    fi
     cargo build --release
     local target_dir
     target_dir="$(cargo metadata --format-version 1 --no-deps |

@@ -1,7 +1,9 @@
 """NBD benchmark setup: one volume attached to node-a, its NBD URI printed.
 
-`nbd_attach.py BASE EMAIL PASSWORD VOLUME GIB`: signs in, creates the policy
-`nbd-bench` (resiliency 0/0/0: one copy), creates VOLUME (GIB GiB) with it,
+`nbd_attach.py BASE EMAIL PASSWORD VOLUME GIB [COPIES]`: signs in, creates
+the policy `nbd-bench-COPIES` (resiliency media COPIES - 1, node and zone 0:
+COPIES copies on distinct media; COPIES 1 to 3, default 1) unless it exists,
+creates VOLUME (GIB GiB) with it,
 attaches its top snapshot read-write to node-a (address 127.0.0.1 in the demo
 topology, so this machine may open the export), waits for both jobs, and
 prints the attachment's `uri` (nbd://HOST:PORT/EXPORTNAME) on stdout.
@@ -16,20 +18,31 @@ NODE = "node-a"
 
 
 def main():
-    if len(sys.argv) != 6:
-        sys.exit("usage: nbd_attach.py BASE EMAIL PASSWORD VOLUME GIB")
-    _, base, email, password, volume, gib = sys.argv
+    if len(sys.argv) not in (6, 7):
+        sys.exit("usage: nbd_attach.py BASE EMAIL PASSWORD VOLUME GIB [COPIES]")
+    _, base, email, password, volume, gib = sys.argv[:6]
+    copies = int(sys.argv[6]) if len(sys.argv) == 7 else 1
+    if not 1 <= copies <= 3:
+        sys.exit("nbd_attach.py: COPIES must be 1, 2 or 3")
     api = Api(base)
     api.sign_in(email, password)
-    api.request(
-        "POST",
-        "/policies",
-        {"name": "nbd-bench", "resiliencymedia": 0, "resiliencynode": 0, "resiliencyzone": 0},
-    )
+    policy = f"nbd-bench-{copies}"
+    existing = {p["name"] for p in api.request("GET", "/policies")}
+    if policy not in existing:
+        api.request(
+            "POST",
+            "/policies",
+            {
+                "name": policy,
+                "resiliencymedia": copies - 1,
+                "resiliencynode": 0,
+                "resiliencyzone": 0,
+            },
+        )
     started = api.request(
         "POST",
         "/volumes",
-        {"name": volume, "type": "block", "size": int(gib), "policy": "nbd-bench"},
+        {"name": volume, "type": "block", "size": int(gib), "policy": policy},
     )
     api.wait_job(started["JobID"], poll=0.01)
     slices = api.request("GET", f"/volumes/{volume}/slices")

@@ -6,17 +6,23 @@
 #
 #   1. authenticated GET /volumes/{volume}, 64 connections (wrk): req/s, p99
 #   2. in-place resize request -> job Done (50 resizes): median, p90
-#   3. unthrottled slice move vs cp --sparse=always (and cp + fsync): MiB/s
+#   3. unthrottled slice move vs cp --sparse=always + fsync of its output
+#      (target >= 1.0x, medians of >= 7 interleaved rounds, best-of printed;
+#      plain cp for information): MiB/s
 #
 # Exits 0 when the benchmark ran, whatever the figures; non-zero if something
 # broke. All data lives in a temporary directory (TMPDIR, default /tmp)
-# removed on exit. Environment: BENCH_ROUNDS (slice-move rounds, default 7),
-# BENCH_RESIZES (default 50), BENCH_WRK_SECS (default 10).
+# removed on exit. Environment: BENCH_ROUNDS (slice-move rounds, default and
+# minimum 7), BENCH_RESIZES (default 50), BENCH_WRK_SECS (default 10).
 set -euo pipefail
 
 BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$BENCH_DIR/.." && pwd)"
 ROUNDS="${BENCH_ROUNDS:-7}"
+if ((ROUNDS < 7)); then
+    echo "BENCH_ROUNDS must be at least 7 (the slice-move figure is a median of >= 7 rounds)" >&2
+    exit 2
+fi
 RESIZES="${BENCH_RESIZES:-50}"
 WRK_SECS="${BENCH_WRK_SECS:-10}"
 ADMIN_EMAIL="bench@example.com"

@@ -5,7 +5,9 @@ import sys
 TARGET_RPS = 20000.0
 TARGET_P99_MS = 5.0
 TARGET_RESIZE_MS = 50.0
-TARGET_RATIO = 0.9
+# Slice move against cp --sparse=always + fsync of its output (the same
+# durability); plain cp is shown for information.
+TARGET_RATIO = 1.0
 
 
 def verdict(ok):
@@ -49,15 +51,16 @@ def main():
     ]
     for layout, label in (("full", "1 GiB full"), ("sparse", "4 GiB sparse, 1 GiB data")):
         move = r[f"move_{layout}_mibs"]
-        for ref, name in (("cp", "cp"), ("cpsync", "cp+fsync")):
+        for ref, name in (("cpsync", "cp+fsync"), ("cp", "cp")):
             base = r[f"{ref}_{layout}_mibs"]
             ratio = move / base
+            target = ref == "cpsync"
             rows.append(
                 (
                     f"3. slice move / {name} ({label})",
                     f"{ratio:.2f}x ({move:.0f} vs {base:.0f} MiB/s)",
-                    f">= {TARGET_RATIO:g}x",
-                    verdict(ratio >= TARGET_RATIO),
+                    f">= {TARGET_RATIO:g}x" if target else "(info)",
+                    verdict(ratio >= TARGET_RATIO) if target else "-",
                 )
             )
     head = ("figure", "measured", "target", "result")

@@ -88,7 +88,8 @@ pub trait BlockDevice: Send + Sync + 'static {
     fn size(&self) -> u64;
     /// Whether writes (write, trim, write zeroes) must be refused with `EPERM`.
     fn read_only(&self) -> bool;
-    /// Fills `buf` with the bytes at `offset`.
+    /// Fills `buf` with the bytes at `offset`: every byte of it (the server
+    /// reuses buffers, which hold an earlier request's bytes).
     fn read(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()>;
     /// Writes `data` at `offset`; with `fua`, returns only once it is durable.
     fn write(&self, offset: u64, data: &[u8], fua: bool) -> std::io::Result<()>;
@@ -197,7 +198,9 @@ pub struct NbdConfig {
     pub max_payload: u32,
     /// Reads and (non-FUA) writes of at most this many bytes run directly on
     /// the connection's task instead of a blocking-pool thread: no thread
-    /// hand-off per request, which dominates small page-cache I/O. Such a call
+    /// hand-off per request, which dominates small page-cache I/O. With it
+    /// above 0, so does a read or non-FUA write of any size that is the
+    /// connection's only request in flight (queue depth 1). Such a call
     /// blocks a runtime worker while it runs, so only enable this when the
     /// server has a runtime of its own. Default 0: never.
     pub inline_max: u32,

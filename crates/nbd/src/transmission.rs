@@ -3,8 +3,8 @@
 //! single writer task in completion order.
 
 use std::future::Future;
-use std::io;
-use std::sync::Arc;
+use std::io::{self, IoSlice};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use thiserror::Error;
@@ -26,6 +26,10 @@ pub const MAX_IN_FLIGHT: usize = 32;
 pub const IN_FLIGHT_BYTES: u32 = 64 * 1024 * 1024;
 /// Zero buffer used for `WRITE_ZEROES` with `NO_HOLE`.
 const ZERO_CHUNK: usize = 256 * 1024;
+/// Payload buffers one connection keeps for its next requests (see
+/// [`Buffers`]): at most this many bytes of capacity, and this many buffers.
+const POOLED_BYTES: usize = 4 * 1024 * 1024;
+const POOLED_BUFFERS: usize = 16;
 /// How long a soft disconnect or a server shutdown waits for the requests in
 /// flight to be answered before closing anyway.
 const DRAIN_GRACE: Duration = Duration::from_secs(10);
@@ -286,9 +290,71 @@ pub(crate) fn read_pieces(device: &dyn BlockDevice, offset: u64, len: usize) -> 
     pieces
 }
 
+/// Read and write payload buffers of one connection, reused from request to
+/// request: a fresh `vec![0; len]` of a large read costs more than reading
+/// the page cache into it (the allocator hands out fresh pages, each faulted
+/// in and zeroed), a buffer used before is already there. Buffers never go
+/// from one connection to another.
+#[derive(Default)]
+struct Buffers {
+    free: Mutex<Vec<Vec<u8>>>,
+}
+
+impl Buffers {
+    fn free(&self) -> std::sync::MutexGuard<'_, Vec<Vec<u8>>> {
+        // A poisoned lock only means a panic elsewhere; the list stays usable.
+        self.free.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A buffer of `len` bytes (their content is whatever the buffer held).
+    fn take(&self, len: usize) -> Vec<u8> {
+        let reused = {
+            let mut free = self.free();
+            // The shortest one at least as long (no zeroing at all, and the
+            // longer ones stay for longer requests), else the longest one
+            // with room enough (the least to zero).
+            let fits = free
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.len() >= len)
+                .min_by_key(|(_, b)| b.len());
+            let room = || {
+                free.iter()
+                    .enumerate()
+                    .filter(|(_, b)| b.capacity() >= len)
+                    .max_by_key(|(_, b)| b.len())
+            };
+            let at = fits.or_else(room).map(|(i, _)| i);
+            at.map(|i| free.swap_remove(i))
+        };
+        match reused {
+            Some(mut buf) => {
+                buf.resize(len, 0);
+                buf
+            }
+            None => vec![0u8; len],
+        }
+    }
+
+    /// Keeps `buf` for a later request, unless the pool is full.
+    fn give(&self, buf: Vec<u8>) {
+        let mut free = self.free();
+        let held: usize = free.iter().map(Vec::capacity).sum();
+        if free.len() < POOLED_BUFFERS && held + buf.capacity() <= POOLED_BYTES {
+            free.push(buf);
+        }
+    }
+}
+
 /// Runs a checked request on the device (blocking). `payload` is the data of
-/// a write, empty otherwise.
-fn execute(op: Op, payload: Vec<u8>, device: &dyn BlockDevice) -> Result<Body, Failure> {
+/// a write, empty otherwise (given back to `buffers` once written). A read's
+/// data is in a buffer of `buffers`.
+fn execute(
+    op: Op,
+    payload: Vec<u8>,
+    device: &dyn BlockDevice,
+    buffers: &Buffers,
+) -> Result<Body, Failure> {
     match op {
         Op::Read {
             offset,
@@ -306,8 +372,9 @@ fn execute(op: Op, payload: Vec<u8>, device: &dyn BlockDevice) -> Result<Body, F
                     pieces.clear();
                 }
             }
-            // Zeroed (lazily, by the allocator) so holes need no filling.
-            let mut buf = vec![0u8; len];
+            // A reused buffer: the bytes of holes are stale, but holes are
+            // sent as hole chunks, never as data.
+            let mut buf = buffers.take(len);
             let whole = [Piece {
                 start: 0,
                 len,
@@ -320,12 +387,13 @@ fn execute(op: Op, payload: Vec<u8>, device: &dyn BlockDevice) -> Result<Body, F
             };
             for p in data.iter().filter(|p| !p.hole) {
                 let at = offset + p.start as u64;
-                device
-                    .read(at, &mut buf[p.start..p.start + p.len])
-                    .map_err(|error| Failure {
+                if let Err(error) = device.read(at, &mut buf[p.start..p.start + p.len]) {
+                    buffers.give(buf);
+                    return Err(Failure {
                         error,
                         offset: Some(at),
-                    })?;
+                    });
+                }
             }
             Ok(Body::Data {
                 offset,
@@ -334,7 +402,9 @@ fn execute(op: Op, payload: Vec<u8>, device: &dyn BlockDevice) -> Result<Body, F
             })
         }
         Op::Write { offset, fua } => {
-            device.write(offset, &payload, fua)?;
+            let written = device.write(offset, &payload, fua);
+            buffers.give(payload);
+            written?;
             Ok(Body::Done)
         }
         Op::Flush => {
@@ -444,15 +514,22 @@ impl Transmission {
     {
         let write_failed = CancellationToken::new();
         let (tx, rx) = mpsc::channel::<Reply>(MAX_IN_FLIGHT);
-        let writer_task = tokio::spawn(
-            write_replies(writer, rx, write_failed.clone()).instrument(tracing::Span::current()),
-        );
         let budget = Budget {
             count: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
             bytes: Arc::new(Semaphore::new(
                 IN_FLIGHT_BYTES.max(self.max_payload) as usize
             )),
+            buffers: Arc::new(Buffers::default()),
         };
+        let writer_task = tokio::spawn(
+            write_replies(
+                writer,
+                rx,
+                write_failed.clone(),
+                Arc::clone(&budget.buffers),
+            )
+            .instrument(tracing::Span::current()),
+        );
         let mut tasks = JoinSet::new();
         // Cancelled when the connection ends without answering what is in
         // flight: device calls not yet started are then skipped. Their client
@@ -565,7 +642,7 @@ impl Transmission {
             };
             let mut payload = Vec::new();
             if req.command == protocol::CMD_WRITE {
-                payload = vec![0u8; req.length as usize];
+                payload = budget.buffers.take(req.length as usize);
                 if let Err(e) = guard!(reader.read_exact(&mut payload)) {
                     debug!(error = %e, handle = req.handle, "client closed the connection in a write's payload");
                     return Ok(End::PeerGone);
@@ -612,15 +689,23 @@ impl Transmission {
                 }
             };
             let handle = req.handle;
-            let small = match op {
-                Op::Read { len, .. } => len <= self.inline_max,
-                Op::Write { fua: false, .. } => payload.len() <= self.inline_max as usize,
-                _ => false,
-            };
-            if small {
-                // Page-cache I/O of a few KiB: cheaper than any thread hand-off.
+            // Inline (see `NbdConfig::inline_max`): small reads and writes,
+            // and any read or write that is the only request in flight (at
+            // queue depth 1 nothing could run beside it, and the hand-off to
+            // a blocking thread and back costs as much as a 1 MiB page-cache
+            // read). FUA writes and flushes wait for the device: never.
+            let alone = budget.count.available_permits() + 1 == MAX_IN_FLIGHT;
+            let inline = self.inline_max > 0
+                && match op {
+                    Op::Read { len, .. } => alone || len <= self.inline_max,
+                    Op::Write { fua: false, .. } => {
+                        alone || payload.len() <= self.inline_max as usize
+                    }
+                    _ => false,
+                };
+            if inline {
                 let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    execute(op, payload, &**device)
+                    execute(op, payload, &**device, &budget.buffers)
                 }));
                 let reply = Reply {
                     handle,
@@ -634,6 +719,7 @@ impl Transmission {
                 continue;
             }
             let device = Arc::clone(device);
+            let buffers = Arc::clone(&budget.buffers);
             let closed = self.closed.clone();
             let abandoned = abandoned.clone();
             let tx = tx.clone();
@@ -649,7 +735,7 @@ impl Transmission {
                         if abandoned.is_cancelled() {
                             return Err(io::Error::other("connection gone").into());
                         }
-                        execute(op, payload, &*device)
+                        execute(op, payload, &*device, &buffers)
                     })
                     .await;
                     let body = answer(handle, op, outcome.map_err(|_| "panicked"));
@@ -690,10 +776,12 @@ fn answer(handle: u64, op: Op, outcome: Result<Result<Body, Failure>, &'static s
     }
 }
 
-/// The requests (and their payload bytes) one connection may have in flight.
+/// The requests (and their payload bytes) one connection may have in
+/// flight, and the buffers their payloads reuse.
 struct Budget {
     count: Arc<Semaphore>,
     bytes: Arc<Semaphore>,
+    buffers: Arc<Buffers>,
 }
 
 impl Budget {
@@ -716,12 +804,13 @@ async fn write_replies<W: AsyncWrite + Unpin>(
     mut writer: W,
     mut rx: mpsc::Receiver<Reply>,
     failed: CancellationToken,
+    buffers: Arc<Buffers>,
 ) {
     let result: io::Result<()> = async {
         while let Some(reply) = rx.recv().await {
-            write_reply(&mut writer, reply).await?;
+            write_reply(&mut writer, reply, &buffers).await?;
             while let Ok(reply) = rx.try_recv() {
-                write_reply(&mut writer, reply).await?;
+                write_reply(&mut writer, reply, &buffers).await?;
             }
             writer.flush().await?;
         }
@@ -734,7 +823,12 @@ async fn write_replies<W: AsyncWrite + Unpin>(
     }
 }
 
-async fn write_reply<W: AsyncWrite + Unpin>(writer: &mut W, reply: Reply) -> io::Result<()> {
+/// Writes one reply; a read's buffer then goes back to `buffers`.
+async fn write_reply<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    reply: Reply,
+    buffers: &Buffers,
+) -> io::Result<()> {
     let handle = reply.handle;
     if !reply.structured {
         let (error, data) = match &reply.body {
@@ -745,11 +839,13 @@ async fn write_reply<W: AsyncWrite + Unpin>(writer: &mut W, reply: Reply) -> io:
             // requests get them.
             Body::Status(_) => (protocol::EINVAL, None),
         };
-        writer
-            .write_all(&protocol::simple_reply(error, handle))
-            .await?;
-        if let Some(data) = data {
-            writer.write_all(data).await?;
+        let header = protocol::simple_reply(error, handle);
+        match data {
+            Some(data) => write_all_vectored(writer, &header, data).await?,
+            None => writer.write_all(&header).await?,
+        }
+        if let Body::Data { buf, .. } = reply.body {
+            buffers.give(buf);
         }
         return Ok(());
     }
@@ -767,8 +863,9 @@ async fn write_reply<W: AsyncWrite + Unpin>(writer: &mut W, reply: Reply) -> io:
             if pieces.is_empty() {
                 // All data: one chunk (reads are at most max_payload, u32).
                 let header = protocol::offset_data_header(handle, offset, buf.len() as u32, true);
-                writer.write_all(&header).await?;
-                return writer.write_all(&buf).await;
+                write_all_vectored(writer, &header, &buf).await?;
+                buffers.give(buf);
+                return Ok(());
             }
             let last = pieces.len() - 1;
             for (i, p) in pieces.iter().enumerate() {
@@ -783,12 +880,11 @@ async fn write_reply<W: AsyncWrite + Unpin>(writer: &mut W, reply: Reply) -> io:
                         .write_all(&protocol::offset_hole_chunk(handle, at, len, done))
                         .await?;
                 } else {
-                    writer
-                        .write_all(&protocol::offset_data_header(handle, at, len, done))
-                        .await?;
-                    writer.write_all(&buf[p.start..p.start + p.len]).await?;
+                    let header = protocol::offset_data_header(handle, at, len, done);
+                    write_all_vectored(writer, &header, &buf[p.start..p.start + p.len]).await?;
                 }
             }
+            buffers.give(buf);
             Ok(())
         }
         Body::Status(descriptors) => {
@@ -809,6 +905,30 @@ fn error_message(error: u32) -> &'static str {
         protocol::ENOTSUP => "not supported",
         _ => "request failed",
     }
+}
+
+/// Writes `header` then `data`, in one `writev` where the stream can (a
+/// reply larger than the write buffer goes straight to the socket: header
+/// and data then leave in one call, not a lone 16-byte segment first).
+async fn write_all_vectored<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    header: &[u8],
+    data: &[u8],
+) -> io::Result<()> {
+    let mut done = 0;
+    while done < header.len() + data.len() {
+        let n = if done < header.len() {
+            let parts = [IoSlice::new(&header[done..]), IoSlice::new(data)];
+            writer.write_vectored(&parts).await?
+        } else {
+            writer.write(&data[done - header.len()..]).await?
+        };
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        done += n;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -999,6 +1119,54 @@ mod tests {
                 no_hole: false
             })
         );
+    }
+
+    #[test]
+    fn buffers_are_reused_at_the_length_asked_for() {
+        let buffers = Buffers::default();
+        buffers.give(vec![0xee; 4096]);
+        buffers.give(vec![0xdd; 1 << 20]);
+        // The shortest one long enough: the 4 KiB one, cut to 512 bytes.
+        let small = buffers.take(512);
+        assert_eq!((small.len(), small[0]), (512, 0xee));
+        let large = buffers.take(1 << 20);
+        assert_eq!((large.len(), large[0]), (1 << 20, 0xdd));
+        // Nothing long enough left: a new, zeroed buffer.
+        assert_eq!(buffers.take(8192), vec![0u8; 8192]);
+        // A shorter buffer with room enough grows, the new bytes zeroed.
+        buffers.give(small);
+        let grown = buffers.take(4096);
+        assert_eq!(grown.len(), 4096);
+        assert!(grown[..512].iter().all(|&b| b == 0xee));
+        assert!(grown[512..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn the_pool_keeps_at_most_its_bytes_and_buffers() {
+        let buffers = Buffers::default();
+        buffers.give(vec![0; POOLED_BYTES + 1]);
+        assert!(buffers.free().is_empty());
+        for _ in 0..POOLED_BUFFERS + 4 {
+            buffers.give(vec![0; 512]);
+        }
+        assert_eq!(buffers.free().len(), POOLED_BUFFERS);
+        buffers.give(vec![0; POOLED_BYTES]);
+        assert_eq!(buffers.free().len(), POOLED_BUFFERS);
+    }
+
+    #[tokio::test]
+    async fn a_vectored_reply_is_written_whole_through_short_writes() {
+        // A pipe that takes at most 7 bytes at a time: every write is short.
+        let (mut near, mut far) = tokio::io::duplex(7);
+        let header = [1u8; 16];
+        let data: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+        let expected = [&header[..], &data[..]].concat();
+        let reader = tokio::spawn(async move {
+            let mut got = vec![0u8; 1016];
+            far.read_exact(&mut got).await.map(|_| got)
+        });
+        write_all_vectored(&mut near, &header, &data).await.unwrap();
+        assert_eq!(reader.await.unwrap().unwrap(), expected);
     }
 
     #[test]
@@ -1233,11 +1401,17 @@ mod tests {
             len: 12,
             sparse: true,
         };
-        let Ok(Body::Data { buf, pieces, .. }) = execute(op, Vec::new(), &dev) else {
+        // A reused buffer: the hole's bytes stay stale (they are not sent).
+        let buffers = Buffers::default();
+        buffers.give(vec![9; 12]);
+        let Ok(Body::Data { buf, pieces, .. }) = execute(op, Vec::new(), &dev, &buffers) else {
             panic!("a read answers data");
         };
-        assert_eq!(buf, [1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1]);
-        assert_eq!(pieces.len(), 3);
+        assert_eq!(buf, [1, 1, 1, 1, 9, 9, 9, 9, 1, 1, 1, 1]);
+        assert_eq!(
+            pieces,
+            vec![piece(0, 4, false), piece(4, 4, true), piece(8, 4, false)]
+        );
     }
 
     #[test]
@@ -1248,7 +1422,7 @@ mod tests {
             len: 4096,
             req_one: false,
         };
-        let Ok(Body::Status(d)) = execute(op, Vec::new(), &dev) else {
+        let Ok(Body::Status(d)) = execute(op, Vec::new(), &dev, &Buffers::default()) else {
             panic!("block status answers descriptors");
         };
         assert_eq!(

@@ -302,7 +302,7 @@ async fn several_concurrent_qemu_io_clients_each_write_and_read_back_their_regio
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn small_requests_served_inline_keep_every_byte_and_large_ones_still_work() {
+async fn requests_served_inline_keep_every_byte_and_large_concurrent_ones_still_work() {
     require_qemu();
     let exports = TestExports::new();
     let dev = MemDevice::new(16 * MIB, 0x11);
@@ -324,11 +324,22 @@ async fn small_requests_served_inline_keep_every_byte_and_large_ones_still_work(
             "read -P 0xab 0 4k",
             "read -P 0xac 8k 4k",
             "read -P 0xad 12k 64k",
-            // Not inline: larger, FUA and flush.
+            // Larger ones are inline only while alone (queue depth 1, as
+            // here); FUA writes and flushes never.
             "write -P 0xae 1M 1M",
             "write -f -P 0xaf 3M 4k",
             "read -P 0xae 1M 1M",
             "flush",
+            // Larger ones side by side: on the blocking pool. Buffers of
+            // every size are reused from request to request.
+            "aio_write -P 0xb0 5M 1M",
+            "aio_write -P 0xb1 6M 2M",
+            "aio_flush",
+            "aio_read -P 0xb0 5M 1M",
+            "aio_read -P 0xb1 6M 2M",
+            "aio_flush",
+            "read -P 0xab 0 4k",
+            "read -P 0xb1 7M 512k",
         ],
     )
     .await;
@@ -338,6 +349,8 @@ async fn small_requests_served_inline_keep_every_byte_and_large_ones_still_work(
     assert!(dev.bytes(12 * 1024, 65536).iter().all(|&b| b == 0xad));
     assert!(dev.bytes(MIB, MIB).iter().all(|&b| b == 0xae));
     assert!(dev.bytes(3 * MIB, 4096).iter().all(|&b| b == 0xaf));
+    assert!(dev.bytes(5 * MIB, MIB).iter().all(|&b| b == 0xb0));
+    assert!(dev.bytes(6 * MIB, 2 * MIB).iter().all(|&b| b == 0xb1));
     server.stop().await.unwrap();
 }
 
