@@ -10,6 +10,9 @@ variant and ROUNDS timed rounds of:
   cp        cp --sparse=always SRC DST
   cp+fsync  cp --sparse=always SRC DST && sync DST (fsync of DST: the
             durability a move has before its placement switches)
+  cp+fsync+check
+            the same, then `cksum -a crc DST` (a re-read of the output with a
+            fast checksum: the work of the move's verification; information)
 
 The variant order rotates each round. Before every timed run the outputs of
 earlier runs are deleted and `sync` is run, so no dirty data or pending
@@ -33,7 +36,7 @@ import time
 
 DATA_MIB = 1024
 LAYOUTS = {"full": 1 << 30, "sparse": 4 << 30}
-VARIANTS = ("move", "cp", "cp+fsync")
+VARIANTS = ("move", "cp", "cp+fsync", "cp+fsync+check")
 
 
 def run(*cmd):
@@ -68,8 +71,10 @@ def main():
                 inner = float(run(example, "move", root, layout))
             else:
                 run("cp", "--sparse=always", src, copied)
-                if variant == "cp+fsync":
+                if variant != "cp":
                     run("sync", copied)
+                if variant == "cp+fsync+check":
+                    run("cksum", "-a", "crc", copied)
             secs = time.perf_counter() - started
             cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             sys_secs = cpu1.ru_stime - cpu0.ru_stime
@@ -86,7 +91,8 @@ def main():
         times = {v: [] for v in VARIANTS}
         inner = []
         for r in range(rounds):
-            order = VARIANTS[r % 3 :] + VARIANTS[: r % 3]
+            shift = r % len(VARIANTS)
+            order = VARIANTS[shift:] + VARIANTS[:shift]
             line = []
             for variant in order:
                 secs, sys_secs, inside = timed(variant)
@@ -103,6 +109,7 @@ def main():
             + ", ".join(f"{v} {med[v]:.3f}s = {rate[v]:.0f} MiB/s" for v in VARIANTS)
             + f" (move inside the process: {statistics.median(inner):.3f}s); "
             f"move/(cp+fsync) {rate['move'] / rate['cp+fsync']:.2f}x, "
+            f"move/(cp+fsync+check) {rate['move'] / rate['cp+fsync+check']:.2f}x, "
             f"move/cp {rate['move'] / rate['cp']:.2f}x",
             flush=True,
         )
@@ -110,12 +117,14 @@ def main():
             f"  {layout} best of {rounds} (info): "
             + ", ".join(f"{v} {best[v]:.0f} MiB/s" for v in VARIANTS)
             + f"; move/(cp+fsync) {best['move'] / best['cp+fsync']:.2f}x, "
+            f"move/(cp+fsync+check) {best['move'] / best['cp+fsync+check']:.2f}x, "
             f"move/cp {best['move'] / best['cp']:.2f}x",
             flush=True,
         )
         out[f"move_{layout}_mibs"] = rate["move"]
         out[f"cp_{layout}_mibs"] = rate["cp"]
         out[f"cpsync_{layout}_mibs"] = rate["cp+fsync"]
+        out[f"cpcheck_{layout}_mibs"] = rate["cp+fsync+check"]
         remove(moved)
         remove(copied)
         remove(src)
