@@ -201,7 +201,12 @@ test("a movement started elsewhere shows live: busy buttons, human status, job n
   // Jobs: the running job's status and every job's volume name; the table fits 1280 px.
   await page.click("nav a[data-page=jobs]");
   const jobRow = `tr[data-job="${started.JobID}"]`;
-  await page.waitForFunction(([sel, re]) => new RegExp(re).test(document.querySelector(`${sel} .job-status`)?.textContent || ""), [jobRow, MOVING.source]);
+  // The Jobs page's row (it has a Volume column; the volume page just left has a row for the
+  // same job without one, until the Jobs page replaces it).
+  await page.waitForFunction(
+    ([sel, re]) => document.querySelector(`${sel} td[data-label=Volume]`) &&
+      new RegExp(re).test(document.querySelector(`${sel} .job-status`)?.textContent || ""),
+    [jobRow, MOVING.source]);
   const names = await page.$$eval("tr[data-job] td[data-label=Volume]", (tds) => tds.map((t) => t.textContent));
   assert.deepEqual(names, ["data", "filler", "data", "filler"]);
   assert.equal(await page.getAttribute(`${jobRow} a.job-object`, "href"), "#/volumes/data");
