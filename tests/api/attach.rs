@@ -52,10 +52,16 @@ pub(crate) fn run_qemu_io(
 }
 
 pub(crate) fn qemu_img(args: &[&str]) -> Result<String, String> {
-    let out = Command::new("qemu-img")
+    run_tool("qemu-img", args)
+}
+
+/// Runs a client tool (qemu-img, nbdcopy, ...): its stdout and stderr, Ok
+/// when it succeeded.
+pub(crate) fn run_tool(program: &str, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(program)
         .args(args)
         .output()
-        .map_err(|e| format!("qemu-img: {e} (install qemu-utils)"))?;
+        .map_err(|e| format!("{program}: {e} (scripts/test.sh installs it)"))?;
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

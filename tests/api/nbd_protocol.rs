@@ -3,14 +3,13 @@
 //! convert`, and several connections at once from `nbdcopy` (Debian's
 //! libnbd-bin), with the bytes on the wire counted by a relay in between.
 
-use crate::attach::{attach, qemu_img, qemu_io, uri};
+use crate::attach::{attach, qemu_img, qemu_io, run_tool as run, uri};
 use crate::harness::*;
 use serde_json::Value;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::fs::MetadataExt;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -122,23 +121,6 @@ fn big_topology() -> TestConfig {
         ],
         nodes: vec![("host-1", "127.0.0.1")],
         ..TestConfig::default()
-    }
-}
-
-fn run(program: &str, args: &[&str]) -> Result<String, String> {
-    let out = Command::new(program)
-        .args(args)
-        .output()
-        .map_err(|e| format!("{program}: {e} (install libnbd-bin / qemu-utils)"))?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    if out.status.success() {
-        Ok(text)
-    } else {
-        Err(text)
     }
 }
 
