@@ -32,18 +32,20 @@ impl HostSide {
         self.path().join("mnt").join(name)
     }
 
-    fn start_agent(&mut self, app: &TestApp) {
+    /// Starts host-1's agent; against a service with its own CA
+    /// (`tls = "auto"`), with `--ca-cert`.
+    pub(crate) fn start_agent(&mut self, app: &TestApp) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.path().join("agent.log"))
             .expect("agent log");
-        let child = Command::new(svs_bin())
-            .arg("agent")
-            .arg("--url")
-            .arg(&app.base)
-            .arg("--node")
-            .arg("host-1")
+        let mut command = Command::new(svs_bin());
+        command.args(["agent", "--url", &app.base, "--node", "host-1"]);
+        if app.base.starts_with("https://") {
+            command.arg("--ca-cert").arg(app.ca_cert());
+        }
+        let child = command
             .arg("--credential-file")
             .arg(self.credential_file())
             .arg("--state-dir")
@@ -63,7 +65,7 @@ impl HostSide {
         self.kill_process();
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.path().join("agent.log")).unwrap_or_default()
     }
 }
@@ -111,7 +113,7 @@ async fn service_and_agent(bodies: &[Value]) -> (TestApp, HostSide) {
 }
 
 /// Issues host-1's agent credential into the host side's credential file.
-async fn issue_credential(app: &TestApp, host: &HostSide) {
+pub(crate) async fn issue_credential(app: &TestApp, host: &HostSide) {
     let (status, body) = app.post("/nodes/host-1/credentials", json!({})).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     let credential = body["credential"].as_str().expect("credential");
@@ -129,7 +131,7 @@ async fn attachment(app: &TestApp, volume: &str) -> Value {
 }
 
 /// Waits until the attachment's host state satisfies `done`.
-async fn wait_host(
+pub(crate) async fn wait_host(
     app: &TestApp,
     host: &HostSide,
     volume: &str,

@@ -577,6 +577,7 @@ async fn nbd_tls_require_serves_qemu_over_tls_and_refuses_plain_text() {
 /// are the volume's (read back by qemu over TLS).
 #[tokio::test]
 async fn the_agent_with_ca_cert_connects_a_volume_of_a_service_requiring_tls() {
+    use crate::host_agent::{issue_credential, wait_host};
     use crate::host_side::HostSide;
     use serde_json::json;
     use std::io::{Seek, SeekFrom, Write};
@@ -591,33 +592,8 @@ async fn the_agent_with_ca_cert_connects_a_volume_of_a_service_requiring_tls() {
     app.create_policy("none", 0, 0, 0).await;
     app.create_volume("b", 1, "none").await;
     let mut host = HostSide::new();
-    let (status, body) = app.post("/nodes/host-1/credentials", json!({})).await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
-    let credential = host.path().join("credential");
-    std::fs::write(
-        &credential,
-        body["credential"].as_str().expect("credential"),
-    )
-    .expect("credential file");
-    let agent_log = host.path().join("agent.log");
-    let log = std::fs::File::create(&agent_log).expect("agent log");
-    host.process = Some(
-        Command::new(svs_bin())
-            .args(["agent", "--url", &app.base, "--node", "host-1"])
-            .arg("--ca-cert")
-            .arg(app.ca_cert())
-            .arg("--credential-file")
-            .arg(&credential)
-            .arg("--state-dir")
-            .arg(host.path().join("state"))
-            .arg("--mount-root")
-            .arg(host.path().join("mnt"))
-            .env("SVS_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("svs agent starts"),
-    );
+    issue_credential(&app, &host).await;
+    host.start_agent(&app);
 
     let (status, body) = app
         .post(
@@ -626,20 +602,7 @@ async fn the_agent_with_ca_cert_connects_a_volume_of_a_service_requiring_tls() {
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let started = std::time::Instant::now();
-    let a = loop {
-        let (status, a) = app.get("/volumes/b/snapshots/top/attachments/host-1").await;
-        assert_eq!(status, StatusCode::OK, "{a}");
-        if a["hoststate"] == "Connected" {
-            break a;
-        }
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(60),
-            "not connected: {a}\nagent log:\n{}",
-            std::fs::read_to_string(&agent_log).unwrap_or_default()
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    };
+    let a = wait_host(&app, &host, "b", |a| a["hoststate"] == "Connected").await;
     assert!(uri(&a).starts_with("nbds://"), "{a}");
     let device = PathBuf::from(a["hostdevice"].as_str().expect("device"));
     {
@@ -674,12 +637,7 @@ async fn the_agent_with_ca_cert_connects_a_volume_of_a_service_requiring_tls() {
     let job = app
         .wait_job(body["JobID"].as_str().unwrap_or_default())
         .await;
-    assert_eq!(
-        job["state"],
-        "Done",
-        "{job}\nagent log:\n{}",
-        std::fs::read_to_string(&agent_log).unwrap_or_default()
-    );
+    assert_eq!(job["state"], "Done", "{job}\nagent log:\n{}", host.log());
     let left = host.leftovers();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
