@@ -332,6 +332,21 @@ impl UserCommand {
     }
 }
 
+/// Where and how `volume attach` and `attachment create` attach.
+#[derive(Debug, Args)]
+pub struct AttachTo {
+    /// The node (host) it is attached to.
+    #[arg(long)]
+    node: String,
+    /// Where the node's agent mounts a `file` volume (absolute path;
+    /// default: under the agent's mount root).
+    #[arg(long)]
+    mountpoint: Option<String>,
+    /// Attach read-only (writes are refused).
+    #[arg(long)]
+    readonly: bool,
+}
+
 #[derive(Debug, Args, Clone, Copy)]
 pub struct WaitArgs {
     /// Follow the job until it ends (exit status 1 if it ends in Error).
@@ -419,16 +434,8 @@ pub enum VolumeCommand {
     Attach {
         /// The volume (name or id).
         name: String,
-        /// The node the volume is attached to.
-        #[arg(long)]
-        node: String,
-        /// Where the node's agent mounts a `file` volume (absolute path;
-        /// default: under the agent's mount root).
-        #[arg(long)]
-        mountpoint: Option<String>,
-        /// Attach read-only.
-        #[arg(long)]
-        readonly: bool,
+        #[command(flatten)]
+        to: AttachTo,
         #[command(flatten)]
         wait: WaitArgs,
     },
@@ -656,16 +663,8 @@ pub enum AttachmentCommand {
     Create {
         /// The volume (name or id).
         volume: String,
-        /// The node (host) it is attached to.
-        #[arg(long)]
-        node: String,
-        /// Where the node's agent mounts a `file` volume (absolute path;
-        /// default: under the agent's mount root).
-        #[arg(long)]
-        mountpoint: Option<String>,
-        /// Attach read-only (writes are refused).
-        #[arg(long)]
-        readonly: bool,
+        #[command(flatten)]
+        to: AttachTo,
         /// The snapshot to attach (read-only); `top` is the live volume.
         #[arg(long, default_value = "top")]
         snapshot: String,
@@ -1339,19 +1338,13 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
             VolumeCommand::Delete { name, force, wait } => {
                 ctx.volume_delete(&name, force, wait.wait).await
             }
-            VolumeCommand::Attach {
-                name,
-                node,
-                mountpoint,
-                readonly,
-                wait,
-            } => {
+            VolumeCommand::Attach { name, to, wait } => {
                 ctx.attachment_create(
                     &name,
                     "top",
-                    &node,
-                    mountpoint.as_deref(),
-                    readonly,
+                    &to.node,
+                    to.mountpoint.as_deref(),
+                    to.readonly,
                     wait.wait,
                 )
                 .await
@@ -1441,18 +1434,16 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
         Command::Attachment { command, .. } => match command {
             AttachmentCommand::Create {
                 volume,
-                node,
-                mountpoint,
-                readonly,
+                to,
                 snapshot,
                 wait,
             } => {
                 ctx.attachment_create(
                     &volume,
                     &snapshot,
-                    &node,
-                    mountpoint.as_deref(),
-                    readonly,
+                    &to.node,
+                    to.mountpoint.as_deref(),
+                    to.readonly,
                     wait.wait,
                 )
                 .await
