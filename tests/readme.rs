@@ -107,7 +107,10 @@ fn script() -> String {
             ),
         }
     }
-    assert!(runnable >= 5, "README.md has only {runnable} runnable blocks");
+    assert!(
+        runnable >= 5,
+        "README.md has only {runnable} runnable blocks"
+    );
     for doc in DOCS {
         let text = read(doc);
         let mut found = false;
@@ -263,7 +266,10 @@ fn the_quick_start_runs_top_to_bottom_on_a_fresh_demo() {
         "--- stdout\n{stdout}\n--- stderr\n{stderr}\n--- svs serve log\n{}",
         std::fs::read_to_string(&service.log).unwrap_or_default()
     );
-    assert!(ok, "the quick start failed (the last === line is the block)\n{report}");
+    assert!(
+        ok,
+        "the quick start failed (the last === line is the block)\n{report}"
+    );
     for expected in [
         // Step 3: the volume is made and grows in place.
         "Volume creation started",
