@@ -303,3 +303,72 @@ fn readme_shell_blocks_are_fenced_sh_or_sh_no_run() {
     let script = script();
     assert!(script.contains("SVS=${SVS:-http://127.0.0.1:8080}"));
 }
+
+/// GitHub's anchor of a heading: lower case, punctuation dropped, spaces
+/// to dashes.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == '-' || *c == '_' || *c == ' ')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The anchors of a markdown file's headings (outside code blocks).
+fn anchors(markdown: &str) -> Vec<String> {
+    let mut fence = false;
+    let mut out = Vec::new();
+    for line in markdown.lines() {
+        if line.starts_with("```") {
+            fence = !fence;
+        } else if !fence && line.starts_with('#') {
+            out.push(anchor(line.trim_start_matches('#')));
+        }
+    }
+    out
+}
+
+#[test]
+fn links_between_the_readme_and_the_docs_pages_resolve() {
+    let mut files = vec![root().join("README.md")];
+    let docs = std::fs::read_dir(root().join("docs")).expect("docs/");
+    files.extend(
+        docs.flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "md")),
+    );
+    let mut broken = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("markdown");
+        let dir = file.parent().expect("a directory");
+        for (i, _) in text.match_indices("](") {
+            let rest = &text[i + 2..];
+            let Some(end) = rest.find(')') else { continue };
+            let link = &rest[..end];
+            if link.contains("://") || link.contains(' ') {
+                continue;
+            }
+            let (path, fragment) = link.split_once('#').unwrap_or((link, ""));
+            let target = if path.is_empty() {
+                file.clone()
+            } else {
+                dir.join(path)
+            };
+            let Ok(target_text) = std::fs::read_to_string(&target) else {
+                if !target.exists() {
+                    broken.push(format!("{}: {link} (no such file)", file.display()));
+                }
+                continue;
+            };
+            if !fragment.is_empty()
+                && target.extension().is_some_and(|e| e == "md")
+                && !anchors(&target_text).iter().any(|a| a == fragment)
+            {
+                broken.push(format!("{}: {link} (no such heading)", file.display()));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
