@@ -19,6 +19,13 @@ if ! command -v nbdcopy >/dev/null || ! command -v nbdinfo >/dev/null; then
     $SUDO apt-get update -q
     $SUDO apt-get install -y -q --no-install-recommends libnbd-bin
 fi
+# The README's quick start (tests/readme.rs runs its blocks) uses curl and jq.
+if ! command -v jq >/dev/null || ! command -v curl >/dev/null; then
+    if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo --preserve-env=DEBIAN_FRONTEND"; fi
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -q
+    $SUDO apt-get install -y -q --no-install-recommends jq curl
+fi
 # The host-side block path (crates/hostdev) makes and grows real ext4 and XFS
 # filesystems on loop devices over a FUSE file: it needs xfsprogs beside
 # e2fsprogs and util-linux (always there on Debian). As root, FUSE mounts go

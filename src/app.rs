@@ -406,7 +406,7 @@ fn plaintext_warnings(config: &Config) -> Vec<String> {
     if !config.tls_enabled() && !config.listen.ip().is_loopback() {
         warnings.push(format!(
             "warning: the API listens on {} without TLS, so passwords and tokens cross the \
-             network in plain text: set tls = \"auto\" (or tls_cert and tls_key; README, \"TLS\")",
+             network in plain text: set tls = \"auto\" (or tls_cert and tls_key; docs/tls.md)",
             config.listen
         ));
     }

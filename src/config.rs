@@ -570,7 +570,7 @@ impl Config {
         Err(format!(
             "no media configured: add a [[media]] table to the configuration file for each \
              directory svs may keep volume data in (id, node, zone, directory, size_gib; see \
-             the README, \"Configuration\"), or set demo = true to try svs with the demo \
+             docs/configuration.md), or set demo = true to try svs with the demo \
              topology (6 media of 200 GiB under {})",
             self.data_dir.join("media").display()
         ))

@@ -20,7 +20,7 @@ use serde_json::Value;
 use svs_csi::DRIVER_NAME;
 
 const NAMESPACE: &str = "svs-csi";
-/// Made by the admin with kubectl (README), so not among the manifests.
+/// Made by the admin with kubectl (docs/csi.md), so not among the manifests.
 const CREDENTIALS_SECRET: &str = "svs-csi-credentials";
 /// The StorageClass parameters the controller plugin knows (csi-design.md).
 const PARAMETERS: &[&str] = &["policy", "type", "filesystem"];

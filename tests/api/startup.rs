@@ -1117,8 +1117,8 @@ async fn a_configuration_file_without_media_is_refused_saying_what_to_add() {
     assert!(
         stderr.contains(&format!(
             "svs: no media configured: add a [[media]] table to the configuration file for each \
-             directory svs may keep volume data in (id, node, zone, directory, size_gib; see the \
-             README, \"Configuration\"), or set demo = true to try svs with the demo topology (6 \
+             directory svs may keep volume data in (id, node, zone, directory, size_gib; see \
+             docs/configuration.md), or set demo = true to try svs with the demo topology (6 \
              media of 200 GiB under {})",
             data.join("media").display()
         )),
