@@ -531,6 +531,9 @@ async fn the_node_plugin_stages_publishes_grows_and_takes_down_a_file_volume() {
     assert!(fstypes_on(&staging).is_empty());
     assert!(staging.exists(), "the kubelet's staging directory stays");
     assert_eq!(host.leftovers(), Vec::<String>::new());
+    // Formatted, grown online and unmounted through its FUSE file: none of
+    // the FUSE library's expected warnings in the plugin's log.
+    crate::filesystem::fuse_library_stayed_quiet(&host.node_log());
 
     // The attachment goes without waiting for any agent.
     let (status, body) = app

@@ -182,10 +182,10 @@ async fn file_volume_filesystem_grows(fs: FsType, requested: Option<&str>) {
 }
 
 /// svs formatted and grew the volume through its FUSE file (mkfs and the
-/// grow tools probe ioctls and xattrs, and every FUSE file is unmounted):
-/// the FUSE library's "[Not Implemented] ..." and "Unmount failed: ..."
+/// grow tools check access and probe ioctls and xattrs, and every FUSE file
+/// is unmounted): the FUSE library's "[Not Implemented] ..." and "Unmount failed: ..."
 /// warnings are expected noise and must not reach the service log.
-fn fuse_library_stayed_quiet(log: &str) {
+pub(crate) fn fuse_library_stayed_quiet(log: &str) {
     for noise in ["Not Implemented", "Unmount failed", "Failed to umount"] {
         assert!(!log.contains(noise), "{noise:?} in the service log:\n{log}");
     }
