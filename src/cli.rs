@@ -84,9 +84,11 @@ pub enum CsiCommand {
         /// This host's svs node name (the CSI node id).
         #[arg(long, env = "SVS_NODE")]
         node: String,
-        /// This host's zone (the topology the orchestrator places by).
-        #[arg(long, env = "SVS_ZONE")]
-        zone: Option<String>,
+        /// This host's zone, an svs zone with media: the topology the
+        /// orchestrator places volumes by (required: the plugin advertises
+        /// accessibility constraints, so NodeGetInfo must report one).
+        #[arg(long, env = "SVS_ZONE", value_parser = crate::csi::topology_value)]
+        zone: String,
         /// Where the plugin records its devices and mounts (kept across
         /// restarts of the plugin).
         #[arg(long, default_value = crate::csi::DEFAULT_NODE_STATE_DIR)]

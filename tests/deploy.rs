@@ -580,7 +580,11 @@ fn plugin_command_lines_use_only_flags_the_cli_has() {
                 CONTROLLER_FLAGS,
                 &["--endpoint", "--url", "--email"],
             ),
-            _ => ("node", NODE_FLAGS, &["--endpoint", "--node", "--state-dir"]),
+            _ => (
+                "node",
+                NODE_FLAGS,
+                &["--endpoint", "--node", "--zone", "--state-dir"],
+            ),
         };
         assert_eq!(line[..3], ["svs", "csi", role]);
         let known: BTreeSet<String> = match flags_from_help(role) {

@@ -27,17 +27,39 @@ impl Readiness for AlwaysReady {
 
 pub struct IdentityService<R> {
     readiness: R,
-    /// The controller plugin advertises the controller service.
-    controller: bool,
 }
 
 impl<R: Readiness> IdentityService<R> {
-    pub fn new(readiness: R, controller: bool) -> IdentityService<R> {
-        IdentityService {
-            readiness,
-            controller,
-        }
+    pub fn new(readiness: R) -> IdentityService<R> {
+        IdentityService { readiness }
     }
+}
+
+/// What the plugin as a whole can do. The CSI spec asks every instance of
+/// one version to answer the same set wherever it runs and whichever
+/// services it serves: a client that asks the node plugin must still learn
+/// that there is a controller (else it stages without ControllerPublish's
+/// context) and that volumes have a topology (which NodeGetInfo reports).
+pub fn plugin_capabilities() -> Vec<PluginCapability> {
+    let mut capabilities: Vec<PluginCapability> = [
+        service::Type::ControllerService,
+        service::Type::VolumeAccessibilityConstraints,
+    ]
+    .into_iter()
+    .map(|kind| {
+        capability(plugin_capability::Type::Service(
+            plugin_capability::Service {
+                r#type: kind as i32,
+            },
+        ))
+    })
+    .collect();
+    capabilities.push(capability(plugin_capability::Type::VolumeExpansion(
+        plugin_capability::VolumeExpansion {
+            r#type: volume_expansion::Type::Online as i32,
+        },
+    )));
+    capabilities
 }
 
 fn capability(kind: plugin_capability::Type) -> PluginCapability {
@@ -61,25 +83,8 @@ impl<R: Readiness> Identity for IdentityService<R> {
         &self,
         _: Request<GetPluginCapabilitiesRequest>,
     ) -> Result<Response<GetPluginCapabilitiesResponse>, Status> {
-        let mut capabilities = vec![capability(plugin_capability::Type::VolumeExpansion(
-            plugin_capability::VolumeExpansion {
-                r#type: volume_expansion::Type::Online as i32,
-            },
-        ))];
-        if self.controller {
-            for kind in [
-                service::Type::ControllerService,
-                service::Type::VolumeAccessibilityConstraints,
-            ] {
-                capabilities.push(capability(plugin_capability::Type::Service(
-                    plugin_capability::Service {
-                        r#type: kind as i32,
-                    },
-                )));
-            }
-        }
         Ok(Response::new(GetPluginCapabilitiesResponse {
-            capabilities,
+            capabilities: plugin_capabilities(),
         }))
     }
 

@@ -37,7 +37,9 @@ pub struct NodeConfig {
     pub endpoint: String,
     /// This host's svs node name (the CSI node id).
     pub node: String,
-    pub zone: Option<String>,
+    /// Its zone: NodeGetInfo's topology (always reported, as the plugin
+    /// advertises accessibility constraints).
+    pub zone: String,
     pub state_dir: PathBuf,
 }
 
@@ -47,6 +49,7 @@ pub struct NodeConfig {
 pub async fn run_node(config: NodeConfig) -> Result<(), String> {
     // A bad endpoint is refused before anything is made on the host.
     svs_csi::unix_path(&config.endpoint).map_err(|e| e.to_string())?;
+    topology_value(&config.zone)?;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the svs binary: {e}"))?;
     let host_config = HostConfig {
         // The node plugin never mounts by a default path: the orchestrator
@@ -61,13 +64,14 @@ pub async fn run_node(config: NodeConfig) -> Result<(), String> {
         .map_err(|e| e.to_string())??;
     tracing::info!(
         node = config.node,
+        zone = config.zone,
         endpoint = config.endpoint,
         "CSI node plugin started"
     );
     svs_csi::serve(
         &config.endpoint,
         svs_csi::Services {
-            identity: IdentityService::new(AlwaysReady, false),
+            identity: IdentityService::new(AlwaysReady),
             controller: None::<svs_csi::Absent>,
             node: Some(node::NodeService::new(config.node, config.zone, host)),
         },
@@ -118,10 +122,7 @@ pub async fn run_controller(config: ControllerConfig) -> Result<(), String> {
         tracing::warn!(error = %e, url = %config.url, "cannot sign in to svs yet");
     }
     let services = svs_csi::Services {
-        identity: identity::IdentityService::new(
-            controller::ControllerReadiness(session.clone()),
-            true,
-        ),
+        identity: identity::IdentityService::new(controller::ControllerReadiness(session.clone())),
         controller: Some(controller::ControllerService::new(
             session,
             config.job_timeout,
@@ -131,6 +132,28 @@ pub async fn run_controller(config: ControllerConfig) -> Result<(), String> {
     svs_csi::serve(&config.endpoint, services, stop_signal())
         .await
         .map_err(|e| e.to_string())
+}
+
+/// A topology segment's value (`--zone`) as the CSI spec allows it: 1 to
+/// 63 characters, letters, digits, '-', '_' and '.', starting and ending
+/// with a letter or digit (a Kubernetes label value).
+pub fn topology_value(value: &str) -> Result<String, String> {
+    let bytes = value.as_bytes();
+    let edge = |b: Option<&u8>| b.is_some_and(u8::is_ascii_alphanumeric);
+    let ok = (1..=63).contains(&bytes.len())
+        && edge(bytes.first())
+        && edge(bytes.last())
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if ok {
+        Ok(value.to_string())
+    } else {
+        Err(format!(
+            "zone {value:?} must be 1 to 63 letters, digits, '-', '_' or '.', \
+             starting and ending with a letter or digit"
+        ))
+    }
 }
 
 /// A required request field that is missing or empty.
@@ -251,6 +274,17 @@ mod tests {
         assert_eq!(svs_name(&long), hashed);
         assert_ne!(svs_name("a b"), svs_name("a c"));
         assert!(svs_name("").starts_with("csi-"));
+    }
+
+    #[test]
+    fn zones_are_csi_topology_values() {
+        for good in ["z1", "zone-a", "a", "rack_1.b", &"z".repeat(63)] {
+            assert_eq!(topology_value(good).as_deref(), Ok(good));
+        }
+        for bad in ["", "-a", "a-", ".a", "a b", "a/b", &"z".repeat(64)] {
+            let err = topology_value(bad).unwrap_err();
+            assert!(err.starts_with(&format!("zone {bad:?} must be")), "{err}");
+        }
     }
 
     #[test]

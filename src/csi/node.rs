@@ -48,7 +48,7 @@ pub const CONTEXT_READONLY: &str = "readonly";
 
 pub struct NodeService {
     node: String,
-    zone: Option<String>,
+    zone: String,
     host: Arc<Mutex<Host>>,
     /// Volumes with a call in progress: a second call on one of them is
     /// ABORTED (the orchestrator retries), as the CSI spec asks.
@@ -120,6 +120,11 @@ fn path_arg(value: &str, field: &str) -> Result<PathBuf, Status> {
     if value.is_empty() {
         return Err(required(field));
     }
+    judge_path(value, field)
+}
+
+/// A non-empty path argument: absolute, without `..`.
+fn judge_path(value: &str, field: &str) -> Result<PathBuf, Status> {
     let path = PathBuf::from(value);
     if !path.is_absolute()
         || path
@@ -139,6 +144,14 @@ fn internal(e: impl std::fmt::Display) -> Status {
 
 fn to_i64(bytes: u64) -> i64 {
     i64::try_from(bytes).unwrap_or(i64::MAX)
+}
+
+/// The device of a volume staged here; NOT_FOUND for any other volume.
+/// Asked before a call judges its path: the CSI spec answers NOT_FOUND
+/// for an unknown volume whatever path comes with it.
+fn staged_device(host: &Host, key: &str) -> Result<PathBuf, Status> {
+    host.device(key)
+        .ok_or_else(|| Status::not_found(format!("volume {key} is not staged on this node")))
 }
 
 /// Takes every mount off `target` (a stack of them included).
@@ -176,7 +189,7 @@ fn remove_target(target: &Path) -> Result<(), Status> {
 }
 
 impl NodeService {
-    pub fn new(node: String, zone: Option<String>, host: Host) -> NodeService {
+    pub fn new(node: String, zone: String, host: Host) -> NodeService {
         NodeService {
             node,
             zone,
@@ -463,14 +476,13 @@ impl Node for NodeService {
     ) -> Result<Response<NodeGetVolumeStatsResponse>, Status> {
         let r = request.into_inner();
         let key = volume_key(&r.volume_id)?;
-        let path = path_arg(&r.volume_path, "volume_path")?;
+        if r.volume_path.is_empty() {
+            return Err(required("volume_path"));
+        }
         let usage = self
             .on_host(move |host| {
-                let Some(device) = host.device(&key) else {
-                    return Err(Status::not_found(format!(
-                        "volume {key} is not staged on this node"
-                    )));
-                };
+                let device = staged_device(host, &key)?;
+                let path = judge_path(&r.volume_path, "volume_path")?;
                 let meta = std::fs::metadata(&path)
                     .map_err(|_| Status::not_found(format!("{} does not exist", path.display())))?;
                 if meta.file_type().is_block_device() {
@@ -510,7 +522,9 @@ impl Node for NodeService {
     ) -> Result<Response<NodeExpandVolumeResponse>, Status> {
         let r = request.into_inner();
         let key = volume_key(&r.volume_id)?;
-        path_arg(&r.volume_path, "volume_path")?;
+        if r.volume_path.is_empty() {
+            return Err(required("volume_path"));
+        }
         let want = r
             .capacity_range
             .as_ref()
@@ -519,11 +533,8 @@ impl Node for NodeService {
         let _busy = self.claim(&key)?;
         let size = self
             .on_host(move |host| {
-                if host.device(&key).is_none() {
-                    return Err(Status::not_found(format!(
-                        "volume {key} is not staged on this node"
-                    )));
-                }
+                staged_device(host, &key)?;
+                judge_path(&r.volume_path, "volume_path")?;
                 host.expand(&key, want).map_err(internal)
             })
             .await?;
@@ -549,13 +560,12 @@ impl Node for NodeService {
         &self,
         _: Request<NodeGetInfoRequest>,
     ) -> Result<Response<NodeGetInfoResponse>, Status> {
-        let accessible_topology = self.zone.as_ref().map(|zone| Topology {
-            segments: [(svs_csi::ZONE_TOPOLOGY_KEY.to_string(), zone.clone())].into(),
-        });
         Ok(Response::new(NodeGetInfoResponse {
             node_id: self.node.clone(),
             max_volumes_per_node: 0,
-            accessible_topology,
+            accessible_topology: Some(Topology {
+                segments: [(svs_csi::ZONE_TOPOLOGY_KEY.to_string(), self.zone.clone())].into(),
+            }),
         }))
     }
 }

@@ -15,9 +15,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
-    BackgroundSession, Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
-    Generation, INodeNo, LockOwner, MountOption, OpenAccMode, OpenFlags, ReplyAttr, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request, SessionACL, WriteFlags,
+    AccessFlags, BackgroundSession, Config, Errno, FileAttr, FileHandle, FileType, Filesystem,
+    FopenFlags, Generation, INodeNo, IoctlFlags, LockOwner, MountOption, OpenAccMode, OpenFlags,
+    ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen,
+    ReplyWrite, ReplyXattr, Request, SessionACL, WriteFlags,
 };
 
 use crate::{BlockDev, HostDevError, Result};
@@ -249,6 +250,77 @@ impl Filesystem for DeviceFs {
         reply.error(Errno::EOPNOTSUPP);
     }
 
+    // The calls below are routine: the kernel asks for security xattrs
+    // before writes, tools check access and probe ioctls on the file.
+    // fuser's defaults answer ENOSYS but log a WARN of several lines for
+    // each call; these answer quietly. ENOSYS on an xattr call makes the
+    // kernel stop asking on this mount.
+
+    fn getxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _size: u32,
+        reply: ReplyXattr,
+    ) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: ReplyXattr) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    /// access(2) (the grow tools check the file exists): only root, the
+    /// owner, gets here (`SessionACL::Owner`), so the answer is whether the
+    /// inode exists and, for a write, whether the device takes writes.
+    fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        match self.attr(ino) {
+            None => reply.error(Errno::ENOENT),
+            Some(_)
+                if ino == FILE_INO
+                    && mask.contains(AccessFlags::W_OK)
+                    && self.device.read_only() =>
+            {
+                reply.error(Errno::EROFS)
+            }
+            Some(_) => reply.ok(),
+        }
+    }
+
+    /// No ioctl is the file's own: "inappropriate ioctl", as for any
+    /// regular file without that ioctl.
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        reply.error(Errno::ENOTTY);
+    }
+
     fn readdir(
         &self,
         _req: &Request,
@@ -367,6 +439,18 @@ impl FuseFile {
         let Some(session) = self.session.take() else {
             return Ok(());
         };
+        // fuser's own unmount first: unmounted by anything else, the
+        // session would try again when dropped and log the EINVAL as a
+        // WARN ("Unmount failed: Invalid argument").
+        match session.umount_and_join() {
+            Ok(()) => return Ok(()),
+            // Unmounted, but the session's thread ended with an error:
+            // nothing is left of the mount either way.
+            Err(_) if !self.still_mounted() => return Ok(()),
+            // Busy (the session is gone; its thread serves the mount until
+            // it goes): retry from outside.
+            Err(_) => {}
+        }
         // A loop device detached just now releases the file a moment later
         // (detach is deferred until its last opener closes).
         let mut tries = 0;
@@ -380,17 +464,20 @@ impl FuseFile {
                 }
             }
         };
-        if result.is_ok() {
-            // Unmounted: the session's threads see the end of the channel;
-            // fuser's own unmount then finds nothing to do.
-            let _ = session.join();
-        } else {
+        if result.is_err() {
             // Still busy: leave the mount lazily detached rather than
             // leaking it, so that it goes once its last user closes it.
             let _ = crate::command::run("umount", &["-l".as_ref(), self.mountpoint.as_os_str()]);
-            drop(session);
         }
         result
+    }
+
+    /// Whether the mount is still there: its file is, while it is served
+    /// (a dead connection answers ENOTCONN, also "still mounted"); once
+    /// unmounted, the mountpoint is the empty directory under it.
+    fn still_mounted(&self) -> bool {
+        !matches!(std::fs::symlink_metadata(&self.file),
+            Err(e) if e.kind() == io::ErrorKind::NotFound)
     }
 }
 
