@@ -36,11 +36,11 @@ fn dir_of(app: &TestApp, medium: &str) -> PathBuf {
     }
 }
 
-/// Adds a 4 GiB medium on a node and zone of its own through the API.
+/// Adds a 40 GiB medium on a node and zone of its own through the API.
 async fn add_medium(app: &TestApp, id: &str) {
     let body = json!({
         "mediaid": id, "node": format!("node-{id}"), "zone": format!("zone-{id}"),
-        "media": dir_of(app, id).display().to_string(), "size": 4,
+        "media": dir_of(app, id).display().to_string(), "size": 40,
     });
     let (status, body) = app.post("/media", body).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");

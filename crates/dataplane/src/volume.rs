@@ -707,6 +707,11 @@ impl LocalVolumeIo {
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "range too large"))?;
         let mut extents = Vec::new();
         self.on_serving_copies(offset, len, |live, seg| {
+            // A slice file is never shorter than the volume: one that was
+            // cut lost data, which must not be shown as holes (zeros).
+            if live.file.metadata()?.len() < seg.slice_offset + seg.len as u64 {
+                return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
+            }
             // Collected first: a copy that fails half way adds nothing.
             for (n, hole) in runs(live, seg.slice_offset, seg.len as u64)? {
                 push_extent(&mut extents, n, hole);
