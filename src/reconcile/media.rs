@@ -38,4 +38,3 @@ impl Reconciler for MediaHealth {
         Ok(fail_all(self.store.as_ref(), &self.exports, seen).await?)
     }
 }
-

@@ -101,7 +101,9 @@ async fn assert_lost_at_once(app: &TestApp, volume: &str, medium: &str) {
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
         let c = copies(app, volume).await;
-        let lost = c.first().is_some_and(|(_, m, h)| m == medium && h == "Lost");
+        let lost = c
+            .first()
+            .is_some_and(|(_, m, h)| m == medium && h == "Lost");
         if lost
             && volume_state(app, volume).await == "Degraded"
             && medium_state(app, medium).await == "Failed"
@@ -169,7 +171,10 @@ async fn a_pulled_disk_is_always_rebuilt_by_the_next_recovery_read_or_not() {
         let after = copies(&app, &name).await;
         assert_eq!(after.len(), 2, "round {round}: {after:?}");
         for (copy, medium, health) in &after {
-            assert_ne!(medium, &pulled, "round {round}: copy {copy} still listed there");
+            assert_ne!(
+                medium, &pulled,
+                "round {round}: copy {copy} still listed there"
+            );
             assert_eq!(health, "Healthy", "round {round}: {after:?}");
         }
         assert_eq!(volume_state(&app, &name).await, "Ready");
@@ -177,11 +182,19 @@ async fn a_pulled_disk_is_always_rebuilt_by_the_next_recovery_read_or_not() {
         // Every copy holds the same bytes, and the volume reads them back.
         let files: Vec<PathBuf> = after
             .iter()
-            .map(|(copy, medium, _)| dir_of(&app, medium).join(&id).join(format!("c{copy}-k0.slice")))
+            .map(|(copy, medium, _)| {
+                dir_of(&app, medium)
+                    .join(&id)
+                    .join(format!("c{copy}-k0.slice"))
+            })
             .collect();
         for (off, len) in RANGES.iter().chain([(300 << 20, 1 << 20)].iter()) {
             let first = read_range(&files[0], *off, *len);
-            assert_eq!(first, read_range(&files[1], *off, *len), "round {round} at {off}");
+            assert_eq!(
+                first,
+                read_range(&files[1], *off, *len),
+                "round {round} at {off}"
+            );
             let written = RANGES.iter().any(|(o, _)| o == off);
             let want = if written { seed as u8 } else { 0 };
             assert!(first.iter().all(|b| *b == want), "round {round} at {off}");
@@ -264,7 +277,10 @@ async fn a_recovery_rebuilds_a_copy_whose_snapshot_file_is_gone() {
         json!("Volume 'v' recovered: 1 slice(s) rebuilt; every copy is healthy again")
     );
     let after = copies(&app, "v").await;
-    assert!(after.iter().all(|(_, m, h)| m != &medium && h == "Healthy"), "{after:?}");
+    assert!(
+        after.iter().all(|(_, m, h)| m != &medium && h == "Healthy"),
+        "{after:?}"
+    );
     // The rebuilt copy has the snapshot's files again.
     let rebuilt = dir_of(&app, &after[0].1).join(&id);
     let name = deltas[0].file_name().unwrap_or_default();

@@ -86,9 +86,7 @@ mod tests {
     /// Media m0, m1 with one mirrored 1 MiB volume, and what the listener heard.
     fn setup() -> (tempfile::TempDir, LocalMedia, Arc<Mutex<Vec<String>>>) {
         let dir = tempfile::tempdir().expect("temp dir");
-        let media = LocalMedia::new(
-            ["m0", "m1"].map(|m| (m.to_string(), dir.path().join(m))),
-        );
+        let media = LocalMedia::new(["m0", "m1"].map(|m| (m.to_string(), dir.path().join(m))));
         for m in ["m0", "m1"] {
             media.check_medium(m).expect("medium");
         }
