@@ -11,6 +11,7 @@ use crate::config::{Config, NbdTlsMode, StoreBackend};
 use crate::exports::ExportRegistry;
 use crate::http::HttpLimits;
 use crate::jobs::{JobRunner, RetryPolicy, RunnerParts, RunnerSettings, VolumeActivity};
+use crate::media_health::record_failures_at_once;
 use crate::reconcile::{
     ExpiredRefreshTokens, ExportsReconciler, MediaHealth, OrphanedCopies, Reconciler, Reconcilers,
     SnapshotSpace,
@@ -263,6 +264,12 @@ impl Application {
         )?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let shutdown = CancellationToken::new();
+        // Ends at shutdown with the rest.
+        drop(record_failures_at_once(
+            Arc::clone(&store),
+            Arc::clone(&exports),
+            shutdown.clone(),
+        ));
         let (runner, reconcilers) =
             background_work(&config, &store, &media, &exports, &clock, &shutdown);
         // A first pass before any job resumes: attached volumes are exported
@@ -491,9 +498,9 @@ fn background_work(
             store: Arc::clone(store),
             media: Arc::clone(media),
             exports: Arc::clone(exports),
-            // Cheap (what the data plane saw, a stat per medium), and a
-            // failed medium should show soon.
-            period: config.reconcile_period.min(Duration::from_secs(5)),
+            // Cheap (what the data plane saw, a stat per medium); a backstop
+            // to the failures recorded as the I/O meets them.
+            period: config.media_check_period.min(config.reconcile_period),
         }),
         Arc::new(ExportsReconciler {
             store: Arc::clone(store),

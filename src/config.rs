@@ -126,6 +126,14 @@ pub struct Config {
     /// run once at start. `SVS_RECONCILE_PERIOD`.
     #[serde(with = "humantime_serde")]
     pub reconcile_period: Duration,
+    /// Time between two passes of the media health check (at most
+    /// `reconcile_period`), e.g. "5s": it records media whose directory
+    /// disappeared with no I/O touching them since. Failures the data
+    /// path's I/O meets are recorded at once, and a volume recovery checks
+    /// its volume's media itself, whatever this says.
+    /// `SVS_MEDIA_CHECK_PERIOD`.
+    #[serde(with = "humantime_serde")]
+    pub media_check_period: Duration,
     /// Seconds a job waits for a node's host agent: to grow the filesystem
     /// of an attached volume after a resize, or to unmount and disconnect
     /// before a detach. Past it the job ends in Error. `SVS_AGENT_WAIT_SECS`.
@@ -382,6 +390,7 @@ impl Default for Config {
             max_concurrent_jobs: 16,
             job_retries: 5,
             reconcile_period: Duration::from_secs(60),
+            media_check_period: Duration::from_secs(5),
             agent_wait_secs: 300,
             admin_email: None,
             admin_password: None,
@@ -469,6 +478,9 @@ impl Config {
         }
         if self.reconcile_period.as_secs() == 0 {
             return Err("configuration: reconcile_period must be at least 1s".into());
+        }
+        if self.media_check_period.as_secs() == 0 {
+            return Err("configuration: media_check_period must be at least 1s".into());
         }
         for (name, value) in [
             ("http_header_read_timeout", self.http_header_read_timeout),

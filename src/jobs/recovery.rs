@@ -2,9 +2,12 @@
 //! media chosen by the placement rules, each from a healthy copy of its
 //! column. The plan is recorded (as moves from the failed medium) before
 //! any byte is copied, so a restart resumes it: a rebuilt slice stays
-//! rebuilt, an unfinished one starts again.
+//! rebuilt, an unfinished one starts again. Before it plans, it probes the
+//! volume's files (see `crate::media_health`): a copy whose disk was pulled
+//! a moment ago is rebuilt too.
 
 use super::{slice_move, JobContext, JobError};
+use crate::media_health::{probe_volume, ProbeError};
 use svs_domain::{plan_recovery, PlacedSlice, RecoveryArgs};
 use svs_store::{Job, StepState};
 
@@ -16,6 +19,15 @@ pub(super) async fn recover_volume(
     let volume = ctx.volume(job).await?;
     let mut steps = ctx.store.resize_steps(job.id).await?;
     if steps.is_empty() {
+        // What the store says is lost may lag a disk pulled a moment ago:
+        // the volume's files are checked now, and what is unreadable is
+        // lost before the plan is made.
+        probe_volume(ctx.store.as_ref(), &ctx.exports, &volume)
+            .await
+            .map_err(|e| match e {
+                ProbeError::Store(e) => JobError::Store(e),
+                ProbeError::Task(e) => JobError::Failed(format!("data plane task failed: {e}")),
+            })?;
         let slices: Vec<PlacedSlice> = ctx
             .store
             .volume_slices(&volume.id)

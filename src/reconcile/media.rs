@@ -1,9 +1,15 @@
 //! Media the data plane saw fail (an I/O error on a slice, or the medium's
 //! directory gone) are recorded as Failed, and all I/O to them stops: their
 //! volumes turn degraded (or failed) and wait for a `volume_recovery` job.
+//!
+//! A backstop: the data plane's I/O failures are recorded as they happen
+//! and a recovery probes its volume first (see `crate::media_health`);
+//! this poll finds the rest (a directory gone that no I/O touched, a record
+//! that failed).
 
 use super::{ReconcileError, Reconciler};
-use crate::exports::{fail_medium, ExportRegistry};
+use crate::exports::ExportRegistry;
+use crate::media_health::fail_all;
 use async_trait::async_trait;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,19 +35,6 @@ impl Reconciler for MediaHealth {
 
     async fn reconcile(&self) -> Result<usize, ReconcileError> {
         let seen = self.media.failed_media();
-        if seen.is_empty() {
-            return Ok(0);
-        }
-        let usage = self.store.media_usage().await?;
-        let mut failed = 0;
-        for medium in seen {
-            let known_healthy = usage
-                .iter()
-                .any(|u| u.record.medium.id == medium && !u.failed);
-            if known_healthy && fail_medium(self.store.as_ref(), &self.exports, &medium).await? {
-                failed += 1;
-            }
-        }
-        Ok(failed)
+        Ok(fail_all(self.store.as_ref(), &self.exports, seen).await?)
     }
 }

@@ -17,6 +17,7 @@ mod digest;
 mod extents;
 mod fsutil;
 mod local;
+mod probe;
 mod resume;
 mod snapshot;
 mod space;
@@ -36,6 +37,11 @@ pub use volume::{Extent, LocalVolumeIo, VolumeIo, VolumeLayout, STRIPE};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use thiserror::Error;
+
+/// Told the id of a medium the data plane just saw fail (see
+/// [`DataPlane::on_media_failure`]). Called on the I/O thread that saw it:
+/// it must hand the news on (a channel) and return at once.
+pub type MediaFailureListener = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// Identifies a slice's file independently of which medium holds it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -226,6 +232,22 @@ pub trait DataPlane: Send + Sync + 'static {
     /// since start or since `set_medium_failed(m, false)`; the service polls it and records them as Failed.
     fn failed_media(&self) -> Vec<String> {
         Vec::new()
+    }
+
+    /// Calls `listener` once each time a medium joins [`DataPlane::failed_media`] because I/O on it failed
+    /// (read, write, flush, a slice file gone with its directory, a copy's source), so the service records it
+    /// at once instead of at its next poll. One listener; a second call replaces it.
+    fn on_media_failure(&self, _listener: MediaFailureListener) {}
+
+    /// Checks that a slice's file and the files of its snapshots `snapshots` (ids) are on the medium and readable,
+    /// as I/O would find them. Err names what is not; the medium is then reported failed (see `failed_media`).
+    fn probe_slice(
+        &self,
+        _medium: &str,
+        _slice: &SliceKey,
+        _snapshots: &[u64],
+    ) -> Result<(), DataPlaneError> {
+        Ok(())
     }
 }
 

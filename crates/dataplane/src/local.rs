@@ -6,7 +6,9 @@ use crate::fsutil::{create_dir_durable, fsync_dir, partial_path, remove_if_exist
 use crate::snapshot::remove_snapshot_files;
 use crate::space::{SnapshotSpace, SpaceAccount};
 use crate::volume::{LocalVolumeIo, VolumeIo, VolumeLayout};
-use crate::{CopyOptions, DataPlane, DataPlaneError, Digest, SliceKey, StoredSlice};
+use crate::{
+    CopyOptions, DataPlane, DataPlaneError, Digest, MediaFailureListener, SliceKey, StoredSlice,
+};
 use std::collections::HashMap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
@@ -36,6 +38,17 @@ struct MediaHealth {
     /// Seen with their directory in place (so a missing one is gone, not
     /// merely not created yet).
     present: Mutex<BTreeSet<String>>,
+    /// Told of each medium that joins `failing`.
+    listener: Listener,
+}
+
+#[derive(Default)]
+struct Listener(Mutex<Option<MediaFailureListener>>);
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Listener")
+    }
 }
 
 fn locked(set: &Mutex<BTreeSet<String>>) -> MutexGuard<'_, BTreeSet<String>> {
@@ -73,7 +86,35 @@ impl LocalMedia {
 
     /// Records that I/O on the medium failed (see [`DataPlane::failed_media`]).
     pub(crate) fn saw_failure(&self, medium: &str) {
-        locked(&self.health.failing).insert(medium.to_string());
+        let newly = locked(&self.health.failing).insert(medium.to_string());
+        if newly {
+            // Cloned out: the listener runs without the lock held.
+            let listener = self
+                .health
+                .listener
+                .0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            if let Some(listener) = listener {
+                listener(medium);
+            }
+        }
+    }
+
+    /// Records that I/O on a slice of the medium failed with `e`, unless
+    /// it says nothing about the medium: a slice file gone from a medium
+    /// whose directory is still there was deleted (a forced volume
+    /// deletion). True when the medium is reported.
+    pub(crate) fn saw_io_error(&self, medium: &str, e: &io::Error) -> bool {
+        let deleted = e.raw_os_error() == Some(libc::ENOENT)
+            && self
+                .medium_dir(medium)
+                .is_ok_and(|dir| dir.try_exists().unwrap_or(false));
+        if !deleted {
+            self.saw_failure(medium);
+        }
+        !deleted
     }
 
     /// Records that the medium's directory was there.
@@ -323,7 +364,13 @@ impl DataPlane for LocalMedia {
         let copied = copy_file(&from, &to, options, progress);
         self.snapshot_files_changed(to_medium);
         copied.map_err(|e| match e {
-            CopyError::Source(op, source) => io_err(from_medium, slice, op)(source),
+            CopyError::Source(op, source) => {
+                // The copy a movement reads from failed: as a read would.
+                if crate::volume::is_media_failure(&source) {
+                    self.saw_io_error(from_medium, &source);
+                }
+                io_err(from_medium, slice, op)(source)
+            }
             CopyError::Target(op, source) => io_err(to_medium, slice, op)(source),
             CopyError::Cancelled => DataPlaneError::Cancelled,
             CopyError::VerifyFailed => DataPlaneError::VerifyFailed {
@@ -418,6 +465,24 @@ impl DataPlane for LocalMedia {
             locked(&self.health.marked).remove(medium);
             locked(&self.health.failing).remove(medium);
         }
+    }
+
+    fn on_media_failure(&self, listener: MediaFailureListener) {
+        *self
+            .health
+            .listener
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(listener);
+    }
+
+    fn probe_slice(
+        &self,
+        medium: &str,
+        slice: &SliceKey,
+        snapshots: &[u64],
+    ) -> Result<(), DataPlaneError> {
+        self.probe(medium, slice, snapshots)
     }
 
     fn failed_media(&self) -> Vec<String> {

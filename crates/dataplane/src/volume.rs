@@ -70,6 +70,11 @@ const CATCH_UP_CHUNKS: usize = 16;
 /// shrink below [`CATCH_UP_CHUNKS`]; the pause then copies what is left).
 const CATCH_UP_ROUNDS: usize = 8;
 
+/// Time between two checks by reads that a slice's file is still on its
+/// medium (a stat each): the open file of a pulled disk stays readable, so
+/// reads alone would not notice it is gone (flushes check every time).
+const LINK_CHECK_MS: u64 = 100;
+
 /// Where a volume's slices are: `media[copy][column]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VolumeLayout {
@@ -202,6 +207,9 @@ struct SliceIo {
     lost: AtomicBool,
     /// A live move or rebuild reads or fills it (see [`Busy`]).
     copying: AtomicBool,
+    /// When a read last checked the file is linked (ms since the volume was
+    /// opened, plus one; 0: never).
+    link_checked_ms: AtomicU64,
     /// Test builds: every I/O on the slice fails with EIO, like a dying disk.
     #[cfg(test)]
     broken: AtomicBool,
@@ -254,7 +262,7 @@ fn eio() -> io::Error {
 
 /// Whether an I/O error means the slice's medium failed (as opposed to a
 /// full medium or a request the data plane refused).
-fn is_media_failure(e: &io::Error) -> bool {
+pub(crate) fn is_media_failure(e: &io::Error) -> bool {
     match e.raw_os_error() {
         Some(code) => ![
             libc::ENOSPC,
@@ -407,6 +415,8 @@ pub struct LocalVolumeIo {
     /// deletion and rollback need it exclusively (and are refused while a
     /// copy holds it: they would change the files being copied).
     copies: RwLock<()>,
+    /// Clock of the reads' link checks.
+    opened: Instant,
     /// Test builds: a pause between writing the copies and their mirrors,
     /// which widens the window a switch must not fall into.
     #[cfg(test)]
@@ -527,6 +537,7 @@ impl LocalVolumeIo {
                     dirty: AtomicBool::new(false),
                     syncing: Mutex::new(()),
                     copying: AtomicBool::new(false),
+                    link_checked_ms: AtomicU64::new(0),
                     #[cfg(test)]
                     broken: AtomicBool::new(false),
                 });
@@ -543,6 +554,7 @@ impl LocalVolumeIo {
                 .collect(),
             barrier: RwLock::new(()),
             copies: RwLock::new(()),
+            opened: Instant::now(),
             #[cfg(test)]
             phase_gap_us: AtomicU64::new(0),
         })
@@ -595,17 +607,7 @@ impl LocalVolumeIo {
             tracing::warn!(slice = %label(&slice.key), medium, error = %e,
                 "slice I/O failed; the slice is lost and I/O goes on with the other copies");
         }
-        // A slice file gone from a medium whose directory is still there was
-        // deleted (a forced volume deletion), which says nothing about the
-        // medium.
-        let deleted = e.raw_os_error() == Some(libc::ENOENT)
-            && self
-                .media
-                .medium_dir(medium)
-                .is_ok_and(|dir| dir.try_exists().unwrap_or(false));
-        if !deleted {
-            self.media.saw_failure(medium);
-        }
+        self.media.saw_io_error(medium, e);
     }
 
     /// Fails unless the slice's file is still where it belongs (a medium
@@ -621,6 +623,17 @@ impl LocalVolumeIo {
             return Err(io::Error::from_raw_os_error(libc::ENOENT));
         }
         Ok(())
+    }
+
+    /// [`LocalVolumeIo::check_linked`] at most every [`LINK_CHECK_MS`] per slice.
+    fn linked_lately(&self, slice: &SliceIo, state: &SliceState, live: &Live) -> io::Result<()> {
+        let now = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX - 1) + 1;
+        let last = slice.link_checked_ms.load(Ordering::Relaxed);
+        if last != 0 && now.saturating_sub(last) < LINK_CHECK_MS {
+            return Ok(());
+        }
+        slice.link_checked_ms.store(now, Ordering::Relaxed);
+        self.check_linked(slice, state, live)
     }
 
     /// Runs `serve` for each stripe segment of `[offset, offset + len)` on
@@ -645,7 +658,11 @@ impl LocalVolumeIo {
                 let Some(live) = slice.healthy(&state) else {
                     continue;
                 };
-                match slice.fault().and_then(|()| serve(live, &seg)) {
+                let served_here = slice
+                    .fault()
+                    .and_then(|()| self.linked_lately(slice, &state, live))
+                    .and_then(|()| serve(live, &seg));
+                match served_here {
                     Ok(()) => {
                         served = true;
                         break;
@@ -690,6 +707,11 @@ impl LocalVolumeIo {
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "range too large"))?;
         let mut extents = Vec::new();
         self.on_serving_copies(offset, len, |live, seg| {
+            // A slice file is never shorter than the volume: one that was
+            // cut lost data, which must not be shown as holes (zeros).
+            if live.file.metadata()?.len() < seg.slice_offset + seg.len as u64 {
+                return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
+            }
             // Collected first: a copy that fails half way adds nothing.
             for (n, hole) in runs(live, seg.slice_offset, seg.len as u64)? {
                 push_extent(&mut extents, n, hole);

@@ -1,0 +1,170 @@
+//! The health probe of one slice: are its file and its snapshots' files on
+//! their medium and readable? A recovery asks before it plans, so a copy
+//! whose disk was pulled (no I/O has touched it since) is known lost then,
+//! not at the next health-check poll.
+//!
+//! The probe reads one byte of each file: an open file handle would keep a
+//! file readable after its directory was removed, a fresh open does not.
+
+use crate::snapshot::{delta_name, map_name};
+use crate::{DataPlaneError, LocalMedia, SliceKey};
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+/// Opens the file and reads its first byte (none when it is empty).
+fn readable(path: &Path) -> io::Result<()> {
+    let file = File::open(path)?;
+    let mut byte = [0u8; 1];
+    file.read_at(&mut byte, 0)?;
+    Ok(())
+}
+
+impl LocalMedia {
+    /// See [`crate::DataPlane::probe_slice`]. Every file the store says is
+    /// there must be: one that is missing (its directory there or not) or
+    /// unreadable reports the medium failed, since the medium lost data it
+    /// held.
+    pub(crate) fn probe(
+        &self,
+        medium: &str,
+        slice: &SliceKey,
+        snapshots: &[u64],
+    ) -> Result<(), DataPlaneError> {
+        let path = self.slice_path(medium, slice)?;
+        let stem = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".slice"))
+            .unwrap_or_default()
+            .to_string();
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let mut files = vec![path.clone()];
+        for id in snapshots {
+            files.push(dir.join(map_name(&stem, *id)));
+            files.push(dir.join(delta_name(&stem, *id)));
+        }
+        for file in files {
+            if let Err(source) = readable(&file) {
+                // Interrupted: nothing learnt; the caller may try again.
+                if source.kind() != io::ErrorKind::Interrupted {
+                    self.saw_failure(medium);
+                }
+                return Err(DataPlaneError::Io {
+                    medium: medium.to_string(),
+                    slice: format!(
+                        "{}/{}",
+                        slice.volume_id,
+                        file.file_name()
+                            .and_then(|n| n.to_str())
+                            .unwrap_or_default()
+                    ),
+                    op: "probe",
+                    source,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DataPlane, VolumeLayout};
+    use std::sync::{Arc, Mutex};
+
+    fn key() -> SliceKey {
+        SliceKey {
+            volume_id: "v1".into(),
+            copy: 0,
+            column: 0,
+        }
+    }
+
+    /// Media m0, m1 with one mirrored 1 MiB volume, and what the listener heard.
+    fn setup() -> (tempfile::TempDir, LocalMedia, Arc<Mutex<Vec<String>>>) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let media = LocalMedia::new(["m0", "m1"].map(|m| (m.to_string(), dir.path().join(m))));
+        for m in ["m0", "m1"] {
+            media.check_medium(m).expect("medium");
+        }
+        for (copy, m) in ["m0", "m1"].into_iter().enumerate() {
+            let key = SliceKey {
+                copy: copy as u32,
+                ..key()
+            };
+            media.create_slice(m, &key, 1 << 20).expect("slice");
+        }
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&heard);
+        media.on_media_failure(Arc::new(move |m: &str| {
+            sink.lock().expect("lock").push(m.to_string());
+        }));
+        (dir, media, heard)
+    }
+
+    #[test]
+    fn a_slice_whose_medium_directory_is_gone_fails_the_probe_and_reports_it_once() {
+        let (dir, media, heard) = setup();
+        media.probe("m0", &key(), &[]).expect("healthy");
+        std::fs::remove_dir_all(dir.path().join("m0")).expect("pulled");
+        assert!(media.probe("m0", &key(), &[]).is_err());
+        assert!(media.probe("m0", &key(), &[]).is_err());
+        assert_eq!(*heard.lock().expect("lock"), ["m0"]);
+        assert_eq!(media.failed_media(), ["m0"]);
+    }
+
+    #[test]
+    fn a_read_after_the_medium_directory_went_away_reports_it_and_reads_the_other_copy() {
+        let (dir, media, heard) = setup();
+        let layout = VolumeLayout {
+            volume_id: "v1".into(),
+            size: 1 << 20,
+            media: vec![vec!["m0".into()], vec!["m1".into()]],
+        };
+        let io = media.open_volume(&layout).expect("open");
+        io.write(0, &[7u8; 4096], true).expect("write");
+        std::fs::remove_dir_all(dir.path().join("m0")).expect("pulled");
+        // The open file still answers; the read's link check does not.
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let mut buf = [0u8; 4096];
+        io.read(0, &mut buf).expect("read from copy 1");
+        assert_eq!(buf, [7u8; 4096]);
+        assert_eq!(*heard.lock().expect("lock"), ["m0"]);
+        assert_eq!(io.lost_slices(), [(0, 0)]);
+    }
+
+    #[test]
+    fn a_movement_whose_source_medium_is_gone_reports_it() {
+        let (dir, media, heard) = setup();
+        std::fs::remove_dir_all(dir.path().join("m0")).expect("pulled");
+        let copied = media.copy_slice(
+            "m0",
+            "m1",
+            &key(),
+            &crate::CopyOptions::default(),
+            &mut |_, _| {},
+        );
+        assert!(copied.is_err());
+        assert_eq!(*heard.lock().expect("lock"), ["m0"]);
+    }
+
+    #[test]
+    fn a_missing_snapshot_file_fails_the_probe() {
+        let (dir, media, heard) = setup();
+        let layout = VolumeLayout {
+            volume_id: "v1".into(),
+            size: 1 << 20,
+            media: vec![vec!["m0".into()], vec!["m1".into()]],
+        };
+        let io = media.open_volume(&layout).expect("open");
+        io.snapshot(7).expect("snapshot");
+        media.probe("m0", &key(), &[7]).expect("healthy");
+        std::fs::remove_file(dir.path().join("m0/v1/c0-k0.s7.delta")).expect("removed");
+        let e = media.probe("m0", &key(), &[7]).expect_err("delta gone");
+        assert!(e.to_string().contains("c0-k0.s7.delta"), "{e}");
+        assert_eq!(*heard.lock().expect("lock"), ["m0"]);
+    }
+}
