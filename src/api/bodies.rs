@@ -7,7 +7,41 @@
 #![allow(dead_code, non_snake_case)]
 
 use serde::Deserialize;
+use utoipa::openapi::schema::{AnyOfBuilder, ObjectBuilder, Schema, SchemaFormat, Type};
 use utoipa::ToSchema;
+
+/// A string that is an IPv4 or IPv6 address (Rust's `IpAddr` syntax), or
+/// `""` when `or_empty`.
+fn ip_address_schema(description: &str, or_empty: bool) -> Schema {
+    let string = || ObjectBuilder::new().schema_type(Type::String);
+    let format = |f: &str| {
+        string()
+            .format(Some(SchemaFormat::Custom(f.into())))
+            .min_length(Some(1))
+    };
+    let mut any = AnyOfBuilder::new()
+        .description(Some(description))
+        .item(format("ipv4"))
+        .item(format("ipv6"));
+    if or_empty {
+        any = any.item(string().max_length(Some(0)));
+    }
+    Schema::AnyOf(any.build())
+}
+
+fn node_address() -> Schema {
+    ip_address_schema(
+        "The IP address the node's NBD connections come from.",
+        false,
+    )
+}
+
+fn new_node_address() -> Schema {
+    ip_address_schema(
+        "The IP address the node's NBD connections come from; `\"\"` removes it.",
+        true,
+    )
+}
 
 #[derive(Deserialize, ToSchema)]
 pub struct SignInRequest {
@@ -242,7 +276,7 @@ pub struct AttachmentCreateRequest {
     /// svs extension: who makes the attachment real on the node, `agent`
     /// (the node's host agent; the default) or `csi` (the CSI node plugin;
     /// the host agent leaves it alone).
-    #[schema(value_type = Option<String>, pattern = "^(agent|csi)$")]
+    #[schema(value_type = Option<String>, nullable = false, pattern = "^(agent|csi)$")]
     #[serde(default)]
     pub manager: Option<String>,
     /// Ignored (the volume is in the path).
@@ -284,7 +318,7 @@ pub struct AttachmentModifyRequest {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NodeModify)]
 pub struct NodeModifyRequest {
-    /// The IP address the node's NBD connections come from; `""` removes it.
+    #[schema(schema_with = new_node_address)]
     pub address: String,
 }
 
@@ -334,11 +368,11 @@ pub struct SnapshotModifyRequest {
 #[schema(as = MediaModify)]
 pub struct MediaModifyRequest {
     /// `Failed`: declares the medium failed (any medium).
-    #[schema(pattern = "^Failed$")]
+    #[schema(pattern = "^Failed$", nullable = false)]
     pub state: Option<String>,
     /// New logical capacity in GiB (API-managed media only): any size down
     /// to what is in use on it.
-    #[schema(minimum = 1, maximum = 1073741824)]
+    #[schema(minimum = 1, maximum = 1073741824, nullable = false)]
     pub size: Option<u64>,
 }
 
@@ -359,6 +393,7 @@ pub struct MediaCreateRequest {
     pub zone: String,
     /// The directory holding the slice files: an absolute path without
     /// `..`; created if missing, and it must be writable.
+    #[schema(min_length = 1)]
     pub media: String,
     /// Logical capacity in GiB (slices are sparse; nothing is preallocated).
     #[schema(minimum = 1, maximum = 1073741824)]
@@ -372,7 +407,7 @@ pub struct MediaCreateRequest {
 pub struct NodeCreateRequest {
     #[schema(pattern = "^[A-Za-z0-9._-]{1,63}$")]
     pub name: String,
-    /// The IP address the node's NBD connections come from.
+    #[schema(schema_with = node_address)]
     pub address: String,
     /// Absent or `""`: no zone.
     #[schema(pattern = "^([A-Za-z0-9._-]{1,63})?$")]
