@@ -70,7 +70,10 @@ pub struct RefreshRequest {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = VolumeCreate)]
 pub struct VolumeCreateRequest {
-    #[schema(pattern = "^[A-Za-z0-9._-]{1,63}$")]
+    #[schema(
+        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
+        max_length = 63
+    )]
     pub name: String,
     /// `block` (default when absent or `""`) or `file`.
     #[schema(pattern = "^(block|file)?$")]
@@ -240,7 +243,10 @@ pub struct PolicyAuthorshipRequest {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = PolicyCreate)]
 pub struct PolicyCreateRequest {
-    #[schema(pattern = "^[A-Za-z0-9._-]{1,63}$")]
+    #[schema(
+        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
+        max_length = 63
+    )]
     pub name: String,
     #[serde(flatten)]
     pub settings: PolicySettingsRequest,
@@ -252,7 +258,10 @@ pub struct PolicyCreateRequest {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = PolicyModify)]
 pub struct PolicyModifyRequest {
-    #[schema(pattern = "^[A-Za-z0-9._-]{1,63}$")]
+    #[schema(
+        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
+        max_length = 63
+    )]
     #[serde(default)]
     pub name: String,
     #[serde(flatten)]
@@ -327,7 +336,10 @@ pub struct NodeModifyRequest {
 #[schema(as = SnapshotCreate)]
 pub struct SnapshotCreateRequest {
     /// Volume name rules; `top` is reserved for the live volume.
-    #[schema(pattern = "^[A-Za-z0-9._-]{1,63}$")]
+    #[schema(
+        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
+        max_length = 63
+    )]
     pub name: String,
     /// `crash` or `application` (svs takes both at one write barrier).
     #[schema(pattern = "^(crash|application)$")]
@@ -348,7 +360,10 @@ pub struct SnapshotCreateRequest {
 #[schema(as = SnapshotModify)]
 pub struct SnapshotModifyRequest {
     /// A new name (absent or `""`: unchanged).
-    #[schema(pattern = "^([A-Za-z0-9._-]{1,63})?$")]
+    #[schema(
+        pattern = "^(([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*))?$",
+        max_length = 63
+    )]
     #[serde(default)]
     pub name: String,
     #[serde(default)]
@@ -365,7 +380,7 @@ pub struct SnapshotModifyRequest {
 /// of them.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(as = MediaModify)]
+#[schema(as = MediaModify, min_properties = 1, max_properties = 1)]
 pub struct MediaModifyRequest {
     /// `Failed`: declares the medium failed (any medium).
     #[schema(pattern = "^Failed$", nullable = false)]
@@ -382,14 +397,23 @@ pub struct MediaModifyRequest {
 #[serde(deny_unknown_fields)]
 #[schema(as = MediaCreate)]
 pub struct MediaCreateRequest {
-    #[schema(pattern = "^[A-Za-z0-9._-]{1,63}$")]
+    #[schema(
+        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
+        max_length = 63
+    )]
     pub mediaid: String,
     /// The node the medium is attached to; made (API-managed, no address)
     /// when it does not exist yet.
-    #[schema(pattern = "^[A-Za-z0-9._-]{1,63}$")]
+    #[schema(
+        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
+        max_length = 63
+    )]
     pub node: String,
     /// The node's zone.
-    #[schema(pattern = "^[A-Za-z0-9._-]{1,63}$")]
+    #[schema(
+        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
+        max_length = 63
+    )]
     pub zone: String,
     /// The directory holding the slice files: an absolute path without
     /// `..`; created if missing, and it must be writable.
@@ -405,12 +429,18 @@ pub struct MediaCreateRequest {
 #[serde(deny_unknown_fields)]
 #[schema(as = NodeCreate)]
 pub struct NodeCreateRequest {
-    #[schema(pattern = "^[A-Za-z0-9._-]{1,63}$")]
+    #[schema(
+        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
+        max_length = 63
+    )]
     pub name: String,
     #[schema(schema_with = node_address)]
     pub address: String,
     /// Absent or `""`: no zone.
-    #[schema(pattern = "^([A-Za-z0-9._-]{1,63})?$")]
+    #[schema(
+        pattern = "^(([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*))?$",
+        max_length = 63
+    )]
     #[serde(default)]
     pub zone: String,
 }

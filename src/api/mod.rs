@@ -8,7 +8,6 @@ mod error;
 mod extract;
 mod handlers;
 mod infrastructure;
-mod options;
 mod parse;
 mod requests;
 mod snapshots;
@@ -226,7 +225,6 @@ pub fn router(state: AppState) -> Router {
     api.merge(ui::routes())
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)
-        .layer(axum::middleware::from_fn(options::answer_options))
         .layer(Extension(doc))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(CatchPanicLayer::custom(|_| {
