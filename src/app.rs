@@ -261,7 +261,8 @@ impl Application {
             config.data_dir.clone(),
             config.issuer.clone(),
             config.token_lifetime.as_secs(),
-        )?;
+        )?
+        .with_max_clock_skew(config.token_clock_skew.as_secs());
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let shutdown = CancellationToken::new();
         // Ends at shutdown with the rest.

@@ -83,6 +83,11 @@ pub struct Config {
     pub refresh_token_lifetime: Duration,
     /// `iss` claim of issued tokens. `SVS_ISSUER`.
     pub issuer: String,
+    /// A token issued (`iat`) further than this in the future is refused:
+    /// the clocks of svs's hosts may differ by this much, no more.
+    /// `SVS_TOKEN_CLOCK_SKEW`.
+    #[serde(with = "humantime_serde")]
+    pub token_clock_skew: Duration,
     /// Failed sign-ins for one account (e-mail) that cost nothing; each one
     /// after them locks the account for 1 s, 2 s, 4 s, ... (at most
     /// `signin_max_lockout`). `SVS_SIGNIN_ACCOUNT_FREE_FAILURES`.
@@ -378,6 +383,7 @@ impl Default for Config {
             nbd_max_connections_per_peer: 64,
             token_lifetime: Duration::from_secs(3600),
             refresh_token_lifetime: Duration::from_secs(30 * 24 * 3600),
+            token_clock_skew: Duration::from_secs(60),
             issuer: "svs".to_string(),
             signin_account_free_failures: 5,
             signin_address_free_failures: 20,
@@ -893,6 +899,7 @@ mod tests {
         assert_eq!(config.signin_account_free_failures, 5);
         assert_eq!(config.signin_address_free_failures, 20);
         assert_eq!(config.signin_window, Duration::from_secs(900));
+        assert_eq!(config.token_clock_skew, Duration::from_secs(60));
         assert_eq!(config.signin_max_lockout, Duration::from_secs(300));
         assert!(config.password_check_threads >= 1);
         assert_eq!(config.password_check_queue, 32);

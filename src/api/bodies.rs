@@ -7,7 +7,41 @@
 #![allow(dead_code, non_snake_case)]
 
 use serde::Deserialize;
+use utoipa::openapi::schema::{AnyOfBuilder, ObjectBuilder, Schema, SchemaFormat, Type};
 use utoipa::ToSchema;
+
+/// A string that is an IPv4 or IPv6 address (Rust's `IpAddr` syntax), or
+/// `""` when `or_empty`.
+fn ip_address_schema(description: &str, or_empty: bool) -> Schema {
+    let string = || ObjectBuilder::new().schema_type(Type::String);
+    let format = |f: &str| {
+        string()
+            .format(Some(SchemaFormat::Custom(f.into())))
+            .min_length(Some(1))
+    };
+    let mut any = AnyOfBuilder::new()
+        .description(Some(description))
+        .item(format("ipv4"))
+        .item(format("ipv6"));
+    if or_empty {
+        any = any.item(string().max_length(Some(0)));
+    }
+    Schema::AnyOf(any.build())
+}
+
+fn node_address() -> Schema {
+    ip_address_schema(
+        "The IP address the node's NBD connections come from.",
+        false,
+    )
+}
+
+fn new_node_address() -> Schema {
+    ip_address_schema(
+        "The IP address the node's NBD connections come from; `\"\"` removes it.",
+        true,
+    )
+}
 
 #[derive(Deserialize, ToSchema)]
 pub struct SignInRequest {
@@ -36,7 +70,10 @@ pub struct RefreshRequest {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = VolumeCreate)]
 pub struct VolumeCreateRequest {
-    #[schema(pattern = "^[A-Za-z0-9._-]{1,63}$")]
+    #[schema(
+        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
+        max_length = 63
+    )]
     pub name: String,
     /// `block` (default when absent or `""`) or `file`.
     #[schema(pattern = "^(block|file)?$")]
@@ -206,7 +243,10 @@ pub struct PolicyAuthorshipRequest {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = PolicyCreate)]
 pub struct PolicyCreateRequest {
-    #[schema(pattern = "^[A-Za-z0-9._-]{1,63}$")]
+    #[schema(
+        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
+        max_length = 63
+    )]
     pub name: String,
     #[serde(flatten)]
     pub settings: PolicySettingsRequest,
@@ -218,7 +258,10 @@ pub struct PolicyCreateRequest {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = PolicyModify)]
 pub struct PolicyModifyRequest {
-    #[schema(pattern = "^[A-Za-z0-9._-]{1,63}$")]
+    #[schema(
+        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
+        max_length = 63
+    )]
     #[serde(default)]
     pub name: String,
     #[serde(flatten)]
@@ -242,7 +285,7 @@ pub struct AttachmentCreateRequest {
     /// svs extension: who makes the attachment real on the node, `agent`
     /// (the node's host agent; the default) or `csi` (the CSI node plugin;
     /// the host agent leaves it alone).
-    #[schema(value_type = Option<String>, pattern = "^(agent|csi)$")]
+    #[schema(value_type = Option<String>, nullable = false, pattern = "^(agent|csi)$")]
     #[serde(default)]
     pub manager: Option<String>,
     /// Ignored (the volume is in the path).
@@ -284,7 +327,7 @@ pub struct AttachmentModifyRequest {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NodeModify)]
 pub struct NodeModifyRequest {
-    /// The IP address the node's NBD connections come from; `""` removes it.
+    #[schema(schema_with = new_node_address)]
     pub address: String,
 }
 
@@ -293,7 +336,10 @@ pub struct NodeModifyRequest {
 #[schema(as = SnapshotCreate)]
 pub struct SnapshotCreateRequest {
     /// Volume name rules; `top` is reserved for the live volume.
-    #[schema(pattern = "^[A-Za-z0-9._-]{1,63}$")]
+    #[schema(
+        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
+        max_length = 63
+    )]
     pub name: String,
     /// `crash` or `application` (svs takes both at one write barrier).
     #[schema(pattern = "^(crash|application)$")]
@@ -314,7 +360,10 @@ pub struct SnapshotCreateRequest {
 #[schema(as = SnapshotModify)]
 pub struct SnapshotModifyRequest {
     /// A new name (absent or `""`: unchanged).
-    #[schema(pattern = "^([A-Za-z0-9._-]{1,63})?$")]
+    #[schema(
+        pattern = "^(([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*))?$",
+        max_length = 63
+    )]
     #[serde(default)]
     pub name: String,
     #[serde(default)]
@@ -331,14 +380,14 @@ pub struct SnapshotModifyRequest {
 /// of them.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(as = MediaModify)]
+#[schema(as = MediaModify, min_properties = 1, max_properties = 1)]
 pub struct MediaModifyRequest {
     /// `Failed`: declares the medium failed (any medium).
-    #[schema(pattern = "^Failed$")]
+    #[schema(pattern = "^Failed$", nullable = false)]
     pub state: Option<String>,
     /// New logical capacity in GiB (API-managed media only): any size down
     /// to what is in use on it.
-    #[schema(minimum = 1, maximum = 1073741824)]
+    #[schema(minimum = 1, maximum = 1073741824, nullable = false)]
     pub size: Option<u64>,
 }
 
@@ -348,17 +397,27 @@ pub struct MediaModifyRequest {
 #[serde(deny_unknown_fields)]
 #[schema(as = MediaCreate)]
 pub struct MediaCreateRequest {
-    #[schema(pattern = "^[A-Za-z0-9._-]{1,63}$")]
+    #[schema(
+        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
+        max_length = 63
+    )]
     pub mediaid: String,
     /// The node the medium is attached to; made (API-managed, no address)
     /// when it does not exist yet.
-    #[schema(pattern = "^[A-Za-z0-9._-]{1,63}$")]
+    #[schema(
+        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
+        max_length = 63
+    )]
     pub node: String,
     /// The node's zone.
-    #[schema(pattern = "^[A-Za-z0-9._-]{1,63}$")]
+    #[schema(
+        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
+        max_length = 63
+    )]
     pub zone: String,
     /// The directory holding the slice files: an absolute path without
     /// `..`; created if missing, and it must be writable.
+    #[schema(min_length = 1)]
     pub media: String,
     /// Logical capacity in GiB (slices are sparse; nothing is preallocated).
     #[schema(minimum = 1, maximum = 1073741824)]
@@ -370,12 +429,18 @@ pub struct MediaCreateRequest {
 #[serde(deny_unknown_fields)]
 #[schema(as = NodeCreate)]
 pub struct NodeCreateRequest {
-    #[schema(pattern = "^[A-Za-z0-9._-]{1,63}$")]
+    #[schema(
+        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
+        max_length = 63
+    )]
     pub name: String,
-    /// The IP address the node's NBD connections come from.
+    #[schema(schema_with = node_address)]
     pub address: String,
     /// Absent or `""`: no zone.
-    #[schema(pattern = "^([A-Za-z0-9._-]{1,63})?$")]
+    #[schema(
+        pattern = "^(([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*))?$",
+        max_length = 63
+    )]
     #[serde(default)]
     pub zone: String,
 }

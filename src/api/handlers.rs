@@ -16,7 +16,8 @@ use crate::service::commands::{
 };
 use crate::service::{Administrator, Caller};
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 pub(super) type ApiResult<T> = Result<Json<T>, ApiError>;
@@ -804,9 +805,17 @@ pub async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "no such route")
 }
 
-pub async fn method_not_allowed() -> ApiError {
+/// A method the route does not serve: 405. `OPTIONS` (served by no route)
+/// asks which methods are: 204. Both get axum's `Allow` header, the
+/// methods registered on the route (`HEAD` wherever `GET` is), so what it
+/// advertises is what the router answers.
+pub async fn method_not_allowed(method: Method) -> Response {
+    if method == Method::OPTIONS {
+        return StatusCode::NO_CONTENT.into_response();
+    }
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
         "method not allowed on this route",
     )
+    .into_response()
 }

@@ -518,13 +518,22 @@ impl FromBody for CreateAttachment {
     }
 }
 
+pub const NOTHING_TO_CHANGE: &str = "nothing to change: send readonly or mountpoint (or both)";
+
 impl FromBody for ModifyAttachment {
     fn from_body(body: &Body) -> ParseResult<ModifyAttachment> {
         unused_attachment_fields(body)?;
         opt_str(body, "node")?;
+        let readonly = opt_bool(body, "readonly")?;
+        let mountpoint = opt_str(body, "mountpoint")?.map(str::to_string);
+        // A body naming neither (`{}`, only ignored fields) changes nothing:
+        // no job for it.
+        if readonly.is_none() && mountpoint.is_none() {
+            return Err(bad(NOTHING_TO_CHANGE));
+        }
         Ok(ModifyAttachment {
-            readonly: opt_bool(body, "readonly")?,
-            mountpoint: opt_str(body, "mountpoint")?.map(str::to_string),
+            readonly,
+            mountpoint,
         })
     }
 }
@@ -838,6 +847,32 @@ mod tests {
         let m = ModifySnapshot::from_body(&body(json!({"name": "", "targetsecret": "x"}))).unwrap();
         assert!(m.name.is_none(), "an empty name changes nothing");
         assert_eq!(Value::Object(m.attributes), json!({"targetsecret": "x"}));
+    }
+
+    #[test]
+    fn an_attachment_change_must_name_readonly_or_mountpoint() {
+        let parse = |v: Value| ModifyAttachment::from_body(&body(v));
+        for nothing in [
+            json!({}),
+            json!({"": null}),
+            json!({"node": "n", "volumename": "v", "allocated_resources": 5}),
+        ] {
+            assert_eq!(
+                message(parse(nothing.clone())),
+                NOTHING_TO_CHANGE,
+                "{nothing}"
+            );
+        }
+        assert_eq!(
+            message(parse(json!({"readonly": null}))),
+            "readonly must be true or false"
+        );
+        let m = parse(json!({"mountpoint": ""})).unwrap();
+        assert_eq!((m.readonly, m.mountpoint.as_deref()), (None, Some("")));
+        assert_eq!(
+            parse(json!({"readonly": true})).unwrap().readonly,
+            Some(true)
+        );
     }
 
     #[test]

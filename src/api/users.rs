@@ -72,12 +72,13 @@ pub struct UserCreateRequest {
     #[schema(min_length = 8)]
     pub password: String,
     /// Display name (default: the part of the e-mail before '@').
-    #[schema(min_length = 1, max_length = 50)]
+    #[schema(min_length = 1, max_length = 50, nullable = false)]
     pub name: Option<String>,
     /// The user's tenant, created if new (default: the administrator's own).
-    #[schema(min_length = 1, max_length = 63)]
+    #[schema(min_length = 1, max_length = 63, nullable = false)]
     pub tenant: Option<String>,
     /// Make the user a service administrator (default false).
+    #[schema(nullable = false)]
     pub admin: Option<bool>,
 }
 
@@ -87,8 +88,10 @@ pub struct UserCreateRequest {
 #[allow(dead_code)]
 pub struct UserModifyRequest {
     /// true disables the user (its sessions end), false enables it.
+    #[schema(nullable = false)]
     pub disabled: Option<bool>,
     /// Grant (true) or take away (false) the administrator role.
+    #[schema(nullable = false)]
     pub admin: Option<bool>,
 }
 

@@ -79,6 +79,9 @@ pub struct TokenSet {
 /// not pay a signature check per request. Bounded: cleared when full.
 const VERIFIED_CACHE_MAX: usize = 10_000;
 
+/// `token_clock_skew`'s default, for issuers built without the settings.
+pub const DEFAULT_MAX_SKEW_SECS: u64 = 60;
+
 /// How often a running service looks for a rotated key (a few `stat`s).
 const KEY_CHECK_EVERY: Duration = Duration::from_secs(1);
 
@@ -94,6 +97,8 @@ pub struct TokenIssuer {
     source: Option<KeySource>,
     issuer: String,
     lifetime_secs: u64,
+    /// How far in the future a token's `iat` may be (clock skew).
+    max_skew_secs: u64,
     validation: Validation,
     verified: Mutex<HashMap<String, Arc<Claims>>>,
 }
@@ -150,9 +155,23 @@ impl TokenIssuer {
             source,
             issuer,
             lifetime_secs,
+            max_skew_secs: DEFAULT_MAX_SKEW_SECS,
             validation,
             verified: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Tokens issued (`iat`) more than `secs` after `now` are refused.
+    pub fn with_max_clock_skew(mut self, secs: u64) -> TokenIssuer {
+        self.max_skew_secs = secs;
+        self
+    }
+
+    /// Valid at `now_secs`: before its expiry, and not issued in the future
+    /// beyond the clock skew (a token "from tomorrow" was not made by this
+    /// clock: a stolen key, or a host whose clock is wrong).
+    fn live_at(&self, claims: &Claims, now_secs: u64) -> bool {
+        claims.exp > now_secs && claims.iat <= now_secs.saturating_add(self.max_skew_secs)
     }
 
     /// Re-reads the keys when their files changed (a rotation), at most once
@@ -250,13 +269,13 @@ impl TokenIssuer {
         })
     }
 
-    /// Checks signature, issuer, audience, expiry and the token's use. A
-    /// token is valid up to, not including, its `exp` second on `now_secs`
-    /// (no leeway).
+    /// Checks signature, issuer, audience, expiry, issue time and the
+    /// token's use. A token is valid up to, not including, its `exp` second
+    /// on `now_secs` (no leeway), and from `max_skew_secs` before its `iat`.
     pub fn verify(&self, token: &str, expected: TokenUse, now_secs: u64) -> Option<Arc<Claims>> {
         if let Ok(cache) = self.verified.lock() {
             if let Some(claims) = cache.get(token) {
-                return (claims.exp > now_secs && claims.token_use == expected)
+                return (self.live_at(claims, now_secs) && claims.token_use == expected)
                     .then(|| claims.clone());
             }
         }
@@ -277,7 +296,7 @@ impl TokenIssuer {
             jsonwebtoken::decode::<Claims>(token, &key.decoding, &self.validation).ok()?
         };
         let claims = Arc::new(data.claims);
-        if claims.exp <= now_secs {
+        if !self.live_at(&claims, now_secs) {
             return None;
         }
         if let Ok(mut cache) = self.verified.lock() {
@@ -361,6 +380,21 @@ mod tests {
         let set = t.issue(&subject(false), 1000).unwrap();
         assert!(t.verify(&set.id_token, TokenUse::Id, 1059).is_some());
         assert!(t.verify(&set.id_token, TokenUse::Id, 1060).is_none());
+    }
+
+    #[test]
+    fn tokens_issued_beyond_the_clock_skew_in_the_future_are_refused() {
+        let t = issuer().with_max_clock_skew(30);
+        let set = t.issue(&subject(false), 1030).unwrap();
+        assert!(t.verify(&set.id_token, TokenUse::Id, 999).is_none());
+        assert!(t.verify(&set.id_token, TokenUse::Id, 1000).is_some());
+        // Once verified (cached), still refused on a clock set back.
+        assert!(t.verify(&set.id_token, TokenUse::Id, 999).is_none());
+        let tomorrow = t.issue(&subject(false), 1000 + 86_400).unwrap();
+        assert!(t.verify(&tomorrow.id_token, TokenUse::Id, 1000).is_none());
+        assert!(t
+            .verify(&tomorrow.access_token, TokenUse::Access, 1000)
+            .is_none());
     }
 
     #[test]

@@ -198,7 +198,16 @@ impl Services {
                 "a snapshot can only be attached read-only".into(),
             ));
         }
-        let mountpoint = request.mountpoint.clone().unwrap_or(current.mountpoint);
+        let mountpoint = request
+            .mountpoint
+            .clone()
+            .unwrap_or_else(|| current.mountpoint.clone());
+        if readonly == current.readonly && mountpoint == current.mountpoint {
+            return Err(ServiceError::BadRequest(format!(
+                "nothing to change: the attachment is already {} with mountpoint '{mountpoint}'",
+                if readonly { "read-only" } else { "read-write" }
+            )));
+        }
         let v = self
             .attachment_target(caller, volume, snapshot)
             .await?

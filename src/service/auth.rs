@@ -58,16 +58,19 @@ impl Services {
 
     /// Checks the password on the bounded pool, unless the account or the
     /// client address is locked by earlier failures (then 429 at once,
-    /// before any hashing).
+    /// before any hashing). The attempt counts as a failure while its check
+    /// waits, so a burst gets no more checks than guesses one at a time.
     pub async fn sign_in(
         &self,
         request: &SignIn,
         client: Option<IpAddr>,
     ) -> ServiceResult<SignedIn> {
         let account = account_key(&request.email);
-        let throttle = &self.protection.throttle;
-        throttle
-            .check(Some(&account), client, self.clock.now_ms())
+        // Counted as a failure from here until the password proves right.
+        let attempt = self
+            .protection
+            .throttle
+            .reserve(Some(&account), client, self.clock.now_ms())
             .map_err(too_many)?;
         let user = self.store.user_by_email(request.email.trim()).await?;
         // Verify against a stand-in hash for unknown e-mails: same work, same time.
@@ -75,24 +78,30 @@ impl Services {
             .as_ref()
             .map(|u| u.password_hash.as_str())
             .unwrap_or(self.dummy_hash.as_str());
-        let matches = self
+        let matches = match self
             .protection
             .passwords
             .verify(&request.password, hash)
             .await
-            .map_err(|e| match e {
-                CheckError::Busy => ServiceError::Busy(PASSWORD_CHECKS_BUSY.into()),
-                CheckError::Stopped => ServiceError::Internal(e.to_string()),
-            })?;
+        {
+            Ok(matches) => matches,
+            Err(e) => {
+                attempt.not_checked();
+                return Err(match e {
+                    CheckError::Busy => ServiceError::Busy(PASSWORD_CHECKS_BUSY.into()),
+                    CheckError::Stopped => ServiceError::Internal(e.to_string()),
+                });
+            }
+        };
         let user = match user {
             Some(user) if matches => user,
             _ => {
-                throttle.record_failure(Some(&account), client, self.clock.now_ms());
+                attempt.failed();
                 tracing::info!(client = ?client, "sign-in failed");
                 return Err(ServiceError::Unauthorized(BAD_CREDENTIALS.into()));
             }
         };
-        throttle.record_success(&account);
+        attempt.succeeded();
         // Told only to whoever knows the password: no account probing.
         if user.disabled {
             tracing::info!(user = user.id, "sign-in of a disabled user refused");
@@ -149,9 +158,11 @@ impl Services {
         request: &Refresh,
         client: Option<IpAddr>,
     ) -> ServiceResult<SignedIn> {
-        let throttle = &self.protection.throttle;
-        throttle
-            .check(None, client, self.clock.now_ms())
+        // Counted as a failure of the address until the token proves valid.
+        let attempt = self
+            .protection
+            .throttle
+            .reserve(None, client, self.clock.now_ms())
             .map_err(too_many)?;
         let (refresh_token, new_hash) = new_refresh_token();
         let rotation = self
@@ -171,14 +182,15 @@ impl Services {
                     client = ?client,
                     "a retired refresh token was presented again: every refresh token of its sign-in is revoked"
                 );
-                throttle.record_failure(None, client, self.clock.now_ms());
+                attempt.failed();
                 return Err(bad_token());
             }
             RefreshRotation::Invalid => {
-                throttle.record_failure(None, client, self.clock.now_ms());
+                attempt.failed();
                 return Err(bad_token());
             }
         };
+        attempt.succeeded();
         let user = self
             .store
             .user_by_id(user_id)
@@ -199,9 +211,10 @@ impl Services {
         request: &Refresh,
         client: Option<IpAddr>,
     ) -> ServiceResult<TokenSet> {
-        let throttle = &self.protection.throttle;
-        throttle
-            .check(None, client, self.clock.now_ms())
+        let attempt = self
+            .protection
+            .throttle
+            .reserve(None, client, self.clock.now_ms())
             .map_err(too_many)?;
         let now = self.clock.now_ms();
         let record = self
@@ -220,10 +233,11 @@ impl Services {
                         "a retired refresh token was presented again: every refresh token of its sign-in is revoked"
                     );
                 }
-                throttle.record_failure(None, client, self.clock.now_ms());
+                attempt.failed();
                 return Err(bad_token());
             }
         };
+        attempt.succeeded();
         let user = self
             .store
             .user_by_id(record.user_id)

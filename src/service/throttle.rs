@@ -5,6 +5,11 @@
 //! hashed and are not counted, so one lock never outlasts the cap. Failures
 //! are forgotten once `window` has passed since the last one.
 //!
+//! An attempt let past the locks is counted as a failure at once (an
+//! `Attempt`), until its password proves right: checks still waiting then
+//! count too, so guesses sent all at once get no more password checks than
+//! guesses sent one after another.
+//!
 //! Pure logic on millisecond timestamps from the injected clock; memory is
 //! bounded by `MAX_TRACKED` keys per kind.
 
@@ -62,7 +67,8 @@ impl<K: Hash + Eq + Clone> Counters<K> {
             .filter(|until| *until > now_ms)
     }
 
-    fn record_failure(&mut self, key: &K, now_ms: i64, s: &ThrottleSettings) {
+    /// Counts a failure; tells which lock it set, to undo it on release.
+    fn record_failure(&mut self, key: &K, now_ms: i64, s: &ThrottleSettings) -> Reserved {
         let window = duration_ms(s.window);
         if !self.entries.contains_key(key) && self.entries.len() >= self.max_entries {
             self.evict(now_ms, window);
@@ -77,9 +83,26 @@ impl<K: Hash + Eq + Clone> Counters<K> {
         }
         entry.count = entry.count.saturating_add(1);
         entry.last_ms = now_ms;
+        let mut reserved = Reserved { lock: None };
         if entry.count > self.free {
             let lock = lockout(entry.count - self.free, s.max_lockout);
-            entry.locked_until_ms = now_ms.saturating_add(duration_ms(lock));
+            let until = now_ms.saturating_add(duration_ms(lock));
+            reserved.lock = Some((until, entry.locked_until_ms));
+            entry.locked_until_ms = until;
+        }
+        reserved
+    }
+
+    /// Takes back a failure counted by `record_failure`, and the lock it
+    /// set unless a later failure set another since.
+    fn release(&mut self, key: &K, reserved: Reserved) {
+        if let Some(entry) = self.entries.get_mut(key) {
+            entry.count = entry.count.saturating_sub(1);
+            if let Some((until, before)) = reserved.lock {
+                if entry.locked_until_ms == until {
+                    entry.locked_until_ms = before;
+                }
+            }
         }
     }
 
@@ -113,6 +136,57 @@ fn duration_ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// What a reservation did to one key: the lock it set, if any, as (its
+/// end, the end of the lock before it).
+#[derive(Debug, Clone, Copy)]
+struct Reserved {
+    lock: Option<(i64, i64)>,
+}
+
+/// One attempt let past the locks, counted as a failure of its account and
+/// address from the start. Dropping it (or `failed`) leaves the failure
+/// counted, so an attempt cut short (a store error, a client gone) never
+/// costs less than a wrong password.
+#[must_use = "an attempt counts as a failure unless it succeeded or was not checked"]
+pub struct Attempt<'a> {
+    throttle: &'a SignInThrottle,
+    account: Option<(String, Reserved)>,
+    address: Option<(IpAddr, Reserved)>,
+}
+
+impl Attempt<'_> {
+    /// The password was wrong: the failure stays counted.
+    pub fn failed(self) {}
+
+    /// The password was right: the account's failures are cleared (see
+    /// `SignInThrottle::record_success`) and the address's reservation is
+    /// taken back; its earlier failures stay.
+    pub fn succeeded(self) {
+        if let Some((account, _)) = &self.account {
+            self.throttle.record_success(account);
+        }
+        self.release_address();
+    }
+
+    /// No password was checked (the check pool was full): nothing counts.
+    pub fn not_checked(self) {
+        if let Some((account, reserved)) = &self.account {
+            if let Some(mut c) = lock(&self.throttle.accounts) {
+                c.release(account, *reserved);
+            }
+        }
+        self.release_address();
+    }
+
+    fn release_address(&self) {
+        if let Some((address, reserved)) = &self.address {
+            if let Some(mut c) = lock(&self.throttle.addresses) {
+                c.release(address, *reserved);
+            }
+        }
+    }
+}
+
 /// Failures per account (normalised e-mail) and per client address.
 pub struct SignInThrottle {
     settings: ThrottleSettings,
@@ -138,6 +212,49 @@ impl SignInThrottle {
         }
     }
 
+    /// Lets an attempt through unless the account or the address is locked,
+    /// counting it as a failure of both at once: the check and the count
+    /// happen under the same locks, so concurrent attempts cannot all pass
+    /// the check before any of them is counted.
+    pub fn reserve(
+        &self,
+        account: Option<&str>,
+        address: Option<IpAddr>,
+        now_ms: i64,
+    ) -> Result<Attempt<'_>, Locked> {
+        // Always accounts, then addresses (the only place holding both).
+        let mut accounts = lock(&self.accounts);
+        let mut addresses = lock(&self.addresses);
+        let account = account.map(str::to_string);
+        let by_account = account
+            .as_ref()
+            .zip(accounts.as_ref())
+            .and_then(|(a, c)| c.locked_until(a, now_ms));
+        let by_address = address
+            .zip(addresses.as_ref())
+            .and_then(|(a, c)| c.locked_until(&a, now_ms));
+        if let Some(until) = by_account.max(by_address) {
+            return Err(locked(until, now_ms));
+        }
+        let account = account.and_then(|a| {
+            let reserved = accounts
+                .as_mut()?
+                .record_failure(&a, now_ms, &self.settings);
+            Some((a, reserved))
+        });
+        let address = address.and_then(|a| {
+            let reserved = addresses
+                .as_mut()?
+                .record_failure(&a, now_ms, &self.settings);
+            Some((a, reserved))
+        });
+        Ok(Attempt {
+            throttle: self,
+            account,
+            address,
+        })
+    }
+
     /// Refuses the attempt while the account or the address is locked.
     pub fn check(
         &self,
@@ -151,11 +268,7 @@ impl SignInThrottle {
         let by_address =
             address.and_then(|a| lock(&self.addresses).and_then(|c| c.locked_until(&a, now_ms)));
         match by_account.max(by_address) {
-            Some(until) => Err(Locked {
-                retry_after_secs: u64::try_from(until.saturating_sub(now_ms))
-                    .unwrap_or(0)
-                    .div_ceil(1000),
-            }),
+            Some(until) => Err(locked(until, now_ms)),
             None => Ok(()),
         }
     }
@@ -180,6 +293,14 @@ impl SignInThrottle {
         if let Some(mut c) = lock(&self.accounts) {
             c.forget(&account.to_string());
         }
+    }
+}
+
+fn locked(until_ms: i64, now_ms: i64) -> Locked {
+    Locked {
+        retry_after_secs: u64::try_from(until_ms.saturating_sub(now_ms))
+            .unwrap_or(0)
+            .div_ceil(1000),
     }
 }
 
@@ -347,6 +468,93 @@ mod tests {
         let accounts = lock(&t.accounts).unwrap();
         assert!(accounts.entries.contains_key("recent@x"));
         assert!(accounts.entries.contains_key("new@x"));
+    }
+
+    #[test]
+    fn attempts_waiting_for_their_check_count_so_a_burst_gets_six_checks() {
+        let t = SignInThrottle::new(settings());
+        // Sixty attempts at once: none has been checked when the next comes.
+        let (passed, refused): (Vec<_>, Vec<_>) = (0..60)
+            .map(|_| t.reserve(Some("a@x"), Some(ADDR), 0))
+            .partition(Result::is_ok);
+        assert_eq!(passed.len(), 6, "five free failures and the one that locks");
+        assert!(refused.iter().all(|r| matches!(
+            r,
+            Err(Locked {
+                retry_after_secs: 1
+            })
+        )));
+        passed.into_iter().flatten().for_each(Attempt::failed);
+        // As after six wrong passwords one after another: locked for 1 s,
+        // then one more check locks for 2 s.
+        assert!(t.reserve(Some("a@x"), None, 999).is_err());
+        let seventh = t.reserve(Some("a@x"), None, 1000);
+        assert!(seventh.is_ok());
+        assert!(t.reserve(Some("a@x"), None, 1000).is_err());
+        drop(seventh);
+        assert_eq!(
+            t.check(Some("a@x"), None, 1000)
+                .map_err(|l| l.retry_after_secs),
+            Err(2),
+            "a dropped attempt counts as a failure"
+        );
+    }
+
+    #[test]
+    fn a_burst_at_many_accounts_gets_the_addresss_twenty_one_checks() {
+        let t = SignInThrottle::new(settings());
+        let passed: Vec<_> = (0..200)
+            .filter_map(|i| t.reserve(Some(&format!("u{i}@x")), Some(ADDR), 0).ok())
+            .collect();
+        assert_eq!(passed.len(), 21);
+        assert!(t.reserve(Some("new@x"), Some(OTHER), 0).is_ok());
+    }
+
+    #[test]
+    fn a_right_password_takes_its_reservation_back() {
+        let t = SignInThrottle::new(settings());
+        for i in 0..5 {
+            fail(&t, &format!("u{i}@x"), ADDR, i);
+        }
+        // The sixth attempt locks the account while it waits for its check.
+        let waiting: Vec<_> = (0..6)
+            .map(|_| t.reserve(Some("a@x"), Some(ADDR), 10).expect("let through"))
+            .collect();
+        assert!(t.reserve(Some("a@x"), Some(OTHER), 10).is_err());
+        let mut waiting = waiting.into_iter();
+        waiting.next().expect("attempt").succeeded();
+        assert!(
+            t.reserve(Some("a@x"), Some(OTHER), 11).is_ok(),
+            "the account's failures are cleared"
+        );
+        waiting.for_each(Attempt::not_checked);
+        // The address keeps only its first 5 failures (the right password's
+        // and the unchecked ones' were taken back): 15 more are free.
+        for i in 0..15 {
+            t.reserve(None, Some(ADDR), 20 + i).expect("free").failed();
+        }
+        let locking = t.reserve(None, Some(ADDR), 40).expect("the 21st");
+        assert!(t.reserve(None, Some(ADDR), 40).is_err());
+        locking.not_checked();
+        assert!(
+            t.reserve(None, Some(ADDR), 40).is_ok(),
+            "the lock it set went with it"
+        );
+    }
+
+    #[test]
+    fn releasing_keeps_a_lock_set_by_a_later_failure() {
+        let t = SignInThrottle::new(settings());
+        for i in 0..5 {
+            fail(&t, "a@x", ADDR, i);
+        }
+        let slow = t.reserve(Some("a@x"), None, 10).expect("the sixth");
+        // Its 1 s lock ends while it still waits; another attempt locks again.
+        t.reserve(Some("a@x"), None, 1010)
+            .expect("the seventh")
+            .failed();
+        slow.not_checked();
+        assert!(t.check(Some("a@x"), None, 1011).is_err());
     }
 
     #[test]

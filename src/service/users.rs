@@ -89,12 +89,7 @@ fn check_new_user(
     email: &str,
     name: Option<&str>,
 ) -> Result<(String, String, String), String> {
-    let is_address = email
-        .split_once('@')
-        .is_some_and(|(local, domain)| !local.is_empty() && !domain.is_empty());
-    if !is_address || email.chars().any(char::is_whitespace) {
-        return Err(format!("'{email}' is not an e-mail address"));
-    }
+    svs_domain::check_email(email)?;
     if email.chars().count() > MAX_EMAIL_CHARS {
         return Err(format!(
             "the e-mail address is longer than {MAX_EMAIL_CHARS} characters"
@@ -103,6 +98,11 @@ fn check_new_user(
     let tenant = tenant.trim();
     if tenant.is_empty() {
         return Err("tenant must not be empty".into());
+    }
+    if tenant.chars().any(svs_domain::is_hidden_character) {
+        return Err(
+            "tenant must not contain control or bidirectional formatting characters".into(),
+        );
     }
     if tenant.chars().count() > MAX_TENANT_CHARS {
         return Err(format!(
@@ -114,6 +114,9 @@ fn check_new_user(
         Some(n) => n.to_string(),
         None => email.split('@').next().unwrap_or(email).to_string(),
     };
+    if name.chars().any(svs_domain::is_hidden_character) {
+        return Err("name must not contain control or bidirectional formatting characters".into());
+    }
     if name.chars().count() > MAX_NAME_CHARS {
         return Err(format!("name must be at most {MAX_NAME_CHARS} characters"));
     }
@@ -413,20 +416,29 @@ impl Services {
     ) -> ServiceResult<SignedIn> {
         let user = self.find_user(&UserKey::Id(caller.user_id)).await?;
         let account = account_key(&user.email);
-        let throttle = &self.protection.throttle;
-        throttle
-            .check(Some(&account), None, self.clock.now_ms())
+        // Counted as a failure until the current password proves right.
+        let attempt = self
+            .protection
+            .throttle
+            .reserve(Some(&account), None, self.clock.now_ms())
             .map_err(super::auth::too_many)?;
-        let matches = self
+        let matches = match self
             .protection
             .passwords
             .verify(&request.current_password, &user.password_hash)
             .await
-            .map_err(check_error)?;
+        {
+            Ok(matches) => matches,
+            Err(e) => {
+                attempt.not_checked();
+                return Err(check_error(e));
+            }
+        };
         if !matches {
-            throttle.record_failure(Some(&account), None, self.clock.now_ms());
+            attempt.failed();
             return Err(ServiceError::BadRequest(WRONG_CURRENT_PASSWORD.into()));
         }
+        attempt.succeeded();
         let password_hash = self.new_password_hash(&request.new_password).await?;
         let user = self
             .change_user(
@@ -501,6 +513,9 @@ mod tests {
         assert!(check_new_user("t", "a@", None).is_err());
         assert!(check_new_user("", "a@b", None).is_err());
         assert!(check_new_user("t", "a@b", Some(" ")).is_err());
+        assert!(check_new_user("t", "a\u{1b}@b", None).is_err());
+        assert!(check_new_user("t\u{202e}", "a@b", None).is_err());
+        assert!(check_new_user("t", "a@b", Some("x\u{2066}y")).is_err());
         assert!(check_new_user("t", "a@b", Some(&"n".repeat(51))).is_err());
         assert!(check_new_user("t", "a@b", Some(&"n".repeat(50))).is_ok());
     }

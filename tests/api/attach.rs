@@ -727,13 +727,19 @@ async fn reference_attachment_fields_svs_ignores_must_still_be_of_their_type() {
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {reply}");
         assert_eq!(reply, json!({"message": message}), "{body}");
     }
-    // Of the right type they are accepted and change nothing.
-    let (status, reply) = app
-        .patch(
-            &format!("{path}/host-1"),
-            json!({"node": "host-1", "volumename": "v", "snapshotname": "top", "allocated_resources": 50}),
-        )
-        .await;
+    // Of the right type they are accepted and change nothing: alone, the
+    // body has nothing to change (400, no job: issue 30); beside a real
+    // change, they are ignored.
+    let ignored = json!({"node": "host-1", "volumename": "v", "snapshotname": "top", "allocated_resources": 50});
+    let (status, reply) = app.patch(&format!("{path}/host-1"), ignored.clone()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{reply}");
+    assert_eq!(
+        reply,
+        json!({"message": "nothing to change: send readonly or mountpoint (or both)"})
+    );
+    let mut with_change = ignored;
+    with_change["mountpoint"] = json!("/mnt/other");
+    let (status, reply) = app.patch(&format!("{path}/host-1"), with_change).await;
     assert_eq!(status, StatusCode::OK, "{reply}");
     let job = app
         .wait_job(reply["JobID"].as_str().unwrap_or_default())
@@ -741,8 +747,12 @@ async fn reference_attachment_fields_svs_ignores_must_still_be_of_their_type() {
     assert_eq!(job["state"], "Done", "{job}");
     let (_, a) = app.get(&format!("{path}/host-1")).await;
     assert_eq!(
-        (a["state"].clone(), a["readonly"].clone()),
-        (json!("Attached"), json!(false))
+        (
+            a["state"].clone(),
+            a["readonly"].clone(),
+            a["mountpoint"].clone()
+        ),
+        (json!("Attached"), json!(false), json!("/mnt/other"))
     );
 }
 

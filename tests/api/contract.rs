@@ -332,3 +332,159 @@ async fn the_document_names_fields_as_the_reference_does() {
         }
     }
 }
+
+/// Issue 30: `OPTIONS` on every route answers 204 with an `Allow` header
+/// naming exactly the methods the router really answers there (probed one
+/// by one; `OPTIONS` itself, answered on every route, is not listed).
+#[tokio::test]
+async fn options_advertise_exactly_the_methods_each_route_answers() {
+    let app = TestApp::start().await;
+    let paths: BTreeSet<String> = route_table().into_iter().map(|r| r.path).collect();
+    for path in &paths {
+        let url = format!("{}{}", app.base, concrete(path));
+        let response = app
+            .client
+            .request(Method::OPTIONS, &url)
+            .send()
+            .await
+            .expect("OPTIONS sent");
+        assert_eq!(response.status(), StatusCode::NO_CONTENT, "OPTIONS {path}");
+        let allow: BTreeSet<String> = response
+            .headers()
+            .get("allow")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .split(',')
+            .map(|m| m.trim().to_string())
+            .filter(|m| !m.is_empty())
+            .collect();
+        let mut answered = BTreeSet::new();
+        for method in [
+            Method::GET,
+            Method::HEAD,
+            Method::POST,
+            Method::PUT,
+            Method::PATCH,
+            Method::DELETE,
+            Method::TRACE,
+        ] {
+            // Every path here matches a route, so only 405 means "not served".
+            let status = app
+                .client
+                .request(method.clone(), &url)
+                .send()
+                .await
+                .expect("request sent")
+                .status();
+            if status != StatusCode::METHOD_NOT_ALLOWED {
+                answered.insert(method.to_string());
+            }
+        }
+        assert_eq!(allow, answered, "Allow of {path}");
+        // And the route table (the document) agrees, HEAD going with GET.
+        let mut listed: BTreeSet<String> = route_table()
+            .into_iter()
+            .filter(|r| &r.path == path)
+            .map(|r| r.method.to_string())
+            .collect();
+        if listed.contains("GET") {
+            listed.insert("HEAD".into());
+        }
+        assert_eq!(allow, listed, "{path}");
+    }
+    // An unknown path is still 404, not an empty Allow.
+    let response = app
+        .client
+        .request(Method::OPTIONS, format!("{}/no/such/route", app.base))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+}
+
+/// Issue 30: the document says no more than the server accepts: fields
+/// that refuse null are not nullable, required strings are non-empty, node
+/// addresses are IP addresses.
+#[tokio::test]
+async fn the_document_marks_only_fields_that_take_null_as_nullable() {
+    let app = TestApp::start().await;
+    let doc = document(&app).await;
+    let schemas = &doc["components"]["schemas"];
+    let property = |schema: &str, field: &str| schemas[schema]["properties"][field].clone();
+    for (schema, field, kind) in [
+        ("MediaModify", "state", "string"),
+        ("MediaModify", "size", "integer"),
+        ("UserModify", "disabled", "boolean"),
+        ("UserModify", "admin", "boolean"),
+        ("UserCreate", "tenant", "string"),
+        ("UserCreate", "name", "string"),
+        ("UserCreate", "admin", "boolean"),
+        ("AttachmentCreate", "manager", "string"),
+    ] {
+        let p = property(schema, field);
+        assert_eq!(p["type"], kind, "{schema}.{field}: {p}");
+        assert!(
+            !schemas[schema]["required"]
+                .as_array()
+                .is_some_and(|r| r.contains(&json!(field))),
+            "{schema}.{field} stays optional"
+        );
+    }
+    // And the server refuses null for each of them.
+    app.create_policy("p", 0, 0, 0).await;
+    app.create_volume("v", 1, "p").await;
+    for (method, path, body) in [
+        (Method::PATCH, "/media/node-a-m1", json!({"state": null})),
+        (Method::PATCH, "/users/1", json!({"disabled": null})),
+        (
+            Method::POST,
+            "/users",
+            json!({"email": "n@x.example", "password": "password1", "tenant": null}),
+        ),
+        (
+            Method::POST,
+            "/volumes/v/snapshots/top/attachments",
+            json!({"node": "node-a", "manager": null}),
+        ),
+    ] {
+        let (status, answer) = app
+            .request(Some(&app.token), method.clone(), path, Some(body.clone()))
+            .await;
+        assert_eq!(
+            status,
+            StatusCode::BAD_REQUEST,
+            "{method} {path} {body}: {answer}"
+        );
+    }
+    // Still nullable where null is taken (it means "not sent" or "clear").
+    assert_eq!(
+        property("HostReport", "device")["type"],
+        json!(["string", "null"])
+    );
+    assert_eq!(property("MediaCreate", "media")["minLength"], 1);
+    let ip = |schema: &str| {
+        let p = property(schema, "address");
+        let formats: Vec<Value> = p["anyOf"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{schema}.address: {p}"))
+            .iter()
+            .map(|a| json!([a["type"], a["format"], a["minLength"], a["maxLength"]]))
+            .collect();
+        formats
+    };
+    assert_eq!(
+        ip("NodeCreate"),
+        [
+            json!(["string", "ipv4", 1, null]),
+            json!(["string", "ipv6", 1, null])
+        ]
+    );
+    assert_eq!(
+        ip("NodeModify"),
+        [
+            json!(["string", "ipv4", 1, null]),
+            json!(["string", "ipv6", 1, null]),
+            json!(["string", null, null, 0])
+        ]
+    );
+}

@@ -91,6 +91,16 @@ pub fn expired_with_real_key(app: &TestApp, token: &str) -> String {
     })
 }
 
+/// An IdToken signed with the real key, issued `ahead` seconds from now
+/// (and valid for an hour from then).
+pub fn issued_ahead_with_real_key(app: &TestApp, token: &str, ahead: u64) -> String {
+    signed_with_real_key(app, token, |c| {
+        let now = now_secs();
+        c["iat"] = json!(now + ahead);
+        c["exp"] = json!(now + ahead + 3600);
+    })
+}
+
 /// A genuine IdToken of a user of another tenant (created on the way).
 pub async fn other_tenant_id_token(app: &TestApp) -> String {
     app.add_user("forge-other", "mallory@other.example", "mallory-password");
@@ -117,6 +127,10 @@ pub async fn forged_id_tokens(app: &TestApp) -> Vec<(&'static str, String)> {
             tampered(&id, |c| c["exp"] = json!(now_secs() + 100_000)),
         ),
         ("expired, real key", expired_with_real_key(app, &id)),
+        (
+            "issued a day ahead, real key",
+            issued_ahead_with_real_key(app, &id, 86_400),
+        ),
     ];
     for token in hs256_with_public_key(app, &id).await {
         forged.push(("HS256 keyed with the public key", token));
@@ -166,4 +180,35 @@ async fn forged_tokens_are_refused_and_the_forging_helpers_are_sound() {
         let (status, body) = app.request(Some(&other), Method::GET, path, None).await;
         assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {body}");
     }
+}
+
+#[tokio::test]
+async fn tokens_issued_beyond_the_clock_skew_are_refused() {
+    // The default skew (60 s): a token "from" 10 s ahead passes (another
+    // host's clock), one from 10 min ahead does not.
+    let app = TestApp::start().await;
+    let near = issued_ahead_with_real_key(&app, &app.token, 10);
+    let (status, body) = app
+        .request(Some(&near), Method::GET, "/volumes", None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let far = issued_ahead_with_real_key(&app, &app.token, 600);
+    let (status, body) = app.request(Some(&far), Method::GET, "/volumes", None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert_eq!(body, json!({ "message": BAD_TOKEN }));
+
+    // A smaller setting refuses what the default let through.
+    let strict = TestApp::start_with(TestConfig {
+        settings: vec!["token_clock_skew = \"5s\"".into()],
+        ..TestConfig::default()
+    })
+    .await;
+    let near = issued_ahead_with_real_key(&strict, &strict.token, 30);
+    let (status, body) = strict
+        .request(Some(&near), Method::GET, "/volumes", None)
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert_eq!(body, json!({ "message": BAD_TOKEN }));
+    let (status, body) = strict.get("/volumes").await;
+    assert_eq!(status, StatusCode::OK, "its own tokens pass: {body}");
 }

@@ -21,6 +21,7 @@ mod host_agent;
 mod host_side;
 mod hostdev;
 mod infrastructure;
+mod input_rules;
 mod jobs;
 mod lost_disk;
 mod nbd_protocol;

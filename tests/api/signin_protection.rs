@@ -241,3 +241,136 @@ async fn a_flood_beyond_the_password_queue_is_refused_at_once_with_503() {
     assert_eq!(status, StatusCode::OK);
     app.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD).await;
 }
+
+/// Password checks that guessing one after another gets in `elapsed`:
+/// `free` failures, the one that locks, then one more each time a lock
+/// (1 s, 2 s, ..., at most `cap`) has run out.
+fn sequential_checks(free: u32, elapsed: Duration, cap: Duration) -> usize {
+    let mut checks = free as usize + 1;
+    let mut locks = 1u32;
+    let mut locked_until = Duration::from_secs(1).min(cap);
+    while locked_until <= elapsed {
+        checks += 1;
+        locks += 1;
+        let next = Duration::from_secs(1u64 << (locks - 1).min(30)).min(cap);
+        locked_until += next;
+    }
+    checks
+}
+
+/// `n` sign-ins sent at once from `client`, `email_of(i)` with a wrong
+/// password: (401s, 429s with their Retry-After, time taken). Anything
+/// else fails the test.
+async fn burst(
+    app: &TestApp,
+    client: &reqwest::Client,
+    n: usize,
+    email_of: impl Fn(usize) -> String,
+) -> (usize, usize, Duration) {
+    let started = Instant::now();
+    let attempts: Vec<_> = (0..n)
+        .map(|i| {
+            let (client, url, email) =
+                (client.clone(), format!("{}/signin", app.base), email_of(i));
+            tokio::spawn(async move {
+                let resp = client
+                    .post(url)
+                    .json(&json!({"email": email, "password": "not-the-password"}))
+                    .send()
+                    .await
+                    .expect("sent");
+                Answer {
+                    status: resp.status(),
+                    retry_after: resp
+                        .headers()
+                        .get("retry-after")
+                        .and_then(|v| v.to_str().ok())
+                        .map(String::from),
+                    body: resp.json().await.expect("JSON body"),
+                }
+            })
+        })
+        .collect();
+    let (mut checked, mut locked) = (0, 0);
+    for a in attempts {
+        let a = a.await.expect("attempt");
+        if a.status == StatusCode::UNAUTHORIZED {
+            assert_eq!(a.body, json!({"message": "Incorrect email or password"}));
+            checked += 1;
+        } else {
+            assert!(
+                is_lockout(&a),
+                "{} {:?} {}",
+                a.status,
+                a.retry_after,
+                a.body
+            );
+            locked += 1;
+        }
+    }
+    (checked, locked, started.elapsed())
+}
+
+/// Issue 30: 60 wrong passwords sent at once got 33 password checks (the
+/// lock was checked before a check was queued, the failure counted after
+/// it). Now an attempt counts from the moment it is let through, so a
+/// burst gets what guesses one after another get in the same time: 5 free
+/// failures and the one that locks (plus one per lock that ran out, if the
+/// burst outlasts it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_wrong_passwords_get_no_more_password_checks_than_sequential_ones() {
+    let app = TestApp::start_with(quick_lockouts()).await;
+    app.add_user("acme", "eve@acme.example", "eve-password");
+    let cap = Duration::from_secs(2);
+    for (n, address) in [
+        (10, [127, 0, 0, 3]),
+        (60, [127, 0, 0, 4]),
+        (200, [127, 0, 0, 5]),
+    ] {
+        let email = format!("burst{n}@acme.example");
+        app.add_user("acme", &email, "burst-password");
+        let client = client_from(address);
+        let (checked, locked, took) = burst(&app, &client, n, |_| email.clone()).await;
+        let most = sequential_checks(5, took, cap);
+        assert!(
+            (6..=most).contains(&checked),
+            "{n} at once: {checked} checks in {took:?}, at most {most}"
+        );
+        assert_eq!(checked + locked, n);
+        // Another account, from the same address, is not affected.
+        let eve = sign_in_with(&client, &app, "eve@acme.example", "eve-password").await;
+        assert_eq!(eve.status, StatusCode::OK, "{}", eve.body);
+        // The right password works once the lock is over.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let a = sign_in_with(&client, &app, &email, "burst-password").await;
+            if a.status == StatusCode::OK {
+                assert!(a.body["IdToken"].is_string(), "{}", a.body);
+                break;
+            }
+            assert!(is_lockout(&a), "{} {}", a.status, a.body);
+            assert!(Instant::now() < deadline, "{email} still locked");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+}
+
+/// The same for one address guessing at many accounts: 20 free failures
+/// and the one that locks the address, however many are sent at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_guesses_at_many_accounts_get_the_addresss_checks_only() {
+    let app = TestApp::start_with(quick_lockouts()).await;
+    app.add_user("acme", "eve@acme.example", "eve-password");
+    let here = client_from([127, 0, 0, 6]);
+    let (checked, locked, took) =
+        burst(&app, &here, 60, |i| format!("guess{i}@acme.example")).await;
+    let most = sequential_checks(20, took, Duration::from_secs(2));
+    assert!(
+        (21..=most).contains(&checked),
+        "{checked} checks in {took:?}, at most {most}"
+    );
+    assert_eq!(checked + locked, 60);
+    let elsewhere = client_from([127, 0, 0, 7]);
+    let eve = sign_in_with(&elsewhere, &app, "eve@acme.example", "eve-password").await;
+    assert_eq!(eve.status, StatusCode::OK, "{}", eve.body);
+}

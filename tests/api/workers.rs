@@ -65,6 +65,32 @@ async fn workers_need_a_signed_in_caller() {
     assert!(body["message"].is_string(), "{body}");
 }
 
+/// The counts are service-wide (every tenant's jobs): a user who is not an
+/// administrator, of another tenant or of the administrator's own, gets 403.
+#[tokio::test]
+async fn workers_are_for_administrators_only() {
+    let app = TestApp::start().await;
+    let eve = app.user_in_tenant("acme", "eve@acme.example").await;
+    let bob = app.user_in_tenant("default", "bob@example.com").await;
+    for token in [&eve, &bob] {
+        let (status, body) = app
+            .request(Some(token), Method::GET, "/workers", None)
+            .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+        assert_eq!(
+            body,
+            json!({"message": "this operation requires an administrator"})
+        );
+    }
+    // Another administrator, of another tenant, sees them.
+    app.add_user_as("ops", "root@ops.example", "ops-password", true);
+    let ops = app.sign_in("root@ops.example", "ops-password").await;
+    let ops = ops["IdToken"].as_str().expect("IdToken");
+    let (status, body) = app.request(Some(ops), Method::GET, "/workers", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.as_array().is_some_and(|w| !w.is_empty()), "{body}");
+}
+
 #[tokio::test]
 async fn workers_list_the_job_runner_and_each_reconciler_with_their_state() {
     let app = TestApp::start().await;

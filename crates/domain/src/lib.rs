@@ -35,4 +35,7 @@ pub use rules::{
     check_policy_update, media_to_forget, volume_state_after_job, InfrastructureInUse,
     MediaChangeRefused, PolicyInUse, StoredMedium,
 };
-pub use validate::{validate_new_size, ResourceName, SizeError};
+pub use validate::{
+    check_email, is_hidden_character, validate_new_size, ResourceName, SizeError,
+    HIDDEN_CHARACTERS_IN_EMAIL,
+};

@@ -3,7 +3,10 @@
 use crate::model::Gib;
 use thiserror::Error;
 
-/// A volume or policy name: 1–63 characters of `[A-Za-z0-9._-]`.
+/// A volume, snapshot, policy, node, zone or medium name: 1–63 characters
+/// of `[A-Za-z0-9._-]`, not only dots (`.` and `..` are path segments that
+/// clients normalise away from URLs) and not starting with `-` (read as an
+/// option by shell tools).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResourceName(String);
 
@@ -13,13 +16,18 @@ impl ResourceName {
         let ok_chars = value
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-        if ok_len && ok_chars {
-            Ok(ResourceName(value.to_string()))
-        } else {
-            Err(format!(
+        if !(ok_len && ok_chars) {
+            return Err(format!(
                 "{kind} name must be 1 to 63 characters of letters, digits, '.', '_' or '-'"
-            ))
+            ));
         }
+        if value.bytes().all(|b| b == b'.') {
+            return Err(format!("{kind} name must not be only dots"));
+        }
+        if value.starts_with('-') {
+            return Err(format!("{kind} name must not start with '-'"));
+        }
+        Ok(ResourceName(value.to_string()))
     }
 
     pub fn as_str(&self) -> &str {
@@ -29,6 +37,44 @@ impl ResourceName {
     pub fn into_string(self) -> String {
         self.0
     }
+}
+
+/// Characters that change how text is shown rather than being shown:
+/// controls (C0, DEL, C1: ESC starts terminal escape sequences) and the
+/// invisible and bidirectional formatting characters (U+202E turns the
+/// rest of a line around). Such text looks like something it is not.
+pub fn is_hidden_character(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{061C}'
+                | '\u{180E}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{206F}'
+                | '\u{FEFF}'
+                | '\u{FFF9}'..='\u{FFFB}'
+        )
+}
+
+pub const HIDDEN_CHARACTERS_IN_EMAIL: &str =
+    "the e-mail address must not contain control or bidirectional formatting characters";
+
+/// An e-mail address as svs takes it for a new user: `local@domain`, both
+/// parts non-empty, no whitespace and no hidden characters (see
+/// `is_hidden_character`). Whether it exists is not svs's business.
+pub fn check_email(email: &str) -> Result<(), String> {
+    if email.chars().any(is_hidden_character) {
+        return Err(HIDDEN_CHARACTERS_IN_EMAIL.into());
+    }
+    let is_address = email
+        .split_once('@')
+        .is_some_and(|(local, domain)| !local.is_empty() && !domain.is_empty());
+    if !is_address || email.chars().any(char::is_whitespace) {
+        return Err(format!("'{email}' is not an e-mail address"));
+    }
+    Ok(())
 }
 
 /// Why a requested new size is refused (resize rule 1).
@@ -69,6 +115,56 @@ mod tests {
         assert!(ResourceName::parse("volume", "a b").is_err());
         assert!(ResourceName::parse("volume", "a/b").is_err());
         assert!(ResourceName::parse("volume", "é").is_err());
+    }
+
+    #[test]
+    fn names_refuse_only_dots_and_a_leading_dash() {
+        for name in [".", "..", "...", &".".repeat(63)] {
+            assert_eq!(
+                ResourceName::parse("volume", name),
+                Err("volume name must not be only dots".into()),
+                "{name}"
+            );
+        }
+        for name in ["-", "-rf", "--help", "-.-"] {
+            assert_eq!(
+                ResourceName::parse("snapshot", name),
+                Err("snapshot name must not start with '-'".into()),
+                "{name}"
+            );
+        }
+        for name in [".hidden", "a.", "a..b", "a-", "a--b", "_x", "x.-"] {
+            assert!(ResourceName::parse("volume", name).is_ok(), "{name}");
+        }
+    }
+
+    #[test]
+    fn e_mails_refuse_hidden_characters() {
+        assert_eq!(check_email("a@b.example"), Ok(()));
+        assert_eq!(check_email("élodie@exemple.fr"), Ok(()));
+        for email in [
+            "eve\u{1b}[31m@x.example",
+            "eve@x\u{202e}elpmaxe",
+            "eve\u{200b}@x.example",
+            "eve\u{7f}@x.example",
+            "eve\u{85}@x.example",
+            "eve\u{2067}@x.example",
+            "\u{feff}eve@x.example",
+            "eve\u{ad}@x.example",
+            "eve@x.example\u{0}",
+        ] {
+            assert_eq!(
+                check_email(email),
+                Err(HIDDEN_CHARACTERS_IN_EMAIL.into()),
+                "{email:?}"
+            );
+        }
+        for email in ["a b@c", " a@b", "@b", "a@", "ab"] {
+            assert_eq!(
+                check_email(email),
+                Err(format!("'{email}' is not an e-mail address"))
+            );
+        }
     }
 
     #[test]
