@@ -10,7 +10,8 @@
 //! `Running` once the service is up.
 //!
 //! `mod.rs` wires: the shared `JobContext` and `JobError`; one module per
-//! job kind; `runner` executes them.
+//! job kind; `kinds` names each kind's handler (its run and its undo);
+//! `runner` executes them.
 
 mod activity;
 mod agents;
@@ -18,6 +19,7 @@ mod attach;
 mod create;
 mod delete;
 mod filesystem;
+mod kinds;
 mod recovery;
 mod resize;
 mod retry;

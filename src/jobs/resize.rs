@@ -91,6 +91,10 @@ pub(super) async fn resize_volume(
         Some(note) => format!("{detail}; {note}"),
         None => detail,
     };
+    // A move carried snapshot files to other media: their figures are
+    // current before a client waiting for Done reads them (as `done` does
+    // for every other job that changes space).
+    ctx.refresh_snapshot_space().await;
     info!(detail = %detail, "job done");
     ctx.store
         .complete_resize(

@@ -4,15 +4,15 @@
 //! stops, and shows what it does on the worker board.
 
 use super::activity::VolumeActivity;
+use super::kinds::{handler, JobHandler};
 use super::retry::{with_retries, RetryPolicy};
-use super::{attach, create, delete, recovery, resize, snapshot, JobContext, JobError};
+use super::{JobContext, JobError};
 use crate::changes::DesiredStateChanges;
 use crate::clock::Clock;
 use crate::exports::ExportRegistry;
 use crate::workers::{WorkerBoard, WorkerHandle, WorkerState, WorkerStatus};
 use std::sync::{Arc, Mutex};
 use svs_dataplane::DataPlane;
-use svs_domain::{JobKind, JobSpec};
 use svs_store::{Job, JobEnd, Store, StoreError};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -188,6 +188,13 @@ impl JobRunner {
             return;
         }
         info!(kind = %job.kind, object = %job.object, "job running");
+        let handler = match handler(&job) {
+            Ok(handler) => handler,
+            Err(e) => {
+                self.finish(&job, None, Err(e)).await;
+                return;
+            }
+        };
         // Counts the job as retrying while it waits out a back-off.
         let backing_off: Mutex<Option<Counted>> = Mutex::new(None);
         let result = with_retries(
@@ -207,19 +214,26 @@ impl JobRunner {
             },
             || {
                 lock(&backing_off).take();
-                execute_job(ctx, &job)
+                handler.run(ctx, &job)
             },
         )
         .await;
         drop(backing_off);
-        self.finish(&job, result).await;
+        self.finish(&job, Some(handler.as_ref()), result).await;
         // Whatever the job changed (attachments, the volume's size or
         // filesystem) is in the store now.
         ctx.changes.notify();
     }
 
-    /// Records how a try of the job ended, unless the service is stopping.
-    async fn finish(&self, job: &Job, result: Result<(), JobError>) {
+    /// Records how a try of the job ended, unless the service is stopping;
+    /// a job that ends in Error has its handler (if its arguments made one)
+    /// undo what it left.
+    async fn finish(
+        &self,
+        job: &Job,
+        handler: Option<&dyn JobHandler>,
+        result: Result<(), JobError>,
+    ) {
         let ctx = self.ctx.as_ref();
         let end = match result {
             Ok(()) => {
@@ -238,10 +252,8 @@ impl JobRunner {
                 "internal error: see the service log".to_string()
             }
         };
-        match job.kind() {
-            Some(JobKind::VolumeCreate) => create::discard_volume(ctx, &job.object).await,
-            Some(JobKind::SnapshotCreate) => snapshot::discard_snapshot(ctx, job).await,
-            _ => {}
+        if let Some(handler) = handler {
+            handler.undo(ctx, job).await;
         }
         warn!(detail = %end, "job ended in Error");
         let summary = format!("a {} job ended in Error", job.kind);
@@ -303,22 +315,6 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// One try of a job: the handler of its kind, with its typed arguments.
-async fn execute_job(ctx: &JobContext, job: &Job) -> Result<(), JobError> {
-    match job.spec() {
-        Ok(JobSpec::VolumeCreate(_)) => create::create_volume(ctx, job).await,
-        Ok(JobSpec::VolumeDelete(_)) => delete::delete_volume(ctx, job).await,
-        Ok(JobSpec::VolumeModifyExtend(args)) => resize::resize_volume(ctx, job, &args).await,
-        Ok(JobSpec::AttachmentCreate(args)) => attach::attach(ctx, job, &args).await,
-        Ok(JobSpec::AttachmentDelete(args)) => attach::detach(ctx, job, &args).await,
-        Ok(JobSpec::AttachmentModify(args)) => attach::modify_attachment(ctx, job, &args).await,
-        Ok(JobSpec::SnapshotCreate(args)) => snapshot::create_snapshot(ctx, job, &args).await,
-        Ok(JobSpec::SnapshotDelete(args)) => snapshot::delete_snapshot(ctx, job, &args).await,
-        Ok(JobSpec::SnapshotRollback(args)) => snapshot::rollback(ctx, job, &args).await,
-        Ok(JobSpec::VolumeRecovery(args)) => recovery::recover_volume(ctx, job, &args).await,
-        Err(e) => Err(JobError::Failed(e.to_string())),
-    }
-}
-
 /// Idle with nothing to do; Throttled when jobs wait for a slot or every
 /// running job waits out a back-off; Busy otherwise.
 fn runner_state(s: &WorkerStatus) -> WorkerState {

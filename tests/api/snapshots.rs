@@ -585,3 +585,56 @@ async fn a_snapshot_never_tears_a_write_in_flight() {
         "a snapshot was taken while the writes went on: {seen:?}"
     );
 }
+
+#[tokio::test]
+async fn a_movement_carries_snapshot_space_to_the_new_medium_by_the_time_its_job_is_done() {
+    // m1 too small for the grown copy, m2 with room. The figures are read
+    // the moment the job is Done, before the snapshot-space reconciler's
+    // next pass: only the job itself can have brought them up to date.
+    let app = TestApp::start_with(crate::harness::TestConfig {
+        media: vec![
+            crate::harness::medium("m1", "n1", "z1", 2),
+            crate::harness::medium("m2", "n2", "z1", 8),
+        ],
+        nodes: vec![("host-1", "127.0.0.1")],
+        settings: vec!["reconcile_period = \"1h\"".into()],
+        ..Default::default()
+    })
+    .await;
+    app.create_policy("mirror", 1, 0, 0).await;
+    app.create_volume("v", 1, "mirror").await;
+    let live = attach(&app, "v", "host-1", false).await;
+    qemu_io(&uri(&live), &["write -P 17 0 4M".into(), "flush".into()]).expect("data");
+    snapshot(&app, "v", "s1").await;
+    // The snapshot keeps these 4 MiB on each copy's medium: a GiB of each.
+    qemu_io(&uri(&live), &["write -P 34 0 4M".into(), "flush".into()]).expect("overwrite");
+    detach(&app, "/volumes/v/snapshots/top/attachments/host-1").await;
+    // m3 joins: the copy on m1 must move there to grow to 3 GiB.
+    let dir = app.dir.path().join("api-media").join("m3");
+    let (status, body) = app
+        .post(
+            "/media",
+            json!({"mediaid": "m3", "node": "n3", "zone": "z1",
+                   "media": dir.display().to_string(), "size": 8}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let job = job_of(
+        &app,
+        app.patch("/volumes/v", json!({"size": 3, "allowdatamovement": true}))
+            .await,
+    )
+    .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    // m1 holds nothing now, not even snapshot data; m3 holds the moved copy
+    // (3 GiB) and its snapshot data (a GiB).
+    assert_eq!(
+        app.free("m1").await,
+        2,
+        "the snapshot left m1 with its copy"
+    );
+    assert_eq!(app.free("m3").await, 4, "the snapshot came to m3");
+    assert_eq!(app.free("m2").await, 4);
+    let (_, s1) = app.get("/volumes/v/snapshots/s1").await;
+    assert!(s1["used"].as_u64().expect("used") >= 4 << 20, "{s1}");
+}

@@ -47,7 +47,7 @@ fn grow_and_check(fs: FsType, size: u64, grown: u64) {
     require_tools();
     let dirs = Dirs::new();
     {
-        let device = SparseDevice::create(&dirs.path("device"), size);
+        let device = sparse_device(&dirs.path("device"), size);
         let server = Server::start(&[("vol", device.clone())]);
         let client: Arc<dyn BlockDev> = Arc::new(NbdClient::connect(server.addr, "vol").unwrap());
         let fuse = FuseFile::mount(client, &dirs.path("fuse"), "disk").unwrap();
@@ -61,7 +61,7 @@ fn grow_and_check(fs: FsType, size: u64, grown: u64) {
         let before = fs_size(mnt.target());
         assert!(before < size, "{before}");
 
-        device.grow(grown);
+        device.grow(grown).expect("device grows");
         fuse.set_size(grown).unwrap();
         assert_eq!(std::fs::metadata(fuse.path()).unwrap().len(), grown);
         let mnt = match fs {
@@ -111,8 +111,11 @@ fn read_only_attaches_refuse_writes() {
     require_tools();
     let dirs = Dirs::new();
     {
-        let device = SparseDevice::create(&dirs.path("device"), 64 * MIB);
-        let server = Server::start(&[("vol", device.clone()), ("ro", device.read_only_view())]);
+        let device = sparse_device(&dirs.path("device"), 64 * MIB);
+        let server = Server::start(&[
+            ("vol", device.clone()),
+            ("ro", device.read_only_view().expect("view")),
+        ]);
 
         // A filesystem with files, made read-write.
         {

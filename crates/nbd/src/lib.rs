@@ -59,6 +59,9 @@ pub mod reconnect;
 
 mod handshake;
 mod server;
+/// Test devices (feature `testing`).
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 mod transmission;
 
 use std::net::{IpAddr, SocketAddr};

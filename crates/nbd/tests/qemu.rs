@@ -185,7 +185,7 @@ async fn qemu_img_compare_matches_a_reference_file_after_writes_at_many_offsets(
     require_qemu();
     let dir = tempfile::tempdir().unwrap();
     let size: u64 = 8 * MIB as u64;
-    let dev = FileDevice::create(&dir.path().join("export.img"), size);
+    let dev = FileDevice::create(&dir.path().join("export.img"), size).unwrap();
     let exports = TestExports::new();
     exports.add("vol", dev.clone());
     let server = TestServer::start(exports).await;
@@ -358,7 +358,7 @@ async fn requests_served_inline_keep_every_byte_and_large_concurrent_ones_still_
 async fn qemu_img_map_lists_the_devices_holes_through_block_status() {
     require_qemu();
     let dir = tempfile::tempdir().unwrap();
-    let dev = FileDevice::create(&dir.path().join("disk.img"), 64 * MIB as u64);
+    let dev = FileDevice::create(&dir.path().join("disk.img"), 64 * MIB as u64).unwrap();
     use std::os::unix::fs::FileExt;
     dev.file.write_all_at(&[1; MIB], 3 * MIB as u64).unwrap();
     dev.file

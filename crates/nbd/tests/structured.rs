@@ -134,7 +134,7 @@ fn content(chunks: &[Chunk]) -> Vec<(u64, u64, bool)> {
 
 /// A 4 MiB sparse file with data at [64 KiB, 128 KiB) and [1 MiB, 1 MiB + 4 KiB).
 fn sparse_device(dir: &tempfile::TempDir) -> Arc<FileDevice> {
-    let dev = FileDevice::create(&dir.path().join("disk.img"), 4 * MIB);
+    let dev = FileDevice::create(&dir.path().join("disk.img"), 4 * MIB).unwrap();
     dev.file.write_all_at(&[0xa1; 64 * 1024], 64 * KIB).unwrap();
     dev.file.write_all_at(&[0xb2; 4096], MIB).unwrap();
     dev

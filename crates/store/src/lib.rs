@@ -21,8 +21,10 @@
 //!
 //! A new backend (PostgreSQL) implements the small traits, maps its errors
 //! into [`StoreError`] (marking the transient ones), and runs the behaviour
-//! suite of `contract.rs` in its tests with `store_contract_tests!(open)`,
-//! as `tests.rs` does for SQLite with and without the cache.
+//! suite of [`contract`] in its tests with
+//! `store_contract_tests!(open, two_handles: open_two)`, as `tests.rs` does
+//! for SQLite (with and without the cache). The two-handles half races every
+//! booking rule across two connections to one database.
 
 mod cached;
 mod error;
@@ -47,9 +49,10 @@ pub mod prelude {
     };
 }
 
-#[cfg(test)]
-#[macro_use]
-mod contract;
+/// The behaviour suite every backend runs (`store_contract_tests!`), public
+/// with feature `testing` so a backend outside this crate can run it too.
+#[cfg(any(test, feature = "testing"))]
+pub mod contract;
 /// Test data for this crate's tests and, with feature `testing`, for the
 /// tests of the crates that use it.
 #[cfg(any(test, feature = "testing"))]

@@ -19,6 +19,16 @@ pub async fn temp_sqlite() -> (TempDir, SqliteStore) {
     (dir, store)
 }
 
+/// Two handles on one new SQLite file, each with connections of its own, as
+/// two processes would hold them.
+pub async fn temp_sqlite_twice() -> (TempDir, SqliteStore, SqliteStore) {
+    let (dir, first) = temp_sqlite().await;
+    let second = SqliteStore::open(&dir.path().join(DB_FILE))
+        .await
+        .expect("second store opens");
+    (dir, first, second)
+}
+
 /// Medium `id` of `size` GiB in `directory`, on node `node-{id}` in zone
 /// `zone-{id}`.
 pub fn medium(id: &str, size: u64, directory: String) -> MediumRecord {

@@ -1,11 +1,11 @@
 //! The behaviour suite (`contract.rs`) run on every store this crate has.
 
-use crate::testing::{temp_sqlite, DB_FILE};
-use crate::{CachedStore, SqliteStore};
+use crate::testing::temp_sqlite;
+use crate::CachedStore;
 
 mod sqlite {
-    use crate::testing::temp_sqlite as open;
-    store_contract_tests!(open);
+    use crate::testing::{temp_sqlite as open, temp_sqlite_twice as open_two};
+    crate::store_contract_tests!(open, two_handles: open_two);
 }
 
 mod cached_sqlite {
@@ -16,7 +16,7 @@ mod cached_sqlite {
         (dir, CachedStore::new(store))
     }
 
-    store_contract_tests!(open);
+    crate::store_contract_tests!(open);
 }
 
 #[tokio::test]
@@ -46,53 +46,6 @@ async fn the_cache_serves_volumes_until_a_change_goes_through_it() {
         .await
         .expect("progress");
     assert_eq!(read().await, VolumeState::Resizing);
-}
-
-#[tokio::test]
-async fn two_stores_on_one_file_never_both_book_the_same_space() {
-    use crate::contract::{add_volume, media_states, policy_p, volume_on_m1};
-    use crate::prelude::*;
-    use crate::StoreError;
-    use svs_domain::{place_volume, PlacementRequest, Resiliency};
-
-    // As two processes would: each store has its own connections.
-    let (dir, first) = temp_sqlite().await;
-    let second = SqliteStore::open(&dir.path().join(DB_FILE))
-        .await
-        .expect("second store opens");
-    let (user, _, _) = volume_on_m1(&first).await;
-    let policy = policy_p(&first, &user).await;
-    add_volume(&first, &user, policy.id, "vol-a", "a", 15).await;
-    add_volume(&first, &user, policy.id, "vol-b", "b", 15).await;
-    let stale = media_states(&first).await;
-    let request = PlacementRequest {
-        size: 15,
-        resiliency: Resiliency::default(),
-        zone: None,
-    };
-    let placement = place_volume(&stale, &request).expect("placement");
-    // Each booking takes the write lock before it reads the free space, so
-    // the second waits for the first and sees what it booked.
-    let (a, b) = tokio::join!(
-        first.place_slices("vol-a", &placement),
-        second.place_slices("vol-b", &placement)
-    );
-    let refused = match (a, b) {
-        (Ok(_), Err(e)) | (Err(e), Ok(_)) => e,
-        other => panic!("exactly one booking must pass: {other:?}"),
-    };
-    assert!(
-        matches!(&refused, StoreError::InsufficientSpace { medium } if medium == "m2"),
-        "{refused:?}"
-    );
-    let m2 = first
-        .media_usage()
-        .await
-        .expect("usage")
-        .into_iter()
-        .find(|m| m.record.medium.id == "m2")
-        .expect("m2");
-    assert_eq!((m2.allocated, m2.reserved), (15, 0));
 }
 
 #[tokio::test]

@@ -3,92 +3,20 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io;
 use std::net::SocketAddr;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use svs_nbd::{BlockDevice, CancellationToken, Exports, NbdConfig, NbdServer, OpenedExport};
+use svs_nbd::{CancellationToken, Exports, NbdConfig, NbdServer, OpenedExport};
 
 pub const MIB: u64 = 1024 * 1024;
 
-/// A device over a sparse file that can grow.
-pub struct SparseDevice {
-    file: File,
-    size: AtomicU64,
-    read_only: bool,
-}
+/// A device over a sparse file that can grow (svs_nbd's test device).
+pub type SparseDevice = svs_nbd::testing::FileDevice;
 
-impl SparseDevice {
-    pub fn create(path: &Path, size: u64) -> Arc<SparseDevice> {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .unwrap();
-        file.set_len(size).unwrap();
-        Arc::new(SparseDevice {
-            file,
-            size: AtomicU64::new(size),
-            read_only: false,
-        })
-    }
-
-    /// The same bytes, refusing writes.
-    pub fn read_only_view(&self) -> Arc<SparseDevice> {
-        Arc::new(SparseDevice {
-            file: self.file.try_clone().unwrap(),
-            size: AtomicU64::new(self.size.load(Ordering::SeqCst)),
-            read_only: true,
-        })
-    }
-
-    pub fn grow(&self, size: u64) {
-        self.file.set_len(size).unwrap();
-        self.size.store(size, Ordering::SeqCst);
-    }
-}
-
-impl BlockDevice for SparseDevice {
-    fn size(&self) -> u64 {
-        self.size.load(Ordering::SeqCst)
-    }
-    fn read_only(&self) -> bool {
-        self.read_only
-    }
-    fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.file.read_exact_at(buf, offset)
-    }
-    fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
-        self.file.write_all_at(data, offset)?;
-        if fua {
-            self.file.sync_data()?;
-        }
-        Ok(())
-    }
-    fn flush(&self) -> io::Result<()> {
-        self.file.sync_data()
-    }
-    fn trim(&self, _offset: u64, _len: u64) -> io::Result<()> {
-        Ok(())
-    }
-    fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
-        let zeroes = vec![0u8; MIB as usize];
-        let mut at = offset;
-        while at < offset + len {
-            let n = (offset + len - at).min(MIB) as usize;
-            self.file.write_all_at(&zeroes[..n], at)?;
-            at += n as u64;
-        }
-        if fua {
-            self.file.sync_data()?;
-        }
-        Ok(())
-    }
+/// A new sparse device of `size` bytes at `path`.
+pub fn sparse_device(path: &Path, size: u64) -> Arc<SparseDevice> {
+    SparseDevice::create(path, size).expect("device file")
 }
 
 #[derive(Default)]

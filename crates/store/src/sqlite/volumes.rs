@@ -112,6 +112,9 @@ fn step_row(row: &SqliteRow) -> StoreResult<ResizeStep> {
 /// Refuses `bookings` (InsufficientSpace) unless every medium they touch has
 /// room for them, as stored now. Run inside the transaction that writes
 /// them, which holds the write lock, so the answer stays true until commit.
+/// (A backend without a database-wide write lock locks the booked media's
+/// rows, in medium-id order, before it reads their space: the same rule,
+/// enforced per medium; the contract's `pairs.rs` races it.)
 async fn ensure_room(conn: &mut SqliteConnection, bookings: &[Reservation]) -> StoreResult<()> {
     let space = media_space(conn, bookings.iter().map(|b| b.medium.as_str())).await?;
     check_room(&space, bookings)?;

@@ -1,0 +1,338 @@
+//! Behaviour every `Store` implementation must have, written against
+//! `&dyn Store`. A backend runs the whole suite with
+//! `svs_store::store_contract_tests!(open, two_handles: open_two)` (feature
+//! `testing` outside this crate):
+//!
+//! - `open` is an async fn returning `(guard, store)`: the guard (a temporary
+//!   directory, a scratch database) lives as long as the test, and `store`
+//!   starts empty;
+//! - `open_two` returns `(guard, first, second)`: two handles on one empty
+//!   database with connections of their own, as two processes (two `svs
+//!   serve` instances) would hold. Every booking rule is raced across them
+//!   (`pairs.rs`), so a backend must enforce the rules inside its own
+//!   transactions (a write lock, row locks or serializable retries), never
+//!   through memory one handle keeps.
+
+use crate::testing::{self, new_job, user_and_policy};
+use crate::*;
+use svs_domain::{
+    place_volume, AttachmentArgs, AttachmentManager, Consistency, CreateVolumeArgs, JobSpec,
+    JobState, MediumState, PlacementRequest, Reservation, Resiliency, ResizePlan, ResizeVolumeArgs,
+    SliceGrowth, SliceMove, SlicePlacement, SnapshotArgs, SnapshotState, VolumeState, VolumeType,
+};
+
+mod infrastructure;
+mod pairs;
+mod snapshots;
+mod users;
+mod volumes;
+
+pub use infrastructure::*;
+pub use pairs::*;
+pub use snapshots::*;
+pub use users::*;
+pub use volumes::*;
+
+/// One `#[tokio::test]` per behaviour below, each on a fresh store from
+/// `$open`; with `two_handles:`, one more per race of two handles (`pairs.rs`).
+#[macro_export]
+macro_rules! store_contract_tests {
+    ($open:path, two_handles: $open_two:path) => {
+        $crate::store_contract_tests!($open);
+        $crate::store_contract_tests!(@pairs $open_two;
+            two_handles_never_both_place_a_volume_in_the_same_space,
+            two_handles_never_both_book_a_resize_in_the_same_space,
+            two_handles_never_both_create_a_volume_of_one_name,
+            two_handles_never_both_start_a_job_on_one_volume,
+            two_handles_never_both_rotate_one_refresh_token,
+            two_handles_never_both_disable_one_of_the_last_two_administrators,
+            two_handles_never_both_issue_a_live_credential_for_one_node,
+        );
+    };
+    (@pairs $open_two:path; $($name:ident),+ $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let (_guard, first, second) = $open_two().await;
+                $crate::contract::$name(&first, &second).await;
+            }
+        )+
+    };
+    ($open:path) => {
+        $crate::store_contract_tests!(@each $open;
+            a_medium_holding_slices_cannot_disappear_or_shrink,
+            a_movement_books_switches_and_releases_space_atomically,
+            a_copy_checkpoint_is_kept_until_its_step_switches,
+            a_failed_job_releases_its_reservations_and_frees_the_volume,
+            placing_slices_twice_keeps_the_first_placement,
+            revoking_refresh_tokens_touches_only_that_user,
+            rotating_a_refresh_token_retires_it_and_reuse_revokes_its_family,
+            concurrent_rotations_of_one_token_let_only_one_through,
+            purging_removes_expired_and_revoked_refresh_tokens_only,
+            cached_volume_reads_see_every_committed_change,
+            a_placement_from_a_stale_reading_cannot_overbook_a_medium,
+            a_resize_plan_from_a_stale_reading_cannot_overbook_a_medium,
+            a_resumed_job_keeps_its_booking_when_media_have_filled_since,
+            a_used_policy_keeps_its_resiliency_and_cannot_be_deleted,
+            a_failed_creation_leaves_the_volume_creating,
+            snapshots_get_growing_ids_unique_names_and_claim_their_volume,
+            a_failed_medium_loses_its_slices_and_takes_no_more,
+            a_node_has_at_most_one_live_agent_credential,
+            a_node_lists_its_attachments_of_every_tenant_with_host_reports,
+            a_recorded_resize_sizes_the_volume_while_its_job_goes_on,
+            users_are_listed_changed_and_ended_sessions_raise_the_generation,
+            the_last_enabled_administrator_cannot_be_disabled_demoted_or_deleted,
+            deleting_a_user_removes_its_tokens_and_keeps_its_jobs,
+            a_job_keeps_its_volumes_name_and_is_found_by_it_after_the_delete,
+            api_media_survive_configuration_syncs_and_the_configuration_takes_over_what_it_lists,
+            a_medium_is_resized_and_removed_only_within_what_it_holds,
+            a_node_is_removed_only_when_nothing_depends_on_it,
+            configured_nodes_no_longer_listed_go_unless_something_depends_on_them,
+            volumes_are_listed_by_name_whole_or_a_page_at_a_time,
+        );
+    };
+    (@each $open:path; $($name:ident),+ $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let (_guard, store) = $open().await;
+                $crate::contract::$name(&store).await;
+            }
+        )+
+    };
+}
+
+pub(crate) fn medium(id: &str, size: u64) -> MediumRecord {
+    testing::medium(id, size, format!("/media/{id}"))
+}
+
+/// A tenant, a user, a policy and a 10 GiB volume with one slice on m1.
+pub(crate) async fn volume_on_m1(store: &dyn Store) -> (User, String, i64) {
+    store
+        .sync_media(&[medium("m1", 20), medium("m2", 20)])
+        .await
+        .expect("media");
+    let (user, policy) = user_and_policy(store).await;
+    let job_id = add_volume(store, &user, policy.id, "vol-1", "v", 10).await;
+    store
+        .place_slices("vol-1", &one_slice("m1", 10))
+        .await
+        .expect("slices");
+    store
+        .finish_job(job_id, &end(JobState::Done))
+        .await
+        .expect("done");
+    (user, "vol-1".into(), job_id)
+}
+
+/// A new volume in state Creating, with its create job.
+pub(crate) async fn add_volume(
+    store: &dyn Store,
+    user: &User,
+    policy_id: i64,
+    id: &str,
+    name: &str,
+    size: u64,
+) -> i64 {
+    store
+        .create_volume(
+            &NewVolume {
+                id: id.into(),
+                tenant_id: user.tenant_id,
+                name: name.into(),
+                kind: VolumeType::Block,
+                size,
+                policy_id,
+                zone: None,
+                attributes: Default::default(),
+                now_ms: 1,
+            },
+            &new_job(user, create_spec(), id),
+        )
+        .await
+        .expect("volume")
+}
+
+/// The volume named "v" of the tenant, through `get_volume` (the cached read).
+pub(crate) async fn read_volume(store: &dyn Store, tenant_id: i64) -> Volume {
+    store
+        .get_volume(tenant_id, "v")
+        .await
+        .expect("read")
+        .expect("volume")
+}
+
+/// The id of the volume's first slice.
+pub(crate) async fn first_slice_id(store: &dyn Store, volume: &str) -> i64 {
+    store.volume_slices(volume).await.expect("slices")[0]
+        .slice
+        .id
+}
+
+/// Starts the user's resize job (to 20 GiB) on the volume.
+pub(crate) async fn start_resize(
+    store: &dyn Store,
+    user: &User,
+    volume: &str,
+    allow_data_movement: bool,
+) -> i64 {
+    store
+        .start_volume_job(
+            volume,
+            VolumeState::Resizing,
+            &new_job(user, resize_spec(allow_data_movement), volume),
+        )
+        .await
+        .expect("job")
+}
+
+/// The user's policy "p".
+pub(crate) async fn policy_p(store: &dyn Store, user: &User) -> Policy {
+    store
+        .get_policy(user.tenant_id, "p")
+        .await
+        .expect("read")
+        .expect("policy")
+}
+
+/// The volume as stored (`volume_by_id`, never cached).
+pub(crate) async fn stored_volume(store: &dyn Store, id: &str) -> Volume {
+    store.volume_by_id(id).await.expect("read").expect("volume")
+}
+
+/// The user's job `id`.
+pub(crate) async fn stored_job(store: &dyn Store, user: &User, id: i64) -> Job {
+    store
+        .get_job(user.tenant_id, id)
+        .await
+        .expect("read")
+        .expect("job")
+}
+
+/// One slice (copy 0, column 0) of `size` GiB on `medium`.
+pub(crate) fn one_slice(medium: &str, size: u64) -> [SlicePlacement; 1] {
+    [SlicePlacement {
+        copy: 0,
+        column: 0,
+        medium: medium.into(),
+        size,
+    }]
+}
+
+/// Media as the job runner's planner reads them.
+pub(crate) async fn media_states(store: &dyn Store) -> Vec<MediumState> {
+    store
+        .media_usage()
+        .await
+        .expect("usage")
+        .into_iter()
+        .map(|u| MediumState {
+            used: u.used(),
+            medium: u.record.medium,
+        })
+        .collect()
+}
+
+pub(crate) fn create_spec() -> JobSpec {
+    JobSpec::VolumeCreate(CreateVolumeArgs {
+        name: "vol-1".into(),
+        size: 10,
+        policy: "p".into(),
+        kind: VolumeType::Block,
+        source: None,
+    })
+}
+
+pub(crate) fn resize_spec(allow_data_movement: bool) -> JobSpec {
+    JobSpec::VolumeModifyExtend(ResizeVolumeArgs {
+        size: 20,
+        allow_data_movement,
+        from_size: 10,
+    })
+}
+
+pub(crate) fn end(state: JobState) -> JobEnd {
+    JobEnd {
+        state,
+        status: state.as_str().into(),
+        detail: None,
+        now_ms: 3,
+    }
+}
+
+pub(crate) fn usage(all: &[MediumUsage], id: &str) -> (u64, u64, u64) {
+    let m = all
+        .iter()
+        .find(|m| m.record.medium.id == id)
+        .expect("medium");
+    (m.allocated, m.reserved, m.free())
+}
+
+/// A move of the volume's slice from m1 to m2 while it grows 10 → 12 GiB.
+pub(crate) fn move_plan(slice_id: i64) -> ResizePlan {
+    ResizePlan {
+        new_slice_size: 12,
+        growths: Vec::<SliceGrowth>::new(),
+        moves: vec![SliceMove {
+            slice_id,
+            from_medium: "m1".into(),
+            to_medium: "m2".into(),
+            old_size: 10,
+            new_size: 12,
+        }],
+        reservations: vec![Reservation {
+            medium: "m2".into(),
+            gib: 12,
+        }],
+    }
+}
+
+pub(crate) fn node(name: &str) -> NodeRecord {
+    NodeRecord {
+        name: name.into(),
+        zone: String::new(),
+        address: Some("10.0.0.7".into()),
+        managed_by: ManagedBy::Api,
+    }
+}
+
+pub(crate) async fn new_user(store: &dyn Store, email: &str, is_admin: bool) -> User {
+    store
+        .create_user(&NewUser {
+            tenant: "t".into(),
+            email: email.into(),
+            name: email.split('@').next().unwrap_or(email).into(),
+            password_hash: "x".into(),
+            is_admin,
+            now_ms: 5,
+        })
+        .await
+        .expect("user created")
+}
+
+/// Medium `id` of 20 GiB in `/media/{id}` on `node` in `zone`.
+pub(crate) fn medium_on(id: &str, node: &str, zone: &str) -> MediumRecord {
+    MediumRecord {
+        medium: svs_domain::Medium {
+            id: id.into(),
+            node: node.into(),
+            zone: zone.into(),
+            size: 20,
+        },
+        directory: format!("/media/{id}"),
+    }
+}
+
+pub(crate) fn conflict(result: StoreResult<()>) -> String {
+    match result {
+        Err(StoreError::Conflict(m)) => m,
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+}
+
+pub(crate) fn in_use<T: std::fmt::Debug>(result: StoreResult<T>) -> String {
+    match result {
+        Err(StoreError::InUse(m)) => m,
+        other => panic!("expected InUse, got {other:?}"),
+    }
+}
