@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { HOST, startServer, apiClient, shots, newPage, signIn, jobEnd, fillSlice, volumeNeedingMovement } from "./lib.mjs";
 
 const RED = "rgb(198, 40, 40)"; // --danger
+const RED_TRACK = "rgb(245, 194, 192)"; // a failed bar's track
 
 /** Texts of the visible volume rows' names. */
 async function listed(page) {
@@ -143,6 +144,7 @@ test("a failed job's bar is red, in the dialog, on the volume page and on the Jo
   assert.equal(await page.isHidden("#resize-done"), true);
   await page.waitForFunction(() => document.querySelector("#resize-job .fill")?.classList.contains("failed"));
   assert.equal(await page.$eval("#resize-job .fill", (f) => getComputedStyle(f).backgroundColor), RED);
+  assert.equal(await page.$eval("#resize-job .bar", (b) => getComputedStyle(b).backgroundColor), RED_TRACK, "a bar at 0 % shows it too");
   await shots(page, "44-resize-error-red");
   await page.click("#resize-close");
 
@@ -154,6 +156,7 @@ test("a failed job's bar is red, in the dialog, on the volume page and on the Jo
     await page.waitForSelector(`${sel} .state-error`);
     assert.equal(await page.textContent(`${sel} .job-title`), "Resize spread 16 → 22 GiB");
     assert.equal(await page.$eval(`${sel} .progress .fill`, (f) => getComputedStyle(f).backgroundColor), RED, where);
+    assert.equal(await page.$eval(`${sel} .progress .bar`, (b) => getComputedStyle(b).backgroundColor), RED_TRACK, where);
     // A finished job's bar keeps the accent colour.
     const created = `${where} tr[data-job]:not([data-job="${job.id}"]) .progress .fill`;
     assert.notEqual(await page.$eval(created, (f) => getComputedStyle(f).backgroundColor), RED);

@@ -108,7 +108,7 @@ test("a volume's page: summary, copies, attach and detach, snapshots, jobs, a re
   const del = await api.call("DELETE", "/volumes/v?force=true");
   await api.waitJob(del.JobID);
   await page.waitForSelector("#volume-gone");
-  await page.waitForSelector("#volume-jobs tr[data-job] td[data-label=Job]:text-is('Delete v with its attachments and snapshots')");
+  await page.waitForSelector("#volume-jobs tr[data-job] td[data-label=Job] .job-title:text-is('Delete v with its attachments and snapshots')");
   const jobs = await api.call("GET", "/jobs?object=v");
   assert.deepEqual(jobs.map((j) => j.type),
     ["volume_delete", "attachment_delete", "snapshot_create", "attachment_create", "volume_create"]);

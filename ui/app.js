@@ -486,6 +486,7 @@ function followJob(id, panel, onEnd) {
       pct.textContent = String(j.progress);
       fill.style.width = `${j.progress}%`;
       fill.classList.toggle("failed", j.state === "Error");
+      fill.parentElement.classList.toggle("failed", j.state === "Error");
       const last = (j.details || []).at(-1) || "";
       detail.textContent = last;
       status.textContent = runningStatus(j);
@@ -1724,7 +1725,7 @@ function policiesPage() {
     h("button", { type: "submit" }, "Create"),
   ),
   copiesHint,
-  h("p", { class: "hint" }, "A resiliency of N survives N failures of its kind (media, nodes or zones): copies = 1 + the largest of the three."),
+  h("p", { class: "hint" }, "A resiliency of N survives at least N failures of its kind (media, nodes or zones): copies = 1 + the largest of the three."),
   createErr);
   main.append(h("h1", {}, "Policies"), err, actionErr, note, list, form);
 
