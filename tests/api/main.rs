@@ -22,6 +22,7 @@ mod host_side;
 mod hostdev;
 mod infrastructure;
 mod jobs;
+mod media_written;
 mod nbd_protocol;
 mod policies;
 mod reconcile;
