@@ -85,7 +85,8 @@ test("sign in, policy, volume, in-place resize, pages, sign out", async () => {
   await page.waitForSelector('[data-medium="d1"]');
   const zones = await page.$$eval("section.zone h2", (hs) => hs.map((x) => x.textContent));
   assert.deepEqual(zones, ["Zone zone-a", "Zone zone-b"]);
-  assert.match(await page.textContent('[data-medium="d1"]'), /12 GiB used · 88 GiB free · 100 GiB total/);
+  // Allocated (slices) beside written (what the sparse slices hold: nothing yet).
+  assert.match(await page.textContent('[data-medium="d1"]'), /12 GiB allocated · [\d.]+ (B|KiB|MiB) written · 88 GiB free · 100 GiB total/);
   await shots(page, "07-media");
 
   // Jobs: the create and resize jobs, filterable.
@@ -94,7 +95,7 @@ test("sign in, policy, volume, in-place resize, pages, sign out", async () => {
   assert.equal(await page.locator("tr[data-job]").count(), 2);
   await page.selectOption("#job-type", "volume_modify_extend");
   await page.waitForFunction(() => document.querySelectorAll("tr[data-job]").length === 1);
-  assert.match(await page.textContent("tr[data-job]"), /volume_modify_extend.*Done/);
+  assert.match(await page.textContent("tr[data-job]"), /Resize db 10 → 12 GiB.*Done/);
   await page.selectOption("#job-type", "");
   await page.selectOption("#job-count", "10");
   await page.waitForFunction(() => document.querySelectorAll("tr[data-job]").length === 2);

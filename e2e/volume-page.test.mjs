@@ -53,7 +53,7 @@ test("a volume's page: summary, copies, attach and detach, snapshots, jobs, a re
   assert.equal(slices.length, 2);
   for (const s of slices) {
     const cells = await page.$$eval(`#volume-copies tr[data-slice="c${s.copy}-k${s.column}"] td`, (tds) => tds.map((t) => t.textContent));
-    assert.deepEqual(cells, [String(s.copy), String(s.column), s.media, s.node, s.zone, "2 GiB", "Healthy"]);
+    assert.deepEqual(cells, [`c${s.copy}-k${s.column}`, String(s.copy), String(s.column), s.media, s.node, s.zone, "2 GiB", "Healthy"]);
   }
   assert.equal(await page.textContent("#volume-attached td.empty"), "Not attached.");
   assert.equal(await page.locator("#volume-snapshots table").count(), 0, "no snapshots, no table");
@@ -63,7 +63,7 @@ test("a volume's page: summary, copies, attach and detach, snapshots, jobs, a re
   await page.selectOption("#attach-node", "host-1");
   await page.click("#attach-volume button[type=submit]");
   assert.equal(await jobEnd(page), "Done");
-  assert.equal(await page.textContent("#volume-job #job-what"), "attachment_create on volume v");
+  assert.equal(await page.textContent("#volume-job #job-what"), "Attach v to host-1");
   const row = '#volume-attached tr[data-attachment="host-1"]';
   await page.waitForSelector(`${row} .state-attached`);
   const uri = await page.textContent(`${row} .uri`);
@@ -79,8 +79,10 @@ test("a volume's page: summary, copies, attach and detach, snapshots, jobs, a re
 
   // The volume's jobs, newest first.
   await page.waitForFunction(() => document.querySelectorAll("#volume-jobs tr[data-job]").length === 3);
-  const types = await page.$$eval("#volume-jobs tr[data-job] td[data-label=Type]", (tds) => tds.map((t) => t.textContent));
-  assert.deepEqual(types, ["snapshot_create", "attachment_create", "volume_create"]);
+  // Each job in words, its kind on hover.
+  const titles = await page.$$eval("#volume-jobs tr[data-job] td[data-label=Job] .job-title", (ts) => ts.map((t) => [t.textContent, t.title]));
+  assert.deepEqual(titles, [["Snapshot v as s1", "snapshot_create"], ["Attach v to host-1", "attachment_create"],
+    ["Create v (2 GiB, policy mirror)", "volume_create"]]);
   await shots(page, "30-volume-page");
 
   // Delete while attached: refused, and the message outlives the live refreshes.
@@ -106,7 +108,7 @@ test("a volume's page: summary, copies, attach and detach, snapshots, jobs, a re
   const del = await api.call("DELETE", "/volumes/v?force=true");
   await api.waitJob(del.JobID);
   await page.waitForSelector("#volume-gone");
-  await page.waitForSelector("#volume-jobs tr[data-job] td[data-label=Type]:text-is('volume_delete')");
+  await page.waitForSelector("#volume-jobs tr[data-job] td[data-label=Job] .job-title:text-is('Delete v with its attachments and snapshots')");
   const jobs = await api.call("GET", "/jobs?object=v");
   assert.deepEqual(jobs.map((j) => j.type),
     ["volume_delete", "attachment_delete", "snapshot_create", "attachment_create", "volume_create"]);

@@ -596,13 +596,16 @@ pub enum PolicyCommand {
     Create {
         /// The policy's name.
         name: String,
-        /// Copies on different media (0..2).
+        /// Media failures to survive (0..2); a policy keeps 1 + the largest
+        /// resiliency copies of every slice, each on a different medium.
         #[arg(long, value_parser = clap::value_parser!(u8).range(0..=2))]
         resiliency_media: Option<u8>,
-        /// Copies on different nodes (0..2).
+        /// Node failures to survive (0..2); at least 1 puts the copies of a
+        /// column on different nodes.
         #[arg(long, value_parser = clap::value_parser!(u8).range(0..=2))]
         resiliency_node: Option<u8>,
-        /// Copies in different zones (0..2).
+        /// Zone failures to survive (0..2); at least 1 puts the copies of a
+        /// column in different zones.
         #[arg(long, value_parser = clap::value_parser!(u8).range(0..=2))]
         resiliency_zone: Option<u8>,
     },

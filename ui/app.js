@@ -1,5 +1,9 @@
 // The svs web console: hash-routed pages over the public JSON API.
 import { api, session, isAdmin, signIn, signOut, scheduleRefresh, whenSignedOut, changeOwnPassword } from "./api.js";
+import {
+  JOB_KINDS, jobKindLabel, jobTitle, resizeTarget, sizeText, sliceName, SLICE_HINT, policyHint, policyCopies,
+  attachmentText, volumeMatches,
+} from "./text.js";
 
 const main = document.getElementById("main");
 const top = document.getElementById("top");
@@ -50,11 +54,12 @@ function noticeBox() {
   return box;
 }
 
-function progressBar(value) {
+// `failed`: the job ended in Error, its bar is shown red.
+function progressBar(value, failed = false) {
   const v = Math.max(0, Math.min(100, Number(value) || 0));
   return h(
     "span",
-    { class: "progress", title: `${v}%` },
+    { class: failed ? "progress failed" : "progress", title: failed ? `${v}% (failed)` : `${v}%` },
     h("span", { class: "bar" }, h("span", { class: "fill", style: `width:${v}%` })),
     h("span", { class: "pct" }, `${v}%`),
   );
@@ -330,7 +335,11 @@ function volumesPage() {
     ),
     createErr,
   );
-  main.append(h("h1", {}, "Storage › Volumes"), err, actionErr, note, recoveryPanel, list, create);
+  // Narrows the list as one types; the live refreshes keep it.
+  const search = h("input", { id: "vol-search", type: "search", placeholder: "Search name, zone, node, policy, state",
+    "aria-label": "Search volumes", oninput: () => draw() });
+  main.append(h("h1", {}, "Storage › Volumes"), err, actionErr, note, recoveryPanel,
+    h("div", { class: "toolbar" }, search), list, create);
 
   api.get("/policies").then(
     (ps) => {
@@ -342,17 +351,26 @@ function volumesPage() {
   );
 
   let volumes = [];
+  let attachments = [];
+  let targets = new Map(); // volume id → size its running resize grows it to
   const shown = changeDetector();
   async function load() {
     try {
-      volumes = await api.get("/volumes");
+      [volumes, attachments] = await Promise.all([api.get("/volumes"), api.get("/attachments")]);
+      targets = await resizeTargets(volumes);
       err.show(null);
     } catch (e) {
       err.show(new Error(`Could not load volumes: ${e.message}`));
       return;
     }
-    if (!shown.changed(volumes)) return;
-    const rows = volumes.map((v) =>
+    draw();
+  }
+
+  function draw() {
+    const query = search.value.trim();
+    if (!shown.changed(volumes, attachments, [...targets], query)) return;
+    const attachedTo = (v) => attachmentText(attachments.filter((a) => a.volumeid === v.volumeid));
+    const rows = volumes.filter((v) => volumeMatches(v, attachedTo(v), query)).map((v) =>
       h("tr", { "data-volume": v.name },
         cell("Name",
           h("a", { href: `#/volumes/${encodeURIComponent(v.name)}`, class: "vol-link" }, v.name),
@@ -361,10 +379,13 @@ function volumesPage() {
             : null,
         ),
         cell("Type", volumeType(v)),
-        cell("Size", `${v.size} GiB`),
+        cell("Size", h("span", { class: "size" }, sizeText(v.size, targets.get(v.volumeid)))),
         cell("Policy", v.policy),
+        cell("Zone", v.zone || "—"),
+        cell("Attached", h("span", { class: "attached" }, attachedTo(v) || "—")),
         cell("State", stateTag(v.state)),
-        cell("Progress", progressBar(v.progress)),
+        // Only a job in progress has a bar: a settled volume's "100 %" says nothing.
+        cell("Progress", volumeBusy(v) ? progressBar(v.progress) : h("span", { class: "muted" }, "—")),
         cell("", h("span", { class: "actions" },
           busyButton(v, { class: "secondary resize", onclick: () => openResize(v) }, "Resize"),
           h("a", { class: "button secondary snapshots", href: `#/snapshots/${encodeURIComponent(v.name)}` }, "Snapshots"),
@@ -375,7 +396,8 @@ function volumesPage() {
         )),
       ),
     );
-    list.replaceChildren(table(["Name", "Type", "Size", "Policy", "State", "Progress", ""], rows, "No volumes yet."));
+    list.replaceChildren(table(["Name", "Type", "Size", "Policy", "Zone", "Attached", "State", "Progress", ""], rows,
+      volumes.length ? `No volume matches "${query}".` : "No volumes yet."));
   }
 
   async function remove(v) {
@@ -418,22 +440,18 @@ function volumesPage() {
     load();
   }
 
-  let dialogOpen = false;
   function openResize(v) {
-    dialogOpen = true;
     // The dialog follows its own job under the same element ids.
     recoveryPanel.hidden = true;
     recoveryPanel.replaceChildren();
-    resizeDialog(v, () => {
-      dialogOpen = false;
-      load();
-    });
+    resizeDialog(v, () => load());
   }
 
   load();
-  // Live: a change made elsewhere (another console, the API, the CLI) shows
-  // within 2 s; the list is redrawn only when what the server says changed.
-  livePoll(2000, () => !dialogOpen, load);
+  // Live, behind the resize dialog too: a change made elsewhere (another
+  // console, the API, the CLI) shows within 2 s; the list is redrawn only
+  // when what the server says changed.
+  livePoll(2000, () => true, load);
 }
 
 // Shows a job with live progress, polling every 500 ms until Done / Error.
@@ -467,11 +485,14 @@ function followJob(id, panel, onEnd) {
       state.replaceChildren(stateTag(j.state));
       pct.textContent = String(j.progress);
       fill.style.width = `${j.progress}%`;
+      fill.classList.toggle("failed", j.state === "Error");
+      fill.parentElement.classList.toggle("failed", j.state === "Error");
       const last = (j.details || []).at(-1) || "";
       detail.textContent = last;
       status.textContent = runningStatus(j);
       status.hidden = !status.textContent;
-      what.textContent = j.objectname ? `${j.type} on volume ${j.objectname}` : j.type;
+      what.textContent = jobTitle(j);
+      what.title = j.type;
       if (j.state === "Done" || j.state === "Error") {
         stop();
         if (j.state === "Error") reason.show(new Error(`The job failed: ${last || j.status || "no reason given"}`));
@@ -526,6 +547,15 @@ function volumeBusy(v) {
   return !SETTLED_VOLUME_STATES.includes(v.state) || (v.status && v.status !== "Online");
 }
 
+// The size each Resizing volume's running resize grows it to, by volume id:
+// its newest resize job (one call per volume, only while one resizes).
+async function resizeTargets(volumes) {
+  const resizing = volumes.filter((v) => v.state === "Resizing");
+  const newest = await Promise.all(resizing.map((v) =>
+    api.get(`/jobs?${new URLSearchParams({ object: v.volumeid, type: "volume_modify_extend", count: 1 })}`)));
+  return new Map(resizing.map((v, i) => [v.volumeid, resizeTarget(newest[i][0])]));
+}
+
 // A volume's action button, disabled (saying why) while the volume is busy.
 function busyButton(v, attrs, label) {
   const busy = volumeBusy(v);
@@ -559,6 +589,9 @@ function resizeDialog(v, onClose) {
   const bounds = () => ({ min: current + 1, max: current * 10 });
   const dErr = errorBox();
   const currentSize = h("p", { id: "resize-current" });
+  // The outcome of the last resize, once the dialog is ready for another.
+  const done = noticeBox();
+  done.id = "resize-done";
   const range = h("p", { class: "hint", id: "resize-range" });
   const input = h("input", { id: "resize-size", type: "number", step: 1, required: true });
   const move = h("input", { id: "resize-move", type: "checkbox" });
@@ -597,12 +630,18 @@ function resizeDialog(v, onClose) {
             return;
           }
           submit.disabled = true;
+          done.show(null);
           try {
             const r = await api.patch(volumePath(v.name), { size: Number(input.value), allowdatamovement: move.checked });
             followJob(r.JobID, jobPanel, async (j) => {
               if (j.state === "Done") {
                 try {
                   showSize((await api.get(volumePath(v.name))).size);
+                  // Ready for the next resize: the finished job's panel
+                  // goes (a failed one stays), its outcome stays in a line.
+                  move.checked = false;
+                  jobPanel.hidden = true;
+                  done.show(`Resized ${v.name} to ${current} GiB (job ${j.id} Done).`);
                 } catch (e) {
                   dErr.show(new Error(`Could not read the new size: ${e.message}`));
                 }
@@ -616,6 +655,7 @@ function resizeDialog(v, onClose) {
         },
       },
       h("h2", {}, `Resize ${v.name}`),
+      done,
       currentSize,
       h("label", { for: "resize-size" }, "New size (GiB)"),
       input,
@@ -704,7 +744,7 @@ function volumePage([volumeName]) {
   );
 
   let volume = null;
-  let dialogOpen = false;
+  let resizingTo = null; // the size a running resize grows the volume to
   const shown = changeDetector();
 
   // A new action starts clean: no old message, no old job's panel.
@@ -742,6 +782,7 @@ function volumePage([volumeName]) {
     }
     // Jobs of an earlier volume of the same name stay out.
     jobList = jobList.filter((j) => j.object === volume.volumeid);
+    resizingTo = jobList.map(resizeTarget).find((t) => t !== null) ?? null;
     renderSummary(slices);
     renderCopies(slices);
     renderAttachments(attachments.filter((a) => a.snapshotid === "top"));
@@ -763,7 +804,7 @@ function volumePage([volumeName]) {
     summary.replaceChildren(
       h("dl", { class: "facts" },
         h("dt", {}, "Type"), h("dd", {}, volumeType(v)),
-        h("dt", {}, "Size"), h("dd", { id: "volume-size" }, `${v.size} GiB`),
+        h("dt", {}, "Size"), h("dd", { id: "volume-size" }, sizeText(v.size, resizingTo)),
         h("dt", {}, "Policy"), h("dd", {}, v.policy),
         h("dt", {}, "State"), h("dd", { id: "volume-state" }, stateTag(v.state)),
         h("dt", {}, "Health"), h("dd", { id: "volume-health" }, volumeHealth(v, slices)),
@@ -786,7 +827,8 @@ function volumePage([volumeName]) {
   function renderCopies(slices) {
     const rows = [...slices]
       .sort((a, b) => a.copy - b.copy || a.column - b.column)
-      .map((s) => h("tr", { "data-slice": `c${s.copy}-k${s.column}` },
+      .map((s) => h("tr", { "data-slice": sliceName(s) },
+        cell("Slice", h("code", {}, sliceName(s))),
         cell("Copy", s.copy),
         cell("Column", s.column),
         cell("Medium", s.media),
@@ -795,8 +837,8 @@ function volumePage([volumeName]) {
         cell("Size", `${s.size} GiB`),
         cell("Health", stateTag(s.health === "Lost" ? "Lost" : "Healthy")),
       ));
-    copies.replaceChildren(h("h2", {}, "Copies and columns"),
-      table(["Copy", "Column", "Medium", "Node", "Zone", "Size", "Health"], rows, "No slices yet."));
+    copies.replaceChildren(h("h2", {}, "Slices"), h("p", { class: "hint" }, SLICE_HINT),
+      table(["Slice", "Copy", "Column", "Medium", "Node", "Zone", "Size", "Health"], rows, "No slices yet."));
   }
 
   function renderAttachments(live) {
@@ -838,22 +880,20 @@ function volumePage([volumeName]) {
   function renderJobs(jobList) {
     const rows = jobList.map((j) => h("tr", { "data-job": j.id },
       cell("ID", j.id),
-      cell("Type", j.type),
+      jobCell(j),
       cell("State", stateTag(j.state)),
-      cell("Progress", progressBar(j.progress)),
+      cell("Progress", progressBar(j.progress, j.state === "Error")),
       jobDetailsCell(j),
       timeCell("Started", j.starttime),
       timeCell("Ended", j.endtime),
     ));
     jobs.replaceChildren(h("h2", {}, "Jobs"),
-      table(["ID", "Type", "State", "Progress", "Details", "Started", "Ended"], rows, "No jobs."));
+      table(["ID", "Job", "State", "Progress", "Details", "Started", "Ended"], rows, "No jobs."));
   }
 
   function openResize() {
     startAction();
-    dialogOpen = true;
     resizeDialog(volume, () => {
-      dialogOpen = false;
       shown.reset();
       load();
     });
@@ -913,13 +953,22 @@ function volumePage([volumeName]) {
     (e) => attachErr.show(new Error(`Could not load nodes: ${e.message}`)),
   );
   load();
-  livePoll(2000, () => !dialogOpen, load);
+  // Live, behind the resize dialog too (its job shows here as it runs).
+  livePoll(2000, () => true, load);
 }
 
 // A time in a table that may wrap between date and time, to keep tables narrow.
 function timeCell(label, t) {
   const td = cell(label, fmtTime(t));
   td.classList.add("time");
+  return td;
+}
+
+// A job's Job cell: what it does in words ("Resize web 30 → 100 GiB"), its
+// kind as the API names it on hover.
+function jobCell(j) {
+  const td = cell("Job", h("span", { class: "job-title", title: j.type, "data-type": j.type }, jobTitle(j)));
+  td.classList.add("wrap");
   return td;
 }
 
@@ -1250,14 +1299,14 @@ function snapshotsPage([volumeName]) {
 }
 
 // ---- jobs ----
-const JOB_TYPES = ["volume_create", "volume_delete", "volume_modify_extend", "volume_recovery", "attachment_create", "attachment_delete", "attachment_modify", "snapshot_create", "snapshot_delete", "snapshot_rollback"];
+const JOB_TYPES = Object.keys(JOB_KINDS);
 const JOB_STATES = ["Pending", "Running", "Done", "Error"];
 
 function jobsPage() {
   const err = errorBox();
   const params = { type: "", state: "", object: "", page: 1, count: 25 };
   const type = h("select", { id: "job-type", onchange: () => { params.type = type.value; params.page = 1; load(); } },
-    h("option", { value: "" }, "All types"), JOB_TYPES.map((t) => h("option", { value: t }, t)));
+    h("option", { value: "" }, "All jobs"), JOB_TYPES.map((t) => h("option", { value: t }, jobKindLabel(t))));
   const state = h("select", { id: "job-state-filter", onchange: () => { params.state = state.value; params.page = 1; load(); } },
     h("option", { value: "" }, "All states"), JOB_STATES.map((t) => h("option", { value: t }, t)));
   const count = h("select", { id: "job-count", onchange: () => { params.count = Number(count.value); params.page = 1; load(); } },
@@ -1297,15 +1346,15 @@ function jobsPage() {
     const rows = jobs.map((j) =>
       h("tr", { "data-job": j.id },
         cell("ID", j.id),
-        cell("Type", j.type),
+        jobCell(j),
         cell("Volume", jobObject(j)),
         cell("State", stateTag(j.state)),
-        cell("Progress", progressBar(j.progress)),
+        cell("Progress", progressBar(j.progress, j.state === "Error")),
         jobDetailsCell(j),
         timeCell("Started", j.starttime),
         timeCell("Ended", j.endtime),
       ));
-    list.replaceChildren(table(["ID", "Type", "Volume", "State", "Progress", "Details", "Started", "Ended"], rows, "No jobs match."));
+    list.replaceChildren(table(["ID", "Job", "Volume", "State", "Progress", "Details", "Started", "Ended"], rows, "No jobs match."));
   }
   load();
   // Live: jobs started elsewhere show up, running ones move on.
@@ -1412,8 +1461,11 @@ function mediaPage() {
             h("h3", {}, `Node ${node}`),
             zones.get(zone).get(node).map((m) => {
               const failed = m.state === "Failed";
+              // Allocated: what slices, snapshots and running jobs booked; written: what the disk holds.
               const used = m.size - m.freesize;
               const pct = m.size ? Math.round((used / m.size) * 100) : 0;
+              const written = m.writtenbytes ?? null;
+              const writtenPct = written !== null && used ? Math.min(100, (written / (used * 1024 ** 3)) * 100) : 0;
               return h("div", { class: failed ? "medium failed" : "medium", "data-medium": m.mediaid },
                 h("div", { class: "medium-head" },
                   h("strong", {}, m.mediaid), " ", stateTag(m.state || "Online"), " ", managedBy(m),
@@ -1422,10 +1474,12 @@ function mediaPage() {
                     ? h("button", { type: "button", class: "danger fail", onclick: () => markFailed(m) }, "Mark failed")
                     : null,
                 ),
-                h("span", { class: "bar wide capacity", title: `${pct}% used` }, h("span", { class: "fill", style: `width:${pct}%` })),
-                h("div", { class: "muted" }, failed
+                h("span", { class: "bar wide capacity", title: `${pct}% allocated` + (written !== null ? `, ${fmtBytes(written)} written` : "") },
+                  h("span", { class: "fill", style: `width:${pct}%` }, h("span", { class: "written", style: `width:${writtenPct}%` }))),
+                h("div", { class: "muted usage" }, failed
                   ? `Failed: its slices are lost and it takes no new ones · ${m.size} GiB total · ${m.volumescount} volume(s)`
-                  : `${used} GiB used · ${m.freesize} GiB free · ${m.size} GiB total · ${m.volumescount} volume(s)`),
+                  : `${used} GiB allocated · ${written !== null ? fmtBytes(written) : "unknown"} written · ` +
+                    `${m.freesize} GiB free · ${m.size} GiB total · ${m.volumescount} volume(s)`),
                 failed ? null : apiActions(m),
               );
             }),
@@ -1635,6 +1689,11 @@ function policiesPage() {
   const rm = level("pol-media", 0);
   const rn = level("pol-node", 0);
   const rz = level("pol-zone", 0);
+  // How many copies the chosen resiliencies make, as they change.
+  const copiesHint = h("p", { class: "hint", id: "pol-copies" });
+  const showCopies = () => { copiesHint.textContent = policyHint(rm.value, rn.value, rz.value); };
+  for (const select of [rm, rn, rz]) select.addEventListener("change", showCopies);
+  showCopies();
   const createErr = errorBox();
   const form = h("form", {
     class: "card inline-form",
@@ -1665,7 +1724,8 @@ function policiesPage() {
     h("label", {}, "zone", rz),
     h("button", { type: "submit" }, "Create"),
   ),
-  h("p", { class: "hint" }, "Resiliency N keeps N extra copies of every slice on different media / nodes / zones."),
+  copiesHint,
+  h("p", { class: "hint" }, "A resiliency of N survives at least N failures of its kind (media, nodes or zones): copies = 1 + the largest of the three."),
   createErr);
   main.append(h("h1", {}, "Policies"), err, actionErr, note, list, form);
 
@@ -1684,6 +1744,7 @@ function policiesPage() {
         cell("Media", p.resiliencymedia),
         cell("Node", p.resiliencynode),
         cell("Zone", p.resiliencyzone),
+        cell("Copies", policyCopies(p.resiliencymedia, p.resiliencynode, p.resiliencyzone)),
         cell("Optimization", p.capacityoptimization),
         cell("Created by", p.createdbyuseremail || "—"),
         cell("", h("button", { type: "button", class: "danger", onclick: async () => {
@@ -1700,7 +1761,7 @@ function policiesPage() {
         } }, "Delete")),
       ),
     );
-    list.replaceChildren(table(["Name", "Media", "Node", "Zone", "Optimization", "Created by", ""], rows, "No policies yet."));
+    list.replaceChildren(table(["Name", "Media", "Node", "Zone", "Copies", "Optimization", "Created by", ""], rows, "No policies yet."));
   }
   load();
 }

@@ -149,7 +149,10 @@ pub async fn jwks(State(app): State<AppState>) -> Json<Jwks> {
     ),
 )]
 pub async fn list_media(State(app): State<AppState>, _: Caller) -> ApiResult<Vec<MediumView>> {
-    Ok(Json(views::list(&app.list_media().await?, views::medium)))
+    Ok(Json(views::list(
+        &app.media_reports().await?,
+        views::medium,
+    )))
 }
 
 #[utoipa::path(
@@ -169,7 +172,7 @@ pub async fn get_medium(
     _: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<MediumView> {
-    Ok(Json(views::medium(&app.get_medium(&id).await?)))
+    Ok(Json(views::medium(&app.medium_report(&id).await?)))
 }
 
 /// Administrators only: failing a medium loses its slices for every volume;
@@ -198,9 +201,8 @@ pub async fn update_medium(
     Path(id): Path<String>,
     Parsed(request): Parsed<ModifyMedium>,
 ) -> ApiResult<MediumView> {
-    Ok(Json(views::medium(
-        &app.modify_medium(&admin, &id, &request).await?,
-    )))
+    let medium = app.modify_medium(&admin, &id, &request).await?;
+    Ok(Json(views::medium(&app.report_medium(medium).await)))
 }
 
 #[utoipa::path(

@@ -32,7 +32,10 @@ pub async fn create_medium(
     Parsed(request): Parsed<CreateMedium>,
 ) -> Result<(StatusCode, Json<MediumView>), ApiError> {
     let medium = app.create_medium(&admin, &request).await?;
-    Ok((StatusCode::CREATED, Json(views::medium(&medium))))
+    Ok((
+        StatusCode::CREATED,
+        Json(views::medium(&app.report_medium(medium).await)),
+    ))
 }
 
 #[utoipa::path(

@@ -32,6 +32,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../../ui/api.js"),
     ),
     (
+        "text.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../ui/text.js"),
+    ),
+    (
         "favicon.svg",
         "image/svg+xml",
         include_str!("../../ui/favicon.svg"),

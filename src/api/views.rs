@@ -9,11 +9,12 @@ use crate::service::attributes::{Filesystem, StoredField, VolumeAttributes};
 use crate::service::auth::SignedIn;
 use crate::service::catalog::NodeSummary;
 use crate::service::format_ms;
+use crate::service::media_space::MediumReport;
 use crate::service::volumes::{volume_zone, Started};
 use crate::workers::WorkerStatus;
 use serde::Serialize;
 use serde_json::{Map, Value};
-use svs_store::{Attachment, Job, MediumUsage, Policy, SliceRow, Snapshot, Volume};
+use svs_store::{Attachment, Job, Policy, SliceRow, Snapshot, Volume};
 use utoipa::ToSchema;
 
 /// Every error: a status code and this body.
@@ -313,6 +314,11 @@ pub fn volume(v: &Volume) -> VolumeView {
 #[schema(as = Slice)]
 pub struct SliceView {
     pub sliceid: i64,
+    /// The slice's name, `c<copy>-k<column>` (`c1-k0`: column 0 of copy 1;
+    /// copies and columns count from 0), as jobs' statuses and details
+    /// name it.
+    #[schema(pattern = "^c[0-9]+-k[0-9]+$")]
+    pub name: String,
     pub copy: u32,
     pub column: u32,
     /// The medium's id.
@@ -330,6 +336,7 @@ pub struct SliceView {
 pub fn slice(row: &SliceRow) -> SliceView {
     SliceView {
         sliceid: row.slice.id,
+        name: format!("c{}-k{}", row.slice.copy, row.slice.column),
         copy: row.slice.copy,
         column: row.slice.column,
         media: row.slice.medium.clone(),
@@ -635,7 +642,7 @@ pub fn job(j: &Job) -> JobView {
 }
 
 /// A medium: `size`, `freesize` (GiB) and `volumescount` are true to the
-/// allocations.
+/// allocations; `writtenbytes` to what is on its disk.
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = Media)]
 pub struct MediumView {
@@ -649,6 +656,12 @@ pub struct MediumView {
     pub zone: String,
     pub size: u64,
     pub freesize: u64,
+    /// svs extension: bytes written on the medium, as its disk holds them
+    /// (slices, their snapshots, copies in progress; what a volume never
+    /// wrote takes nothing), where `size - freesize` is what is allocated.
+    /// Left out for a failed medium, or one that could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writtenbytes: Option<u64>,
     pub volumescount: u64,
     pub sectorsize: u32,
     pub sed: bool,
@@ -662,7 +675,8 @@ pub struct MediumView {
     pub managedby: &'static str,
 }
 
-pub fn medium(m: &MediumUsage) -> MediumView {
+pub fn medium(report: &MediumReport) -> MediumView {
+    let m = &report.usage;
     MediumView {
         mediaid: m.record.medium.id.clone(),
         media: m.record.directory.clone(),
@@ -674,6 +688,7 @@ pub fn medium(m: &MediumUsage) -> MediumView {
         size: m.record.medium.size,
         // Nothing more goes on a failed medium.
         freesize: if m.failed { 0 } else { m.free() },
+        writtenbytes: report.written_bytes,
         volumescount: m.volumes_count,
         sectorsize: 4096,
         sed: false,

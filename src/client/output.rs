@@ -116,6 +116,7 @@ pub const MEDIA_COLUMNS: &[Column] = &[
     col("ZONE", "zone"),
     gib("SIZE", "size"),
     gib("FREE", "freesize"),
+    bytes("WRITTEN", "writtenbytes"),
     col("VOLUMES", "volumescount"),
     col("MANAGED BY", "managedby"),
     col("STATE", "state"),
@@ -339,10 +340,10 @@ pub fn render_volume_summary(volume: &Value, slices: &Value, attachments: &Value
             let placement: Vec<String> = slices
                 .iter()
                 .map(|s| {
+                    // Named as the API, job statuses and the console name it.
+                    let (copy, column) = (text(&s["copy"]), text(&s["column"]));
                     format!(
-                        "copy {} column {}: {} GiB on medium {} (node {}, zone {})",
-                        text(&s["copy"]),
-                        text(&s["column"]),
+                        "slice c{copy}-k{column} (copy {copy}, column {column}): {} GiB on medium {} (node {}, zone {})",
                         text(&s["size"]),
                         text(&s["media"]),
                         text(&s["node"]),

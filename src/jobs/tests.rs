@@ -138,6 +138,10 @@ impl DataPlane for TestMedia {
     ) -> Result<std::collections::BTreeMap<(String, u64), u64>, DataPlaneError> {
         self.local.medium_snapshot_usage(medium)
     }
+
+    fn medium_written_bytes(&self, medium: &str) -> Result<u64, DataPlaneError> {
+        self.local.medium_written_bytes(medium)
+    }
 }
 
 struct Harness {

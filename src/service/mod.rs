@@ -12,6 +12,7 @@ pub mod auth;
 pub mod catalog;
 pub mod commands;
 pub mod infrastructure;
+pub mod media_space;
 pub mod policies;
 pub mod recovery;
 pub mod snapshots;

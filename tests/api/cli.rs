@@ -349,10 +349,9 @@ async fn volume_create_resize_and_delete_with_wait() {
         if columns == 1 { "" } else { "s" }
     ));
     for s in &slices {
+        let (copy, column) = (&s["copy"], &s["column"]);
         expected.push_str(&format!(
-            "          copy {} column {}: {} GiB on medium {} (node {}, zone {})\n",
-            s["copy"],
-            s["column"],
+            "          slice c{copy}-k{column} (copy {copy}, column {column}): {} GiB on medium {} (node {}, zone {})\n",
             s["size"],
             s["media"].as_str().unwrap_or_default(),
             s["node"].as_str().unwrap_or_default(),

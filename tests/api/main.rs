@@ -24,6 +24,7 @@ mod infrastructure;
 mod input_rules;
 mod jobs;
 mod lost_disk;
+mod media_written;
 mod nbd_protocol;
 mod policies;
 mod reconcile;

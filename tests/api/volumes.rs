@@ -63,6 +63,9 @@ async fn placement(app: &TestApp, volume: &str) -> Vec<Value> {
                 obj.remove("sliceid").is_some_and(|v| v.is_i64()),
                 "sliceid is an integer"
             );
+            // Named as jobs name it: c<copy>-k<column>.
+            let name = format!("c{}-k{}", obj["copy"], obj["column"]);
+            assert_eq!(obj.remove("name"), Some(Value::String(name)));
             let health = obj.remove("health");
             assert!(
                 health

@@ -217,6 +217,11 @@ pub trait DataPlane: Send + Sync + 'static {
         medium: &str,
     ) -> Result<std::collections::BTreeMap<(String, u64), u64>, DataPlaneError>;
 
+    /// Bytes written on the medium: the disk space its slices, their
+    /// snapshots and copies in progress take (sparse: what was never
+    /// written takes nothing), in one pass (a stat per file).
+    fn medium_written_bytes(&self, medium: &str) -> Result<u64, DataPlaneError>;
+
     /// Sets how many bytes snapshots may hold on the medium (`None`: no
     /// limit, the default). A copy-on-write save that would take the
     /// medium's snapshot bytes over it fails with ENOSPC

@@ -454,6 +454,17 @@ impl DataPlane for LocalMedia {
         })
     }
 
+    fn medium_written_bytes(&self, medium: &str) -> Result<u64, DataPlaneError> {
+        let dir = self.medium_dir(medium)?;
+        crate::usage::medium_written_bytes(&dir).map_err(|source| {
+            DataPlaneError::MediumUnreadable {
+                medium: medium.to_string(),
+                dir: dir.clone(),
+                source,
+            }
+        })
+    }
+
     fn set_snapshot_budget(&self, medium: &str, bytes: Option<u64>) {
         self.space.set_budget(medium, bytes);
     }

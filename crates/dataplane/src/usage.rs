@@ -14,9 +14,32 @@ use std::path::Path;
 /// missing directory holds none.
 pub(crate) fn medium_snapshot_bytes(dir: &Path) -> io::Result<BTreeMap<(String, u64), u64>> {
     let mut used = BTreeMap::new();
+    visit_volume_files(dir, |volume_id, name, bytes| {
+        if let Some(id) = snapshot_file_id(name) {
+            *used.entry((volume_id.to_string(), id)).or_insert(0) += bytes;
+        }
+    })?;
+    Ok(used)
+}
+
+/// Bytes written on the medium in `dir`: the disk blocks every file of its
+/// volume directories takes (slices, their snapshots, copies in progress).
+/// Slices are sparse, so what a volume never wrote counts nothing: this is
+/// what the medium really holds, where its allocation is what slices may
+/// grow to. A missing directory holds none.
+pub(crate) fn medium_written_bytes(dir: &Path) -> io::Result<u64> {
+    let mut written = 0u64;
+    visit_volume_files(dir, |_, _, bytes| written = written.saturating_add(bytes))?;
+    Ok(written)
+}
+
+/// Calls `f(volume_id, file_name, allocated_bytes)` for every file in the
+/// volume directories of the medium in `dir` (one pass, a stat per file).
+/// Files removed while listed are skipped; a missing directory has none.
+fn visit_volume_files(dir: &Path, mut f: impl FnMut(&str, &str, u64)) -> io::Result<()> {
     let volumes = match fs::read_dir(dir) {
         Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(used),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
     };
     for volume in volumes {
@@ -35,18 +58,20 @@ pub(crate) fn medium_snapshot_bytes(dir: &Path) -> io::Result<BTreeMap<(String, 
         };
         for entry in entries {
             let entry = entry?;
-            let Some(id) = entry.file_name().to_str().and_then(snapshot_file_id) else {
+            let file_name = entry.file_name();
+            let Some(name) = file_name.to_str() else {
                 continue;
             };
             let bytes = match entry.metadata() {
-                Ok(m) => m.blocks() * 512,
+                Ok(m) if m.is_file() => m.blocks() * 512,
+                Ok(_) => continue,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(e),
             };
-            *used.entry((volume_id.clone(), id)).or_insert(0) += bytes;
+            f(&volume_id, name, bytes);
         }
     }
-    Ok(used)
+    Ok(())
 }
 
 /// The snapshot id of a snapshot file name `c<copy>-k<column>.s<id>.delta`
@@ -88,6 +113,34 @@ mod tests {
         assert!(medium_snapshot_bytes(&dir.path().join("gone"))
             .expect("no directory: no snapshots")
             .is_empty());
+    }
+
+    #[test]
+    fn a_medium_s_written_bytes_are_the_blocks_its_volume_files_take() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let v1 = dir.path().join("v1");
+        fs::create_dir_all(&v1).expect("v1");
+        // A 64 MiB slice with 1 MiB written: only the written MiB counts.
+        let slice = fs::File::create(v1.join("c0-k0.slice")).expect("slice");
+        slice.set_len(64 << 20).expect("sparse");
+        let mut slice = fs::OpenOptions::new()
+            .write(true)
+            .open(v1.join("c0-k0.slice"))
+            .expect("open");
+        std::io::Write::write_all(&mut slice, &vec![1u8; 1 << 20]).expect("write");
+        slice.sync_all().expect("sync");
+        fs::write(v1.join("c0-k0.s2.delta"), vec![7u8; 8192]).expect("delta");
+        // Outside the volume directories: not svs's data.
+        fs::write(dir.path().join("stray"), vec![1u8; 1 << 20]).expect("stray");
+        let written = medium_written_bytes(dir.path()).expect("written");
+        assert!(
+            ((1 << 20) + 8192..(2 << 20)).contains(&written),
+            "{written}"
+        );
+        assert_eq!(
+            medium_written_bytes(&dir.path().join("gone")).expect("no directory"),
+            0
+        );
     }
 
     #[test]

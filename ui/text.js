@@ -1,0 +1,128 @@
+// What the console says for what the API names in code: jobs, slices and
+// policies. Pure functions (no DOM, no calls), shared by the pages.
+
+// Each job kind in words, e.g. for the Jobs page's filter.
+export const JOB_KINDS = {
+  volume_create: "Create volume",
+  volume_delete: "Delete volume",
+  volume_modify_extend: "Resize volume",
+  volume_recovery: "Recover volume",
+  attachment_create: "Attach",
+  attachment_delete: "Detach",
+  attachment_modify: "Change attachment",
+  snapshot_create: "Take snapshot",
+  snapshot_delete: "Delete snapshot",
+  snapshot_rollback: "Roll back",
+};
+
+// A kind this console does not know yet, in words: "filesystem_grow" →
+// "Filesystem grow".
+function kindWords(type) {
+  const words = String(type || "job").replace(/_/g, " ");
+  return words.charAt(0).toUpperCase() + words.slice(1);
+}
+
+export function jobKindLabel(type) {
+  return JOB_KINDS[type] || kindWords(type);
+}
+
+// A job in one line, from its kind, its arguments and its volume's name:
+// "Resize web 30 → 100 GiB", "Attach web to host-1 read-only".
+export function jobTitle(j) {
+  const a = j.args && typeof j.args === "object" ? j.args : {};
+  const vol = j.objectname || a.name || (j.object ? String(j.object).slice(0, 8) : "a volume");
+  // Attachments of a snapshot carry its id (`top` is the live volume).
+  const ofSnapshot = a.snapshot !== undefined && a.snapshot !== "top";
+  const target = ofSnapshot ? `a snapshot of ${vol}` : vol;
+  switch (j.type) {
+    case "volume_create": {
+      const what = [a.size !== undefined && `${a.size} GiB`, a.policy && `policy ${a.policy}`].filter(Boolean).join(", ");
+      const shape = what ? ` (${what})` : "";
+      return a.source ? `Create ${vol}${shape} as a clone of a snapshot` : `Create ${vol}${shape}`;
+    }
+    case "volume_delete":
+      return a.force ? `Delete ${vol} with its attachments and snapshots` : `Delete ${vol}`;
+    case "volume_modify_extend":
+      return a.fromsize !== undefined && a.size !== undefined
+        ? `Resize ${vol} ${a.fromsize} → ${a.size} GiB`
+        : a.size !== undefined ? `Resize ${vol} to ${a.size} GiB` : `Resize ${vol}`;
+    case "volume_recovery":
+      return `Recover ${vol}`;
+    case "attachment_create":
+      return a.node
+        ? `Attach ${target} to ${a.node}${a.readonly || ofSnapshot ? " read-only" : ""}`
+        : `Attach ${target}`;
+    case "attachment_delete":
+      return a.node ? `Detach ${target} from ${a.node}` : `Detach ${target}`;
+    case "attachment_modify":
+      return a.node
+        ? `Make ${target} ${a.readonly ? "read-only" : "read-write"} on ${a.node}`
+        : `Change the attachment of ${target}`;
+    case "snapshot_create":
+      return a.name ? `Snapshot ${vol} as ${a.name}` : `Snapshot ${vol}`;
+    case "snapshot_delete":
+      return a.name ? `Delete snapshot ${a.name} of ${vol}` : `Delete a snapshot of ${vol}`;
+    case "snapshot_rollback":
+      return a.name ? `Roll ${vol} back to snapshot ${a.name}` : `Roll ${vol} back to a snapshot`;
+    default:
+      return `${kindWords(j.type)} on ${vol}`;
+  }
+}
+
+// The target size of a running resize job, else null.
+export function resizeTarget(j) {
+  const running = j && j.type === "volume_modify_extend" && (j.state === "Pending" || j.state === "Running");
+  return running && j.args && j.args.size !== undefined ? Number(j.args.size) : null;
+}
+
+// A volume's size, with where a running resize takes it: "30 → 100 GiB".
+export function sizeText(size, target) {
+  return target && target !== size ? `${size} → ${target} GiB` : `${size} GiB`;
+}
+
+// One vocabulary for slices (the API's `name`, job statuses, the CLI): a
+// slice is one column of one copy, named c<copy>-k<column>, both counted
+// from 0.
+export function sliceName(s) {
+  return s.name || `c${s.copy}-k${s.column}`;
+}
+
+export const SLICE_HINT = "Slice cC-kK is column K of copy C (both counted from 0), as job statuses name it.";
+
+// Copies a policy keeps of every slice: 1 + the largest resiliency.
+export function policyCopies(media, node, zone) {
+  return 1 + Math.max(Number(media) || 0, Number(node) || 0, Number(zone) || 0);
+}
+
+// The policy form's hint for the chosen resiliencies.
+export function policyHint(media, node, zone) {
+  const copies = policyCopies(media, node, zone);
+  const levels = `media ${Number(media) || 0}, node ${Number(node) || 0}, zone ${Number(zone) || 0}`;
+  if (copies === 1) {
+    return `1 copy of every slice (1 + the largest resiliency of ${levels}): losing its medium loses data.`;
+  }
+  const apart = ["medium", Number(node) > 0 && "node", Number(zone) > 0 && "zone"].filter(Boolean);
+  const where = apart.length > 1 ? `${apart.slice(0, -1).join(", ")} and ${apart.at(-1)}` : apart[0];
+  return `${copies} copies of every slice (1 + the largest resiliency of ${levels}), ` +
+    `each copy of a column on a different ${where}.`;
+}
+
+// What a volume is attached to, in one line: "host-1, host-2 read-only,
+// host-3 (snapshot s1)"; a change in progress says so.
+export function attachmentText(list) {
+  return list.map((a) => {
+    const what = a.snapshotid && a.snapshotid !== "top"
+      ? `${a.node} (snapshot ${a.snapshotname || a.snapshotid})`
+      : `${a.node}${a.readonly ? " read-only" : ""}`;
+    return a.state && a.state !== "Attached" ? `${what} ${a.state.toLowerCase()}` : what;
+  }).join(", ");
+}
+
+// Whether a volume matches the list's search: every word of the query is
+// in its name, type, zone, policy, state or attachments (any case).
+export function volumeMatches(v, attached, query) {
+  const words = String(query || "").toLowerCase().split(/\s+/).filter(Boolean);
+  if (!words.length) return true;
+  const haystack = [v.name, v.type, v.filesystem, v.zone, v.policy, v.state, attached].join(" ").toLowerCase();
+  return words.every((w) => haystack.includes(w));
+}
