@@ -8,6 +8,8 @@ use crate::client::{
 };
 use crate::clock::SystemClock;
 use crate::config::{Config, LogFormat, Overrides};
+use crate::logging::init_tracing;
+pub use crate::logging::report_failure;
 use crate::service::users::add_user;
 use clap::{Args, Parser, Subcommand};
 use std::io::{IsTerminal, Read};
@@ -949,45 +951,6 @@ fn new_password(args: &NewPasswordArgs, stdin: &mut StdinLines) -> Result<String
         stdin,
         true,
     )
-}
-
-/// The log format of this process once `init_tracing` set it up, so that
-/// the error ending the process comes out in it too (`report_failure`).
-static LOG_FORMAT: std::sync::OnceLock<LogFormat> = std::sync::OnceLock::new();
-
-/// Log lines to stderr: colour codes only on a terminal (a journal or a file
-/// would keep them as noise), or one JSON object per line.
-fn init_tracing(filter: &str, format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let installed = match format {
-        LogFormat::Text => builder
-            .with_ansi(std::io::stderr().is_terminal())
-            .try_init(),
-        // The event's fields (`message` among them) at the top level, where
-        // collectors look for them.
-        LogFormat::Json => builder
-            .with_ansi(false)
-            .json()
-            .flatten_event(true)
-            .try_init(),
-    };
-    if installed.is_ok() {
-        let _ = LOG_FORMAT.set(format);
-    }
-}
-
-/// The error that ends the process: a log event when logs are JSON (one
-/// format per stream for collectors), else a plain `svs: ...` line.
-pub fn report_failure(message: &str) {
-    if LOG_FORMAT.get() == Some(&LogFormat::Json) {
-        tracing::error!("svs: {message}");
-    } else {
-        eprintln!("svs: {message}");
-    }
 }
 
 /// The first lines of `svs serve` on stdout. The two "listening" lines come

@@ -25,6 +25,7 @@ pub mod csi;
 pub mod exports;
 pub mod http;
 pub mod jobs;
+pub mod logging;
 pub mod media_health;
 pub mod reconcile;
 pub mod service;
