@@ -50,11 +50,13 @@ function noticeBox() {
   return box;
 }
 
-function progressBar(value) {
+// A job's bar turns red when it ended in Error (`state`), wherever it stopped.
+function progressBar(value, state) {
   const v = Math.max(0, Math.min(100, Number(value) || 0));
+  const failed = state === "Error";
   return h(
     "span",
-    { class: "progress", title: `${v}%` },
+    { class: failed ? "progress failed" : "progress", title: failed ? `failed at ${v}%` : `${v}%` },
     h("span", { class: "bar" }, h("span", { class: "fill", style: `width:${v}%` })),
     h("span", { class: "pct" }, `${v}%`),
   );
@@ -141,8 +143,28 @@ function hostDetail(a) {
     a.hostdevice,
     a.hostmountpath && `on ${a.hostmountpath}`,
     a.filesystembytes != null && `${fmtBytes(a.filesystembytes)} filesystem`,
+    fsMismatch(a.filesystemsize, a.volumesize, a.growerror),
     a.hostdetail,
   ].filter(Boolean).join(" · ");
+}
+
+// A filesystem smaller than its volume (a growth failed), in words; "" when it fills it.
+function fsMismatch(fsSize, volumeSize, why) {
+  if (fsSize == null || volumeSize == null || fsSize >= volumeSize) return "";
+  return `filesystem ${fsSize} GiB of ${volumeSize} GiB${why ? `: ${why}` : ""}`;
+}
+
+// The volume page's filesystem line: the size it fills, and when a growth
+// failed a red badge with why and a button that grows it again.
+function filesystemFact(v, grow) {
+  if (v.filesystemsize == null) return null;
+  if (v.filesystemsize >= v.size) {
+    return [h("dt", {}, "Filesystem"), h("dd", { id: "volume-filesystem" }, `${v.filesystemsize} GiB (fills the volume)`)];
+  }
+  return [h("dt", {}, "Filesystem"), h("dd", { id: "volume-filesystem", class: "fs-mismatch" },
+    h("span", { class: "state state-error", id: "volume-fs-mismatch" }, `${v.filesystemsize} GiB of ${v.size} GiB`),
+    " ", h("span", { class: "muted" }, v.filesystemerror ? `growth failed: ${v.filesystemerror}` : "not grown yet"),
+    " ", busyButton(v, { class: "secondary grow-filesystem", onclick: grow }, "Grow filesystem"))];
 }
 
 // The host state of an attachment ("—" until an agent reports), with the
@@ -467,6 +489,7 @@ function followJob(id, panel, onEnd) {
       state.replaceChildren(stateTag(j.state));
       pct.textContent = String(j.progress);
       fill.style.width = `${j.progress}%`;
+      fill.classList.toggle("failed", j.state === "Error");
       const last = (j.details || []).at(-1) || "";
       detail.textContent = last;
       status.textContent = runningStatus(j);
@@ -769,6 +792,7 @@ function volumePage([volumeName]) {
         h("dt", {}, "Health"), h("dd", { id: "volume-health" }, volumeHealth(v, slices)),
         h("dt", {}, "Status"), h("dd", {}, h("span", { id: "volume-status" }, v.status),
           busy ? h("span", { class: "status-progress" }, " ", progressBar(v.progress)) : null),
+        filesystemFact(v, growFilesystem),
         v.contentsnapshot ? [h("dt", {}, "Clone of"), h("dd", {}, `${v.contentvolume}@${v.contentsnapshot}`)] : null,
         h("dt", {}, "ID"), h("dd", {}, h("code", {}, v.volumeid)),
       ),
@@ -840,7 +864,7 @@ function volumePage([volumeName]) {
       cell("ID", j.id),
       cell("Type", j.type),
       cell("State", stateTag(j.state)),
-      cell("Progress", progressBar(j.progress)),
+      cell("Progress", progressBar(j.progress, j.state)),
       jobDetailsCell(j),
       timeCell("Started", j.starttime),
       timeCell("Ended", j.endtime),
@@ -874,6 +898,19 @@ function volumePage([volumeName]) {
         ? h("button", { type: "button", class: "danger force", onclick: () => remove(true) }, "Delete anyway (force)")
         : null;
       actionErr.show(new Error(`Could not delete "${volumeName}": ${e.message}`), again);
+    }
+    load();
+  }
+
+  // Grows the filesystem again after a growth failed (a volume_grow_filesystem job).
+  async function growFilesystem() {
+    startAction();
+    try {
+      const r = await api.post(`${vPath}/grow-filesystem`);
+      note.show(`${r.Message} (job ${r.JobID}).`);
+      followJob(r.JobID, jobPanel, () => load());
+    } catch (e) {
+      actionErr.show(new Error(`Could not grow the filesystem of "${volumeName}": ${e.message}`));
     }
     load();
   }
@@ -1250,7 +1287,7 @@ function snapshotsPage([volumeName]) {
 }
 
 // ---- jobs ----
-const JOB_TYPES = ["volume_create", "volume_delete", "volume_modify_extend", "volume_recovery", "attachment_create", "attachment_delete", "attachment_modify", "snapshot_create", "snapshot_delete", "snapshot_rollback"];
+const JOB_TYPES = ["volume_create", "volume_delete", "volume_modify_extend", "volume_recovery", "volume_grow_filesystem", "attachment_create", "attachment_delete", "attachment_modify", "snapshot_create", "snapshot_delete", "snapshot_rollback"];
 const JOB_STATES = ["Pending", "Running", "Done", "Error"];
 
 function jobsPage() {
@@ -1300,7 +1337,7 @@ function jobsPage() {
         cell("Type", j.type),
         cell("Volume", jobObject(j)),
         cell("State", stateTag(j.state)),
-        cell("Progress", progressBar(j.progress)),
+        cell("Progress", progressBar(j.progress, j.state)),
         jobDetailsCell(j),
         timeCell("Started", j.starttime),
         timeCell("Ended", j.endtime),

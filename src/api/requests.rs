@@ -642,6 +642,7 @@ impl FromBody for ReportHostState {
                 "filesystembytes",
                 "filesystemsize",
                 "growerror",
+                "growjob",
             ],
         )?;
         let state = req_str(body, "hoststate")?;
@@ -657,6 +658,8 @@ impl FromBody for ReportHostState {
             filesystem_bytes: nullable_uint(body, "filesystembytes", i64::MAX as u64)?,
             filesystem_size: nullable_uint(body, "filesystemsize", MAX_VOLUME_GIB)?,
             grow_error: nullable_str(body, "growerror")?,
+            grow_job: nullable_uint(body, "growjob", i64::MAX as u64)?
+                .map(|j| i64::try_from(j).unwrap_or(i64::MAX)),
         })
     }
 }

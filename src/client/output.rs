@@ -143,6 +143,7 @@ pub const ATTACHMENT_COLUMNS: &[Column] = &[
     col("STATE", "state"),
     yes_no("READONLY", "readonly"),
     or_dash("HOST", "hoststate"),
+    optional(gib("FS SIZE", "filesystemsize")),
     col("URI", "uri"),
 ];
 
@@ -307,6 +308,9 @@ pub fn render_volume_summary(volume: &Value, slices: &Value, attachments: &Value
             text(&volume["maxsize"])
         ),
     );
+    if let Some(line) = filesystem_line(volume) {
+        row("Filesystem", line);
+    }
     row("Policy", text(&volume["policy"]));
     if let Some(zone) = volume["zone"].as_str().filter(|z| !z.is_empty()) {
         row("Zone", zone.to_string());
@@ -385,10 +389,17 @@ pub fn render_volume_summary(volume: &Value, slices: &Value, attachments: &Value
                 } else {
                     "read-write"
                 };
-                let host = match a["hoststate"].as_str() {
+                let mut host = match a["hoststate"].as_str() {
                     Some(h) => format!(", host {h}"),
                     None => String::new(),
                 };
+                if let (Some(fs), Some(size)) =
+                    (a["filesystemsize"].as_u64(), a["volumesize"].as_u64())
+                {
+                    if fs < size {
+                        host.push_str(&format!(", filesystem {fs} GiB of {size} GiB"));
+                    }
+                }
                 format!(
                     "{what}to {} {mode}: {} {}{host}",
                     text(&a["node"]),
@@ -400,6 +411,25 @@ pub fn render_volume_summary(volume: &Value, slices: &Value, attachments: &Value
         row("Attached", lines.join("\n"));
     }
     render_fields(&rows)
+}
+
+/// The filesystem's size against the volume's: a growth that failed
+/// leaves it smaller, which the summary says with the way out.
+fn filesystem_line(volume: &Value) -> Option<String> {
+    let fs = volume["filesystemsize"].as_u64()?;
+    let size = volume["size"].as_u64()?;
+    if fs >= size {
+        return Some(format!("fills the volume ({fs} GiB)"));
+    }
+    let why = volume["filesystemerror"]
+        .as_str()
+        .map(|e| format!(": {e}"))
+        .unwrap_or_default();
+    Some(format!(
+        "{fs} GiB, smaller than the volume's {size} GiB (its growth failed{why}); \
+         grow it with: svs volume grow-filesystem {}",
+        text(&volume["name"])
+    ))
 }
 
 /// The server's JSON, pretty-printed.

@@ -18,6 +18,7 @@ mod attach;
 mod create;
 mod delete;
 mod filesystem;
+mod growth;
 mod recovery;
 mod resize;
 mod retry;
@@ -220,7 +221,12 @@ impl JobContext {
 fn changes_space(kind: Option<JobKind>) -> bool {
     !matches!(
         kind,
-        Some(JobKind::AttachmentCreate | JobKind::AttachmentDelete | JobKind::AttachmentModify)
+        Some(
+            JobKind::AttachmentCreate
+                | JobKind::AttachmentDelete
+                | JobKind::AttachmentModify
+                | JobKind::VolumeGrowFilesystem
+        )
     )
 }
 

@@ -5,7 +5,7 @@
 
 use super::activity::VolumeActivity;
 use super::retry::{with_retries, RetryPolicy};
-use super::{attach, create, delete, recovery, resize, snapshot, JobContext, JobError};
+use super::{attach, create, delete, growth, recovery, resize, snapshot, JobContext, JobError};
 use crate::changes::DesiredStateChanges;
 use crate::clock::Clock;
 use crate::exports::ExportRegistry;
@@ -315,6 +315,9 @@ async fn execute_job(ctx: &JobContext, job: &Job) -> Result<(), JobError> {
         Ok(JobSpec::SnapshotDelete(args)) => snapshot::delete_snapshot(ctx, job, &args).await,
         Ok(JobSpec::SnapshotRollback(args)) => snapshot::rollback(ctx, job, &args).await,
         Ok(JobSpec::VolumeRecovery(args)) => recovery::recover_volume(ctx, job, &args).await,
+        Ok(JobSpec::VolumeGrowFilesystem(args)) => {
+            growth::grow_filesystem_again(ctx, job, &args).await
+        }
         Err(e) => Err(JobError::Failed(e.to_string())),
     }
 }
