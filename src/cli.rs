@@ -457,7 +457,7 @@ pub enum VolumeCommand {
         wait: WaitArgs,
     },
     /// Grow the volume's filesystem again to fill the volume, after a
-    /// growth failed (`volume show` says "filesystem ... smaller"); prints the job id.
+    /// growth failed (`volume get` says the filesystem is smaller); prints the job id.
     GrowFilesystem {
         /// The volume (name or id).
         name: String,

@@ -506,6 +506,35 @@ mod tests {
     }
 
     #[test]
+    fn a_volume_summary_shows_a_filesystem_smaller_than_the_volume_and_the_way_out() {
+        let volume = json!({"name": "g", "volumeid": "i", "type": "file", "filesystem": "ext4",
+                            "size": 4, "maxsize": 40, "policy": "p", "state": "Ready",
+                            "status": "Online", "progress": 100, "filesystemsize": 2,
+                            "filesystemerror": "resize2fs: Permission denied to resize filesystem"});
+        let attached = json!([{"node": "host-1", "state": "Attached", "uri": "nbd://h:1/e",
+                               "hoststate": "Mounted", "volumesize": 4, "filesystemsize": 2}]);
+        let out = render_volume_summary(&volume, &json!([]), &attached);
+        assert!(
+            out.contains(
+                "2 GiB, smaller than the volume's 4 GiB (its growth failed: resize2fs: \
+                 Permission denied to resize filesystem); grow it with: svs volume \
+                 grow-filesystem g"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("host Mounted, filesystem 2 GiB of 4 GiB"),
+            "{out}"
+        );
+        let grown = json!({"name": "g", "size": 4, "filesystemsize": 4});
+        assert_eq!(
+            filesystem_line(&grown).as_deref(),
+            Some("fills the volume (4 GiB)")
+        );
+        assert_eq!(filesystem_line(&json!({"name": "b", "size": 4})), None);
+    }
+
+    #[test]
     fn nodes_show_their_agent_and_attachments_the_host_state() {
         let out = render_table(
             &json!([

@@ -25,7 +25,7 @@ pub(super) fn provisioned(volume: &Volume) -> Option<Filesystem> {
 
 /// `10 GiB`, or `9.8 GiB` when not whole.
 pub(crate) fn gib_text(bytes: u64) -> String {
-    if bytes % GIB == 0 {
+    if bytes.is_multiple_of(GIB) {
         format!("{} GiB", bytes / GIB)
     } else {
         format!("{:.1} GiB", bytes as f64 / GIB as f64)
