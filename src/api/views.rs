@@ -618,7 +618,8 @@ pub fn snapshot(s: &Snapshot) -> SnapshotView {
 pub struct JobView {
     pub id: i64,
     /// `volume_create`, `volume_delete`, `volume_modify_extend`,
-    /// `attachment_create`, `attachment_delete`, `attachment_modify`.
+    /// `volume_recovery`, `volume_grow_filesystem`, `attachment_create`,
+    /// `attachment_delete`, `attachment_modify`, `snapshot_*`.
     #[serde(rename = "type")]
     pub kind: String,
     /// The object the job works on (a volume id).

@@ -9,6 +9,7 @@
 //! set before exec), so the kernel refuses online ext4 growth on any host.
 
 use crate::attach::topology;
+use crate::cli::Home;
 use crate::harness::*;
 use crate::host_agent::{attachment, issue_credential, last_detail, wait_host};
 use crate::host_side::HostSide;
@@ -131,6 +132,29 @@ async fn repeated_growth_failures_end_at_once_show_on_the_volume_and_can_be_retr
         "{a}"
     );
 
+    // So does the CLI, with the way out.
+    let home = Home::new(false);
+    home.login(&app);
+    let shown = home.ok(&["volume", "get", "g"]);
+    assert!(
+        shown.contains(
+            "Filesystem  2 GiB, smaller than the volume's 4 GiB (its growth failed: Could not \
+             grow the ext4 filesystem on node 'host-1': "
+        ) && shown.contains(
+            "Permission denied to resize filesystem); grow it with: svs volume grow-filesystem g"
+        ),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("host Mounted, filesystem 2 GiB of 4 GiB"),
+        "{shown}"
+    );
+    let listed = home.ok(&["attachment", "list", "g"]);
+    assert!(
+        listed.contains("FS SIZE") && listed.contains(" 2 GiB "),
+        "{listed}"
+    );
+
     // A retry at the same size is a new request: the agent tries again at
     // once and the job ends with its error.
     let (job, took) = run_job(&app, "POST", "/volumes/g/grow-filesystem", json!({})).await;
@@ -156,11 +180,23 @@ async fn repeated_growth_failures_end_at_once_show_on_the_volume_and_can_be_retr
     let (_, v) = app.get("/volumes/g").await;
     assert_eq!(v["filesystemsize"], 5, "{v}");
     assert!(v.get("filesystemerror").is_none(), "{v}");
-    let (job, _) = run_job(&app, "POST", "/volumes/g/grow-filesystem", json!({})).await;
-    assert_eq!(job["state"], "Done", "{job}");
+    let out = home.ok(&["volume", "grow-filesystem", "g", "--wait"]);
+    assert!(out.starts_with("Filesystem growth started: job "), "{out}");
+    let shown = home.ok(&["volume", "get", "g"]);
+    assert!(
+        shown.contains("Filesystem  fills the volume (5 GiB)"),
+        "{shown}"
+    );
+    let (_, jobs) = app.get("/jobs?type=volume_grow_filesystem").await;
+    let job = jobs
+        .as_array()
+        .and_then(|j| j.iter().find(|j| j["state"] == "Done"))
+        .cloned()
+        .unwrap_or_default();
     assert_eq!(
         last_detail(&job),
-        "Volume 'g': Filesystem ext4 already fills 5 GiB"
+        "Volume 'g': Filesystem ext4 already fills 5 GiB",
+        "{jobs}"
     );
     let left = host.leftovers();
     assert!(left.is_empty(), "left behind: {left:?}");
@@ -177,6 +213,12 @@ async fn only_a_filesystem_svs_made_can_be_grown_again() {
     assert_eq!(
         body,
         json!({"message": "volume 'b' has no filesystem made by svs to grow"})
+    );
+    let home = Home::new(false);
+    home.login(&app);
+    home.fails(
+        &["volume", "grow-filesystem", "b"],
+        "volume 'b' has no filesystem made by svs to grow",
     );
     let (status, body) = app.post("/volumes/nope/grow-filesystem", json!({})).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
