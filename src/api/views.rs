@@ -816,8 +816,9 @@ pub struct AgentAttachmentView {
     /// plugin makes them real).
     #[schema(pattern = "^(agent|csi)$")]
     pub manager: &'static str,
-    /// The running job (a resize, a `volume_grow_filesystem`) that asks the
-    /// agent to grow the filesystem to `size`: a new id asks for a new
+    /// The running job that asks the agent to grow the filesystem to
+    /// `size` (a `volume_grow_filesystem`, or a resize once the volume has
+    /// its new size, not while its data moves): a new id asks for a new
     /// attempt even at the same size; the agent names it as `growjob` in
     /// its report. Null when no job asks (`top` read-write attachments only).
     pub growjob: Option<i64>,

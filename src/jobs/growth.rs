@@ -138,7 +138,8 @@ pub(super) async fn grow_filesystem_again(
         grow_by_agents(ctx, job, &volume, fs, &growers, (before, volume.size)).await?
     } else if ctx.exports.volume_io(&volume.id).is_some() {
         return Err(JobError::Failed(format!(
-            "Filesystem {} not grown: volume '{}' is attached without a host agent; grow it on its host",
+            "Filesystem {} not grown: volume '{}' is attached, but no host agent holds it mounted \
+             read-write; grow it on its host, or detach it and try again",
             fs.as_str(),
             volume.name
         )));

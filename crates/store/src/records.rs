@@ -426,7 +426,8 @@ pub struct NodeAttachment {
     /// The volume's size when the attached snapshot was taken; None for `top`.
     pub snapshot_size: Option<Gib>,
     /// The volume's running job that asks its hosts to grow the filesystem
-    /// (a resize, a filesystem growth), if that is the volume's job.
+    /// to the volume's size: a `volume_grow_filesystem`, or a resize once
+    /// the volume has its new size (not while its data still moves).
     pub grow_job: Option<i64>,
 }
 

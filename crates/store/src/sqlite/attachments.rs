@@ -17,8 +17,8 @@ pub(super) const ATTACHMENT_SELECT: &str = "SELECT a.volume_id, v.name AS volume
     v.type AS volume_type, v.size_gib AS volume_size, v.attributes AS volume_attributes, \
     s.volume_size_gib AS snapshot_size, \
     v.job_id, j.progress AS job_progress, j.status AS job_status, \
-    CASE WHEN j.type IN ('volume_modify_extend', 'volume_grow_filesystem') \
-        THEN j.id END AS volume_grow_job \
+    CASE WHEN j.type = 'volume_grow_filesystem' OR (j.type = 'volume_modify_extend' \
+        AND json_extract(j.args, '$.size') = v.size_gib) THEN j.id END AS volume_grow_job \
     FROM attachments a JOIN volumes v ON v.id = a.volume_id \
     LEFT JOIN snapshots s ON s.id = a.snapshot \
     LEFT JOIN jobs j ON j.id = v.job_id";
