@@ -460,6 +460,14 @@ pub enum VolumeCommand {
         #[command(flatten)]
         wait: WaitArgs,
     },
+    /// Grow the volume's filesystem again to fill the volume, after a
+    /// growth failed (`volume get` says the filesystem is smaller); prints the job id.
+    GrowFilesystem {
+        /// The volume (name or id).
+        name: String,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -1321,6 +1329,9 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
                 ctx.attachment_delete(&name, "top", &node, wait.wait).await
             }
             VolumeCommand::Recover { name, wait } => ctx.volume_recover(&name, wait.wait).await,
+            VolumeCommand::GrowFilesystem { name, wait } => {
+                ctx.volume_grow_filesystem(&name, wait.wait).await
+            }
         },
         Command::Snapshot { command, .. } => match command {
             SnapshotCommand::Create {

@@ -59,7 +59,7 @@ function progressBar(value, failed = false) {
   const v = Math.max(0, Math.min(100, Number(value) || 0));
   return h(
     "span",
-    { class: failed ? "progress failed" : "progress", title: failed ? `${v}% (failed)` : `${v}%` },
+    { class: failed ? "progress failed" : "progress", title: failed ? `failed at ${v}%` : `${v}%` },
     h("span", { class: "bar" }, h("span", { class: "fill", style: `width:${v}%` })),
     h("span", { class: "pct" }, `${v}%`),
   );
@@ -146,8 +146,28 @@ function hostDetail(a) {
     a.hostdevice,
     a.hostmountpath && `on ${a.hostmountpath}`,
     a.filesystembytes != null && `${fmtBytes(a.filesystembytes)} filesystem`,
+    fsMismatch(a.filesystemsize, a.volumesize, a.growerror),
     a.hostdetail,
   ].filter(Boolean).join(" · ");
+}
+
+// A filesystem smaller than its volume (a growth failed), in words; "" when it fills it.
+function fsMismatch(fsSize, volumeSize, why) {
+  if (fsSize == null || volumeSize == null || fsSize >= volumeSize) return "";
+  return `filesystem ${fsSize} GiB of ${volumeSize} GiB${why ? `: ${why}` : ""}`;
+}
+
+// The volume page's filesystem line: the size it fills, and when a growth
+// failed a red badge with why and a button that grows it again.
+function filesystemFact(v, grow) {
+  if (v.filesystemsize == null) return null;
+  if (v.filesystemsize >= v.size) {
+    return [h("dt", {}, "Filesystem"), h("dd", { id: "volume-filesystem" }, `${v.filesystemsize} GiB (fills the volume)`)];
+  }
+  return [h("dt", {}, "Filesystem"), h("dd", { id: "volume-filesystem", class: "fs-mismatch" },
+    h("span", { class: "state state-error", id: "volume-fs-mismatch" }, `${v.filesystemsize} GiB of ${v.size} GiB`),
+    " ", h("span", { class: "muted" }, v.filesystemerror ? `growth failed: ${v.filesystemerror}` : "not grown yet"),
+    " ", busyButton(v, { class: "secondary grow-filesystem", onclick: grow }, "Grow filesystem"))];
 }
 
 // The host state of an attachment ("—" until an agent reports), with the
@@ -810,6 +830,7 @@ function volumePage([volumeName]) {
         h("dt", {}, "Health"), h("dd", { id: "volume-health" }, volumeHealth(v, slices)),
         h("dt", {}, "Status"), h("dd", {}, h("span", { id: "volume-status" }, v.status),
           busy ? h("span", { class: "status-progress" }, " ", progressBar(v.progress)) : null),
+        filesystemFact(v, growFilesystem),
         v.contentsnapshot ? [h("dt", {}, "Clone of"), h("dd", {}, `${v.contentvolume}@${v.contentsnapshot}`)] : null,
         h("dt", {}, "ID"), h("dd", {}, h("code", {}, v.volumeid)),
       ),
@@ -914,6 +935,19 @@ function volumePage([volumeName]) {
         ? h("button", { type: "button", class: "danger force", onclick: () => remove(true) }, "Delete anyway (force)")
         : null;
       actionErr.show(new Error(`Could not delete "${volumeName}": ${e.message}`), again);
+    }
+    load();
+  }
+
+  // Grows the filesystem again after a growth failed (a volume_grow_filesystem job).
+  async function growFilesystem() {
+    startAction();
+    try {
+      const r = await api.post(`${vPath}/grow-filesystem`);
+      note.show(`${r.Message} (job ${r.JobID}).`);
+      followJob(r.JobID, jobPanel, () => load());
+    } catch (e) {
+      actionErr.show(new Error(`Could not grow the filesystem of "${volumeName}": ${e.message}`));
     }
     load();
   }

@@ -7,6 +7,7 @@ export const JOB_KINDS = {
   volume_delete: "Delete volume",
   volume_modify_extend: "Resize volume",
   volume_recovery: "Recover volume",
+  volume_grow_filesystem: "Grow filesystem",
   attachment_create: "Attach",
   attachment_delete: "Detach",
   attachment_modify: "Change attachment",
@@ -48,6 +49,8 @@ export function jobTitle(j) {
         : a.size !== undefined ? `Resize ${vol} to ${a.size} GiB` : `Resize ${vol}`;
     case "volume_recovery":
       return `Recover ${vol}`;
+    case "volume_grow_filesystem":
+      return `Grow the filesystem of ${vol}`;
     case "attachment_create":
       return a.node
         ? `Attach ${target} to ${a.node}${a.readonly || ofSnapshot ? " read-only" : ""}`

@@ -61,6 +61,9 @@ struct Record {
     grown_for: Option<u64>,
     /// The last failed grow: (size in GiB, message, when in Unix seconds).
     grow_error: Option<(u64, String, u64)>,
+    /// The job whose request the last grow attempt answered.
+    #[serde(default)]
+    grow_job: Option<i64>,
 }
 
 /// One attachment's report, for the service.
@@ -292,6 +295,7 @@ impl Host {
             created_mountpath: false,
             grown_for: None,
             grow_error: None,
+            grow_job: None,
         });
         let dir = self.device_dir(key);
         let file = fuse_dir(&dir).join(FILE_NAME);
@@ -487,10 +491,12 @@ impl Host {
         let fs = FsType::parse(d.filesystem.as_deref().unwrap_or("ext4"))
             .ok_or_else(|| format!("unknown filesystem {:?}", d.filesystem))?;
         if self.mount(key, lo, &target, fs, d.readonly)? {
-            // The service made or grew the filesystem to fill the volume
-            // before an agent managed it.
+            // What the filesystem fills is read from it: a growth that
+            // failed before a detach left it smaller than the volume.
             if let Some(mut rec) = self.records.get(key).cloned() {
-                rec.grown_for.get_or_insert(d.size);
+                if rec.grown_for.is_none() {
+                    rec.grown_for = Some(filled_gib(lo, d.size));
+                }
                 self.save(key, &rec)?;
             }
         }
@@ -501,9 +507,15 @@ impl Host {
             .ok_or_else(|| format!("{key} is not connected"))?;
 
         if !d.readonly && rec.grown_for.is_some_and(|g| g < d.size) {
-            let wait_more = rec.grow_error.as_ref().is_some_and(|(size, _, at)| {
-                *size == d.size && now_secs().saturating_sub(*at) < GROW_RETRY_SECS
-            });
+            // A job asking anew (a retry at the same size) is answered now.
+            let asked_anew = d.growjob.is_some() && d.growjob != rec.grow_job;
+            let wait_more = !asked_anew
+                && rec.grow_error.as_ref().is_some_and(|(size, _, at)| {
+                    *size == d.size && now_secs().saturating_sub(*at) < GROW_RETRY_SECS
+                });
+            if d.growjob.is_some() && !wait_more {
+                rec.grow_job = d.growjob;
+            }
             if !sized {
                 rec.grow_error = Some((d.size, STUCK_SIZE.to_string(), now_secs()));
                 self.save(key, &rec)?;
@@ -537,6 +549,7 @@ impl Host {
             filesystembytes: hd::filesystem_bytes(&target).ok(),
             filesystemsize: rec.grown_for,
             growerror,
+            growjob: rec.grow_job,
             ..HostReport::state("Mounted")
         })
     }
@@ -788,6 +801,20 @@ impl Host {
     }
 }
 
+/// The volume size (GiB) the filesystem on `device` fills: `size` when it
+/// fills it (or cannot be read: as before, the service made it to fill),
+/// else its whole GiB.
+fn filled_gib(device: &Path, size: u64) -> u64 {
+    match svs_hostdev::device_filesystem_size(device) {
+        Ok(Some((_, bytes))) if bytes < size << 30 => bytes >> 30,
+        Ok(_) => size,
+        Err(e) => {
+            tracing::warn!(device = %device.display(), error = %e, "filesystem size not read");
+            size
+        }
+    }
+}
+
 /// The block device a filesystem of the attachment is mounted from.
 fn block_device(rec: &Record, dir: &Path) -> Option<PathBuf> {
     rec.loop_device.clone().or_else(|| kernel_device(dir))
@@ -947,6 +974,7 @@ mod tests {
             filesystemprovisioned: true,
             size: 1,
             manager: "agent".into(),
+            growjob: None,
         }
     }
 

@@ -7,6 +7,7 @@
 //! It signs in with the node's own credential, which allows nothing but
 //! reading the node's attachments and reporting on them.
 
+pub mod caps;
 pub mod device;
 pub mod host;
 pub mod service;
@@ -119,6 +120,7 @@ pub async fn run(config: AgentConfig) -> Result<(), AgentError> {
         .map_err(AgentError::Host)?;
     let host = Arc::new(Mutex::new(host));
     tracing::info!(node = config.node, url = config.url, "agent started");
+    caps::warn_if_ext4_growth_blocked();
 
     let stop = stop_signal()?;
     tokio::pin!(stop);

@@ -41,6 +41,10 @@ pub struct DesiredAttachment {
     /// alone (no device, no report).
     #[serde(default = "agent_manager")]
     pub manager: String,
+    /// The job asking for the filesystem to be grown to `size`; a new one
+    /// asks for a new attempt, even at the same size.
+    #[serde(default)]
+    pub growjob: Option<i64>,
 }
 
 fn agent_manager() -> String {
@@ -79,6 +83,9 @@ pub struct HostReport {
     /// GiB: the volume size the mounted filesystem was grown to fill.
     pub filesystemsize: Option<u64>,
     pub growerror: Option<String>,
+    /// The job whose request the last growth attempt answered: it makes
+    /// the report new to the service even when it reads like the last one.
+    pub growjob: Option<i64>,
 }
 
 impl HostReport {

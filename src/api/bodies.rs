@@ -475,4 +475,8 @@ pub struct HostReportRequest {
     /// The last attempt to grow the filesystem to the volume's size failed
     /// with this; null when the agent starts a new attempt.
     pub growerror: Option<String>,
+    /// The growth request (`growjob` of the desired attachment) the last
+    /// attempt answered: a job waiting for the growth takes this report as
+    /// its answer even when it reads like the previous one.
+    pub growjob: Option<i64>,
 }

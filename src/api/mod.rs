@@ -6,6 +6,7 @@ mod agents;
 mod bodies;
 mod error;
 mod extract;
+mod growth;
 mod handlers;
 mod infrastructure;
 mod parse;
@@ -116,6 +117,7 @@ fn documented_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(get_volume, resize_volume, delete_volume))
         .routes(routes!(volume_slices))
         .routes(routes!(recover_volume))
+        .routes(routes!(growth::grow_filesystem))
         .routes(routes!(volume_attachments))
         .routes(routes!(snapshot_attachments, create_attachment))
         .routes(routes!(

@@ -651,6 +651,7 @@ impl FromBody for ReportHostState {
                 "filesystembytes",
                 "filesystemsize",
                 "growerror",
+                "growjob",
             ],
         )?;
         let state = req_str(body, "hoststate")?;
@@ -666,6 +667,8 @@ impl FromBody for ReportHostState {
             filesystem_bytes: nullable_uint(body, "filesystembytes", i64::MAX as u64)?,
             filesystem_size: nullable_uint(body, "filesystemsize", MAX_VOLUME_GIB)?,
             grow_error: nullable_str(body, "growerror")?,
+            grow_job: nullable_uint(body, "growjob", i64::MAX as u64)?
+                .map(|j| i64::try_from(j).unwrap_or(i64::MAX)),
         })
     }
 }
@@ -940,13 +943,20 @@ mod tests {
     #[test]
     fn host_reports_take_known_fields_and_null_clears() {
         let parse = |v: Value| ReportHostState::from_body(&body(v));
-        let r =
-            parse(json!({"hoststate": "Mounted", "filesystemsize": 6, "growerror": null})).unwrap();
+        let r = parse(
+            json!({"hoststate": "Mounted", "filesystemsize": 6, "growerror": null, "growjob": 9}),
+        )
+        .unwrap();
         assert_eq!(r.state, HostState::Mounted);
         assert_eq!((r.filesystem_size, r.grow_error), (Some(6), None));
+        assert_eq!(r.grow_job, Some(9));
+        assert_eq!(
+            message(parse(json!({"hoststate": "Mounted", "growjob": -1}))),
+            "growjob must be a whole number from 0 to 9223372036854775807"
+        );
         assert_eq!(
             message(parse(json!({"hoststate": "Mounted", "extra": 1}))),
-            "unknown field 'extra' (accepted: hoststate, hostdetail, device, mountpath, filesystembytes, filesystemsize, growerror)"
+            "unknown field 'extra' (accepted: hoststate, hostdetail, device, mountpath, filesystembytes, filesystemsize, growerror, growjob)"
         );
         assert_eq!(
             message(parse(json!({"hoststate": "Mounted", "growerror": 5}))),

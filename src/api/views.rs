@@ -254,6 +254,16 @@ pub struct VolumeView {
     /// svs extension: true once svs made the filesystem; only such a
     /// filesystem is grown by a resize.
     pub filesystemprovisioned: bool,
+    /// svs extension: GiB the filesystem svs made fills: `size`, or less
+    /// when its last growth failed (the volume is bigger than its
+    /// filesystem until `POST /volumes/{volume}/grow-filesystem` succeeds);
+    /// left out without such a filesystem.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filesystemsize: Option<u64>,
+    /// svs extension: why the last growth of the filesystem failed; left
+    /// out when it fills the volume.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filesystemerror: Option<String>,
     /// The running `volume_recovery` job's id; left out when none runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 1)]
@@ -304,6 +314,12 @@ pub fn volume(v: &Volume) -> VolumeView {
         flavor: attributes.flavor().as_str(),
         filesystem: attributes.filesystem.map(Filesystem::as_str),
         filesystemprovisioned: attributes.filesystem_provisioned,
+        filesystemsize: (attributes.filesystem.is_some() && attributes.filesystem_provisioned)
+            .then(|| v.filesystem_size.unwrap_or(v.size).min(v.size)),
+        filesystemerror: v
+            .filesystem_error
+            .clone()
+            .filter(|_| v.filesystem_size.is_some_and(|f| f < v.size)),
         volumerecoveryjob: v.recovery_job.map(|j| j.to_string()),
     }
 }
@@ -486,6 +502,14 @@ pub struct AttachmentView {
     pub hostmountpath: Option<String>,
     /// Total bytes of the mounted filesystem.
     pub filesystembytes: Option<u64>,
+    /// GiB: the volume's size, to compare with `filesystemsize`.
+    pub volumesize: u64,
+    /// GiB: the volume size the host's filesystem fills, as the agent last
+    /// reported; below `volumesize` when a growth failed (`growerror` says
+    /// why; `POST /volumes/{volume}/grow-filesystem` tries again).
+    pub filesystemsize: Option<u64>,
+    /// Why the host's last growth of the filesystem failed.
+    pub growerror: Option<String>,
     /// When the agent reported (RFC 3339).
     pub hostupdated: Option<String>,
 }
@@ -517,6 +541,9 @@ pub fn attachment(a: &Attachment, nbd_base: &str) -> AttachmentView {
         hostdevice: a.host.as_ref().and_then(|h| h.device.clone()),
         hostmountpath: a.host.as_ref().and_then(|h| h.mount_path.clone()),
         filesystembytes: a.host.as_ref().and_then(|h| h.filesystem_bytes),
+        volumesize: a.volume_size,
+        filesystemsize: a.host.as_ref().and_then(|h| h.filesystem_size),
+        growerror: a.host.as_ref().and_then(|h| h.grow_error.clone()),
         hostupdated: a.host.as_ref().map(|h| format_ms(h.updated_ms)),
     }
 }
@@ -598,7 +625,8 @@ pub fn snapshot(s: &Snapshot) -> SnapshotView {
 pub struct JobView {
     pub id: i64,
     /// `volume_create`, `volume_delete`, `volume_modify_extend`,
-    /// `attachment_create`, `attachment_delete`, `attachment_modify`.
+    /// `volume_recovery`, `volume_grow_filesystem`, `attachment_create`,
+    /// `attachment_delete`, `attachment_modify`, `snapshot_*`.
     #[serde(rename = "type")]
     pub kind: String,
     /// The object the job works on (a volume id).
@@ -803,6 +831,12 @@ pub struct AgentAttachmentView {
     /// plugin makes them real).
     #[schema(pattern = "^(agent|csi)$")]
     pub manager: &'static str,
+    /// The running job that asks the agent to grow the filesystem to
+    /// `size` (a `volume_grow_filesystem`, or a resize once the volume has
+    /// its new size, not while its data moves): a new id asks for a new
+    /// attempt even at the same size; the agent names it as `growjob` in
+    /// its report. Null when no job asks (`top` read-write attachments only).
+    pub growjob: Option<i64>,
 }
 
 /// What a node's agent should do (svs extension).
@@ -839,6 +873,7 @@ pub fn agent_state(d: &DesiredState) -> AgentStateView {
                 filesystemprovisioned: a.filesystem_provisioned,
                 size: a.size,
                 manager: a.manager.as_str(),
+                growjob: a.grow_job,
             })
             .collect(),
     }
@@ -916,6 +951,8 @@ mod tests {
             lost_slices: 0,
             lost_columns: 0,
             recovery_job: None,
+            filesystem_size: None,
+            filesystem_error: None,
             created_ms: 0,
         }
     }

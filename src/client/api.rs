@@ -165,6 +165,11 @@ impl Api {
         self.call(Method::POST, &path, &[], None).await
     }
 
+    pub async fn grow_volume_filesystem(&self, name: &str) -> Result<Value> {
+        let path = format!("/volumes/{}/grow-filesystem", segment(name));
+        self.call(Method::POST, &path, &[], None).await
+    }
+
     // --- snapshots ---
 
     fn snapshot_path(volume: &str, snapshot: &str) -> String {

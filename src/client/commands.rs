@@ -240,6 +240,19 @@ impl Context {
             .await
     }
 
+    /// Starts a `volume_grow_filesystem` job that grows the volume's
+    /// filesystem again after a growth failed.
+    pub async fn volume_grow_filesystem(&self, name: &str, wait: bool) -> Result<()> {
+        let mut s = self.session().await?;
+        let answer = s
+            .api
+            .grow_volume_filesystem(name)
+            .await
+            .map_err(|e| s.auth_hint(e))?;
+        self.after_job_start(&mut s, &answer, wait, Shown::Volume(name))
+            .await
+    }
+
     // --- snapshots ---
 
     pub async fn snapshot_create(

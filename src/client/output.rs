@@ -144,6 +144,7 @@ pub const ATTACHMENT_COLUMNS: &[Column] = &[
     col("STATE", "state"),
     yes_no("READONLY", "readonly"),
     or_dash("HOST", "hoststate"),
+    optional(gib("FS SIZE", "filesystemsize")),
     col("URI", "uri"),
 ];
 
@@ -308,6 +309,9 @@ pub fn render_volume_summary(volume: &Value, slices: &Value, attachments: &Value
             text(&volume["maxsize"])
         ),
     );
+    if let Some(line) = filesystem_line(volume) {
+        row("Filesystem", line);
+    }
     row("Policy", text(&volume["policy"]));
     if let Some(zone) = volume["zone"].as_str().filter(|z| !z.is_empty()) {
         row("Zone", zone.to_string());
@@ -386,10 +390,17 @@ pub fn render_volume_summary(volume: &Value, slices: &Value, attachments: &Value
                 } else {
                     "read-write"
                 };
-                let host = match a["hoststate"].as_str() {
+                let mut host = match a["hoststate"].as_str() {
                     Some(h) => format!(", host {h}"),
                     None => String::new(),
                 };
+                if let (Some(fs), Some(size)) =
+                    (a["filesystemsize"].as_u64(), a["volumesize"].as_u64())
+                {
+                    if fs < size {
+                        host.push_str(&format!(", filesystem {fs} GiB of {size} GiB"));
+                    }
+                }
                 format!(
                     "{what}to {} {mode}: {} {}{host}",
                     text(&a["node"]),
@@ -401,6 +412,25 @@ pub fn render_volume_summary(volume: &Value, slices: &Value, attachments: &Value
         row("Attached", lines.join("\n"));
     }
     render_fields(&rows)
+}
+
+/// The filesystem's size against the volume's: a growth that failed
+/// leaves it smaller, which the summary says with the way out.
+fn filesystem_line(volume: &Value) -> Option<String> {
+    let fs = volume["filesystemsize"].as_u64()?;
+    let size = volume["size"].as_u64()?;
+    if fs >= size {
+        return Some(format!("fills the volume ({fs} GiB)"));
+    }
+    let why = volume["filesystemerror"]
+        .as_str()
+        .map(|e| format!(": {e}"))
+        .unwrap_or_default();
+    Some(format!(
+        "{fs} GiB, smaller than the volume's {size} GiB (its growth failed{why}); \
+         grow it with: svs volume grow-filesystem {}",
+        text(&volume["name"])
+    ))
 }
 
 /// The server's JSON, pretty-printed.
@@ -474,6 +504,35 @@ mod tests {
              b     block              1 GiB  p             Ready  Online  100\n\
              f     file   xfs         2 GiB  p             Ready  Online  100\n"
         );
+    }
+
+    #[test]
+    fn a_volume_summary_shows_a_filesystem_smaller_than_the_volume_and_the_way_out() {
+        let volume = json!({"name": "g", "volumeid": "i", "type": "file", "filesystem": "ext4",
+                            "size": 4, "maxsize": 40, "policy": "p", "state": "Ready",
+                            "status": "Online", "progress": 100, "filesystemsize": 2,
+                            "filesystemerror": "resize2fs: Permission denied to resize filesystem"});
+        let attached = json!([{"node": "host-1", "state": "Attached", "uri": "nbd://h:1/e",
+                               "hoststate": "Mounted", "volumesize": 4, "filesystemsize": 2}]);
+        let out = render_volume_summary(&volume, &json!([]), &attached);
+        assert!(
+            out.contains(
+                "2 GiB, smaller than the volume's 4 GiB (its growth failed: resize2fs: \
+                 Permission denied to resize filesystem); grow it with: svs volume \
+                 grow-filesystem g"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("host Mounted, filesystem 2 GiB of 4 GiB"),
+            "{out}"
+        );
+        let grown = json!({"name": "g", "size": 4, "filesystemsize": 4});
+        assert_eq!(
+            filesystem_line(&grown).as_deref(),
+            Some("fills the volume (4 GiB)")
+        );
+        assert_eq!(filesystem_line(&json!({"name": "b", "size": 4})), None);
     }
 
     #[test]

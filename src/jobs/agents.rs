@@ -48,7 +48,9 @@ pub(super) async fn agent_growers(
 
 /// Waits until the agent of every node in `nodes` reports its filesystem
 /// grown to `new_size` GiB; the note for the job's details. A grow error
-/// reported after the wait began ends the job in Error.
+/// reported for this job's request (the desired state names the job, the
+/// agent's report names the request it answers) ends the job in Error at
+/// once, even when it reads like the one before.
 pub(super) async fn wait_for_growth(
     ctx: &JobContext,
     job: &Job,
@@ -78,10 +80,13 @@ pub(super) async fn wait_for_growth(
             if host.and_then(|h| h.filesystem_size).unwrap_or(0) >= new_size {
                 continue;
             }
-            if let Some(error) = host
-                .filter(|h| h.updated_ms >= started_ms)
-                .and_then(|h| h.grow_error.as_deref())
-            {
+            // A report answers this job when it names it; an agent that
+            // names no request counts when it reported after the wait began.
+            let answers = |h: &&svs_store::HostReport| match h.grow_job {
+                Some(j) => j == job.id,
+                None => h.updated_ms >= started_ms,
+            };
+            if let Some(error) = host.filter(answers).and_then(|h| h.grow_error.as_deref()) {
                 return Err(JobError::Failed(format!(
                     "Could not grow the {} filesystem on node '{node}': {error}",
                     fs.as_str()

@@ -2,10 +2,11 @@
 //! ended in Error leaves undone, side by side, so a new kind is one type in
 //! one place rather than a line in the dispatch and another in the undo.
 
-use super::{attach, create, delete, recovery, resize, snapshot, JobContext, JobError};
+use super::{attach, create, delete, growth, recovery, resize, snapshot, JobContext, JobError};
 use async_trait::async_trait;
 use svs_domain::{
-    AttachmentArgs, DetachArgs, JobSpec, RecoveryArgs, ResizeVolumeArgs, SnapshotArgs,
+    AttachmentArgs, DetachArgs, GrowFilesystemArgs, JobSpec, RecoveryArgs, ResizeVolumeArgs,
+    SnapshotArgs,
 };
 use svs_store::Job;
 
@@ -33,6 +34,7 @@ pub(super) fn handler(job: &Job) -> Result<Box<dyn JobHandler>, JobError> {
         JobSpec::SnapshotDelete(args) => Box::new(DeleteSnapshot(args)),
         JobSpec::SnapshotRollback(args) => Box::new(Rollback(args)),
         JobSpec::VolumeRecovery(args) => Box::new(RecoverVolume(args)),
+        JobSpec::VolumeGrowFilesystem(args) => Box::new(GrowFilesystem(args)),
     })
 }
 
@@ -133,5 +135,16 @@ struct RecoverVolume(RecoveryArgs);
 impl JobHandler for RecoverVolume {
     async fn run(&self, ctx: &JobContext, job: &Job) -> Result<(), JobError> {
         recovery::recover_volume(ctx, job, &self.0).await
+    }
+}
+
+/// `volume_grow_filesystem`: grows a filesystem svs made to its volume's
+/// size again, after a growth failed.
+struct GrowFilesystem(GrowFilesystemArgs);
+
+#[async_trait]
+impl JobHandler for GrowFilesystem {
+    async fn run(&self, ctx: &JobContext, job: &Job) -> Result<(), JobError> {
+        growth::grow_filesystem_again(ctx, job, &self.0).await
     }
 }

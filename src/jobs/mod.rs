@@ -19,6 +19,7 @@ mod attach;
 mod create;
 mod delete;
 mod filesystem;
+mod growth;
 mod kinds;
 mod recovery;
 mod resize;
@@ -222,7 +223,12 @@ impl JobContext {
 fn changes_space(kind: Option<JobKind>) -> bool {
     !matches!(
         kind,
-        Some(JobKind::AttachmentCreate | JobKind::AttachmentDelete | JobKind::AttachmentModify)
+        Some(
+            JobKind::AttachmentCreate
+                | JobKind::AttachmentDelete
+                | JobKind::AttachmentModify
+                | JobKind::VolumeGrowFilesystem
+        )
     )
 }
 

@@ -1,10 +1,10 @@
 //! `volume_modify_extend`: plan (in place or with data movement), move the
 //! slices the plan moves, grow every slice, then record the new size.
 
-use super::agents::{agent_growers, wait_for_growth};
+use super::agents::agent_growers;
+use super::growth::{grow_by_agents, grow_unattached, provisioned};
 use super::slice_move::move_slice;
 use super::{slice_key, JobContext, JobError};
-use crate::attributes::VolumeAttributes;
 use std::collections::BTreeSet;
 use svs_domain::{
     column_size, plan_resize, validate_new_size, ResizeRequest, ResizeVolumeArgs, Slice, GIB,
@@ -123,11 +123,7 @@ async fn grow_filesystem(
     new_size: u64,
     new_slice_size: u64,
 ) -> Result<Option<String>, JobError> {
-    let attributes = VolumeAttributes::from_record(&volume.attributes);
-    let Some(fs) = attributes
-        .filesystem
-        .filter(|_| attributes.filesystem_provisioned)
-    else {
+    let Some(fs) = provisioned(volume) else {
         return Ok(None);
     };
     let growers = agent_growers(ctx, volume).await?;
@@ -135,12 +131,17 @@ async fn grow_filesystem(
         // The hosts' agents grow the mounted filesystem: the volume takes
         // its new size now (its hosts see it and their agents see the new
         // `size`), then the job waits for their reports.
+        let before = volume.filesystem_size.unwrap_or(volume.size);
+        // Until the agents report, the filesystem is the size it was.
+        ctx.store
+            .set_volume_filesystem(&volume.id, Some(before), None)
+            .await?;
         ctx.store
             .record_resize(job.id, &volume.id, new_size, new_slice_size)
             .await?;
         ctx.exports.set_size(&volume.id, new_size * GIB);
         ctx.changes.notify();
-        let note = wait_for_growth(ctx, job, volume, fs, &growers, (volume.size, new_size)).await?;
+        let note = grow_by_agents(ctx, job, volume, fs, &growers, (before, new_size)).await?;
         return Ok(Some(note));
     }
     if ctx.exports.volume_io(&volume.id).is_some() {
@@ -149,15 +150,9 @@ async fn grow_filesystem(
             fs.as_str()
         )));
     }
-    ctx.progress(job, 97, &format!("Growing filesystem {}", fs.as_str()))
-        .await?;
-    let io = ctx.volume_io(volume).await?;
-    io.set_size(new_size * GIB);
-    ctx.grow_filesystem(io, fs).await?;
-    Ok(Some(format!(
-        "Filesystem grown from {} GiB to {new_size} GiB",
-        volume.size
-    )))
+    grow_unattached(ctx, job, volume, fs, new_size)
+        .await
+        .map(Some)
 }
 
 /// After a failed movement: remove any copy on a target that never became

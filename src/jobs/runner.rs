@@ -314,7 +314,6 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// One try of a job: the handler of its kind, with its typed arguments.
 /// Idle with nothing to do; Throttled when jobs wait for a slot or every
 /// running job waits out a back-off; Busy otherwise.
 fn runner_state(s: &WorkerStatus) -> WorkerState {

@@ -78,6 +78,8 @@ pub struct DesiredAttachment {
     pub size: Gib,
     /// A `Csi` attachment is the CSI node plugin's: the agent skips it.
     pub manager: AttachmentManager,
+    /// The running job asking for the filesystem to be grown to `size`.
+    pub grow_job: Option<i64>,
 }
 
 /// Everything a node's agent should do, and its revision (a digest of it).
@@ -139,6 +141,7 @@ fn revision(attachments: &[DesiredAttachment]) -> String {
         field(if a.filesystem_provisioned { "fs" } else { "" });
         field(&a.size.to_string());
         field(a.manager.as_str());
+        field(&a.grow_job.map(|j| j.to_string()).unwrap_or_default());
     }
     hex::encode(hash.finalize())
 }
@@ -146,6 +149,8 @@ fn revision(attachments: &[DesiredAttachment]) -> String {
 fn desired(n: NodeAttachment, nbd_base: &str) -> DesiredAttachment {
     let attributes = VolumeAttributes::from_record(&n.volume_attributes);
     let a = n.attachment;
+    // Only the live volume, written through this attachment, is grown.
+    let grow_job = n.grow_job.filter(|_| a.snapshot == TOP && !a.readonly);
     let size = if a.snapshot == TOP {
         n.volume_size
     } else {
@@ -166,6 +171,7 @@ fn desired(n: NodeAttachment, nbd_base: &str) -> DesiredAttachment {
         filesystem_provisioned: attributes.filesystem_provisioned,
         size,
         manager: a.manager,
+        grow_job,
     }
 }
 
@@ -339,6 +345,7 @@ impl Services {
             filesystem_bytes: request.filesystem_bytes,
             filesystem_size: request.filesystem_size,
             grow_error: bounded(&request.grow_error),
+            grow_job: request.grow_job,
             updated_ms: self.clock.now_ms(),
         };
         self.store
@@ -349,7 +356,32 @@ impl Services {
                     "volume '{volume_id}' is not attached to node '{node}'"
                 )),
                 other => other.into(),
-            })
+            })?;
+        if snapshot == TOP {
+            self.filesystem_caught_up(volume_id, request).await?;
+        }
+        Ok(())
+    }
+
+    /// An agent grew the filesystem on its own (its periodic retry after a
+    /// failed growth): the volume no longer shows a smaller filesystem.
+    async fn filesystem_caught_up(
+        &self,
+        volume_id: &str,
+        request: &ReportHostState,
+    ) -> ServiceResult<()> {
+        let Some(grown) = request.filesystem_size else {
+            return Ok(());
+        };
+        let Some(v) = self.store.volume_by_id(volume_id).await? else {
+            return Ok(());
+        };
+        if v.filesystem_size.is_some() && grown >= v.size && v.job.is_none() {
+            self.store
+                .set_volume_filesystem(volume_id, None, None)
+                .await?;
+        }
+        Ok(())
     }
 }
 
@@ -394,6 +426,7 @@ mod tests {
             filesystem_provisioned: true,
             size,
             manager: AttachmentManager::Agent,
+            grow_job: None,
         }
     }
 
@@ -414,6 +447,11 @@ mod tests {
         let mut csi = attachment(4);
         csi.manager = AttachmentManager::Csi;
         assert_ne!(base, revision(&[csi]));
+        let mut asked = attachment(4);
+        asked.grow_job = Some(7);
+        assert_ne!(base, revision(&[asked.clone()]));
+        asked.grow_job = Some(8);
+        assert_ne!(revision(&[attachment(4)]), revision(&[asked]));
     }
 
     #[test]

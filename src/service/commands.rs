@@ -221,6 +221,8 @@ pub struct ReportHostState {
     pub filesystem_size: Option<Gib>,
     /// The last attempt to grow the filesystem failed with this.
     pub grow_error: Option<String>,
+    /// The job whose growth request the last attempt answered.
+    pub grow_job: Option<i64>,
 }
 
 /// `GET /jobs`: filters (None: no filter) and the page.

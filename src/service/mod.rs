@@ -11,6 +11,7 @@ pub use crate::attributes;
 pub mod auth;
 pub mod catalog;
 pub mod commands;
+pub mod growth;
 pub mod infrastructure;
 pub mod media_space;
 pub mod policies;

@@ -319,6 +319,7 @@ async fn the_long_poll_wakes_on_a_change_and_host_reports_show_in_attachments() 
             "state": "Attached", "readonly": false, "mountpoint": "/mnt/data",
             "exportname": a["exportname"], "uri": a["uri"], "type": "block",
             "filesystem": null, "filesystemprovisioned": false, "size": 4, "manager": "agent",
+            "growjob": null,
         }])
     );
     let revision = state["revision"].as_str().unwrap_or_default().to_string();

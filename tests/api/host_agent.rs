@@ -28,13 +28,19 @@ impl HostSide {
         self.path().join("credential")
     }
 
-    fn mountpoint(&self, name: &str) -> PathBuf {
+    pub(crate) fn mountpoint(&self, name: &str) -> PathBuf {
         self.path().join("mnt").join(name)
     }
 
     /// Starts host-1's agent; against a service with its own CA
     /// (`tls = "auto"`), with `--ca-cert`.
     pub(crate) fn start_agent(&mut self, app: &TestApp) {
+        let child = self.agent_command(app).spawn().expect("svs agent starts");
+        self.process = Some(child);
+    }
+
+    /// The command that runs host-1's agent, logging to `agent.log`.
+    pub(crate) fn agent_command(&self, app: &TestApp) -> Command {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -45,7 +51,7 @@ impl HostSide {
         if app.base.starts_with("https://") {
             command.arg("--ca-cert").arg(app.ca_cert());
         }
-        let child = command
+        command
             .arg("--credential-file")
             .arg(self.credential_file())
             .arg("--state-dir")
@@ -54,10 +60,8 @@ impl HostSide {
             .arg(self.path().join("mnt"))
             .env("SVS_LOG", "info")
             .stdout(Stdio::null())
-            .stderr(log.try_clone().expect("log"))
-            .spawn()
-            .expect("svs agent starts");
-        self.process = Some(child);
+            .stderr(log.try_clone().expect("log"));
+        command
     }
 
     /// SIGKILL, like a crash.
@@ -96,7 +100,7 @@ impl Drop for Frozen {
 
 /// The service (jobs wait up to 60 s for agents) with a "mirror" policy,
 /// the volumes `bodies` create, and host-1's agent running.
-async fn service_and_agent(bodies: &[Value]) -> (TestApp, HostSide) {
+pub(crate) async fn service_and_agent(bodies: &[Value]) -> (TestApp, HostSide) {
     let app = TestApp::start_with(TestConfig {
         settings: vec!["agent_wait_secs = 60".into()],
         ..topology("0")
@@ -120,7 +124,7 @@ pub(crate) async fn issue_credential(app: &TestApp, host: &HostSide) {
     std::fs::write(host.credential_file(), credential).expect("credential file");
 }
 
-async fn attachment(app: &TestApp, volume: &str) -> Value {
+pub(crate) async fn attachment(app: &TestApp, volume: &str) -> Value {
     let (status, a) = app
         .get(&format!(
             "/volumes/{volume}/snapshots/top/attachments/host-1"
@@ -152,7 +156,7 @@ pub(crate) async fn wait_host(
     }
 }
 
-fn last_detail(job: &Value) -> String {
+pub(crate) fn last_detail(job: &Value) -> String {
     job["details"]
         .as_array()
         .and_then(|d| d.last())

@@ -16,6 +16,7 @@ mod csi_lifecycle;
 mod csi_node;
 mod filesystem;
 mod forge;
+mod fs_growth;
 mod guard;
 mod host_agent;
 mod host_side;

@@ -62,6 +62,14 @@ pub struct RecoveryArgs {
     pub name: String,
 }
 
+/// `volume_grow_filesystem`: grow the volume's filesystem to fill its
+/// `size` GiB again, after a growth failed (svs extension).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrowFilesystemArgs {
+    pub name: String,
+    pub size: Gib,
+}
+
 /// `attachment_create` / `attachment_modify`: the attachment of the volume
 /// (or of one of its snapshots) to `node`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,6 +112,7 @@ pub enum JobSpec {
     SnapshotDelete(SnapshotArgs),
     SnapshotRollback(SnapshotArgs),
     VolumeRecovery(RecoveryArgs),
+    VolumeGrowFilesystem(GrowFilesystemArgs),
 }
 
 /// Stored arguments that do not fit their kind: a bug or a damaged record.
@@ -127,6 +136,7 @@ impl JobSpec {
             JobSpec::SnapshotDelete(_) => JobKind::SnapshotDelete,
             JobSpec::SnapshotRollback(_) => JobKind::SnapshotRollback,
             JobSpec::VolumeRecovery(_) => JobKind::VolumeRecovery,
+            JobSpec::VolumeGrowFilesystem(_) => JobKind::VolumeGrowFilesystem,
         }
     }
 
@@ -147,6 +157,7 @@ impl JobSpec {
             | JobSpec::SnapshotDelete(a)
             | JobSpec::SnapshotRollback(a) => serde_json::to_value(a),
             JobSpec::VolumeRecovery(a) => serde_json::to_value(a),
+            JobSpec::VolumeGrowFilesystem(a) => serde_json::to_value(a),
         };
         // Plain structs of strings, numbers and booleans always serialize.
         value.unwrap_or(serde_json::Value::Null)
@@ -172,6 +183,7 @@ impl JobSpec {
             Some(JobKind::SnapshotDelete) => parse(args).map(JobSpec::SnapshotDelete),
             Some(JobKind::SnapshotRollback) => parse(args).map(JobSpec::SnapshotRollback),
             Some(JobKind::VolumeRecovery) => parse(args).map(JobSpec::VolumeRecovery),
+            Some(JobKind::VolumeGrowFilesystem) => parse(args).map(JobSpec::VolumeGrowFilesystem),
             None => Err("unknown job type".to_string()),
         };
         spec.map_err(invalid)
@@ -274,6 +286,10 @@ mod tests {
                 snapshot_id: "s1".into(),
             }),
             JobSpec::VolumeRecovery(RecoveryArgs { name: "v".into() }),
+            JobSpec::VolumeGrowFilesystem(GrowFilesystemArgs {
+                name: "v".into(),
+                size: 3,
+            }),
         ];
         for spec in specs {
             let back = JobSpec::from_stored(spec.kind().as_str(), &spec.args_json());

@@ -21,8 +21,8 @@ pub use capacity::{
 };
 pub use guard::{ensure_not_moving, ActiveMovement, BlockedOperation, MovementBlocked};
 pub use job::{
-    AttachmentArgs, CloneSource, CreateVolumeArgs, DeleteVolumeArgs, DetachArgs, JobSpec,
-    JobSpecError, RecoveryArgs, ResizeVolumeArgs, SnapshotArgs,
+    AttachmentArgs, CloneSource, CreateVolumeArgs, DeleteVolumeArgs, DetachArgs,
+    GrowFilesystemArgs, JobSpec, JobSpecError, RecoveryArgs, ResizeVolumeArgs, SnapshotArgs,
 };
 pub use model::*;
 pub use planner::{

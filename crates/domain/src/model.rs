@@ -167,6 +167,7 @@ pub enum JobKind {
     SnapshotDelete,
     SnapshotRollback,
     VolumeRecovery,
+    VolumeGrowFilesystem,
 }
 
 impl JobKind {
@@ -182,6 +183,7 @@ impl JobKind {
             JobKind::SnapshotDelete => "snapshot_delete",
             JobKind::SnapshotRollback => "snapshot_rollback",
             JobKind::VolumeRecovery => "volume_recovery",
+            JobKind::VolumeGrowFilesystem => "volume_grow_filesystem",
         }
     }
 
@@ -197,6 +199,7 @@ impl JobKind {
             "snapshot_delete" => Some(JobKind::SnapshotDelete),
             "snapshot_rollback" => Some(JobKind::SnapshotRollback),
             "volume_recovery" => Some(JobKind::VolumeRecovery),
+            "volume_grow_filesystem" => Some(JobKind::VolumeGrowFilesystem),
             _ => None,
         }
     }

@@ -22,6 +22,7 @@ mod fuse;
 pub mod host;
 mod kernel_nbd;
 mod loopdev;
+mod superblock;
 
 use std::io;
 
@@ -29,6 +30,7 @@ pub use fs::{mkfs, resize2fs, xfs_growfs, FsType, Mount};
 pub use fuse::FuseFile;
 pub use kernel_nbd::KernelNbd;
 pub use loopdev::LoopDevice;
+pub use superblock::{device_filesystem_size, filesystem_size, SUPERBLOCK_BYTES};
 
 /// A block device the FUSE file exposes. Calls come from several FUSE
 /// threads at once; offsets are within `size` of the file.

@@ -335,6 +335,19 @@ impl<S: Store> VolumeStore for CachedStore<S> {
         )
     }
 
+    async fn set_volume_filesystem(
+        &self,
+        volume_id: &str,
+        size: Option<Gib>,
+        error: Option<&str>,
+    ) -> StoreResult<()> {
+        self.changed(
+            self.inner
+                .set_volume_filesystem(volume_id, size, error)
+                .await,
+        )
+    }
+
     async fn save_resize_plan(
         &self,
         job_id: i64,

@@ -182,6 +182,11 @@ pub struct Volume {
     pub lost_columns: u64,
     /// The running `volume_recovery` job, if that is the volume's job.
     pub recovery_job: Option<i64>,
+    /// The volume size (GiB) its filesystem was last grown to fill, when a
+    /// growth failed and it does not fill the volume; None: it fills it.
+    pub filesystem_size: Option<Gib>,
+    /// Why the last growth of its filesystem failed (with `filesystem_size`).
+    pub filesystem_error: Option<String>,
     pub created_ms: i64,
 }
 
@@ -368,6 +373,8 @@ pub struct Attachment {
     /// Who makes it real on the node (a CSI attachment is never the host
     /// agent's).
     pub manager: AttachmentManager,
+    /// The volume's current size.
+    pub volume_size: Gib,
 }
 
 /// Host states an agent reports.
@@ -402,6 +409,8 @@ pub struct HostReport {
     pub filesystem_size: Option<Gib>,
     /// The last attempt to grow the filesystem failed with this.
     pub grow_error: Option<String>,
+    /// The job whose growth request the last attempt answered.
+    pub grow_job: Option<i64>,
     pub updated_ms: i64,
 }
 
@@ -416,6 +425,10 @@ pub struct NodeAttachment {
     pub volume_attributes: Map<String, Value>,
     /// The volume's size when the attached snapshot was taken; None for `top`.
     pub snapshot_size: Option<Gib>,
+    /// The volume's running job that asks its hosts to grow the filesystem
+    /// to the volume's size: a `volume_grow_filesystem`, or a resize once
+    /// the volume has its new size (not while its data still moves).
+    pub grow_job: Option<i64>,
 }
 
 /// A node's agent credential: `svsnode.<credential_id>.<secret>`; only a

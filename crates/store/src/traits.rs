@@ -179,6 +179,15 @@ pub trait VolumeStore: Send + Sync {
         volume_id: &str,
         attributes: &serde_json::Map<String, serde_json::Value>,
     ) -> StoreResult<()>;
+    /// Records what is known of the volume's filesystem: the volume size
+    /// (GiB) it fills when that is not the volume's (None: it fills the
+    /// volume), and why its last growth failed. NotFound when it is gone.
+    async fn set_volume_filesystem(
+        &self,
+        volume_id: &str,
+        size: Option<Gib>,
+        error: Option<&str>,
+    ) -> StoreResult<()>;
     /// Books the plan's reservations, records its steps and appends `detail`
     /// to the job, in one transaction; a job that already has steps is left
     /// as it is. InsufficientSpace, with nothing recorded, when a medium no

@@ -208,6 +208,7 @@ pub async fn a_node_lists_its_attachments_of_every_tenant_with_host_reports(stor
         filesystem_bytes: Some(10 << 30),
         filesystem_size: Some(10),
         grow_error: None,
+        grow_job: Some(4),
         updated_ms: 9,
     };
     store

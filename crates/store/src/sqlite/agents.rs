@@ -23,6 +23,7 @@ fn node_attachment(row: &SqliteRow) -> StoreResult<NodeAttachment> {
         volume_size: size("volume_size")?.unwrap_or(0),
         volume_attributes: json_map(row.try_get("volume_attributes")?)?,
         snapshot_size: size("snapshot_size")?,
+        grow_job: row.try_get("volume_grow_job")?,
     })
 }
 
@@ -135,7 +136,7 @@ impl NodeAgentStore for SqliteStore {
         let r = sqlx::query(
             "UPDATE attachments SET host_state = ?, host_detail = ?, host_device = ?, \
              host_mountpath = ?, fs_bytes = ?, fs_size_gib = ?, grow_error = ?, \
-             host_updated_ms = ? WHERE volume_id = ? AND snapshot = ? AND node = ?",
+             grow_job = ?, host_updated_ms = ? WHERE volume_id = ? AND snapshot = ? AND node = ?",
         )
         .bind(&report.state)
         .bind(&report.detail)
@@ -144,6 +145,7 @@ impl NodeAgentStore for SqliteStore {
         .bind(optional_i64(report.filesystem_bytes)?)
         .bind(optional_i64(report.filesystem_size)?)
         .bind(&report.grow_error)
+        .bind(report.grow_job)
         .bind(report.updated_ms)
         .bind(volume_id)
         .bind(snapshot)

@@ -13,10 +13,12 @@ pub(super) const ATTACHMENT_SELECT: &str = "SELECT a.volume_id, v.name AS volume
     a.tenant_id, a.snapshot, COALESCE(s.name, a.snapshot) AS snapshot_name, a.readonly, \
     a.mountpoint, a.export_name, a.state, a.created_ms, \
     a.host_state, a.host_detail, a.host_device, a.host_mountpath, a.fs_bytes, a.fs_size_gib, \
-    a.grow_error, a.host_updated_ms, a.manager, \
+    a.grow_error, a.grow_job, a.host_updated_ms, a.manager, \
     v.type AS volume_type, v.size_gib AS volume_size, v.attributes AS volume_attributes, \
     s.volume_size_gib AS snapshot_size, \
-    v.job_id, j.progress AS job_progress, j.status AS job_status \
+    v.job_id, j.progress AS job_progress, j.status AS job_status, \
+    CASE WHEN j.type = 'volume_grow_filesystem' OR (j.type = 'volume_modify_extend' \
+        AND json_extract(j.args, '$.size') = v.size_gib) THEN j.id END AS volume_grow_job \
     FROM attachments a JOIN volumes v ON v.id = a.volume_id \
     LEFT JOIN snapshots s ON s.id = a.snapshot \
     LEFT JOIN jobs j ON j.id = v.job_id";
@@ -40,6 +42,7 @@ fn host_report(row: &SqliteRow) -> StoreResult<Option<HostReport>> {
         filesystem_bytes: unsigned("fs_bytes")?,
         filesystem_size: unsigned("fs_size_gib")?,
         grow_error: row.try_get("grow_error")?,
+        grow_job: row.try_get("grow_job")?,
         updated_ms: row
             .try_get::<Option<i64>, _>("host_updated_ms")?
             .unwrap_or(0),
@@ -67,6 +70,8 @@ pub(super) fn attachment_row(row: &SqliteRow) -> StoreResult<Attachment> {
             AttachmentManager::parse(&m)
                 .ok_or_else(|| StoreError::Corrupt(format!("attachment manager {m:?}")))?
         },
+        volume_size: u64::try_from(row.try_get::<i64, _>("volume_size")?)
+            .map_err(|_| StoreError::Corrupt("negative volume size".into()))?,
     })
 }
 

@@ -26,7 +26,8 @@ fn get_volume_sql() -> String {
 }
 
 const VOLUME_SELECT: &str = "SELECT v.id, v.tenant_id, v.name, v.type, v.size_gib, v.zone, \
-    v.attributes, v.state, v.job_id, v.created_ms, p.name AS policy_name, \
+    v.attributes, v.state, v.job_id, v.created_ms, v.fs_size_gib, v.fs_error, \
+    p.name AS policy_name, \
     p.resiliency_media, p.resiliency_node, p.resiliency_zone, \
     j.progress AS job_progress, j.status AS job_status, \
     (SELECT m.node FROM slices s JOIN media m ON m.id = s.medium_id \
@@ -65,6 +66,13 @@ fn volume_row(row: &SqliteRow) -> StoreResult<Volume> {
         lost_slices: gib(row, "lost_slices")?,
         lost_columns: gib(row, "lost_columns")?,
         recovery_job: row.try_get("recovery_job")?,
+        filesystem_size: row
+            .try_get::<Option<i64>, _>("fs_size_gib")?
+            .map(|v| {
+                u64::try_from(v).map_err(|_| StoreError::Corrupt("negative fs_size_gib".into()))
+            })
+            .transpose()?,
+        filesystem_error: row.try_get("fs_error")?,
         created_ms: row.try_get("created_ms")?,
     })
 }
@@ -242,6 +250,24 @@ impl VolumeStore for SqliteStore {
         }
         tx.commit().await?;
         self.volume_slices(volume_id).await
+    }
+
+    async fn set_volume_filesystem(
+        &self,
+        volume_id: &str,
+        size: Option<Gib>,
+        error: Option<&str>,
+    ) -> StoreResult<()> {
+        let updated = sqlx::query("UPDATE volumes SET fs_size_gib = ?, fs_error = ? WHERE id = ?")
+            .bind(size.map(to_i64).transpose()?)
+            .bind(error)
+            .bind(volume_id)
+            .execute(&self.writer)
+            .await?;
+        if updated.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
     }
 
     async fn set_volume_attributes(
