@@ -12,7 +12,7 @@
 //! checkpoint never points into a file that was started again.
 
 use crate::extents::DataExtents;
-use crate::volume::punch_hole;
+use crate::extents::punch_hole;
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
