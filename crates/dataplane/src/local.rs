@@ -5,7 +5,7 @@ use crate::copy::{copy_file, CopyError};
 use crate::fsutil::{create_dir_durable, fsync_dir, partial_path, remove_if_exists};
 use crate::snapshot::remove_snapshot_files;
 use crate::space::{SnapshotSpace, SpaceAccount};
-use crate::volume::{Live, LocalVolumeIo, SliceMedia, VolumeIo, VolumeLayout};
+use crate::volume::{LocalSlice, LocalVolumeIo, SliceDevice, SliceMedia, VolumeIo, VolumeLayout};
 use crate::SliceSnapshots;
 use crate::{
     CopyOptions, DataPlane, DataPlaneError, Digest, MediaFailureListener, SliceKey, StoredSlice,
@@ -516,11 +516,11 @@ fn open_rw(path: &Path) -> io::Result<File> {
     OpenOptions::new().read(true).write(true).open(path)
 }
 
-/// Opens a slice's file and snapshots; `None` (the slice is lost) when its
-/// medium is marked failed or they cannot be opened.
 impl SliceMedia for LocalMedia {
-    /// Opens a slice's file and snapshots.
-    fn open_slice(&self, medium: &str, key: &SliceKey) -> Option<Live> {
+    /// Opens a slice's file and snapshots as a [`LocalSlice`]; `None` (the
+    /// slice is lost) when its medium is marked failed or they cannot be
+    /// opened.
+    fn open_slice(&self, medium: &str, key: &SliceKey) -> Option<Arc<dyn SliceDevice>> {
         let media = self;
         if media.is_marked_failed(medium) {
             return None;
@@ -538,10 +538,9 @@ impl SliceMedia for LocalMedia {
             let account = media.space_account(medium)?;
             let snapshots =
                 SliceSnapshots::open_accounted(&path, account).map_err(open("open snapshots"))?;
-            Ok(Live {
-                file: Arc::new(file),
-                snapshots,
-            })
+            let device: Arc<dyn SliceDevice> =
+                Arc::new(LocalSlice::new(Arc::new(file), snapshots, path));
+            Ok(device)
         });
         match opened {
             Ok(live) => {

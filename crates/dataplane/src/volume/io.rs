@@ -6,10 +6,10 @@ use super::layout::{label, push_extent, segments, Extent, Segment, VolumeLayout,
 use super::media::SliceMedia;
 use super::slice::{Live, SliceIo, SliceState, WrittenChunks};
 use super::{eio, is_media_failure, VolumeIo};
-use crate::extents::{allocation, punch_hole, will_need};
+use crate::extents::punch_hole;
 use crate::{CopyOptions, DataPlaneError, SliceKey};
 use std::io;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
 use std::time::Instant;
@@ -163,15 +163,11 @@ impl LocalVolumeIo {
         state: &SliceState,
         live: &Live,
     ) -> io::Result<()> {
-        let Ok(path) = self.media.slice_path(&state.medium, &slice.key) else {
-            return Err(io::Error::from_raw_os_error(libc::ENOENT));
-        };
-        let on_disk = std::fs::metadata(path)?;
-        let open = live.file.metadata()?;
-        if (on_disk.dev(), on_disk.ino()) != (open.dev(), open.ino()) {
+        // A medium no longer served has lost its slices.
+        if self.media.slice_path(&state.medium, &slice.key).is_err() {
             return Err(io::Error::from_raw_os_error(libc::ENOENT));
         }
-        Ok(())
+        live.check_present()
     }
 
     /// [`LocalVolumeIo::check_linked`] at most every [`LINK_CHECK_MS`] per slice.
@@ -263,7 +259,7 @@ impl LocalVolumeIo {
         self.on_serving_copies(offset, len, |live, seg| {
             // A slice file is never shorter than the volume: one that was
             // cut lost data, which must not be shown as holes (zeros).
-            if live.file.metadata()?.len() < seg.slice_offset + seg.len as u64 {
+            if live.size()? < seg.slice_offset + seg.len as u64 {
                 return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
             }
             // Collected first: a copy that fails half way adds nothing.
@@ -309,10 +305,10 @@ impl LocalVolumeIo {
                 let Some(live) = slice.healthy(&state) else {
                     continue;
                 };
-                if let Err(e) = slice.fault().and_then(|()| {
-                    live.snapshots
-                        .prepare_write(&live.file, seg.slice_offset, seg_len)
-                }) {
+                if let Err(e) = slice
+                    .fault()
+                    .and_then(|()| live.prepare_write(seg.slice_offset, seg_len))
+                {
                     if !is_media_failure(&e) {
                         return Err(e);
                     }
@@ -331,17 +327,13 @@ impl LocalVolumeIo {
                 let done = slice
                     .fault()
                     .and_then(|()| match change {
-                        Change::Write(data) => live.snapshots.write(
-                            &live.file,
-                            seg.slice_offset,
+                        Change::Write(data) => live.write_at(
                             &data[seg.buf_offset..seg.buf_offset + seg.len],
+                            seg.slice_offset,
                         ),
-                        Change::Discard => {
-                            live.snapshots
-                                .discard(&live.file, seg.slice_offset, seg_len)
-                        }
+                        Change::Discard => live.discard(seg.slice_offset, seg_len),
                     })
-                    .and_then(|()| if fua { live.file.sync_data() } else { Ok(()) });
+                    .and_then(|()| if fua { live.sync() } else { Ok(()) });
                 match done {
                     Ok(()) => {
                         took += 1;
@@ -405,9 +397,7 @@ impl VolumeIo for LocalVolumeIo {
 
     fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         self.check_range(offset, buf.len() as u64)?;
-        self.read_copies(offset, buf, |live, out, at| {
-            live.file.read_exact_at(out, at)
-        })
+        self.read_copies(offset, buf, |live, out, at| live.read_at(out, at))
     }
 
     fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
@@ -426,7 +416,7 @@ impl VolumeIo for LocalVolumeIo {
     /// per stripe segment when it is all data.
     fn extents(&self, offset: u64, len: u64) -> io::Result<Vec<Extent>> {
         self.check_range(offset, len)?;
-        self.extents_with(offset, len, |live, at, n| allocation(&live.file, at, n))
+        self.extents_with(offset, len, |live, at, n| live.allocation(at, n))
     }
 
     /// Starts reading the range into the page cache (`POSIX_FADV_WILLNEED`
@@ -436,7 +426,7 @@ impl VolumeIo for LocalVolumeIo {
         let len = usize::try_from(len)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "range too large"))?;
         self.on_serving_copies(offset, len, |live, seg| {
-            will_need(&live.file, seg.slice_offset, seg.len as u64);
+            live.will_need(seg.slice_offset, seg.len as u64);
             Ok(())
         })
     }
@@ -481,7 +471,7 @@ impl VolumeIo for LocalVolumeIo {
                         // A poisoned lock guards nothing but ordering.
                         let _syncing = slice.syncing.lock().unwrap_or_else(|p| p.into_inner());
                         if slice.dirty.swap(false, Ordering::AcqRel) {
-                            live.file.sync_data().inspect_err(|_| {
+                            live.sync().inspect_err(|_| {
                                 slice.dirty.store(true, Ordering::Release);
                             })
                         } else {

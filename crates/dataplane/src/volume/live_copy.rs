@@ -1,15 +1,16 @@
 //! Live copies: a slice moved or rebuilt to another medium while the
 //! volume serves I/O (see the module docs of `volume`).
 
+use super::device::{LocalSlice, SliceDevice};
 use super::io::LocalVolumeIo;
 use super::is_media_failure;
 use super::layout::label;
 use super::slice::{Live, Mirror, SliceIo, SliceState};
 use super::snapshot_copy::{create_partial, SnapshotCopy};
 use crate::digest::{is_zero, CHUNK};
-use crate::extents::{punch_hole, DataExtents, BLOCK};
+use crate::extents::{punch_hole, BLOCK};
 use crate::fsutil::{create_dir_durable, fsync_dir, partial_path, RemoveOnDrop};
-use crate::resume::{data_below, data_from, reopen_partial, Checkpoints};
+use crate::resume::{reopen_partial, Checkpoints};
 use crate::snapshot::remove_snapshot_files;
 use crate::throttle::Pacer;
 use crate::{CopyOptions, DataPlaneError, SliceSnapshots, COW_CHUNK};
@@ -180,17 +181,16 @@ impl LocalVolumeIo {
                 .healthy(&state)
                 .ok_or_else(|| io_err("copy")(source_lost()))?;
             let held: u64 = live
-                .snapshots
-                .list()
+                .snapshots()
                 .map_err(io_err("list snapshots"))?
                 .iter()
                 .map(|s| s.used_bytes)
                 .sum();
-            (Arc::clone(&live.file), state.medium.clone(), held)
+            (Arc::clone(live), state.medium.clone(), held)
         };
         // The slice file resumes from its checkpoint when its partial file
         // is still there; the snapshot files are copied whole every time.
-        let len = source_file.metadata().map_err(io_err("stat"))?.len();
+        let len = source_file.size().map_err(io_err("stat"))?;
         let resume = &options.resume;
         let (target, from) = match reopen_partial(&partial, len, resume.from) {
             Some(file) => (file, resume.from),
@@ -208,7 +208,7 @@ impl LocalVolumeIo {
             Fill {
                 source,
                 holder,
-                source_file: &source_file,
+                source_file: source_file.as_ref(),
                 source_medium: &source_medium,
                 target: &target,
                 to_medium,
@@ -246,12 +246,12 @@ impl LocalVolumeIo {
             let src_state: &SliceState = source_state.as_deref().unwrap_or(&state);
             let live = healthy_source(source, src_state).map_err(io_err("copy"))?;
             snapshot_copy
-                .fetch(&live.snapshots)
+                .fetch(live.as_ref())
                 .map_err(io_err("copy snapshots"))?;
             snapshot_copy
-                .copy_pending(&live.snapshots, usize::MAX)
+                .copy_pending(live.as_ref(), usize::MAX)
                 .map_err(io_err("copy snapshots"))?;
-            live.file.metadata().map_err(io_err("stat"))?.len()
+            live.size().map_err(io_err("stat"))?
         };
         if state
             .mirror
@@ -286,10 +286,11 @@ impl LocalVolumeIo {
             p.disarm();
         }
         drop(source_state);
-        state.live = Some(Live {
-            file: target,
+        state.live = Some(Arc::new(LocalSlice::new(
+            target,
             snapshots,
-        });
+            target_path.to_path_buf(),
+        )));
         state.medium = to_medium.to_string();
         state.mirror = None;
         holder.dirty.store(false, Ordering::Release);
@@ -302,7 +303,7 @@ impl LocalVolumeIo {
 pub(super) struct Fill<'a> {
     pub(super) source: &'a SliceIo,
     pub(super) holder: &'a SliceIo,
-    pub(super) source_file: &'a File,
+    pub(super) source_file: &'a dyn SliceDevice,
     pub(super) source_medium: &'a str,
     /// The partial file: new, or holding the bytes below `from`.
     pub(super) target: &'a Arc<File>,
@@ -356,10 +357,10 @@ impl LocalVolumeIo {
         } = ends;
         let io_err = |op: &'static str| move |e: io::Error| self.err(holder, to_medium, op, e);
         let stats = &options.stats;
-        let mut len = source_file.metadata().map_err(io_err("stat"))?.len();
+        let mut len = source_file.size().map_err(io_err("stat"))?;
         // What is left of the slice file as far as known now.
-        let mut data_left = data_from(source_file, from, len).map_err(io_err("seek"))?;
-        let done = data_below(source_file, from).map_err(io_err("seek"))?;
+        let mut data_left = source_file.data_bytes(from, len).map_err(io_err("seek"))?;
+        let done = source_file.data_bytes(0, from).map_err(io_err("seek"))?;
         let mut tally = Tally {
             done,
             total: done + data_left + held,
@@ -395,7 +396,7 @@ impl LocalVolumeIo {
             let data = &mut bufs.0[..n];
             if let Err(e) = source
                 .fault()
-                .and_then(|()| source_file.read_exact_at(data, start))
+                .and_then(|()| source_file.read_at(data, start))
             {
                 if is_media_failure(&e) {
                     self.lose(source, source_medium, &e);
@@ -469,11 +470,8 @@ impl LocalVolumeIo {
             // mirrored after the cursor has passed it (writes reach the
             // mirror after the source, and the mirror under this lock).
             let mut state = holder.write_state().map_err(io_err("lock"))?;
-            len = source_file.metadata().map_err(io_err("stat"))?.len();
-            let next = {
-                let mut extents = DataExtents::from(source_file, cursor, len);
-                extents.next().transpose().map_err(io_err("seek"))?
-            };
+            len = source_file.size().map_err(io_err("stat"))?;
+            let next = { source_file.next_data(cursor, len).map_err(io_err("seek"))? };
             let Some((start, end)) = next else {
                 // Everything is copied: from now on every write is mirrored
                 // (also past the end, should the slice grow meanwhile).
@@ -494,7 +492,9 @@ impl LocalVolumeIo {
             data_left = data_left.saturating_sub(n as u64);
             if measured.elapsed() >= REMEASURE {
                 // Writes into holes ahead of the copy add to what is left.
-                let left = data_from(source_file, cursor, len).map_err(io_err("seek"))?;
+                let left = source_file
+                    .data_bytes(cursor, len)
+                    .map_err(io_err("seek"))?;
                 if left > data_left {
                     stats.add_catch_up(left - data_left);
                 }
@@ -518,9 +518,9 @@ impl LocalVolumeIo {
         let mut snapshot_copy = {
             let state = source.read_state().map_err(io_err("lock"))?;
             SnapshotCopy::start(
-                &healthy_source(source, &state)
+                healthy_source(source, &state)
                     .map_err(io_err("copy"))?
-                    .snapshots,
+                    .as_ref(),
                 dir,
                 stem,
             )
@@ -531,9 +531,9 @@ impl LocalVolumeIo {
                 let state = source.read_state().map_err(io_err("lock"))?;
                 snapshot_copy
                     .fetch(
-                        &healthy_source(source, &state)
+                        healthy_source(source, &state)
                             .map_err(io_err("copy"))?
-                            .snapshots,
+                            .as_ref(),
                     )
                     .map_err(io_err("copy snapshots"))?
             };
@@ -552,9 +552,9 @@ impl LocalVolumeIo {
                     let state = source.read_state().map_err(io_err("lock"))?;
                     snapshot_copy
                         .copy_pending(
-                            &healthy_source(source, &state)
+                            healthy_source(source, &state)
                                 .map_err(io_err("copy"))?
-                                .snapshots,
+                                .as_ref(),
                             CATCH_UP_CHUNKS,
                         )
                         .map_err(io_err("copy snapshots"))?

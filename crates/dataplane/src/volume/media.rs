@@ -3,16 +3,17 @@
 //! front end does not depend on how media are served
 //! ([`LocalMedia`](crate::LocalMedia) implements it).
 
-use super::slice::Live;
+use super::device::SliceDevice;
 use crate::space::SpaceAccount;
 use crate::{DataPlaneError, SliceKey};
 use std::io;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 pub(crate) trait SliceMedia: Send + Sync + 'static {
     /// Opens a slice for I/O; `None` (the slice is lost) when its medium is
     /// marked failed or the slice cannot be opened.
-    fn open_slice(&self, medium: &str, key: &SliceKey) -> Option<Live>;
+    fn open_slice(&self, medium: &str, key: &SliceKey) -> Option<Arc<dyn SliceDevice>>;
 
     /// I/O on a slice of the medium failed with `e`.
     fn saw_io_error(&self, medium: &str, e: &io::Error);

@@ -43,6 +43,7 @@
 //! snapshot exclusively), so no request is torn across it, and snapshots
 //! every healthy slice of every copy at that instant.
 
+mod device;
 mod hooks;
 mod io;
 mod layout;
@@ -52,10 +53,10 @@ mod slice;
 mod snapshot_copy;
 mod snapshots;
 
+pub(crate) use device::{LocalSlice, SliceDevice};
 pub use io::LocalVolumeIo;
 pub use layout::{Extent, VolumeLayout, STRIPE};
 pub(crate) use media::SliceMedia;
-pub(crate) use slice::Live;
 
 use crate::{CopyOptions, DataPlaneError};
 use std::sync::Arc;

@@ -1,9 +1,10 @@
 //! One slice of an open volume: its live file, a copy's target, the
 //! chunks written since the volume was opened.
 
+use super::device::SliceDevice;
 use super::hooks::SliceHooks;
 use crate::digest::CHUNK;
-use crate::{SliceKey, SliceSnapshots};
+use crate::SliceKey;
 use std::fs::File;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -23,13 +24,8 @@ pub(super) struct Mirror {
     pub(super) dirty: AtomicBool,
 }
 
-/// A slice's open file and snapshots.
-pub(crate) struct Live {
-    pub(crate) file: Arc<File>,
-    /// The snapshots of the slice, next to its file (so they change with
-    /// the file when a move switches media).
-    pub(crate) snapshots: SliceSnapshots,
-}
+/// A slice open for I/O (see [`SliceDevice`]).
+pub(crate) type Live = Arc<dyn SliceDevice>;
 
 pub(super) struct SliceState {
     pub(super) medium: String,

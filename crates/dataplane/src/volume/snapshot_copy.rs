@@ -1,11 +1,12 @@
 //! The copy of a slice's snapshot files during a live move (see the module
 //! docs of `volume`).
 
+use super::device::SliceDevice;
 use crate::digest::is_zero;
 use crate::extents::BLOCK;
 use crate::fsutil::{fsync_dir, partial_path, RemoveOnDrop};
 use crate::snapshot::{delta_name, map_name};
-use crate::{SliceSnapshots, COW_CHUNK};
+use crate::COW_CHUNK;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -55,12 +56,12 @@ impl SnapshotCopy {
     /// Creates the partial files for every snapshot of `snaps`, named for
     /// the slice `<stem>.slice` in `dir`.
     pub(super) fn start(
-        snaps: &SliceSnapshots,
+        snaps: &dyn SliceDevice,
         dir: &Path,
         stem: &str,
     ) -> io::Result<SnapshotCopy> {
         let mut files = Vec::new();
-        for id in snaps.ids()? {
+        for id in snaps.snapshot_ids()? {
             let delta_final = dir.join(delta_name(stem, id));
             let map_final = dir.join(map_name(stem, id));
             let delta_part = RemoveOnDrop::new(partial_path(&delta_final));
@@ -88,10 +89,10 @@ impl SnapshotCopy {
 
     /// Appends the map records the source made durable since the last
     /// fetch; returns how many chunks they added to copy.
-    pub(super) fn fetch(&mut self, snaps: &SliceSnapshots) -> io::Result<usize> {
+    pub(super) fn fetch(&mut self, snaps: &dyn SliceDevice) -> io::Result<usize> {
         let mut added = 0;
         for f in &mut self.files {
-            let tail = snaps.map_since(f.id, f.map_len)?;
+            let tail = snaps.snapshot_map_since(f.id, f.map_len)?;
             if tail.bytes.is_empty() {
                 continue;
             }
@@ -109,13 +110,17 @@ impl SnapshotCopy {
     }
 
     /// Copies up to `limit` pending chunks; returns the bytes copied.
-    pub(super) fn copy_pending(&mut self, snaps: &SliceSnapshots, limit: usize) -> io::Result<u64> {
+    pub(super) fn copy_pending(
+        &mut self,
+        snaps: &dyn SliceDevice,
+        limit: usize,
+    ) -> io::Result<u64> {
         let mut copied = 0usize;
         for f in &mut self.files {
             while copied < limit {
                 let Some(chunk) = f.pending.pop() else { break };
                 let at = chunk * COW_CHUNK;
-                snaps.read_delta_chunk(f.id, chunk, &mut self.buf)?;
+                snaps.read_snapshot_chunk(f.id, chunk, &mut self.buf)?;
                 for (i, block) in self.buf.chunks(BLOCK as usize).enumerate() {
                     if !is_zero(block) {
                         f.delta.write_all_at(block, at + (i as u64) * BLOCK)?;

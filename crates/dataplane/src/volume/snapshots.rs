@@ -47,7 +47,7 @@ impl VolumeIo for SnapshotView {
     fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         self.check_range(offset, buf.len() as u64)?;
         self.volume.read_copies(offset, buf, |live, out, at| {
-            live.snapshots.read(self.id, &live.file, at, out)
+            live.read_snapshot(self.id, at, out)
         })
     }
 
@@ -56,7 +56,7 @@ impl VolumeIo for SnapshotView {
     fn extents(&self, offset: u64, len: u64) -> io::Result<Vec<Extent>> {
         self.check_range(offset, len)?;
         self.volume.extents_with(offset, len, |live, at, n| {
-            live.snapshots.allocation(self.id, &live.file, at, n)
+            live.snapshot_allocation(self.id, at, n)
         })
     }
 
@@ -106,7 +106,7 @@ impl LocalVolumeIo {
                 continue;
             };
             total += 1;
-            if live.snapshots.list()?.iter().any(|s| s.id == id) {
+            if live.snapshots()?.iter().any(|s| s.id == id) {
                 have += 1;
             }
         }
@@ -118,13 +118,13 @@ impl LocalVolumeIo {
         for slice in self.all_slices() {
             let state = slice.read_state()?;
             if let Some(live) = slice.healthy(&state) {
-                live.snapshots.delete(id)?;
+                live.delete_snapshot(id)?;
             }
         }
         for slice in self.all_slices() {
             let state = slice.read_state()?;
             if let Some(live) = slice.healthy(&state) {
-                live.snapshots.create(id, &live.file)?;
+                live.create_snapshot(id)?;
             }
         }
         Ok(())
@@ -135,7 +135,7 @@ impl LocalVolumeIo {
         for slice in self.all_slices() {
             let state = slice.read_state()?;
             if let Some(live) = slice.healthy(&state) {
-                live.snapshots.delete(id)?;
+                live.delete_snapshot(id)?;
             }
         }
         Ok(())
@@ -149,7 +149,7 @@ impl LocalVolumeIo {
             let Some(live) = slice.healthy(&state) else {
                 continue;
             };
-            if !live.snapshots.list()?.iter().any(|s| s.id == id) {
+            if !live.snapshots()?.iter().any(|s| s.id == id) {
                 return Err(io::Error::new(
                     io::ErrorKind::NotFound,
                     format!("snapshot {id} is not on slice {}", label(&slice.key)),
@@ -159,7 +159,7 @@ impl LocalVolumeIo {
         for slice in self.all_slices() {
             let state = slice.read_state()?;
             if let Some(live) = slice.healthy(&state) {
-                live.snapshots.rollback(id, &live.file)?;
+                live.rollback(id)?;
             }
         }
         Ok(())
@@ -176,7 +176,7 @@ impl LocalVolumeIo {
             let Some(live) = slice.healthy(&state) else {
                 continue;
             };
-            let listed = live.snapshots.list()?;
+            let listed = live.snapshots()?;
             let Some(info) = listed.into_iter().find(|s| s.id == id) else {
                 return Err(io::Error::new(
                     io::ErrorKind::NotFound,

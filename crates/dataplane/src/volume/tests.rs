@@ -325,7 +325,7 @@ fn a_snapshot_left_on_some_slices_is_taken_again_whole() {
     let first = &io.slices[0][0];
     let state = first.read_state().expect("state");
     let live = state.live.as_ref().expect("live");
-    live.snapshots.create(5, &live.file).expect("partial");
+    live.create_snapshot(5).expect("partial");
     drop(state);
     io.write(0, &pattern(2, (4 * MIB) as usize), false)
         .expect("write");
@@ -381,7 +381,9 @@ fn a_write_whose_save_finds_no_space_reaches_no_copy() {
         .live
         .as_ref()
         .expect("live")
-        .snapshots
+        .as_local()
+        .expect("a local slice")
+        .snapshot_files()
         .inject(Some(crate::snapshot::Fault {
             at: 0,
             crash: false,
