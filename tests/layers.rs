@@ -171,9 +171,10 @@ const DATAPLANE_MODULES: [(&str, &[&str]); 12] = [
 
 /// The volume front end's submodules, lowest first (`mod.rs`, the root,
 /// holds the `VolumeIo` trait and may use them all).
-const VOLUME_MODULES: [(&str, &[&str]); 8] = [
+const VOLUME_MODULES: [(&str, &[&str]); 9] = [
     ("hooks", &[]),
     ("layout", &[]),
+    ("device", &[]),
     ("slice", &[]),
     ("media", &[]),
     ("io", &[]),
