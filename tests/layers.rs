@@ -139,3 +139,175 @@ fn the_csi_driver_talks_to_the_service_over_http_only() {
 fn a_layer_check_of_a_path_that_does_not_exist_fails() {
     assert_layer("src/no_such_module", &["crate::api"]);
 }
+
+/// The data plane's modules, lowest first, each with the names `lib.rs`
+/// re-exports from it (an import of `crate::Name` goes through those, which
+/// would hide a cycle). A module may import the ones before it, never one
+/// after it; `lib.rs`, the crate's root, holds the shared types and may use
+/// every module.
+const DATAPLANE_MODULES: [(&str, &[&str]); 12] = [
+    ("fsutil", &[]),
+    ("extents", &[]),
+    ("throttle", &[]),
+    ("usage", &[]),
+    ("digest", &["digest_file"]),
+    ("space", &[]),
+    ("resume", &["CopyResume", "CopyStats", "CheckpointFn"]),
+    ("snapshot", &["SliceSnapshots", "SnapshotInfo", "COW_CHUNK"]),
+    ("copy", &[]),
+    (
+        "volume",
+        &[
+            "LocalVolumeIo",
+            "VolumeIo",
+            "VolumeLayout",
+            "Extent",
+            "STRIPE",
+        ],
+    ),
+    ("local", &["LocalMedia"]),
+    ("probe", &[]),
+];
+
+/// The volume front end's submodules, lowest first (`mod.rs`, the root,
+/// holds the `VolumeIo` trait and may use them all).
+const VOLUME_MODULES: [(&str, &[&str]); 9] = [
+    ("hooks", &[]),
+    ("layout", &[]),
+    ("device", &[]),
+    ("slice", &[]),
+    ("media", &[]),
+    ("io", &[]),
+    ("snapshots", &[]),
+    ("snapshot_copy", &[]),
+    ("live_copy", &[]),
+];
+
+/// The words of every `<prefix>` path in `text` (comments and test modules
+/// left out): `use crate::{a, b::c}` gives `a`, `b`, `c`.
+fn paths_after(text: &str, prefix: &str) -> Vec<(usize, String)> {
+    let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
+    let code: Vec<&str> = code
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect();
+    let joined = code.join("\n");
+    let mut words = Vec::new();
+    let mut rest = joined.as_str();
+    while let Some(at) = rest.find(prefix) {
+        let line = joined[..joined.len() - rest.len() + at]
+            .lines()
+            .count()
+            .max(1);
+        let after = &rest[at + prefix.len()..];
+        let end = if after.starts_with('{') {
+            let mut depth = 0;
+            after
+                .char_indices()
+                .find(|&(_, c)| {
+                    depth += match c {
+                        '{' => 1,
+                        '}' => -1,
+                        _ => 0,
+                    };
+                    depth == 0
+                })
+                .map_or(after.len(), |(i, _)| i + 1)
+        } else {
+            after
+                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                .unwrap_or(after.len())
+        };
+        for word in after[..end].split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+            if !word.is_empty() {
+                words.push((line, word.to_string()));
+            }
+        }
+        rest = &after[end..];
+    }
+    words
+}
+
+/// The source file of module `name` under `dir`: `name.rs` or
+/// `name/mod.rs` with its submodules (their own test files left out).
+/// A module that is not there fails the check.
+fn module_files(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let file = dir.join(format!("{name}.rs"));
+    let folder = dir.join(name);
+    let files = if file.is_file() {
+        vec![file]
+    } else if folder.join("mod.rs").is_file() {
+        rust_files(&folder)
+    } else {
+        panic!(
+            "layer check of {}: no such module",
+            dir.join(name).display()
+        );
+    };
+    files
+        .into_iter()
+        .filter(|f| {
+            let stem = f.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+            stem != "tests" && !stem.ends_with("_tests")
+        })
+        .collect()
+}
+
+/// Imports (through `prefix`) by each module of `order` of a module or a
+/// re-exported name of a module after it.
+fn upward_module_imports(dir: &Path, order: &[(&str, &[&str])], prefix: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (rank, (module, _)) in order.iter().enumerate() {
+        let higher: Vec<&str> = order[rank + 1..]
+            .iter()
+            .flat_map(|(m, names)| std::iter::once(*m).chain(names.iter().copied()))
+            .collect();
+        for file in module_files(dir, module) {
+            let text = fs::read_to_string(&file).unwrap_or_default();
+            // Submodules of a folder module import each other by `super::`;
+            // those are checked by that folder's own order.
+            for (line, word) in paths_after(&text, prefix) {
+                if higher.contains(&word.as_str()) {
+                    found.push(format!("{}:{line}: {prefix}{word}", file.display()));
+                }
+            }
+        }
+    }
+    found
+}
+
+fn assert_module_order(dir: &str, order: &[(&str, &[&str])], prefix: &str) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let found = upward_module_imports(&root, order, prefix);
+    assert!(
+        found.is_empty(),
+        "{dir}: a module imports one above it:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_data_planes_modules_import_only_modules_below_them() {
+    assert_module_order("crates/dataplane/src", &DATAPLANE_MODULES, "crate::");
+    assert_module_order("crates/dataplane/src/volume", &VOLUME_MODULES, "super::");
+}
+
+#[test]
+fn an_import_of_a_higher_module_through_a_re_export_is_found() {
+    let words = paths_after(
+        "use crate::{digest::CHUNK, LocalMedia};\n// crate::local\nfn f() { crate::volume::eio(); }\n",
+        "crate::",
+    );
+    let words: Vec<&str> = words.iter().map(|(_, w)| w.as_str()).collect();
+    assert_eq!(words, ["digest", "CHUNK", "LocalMedia", "volume", "eio"]);
+}
+
+#[test]
+#[should_panic(expected = "layer check of")]
+fn a_module_order_naming_a_module_that_does_not_exist_fails() {
+    assert_module_order(
+        "crates/dataplane/src",
+        &[("fsutil", &[]), ("no_such_module", &[])],
+        "crate::",
+    );
+}

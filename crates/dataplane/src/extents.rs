@@ -144,6 +144,43 @@ pub(crate) fn allocation(file: &File, start: u64, len: u64) -> io::Result<Vec<(u
     Ok(runs)
 }
 
+/// Deallocates `[offset, offset + len)` of `file` (reads as zeros after),
+/// keeping its size.
+pub(crate) fn punch_hole(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    let (Ok(off), Ok(n)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "range too large",
+        ));
+    };
+    // SAFETY: plain syscall on a valid, open descriptor; no memory is passed.
+    let r = unsafe {
+        libc::fallocate(
+            file.as_raw_fd(),
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            off,
+            n,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Hints the kernel to read `[offset, offset + len)` of `file` ahead.
+pub(crate) fn will_need(file: &File, offset: u64, len: u64) {
+    let (Ok(off), Ok(n)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return;
+    };
+    // SAFETY: plain syscall on a valid, open descriptor; no memory is passed.
+    // Only a hint: its result is ignored.
+    unsafe {
+        libc::posix_fadvise(file.as_raw_fd(), off, n, libc::POSIX_FADV_WILLNEED);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

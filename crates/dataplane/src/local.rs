@@ -5,7 +5,8 @@ use crate::copy::{copy_file, CopyError};
 use crate::fsutil::{create_dir_durable, fsync_dir, partial_path, remove_if_exists};
 use crate::snapshot::remove_snapshot_files;
 use crate::space::{SnapshotSpace, SpaceAccount};
-use crate::volume::{LocalVolumeIo, VolumeIo, VolumeLayout};
+use crate::volume::{LocalSlice, LocalVolumeIo, SliceDevice, SliceMedia, VolumeIo, VolumeLayout};
+use crate::SliceSnapshots;
 use crate::{
     CopyOptions, DataPlane, DataPlaneError, Digest, MediaFailureListener, SliceKey, StoredSlice,
 };
@@ -508,6 +509,72 @@ impl DataPlane for LocalMedia {
             }
         }
         failed.into_iter().collect()
+    }
+}
+
+fn open_rw(path: &Path) -> io::Result<File> {
+    OpenOptions::new().read(true).write(true).open(path)
+}
+
+impl SliceMedia for LocalMedia {
+    /// Opens a slice's file and snapshots as a [`LocalSlice`]; `None` (the
+    /// slice is lost) when its medium is marked failed or they cannot be
+    /// opened.
+    fn open_slice(&self, medium: &str, key: &SliceKey) -> Option<Arc<dyn SliceDevice>> {
+        let media = self;
+        if media.is_marked_failed(medium) {
+            return None;
+        }
+        let opened = media.slice_path(medium, key).and_then(|path| {
+            let open = |op: &'static str| {
+                move |source: io::Error| DataPlaneError::Io {
+                    medium: medium.to_string(),
+                    slice: slice_label(key),
+                    op,
+                    source,
+                }
+            };
+            let file = open_rw(&path).map_err(open("open"))?;
+            let account = media.space_account(medium)?;
+            let snapshots =
+                SliceSnapshots::open_accounted(&path, account).map_err(open("open snapshots"))?;
+            let device: Arc<dyn SliceDevice> =
+                Arc::new(LocalSlice::new(Arc::new(file), snapshots, path));
+            Ok(device)
+        });
+        match opened {
+            Ok(live) => {
+                media.saw_present(medium);
+                Some(live)
+            }
+            Err(e) => {
+                if let DataPlaneError::Io { source, .. } = &e {
+                    if source.kind() != io::ErrorKind::NotFound
+                        && crate::volume::is_media_failure(source)
+                    {
+                        media.saw_failure(medium);
+                    }
+                }
+                tracing::warn!(error = %e, "slice cannot be opened; it is lost");
+                None
+            }
+        }
+    }
+
+    fn saw_io_error(&self, medium: &str, e: &io::Error) {
+        LocalMedia::saw_io_error(self, medium, e);
+    }
+
+    fn slice_path(&self, medium: &str, key: &SliceKey) -> Result<PathBuf, DataPlaneError> {
+        LocalMedia::slice_path(self, medium, key)
+    }
+
+    fn space_account(&self, medium: &str) -> Result<SpaceAccount, DataPlaneError> {
+        LocalMedia::space_account(self, medium)
+    }
+
+    fn snapshot_files_changed(&self, medium: &str) {
+        LocalMedia::snapshot_files_changed(self, medium);
     }
 }
 

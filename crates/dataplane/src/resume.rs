@@ -11,8 +11,8 @@
 //! caller to forget the checkpoint before it writes anything, so a recorded
 //! checkpoint never points into a file that was started again.
 
+use crate::extents::punch_hole;
 use crate::extents::DataExtents;
-use crate::volume::punch_hole;
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -196,16 +196,6 @@ pub(crate) fn data_below(file: &File, offset: u64) -> io::Result<u64> {
     for extent in DataExtents::new(file, offset) {
         let (start, end) = extent?;
         total += end.min(offset) - start;
-    }
-    Ok(total)
-}
-
-/// Data bytes of `file` in `[from, len)`.
-pub(crate) fn data_from(file: &File, from: u64, len: u64) -> io::Result<u64> {
-    let mut total = 0;
-    for extent in DataExtents::from(file, from, len) {
-        let (start, end) = extent?;
-        total += end - start;
     }
     Ok(total)
 }

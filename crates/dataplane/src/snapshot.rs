@@ -25,10 +25,10 @@
 //! never sees a live chunk between its save and its overwrite.
 
 use crate::digest::is_zero;
-use crate::extents::{allocation, DataExtents, BLOCK};
+use crate::extents::{allocation, punch_hole, DataExtents, BLOCK};
 use crate::fsutil::{fsync_dir, remove_if_exists};
 use crate::space::SpaceAccount;
-use crate::volume::punch_hole;
+
 use std::collections::{BTreeSet, HashMap};
 use std::fs::{self, File, OpenOptions};
 use std::io;

@@ -2,8 +2,14 @@
 
 use super::*;
 use crate::DataPlane;
+use crate::{CopyOptions, DataPlaneError, LocalMedia, SliceKey};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread;
+use std::time::Duration;
 
 const MIB: u64 = 1 << 20;
 
@@ -547,7 +553,7 @@ fn io_errors_lose_the_copy_and_report_the_medium() {
     let mut model = Model::new(&io);
     model.write(0, (4 * MIB) as usize);
     assert_eq!(f.media.failed_media(), Vec::<String>::new());
-    io.slices[0][0].broken.store(true, Ordering::Release);
+    io.slices[0][0].hooks.broken.store(true, Ordering::Release);
     // The read fails on copy 0 and is served by copy 1.
     assert!(read_all(io.as_ref()) == model.bytes);
     assert_eq!(io.lost_slices(), vec![(0, 0)]);
@@ -555,7 +561,7 @@ fn io_errors_lose_the_copy_and_report_the_medium() {
     model.scatter(10);
     io.flush().expect("flush");
     // A write that fails on the last copy answers EIO.
-    io.slices[0][1].broken.store(true, Ordering::Release);
+    io.slices[0][1].hooks.broken.store(true, Ordering::Release);
     let err = io.write(0, &[1u8; 4096], false).unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::EIO));
     let mut buf = vec![0u8; 4096];
@@ -802,7 +808,7 @@ fn back_and_forth_moves_and_rebuilds_under_heavy_writes_lose_nothing() {
     let expected = three_snapshots(&mut model);
     let mut bytes = model.bytes.clone();
     drop(model);
-    io.phase_gap_us.store(300, Ordering::Relaxed);
+    io.hooks.phase_gap_us.store(300, Ordering::Relaxed);
     let path = |medium: &str, copy: u32| f.media.slice_path(medium, &key(copy, 0)).expect("path");
     // Copy 0 moves m0 → m4 → m0 → ..., copy 1 is lost and rebuilt m1 ↔ m2.
     let (mut here, mut there) = ("m0".to_string(), "m4".to_string());
@@ -897,7 +903,7 @@ fn a_copy_whose_target_or_source_fails_midway_leaves_no_target() {
             &CopyOptions::default(),
             &mut |_, _| {
                 if !broke {
-                    io.slices[0][1].broken.store(true, Ordering::Release);
+                    io.slices[0][1].hooks.broken.store(true, Ordering::Release);
                     broke = true;
                 }
             },
@@ -914,7 +920,7 @@ fn a_copy_whose_target_or_source_fails_midway_leaves_no_target() {
     let mut buf = vec![0u8; 4096];
     assert_eq!(io.read(0, &mut buf).unwrap_err().raw_os_error(), Some(5));
     // Healthy again (say a loose cable): a reopened volume reads it all.
-    io.slices[0][1].broken.store(false, Ordering::Release);
+    io.slices[0][1].hooks.broken.store(false, Ordering::Release);
     f.media.set_medium_failed("m0", true);
     let io = Arc::new(LocalVolumeIo::open(&f.media, &f.layout).expect("reopen"));
     assert!(read_all(io.as_ref()) == model.bytes);

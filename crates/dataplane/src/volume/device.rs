@@ -1,0 +1,221 @@
+//! The slice-device seam: what the volume front end (stripes, copies, the
+//! barrier, degraded reads) needs of one slice, wherever it is. The front
+//! end holds each slice as an `Arc<dyn SliceDevice>` and never touches a
+//! file itself; [`LocalSlice`] is the slice file and its snapshot files on a
+//! medium of this host, and a slice on a storage node (over the network)
+//! plugs in as another implementation.
+//!
+//! Offsets are inside the slice. An error that [`super::is_media_failure`]
+//! calls a media failure makes the front end lose the slice and go on with
+//! its other copies; any other error fails the request.
+
+use crate::extents::{allocation, will_need, DataExtents};
+use crate::snapshot::MapTail;
+use crate::{SliceSnapshots, SnapshotInfo};
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// One slice: its bytes and its copy-on-write snapshots.
+pub(crate) trait SliceDevice: Send + Sync {
+    /// The slice's size in bytes.
+    fn size(&self) -> io::Result<u64>;
+
+    /// Reads exactly `buf.len()` bytes at `offset`.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+
+    /// Saves what the snapshots need before `[offset, offset + len)`
+    /// changes (copy-on-write), without changing the slice: every copy of a
+    /// column does this before any copy is written, so a save that fails
+    /// (no space) leaves every copy as it was.
+    fn prepare_write(&self, offset: u64, len: u64) -> io::Result<()>;
+
+    /// Writes `data` at `offset` (saving first what the snapshots need).
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()>;
+
+    /// Makes `[offset, offset + len)` read as zeros (saving first what the
+    /// snapshots need).
+    fn discard(&self, offset: u64, len: u64) -> io::Result<()>;
+
+    /// Makes every write so far durable.
+    fn sync(&self) -> io::Result<()>;
+
+    /// Runs of `[offset, offset + len)`: `(length, hole)`, in order.
+    fn allocation(&self, offset: u64, len: u64) -> io::Result<Vec<(u64, bool)>>;
+
+    /// Hints that `[offset, offset + len)` will be read soon.
+    fn will_need(&self, offset: u64, len: u64);
+
+    /// The first data extent `(start, end)` in `[from, len)`, if any
+    /// (a live copy walks the data and skips holes).
+    fn next_data(&self, from: u64, len: u64) -> io::Result<Option<(u64, u64)>>;
+
+    /// Data bytes in `[from, len)`.
+    fn data_bytes(&self, from: u64, len: u64) -> io::Result<u64>;
+
+    /// Fails (ENOENT) unless the slice is still where it belongs: a medium
+    /// whose directory went away keeps open files readable, but nothing
+    /// written to them survives.
+    fn check_present(&self) -> io::Result<()>;
+
+    /// The snapshots, oldest first (those being deleted left out).
+    fn snapshots(&self) -> io::Result<Vec<SnapshotInfo>>;
+
+    /// Takes snapshot `id` of the slice as it is now.
+    fn create_snapshot(&self, id: u64) -> io::Result<()>;
+
+    /// Deletes snapshot `id` (missing is fine).
+    fn delete_snapshot(&self, id: u64) -> io::Result<()>;
+
+    /// Makes the slice what it was at snapshot `id`.
+    fn rollback(&self, id: u64) -> io::Result<()>;
+
+    /// Reads snapshot `id`'s bytes at `offset`.
+    fn read_snapshot(&self, id: u64, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+
+    /// [`SliceDevice::allocation`] of snapshot `id`.
+    fn snapshot_allocation(&self, id: u64, offset: u64, len: u64) -> io::Result<Vec<(u64, bool)>>;
+
+    /// Ids of every snapshot with files, oldest first (a copy carries them all).
+    fn snapshot_ids(&self) -> io::Result<Vec<u64>>;
+
+    /// Snapshot `id`'s map from byte `from` to its durable end (a copy
+    /// fetches what was appended since its last fetch).
+    fn snapshot_map_since(&self, id: u64, from: u64) -> io::Result<MapTail>;
+
+    /// Reads chunk `chunk` of snapshot `id`'s saved data into `buf`.
+    fn read_snapshot_chunk(&self, id: u64, chunk: u64, buf: &mut [u8]) -> io::Result<()>;
+
+    /// The local implementation, for tests that reach into its snapshots.
+    #[cfg(test)]
+    fn as_local(&self) -> Option<&LocalSlice> {
+        None
+    }
+}
+
+/// A slice file on a medium of this host, with its snapshot files next to
+/// it (so they change with the file when a move switches media).
+pub(crate) struct LocalSlice {
+    file: Arc<File>,
+    snapshots: SliceSnapshots,
+    /// Where the file belongs: [`SliceDevice::check_present`] compares it
+    /// with the open file.
+    path: PathBuf,
+}
+
+impl LocalSlice {
+    pub(crate) fn new(file: Arc<File>, snapshots: SliceSnapshots, path: PathBuf) -> LocalSlice {
+        LocalSlice {
+            file,
+            snapshots,
+            path,
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn snapshot_files(&self) -> &SliceSnapshots {
+        &self.snapshots
+    }
+}
+
+impl SliceDevice for LocalSlice {
+    fn size(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.file.read_exact_at(buf, offset)
+    }
+
+    fn prepare_write(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.snapshots.prepare_write(&self.file, offset, len)
+    }
+
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+        self.snapshots.write(&self.file, offset, data)
+    }
+
+    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.snapshots.discard(&self.file, offset, len)
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    /// From the file's holes (SEEK_HOLE / SEEK_DATA).
+    fn allocation(&self, offset: u64, len: u64) -> io::Result<Vec<(u64, bool)>> {
+        allocation(&self.file, offset, len)
+    }
+
+    /// `POSIX_FADV_WILLNEED`.
+    fn will_need(&self, offset: u64, len: u64) {
+        will_need(&self.file, offset, len);
+    }
+
+    fn next_data(&self, from: u64, len: u64) -> io::Result<Option<(u64, u64)>> {
+        DataExtents::from(&self.file, from, len).next().transpose()
+    }
+
+    fn data_bytes(&self, from: u64, len: u64) -> io::Result<u64> {
+        let mut total = 0;
+        for extent in DataExtents::from(&self.file, from, len) {
+            let (start, end) = extent?;
+            total += end.min(len) - start;
+        }
+        Ok(total)
+    }
+
+    /// The file at the slice's path is the open one (same device and inode).
+    fn check_present(&self) -> io::Result<()> {
+        let on_disk = std::fs::metadata(&self.path)?;
+        let open = self.file.metadata()?;
+        if (on_disk.dev(), on_disk.ino()) != (open.dev(), open.ino()) {
+            return Err(io::Error::from_raw_os_error(libc::ENOENT));
+        }
+        Ok(())
+    }
+
+    fn snapshots(&self) -> io::Result<Vec<SnapshotInfo>> {
+        self.snapshots.list()
+    }
+
+    fn create_snapshot(&self, id: u64) -> io::Result<()> {
+        self.snapshots.create(id, &self.file)
+    }
+
+    fn delete_snapshot(&self, id: u64) -> io::Result<()> {
+        self.snapshots.delete(id)
+    }
+
+    fn rollback(&self, id: u64) -> io::Result<()> {
+        self.snapshots.rollback(id, &self.file)
+    }
+
+    fn read_snapshot(&self, id: u64, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.snapshots.read(id, &self.file, offset, buf)
+    }
+
+    fn snapshot_allocation(&self, id: u64, offset: u64, len: u64) -> io::Result<Vec<(u64, bool)>> {
+        self.snapshots.allocation(id, &self.file, offset, len)
+    }
+
+    fn snapshot_ids(&self) -> io::Result<Vec<u64>> {
+        self.snapshots.ids()
+    }
+
+    fn snapshot_map_since(&self, id: u64, from: u64) -> io::Result<MapTail> {
+        self.snapshots.map_since(id, from)
+    }
+
+    fn read_snapshot_chunk(&self, id: u64, chunk: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.snapshots.read_delta_chunk(id, chunk, buf)
+    }
+
+    #[cfg(test)]
+    fn as_local(&self) -> Option<&LocalSlice> {
+        Some(self)
+    }
+}

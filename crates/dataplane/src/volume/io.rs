@@ -1,0 +1,615 @@
+//! The front end of an open volume: stripes over columns, copies, the
+//! barrier, degraded reads and writes.
+
+use super::hooks::{SliceHooks, VolumeHooks};
+use super::layout::{label, push_extent, segments, Extent, Segment, VolumeLayout, STRIPE};
+use super::media::SliceMedia;
+use super::slice::{Live, SliceIo, SliceState, WrittenChunks};
+use super::{eio, is_media_failure, VolumeIo};
+use crate::extents::punch_hole;
+use crate::{CopyOptions, DataPlaneError, SliceKey};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
+use std::time::Instant;
+
+/// Time between two checks by reads that a slice's file is still on its
+/// medium (a stat each): the open file of a pulled disk stays readable, so
+/// reads alone would not notice it is gone (flushes check every time).
+pub(super) const LINK_CHECK_MS: u64 = 100;
+
+/// A volume of [`LocalMedia`] open for I/O: its slice files, opened once.
+pub struct LocalVolumeIo {
+    pub(super) media: Arc<dyn SliceMedia>,
+    pub(super) volume_id: String,
+    pub(super) size: AtomicU64,
+    /// `slices[column][copy]`.
+    pub(super) slices: Vec<Vec<SliceIo>>,
+    /// `written[column]`: what was written since the volume was opened.
+    pub(super) written: Vec<WrittenChunks>,
+    /// Held shared by every request, exclusively by snapshot and rollback.
+    pub(super) barrier: RwLock<()>,
+    /// Held shared by every live move and rebuild; snapshot creation,
+    /// deletion and rollback need it exclusively (and are refused while a
+    /// copy holds it: they would change the files being copied).
+    pub(super) copies: RwLock<()>,
+    /// Clock of the reads' link checks.
+    pub(super) opened: Instant,
+    /// Fault hooks of test builds (empty otherwise).
+    pub(super) hooks: VolumeHooks,
+}
+
+/// What a write-like request does to each copy.
+#[derive(Clone, Copy)]
+pub(super) enum Change<'a> {
+    Write(&'a [u8]),
+    Discard,
+}
+
+impl LocalVolumeIo {
+    /// Opens every slice file of the layout. Slices on media marked failed
+    /// and slices whose files cannot be opened are lost, not an error.
+    pub(crate) fn open<M: SliceMedia + Clone>(
+        media: &M,
+        layout: &VolumeLayout,
+    ) -> Result<LocalVolumeIo, DataPlaneError> {
+        let columns = layout.media.first().map_or(0, Vec::len);
+        if columns == 0 || layout.media.iter().any(|c| c.len() != columns) {
+            return Err(DataPlaneError::Io {
+                medium: String::new(),
+                slice: layout.volume_id.clone(),
+                op: "open",
+                source: io::Error::new(io::ErrorKind::InvalidInput, "malformed layout"),
+            });
+        }
+        let mut slices: Vec<Vec<SliceIo>> = (0..columns).map(|_| Vec::new()).collect();
+        for (copy, row) in layout.media.iter().enumerate() {
+            for (column, medium) in row.iter().enumerate() {
+                let key = SliceKey {
+                    volume_id: layout.volume_id.clone(),
+                    copy: copy as u32,
+                    column: column as u32,
+                };
+                let live = media.open_slice(medium, &key);
+                slices[column].push(SliceIo {
+                    key,
+                    lost: AtomicBool::new(live.is_none()),
+                    state: RwLock::new(SliceState {
+                        medium: medium.clone(),
+                        live,
+                        mirror: None,
+                    }),
+                    dirty: AtomicBool::new(false),
+                    syncing: Mutex::new(()),
+                    copying: AtomicBool::new(false),
+                    link_checked_ms: AtomicU64::new(0),
+                    hooks: SliceHooks::default(),
+                });
+            }
+        }
+        let column_bytes = layout.size.div_ceil(STRIPE * columns as u64) * STRIPE;
+        Ok(LocalVolumeIo {
+            media: Arc::new(media.clone()),
+            volume_id: layout.volume_id.clone(),
+            size: AtomicU64::new(layout.size),
+            slices,
+            written: (0..columns)
+                .map(|_| WrittenChunks::new(column_bytes))
+                .collect(),
+            barrier: RwLock::new(()),
+            copies: RwLock::new(()),
+            opened: Instant::now(),
+            hooks: VolumeHooks::default(),
+        })
+    }
+
+    pub(super) fn pause(&self) -> io::Result<RwLockWriteGuard<'_, ()>> {
+        self.barrier
+            .write()
+            .map_err(|_| io::Error::other("barrier poisoned"))
+    }
+
+    pub(super) fn pass(&self) -> io::Result<RwLockReadGuard<'_, ()>> {
+        self.barrier
+            .read()
+            .map_err(|_| io::Error::other("barrier poisoned"))
+    }
+
+    /// Excludes live copies for a snapshot operation, or refuses it.
+    pub(super) fn no_copies(&self) -> io::Result<RwLockWriteGuard<'_, ()>> {
+        match self.copies.try_write() {
+            Ok(guard) => Ok(guard),
+            Err(TryLockError::WouldBlock) => Err(io::Error::new(
+                io::ErrorKind::ResourceBusy,
+                format!(
+                    "a slice of volume {} is being moved or rebuilt; try again when it is done",
+                    self.volume_id
+                ),
+            )),
+            Err(TryLockError::Poisoned(_)) => Err(io::Error::other("copy lock poisoned")),
+        }
+    }
+
+    pub(super) fn all_slices(&self) -> impl Iterator<Item = &SliceIo> {
+        self.slices.iter().flatten()
+    }
+
+    pub(super) fn check_range(&self, offset: u64, len: u64) -> io::Result<()> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.size() => Ok(()),
+            _ => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "request beyond the end of the volume",
+            )),
+        }
+    }
+
+    /// Stops using a slice whose I/O failed and reports its medium.
+    pub(super) fn lose(&self, slice: &SliceIo, medium: &str, e: &io::Error) {
+        if !slice.lost.swap(true, Ordering::AcqRel) {
+            tracing::warn!(slice = %label(&slice.key), medium, error = %e,
+                "slice I/O failed; the slice is lost and I/O goes on with the other copies");
+        }
+        self.media.saw_io_error(medium, e);
+    }
+
+    /// Fails unless the slice's file is still where it belongs (a medium
+    /// whose directory went away keeps open files readable, but nothing
+    /// written to them survives).
+    pub(super) fn check_linked(
+        &self,
+        slice: &SliceIo,
+        state: &SliceState,
+        live: &Live,
+    ) -> io::Result<()> {
+        // A medium no longer served has lost its slices.
+        if self.media.slice_path(&state.medium, &slice.key).is_err() {
+            return Err(io::Error::from_raw_os_error(libc::ENOENT));
+        }
+        live.check_present()
+    }
+
+    /// [`LocalVolumeIo::check_linked`] at most every [`LINK_CHECK_MS`] per slice.
+    pub(super) fn linked_lately(
+        &self,
+        slice: &SliceIo,
+        state: &SliceState,
+        live: &Live,
+    ) -> io::Result<()> {
+        let now = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX - 1) + 1;
+        let last = slice.link_checked_ms.load(Ordering::Relaxed);
+        if last != 0 && now.saturating_sub(last) < LINK_CHECK_MS {
+            return Ok(());
+        }
+        slice.link_checked_ms.store(now, Ordering::Relaxed);
+        self.check_linked(slice, state, live)
+    }
+
+    /// Runs `serve` for each stripe segment of `[offset, offset + len)` on
+    /// the copy a read uses: the first healthy copy whose call succeeds; a
+    /// copy that fails with a media error is lost and the next one is
+    /// tried. EIO when no copy of a column can serve.
+    pub(super) fn on_serving_copies(
+        &self,
+        offset: u64,
+        len: usize,
+        mut serve: impl FnMut(&Live, &Segment) -> io::Result<()>,
+    ) -> io::Result<()> {
+        for seg in segments(self.slices.len(), offset, len) {
+            let mut served = false;
+            for slice in &self.slices[seg.column] {
+                // A lost slice being rebuilt is held by the copier chunk by
+                // chunk: not waiting for it keeps reads smooth.
+                if slice.is_lost() {
+                    continue;
+                }
+                let state = slice.read_state()?;
+                let Some(live) = slice.healthy(&state) else {
+                    continue;
+                };
+                let served_here = slice
+                    .fault()
+                    .and_then(|()| self.linked_lately(slice, &state, live))
+                    .and_then(|()| serve(live, &seg));
+                match served_here {
+                    Ok(()) => {
+                        served = true;
+                        break;
+                    }
+                    Err(e) if is_media_failure(&e) => self.lose(slice, &state.medium, &e),
+                    Err(e) => return Err(e),
+                }
+            }
+            if !served {
+                return Err(eio());
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads `buf` at volume `offset` over the stripes (see
+    /// [`LocalVolumeIo::on_serving_copies`]).
+    pub(super) fn read_copies(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        read: impl Fn(&Live, &mut [u8], u64) -> io::Result<()>,
+    ) -> io::Result<()> {
+        self.on_serving_copies(offset, buf.len(), |live, seg| {
+            read(
+                live,
+                &mut buf[seg.buf_offset..seg.buf_offset + seg.len],
+                seg.slice_offset,
+            )
+        })
+    }
+
+    /// The allocation of `[offset, offset + len)` where reads come from,
+    /// each segment's runs given by `runs(live, slice_offset, len)`.
+    pub(super) fn extents_with(
+        &self,
+        offset: u64,
+        len: u64,
+        runs: impl Fn(&Live, u64, u64) -> io::Result<Vec<(u64, bool)>>,
+    ) -> io::Result<Vec<Extent>> {
+        let len = usize::try_from(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "range too large"))?;
+        let mut extents = Vec::new();
+        self.on_serving_copies(offset, len, |live, seg| {
+            // A slice file is never shorter than the volume: one that was
+            // cut lost data, which must not be shown as holes (zeros).
+            if live.size()? < seg.slice_offset + seg.len as u64 {
+                return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
+            }
+            // Collected first: a copy that fails half way adds nothing.
+            for (n, hole) in runs(live, seg.slice_offset, seg.len as u64)? {
+                push_extent(&mut extents, n, hole);
+            }
+            Ok(())
+        })?;
+        Ok(extents)
+    }
+
+    /// A write or discard on every healthy copy (see [`VolumeIo::write`]).
+    pub(super) fn change(
+        &self,
+        offset: u64,
+        len: usize,
+        fua: bool,
+        change: Change<'_>,
+    ) -> io::Result<()> {
+        let _barrier = self.pass()?;
+        let segs = segments(self.slices.len(), offset, len);
+        // A column without a healthy copy fails the request before any
+        // copy is written.
+        if segs
+            .iter()
+            .any(|seg| !self.slices[seg.column].iter().any(SliceIo::usable))
+        {
+            return Err(eio());
+        }
+        for seg in segs {
+            let column = &self.slices[seg.column];
+            let seg_len = seg.len as u64;
+            // Before any copy is written: a copy that misses this write's
+            // mirror (it starts mirroring later) finds it here.
+            self.written[seg.column].mark(seg.slice_offset, seg_len);
+            // Every copy saves what its snapshots need before any copy is
+            // written: a save that fails (ENOSPC) leaves all copies as they were.
+            for slice in column {
+                if slice.is_lost() {
+                    continue;
+                }
+                let state = slice.read_state()?;
+                let Some(live) = slice.healthy(&state) else {
+                    continue;
+                };
+                if let Err(e) = slice
+                    .fault()
+                    .and_then(|()| live.prepare_write(seg.slice_offset, seg_len))
+                {
+                    if !is_media_failure(&e) {
+                        return Err(e);
+                    }
+                    self.lose(slice, &state.medium, &e);
+                }
+            }
+            let mut took = 0usize;
+            for slice in column {
+                if slice.is_lost() {
+                    continue;
+                }
+                let state = slice.read_state()?;
+                let Some(live) = slice.healthy(&state) else {
+                    continue;
+                };
+                let done = slice
+                    .fault()
+                    .and_then(|()| match change {
+                        Change::Write(data) => live.write_at(
+                            &data[seg.buf_offset..seg.buf_offset + seg.len],
+                            seg.slice_offset,
+                        ),
+                        Change::Discard => live.discard(seg.slice_offset, seg_len),
+                    })
+                    .and_then(|()| if fua { live.sync() } else { Ok(()) });
+                match done {
+                    Ok(()) => {
+                        took += 1;
+                        if !fua {
+                            slice.dirty.store(true, Ordering::Release);
+                        }
+                    }
+                    Err(e) if is_media_failure(&e) => self.lose(slice, &state.medium, &e),
+                    Err(e) => return Err(e),
+                }
+            }
+            self.hooks.between_copies_and_mirrors();
+            // Targets of live moves and rebuilds, after every copy they are
+            // filled from was written (see `fill_and_switch`).
+            for slice in column {
+                let state = slice.read_state()?;
+                let Some(m) = &state.mirror else { continue };
+                if seg.slice_offset >= m.copied_upto {
+                    continue;
+                }
+                let mirrored = match change {
+                    Change::Write(data) => m.file.write_all_at(
+                        &data[seg.buf_offset..seg.buf_offset + seg.len],
+                        seg.slice_offset,
+                    ),
+                    Change::Discard => punch_hole(&m.file, seg.slice_offset, seg_len),
+                }
+                .and_then(|()| {
+                    if fua {
+                        m.file.sync_data()
+                    } else {
+                        m.dirty.store(true, Ordering::Release);
+                        Ok(())
+                    }
+                });
+                if let Err(e) = mirrored {
+                    tracing::warn!(slice = %label(&slice.key), error = %e, "write to a copy's target failed; the copy will fail");
+                    m.failed.store(true, Ordering::Release);
+                }
+            }
+            if took == 0 {
+                return Err(eio());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl VolumeIo for LocalVolumeIo {
+    fn volume_id(&self) -> &str {
+        &self.volume_id
+    }
+
+    fn size(&self) -> u64 {
+        self.size.load(Ordering::Acquire)
+    }
+
+    fn set_size(&self, size: u64) {
+        self.size.store(size, Ordering::Release);
+    }
+
+    fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.check_range(offset, buf.len() as u64)?;
+        self.read_copies(offset, buf, |live, out, at| live.read_at(out, at))
+    }
+
+    fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
+        self.check_range(offset, data.len() as u64)?;
+        self.change(offset, data.len(), fua, Change::Write(data))
+    }
+
+    fn discard(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
+        self.check_range(offset, len)?;
+        let len = usize::try_from(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "range too large"))?;
+        self.change(offset, len, fua, Change::Discard)
+    }
+
+    /// From the slice files' holes (SEEK_HOLE / SEEK_DATA): one `lseek`
+    /// per stripe segment when it is all data.
+    fn extents(&self, offset: u64, len: u64) -> io::Result<Vec<Extent>> {
+        self.check_range(offset, len)?;
+        self.extents_with(offset, len, |live, at, n| live.allocation(at, n))
+    }
+
+    /// Starts reading the range into the page cache (`POSIX_FADV_WILLNEED`
+    /// on the copies reads use).
+    fn cache(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.check_range(offset, len)?;
+        let len = usize::try_from(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "range too large"))?;
+        self.on_serving_copies(offset, len, |live, seg| {
+            live.will_need(seg.slice_offset, seg.len as u64);
+            Ok(())
+        })
+    }
+
+    /// Makes every acknowledged write durable (fsync of the healthy slices
+    /// written since the last flush); a slice whose fsync fails, or whose
+    /// file is no longer on its medium, is lost.
+    fn flush(&self) -> io::Result<()> {
+        for column in &self.slices {
+            for slice in column {
+                // A copy's target holds acknowledged writes below its
+                // checkpoint that a resumed copy does not copy again: they
+                // are made durable there too (a rebuild's target belongs to
+                // a lost slice, so this comes first). Only a slice claimed
+                // by a copy has one: the others are not locked for it.
+                if slice.copying.load(Ordering::Acquire) {
+                    let state = slice.read_state()?;
+                    if let Some(m) = state.mirror.as_ref() {
+                        // As below: a concurrent flush must not answer
+                        // before this sync has made the writes durable.
+                        let _syncing = slice.syncing.lock().unwrap_or_else(|p| p.into_inner());
+                        if m.dirty.swap(false, Ordering::AcqRel) {
+                            if let Err(e) = m.file.sync_data() {
+                                tracing::warn!(slice = %label(&slice.key), error = %e,
+                                    "flush of a copy's target failed; the copy will fail");
+                                m.failed.store(true, Ordering::Release);
+                            }
+                        }
+                    }
+                }
+                if slice.is_lost() {
+                    continue;
+                }
+                let state = slice.read_state()?;
+                let Some(live) = slice.healthy(&state) else {
+                    continue;
+                };
+                let synced = self
+                    .check_linked(slice, &state, live)
+                    .and_then(|()| slice.fault())
+                    .and_then(|()| {
+                        // A poisoned lock guards nothing but ordering.
+                        let _syncing = slice.syncing.lock().unwrap_or_else(|p| p.into_inner());
+                        if slice.dirty.swap(false, Ordering::AcqRel) {
+                            live.sync().inspect_err(|_| {
+                                slice.dirty.store(true, Ordering::Release);
+                            })
+                        } else {
+                            Ok(())
+                        }
+                    });
+                match synced {
+                    Ok(()) => {}
+                    Err(e) if is_media_failure(&e) => self.lose(slice, &state.medium, &e),
+                    Err(e) => return Err(e),
+                }
+            }
+            if !column.iter().any(SliceIo::usable) {
+                return Err(eio());
+            }
+        }
+        Ok(())
+    }
+
+    fn move_slice(
+        &self,
+        copy: u32,
+        column: u32,
+        to_medium: &str,
+        options: &CopyOptions,
+        progress: &mut dyn FnMut(u64, u64),
+        commit: &mut dyn FnMut() -> Result<(), String>,
+    ) -> Result<(), DataPlaneError> {
+        let slice = self.slice(copy, column)?;
+        let from_medium = slice
+            .read_state()
+            .map_err(|e| self.err(slice, to_medium, "lock", e))?
+            .medium
+            .clone();
+        if from_medium == to_medium {
+            return Ok(());
+        }
+        if !slice.usable() {
+            return Err(self.err(
+                slice,
+                to_medium,
+                "move",
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "the slice is lost; rebuild it instead of moving it",
+                ),
+            ));
+        }
+        self.copy_to(slice, slice, to_medium, options, progress, commit)
+    }
+
+    fn snapshot(&self, id: u64) -> io::Result<()> {
+        self.take_snapshot(id)
+    }
+
+    fn delete_snapshot(&self, id: u64) -> io::Result<()> {
+        self.remove_snapshot(id)
+    }
+
+    fn rollback(&self, id: u64) -> io::Result<()> {
+        self.roll_back(id)
+    }
+
+    fn snapshot_view(self: Arc<Self>, id: u64, size: u64) -> io::Result<Arc<dyn VolumeIo>> {
+        self.view_snapshot(id, size)
+    }
+
+    fn fail_medium(&self, medium: &str) {
+        for slice in self.all_slices() {
+            let Ok(state) = slice.read_state() else {
+                slice.lost.store(true, Ordering::Release);
+                continue;
+            };
+            if state.medium == medium {
+                slice.lost.store(true, Ordering::Release);
+            }
+            if let Some(m) = state.mirror.as_ref().filter(|m| m.medium == medium) {
+                m.failed.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    fn lost_slices(&self) -> Vec<(u32, u32)> {
+        let mut lost = Vec::new();
+        for slice in self.all_slices() {
+            if let Ok(state) = slice.read_state() {
+                if let Some(live) = slice.healthy(&state) {
+                    match self.check_linked(slice, &state, live) {
+                        Err(e) if is_media_failure(&e) => self.lose(slice, &state.medium, &e),
+                        _ => continue,
+                    }
+                }
+            }
+            if slice.is_lost() {
+                lost.push((slice.key.copy, slice.key.column));
+            }
+        }
+        lost.sort_unstable();
+        lost
+    }
+
+    fn rebuild_slice(
+        &self,
+        copy: u32,
+        column: u32,
+        to_medium: &str,
+        options: &CopyOptions,
+        progress: &mut dyn FnMut(u64, u64),
+        commit: &mut dyn FnMut() -> Result<(), String>,
+    ) -> Result<(), DataPlaneError> {
+        let holder = self.slice(copy, column)?;
+        let medium = holder
+            .read_state()
+            .map_err(|e| self.err(holder, to_medium, "lock", e))?
+            .medium
+            .clone();
+        if holder.usable() && medium == to_medium {
+            return Ok(()); // rebuilt already (a repeated call)
+        }
+        let source = self.slices[column as usize]
+            .iter()
+            .find(|s| s.key.copy != copy && s.usable())
+            .ok_or_else(|| {
+                self.err(
+                    holder,
+                    to_medium,
+                    "rebuild",
+                    io::Error::new(
+                        io::ErrorKind::NotFound,
+                        format!(
+                            "no healthy copy of column {column} of volume {} to rebuild from",
+                            self.volume_id
+                        ),
+                    ),
+                )
+            })?;
+        // The caller says the slice is lost: I/O stops using it now.
+        holder.lost.store(true, Ordering::Release);
+        self.copy_to(source, holder, to_medium, options, progress, commit)
+    }
+}

@@ -1,0 +1,213 @@
+//! Volume I/O: a volume's logical bytes over its slice files.
+//!
+//! Layout: the volume is striped over its columns in units of [`STRIPE`]
+//! bytes: stripe `s` lives in column `s % columns`, at row `s / columns`.
+//! The mapping does not depend on the volume's size, so growing a volume
+//! (every column grows) never changes where existing bytes live. Each column
+//! has one slice per copy; a write reaches every healthy copy before it
+//! returns, a read is served by the first healthy copy that answers.
+//!
+//! Lost slices (degraded I/O): a slice whose medium failed (marked by the
+//! service, or [`VolumeIo::fail_medium`]), whose file could not be opened,
+//! or whose I/O errored is lost: I/O skips it from then on and its medium is
+//! reported by [`DataPlane::failed_media`](crate::DataPlane::failed_media).
+//! A request succeeds while every column it touches has a healthy copy that
+//! took it; a column without one answers EIO (never zeros). A full medium
+//! (ENOSPC) is not a failure: the request fails and the slice stays.
+//!
+//! Live moves and rebuilds: while a slice is copied to another medium (a
+//! move copies the slice itself, a rebuild of a lost slice copies a healthy
+//! copy of its column), writes at offsets the copy has already passed are
+//! applied to the target too ("mirrored") after the copies are written, and
+//! the copier holds the target's slice exclusively for each chunk it copies,
+//! so a write is either copied by the copier or mirrored, never lost. The
+//! switch to the new slice pauses the volume's writes at the barrier (see
+//! below), so no write is half before and half after it. The
+//! snapshot files travel too: the older snapshots never change during a copy
+//! and the newest only grows (copy-on-write saves append to its map), so
+//! they are copied while I/O goes on, then the records appended meanwhile
+//! are caught up, the last ones at the switch. Snapshot creation, deletion and rollback are refused while a
+//! slice of the volume is copied (the service runs one job per volume).
+//!
+//! Resumed live copies: a checkpoint covers the target below it (see
+//! [`crate::CopyResume`]). Mirrored writes are made durable on the target by
+//! every flush and FUA write, as on the source, so what a client made
+//! durable below a checkpoint is on the target after a crash. A resumed copy
+//! copies again what the volume's writes touched below its checkpoint since
+//! the volume was opened (`WrittenChunks`): those made after a restart,
+//! before the copy mirrored again.
+//!
+//! Snapshots: every slice has its copy-on-write snapshots
+//! ([`SliceSnapshots`]); each write and discard goes through them. A volume
+//! snapshot pauses I/O at one barrier (every request holds it shared, the
+//! snapshot exclusively), so no request is torn across it, and snapshots
+//! every healthy slice of every copy at that instant.
+
+mod device;
+mod hooks;
+mod io;
+mod layout;
+mod live_copy;
+mod media;
+mod slice;
+mod snapshot_copy;
+mod snapshots;
+
+pub(crate) use device::{LocalSlice, SliceDevice};
+pub use io::LocalVolumeIo;
+pub use layout::{Extent, VolumeLayout, STRIPE};
+pub(crate) use media::SliceMedia;
+
+use crate::{CopyOptions, DataPlaneError};
+use std::sync::Arc;
+
+/// EIO, which the NBD server passes on as is.
+fn eio() -> std::io::Error {
+    std::io::Error::from_raw_os_error(libc::EIO)
+}
+
+/// Whether an I/O error means the slice's medium failed (as opposed to a
+/// full medium or a request the data plane refused).
+pub(crate) fn is_media_failure(e: &std::io::Error) -> bool {
+    match e.raw_os_error() {
+        Some(code) => ![
+            libc::ENOSPC,
+            libc::EDQUOT,
+            libc::EFBIG,
+            libc::EINVAL,
+            libc::EROFS,
+            libc::EINTR,
+        ]
+        .contains(&code),
+        // A short read: the file was cut under us.
+        None => e.kind() == std::io::ErrorKind::UnexpectedEof,
+    }
+}
+
+/// A volume open for I/O. Shared by every connection to the volume and by
+/// the mover, so writes and live moves see each other.
+pub trait VolumeIo: Send + Sync + 'static {
+    fn volume_id(&self) -> &str;
+
+    /// Logical size in bytes.
+    fn size(&self) -> u64;
+
+    /// After a resize: new readers see the new size; bytes stay where they are.
+    fn set_size(&self, size: u64);
+
+    /// Reads from the first healthy copy of each column; a copy whose read
+    /// fails is lost and the next one is tried. EIO when no copy can serve.
+    fn read(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()>;
+
+    /// Writes to every healthy copy; `fua` makes the bytes durable before
+    /// returning. A copy whose write fails is lost; EIO unless a healthy
+    /// copy of every touched column took it.
+    fn write(&self, offset: u64, data: &[u8], fua: bool) -> std::io::Result<()>;
+
+    /// Deallocates a range on every healthy copy (reads return zeros
+    /// afterwards); failures as for `write`.
+    fn discard(&self, offset: u64, len: u64, fua: bool) -> std::io::Result<()>;
+
+    /// Makes every acknowledged write durable; failures as for `write`.
+    /// Covers every write acknowledged before it was called, whoever made
+    /// it (all connections to a volume share one `VolumeIo`).
+    fn flush(&self) -> std::io::Result<()>;
+
+    /// Allocation of `[offset, offset + len)` as seen by reads: extents in
+    /// order from `offset`, covering the range (neighbours of equal status
+    /// merged). A hole reads as zeroes. Default: all data.
+    fn extents(&self, offset: u64, len: u64) -> std::io::Result<Vec<Extent>> {
+        let _ = offset;
+        Ok(vec![Extent { len, hole: false }])
+    }
+
+    /// A hint that `[offset, offset + len)` will be read soon. Default: none.
+    fn cache(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
+
+    /// Moves one slice (`copy`, `column`) to `to_medium` while the volume is
+    /// in use, keeping every write made meanwhile; its snapshot files move
+    /// with it. `commit` records the new placement; it runs with the slice's
+    /// I/O paused, after the target is complete, verified and durable, and
+    /// only then does I/O switch to the target. The source is left for the
+    /// caller to delete. On any failure the target is removed and I/O
+    /// continues on the source; a copy stopped by `options.cancel` keeps a
+    /// checkpointed target for a resume (see [`crate::CopyResume`]).
+    fn move_slice(
+        &self,
+        copy: u32,
+        column: u32,
+        to_medium: &str,
+        options: &CopyOptions,
+        progress: &mut dyn FnMut(u64, u64),
+        commit: &mut dyn FnMut() -> Result<(), String>,
+    ) -> Result<(), DataPlaneError>;
+
+    /// Takes snapshot `id` (ids grow) of every slice of every copy at one
+    /// instant: requests in flight finish first, new ones wait. Repeating a
+    /// completed snapshot is a no-op; one that an earlier call (or a crash)
+    /// left on only some slices is dropped and taken again, whole.
+    ///
+    /// This, `delete_snapshot` and `rollback` skip lost slices (a rebuild
+    /// brings a healthy copy's snapshots), and answer `ResourceBusy` while a
+    /// slice of the volume is moved or rebuilt.
+    fn snapshot(&self, _id: u64) -> std::io::Result<()> {
+        Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+    }
+
+    /// Deletes snapshot `id` from every slice (the others stay exact);
+    /// missing is fine.
+    fn delete_snapshot(&self, _id: u64) -> std::io::Result<()> {
+        Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+    }
+
+    /// Returns the volume's content to snapshot `id` (newer snapshots stay
+    /// exact; space the volume grew by since is zeroed). I/O waits meanwhile.
+    fn rollback(&self, _id: u64) -> std::io::Result<()> {
+        Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+    }
+
+    /// A read-only view of snapshot `id`, `size` bytes long (the volume's
+    /// size when it was taken); writes fail with EROFS.
+    fn snapshot_view(self: Arc<Self>, _id: u64, _size: u64) -> std::io::Result<Arc<dyn VolumeIo>> {
+        Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+    }
+
+    /// Stops using every slice of this volume on `medium` (now lost). Idempotent.
+    fn fail_medium(&self, _medium: &str) {}
+
+    /// (copy, column) pairs whose slice is lost (its medium failed or its I/O errored).
+    fn lost_slices(&self) -> Vec<(u32, u32)> {
+        Vec::new()
+    }
+
+    /// Rebuilds the lost slice (copy, column) on `to_medium` from a healthy copy of the same column, including that
+    /// copy's snapshot files, while the volume stays in use (writes made meanwhile reach the new slice, like a live move),
+    /// throttled by options.rate_limit, verified against the source copy, durable; then `commit` runs with the slice's
+    /// I/O paused and only then I/O uses the new slice. On failure the target files are removed.
+    /// Error (DataPlaneError, not transient) when no healthy copy of the column exists.
+    fn rebuild_slice(
+        &self,
+        copy: u32,
+        column: u32,
+        _to_medium: &str,
+        _options: &CopyOptions,
+        _progress: &mut dyn FnMut(u64, u64),
+        _commit: &mut dyn FnMut() -> Result<(), String>,
+    ) -> Result<(), DataPlaneError> {
+        Err(DataPlaneError::Io {
+            medium: String::new(),
+            slice: format!("{}/c{copy}-k{column}", self.volume_id()),
+            op: "rebuild",
+            source: std::io::Error::from(std::io::ErrorKind::Unsupported),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+mod copy_tests;
