@@ -3,7 +3,7 @@
 //! here: it works on the data directory, without a running service.
 
 use super::api::{expires_at, segment, token_field, Api};
-use super::commands::{emit, Context};
+use super::context::{emit, Context, Print};
 use super::error::Result;
 use super::output::{self, col, yes_no, Column, OutputFormat};
 use reqwest::Method;
@@ -69,17 +69,15 @@ pub struct NewUser<'a> {
 
 impl Context {
     pub async fn user_list(&self) -> Result<()> {
-        let s = self.session().await?;
-        let items = s.api.list_users().await.map_err(|e| s.auth_hint(e))?;
-        self.list(&items, USER_COLUMNS);
-        Ok(())
+        self.show(Print::List(USER_COLUMNS), |api| async move {
+            api.list_users().await
+        })
+        .await
     }
 
     pub async fn user_get(&self, user: &str) -> Result<()> {
-        let s = self.session().await?;
-        let item = s.api.get_user(user).await.map_err(|e| s.auth_hint(e))?;
-        self.one(&item);
-        Ok(())
+        self.show(Print::One, |api| async move { api.get_user(user).await })
+            .await
     }
 
     pub async fn user_create(&self, new: &NewUser<'_>) -> Result<()> {
@@ -153,10 +151,11 @@ impl Context {
     }
 
     pub async fn user_delete(&self, user: &str) -> Result<()> {
-        let s = self.session().await?;
-        let answer = s.api.delete_user(user).await.map_err(|e| s.auth_hint(e))?;
-        self.message(&answer);
-        Ok(())
+        self.show(
+            Print::Message,
+            |api| async move { api.delete_user(user).await },
+        )
+        .await
     }
 
     pub async fn user_reset_password(&self, user: &str, password: &str) -> Result<()> {
