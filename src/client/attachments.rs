@@ -3,7 +3,7 @@
 
 use super::api::Session;
 use super::args::{AttachTo, WaitArgs};
-use super::context::{emit, Context, Print};
+use super::context::{emit, started_line, Context, Print};
 use super::error::Result;
 use super::output::{self, OutputFormat};
 use clap::Subcommand;
@@ -112,11 +112,11 @@ impl Context {
         wait: bool,
     ) -> Result<()> {
         let mut s = self.session().await?;
-        let answer = s
-            .api
-            .create_attachment(volume, snapshot, node, mountpoint, readonly)
-            .await
-            .map_err(|e| s.auth_hint(e))?;
+        let answer = s.hint(
+            s.api
+                .create_attachment(volume, snapshot, node, mountpoint, readonly)
+                .await,
+        )?;
         self.job_then_attachment(&mut s, &answer, wait, volume, snapshot, node)
             .await
     }
@@ -131,19 +131,12 @@ impl Context {
         wait: bool,
     ) -> Result<()> {
         let mut s = self.session().await?;
-        let answer = s
-            .api
-            .delete_attachment(volume, snapshot, node)
-            .await
-            .map_err(|e| s.auth_hint(e))?;
+        let answer = s.hint(s.api.delete_attachment(volume, snapshot, node).await)?;
         let job_id = output::text(&answer["JobID"]);
         match self.output {
             OutputFormat::Json if !wait => emit(&output::render_json(&answer)),
             OutputFormat::Json => {}
-            OutputFormat::Table => emit(&format!(
-                "{}: job {job_id}\n",
-                output::text(&answer["Message"])
-            )),
+            OutputFormat::Table => emit(&started_line(&answer)),
         }
         if wait {
             let job = self.follow(&mut s, &job_id).await?;
@@ -165,21 +158,11 @@ impl Context {
     ) -> Result<()> {
         let job_id = output::text(&answer["JobID"]);
         if !wait {
-            match self.output {
-                OutputFormat::Json => emit(&output::render_json(answer)),
-                OutputFormat::Table => emit(&format!(
-                    "{}: job {job_id}\n",
-                    output::text(&answer["Message"])
-                )),
-            }
+            self.started(answer);
             return Ok(());
         }
         self.follow(s, &job_id).await?;
-        let attachment = s
-            .api
-            .get_attachment(volume, snapshot, node)
-            .await
-            .map_err(|e| s.auth_hint(e))?;
+        let attachment = s.hint(s.api.get_attachment(volume, snapshot, node).await)?;
         self.one(&attachment);
         Ok(())
     }
@@ -188,11 +171,7 @@ impl Context {
     /// `filesystembytes` also in binary units).
     async fn attachment_get(&self, volume: &str, snapshot: &str, node: &str) -> Result<()> {
         let s = self.session().await?;
-        let mut item = s
-            .api
-            .get_attachment(volume, snapshot, node)
-            .await
-            .map_err(|e| s.auth_hint(e))?;
+        let mut item = s.hint(s.api.get_attachment(volume, snapshot, node).await)?;
         if self.output == OutputFormat::Table {
             if let Some(n) = item["filesystembytes"].as_u64() {
                 item["filesystembytes"] = json!(format!("{n} ({})", output::human_bytes(n)));

@@ -42,6 +42,15 @@ pub struct Context {
     pub output: OutputFormat,
 }
 
+/// The table line of a started job: "<Message>: job <JobID>".
+pub(super) fn started_line(answer: &Value) -> String {
+    format!(
+        "{}: job {}\n",
+        output::text(&answer["Message"]),
+        output::text(&answer["JobID"])
+    )
+}
+
 pub(super) fn emit(text: &str) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes());
@@ -70,6 +79,15 @@ impl Context {
         match self.output {
             OutputFormat::Json => emit(&output::render_json(item)),
             OutputFormat::Table => emit(&output::render_object(item)),
+        }
+    }
+
+    /// A started job the command does not follow: the answer's JSON, or
+    /// its line.
+    pub(super) fn started(&self, answer: &Value) {
+        match self.output {
+            OutputFormat::Json => emit(&output::render_json(answer)),
+            OutputFormat::Table => emit(&started_line(answer)),
         }
     }
 
@@ -121,37 +139,24 @@ impl Context {
     ) -> Result<()> {
         let job_id = output::text(&answer["JobID"]);
         if !wait {
-            match self.output {
-                OutputFormat::Json => emit(&output::render_json(answer)),
-                OutputFormat::Table => emit(&format!(
-                    "{}: job {job_id}\n",
-                    output::text(&answer["Message"])
-                )),
-            }
+            self.started(answer);
             return Ok(());
         }
         if self.output == OutputFormat::Table {
-            emit(&format!(
-                "{}: job {job_id}\n",
-                output::text(&answer["Message"])
-            ));
+            emit(&started_line(answer));
         }
         let job = self.follow(s, &job_id).await?;
         match (self.output, show) {
             (OutputFormat::Json, _) => emit(&output::render_json(&job)),
             (OutputFormat::Table, Shown::Volume(volume)) => {
-                let item = s.api.get_volume(volume).await.map_err(|e| s.auth_hint(e))?;
+                let item = s.hint(s.api.get_volume(volume).await)?;
                 emit(&output::render_table(
                     &Value::Array(vec![item]),
                     output::VOLUME_COLUMNS,
                 ));
             }
             (OutputFormat::Table, Shown::Snapshot { volume, name }) => {
-                let item = s
-                    .api
-                    .get_snapshot(volume, name)
-                    .await
-                    .map_err(|e| s.auth_hint(e))?;
+                let item = s.hint(s.api.get_snapshot(volume, name).await)?;
                 emit(&output::render_table(
                     &Value::Array(vec![item]),
                     output::SNAPSHOT_COLUMNS,
@@ -169,7 +174,7 @@ impl Context {
         let mut progress = Progress::new(id);
         loop {
             s.ensure_fresh().await?;
-            let job = s.api.get_job(id).await.map_err(|e| s.auth_hint(e))?;
+            let job = s.hint(s.api.get_job(id).await)?;
             progress.update(&job);
             match job["state"].as_str() {
                 Some("Done") => {

@@ -121,17 +121,14 @@ async fn add(
             status: 409,
             message,
         }) if message.contains("already exists") => {
-            s.api
-                .set_node_address(name, address)
-                .await
-                .map_err(|e| s.auth_hint(e))?;
+            s.hint(s.api.set_node_address(name, address).await)?;
             false
         }
         Err(e) => return Err(s.auth_hint(e)),
     };
     if !added {
         if let Some(zone) = zone {
-            let node = s.api.get_node(name).await.map_err(|e| s.auth_hint(e))?;
+            let node = s.hint(s.api.get_node(name).await)?;
             let current = output::text(&node["zone"]);
             if current != zone {
                 eprintln!(
@@ -140,11 +137,7 @@ async fn add(
             }
         }
     }
-    let issued = s
-        .api
-        .issue_node_credential(name)
-        .await
-        .map_err(|e| s.auth_hint(e))?;
+    let issued = s.hint(s.api.issue_node_credential(name).await)?;
     let credential = issued["credential"]
         .as_str()
         .filter(|c| !c.is_empty())
@@ -205,13 +198,10 @@ async fn add(
 /// refused (401).
 async fn revoke(ctx: &Context, name: &str) -> Result<()> {
     let s = ctx.session().await?;
-    s.api
-        .revoke_node_credential(name)
-        .await
-        .map_err(|e| s.auth_hint(e))?;
+    s.hint(s.api.revoke_node_credential(name).await)?;
     match ctx.output {
         OutputFormat::Json => {
-            let node = s.api.get_node(name).await.map_err(|e| s.auth_hint(e))?;
+            let node = s.hint(s.api.get_node(name).await)?;
             emit(&output::render_json(&node));
         }
         OutputFormat::Table => emit(&format!(

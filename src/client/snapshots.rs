@@ -1,7 +1,7 @@
 //! `svs snapshot ...`: the subcommands and what each does through the API.
 
 use super::args::WaitArgs;
-use super::context::{emit, Context, Print, Shown};
+use super::context::{emit, started_line, Context, Print, Shown};
 use super::error::Result;
 use super::output::{self, OutputFormat};
 use clap::Subcommand;
@@ -151,30 +151,19 @@ impl SnapshotCommand {
 /// answer without `wait`).
 async fn attach(ctx: &Context, volume: &str, name: &str, node: &str, wait: bool) -> Result<()> {
     let mut s = ctx.session().await?;
-    let answer = s
-        .api
-        .attach_snapshot(volume, name, node)
-        .await
-        .map_err(|e| s.auth_hint(e))?;
+    let answer = s.hint(s.api.attach_snapshot(volume, name, node).await)?;
     let job_id = output::text(&answer["JobID"]);
     if ctx.output == OutputFormat::Json && !wait {
         emit(&output::render_json(&answer));
         return Ok(());
     }
     if ctx.output == OutputFormat::Table {
-        emit(&format!(
-            "{}: job {job_id}\n",
-            output::text(&answer["Message"])
-        ));
+        emit(&started_line(&answer));
     }
     if wait {
         ctx.follow(&mut s, &job_id).await?;
     }
-    let attachment = s
-        .api
-        .get_attachment(volume, name, node)
-        .await
-        .map_err(|e| s.auth_hint(e))?;
+    let attachment = s.hint(s.api.get_attachment(volume, name, node).await)?;
     match ctx.output {
         OutputFormat::Json => emit(&output::render_json(&attachment)),
         OutputFormat::Table => emit(&format!("{}\n", output::text(&attachment["uri"]))),

@@ -92,11 +92,7 @@ impl Context {
             body.insert("tenant".into(), json!(tenant));
         }
         let s = self.session().await?;
-        let user = s
-            .api
-            .create_user(&Value::Object(body))
-            .await
-            .map_err(|e| s.auth_hint(e))?;
+        let user = s.hint(s.api.create_user(&Value::Object(body)).await)?;
         self.changed(
             &user,
             &format!(
@@ -113,11 +109,11 @@ impl Context {
     /// Disables (`disabled`) or enables a user.
     pub async fn user_set_disabled(&self, user: &str, disabled: bool) -> Result<()> {
         let s = self.session().await?;
-        let answer = s
-            .api
-            .update_user(user, &json!({ "disabled": disabled }))
-            .await
-            .map_err(|e| s.auth_hint(e))?;
+        let answer = s.hint(
+            s.api
+                .update_user(user, &json!({ "disabled": disabled }))
+                .await,
+        )?;
         let email = output::text(&answer["email"]);
         self.changed(
             &answer,
@@ -133,11 +129,7 @@ impl Context {
     /// Grants (`admin`) or takes away the administrator role.
     pub async fn user_set_admin(&self, user: &str, admin: bool) -> Result<()> {
         let s = self.session().await?;
-        let answer = s
-            .api
-            .update_user(user, &json!({ "admin": admin }))
-            .await
-            .map_err(|e| s.auth_hint(e))?;
+        let answer = s.hint(s.api.update_user(user, &json!({ "admin": admin })).await)?;
         let email = output::text(&answer["email"]);
         self.changed(
             &answer,
@@ -160,11 +152,7 @@ impl Context {
 
     pub async fn user_reset_password(&self, user: &str, password: &str) -> Result<()> {
         let s = self.session().await?;
-        let answer = s
-            .api
-            .reset_password(user, password)
-            .await
-            .map_err(|e| s.auth_hint(e))?;
+        let answer = s.hint(s.api.reset_password(user, password).await)?;
         match self.output {
             OutputFormat::Json => emit(&output::render_json(&answer)),
             OutputFormat::Table => emit(&format!(
@@ -179,11 +167,7 @@ impl Context {
     /// ends, so the profile keeps the new session the answer carries.
     pub async fn user_passwd(&self, current: &str, new: &str) -> Result<()> {
         let mut s = self.session().await?;
-        let answer = s
-            .api
-            .change_own_password(current, new)
-            .await
-            .map_err(|e| s.auth_hint(e))?;
+        let answer = s.hint(s.api.change_own_password(current, new).await)?;
         let base = s.api.base().to_string();
         s.profile.id_token = token_field(&answer, "IdToken", &base)?;
         s.profile.access_token = token_field(&answer, "AccessToken", &base)?;
