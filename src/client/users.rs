@@ -3,7 +3,7 @@
 //! here: it works on the data directory, without a running service.
 
 use super::api::{expires_at, segment, token_field, Api};
-use super::commands::{emit, Context};
+use super::context::{emit, Context, Print};
 use super::error::Result;
 use super::output::{self, col, yes_no, Column, OutputFormat};
 use reqwest::Method;
@@ -69,17 +69,15 @@ pub struct NewUser<'a> {
 
 impl Context {
     pub async fn user_list(&self) -> Result<()> {
-        let s = self.session().await?;
-        let items = s.api.list_users().await.map_err(|e| s.auth_hint(e))?;
-        self.list(&items, USER_COLUMNS);
-        Ok(())
+        self.show(Print::List(USER_COLUMNS), |api| async move {
+            api.list_users().await
+        })
+        .await
     }
 
     pub async fn user_get(&self, user: &str) -> Result<()> {
-        let s = self.session().await?;
-        let item = s.api.get_user(user).await.map_err(|e| s.auth_hint(e))?;
-        self.one(&item);
-        Ok(())
+        self.show(Print::One, |api| async move { api.get_user(user).await })
+            .await
     }
 
     pub async fn user_create(&self, new: &NewUser<'_>) -> Result<()> {
@@ -94,11 +92,7 @@ impl Context {
             body.insert("tenant".into(), json!(tenant));
         }
         let s = self.session().await?;
-        let user = s
-            .api
-            .create_user(&Value::Object(body))
-            .await
-            .map_err(|e| s.auth_hint(e))?;
+        let user = s.hint(s.api.create_user(&Value::Object(body)).await)?;
         self.changed(
             &user,
             &format!(
@@ -115,11 +109,11 @@ impl Context {
     /// Disables (`disabled`) or enables a user.
     pub async fn user_set_disabled(&self, user: &str, disabled: bool) -> Result<()> {
         let s = self.session().await?;
-        let answer = s
-            .api
-            .update_user(user, &json!({ "disabled": disabled }))
-            .await
-            .map_err(|e| s.auth_hint(e))?;
+        let answer = s.hint(
+            s.api
+                .update_user(user, &json!({ "disabled": disabled }))
+                .await,
+        )?;
         let email = output::text(&answer["email"]);
         self.changed(
             &answer,
@@ -135,11 +129,7 @@ impl Context {
     /// Grants (`admin`) or takes away the administrator role.
     pub async fn user_set_admin(&self, user: &str, admin: bool) -> Result<()> {
         let s = self.session().await?;
-        let answer = s
-            .api
-            .update_user(user, &json!({ "admin": admin }))
-            .await
-            .map_err(|e| s.auth_hint(e))?;
+        let answer = s.hint(s.api.update_user(user, &json!({ "admin": admin })).await)?;
         let email = output::text(&answer["email"]);
         self.changed(
             &answer,
@@ -153,19 +143,16 @@ impl Context {
     }
 
     pub async fn user_delete(&self, user: &str) -> Result<()> {
-        let s = self.session().await?;
-        let answer = s.api.delete_user(user).await.map_err(|e| s.auth_hint(e))?;
-        self.message(&answer);
-        Ok(())
+        self.show(
+            Print::Message,
+            |api| async move { api.delete_user(user).await },
+        )
+        .await
     }
 
     pub async fn user_reset_password(&self, user: &str, password: &str) -> Result<()> {
         let s = self.session().await?;
-        let answer = s
-            .api
-            .reset_password(user, password)
-            .await
-            .map_err(|e| s.auth_hint(e))?;
+        let answer = s.hint(s.api.reset_password(user, password).await)?;
         match self.output {
             OutputFormat::Json => emit(&output::render_json(&answer)),
             OutputFormat::Table => emit(&format!(
@@ -180,11 +167,7 @@ impl Context {
     /// ends, so the profile keeps the new session the answer carries.
     pub async fn user_passwd(&self, current: &str, new: &str) -> Result<()> {
         let mut s = self.session().await?;
-        let answer = s
-            .api
-            .change_own_password(current, new)
-            .await
-            .map_err(|e| s.auth_hint(e))?;
+        let answer = s.hint(s.api.change_own_password(current, new).await)?;
         let base = s.api.base().to_string();
         s.profile.id_token = token_field(&answer, "IdToken", &base)?;
         s.profile.access_token = token_field(&answer, "AccessToken", &base)?;
