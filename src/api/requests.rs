@@ -14,7 +14,7 @@ use crate::service::commands::{
     ModifyAttachment, ModifyMedium, ModifySnapshot, Refresh, ReportHostState, ResiliencyLevels,
     ResizeVolume, SetNodeAddress, SignIn, SignOut, UpdatePolicy, MAX_AGENT_WAIT_SECS,
 };
-use crate::service::infrastructure::plain_directory;
+use crate::service::media::plain_directory;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
