@@ -73,8 +73,15 @@ pub(super) fn only_fields(body: &Body, known: &[&str]) -> ParseResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::agents::*;
+    use crate::api::attachments::*;
+
     use crate::api::parse::body;
+    use crate::service::attributes::*;
+    use crate::service::commands::*;
     use serde_json::json;
+    use serde_json::Value;
+    use svs_domain::{Consistency, JobState};
 
     fn message<T: std::fmt::Debug>(r: ParseResult<T>) -> String {
         r.expect_err("refused").message

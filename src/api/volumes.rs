@@ -620,3 +620,124 @@ pub struct VolumeModifyRequest {
     pub throttlingscheme: Option<String>,
     pub flavor: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::attributes::*;
+    use serde_json::{json, Map, Value};
+    use svs_domain::{Resiliency, VolumeState, VolumeType};
+    use svs_store::Volume;
+
+    fn volume_record() -> Volume {
+        let mut attributes = Map::new();
+        attributes.insert("capacitygroup".into(), json!("cg"));
+        Volume {
+            id: "id-1".into(),
+            tenant_id: 1,
+            name: "data".into(),
+            kind: VolumeType::Block,
+            size: 10,
+            policy: "gold".into(),
+            resiliency: Resiliency::default(),
+            zone: None,
+            attributes,
+            state: VolumeState::Ready,
+            job: None,
+            first_node: Some("node-a".into()),
+            first_zone: Some("zone-a".into()),
+            lost_slices: 0,
+            lost_columns: 0,
+            recovery_job: None,
+            filesystem_size: None,
+            filesystem_error: None,
+            created_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_volume_that_lost_slices_shows_its_health_as_its_state() {
+        let mut v = volume_record();
+        assert_eq!(json_of(&volume(&v))["state"], "Ready");
+        v.lost_slices = 1;
+        v.recovery_job = Some(7);
+        let shown = json_of(&volume(&v));
+        assert_eq!(shown["state"], "Degraded");
+        assert_eq!(shown["volumerecoveryjob"], "7");
+        v.lost_columns = 1;
+        assert_eq!(json_of(&volume(&v))["state"], "Failed");
+        v.state = VolumeState::Deleting;
+        assert_eq!(json_of(&volume(&v))["state"], "Deleting");
+    }
+
+    fn json_of(v: &VolumeView) -> Value {
+        serde_json::to_value(v).expect("a volume serializes")
+    }
+
+    #[test]
+    fn a_volume_shows_its_stored_fields_first_zone_and_default_flavor() {
+        let v = json_of(&volume(&volume_record()));
+        assert_eq!(v["capacitygroup"], "cg");
+        assert_eq!(v["consistencygroup"], "");
+        assert_eq!(v["zone"], "zone-a");
+        assert_eq!(v["node"], "node-a");
+        assert_eq!(v["flavor"], "regular");
+        assert_eq!(v["maxsize"], 100);
+        assert_eq!(
+            (v["status"].clone(), v["progress"].clone()),
+            (json!("Online"), json!(100))
+        );
+    }
+
+    #[test]
+    fn unset_fields_the_reference_requires_non_empty_are_omitted() {
+        let mut record = volume_record();
+        record.attributes = Map::new();
+        record.first_zone = None;
+        let v = json_of(&volume(&record));
+        for key in [
+            "capacitygroup",
+            "volumegroupname",
+            "replicationvolumegroupname",
+            "replicationvolumegroupid",
+            "volumerecoveryjob",
+            "throttlingscheme",
+            "zone",
+        ] {
+            assert!(v.get(key).is_none(), "{key} in {v}");
+        }
+        // Fields the reference allows empty stay, as before.
+        assert_eq!(v["consistencygroup"], "");
+        assert_eq!(v["contentvolume"], "");
+    }
+
+    #[test]
+    fn a_volume_shows_what_a_resize_compares_its_fixed_fields_with() {
+        use crate::service::commands::FixedVolumeField;
+        use crate::service::volumes::fixed_field_value;
+        let mut record = volume_record();
+        record
+            .attributes
+            .insert("flavor".into(), json!("filedirect"));
+        for record in [volume_record(), record] {
+            let shown = json_of(&volume(&record));
+            let attributes = VolumeAttributes::from_record(&record.attributes);
+            for field in FixedVolumeField::ALL {
+                let expected = fixed_field_value(&record, &attributes, field);
+                let got = shown.get(field.wire_name()).cloned().unwrap_or(json!(""));
+                assert_eq!(got, json!(expected), "{}", field.wire_name());
+            }
+        }
+    }
+
+    #[test]
+    fn a_volume_with_a_running_job_shows_its_status_and_progress() {
+        let mut record = volume_record();
+        record.state = VolumeState::Resizing;
+        record.job = Some((7, 40, "Copying".into()));
+        let v = json_of(&volume(&record));
+        assert_eq!(v["state"], "Resizing");
+        assert_eq!(v["status"], "Copying");
+        assert_eq!(v["progress"], 40);
+    }
+}
