@@ -1,20 +1,29 @@
-//! The Volumez-compatible HTTP API. Handlers parse (`requests`), authorize
-//! (`extract`), call one service function and render its result (`views`);
-//! errors map to statuses in `error.rs`.
+//! The Volumez-compatible HTTP API, one module per resource (`volumes`,
+//! `policies`, `attachments`, `snapshots`, `media`, `nodes`, `agents`,
+//! `jobs`, `users`, `signin`, `workers`, `version`), each with its handlers,
+//! the parsing of its bodies and queries, its views and its document
+//! schemas. Handlers parse (`FromBody`/`FromQuery`, helpers in `requests`
+//! and `parse`), authorize (`extract`), call one service function and
+//! render its result; shared response bodies are in `views`, and errors map
+//! to statuses in `error.rs`.
 
 mod agents;
-mod bodies;
+mod attachments;
 mod error;
 mod extract;
-mod growth;
-mod handlers;
-mod infrastructure;
+mod jobs;
+mod media;
+mod nodes;
 mod parse;
+mod policies;
 mod requests;
+mod signin;
 mod snapshots;
 mod ui;
 mod users;
+mod version;
 mod views;
+mod volumes;
 mod workers;
 
 use axum::response::IntoResponse;
@@ -23,8 +32,9 @@ pub use error::ApiError;
 use crate::service::Services;
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Extension};
-use axum::http::{header, HeaderValue, Method, Request, Response};
+use axum::http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use axum::middleware::Next;
+use axum::Json;
 use axum::Router;
 use std::sync::Arc;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -91,41 +101,55 @@ impl utoipa::Modify for IdTokenSecurity {
 /// drift. A route added any other way than `.routes(routes!(...))` here is
 /// caught by `tests/api/contract.rs`.
 fn documented_routes() -> OpenApiRouter<AppState> {
-    use handlers::*;
     OpenApiRouter::with_openapi(ApiDoc::openapi())
-        .routes(routes!(sign_in))
-        .routes(routes!(sign_out))
-        .routes(routes!(refresh))
-        .routes(routes!(volumez_refresh))
-        .routes(routes!(version))
-        .routes(routes!(jwks))
+        .routes(routes!(signin::sign_in))
+        .routes(routes!(signin::sign_out))
+        .routes(routes!(signin::refresh))
+        .routes(routes!(signin::volumez_refresh))
+        .routes(routes!(version::version))
+        .routes(routes!(signin::jwks))
         .routes(routes!(openapi_json))
-        .routes(routes!(list_media, infrastructure::create_medium))
+        .routes(routes!(media::list_media, media::create_medium))
         .routes(routes!(
-            get_medium,
-            update_medium,
-            infrastructure::delete_medium
+            media::get_medium,
+            media::update_medium,
+            media::delete_medium
         ))
-        .routes(routes!(list_nodes, agents::create_node))
-        .routes(routes!(get_node, update_node, infrastructure::delete_node))
+        .routes(routes!(nodes::list_nodes, nodes::create_node))
+        .routes(routes!(
+            nodes::get_node,
+            nodes::update_node,
+            nodes::delete_node
+        ))
         .routes(routes!(agents::issue_credential, agents::revoke_credential))
         .routes(routes!(agents::agent_attachments))
         .routes(routes!(agents::report_host_state))
-        .routes(routes!(list_policies, create_policy))
-        .routes(routes!(get_policy, update_policy, delete_policy))
-        .routes(routes!(list_volumes, create_volume))
-        .routes(routes!(get_volume, resize_volume, delete_volume))
-        .routes(routes!(volume_slices))
-        .routes(routes!(recover_volume))
-        .routes(routes!(growth::grow_filesystem))
-        .routes(routes!(volume_attachments))
-        .routes(routes!(snapshot_attachments, create_attachment))
+        .routes(routes!(policies::list_policies, policies::create_policy))
         .routes(routes!(
-            get_attachment,
-            modify_attachment,
-            delete_attachment
+            policies::get_policy,
+            policies::update_policy,
+            policies::delete_policy
         ))
-        .routes(routes!(list_attachments))
+        .routes(routes!(volumes::list_volumes, volumes::create_volume))
+        .routes(routes!(
+            volumes::get_volume,
+            volumes::resize_volume,
+            volumes::delete_volume
+        ))
+        .routes(routes!(volumes::volume_slices))
+        .routes(routes!(volumes::recover_volume))
+        .routes(routes!(volumes::grow_filesystem))
+        .routes(routes!(attachments::volume_attachments))
+        .routes(routes!(
+            attachments::snapshot_attachments,
+            attachments::create_attachment
+        ))
+        .routes(routes!(
+            attachments::get_attachment,
+            attachments::modify_attachment,
+            attachments::delete_attachment
+        ))
+        .routes(routes!(attachments::list_attachments))
         .routes(routes!(
             snapshots::list_snapshots,
             snapshots::create_snapshot
@@ -137,8 +161,8 @@ fn documented_routes() -> OpenApiRouter<AppState> {
         ))
         .routes(routes!(snapshots::rollback_snapshot))
         .routes(routes!(snapshots::list_all_snapshots))
-        .routes(routes!(list_jobs))
-        .routes(routes!(get_job))
+        .routes(routes!(jobs::list_jobs))
+        .routes(routes!(jobs::get_job))
         .merge(workers::routes())
         .merge(users::routes())
 }
@@ -225,8 +249,8 @@ pub fn router(state: AppState) -> Router {
     // The console's static files are the only routes outside the document
     // (`ui::PATHS`); they are not part of the JSON API.
     api.merge(ui::routes())
-        .fallback(handlers::not_found)
-        .method_not_allowed_fallback(handlers::method_not_allowed)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(Extension(doc))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(CatchPanicLayer::custom(|_| {
@@ -314,4 +338,25 @@ async fn json_errors(response: Response<Body>) -> Response<Body> {
     );
     parts.headers.remove(header::CONTENT_LENGTH);
     Response::from_parts(parts, Body::from(json))
+}
+
+pub(crate) type ApiResult<T> = Result<Json<T>, ApiError>;
+
+pub async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "no such route")
+}
+
+/// A method the route does not serve: 405. `OPTIONS` (served by no route)
+/// asks which methods are: 204. Both get axum's `Allow` header, the
+/// methods registered on the route (`HEAD` wherever `GET` is), so what it
+/// advertises is what the router answers.
+pub async fn method_not_allowed(method: Method) -> axum::response::Response {
+    if method == Method::OPTIONS {
+        return StatusCode::NO_CONTENT.into_response();
+    }
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method not allowed on this route",
+    )
+    .into_response()
 }

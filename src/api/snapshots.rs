@@ -2,13 +2,21 @@
 //! snapshot of the tenant, and rollback.
 
 use super::extract::{Parsed, ParsedQuery};
-use super::handlers::ApiResult;
-use super::views::{Done, ErrorBody, JobStarted, SnapshotView};
-use super::{bodies, views, AppState};
+use super::parse::{bad, opt_bool, opt_str, req_str, Body, ParseResult};
+use super::requests::{force_query, opt_non_empty, query_bool, FromBody, FromQuery};
+use super::views::{self, non_empty, Done, ErrorBody, JobStarted};
+use super::{ApiResult, AppState};
 use crate::service::commands::{CreateSnapshot, DeleteSnapshot, ModifySnapshot};
+use crate::service::format_ms;
 use crate::service::Caller;
 use axum::extract::{Path, State};
 use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use svs_domain::{Consistency, ResourceName};
+use svs_store::Snapshot;
+use utoipa::ToSchema;
 
 #[utoipa::path(
     get, path = "/volumes/{volume}/snapshots", tag = "Snapshots", operation_id = "SnapshotsList",
@@ -28,7 +36,7 @@ pub async fn list_snapshots(
     Path(volume): Path<String>,
 ) -> ApiResult<Vec<SnapshotView>> {
     let list = app.list_snapshots(&caller, &volume).await?;
-    Ok(Json(views::list(&list, views::snapshot)))
+    Ok(Json(views::list(&list, snapshot_view)))
 }
 
 #[utoipa::path(
@@ -36,7 +44,7 @@ pub async fn list_snapshots(
     summary = "Take a snapshot",
     description = "Answers at once with the `snapshot_create` job; `ObjectID` is the new snapshot's id. The snapshot is crash-consistent: every write acknowledged before it is in it, none after. svs answers 409 (not in the reference) for a duplicate name, while a data movement runs (naming its job) or while another job works on the volume.",
     params(("volume" = String, Path, description = "The volume's name or id")),
-    request_body = bodies::SnapshotCreateRequest,
+    request_body = SnapshotCreateRequest,
     security(("storage.io-authorizer" = [])),
     responses(
         (status = 200, description = "Snapshot started", body = JobStarted),
@@ -79,7 +87,7 @@ pub async fn get_snapshot(
     Path((volume, snapshot)): Path<(String, String)>,
 ) -> ApiResult<SnapshotView> {
     let s = app.get_snapshot(&caller, &volume, &snapshot).await?;
-    Ok(Json(views::snapshot(&s)))
+    Ok(Json(snapshot_view(&s)))
 }
 
 #[utoipa::path(
@@ -90,7 +98,7 @@ pub async fn get_snapshot(
         ("volume" = String, Path, description = "The volume's name or id"),
         ("snapshot" = String, Path, description = "The snapshot's name or id"),
     ),
-    request_body = bodies::SnapshotModifyRequest,
+    request_body = SnapshotModifyRequest,
     security(("storage.io-authorizer" = [])),
     responses(
         (status = 200, description = "Snapshot changed", body = Done),
@@ -187,8 +195,228 @@ pub async fn rollback_snapshot(
 pub async fn list_all_snapshots(
     State(app): State<AppState>,
     caller: Caller,
-    ParsedQuery(_query): ParsedQuery<super::requests::CapacityQuery>,
+    ParsedQuery(_query): ParsedQuery<CapacityQuery>,
 ) -> ApiResult<Vec<SnapshotView>> {
     let list = app.list_all_snapshots(&caller).await?;
-    Ok(Json(views::list(&list, views::snapshot)))
+    Ok(Json(views::list(&list, snapshot_view)))
+}
+
+/// `GET /snapshots`: `capacity` (reference) is accepted and checked; `used`
+/// is always filled.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CapacityQuery;
+
+impl FromQuery for CapacityQuery {
+    fn from_query(query: &BTreeMap<String, String>) -> ParseResult<CapacityQuery> {
+        query_bool(query, "capacity")?;
+        Ok(CapacityQuery)
+    }
+}
+
+impl FromQuery for DeleteSnapshot {
+    fn from_query(query: &BTreeMap<String, String>) -> ParseResult<DeleteSnapshot> {
+        Ok(DeleteSnapshot {
+            force: force_query(query)?,
+        })
+    }
+}
+
+/// Writable Snapshot fields svs keeps and returns without acting on them,
+/// with their JSON type: (name, is boolean).
+const SNAPSHOT_STORED_FIELDS: [(&str, bool); 4] = [
+    ("targetsecret", false),
+    ("policy", true),
+    ("consistencygroup", true),
+    ("consistencygroupname", false),
+];
+
+/// Read-only Snapshot fields a client may send back with a whole object:
+/// ignored, but still of their type. (name, is a number)
+const SNAPSHOT_READ_ONLY_FIELDS: [(&str, bool); 10] = [
+    ("volumename", false),
+    ("volumeid", false),
+    ("snapshotid", false),
+    ("time", false),
+    ("state", false),
+    ("status", false),
+    ("volumesize", true),
+    ("used", true),
+    ("progress", true),
+    ("numberofattachments", true),
+];
+
+fn snapshot_attributes(body: &Body) -> ParseResult<Map<String, Value>> {
+    for (key, number) in SNAPSHOT_READ_ONLY_FIELDS {
+        match body.get(key) {
+            None => {}
+            // Any whole number, however large: the value is ignored, only
+            // its type is checked.
+            Some(Value::Number(n)) if number && n.as_f64().is_some_and(|f| f.fract() == 0.0) => {}
+            Some(Value::String(_)) if !number => {}
+            Some(_) if number => return Err(bad(format!("{key} must be a whole number"))),
+            Some(_) => return Err(bad(format!("{key} must be a string"))),
+        }
+    }
+    let mut attributes = Map::new();
+    for (key, boolean) in SNAPSHOT_STORED_FIELDS {
+        let value = if boolean {
+            opt_bool(body, key)?.map(Value::from)
+        } else {
+            opt_str(body, key)?.map(Value::from)
+        };
+        if let Some(value) = value {
+            attributes.insert(key.to_string(), value);
+        }
+    }
+    Ok(attributes)
+}
+
+fn snapshot_name(value: &str) -> ParseResult<ResourceName> {
+    ResourceName::parse("snapshot", value).map_err(bad)
+}
+
+impl FromBody for CreateSnapshot {
+    fn from_body(body: &Body) -> ParseResult<CreateSnapshot> {
+        let name = snapshot_name(req_str(body, "name")?)?;
+        let consistency = Consistency::parse(req_str(body, "consistency")?)
+            .ok_or_else(|| bad("consistency must be \"crash\" or \"application\""))?;
+        Ok(CreateSnapshot {
+            name,
+            consistency,
+            attributes: snapshot_attributes(body)?,
+        })
+    }
+}
+
+impl FromBody for ModifySnapshot {
+    /// A whole Snapshot object may come back: read-only fields are ignored;
+    /// `consistency` is how it was taken and cannot change.
+    fn from_body(body: &Body) -> ParseResult<ModifySnapshot> {
+        let name = opt_non_empty(body, "name")?
+            .map(snapshot_name)
+            .transpose()?;
+        Ok(ModifySnapshot {
+            name,
+            attributes: snapshot_attributes(body)?,
+        })
+    }
+}
+
+/// A snapshot of a volume. `used` is bytes it holds on media (every copy),
+/// `volumesize` the volume's size in GiB when it was taken.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Snapshot)]
+pub struct SnapshotView {
+    #[schema(min_length = 1)]
+    pub name: String,
+    #[schema(min_length = 1)]
+    pub snapshotid: String,
+    pub volumename: String,
+    #[schema(min_length = 1)]
+    pub volumeid: String,
+    pub volumesize: u64,
+    /// `crash` or `application`.
+    #[schema(pattern = "^(crash|application)$")]
+    pub consistency: &'static str,
+    /// When it was taken, RFC 3339.
+    pub time: String,
+    pub used: u64,
+    /// `Creating`, `Ready` or `Deleting`.
+    pub state: &'static str,
+    pub status: &'static str,
+    /// 100 once taken.
+    pub progress: u8,
+    pub numberofattachments: u64,
+    pub policy: bool,
+    pub consistencygroup: bool,
+    pub consistencygroupname: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1)]
+    pub targetsecret: Option<String>,
+}
+
+pub fn snapshot_view(s: &Snapshot) -> SnapshotView {
+    let text = |key: &str| {
+        s.attributes
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let flag = |key: &str| {
+        s.attributes
+            .get(key)
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    };
+    let state = s.state.as_str();
+    SnapshotView {
+        name: s.name.clone(),
+        snapshotid: s.id.clone(),
+        volumename: s.volume_name.clone(),
+        volumeid: s.volume_id.clone(),
+        volumesize: s.volume_size,
+        consistency: s.consistency.as_str(),
+        time: format_ms(s.created_ms),
+        used: s.used_bytes,
+        state,
+        status: state,
+        progress: if s.state == svs_domain::SnapshotState::Creating {
+            0
+        } else {
+            100
+        },
+        numberofattachments: s.attachments,
+        policy: flag("policy"),
+        consistencygroup: flag("consistencygroup"),
+        consistencygroupname: text("consistencygroupname"),
+        targetsecret: non_empty(&text("targetsecret")),
+    }
+}
+
+/// `POST /volumes/{volume}/snapshots`.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = SnapshotCreate)]
+#[allow(dead_code, non_snake_case)]
+pub struct SnapshotCreateRequest {
+    /// Volume name rules; `top` is reserved for the live volume.
+    #[schema(
+        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
+        max_length = 63
+    )]
+    pub name: String,
+    /// `crash` or `application` (svs takes both at one write barrier).
+    #[schema(pattern = "^(crash|application)$")]
+    pub consistency: String,
+    #[serde(default)]
+    pub targetsecret: String,
+    #[serde(default)]
+    pub policy: bool,
+    #[serde(default)]
+    pub consistencygroup: bool,
+    #[serde(default)]
+    pub consistencygroupname: String,
+}
+
+/// `PATCH /volumes/{volume}/snapshots/{snapshot}`: a new name and the
+/// stored fields; read-only fields sent back are ignored.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = SnapshotModify)]
+#[allow(dead_code, non_snake_case)]
+pub struct SnapshotModifyRequest {
+    /// A new name (absent or `""`: unchanged).
+    #[schema(
+        pattern = "^(([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*))?$",
+        max_length = 63
+    )]
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub targetsecret: String,
+    #[serde(default)]
+    pub policy: bool,
+    #[serde(default)]
+    pub consistencygroup: bool,
+    #[serde(default)]
+    pub consistencygroupname: String,
 }

@@ -8,7 +8,8 @@
 use super::extract::Parsed;
 use super::parse::{bad, opt_bool, opt_str, req_str, Body, ParseResult};
 use super::requests::FromBody;
-use super::views::{self, Done, ErrorBody, SignedInView};
+use super::signin::SignedInView;
+use super::views::{self, Done, ErrorBody};
 use super::{ApiError, AppState};
 use crate::service::format_ms;
 use crate::service::users::{ChangeOwnPassword, CreateUser, UpdateUser, UserKey};
@@ -238,7 +239,7 @@ async fn change_own_password(
     caller: Caller,
     Parsed(request): Parsed<ChangeOwnPassword>,
 ) -> ApiResult<SignedInView> {
-    Ok(Json(views::signed_in(
+    Ok(Json(super::signin::signed_in(
         &app.change_own_password(&caller, &request).await?,
     )))
 }

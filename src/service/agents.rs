@@ -2,15 +2,15 @@
 //! administrators), what each agent should do (the desired state of its
 //! node's attachments, long-polled), and what it reports back.
 
-use super::attachments::{attachment_uri, node_not_found, TOP};
-use super::catalog::NodeSummary;
-use super::commands::{AgentPoll, CreateNode, ReportHostState};
+use super::attachments::{attachment_uri, TOP};
+use super::commands::{AgentPoll, ReportHostState};
+use super::nodes::node_not_found;
 use super::{Administrator, ServiceError, ServiceResult, Services};
 use crate::attributes::{Filesystem, VolumeAttributes};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
 use svs_domain::{AttachmentManager, Gib, VolumeType};
-use svs_store::{HostReport, NodeAttachment, NodeCredential, NodeRecord, StoreError};
+use svs_store::{HostReport, NodeAttachment, NodeCredential, StoreError};
 use tokio::time::Instant;
 
 /// A node credential is `svsnode.<credential id>.<secret>`.
@@ -187,26 +187,6 @@ fn bounded(text: &Option<String>) -> Option<String> {
 }
 
 impl Services {
-    /// Adds a node that may attach volumes (and run an agent).
-    pub async fn create_node(
-        &self,
-        admin: &Administrator,
-        request: &CreateNode,
-    ) -> ServiceResult<NodeSummary> {
-        let name = request.name.as_str();
-        self.store
-            .create_node(&NodeRecord {
-                name: name.to_string(),
-                zone: request.zone.clone(),
-                address: Some(request.address.to_string()),
-                managed_by: svs_store::ManagedBy::Api,
-            })
-            .await?;
-        self.exports.set_node_address(name, Some(request.address));
-        tracing::info!(node = name, by = admin.caller().user_id, "node created");
-        self.get_node(name).await
-    }
-
     /// A new credential for the node's agent; the previous one stops working.
     pub async fn issue_node_credential(
         &self,

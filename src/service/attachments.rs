@@ -1,13 +1,11 @@
 //! Attachments: a volume exported over NBD to one node. Create, modify and
 //! delete run as jobs, and are refused while the volume's data is moving.
 
-use super::commands::{CreateAttachment, ModifyAttachment, SetNodeAddress};
+use super::commands::{CreateAttachment, ModifyAttachment};
 use super::volumes::{volume_not_found, Started};
-use super::{Administrator, Caller, ServiceError, ServiceResult, Services};
-use svs_domain::{
-    AttachmentArgs, BlockedOperation, DetachArgs, JobSpec, SnapshotState, VolumeState,
-};
-use svs_store::{Attachment, NewAttachment, NodeRecord, Volume};
+use super::{Caller, ServiceError, ServiceResult, Services};
+use svs_domain::{AttachmentArgs, BlockedOperation, DetachArgs, JobSpec, SnapshotState};
+use svs_store::{Attachment, NewAttachment, Volume};
 
 /// Where a snapshot name is expected, the live volume.
 pub const TOP: &str = svs_domain::LIVE_SNAPSHOT_NAME;
@@ -91,16 +89,9 @@ impl Services {
                 "node '{node}' has no address: set one with PATCH /nodes/{node}"
             )));
         }
-        let _admission = self.admission.lock().await;
-        self.ensure_idle(&v.id, &v.name, BlockedOperation::AttachmentCreate)
+        let (_admission, v) = self
+            .admit_ready(&v, BlockedOperation::AttachmentCreate)
             .await?;
-        if v.state != VolumeState::Ready {
-            return Err(ServiceError::Conflict(format!(
-                "volume '{}' is {}",
-                v.name,
-                v.state.as_str()
-            )));
-        }
         if snapshot_id != TOP {
             let s = self.find_snapshot(&v, &snapshot_id).await?;
             if s.state != SnapshotState::Ready {
@@ -212,9 +203,7 @@ impl Services {
             .attachment_target(caller, volume, snapshot)
             .await?
             .volume;
-        let _admission = self.admission.lock().await;
-        self.ensure_idle(&v.id, &v.name, BlockedOperation::AttachmentModify)
-            .await?;
+        let (_admission, v) = self.admit(&v, BlockedOperation::AttachmentModify).await?;
         let spec = JobSpec::AttachmentModify(AttachmentArgs {
             node: node.to_string(),
             readonly,
@@ -242,9 +231,7 @@ impl Services {
             .attachment_target(caller, volume, snapshot)
             .await?
             .volume;
-        let _admission = self.admission.lock().await;
-        self.ensure_idle(&v.id, &v.name, BlockedOperation::AttachmentDelete)
-            .await?;
+        let (_admission, v) = self.admit(&v, BlockedOperation::AttachmentDelete).await?;
         let spec = JobSpec::AttachmentDelete(DetachArgs {
             node: node.to_string(),
             snapshot: current.snapshot.clone(),
@@ -260,35 +247,4 @@ impl Services {
             object_id: v.id,
         })
     }
-
-    /// Sets the address a node attaches from: it decides who may open the
-    /// node's NBD exports, so only an administrator may change it.
-    pub async fn set_node_address(
-        &self,
-        admin: &Administrator,
-        node: &str,
-        request: &SetNodeAddress,
-    ) -> ServiceResult<NodeRecord> {
-        let address = request.address;
-        let text = address.map(|a| a.to_string());
-        self.store
-            .set_node_address(node, text.as_deref())
-            .await
-            .map_err(|e| match e {
-                svs_store::StoreError::NotFound => node_not_found(node),
-                other => other.into(),
-            })?;
-        self.exports.set_node_address(node, address);
-        tracing::info!(node, address = ?address, by = admin.caller().user_id, "node address set");
-        self.store
-            .list_nodes()
-            .await?
-            .into_iter()
-            .find(|n| n.name == node)
-            .ok_or_else(|| node_not_found(node))
-    }
-}
-
-pub fn node_not_found(node: &str) -> ServiceError {
-    ServiceError::NotFound(format!("node '{node}' not found"))
 }

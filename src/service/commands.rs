@@ -302,7 +302,7 @@ pub struct CreateMedium {
     pub id: ResourceName,
     pub node: ResourceName,
     pub zone: ResourceName,
-    /// Absolute and plain (`infrastructure::plain_directory`).
+    /// Absolute and plain (`media::plain_directory`).
     pub directory: std::path::PathBuf,
     pub size: Gib,
 }

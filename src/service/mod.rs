@@ -4,18 +4,17 @@
 //! No HTTP and no JSON here (except converting the store's attribute maps,
 //! in `attributes`).
 
+mod admission;
 pub mod agents;
 pub mod attachments;
 /// Stored volume and policy fields (a layer below, shared with the jobs).
 pub use crate::attributes;
 pub mod auth;
-pub mod catalog;
 pub mod commands;
-pub mod growth;
-pub mod infrastructure;
-pub mod media_space;
+pub mod jobs;
+pub mod media;
+pub mod nodes;
 pub mod policies;
-pub mod recovery;
 pub mod snapshots;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -28,7 +27,7 @@ use crate::clock::Clock;
 use crate::exports::ExportRegistry;
 use crate::jobs::JobRunner;
 use std::sync::Arc;
-use svs_domain::{ensure_not_moving, ActiveMovement, BlockedOperation, MovementBlocked};
+use svs_domain::MovementBlocked;
 use svs_store::{Store, StoreError};
 use thiserror::Error;
 
@@ -180,32 +179,6 @@ impl Services {
             user_changes: tokio::sync::Mutex::new(()),
         })
     }
-
-    /// Refuses `op` on a volume that any job is working on: a data movement
-    /// through the shared guard (naming the job), any other job with 409.
-    pub(crate) async fn ensure_idle(
-        &self,
-        volume_id: &str,
-        volume_name: &str,
-        op: BlockedOperation,
-    ) -> ServiceResult<()> {
-        let Some(job) = self.store.active_volume_job(volume_id).await? else {
-            return Ok(());
-        };
-        ensure_not_moving(op, moving(&job, volume_name).as_ref())?;
-        Err(ServiceError::Conflict(format!(
-            "volume '{volume_name}' is busy with job {} ({}); try again when it ends",
-            job.id, job.kind
-        )))
-    }
-}
-
-/// The data movement a volume's active job is carrying, if it is one.
-fn moving(job: &svs_store::Job, volume_name: &str) -> Option<ActiveMovement> {
-    job.data_movement.then(|| ActiveMovement {
-        volume_name: volume_name.to_string(),
-        job_id: job.id,
-    })
 }
 
 /// RFC 3339 UTC time of a millisecond timestamp.

@@ -6,7 +6,7 @@ use super::attachments::TOP;
 use super::commands::{CreateSnapshot, DeleteSnapshot, ModifySnapshot};
 use super::volumes::Started;
 use super::{Caller, ServiceError, ServiceResult, Services};
-use svs_domain::{BlockedOperation, JobKind, JobSpec, SnapshotArgs, SnapshotState, VolumeState};
+use svs_domain::{BlockedOperation, JobKind, JobSpec, SnapshotArgs, SnapshotState};
 use svs_store::{NewSnapshot, Snapshot, Volume};
 
 pub fn snapshot_not_found(volume: &str, snapshot: &str) -> ServiceError {
@@ -69,17 +69,9 @@ impl Services {
             )));
         }
         let v = self.get_volume(caller, volume).await?;
-        let _admission = self.admission.lock().await;
-        self.ensure_idle(&v.id, &v.name, BlockedOperation::SnapshotCreate)
+        let (_admission, v) = self
+            .admit_ready(&v, BlockedOperation::SnapshotCreate)
             .await?;
-        let v = self.fresh_volume(&v).await?;
-        if v.state != VolumeState::Ready {
-            return Err(ServiceError::Conflict(format!(
-                "volume '{}' is {}",
-                v.name,
-                v.state.as_str()
-            )));
-        }
         let id = uuid::Uuid::new_v4().to_string();
         let spec = JobSpec::SnapshotCreate(SnapshotArgs {
             name: name.to_string(),
@@ -154,9 +146,7 @@ impl Services {
                 "snapshot name '{TOP}' is reserved for the live volume"
             )));
         }
-        let _admission = self.admission.lock().await;
-        self.ensure_idle(&v.id, &v.name, BlockedOperation::SnapshotModify)
-            .await?;
+        let (_admission, v) = self.admit(&v, BlockedOperation::SnapshotModify).await?;
         let mut attributes = s.attributes.clone();
         attributes.extend(request.attributes.clone());
         self.store.update_snapshot(&s.id, name, &attributes).await?;
@@ -172,9 +162,7 @@ impl Services {
     ) -> ServiceResult<Started> {
         let v = self.get_volume(caller, volume).await?;
         let s = self.find_snapshot(&v, snapshot).await?;
-        let _admission = self.admission.lock().await;
-        self.ensure_idle(&v.id, &v.name, BlockedOperation::SnapshotDelete)
-            .await?;
+        let (_admission, v) = self.admit(&v, BlockedOperation::SnapshotDelete).await?;
         if let Some((_, job)) = self.clone_copying_from(std::slice::from_ref(&s)).await? {
             return Err(ServiceError::Conflict(format!(
                 "snapshot '{}' is being copied into a new volume by job {job}; \
@@ -220,9 +208,7 @@ impl Services {
     ) -> ServiceResult<Started> {
         let v = self.get_volume(caller, volume).await?;
         let s = self.find_snapshot(&v, snapshot).await?;
-        let _admission = self.admission.lock().await;
-        self.ensure_idle(&v.id, &v.name, BlockedOperation::SnapshotRollback)
-            .await?;
+        let (_admission, v) = self.admit(&v, BlockedOperation::SnapshotRollback).await?;
         if s.state != SnapshotState::Ready {
             return Err(ServiceError::Conflict(format!(
                 "snapshot '{}' is {}",

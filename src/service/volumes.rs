@@ -1,11 +1,14 @@
-//! Volumes: create, read, resize, delete. Long work runs as jobs.
+//! Volumes: create, read, resize, delete, recover what failed media lost
+//! (`volume_recovery`), grow a filesystem again after a failed growth
+//! (`volume_grow_filesystem`, by the agents that hold it mounted, or by svs
+//! when nothing has it attached). Long work runs as jobs.
 
 use super::attributes::VolumeAttributes;
 use super::commands::{CreateVolume, DeleteVolume, FixedVolumeField, ResizeVolume};
 use super::{Caller, ServiceError, ServiceResult, Services};
 use svs_domain::{
-    validate_new_size, BlockedOperation, CloneSource, CreateVolumeArgs, DeleteVolumeArgs, JobSpec,
-    ResizeVolumeArgs, SnapshotState, VolumeState,
+    validate_new_size, BlockedOperation, CloneSource, CreateVolumeArgs, DeleteVolumeArgs,
+    GrowFilesystemArgs, JobSpec, RecoveryArgs, ResizeVolumeArgs, SnapshotState, VolumeState,
 };
 use svs_store::{NewJob, NewVolume, Page, SliceRow, Volume};
 
@@ -171,14 +174,6 @@ impl Services {
         })
     }
 
-    /// The volume as stored now (not cached), once admission is held.
-    pub(super) async fn fresh_volume(&self, volume: &Volume) -> ServiceResult<Volume> {
-        self.store
-            .volume_by_id(&volume.id)
-            .await?
-            .ok_or_else(|| volume_not_found(&volume.name))
-    }
-
     pub async fn delete_volume(
         &self,
         caller: &Caller,
@@ -187,10 +182,7 @@ impl Services {
     ) -> ServiceResult<Started> {
         let force = request.force;
         let volume = self.get_volume(caller, name).await?;
-        let _admission = self.admission.lock().await;
-        let volume = self.fresh_volume(&volume).await?;
-        self.ensure_idle(&volume.id, &volume.name, BlockedOperation::DataMovement)
-            .await?;
+        let (_admission, volume) = self.admit(&volume, BlockedOperation::DataMovement).await?;
         let attached: Vec<String> = self
             .store
             .list_attachments(caller.tenant_id, Some(&volume.id))
@@ -263,12 +255,9 @@ impl Services {
         validate_new_size(volume.size, size)
             .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
 
-        let _admission = self.admission.lock().await;
         // Checked again against the volume as it is now: another resize may
         // have finished while this request waited.
-        let volume = self.fresh_volume(&volume).await?;
-        self.ensure_idle(&volume.id, &volume.name, BlockedOperation::DataMovement)
-            .await?;
+        let (_admission, volume) = self.admit(&volume, BlockedOperation::DataMovement).await?;
         if volume.state != VolumeState::Ready {
             return Err(ServiceError::Conflict(format!(
                 "volume '{}' is {} and cannot be resized",
@@ -299,6 +288,68 @@ impl Services {
         Ok(Started {
             job_id,
             object_id: volume.id,
+        })
+    }
+
+    /// `POST /volumes/{volume}/recover`: starts a `volume_recovery` job.
+    /// On a volume that lost nothing the job ends Done at once.
+    pub async fn recover_volume(&self, caller: &Caller, volume: &str) -> ServiceResult<Started> {
+        let v = self.get_volume(caller, volume).await?;
+        let (_admission, v) = self
+            .admit_ready(&v, BlockedOperation::VolumeRecovery)
+            .await?;
+        let spec = JobSpec::VolumeRecovery(RecoveryArgs {
+            name: v.name.clone(),
+        });
+        let job = self.new_job(caller, spec, &v.id);
+        let job_id = self.store.start_volume_job(&v.id, v.state, &job).await?;
+        self.jobs.submit(job_id);
+        Ok(Started {
+            job_id,
+            object_id: v.id,
+        })
+    }
+
+    /// Starts a `volume_grow_filesystem` job. 409 for a volume without a
+    /// filesystem svs made, one that is not Ready, or one a job works on.
+    pub async fn grow_volume_filesystem(
+        &self,
+        caller: &Caller,
+        volume: &str,
+    ) -> ServiceResult<Started> {
+        let v = self.get_volume(caller, volume).await?;
+        let _admission = self.admission_lock().await;
+        let v = self.fresh_volume(&v).await?;
+        let attributes = VolumeAttributes::from_record(&v.attributes);
+        if attributes.filesystem.is_none() || !attributes.filesystem_provisioned {
+            return Err(ServiceError::Conflict(format!(
+                "volume '{}' has no filesystem made by svs to grow",
+                v.name
+            )));
+        }
+        if let Some(job) = self.store.active_volume_job(&v.id).await? {
+            return Err(ServiceError::Conflict(format!(
+                "volume '{}' is busy with job {} ({}); try again when it ends",
+                v.name, job.id, job.kind
+            )));
+        }
+        if v.state != VolumeState::Ready {
+            return Err(ServiceError::Conflict(format!(
+                "volume '{}' is {}",
+                v.name,
+                v.state.as_str()
+            )));
+        }
+        let spec = JobSpec::VolumeGrowFilesystem(GrowFilesystemArgs {
+            name: v.name.clone(),
+            size: v.size,
+        });
+        let job = self.new_job(caller, spec, &v.id);
+        let job_id = self.store.start_volume_job(&v.id, v.state, &job).await?;
+        self.jobs.submit(job_id);
+        Ok(Started {
+            job_id,
+            object_id: v.id,
         })
     }
 }

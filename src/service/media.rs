@@ -1,4 +1,5 @@
-//! Media and nodes managed by administrators through the API.
+//! Media: the directories slices live on, listed with what they hold and
+//! managed by administrators through the API (nodes: `nodes`).
 //!
 //! Who wins: the configuration file, for what it lists. Media and nodes it
 //! lists are `config`-managed: start-up makes them match the file, and the
@@ -11,15 +12,17 @@
 
 use super::commands::{CreateMedium, ModifyMedium};
 use super::{Administrator, ServiceError, ServiceResult, Services};
+use crate::exports::fail_medium;
 use crate::snapshot_space::set_snapshot_budgets;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use svs_dataplane::{DataPlane, DataPlaneError};
 use svs_domain::{ManagedBy, Medium};
 use svs_store::{MediumRecord, MediumUsage, StoreError};
+use tracing::warn;
 
 /// The 409 for a change the configuration file owns.
-fn config_managed(kind: &str, name: &str) -> ServiceError {
+pub(super) fn config_managed(kind: &str, name: &str) -> ServiceError {
     ServiceError::Conflict(format!(
         "{kind} '{name}' is defined in the configuration file; change it there and restart svs"
     ))
@@ -51,7 +54,92 @@ fn resolved(directory: &Path) -> PathBuf {
     std::fs::canonicalize(directory).unwrap_or_else(|_| directory.to_path_buf())
 }
 
+/// A medium as `GET /media` shows it: its allocation, and the bytes
+/// written on it (`None` when it failed or could not be read).
+#[derive(Debug, Clone)]
+pub struct MediumReport {
+    pub usage: MediumUsage,
+    pub written_bytes: Option<u64>,
+}
+
 impl Services {
+    pub async fn list_media(&self) -> ServiceResult<Vec<MediumUsage>> {
+        Ok(self.store.media_usage().await?)
+    }
+
+    pub async fn get_medium(&self, id: &str) -> ServiceResult<MediumUsage> {
+        self.list_media()
+            .await?
+            .into_iter()
+            .find(|m| m.record.medium.id == id)
+            .ok_or_else(|| ServiceError::NotFound(format!("media '{id}' not found")))
+    }
+
+    /// Every medium with what is written on it.
+    pub async fn media_reports(&self) -> ServiceResult<Vec<MediumReport>> {
+        let mut reports = Vec::new();
+        for usage in self.list_media().await? {
+            reports.push(self.report_medium(usage).await);
+        }
+        Ok(reports)
+    }
+
+    /// One medium with what is written on it.
+    pub async fn medium_report(&self, id: &str) -> ServiceResult<MediumReport> {
+        Ok(self.report_medium(self.get_medium(id).await?).await)
+    }
+
+    /// Measures what is written on the medium (a stat per file of its
+    /// volume directories, off the async threads). A failed medium is not
+    /// read; one that cannot be read is logged and shown without the figure.
+    pub async fn report_medium(&self, usage: MediumUsage) -> MediumReport {
+        let written_bytes = if usage.failed {
+            None
+        } else {
+            let dp = Arc::clone(self.exports.data_plane());
+            let medium = usage.record.medium.id.clone();
+            match tokio::task::spawn_blocking(move || dp.medium_written_bytes(&medium)).await {
+                Ok(Ok(bytes)) => Some(bytes),
+                Ok(Err(e)) => {
+                    warn!(medium = %usage.record.medium.id, error = %e, "cannot measure written bytes");
+                    None
+                }
+                Err(e) => {
+                    warn!(medium = %usage.record.medium.id, error = %e, "written bytes task failed");
+                    None
+                }
+            }
+        };
+        MediumReport {
+            usage,
+            written_bytes,
+        }
+    }
+
+    /// `PATCH /media/{media}` with `{"state": "Failed"}`: only an
+    /// administrator may fail a medium; its slices are lost at once for
+    /// every volume.
+    pub(crate) async fn set_medium_failed(
+        &self,
+        admin: &Administrator,
+        medium: &str,
+    ) -> ServiceResult<MediumUsage> {
+        fail_medium(self.store.as_ref(), &self.exports, medium)
+            .await
+            .map_err(|e| match e {
+                StoreError::NotFound => {
+                    ServiceError::NotFound(format!("media '{medium}' not found"))
+                }
+                other => other.into(),
+            })?;
+        tracing::warn!(
+            medium,
+            by = admin.caller().user_id,
+            "medium marked failed by an administrator"
+        );
+        self.get_medium(medium).await
+    }
+
     fn data_plane(&self) -> Arc<dyn DataPlane> {
         Arc::clone(self.exports.data_plane())
     }
@@ -200,23 +288,6 @@ impl Services {
             by = admin.caller().user_id,
             "medium removed"
         );
-        Ok(())
-    }
-
-    /// `DELETE /nodes/{node}`: refused while the node has media (naming the
-    /// volumes with slices on them) or attachments; its agent credential
-    /// is revoked with it.
-    pub async fn delete_node(&self, admin: &Administrator, name: &str) -> ServiceResult<()> {
-        let node = self.get_node(name).await?;
-        if node.record.managed_by == ManagedBy::Config {
-            return Err(config_managed("node", name));
-        }
-        self.store.delete_node(name).await.map_err(|e| match e {
-            StoreError::NotFound => super::attachments::node_not_found(name),
-            other => other.into(),
-        })?;
-        self.exports.set_node_address(name, None);
-        tracing::info!(node = name, by = admin.caller().user_id, "node removed");
         Ok(())
     }
 }

@@ -1,0 +1,92 @@
+//! Admission of work on a volume: "check the volume is free, then start a
+//! job on it" under one lock, so two requests cannot both pass the check.
+//! Every request that starts a job on an existing volume opens the same
+//! way: look the volume up, take the lock, refuse it if a job works on it,
+//! read it again as stored now (and, for most, require it Ready).
+
+use super::volumes::volume_not_found;
+use super::{ServiceError, ServiceResult, Services};
+use svs_domain::{ensure_not_moving, ActiveMovement, BlockedOperation, VolumeState};
+use svs_store::Volume;
+use tokio::sync::MutexGuard;
+
+/// The admission lock, held until this is dropped: bind it to a named
+/// variable (`_admission`) for as long as the job is being started.
+pub(crate) struct Admission<'a> {
+    _held: MutexGuard<'a, ()>,
+}
+
+impl Services {
+    /// Takes the admission lock and refuses `op` while a job works on the
+    /// volume; returns the lock and the volume read again under it.
+    pub(crate) async fn admit(
+        &self,
+        volume: &Volume,
+        op: BlockedOperation,
+    ) -> ServiceResult<(Admission<'_>, Volume)> {
+        let held = self.admission_lock().await;
+        self.ensure_idle(&volume.id, &volume.name, op).await?;
+        let volume = self.fresh_volume(volume).await?;
+        Ok((held, volume))
+    }
+
+    /// `admit`, and the volume must be Ready (409 `volume '<name>' is
+    /// <state>` otherwise).
+    pub(crate) async fn admit_ready(
+        &self,
+        volume: &Volume,
+        op: BlockedOperation,
+    ) -> ServiceResult<(Admission<'_>, Volume)> {
+        let (held, v) = self.admit(volume, op).await?;
+        if v.state != VolumeState::Ready {
+            return Err(ServiceError::Conflict(format!(
+                "volume '{}' is {}",
+                v.name,
+                v.state.as_str()
+            )));
+        }
+        Ok((held, v))
+    }
+
+    /// The admission lock alone, for an opening of its own (the filesystem
+    /// growth checks its own busy rule).
+    pub(crate) async fn admission_lock(&self) -> Admission<'_> {
+        Admission {
+            _held: self.admission.lock().await,
+        }
+    }
+
+    /// The volume as stored now (not cached), once admission is held.
+    pub(crate) async fn fresh_volume(&self, volume: &Volume) -> ServiceResult<Volume> {
+        self.store
+            .volume_by_id(&volume.id)
+            .await?
+            .ok_or_else(|| volume_not_found(&volume.name))
+    }
+
+    /// Refuses `op` on a volume that any job is working on: a data movement
+    /// through the shared guard (naming the job), any other job with 409.
+    pub(crate) async fn ensure_idle(
+        &self,
+        volume_id: &str,
+        volume_name: &str,
+        op: BlockedOperation,
+    ) -> ServiceResult<()> {
+        let Some(job) = self.store.active_volume_job(volume_id).await? else {
+            return Ok(());
+        };
+        ensure_not_moving(op, moving(&job, volume_name).as_ref())?;
+        Err(ServiceError::Conflict(format!(
+            "volume '{volume_name}' is busy with job {} ({}); try again when it ends",
+            job.id, job.kind
+        )))
+    }
+}
+
+/// The data movement a volume's active job is carrying, if it is one.
+fn moving(job: &svs_store::Job, volume_name: &str) -> Option<ActiveMovement> {
+    job.data_movement.then(|| ActiveMovement {
+        volume_name: volume_name.to_string(),
+        job_id: job.id,
+    })
+}
