@@ -1,11 +1,18 @@
-//! Test fixtures shared by unit tests: a SQLite store and local media in a
-//! temporary directory, with a tenant, a user and a policy.
+//! Test fixtures of the service's layers (jobs, reconcilers, services),
+//! built on the store's (`svs_store::testing`): a SQLite store and local
+//! media in a temporary directory, with a tenant, a user and a policy, and a
+//! job runner around them.
 
+use crate::clock::Clock;
+use crate::exports::ExportRegistry;
+use crate::jobs::{RetryPolicy, RunnerParts, RunnerSettings, VolumeActivity};
+use crate::workers::WorkerBoard;
 use std::path::PathBuf;
 use std::sync::Arc;
 use svs_dataplane::{DataPlane, LocalMedia};
-use svs_domain::{CreateVolumeArgs, JobSpec, VolumeType};
-use svs_store::{testing, MediumRecord, NewJob, NewVolume, Store, User};
+use svs_domain::JobSpec;
+use svs_store::{testing, MediumRecord, NewJob, Store, User};
+use tokio_util::sync::CancellationToken;
 
 /// Media `m1` and `m2` (20 GiB each, on nodes and zones of their own), a
 /// user, and a policy `p` with no resiliency.
@@ -53,34 +60,50 @@ impl Fixture {
     /// A volume `name` (id `volume_id`) of `size` GiB, state Creating, and
     /// its Pending `volume_create` job; returns the job id.
     pub async fn create_volume(&self, volume_id: &str, name: &str, size: u64) -> i64 {
-        let spec = JobSpec::VolumeCreate(CreateVolumeArgs {
-            name: name.into(),
+        testing::add_volume(
+            self.store.as_ref(),
+            &self.user,
+            self.policy_id,
+            volume_id,
+            name,
             size,
-            policy: "p".into(),
-            kind: VolumeType::Block,
-            source: None,
-        });
-        self.store
-            .create_volume(
-                &NewVolume {
-                    id: volume_id.into(),
-                    tenant_id: self.user.tenant_id,
-                    name: name.into(),
-                    kind: VolumeType::Block,
-                    size,
-                    policy_id: self.policy_id,
-                    zone: None,
-                    attributes: Default::default(),
-                    now_ms: 1,
-                },
-                &self.new_job(spec, volume_id),
-            )
-            .await
-            .expect("volume")
+        )
+        .await
     }
 
     /// The file of a slice (copy 0, column 0) of a volume on a medium.
     pub fn slice_file(&self, medium: &str, volume_id: &str) -> PathBuf {
         self.root.join(medium).join(volume_id).join("c0-k0.slice")
+    }
+}
+
+/// What a job runner works with: `store`, `media` (exports of its own over
+/// them), `clock`, and a fresh worker board, volume activity and shutdown
+/// token (replace those a test watches).
+pub fn runner_parts(
+    store: Arc<dyn Store>,
+    media: Arc<dyn DataPlane>,
+    clock: Arc<dyn Clock>,
+) -> RunnerParts {
+    RunnerParts {
+        store,
+        exports: Arc::new(ExportRegistry::new(Arc::clone(&media))),
+        media,
+        clock,
+        board: Arc::new(WorkerBoard::default()),
+        activity: Arc::new(VolumeActivity::default()),
+        shutdown: CancellationToken::new(),
+    }
+}
+
+/// A runner of `max_concurrent_jobs` that retries by `retry`, unthrottled,
+/// checkpointing every 64 MiB and waiting 5 s for agents.
+pub fn runner_settings(max_concurrent_jobs: usize, retry: RetryPolicy) -> RunnerSettings {
+    RunnerSettings {
+        max_concurrent_jobs,
+        retry,
+        rate_limit: None,
+        checkpoint_bytes: 64 << 20,
+        agent_wait: std::time::Duration::from_secs(5),
     }
 }

@@ -156,28 +156,19 @@ impl Harness {
     async fn new(failures: usize, error: io::ErrorKind, max_concurrent_jobs: usize) -> Harness {
         let fixture = Fixture::new().await;
         let media = TestMedia::new(fixture.local.clone(), failures, error);
-        let board = Arc::new(WorkerBoard::default());
-        let shutdown = CancellationToken::new();
+        let parts = crate::testing::runner_parts(
+            Arc::clone(&fixture.store),
+            media.clone(),
+            Arc::new(ManualClock::new(1_000_000)),
+        );
+        let (board, shutdown) = (Arc::clone(&parts.board), parts.shutdown.clone());
+        let retry = RetryPolicy {
+            retries: 2,
+            max_delay: Duration::from_millis(5),
+        };
         let runner = JobRunner::new(
-            RunnerParts {
-                store: Arc::clone(&fixture.store),
-                media: media.clone(),
-                exports: Arc::new(ExportRegistry::new(media.clone())),
-                clock: Arc::new(ManualClock::new(1_000_000)),
-                board: Arc::clone(&board),
-                activity: Arc::new(VolumeActivity::default()),
-                shutdown: shutdown.clone(),
-            },
-            RunnerSettings {
-                max_concurrent_jobs,
-                retry: RetryPolicy {
-                    retries: 2,
-                    max_delay: Duration::from_millis(5),
-                },
-                rate_limit: None,
-                checkpoint_bytes: 64 << 20,
-                agent_wait: std::time::Duration::from_secs(5),
-            },
+            parts,
+            crate::testing::runner_settings(max_concurrent_jobs, retry),
         );
         Harness {
             fixture,

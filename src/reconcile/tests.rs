@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use svs_dataplane::{DataPlane, SliceKey};
-use svs_domain::{AttachmentArgs, JobSpec, ResizeVolumeArgs, SlicePlacement, VolumeState, GIB};
+use svs_domain::{AttachmentArgs, JobSpec, ResizeVolumeArgs, VolumeState, GIB};
 use svs_store::{JobEnd, NewAttachment};
 use tokio_util::sync::CancellationToken;
 
@@ -35,15 +35,7 @@ impl Attached {
         let base = Fixture::new().await;
         let job = base.create_volume(VOLUME, "v", 1).await;
         base.store
-            .place_slices(
-                VOLUME,
-                &[SlicePlacement {
-                    copy: 0,
-                    column: 0,
-                    medium: "m1".into(),
-                    size: 1,
-                }],
-            )
+            .place_slices(VOLUME, &svs_store::testing::one_slice("m1", 1))
             .await
             .expect("slices");
         base.local

@@ -4,15 +4,12 @@
 use super::Services;
 use crate::auth::{SigningKey, TokenIssuer};
 use crate::clock::{Clock, ManualClock};
-use crate::exports::ExportRegistry;
-use crate::jobs::{JobRunner, RetryPolicy, RunnerParts, RunnerSettings, VolumeActivity};
-use crate::workers::WorkerBoard;
+use crate::jobs::{JobRunner, RetryPolicy};
 use std::sync::Arc;
 use std::time::Duration;
-use svs_dataplane::{DataPlane, LocalMedia};
+use svs_dataplane::LocalMedia;
 use svs_store::{testing, Store};
 use tempfile::TempDir;
-use tokio_util::sync::CancellationToken;
 
 /// 2026-01-01T00:00:00Z, a whole second (tokens count in seconds).
 pub const START_MS: i64 = 1_767_225_600_000;
@@ -30,25 +27,15 @@ impl TestServices {
         let clock = Arc::new(ManualClock::new(START_MS));
         let store: Arc<dyn Store> = Arc::new(store);
         let clock_dyn: Arc<dyn Clock> = clock.clone();
-        let media: Arc<dyn DataPlane> = Arc::new(LocalMedia::new(Vec::new()));
-        let exports = Arc::new(ExportRegistry::new(Arc::clone(&media)));
+        let parts = crate::testing::runner_parts(
+            Arc::clone(&store),
+            Arc::new(LocalMedia::new(Vec::new())),
+            Arc::clone(&clock_dyn),
+        );
+        let exports = Arc::clone(&parts.exports);
         let runner = JobRunner::new(
-            RunnerParts {
-                store: Arc::clone(&store),
-                media,
-                exports: Arc::clone(&exports),
-                clock: Arc::clone(&clock_dyn),
-                board: Arc::new(WorkerBoard::default()),
-                activity: Arc::new(VolumeActivity::default()),
-                shutdown: CancellationToken::new(),
-            },
-            RunnerSettings {
-                max_concurrent_jobs: 1,
-                retry: RetryPolicy::default(),
-                rate_limit: None,
-                checkpoint_bytes: 64 << 20,
-                agent_wait: std::time::Duration::from_secs(5),
-            },
+            parts,
+            crate::testing::runner_settings(1, RetryPolicy::default()),
         );
         let tokens = TokenIssuer::new(
             SigningKey::from_seed(&[9; 32]),

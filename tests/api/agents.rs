@@ -56,13 +56,22 @@ async fn report(
     .await
 }
 
-fn last_detail(job: &Value) -> String {
-    job["details"]
-        .as_array()
-        .and_then(|d| d.last())
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
+/// host-1's agent (with `credential`) reports the volume's attachment in
+/// host state `state`.
+async fn report_state(
+    app: &TestApp,
+    credential: &str,
+    volume_id: &str,
+    state: &str,
+) -> (StatusCode, Value) {
+    report(
+        app,
+        credential,
+        "host-1",
+        volume_id,
+        json!({ "hoststate": state }),
+    )
+    .await
 }
 
 /// Polls a job until its status is `status` (it is still running).
@@ -307,8 +316,7 @@ async fn the_long_poll_wakes_on_a_change_and_host_reports_show_in_attachments() 
     assert!(latency < Duration::from_secs(1), "woken after {latency:?}");
     assert_ne!(changed["revision"], empty.as_str(), "{changed}");
     assert_eq!(changed["attachments"][0]["volumeid"], volume_id.as_str());
-    app.wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    app.wait_job_of(&body).await;
 
     let (_, state) = desired(&app, &agent, "host-1", "").await;
     let (_, a) = app.get("/volumes/v/snapshots/top/attachments/host-1").await;
@@ -371,14 +379,7 @@ async fn the_long_poll_wakes_on_a_change_and_host_reports_show_in_attachments() 
         body["message"],
         "volume 'nope' is not attached to node 'host-1'"
     );
-    let (status, body) = report(
-        &app,
-        &other,
-        "host-1",
-        &volume_id,
-        json!({"hoststate": "Mounted"}),
-    )
-    .await;
+    let (status, body) = report_state(&app, &other, &volume_id, "Mounted").await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert_eq!(
         body["message"],
@@ -434,14 +435,7 @@ async fn a_detach_waits_for_the_agent_to_disconnect_and_an_error_keeps_it_attach
     let (volume_id, _) = app.create_volume("v", 4, "mirror").await;
     attach(&app, "v", "host-1", false).await;
     let agent = issue(&app, "host-1").await;
-    let (status, _) = report(
-        &app,
-        &agent,
-        "host-1",
-        &volume_id,
-        json!({"hoststate": "Mounted"}),
-    )
-    .await;
+    let (status, _) = report_state(&app, &agent, &volume_id, "Mounted").await;
     assert_eq!(status, StatusCode::NO_CONTENT);
 
     let detach = || app.delete("/volumes/v/snapshots/top/attachments/host-1");
@@ -476,14 +470,7 @@ async fn a_detach_waits_for_the_agent_to_disconnect_and_an_error_keeps_it_attach
     assert_eq!(a["hoststate"], "Error", "{a}");
 
     // Held again; this time it lets go.
-    report(
-        &app,
-        &agent,
-        "host-1",
-        &volume_id,
-        json!({"hoststate": "Mounted"}),
-    )
-    .await;
+    report_state(&app, &agent, &volume_id, "Mounted").await;
     let (_, body) = detach().await;
     let job_id = body["JobID"].as_str().unwrap_or_default().to_string();
     wait_status(
@@ -492,14 +479,7 @@ async fn a_detach_waits_for_the_agent_to_disconnect_and_an_error_keeps_it_attach
         "Waiting for node 'host-1' to unmount and disconnect",
     )
     .await;
-    report(
-        &app,
-        &agent,
-        "host-1",
-        &volume_id,
-        json!({"hoststate": "Disconnected"}),
-    )
-    .await;
+    report_state(&app, &agent, &volume_id, "Disconnected").await;
     let job = app.wait_job(&job_id).await;
     assert_eq!(job["state"], "Done", "{job}");
     assert_eq!(last_detail(&job), "Volume 'v' detached from node 'host-1'");
@@ -509,18 +489,9 @@ async fn a_detach_waits_for_the_agent_to_disconnect_and_an_error_keeps_it_attach
     // An agent that never answers: the detach ends in Error after
     // agent_wait_secs, still attached.
     attach(&app, "v", "host-1", false).await;
-    report(
-        &app,
-        &agent,
-        "host-1",
-        &volume_id,
-        json!({"hoststate": "Connected"}),
-    )
-    .await;
+    report_state(&app, &agent, &volume_id, "Connected").await;
     let (_, body) = detach().await;
-    let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    let job = app.wait_job_of(&body).await;
     assert_eq!(job["state"], "Error", "{job}");
     assert_eq!(
         last_detail(&job),
@@ -530,18 +501,9 @@ async fn a_detach_waits_for_the_agent_to_disconnect_and_an_error_keeps_it_attach
     assert_eq!(a["state"], "Attached", "{a}");
 
     // Not held by an agent (it said Disconnected): detached at once.
-    report(
-        &app,
-        &agent,
-        "host-1",
-        &volume_id,
-        json!({"hoststate": "Disconnected"}),
-    )
-    .await;
+    report_state(&app, &agent, &volume_id, "Disconnected").await;
     let (_, body) = detach().await;
-    let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    let job = app.wait_job_of(&body).await;
     assert_eq!(job["state"], "Done", "{job}");
 }
 
@@ -625,14 +587,7 @@ async fn a_resize_of_a_mounted_file_volume_waits_for_the_agent_to_grow_its_files
     );
 
     // No agent holds it (it said Disconnected): the note of old.
-    report(
-        &app,
-        &agent,
-        "host-1",
-        &volume_id,
-        json!({"hoststate": "Disconnected"}),
-    )
-    .await;
+    report_state(&app, &agent, &volume_id, "Disconnected").await;
     let job_id = app.start_resize("f", 12, false).await;
     let job = app.wait_job(&job_id).await;
     assert_eq!(job["state"], "Done", "{job}");

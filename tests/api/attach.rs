@@ -92,9 +92,7 @@ pub(crate) async fn attach(app: &TestApp, volume: &str, node: &str, readonly: bo
         .await;
     assert_eq!(status, StatusCode::OK, "attach: {body}");
     assert_eq!(body["Message"], "Attachment creation started");
-    let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    let job = app.wait_job_of(&body).await;
     assert_eq!(job["state"], "Done", "{job}");
     assert_eq!(job["type"], "attachment_create");
     let (status, a) = app
@@ -217,8 +215,7 @@ async fn a_read_only_attachment_refuses_writes_and_only_its_node_may_connect() {
         .delete("/volumes/v/snapshots/top/attachments/host-1")
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    app.wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    app.wait_job_of(&body).await;
     let ro = attach(&app, "v", "host-1", true).await;
     assert_ne!(
         ro["exportname"], rw["exportname"],
@@ -275,9 +272,7 @@ async fn attachments_are_listed_and_modified_and_deleting_an_attached_volume_nee
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    let job = app.wait_job_of(&body).await;
     assert_eq!(
         (job["state"].clone(), job["type"].clone()),
         (json!("Done"), json!("attachment_modify"))
@@ -309,11 +304,7 @@ async fn attachments_are_listed_and_modified_and_deleting_an_attached_volume_nee
     }
     let (status, _) = app.get("/volumes/v").await;
     assert_eq!(status, StatusCode::OK);
-    let (status, body) = app.delete("/volumes/v?force=true").await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    let job = app.delete_and_wait("/volumes/v?force=true").await;
     assert_eq!(job["state"], "Done", "{job}");
     let (_, list) = app.get("/attachments").await;
     assert_eq!(list, json!([]));
@@ -365,9 +356,7 @@ async fn after_a_resize_a_new_connection_sees_the_new_size() {
     qemu_io(&uri(&a), &["write -P 9 4095M 1M".into()]).expect("write at the end");
     let (status, body) = app.patch("/volumes/v", json!({"size": 6})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    let job = app.wait_job_of(&body).await;
     assert_eq!(job["state"], "Done", "{job}");
     let info = qemu_img(&["info", "-f", "raw", &uri(&a)]).expect("info");
     assert!(info.contains("6 GiB"), "{info}");
@@ -398,8 +387,7 @@ pub(crate) async fn attached_mirror(rate: &str) -> (TestApp, String, String) {
     let a = attach(&app, "data", "host-1", false).await;
     qemu_io(&uri(&a), &["write -P 0x5a 0 24M".into(), "flush".into()]).expect("prefill");
     let (_, body) = app.delete("/volumes/filler").await;
-    app.wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    app.wait_job_of(&body).await;
     (app, id, uri(&a))
 }
 
@@ -633,12 +621,8 @@ async fn deleting_an_attachment_closes_its_open_connections() {
         }
     });
     tokio::time::sleep(Duration::from_millis(700)).await;
-    let (status, body) = app
-        .delete("/volumes/v/snapshots/top/attachments/host-1")
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
     let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .delete_and_wait("/volumes/v/snapshots/top/attachments/host-1")
         .await;
     assert_eq!(job["state"], "Done", "{job}");
     let result = client.join().expect("client thread");
@@ -670,9 +654,7 @@ async fn an_open_connection_keeps_working_across_a_resize() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (status, body) = app.patch("/volumes/v", json!({"size": 8})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    let job = app.wait_job_of(&body).await;
     assert_eq!(job["state"], "Done", "{job}");
     client
         .join()
@@ -692,11 +674,7 @@ async fn a_detach_checks_its_force_query_and_accepts_it() {
     assert_eq!(body, json!({"message": "force must be true or false"}));
     let (_, attachment) = app.get(path).await;
     assert_eq!(attachment["state"], "Attached", "{attachment}");
-    let (status, body) = app.delete(&format!("{path}?force=true")).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    let job = app.delete_and_wait(&format!("{path}?force=true")).await;
     assert_eq!(job["state"], "Done", "{job}");
 }
 
@@ -741,9 +719,7 @@ async fn reference_attachment_fields_svs_ignores_must_still_be_of_their_type() {
     with_change["mountpoint"] = json!("/mnt/other");
     let (status, reply) = app.patch(&format!("{path}/host-1"), with_change).await;
     assert_eq!(status, StatusCode::OK, "{reply}");
-    let job = app
-        .wait_job(reply["JobID"].as_str().unwrap_or_default())
-        .await;
+    let job = app.wait_job_of(&reply).await;
     assert_eq!(job["state"], "Done", "{job}");
     let (_, a) = app.get(&format!("{path}/host-1")).await;
     assert_eq!(
@@ -776,22 +752,14 @@ async fn an_attachment_names_its_manager_agent_by_default_or_csi_and_nothing_els
     }
     let (status, reply) = app.get(&format!("{path}/host-1")).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "nothing made: {reply}");
-    let (status, reply) = app
-        .post(path, json!({"node": "host-1", "manager": "csi"}))
-        .await;
-    assert_eq!(status, StatusCode::OK, "{reply}");
     let job = app
-        .wait_job(reply["JobID"].as_str().unwrap_or_default())
+        .post_and_wait(path, json!({"node": "host-1", "manager": "csi"}))
         .await;
     assert_eq!(job["state"], "Done", "{job}");
     let (_, csi) = app.get(&format!("{path}/host-1")).await;
     assert_eq!(csi["manager"], "csi", "{csi}");
     assert_eq!(csi["state"], "Attached", "{csi}");
     // A detach does not wait for an agent that never holds it.
-    let (status, reply) = app.delete(&format!("{path}/host-1")).await;
-    assert_eq!(status, StatusCode::OK, "{reply}");
-    let job = app
-        .wait_job(reply["JobID"].as_str().unwrap_or_default())
-        .await;
+    let job = app.delete_and_wait(&format!("{path}/host-1")).await;
     assert_eq!(job["state"], "Done", "{job}");
 }

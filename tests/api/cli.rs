@@ -656,9 +656,7 @@ fn last_line(text: &str) -> String {
 async fn detach(app: &TestApp, path: &str) {
     let (status, body) = app.delete(path).await;
     assert_eq!(status, reqwest::StatusCode::OK, "{body}");
-    let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    let job = app.wait_job_of(&body).await;
     assert_eq!(job["state"], "Done", "{job}");
 }
 

@@ -145,15 +145,7 @@ async fn while_a_long_data_movement_runs_exactly_one_of_fifty_concurrent_resizes
     // room: any size of 17..=20 moves the copy on m2 to m3. 16 MiB of data
     // at 4 MiB/s make the movement last about 4 s.
     let app = TestApp::start_with(movement_topology("4 MiB")).await;
-    let id = app.mirror_beside_filler().await;
-    app.delete_volume("filler").await;
-    for i in 0..16u64 {
-        write_at(
-            &app.slice_path("m2", &id, 1, 0),
-            i << 20,
-            &pattern(i, 1 << 20),
-        );
-    }
+    let id = app.mirror_with_16_mib_on_m2().await;
 
     let mut rng = rand::rng();
     let sizes: Vec<u64> = (0..50)

@@ -4,8 +4,8 @@
 //! scenarios), and seed rule 7: through CSI, no data ever moves.
 
 use crate::harness::{
-    movement_topology, pattern, spread_topology, svs_bin, write_at, TestApp, TestConfig,
-    ADMIN_EMAIL, ADMIN_PASSWORD, GIB,
+    movement_topology, spread_topology, svs_bin, TestApp, TestConfig, ADMIN_EMAIL, ADMIN_PASSWORD,
+    GIB,
 };
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -1053,16 +1053,8 @@ async fn expansion_never_moves_data() {
 #[tokio::test]
 async fn calls_on_a_busy_volume_are_aborted() {
     let app = TestApp::start_with(movement_topology("4 MiB")).await;
-    let id = app.mirror_beside_filler().await;
-    app.delete_volume("filler").await;
     // 16 MiB to move at 4 MiB/s: about 4 s.
-    for i in 0..16u64 {
-        write_at(
-            &app.slice_path("m2", &id, 1, 0),
-            i << 20,
-            &pattern(i, 1 << 20),
-        );
-    }
+    let id = app.mirror_with_16_mib_on_m2().await;
     let plugin = Plugin::start(&app).await;
     let job = app.start_resize("data", 18, true).await;
     let status = expand(&plugin, &id, 19, None).await.expect_err("busy");

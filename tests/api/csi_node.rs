@@ -107,12 +107,8 @@ impl HostSide {
 /// attachment.
 async fn csi_attach(app: &TestApp, volume: &str) -> Value {
     let path = format!("/volumes/{volume}/snapshots/top/attachments");
-    let (status, body) = app
-        .post(&path, json!({"node": "host-1", "manager": "csi"}))
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
     let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .post_and_wait(&path, json!({"node": "host-1", "manager": "csi"}))
         .await;
     assert_eq!(job["state"], "Done", "{job}");
     let (status, a) = app.get(&format!("{path}/host-1")).await;
@@ -536,12 +532,8 @@ async fn the_node_plugin_stages_publishes_grows_and_takes_down_a_file_volume() {
     crate::filesystem::fuse_library_stayed_quiet(&host.node_log());
 
     // The attachment goes without waiting for any agent.
-    let (status, body) = app
-        .delete("/volumes/f/snapshots/top/attachments/host-1")
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
     let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .delete_and_wait("/volumes/f/snapshots/top/attachments/host-1")
         .await;
     assert_eq!(job["state"], "Done", "{job}");
 }

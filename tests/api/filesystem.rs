@@ -12,15 +12,6 @@ use svs_nbd::NbdClient;
 
 const GIB: u64 = 1 << 30;
 
-fn last_detail(job: &Value) -> String {
-    job["details"]
-        .as_array()
-        .and_then(|d| d.last())
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
-}
-
 /// An NBD client on the volume's attachment to host-1.
 fn client(attachment: &Value) -> Arc<dyn BlockDev> {
     let uri = uri(attachment);
@@ -56,9 +47,7 @@ async fn detach(app: &TestApp, volume: &str) {
         ))
         .await;
     assert_eq!(status, StatusCode::OK, "detach: {body}");
-    let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    let job = app.wait_job_of(&body).await;
     assert_eq!(job["state"], "Done", "{job}");
 }
 
@@ -67,9 +56,7 @@ async fn resize(app: &TestApp, volume: &str, size: u64) -> Value {
         .patch(&format!("/volumes/{volume}"), json!({"size": size}))
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    let job = app.wait_job_of(&body).await;
     assert_eq!(job["state"], "Done", "{job}");
     job
 }
@@ -104,9 +91,7 @@ async fn file_volume_filesystem_grows(fs: FsType, requested: Option<&str>) {
     }
     let (status, created) = app.post("/volumes", body).await;
     assert_eq!(status, StatusCode::OK, "{created}");
-    let job = app
-        .wait_job(created["JobID"].as_str().unwrap_or_default())
-        .await;
+    let job = app.wait_job_of(&created).await;
     assert_eq!(job["state"], "Done", "{job}");
     assert_eq!(
         last_detail(&job),
@@ -263,9 +248,7 @@ async fn a_failed_filesystem_growth_keeps_the_old_size_and_a_second_resize_compl
     detach(&app, "f").await;
     let (status, body) = app.patch("/volumes/f", json!({"size": 6})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    let job = app.wait_job_of(&body).await;
     assert_eq!(job["state"], "Error", "{job}");
     assert!(nothing_left_of(&created_id));
     assert!(
@@ -305,9 +288,7 @@ async fn a_resize_with_data_movement_grows_the_filesystem_too() {
         .patch("/volumes/f", json!({"size": 18, "allowdatamovement": true}))
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    let job = app.wait_job_of(&body).await;
     assert_eq!(job["state"], "Done", "{job}");
     assert_eq!(
         last_detail(&job),

@@ -11,7 +11,7 @@
 use crate::attach::topology;
 use crate::cli::Home;
 use crate::harness::*;
-use crate::host_agent::{attachment, issue_credential, last_detail, wait_host};
+use crate::host_agent::{attachment, service_and_credential, wait_host};
 use crate::host_side::HostSide;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -47,9 +47,7 @@ async fn run_job(app: &TestApp, method: &str, path: &str, body: Value) -> (Value
         _ => app.post(path, body).await,
     };
     assert_eq!(status, StatusCode::OK, "{method} {path}: {started}");
-    let job = app
-        .wait_job(started["JobID"].as_str().unwrap_or_default())
-        .await;
+    let job = app.wait_job_of(&started).await;
     (job, start.elapsed())
 }
 
@@ -70,16 +68,10 @@ fn assert_refused_growth(job: &Value, took: Duration) {
 
 #[tokio::test]
 async fn repeated_growth_failures_end_at_once_show_on_the_volume_and_can_be_retried() {
-    let app = TestApp::start_with(TestConfig {
-        settings: vec!["agent_wait_secs = 60".into()],
-        ..topology("0")
-    })
+    let (app, mut host) = service_and_credential(&[
+        json!({"name": "g", "type": "file", "size": 2, "policy": "mirror"}),
+    ])
     .await;
-    let mut host = HostSide::new();
-    app.create_policy("mirror", 1, 1, 0).await;
-    app.create_volume_done(json!({"name": "g", "type": "file", "size": 2, "policy": "mirror"}))
-        .await;
-    issue_credential(&app, &host).await;
     start_agent_without_sys_resource(&mut host, &app);
     let (status, body) = app
         .post(

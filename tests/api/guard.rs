@@ -115,28 +115,20 @@ async fn each_of_the_nine_operations_waits_for_a_running_data_movement() {
     // 24 MiB at 2 MiB/s: about 12 s of copying, for nine refusals.
     let (app, _id, uri) = attached_mirror("2 MiB").await;
     for name in ["s1", "s2"] {
-        let (status, body) = app
-            .post(
+        let job = app
+            .post_and_wait(
                 "/volumes/data/snapshots",
                 json!({"name": name, "consistency": "crash"}),
             )
             .await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        let job = app
-            .wait_job(body["JobID"].as_str().unwrap_or_default())
-            .await;
         assert_eq!(job["state"], "Done", "{job}");
         qemu_io(&uri, &["write -P 0x77 0 1M".into(), "flush".into()]).expect("write after it");
     }
-    let (status, body) = app
-        .post(
+    let job = app
+        .post_and_wait(
             "/volumes/data/snapshots/top/attachments",
             json!({"node": "host-2", "readonly": true}),
         )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
         .await;
     assert_eq!(job["state"], "Done", "{job}");
 

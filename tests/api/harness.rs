@@ -342,15 +342,46 @@ impl TestApp {
             .await
     }
 
+    /// Posts a request that starts a job, checks it is accepted (200) and
+    /// waits for the job to end.
+    pub async fn post_and_wait(&self, path: &str, body: Value) -> Value {
+        let (status, body) = self.post(path, body).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        self.wait_job_of(&body).await
+    }
+
+    /// Deletes through a job: checks the request is accepted (200) and waits
+    /// for the job to end.
+    pub async fn delete_and_wait(&self, path: &str) -> Value {
+        let (status, body) = self.delete(path).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        self.wait_job_of(&body).await
+    }
+
+    /// A request with `token` (another user's than the admin's).
+    pub async fn as_user(
+        &self,
+        token: &str,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        self.request(Some(token), method, path, body).await
+    }
+
+    /// A sign-in attempt, whatever its answer.
+    pub async fn sign_in_status(&self, email: &str, password: &str) -> (StatusCode, Value) {
+        self.request(
+            None,
+            Method::POST,
+            "/signin",
+            Some(json!({"email": email, "password": password})),
+        )
+        .await
+    }
+
     pub async fn sign_in(&self, email: &str, password: &str) -> Value {
-        let (status, body) = self
-            .request(
-                None,
-                Method::POST,
-                "/signin",
-                Some(json!({"email": email, "password": password})),
-            )
-            .await;
+        let (status, body) = self.sign_in_status(email, password).await;
         assert_eq!(status, StatusCode::OK, "sign in {email}: {body}");
         body
     }
@@ -362,29 +393,17 @@ impl TestApp {
 
     /// Adds a user, an administrator if `admin` (`svs user add --admin`).
     pub fn add_user_as(&self, tenant: &str, email: &str, password: &str, admin: bool) {
-        use std::io::Write;
         let mut command = Command::new(svs_bin());
         command.args(["user", "add", "--email", email, "--tenant", tenant]);
         if admin {
             command.arg("--admin");
         }
-        let mut child = command
+        command
             .arg("--config")
             .arg(self.config_path())
             .arg("--data-dir")
-            .arg(self.data_dir())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("svs user add runs");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(format!("{password}\n").as_bytes())
-            .expect("password written");
-        let out = child.wait_with_output().expect("svs user add ends");
+            .arg(self.data_dir());
+        let out = user_add_output(&mut command, password);
         assert!(
             out.status.success(),
             "user add: {}",
@@ -402,6 +421,13 @@ impl TestApp {
     /// Polls a job until it is Done or Error.
     pub async fn wait_job(&self, job_id: &str) -> Value {
         self.wait_job_as(&self.token, job_id).await
+    }
+
+    /// Polls the job an accepted request answered with (its `JobID`) until
+    /// it is Done or Error.
+    pub async fn wait_job_of(&self, accepted: &Value) -> Value {
+        self.wait_job(accepted["JobID"].as_str().unwrap_or_default())
+            .await
     }
 
     pub async fn wait_job_as(&self, token: &str, job_id: &str) -> Value {
@@ -474,8 +500,7 @@ impl TestApp {
     pub async fn delete_volume(&self, name: &str) -> Value {
         let (status, body) = self.delete(&format!("/volumes/{name}")).await;
         assert_eq!(status, StatusCode::OK, "{body}");
-        self.wait_job(body["JobID"].as_str().unwrap_or_default())
-            .await
+        self.wait_job_of(&body).await
     }
 
     /// Policies "none" and "mirror" (one copy on another medium and node),
@@ -489,6 +514,22 @@ impl TestApp {
         assert_eq!(job["state"], "Done", "{job}");
         let (id, job) = self.create_volume("data", 15, "mirror").await;
         assert_eq!(job["state"], "Done", "{job}");
+        id
+    }
+
+    /// `mirror_beside_filler` with the filler deleted (so m3 has room) and
+    /// 16 MiB written to the copy on m2: a movement of that copy has data
+    /// to carry. Returns the id of "data".
+    pub async fn mirror_with_16_mib_on_m2(&self) -> String {
+        let id = self.mirror_beside_filler().await;
+        self.delete_volume("filler").await;
+        for i in 0..16u64 {
+            write_at(
+                &self.slice_path("m2", &id, 1, 0),
+                i << 20,
+                &pattern(i, 1 << 20),
+            );
+        }
         id
     }
 
@@ -576,6 +617,35 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
             (x & 0xff) as u8
         })
         .collect()
+}
+
+/// Runs `command` (an `svs user add`) with `password` typed on stdin; its
+/// output.
+pub fn user_add_output(command: &mut Command, password: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("svs user add runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(format!("{password}\n").as_bytes())
+        .expect("password written");
+    child.wait_with_output().expect("svs user add ends")
+}
+
+/// The last of a job's details ("" when it has none).
+pub fn last_detail(job: &Value) -> String {
+    job["details"]
+        .as_array()
+        .and_then(|d| d.last())
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// The decoded header and claims of a JWT (signature not checked).

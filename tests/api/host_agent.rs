@@ -101,18 +101,24 @@ impl Drop for Frozen {
 /// The service (jobs wait up to 60 s for agents) with a "mirror" policy,
 /// the volumes `bodies` create, and host-1's agent running.
 pub(crate) async fn service_and_agent(bodies: &[Value]) -> (TestApp, HostSide) {
+    let (app, mut host) = service_and_credential(bodies).await;
+    host.start_agent(&app);
+    (app, host)
+}
+
+/// `service_and_agent` up to the agent's start: host-1's credential issued.
+pub(crate) async fn service_and_credential(bodies: &[Value]) -> (TestApp, HostSide) {
     let app = TestApp::start_with(TestConfig {
         settings: vec!["agent_wait_secs = 60".into()],
         ..topology("0")
     })
     .await;
-    let mut host = HostSide::new();
+    let host = HostSide::new();
     app.create_policy("mirror", 1, 1, 0).await;
     for body in bodies {
         app.create_volume_done(body.clone()).await;
     }
     issue_credential(&app, &host).await;
-    host.start_agent(&app);
     (app, host)
 }
 
@@ -154,15 +160,6 @@ pub(crate) async fn wait_host(
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-pub(crate) fn last_detail(job: &Value) -> String {
-    job["details"]
-        .as_array()
-        .and_then(|d| d.last())
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
 }
 
 fn sha(data: &[u8]) -> String {
@@ -398,12 +395,8 @@ async fn the_agent_mounts_a_file_volume_and_grows_it_through_resizes_and_restart
     );
 
     // Detach: unmounted, disconnected, nothing left.
-    let (status, body) = app
-        .delete("/volumes/files/snapshots/top/attachments/host-1")
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
     let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .delete_and_wait("/volumes/files/snapshots/top/attachments/host-1")
         .await;
     assert_eq!(job["state"], "Done", "{job}\nagent log:\n{}", host.log());
     let left = host.leftovers();
@@ -464,15 +457,11 @@ async fn ext4_grows_online_or_says_why_snapshots_mount_read_only_and_busy_mounts
     // A snapshot, taken with the filesystem frozen (clean, journal
     // flushed), attached read-only: mounted read-only beside the volume.
     let frozen = Frozen::new(&target);
-    let (status, body) = app
-        .post(
+    let job = app
+        .post_and_wait(
             "/volumes/e/snapshots",
             json!({"name": "s1", "consistency": "crash"}),
         )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
         .await;
     drop(frozen);
     assert_eq!(job["state"], "Done", "{job}");
@@ -508,23 +497,15 @@ async fn ext4_grows_online_or_says_why_snapshots_mount_read_only_and_busy_mounts
     assert_eq!(std::fs::read(snap_target.join("kept")).unwrap(), data);
     let err = std::fs::write(snap_target.join("new"), b"x").unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::EROFS), "{err}");
-    let (status, body) = app.delete(snap_path).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    let job = app.delete_and_wait(snap_path).await;
     assert_eq!(job["state"], "Done", "{job}");
     assert!(hd::mounts_on(&snap_target).unwrap().is_empty());
 
     // A file held open keeps the mount busy: the detach fails, saying so,
     // and the volume stays attached and mounted (nothing is forced).
     let busy = std::fs::File::open(target.join("kept")).unwrap();
-    let (status, body) = app
-        .delete("/volumes/e/snapshots/top/attachments/host-1")
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
     let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .delete_and_wait("/volumes/e/snapshots/top/attachments/host-1")
         .await;
     assert_eq!(job["state"], "Error", "{job}");
     let detail = last_detail(&job);
@@ -540,12 +521,8 @@ async fn ext4_grows_online_or_says_why_snapshots_mount_read_only_and_busy_mounts
     assert_eq!(hd::mounts_on(&target).unwrap().len(), 1);
     drop(busy);
 
-    let (status, body) = app
-        .delete("/volumes/e/snapshots/top/attachments/host-1")
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
     let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .delete_and_wait("/volumes/e/snapshots/top/attachments/host-1")
         .await;
     assert_eq!(job["state"], "Done", "{job}\nagent log:\n{}", host.log());
     let left = host.leftovers();
@@ -624,12 +601,8 @@ async fn a_block_volume_is_connected_as_a_device_that_grows_with_the_volume() {
     }
     assert!(back == data, "the bytes survive the resize");
 
-    let (status, body) = app
-        .delete("/volumes/b/snapshots/top/attachments/host-1")
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
     let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .delete_and_wait("/volumes/b/snapshots/top/attachments/host-1")
         .await;
     assert_eq!(job["state"], "Done", "{job}\nagent log:\n{}", host.log());
     let left = host.leftovers();
@@ -646,15 +619,11 @@ async fn the_agent_leaves_csi_attachments_alone_and_their_jobs_do_not_wait_for_i
         json!({"name": "a", "type": "block", "size": 1, "policy": "mirror"}),
     ])
     .await;
-    let (status, body) = app
-        .post(
+    let job = app
+        .post_and_wait(
             "/volumes/c/snapshots/top/attachments",
             json!({"node": "host-1", "manager": "csi"}),
         )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
         .await;
     assert_eq!(job["state"], "Done", "{job}");
     // An agent attachment made after it: once the agent reports this one,
@@ -695,12 +664,8 @@ async fn the_agent_leaves_csi_attachments_alone_and_their_jobs_do_not_wait_for_i
             .ends_with("Filesystem ext4 not grown: the volume is attached, its host grows it"),
         "{job}"
     );
-    let (status, body) = app
-        .delete("/volumes/c/snapshots/top/attachments/host-1")
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
     let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .delete_and_wait("/volumes/c/snapshots/top/attachments/host-1")
         .await;
     assert_eq!(job["state"], "Done", "{job}");
     assert!(started.elapsed() < Duration::from_secs(30));

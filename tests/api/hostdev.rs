@@ -90,9 +90,7 @@ async fn grow_a_filesystem_on_an_attached_volume(fs: FsType) {
         };
         let (status, body) = app.patch("/volumes/v", json!({"size": 6})).await;
         assert_eq!(status, StatusCode::OK, "{body}");
-        let job = app
-            .wait_job(body["JobID"].as_str().unwrap_or_default())
-            .await;
+        let job = app.wait_job_of(&body).await;
         assert_eq!(job["state"], "Done", "{job}");
         fuse.set_size(6 * GIB).unwrap();
         lo.refresh_capacity().unwrap();

@@ -273,12 +273,8 @@ async fn a_node_with_attachments_is_removed_after_the_detach_with_its_credential
         message(&body),
         "node 'host-7' has attachments of volume(s) 'v'; detach them first"
     );
-    let (status, body) = app
-        .delete("/volumes/v/snapshots/top/attachments/host-7")
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
     let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .delete_and_wait("/volumes/v/snapshots/top/attachments/host-7")
         .await;
     assert_eq!(job["state"], "Done", "{job}");
 

@@ -16,9 +16,7 @@ async fn job_count(app: &TestApp) -> usize {
 
 async fn done(app: &TestApp, (status, body): (StatusCode, Value)) -> Value {
     assert_eq!(status, StatusCode::OK, "{body}");
-    let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    let job = app.wait_job_of(&body).await;
     assert_eq!(job["state"], "Done", "{job}");
     job
 }

@@ -82,8 +82,7 @@ async fn recover(app: &TestApp, volume: &str) -> Value {
         .post(&format!("/volumes/{volume}/recover"), json!({}))
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    app.wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await
+    app.wait_job_of(&body).await
 }
 
 fn last_detail(job: &Value) -> Value {
@@ -242,15 +241,11 @@ async fn a_recovery_rebuilds_a_copy_whose_snapshot_file_is_gone() {
     let (id, _) = app.create_volume("v", 1, "mirror").await;
     let a = attach(&app, "v", "host-1", false).await;
     qemu_io(&uri(&a), &["write -P 0x61 0 1M".into(), "flush".into()]).expect("written");
-    let (status, body) = app
-        .post(
+    let job = app
+        .post_and_wait(
             "/volumes/v/snapshots",
             json!({"name": "s1", "consistency": "crash"}),
         )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
         .await;
     assert_eq!(job["state"], "Done", "{job}");
     // Saved into the snapshot's delta on both copies.

@@ -49,8 +49,7 @@ async fn recover(app: &TestApp, volume: &str) -> Value {
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["Message"], "Volume recovery started");
-    app.wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await
+    app.wait_job_of(&body).await
 }
 
 fn pattern_writes() -> Vec<String> {

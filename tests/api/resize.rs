@@ -110,8 +110,7 @@ async fn resize(app: &TestApp, volume: &str, size: u64, movement: bool) -> Value
             .is_some_and(|j| j.parse::<i64>().is_ok()),
         "{body}"
     );
-    app.wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await
+    app.wait_job_of(&body).await
 }
 
 fn details(job: &Value) -> Vec<String> {
@@ -269,9 +268,7 @@ async fn a_whole_volume_object_from_a_generated_client_is_accepted() {
     volume["size"] = json!(20);
     let (status, body) = app.patch("/volumes/spread", volume.clone()).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    let job = app.wait_job_of(&body).await;
     assert_eq!(job["state"], "Done", "{job}");
 
     // Changing a writable field other than size/allowdatamovement is refused.
@@ -642,8 +639,7 @@ async fn a_movement_killed_at_several_points_resumes_each_time_from_its_last_che
 async fn a_failed_copy_leaves_the_volume_as_it_was_and_frees_the_reservation() {
     let (app, id) = mirrored_volume("0").await;
     let (_, body) = app.delete("/volumes/filler").await;
-    app.wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    app.wait_job_of(&body).await;
     write_patterns(&app.slice_path("m2", &id, 1, 0), 15 * GIB, 3);
     // Make the target unusable: its directory becomes a regular file.
     let m3 = app.medium_dir("m3");

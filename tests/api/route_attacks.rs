@@ -115,8 +115,7 @@ async fn every_protected_route_refuses_every_bad_credential() {
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    app.wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    app.wait_job_of(&body).await;
     let (_, media) = app.get("/media").await;
     let objects = Objects {
         job: job["id"].as_i64().expect("job id").to_string(),

@@ -35,9 +35,7 @@ async fn snapshot(app: &TestApp, volume: &str, name: &str) -> Value {
         .await;
     assert_eq!(status, StatusCode::OK, "snapshot: {body}");
     assert_eq!(body["Message"], "Snapshot creation started");
-    let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    let job = app.wait_job_of(&body).await;
     assert_eq!(job["state"], "Done", "{job}");
     assert_eq!(job["type"], "snapshot_create");
     let (status, s) = app
@@ -57,9 +55,7 @@ async fn attach_snapshot(app: &TestApp, volume: &str, name: &str, node: &str) ->
         )
         .await;
     assert_eq!(status, StatusCode::OK, "attach snapshot: {body}");
-    let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await;
+    let job = app.wait_job_of(&body).await;
     assert_eq!(job["state"], "Done", "{job}");
     let (status, a) = app
         .get(&format!(
@@ -72,8 +68,7 @@ async fn attach_snapshot(app: &TestApp, volume: &str, name: &str, node: &str) ->
 
 async fn job_of(app: &TestApp, (status, body): (StatusCode, Value)) -> Value {
     assert_eq!(status, StatusCode::OK, "{body}");
-    app.wait_job(body["JobID"].as_str().unwrap_or_default())
-        .await
+    app.wait_job_of(&body).await
 }
 
 async fn detach(app: &TestApp, path: &str) {

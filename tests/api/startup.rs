@@ -3,7 +3,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -174,19 +174,7 @@ fn rand_suffix() -> String {
 fn user_add(cwd: &Path, extra: &[OsString], password: &str) -> (bool, String, String) {
     let mut all = args(["user", "add"]);
     all.extend_from_slice(extra);
-    let mut child = svs(cwd, &all, &[])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("svs user add runs");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(format!("{password}\n").as_bytes())
-        .expect("password written");
-    let out = child.wait_with_output().expect("svs user add ends");
+    let out = user_add_output(&mut svs(cwd, &all, &[]), password);
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -19,20 +19,12 @@ async fn two_tenants() -> (TestApp, String, String, String) {
     (app, volume_id, job_id, other)
 }
 
-async fn as_user(
-    app: &TestApp,
-    token: &str,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    app.request(Some(token), method, path, body).await
-}
-
 #[tokio::test]
 async fn another_tenants_volume_answers_404_exactly_like_a_missing_one() {
     let (app, volume_id, _, other) = two_tenants().await;
-    let (status, missing) = as_user(&app, &other, Method::GET, "/volumes/nothing", None).await;
+    let (status, missing) = app
+        .as_user(&other, Method::GET, "/volumes/nothing", None)
+        .await;
     assert_eq!(
         (status, missing),
         (StatusCode::NOT_FOUND, message("volume 'nothing' not found"))
@@ -56,7 +48,7 @@ async fn another_tenants_volume_answers_404_exactly_like_a_missing_one() {
             (Method::DELETE, format!("/volumes/{name}"), None),
         ];
         for (method, path, body) in calls {
-            let (status, answer) = as_user(&app, &other, method.clone(), &path, body).await;
+            let (status, answer) = app.as_user(&other, method.clone(), &path, body).await;
             assert_eq!(status, StatusCode::NOT_FOUND, "{method} {path}: {answer}");
             assert_eq!(answer, expected, "{method} {path}");
         }
@@ -96,12 +88,14 @@ async fn another_tenants_policy_answers_404_and_is_not_changed() {
         ];
         for (method, body) in calls {
             let path = format!("/policies/{name}");
-            let (status, answer) = as_user(&app, &other, method.clone(), &path, body).await;
+            let (status, answer) = app.as_user(&other, method.clone(), &path, body).await;
             assert_eq!(status, StatusCode::NOT_FOUND, "{method} {path}: {answer}");
             assert_eq!(answer, expected, "{method} {path}");
         }
     }
-    let (status, missing) = as_user(&app, &other, Method::DELETE, "/policies/nothing", None).await;
+    let (status, missing) = app
+        .as_user(&other, Method::DELETE, "/policies/nothing", None)
+        .await;
     assert_eq!(
         (status, missing),
         (StatusCode::NOT_FOUND, message("policy 'nothing' not found"))
@@ -122,11 +116,12 @@ async fn another_tenants_job_answers_404_like_a_missing_one() {
     assert_eq!(status, StatusCode::OK, "{own}");
     assert_eq!(own["object"], volume_id.as_str());
 
-    let (status, answer) =
-        as_user(&app, &other, Method::GET, &format!("/jobs/{job_id}"), None).await;
+    let (status, answer) = app
+        .as_user(&other, Method::GET, &format!("/jobs/{job_id}"), None)
+        .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{answer}");
     assert_eq!(answer, message(&format!("job '{job_id}' not found")));
-    let (status, answer) = as_user(&app, &other, Method::GET, "/jobs/999999", None).await;
+    let (status, answer) = app.as_user(&other, Method::GET, "/jobs/999999", None).await;
     assert_eq!(
         (status, answer),
         (StatusCode::NOT_FOUND, message("job '999999' not found"))
@@ -138,8 +133,9 @@ async fn another_tenants_job_answers_404_like_a_missing_one() {
         "?type=volume_create".to_string(),
         "?state=Done".to_string(),
     ] {
-        let (status, jobs) =
-            as_user(&app, &other, Method::GET, &format!("/jobs{query}"), None).await;
+        let (status, jobs) = app
+            .as_user(&other, Method::GET, &format!("/jobs{query}"), None)
+            .await;
         assert_eq!((status, jobs), (StatusCode::OK, json!([])), "/jobs{query}");
     }
 }
@@ -148,28 +144,26 @@ async fn another_tenants_job_answers_404_like_a_missing_one() {
 async fn lists_show_only_the_callers_own_objects() {
     let (app, _, _, other) = two_tenants().await;
     for path in ["/volumes", "/policies", "/jobs"] {
-        let (status, list) = as_user(&app, &other, Method::GET, path, None).await;
+        let (status, list) = app.as_user(&other, Method::GET, path, None).await;
         assert_eq!((status, list), (StatusCode::OK, json!([])), "{path}");
     }
 
     // The other tenant makes its own objects.
-    let (status, body) = as_user(
-        &app,
-        &other,
+    let (status, body) = app.as_user(&other,
         Method::POST,
         "/policies",
         Some(json!({"name": "bronze", "resiliencymedia": 1, "resiliencynode": 1, "resiliencyzone": 1})),
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let (status, body) = as_user(
-        &app,
-        &other,
-        Method::POST,
-        "/volumes",
-        Some(json!({"name": "logs", "type": "block", "size": 5, "policy": "bronze"})),
-    )
-    .await;
+    let (status, body) = app
+        .as_user(
+            &other,
+            Method::POST,
+            "/volumes",
+            Some(json!({"name": "logs", "type": "block", "size": 5, "policy": "bronze"})),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let job = app
         .wait_job_as(&other, body["JobID"].as_str().unwrap())
@@ -183,11 +177,11 @@ async fn lists_show_only_the_callers_own_objects() {
             .map(|v| v["name"].as_str().unwrap_or_default().to_string())
             .collect()
     };
-    let (_, theirs) = as_user(&app, &other, Method::GET, "/volumes", None).await;
+    let (_, theirs) = app.as_user(&other, Method::GET, "/volumes", None).await;
     assert_eq!(names(&theirs), ["logs"]);
-    let (_, theirs) = as_user(&app, &other, Method::GET, "/policies", None).await;
+    let (_, theirs) = app.as_user(&other, Method::GET, "/policies", None).await;
     assert_eq!(names(&theirs), ["bronze"]);
-    let (_, their_jobs) = as_user(&app, &other, Method::GET, "/jobs", None).await;
+    let (_, their_jobs) = app.as_user(&other, Method::GET, "/jobs", None).await;
     let their_jobs = their_jobs.as_array().cloned().unwrap_or_default();
     assert_eq!(their_jobs.len(), 1, "{their_jobs:?}");
     assert_eq!(their_jobs[0]["useremail"], "eve@acme.example");
@@ -221,9 +215,7 @@ async fn lists_show_only_the_callers_own_objects() {
 async fn tenants_use_the_same_names_independently() {
     let (app, volume_id, _, other) = two_tenants().await;
     // "gold" and "data" exist in the admin's tenant; that must not show here.
-    let (status, body) = as_user(
-        &app,
-        &other,
+    let (status, body) = app.as_user(&other,
         Method::POST,
         "/policies",
         Some(
@@ -232,14 +224,14 @@ async fn tenants_use_the_same_names_independently() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let (status, body) = as_user(
-        &app,
-        &other,
-        Method::POST,
-        "/volumes",
-        Some(json!({"name": "data", "type": "block", "size": 3, "policy": "gold"})),
-    )
-    .await;
+    let (status, body) = app
+        .as_user(
+            &other,
+            Method::POST,
+            "/volumes",
+            Some(json!({"name": "data", "type": "block", "size": 3, "policy": "gold"})),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let their_id = body["ObjectID"].as_str().unwrap().to_string();
     assert_ne!(their_id, volume_id);
@@ -248,25 +240,33 @@ async fn tenants_use_the_same_names_independently() {
         .await;
     assert_eq!(job["state"], "Done", "{job}");
 
-    let (_, theirs) = as_user(&app, &other, Method::GET, "/volumes/data", None).await;
+    let (_, theirs) = app
+        .as_user(&other, Method::GET, "/volumes/data", None)
+        .await;
     assert_eq!(theirs["volumeid"], their_id.as_str());
     assert_eq!(theirs["size"], 3);
     let (_, ours) = app.get("/volumes/data").await;
     assert_eq!(ours["volumeid"], volume_id.as_str());
     assert_eq!(ours["size"], 10);
-    let (_, their_policy) = as_user(&app, &other, Method::GET, "/policies/gold", None).await;
+    let (_, their_policy) = app
+        .as_user(&other, Method::GET, "/policies/gold", None)
+        .await;
     assert_eq!(their_policy["resiliencymedia"], 0);
     let (_, our_policy) = app.get("/policies/gold").await;
     assert_eq!(our_policy["resiliencymedia"], 1);
 
     // Deleting theirs leaves ours alone.
-    let (status, body) = as_user(&app, &other, Method::DELETE, "/volumes/data", None).await;
+    let (status, body) = app
+        .as_user(&other, Method::DELETE, "/volumes/data", None)
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let job = app
         .wait_job_as(&other, body["JobID"].as_str().unwrap())
         .await;
     assert_eq!(job["state"], "Done", "{job}");
-    let (status, body) = as_user(&app, &other, Method::DELETE, "/policies/gold", None).await;
+    let (status, body) = app
+        .as_user(&other, Method::DELETE, "/policies/gold", None)
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let (status, ours) = app.get("/volumes/data").await;
     assert_eq!(status, StatusCode::OK, "{ours}");
@@ -277,17 +277,17 @@ async fn tenants_use_the_same_names_independently() {
 #[tokio::test]
 async fn a_volume_cannot_use_another_tenants_policy() {
     let (app, _, _, other) = two_tenants().await;
-    let (status, body) = as_user(
-        &app,
-        &other,
-        Method::POST,
-        "/volumes",
-        Some(json!({"name": "sneaky", "type": "block", "size": 5, "policy": "gold"})),
-    )
-    .await;
+    let (status, body) = app
+        .as_user(
+            &other,
+            Method::POST,
+            "/volumes",
+            Some(json!({"name": "sneaky", "type": "block", "size": 5, "policy": "gold"})),
+        )
+        .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert_eq!(body, message("policy 'gold' does not exist"));
-    let (_, volumes) = as_user(&app, &other, Method::GET, "/volumes", None).await;
+    let (_, volumes) = app.as_user(&other, Method::GET, "/volumes", None).await;
     assert_eq!(volumes, json!([]));
 }
 
@@ -297,11 +297,11 @@ async fn media_and_nodes_are_shared_by_all_tenants() {
     for path in ["/media", "/nodes", "/media/node-a-m1", "/nodes/node-b"] {
         let (status, ours) = app.get(path).await;
         assert_eq!(status, StatusCode::OK, "{path}: {ours}");
-        let (status, theirs) = as_user(&app, &other, Method::GET, path, None).await;
+        let (status, theirs) = app.as_user(&other, Method::GET, path, None).await;
         assert_eq!(status, StatusCode::OK, "{path}: {theirs}");
         assert_eq!(ours, theirs, "{path}");
     }
-    let (_, media) = as_user(&app, &other, Method::GET, "/media", None).await;
+    let (_, media) = app.as_user(&other, Method::GET, "/media", None).await;
     assert_eq!(media.as_array().map(Vec::len), Some(6), "{media}");
     // The admin's volume uses shared capacity, visible to everyone.
     let used: Vec<&Value> = media
@@ -311,12 +311,16 @@ async fn media_and_nodes_are_shared_by_all_tenants() {
         .filter(|m| m["freesize"] != m["size"])
         .collect();
     assert!(!used.is_empty(), "the admin's volume takes space: {media}");
-    let (status, answer) = as_user(&app, &other, Method::GET, "/media/nothing", None).await;
+    let (status, answer) = app
+        .as_user(&other, Method::GET, "/media/nothing", None)
+        .await;
     assert_eq!(
         (status, answer),
         (StatusCode::NOT_FOUND, message("media 'nothing' not found"))
     );
-    let (status, answer) = as_user(&app, &other, Method::GET, "/nodes/nothing", None).await;
+    let (status, answer) = app
+        .as_user(&other, Method::GET, "/nodes/nothing", None)
+        .await;
     assert_eq!(
         (status, answer),
         (StatusCode::NOT_FOUND, message("node 'nothing' not found"))
@@ -336,20 +340,20 @@ async fn users_of_the_same_tenant_share_its_objects() {
         "/policies/gold".to_string(),
         format!("/jobs/{job_id}"),
     ] {
-        let (status, body) = as_user(&app, &colleague, Method::GET, &path, None).await;
+        let (status, body) = app.as_user(&colleague, Method::GET, &path, None).await;
         assert_eq!(status, StatusCode::OK, "{path}: {body}");
     }
-    let (_, volumes) = as_user(&app, &colleague, Method::GET, "/volumes", None).await;
+    let (_, volumes) = app.as_user(&colleague, Method::GET, "/volumes", None).await;
     assert_eq!(volumes.as_array().map(Vec::len), Some(1), "{volumes}");
     // Changes by the colleague are recorded as theirs.
-    let (status, body) = as_user(
-        &app,
-        &colleague,
-        Method::PATCH,
-        "/policies/gold",
-        Some(json!({"iopsread": 7})),
-    )
-    .await;
+    let (status, body) = app
+        .as_user(
+            &colleague,
+            Method::PATCH,
+            "/policies/gold",
+            Some(json!({"iopsread": 7})),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let (_, policy) = app.get("/policies/gold").await;
     assert_eq!(policy["iopsread"], 7);

@@ -630,12 +630,8 @@ async fn the_agent_with_ca_cert_connects_a_volume_of_a_service_requiring_tls() {
         text(&out)
     );
 
-    let (status, body) = app
-        .delete("/volumes/b/snapshots/top/attachments/host-1")
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
     let job = app
-        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .delete_and_wait("/volumes/b/snapshots/top/attachments/host-1")
         .await;
     assert_eq!(job["state"], "Done", "{job}\nagent log:\n{}", host.log());
     let left = host.leftovers();

@@ -38,26 +38,6 @@ async fn session(app: &TestApp, email: &str, password: &str) -> (String, String)
     )
 }
 
-async fn call(
-    app: &TestApp,
-    token: &str,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    app.request(Some(token), method, path, body).await
-}
-
-async fn sign_in_status(app: &TestApp, email: &str, password: &str) -> (StatusCode, Value) {
-    app.request(
-        None,
-        Method::POST,
-        "/signin",
-        Some(json!({"email": email, "password": password})),
-    )
-    .await
-}
-
 async fn refresh_status(app: &TestApp, refresh_token: &str) -> (StatusCode, Value) {
     app.request(
         None,
@@ -152,14 +132,14 @@ async fn administrators_create_list_get_and_delete_users() {
     // job keeps who started it.
     let (bob_token, _) = session(&app, BOB, BOB_PASSWORD).await;
     app.create_policy("p", 0, 0, 0).await;
-    let (status, started) = call(
-        &app,
-        &bob_token,
-        Method::POST,
-        "/volumes",
-        Some(json!({"name": "bobs", "size": 1, "policy": "p"})),
-    )
-    .await;
+    let (status, started) = app
+        .as_user(
+            &bob_token,
+            Method::POST,
+            "/volumes",
+            Some(json!({"name": "bobs", "size": 1, "policy": "p"})),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK, "{started}");
     let job = started["JobID"].as_str().expect("JobID").to_string();
     app.wait_job(&job).await;
@@ -168,12 +148,12 @@ async fn administrators_create_list_get_and_delete_users() {
     assert_eq!(status, StatusCode::OK, "{deleted}");
     assert_eq!(deleted, json!({"Message": "User deleted", "ObjectID": BOB}));
     // At once: the deleted user's IdToken is refused, its sign-in fails.
-    let (status, answer) = call(&app, &bob_token, Method::GET, "/volumes", None).await;
+    let (status, answer) = app.as_user(&bob_token, Method::GET, "/volumes", None).await;
     assert_eq!(
         (status, message(&answer)),
         (StatusCode::UNAUTHORIZED, BAD_TOKEN)
     );
-    let (status, answer) = sign_in_status(&app, BOB, BOB_PASSWORD).await;
+    let (status, answer) = app.sign_in_status(BOB, BOB_PASSWORD).await;
     assert_eq!(
         (status, message(&answer)),
         (StatusCode::UNAUTHORIZED, BAD_CREDENTIALS)
@@ -214,7 +194,7 @@ async fn non_administrators_get_403_on_every_administrator_route() {
         ),
     ];
     for (method, path, body) in routes {
-        let (status, answer) = call(&app, &bob, method.clone(), path, body).await;
+        let (status, answer) = app.as_user(&bob, method.clone(), path, body).await;
         assert_eq!(
             (status, answer),
             (StatusCode::FORBIDDEN, json!({"message": ADMIN_REQUIRED})),
@@ -226,7 +206,7 @@ async fn non_administrators_get_403_on_every_administrator_route() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(list.as_array().map(Vec::len), Some(2));
     // Everyone reads itself.
-    let (status, me) = call(&app, &bob, Method::GET, "/users/me", None).await;
+    let (status, me) = app.as_user(&bob, Method::GET, "/users/me", None).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!((&me["email"], &me["admin"]), (&json!(BOB), &json!(false)));
     // Without a token: 401.
@@ -254,7 +234,7 @@ async fn unknown_users_are_404_and_nothing_changes() {
                 Some(json!({"password": "new-password"})),
             ),
         ] {
-            let (status, answer) = call(&app, &app.token, method.clone(), &path, body).await;
+            let (status, answer) = app.as_user(&app.token, method.clone(), &path, body).await;
             assert_eq!(
                 (status, message(&answer)),
                 (StatusCode::NOT_FOUND, not_found.as_str()),
@@ -277,7 +257,7 @@ async fn a_disabled_user_cannot_sign_in_refresh_or_use_its_tokens_even_after_a_r
     let mut app = TestApp::start().await;
     create_bob(&app).await;
     let (bob, bob_refresh) = session(&app, BOB, BOB_PASSWORD).await;
-    let (status, _) = call(&app, &bob, Method::GET, "/volumes", None).await;
+    let (status, _) = app.as_user(&bob, Method::GET, "/volumes", None).await;
     assert_eq!(status, StatusCode::OK);
 
     let (status, disabled) = app
@@ -286,7 +266,7 @@ async fn a_disabled_user_cannot_sign_in_refresh_or_use_its_tokens_even_after_a_r
     assert_eq!(status, StatusCode::OK, "{disabled}");
     assert_eq!(disabled["disabled"], true);
     // The very next request is refused; the refresh token was revoked.
-    let (status, answer) = call(&app, &bob, Method::GET, "/volumes", None).await;
+    let (status, answer) = app.as_user(&bob, Method::GET, "/volumes", None).await;
     assert_eq!(
         (status, message(&answer)),
         (StatusCode::UNAUTHORIZED, ACCOUNT_DISABLED)
@@ -298,12 +278,12 @@ async fn a_disabled_user_cannot_sign_in_refresh_or_use_its_tokens_even_after_a_r
     );
     // The right password is told the account is disabled; a wrong one
     // learns nothing more than before.
-    let (status, answer) = sign_in_status(&app, BOB, BOB_PASSWORD).await;
+    let (status, answer) = app.sign_in_status(BOB, BOB_PASSWORD).await;
     assert_eq!(
         (status, message(&answer)),
         (StatusCode::FORBIDDEN, ACCOUNT_DISABLED)
     );
-    let (status, answer) = sign_in_status(&app, BOB, "wrong-password").await;
+    let (status, answer) = app.sign_in_status(BOB, "wrong-password").await;
     assert_eq!(
         (status, message(&answer)),
         (StatusCode::UNAUTHORIZED, BAD_CREDENTIALS)
@@ -311,7 +291,7 @@ async fn a_disabled_user_cannot_sign_in_refresh_or_use_its_tokens_even_after_a_r
 
     // Still so after a restart (the state is in the store, not only in memory).
     app.restart().await;
-    let (status, answer) = call(&app, &bob, Method::GET, "/volumes", None).await;
+    let (status, answer) = app.as_user(&bob, Method::GET, "/volumes", None).await;
     assert_eq!(
         (status, message(&answer)),
         (StatusCode::UNAUTHORIZED, ACCOUNT_DISABLED)
@@ -323,7 +303,7 @@ async fn a_disabled_user_cannot_sign_in_refresh_or_use_its_tokens_even_after_a_r
         .await;
     assert_eq!(status, StatusCode::OK, "{enabled}");
     assert_eq!(enabled["disabled"], false);
-    let (status, answer) = call(&app, &bob, Method::GET, "/volumes", None).await;
+    let (status, answer) = app.as_user(&bob, Method::GET, "/volumes", None).await;
     assert_eq!(
         (status, message(&answer)),
         (StatusCode::UNAUTHORIZED, BAD_TOKEN)
@@ -334,7 +314,7 @@ async fn a_disabled_user_cannot_sign_in_refresh_or_use_its_tokens_even_after_a_r
         (StatusCode::UNAUTHORIZED, BAD_TOKEN)
     );
     let (fresh, _) = session(&app, BOB, BOB_PASSWORD).await;
-    let (status, _) = call(&app, &fresh, Method::GET, "/volumes", None).await;
+    let (status, _) = app.as_user(&fresh, Method::GET, "/volumes", None).await;
     assert_eq!(status, StatusCode::OK);
 }
 
@@ -371,7 +351,7 @@ async fn administrators_cannot_disable_delete_demote_or_reset_themselves() {
             "change your own password with PUT /users/me/password (it needs the current one)",
         ),
     ] {
-        let (status, answer) = call(&app, &app.token, method.clone(), &path, body).await;
+        let (status, answer) = app.as_user(&app.token, method.clone(), &path, body).await;
         assert_eq!(
             (status, message(&answer)),
             (StatusCode::CONFLICT, expected),
@@ -399,15 +379,13 @@ async fn two_administrators_demoting_each_other_leave_one() {
     assert_eq!(status, StatusCode::OK);
     let (second, _) = session(&app, "second@example.com", "second-password").await;
     let first_path = format!("/users/{ADMIN_EMAIL}");
-    let first_demotes = call(
-        &app,
+    let first_demotes = app.as_user(
         &second,
         Method::PATCH,
         &first_path,
         Some(json!({"admin": false})),
     );
-    let second_demotes = call(
-        &app,
+    let second_demotes = app.as_user(
         &app.token,
         Method::PATCH,
         "/users/second@example.com",
@@ -452,20 +430,20 @@ async fn a_role_change_applies_at_the_next_request() {
     let app = TestApp::start().await;
     create_bob(&app).await;
     let (bob, _) = session(&app, BOB, BOB_PASSWORD).await;
-    let (status, _) = call(&app, &bob, Method::GET, "/users", None).await;
+    let (status, _) = app.as_user(&bob, Method::GET, "/users", None).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     let (status, made) = app
         .patch(&format!("/users/{BOB}"), json!({"admin": true}))
         .await;
     assert_eq!((status, &made["admin"]), (StatusCode::OK, &json!(true)));
     // The same IdToken, issued before: bob is an administrator now.
-    let (status, _) = call(&app, &bob, Method::GET, "/users", None).await;
+    let (status, _) = app.as_user(&bob, Method::GET, "/users", None).await;
     assert_eq!(status, StatusCode::OK);
     let (status, taken) = app
         .patch(&format!("/users/{BOB}"), json!({"admin": false}))
         .await;
     assert_eq!((status, &taken["admin"]), (StatusCode::OK, &json!(false)));
-    let (status, answer) = call(&app, &bob, Method::GET, "/users", None).await;
+    let (status, answer) = app.as_user(&bob, Method::GET, "/users", None).await;
     assert_eq!(
         (status, message(&answer)),
         (StatusCode::FORBIDDEN, ADMIN_REQUIRED)
@@ -490,31 +468,32 @@ async fn changing_your_own_password_needs_the_current_one_and_ends_the_other_ses
         ),
         (json!({"newpassword": "x"}), "currentpassword is required"),
     ] {
-        let (status, answer) =
-            call(&app, &bob, Method::PUT, "/users/me/password", Some(body)).await;
+        let (status, answer) = app
+            .as_user(&bob, Method::PUT, "/users/me/password", Some(body))
+            .await;
         assert_eq!(
             (status, message(&answer)),
             (StatusCode::BAD_REQUEST, expected)
         );
     }
     // Nothing changed yet.
-    let (status, _) = call(&app, &other, Method::GET, "/volumes", None).await;
+    let (status, _) = app.as_user(&other, Method::GET, "/volumes", None).await;
     assert_eq!(status, StatusCode::OK);
 
-    let (status, tokens) = call(
-        &app,
-        &bob,
-        Method::PUT,
-        "/users/me/password",
-        Some(change(BOB_PASSWORD, "bob-new-password")),
-    )
-    .await;
+    let (status, tokens) = app
+        .as_user(
+            &bob,
+            Method::PUT,
+            "/users/me/password",
+            Some(change(BOB_PASSWORD, "bob-new-password")),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK, "{tokens}");
     let fresh = tokens["IdToken"].as_str().expect("IdToken");
-    let (status, _) = call(&app, fresh, Method::GET, "/volumes", None).await;
+    let (status, _) = app.as_user(fresh, Method::GET, "/volumes", None).await;
     assert_eq!(status, StatusCode::OK);
     for old in [&bob, &other] {
-        let (status, answer) = call(&app, old, Method::GET, "/volumes", None).await;
+        let (status, answer) = app.as_user(old, Method::GET, "/volumes", None).await;
         assert_eq!(
             (status, message(&answer)),
             (StatusCode::UNAUTHORIZED, BAD_TOKEN)
@@ -522,7 +501,7 @@ async fn changing_your_own_password_needs_the_current_one_and_ends_the_other_ses
     }
     let (status, _) = refresh_status(&app, &bob_refresh).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    let (status, answer) = sign_in_status(&app, BOB, BOB_PASSWORD).await;
+    let (status, answer) = app.sign_in_status(BOB, BOB_PASSWORD).await;
     assert_eq!(
         (status, message(&answer)),
         (StatusCode::UNAUTHORIZED, BAD_CREDENTIALS)
@@ -552,7 +531,7 @@ async fn an_administrators_password_reset_ends_every_session_of_the_user() {
             "password must be at least 8 characters"
         )
     );
-    let (status, _) = call(&app, &bob, Method::GET, "/volumes", None).await;
+    let (status, _) = app.as_user(&bob, Method::GET, "/volumes", None).await;
     assert_eq!(status, StatusCode::OK, "a refused reset changes nothing");
 
     let (status, answer) = app
@@ -568,14 +547,14 @@ async fn an_administrators_password_reset_ends_every_session_of_the_user() {
             json!({"Message": "Password reset", "ObjectID": BOB})
         )
     );
-    let (status, answer) = call(&app, &bob, Method::GET, "/volumes", None).await;
+    let (status, answer) = app.as_user(&bob, Method::GET, "/volumes", None).await;
     assert_eq!(
         (status, message(&answer)),
         (StatusCode::UNAUTHORIZED, BAD_TOKEN)
     );
     let (status, _) = refresh_status(&app, &bob_refresh).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    let (status, _) = sign_in_status(&app, BOB, BOB_PASSWORD).await;
+    let (status, _) = app.sign_in_status(BOB, BOB_PASSWORD).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     session(&app, BOB, "reset-password").await;
 }

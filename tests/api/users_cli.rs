@@ -4,19 +4,8 @@
 
 use crate::cli::{stderr, stdout, Home};
 use crate::harness::*;
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
 use serde_json::json;
-
-async fn sign_in_status(app: &TestApp, email: &str, password: &str) -> StatusCode {
-    app.request(
-        None,
-        Method::POST,
-        "/signin",
-        Some(json!({"email": email, "password": password})),
-    )
-    .await
-    .0
-}
 
 #[tokio::test]
 async fn administrators_manage_users_with_the_cli() {
@@ -40,7 +29,9 @@ async fn administrators_manage_users_with_the_cli() {
         "Created user bob@example.com (id 2) in tenant default\n"
     );
     assert_eq!(
-        sign_in_status(&app, "bob@example.com", "bob-password").await,
+        app.sign_in_status("bob@example.com", "bob-password")
+            .await
+            .0,
         StatusCode::OK
     );
     // From stdin, into another tenant, an administrator.
@@ -101,13 +92,17 @@ async fn administrators_manage_users_with_the_cli() {
         "Disabled user bob@example.com: it cannot sign in, and its sessions have ended\n"
     );
     assert_eq!(
-        sign_in_status(&app, "bob@example.com", "bob-password").await,
+        app.sign_in_status("bob@example.com", "bob-password")
+            .await
+            .0,
         StatusCode::FORBIDDEN
     );
     let out = admin.ok(&["user", "enable", "bob@example.com"]);
     assert_eq!(out, "Enabled user bob@example.com: it can sign in again\n");
     assert_eq!(
-        sign_in_status(&app, "bob@example.com", "bob-password").await,
+        app.sign_in_status("bob@example.com", "bob-password")
+            .await
+            .0,
         StatusCode::OK
     );
 
@@ -142,11 +137,15 @@ async fn administrators_manage_users_with_the_cli() {
         "Password of bob@example.com reset; its sessions have ended\n"
     );
     assert_eq!(
-        sign_in_status(&app, "bob@example.com", "bob-password").await,
+        app.sign_in_status("bob@example.com", "bob-password")
+            .await
+            .0,
         StatusCode::UNAUTHORIZED
     );
     assert_eq!(
-        sign_in_status(&app, "bob@example.com", "bob-reset-password").await,
+        app.sign_in_status("bob@example.com", "bob-reset-password")
+            .await
+            .0,
         StatusCode::OK
     );
 
@@ -199,7 +198,9 @@ async fn users_change_their_own_password_and_keep_their_cli_session() {
         "Password of bob@example.com changed; its other sessions have ended (profile \"default\" keeps a new one)\n"
     );
     assert_eq!(
-        sign_in_status(&app, "bob@example.com", "bob-password").await,
+        app.sign_in_status("bob@example.com", "bob-password")
+            .await
+            .0,
         StatusCode::UNAUTHORIZED
     );
     // The profile holds the new session's tokens.
@@ -214,7 +215,9 @@ async fn users_change_their_own_password_and_keep_their_cli_session() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
-        sign_in_status(&app, "bob@example.com", "bob-third-password").await,
+        app.sign_in_status("bob@example.com", "bob-third-password")
+            .await
+            .0,
         StatusCode::OK
     );
     bob.ok(&["volume", "list"]);

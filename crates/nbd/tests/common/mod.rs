@@ -247,6 +247,11 @@ impl TestServer {
 
     pub async fn start_with(exports: Arc<TestExports>, config: NbdConfig) -> TestServer {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self::serve_on(listener, exports, config)
+    }
+
+    /// An `NbdServer` over `exports` serving `listener` until shut down.
+    fn serve_on(listener: TcpListener, exports: Arc<dyn Exports>, config: NbdConfig) -> TestServer {
         let addr = listener.local_addr().unwrap();
         let shutdown = CancellationToken::new();
         let server = NbdServer::new(exports, config);
@@ -279,15 +284,7 @@ impl TestServer {
                 Err(e) => panic!("bind {addr}: {e}"),
             }
         };
-        let shutdown = CancellationToken::new();
-        let server = NbdServer::new(exports, config);
-        let token = shutdown.clone();
-        let handle = tokio::spawn(async move { server.serve(listener, token).await });
-        TestServer {
-            addr,
-            shutdown,
-            handle: Some(handle),
-        }
+        Self::serve_on(listener, exports, config)
     }
 
     pub fn url(&self, export: &str) -> String {

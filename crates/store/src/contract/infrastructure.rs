@@ -107,40 +107,9 @@ pub async fn a_node_has_at_most_one_live_agent_credential(store: &dyn Store) {
 
 pub async fn a_node_lists_its_attachments_of_every_tenant_with_host_reports(store: &dyn Store) {
     let (user, volume, _) = volume_on_m1(store).await;
-    let other = store
-        .create_user(&NewUser {
-            tenant: "t2".into(),
-            email: "o@example.com".into(),
-            name: "o".into(),
-            password_hash: "x".into(),
-            is_admin: false,
-            now_ms: 1,
-        })
-        .await
-        .expect("user");
-    let policy = store
-        .create_policy(
-            other.tenant_id,
-            &PolicyWrite {
-                name: "p".into(),
-                resiliency: Resiliency {
-                    media: 0,
-                    node: 0,
-                    zone: 0,
-                },
-                attributes: Default::default(),
-                by_name: "o".into(),
-                by_email: "o@example.com".into(),
-                now_ms: 1,
-            },
-        )
-        .await
-        .expect("policy");
+    let (other, policy) = testing::user_and_policy_in(store, "t2", "o@example.com", false).await;
     let job = add_volume(store, &other, policy.id, "vol-0", "w", 4).await;
-    store
-        .finish_job(job, &end(JobState::Done))
-        .await
-        .expect("done");
+    finish(store, job).await;
     for (owner, id) in [(&user, volume.as_str()), (&other, "vol-0")] {
         for node in ["host-7", "host-8"] {
             let job = store
@@ -173,10 +142,7 @@ pub async fn a_node_lists_its_attachments_of_every_tenant_with_host_reports(stor
                 )
                 .await
                 .expect("attachment");
-            store
-                .finish_job(job, &end(JobState::Done))
-                .await
-                .expect("done");
+            finish(store, job).await;
         }
     }
     let listed = store.node_attachments("host-7").await.expect("list");
@@ -415,10 +381,7 @@ pub async fn a_node_is_removed_only_when_nothing_depends_on_it(store: &dyn Store
         )
         .await
         .expect("attachment");
-    store
-        .finish_job(job, &end(JobState::Done))
-        .await
-        .expect("done");
+    finish(store, job).await;
 
     assert_eq!(
         in_use(store.delete_node("node-m1").await),

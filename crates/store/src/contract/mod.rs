@@ -13,12 +13,14 @@
 //!   transactions (a write lock, row locks or serializable retries), never
 //!   through memory one handle keeps.
 
-use crate::testing::{self, new_job, user_and_policy};
+pub(crate) use crate::testing::{
+    self, add_volume, create_spec, end, new_job, one_slice, user_and_policy,
+};
 use crate::*;
 use svs_domain::{
-    place_volume, AttachmentArgs, AttachmentManager, Consistency, CreateVolumeArgs, JobSpec,
-    JobState, MediumState, PlacementRequest, Reservation, Resiliency, ResizePlan, ResizeVolumeArgs,
-    SliceGrowth, SliceMove, SlicePlacement, SnapshotArgs, SnapshotState, VolumeState, VolumeType,
+    place_volume, AttachmentArgs, AttachmentManager, Consistency, JobSpec, JobState, MediumState,
+    PlacementRequest, Reservation, Resiliency, ResizePlan, ResizeVolumeArgs, SliceGrowth,
+    SliceMove, SnapshotArgs, SnapshotState, VolumeState, VolumeType,
 };
 
 mod infrastructure;
@@ -118,39 +120,48 @@ pub(crate) async fn volume_on_m1(store: &dyn Store) -> (User, String, i64) {
         .place_slices("vol-1", &one_slice("m1", 10))
         .await
         .expect("slices");
-    store
-        .finish_job(job_id, &end(JobState::Done))
-        .await
-        .expect("done");
+    finish(store, job_id).await;
     (user, "vol-1".into(), job_id)
 }
 
-/// A new volume in state Creating, with its create job.
-pub(crate) async fn add_volume(
+/// `volume_on_m1` and a 5 GiB volume vol-2 ("v2") with its one slice on m2;
+/// returns the user, vol-1, vol-1's slice and a plan that grows vol-2 on m2
+/// to 13 GiB (+8 GiB booked there).
+pub(crate) async fn vol_1_on_m1_and_vol_2_on_m2(
     store: &dyn Store,
-    user: &User,
-    policy_id: i64,
-    id: &str,
-    name: &str,
-    size: u64,
-) -> i64 {
-    store
-        .create_volume(
-            &NewVolume {
-                id: id.into(),
-                tenant_id: user.tenant_id,
-                name: name.into(),
-                kind: VolumeType::Block,
-                size,
-                policy_id,
-                zone: None,
-                attributes: Default::default(),
-                now_ms: 1,
-            },
-            &new_job(user, create_spec(), id),
-        )
+) -> (User, String, i64, ResizePlan) {
+    let (user, volume, _) = volume_on_m1(store).await;
+    let policy = policy_p(store, &user).await;
+    let create = add_volume(store, &user, policy.id, "vol-2", "v2", 5).await;
+    let on_m2 = store
+        .place_slices("vol-2", &one_slice("m2", 5))
         .await
-        .expect("volume")
+        .expect("slices");
+    finish(store, create).await;
+    let slice = first_slice_id(store, &volume).await;
+    let grow_on_m2 = ResizePlan {
+        new_slice_size: 13,
+        growths: vec![SliceGrowth {
+            slice_id: on_m2[0].slice.id,
+            medium: "m2".into(),
+            from: 5,
+            to: 13,
+        }],
+        moves: Vec::new(),
+        reservations: vec![Reservation {
+            medium: "m2".into(),
+            gib: 8,
+        }],
+    };
+    (user, volume, slice, grow_on_m2)
+}
+
+/// Ends job `id` Done.
+pub(crate) async fn finish(store: &dyn Store, id: i64) {
+    store
+        .finish_job(id, &end(JobState::Done))
+        .await
+        .expect("done");
 }
 
 /// The volume named "v" of the tenant, through `get_volume` (the cached read).
@@ -209,16 +220,6 @@ pub(crate) async fn stored_job(store: &dyn Store, user: &User, id: i64) -> Job {
         .expect("job")
 }
 
-/// One slice (copy 0, column 0) of `size` GiB on `medium`.
-pub(crate) fn one_slice(medium: &str, size: u64) -> [SlicePlacement; 1] {
-    [SlicePlacement {
-        copy: 0,
-        column: 0,
-        medium: medium.into(),
-        size,
-    }]
-}
-
 /// Media as the job runner's planner reads them.
 pub(crate) async fn media_states(store: &dyn Store) -> Vec<MediumState> {
     store
@@ -233,31 +234,12 @@ pub(crate) async fn media_states(store: &dyn Store) -> Vec<MediumState> {
         .collect()
 }
 
-pub(crate) fn create_spec() -> JobSpec {
-    JobSpec::VolumeCreate(CreateVolumeArgs {
-        name: "vol-1".into(),
-        size: 10,
-        policy: "p".into(),
-        kind: VolumeType::Block,
-        source: None,
-    })
-}
-
 pub(crate) fn resize_spec(allow_data_movement: bool) -> JobSpec {
     JobSpec::VolumeModifyExtend(ResizeVolumeArgs {
         size: 20,
         allow_data_movement,
         from_size: 10,
     })
-}
-
-pub(crate) fn end(state: JobState) -> JobEnd {
-    JobEnd {
-        state,
-        status: state.as_str().into(),
-        detail: None,
-        now_ms: 3,
-    }
 }
 
 pub(crate) fn usage(all: &[MediumUsage], id: &str) -> (u64, u64, u64) {
@@ -296,31 +278,17 @@ pub(crate) fn node(name: &str) -> NodeRecord {
     }
 }
 
-pub(crate) async fn new_user(store: &dyn Store, email: &str, is_admin: bool) -> User {
+/// A user of tenant `t` created at 5 ms.
+pub(crate) async fn add_user(store: &dyn Store, email: &str, is_admin: bool) -> User {
     store
-        .create_user(&NewUser {
-            tenant: "t".into(),
-            email: email.into(),
-            name: email.split('@').next().unwrap_or(email).into(),
-            password_hash: "x".into(),
-            is_admin,
-            now_ms: 5,
-        })
+        .create_user(&testing::new_user("t", email, is_admin, 5))
         .await
         .expect("user created")
 }
 
 /// Medium `id` of 20 GiB in `/media/{id}` on `node` in `zone`.
 pub(crate) fn medium_on(id: &str, node: &str, zone: &str) -> MediumRecord {
-    MediumRecord {
-        medium: svs_domain::Medium {
-            id: id.into(),
-            node: node.into(),
-            zone: zone.into(),
-            size: 20,
-        },
-        directory: format!("/media/{id}"),
-    }
+    testing::medium_at(id, node, zone, 20, format!("/media/{id}"))
 }
 
 pub(crate) fn conflict(result: StoreResult<()>) -> String {

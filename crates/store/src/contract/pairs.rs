@@ -50,34 +50,9 @@ pub async fn two_handles_never_both_book_a_resize_in_the_same_space(
     first: &dyn Store,
     second: &dyn Store,
 ) {
-    let (user, volume, _) = volume_on_m1(first).await;
-    let policy = policy_p(first, &user).await;
-    let create = add_volume(first, &user, policy.id, "vol-2", "v2", 5).await;
-    let on_m2 = first
-        .place_slices("vol-2", &one_slice("m2", 5))
-        .await
-        .expect("slices");
-    first
-        .finish_job(create, &end(JobState::Done))
-        .await
-        .expect("done");
-    let slice = first_slice_id(first, &volume).await;
+    let (user, volume, slice, grow_on_m2) = vol_1_on_m1_and_vol_2_on_m2(first).await;
     // Moving vol-1's slice to m2 (12 GiB) and growing vol-2 there (+8 GiB)
     // each fit in m2's 15 free GiB; both do not.
-    let grow_on_m2 = ResizePlan {
-        new_slice_size: 13,
-        growths: vec![SliceGrowth {
-            slice_id: on_m2[0].slice.id,
-            medium: "m2".into(),
-            from: 5,
-            to: 13,
-        }],
-        moves: Vec::new(),
-        reservations: vec![Reservation {
-            medium: "m2".into(),
-            gib: 8,
-        }],
-    };
     let move_job = start_resize(first, &user, &volume, true).await;
     let grow_job = start_resize(second, &user, "vol-2", false).await;
     let moving = move_plan(slice);
@@ -104,19 +79,11 @@ pub async fn two_handles_never_both_create_a_volume_of_one_name(
     second: &dyn Store,
 ) {
     let (user, policy) = user_and_policy(first).await;
-    let create = |store: &'static str| NewVolume {
-        id: format!("vol-{store}"),
-        tenant_id: user.tenant_id,
-        name: "same".into(),
-        kind: svs_domain::VolumeType::Block,
-        size: 1,
-        policy_id: policy.id,
-        zone: None,
-        attributes: Default::default(),
-        now_ms: 1,
+    let create = |store: &'static str| {
+        testing::new_volume(&user, policy.id, &format!("vol-{store}"), "same", 1)
     };
     let (a, b) = (create("a"), create("b"));
-    let job = new_job(&user, create_spec(), "same");
+    let job = new_job(&user, create_spec("same", 1), "same");
     let (a, b) = tokio::join!(
         first.create_volume(&a, &job),
         second.create_volume(&b, &job)
@@ -179,8 +146,8 @@ pub async fn two_handles_never_both_disable_one_of_the_last_two_administrators(
     first: &dyn Store,
     second: &dyn Store,
 ) {
-    let one = new_user(first, "one@example.com", true).await;
-    let two = new_user(first, "two@example.com", true).await;
+    let one = add_user(first, "one@example.com", true).await;
+    let two = add_user(first, "two@example.com", true).await;
     let disable = UserChange {
         disabled: Some(true),
         ..Default::default()

@@ -2,8 +2,9 @@
 
 use super::*;
 
-fn new_snapshot(user: &User, id: &str, name: &str) -> NewSnapshot {
-    NewSnapshot {
+/// Starts the user's job that snapshots vol-1 (10 GiB) as `id` named `name`.
+async fn snapshot(store: &dyn Store, user: &User, id: &str, name: &str) -> StoreResult<i64> {
+    let snapshot = NewSnapshot {
         id: id.into(),
         volume_id: "vol-1".into(),
         tenant_id: user.tenant_id,
@@ -12,66 +13,42 @@ fn new_snapshot(user: &User, id: &str, name: &str) -> NewSnapshot {
         volume_size: 10,
         attributes: Default::default(),
         now_ms: 5,
-    }
-}
-
-fn snapshot_spec(id: &str, name: &str) -> JobSpec {
-    JobSpec::SnapshotCreate(SnapshotArgs {
+    };
+    let spec = JobSpec::SnapshotCreate(SnapshotArgs {
         name: name.into(),
         snapshot_id: id.into(),
-    })
+    });
+    store
+        .create_snapshot(&snapshot, &new_job(user, spec, "vol-1"))
+        .await
 }
 
 pub async fn snapshots_get_growing_ids_unique_names_and_claim_their_volume(store: &dyn Store) {
     let (user, volume, _) = volume_on_m1(store).await;
-    let job = store
-        .create_snapshot(
-            &new_snapshot(&user, "s-1", "daily"),
-            &new_job(&user, snapshot_spec("s-1", "daily"), &volume),
-        )
+    let job = snapshot(store, &user, "s-1", "daily")
         .await
         .expect("snapshot");
     // The volume is busy with the snapshot's job.
-    let again = store
-        .create_snapshot(
-            &new_snapshot(&user, "s-2", "hourly"),
-            &new_job(&user, snapshot_spec("s-2", "hourly"), &volume),
-        )
-        .await;
+    let again = snapshot(store, &user, "s-2", "hourly").await;
     assert!(matches!(again, Err(StoreError::Conflict(_))), "{again:?}");
     assert!(
         store.snapshot_by_id("s-2").await.expect("read").is_none(),
         "nothing half-made"
     );
-    store
-        .finish_job(job, &end(JobState::Done))
-        .await
-        .expect("done");
+    finish(store, job).await;
     store
         .set_snapshot_state("s-1", SnapshotState::Ready)
         .await
         .expect("ready");
-    let duplicate = store
-        .create_snapshot(
-            &new_snapshot(&user, "s-3", "daily"),
-            &new_job(&user, snapshot_spec("s-3", "daily"), &volume),
-        )
-        .await;
+    let duplicate = snapshot(store, &user, "s-3", "daily").await;
     assert!(
         matches!(duplicate, Err(StoreError::Conflict(_))),
         "{duplicate:?}"
     );
-    let job = store
-        .create_snapshot(
-            &new_snapshot(&user, "s-4", "hourly"),
-            &new_job(&user, snapshot_spec("s-4", "hourly"), &volume),
-        )
+    let job = snapshot(store, &user, "s-4", "hourly")
         .await
         .expect("second snapshot");
-    store
-        .finish_job(job, &end(JobState::Done))
-        .await
-        .expect("done");
+    finish(store, job).await;
 
     let listed = store
         .list_snapshots(user.tenant_id, Some(&volume))
@@ -126,17 +103,10 @@ pub async fn snapshots_get_growing_ids_unique_names_and_claim_their_volume(store
     store.delete_snapshot("s-1").await.expect("delete");
     assert!(store.snapshot_by_id("s-1").await.expect("read").is_none());
     // A deleted snapshot's id is never given again.
-    let job = store
-        .create_snapshot(
-            &new_snapshot(&user, "s-5", "later"),
-            &new_job(&user, snapshot_spec("s-5", "later"), &volume),
-        )
+    let job = snapshot(store, &user, "s-5", "later")
         .await
         .expect("third snapshot");
-    store
-        .finish_job(job, &end(JobState::Done))
-        .await
-        .expect("done");
+    finish(store, job).await;
     let later = store
         .snapshot_by_id("s-5")
         .await

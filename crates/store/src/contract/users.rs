@@ -167,9 +167,25 @@ pub async fn purging_removes_expired_and_revoked_refresh_tokens_only(store: &dyn
     }
 }
 
+/// A change of the user's administrator flag alone.
+fn set_admin(is_admin: bool) -> UserChange {
+    UserChange {
+        is_admin: Some(is_admin),
+        ..Default::default()
+    }
+}
+
+/// A change of the user's disabled flag alone.
+fn set_disabled(disabled: bool) -> UserChange {
+    UserChange {
+        disabled: Some(disabled),
+        ..Default::default()
+    }
+}
+
 pub async fn users_are_listed_changed_and_ended_sessions_raise_the_generation(store: &dyn Store) {
-    let admin = new_user(store, "admin@example.com", true).await;
-    let user = new_user(store, "user@example.com", false).await;
+    let admin = add_user(store, "admin@example.com", true).await;
+    let user = add_user(store, "user@example.com", false).await;
     assert!(!user.disabled);
     assert_eq!((user.token_generation, user.created_ms), (0, 5));
     let listed = store.list_users().await.expect("list");
@@ -180,13 +196,7 @@ pub async fn users_are_listed_changed_and_ended_sessions_raise_the_generation(st
 
     // A change without end_sessions leaves tokens and generation alone.
     let promoted = store
-        .update_user(
-            user.id,
-            &UserChange {
-                is_admin: Some(true),
-                ..Default::default()
-            },
-        )
+        .update_user(user.id, &set_admin(true))
         .await
         .expect("promoted");
     assert!(promoted.is_admin && !promoted.disabled);
@@ -229,18 +239,12 @@ pub async fn users_are_listed_changed_and_ended_sessions_raise_the_generation(st
 pub async fn the_last_enabled_administrator_cannot_be_disabled_demoted_or_deleted(
     store: &dyn Store,
 ) {
-    let admin = new_user(store, "admin@example.com", true).await;
-    let other = new_user(store, "other@example.com", true).await;
+    let admin = add_user(store, "admin@example.com", true).await;
+    let other = add_user(store, "other@example.com", true).await;
     add_token(store, admin.id, "a1", "f-a", 99).await;
     // Two admins: one may go.
     store
-        .update_user(
-            other.id,
-            &UserChange {
-                disabled: Some(true),
-                ..Default::default()
-            },
-        )
+        .update_user(other.id, &set_disabled(true))
         .await
         .expect("one of two disabled");
     let last = |r: StoreResult<User>| matches!(r, Err(StoreError::Conflict(m)) if m == LAST_ADMIN);
@@ -256,17 +260,7 @@ pub async fn the_last_enabled_administrator_cannot_be_disabled_demoted_or_delete
             )
             .await
     ));
-    assert!(last(
-        store
-            .update_user(
-                admin.id,
-                &UserChange {
-                    is_admin: Some(false),
-                    ..Default::default()
-                },
-            )
-            .await
-    ));
+    assert!(last(store.update_user(admin.id, &set_admin(false),).await));
     assert!(matches!(
         store.delete_user(admin.id).await,
         Err(StoreError::Conflict(m)) if m == LAST_ADMIN
@@ -282,30 +276,18 @@ pub async fn the_last_enabled_administrator_cannot_be_disabled_demoted_or_delete
     assert!(!token(store, "a1").await.expect("a1").revoked);
     // The disabled one comes back; then the first may be demoted.
     store
-        .update_user(
-            other.id,
-            &UserChange {
-                disabled: Some(false),
-                ..Default::default()
-            },
-        )
+        .update_user(other.id, &set_disabled(false))
         .await
         .expect("enabled");
     store
-        .update_user(
-            admin.id,
-            &UserChange {
-                is_admin: Some(false),
-                ..Default::default()
-            },
-        )
+        .update_user(admin.id, &set_admin(false))
         .await
         .expect("demoted");
 }
 
 pub async fn deleting_a_user_removes_its_tokens_and_keeps_its_jobs(store: &dyn Store) {
     let (owner, _, job_id) = volume_on_m1(store).await;
-    let user = new_user(store, "user@example.com", false).await;
+    let user = add_user(store, "user@example.com", false).await;
     add_token(store, user.id, "u1", "f-u", 99).await;
     store.delete_user(user.id).await.expect("deleted");
     assert!(store.user_by_id(user.id).await.expect("read").is_none());
@@ -320,10 +302,10 @@ pub async fn deleting_a_user_removes_its_tokens_and_keeps_its_jobs(store: &dyn S
         Err(StoreError::NotFound)
     ));
     // The volume's owner goes too; its job keeps who started it.
-    let admin = new_user(store, "admin@example.com", true).await;
+    let admin = add_user(store, "admin@example.com", true).await;
     store.delete_user(owner.id).await.expect("owner deleted");
     let job = stored_job(store, &admin, job_id).await;
     assert_eq!(job.useremail, "u@example.com");
     // The e-mail can be used again.
-    new_user(store, "user@example.com", false).await;
+    add_user(store, "user@example.com", false).await;
 }

@@ -246,18 +246,7 @@ pub async fn a_placement_from_a_stale_reading_cannot_overbook_a_medium(store: &d
 }
 
 pub async fn a_resize_plan_from_a_stale_reading_cannot_overbook_a_medium(store: &dyn Store) {
-    let (user, volume, _) = volume_on_m1(store).await;
-    let policy = policy_p(store, &user).await;
-    let create = add_volume(store, &user, policy.id, "vol-2", "v2", 5).await;
-    let on_m2 = store
-        .place_slices("vol-2", &one_slice("m2", 5))
-        .await
-        .expect("slices");
-    store
-        .finish_job(create, &end(JobState::Done))
-        .await
-        .expect("done");
-    let first_slice = first_slice_id(store, &volume).await;
+    let (user, volume, first_slice, grow_on_m2) = vol_1_on_m1_and_vol_2_on_m2(store).await;
     // From the same reading (m2: 5 of 20 GiB used), moving vol-1's slice to
     // m2 (12 GiB) and growing vol-2 there (+8 GiB) each fit; both do not.
     let stale = media_states(store).await;
@@ -268,20 +257,6 @@ pub async fn a_resize_plan_from_a_stale_reading_cannot_overbook_a_medium(store: 
             .map(MediumState::free),
         Some(15)
     );
-    let grow_on_m2 = ResizePlan {
-        new_slice_size: 13,
-        growths: vec![SliceGrowth {
-            slice_id: on_m2[0].slice.id,
-            medium: "m2".into(),
-            from: 5,
-            to: 13,
-        }],
-        moves: Vec::new(),
-        reservations: vec![Reservation {
-            medium: "m2".into(),
-            gib: 8,
-        }],
-    };
     let move_job = start_resize(store, &user, &volume, true).await;
     let grow_job = start_resize(store, &user, "vol-2", false).await;
     store
@@ -428,10 +403,7 @@ pub async fn a_job_keeps_its_volumes_name_and_is_found_by_it_after_the_delete(st
     let resize_job = start_resize(store, &user, &volume, false).await;
     assert_eq!(stored_job(store, &user, create_job).await.object_name, "v");
     assert_eq!(stored_job(store, &user, resize_job).await.object_name, "v");
-    store
-        .finish_job(resize_job, &end(JobState::Done))
-        .await
-        .expect("done");
+    finish(store, resize_job).await;
     store.delete_volume(&volume).await.expect("deleted");
 
     let by = |object: &str| JobFilter {
