@@ -386,11 +386,11 @@ impl VolumeStore for SqliteStore {
         let moved = sqlx::query(
             "UPDATE slices SET medium_id = ?, lost_ms = NULL WHERE id = ? AND medium_id = ?",
         )
-            .bind(target)
-            .bind(step.slice_id)
-            .bind(&step.from_medium)
-            .execute(&mut *tx)
-            .await?;
+        .bind(target)
+        .bind(step.slice_id)
+        .bind(&step.from_medium)
+        .execute(&mut *tx)
+        .await?;
         if moved.rows_affected() != 1 {
             return Err(StoreError::Corrupt(format!(
                 "slice {} is not on medium '{}'",
