@@ -5,8 +5,10 @@
 //!
 //! Media fail: a medium marked failed ([`DataPlane::set_medium_failed`]), or
 //! one whose slice I/O errors or whose directory disappears
-//! ([`DataPlane::failed_media`]), loses its slices; volumes keep serving from
-//! their other copies and [`VolumeIo::rebuild_slice`] brings a copy back.
+//! ([`DataPlane::failed_media`]), loses its slices; a copy whose file alone
+//! is missing from a medium that still reads is lost by itself
+//! ([`DataPlane::failed_copies`]). Volumes keep serving from their other
+//! copies and [`VolumeIo::rebuild_slice`] brings a copy back.
 //!
 //! Every call is blocking (file I/O, fsync); async callers run them in
 //! `spawn_blocking`. All calls are idempotent so a job resumed after a crash

@@ -52,9 +52,9 @@ pub fn volume_health(slices: &[PlacedSlice]) -> VolumeHealth {
 }
 
 /// Picks a medium for every lost slice: a healthy one (`media` holds only
-/// those) that holds no slice of the volume (a lost copy's own medium
-/// counts as holding it: its row stays there until the rebuild switches
-/// it, and one medium never holds two slices of a volume), has room, and keeps the
+/// those) that holds no slice of the volume (a copy lost on a healthy
+/// medium still holds its place there until the rebuild switches it, and
+/// one medium never holds two slices of a volume), has room, and keeps the
 /// policy's node and zone resiliency against the column's other copies.
 /// The medium with the most free space wins. The plan is a set of moves
 /// from the lost medium, each booking its slice's size on the target.
