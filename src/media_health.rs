@@ -1,15 +1,20 @@
-//! A medium's failure is known at once. Three ways in, one record
-//! ([`fail_medium`]): the data plane tells [`record_failures_at_once`] of
-//! each failure its I/O meets (read, write, flush, a slice file gone, a
-//! movement's source), as it meets it; a recovery probes its volume's files
-//! before it plans ([`probe_volume`]), so it never finds "nothing to
-//! rebuild" while a copy is unreadable; and the media-health reconciler
-//! polls what the data plane saw as a backstop.
+//! A lost copy, or a failed medium, is known at once. Three ways in, two
+//! records: a medium that failed (its directory gone or unreadable, an I/O
+//! error from it) is recorded Failed ([`fail_medium`]), which loses every
+//! slice on it; a copy whose file alone is missing from a medium that still
+//! reads is recorded lost by itself ([`lose_copies`]), and the medium and
+//! its other slices stay healthy. The data plane tells
+//! [`record_failures_at_once`] of each failure its I/O meets (read, write,
+//! flush, a slice file gone, a movement's source), as it meets it; a
+//! recovery probes its volume's files before it plans ([`probe_volume`]),
+//! so it never finds "nothing to rebuild" while a copy is unreadable; and
+//! the media-health reconciler polls what the data plane saw as a backstop.
 
+use crate::clock::{Clock, SystemClock};
 use crate::exports::{fail_medium, ExportRegistry};
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use svs_dataplane::SliceKey;
+use svs_dataplane::{CopyFailure, SliceKey};
 use svs_domain::SnapshotState;
 use svs_store::{Store, StoreError, Volume};
 use thiserror::Error;
@@ -49,32 +54,77 @@ pub async fn fail_all(
     Ok(failed)
 }
 
-/// Records each medium the data plane's I/O sees fail as it sees it: the
-/// I/O thread only sends its id on a channel (never waits for the store),
-/// and a task records it. A record that fails is left to the reconciler,
-/// which finds the medium in `failed_media` on its next pass.
+/// Records as lost each copy (medium, slice) the store still has healthy
+/// on that medium, leaving the medium and its other slices as they are;
+/// how many. A copy no longer there (rebuilt elsewhere, its volume
+/// deleted) is left alone.
+pub async fn lose_copies(
+    store: &dyn Store,
+    copies: impl IntoIterator<Item = (String, SliceKey)>,
+) -> Result<usize, StoreError> {
+    let mut lost = 0;
+    for (medium, key) in copies {
+        let now = SystemClock.now_ms();
+        if store
+            .mark_slice_lost(&key.volume_id, key.copy, key.column, &medium, now)
+            .await?
+        {
+            lost += 1;
+            tracing::error!(
+                medium,
+                volume = key.volume_id,
+                copy = key.copy,
+                column = key.column,
+                "a copy of a slice is lost (a file of it is missing); its medium stays in \
+                 service; the volume keeps serving from its other copies (recover it with \
+                 POST /volumes/{{volume}}/recover)"
+            );
+        }
+    }
+    Ok(lost)
+}
+
+/// Records one failure the data plane's I/O met: the medium's, or the
+/// copy's alone.
+async fn record_failure(
+    store: &dyn Store,
+    exports: &ExportRegistry,
+    failure: CopyFailure,
+) -> Result<usize, StoreError> {
+    if failure.medium_failed {
+        fail_all(store, exports, [failure.medium]).await
+    } else {
+        lose_copies(store, [(failure.medium, failure.slice)]).await
+    }
+}
+
+/// Records each failure the data plane's I/O meets as it meets it: the I/O
+/// thread only sends it on a channel (never waits for the store), and a
+/// task records it. A record that fails is left to the reconciler, which
+/// finds it in `failed_media` or `failed_copies` on its next pass.
 pub fn record_failures_at_once(
     store: Arc<dyn Store>,
     exports: Arc<ExportRegistry>,
     shutdown: CancellationToken,
 ) -> JoinHandle<()> {
-    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    let (tx, mut rx) = mpsc::unbounded_channel::<CopyFailure>();
     exports
         .data_plane()
-        .on_media_failure(Arc::new(move |medium: &str| {
+        .on_copy_failure(Arc::new(move |failure: &CopyFailure| {
             // Closed only at shutdown, when nothing needs recording.
-            let _ = tx.send(medium.to_string());
+            let _ = tx.send(failure.clone());
         }));
     tokio::spawn(async move {
         loop {
-            let medium = tokio::select! {
-                m = rx.recv() => m,
+            let failure = tokio::select! {
+                f = rx.recv() => f,
                 () = shutdown.cancelled() => None,
             };
-            let Some(medium) = medium else { break };
-            if let Err(e) = fail_all(store.as_ref(), &exports, [medium.clone()]).await {
+            let Some(failure) = failure else { break };
+            let medium = failure.medium.clone();
+            if let Err(e) = record_failure(store.as_ref(), &exports, failure).await {
                 tracing::warn!(medium, error = %e,
-                    "cannot record a failed medium now; the media health check will");
+                    "cannot record a failure now; the media health check will");
             }
         }
     })
@@ -82,8 +132,9 @@ pub fn record_failures_at_once(
 
 /// The health check for one volume, made now: every file of its healthy
 /// slices and of their snapshots is opened and read where the store says
-/// it is, and media found failing (there, or by the data plane before) are
-/// recorded as Failed. How many media it failed.
+/// it is; media found failing (there, or by the data plane before) are
+/// recorded as Failed, and copies lost alone (a file missing from a medium
+/// that still reads) as lost. How many media failed and copies were lost.
 pub async fn probe_volume(
     store: &dyn Store,
     exports: &ExportRegistry,
@@ -112,24 +163,30 @@ pub async fn probe_volume(
         })
         .collect();
     let media = Arc::clone(exports.data_plane());
-    let failing = tokio::task::spawn_blocking(move || {
-        let mut failing = BTreeSet::new();
+    // The probe reports each failure it meets to the data plane's health
+    // (a medium in `failed_media`, a copy alone in `failed_copies`): what
+    // is there for this volume afterwards is what it lost.
+    let (failing, lost) = tokio::task::spawn_blocking(move || {
         for (medium, key) in &probes {
             if let Err(e) = media.probe_slice(medium, key, &snapshots) {
                 tracing::warn!(error = %e, "a copy of the volume is unreadable");
-                failing.insert(medium.clone());
             }
         }
         let volume_media: BTreeSet<&String> = probes.iter().map(|(m, _)| m).collect();
-        failing.extend(
-            media
-                .failed_media()
-                .into_iter()
-                .filter(|m| volume_media.contains(m)),
-        );
-        failing
+        let failing: Vec<String> = media
+            .failed_media()
+            .into_iter()
+            .filter(|m| volume_media.contains(m))
+            .collect();
+        let lost: Vec<(String, SliceKey)> = media
+            .failed_copies()
+            .into_iter()
+            .filter(|c| probes.contains(c))
+            .collect();
+        (failing, lost)
     })
     .await
     .map_err(|e| ProbeError::Task(e.to_string()))?;
-    Ok(fail_all(store, exports, failing).await?)
+    let failed = fail_all(store, exports, failing).await?;
+    Ok(failed + lose_copies(store, lost).await?)
 }

@@ -1,6 +1,6 @@
 //! `volume_recovery`: rebuild every lost copy of the volume's slices on
 //! media chosen by the placement rules, each from a healthy copy of its
-//! column. The plan is recorded (as moves from the failed medium) before
+//! column. The plan is recorded (as moves from where the copy was lost) before
 //! any byte is copied, so a restart resumes it: a rebuilt slice stays
 //! rebuilt, an unfinished one starts again. Before it plans, it probes the
 //! volume's files (see `crate::media_health`): a copy whose disk was pulled

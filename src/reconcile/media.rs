@@ -1,6 +1,8 @@
 //! Media the data plane saw fail (an I/O error on a slice, or the medium's
 //! directory gone) are recorded as Failed, and all I/O to them stops: their
 //! volumes turn degraded (or failed) and wait for a `volume_recovery` job.
+//! Copies it saw lost alone (a file missing from a medium that still reads)
+//! are recorded lost, their media left in service.
 //!
 //! A backstop: the data plane's I/O failures are recorded as they happen
 //! and a recovery probes its volume first (see `crate::media_health`);
@@ -9,7 +11,7 @@
 
 use super::{ReconcileError, Reconciler};
 use crate::exports::ExportRegistry;
-use crate::media_health::fail_all;
+use crate::media_health::{fail_all, lose_copies};
 use async_trait::async_trait;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +37,8 @@ impl Reconciler for MediaHealth {
 
     async fn reconcile(&self) -> Result<usize, ReconcileError> {
         let seen = self.media.failed_media();
-        Ok(fail_all(self.store.as_ref(), &self.exports, seen).await?)
+        let failed = fail_all(self.store.as_ref(), &self.exports, seen).await?;
+        let lost = lose_copies(self.store.as_ref(), self.media.failed_copies()).await?;
+        Ok(failed + lost)
     }
 }

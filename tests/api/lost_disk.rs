@@ -281,3 +281,228 @@ async fn a_recovery_rebuilds_a_copy_whose_snapshot_file_is_gone() {
     let name = deltas[0].file_name().unwrap_or_default();
     assert!(rebuilt.join(name).is_file(), "{}", rebuilt.display());
 }
+
+/// A copy of one volume on a medium that holds a copy of another: among
+/// `volumes` (name, id), the first (volume, copy, medium, other volume)
+/// found, with only copy 0 (the copy reads use) when `copy0`.
+async fn shared_copy(
+    app: &TestApp,
+    volumes: &[(String, String)],
+    copy0: bool,
+) -> (String, String, u64, String, String) {
+    let mut placed = Vec::new();
+    for (name, id) in volumes {
+        placed.push((name.clone(), id.clone(), copies(app, name).await));
+    }
+    for (name, id, own) in &placed {
+        for (copy, medium, _) in own.iter().filter(|(c, _, _)| !copy0 || *c == 0) {
+            let other = placed
+                .iter()
+                .find(|(n, _, c)| n != name && c.iter().any(|(_, m, _)| m == medium));
+            if let Some((other, _, _)) = other {
+                return (
+                    name.clone(),
+                    id.clone(),
+                    *copy,
+                    medium.clone(),
+                    other.clone(),
+                );
+            }
+        }
+    }
+    panic!("no medium holds copies of two volumes: {placed:?}");
+}
+
+/// Three mirrored 1 GiB volumes on three media: some medium always holds
+/// copy 0 of one and a copy of another.
+async fn three_volumes(app: &TestApp) -> Vec<(String, String)> {
+    let mut volumes = Vec::new();
+    for name in ["va", "vb", "vc"] {
+        let (id, job) = app.create_volume(name, 1, "mirror").await;
+        assert_eq!(job["state"], "Done", "{job}");
+        volumes.push((name.to_string(), id));
+    }
+    volumes
+}
+
+/// Polls until copy `copy` of the volume is listed Lost on `medium` and
+/// the volume Degraded; then the medium must still be Online and every
+/// other volume Ready with every copy Healthy.
+async fn assert_copy_lost_alone(
+    app: &TestApp,
+    volumes: &[(String, String)],
+    volume: &str,
+    copy: u64,
+    medium: &str,
+) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let c = copies(app, volume).await;
+        let lost = c
+            .iter()
+            .any(|(n, m, h)| *n == copy && m == medium && h == "Lost");
+        if lost && volume_state(app, volume).await == "Degraded" {
+            let healthy = c.iter().filter(|(_, _, h)| h == "Healthy").count();
+            assert_eq!(healthy, 1, "only that copy is lost: {c:?}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "copy {copy} on {medium} not lost at once: {c:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(medium_state(app, medium).await, "Online");
+    assert_others_healthy(app, volumes, volume).await;
+}
+
+async fn assert_others_healthy(app: &TestApp, volumes: &[(String, String)], volume: &str) {
+    for (other, _) in volumes.iter().filter(|(n, _)| n != volume) {
+        assert_eq!(volume_state(app, other).await, "Ready", "{other}");
+        let c = copies(app, other).await;
+        assert!(c.iter().all(|(_, _, h)| h == "Healthy"), "{other}: {c:?}");
+    }
+}
+
+/// Every copy of the one-column volume holds the same bytes at each range.
+async fn assert_copies_identical(app: &TestApp, volume: &str, id: &str) {
+    let files: Vec<PathBuf> = copies(app, volume)
+        .await
+        .iter()
+        .map(|(copy, medium, _)| {
+            dir_of(app, medium)
+                .join(id)
+                .join(format!("c{copy}-k0.slice"))
+        })
+        .collect();
+    assert_eq!(files.len(), 2, "{files:?}");
+    for (off, len) in RANGES.iter().chain([(300 << 20, 1 << 20)].iter()) {
+        assert_eq!(
+            read_range(&files[0], *off, *len),
+            read_range(&files[1], *off, *len),
+            "{volume} at {off}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_slice_file_gone_from_a_medium_that_reads_loses_that_copy_alone() {
+    let app = start().await;
+    let volumes = three_volumes(&app).await;
+    let (name, id, copy, medium, other) = shared_copy(&app, &volumes, true).await;
+    let a = attach(&app, &name, "host-1", false).await;
+    let mut writes: Vec<String> = RANGES
+        .iter()
+        .map(|(off, len)| format!("write -P 0x71 {off} {len}"))
+        .collect();
+    writes.push("flush".into());
+    qemu_io(&uri(&a), &writes).expect("written");
+    let file = dir_of(&app, &medium)
+        .join(&id)
+        .join(format!("c{copy}-k0.slice"));
+    std::fs::remove_file(&file).expect("slice file lost");
+    // Reads check that a copy's file is still there at most every 100 ms.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let reads: Vec<String> = RANGES
+        .iter()
+        .map(|(off, len)| format!("read -P 0x71 {off} {len}"))
+        .collect();
+    qemu_io(&uri(&a), &reads).expect("served by the other copy");
+    assert_copy_lost_alone(&app, &volumes, &name, copy, &medium).await;
+    // The other volume on that medium still reads there.
+    let other_copies = copies(&app, &other).await;
+    assert!(other_copies.iter().any(|(_, m, _)| *m == medium));
+
+    let job = recover(&app, &name).await;
+    assert_eq!(job["state"], "Done", "{job}");
+    assert_eq!(
+        last_detail(&job),
+        json!(format!(
+            "Volume '{name}' recovered: 1 slice(s) rebuilt; every copy is healthy again"
+        ))
+    );
+    let after = copies(&app, &name).await;
+    assert!(
+        after.iter().all(|(_, m, h)| m != &medium && h == "Healthy"),
+        "{after:?}"
+    );
+    assert_eq!(volume_state(&app, &name).await, "Ready");
+    assert_eq!(medium_state(&app, &medium).await, "Online");
+    assert_others_healthy(&app, &volumes, &name).await;
+    assert_copies_identical(&app, &name, &id).await;
+    qemu_io(&uri(&a), &reads).expect("the volume reads back what was written");
+}
+
+#[tokio::test]
+async fn a_snapshot_file_gone_from_a_medium_that_reads_loses_that_copy_alone() {
+    let app = start().await;
+    let volumes = three_volumes(&app).await;
+    let (name, id, copy, medium, _) = shared_copy(&app, &volumes, false).await;
+    let a = attach(&app, &name, "host-1", false).await;
+    let mut writes: Vec<String> = RANGES
+        .iter()
+        .map(|(off, len)| format!("write -P 0x73 {off} {len}"))
+        .collect();
+    writes.push("flush".into());
+    qemu_io(&uri(&a), &writes).expect("written");
+    let (status, body) = app
+        .post(
+            &format!("/volumes/{name}/snapshots"),
+            json!({"name": "s1", "consistency": "crash"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app
+        .wait_job(body["JobID"].as_str().unwrap_or_default())
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    // Saved into the snapshot's delta on both copies.
+    qemu_io(&uri(&a), &["write -P 0x74 0 1M".into(), "flush".into()]).expect("overwritten");
+    let dir = dir_of(&app, &medium).join(&id);
+    let prefix = format!("c{copy}-k0.s");
+    let deltas: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("volume directory")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".delta"))
+        })
+        .collect();
+    assert_eq!(deltas.len(), 1, "{deltas:?}");
+    std::fs::remove_file(&deltas[0]).expect("snapshot file lost");
+
+    // No I/O met it: the recovery's probe does, and loses that copy alone.
+    let job = recover(&app, &name).await;
+    assert_eq!(job["state"], "Done", "{job}");
+    assert_eq!(
+        last_detail(&job),
+        json!(format!(
+            "Volume '{name}' recovered: 1 slice(s) rebuilt; every copy is healthy again"
+        ))
+    );
+    assert_eq!(medium_state(&app, &medium).await, "Online");
+    assert_others_healthy(&app, &volumes, &name).await;
+    let after = copies(&app, &name).await;
+    assert!(
+        after.iter().all(|(_, m, h)| m != &medium && h == "Healthy"),
+        "{after:?}"
+    );
+    assert_eq!(volume_state(&app, &name).await, "Ready");
+    assert_copies_identical(&app, &name, &id).await;
+    // The rebuilt copy has the snapshot's files again, as the other has.
+    let (rebuilt_copy, rebuilt_on, _) = after
+        .iter()
+        .find(|(c, _, _)| *c == copy)
+        .cloned()
+        .expect("rebuilt copy");
+    let name_there = deltas[0].file_name().unwrap_or_default();
+    let rebuilt = dir_of(&app, &rebuilt_on).join(&id).join(name_there);
+    assert!(rebuilt.is_file(), "c{rebuilt_copy}: {}", rebuilt.display());
+    qemu_io(
+        &uri(&a),
+        &["read -P 0x74 0 1M".into(), "read -P 0x73 600M 1M".into()],
+    )
+    .expect("the volume reads back what was written");
+}

@@ -5,8 +5,10 @@
 //!
 //! Media fail: a medium marked failed ([`DataPlane::set_medium_failed`]), or
 //! one whose slice I/O errors or whose directory disappears
-//! ([`DataPlane::failed_media`]), loses its slices; volumes keep serving from
-//! their other copies and [`VolumeIo::rebuild_slice`] brings a copy back.
+//! ([`DataPlane::failed_media`]), loses its slices; a copy whose file alone
+//! is missing from a medium that still reads is lost by itself
+//! ([`DataPlane::failed_copies`]). Volumes keep serving from their other
+//! copies and [`VolumeIo::rebuild_slice`] brings a copy back.
 //!
 //! Every call is blocking (file I/O, fsync); async callers run them in
 //! `spawn_blocking`. All calls are idempotent so a job resumed after a crash
@@ -38,13 +40,26 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use thiserror::Error;
 
-/// Told the id of a medium the data plane just saw fail (see
-/// [`DataPlane::on_media_failure`]). Called on the I/O thread that saw it:
-/// it must hand the news on (a channel) and return at once.
-pub type MediaFailureListener = Arc<dyn Fn(&str) + Send + Sync>;
+/// A failure the data plane's I/O just met on a copy of a slice (see
+/// [`DataPlane::on_copy_failure`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyFailure {
+    pub medium: String,
+    /// The copy whose I/O (or probe) failed.
+    pub slice: SliceKey,
+    /// The medium failed, not only this copy: its directory is gone or
+    /// unreadable, or the I/O error came from the medium (EIO, data cut
+    /// short). False when only a file of this copy is missing from a medium
+    /// that still reads: that copy alone is lost.
+    pub medium_failed: bool,
+}
+
+/// Told of each [`CopyFailure`]. Called on the I/O thread that saw it: it
+/// must hand the news on (a channel) and return at once.
+pub type CopyFailureListener = Arc<dyn Fn(&CopyFailure) + Send + Sync>;
 
 /// Identifies a slice's file independently of which medium holds it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SliceKey {
     pub volume_id: String,
     pub copy: u32,
@@ -239,13 +254,22 @@ pub trait DataPlane: Send + Sync + 'static {
         Vec::new()
     }
 
-    /// Calls `listener` once each time a medium joins [`DataPlane::failed_media`] because I/O on it failed
-    /// (read, write, flush, a slice file gone with its directory, a copy's source), so the service records it
-    /// at once instead of at its next poll. One listener; a second call replaces it.
-    fn on_media_failure(&self, _listener: MediaFailureListener) {}
+    /// Copies lost alone, on media that still read (a slice or snapshot file of theirs missing), as (medium,
+    /// slice), since start, since their file was created or deleted there, or since `set_medium_failed(m,
+    /// false)`; the service polls it and records them as lost.
+    fn failed_copies(&self) -> Vec<(String, SliceKey)> {
+        Vec::new()
+    }
+
+    /// Calls `listener` once each time a medium joins [`DataPlane::failed_media`] or a copy joins
+    /// [`DataPlane::failed_copies`] because I/O on it failed (read, write, flush, a slice file gone, a copy's
+    /// source, a probe), so the service records it at once instead of at its next poll. One listener; a second
+    /// call replaces it.
+    fn on_copy_failure(&self, _listener: CopyFailureListener) {}
 
     /// Checks that a slice's file and the files of its snapshots `snapshots` (ids) are on the medium and readable,
-    /// as I/O would find them. Err names what is not; the medium is then reported failed (see `failed_media`).
+    /// as I/O would find them. Err names what is not; the copy, or the medium, is then reported failed (see
+    /// `failed_copies`, `failed_media`).
     fn probe_slice(
         &self,
         _medium: &str,

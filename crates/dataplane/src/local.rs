@@ -8,7 +8,8 @@ use crate::space::{SnapshotSpace, SpaceAccount};
 use crate::volume::{LocalSlice, LocalVolumeIo, SliceDevice, SliceMedia, VolumeIo, VolumeLayout};
 use crate::SliceSnapshots;
 use crate::{
-    CopyOptions, DataPlane, DataPlaneError, Digest, MediaFailureListener, SliceKey, StoredSlice,
+    CopyFailure, CopyFailureListener, CopyOptions, DataPlane, DataPlaneError, Digest, SliceKey,
+    StoredSlice,
 };
 use std::collections::HashMap;
 use std::collections::{BTreeMap, BTreeSet};
@@ -36,15 +37,19 @@ struct MediaHealth {
     marked: Mutex<BTreeSet<String>>,
     /// Seen failing: a slice's I/O on it errored.
     failing: Mutex<BTreeSet<String>>,
+    /// Copies lost alone: a file of theirs missing from a medium that still
+    /// reads.
+    lost_copies: Mutex<BTreeSet<(String, SliceKey)>>,
     /// Seen with their directory in place (so a missing one is gone, not
     /// merely not created yet).
     present: Mutex<BTreeSet<String>>,
-    /// Told of each medium that joins `failing`.
+    /// Told of each medium that joins `failing` and each copy that joins
+    /// `lost_copies`.
     listener: Listener,
 }
 
 #[derive(Default)]
-struct Listener(Mutex<Option<MediaFailureListener>>);
+struct Listener(Mutex<Option<CopyFailureListener>>);
 
 impl std::fmt::Debug for Listener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -52,7 +57,7 @@ impl std::fmt::Debug for Listener {
     }
 }
 
-fn locked(set: &Mutex<BTreeSet<String>>) -> MutexGuard<'_, BTreeSet<String>> {
+fn locked<T>(set: &Mutex<BTreeSet<T>>) -> MutexGuard<'_, BTreeSet<T>> {
     // The sets stay consistent whatever panicked while holding them.
     set.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -76,6 +81,7 @@ impl LocalMedia {
             .remove(medium);
         locked(&self.health.marked).remove(medium);
         locked(&self.health.failing).remove(medium);
+        self.forget_lost_copies(medium);
         locked(&self.health.present).remove(medium);
         self.space.set_budget(medium, None);
         self.space.forget(medium);
@@ -85,37 +91,62 @@ impl LocalMedia {
         locked(&self.health.marked).contains(medium)
     }
 
-    /// Records that I/O on the medium failed (see [`DataPlane::failed_media`]).
-    pub(crate) fn saw_failure(&self, medium: &str) {
-        let newly = locked(&self.health.failing).insert(medium.to_string());
-        if newly {
-            // Cloned out: the listener runs without the lock held.
-            let listener = self
-                .health
-                .listener
-                .0
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
-            if let Some(listener) = listener {
-                listener(medium);
-            }
+    /// Tells the listener, if any, of a failure. Cloned out: the listener
+    /// runs without the lock held.
+    fn tell(&self, medium: &str, slice: &SliceKey, medium_failed: bool) {
+        let listener = self
+            .health
+            .listener
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(listener) = listener {
+            listener(&CopyFailure {
+                medium: medium.to_string(),
+                slice: slice.clone(),
+                medium_failed,
+            });
         }
     }
 
-    /// Records that I/O on a slice of the medium failed with `e`, unless
-    /// it says nothing about the medium: a slice file gone from a medium
-    /// whose directory is still there was deleted (a forced volume
-    /// deletion). True when the medium is reported.
-    pub(crate) fn saw_io_error(&self, medium: &str, e: &io::Error) -> bool {
-        let deleted = e.raw_os_error() == Some(libc::ENOENT)
-            && self
-                .medium_dir(medium)
-                .is_ok_and(|dir| dir.try_exists().unwrap_or(false));
-        if !deleted {
-            self.saw_failure(medium);
+    /// Whether `e`, met on a copy on the medium, says the medium failed:
+    /// anything but a file missing (ENOENT) from a medium whose directory
+    /// is there and lists, which says only that the file went (a copy
+    /// lost alone, or a volume deleted under its I/O).
+    fn medium_failed_by(&self, medium: &str, e: &io::Error) -> bool {
+        let missing_file = e.raw_os_error() == Some(libc::ENOENT);
+        let medium_reads = self
+            .medium_dir(medium)
+            .is_ok_and(|dir| fs::read_dir(dir).is_ok());
+        !(missing_file && medium_reads)
+    }
+
+    /// Records that I/O on a copy of the medium failed with `e`: the
+    /// medium failed (see [`DataPlane::failed_media`]), or only that copy
+    /// is lost (see [`DataPlane::failed_copies`]); the listener hears of
+    /// each the first time. True when the medium failed.
+    pub(crate) fn saw_io_error(&self, medium: &str, slice: &SliceKey, e: &io::Error) -> bool {
+        let medium_failed = self.medium_failed_by(medium, e);
+        let newly = if medium_failed {
+            locked(&self.health.failing).insert(medium.to_string())
+        } else {
+            locked(&self.health.lost_copies).insert((medium.to_string(), slice.clone()))
+        };
+        if newly {
+            self.tell(medium, slice, medium_failed);
         }
-        !deleted
+        medium_failed
+    }
+
+    /// The copy's file was created or deleted on the medium: whatever was
+    /// lost there before is not any more.
+    fn forget_lost_copy(&self, medium: &str, slice: &SliceKey) {
+        locked(&self.health.lost_copies).remove(&(medium.to_string(), slice.clone()));
+    }
+
+    fn forget_lost_copies(&self, medium: &str) {
+        locked(&self.health.lost_copies).retain(|(m, _)| m != medium);
     }
 
     /// Records that the medium's directory was there.
@@ -321,7 +352,9 @@ impl DataPlane for LocalMedia {
             .open(&path)
             .map_err(io_err(medium, slice, "create"))?;
         extend_and_sync(&file, size).map_err(io_err(medium, slice, "create"))?;
-        fsync_dir(dir).map_err(io_err(medium, slice, "fsync"))
+        fsync_dir(dir).map_err(io_err(medium, slice, "fsync"))?;
+        self.forget_lost_copy(medium, slice);
+        Ok(())
     }
 
     fn grow_slice(&self, medium: &str, slice: &SliceKey, size: u64) -> Result<(), DataPlaneError> {
@@ -335,6 +368,8 @@ impl DataPlane for LocalMedia {
 
     fn delete_slice(&self, medium: &str, slice: &SliceKey) -> Result<(), DataPlaneError> {
         let path = self.slice_path(medium, slice)?;
+        // Going, whatever was lost of it there.
+        self.forget_lost_copy(medium, slice);
         let dir = parent(&path);
         remove_if_exists(&path).map_err(io_err(medium, slice, "delete"))?;
         remove_if_exists(&partial_path(&path)).map_err(io_err(medium, slice, "delete"))?;
@@ -368,7 +403,7 @@ impl DataPlane for LocalMedia {
             CopyError::Source(op, source) => {
                 // The copy a movement reads from failed: as a read would.
                 if crate::volume::is_media_failure(&source) {
-                    self.saw_io_error(from_medium, &source);
+                    self.saw_io_error(from_medium, slice, &source);
                 }
                 io_err(from_medium, slice, op)(source)
             }
@@ -476,10 +511,15 @@ impl DataPlane for LocalMedia {
         } else {
             locked(&self.health.marked).remove(medium);
             locked(&self.health.failing).remove(medium);
+            self.forget_lost_copies(medium);
         }
     }
 
-    fn on_media_failure(&self, listener: MediaFailureListener) {
+    fn failed_copies(&self) -> Vec<(String, SliceKey)> {
+        locked(&self.health.lost_copies).iter().cloned().collect()
+    }
+
+    fn on_copy_failure(&self, listener: CopyFailureListener) {
         *self
             .health
             .listener
@@ -549,10 +589,10 @@ impl SliceMedia for LocalMedia {
             }
             Err(e) => {
                 if let DataPlaneError::Io { source, .. } = &e {
-                    if source.kind() != io::ErrorKind::NotFound
-                        && crate::volume::is_media_failure(source)
-                    {
-                        media.saw_failure(medium);
+                    // A missing file loses this copy alone (when its medium
+                    // still reads), as it would for I/O.
+                    if crate::volume::is_media_failure(source) {
+                        media.saw_io_error(medium, key, source);
                     }
                 }
                 tracing::warn!(error = %e, "slice cannot be opened; it is lost");
@@ -561,8 +601,8 @@ impl SliceMedia for LocalMedia {
         }
     }
 
-    fn saw_io_error(&self, medium: &str, e: &io::Error) {
-        LocalMedia::saw_io_error(self, medium, e);
+    fn saw_io_error(&self, medium: &str, key: &SliceKey, e: &io::Error) {
+        LocalMedia::saw_io_error(self, medium, key, e);
     }
 
     fn slice_path(&self, medium: &str, key: &SliceKey) -> Result<PathBuf, DataPlaneError> {

@@ -23,9 +23,9 @@ fn readable(path: &Path) -> io::Result<()> {
 
 impl LocalMedia {
     /// See [`crate::DataPlane::probe_slice`]. Every file the store says is
-    /// there must be: one that is missing (its directory there or not) or
-    /// unreadable reports the medium failed, since the medium lost data it
-    /// held.
+    /// there must be: one that is missing from a medium that still reads
+    /// reports this copy lost; one unreadable, or missing with its medium's
+    /// directory, reports the medium failed.
     pub(crate) fn probe(
         &self,
         medium: &str,
@@ -49,7 +49,7 @@ impl LocalMedia {
             if let Err(source) = readable(&file) {
                 // Interrupted: nothing learnt; the caller may try again.
                 if source.kind() != io::ErrorKind::Interrupted {
-                    self.saw_failure(medium);
+                    self.saw_io_error(medium, slice, &source);
                 }
                 return Err(DataPlaneError::Io {
                     medium: medium.to_string(),
@@ -83,8 +83,11 @@ mod tests {
         }
     }
 
+    /// What the listener heard: (medium, copy, whether the medium failed).
+    type Heard = Arc<Mutex<Vec<(String, u32, bool)>>>;
+
     /// Media m0, m1 with one mirrored 1 MiB volume, and what the listener heard.
-    fn setup() -> (tempfile::TempDir, LocalMedia, Arc<Mutex<Vec<String>>>) {
+    fn setup() -> (tempfile::TempDir, LocalMedia, Heard) {
         let dir = tempfile::tempdir().expect("temp dir");
         let media = LocalMedia::new(["m0", "m1"].map(|m| (m.to_string(), dir.path().join(m))));
         for m in ["m0", "m1"] {
@@ -99,8 +102,10 @@ mod tests {
         }
         let heard = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&heard);
-        media.on_media_failure(Arc::new(move |m: &str| {
-            sink.lock().expect("lock").push(m.to_string());
+        media.on_copy_failure(Arc::new(move |f: &crate::CopyFailure| {
+            sink.lock()
+                .expect("lock")
+                .push((f.medium.clone(), f.slice.copy, f.medium_failed));
         }));
         (dir, media, heard)
     }
@@ -112,8 +117,9 @@ mod tests {
         std::fs::remove_dir_all(dir.path().join("m0")).expect("pulled");
         assert!(media.probe("m0", &key(), &[]).is_err());
         assert!(media.probe("m0", &key(), &[]).is_err());
-        assert_eq!(*heard.lock().expect("lock"), ["m0"]);
+        assert_eq!(*heard.lock().expect("lock"), [("m0".into(), 0, true)]);
         assert_eq!(media.failed_media(), ["m0"]);
+        assert_eq!(media.failed_copies(), []);
     }
 
     #[test]
@@ -132,7 +138,7 @@ mod tests {
         let mut buf = [0u8; 4096];
         io.read(0, &mut buf).expect("read from copy 1");
         assert_eq!(buf, [7u8; 4096]);
-        assert_eq!(*heard.lock().expect("lock"), ["m0"]);
+        assert_eq!(*heard.lock().expect("lock"), [("m0".into(), 0, true)]);
         assert_eq!(io.lost_slices(), [(0, 0)]);
     }
 
@@ -148,7 +154,7 @@ mod tests {
             &mut |_, _| {},
         );
         assert!(copied.is_err());
-        assert_eq!(*heard.lock().expect("lock"), ["m0"]);
+        assert_eq!(*heard.lock().expect("lock"), [("m0".into(), 0, true)]);
     }
 
     #[test]
@@ -165,6 +171,43 @@ mod tests {
         std::fs::remove_file(dir.path().join("m0/v1/c0-k0.s7.delta")).expect("removed");
         let e = media.probe("m0", &key(), &[7]).expect_err("delta gone");
         assert!(e.to_string().contains("c0-k0.s7.delta"), "{e}");
-        assert_eq!(*heard.lock().expect("lock"), ["m0"]);
+        // The medium still reads: that copy alone is lost, once.
+        assert!(media.probe("m0", &key(), &[7]).is_err());
+        assert_eq!(*heard.lock().expect("lock"), [("m0".into(), 0, false)]);
+        assert_eq!(media.failed_media(), Vec::<String>::new());
+        assert_eq!(media.failed_copies(), [("m0".to_string(), key())]);
+        // Deleted there (a rebuild put it elsewhere), it is lost no more.
+        media.delete_slice("m0", &key()).expect("deleted");
+        assert_eq!(media.failed_copies(), []);
+    }
+
+    #[test]
+    fn a_missing_slice_file_on_a_medium_that_reads_loses_only_that_copy() {
+        let (dir, media, heard) = setup();
+        let other = SliceKey {
+            volume_id: "v2".into(),
+            ..key()
+        };
+        media.create_slice("m0", &other, 1 << 20).expect("slice");
+        std::fs::remove_file(dir.path().join("m0/v1/c0-k0.slice")).expect("removed");
+        assert!(media.probe("m0", &key(), &[]).is_err());
+        media
+            .probe("m0", &other, &[])
+            .expect("the other volume's copy");
+        assert_eq!(*heard.lock().expect("lock"), [("m0".into(), 0, false)]);
+        assert_eq!(media.failed_media(), Vec::<String>::new());
+        assert_eq!(media.failed_copies(), [("m0".to_string(), key())]);
+    }
+
+    #[test]
+    fn an_unreadable_file_fails_the_medium() {
+        let (dir, media, heard) = setup();
+        // A directory where the slice file should be: EISDIR on read.
+        let path = dir.path().join("m0/v1/c0-k0.slice");
+        std::fs::remove_file(&path).expect("removed");
+        std::fs::create_dir(&path).expect("dir in its place");
+        assert!(media.probe("m0", &key(), &[]).is_err());
+        assert_eq!(*heard.lock().expect("lock"), [("m0".into(), 0, true)]);
+        assert_eq!(media.failed_media(), ["m0"]);
     }
 }

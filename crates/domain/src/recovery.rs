@@ -6,7 +6,9 @@ use crate::planner::{Reservation, ResizePlan, SliceMove};
 use std::collections::{BTreeMap, BTreeSet};
 use thiserror::Error;
 
-/// A slice of the volume with where it is and whether its medium failed.
+/// A slice of the volume with where it is and whether it is lost: its
+/// medium failed, or this copy alone was lost on a healthy medium (a file
+/// of it gone). Both are rebuilt the same way.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlacedSlice {
     pub slice: Slice,
@@ -50,7 +52,9 @@ pub fn volume_health(slices: &[PlacedSlice]) -> VolumeHealth {
 }
 
 /// Picks a medium for every lost slice: a healthy one (`media` holds only
-/// those) that holds no slice of the volume, has room, and keeps the
+/// those) that holds no slice of the volume (a copy lost on a healthy
+/// medium still holds its place there until the rebuild switches it, and
+/// one medium never holds two slices of a volume), has room, and keeps the
 /// policy's node and zone resiliency against the column's other copies.
 /// The medium with the most free space wins. The plan is a set of moves
 /// from the lost medium, each booking its slice's size on the target.
@@ -211,6 +215,35 @@ mod tests {
         };
         let plan = plan_recovery(&media, &slices, no_node_rule).expect("plan");
         assert_eq!(plan.moves[0].to_medium, "m4");
+    }
+
+    #[test]
+    fn a_copy_lost_on_a_healthy_medium_is_rebuilt_on_another_one() {
+        // m1 is healthy (listed with the most room) but its copy is lost.
+        let media = [
+            medium("m1", "n1", "z1", 100, 10),
+            medium("m2", "n2", "z2", 20, 10),
+            medium("m3", "n3", "z3", 30, 0),
+        ];
+        let slices = [placed(1, 0, 0, M1, true), placed(2, 1, 0, M2, false)];
+        let plan = plan_recovery(&media, &slices, Resiliency::default()).expect("plan");
+        assert_eq!(
+            plan.moves
+                .iter()
+                .map(|m| (m.from_medium.as_str(), m.to_medium.as_str()))
+                .collect::<Vec<_>>(),
+            [("m1", "m3")]
+        );
+        // The same with nowhere else to go: refused, not put back on m1.
+        let only_m1 = [medium("m1", "n1", "z1", 100, 10)];
+        assert_eq!(
+            plan_recovery(&only_m1, &slices, Resiliency::default()),
+            Err(RecoveryError::NoTarget {
+                copy: 0,
+                column: 0,
+                size: 10
+            })
+        );
     }
 
     #[test]

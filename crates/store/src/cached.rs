@@ -365,6 +365,22 @@ impl<S: Store> VolumeStore for CachedStore<S> {
         self.changed(self.inner.switch_slice(step).await)
     }
 
+    async fn mark_slice_lost(
+        &self,
+        volume_id: &str,
+        copy: u32,
+        column: u32,
+        medium: &str,
+        now_ms: i64,
+    ) -> StoreResult<bool> {
+        // The volume's lost-slice counts change.
+        self.changed(
+            self.inner
+                .mark_slice_lost(volume_id, copy, column, medium, now_ms)
+                .await,
+        )
+    }
+
     async fn record_copy_checkpoint(
         &self,
         step_id: i64,

@@ -176,9 +176,9 @@ pub struct Volume {
     /// Node and zone of the first slice of copy 0.
     pub first_node: Option<String>,
     pub first_zone: Option<String>,
-    /// Slices on failed media.
+    /// Slices lost: on failed media, or marked lost themselves.
     pub lost_slices: u64,
-    /// Columns whose every copy is on failed media (their data is gone).
+    /// Columns whose every copy is lost (their data is gone).
     pub lost_columns: u64,
     /// The running `volume_recovery` job, if that is the volume's job.
     pub recovery_job: Option<i64>,
@@ -196,7 +196,8 @@ pub struct SliceRow {
     pub slice: Slice,
     pub node: String,
     pub zone: String,
-    /// Its medium failed: the slice is lost.
+    /// The slice is lost: its medium failed, or this copy was found lost
+    /// on a healthy medium (see `VolumeStore::mark_slice_lost`).
     pub lost: bool,
 }
 

@@ -203,6 +203,20 @@ pub trait VolumeStore: Send + Sync {
     /// placement switches and the target's reservation shrinks by the old size,
     /// atomically.
     async fn switch_slice(&self, step: &ResizeStep) -> StoreResult<()>;
+    /// Records that copy `copy` of column `column` of the volume, on
+    /// `medium`, is lost while the medium stays healthy (a file of it gone):
+    /// it is listed lost and recovered like a slice on a failed medium. True
+    /// when it was not lost before; false, with nothing changed, when it is
+    /// lost already or that slice is not on that medium (any more: moved,
+    /// rebuilt or its volume deleted). A slice that moves clears it.
+    async fn mark_slice_lost(
+        &self,
+        volume_id: &str,
+        copy: u32,
+        column: u32,
+        medium: &str,
+        now_ms: i64,
+    ) -> StoreResult<bool>;
     /// Records where the step's copy may resume (`None`: from the start).
     /// Only a step still `planned` keeps one: a switched step has no copy
     /// left to resume.

@@ -693,6 +693,8 @@ fn a_deleted_slice_file_is_lost_without_blaming_its_medium() {
     io.flush().expect("flush");
     assert_eq!(io.lost_slices(), vec![(0, 0)]);
     assert_eq!(f.media.failed_media(), Vec::<String>::new());
+    // Reported as that copy alone.
+    assert_eq!(f.media.failed_copies(), vec![("m0".to_string(), key(0, 0))]);
     assert!(read_all(io.as_ref()) == model.bytes);
 }
 

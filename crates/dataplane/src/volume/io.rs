@@ -151,7 +151,7 @@ impl LocalVolumeIo {
             tracing::warn!(slice = %label(&slice.key), medium, error = %e,
                 "slice I/O failed; the slice is lost and I/O goes on with the other copies");
         }
-        self.media.saw_io_error(medium, e);
+        self.media.saw_io_error(medium, &slice.key, e);
     }
 
     /// Fails unless the slice's file is still where it belongs (a medium

@@ -15,8 +15,8 @@ pub(crate) trait SliceMedia: Send + Sync + 'static {
     /// marked failed or the slice cannot be opened.
     fn open_slice(&self, medium: &str, key: &SliceKey) -> Option<Arc<dyn SliceDevice>>;
 
-    /// I/O on a slice of the medium failed with `e`.
-    fn saw_io_error(&self, medium: &str, e: &io::Error);
+    /// I/O on the slice `key` of the medium failed with `e`.
+    fn saw_io_error(&self, medium: &str, key: &SliceKey, e: &io::Error);
 
     /// Where the slice's file is (or goes) on the medium.
     fn slice_path(&self, medium: &str, key: &SliceKey) -> Result<PathBuf, DataPlaneError>;

@@ -39,6 +39,59 @@ pub async fn a_failed_medium_loses_its_slices_and_takes_no_more(store: &dyn Stor
     assert_eq!(failed, [("m1", true), ("m2", false)]);
 }
 
+pub async fn a_lost_copy_is_lost_alone_until_it_moves(store: &dyn Store) {
+    let (user, volume, _) = volume_on_m1(store).await;
+    // Cached before the change: the change must show through the cache.
+    assert_eq!(read_volume(store, user.tenant_id).await.lost_slices, 0);
+    assert!(!store
+        .mark_slice_lost(&volume, 0, 0, "m2", 5)
+        .await
+        .expect("not on m2"));
+    assert!(!store
+        .mark_slice_lost("nope", 0, 0, "m1", 5)
+        .await
+        .expect("no such volume"));
+    assert!(!store
+        .mark_slice_lost(&volume, 1, 0, "m1", 5)
+        .await
+        .expect("no such copy"));
+    assert!(store
+        .mark_slice_lost(&volume, 0, 0, "m1", 5)
+        .await
+        .expect("lost"));
+    assert!(!store
+        .mark_slice_lost(&volume, 0, 0, "m1", 6)
+        .await
+        .expect("again"));
+    let slices = store.volume_slices(&volume).await.expect("slices");
+    assert!(slices.iter().all(|s| s.lost), "{slices:?}");
+    let v = read_volume(store, user.tenant_id).await;
+    assert_eq!((v.lost_slices, v.lost_columns), (1, 1));
+    // The medium itself stays healthy and keeps taking slices.
+    let media = store.media_usage().await.expect("usage");
+    assert!(media.iter().all(|m| !m.failed), "{media:?}");
+
+    // Moved (rebuilt) onto another medium, the copy is a fresh one.
+    let slice_id = first_slice_id(store, &volume).await;
+    let job_id = start_resize(store, &user, &volume, true).await;
+    store
+        .save_resize_plan(job_id, &move_plan(slice_id), None)
+        .await
+        .expect("plan");
+    let steps = store.resize_steps(job_id).await.expect("steps");
+    store.switch_slice(&steps[0]).await.expect("switch");
+    let slices = store.volume_slices(&volume).await.expect("slices");
+    assert_eq!(
+        slices
+            .iter()
+            .map(|s| (s.slice.medium.as_str(), s.lost))
+            .collect::<Vec<_>>(),
+        [("m2", false)]
+    );
+    let v = read_volume(store, user.tenant_id).await;
+    assert_eq!((v.lost_slices, v.lost_columns), (0, 0));
+}
+
 fn credential(node: &str, id: &str) -> NodeCredential {
     NodeCredential {
         node: node.into(),

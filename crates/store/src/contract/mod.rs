@@ -79,6 +79,7 @@ macro_rules! store_contract_tests {
             a_failed_creation_leaves_the_volume_creating,
             snapshots_get_growing_ids_unique_names_and_claim_their_volume,
             a_failed_medium_loses_its_slices_and_takes_no_more,
+            a_lost_copy_is_lost_alone_until_it_moves,
             a_node_has_at_most_one_live_agent_credential,
             a_node_lists_its_attachments_of_every_tenant_with_host_reports,
             a_recorded_resize_sizes_the_volume_while_its_job_goes_on,

@@ -35,10 +35,11 @@ const VOLUME_SELECT: &str = "SELECT v.id, v.tenant_id, v.name, v.type, v.size_gi
     (SELECT m.zone FROM slices s JOIN media m ON m.id = s.medium_id \
         WHERE s.volume_id = v.id ORDER BY s.copy, s.col LIMIT 1) AS first_zone, \
     (SELECT COUNT(*) FROM slices s JOIN media m ON m.id = s.medium_id \
-        WHERE s.volume_id = v.id AND m.state = 'Failed') AS lost_slices, \
+        WHERE s.volume_id = v.id AND (m.state = 'Failed' OR s.lost_ms IS NOT NULL)) \
+        AS lost_slices, \
     (SELECT COUNT(*) FROM (SELECT s.col FROM slices s JOIN media m ON m.id = s.medium_id \
         WHERE s.volume_id = v.id GROUP BY s.col \
-        HAVING SUM(m.state <> 'Failed') = 0)) AS lost_columns, \
+        HAVING SUM(m.state <> 'Failed' AND s.lost_ms IS NULL) = 0)) AS lost_columns, \
     CASE WHEN j.type = 'volume_recovery' THEN j.id END AS recovery_job \
     FROM volumes v JOIN policies p ON p.id = v.policy_id \
     LEFT JOIN jobs j ON j.id = v.job_id";
@@ -90,7 +91,8 @@ fn slice_row(row: &SqliteRow) -> StoreResult<SliceRow> {
         },
         node: row.try_get("node")?,
         zone: row.try_get("zone")?,
-        lost: row.try_get::<String, _>("medium_state")? == "Failed",
+        lost: row.try_get::<String, _>("medium_state")? == "Failed"
+            || row.try_get::<Option<i64>, _>("lost_ms")?.is_some(),
     })
 }
 
@@ -199,7 +201,7 @@ impl VolumeStore for SqliteStore {
 
     async fn volume_slices(&self, volume_id: &str) -> StoreResult<Vec<SliceRow>> {
         let rows = sqlx::query(
-            "SELECT s.id, s.copy, s.col, s.medium_id, s.size_gib, m.node, m.zone, \
+            "SELECT s.id, s.copy, s.col, s.medium_id, s.size_gib, s.lost_ms, m.node, m.zone, \
              m.state AS medium_state \
              FROM slices s JOIN media m ON m.id = s.medium_id \
              WHERE s.volume_id = ? ORDER BY s.copy, s.col",
@@ -380,12 +382,15 @@ impl VolumeStore for SqliteStore {
             .as_deref()
             .ok_or_else(|| StoreError::Corrupt(format!("step {} is not a move", step.id)))?;
         let mut tx = self.begin_write().await?;
-        let moved = sqlx::query("UPDATE slices SET medium_id = ? WHERE id = ? AND medium_id = ?")
-            .bind(target)
-            .bind(step.slice_id)
-            .bind(&step.from_medium)
-            .execute(&mut *tx)
-            .await?;
+        // The copy on the target is a fresh one, verified: not lost.
+        let moved = sqlx::query(
+            "UPDATE slices SET medium_id = ?, lost_ms = NULL WHERE id = ? AND medium_id = ?",
+        )
+        .bind(target)
+        .bind(step.slice_id)
+        .bind(&step.from_medium)
+        .execute(&mut *tx)
+        .await?;
         if moved.rows_affected() != 1 {
             return Err(StoreError::Corrupt(format!(
                 "slice {} is not on medium '{}'",
@@ -412,6 +417,28 @@ impl VolumeStore for SqliteStore {
             .await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn mark_slice_lost(
+        &self,
+        volume_id: &str,
+        copy: u32,
+        column: u32,
+        medium: &str,
+        now_ms: i64,
+    ) -> StoreResult<bool> {
+        let marked = sqlx::query(
+            "UPDATE slices SET lost_ms = ? WHERE volume_id = ? AND copy = ? AND col = ? \
+             AND medium_id = ? AND lost_ms IS NULL",
+        )
+        .bind(now_ms)
+        .bind(volume_id)
+        .bind(i64::from(copy))
+        .bind(i64::from(column))
+        .bind(medium)
+        .execute(&self.writer)
+        .await?;
+        Ok(marked.rows_affected() == 1)
     }
 
     async fn record_copy_checkpoint(
