@@ -128,6 +128,21 @@ fn read_range(path: &Path, offset: u64, len: usize) -> Vec<u8> {
 /// have one column, so a volume offset is the slice offset).
 const RANGES: [(u64, usize); 2] = [(0, 1 << 20), (600 << 20, 1 << 20)];
 
+/// qemu-io commands writing (then flushing) or reading `pattern` over
+/// `RANGES`.
+fn pattern_writes(pattern: impl std::fmt::Display) -> Vec<String> {
+    let mut writes = pattern_ops("write", &pattern);
+    writes.push("flush".into());
+    writes
+}
+
+fn pattern_ops(verb: &str, pattern: &impl std::fmt::Display) -> Vec<String> {
+    RANGES
+        .iter()
+        .map(|(off, len)| format!("{verb} -P {pattern} {off} {len}"))
+        .collect()
+}
+
 #[tokio::test]
 async fn a_pulled_disk_is_always_rebuilt_by_the_next_recovery_read_or_not() {
     let app = start().await;
@@ -137,11 +152,7 @@ async fn a_pulled_disk_is_always_rebuilt_by_the_next_recovery_read_or_not() {
         assert_eq!(job["state"], "Done", "{job}");
         let a = attach(&app, &name, "host-1", false).await;
         let seed = 0x20 + round;
-        let mut writes: Vec<String> = RANGES
-            .iter()
-            .map(|(off, len)| format!("write -P {seed} {off} {len}"))
-            .collect();
-        writes.push("flush".into());
+        let writes = pattern_writes(seed);
         qemu_io(&uri(&a), &writes).expect("pattern written");
 
         let before = copies(&app, &name).await;
@@ -149,10 +160,7 @@ async fn a_pulled_disk_is_always_rebuilt_by_the_next_recovery_read_or_not() {
         std::fs::remove_dir_all(dir_of(&app, &pulled)).expect("disk pulled");
         // Somewhere for the lost copy to go whichever medium was pulled.
         add_medium(&app, &format!("r{round}")).await;
-        let reads: Vec<String> = RANGES
-            .iter()
-            .map(|(off, len)| format!("read -P {seed} {off} {len}"))
-            .collect();
+        let reads = pattern_ops("read", &seed);
         if round % 2 == 1 {
             qemu_io(&uri(&a), &reads).expect("served by the other copy");
         }
@@ -391,11 +399,7 @@ async fn a_slice_file_gone_from_a_medium_that_reads_loses_that_copy_alone() {
     let volumes = three_volumes(&app).await;
     let (name, id, copy, medium, other) = shared_copy(&app, &volumes, true).await;
     let a = attach(&app, &name, "host-1", false).await;
-    let mut writes: Vec<String> = RANGES
-        .iter()
-        .map(|(off, len)| format!("write -P 0x71 {off} {len}"))
-        .collect();
-    writes.push("flush".into());
+    let writes = pattern_writes("0x71");
     qemu_io(&uri(&a), &writes).expect("written");
     let file = dir_of(&app, &medium)
         .join(&id)
@@ -403,10 +407,7 @@ async fn a_slice_file_gone_from_a_medium_that_reads_loses_that_copy_alone() {
     std::fs::remove_file(&file).expect("slice file lost");
     // Reads check that a copy's file is still there at most every 100 ms.
     tokio::time::sleep(Duration::from_millis(150)).await;
-    let reads: Vec<String> = RANGES
-        .iter()
-        .map(|(off, len)| format!("read -P 0x71 {off} {len}"))
-        .collect();
+    let reads = pattern_ops("read", &"0x71");
     qemu_io(&uri(&a), &reads).expect("served by the other copy");
     assert_copy_lost_alone(&app, &volumes, &name, copy, &medium).await;
     // The other volume on that medium still reads there.
@@ -439,11 +440,7 @@ async fn a_snapshot_file_gone_from_a_medium_that_reads_loses_that_copy_alone() {
     let volumes = three_volumes(&app).await;
     let (name, id, copy, medium, _) = shared_copy(&app, &volumes, false).await;
     let a = attach(&app, &name, "host-1", false).await;
-    let mut writes: Vec<String> = RANGES
-        .iter()
-        .map(|(off, len)| format!("write -P 0x73 {off} {len}"))
-        .collect();
-    writes.push("flush".into());
+    let writes = pattern_writes("0x73");
     qemu_io(&uri(&a), &writes).expect("written");
     let (status, body) = app
         .post(

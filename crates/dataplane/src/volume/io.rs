@@ -501,11 +501,7 @@ impl VolumeIo for LocalVolumeIo {
         commit: &mut dyn FnMut() -> Result<(), String>,
     ) -> Result<(), DataPlaneError> {
         let slice = self.slice(copy, column)?;
-        let from_medium = slice
-            .read_state()
-            .map_err(|e| self.err(slice, to_medium, "lock", e))?
-            .medium
-            .clone();
+        let from_medium = self.medium_of(slice, to_medium)?;
         if from_medium == to_medium {
             return Ok(());
         }
@@ -583,11 +579,7 @@ impl VolumeIo for LocalVolumeIo {
         commit: &mut dyn FnMut() -> Result<(), String>,
     ) -> Result<(), DataPlaneError> {
         let holder = self.slice(copy, column)?;
-        let medium = holder
-            .read_state()
-            .map_err(|e| self.err(holder, to_medium, "lock", e))?
-            .medium
-            .clone();
+        let medium = self.medium_of(holder, to_medium)?;
         if holder.usable() && medium == to_medium {
             return Ok(()); // rebuilt already (a repeated call)
         }

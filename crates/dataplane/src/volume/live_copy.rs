@@ -76,6 +76,20 @@ impl LocalVolumeIo {
             })
     }
 
+    /// The medium `slice` is on now (a copy to `to_medium` names that
+    /// target in its error).
+    pub(super) fn medium_of(
+        &self,
+        slice: &SliceIo,
+        to_medium: &str,
+    ) -> Result<String, DataPlaneError> {
+        Ok(slice
+            .read_state()
+            .map_err(|e| self.err(slice, to_medium, "lock", e))?
+            .medium
+            .clone())
+    }
+
     pub(super) fn err(
         &self,
         slice: &SliceIo,
