@@ -1,6 +1,7 @@
 //! The layering rule, checked on the source: domain ← store / dataplane ←
 //! jobs / services ← api ← app. Nothing lower imports anything higher, so no
-//! module cycle can form between the layers.
+//! module cycle can form between the layers. Inside every crate, and inside
+//! every folder module, the modules import each other without cycles.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -310,4 +311,255 @@ fn a_module_order_naming_a_module_that_does_not_exist_fails() {
         &[("fsutil", &[]), ("no_such_module", &[])],
         "crate::",
     );
+}
+
+/// What the module-cycle check sees of one module tree: each module's
+/// source files and the item names it declares.
+struct ModuleTree {
+    /// Module name → its files (test files and test-only fixtures left out).
+    files: std::collections::BTreeMap<String, Vec<PathBuf>>,
+    /// Item name → the modules declaring it (a re-export through the root,
+    /// `crate::Name`, is an import of the module that declares `Name`).
+    declared: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+/// Whether a file is test code (unit test files, test-only fixtures).
+fn is_test_file(path: &Path) -> bool {
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    stem == "tests" || stem.ends_with("_tests") || stem == "testing"
+}
+
+/// The children of folder `dir`: its `.rs` files and folders with a
+/// `mod.rs`, except the folder's own root files.
+fn module_tree(dir: &Path) -> ModuleTree {
+    let mut files = std::collections::BTreeMap::new();
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => panic!("layer check of {}: {e}", dir.display()),
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("")
+            .to_string();
+        if path.is_dir() && path.join("mod.rs").is_file() {
+            if name == "testing" || name == "tests" {
+                continue;
+            }
+            let module: Vec<PathBuf> = rust_files(&path)
+                .into_iter()
+                .filter(|f| !is_test_file(f))
+                .collect();
+            files.insert(name, module);
+        } else if path.extension().is_some_and(|e| e == "rs")
+            && !is_test_file(&path)
+            && !["lib", "main", "mod"].contains(&name.as_str())
+        {
+            files.insert(name, vec![path]);
+        }
+    }
+    let mut declared: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for (module, paths) in &files {
+        for path in paths {
+            let text = fs::read_to_string(path).unwrap_or_default();
+            let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
+            for line in code.lines() {
+                let words: Vec<&str> = line
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .filter(|w| !w.is_empty())
+                    .collect();
+                if words.first() != Some(&"pub") {
+                    continue;
+                }
+                let kinds = ["struct", "enum", "trait", "fn", "const", "type", "static"];
+                if let Some(at) = words.iter().position(|w| kinds.contains(w)) {
+                    if let Some(name) = words.get(at + 1) {
+                        let owners = declared.entry(name.to_string()).or_default();
+                        if !owners.contains(module) {
+                            owners.push(module.clone());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    ModuleTree { files, declared }
+}
+
+/// The import graph between the children of folder `dir` of a crate:
+/// `a → b` when a file of `a` names `b` (or an item only `b` declares)
+/// through `prefix` (`crate::` for a crate's root folder, `super::` for a
+/// folder module's children).
+fn import_graph(
+    dir: &Path,
+    prefix: &str,
+    absolute: &str,
+) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let tree = module_tree(dir);
+    let mut graph = std::collections::BTreeMap::new();
+    for (module, paths) in &tree.files {
+        let edges: &mut std::collections::BTreeSet<String> =
+            graph.entry(module.clone()).or_default();
+        for path in paths {
+            // Only a module's root file (`x.rs`, `x/mod.rs`) reaches its
+            // siblings through `super::`; deeper files' `super::` stays
+            // inside the module.
+            let root_file = path.parent() == Some(dir)
+                || (path.file_name().is_some_and(|n| n == "mod.rs")
+                    && path.parent().and_then(Path::parent) == Some(dir));
+            if prefix == "super::" && !root_file {
+                continue;
+            }
+            let text = fs::read_to_string(path).unwrap_or_default();
+            let mut words = paths_after(&text, prefix);
+            if prefix == "crate::" && root_file {
+                words.extend(paths_after(&text, "super::"));
+            }
+            if prefix == "super::" {
+                // `crate::a::b::sibling` from inside folder module `a::b`.
+                words.extend(paths_after(&text, absolute));
+            }
+            for (_, word) in words {
+                let target = if tree.files.contains_key(&word) {
+                    Some(word.clone())
+                } else {
+                    match tree.declared.get(&word).map(Vec::as_slice) {
+                        Some([only]) => Some(only.clone()),
+                        _ => None,
+                    }
+                };
+                if let Some(target) = target.filter(|t| t != module) {
+                    edges.insert(target);
+                }
+            }
+        }
+    }
+    graph
+}
+
+/// The cycles of a graph: its strongly connected components of more than
+/// one module (Tarjan's algorithm), each sorted.
+fn cycles(
+    graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+) -> Vec<Vec<String>> {
+    struct Walk<'g> {
+        graph: &'g std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+        index: std::collections::BTreeMap<&'g str, (usize, usize)>,
+        stack: Vec<&'g str>,
+        on_stack: std::collections::BTreeSet<&'g str>,
+        found: Vec<Vec<String>>,
+    }
+    fn visit<'g>(w: &mut Walk<'g>, node: &'g str) -> usize {
+        let n = w.index.len();
+        w.index.insert(node, (n, n));
+        w.stack.push(node);
+        w.on_stack.insert(node);
+        let mut low = n;
+        if let Some(next) = w.graph.get(node) {
+            for to in next {
+                let to = to.as_str();
+                if !w.graph.contains_key(to) {
+                    continue;
+                }
+                match w.index.get(to) {
+                    None => low = low.min(visit(w, to)),
+                    Some(&(i, _)) if w.on_stack.contains(to) => low = low.min(i),
+                    Some(_) => {}
+                }
+            }
+        }
+        w.index.insert(node, (n, low));
+        if low == n {
+            let mut component = Vec::new();
+            while let Some(top) = w.stack.pop() {
+                w.on_stack.remove(top);
+                component.push(top.to_string());
+                if top == node {
+                    break;
+                }
+            }
+            if component.len() > 1 {
+                component.sort();
+                w.found.push(component);
+            }
+        }
+        low
+    }
+    let mut walk = Walk {
+        graph,
+        index: Default::default(),
+        stack: Vec::new(),
+        on_stack: Default::default(),
+        found: Vec::new(),
+    };
+    for node in graph.keys() {
+        if !walk.index.contains_key(node.as_str()) {
+            visit(&mut walk, node);
+        }
+    }
+    walk.found
+}
+
+/// Every folder holding Rust modules under `dir` (itself included), with
+/// the prefix its children import each other through.
+fn module_folders(
+    dir: &Path,
+    prefix: &'static str,
+    absolute: &str,
+    out: &mut Vec<(PathBuf, &'static str, String)>,
+) {
+    out.push((dir.to_path_buf(), prefix, absolute.to_string()));
+    if let Ok(entries) = fs::read_dir(dir) {
+        let mut folders: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir() && p.join("mod.rs").is_file())
+            .collect();
+        folders.sort();
+        for folder in folders {
+            let name = folder.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let absolute = format!("{absolute}{name}::");
+            module_folders(&folder, "super::", &absolute, out);
+        }
+    }
+}
+
+#[test]
+fn no_crate_has_an_import_cycle_between_its_modules() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut sources = vec![root.join("src")];
+    let crates = fs::read_dir(root.join("crates")).expect("crates/");
+    let mut crate_dirs: Vec<PathBuf> = crates.flatten().map(|e| e.path().join("src")).collect();
+    crate_dirs.sort();
+    sources.extend(crate_dirs);
+    let mut folders = Vec::new();
+    for src in &sources {
+        module_folders(src, "crate::", "crate::", &mut folders);
+    }
+    let mut found = Vec::new();
+    for (folder, prefix, absolute) in &folders {
+        for cycle in cycles(&import_graph(folder, prefix, absolute)) {
+            found.push(format!("{}: {}", folder.display(), cycle.join(" ⇄ ")));
+        }
+    }
+    assert!(
+        folders.len() > 10,
+        "too few module folders found: {folders:?}"
+    );
+    assert!(found.is_empty(), "import cycles:\n{}", found.join("\n"));
+}
+
+#[test]
+fn a_cycle_between_two_modules_is_found() {
+    let mut graph = std::collections::BTreeMap::new();
+    let set = |names: &[&str]| names.iter().map(|n| n.to_string()).collect();
+    graph.insert("a".to_string(), set(&["b"]));
+    graph.insert("b".to_string(), set(&["c"]));
+    graph.insert("c".to_string(), set(&["a"]));
+    graph.insert("d".to_string(), set(&["a"]));
+    assert_eq!(cycles(&graph), vec![vec!["a", "b", "c"]]);
+    graph.insert("c".to_string(), set(&[]));
+    assert!(cycles(&graph).is_empty());
 }

@@ -13,8 +13,9 @@ mod users;
 pub use crate::logging::report_failure;
 pub use hosts::CsiCommand;
 pub use offline::KeysCommand;
+pub use passwords::NewPasswordArgs;
 pub use passwords::{CURRENT_PASSWORD_ENV, NEW_PASSWORD_ENV};
-pub use users::{NewPasswordArgs, UserCommand};
+pub use users::UserCommand;
 
 use crate::client::{
     AttachmentCommand, Context, CredentialsStore, JobCommand, MediaCommand, NodeCommand,

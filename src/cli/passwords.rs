@@ -2,8 +2,18 @@
 //! it in the process list), but a file, an environment variable, stdin or
 //! a prompt on a terminal.
 
-use super::NewPasswordArgs;
+use clap::Args;
 use std::io::{IsTerminal, Read};
+use std::path::PathBuf;
+
+/// Where a new password comes from (never a flag's value, which other
+/// users could read in the process list).
+#[derive(Debug, Args, Clone)]
+pub struct NewPasswordArgs {
+    /// A file whose first line is the new password.
+    #[arg(long, value_name = "FILE")]
+    pub password_file: Option<PathBuf>,
+}
 
 /// The environment variables the user commands read passwords from.
 pub const NEW_PASSWORD_ENV: &str = "SVS_NEW_PASSWORD";

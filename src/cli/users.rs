@@ -1,12 +1,14 @@
 //! `svs user ...`: `add` works on the data directory (see `offline`); the
 //! others go through the API (`crate::client::users`).
 
-use super::passwords::{new_password, password_from, StdinLines, CURRENT_PASSWORD_ENV};
+use super::passwords::{
+    new_password, password_from, NewPasswordArgs, StdinLines, CURRENT_PASSWORD_ENV,
+};
 use super::ClientArgs;
 use super::CommonArgs;
 use crate::client::users::NewUser;
 use crate::client::{ClientError, Context};
-use clap::{Args, Subcommand};
+use clap::Subcommand;
 use std::path::PathBuf;
 
 #[derive(Debug, Subcommand)]
@@ -121,15 +123,6 @@ pub enum UserCommand {
         #[command(flatten)]
         client: ClientArgs,
     },
-}
-
-/// Where a new password comes from (never a flag's value, which other
-/// users could read in the process list).
-#[derive(Debug, Args, Clone)]
-pub struct NewPasswordArgs {
-    /// A file whose first line is the new password.
-    #[arg(long, value_name = "FILE")]
-    pub password_file: Option<PathBuf>,
 }
 
 impl UserCommand {

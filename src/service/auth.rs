@@ -2,13 +2,16 @@
 
 use super::commands::{Refresh, SignIn, SignOut};
 use super::throttle::{account_key, Locked};
-use super::users::ACCOUNT_DISABLED;
 use super::{Caller, ServiceError, ServiceResult, Services};
 use crate::auth::{
     new_refresh_token, refresh_token_hash, CheckError, TokenSet, TokenSubject, TokenUse,
 };
 use std::net::IpAddr;
 use svs_store::{NewRefreshToken, RefreshRotation, User};
+
+/// The answer to a disabled user's sign-in (after its password checked
+/// out) and to its tokens.
+pub const ACCOUNT_DISABLED: &str = "This account is disabled; ask an administrator to enable it";
 
 pub const BAD_CREDENTIALS: &str = "Incorrect email or password";
 pub const BAD_TOKEN: &str = "The token is invalid or has expired";

@@ -21,9 +21,6 @@ use std::collections::HashMap;
 use std::sync::RwLock;
 use svs_store::{NewUser, Store, User, UserChange};
 
-/// The answer to a disabled user's sign-in (after its password checked
-/// out) and to its tokens.
-pub const ACCOUNT_DISABLED: &str = "This account is disabled; ask an administrator to enable it";
 pub const NOT_YOURSELF_DISABLE: &str =
     "you cannot disable yourself: another administrator has to do it";
 pub const NOT_YOURSELF_DELETE: &str =
