@@ -152,13 +152,23 @@ const DATAPLANE_MODULES: [(&str, &[&str]); 12] = [
     ("usage", &[]),
     ("digest", &["digest_file"]),
     ("space", &[]),
-    ("resume", &["CopyResume", "CopyStats", "CheckpointFn"]),
+    (
+        "resume",
+        &[
+            "CopyResume",
+            "CopyStats",
+            "CheckpointFn",
+            "LatestCheckpoint",
+        ],
+    ),
     ("snapshot", &["SliceSnapshots", "SnapshotInfo", "COW_CHUNK"]),
     ("copy", &[]),
     (
         "volume",
         &[
             "LocalVolumeIo",
+            "SliceCopyKind",
+            "SliceMove",
             "VolumeIo",
             "VolumeLayout",
             "Extent",

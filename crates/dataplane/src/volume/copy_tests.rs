@@ -624,7 +624,7 @@ fn a_column_without_a_healthy_copy_answers_eio_and_cannot_be_rebuilt() {
     drop(model);
     drop(io);
     f.media.set_medium_failed("m0", true);
-    let io = LocalVolumeIo::open(&f.media, &f.layout).expect("open with a failed medium");
+    let io = Arc::new(LocalVolumeIo::open(&f.media, &f.layout).expect("open with a failed medium"));
     assert_eq!(io.lost_slices(), vec![(0, 0)]);
     // Stripe 0 is column 0 (lost), stripe 1 column 1.
     let mut buf = vec![0u8; 4096];
