@@ -181,7 +181,7 @@ const DATAPLANE_MODULES: [(&str, &[&str]); 12] = [
 
 /// The volume front end's submodules, lowest first (`mod.rs`, the root,
 /// holds the `VolumeIo` trait and may use them all).
-const VOLUME_MODULES: [(&str, &[&str]); 9] = [
+const VOLUME_MODULES: [(&str, &[&str]); 10] = [
     ("hooks", &[]),
     ("layout", &[]),
     ("device", &[]),
@@ -191,6 +191,7 @@ const VOLUME_MODULES: [(&str, &[&str]); 9] = [
     ("snapshots", &[]),
     ("snapshot_copy", &[]),
     ("live_copy", &[]),
+    ("slice_move", &[]),
 ];
 
 /// The words of every `<prefix>` path in `text` (comments and test modules

@@ -5,7 +5,6 @@ use super::hooks::{SliceHooks, VolumeHooks};
 use super::layout::{label, push_extent, segments, Extent, Segment, VolumeLayout, STRIPE};
 use super::media::SliceMedia;
 use super::slice::{Live, SliceIo, SliceState, WrittenChunks};
-use super::slice_move::LocalSliceMove;
 use super::{eio, is_media_failure, SliceCopyKind, SliceMove, VolumeIo};
 use crate::extents::punch_hole;
 use crate::{DataPlaneError, SliceKey};
@@ -488,7 +487,7 @@ impl VolumeIo for LocalVolumeIo {
                         }
                     }
                 }
-                if slice.is_lost() {
+                if slice.is_lost() && !slice.copying.load(Ordering::Acquire) {
                     continue;
                 }
                 let state = slice.read_state()?;
@@ -590,13 +589,6 @@ impl VolumeIo for LocalVolumeIo {
         to_medium: &str,
         resume_from: u64,
     ) -> Result<Box<dyn SliceMove>, DataPlaneError> {
-        Ok(Box::new(LocalSliceMove::begin(
-            self,
-            kind,
-            copy,
-            column,
-            to_medium,
-            resume_from,
-        )?))
+        self.begin_copy(kind, copy, column, to_medium, resume_from)
     }
 }

@@ -22,7 +22,9 @@
 //! the copier holds the target's slice exclusively for each chunk it copies,
 //! so a write is either copied by the copier or mirrored, never lost. The
 //! switch to the new slice pauses the volume's writes at the barrier (see
-//! below), so no write is half before and half after it. The
+//! below), so no write is half before and half after it; from then until the caller
+//! commits the placement and finishes (or aborts) the move, the old place
+//! takes every write too (see [`SliceMove`]). The
 //! snapshot files travel too: the older snapshots never change during a copy
 //! and the newest only grows (copy-on-write saves append to its map), so
 //! they are copied while I/O goes on, then the records appended meanwhile

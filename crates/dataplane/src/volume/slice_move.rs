@@ -44,7 +44,7 @@ struct Target {
 }
 
 /// [`SliceMove`] of a [`LocalVolumeIo`].
-pub(super) struct LocalSliceMove {
+struct LocalSliceMove {
     io: Arc<LocalVolumeIo>,
     kind: SliceCopyKind,
     copy: u32,
@@ -60,8 +60,29 @@ pub(super) struct LocalSliceMove {
     claimed: bool,
 }
 
+impl LocalVolumeIo {
+    /// [`VolumeIo::begin_slice_copy`](super::VolumeIo::begin_slice_copy).
+    pub(super) fn begin_copy(
+        self: Arc<Self>,
+        kind: SliceCopyKind,
+        copy: u32,
+        column: u32,
+        to_medium: &str,
+        resume_from: u64,
+    ) -> Result<Box<dyn SliceMove>, DataPlaneError> {
+        Ok(Box::new(LocalSliceMove::begin(
+            self,
+            kind,
+            copy,
+            column,
+            to_medium,
+            resume_from,
+        )?))
+    }
+}
+
 impl LocalSliceMove {
-    pub(super) fn begin(
+    fn begin(
         io: Arc<LocalVolumeIo>,
         kind: SliceCopyKind,
         copy: u32,
