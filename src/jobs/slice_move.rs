@@ -239,7 +239,7 @@ impl StepCopyRun<'_> {
             }
             let latest = LatestCheckpoint::default();
             options.resume =
-                CopyResume::into_latest(copying.starts_at(), self.ctx.checkpoint_bytes, &latest);
+                CopyResume::publishing_to(copying.starts_at(), self.ctx.checkpoint_bytes, &latest);
             let sampler = CopySampler::default();
             let fill = {
                 let sampler = sampler.clone();

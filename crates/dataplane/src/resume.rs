@@ -70,7 +70,7 @@ impl LatestCheckpoint {
 impl CopyResume {
     /// Resumes at `from`, checkpointing every `every_bytes` (and at most
     /// once a second) into `latest` for the caller to record.
-    pub fn into_latest(from: u64, every_bytes: u64, latest: &LatestCheckpoint) -> CopyResume {
+    pub fn publishing_to(from: u64, every_bytes: u64, latest: &LatestCheckpoint) -> CopyResume {
         let latest = latest.clone();
         CopyResume::new(
             from,
