@@ -1059,3 +1059,36 @@ fn a_rebuild_undone_after_its_switch_leaves_the_slice_lost_and_no_target() {
     model.scatter(20);
     assert!(read_all(io.as_ref()) == model.bytes);
 }
+
+#[test]
+fn a_begin_without_its_partial_file_starts_again_and_creates_nothing_before_the_fill() {
+    let f = fixture(2, 1, 8);
+    let io = Arc::new(LocalVolumeIo::open(&f.media, &f.layout).expect("open"));
+    let mut model = Model::new(&io);
+    model.write(0, 4 * MIB as usize);
+    // A checkpoint whose partial file is gone: the copy starts again, and
+    // until the caller has forgotten the checkpoint (then fills) no file
+    // exists that the old checkpoint could be taken to describe.
+    let mut moving = Arc::clone(&io)
+        .begin_slice_copy(SliceCopyKind::Move, 0, 0, "m4", 3 * MIB)
+        .expect("begin");
+    assert_eq!(moving.starts_at(), 0);
+    assert_eq!(files_on(&f.media, "m4"), Vec::<String>::new());
+    drop(moving);
+    assert_eq!(files_on(&f.media, "m4"), Vec::<String>::new());
+
+    moving = Arc::clone(&io)
+        .begin_slice_copy(SliceCopyKind::Move, 0, 0, "m4", 3 * MIB)
+        .expect("begin again");
+    let stats = crate::CopyStats::default();
+    let options = CopyOptions {
+        stats: stats.clone(),
+        ..CopyOptions::default()
+    };
+    moving.fill(&options, &mut |_, _| {}).expect("fill");
+    assert_eq!(stats.resumed_at(), 0);
+    assert_eq!(stats.copied(), 4 * MIB);
+    moving.switch().expect("switch");
+    moving.finish().expect("finish");
+    assert!(slice_bytes(&f, "m4", 0, 0) == model.bytes);
+}
