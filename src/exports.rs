@@ -205,6 +205,11 @@ impl ExportRegistry {
         self.state().open_io(volume_id)
     }
 
+    /// Whether the volume has an export (a job's own I/O does not count).
+    pub fn is_attached(&self, volume_id: &str) -> bool {
+        self.state().volumes.contains_key(volume_id)
+    }
+
     /// Whether the export is open (its volume attached for I/O).
     pub fn is_exported(&self, export_name: &str) -> bool {
         self.state().exports.contains_key(export_name)

@@ -153,13 +153,23 @@ const DATAPLANE_MODULES: [(&str, &[&str]); 12] = [
     ("usage", &[]),
     ("digest", &["digest_file"]),
     ("space", &[]),
-    ("resume", &["CopyResume", "CopyStats", "CheckpointFn"]),
+    (
+        "resume",
+        &[
+            "CopyResume",
+            "CopyStats",
+            "CheckpointFn",
+            "LatestCheckpoint",
+        ],
+    ),
     ("snapshot", &["SliceSnapshots", "SnapshotInfo", "COW_CHUNK"]),
     ("copy", &[]),
     (
         "volume",
         &[
             "LocalVolumeIo",
+            "SliceCopyKind",
+            "SliceMove",
             "VolumeIo",
             "VolumeLayout",
             "Extent",
@@ -172,7 +182,7 @@ const DATAPLANE_MODULES: [(&str, &[&str]); 12] = [
 
 /// The volume front end's submodules, lowest first (`mod.rs`, the root,
 /// holds the `VolumeIo` trait and may use them all).
-const VOLUME_MODULES: [(&str, &[&str]); 9] = [
+const VOLUME_MODULES: [(&str, &[&str]); 10] = [
     ("hooks", &[]),
     ("layout", &[]),
     ("device", &[]),
@@ -182,6 +192,7 @@ const VOLUME_MODULES: [(&str, &[&str]); 9] = [
     ("snapshots", &[]),
     ("snapshot_copy", &[]),
     ("live_copy", &[]),
+    ("slice_move", &[]),
 ];
 
 /// The words of every `<prefix>` path in `text` (comments and test modules

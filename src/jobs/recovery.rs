@@ -6,7 +6,8 @@
 //! volume's files (see `crate::media_health`): a copy whose disk was pulled
 //! a moment ago is rebuilt too.
 
-use super::{slice_move, JobContext, JobError};
+use super::slice_move::{self, StepCopy};
+use super::{JobContext, JobError};
 use crate::media_health::{probe_volume, ProbeError};
 use svs_domain::{plan_recovery, PlacedSlice, RecoveryArgs};
 use svs_store::{Job, StepState};
@@ -77,14 +78,13 @@ pub(super) async fn recover_volume(
             .await?;
         steps = ctx.store.resize_steps(job.id).await?;
     }
-    let io = ctx.volume_io(&volume).await?;
     let count = steps.len();
     for (index, step) in steps.iter().enumerate() {
         ctx.check_stopping()?;
         if step.state == StepState::Done {
             continue;
         }
-        slice_move::rebuild_slice(ctx, job, &volume, &io, step, index, count).await?;
+        slice_move::copy_step(ctx, job, &volume, step, (index, count), StepCopy::Rebuild).await?;
     }
     ctx.done(
         job,

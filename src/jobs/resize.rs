@@ -3,7 +3,7 @@
 
 use super::agents::agent_growers;
 use super::growth::{grow_by_agents, grow_unattached, provisioned};
-use super::slice_move::move_slice;
+use super::slice_move::{copy_step, StepCopy};
 use super::{slice_key, JobContext, JobError};
 use std::collections::BTreeSet;
 use svs_domain::{
@@ -51,7 +51,7 @@ pub(super) async fn resize_volume(
     let move_count = moves.len();
     for (i, step) in moves.iter().enumerate() {
         ctx.check_stopping()?;
-        if let Err(e) = move_slice(ctx, job, &volume, step, i, move_count).await {
+        if let Err(e) = copy_step(ctx, job, &volume, step, (i, move_count), StepCopy::Move).await {
             if !matches!(e, JobError::Stopping) {
                 discard_unswitched_copies(ctx, &volume.id, job.id).await;
             }

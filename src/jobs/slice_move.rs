@@ -1,33 +1,41 @@
-//! Moving one slice of a resize: copy, verify, switch the placement, remove
-//! the source — each recorded, so a restart continues from the last
-//! recorded state.
+//! Moving one slice of a resize, or rebuilding one lost slice of a
+//! recovery: copy, verify, switch the placement, remove the old file —
+//! each recorded, so a restart continues from the last recorded state.
 //!
-//! Two copy paths: a volume nobody has attached is copied file to file and
-//! verified as a whole ([`copy_offline`]); an attached volume is in use, so
-//! it moves through its shared I/O, which keeps writes made during the copy
-//! and switches with the slice's I/O paused ([`copy_live`]). Either way the
-//! copy runs on a blocking thread, stops when the service's shutdown token
-//! fires, and reports progress that [`follow_copy`] writes to the job.
+//! One engine for both, and for attached and unattached volumes alike: the
+//! copy goes through the volume's shared I/O (opened for the job when
+//! nobody attached the volume; an attach meanwhile shares it), in the data
+//! plane's phases (see [`svs_dataplane::SliceMove`]): begin, fill (writes
+//! made meanwhile are kept), switch (I/O now on the target, the old place
+//! still taking every write), then the store commits the new placement
+//! here, and the move finishes — or aborts back to the old place when the
+//! commit failed. Blocking phases run off the async workers; the store is
+//! only called from this async code. The fill stops when the service's
+//! shutdown token fires and reports progress that [`follow_copy`] writes to
+//! the job.
 //!
-//! Checkpoints: the copy fsyncs its target now and then and records how far
-//! it got in the step ([`step_copy_options`]); a copy interrupted by a crash
-//! or a stop resumes there. Writes made to an attached volume below the
-//! checkpoint are mirrored to the target synchronously (in the same request,
-//! before it is acknowledged, and fsynced by every flush and FUA write), so
-//! they are on the target whenever they are durable on the source; writes
-//! made after a restart and before the resumed copy mirrors again are found
-//! in the volume's record of what was written since it was opened (in
-//! memory: nothing writes while the service is down). No dirty set needs
-//! persisting.
+//! Checkpoints: the fill fsyncs its target now and then and publishes how
+//! far it got ([`LatestCheckpoint`]); [`follow_copy`] records it in the
+//! step (late is fine: a resume then starts earlier), and a copy
+//! interrupted by a crash or a stop resumes there. When begin finds no
+//! partial file to resume, the step's checkpoint is forgotten before the
+//! fill writes anything. Writes made below the checkpoint are mirrored to
+//! the target synchronously (in the same request, before it is
+//! acknowledged, and fsynced by every flush and FUA write), so they are on
+//! the target whenever they are durable on the source; writes made after a
+//! restart and before the resumed copy mirrors again are found in the
+//! volume's record of what was written since it was opened (in memory:
+//! nothing writes while the service is down). No dirty set needs persisting.
 
 use super::{slice_key, JobContext, JobError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use svs_dataplane::{
-    CopyOptions, CopyResume, CopyStats, DataPlane, DataPlaneError, Digest, SliceKey, VolumeIo,
+    CopyOptions, CopyResume, CopyStats, DataPlaneError, LatestCheckpoint, SliceCopyKind, SliceKey,
+    SliceMove, VolumeIo,
 };
 use svs_domain::units::human_bytes;
-use svs_store::{CopyCheckpoint, Job, ResizeStep, StepState, Store, Volume};
+use svs_store::{CopyCheckpoint, Job, ResizeStep, StepState, Volume};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
@@ -38,150 +46,109 @@ const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
 /// slices takes the rest.
 const MOVES_PROGRESS: usize = 90;
 
-pub(super) async fn move_slice(
-    ctx: &JobContext,
-    job: &Job,
-    volume: &Volume,
-    step: &ResizeStep,
-    index: usize,
-    count: usize,
-) -> Result<(), JobError> {
-    let target = step.to_medium.clone().unwrap_or_default();
-    let (row, key) = step_slice(ctx, volume, step).await?;
-    let label = format!(
-        "slice c{}-k{} from {} to {target}",
-        row.slice.copy, row.slice.column, step.from_medium
-    );
-
-    if step.state == StepState::Planned {
-        let band = ProgressBand::new(index, count);
-        let status = format!("Moving {label} ({} of {count})", index + 1);
-        ctx.progress(job, band.at(0, 0), &status).await?;
-
-        let sampler = CopySampler::default();
-        let io = ctx.exports.volume_io(&volume.id);
-        let (options, _stop_copy_on_drop) =
-            step_copy_options(ctx, job, step, &label, io.is_some()).await?;
-        let stats = options.stats.clone();
-        let started = Instant::now();
-        let copy = match io {
-            Some(io) => copy_live(
-                io,
-                Arc::clone(&ctx.store),
-                step.clone(),
-                &key,
-                &target,
-                options,
-                sampler.clone(),
-            ),
-            None => copy_offline(
-                Arc::clone(&ctx.media),
-                step.from_medium.clone(),
-                &key,
-                &target,
-                options,
-                sampler.clone(),
-            ),
-        };
-        let copied = match follow_copy(ctx, job, &status, band, &sampler, &stats, copy).await? {
-            Ok(copied) => copied,
-            Err(DataPlaneError::Cancelled) => return Err(JobError::Stopping),
-            Err(e) => return Err(JobError::DataPlane(e).context(format!("Moving {label} failed"))),
-        };
-        info!(slice = %label, secs = started.elapsed().as_secs_f64(), copied = stats.copied(),
-            resumed_at = stats.resumed_at(), "slice copied and verified");
-        ctx.store
-            .add_job_detail(job.id, &copied_detail(&label, &stats))
-            .await?;
-        let detail = match copied {
-            // Verified as a whole; the placement switches now.
-            Copied::Offline(digest) => {
-                ctx.check_stopping()?;
-                ctx.store.switch_slice(step).await?;
-                format!("Moved {label}: copy verified (xxh3-128 {:032x})", digest.0)
-            }
-            // Verified chunk by chunk; already switched with I/O paused.
-            Copied::Live => format!("Moved {label} while in use: copy verified chunk by chunk"),
-        };
-        ctx.store.add_job_detail(job.id, &detail).await?;
-    }
-    if step.state != StepState::Done {
-        let (from, k) = (step.from_medium.clone(), key.clone());
-        ctx.blocking(move |dp| dp.delete_slice(&from, &k)).await?;
-        ctx.store.finish_step(step.id).await?;
-    }
-    Ok(())
+/// What a step's copy does: what differs between a resize's move and a
+/// recovery's rebuild.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum StepCopy {
+    /// Moves a healthy slice to another medium.
+    Move,
+    /// Rebuilds a lost slice on its planned medium from a healthy copy of
+    /// its column; the lost file is removed afterwards if its medium still
+    /// lets us.
+    Rebuild,
 }
 
-/// Rebuilds one lost slice of a volume recovery on its planned medium,
-/// through the volume's shared I/O: writes made meanwhile reach the new
-/// copy, and the placement switches with the slice's I/O paused. The lost
-/// file is removed afterwards if its medium still lets us.
-pub(super) async fn rebuild_slice(
+impl StepCopy {
+    fn kind(self) -> SliceCopyKind {
+        match self {
+            StepCopy::Move => SliceCopyKind::Move,
+            StepCopy::Rebuild => SliceCopyKind::Rebuild,
+        }
+    }
+
+    fn label(self, slice: &svs_domain::Slice, step: &ResizeStep, target: &str) -> String {
+        let (copy, column, from) = (slice.copy, slice.column, &step.from_medium);
+        match self {
+            StepCopy::Move => format!("slice c{copy}-k{column} from {from} to {target}"),
+            StepCopy::Rebuild => format!("slice c{copy}-k{column} on {target} (lost on {from})"),
+        }
+    }
+
+    /// "Moving …" or "Rebuilding …": the status while it runs, and the
+    /// start of the message when it fails.
+    fn doing(self, label: &str) -> String {
+        match self {
+            StepCopy::Move => format!("Moving {label}"),
+            StepCopy::Rebuild => format!("Rebuilding {label}"),
+        }
+    }
+
+    /// The job detail once the copy is committed; `attached`: the volume
+    /// had an export meanwhile.
+    fn done(self, label: &str, attached: bool) -> String {
+        match self {
+            StepCopy::Move if attached => {
+                format!("Moved {label} while in use: copy verified chunk by chunk")
+            }
+            StepCopy::Move => format!("Moved {label}: copy verified chunk by chunk"),
+            StepCopy::Rebuild => {
+                format!("Rebuilt {label} from a healthy copy: verified chunk by chunk")
+            }
+        }
+    }
+}
+
+/// Runs one step's copy (see the module docs), then removes the old file
+/// and marks the step done. A rebuild's old file is lost: its medium may
+/// refuse the removal.
+pub(super) async fn copy_step(
     ctx: &JobContext,
     job: &Job,
     volume: &Volume,
-    io: &Arc<dyn VolumeIo>,
     step: &ResizeStep,
-    index: usize,
-    count: usize,
+    (index, count): (usize, usize),
+    what: StepCopy,
 ) -> Result<(), JobError> {
     let target = step.to_medium.clone().unwrap_or_default();
     let (row, key) = step_slice(ctx, volume, step).await?;
-    let label = format!(
-        "slice c{}-k{} on {target} (lost on {})",
-        row.slice.copy, row.slice.column, step.from_medium
-    );
+    let label = what.label(&row.slice, step, &target);
     if step.state == StepState::Planned {
         let band = ProgressBand::new(index, count);
-        let status = format!("Rebuilding {label} ({} of {count})", index + 1);
+        let status = format!("{} ({} of {count})", what.doing(&label), index + 1);
         ctx.progress(job, band.at(0, 0), &status).await?;
-        let sampler = CopySampler::default();
-        let (options, _stop_copy_on_drop) = step_copy_options(ctx, job, step, &label, true).await?;
-        let stats = options.stats.clone();
-        let copy = {
-            let (io, store, step) = (Arc::clone(io), Arc::clone(&ctx.store), step.clone());
-            let (copy, column, to) = (key.copy, key.column, target.clone());
-            let sampler = sampler.clone();
-            let runtime = tokio::runtime::Handle::current();
-            tokio::task::spawn_blocking(move || {
-                io.rebuild_slice(
-                    copy,
-                    column,
-                    &to,
-                    &options,
-                    &mut |done, total| sampler.report(done, total),
-                    &mut || {
-                        runtime
-                            .block_on(store.switch_slice(&step))
-                            .map_err(|e| e.to_string())
-                    },
-                )
-                .map(|()| Copied::Live)
-            })
+        let started = Instant::now();
+        let attached_at_start = ctx.exports.is_attached(&volume.id);
+        let io = ctx.volume_io(volume).await?;
+        let copy = StepCopyRun {
+            ctx,
+            job,
+            step,
+            what,
+            label: &label,
+            status: &status,
+            band,
         };
-        match follow_copy(ctx, job, &status, band, &sampler, &stats, copy).await? {
-            Ok(_) => {}
-            Err(DataPlaneError::Cancelled) => return Err(JobError::Stopping),
-            Err(e) => {
-                return Err(JobError::DataPlane(e).context(format!("Rebuilding {label} failed")))
-            }
-        }
+        let stats = copy.run(&io, &key, &target).await?;
+        // Said of an attached volume only: a job's own I/O is not use.
+        let attached = attached_at_start || ctx.exports.is_attached(&volume.id);
+        drop(io);
+        info!(slice = %label, secs = started.elapsed().as_secs_f64(), copied = stats.copied(),
+            resumed_at = stats.resumed_at(), "slice copied, verified and switched");
         ctx.store
             .add_job_detail(job.id, &copied_detail(&label, &stats))
             .await?;
         ctx.store
-            .add_job_detail(
-                job.id,
-                &format!("Rebuilt {label} from a healthy copy: verified chunk by chunk"),
-            )
+            .add_job_detail(job.id, &what.done(&label, attached))
             .await?;
     }
     if step.state != StepState::Done {
         let (from, k) = (step.from_medium.clone(), key.clone());
-        // The failed medium may refuse: its file is lost either way.
-        if let Err(e) = ctx.blocking(move |dp| dp.delete_slice(&from, &k)).await {
-            warn!(error = %e, "cannot remove a lost slice's file");
+        let removed = ctx.blocking(move |dp| dp.delete_slice(&from, &k)).await;
+        match removed {
+            Err(e) if what == StepCopy::Rebuild => {
+                warn!(error = %e, "cannot remove a lost slice's file");
+            }
+            r => r?,
         }
         ctx.store.finish_step(step.id).await?;
     }
@@ -222,48 +189,145 @@ fn copy_options(ctx: &JobContext) -> (CopyOptions, tokio_util::sync::DropGuard) 
     )
 }
 
-/// [`copy_options`] for a step's copy, resuming from the step's checkpoint
-/// when the same copy path (`live` or file to file) took it, and recording
-/// new ones in the step. A checkpoint of the other path is forgotten: only
-/// the live path keeps its target up to date with writes.
-async fn step_copy_options(
-    ctx: &JobContext,
-    job: &Job,
-    step: &ResizeStep,
-    label: &str,
-    live: bool,
-) -> Result<(CopyOptions, tokio_util::sync::DropGuard), JobError> {
-    let from = match step.checkpoint {
-        Some(c) if c.live == live => c.offset,
-        Some(_) => {
-            ctx.store.record_copy_checkpoint(step.id, None).await?;
-            0
-        }
-        None => 0,
-    };
-    if from > 0 {
-        let detail = format!(
-            "Resuming the copy of {label} from its checkpoint at byte {from} ({})",
-            human_bytes(from)
-        );
-        ctx.store.add_job_detail(job.id, &detail).await?;
-    }
-    let (mut options, guard) = copy_options(ctx);
-    let (store, step_id) = (Arc::clone(&ctx.store), step.id);
-    let runtime = tokio::runtime::Handle::current();
-    // Called on the copy's blocking thread. The store's own error text is
-    // logged, never put in a job's message.
-    let record = move |offset: u64| {
-        let checkpoint = (offset > 0).then_some(CopyCheckpoint { offset, live });
-        runtime
-            .block_on(store.record_copy_checkpoint(step_id, checkpoint))
-            .map_err(|e| {
-                warn!(step = step_id, offset, error = %e, "cannot record a copy checkpoint");
-                "the store did not record it".to_string()
+/// Runs `f` off the async workers.
+async fn off_workers<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, JobError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| JobError::Failed(format!("data plane task failed: {e}")))
+}
+
+/// One step's copy through the data plane's phases.
+struct StepCopyRun<'a> {
+    ctx: &'a JobContext,
+    job: &'a Job,
+    step: &'a ResizeStep,
+    what: StepCopy,
+    label: &'a str,
+    status: &'a str,
+    band: ProgressBand,
+}
+
+impl StepCopyRun<'_> {
+    /// Begin, fill, switch, commit in the store, finish; on failure the
+    /// data plane goes back to the place the store still names.
+    async fn run(
+        &self,
+        io: &Arc<dyn VolumeIo>,
+        key: &SliceKey,
+        target: &str,
+    ) -> Result<CopyStats, JobError> {
+        let from = self.resume_point().await?;
+        let mut copying = {
+            let (io, kind, to) = (Arc::clone(io), self.what.kind(), target.to_string());
+            let (copy, column) = (key.copy, key.column);
+            off_workers(move || io.begin_slice_copy(kind, copy, column, &to, from))
+                .await?
+                .map_err(|e| self.failed(e))?
+        };
+        let (mut options, _stop_copy_on_drop) = copy_options(self.ctx);
+        let stats = options.stats.clone();
+        if !copying.in_place() {
+            if copying.starts_at() == 0 && from > 0 {
+                // Nothing to resume: the checkpoint goes before the fill
+                // writes anything, so none points into the new file.
+                self.ctx
+                    .store
+                    .record_copy_checkpoint(self.step.id, None)
+                    .await?;
+            }
+            let latest = LatestCheckpoint::default();
+            options.resume =
+                CopyResume::publishing_to(copying.starts_at(), self.ctx.checkpoint_bytes, &latest);
+            let sampler = CopySampler::default();
+            let fill = {
+                let sampler = sampler.clone();
+                tokio::task::spawn_blocking(move || {
+                    let filled =
+                        copying.fill(&options, &mut |done, total| sampler.report(done, total));
+                    (copying, filled)
+                })
+            };
+            let follow = CopyFollow {
+                status: self.status,
+                band: self.band,
+                sampler: &sampler,
+                stats: &stats,
+                checkpoints: (self.step.id, &latest),
+            };
+            let (back, filled) = follow_copy(self.ctx, self.job, &follow, fill).await?;
+            copying = back;
+            if let Err(e) = filled {
+                abort(copying).await;
+                return Err(self.failed(e));
+            }
+            let (back, switched) = off_workers(move || {
+                let switched = copying.switch();
+                (copying, switched)
             })
-    };
-    options.resume = CopyResume::new(from, ctx.checkpoint_bytes, Arc::new(record));
-    Ok((options, guard))
+            .await?;
+            copying = back;
+            if let Err(e) = switched {
+                abort(copying).await;
+                return Err(self.failed(e));
+            }
+        }
+        // Every write since the switch is on both places: the store may
+        // name either. Dropped here (the service stopping), the data plane
+        // keeps both until the step runs again.
+        if let Err(e) = self.ctx.store.switch_slice(self.step).await {
+            abort(copying).await;
+            return Err(e.into());
+        }
+        off_workers(move || copying.finish())
+            .await?
+            .map_err(|e| self.failed(e))?;
+        Ok(stats)
+    }
+
+    fn failed(&self, e: DataPlaneError) -> JobError {
+        match e {
+            DataPlaneError::Cancelled => JobError::Stopping,
+            e => JobError::DataPlane(e).context(format!("{} failed", self.what.doing(self.label))),
+        }
+    }
+
+    /// Where the copy may resume: the step's checkpoint. One an older
+    /// version took copying file to file (not `live`) is forgotten: that
+    /// copy did not keep its target up to date with writes.
+    async fn resume_point(&self) -> Result<u64, JobError> {
+        let from = match self.step.checkpoint {
+            Some(c) if c.live => c.offset,
+            Some(_) => {
+                self.ctx
+                    .store
+                    .record_copy_checkpoint(self.step.id, None)
+                    .await?;
+                0
+            }
+            None => 0,
+        };
+        if from > 0 {
+            let detail = format!(
+                "Resuming the copy of {} from its checkpoint at byte {from} ({})",
+                self.label,
+                human_bytes(from)
+            );
+            self.ctx.store.add_job_detail(self.job.id, &detail).await?;
+        }
+        Ok(from)
+    }
+}
+
+/// Takes a copy back to the place the store names; a failure is logged
+/// (the job fails with the error that led here).
+async fn abort(copying: Box<dyn SliceMove>) {
+    match off_workers(move || copying.abort()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => warn!(error = %e, "cannot undo a slice copy"),
+        Err(e) => warn!(error = %e, "cannot undo a slice copy"),
+    }
 }
 
 /// What a finished copy did, for the job's details: the bytes this run
@@ -289,91 +353,43 @@ fn copied_detail(label: &str, stats: &CopyStats) -> String {
     detail
 }
 
-/// How a copy ended well.
-enum Copied {
-    /// File to file; the target is complete but the placement not switched.
-    Offline(Digest),
-    /// Through the volume's I/O; the placement is already switched.
-    Live,
-}
-
-type CopyTask = JoinHandle<Result<Copied, DataPlaneError>>;
-
-/// Copies an unattached slice file to the target medium.
-fn copy_offline(
-    media: Arc<dyn DataPlane>,
-    from: String,
-    key: &SliceKey,
-    to: &str,
-    options: CopyOptions,
-    sampler: CopySampler,
-) -> CopyTask {
-    let (key, to) = (key.clone(), to.to_string());
-    tokio::task::spawn_blocking(move || {
-        media
-            .copy_slice(&from, &to, &key, &options, &mut |done, total| {
-                sampler.report(done, total)
-            })
-            .map(Copied::Offline)
-    })
-}
-
-/// Moves a slice of an attached volume through its shared I/O; the
-/// placement switches (in the store) while the slice's I/O is paused.
-fn copy_live(
-    io: Arc<dyn VolumeIo>,
-    store: Arc<dyn Store>,
-    step: ResizeStep,
-    key: &SliceKey,
-    to: &str,
-    options: CopyOptions,
-    sampler: CopySampler,
-) -> CopyTask {
-    let (copy, column, to) = (key.copy, key.column, to.to_string());
-    let runtime = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || {
-        io.move_slice(
-            copy,
-            column,
-            &to,
-            &options,
-            &mut |done, total| sampler.report(done, total),
-            &mut || {
-                runtime
-                    .block_on(store.switch_slice(&step))
-                    .map_err(|e| e.to_string())
-            },
-        )
-        .map(|()| Copied::Live)
-    })
+/// What [`follow_copy`] shows and records of a running fill.
+struct CopyFollow<'a> {
+    status: &'a str,
+    band: ProgressBand,
+    sampler: &'a CopySampler,
+    stats: &'a CopyStats,
+    /// The step whose checkpoint is recorded, and where the fill publishes it.
+    checkpoints: (i64, &'a LatestCheckpoint),
 }
 
 /// Waits for the copy to end, writing its progress to the job as it goes:
 /// the percentage, and in the status the bytes copied, the rate and the
-/// time left. Progress is best effort: a failed write is logged and the wait
-/// goes on, because returning early would leave the copy thread running
-/// behind the job's back.
-async fn follow_copy(
+/// time left; and recording in the step each new checkpoint the fill made
+/// durable (the last one too, once the fill ended). Both are best effort:
+/// a failed write is logged and the wait goes on, because returning early
+/// would leave the copy thread running behind the job's back.
+async fn follow_copy<T>(
     ctx: &JobContext,
     job: &Job,
-    status: &str,
-    band: ProgressBand,
-    sampler: &CopySampler,
-    stats: &CopyStats,
-    copy: CopyTask,
-) -> Result<Result<Copied, DataPlaneError>, JobError> {
+    follow: &CopyFollow<'_>,
+    copy: JoinHandle<T>,
+) -> Result<T, JobError> {
     tokio::pin!(copy);
     let started = Instant::now();
     let mut last: Option<(u8, Instant)> = None;
+    let mut recorded = 0;
     let mut tick = tokio::time::interval(PROGRESS_INTERVAL);
     loop {
         tokio::select! {
             finished = &mut copy => {
+                record_checkpoint(ctx, follow.checkpoints, &mut recorded).await;
                 return finished.map_err(|e| JobError::Failed(format!("copy task failed: {e}")));
             }
             _ = tick.tick() => {
-                let (done, total) = sampler.get();
-                let progress = band.at(done, total);
+                record_checkpoint(ctx, follow.checkpoints, &mut recorded).await;
+                let (done, total) = follow.sampler.get();
+                let progress = follow.band.at(done, total);
                 // A new percentage at once; the byte counts at most once a
                 // second in between, which keeps writes few on long moves.
                 let due = match last {
@@ -382,6 +398,7 @@ async fn follow_copy(
                 };
                 if due {
                     last = Some((progress, Instant::now()));
+                    let stats = follow.stats;
                     let seen = CopySeen {
                         done,
                         total,
@@ -389,13 +406,36 @@ async fn follow_copy(
                         resumed_at: stats.resumed_at(),
                         catch_up: stats.catch_up(),
                     };
-                    let text = copy_status(status, &seen, started.elapsed());
+                    let text = copy_status(follow.status, &seen, started.elapsed());
                     if let Err(e) = ctx.progress(job, progress, &text).await {
                         warn!(error = %e, "cannot record copy progress; the copy goes on");
                     }
                 }
             }
         }
+    }
+}
+
+/// Records the fill's latest checkpoint in the step if it moved on since
+/// `recorded`. The store's own error text is logged, never put in a job's
+/// message; a checkpoint not recorded only makes a resume start earlier.
+async fn record_checkpoint(
+    ctx: &JobContext,
+    (step_id, latest): (i64, &LatestCheckpoint),
+    recorded: &mut u64,
+) {
+    let offset = latest.get();
+    if offset <= *recorded {
+        return;
+    }
+    let checkpoint = CopyCheckpoint { offset, live: true };
+    match ctx
+        .store
+        .record_copy_checkpoint(step_id, Some(checkpoint))
+        .await
+    {
+        Ok(()) => *recorded = offset,
+        Err(e) => warn!(step = step_id, offset, error = %e, "cannot record a copy checkpoint"),
     }
 }
 

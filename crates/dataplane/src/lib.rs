@@ -8,7 +8,7 @@
 //! ([`DataPlane::failed_media`]), loses its slices; a copy whose file alone
 //! is missing from a medium that still reads is lost by itself
 //! ([`DataPlane::failed_copies`]). Volumes keep serving from their other
-//! copies and [`VolumeIo::rebuild_slice`] brings a copy back.
+//! copies, and a rebuild ([`VolumeIo::begin_slice_copy`]) brings a copy back.
 //!
 //! Every call is blocking (file I/O, fsync); async callers run them in
 //! `spawn_blocking`. All calls are idempotent so a job resumed after a crash
@@ -29,12 +29,12 @@ mod volume;
 
 pub use digest::digest_file;
 pub use local::LocalMedia;
-pub use resume::{CheckpointFn, CopyResume, CopyStats};
+pub use resume::{CheckpointFn, CopyResume, CopyStats, LatestCheckpoint};
 pub use snapshot::{SliceSnapshots, SnapshotInfo, COW_CHUNK};
 /// The one stop signal of a copy: the service's shutdown token (or a child
 /// of it) reaches every copy as it is.
 pub use tokio_util::sync::CancellationToken;
-pub use volume::{Extent, LocalVolumeIo, VolumeIo, VolumeLayout, STRIPE};
+pub use volume::{Extent, LocalVolumeIo, SliceCopyKind, SliceMove, VolumeIo, VolumeLayout, STRIPE};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -49,7 +49,39 @@ impl fmt::Debug for CopyResume {
     }
 }
 
+/// The latest durable checkpoint of a running copy, shared between the
+/// copy's thread (which sets it once the target is synced below it) and
+/// the caller (which records it in its own time: a checkpoint recorded late
+/// only makes a resume start earlier).
+#[derive(Debug, Clone, Default)]
+pub struct LatestCheckpoint(Arc<AtomicU64>);
+
+impl LatestCheckpoint {
+    /// The latest checkpoint (0: none yet).
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+
+    fn set(&self, offset: u64) {
+        self.0.fetch_max(offset, Ordering::AcqRel);
+    }
+}
+
 impl CopyResume {
+    /// Resumes at `from`, checkpointing every `every_bytes` (and at most
+    /// once a second) into `latest` for the caller to record.
+    pub fn publishing_to(from: u64, every_bytes: u64, latest: &LatestCheckpoint) -> CopyResume {
+        let latest = latest.clone();
+        CopyResume::new(
+            from,
+            every_bytes,
+            Arc::new(move |offset| {
+                latest.set(offset);
+                Ok(())
+            }),
+        )
+    }
+
     /// Checkpoints every `every_bytes` (and at most once a second).
     pub fn new(from: u64, every_bytes: u64, record: Arc<CheckpointFn>) -> CopyResume {
         CopyResume {

@@ -322,8 +322,9 @@ pub struct ResizeStep {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CopyCheckpoint {
     pub offset: u64,
-    /// Copied through the volume's shared I/O (an attached volume), which
-    /// mirrors writes to the target; file-to-file copies are not live.
+    /// Copied through the volume's shared I/O, which mirrors writes to
+    /// the target: every copy now. Rows of older versions' file-to-file
+    /// copies say `false`, and such a checkpoint is not resumed.
     pub live: bool,
 }
 

@@ -624,7 +624,7 @@ fn a_column_without_a_healthy_copy_answers_eio_and_cannot_be_rebuilt() {
     drop(model);
     drop(io);
     f.media.set_medium_failed("m0", true);
-    let io = LocalVolumeIo::open(&f.media, &f.layout).expect("open with a failed medium");
+    let io = Arc::new(LocalVolumeIo::open(&f.media, &f.layout).expect("open with a failed medium"));
     assert_eq!(io.lost_slices(), vec![(0, 0)]);
     // Stripe 0 is column 0 (lost), stripe 1 column 1.
     let mut buf = vec![0u8; 4096];
@@ -927,4 +927,168 @@ fn a_copy_whose_target_or_source_fails_midway_leaves_no_target() {
     let io = Arc::new(LocalVolumeIo::open(&f.media, &f.layout).expect("reopen"));
     assert!(read_all(io.as_ref()) == model.bytes);
     assert_snapshots(&io, &expected);
+}
+
+/// Begins a live copy of slice (copy, column) to `to` and takes it through
+/// fill and switch.
+fn switched(
+    io: &Arc<LocalVolumeIo>,
+    kind: SliceCopyKind,
+    (copy, column): (u32, u32),
+    to: &str,
+) -> Box<dyn SliceMove> {
+    let mut moving = Arc::clone(io)
+        .begin_slice_copy(kind, copy, column, to, 0)
+        .expect("begin");
+    assert!(!moving.in_place());
+    assert_eq!(moving.starts_at(), 0);
+    moving
+        .fill(&CopyOptions::default(), &mut |_, _| {})
+        .expect("fill");
+    moving.switch().expect("switch");
+    moving
+}
+
+fn slice_bytes(f: &Fixture, medium: &str, copy: u32, column: u32) -> Vec<u8> {
+    std::fs::read(
+        f.media
+            .slice_path(medium, &key(copy, column))
+            .expect("path"),
+    )
+    .expect("read")
+}
+
+#[test]
+fn an_abort_after_the_switch_goes_back_to_the_old_place_with_every_write_made_meanwhile() {
+    let f = fixture(1, 1, 8);
+    let io = Arc::new(LocalVolumeIo::open(&f.media, &f.layout).expect("open"));
+    let mut model = Model::new(&io);
+    let expected = three_snapshots(&mut model);
+    let moving = switched(&io, SliceCopyKind::Move, (0, 0), "m4");
+    // Between the switch and the store's commit: reads come from the
+    // target, writes and discards reach both places (the old one through
+    // its snapshots), and snapshot operations wait.
+    model.scatter(60);
+    io.flush().expect("flush");
+    assert!(read_all(io.as_ref()) == model.bytes);
+    assert!(slice_bytes(&f, "m4", 0, 0) == model.bytes);
+    let busy = io.snapshot(4).expect_err("refused during the move");
+    assert_eq!(busy.kind(), std::io::ErrorKind::ResourceBusy);
+
+    // The commit failed: back to the old place, which has every write.
+    moving.abort().expect("abort");
+    assert_eq!(files_on(&f.media, "m4"), Vec::<String>::new());
+    assert!(slice_bytes(&f, "m0", 0, 0) == model.bytes);
+    assert!(read_all(io.as_ref()) == model.bytes);
+    assert_snapshots(&io, &expected);
+    model.scatter(20);
+    io.flush().expect("flush");
+    assert!(
+        slice_bytes(&f, "m0", 0, 0) == model.bytes,
+        "I/O is on m0 again"
+    );
+    io.snapshot(4).expect("snapshots again after the abort");
+
+    // And the move can be made again.
+    io.move_slice(
+        0,
+        0,
+        "m4",
+        &CopyOptions::default(),
+        &mut |_, _| {},
+        &mut || Ok(()),
+    )
+    .expect("move again");
+    model.scatter(20);
+    assert!(read_all(io.as_ref()) == model.bytes);
+    assert_snapshots(&io, &expected);
+}
+
+#[test]
+fn a_move_dropped_between_switch_and_finish_keeps_every_write_on_both_places() {
+    let f = fixture(2, 1, 8);
+    let io = Arc::new(LocalVolumeIo::open(&f.media, &f.layout).expect("open"));
+    let mut model = Model::new(&io);
+    model.write(0, 6 * MIB as usize);
+    let moving = switched(&io, SliceCopyKind::Move, (0, 0), "m4");
+    model.scatter(30);
+    // As if the process died before the store answered: neither finish
+    // nor abort. I/O goes on, and the old place still takes every write.
+    drop(moving);
+    model.scatter(30);
+    io.flush().expect("flush");
+    assert!(slice_bytes(&f, "m0", 0, 0) == model.bytes);
+    assert!(slice_bytes(&f, "m4", 0, 0) == model.bytes);
+    // After a crash the store names either place: both read the same.
+    for medium in ["m0", "m4"] {
+        let mut layout = f.layout.clone();
+        layout.media[0][0] = medium.to_string();
+        layout.media[1][0] = "m5".to_string(); // only copy 0 answers
+        let reopened = LocalVolumeIo::open(&f.media, &layout).expect("reopen");
+        assert!(read_all(&reopened) == model.bytes, "{medium} differs");
+    }
+    // The step runs again: the slice is on m4, so the move is in place;
+    // committed, it finishes and the old place is let go.
+    let again = Arc::clone(&io)
+        .begin_slice_copy(SliceCopyKind::Move, 0, 0, "m4", 0)
+        .expect("begin again");
+    assert!(again.in_place());
+    again.finish().expect("finish");
+    let old = slice_bytes(&f, "m0", 0, 0);
+    model.scatter(20);
+    io.flush().expect("flush");
+    assert!(slice_bytes(&f, "m0", 0, 0) == old, "m0 no longer written");
+    assert!(slice_bytes(&f, "m4", 0, 0) == model.bytes);
+    io.snapshot(1).expect("snapshots again once finished");
+}
+
+#[test]
+fn a_rebuild_undone_after_its_switch_leaves_the_slice_lost_and_no_target() {
+    let f = fixture(2, 1, 4);
+    let io = Arc::new(LocalVolumeIo::open(&f.media, &f.layout).expect("open"));
+    let mut model = Model::new(&io);
+    model.write(0, 4 * MIB as usize);
+    io.fail_medium("m0");
+    assert_eq!(io.lost_slices(), vec![(0, 0)]);
+    let rebuilding = switched(&io, SliceCopyKind::Rebuild, (0, 0), "m4");
+    assert_eq!(io.lost_slices(), Vec::<(u32, u32)>::new());
+    model.scatter(20);
+    rebuilding.abort().expect("abort");
+    assert_eq!(io.lost_slices(), vec![(0, 0)]);
+    assert_eq!(files_on(&f.media, "m4"), Vec::<String>::new());
+    model.scatter(20);
+    assert!(read_all(io.as_ref()) == model.bytes);
+}
+
+#[test]
+fn a_begin_without_its_partial_file_starts_again_and_creates_nothing_before_the_fill() {
+    let f = fixture(2, 1, 8);
+    let io = Arc::new(LocalVolumeIo::open(&f.media, &f.layout).expect("open"));
+    let mut model = Model::new(&io);
+    model.write(0, 4 * MIB as usize);
+    // A checkpoint whose partial file is gone: the copy starts again, and
+    // until the caller has forgotten the checkpoint (then fills) no file
+    // exists that the old checkpoint could be taken to describe.
+    let mut moving = Arc::clone(&io)
+        .begin_slice_copy(SliceCopyKind::Move, 0, 0, "m4", 3 * MIB)
+        .expect("begin");
+    assert_eq!(moving.starts_at(), 0);
+    assert_eq!(files_on(&f.media, "m4"), Vec::<String>::new());
+    drop(moving);
+    assert_eq!(files_on(&f.media, "m4"), Vec::<String>::new());
+
+    moving = Arc::clone(&io)
+        .begin_slice_copy(SliceCopyKind::Move, 0, 0, "m4", 3 * MIB)
+        .expect("begin again");
+    let stats = crate::CopyStats::default();
+    let options = CopyOptions {
+        stats: stats.clone(),
+        ..CopyOptions::default()
+    };
+    moving.fill(&options, &mut |_, _| {}).expect("fill");
+    assert_eq!(stats.resumed_at(), 0);
+    assert_eq!(stats.copied(), 4 * MIB);
+    moving.switch().expect("switch");
+    moving.finish().expect("finish");
+    assert!(slice_bytes(&f, "m4", 0, 0) == model.bytes);
 }

@@ -5,12 +5,12 @@ use super::hooks::{SliceHooks, VolumeHooks};
 use super::layout::{label, push_extent, segments, Extent, Segment, VolumeLayout, STRIPE};
 use super::media::SliceMedia;
 use super::slice::{Live, SliceIo, SliceState, WrittenChunks};
-use super::{eio, is_media_failure, VolumeIo};
+use super::{eio, is_media_failure, SliceCopyKind, SliceMove, VolumeIo};
 use crate::extents::punch_hole;
-use crate::{CopyOptions, DataPlaneError, SliceKey};
+use crate::{DataPlaneError, SliceKey};
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
 use std::time::Instant;
 
@@ -30,10 +30,14 @@ pub struct LocalVolumeIo {
     pub(super) written: Vec<WrittenChunks>,
     /// Held shared by every request, exclusively by snapshot and rollback.
     pub(super) barrier: RwLock<()>,
-    /// Held shared by every live move and rebuild; snapshot creation,
-    /// deletion and rollback need it exclusively (and are refused while a
-    /// copy holds it: they would change the files being copied).
+    /// Taken shared to begin a live move or rebuild; snapshot creation,
+    /// deletion and rollback take it exclusively and are refused while
+    /// `active_copies` is not zero (they would change the files being
+    /// copied, or miss a place a switch may go back to).
     pub(super) copies: RwLock<()>,
+    /// Live copies begun and not ended, plus switched slices whose old
+    /// place is kept until their move finishes or is undone.
+    pub(super) active_copies: AtomicUsize,
     /// Clock of the reads' link checks.
     pub(super) opened: Instant,
     /// Fault hooks of test builds (empty otherwise).
@@ -79,6 +83,7 @@ impl LocalVolumeIo {
                         medium: medium.clone(),
                         live,
                         mirror: None,
+                        retiring: None,
                     }),
                     dirty: AtomicBool::new(false),
                     syncing: Mutex::new(()),
@@ -99,6 +104,7 @@ impl LocalVolumeIo {
                 .collect(),
             barrier: RwLock::new(()),
             copies: RwLock::new(()),
+            active_copies: AtomicUsize::new(0),
             opened: Instant::now(),
             hooks: VolumeHooks::default(),
         })
@@ -119,8 +125,8 @@ impl LocalVolumeIo {
     /// Excludes live copies for a snapshot operation, or refuses it.
     pub(super) fn no_copies(&self) -> io::Result<RwLockWriteGuard<'_, ()>> {
         match self.copies.try_write() {
-            Ok(guard) => Ok(guard),
-            Err(TryLockError::WouldBlock) => Err(io::Error::new(
+            Ok(guard) if self.active_copies.load(Ordering::Acquire) == 0 => Ok(guard),
+            Ok(_) | Err(TryLockError::WouldBlock) => Err(io::Error::new(
                 io::ErrorKind::ResourceBusy,
                 format!(
                     "a slice of volume {} is being moved or rebuilt; try again when it is done",
@@ -298,10 +304,16 @@ impl LocalVolumeIo {
             // Every copy saves what its snapshots need before any copy is
             // written: a save that fails (ENOSPC) leaves all copies as they were.
             for slice in column {
-                if slice.is_lost() {
+                if slice.is_lost() && !slice.copying.load(Ordering::Acquire) {
                     continue;
                 }
                 let state = slice.read_state()?;
+                // A switched move's old place too: it must take every
+                // acknowledged write (see `Retiring`), so its failure fails
+                // the request rather than losing the slice.
+                if let Some((_, old)) = state.mirrored_retiring() {
+                    old.prepare_write(seg.slice_offset, seg_len)?;
+                }
                 let Some(live) = slice.healthy(&state) else {
                     continue;
                 };
@@ -347,9 +359,27 @@ impl LocalVolumeIo {
             }
             self.hooks.between_copies_and_mirrors();
             // Targets of live moves and rebuilds, after every copy they are
-            // filled from was written (see `fill_and_switch`).
+            // filled from was written (see `LocalVolumeIo::fill`); and the
+            // old places of switched moves.
             for slice in column {
                 let state = slice.read_state()?;
+                if let Some((retiring, old)) = state.mirrored_retiring() {
+                    match change {
+                        Change::Write(data) => old.write_at(
+                            &data[seg.buf_offset..seg.buf_offset + seg.len],
+                            seg.slice_offset,
+                        ),
+                        Change::Discard => old.discard(seg.slice_offset, seg_len),
+                    }
+                    .and_then(|()| if fua { old.sync() } else { Ok(()) })
+                    .inspect_err(|e| {
+                        tracing::warn!(slice = %label(&slice.key), medium = %retiring.medium, error = %e,
+                            "write to a moved slice's old place failed; the write fails");
+                    })?;
+                    if !fua {
+                        retiring.dirty.store(true, Ordering::Release);
+                    }
+                }
                 let Some(m) = &state.mirror else { continue };
                 if seg.slice_offset >= m.copied_upto {
                     continue;
@@ -457,10 +487,20 @@ impl VolumeIo for LocalVolumeIo {
                         }
                     }
                 }
-                if slice.is_lost() {
+                if slice.is_lost() && !slice.copying.load(Ordering::Acquire) {
                     continue;
                 }
                 let state = slice.read_state()?;
+                if let Some((retiring, old)) = state.mirrored_retiring() {
+                    // The old place of a switched move holds every
+                    // acknowledged write until the move finishes.
+                    let _syncing = slice.syncing.lock().unwrap_or_else(|p| p.into_inner());
+                    if retiring.dirty.swap(false, Ordering::AcqRel) {
+                        old.sync().inspect_err(|_| {
+                            retiring.dirty.store(true, Ordering::Release);
+                        })?;
+                    }
+                }
                 let Some(live) = slice.healthy(&state) else {
                     continue;
                 };
@@ -489,34 +529,6 @@ impl VolumeIo for LocalVolumeIo {
             }
         }
         Ok(())
-    }
-
-    fn move_slice(
-        &self,
-        copy: u32,
-        column: u32,
-        to_medium: &str,
-        options: &CopyOptions,
-        progress: &mut dyn FnMut(u64, u64),
-        commit: &mut dyn FnMut() -> Result<(), String>,
-    ) -> Result<(), DataPlaneError> {
-        let slice = self.slice(copy, column)?;
-        let from_medium = self.medium_of(slice, to_medium)?;
-        if from_medium == to_medium {
-            return Ok(());
-        }
-        if !slice.usable() {
-            return Err(self.err(
-                slice,
-                to_medium,
-                "move",
-                io::Error::new(
-                    io::ErrorKind::NotFound,
-                    "the slice is lost; rebuild it instead of moving it",
-                ),
-            ));
-        }
-        self.copy_to(slice, slice, to_medium, options, progress, commit)
     }
 
     fn snapshot(&self, id: u64) -> io::Result<()> {
@@ -569,39 +581,14 @@ impl VolumeIo for LocalVolumeIo {
         lost
     }
 
-    fn rebuild_slice(
-        &self,
+    fn begin_slice_copy(
+        self: Arc<Self>,
+        kind: SliceCopyKind,
         copy: u32,
         column: u32,
         to_medium: &str,
-        options: &CopyOptions,
-        progress: &mut dyn FnMut(u64, u64),
-        commit: &mut dyn FnMut() -> Result<(), String>,
-    ) -> Result<(), DataPlaneError> {
-        let holder = self.slice(copy, column)?;
-        let medium = self.medium_of(holder, to_medium)?;
-        if holder.usable() && medium == to_medium {
-            return Ok(()); // rebuilt already (a repeated call)
-        }
-        let source = self.slices[column as usize]
-            .iter()
-            .find(|s| s.key.copy != copy && s.usable())
-            .ok_or_else(|| {
-                self.err(
-                    holder,
-                    to_medium,
-                    "rebuild",
-                    io::Error::new(
-                        io::ErrorKind::NotFound,
-                        format!(
-                            "no healthy copy of column {column} of volume {} to rebuild from",
-                            self.volume_id
-                        ),
-                    ),
-                )
-            })?;
-        // The caller says the slice is lost: I/O stops using it now.
-        holder.lost.store(true, Ordering::Release);
-        self.copy_to(source, holder, to_medium, options, progress, commit)
+        resume_from: u64,
+    ) -> Result<Box<dyn SliceMove>, DataPlaneError> {
+        self.begin_copy(kind, copy, column, to_medium, resume_from)
     }
 }

@@ -1,19 +1,17 @@
 //! Live copies: a slice moved or rebuilt to another medium while the
 //! volume serves I/O (see the module docs of `volume`).
 
-use super::device::{LocalSlice, SliceDevice};
+use super::device::SliceDevice;
 use super::io::LocalVolumeIo;
 use super::is_media_failure;
 use super::layout::label;
 use super::slice::{Live, Mirror, SliceIo, SliceState};
-use super::snapshot_copy::{create_partial, SnapshotCopy};
+use super::snapshot_copy::SnapshotCopy;
 use crate::digest::{is_zero, CHUNK};
 use crate::extents::{punch_hole, BLOCK};
-use crate::fsutil::{create_dir_durable, fsync_dir, partial_path, RemoveOnDrop};
-use crate::resume::{reopen_partial, Checkpoints};
-use crate::snapshot::remove_snapshot_files;
+use crate::resume::Checkpoints;
 use crate::throttle::Pacer;
-use crate::{CopyOptions, DataPlaneError, SliceSnapshots, COW_CHUNK};
+use crate::{CopyOptions, DataPlaneError, COW_CHUNK};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -29,27 +27,6 @@ pub(super) const CATCH_UP_CHUNKS: usize = 16;
 /// Catch-up rounds before the switch (under steady writes the tail may never
 /// shrink below [`CATCH_UP_CHUNKS`]; the pause then copies what is left).
 pub(super) const CATCH_UP_ROUNDS: usize = 8;
-
-/// A slice claimed by a live copy (as its source or its target) until dropped.
-pub(super) struct Busy<'a>(&'a SliceIo);
-
-impl<'a> Busy<'a> {
-    pub(super) fn claim(slice: &'a SliceIo) -> io::Result<Busy<'a>> {
-        if slice.copying.swap(true, Ordering::AcqRel) {
-            return Err(io::Error::new(
-                io::ErrorKind::ResourceBusy,
-                format!("slice {} is already being copied", label(&slice.key)),
-            ));
-        }
-        Ok(Busy(slice))
-    }
-}
-
-impl Drop for Busy<'_> {
-    fn drop(&mut self) {
-        self.0.copying.store(false, Ordering::Release);
-    }
-}
 
 /// The file and snapshots of the slice a copy reads from.
 pub(super) fn healthy_source<'a>(source: &SliceIo, state: &'a SliceState) -> io::Result<&'a Live> {
@@ -103,213 +80,6 @@ impl LocalVolumeIo {
             op,
             source: e,
         }
-    }
-
-    /// Fills a new file for `holder` on `to_medium` from `source` (the same
-    /// slice for a move, a healthy copy of its column for a rebuild) while
-    /// I/O goes on, then switches `holder` to it (see `fill_and_switch`).
-    /// Whatever happens, writes stop going to the target afterwards.
-    pub(super) fn copy_to(
-        &self,
-        source: &SliceIo,
-        holder: &SliceIo,
-        to_medium: &str,
-        options: &CopyOptions,
-        progress: &mut dyn FnMut(u64, u64),
-        commit: &mut dyn FnMut() -> Result<(), String>,
-    ) -> Result<(), DataPlaneError> {
-        let _copying = self.copies.read().map_err(|_| {
-            self.err(
-                holder,
-                to_medium,
-                "lock",
-                io::Error::other("copy lock poisoned"),
-            )
-        })?;
-        // One copy at a time reads or fills a slice: a rebuild reading a
-        // slice that a move switches away would miss the writes after it.
-        let _source = Busy::claim(source).map_err(|e| self.err(holder, to_medium, "copy", e))?;
-        let _holder = if std::ptr::eq(source, holder) {
-            None
-        } else {
-            Some(Busy::claim(holder).map_err(|e| self.err(holder, to_medium, "copy", e))?)
-        };
-        let target_path = self.media.slice_path(to_medium, &holder.key)?;
-        let dir = target_path
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
-        create_dir_durable(&dir).map_err(|e| self.err(holder, to_medium, "mkdir", e))?;
-        // Snapshot files of an earlier, interrupted copy must not mix with
-        // this one's.
-        remove_snapshot_files(&target_path, false)
-            .map_err(|e| self.err(holder, to_medium, "delete", e))?;
-        let result = self.fill_and_switch(
-            source,
-            holder,
-            &target_path,
-            &dir,
-            to_medium,
-            options,
-            progress,
-            commit,
-        );
-        // Snapshot files came to the target (or went again on failure).
-        self.media.snapshot_files_changed(to_medium);
-        if let Ok(mut state) = holder.state.write() {
-            state.mirror = None;
-        }
-        result
-    }
-
-    /// Copies the source's data (mirroring writes behind the copy cursor),
-    /// verifying each chunk by reading it back, then its snapshot files,
-    /// catching up on the copy-on-write saves made meanwhile; makes it all
-    /// durable; then — with the slice's I/O paused — copies the last saves,
-    /// renames the files into place (the slice file last), calls `commit`
-    /// and switches `holder`'s I/O to the target.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn fill_and_switch(
-        &self,
-        source: &SliceIo,
-        holder: &SliceIo,
-        target_path: &Path,
-        dir: &Path,
-        to_medium: &str,
-        options: &CopyOptions,
-        progress: &mut dyn FnMut(u64, u64),
-        commit: &mut dyn FnMut() -> Result<(), String>,
-    ) -> Result<(), DataPlaneError> {
-        let io_err = |op: &'static str| move |e: io::Error| self.err(holder, to_medium, op, e);
-        let same = std::ptr::eq(source, holder);
-        let stem = target_path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".slice"))
-            .unwrap_or_default()
-            .to_string();
-        let partial = partial_path(target_path);
-        let (source_file, source_medium, held) = {
-            let state = source.read_state().map_err(io_err("lock"))?;
-            let live = source
-                .healthy(&state)
-                .ok_or_else(|| io_err("copy")(source_lost()))?;
-            let held: u64 = live
-                .snapshots()
-                .map_err(io_err("list snapshots"))?
-                .iter()
-                .map(|s| s.used_bytes)
-                .sum();
-            (Arc::clone(live), state.medium.clone(), held)
-        };
-        // The slice file resumes from its checkpoint when its partial file
-        // is still there; the snapshot files are copied whole every time.
-        let len = source_file.size().map_err(io_err("stat"))?;
-        let resume = &options.resume;
-        let (target, from) = match reopen_partial(&partial, len, resume.from) {
-            Some(file) => (file, resume.from),
-            None => {
-                resume.restart().map_err(io_err("checkpoint"))?;
-                let file = create_partial(&partial).map_err(io_err("create"))?;
-                file.set_len(len).map_err(io_err("create"))?;
-                (file, 0)
-            }
-        };
-        let target = Arc::new(target);
-        let mut guard = RemoveOnDrop::new(&partial);
-        options.stats.resumed(from);
-        let filled = self.fill(
-            Fill {
-                source,
-                holder,
-                source_file: source_file.as_ref(),
-                source_medium: &source_medium,
-                target: &target,
-                to_medium,
-                from,
-                held,
-            },
-            dir,
-            &stem,
-            options,
-            progress,
-        );
-        let mut snapshot_copy = match filled {
-            Err(DataPlaneError::Cancelled) => {
-                // Kept for the next run when a checkpoint says how far it is.
-                if from > 0 || options.stats.checkpoint() > 0 {
-                    guard.disarm();
-                }
-                return Err(DataPlaneError::Cancelled);
-            }
-            r => r?,
-        };
-
-        // The switch, with the volume's writes paused at the barrier: every
-        // write is wholly before it (in the source and, past the cursor,
-        // mirrored) or wholly after (on the new slice), and no copy-on-write
-        // save runs now. Reads go on.
-        let _paused = self.pause().map_err(io_err("lock"))?;
-        let mut state = holder.write_state().map_err(io_err("lock"))?;
-        let source_state = if same {
-            None
-        } else {
-            Some(source.read_state().map_err(io_err("lock"))?)
-        };
-        let len = {
-            let src_state: &SliceState = source_state.as_deref().unwrap_or(&state);
-            let live = healthy_source(source, src_state).map_err(io_err("copy"))?;
-            snapshot_copy
-                .fetch(live.as_ref())
-                .map_err(io_err("copy snapshots"))?;
-            snapshot_copy
-                .copy_pending(live.as_ref(), usize::MAX)
-                .map_err(io_err("copy snapshots"))?;
-            live.size().map_err(io_err("stat"))?
-        };
-        if state
-            .mirror
-            .as_ref()
-            .is_none_or(|m| m.failed.load(Ordering::Acquire))
-        {
-            return Err(io_err("write")(io::Error::other(
-                "a write to the target failed during the copy",
-            )));
-        }
-        target.set_len(len).map_err(io_err("truncate"))?;
-        target.sync_all().map_err(io_err("fsync"))?;
-        let mut placed = snapshot_copy
-            .finish(dir)
-            .map_err(io_err("place snapshots"))?;
-        std::fs::rename(&partial, target_path).map_err(io_err("rename"))?;
-        guard.disarm();
-        placed.push(RemoveOnDrop::new(target_path));
-        fsync_dir(dir).map_err(io_err("fsync"))?;
-        // The copied snapshot files now count on the target medium.
-        self.media.snapshot_files_changed(to_medium);
-        let snapshots =
-            SliceSnapshots::open_accounted(target_path, self.media.space_account(to_medium)?)
-                .map_err(io_err("open snapshots"))?;
-        if let Err(message) = commit() {
-            // The placement did not change: the source stays authoritative
-            // and the placed files go (`placed` drops).
-            drop(snapshots);
-            return Err(self.err(holder, to_medium, "commit", io::Error::other(message)));
-        }
-        for p in &mut placed {
-            p.disarm();
-        }
-        drop(source_state);
-        state.live = Some(Arc::new(LocalSlice::new(
-            target,
-            snapshots,
-            target_path.to_path_buf(),
-        )));
-        state.medium = to_medium.to_string();
-        state.mirror = None;
-        holder.dirty.store(false, Ordering::Release);
-        holder.lost.store(false, Ordering::Release);
-        Ok(())
     }
 }
 

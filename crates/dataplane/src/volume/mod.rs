@@ -22,7 +22,9 @@
 //! the copier holds the target's slice exclusively for each chunk it copies,
 //! so a write is either copied by the copier or mirrored, never lost. The
 //! switch to the new slice pauses the volume's writes at the barrier (see
-//! below), so no write is half before and half after it. The
+//! below), so no write is half before and half after it; from then until the caller
+//! commits the placement and finishes (or aborts) the move, the old place
+//! takes every write too (see [`SliceMove`]). The
 //! snapshot files travel too: the older snapshots never change during a copy
 //! and the newest only grows (copy-on-write saves append to its map), so
 //! they are copied while I/O goes on, then the records appended meanwhile
@@ -50,6 +52,7 @@ mod layout;
 mod live_copy;
 mod media;
 mod slice;
+mod slice_move;
 mod snapshot_copy;
 mod snapshots;
 
@@ -127,23 +130,33 @@ pub trait VolumeIo: Send + Sync + 'static {
         Ok(())
     }
 
-    /// Moves one slice (`copy`, `column`) to `to_medium` while the volume is
-    /// in use, keeping every write made meanwhile; its snapshot files move
-    /// with it. `commit` records the new placement; it runs with the slice's
-    /// I/O paused, after the target is complete, verified and durable, and
-    /// only then does I/O switch to the target. The source is left for the
-    /// caller to delete. On any failure the target is removed and I/O
-    /// continues on the source; a copy stopped by `options.cancel` keeps a
-    /// checkpointed target for a resume (see [`crate::CopyResume`]).
-    fn move_slice(
-        &self,
+    /// Begins moving (`SliceCopyKind::Move`) or rebuilding
+    /// (`SliceCopyKind::Rebuild`, from a healthy copy of its column) slice
+    /// (`copy`, `column`) onto `to_medium` while the volume stays in use;
+    /// the returned [`SliceMove`] runs the other phases. It claims the
+    /// slices (one copy at a time reads or fills a slice; snapshot
+    /// operations are refused until the move ends) and reopens the target's
+    /// partial file at `resume_from` (a recorded checkpoint) when it is
+    /// there; otherwise [`SliceMove::starts_at`] is 0 and the caller must
+    /// forget its checkpoint before [`SliceMove::fill`]. A rebuild stops
+    /// I/O using the slice now. A slice already on `to_medium` (healthy,
+    /// for a rebuild) gives a move that is [`SliceMove::in_place`].
+    fn begin_slice_copy(
+        self: Arc<Self>,
+        kind: SliceCopyKind,
         copy: u32,
         column: u32,
         to_medium: &str,
-        options: &CopyOptions,
-        progress: &mut dyn FnMut(u64, u64),
-        commit: &mut dyn FnMut() -> Result<(), String>,
-    ) -> Result<(), DataPlaneError>;
+        resume_from: u64,
+    ) -> Result<Box<dyn SliceMove>, DataPlaneError> {
+        let _ = (kind, to_medium, resume_from);
+        Err(DataPlaneError::Io {
+            medium: String::new(),
+            slice: format!("{}/c{copy}-k{column}", self.volume_id()),
+            op: "move",
+            source: std::io::Error::from(std::io::ErrorKind::Unsupported),
+        })
+    }
 
     /// Takes snapshot `id` (ids grow) of every slice of every copy at one
     /// instant: requests in flight finish first, new ones wait. Repeating a
@@ -182,28 +195,65 @@ pub trait VolumeIo: Send + Sync + 'static {
     fn lost_slices(&self) -> Vec<(u32, u32)> {
         Vec::new()
     }
+}
 
-    /// Rebuilds the lost slice (copy, column) on `to_medium` from a healthy copy of the same column, including that
-    /// copy's snapshot files, while the volume stays in use (writes made meanwhile reach the new slice, like a live move),
-    /// throttled by options.rate_limit, verified against the source copy, durable; then `commit` runs with the slice's
-    /// I/O paused and only then I/O uses the new slice. On failure the target files are removed.
-    /// Error (DataPlaneError, not transient) when no healthy copy of the column exists.
-    fn rebuild_slice(
-        &self,
-        copy: u32,
-        column: u32,
-        _to_medium: &str,
-        _options: &CopyOptions,
-        _progress: &mut dyn FnMut(u64, u64),
-        _commit: &mut dyn FnMut() -> Result<(), String>,
-    ) -> Result<(), DataPlaneError> {
-        Err(DataPlaneError::Io {
-            medium: String::new(),
-            slice: format!("{}/c{copy}-k{column}", self.volume_id()),
-            op: "rebuild",
-            source: std::io::Error::from(std::io::ErrorKind::Unsupported),
-        })
-    }
+/// What a live slice copy does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SliceCopyKind {
+    /// Moves a healthy slice to another medium.
+    Move,
+    /// Brings back a lost slice from a healthy copy of its column.
+    Rebuild,
+}
+
+/// A live move or rebuild in explicit phases (see
+/// [`VolumeIo::begin_slice_copy`]): [`SliceMove::fill`] until caught up and
+/// verified, [`SliceMove::switch`] (I/O now served by the target), then
+/// the caller commits the new placement and calls [`SliceMove::finish`],
+/// or [`SliceMove::abort`] when it could not. Each phase blocks: run it
+/// off async workers.
+///
+/// Crash safety: from the switch until finish or abort, a move's old place
+/// still takes every write, discard and flush (one it fails, fails the
+/// request), so it holds every acknowledged write whichever place the
+/// store names when the process dies. Dropped unfinished, a move before
+/// its switch goes back as by `abort`; after it, I/O stays on the target
+/// with the old place kept as it is by then (as after a crash): a later
+/// move of the slice to the same medium is `in_place` and finishes it.
+pub trait SliceMove: Send {
+    /// Where the slice file's copy starts: the checkpoint given to begin
+    /// when its partial file is there, else 0 (the caller forgets its
+    /// checkpoint before filling, so none points into a new file).
+    fn starts_at(&self) -> u64;
+
+    /// The slice is on the target already (a repeated call): fill and
+    /// switch do nothing; the caller commits and finishes.
+    fn in_place(&self) -> bool;
+
+    /// Copies the slice file and its snapshot files while I/O goes on
+    /// (mirroring writes behind the cursor, verifying each chunk,
+    /// checkpointing through `options.resume`), durable; returns once the
+    /// target is caught up and verified, or `Cancelled` when
+    /// `options.cancel` fired (a checkpointed target is kept for a resume).
+    fn fill(
+        &mut self,
+        options: &CopyOptions,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<(), DataPlaneError>;
+
+    /// With the volume's writes paused: the last catch-up, the target's
+    /// files renamed into place, and the slice's I/O served by the target.
+    fn switch(&mut self) -> Result<(), DataPlaneError>;
+
+    /// The new placement is committed: the old place is let go (its files
+    /// are the caller's to delete).
+    fn finish(self: Box<Self>) -> Result<(), DataPlaneError>;
+
+    /// The placement did not change: I/O goes back to the old place (it
+    /// has every acknowledged write; a rebuilt slice is lost again) and
+    /// the target's files are removed, except a partial file that a
+    /// checkpoint of a cancelled fill covers.
+    fn abort(self: Box<Self>) -> Result<(), DataPlaneError>;
 }
 
 #[cfg(test)]
@@ -211,3 +261,6 @@ mod tests;
 
 #[cfg(test)]
 mod copy_tests;
+
+#[cfg(test)]
+mod test_moves;

@@ -7,6 +7,7 @@ use crate::digest::CHUNK;
 use crate::SliceKey;
 use std::fs::File;
 use std::io;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -27,11 +28,35 @@ pub(super) struct Mirror {
 /// A slice open for I/O (see [`SliceDevice`]).
 pub(crate) type Live = Arc<dyn SliceDevice>;
 
+/// The place a slice was switched away from, kept until the caller has
+/// committed the new placement (finish) or gone back to it (abort).
+pub(super) struct Retiring {
+    pub(super) medium: String,
+    /// The slice as it was there (`None`: it could not be opened).
+    pub(super) live: Option<Live>,
+    /// A move's old place gets every write, discard and flush until the
+    /// move finishes, so going back loses nothing; a rebuild's is lost.
+    pub(super) mirrored: bool,
+    /// Mirrored writes since the last flush.
+    pub(super) dirty: AtomicBool,
+    /// The new place's files, removed if the switch is undone.
+    pub(super) placed: Vec<PathBuf>,
+}
+
 pub(super) struct SliceState {
     pub(super) medium: String,
     /// `None` when the slice could not be opened (it is lost).
     pub(super) live: Option<Live>,
     pub(super) mirror: Option<Mirror>,
+    pub(super) retiring: Option<Retiring>,
+}
+
+impl SliceState {
+    /// The old place a switched move still writes to.
+    pub(super) fn mirrored_retiring(&self) -> Option<(&Retiring, &Live)> {
+        let r = self.retiring.as_ref().filter(|r| r.mirrored)?;
+        Some((r, r.live.as_ref()?))
+    }
 }
 
 /// The [`CHUNK`]s of a column written (or discarded) since the volume was
@@ -106,7 +131,7 @@ pub(super) struct SliceIo {
     /// Its medium failed or its I/O errored: I/O skips it until a rebuild
     /// replaces it.
     pub(super) lost: AtomicBool,
-    /// A live move or rebuild reads or fills it (see [`Busy`]).
+    /// A live move or rebuild reads or fills it (see [`SliceIo::claim`]).
     pub(super) copying: AtomicBool,
     /// When a read last checked the file is linked (ms since the volume was
     /// opened, plus one; 0: never).
@@ -143,6 +168,26 @@ impl SliceIo {
     /// Whether I/O may use the slice (takes its lock shared).
     pub(super) fn usable(&self) -> bool {
         !self.is_lost() && self.state.read().is_ok_and(|s| s.live.is_some())
+    }
+
+    /// Claims the slice for one copy (as its source or its target) until
+    /// [`SliceIo::release`]: a rebuild reading a slice that a move switches
+    /// away would miss the writes after it.
+    pub(super) fn claim(&self) -> io::Result<()> {
+        if self.copying.swap(true, Ordering::AcqRel) {
+            return Err(io::Error::new(
+                io::ErrorKind::ResourceBusy,
+                format!(
+                    "slice {} is already being copied",
+                    super::layout::label(&self.key)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) fn release(&self) {
+        self.copying.store(false, Ordering::Release);
     }
 
     /// Fails like a broken disk in tests that ask for it; a no-op otherwise.

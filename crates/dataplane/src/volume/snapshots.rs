@@ -3,8 +3,8 @@
 
 use super::io::LocalVolumeIo;
 use super::layout::{label, Extent};
-use super::VolumeIo;
-use crate::{CopyOptions, DataPlaneError};
+use super::{SliceCopyKind, SliceMove, VolumeIo};
+use crate::DataPlaneError;
 use std::io;
 use std::sync::Arc;
 
@@ -72,15 +72,14 @@ impl VolumeIo for SnapshotView {
         Ok(())
     }
 
-    fn move_slice(
-        &self,
+    fn begin_slice_copy(
+        self: Arc<Self>,
+        _kind: SliceCopyKind,
         copy: u32,
         column: u32,
         _to_medium: &str,
-        _options: &CopyOptions,
-        _progress: &mut dyn FnMut(u64, u64),
-        _commit: &mut dyn FnMut() -> Result<(), String>,
-    ) -> Result<(), DataPlaneError> {
+        _resume_from: u64,
+    ) -> Result<Box<dyn SliceMove>, DataPlaneError> {
         Err(DataPlaneError::Io {
             medium: String::new(),
             slice: format!("{}/c{copy}-k{column}", self.volume.volume_id),

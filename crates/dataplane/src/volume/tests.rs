@@ -201,7 +201,7 @@ fn a_live_move_keeps_every_write_made_during_the_copy() {
 #[test]
 fn a_refused_commit_leaves_io_on_the_source_and_no_target() {
     let (_d, media, layout) = volume(1, 1, 8);
-    let io = LocalVolumeIo::open(&media, &layout).expect("open");
+    let io = Arc::new(LocalVolumeIo::open(&media, &layout).expect("open"));
     io.write(0, &pattern(5, 65536), false).expect("write");
     let err = io
         .move_slice(

@@ -1,0 +1,565 @@
+//! A live move or rebuild in phases (see [`SliceMove`]): begin claims the
+//! slices and finds where the copy starts, fill copies while I/O goes on
+//! (`LocalVolumeIo::fill`), switch places the files and serves I/O from
+//! them, finish lets the old place go, abort goes back to it.
+
+use super::device::LocalSlice;
+use super::io::LocalVolumeIo;
+use super::live_copy::{healthy_source, source_lost, Fill};
+use super::slice::{Retiring, SliceIo, SliceState};
+use super::snapshot_copy::{create_partial, SnapshotCopy};
+use super::{SliceCopyKind, SliceMove};
+use crate::fsutil::{create_dir_durable, fsync_dir, partial_path, remove_if_exists, RemoveOnDrop};
+use crate::resume::reopen_partial;
+use crate::snapshot::remove_snapshot_files;
+use crate::{CopyOptions, DataPlaneError, SliceSnapshots};
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Begun,
+    Filled,
+    Switched,
+    /// A fill or switch failed: only abort (or drop) is left.
+    Failed,
+    Ended,
+}
+
+/// The target of a copy that is not in place.
+struct Target {
+    path: PathBuf,
+    dir: PathBuf,
+    partial: PathBuf,
+    stem: String,
+    /// The partial file: reopened by begin at `from`, else created by fill.
+    file: Option<Arc<File>>,
+    from: u64,
+    /// Removes the partial file unless a resume may use it.
+    partial_guard: Option<RemoveOnDrop>,
+    snapshot_copy: Option<SnapshotCopy>,
+}
+
+/// [`SliceMove`] of a [`LocalVolumeIo`].
+struct LocalSliceMove {
+    io: Arc<LocalVolumeIo>,
+    kind: SliceCopyKind,
+    copy: u32,
+    column: u32,
+    /// The copy read from: the slice itself for a move.
+    source_copy: u32,
+    to_medium: String,
+    stage: Stage,
+    /// `None`: in place.
+    target: Option<Target>,
+    resume_from: u64,
+    /// The slices are claimed (released on drop).
+    claimed: bool,
+}
+
+impl LocalVolumeIo {
+    /// [`VolumeIo::begin_slice_copy`](super::VolumeIo::begin_slice_copy).
+    pub(super) fn begin_copy(
+        self: Arc<Self>,
+        kind: SliceCopyKind,
+        copy: u32,
+        column: u32,
+        to_medium: &str,
+        resume_from: u64,
+    ) -> Result<Box<dyn SliceMove>, DataPlaneError> {
+        Ok(Box::new(LocalSliceMove::begin(
+            self,
+            kind,
+            copy,
+            column,
+            to_medium,
+            resume_from,
+        )?))
+    }
+}
+
+impl LocalSliceMove {
+    fn begin(
+        io: Arc<LocalVolumeIo>,
+        kind: SliceCopyKind,
+        copy: u32,
+        column: u32,
+        to_medium: &str,
+        resume_from: u64,
+    ) -> Result<LocalSliceMove, DataPlaneError> {
+        let holder = io.slice(copy, column)?;
+        let medium = io.medium_of(holder, to_medium)?;
+        let mut this = LocalSliceMove {
+            io: Arc::clone(&io),
+            kind,
+            copy,
+            column,
+            source_copy: copy,
+            to_medium: to_medium.to_string(),
+            stage: Stage::Begun,
+            target: None,
+            resume_from,
+            claimed: false,
+        };
+        let in_place = match kind {
+            SliceCopyKind::Move => medium == to_medium,
+            SliceCopyKind::Rebuild => holder.usable() && medium == to_medium,
+        };
+        if in_place {
+            return Ok(this);
+        }
+        let err = |op, e| io.err(holder, to_medium, op, e);
+        if holder
+            .read_state()
+            .map_err(|e| err("lock", e))?
+            .retiring
+            .is_some()
+        {
+            return Err(err(
+                "copy",
+                io::Error::new(
+                    io::ErrorKind::ResourceBusy,
+                    "a switched move of the slice is not finished",
+                ),
+            ));
+        }
+        let source = match kind {
+            SliceCopyKind::Move if !holder.usable() => {
+                return Err(err(
+                    "move",
+                    io::Error::new(
+                        io::ErrorKind::NotFound,
+                        "the slice is lost; rebuild it instead of moving it",
+                    ),
+                ))
+            }
+            SliceCopyKind::Move => holder,
+            SliceCopyKind::Rebuild => {
+                let source = io.slices[column as usize]
+                    .iter()
+                    .find(|s| s.key.copy != copy && s.usable())
+                    .ok_or_else(|| {
+                        err(
+                            "rebuild",
+                            io::Error::new(
+                                io::ErrorKind::NotFound,
+                                format!(
+                                    "no healthy copy of column {column} of volume {} to rebuild from",
+                                    io.volume_id
+                                ),
+                            ),
+                        )
+                    })?;
+                // The caller says the slice is lost: I/O stops using it now.
+                holder.lost.store(true, Ordering::Release);
+                source
+            }
+        };
+        this.source_copy = source.key.copy;
+        {
+            // Waits for a snapshot operation in progress; refuses new ones
+            // until this move ends.
+            let _copies = io
+                .copies
+                .read()
+                .map_err(|_| err("lock", io::Error::other("copy lock poisoned")))?;
+            source.claim().map_err(|e| err("copy", e))?;
+            if !std::ptr::eq(source, holder) {
+                if let Err(e) = holder.claim() {
+                    source.release();
+                    return Err(err("copy", e));
+                }
+            }
+            io.active_copies.fetch_add(1, Ordering::AcqRel);
+            this.claimed = true;
+        }
+        let path = io.media.slice_path(to_medium, &holder.key)?;
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        create_dir_durable(&dir).map_err(|e| err("mkdir", e))?;
+        // Snapshot files of an earlier, interrupted copy must not mix with
+        // this one's.
+        remove_snapshot_files(&path, false).map_err(|e| err("delete", e))?;
+        let len = {
+            let state = source.read_state().map_err(|e| err("lock", e))?;
+            healthy_source(source, &state)
+                .map_err(|e| err("copy", e))?
+                .size()
+                .map_err(|e| err("stat", e))?
+        };
+        // The slice file resumes from its checkpoint when its partial file
+        // is still there; else the caller forgets the checkpoint before the
+        // fill creates the file again.
+        let partial = partial_path(&path);
+        let reopened = reopen_partial(&partial, len, resume_from).map(Arc::new);
+        let from = if reopened.is_some() { resume_from } else { 0 };
+        let stem = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".slice"))
+            .unwrap_or_default()
+            .to_string();
+        this.target = Some(Target {
+            path,
+            dir,
+            partial,
+            stem,
+            file: reopened,
+            from,
+            partial_guard: None,
+            snapshot_copy: None,
+        });
+        Ok(this)
+    }
+
+    fn holder(&self) -> Result<&SliceIo, DataPlaneError> {
+        self.io.slice(self.copy, self.column)
+    }
+
+    fn err(&self, op: &'static str, e: io::Error) -> DataPlaneError {
+        match self.holder() {
+            Ok(holder) => self.io.err(holder, &self.to_medium, op, e),
+            Err(other) => other,
+        }
+    }
+
+    fn out_of_order(&self, phase: &str) -> DataPlaneError {
+        self.err(
+            "copy",
+            io::Error::other(format!("{phase} called in stage {:?}", self.stage)),
+        )
+    }
+
+    /// Writes stop going to the target (they are not part of a placement).
+    fn stop_mirroring(&self) {
+        if let Ok(holder) = self.holder() {
+            if let Ok(mut state) = holder.state.write() {
+                state.mirror = None;
+            }
+        }
+    }
+
+    /// Undoes everything before the switch: the mirror goes, and the
+    /// target's files (the partial file too, unless a resume may use it).
+    fn drop_target(&mut self) {
+        // Without claims, the mirror (if any) is another copy's.
+        if !self.claimed {
+            return;
+        }
+        self.stop_mirroring();
+        if self.target.take().is_some() {
+            // The snapshot files' partial copies went with it.
+            self.io.media.snapshot_files_changed(&self.to_medium);
+        }
+    }
+
+    fn run_fill(
+        &mut self,
+        options: &CopyOptions,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<(), DataPlaneError> {
+        let io = Arc::clone(&self.io);
+        let holder = io.slice(self.copy, self.column)?;
+        let source = io.slice(self.source_copy, self.column)?;
+        let to_medium = self.to_medium.clone();
+        let io_err = |op: &'static str| {
+            let to_medium = to_medium.clone();
+            let io = Arc::clone(&io);
+            move |e: io::Error| io.err(holder, &to_medium, op, e)
+        };
+        let Some(target) = self.target.as_mut() else {
+            return Ok(());
+        };
+        let (source_file, source_medium, held) = {
+            let state = source.read_state().map_err(io_err("lock"))?;
+            let live = source
+                .healthy(&state)
+                .ok_or_else(|| io_err("copy")(source_lost()))?;
+            let held: u64 = live
+                .snapshots()
+                .map_err(io_err("list snapshots"))?
+                .iter()
+                .map(|s| s.used_bytes)
+                .sum();
+            (Arc::clone(live), state.medium.clone(), held)
+        };
+        let file = match target.file.take() {
+            Some(file) => file,
+            None => {
+                // Starting again: the caller forgot its checkpoint.
+                let len = source_file.size().map_err(io_err("stat"))?;
+                let file = create_partial(&target.partial).map_err(io_err("create"))?;
+                file.set_len(len).map_err(io_err("create"))?;
+                target.from = 0;
+                Arc::new(file)
+            }
+        };
+        let mut guard = RemoveOnDrop::new(&target.partial);
+        let from = target.from;
+        options.stats.resumed(from);
+        let filled = io.fill(
+            Fill {
+                source,
+                holder,
+                source_file: source_file.as_ref(),
+                source_medium: &source_medium,
+                target: &file,
+                to_medium: &to_medium,
+                from,
+                held,
+            },
+            &target.dir,
+            &target.stem,
+            options,
+            progress,
+        );
+        match filled {
+            Ok(snapshot_copy) => {
+                target.file = Some(file);
+                target.snapshot_copy = Some(snapshot_copy);
+                target.partial_guard = Some(guard);
+                Ok(())
+            }
+            Err(DataPlaneError::Cancelled) => {
+                // Kept for the next run when a checkpoint says how far it is.
+                if from > 0 || options.stats.checkpoint() > 0 {
+                    guard.disarm();
+                }
+                Err(DataPlaneError::Cancelled)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The switch, with the volume's writes paused at the barrier: every
+    /// write is wholly before it (in the source and, past the cursor,
+    /// mirrored) or wholly after (on the new slice, and on a move's old
+    /// place), and no copy-on-write save runs now. Reads go on.
+    fn run_switch(&mut self) -> Result<(), DataPlaneError> {
+        let io = Arc::clone(&self.io);
+        let holder = io.slice(self.copy, self.column)?;
+        let source = io.slice(self.source_copy, self.column)?;
+        let same = std::ptr::eq(source, holder);
+        let to_medium = self.to_medium.clone();
+        let io_err = |op: &'static str| {
+            let to_medium = to_medium.clone();
+            let io = Arc::clone(&io);
+            move |e: io::Error| io.err(holder, &to_medium, op, e)
+        };
+        let Some(target) = self.target.as_mut() else {
+            return Ok(());
+        };
+        let (Some(file), Some(mut snapshot_copy)) =
+            (target.file.clone(), target.snapshot_copy.take())
+        else {
+            return Err(io_err("copy")(io::Error::other("the target is not filled")));
+        };
+        let _paused = io.pause().map_err(io_err("lock"))?;
+        let mut state = holder.write_state().map_err(io_err("lock"))?;
+        let source_state = if same {
+            None
+        } else {
+            Some(source.read_state().map_err(io_err("lock"))?)
+        };
+        let len = {
+            let src_state: &SliceState = source_state.as_deref().unwrap_or(&state);
+            let live = healthy_source(source, src_state).map_err(io_err("copy"))?;
+            snapshot_copy
+                .fetch(live.as_ref())
+                .map_err(io_err("copy snapshots"))?;
+            snapshot_copy
+                .copy_pending(live.as_ref(), usize::MAX)
+                .map_err(io_err("copy snapshots"))?;
+            live.size().map_err(io_err("stat"))?
+        };
+        drop(source_state);
+        if state
+            .mirror
+            .as_ref()
+            .is_none_or(|m| m.failed.load(Ordering::Acquire))
+        {
+            return Err(io_err("write")(io::Error::other(
+                "a write to the target failed during the copy",
+            )));
+        }
+        file.set_len(len).map_err(io_err("truncate"))?;
+        file.sync_all().map_err(io_err("fsync"))?;
+        let mut placed = snapshot_copy
+            .finish(&target.dir)
+            .map_err(io_err("place snapshots"))?;
+        std::fs::rename(&target.partial, &target.path).map_err(io_err("rename"))?;
+        if let Some(guard) = target.partial_guard.as_mut() {
+            guard.disarm();
+        }
+        placed.push(RemoveOnDrop::new(&target.path));
+        fsync_dir(&target.dir).map_err(io_err("fsync"))?;
+        // The copied snapshot files now count on the target medium.
+        io.media.snapshot_files_changed(&to_medium);
+        let snapshots =
+            SliceSnapshots::open_accounted(&target.path, io.media.space_account(&to_medium)?)
+                .map_err(io_err("open snapshots"))?;
+        let placed = placed
+            .iter_mut()
+            .map(|p| {
+                p.disarm();
+                p.path().to_path_buf()
+            })
+            .collect();
+        let old_medium = std::mem::replace(&mut state.medium, to_medium.clone());
+        let old_live = state.live.replace(Arc::new(LocalSlice::new(
+            file,
+            snapshots,
+            target.path.clone(),
+        )));
+        state.retiring = Some(Retiring {
+            medium: old_medium,
+            live: old_live,
+            mirrored: self.kind == SliceCopyKind::Move,
+            // Its writes since the last flush may not be durable yet.
+            dirty: AtomicBool::new(true),
+            placed,
+        });
+        io.active_copies.fetch_add(1, Ordering::AcqRel);
+        state.mirror = None;
+        holder.dirty.store(false, Ordering::Release);
+        holder.lost.store(false, Ordering::Release);
+        Ok(())
+    }
+
+    /// Serves the slice from its old place again and removes the new
+    /// place's files; nothing to do without a switched old place.
+    fn go_back(&self) -> Result<(), DataPlaneError> {
+        let holder = self.holder()?;
+        let retiring = {
+            let _paused = self.io.pause().map_err(|e| self.err("lock", e))?;
+            let mut state = holder.write_state().map_err(|e| self.err("lock", e))?;
+            let Some(retiring) = state.retiring.take() else {
+                return Ok(());
+            };
+            self.io.active_copies.fetch_sub(1, Ordering::AcqRel);
+            state.medium = retiring.medium.clone();
+            // The new place's file closes when its last reader is done.
+            let _new = std::mem::replace(&mut state.live, retiring.live.clone());
+            if retiring.mirrored {
+                // Every acknowledged write is there; a flush makes it durable.
+                holder.dirty.store(true, Ordering::Release);
+                holder.lost.store(false, Ordering::Release);
+            } else {
+                holder.lost.store(true, Ordering::Release);
+            }
+            retiring
+        };
+        let mut dirs = Vec::new();
+        for path in &retiring.placed {
+            remove_if_exists(path).map_err(|e| self.err("delete", e))?;
+            if let Some(dir) = path.parent().filter(|d| !dirs.contains(d)) {
+                dirs.push(dir);
+            }
+        }
+        for dir in dirs {
+            fsync_dir(dir).map_err(|e| self.err("fsync", e))?;
+        }
+        self.io.media.snapshot_files_changed(&self.to_medium);
+        Ok(())
+    }
+}
+
+impl SliceMove for LocalSliceMove {
+    fn starts_at(&self) -> u64 {
+        self.target.as_ref().map_or(self.resume_from, |t| t.from)
+    }
+
+    fn in_place(&self) -> bool {
+        self.target.is_none()
+    }
+
+    fn fill(
+        &mut self,
+        options: &CopyOptions,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<(), DataPlaneError> {
+        if self.stage != Stage::Begun {
+            return Err(self.out_of_order("fill"));
+        }
+        let filled = self.run_fill(options, progress);
+        match filled {
+            Ok(()) => self.stage = Stage::Filled,
+            Err(_) => {
+                self.stage = Stage::Failed;
+                self.stop_mirroring();
+            }
+        }
+        filled
+    }
+
+    fn switch(&mut self) -> Result<(), DataPlaneError> {
+        if self.stage != Stage::Filled && !(self.in_place() && self.stage == Stage::Begun) {
+            return Err(self.out_of_order("switch"));
+        }
+        let switched = self.run_switch();
+        match switched {
+            Ok(()) => self.stage = Stage::Switched,
+            Err(_) => {
+                self.stage = Stage::Failed;
+                self.drop_target();
+            }
+        }
+        switched
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<(), DataPlaneError> {
+        if self.stage != Stage::Switched && !self.in_place() {
+            return Err(self.out_of_order("finish"));
+        }
+        let holder = self.holder()?;
+        let retiring = holder
+            .write_state()
+            .map_err(|e| self.err("lock", e))?
+            .retiring
+            .take();
+        if retiring.is_some() {
+            self.io.active_copies.fetch_sub(1, Ordering::AcqRel);
+        }
+        self.stage = Stage::Ended;
+        Ok(())
+    }
+
+    fn abort(mut self: Box<Self>) -> Result<(), DataPlaneError> {
+        let result = match self.stage {
+            Stage::Switched => self.go_back(),
+            // An in-place move may find the old place a dropped move kept.
+            _ if self.in_place() => self.go_back(),
+            _ => {
+                self.drop_target();
+                Ok(())
+            }
+        };
+        self.stage = Stage::Ended;
+        result
+    }
+}
+
+impl Drop for LocalSliceMove {
+    fn drop(&mut self) {
+        match self.stage {
+            Stage::Begun | Stage::Filled | Stage::Failed => self.drop_target(),
+            // As after a crash: I/O stays on the target and the old place
+            // still takes every write, until a move of the slice to the
+            // same medium finishes or aborts.
+            Stage::Switched | Stage::Ended => {}
+        }
+        if self.claimed {
+            if let Ok(holder) = self.holder() {
+                holder.release();
+            }
+            if self.source_copy != self.copy {
+                if let Ok(source) = self.io.slice(self.source_copy, self.column) {
+                    source.release();
+                }
+            }
+            self.io.active_copies.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
