@@ -14,6 +14,7 @@
 //! `spawn_blocking`. All calls are idempotent so a job resumed after a crash
 //! can simply repeat the step it was on.
 
+mod copier;
 mod copy;
 mod digest;
 mod extents;

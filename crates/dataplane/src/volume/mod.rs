@@ -50,7 +50,6 @@ mod layout;
 mod live_copy;
 mod media;
 mod slice;
-mod snapshot_copy;
 mod snapshots;
 
 pub(crate) use device::{LocalSlice, SliceDevice};
