@@ -11,6 +11,10 @@ pub(super) struct SliceHooks {
     /// Every I/O on the slice fails with EIO, like a dying disk.
     #[cfg(test)]
     pub(super) broken: AtomicBool,
+    /// Every I/O on the slice fails with this errno (0: none), say ENOSPC,
+    /// which is not a media failure.
+    #[cfg(test)]
+    pub(super) fail_with: std::sync::atomic::AtomicI32,
 }
 
 impl SliceHooks {
@@ -21,8 +25,25 @@ impl SliceHooks {
         if self.broken.load(Ordering::Acquire) {
             return Err(super::eio());
         }
+        #[cfg(test)]
+        match self.fail_with.load(Ordering::Acquire) {
+            0 => {}
+            errno => return Err(std::io::Error::from_raw_os_error(errno)),
+        }
         Ok(())
     }
+}
+
+/// How a request's work on several copies runs.
+#[cfg_attr(not(test), allow(dead_code))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CopiesMode {
+    /// One copy after another.
+    Serial,
+    /// At once where there is a sync to wait for (flushes, FUA writes).
+    ParallelSyncs,
+    /// At once, also plain writes (measured only: it does not pay).
+    ParallelAll,
 }
 
 /// A volume's hooks.
@@ -32,9 +53,27 @@ pub(super) struct VolumeHooks {
     /// the window a switch must not fall into.
     #[cfg(test)]
     pub(super) phase_gap_us: AtomicU64,
+    /// How copies are written (a benchmark compares them in one run):
+    /// 0 as in production, 1 one after another, 2 every copy's write in
+    /// parallel, also without FUA.
+    #[cfg(test)]
+    pub(super) copies_mode: std::sync::atomic::AtomicU8,
 }
 
 impl VolumeHooks {
+    /// How copies are written: [`CopiesMode::ParallelSyncs`] unless a test
+    /// asks otherwise.
+    #[inline]
+    pub(super) fn copies_mode(&self) -> CopiesMode {
+        #[cfg(test)]
+        match self.copies_mode.load(Ordering::Relaxed) {
+            1 => return CopiesMode::Serial,
+            2 => return CopiesMode::ParallelAll,
+            _ => {}
+        }
+        CopiesMode::ParallelSyncs
+    }
+
     /// Between a write's copies and its mirrors.
     #[inline]
     pub(super) fn between_copies_and_mirrors(&self) {

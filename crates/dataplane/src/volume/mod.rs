@@ -210,3 +210,6 @@ mod tests;
 
 #[cfg(test)]
 mod copy_tests;
+
+#[cfg(test)]
+mod parallel_tests;
