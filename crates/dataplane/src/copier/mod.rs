@@ -320,11 +320,9 @@ impl<'a, 'p> Copier<'a, 'p> {
         more: u64,
     ) -> Result<(), CopyError> {
         let len = source.size().map_err(CopyError::source("stat"))?;
-        let seek = CopyError::source("seek");
-        self.left = source.data_bytes(from, len).map_err(seek)?;
-        let done = source
-            .data_bytes(0, from.min(len))
-            .map_err(CopyError::source("seek"))?;
+        let seek = || CopyError::source("seek");
+        self.left = source.data_bytes(from, len).map_err(seek())?;
+        let done = source.data_bytes(0, from.min(len)).map_err(seek())?;
         self.tally = Tally {
             done,
             total: done + self.left + more,
