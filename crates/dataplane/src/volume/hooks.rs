@@ -15,12 +15,25 @@ pub(super) struct SliceHooks {
     /// which is not a media failure.
     #[cfg(test)]
     pub(super) fail_with: std::sync::atomic::AtomicI32,
+    /// Counts down at each I/O on the slice: the one that takes it to 0
+    /// breaks the slice (`broken`), so a write can pass its copy-on-write
+    /// save and fail after (0: off).
+    #[cfg(test)]
+    pub(super) breaks_in: std::sync::atomic::AtomicU32,
 }
 
 impl SliceHooks {
     /// Fails like a broken disk when a test asks for it.
     #[inline]
     pub(super) fn fault(&self) -> std::io::Result<()> {
+        #[cfg(test)]
+        if self
+            .breaks_in
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            == Ok(1)
+        {
+            self.broken.store(true, Ordering::Release);
+        }
         #[cfg(test)]
         if self.broken.load(Ordering::Acquire) {
             return Err(super::eio());

@@ -51,8 +51,8 @@ fn a_media_failure_in_a_parallel_flush_loses_only_that_copy() {
     for copy in [0, 2] {
         assert!(!io.slices[0][copy].dirty.load(Ordering::Acquire));
     }
-    // A FUA write: the same.
-    io.slices[0][2].hooks.broken.store(true, Ordering::Release);
+    // A FUA write whose write (after its save) fails on one copy: the same.
+    io.slices[0][2].hooks.breaks_in.store(2, Ordering::Release);
     io.write(4096, &[2u8; 4096], true).expect("FUA write");
     assert_eq!(io.lost_slices(), vec![(1, 0), (2, 0)]);
     assert_eq!(read_back(&io, 0, 8192)[4096..], [2u8; 4096]);
