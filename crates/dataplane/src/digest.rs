@@ -49,26 +49,9 @@ impl BlockHasher {
         &mut self,
         offset: u64,
         data: &[u8],
-        mut on_run: impl FnMut(u64, &[u8]) -> Result<(), E>,
+        on_run: impl FnMut(u64, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        debug_assert_eq!(offset % BLOCK, 0);
-        let mut run_start: Option<usize> = None;
-        for (i, block) in data.chunks(BLOCK as usize).enumerate() {
-            let at = i * BLOCK as usize;
-            if is_zero(block) {
-                if let Some(s) = run_start.take() {
-                    on_run(offset + s as u64, &data[s..at])?;
-                }
-            } else {
-                self.0.update(&(offset + at as u64).to_le_bytes());
-                self.0.update(block);
-                run_start.get_or_insert(at);
-            }
-        }
-        if let Some(s) = run_start {
-            on_run(offset + s as u64, &data[s..])?;
-        }
-        Ok(())
+        data_runs(Some(self), offset, data, on_run)
     }
 
     /// The digest of a file of `len` bytes whose data has all been fed.
@@ -76,6 +59,38 @@ impl BlockHasher {
         self.0.update(&len.to_le_bytes());
         Digest(self.0.digest128())
     }
+}
+
+/// Calls `on_run(offset, bytes)` for each maximal run of non-zero blocks of
+/// `data` (the bytes at `offset`, a multiple of [`BLOCK`]), in order,
+/// feeding `hasher` (see [`BlockHasher::feed`]) when there is one.
+#[inline]
+pub(crate) fn data_runs<E>(
+    mut hasher: Option<&mut BlockHasher>,
+    offset: u64,
+    data: &[u8],
+    mut on_run: impl FnMut(u64, &[u8]) -> Result<(), E>,
+) -> Result<(), E> {
+    debug_assert_eq!(offset % BLOCK, 0);
+    let mut run_start: Option<usize> = None;
+    for (i, block) in data.chunks(BLOCK as usize).enumerate() {
+        let at = i * BLOCK as usize;
+        if is_zero(block) {
+            if let Some(s) = run_start.take() {
+                on_run(offset + s as u64, &data[s..at])?;
+            }
+        } else {
+            if let Some(h) = hasher.as_deref_mut() {
+                h.0.update(&(offset + at as u64).to_le_bytes());
+                h.0.update(block);
+            }
+            run_start.get_or_insert(at);
+        }
+    }
+    if let Some(s) = run_start {
+        on_run(offset + s as u64, &data[s..])?;
+    }
+    Ok(())
 }
 
 /// Splits `[start, end)` into I/O chunks ending at multiples of `chunk`

@@ -14,6 +14,7 @@
 //! `spawn_blocking`. All calls are idempotent so a job resumed after a crash
 //! can simply repeat the step it was on.
 
+mod copier;
 mod copy;
 mod digest;
 mod extents;
@@ -190,8 +191,8 @@ pub trait DataPlane: Send + Sync + 'static {
     /// `options.rate_limit`; written to a temporary name and fsynced; the
     /// temporary copy is re-read and its digest compared with the source's;
     /// only a verified copy is renamed to the slice's name (then the directory
-    /// is fsynced). The slice's snapshot files travel with it: copied the
-    /// same way (deltas verified by digest, maps byte for byte), durable and
+    /// is fsynced). The slice's snapshot files travel with it: copied (the
+    /// chunks their maps name, every piece read back and compared), durable and
     /// in place before the slice file is renamed in, so an existing slice
     /// file always has its snapshots next to it. `progress(done, total)` is
     /// called as data bytes are copied. On any failure everything the copy

@@ -12,7 +12,6 @@
 //! checkpoint never points into a file that was started again.
 
 use crate::extents::punch_hole;
-use crate::extents::DataExtents;
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -179,14 +178,18 @@ impl<'a> Checkpoints<'a> {
             && self.at.elapsed() >= self.resume.min_interval
     }
 
-    /// Makes the target durable (`target.sync_data`), then records that
-    /// every byte below `offset` is there. A checkpoint the caller could
-    /// not record is only logged: the copy goes on, a resume starts earlier.
-    pub(crate) fn take(&mut self, target: &File, offset: u64) -> io::Result<()> {
+    /// Makes the target durable (`make_durable`), then records that every
+    /// byte below `offset` is there. A checkpoint the caller could not
+    /// record is only logged: the copy goes on, a resume starts earlier.
+    pub(crate) fn take(
+        &mut self,
+        offset: u64,
+        make_durable: impl FnOnce() -> io::Result<()>,
+    ) -> io::Result<()> {
         let Some(record) = &self.resume.record else {
             return Ok(());
         };
-        target.sync_data()?;
+        make_durable()?;
         match record(offset) {
             Ok(()) => self.stats.0.checkpoint.store(offset, Ordering::Relaxed),
             Err(e) => {
@@ -219,15 +222,4 @@ pub(crate) fn reopen_partial(partial: &Path, len: u64, from: u64) -> Option<File
         punch_hole(&file, from, len - from).ok()?;
     }
     Some(file)
-}
-
-/// Data bytes of `file` below `offset` (the part of a copy's total that a
-/// resumed copy has done already).
-pub(crate) fn data_below(file: &File, offset: u64) -> io::Result<u64> {
-    let mut total = 0;
-    for extent in DataExtents::new(file, offset) {
-        let (start, end) = extent?;
-        total += end.min(offset) - start;
-    }
-    Ok(total)
 }

@@ -91,6 +91,27 @@ pub(crate) struct MapTail {
     pub(crate) data_chunks: Vec<u64>,
 }
 
+impl MapTail {
+    /// The map bytes `bytes` read from offset `from`, the map being `end`
+    /// bytes long after them.
+    pub(crate) fn new(bytes: Vec<u8>, from: u64, end: u64) -> MapTail {
+        let records_from = from.max(HEADER_LEN as u64);
+        let skip = (records_from - from) as usize;
+        let data_chunks = bytes
+            .get(skip..)
+            .unwrap_or_default()
+            .chunks_exact(RECORD_LEN)
+            .filter(|r| r[0] == TAG_DATA)
+            .map(|r| le_u64(&r[8..]))
+            .collect();
+        MapTail {
+            bytes,
+            end,
+            data_chunks,
+        }
+    }
+}
+
 /// Name of snapshot `id`'s delta file next to the slice named `<stem>.slice`.
 pub(crate) fn delta_name(stem: &str, id: u64) -> String {
     format!("{stem}.s{id}.delta")
@@ -486,20 +507,7 @@ impl SliceSnapshots {
         let end = snap.log_len;
         let mut bytes = vec![0u8; end.saturating_sub(from) as usize];
         snap.log.read_exact_at(&mut bytes, from)?;
-        let records_from = from.max(HEADER_LEN as u64);
-        let skip = (records_from - from) as usize;
-        let data_chunks = bytes
-            .get(skip..)
-            .unwrap_or_default()
-            .chunks_exact(RECORD_LEN)
-            .filter(|r| r[0] == TAG_DATA)
-            .map(|r| le_u64(&r[8..]))
-            .collect();
-        Ok(MapTail {
-            bytes,
-            end,
-            data_chunks,
-        })
+        Ok(MapTail::new(bytes, from, end))
     }
 
     /// Reads chunk `chunk` of snapshot `id`'s delta into `buf` (`COW_CHUNK`

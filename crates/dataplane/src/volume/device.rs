@@ -9,6 +9,7 @@
 //! calls a media failure makes the front end lose the slice and go on with
 //! its other copies; any other error fails the request.
 
+use crate::copier::{CopySource, SnapshotSource};
 use crate::extents::{allocation, will_need, DataExtents};
 use crate::snapshot::MapTail;
 use crate::{SliceSnapshots, SnapshotInfo};
@@ -92,6 +93,39 @@ pub(crate) trait SliceDevice: Send + Sync {
     #[cfg(test)]
     fn as_local(&self) -> Option<&LocalSlice> {
         None
+    }
+}
+
+/// A live copy reads a slice through the device.
+impl<'d> CopySource for dyn SliceDevice + 'd {
+    fn size(&self) -> io::Result<u64> {
+        SliceDevice::size(self)
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        SliceDevice::read_at(self, buf, offset)
+    }
+
+    fn next_data(&self, from: u64, len: u64) -> io::Result<Option<(u64, u64)>> {
+        SliceDevice::next_data(self, from, len)
+    }
+
+    fn data_bytes(&self, from: u64, len: u64) -> io::Result<u64> {
+        SliceDevice::data_bytes(self, from, len)
+    }
+}
+
+impl<'d> SnapshotSource for dyn SliceDevice + 'd {
+    fn snapshot_ids(&self) -> io::Result<Vec<u64>> {
+        SliceDevice::snapshot_ids(self)
+    }
+
+    fn snapshot_map_since(&self, id: u64, from: u64) -> io::Result<MapTail> {
+        SliceDevice::snapshot_map_since(self, id, from)
+    }
+
+    fn read_snapshot_chunk(&self, id: u64, chunk: u64, buf: &mut [u8]) -> io::Result<()> {
+        SliceDevice::read_snapshot_chunk(self, id, chunk, buf)
     }
 }
 

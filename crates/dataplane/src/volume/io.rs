@@ -1,7 +1,7 @@
 //! The front end of an open volume: stripes over columns, copies, the
 //! barrier, degraded reads and writes.
 
-use super::hooks::{SliceHooks, VolumeHooks};
+use super::hooks::{CopiesMode, SliceHooks, VolumeHooks};
 use super::layout::{label, push_extent, segments, Extent, Segment, VolumeLayout, STRIPE};
 use super::media::SliceMedia;
 use super::slice::{Live, SliceIo, SliceState, WrittenChunks};
@@ -327,14 +327,16 @@ impl LocalVolumeIo {
                     self.lose(slice, &state.medium, &e);
                 }
             }
-            let mut took = 0usize;
-            for slice in column {
+            // Each copy's write, made durable for FUA. A sync is worth a
+            // thread: the copies' syncs then overlap (see
+            // docs/architecture.md); a page-cache write is not.
+            let write_copy = |slice: &SliceIo| -> io::Result<bool> {
                 if slice.is_lost() {
-                    continue;
+                    return Ok(false);
                 }
                 let state = slice.read_state()?;
                 let Some(live) = slice.healthy(&state) else {
-                    continue;
+                    return Ok(false);
                 };
                 let done = slice
                     .fault()
@@ -348,13 +350,31 @@ impl LocalVolumeIo {
                     .and_then(|()| if fua { live.sync() } else { Ok(()) });
                 match done {
                     Ok(()) => {
-                        took += 1;
                         if !fua {
                             slice.dirty.store(true, Ordering::Release);
                         }
+                        Ok(true)
                     }
-                    Err(e) if is_media_failure(&e) => self.lose(slice, &state.medium, &e),
-                    Err(e) => return Err(e),
+                    Err(e) if is_media_failure(&e) => {
+                        self.lose(slice, &state.medium, &e);
+                        Ok(false)
+                    }
+                    Err(e) => Err(e),
+                }
+            };
+            let parallel = match self.hooks.copies_mode() {
+                CopiesMode::Serial => false,
+                CopiesMode::ParallelSyncs => fua,
+                CopiesMode::ParallelAll => true,
+            };
+            let mut took = 0usize;
+            if parallel {
+                for took_it in run_each(column, write_copy) {
+                    took += usize::from(took_it?);
+                }
+            } else {
+                for slice in column {
+                    took += usize::from(write_copy(slice)?);
                 }
             }
             self.hooks.between_copies_and_mirrors();
@@ -412,6 +432,108 @@ impl LocalVolumeIo {
     }
 }
 
+impl LocalVolumeIo {
+    /// Makes the acknowledged writes of one slice durable (and those
+    /// mirrored to a copy's target); a slice whose fsync fails, or whose
+    /// file is no longer on its medium, is lost. Errs on any other failure.
+    fn flush_slice(&self, slice: &SliceIo) -> io::Result<()> {
+        // A copy's target holds acknowledged writes below its checkpoint
+        // that a resumed copy does not copy again: they are made durable
+        // there too (a rebuild's target belongs to a lost slice, so this
+        // comes first). Only a slice claimed by a copy has one: the others
+        // are not locked for it.
+        if slice.copying.load(Ordering::Acquire) {
+            let state = slice.read_state()?;
+            if let Some(m) = state.mirror.as_ref() {
+                // As below: a concurrent flush must not answer before this
+                // sync has made the writes durable.
+                let _syncing = slice.syncing.lock().unwrap_or_else(|p| p.into_inner());
+                if m.dirty.swap(false, Ordering::AcqRel) {
+                    if let Err(e) = m.file.sync_data() {
+                        tracing::warn!(slice = %label(&slice.key), error = %e,
+                            "flush of a copy's target failed; the copy will fail");
+                        m.failed.store(true, Ordering::Release);
+                    }
+                }
+            }
+        }
+        if slice.is_lost() && !slice.copying.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let state = slice.read_state()?;
+        if let Some((retiring, old)) = state.mirrored_retiring() {
+            // The old place of a switched move holds every acknowledged
+            // write until the move finishes.
+            let _syncing = slice.syncing.lock().unwrap_or_else(|p| p.into_inner());
+            if retiring.dirty.swap(false, Ordering::AcqRel) {
+                old.sync().inspect_err(|_| {
+                    retiring.dirty.store(true, Ordering::Release);
+                })?;
+            }
+        }
+        let Some(live) = slice.healthy(&state) else {
+            return Ok(());
+        };
+        let synced = self
+            .check_linked(slice, &state, live)
+            .and_then(|()| slice.fault())
+            .and_then(|()| {
+                // A poisoned lock guards nothing but ordering.
+                let _syncing = slice.syncing.lock().unwrap_or_else(|p| p.into_inner());
+                if slice.dirty.swap(false, Ordering::AcqRel) {
+                    live.sync().inspect_err(|_| {
+                        slice.dirty.store(true, Ordering::Release);
+                    })
+                } else {
+                    Ok(())
+                }
+            });
+        match synced {
+            Ok(()) => Ok(()),
+            Err(e) if is_media_failure(&e) => {
+                self.lose(slice, &state.medium, &e);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Runs `job` for each of `items` at once: each but the first on a thread
+/// of its own, the first here; the outcomes in order. A thread that cannot
+/// be started leaves its item to run here after the first.
+fn run_each<T: Sync, R: Send>(items: &[T], job: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let Some((first, rest)) = items.split_first() else {
+        return Vec::new();
+    };
+    if rest.is_empty() {
+        return vec![job(first)];
+    }
+    let job = &job;
+    std::thread::scope(|scope| {
+        let started: Vec<_> = rest
+            .iter()
+            .map(|item| {
+                std::thread::Builder::new()
+                    .name("svs-copy-io".into())
+                    .spawn_scoped(scope, move || job(item))
+                    .map_err(|_| item)
+            })
+            .collect();
+        let mut out = Vec::with_capacity(items.len());
+        out.push(job(first));
+        for handle in started {
+            out.push(match handle {
+                Ok(handle) => handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                Err(item) => job(item),
+            });
+        }
+        out
+    })
+}
+
 impl VolumeIo for LocalVolumeIo {
     fn volume_id(&self) -> &str {
         &self.volume_id
@@ -465,63 +587,31 @@ impl VolumeIo for LocalVolumeIo {
     /// written since the last flush); a slice whose fsync fails, or whose
     /// file is no longer on its medium, is lost.
     fn flush(&self) -> io::Result<()> {
+        // The slices with writes to make durable sync at once, each on its
+        // own thread (see docs/architecture.md); the others (a link check
+        // each) and every outcome are taken in order, as one after another.
+        let slices: Vec<&SliceIo> = self.all_slices().collect();
+        let mut synced: Vec<Option<io::Result<()>>> = slices.iter().map(|_| None).collect();
+        if self.hooks.copies_mode() != CopiesMode::Serial {
+            let to_sync: Vec<usize> = (0..slices.len())
+                .filter(|&i| {
+                    slices[i].dirty.load(Ordering::Acquire)
+                        || slices[i].copying.load(Ordering::Acquire)
+                })
+                .collect();
+            if to_sync.len() > 1 {
+                let outcomes = run_each(&to_sync, |&i| self.flush_slice(slices[i]));
+                for (&i, outcome) in to_sync.iter().zip(outcomes) {
+                    synced[i] = Some(outcome);
+                }
+            }
+        }
+        let mut next = synced.into_iter().zip(&slices);
         for column in &self.slices {
-            for slice in column {
-                // A copy's target holds acknowledged writes below its
-                // checkpoint that a resumed copy does not copy again: they
-                // are made durable there too (a rebuild's target belongs to
-                // a lost slice, so this comes first). Only a slice claimed
-                // by a copy has one: the others are not locked for it.
-                if slice.copying.load(Ordering::Acquire) {
-                    let state = slice.read_state()?;
-                    if let Some(m) = state.mirror.as_ref() {
-                        // As below: a concurrent flush must not answer
-                        // before this sync has made the writes durable.
-                        let _syncing = slice.syncing.lock().unwrap_or_else(|p| p.into_inner());
-                        if m.dirty.swap(false, Ordering::AcqRel) {
-                            if let Err(e) = m.file.sync_data() {
-                                tracing::warn!(slice = %label(&slice.key), error = %e,
-                                    "flush of a copy's target failed; the copy will fail");
-                                m.failed.store(true, Ordering::Release);
-                            }
-                        }
-                    }
-                }
-                if slice.is_lost() && !slice.copying.load(Ordering::Acquire) {
-                    continue;
-                }
-                let state = slice.read_state()?;
-                if let Some((retiring, old)) = state.mirrored_retiring() {
-                    // The old place of a switched move holds every
-                    // acknowledged write until the move finishes.
-                    let _syncing = slice.syncing.lock().unwrap_or_else(|p| p.into_inner());
-                    if retiring.dirty.swap(false, Ordering::AcqRel) {
-                        old.sync().inspect_err(|_| {
-                            retiring.dirty.store(true, Ordering::Release);
-                        })?;
-                    }
-                }
-                let Some(live) = slice.healthy(&state) else {
-                    continue;
-                };
-                let synced = self
-                    .check_linked(slice, &state, live)
-                    .and_then(|()| slice.fault())
-                    .and_then(|()| {
-                        // A poisoned lock guards nothing but ordering.
-                        let _syncing = slice.syncing.lock().unwrap_or_else(|p| p.into_inner());
-                        if slice.dirty.swap(false, Ordering::AcqRel) {
-                            live.sync().inspect_err(|_| {
-                                slice.dirty.store(true, Ordering::Release);
-                            })
-                        } else {
-                            Ok(())
-                        }
-                    });
-                match synced {
-                    Ok(()) => {}
-                    Err(e) if is_media_failure(&e) => self.lose(slice, &state.medium, &e),
-                    Err(e) => return Err(e),
+            for (outcome, slice) in next.by_ref().take(column.len()) {
+                match outcome {
+                    Some(outcome) => outcome?,
+                    None => self.flush_slice(slice)?,
                 }
             }
             if !column.iter().any(SliceIo::usable) {

@@ -6,19 +6,15 @@ use super::io::LocalVolumeIo;
 use super::is_media_failure;
 use super::layout::label;
 use super::slice::{Live, Mirror, SliceIo, SliceState};
-use super::snapshot_copy::SnapshotCopy;
-use crate::digest::{is_zero, CHUNK};
-use crate::extents::{punch_hole, BLOCK};
+use crate::copier::{ChunkHold, Copier, CopyChunk, CopyError, CopySource, SnapshotCopy, Verify};
+use crate::digest::CHUNK;
 use crate::resume::Checkpoints;
-use crate::throttle::Pacer;
 use crate::{CopyOptions, DataPlaneError, COW_CHUNK};
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 /// Records appended to the newest snapshot's map during a live copy that
 /// may be left for the switch (with I/O paused); more are caught up first.
@@ -98,20 +94,79 @@ pub(super) struct Fill<'a> {
     pub(super) held: u64,
 }
 
-/// How often a live copy measures again what is left of the slice file
-/// (writes into holes ahead of the copy add to it).
-pub(super) const REMEASURE: Duration = Duration::from_secs(1);
-
-/// A live copy's progress: `done` of `total` bytes, `total` growing with
-/// what writes during the move add (the catch-up).
-pub(super) struct Tally {
-    pub(super) done: u64,
-    pub(super) total: u64,
+/// The source of a live copy as the copier reads it: the slice's device,
+/// failing like a broken disk when a test asks for it.
+struct LiveSource<'a> {
+    slice: &'a SliceIo,
+    device: &'a dyn SliceDevice,
 }
 
-impl Tally {
-    pub(super) fn report(&self, progress: &mut dyn FnMut(u64, u64)) {
-        progress(self.done, self.total.max(self.done));
+impl CopySource for LiveSource<'_> {
+    fn size(&self) -> io::Result<u64> {
+        CopySource::size(self.device)
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.slice.fault()?;
+        CopySource::read_at(self.device, buf, offset)
+    }
+
+    fn next_data(&self, from: u64, len: u64) -> io::Result<Option<(u64, u64)>> {
+        CopySource::next_data(self.device, from, len)
+    }
+
+    fn data_bytes(&self, from: u64, len: u64) -> io::Result<u64> {
+        CopySource::data_bytes(self.device, from, len)
+    }
+}
+
+/// Runs `copy` (of a chunk from `source` to `holder`'s target) with
+/// `holder`'s slice held exclusively: a write to the source either lands
+/// before the chunk is read, or is mirrored after the cursor has passed it
+/// (writes reach the mirror after the source, and the mirror under this
+/// lock). Then moves the mirror's cursor to `cursor(result)`, if any.
+fn with_mirror<T>(
+    source: &SliceIo,
+    holder: &SliceIo,
+    copy: impl FnOnce() -> Result<T, CopyError>,
+    cursor: impl FnOnce(&T) -> Option<u64>,
+) -> Result<T, CopyError> {
+    let mut state = holder.write_state().map_err(CopyError::target("lock"))?;
+    if source.is_lost() {
+        return Err(CopyError::Target("copy", source_lost()));
+    }
+    let Some(mirror) = state.mirror.as_mut() else {
+        return Err(CopyError::Target(
+            "copy",
+            io::Error::other("copy state lost"),
+        ));
+    };
+    let copied = copy()?;
+    if let Some(upto) = cursor(&copied) {
+        mirror.copied_upto = upto;
+    }
+    if mirror.failed.load(Ordering::Acquire) {
+        return Err(CopyError::Target(
+            "write",
+            io::Error::other("a write to the target failed during the copy"),
+        ));
+    }
+    Ok(copied)
+}
+
+/// The mirror's cursor, moved past each chunk the copier copies (see
+/// [`with_mirror`]); once everything is copied every write is mirrored
+/// (also past the end, should the slice grow meanwhile).
+struct MirrorCursor<'a> {
+    source: &'a SliceIo,
+    holder: &'a SliceIo,
+}
+
+impl ChunkHold for MirrorCursor<'_> {
+    fn around(&mut self, copy_chunk: &mut CopyChunk<'_>) -> Result<Option<(u64, u64)>, CopyError> {
+        with_mirror(self.source, self.holder, copy_chunk, |copied| {
+            Some(copied.map_or(u64::MAX, |(_, end)| end))
+        })
     }
 }
 
@@ -140,15 +195,31 @@ impl LocalVolumeIo {
             held,
         } = ends;
         let io_err = |op: &'static str| move |e: io::Error| self.err(holder, to_medium, op, e);
-        let stats = &options.stats;
-        let mut len = source_file.size().map_err(io_err("stat"))?;
-        // What is left of the slice file as far as known now.
-        let mut data_left = source_file.data_bytes(from, len).map_err(io_err("seek"))?;
-        let done = source_file.data_bytes(0, from).map_err(io_err("seek"))?;
-        let mut tally = Tally {
-            done,
-            total: done + data_left + held,
+        let snapshot_err = |op: &'static str| move |e: CopyError| io_err(op)(e.into_io());
+        let failed = |e: CopyError| match e {
+            CopyError::Source(op, e) => {
+                // The copy read from failed: as a read would.
+                if is_media_failure(&e) {
+                    self.lose(source, source_medium, &e);
+                }
+                self.err(source, source_medium, op, e)
+            }
+            CopyError::Target(op, e) => self.err(holder, to_medium, op, e),
+            CopyError::Cancelled => DataPlaneError::Cancelled,
+            CopyError::VerifyFailed => DataPlaneError::VerifyFailed {
+                slice: label(&holder.key),
+                from: source_medium.to_string(),
+                to: to_medium.to_string(),
+            },
         };
+        let read_from = LiveSource {
+            slice: source,
+            device: source_file,
+        };
+        let target_file: &File = target;
+        let mut copier = Copier::new(options, Verify::ReadBack, progress);
+        // The source's snapshot bytes are the estimate of theirs.
+        copier.measure(&read_from, from, held).map_err(failed)?;
         {
             let mut state = holder.write_state().map_err(io_err("lock"))?;
             state.mirror = Some(Mirror {
@@ -159,69 +230,7 @@ impl LocalVolumeIo {
                 dirty: AtomicBool::new(false),
             });
         }
-        tally.report(progress);
-
-        let pacer = Pacer::new(options.rate_limit, &options.cancel);
-        let cancelled = |_| DataPlaneError::Cancelled;
-        let mut bufs = (vec![0u8; CHUNK], vec![0u8; CHUNK]);
-        let copy_chunk = |state: &mut SliceState,
-                          start: u64,
-                          n: usize,
-                          clear: bool,
-                          bufs: &mut (Vec<u8>, Vec<u8>)|
-         -> Result<(), DataPlaneError> {
-            if source.is_lost() {
-                return Err(io_err("copy")(source_lost()));
-            }
-            let mirror = state
-                .mirror
-                .as_mut()
-                .ok_or_else(|| io_err("copy")(io::Error::other("copy state lost")))?;
-            let data = &mut bufs.0[..n];
-            if let Err(e) = source
-                .fault()
-                .and_then(|()| source_file.read_at(data, start))
-            {
-                if is_media_failure(&e) {
-                    self.lose(source, source_medium, &e);
-                }
-                return Err(self.err(source, source_medium, "read", e));
-            }
-            if clear {
-                punch_hole(&mirror.file, start, n as u64).map_err(io_err("write"))?;
-            }
-            let mut at = 0usize;
-            while at < n {
-                let block = (BLOCK as usize).min(n - at);
-                let piece = &data[at..at + block];
-                if !is_zero(piece) {
-                    mirror
-                        .file
-                        .write_all_at(piece, start + at as u64)
-                        .map_err(io_err("write"))?;
-                }
-                at += block;
-            }
-            // Verify the chunk against the source bytes just read.
-            let check = &mut bufs.1[..n];
-            mirror
-                .file
-                .read_exact_at(check, start)
-                .map_err(io_err("verify"))?;
-            if check != &bufs.0[..n] {
-                return Err(DataPlaneError::VerifyFailed {
-                    slice: label(&holder.key),
-                    from: source_medium.to_string(),
-                    to: to_medium.to_string(),
-                });
-            }
-            if mirror.failed.load(Ordering::Acquire) {
-                return Err(io_err("write")(io::Error::other(
-                    "a write to the target failed during the copy",
-                )));
-            }
-            Ok(())
-        };
+        copier.report();
 
         // A resumed copy: below its checkpoint the target has every write
         // made before the interruption, but not those made since the volume
@@ -229,73 +238,33 @@ impl LocalVolumeIo {
         // after the mirror is in place: a write not marked yet is mirrored.
         if from > 0 {
             for chunk in self.written[holder.key.column as usize].below(from) {
-                pacer.check().map_err(cancelled)?;
+                copier.check().map_err(failed)?;
                 let start = chunk * CHUNK as u64;
                 let n = (CHUNK as u64).min(from - start) as usize;
-                let mut state = holder.write_state().map_err(io_err("lock"))?;
-                copy_chunk(&mut state, start, n, true, &mut bufs)?;
-                drop(state);
-                stats.add_copied(n as u64);
-                stats.add_catch_up(n as u64);
-                tally.done += n as u64;
-                tally.total += n as u64;
-                tally.report(progress);
-                pacer.pace(stats.copied()).map_err(cancelled)?;
+                with_mirror(
+                    source,
+                    holder,
+                    || copier.copy_chunk(&read_from, target_file, start, n, true),
+                    |_| None,
+                )
+                .map_err(failed)?;
+                copier.stats().add_catch_up(n as u64);
+                copier.tally.total += n as u64;
+                copier.copied(n as u64).map_err(failed)?;
             }
         }
 
-        let mut checkpoints = Checkpoints::new(&options.resume, stats);
-        let mut measured = Instant::now();
-        let mut cursor = from;
-        loop {
-            pacer.check().map_err(cancelled)?;
-            // One chunk with the target's slice held exclusively: a write
-            // to the source either lands before the chunk is read, or is
-            // mirrored after the cursor has passed it (writes reach the
-            // mirror after the source, and the mirror under this lock).
-            let mut state = holder.write_state().map_err(io_err("lock"))?;
-            len = source_file.size().map_err(io_err("stat"))?;
-            let next = { source_file.next_data(cursor, len).map_err(io_err("seek"))? };
-            let Some((start, end)) = next else {
-                // Everything is copied: from now on every write is mirrored
-                // (also past the end, should the slice grow meanwhile).
-                if let Some(mirror) = state.mirror.as_mut() {
-                    mirror.copied_upto = u64::MAX;
-                }
-                break;
-            };
-            let n = ((end - start).min(CHUNK as u64)) as usize;
-            copy_chunk(&mut state, start, n, false, &mut bufs)?;
-            cursor = start + n as u64;
-            if let Some(mirror) = state.mirror.as_mut() {
-                mirror.copied_upto = cursor;
-            }
-            drop(state);
-            stats.add_copied(n as u64);
-            tally.done += n as u64;
-            data_left = data_left.saturating_sub(n as u64);
-            if measured.elapsed() >= REMEASURE {
-                // Writes into holes ahead of the copy add to what is left.
-                let left = source_file
-                    .data_bytes(cursor, len)
-                    .map_err(io_err("seek"))?;
-                if left > data_left {
-                    stats.add_catch_up(left - data_left);
-                }
-                tally.total = (tally.total + left).saturating_sub(data_left);
-                data_left = left;
-                measured = Instant::now();
-            }
-            tally.report(progress);
-            if checkpoints.due() {
-                checkpoints.take(target, cursor).map_err(io_err("fsync"))?;
-            }
-            pacer.pace(stats.copied()).map_err(cancelled)?;
-        }
-        // Durable before anyone relies on it; most was written back already.
-        target.sync_all().map_err(io_err("fsync"))?;
-        // An interruption from now on need not copy the slice file again.
-        checkpoints.take(target, len).map_err(io_err("fsync"))?;
+        let mut checkpoints = Checkpoints::new(&options.resume, &options.stats);
+        let mut cursor = MirrorCursor { source, holder };
+        copier
+            .copy_data(
+                &read_from,
+                target_file,
+                from,
+                Some(&mut checkpoints),
+                &mut cursor,
+            )
+            .map_err(failed)?;
 
         // The snapshot files: everything, then what was saved meanwhile,
         // until what is left for the pause is small.
@@ -308,48 +277,45 @@ impl LocalVolumeIo {
                 dir,
                 stem,
             )
-            .map_err(io_err("create"))?
+            .map_err(snapshot_err("create"))?
         };
         for round in 1.. {
             let added = {
                 let state = source.read_state().map_err(io_err("lock"))?;
                 snapshot_copy
-                    .fetch(
+                    .fetch_maps(
                         healthy_source(source, &state)
                             .map_err(io_err("copy"))?
                             .as_ref(),
                     )
-                    .map_err(io_err("copy snapshots"))?
+                    .map_err(snapshot_err("copy snapshots"))?
             };
             let added_bytes = added as u64 * COW_CHUNK;
             if round == 1 {
                 // The snapshots as they are now replace the estimate.
-                tally.total = tally.total.saturating_sub(held) + added_bytes;
+                copier.tally.total = copier.tally.total.saturating_sub(held) + added_bytes;
             } else {
                 // Saved by writes made during the move.
-                tally.total += added_bytes;
-                stats.add_catch_up(added_bytes);
+                copier.tally.total += added_bytes;
+                copier.stats().add_catch_up(added_bytes);
             }
             loop {
-                pacer.check().map_err(cancelled)?;
+                copier.check().map_err(failed)?;
                 let copied = {
                     let state = source.read_state().map_err(io_err("lock"))?;
                     snapshot_copy
-                        .copy_pending(
+                        .copy_chunks(
                             healthy_source(source, &state)
                                 .map_err(io_err("copy"))?
                                 .as_ref(),
                             CATCH_UP_CHUNKS,
                         )
-                        .map_err(io_err("copy snapshots"))?
+                        .map_err(snapshot_err("copy snapshots"))?
                 };
                 if copied == 0 {
                     break;
                 }
-                stats.add_copied(copied);
-                tally.done += copied;
-                tally.report(progress);
-                pacer.pace(stats.copied()).map_err(cancelled)?;
+                copier.copied(copied).map_err(failed)?;
             }
             if added <= CATCH_UP_CHUNKS || round >= CATCH_UP_ROUNDS {
                 break;

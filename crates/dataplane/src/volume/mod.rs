@@ -53,7 +53,6 @@ mod live_copy;
 mod media;
 mod slice;
 mod slice_move;
-mod snapshot_copy;
 mod snapshots;
 
 pub(crate) use device::{LocalSlice, SliceDevice};
@@ -264,3 +263,6 @@ mod copy_tests;
 
 #[cfg(test)]
 mod test_moves;
+
+#[cfg(test)]
+mod parallel_tests;

@@ -1,0 +1,493 @@
+//! The one slice copier: a source slice's data extents to a target, holes
+//! left holes, paced to a rate, cancellable, checkpointed for a resume,
+//! counted ([`CopyStats`], progress) and verified. Offline copies (`copy`)
+//! and live moves and rebuilds (`volume::live_copy`) both run it, and both
+//! copy a slice's snapshot files with [`SnapshotCopy`].
+//!
+//! A copy reads a [`CopySource`] (a slice file, or an open slice device)
+//! and writes a [`CopyTarget`] (the partial file of the new slice; a slice
+//! on a storage node will be another). It verifies in one of two ways
+//! ([`Verify`]): each chunk read back from the target as it is written, or
+//! the whole target's digest against the source's at the end.
+
+mod snapshots;
+
+pub(crate) use snapshots::{
+    create_partial, SnapshotCopy, SnapshotFilesAt, SnapshotSource, SNAPSHOT_BATCH,
+};
+
+use crate::digest::{chunks, data_runs, digest_open_file, BlockHasher, CHUNK};
+use crate::extents::{advise_sequential, punch_hole, DataExtents, BLOCK};
+use crate::resume::Checkpoints;
+use crate::throttle::{Cancelled, Pacer};
+use crate::{CopyOptions, CopyStats, Digest};
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::time::{Duration, Instant};
+
+/// Why a copy failed; callers add media and slice names.
+#[derive(Debug)]
+pub(crate) enum CopyError {
+    /// The source failed (`op`: what the copy did).
+    Source(&'static str, io::Error),
+    /// The target failed.
+    Target(&'static str, io::Error),
+    Cancelled,
+    /// What was read back from the target is not what was written.
+    VerifyFailed,
+}
+
+impl From<Cancelled> for CopyError {
+    fn from(_: Cancelled) -> Self {
+        CopyError::Cancelled
+    }
+}
+
+impl CopyError {
+    pub(crate) fn source(op: &'static str) -> impl FnOnce(io::Error) -> CopyError {
+        move |e| CopyError::Source(op, e)
+    }
+
+    pub(crate) fn target(op: &'static str) -> impl FnOnce(io::Error) -> CopyError {
+        move |e| CopyError::Target(op, e)
+    }
+}
+
+/// What a copy reads: a slice's bytes. Offsets are inside the slice.
+pub(crate) trait CopySource {
+    /// The slice's size in bytes.
+    fn size(&self) -> io::Result<u64>;
+
+    /// Reads exactly `buf.len()` bytes at `offset`.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+
+    /// The first data extent `(start, end)` in `[from, len)`, if any;
+    /// `start` is a multiple of [`BLOCK`], `end` one too or `len`.
+    fn next_data(&self, from: u64, len: u64) -> io::Result<Option<(u64, u64)>>;
+
+    /// Data bytes in `[from, len)`.
+    fn data_bytes(&self, from: u64, len: u64) -> io::Result<u64>;
+
+    /// A hint that the slice will be read front to back.
+    fn will_read_all(&self) {}
+
+    /// The digest of the slice's contents (see [`crate::digest`]), read
+    /// through `buf` (at least [`CHUNK`] bytes).
+    fn digest(&self, buf: &mut [u8]) -> io::Result<Digest> {
+        let len = self.size()?;
+        let mut hasher = BlockHasher::new();
+        let mut at = 0;
+        while let Some((start, end)) = self.next_data(at, len)? {
+            for (offset, n) in chunks(start, end, CHUNK as u64) {
+                let data = &mut buf[..n];
+                self.read_at(data, offset)?;
+                hasher.feed(offset, data, |_, _| Ok::<(), io::Error>(()))?;
+            }
+            at = end;
+        }
+        Ok(hasher.finish(len))
+    }
+}
+
+/// Where a copy writes: the new slice, under a temporary name until the
+/// copy is complete.
+pub(crate) trait CopyTarget {
+    /// Writes all of `data` at `offset`.
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()>;
+
+    /// Reads exactly `buf.len()` bytes at `offset`.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+
+    /// Makes `[offset, offset + len)` a hole (reads as zeros).
+    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()>;
+
+    /// Makes every write so far durable (before a checkpoint is recorded).
+    fn sync_data(&self) -> io::Result<()>;
+
+    /// Makes the whole target durable, data and metadata (a copy's end).
+    fn sync_all(&self) -> io::Result<()>;
+
+    /// The digest of the target's contents, read through `buf` (at least
+    /// [`CHUNK`] bytes).
+    fn digest(&self, buf: &mut [u8]) -> io::Result<Digest>;
+
+    /// A hint: `[offset, offset + len)` is written and may go to the
+    /// device now, so the final sync has little left to do.
+    fn start_writeback(&self, _offset: u64, _len: u64) {}
+}
+
+impl CopySource for File {
+    fn size(&self) -> io::Result<u64> {
+        Ok(self.metadata()?.len())
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.read_exact_at(buf, offset)
+    }
+
+    fn next_data(&self, from: u64, len: u64) -> io::Result<Option<(u64, u64)>> {
+        DataExtents::from(self, from, len).next().transpose()
+    }
+
+    fn data_bytes(&self, from: u64, len: u64) -> io::Result<u64> {
+        let mut total = 0;
+        for extent in DataExtents::from(self, from, len) {
+            let (start, end) = extent?;
+            total += end.min(len) - start;
+        }
+        Ok(total)
+    }
+
+    fn will_read_all(&self) {
+        advise_sequential(self);
+    }
+
+    fn digest(&self, buf: &mut [u8]) -> io::Result<Digest> {
+        digest_open_file(self, buf)
+    }
+}
+
+/// Largest single write to a target file. Page-cache writes of this size
+/// make the kernel allocate small folios; 1 MiB writes ask for large ones,
+/// which on hosts that hand free memory back (virtual machines with page
+/// reporting) stall on compaction and refaults.
+const WRITE_PIECE: usize = 128 << 10;
+
+impl CopyTarget for File {
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+        let mut at = offset;
+        for piece in data.chunks(WRITE_PIECE) {
+            self.write_all_at(piece, at)?;
+            at += piece.len() as u64;
+        }
+        Ok(())
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.read_exact_at(buf, offset)
+    }
+
+    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
+        punch_hole(self, offset, len)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        File::sync_data(self)
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        File::sync_all(self)
+    }
+
+    fn digest(&self, buf: &mut [u8]) -> io::Result<Digest> {
+        digest_open_file(self, buf)
+    }
+
+    /// `sync_file_range(SYNC_FILE_RANGE_WRITE)`.
+    fn start_writeback(&self, offset: u64, len: u64) {
+        let (Ok(from), Ok(n)) = (
+            libc::off64_t::try_from(offset),
+            libc::off64_t::try_from(len),
+        ) else {
+            return;
+        };
+        // SAFETY: plain syscall on a valid, open descriptor; no memory is
+        // passed. Only a hint: the final fsync reports any write error.
+        unsafe {
+            libc::sync_file_range(self.as_raw_fd(), from, n, libc::SYNC_FILE_RANGE_WRITE);
+        }
+    }
+}
+
+/// How a copy checks what it wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verify {
+    /// Each chunk is read back from the target and compared with the bytes
+    /// just read from the source (a live copy: its source changes while it
+    /// is copied, so no digest of it would hold).
+    ReadBack,
+    /// At the end, the target's digest is compared with the digest of the
+    /// bytes the copy read, or of the whole source when the copy resumed
+    /// (an offline copy; the caller gets the digest).
+    Digest,
+}
+
+/// A copy's progress: `done` of `total` bytes (the total grows with what a
+/// live copy finds to catch up with).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Tally {
+    pub(crate) done: u64,
+    pub(crate) total: u64,
+}
+
+/// What a copy holds while it copies one chunk of the slice's data: a live
+/// copy holds the target's slice exclusively, so that a write is either
+/// copied or mirrored (see `volume::live_copy`).
+pub(crate) trait ChunkHold {
+    /// Runs `copy_chunk`, which copies the next chunk and returns its range
+    /// `(start, end)`, or `None` when everything is copied; returns what it
+    /// returned.
+    fn around(&mut self, copy_chunk: &mut CopyChunk<'_>) -> Result<Option<(u64, u64)>, CopyError>;
+}
+
+/// One step of [`Copier::copy_data`] (see [`ChunkHold`]).
+pub(crate) type CopyChunk<'s> = dyn FnMut() -> Result<Option<(u64, u64)>, CopyError> + 's;
+
+/// Nothing is held: the source does not change while it is copied.
+pub(crate) struct Unheld;
+
+impl ChunkHold for Unheld {
+    fn around(&mut self, copy_chunk: &mut CopyChunk<'_>) -> Result<Option<(u64, u64)>, CopyError> {
+        copy_chunk()
+    }
+}
+
+/// Smallest I/O chunk when throttled (smaller chunks pace more smoothly).
+const MIN_THROTTLED_CHUNK: u64 = 64 << 10;
+
+/// How often a copy measures again what is left of the source (writes into
+/// holes ahead of a live copy add to it).
+pub(crate) const REMEASURE: Duration = Duration::from_secs(1);
+
+/// Bytes of target written between starts of writeback.
+const WRITEBACK_STEP: u64 = 16 << 20;
+
+/// One copy run: its pacing, counters, progress and buffers, shared by the
+/// slice file and its snapshot files.
+pub(crate) struct Copier<'a, 'p> {
+    pacer: Pacer<'a>,
+    stats: &'a CopyStats,
+    verify: Verify,
+    /// Bytes per chunk of the data walk (smaller when throttled, so pacing
+    /// is smooth).
+    chunk: u64,
+    buf: Vec<u8>,
+    /// Read-back buffer ([`Verify::ReadBack`]).
+    check: Vec<u8>,
+    pub(crate) tally: Tally,
+    /// Data bytes of the source left to copy, as last measured.
+    left: u64,
+    progress: &'p mut dyn FnMut(u64, u64),
+}
+
+impl<'a, 'p> Copier<'a, 'p> {
+    pub(crate) fn new(
+        options: &'a CopyOptions,
+        verify: Verify,
+        progress: &'p mut dyn FnMut(u64, u64),
+    ) -> Self {
+        let pacer = Pacer::new(options.rate_limit, &options.cancel);
+        // At most ~1/10 s of data per chunk when throttled.
+        let chunk = match pacer.rate() {
+            Some(rate) => (rate / 10 / BLOCK * BLOCK).clamp(MIN_THROTTLED_CHUNK, CHUNK as u64),
+            None => CHUNK as u64,
+        };
+        Copier {
+            pacer,
+            stats: &options.stats,
+            verify,
+            chunk,
+            buf: vec![0u8; CHUNK],
+            check: match verify {
+                Verify::ReadBack => vec![0u8; CHUNK],
+                Verify::Digest => Vec::new(),
+            },
+            tally: Tally::default(),
+            left: 0,
+            progress,
+        }
+    }
+
+    pub(crate) fn stats(&self) -> &'a CopyStats {
+        self.stats
+    }
+
+    /// Fails when the copy was cancelled.
+    pub(crate) fn check(&self) -> Result<(), CopyError> {
+        Ok(self.pacer.check()?)
+    }
+
+    /// Measures what there is to copy of `source` from `from` on (a
+    /// checkpoint, or 0): the progress starts at the data below `from`, of
+    /// a total of the source's data and `more` bytes (its snapshots').
+    /// Nothing is reported yet (see [`Copier::report`]).
+    pub(crate) fn measure(
+        &mut self,
+        source: &dyn CopySource,
+        from: u64,
+        more: u64,
+    ) -> Result<(), CopyError> {
+        let len = source.size().map_err(CopyError::source("stat"))?;
+        let seek = || CopyError::source("seek");
+        self.left = source.data_bytes(from, len).map_err(seek())?;
+        let done = source.data_bytes(0, from.min(len)).map_err(seek())?;
+        self.tally = Tally {
+            done,
+            total: done + self.left + more,
+        };
+        Ok(())
+    }
+
+    /// Tells the caller's progress callback where the copy stands.
+    pub(crate) fn report(&mut self) {
+        (self.progress)(self.tally.done, self.tally.total.max(self.tally.done));
+    }
+
+    /// `n` more bytes were copied: counted, reported, paced.
+    pub(crate) fn copied(&mut self, n: u64) -> Result<(), CopyError> {
+        self.stats.add_copied(n);
+        self.tally.done += n;
+        self.report();
+        Ok(self.pacer.pace(self.stats.copied())?)
+    }
+
+    /// Copies `[start, start + n)` (`start` a multiple of [`BLOCK`], `n` at
+    /// most [`CHUNK`]): the all-zero blocks are not written (holes stay
+    /// holes; with `clear` the range is punched out first, for a target
+    /// that may hold older bytes there), and with [`Verify::ReadBack`] the
+    /// range is read back and compared.
+    pub(crate) fn copy_chunk(
+        &mut self,
+        source: &dyn CopySource,
+        target: &dyn CopyTarget,
+        start: u64,
+        n: usize,
+        clear: bool,
+    ) -> Result<(), CopyError> {
+        self.copy_range(source, target, start, n, clear, None)
+    }
+
+    fn copy_range(
+        &mut self,
+        source: &dyn CopySource,
+        target: &dyn CopyTarget,
+        start: u64,
+        n: usize,
+        clear: bool,
+        hasher: Option<&mut BlockHasher>,
+    ) -> Result<(), CopyError> {
+        let data = &mut self.buf[..n];
+        source
+            .read_at(data, start)
+            .map_err(CopyError::source("read"))?;
+        if clear {
+            target
+                .punch_hole(start, n as u64)
+                .map_err(CopyError::target("write"))?;
+        }
+        data_runs(hasher, start, data, |at, run| target.write_at(run, at))
+            .map_err(CopyError::target("write"))?;
+        if self.verify == Verify::ReadBack {
+            let check = &mut self.check[..n];
+            target
+                .read_at(check, start)
+                .map_err(CopyError::target("verify"))?;
+            if *check != self.buf[..n] {
+                return Err(CopyError::VerifyFailed);
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies the source's data from `from` on (0, or a checkpoint: the
+    /// target holds the bytes below it) to `target`, chunk by chunk inside
+    /// `hold`, reading the source's size again for each chunk (it may grow
+    /// while a live copy runs); takes a checkpoint now and then when
+    /// `checkpoints` are given; then makes the target durable, takes a
+    /// last checkpoint at the end and, with [`Verify::Digest`], checks the
+    /// target's digest and returns it.
+    pub(crate) fn copy_data(
+        &mut self,
+        source: &dyn CopySource,
+        target: &dyn CopyTarget,
+        from: u64,
+        mut checkpoints: Option<&mut Checkpoints<'_>>,
+        hold: &mut dyn ChunkHold,
+    ) -> Result<Option<Digest>, CopyError> {
+        source.will_read_all();
+        // A resumed copy did not read the part below `from`: it checks
+        // against the whole source's digest instead.
+        let mut hasher = (self.verify == Verify::Digest && from == 0).then(BlockHasher::new);
+        let mut len = source.size().map_err(CopyError::source("stat"))?;
+        let mut cursor = from;
+        let mut writeback_from = from;
+        let mut measured = Instant::now();
+        let chunk = self.chunk;
+        loop {
+            self.check()?;
+            let copied = hold.around(&mut || {
+                len = source.size().map_err(CopyError::source("stat"))?;
+                let next = source
+                    .next_data(cursor, len)
+                    .map_err(CopyError::source("seek"))?;
+                let Some((start, end)) = next else {
+                    return Ok(None);
+                };
+                let end = ((start / chunk + 1) * chunk).min(end);
+                let n = (end - start) as usize;
+                self.copy_range(source, target, start, n, false, hasher.as_mut())?;
+                Ok(Some((start, end)))
+            })?;
+            let Some((start, end)) = copied else { break };
+            let n = end - start;
+            cursor = end;
+            if end >= writeback_from + WRITEBACK_STEP {
+                target.start_writeback(writeback_from, end - writeback_from);
+                writeback_from = end;
+            }
+            self.stats.add_copied(n);
+            self.tally.done += n;
+            self.left = self.left.saturating_sub(n);
+            if measured.elapsed() >= REMEASURE {
+                // Writes into holes ahead of the copy add to what is left.
+                let left = source
+                    .data_bytes(cursor, len)
+                    .map_err(CopyError::source("seek"))?;
+                if left > self.left {
+                    self.stats.add_catch_up(left - self.left);
+                }
+                self.tally.total = (self.tally.total + left).saturating_sub(self.left);
+                self.left = left;
+                measured = Instant::now();
+            }
+            self.report();
+            if let Some(c) = checkpoints.as_deref_mut().filter(|c| c.due()) {
+                c.take(cursor, || target.sync_data())
+                    .map_err(CopyError::target("fsync"))?;
+            }
+            self.pacer.pace(self.stats.copied())?;
+        }
+        self.check()?;
+        // Durable before anyone relies on it; most was written back already.
+        target.sync_all().map_err(CopyError::target("fsync"))?;
+        let digest = match (self.verify, hasher) {
+            (Verify::ReadBack, _) => None,
+            (Verify::Digest, Some(hasher)) => Some(hasher.finish(len)),
+            (Verify::Digest, None) => Some(
+                source
+                    .digest(&mut self.buf)
+                    .map_err(CopyError::source("verify"))?,
+            ),
+        };
+        if let Some(c) = checkpoints {
+            // An interruption from now on (snapshot files, the switch) need
+            // not copy the slice's data again.
+            c.take(len, || target.sync_data())
+                .map_err(CopyError::target("fsync"))?;
+        }
+        if let Some(digest) = digest {
+            let copied = target
+                .digest(&mut self.buf)
+                .map_err(CopyError::target("verify"))?;
+            if copied != digest {
+                return Err(CopyError::VerifyFailed);
+            }
+        }
+        Ok(digest)
+    }
+}
+
+#[cfg(test)]
+mod tests;

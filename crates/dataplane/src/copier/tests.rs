@@ -1,0 +1,257 @@
+//! The slice copier on its own: files as source and target.
+
+use super::*;
+use crate::{CopyResume, CopyStats};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+const MIB: u64 = 1 << 20;
+
+fn file(path: &Path, len: u64) -> File {
+    let f = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .expect("create");
+    f.set_len(len).expect("size");
+    f
+}
+
+/// 16 MiB, mostly holes: data at 1 MiB (3 MiB, with a zero block inside)
+/// and at 9 MiB (64 KiB).
+fn sparse_source(dir: &Path) -> File {
+    let f = file(&dir.join("source"), 16 * MIB);
+    let mut data: Vec<u8> = (0..3 * MIB).map(|i| (i % 251) as u8 + 1).collect();
+    data[(MIB as usize)..(MIB as usize) + 4096].fill(0);
+    f.write_all_at(&data, MIB).expect("write");
+    f.write_all_at(&[7u8; 64 << 10], 9 * MIB).expect("write");
+    f
+}
+
+fn no_progress() -> impl FnMut(u64, u64) {
+    |_, _| {}
+}
+
+/// A target that corrupts what is read back from it, or drops one write.
+struct Faulty {
+    file: File,
+    flip_reads: bool,
+    drop_write_at: Option<u64>,
+}
+
+impl CopyTarget for Faulty {
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+        if self.drop_write_at == Some(offset) {
+            return Ok(());
+        }
+        CopyTarget::write_at(&self.file, data, offset)
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        CopyTarget::read_at(&self.file, buf, offset)?;
+        if self.flip_reads {
+            buf[0] ^= 1;
+        }
+        Ok(())
+    }
+
+    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
+        CopyTarget::punch_hole(&self.file, offset, len)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        File::sync_data(&self.file)
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        File::sync_all(&self.file)
+    }
+
+    fn digest(&self, buf: &mut [u8]) -> io::Result<Digest> {
+        CopyTarget::digest(&self.file, buf)
+    }
+}
+
+#[test]
+fn holes_stay_holes_and_the_digest_is_the_sources() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let source = sparse_source(dir.path());
+    let target = file(&dir.path().join("target"), 16 * MIB);
+    for verify in [Verify::Digest, Verify::ReadBack] {
+        target.set_len(0).expect("empty");
+        target.set_len(16 * MIB).expect("size");
+        let options = CopyOptions::default();
+        let mut reported = Vec::new();
+        let mut progress = |done, total| reported.push((done, total));
+        let mut copier = Copier::new(&options, verify, &mut progress);
+        copier.measure(&source, 0, 0).expect("measure");
+        copier.report();
+        let digest = copier
+            .copy_data(&source, &target, 0, None, &mut Unheld)
+            .expect("copy");
+        let data = 3 * MIB + (64 << 10);
+        assert_eq!(reported.first(), Some(&(0, data)));
+        assert_eq!(reported.last(), Some(&(data, data)));
+        assert_eq!(options.stats.copied(), data);
+        let expected = CopySource::digest(&source, &mut vec![0u8; CHUNK]).expect("digest");
+        assert_eq!(digest, (verify == Verify::Digest).then_some(expected));
+        assert_eq!(
+            CopyTarget::digest(&target, &mut vec![0u8; CHUNK]).expect("digest"),
+            expected
+        );
+        // Only the non-zero blocks were written.
+        let allocated = target.metadata().expect("stat").blocks() * 512;
+        assert_eq!(allocated, data - 4096, "{verify:?}");
+    }
+}
+
+#[test]
+fn a_copy_resumes_from_its_checkpoint_and_copies_only_the_rest() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let source = sparse_source(dir.path());
+    let target = file(&dir.path().join("target"), 16 * MIB);
+    let recorded = Arc::new(Mutex::new(Vec::new()));
+    let list = Arc::clone(&recorded);
+    let resume = CopyResume {
+        record: Some(Arc::new(move |offset| {
+            list.lock().map_err(|e| e.to_string())?.push(offset);
+            Ok(())
+        })),
+        every_bytes: MIB,
+        min_interval: Duration::ZERO,
+        ..CopyResume::default()
+    };
+    // Stopped once 2 MiB are copied.
+    let options = CopyOptions {
+        resume: resume.clone(),
+        ..CopyOptions::default()
+    };
+    let cancel = options.cancel.clone();
+    let mut progress = |done, _| {
+        if done >= 2 * MIB {
+            cancel.cancel();
+        }
+    };
+    let mut copier = Copier::new(&options, Verify::Digest, &mut progress);
+    copier.measure(&source, 0, 0).expect("measure");
+    let mut checkpoints = Checkpoints::new(&options.resume, &options.stats);
+    let stopped = copier.copy_data(&source, &target, 0, Some(&mut checkpoints), &mut Unheld);
+    assert!(matches!(stopped, Err(CopyError::Cancelled)), "{stopped:?}");
+    let at = options.stats.checkpoint();
+    assert_eq!(at, 3 * MIB, "{:?}", recorded.lock().expect("lock"));
+    // What lies past the checkpoint may be stale: a resume clears it.
+    target.write_all_at(&[9u8; 4096], 12 * MIB).expect("stale");
+    punch_hole(&target, at, 16 * MIB - at).expect("clear");
+
+    let options = CopyOptions {
+        resume: CopyResume { from: at, ..resume },
+        stats: CopyStats::default(),
+        ..CopyOptions::default()
+    };
+    let mut reported = Vec::new();
+    let mut progress = |done, total| reported.push((done, total));
+    let mut copier = Copier::new(&options, Verify::Digest, &mut progress);
+    copier.measure(&source, at, 0).expect("measure");
+    copier.report();
+    let mut checkpoints = Checkpoints::new(&options.resume, &options.stats);
+    let digest = copier
+        .copy_data(&source, &target, at, Some(&mut checkpoints), &mut Unheld)
+        .expect("resumed copy");
+    let expected = CopySource::digest(&source, &mut vec![0u8; CHUNK]).expect("digest");
+    assert_eq!(digest, Some(expected));
+    assert_eq!(
+        options.stats.copied(),
+        MIB + (64 << 10),
+        "only the data past 3 MiB"
+    );
+    let data = 3 * MIB + (64 << 10);
+    assert_eq!(reported.first(), Some(&(2 * MIB, data)));
+    assert_eq!(options.stats.checkpoint(), 16 * MIB);
+}
+
+#[test]
+fn a_verification_mismatch_is_detected_either_way() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let source = sparse_source(dir.path());
+    for (verify, flip_reads, drop_write_at) in [
+        // A chunk read back differs from what was read from the source.
+        (Verify::ReadBack, true, None),
+        // A write lost on the way: the digest at the end differs.
+        (Verify::Digest, false, Some(9 * MIB)),
+    ] {
+        let target = Faulty {
+            file: file(&dir.path().join("target"), 16 * MIB),
+            flip_reads,
+            drop_write_at,
+        };
+        let options = CopyOptions::default();
+        let mut progress = no_progress();
+        let mut copier = Copier::new(&options, verify, &mut progress);
+        let copied = copier.copy_data(&source, &target, 0, None, &mut Unheld);
+        assert!(
+            matches!(copied, Err(CopyError::VerifyFailed)),
+            "{verify:?}: {copied:?}"
+        );
+    }
+}
+
+#[test]
+fn a_cancelled_copy_stops_before_its_next_chunk() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let source = sparse_source(dir.path());
+    let target = file(&dir.path().join("target"), 16 * MIB);
+    // Cancelled before it starts: nothing is copied.
+    let options = CopyOptions::default();
+    options.cancel.cancel();
+    let mut progress = no_progress();
+    let mut copier = Copier::new(&options, Verify::ReadBack, &mut progress);
+    let copied = copier.copy_data(&source, &target, 0, None, &mut Unheld);
+    assert!(matches!(copied, Err(CopyError::Cancelled)), "{copied:?}");
+    assert_eq!(options.stats.copied(), 0);
+    // Cancelled after the first chunk: no second one.
+    let options = CopyOptions::default();
+    let cancel = options.cancel.clone();
+    let mut progress = |_, _| cancel.cancel();
+    let mut copier = Copier::new(&options, Verify::ReadBack, &mut progress);
+    let copied = copier.copy_data(&source, &target, 0, None, &mut Unheld);
+    assert!(matches!(copied, Err(CopyError::Cancelled)), "{copied:?}");
+    assert_eq!(options.stats.copied(), MIB);
+}
+
+#[test]
+fn a_hold_sees_every_chunk_and_the_end() {
+    struct Seen(Vec<Option<(u64, u64)>>);
+    impl ChunkHold for Seen {
+        fn around(
+            &mut self,
+            copy_chunk: &mut CopyChunk<'_>,
+        ) -> Result<Option<(u64, u64)>, CopyError> {
+            let copied = copy_chunk()?;
+            self.0.push(copied);
+            Ok(copied)
+        }
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let source = sparse_source(dir.path());
+    let target = file(&dir.path().join("target"), 16 * MIB);
+    let options = CopyOptions::default();
+    let mut progress = no_progress();
+    let mut copier = Copier::new(&options, Verify::ReadBack, &mut progress);
+    let mut seen = Seen(Vec::new());
+    copier
+        .copy_data(&source, &target, 0, None, &mut seen)
+        .expect("copy");
+    assert_eq!(
+        seen.0,
+        vec![
+            Some((MIB, 2 * MIB)),
+            Some((2 * MIB, 3 * MIB)),
+            Some((3 * MIB, 4 * MIB)),
+            Some((9 * MIB, 9 * MIB + (64 << 10))),
+            None,
+        ]
+    );
+}
