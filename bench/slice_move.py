@@ -6,7 +6,9 @@ written; `sparse`: 4 GiB logical, 1 GiB of data in 4 extents) it writes the
 source slice on medium a (ROOT/a), then runs one untimed warm-up of each
 variant and ROUNDS timed rounds of:
 
-  move      copy_slice a -> b (writes, fsyncs, re-reads and verifies, renames)
+  move      a -> b as a job moves a slice: the volume's I/O opened, then the
+            move's phases begin, fill, switch, finish (writes, re-reads and
+            verifies each chunk, fsyncs, renames)
   cp        cp --sparse=always SRC DST
   cp+fsync  cp --sparse=always SRC DST && sync DST (fsync of DST: the
             durability a move has before its placement switches)

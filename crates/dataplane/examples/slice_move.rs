@@ -1,9 +1,12 @@
 //! Benchmark helper for `bench/run.sh`: prepares a slice on medium `a` under
-//! a root directory and moves it (unthrottled `copy_slice`) to medium `b`.
+//! a root directory and moves it to medium `b`, unthrottled: the way a job
+//! moves a slice (through the volume's I/O, in the move's phases: begin,
+//! fill, switch, finish), or file to file (`copy_slice`).
 //!
 //! ```text
-//! slice_move prepare ROOT full|sparse   # writes the source slice, prints its path
-//! slice_move move ROOT full|sparse      # copies it a -> b, prints seconds taken
+//! slice_move prepare ROOT full|sparse     # writes the source slice, prints its path
+//! slice_move move ROOT full|sparse        # moves it a -> b as a job does, prints seconds
+//! slice_move copy-file ROOT full|sparse   # copy_slice a -> b, prints seconds taken
 //! ```
 //!
 //! `full`: 1 GiB, every block written with non-zero data.
@@ -14,7 +17,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
-use svs_dataplane::{CopyOptions, DataPlane, LocalMedia, SliceKey};
+use svs_dataplane::{CopyOptions, DataPlane, LocalMedia, SliceCopyKind, SliceKey, VolumeLayout};
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
@@ -90,8 +93,36 @@ fn prepare(root: &Path, kind: &str, layout: &Layout) -> Result<PathBuf, String> 
     Ok(path)
 }
 
-/// Copies the slice from `a` to `b`, unthrottled; returns seconds taken.
-fn move_slice(root: &Path, kind: &str) -> Result<f64, String> {
+/// Moves the slice from `a` to `b` as a job does (the volume's I/O opened,
+/// begin, fill, switch, finish), unthrottled; returns seconds taken. The
+/// old file stays (a job deletes it after recording the switch) for the
+/// next round.
+fn move_slice(root: &Path, kind: &str, len: u64) -> Result<f64, String> {
+    let media = media(root);
+    let slice = key(kind);
+    let started = Instant::now();
+    let io = media
+        .open_volume(&VolumeLayout {
+            volume_id: slice.volume_id.clone(),
+            size: len,
+            media: vec![vec!["a".to_string()]],
+        })
+        .map_err(|e| e.to_string())?;
+    let mut moving = std::sync::Arc::clone(&io)
+        .begin_slice_copy(SliceCopyKind::Move, 0, 0, "b", 0)
+        .map_err(|e| e.to_string())?;
+    moving
+        .fill(&CopyOptions::default(), &mut |_, _| {})
+        .map_err(|e| e.to_string())?;
+    moving.switch().map_err(|e| e.to_string())?;
+    moving.finish().map_err(|e| e.to_string())?;
+    drop(io);
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// Copies the slice file from `a` to `b` (`copy_slice`), unthrottled;
+/// returns seconds taken.
+fn copy_file(root: &Path, kind: &str) -> Result<f64, String> {
     let media = media(root);
     let slice = key(kind);
     let started = Instant::now();
@@ -102,7 +133,7 @@ fn move_slice(root: &Path, kind: &str) -> Result<f64, String> {
 }
 
 fn run(args: &[String]) -> Result<(), String> {
-    let usage = "usage: slice_move prepare|move ROOT full|sparse";
+    let usage = "usage: slice_move prepare|move|copy-file ROOT full|sparse";
     let [cmd, root, kind] = args else {
         return Err(usage.to_string());
     };
@@ -114,7 +145,11 @@ fn run(args: &[String]) -> Result<(), String> {
             println!("{}", path.display());
         }
         "move" => {
-            let secs = move_slice(root, kind)?;
+            let secs = move_slice(root, kind, layout.len)?;
+            println!("{secs:.6}");
+        }
+        "copy-file" => {
+            let secs = copy_file(root, kind)?;
             println!("{secs:.6}");
         }
         _ => return Err(usage.to_string()),
