@@ -112,6 +112,7 @@ mod tests {
     struct Store {
         epochs: Mutex<HashMap<String, u64>>,
         raises: AtomicU64,
+        fail: std::sync::atomic::AtomicBool,
     }
 
     impl EpochStore for Store {
@@ -120,6 +121,9 @@ mod tests {
         }
 
         fn raise(&self, volume: &str, epoch: u64) -> io::Result<()> {
+            if self.fail.load(Ordering::SeqCst) {
+                return Err(io::Error::from_raw_os_error(5));
+            }
             self.raises.fetch_add(1, Ordering::SeqCst);
             self.epochs.lock().unwrap().insert(volume.into(), epoch);
             Ok(())
@@ -147,5 +151,63 @@ mod tests {
         ));
         // Other volumes have their own epochs.
         assert!(matches!(fence.admit("w", 1, || 4).unwrap(), Fenced::Ran(4)));
+    }
+
+    #[test]
+    fn a_raise_that_cannot_be_recorded_fails_the_op_without_running_it() {
+        let store = Arc::new(Store::default());
+        store.fail.store(true, Ordering::SeqCst);
+        let fence = EpochFence::new(store.clone());
+        let mut ran = false;
+        assert!(fence.admit("v", 1, || ran = true).is_err());
+        assert!(!ran);
+        store.fail.store(false, Ordering::SeqCst);
+        assert!(matches!(
+            fence.admit("v", 1, || ()).unwrap(),
+            Fenced::Ran(())
+        ));
+    }
+
+    #[test]
+    fn a_raise_waits_for_the_ops_of_the_older_epoch_in_progress() {
+        use std::sync::mpsc::channel;
+        use std::time::Duration;
+        let fence = Arc::new(EpochFence::new(Arc::new(Store::default())));
+        let (started, wait_started) = channel();
+        let (finish, wait_finish) = channel::<()>();
+        let old = {
+            let fence = Arc::clone(&fence);
+            std::thread::spawn(move || {
+                fence.admit("v", 1, || {
+                    started.send(()).unwrap();
+                    wait_finish.recv().unwrap();
+                    "old done"
+                })
+            })
+        };
+        wait_started.recv().unwrap();
+        let (raised, wait_raised) = channel();
+        let new = {
+            let fence = Arc::clone(&fence);
+            std::thread::spawn(move || {
+                let r = fence.admit("v", 2, || ());
+                raised.send(()).unwrap();
+                r
+            })
+        };
+        // The new epoch is not in while the old op runs.
+        assert!(wait_raised
+            .recv_timeout(Duration::from_millis(200))
+            .is_err());
+        finish.send(()).unwrap();
+        assert!(matches!(
+            old.join().unwrap().unwrap(),
+            Fenced::Ran("old done")
+        ));
+        assert!(matches!(new.join().unwrap().unwrap(), Fenced::Ran(())));
+        assert!(matches!(
+            fence.admit("v", 1, || ()).unwrap(),
+            Fenced::Stale { highest: 2 }
+        ));
     }
 }
