@@ -12,8 +12,9 @@
 //! that stops answering is treated as gone (a late reply could not be told
 //! from a lost one, and a write sent may still land: the caller must
 //! consider that copy out of date). When the connection breaks, every
-//! request waiting fails at once, with `TimedOut` after a timeout and
-//! `BrokenPipe` otherwise, and every later one fails at once too. Such
+//! request waiting fails at once, with `TimedOut` after a timeout,
+//! `InvalidData` after a reply that broke the framing and `BrokenPipe`
+//! otherwise, and every later one fails at once too. Such
 //! errors carry no [`RemoteError`]; an error the node answered with does
 //! (see [`remote_error`]): that is how a caller tells a failure of the
 //! slice from one of the connection.
@@ -85,7 +86,9 @@ enum Expect {
 
 /// The state of one request in flight.
 enum Slot {
-    Waiting(Expect),
+    /// Waiting for its reply, woken by its own condition variable (with
+    /// the pending map's lock): a reply wakes one caller, not all.
+    Waiting(Expect, Arc<Condvar>),
     /// Nobody waits (a hint): the reply is dropped.
     Ignored,
     Done(Result<Vec<u8>, RemoteError>),
@@ -100,7 +103,6 @@ struct Pending {
 
 struct Shared {
     pending: Mutex<Pending>,
-    replied: Condvar,
     peer: SocketAddr,
 }
 
@@ -115,8 +117,11 @@ impl Shared {
         if p.broken.is_none() {
             p.broken = Some((kind, why));
         }
-        drop(p);
-        self.replied.notify_all();
+        for slot in p.slots.values() {
+            if let Slot::Waiting(_, wake) = slot {
+                wake.notify_all();
+            }
+        }
     }
 
     fn broken_error(&self, kind: io::ErrorKind, why: &str) -> io::Error {
@@ -223,7 +228,6 @@ impl SliceClient {
                 slots: HashMap::new(),
                 broken: None,
             }),
-            replied: Condvar::new(),
             peer: addr,
         });
         let reader_shared = Arc::clone(&shared);
@@ -546,7 +550,8 @@ impl SliceClient {
             }
             let id = p.next_id;
             p.next_id += 1;
-            p.slots.insert(id, Slot::Waiting(expect));
+            p.slots
+                .insert(id, Slot::Waiting(expect, Arc::new(Condvar::new())));
             id
         };
         let header = RequestHeader {
@@ -600,6 +605,10 @@ impl SliceClient {
     /// Waits for the reply to `id` until `deadline`.
     fn wait(&self, id: u64, deadline: Instant) -> io::Result<Vec<u8>> {
         let mut p = self.shared.lock();
+        let wake = match p.slots.get(&id) {
+            Some(Slot::Waiting(_, wake)) => Some(Arc::clone(wake)),
+            _ => None,
+        };
         loop {
             if let Some(Slot::Done(_)) = p.slots.get(&id) {
                 let Some(Slot::Done(result)) = p.slots.remove(&id) else {
@@ -620,9 +629,12 @@ impl SliceClient {
                 self.break_connection(io::ErrorKind::TimedOut, why.clone());
                 return Err(self.shared.broken_error(io::ErrorKind::TimedOut, &why));
             }
-            p = self
-                .shared
-                .replied
+            let Some(wake) = &wake else {
+                // Not waiting and not done: cannot happen (only its
+                // caller removes a slot), but never wait for nothing.
+                return Err(protocol_error(format!("request {id} was lost")));
+            };
+            p = wake
                 .wait_timeout(p, left)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
@@ -676,9 +688,9 @@ fn read_reply(stream: &mut Receiver, shared: &Shared, max_payload: u32) -> io::R
     let message = wire::read_bytes(stream, usize::from(header.message_len))?;
     let status = Status::from_code(header.status);
     let len = header.payload_len as usize;
-    let expect = match shared.lock().slots.get(&header.id) {
-        Some(Slot::Waiting(expect)) => Some(*expect),
-        Some(Slot::Ignored) => None,
+    let (expect, wake) = match shared.lock().slots.get(&header.id) {
+        Some(Slot::Waiting(expect, wake)) => (Some(*expect), Some(Arc::clone(wake))),
+        Some(Slot::Ignored) => (None, None),
         _ => {
             return Err(protocol_error(format!(
                 "reply to unknown request {}",
@@ -712,6 +724,8 @@ fn read_reply(stream: &mut Receiver, shared: &Shared, max_payload: u32) -> io::R
     };
     p.slots.insert(header.id, Slot::Done(result));
     drop(p);
-    shared.replied.notify_all();
+    if let Some(wake) = wake {
+        wake.notify_all();
+    }
     Ok(())
 }

@@ -92,8 +92,9 @@
 //! Every length is checked against its bound before anything is allocated.
 //! A frame whose fixed header is wrong (magic, flags, a length over its
 //! bound) leaves the stream untrustworthy: the server answers it with
-//! `BadRequest` (to the id in the header) and closes the connection; the
-//! client fails every request in flight. A well-framed request the server
+//! `BadRequest` (to the id in the header; 0 when the magic is wrong) and
+//! closes the connection; a client that gets such a reply fails every
+//! request in flight. A well-framed request the server
 //! cannot run (unknown op, a payload on an op without one, a name that is
 //! not UTF-8) gets `BadRequest` and the connection goes on.
 //!
