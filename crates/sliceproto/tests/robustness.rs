@@ -292,3 +292,69 @@ fn connections_over_the_limit_are_closed_and_shutdown_ends_the_others() {
     let e = c.size(&slice()).unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::BrokenPipe, "{e}");
 }
+
+/// A node that takes the hello, answers it with `hello`, reads one request
+/// and answers it with `reply`.
+fn node_answering(hello: Vec<u8>, reply: Vec<u8>) -> std::net::SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut h = [0u8; 16];
+        s.read_exact(&mut h).unwrap();
+        let rest = u16::from_le_bytes([h[12], h[13]]) + u16::from_le_bytes([h[14], h[15]]);
+        s.read_exact(&mut vec![0u8; rest as usize]).unwrap();
+        s.write_all(&hello).unwrap();
+        let mut request = [0u8; 64 + 7];
+        if s.read_exact(&mut request).is_ok() {
+            let _ = s.write_all(&reply);
+        }
+        let mut sink = [0u8; 4096];
+        while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
+    });
+    addr
+}
+
+fn reply_header(status: u16, message_len: u16, id: u64, payload_len: u32) -> Vec<u8> {
+    let mut b = b"SVSR".to_vec();
+    b.extend_from_slice(&status.to_le_bytes());
+    b.extend_from_slice(&message_len.to_le_bytes());
+    b.extend_from_slice(&id.to_le_bytes());
+    b.extend_from_slice(&payload_len.to_le_bytes());
+    b.extend_from_slice(&[0u8; 4]);
+    b
+}
+
+#[test]
+fn garbled_or_oversized_replies_break_the_connection_without_a_panic() {
+    let timeout = Duration::from_secs(5);
+    let cases = [
+        (vec![0xCD; 24], "bad reply magic"),
+        // A payload of 4 GiB claimed: refused before reading it.
+        (reply_header(0, 0, 1, u32::MAX), "reply of 4294967295 bytes"),
+        (reply_header(0, 5000, 1, 0), "reply message of 5000 bytes"),
+        (reply_header(0, 0, 99, 0), "unknown request 99"),
+        // A size is 8 bytes.
+        (
+            [reply_header(0, 0, 1, 3), vec![1, 2, 3]].concat(),
+            "not one u64",
+        ),
+    ];
+    for (reply, why) in cases {
+        let addr = node_answering(hello_reply(1 << 20), reply);
+        let c = SliceClient::connect(addr, CREDENTIAL, "front-1", timeout).unwrap();
+        let e = c.size(&slice()).unwrap_err();
+        assert!(e.to_string().contains(why), "{why}: {e}");
+        assert!(remote_error(&e).is_none());
+    }
+
+    // A hello reply announcing an absurd max payload is refused.
+    let mut hello = hello_reply(0);
+    hello[12..16].copy_from_slice(&u32::MAX.to_le_bytes());
+    let addr = node_answering(hello, Vec::new());
+    let e = SliceClient::connect(addr, CREDENTIAL, "front-1", timeout)
+        .err()
+        .expect("refused");
+    assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+    assert!(e.to_string().contains("max payload"), "{e}");
+}
