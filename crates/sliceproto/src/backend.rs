@@ -1,0 +1,218 @@
+//! What the storage node plugs into the server core: the slices
+//! ([`SliceBackend`]), the durable epochs ([`EpochStore`]) and the check of
+//! credentials ([`Authenticator`]); and the dispatch of one request to them.
+
+use std::io;
+use std::net::SocketAddr;
+
+use crate::fence::{EpochFence, Fenced};
+use crate::wire::{self, Op, RequestHeader, Status};
+use crate::{MapTail, SliceName, SnapshotInfo, StoredSlice};
+
+/// Checks the hello of every connection.
+pub trait Authenticator: Send + Sync + 'static {
+    /// `Ok`: the caller may use the node. `Err(message)`: refused, and the
+    /// message (no secret in it) is what the caller is told.
+    fn authenticate(&self, credential: &str, caller: &str, peer: SocketAddr) -> Result<(), String>;
+}
+
+/// Where the node keeps, per volume, the highest epoch it has accepted.
+pub trait EpochStore: Send + Sync + 'static {
+    /// The highest epoch accepted for `volume`; 0 if none ever was.
+    fn highest(&self, volume: &str) -> io::Result<u64>;
+
+    /// Records `epoch` (above the highest) as `volume`'s highest. Durable on
+    /// return: after a crash of the node, [`EpochStore::highest`] is at
+    /// least `epoch`.
+    fn raise(&self, volume: &str, epoch: u64) -> io::Result<()>;
+}
+
+/// The slices of a node, one method per op (see [`Op`] for what each
+/// does). Errors go to the caller with their errno (or one for their kind)
+/// and their text. Called from many threads at once.
+pub trait SliceBackend: Send + Sync + 'static {
+    fn size(&self, slice: &SliceName) -> io::Result<u64>;
+    /// Reads exactly `buf.len()` bytes at `offset`.
+    fn read(&self, slice: &SliceName, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+    fn prepare_write(&self, slice: &SliceName, offset: u64, len: u64) -> io::Result<()>;
+    fn write(&self, slice: &SliceName, offset: u64, data: &[u8]) -> io::Result<()>;
+    fn discard(&self, slice: &SliceName, offset: u64, len: u64) -> io::Result<()>;
+    fn sync(&self, slice: &SliceName) -> io::Result<()>;
+    /// Runs of `[offset, offset + len)`: `(length, hole)`, in order.
+    fn allocation(&self, slice: &SliceName, offset: u64, len: u64) -> io::Result<Vec<(u64, bool)>>;
+    fn will_need(&self, slice: &SliceName, offset: u64, len: u64);
+    fn next_data(&self, slice: &SliceName, from: u64, len: u64) -> io::Result<Option<(u64, u64)>>;
+    fn data_bytes(&self, slice: &SliceName, from: u64, len: u64) -> io::Result<u64>;
+    fn check_present(&self, slice: &SliceName) -> io::Result<()>;
+    fn snapshots(&self, slice: &SliceName) -> io::Result<Vec<SnapshotInfo>>;
+    fn create_snapshot(&self, slice: &SliceName, id: u64) -> io::Result<()>;
+    fn delete_snapshot(&self, slice: &SliceName, id: u64) -> io::Result<()>;
+    fn rollback(&self, slice: &SliceName, id: u64) -> io::Result<()>;
+    fn read_snapshot(
+        &self,
+        slice: &SliceName,
+        id: u64,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> io::Result<()>;
+    fn snapshot_allocation(
+        &self,
+        slice: &SliceName,
+        id: u64,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<Vec<(u64, bool)>>;
+    fn snapshot_ids(&self, slice: &SliceName) -> io::Result<Vec<u64>>;
+    fn snapshot_map_since(&self, slice: &SliceName, id: u64, from: u64) -> io::Result<MapTail>;
+    fn read_snapshot_chunk(
+        &self,
+        slice: &SliceName,
+        id: u64,
+        chunk: u64,
+        buf: &mut [u8],
+    ) -> io::Result<()>;
+    fn create_slice(&self, slice: &SliceName, size: u64) -> io::Result<()>;
+    fn grow_slice(&self, slice: &SliceName, size: u64) -> io::Result<()>;
+    fn delete_slice(&self, slice: &SliceName) -> io::Result<()>;
+    fn digest(&self, slice: &SliceName) -> io::Result<u128>;
+    /// Only `medium` is given.
+    fn stored_slices(&self, medium: &str) -> io::Result<Vec<StoredSlice>>;
+}
+
+/// A refusal: status and message.
+pub(crate) type Refusal = (Status, String);
+
+fn bad_request(what: impl Into<String>) -> Refusal {
+    (Status::BadRequest, what.into())
+}
+
+/// A length the reply will carry, checked against the max payload before
+/// anything is allocated.
+fn reply_len(len: u64, max_payload: u32) -> Result<usize, Refusal> {
+    if len > u64::from(max_payload) {
+        return Err((
+            Status::TooLarge,
+            format!("{len} bytes asked for, over the max payload of {max_payload}"),
+        ));
+    }
+    usize::try_from(len).map_err(|_| bad_request("length does not fit in memory"))
+}
+
+/// Runs one well-framed request: its reply payload, or why not.
+pub(crate) fn dispatch(
+    backend: &dyn SliceBackend,
+    fence: &EpochFence,
+    h: &RequestHeader,
+    slice: &SliceName,
+    payload: &[u8],
+    max_payload: u32,
+) -> Result<Vec<u8>, Refusal> {
+    let op = Op::from_code(h.op).ok_or_else(|| bad_request(format!("unknown op code {}", h.op)))?;
+    if !payload.is_empty() && op != Op::Write {
+        return Err(bad_request(format!("{op:?} carries no payload")));
+    }
+    let [a0, a1, a2] = h.args;
+    let run = || -> Result<Vec<u8>, Refusal> {
+        let done = |e: io::Error| (Status::of_error(&e), format!("{op:?} {slice}: {e}"));
+        let b = backend;
+        let s = slice;
+        Ok(match op {
+            Op::Size => b.size(s).map_err(done)?.to_le_bytes().to_vec(),
+            Op::Read => {
+                let mut buf = vec![0u8; reply_len(a1, max_payload)?];
+                b.read(s, a0, &mut buf).map_err(done)?;
+                buf
+            }
+            Op::PrepareWrite => b
+                .prepare_write(s, a0, a1)
+                .map(|()| Vec::new())
+                .map_err(done)?,
+            Op::Write => b.write(s, a0, payload).map(|()| Vec::new()).map_err(done)?,
+            Op::Discard => b.discard(s, a0, a1).map(|()| Vec::new()).map_err(done)?,
+            Op::Sync => b.sync(s).map(|()| Vec::new()).map_err(done)?,
+            Op::Allocation => wire::encode_runs(&b.allocation(s, a0, a1).map_err(done)?),
+            Op::WillNeed => {
+                b.will_need(s, a0, a1);
+                Vec::new()
+            }
+            Op::NextData => wire::encode_next_data(b.next_data(s, a0, a1).map_err(done)?),
+            Op::DataBytes => b
+                .data_bytes(s, a0, a1)
+                .map_err(done)?
+                .to_le_bytes()
+                .to_vec(),
+            Op::CheckPresent => b.check_present(s).map(|()| Vec::new()).map_err(done)?,
+            Op::Snapshots => wire::encode_snapshots(&b.snapshots(s).map_err(done)?),
+            Op::CreateSnapshot => b
+                .create_snapshot(s, a0)
+                .map(|()| Vec::new())
+                .map_err(done)?,
+            Op::DeleteSnapshot => b
+                .delete_snapshot(s, a0)
+                .map(|()| Vec::new())
+                .map_err(done)?,
+            Op::Rollback => b.rollback(s, a0).map(|()| Vec::new()).map_err(done)?,
+            Op::ReadSnapshot => {
+                let mut buf = vec![0u8; reply_len(a2, max_payload)?];
+                b.read_snapshot(s, a0, a1, &mut buf).map_err(done)?;
+                buf
+            }
+            Op::SnapshotAllocation => {
+                wire::encode_runs(&b.snapshot_allocation(s, a0, a1, a2).map_err(done)?)
+            }
+            Op::SnapshotIds => wire::encode_ids(&b.snapshot_ids(s).map_err(done)?),
+            Op::SnapshotMapSince => {
+                wire::encode_map_tail(&b.snapshot_map_since(s, a0, a1).map_err(done)?)
+            }
+            Op::ReadSnapshotChunk => {
+                let mut buf = vec![0u8; reply_len(a2, max_payload)?];
+                b.read_snapshot_chunk(s, a0, a1, &mut buf).map_err(done)?;
+                buf
+            }
+            Op::CreateSlice => b.create_slice(s, a0).map(|()| Vec::new()).map_err(done)?,
+            Op::GrowSlice => b.grow_slice(s, a0).map(|()| Vec::new()).map_err(done)?,
+            Op::DeleteSlice => b.delete_slice(s).map(|()| Vec::new()).map_err(done)?,
+            Op::Digest => b.digest(s).map_err(done)?.to_le_bytes().to_vec(),
+            Op::StoredSlices => {
+                wire::encode_stored(&b.stored_slices(&s.medium).map_err(done)?).map_err(done)?
+            }
+        })
+    };
+    let reply = if op.is_fenced() {
+        match fence.admit(&slice.volume, h.epoch, run) {
+            Ok(Fenced::Ran(reply)) => reply,
+            Ok(Fenced::Stale { highest }) => {
+                return Err((
+                    Status::StaleEpoch,
+                    format!(
+                        "{op:?} {slice}: epoch {} is stale, volume {} is at epoch {highest} \
+                         on this node (another front end took the volume over)",
+                        h.epoch, slice.volume
+                    ),
+                ))
+            }
+            Err(e) => {
+                return Err((
+                    Status::of_error(&e),
+                    format!(
+                        "{op:?} {slice}: recording epoch {} of volume {}: {e}",
+                        h.epoch, slice.volume
+                    ),
+                ))
+            }
+        }
+    } else {
+        run()
+    }?;
+    if reply.len() > max_payload as usize {
+        return Err((
+            Status::TooLarge,
+            format!(
+                "{op:?} {slice}: the reply of {} bytes is over the max payload of {max_payload} \
+                 (ask for a smaller range)",
+                reply.len()
+            ),
+        ));
+    }
+    Ok(reply)
+}

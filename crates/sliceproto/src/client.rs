@@ -1,0 +1,731 @@
+//! The blocking client: one connection to one storage node, shared by any
+//! number of threads.
+//!
+//! Each request gets a unique id, is written whole under the writer lock,
+//! and waits for its own reply; one reader thread takes replies off the
+//! socket in whatever order the node sends them and hands each to the
+//! request with its id.
+//!
+//! Every request has a time limit (the `timeout` of
+//! [`SliceClient::connect`]). A request not sent or not answered in time
+//! fails with `io::ErrorKind::TimedOut` and breaks the connection: a node
+//! that stops answering is treated as gone (a late reply could not be told
+//! from a lost one, and a write sent may still land: the caller must
+//! consider that copy out of date). When the connection breaks, every
+//! request waiting fails at once, with `TimedOut` after a timeout,
+//! `InvalidData` after a reply that broke the framing and `BrokenPipe`
+//! otherwise, and every later one fails at once too. Such
+//! errors carry no [`RemoteError`]; an error the node answered with does
+//! (see [`remote_error`]): that is how a caller tells a failure of the
+//! slice from one of the connection.
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rustls::pki_types::ServerName;
+
+use crate::stream::{self, Receiver, Sender};
+use crate::wire::{
+    self, protocol_error, Hello, HelloReply, Op, RemoteError, ReplyHeader, RequestHeader, Status,
+    MAX_NAME, MAX_PAYLOAD_LIMIT, PROTOCOL_VERSION, REPLY_LEN,
+};
+use crate::{MapTail, SliceName, SnapshotInfo, StoredSlice};
+
+/// The reply the node answered a request with, if `e` is one: the op
+/// failed on the node (its errno), the epoch was stale, and so on. `None`:
+/// the request failed on its way (connection lost, timed out, refused
+/// before sending).
+pub fn remote_error(e: &io::Error) -> Option<&RemoteError> {
+    e.get_ref()?.downcast_ref::<RemoteError>()
+}
+
+/// TLS for the client: the configuration (roots to trust) and the name the
+/// node's certificate must be valid for.
+#[derive(Clone)]
+pub struct ClientTls {
+    config: Arc<rustls::ClientConfig>,
+    server_name: ServerName<'static>,
+}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("server_name", &self.server_name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientTls {
+    /// `server_name`: a DNS name or an IP address.
+    pub fn new(config: Arc<rustls::ClientConfig>, server_name: &str) -> io::Result<ClientTls> {
+        let server_name = ServerName::try_from(server_name.to_string()).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{server_name:?} is no TLS server name: {e}"),
+            )
+        })?;
+        Ok(ClientTls {
+            config,
+            server_name,
+        })
+    }
+}
+
+/// What a reply must carry.
+#[derive(Clone, Copy)]
+enum Expect {
+    /// Exactly this many bytes (a read), when it succeeds.
+    Exact(usize),
+    /// At most the max payload.
+    Any,
+}
+
+/// The state of one request in flight.
+enum Slot {
+    /// Waiting for its reply, woken by its own condition variable (with
+    /// the pending map's lock): a reply wakes one caller, not all.
+    Waiting(Expect, Arc<Condvar>),
+    /// Nobody waits (a hint): the reply is dropped.
+    Ignored,
+    Done(Result<Vec<u8>, RemoteError>),
+}
+
+struct Pending {
+    next_id: u64,
+    slots: HashMap<u64, Slot>,
+    /// Set once the connection is unusable: the kind of error and why.
+    broken: Option<(io::ErrorKind, String)>,
+}
+
+struct Shared {
+    pending: Mutex<Pending>,
+    peer: SocketAddr,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Pending> {
+        // Every update is one insert or remove: poisoning is ignored.
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn break_with(&self, kind: io::ErrorKind, why: String) {
+        let mut p = self.lock();
+        if p.broken.is_none() {
+            p.broken = Some((kind, why));
+        }
+        for slot in p.slots.values() {
+            if let Slot::Waiting(_, wake) = slot {
+                wake.notify_all();
+            }
+        }
+    }
+
+    fn broken_error(&self, kind: io::ErrorKind, why: &str) -> io::Error {
+        io::Error::new(kind, format!("slice connection to {}: {why}", self.peer))
+    }
+}
+
+/// A connection to one storage node.
+pub struct SliceClient {
+    writer: Mutex<Sender>,
+    /// Another handle on the socket, to shut it down without the writer
+    /// lock (a send may hold that lock, blocked on a hung node).
+    socket: TcpStream,
+    shared: Arc<Shared>,
+    reader: Option<JoinHandle<()>>,
+    timeout: Duration,
+    max_payload: u32,
+}
+
+impl SliceClient {
+    /// Connects to the node at `addr` and says hello with `credential` and
+    /// the caller's `name`. `timeout` bounds the connection, the hello and
+    /// then every request.
+    pub fn connect(
+        addr: SocketAddr,
+        credential: &str,
+        name: &str,
+        timeout: Duration,
+    ) -> io::Result<SliceClient> {
+        Self::connect_tls(addr, credential, name, timeout, None)
+    }
+
+    /// [`SliceClient::connect`], over TLS when `tls` is given.
+    pub fn connect_tls(
+        addr: SocketAddr,
+        credential: &str,
+        name: &str,
+        timeout: Duration,
+        tls: Option<&ClientTls>,
+    ) -> io::Result<SliceClient> {
+        // A zero timeout is refused by the socket; it means "no time at all".
+        let timeout = timeout.max(Duration::from_millis(1));
+        let hello = Hello {
+            version: PROTOCOL_VERSION,
+            credential: credential.to_string(),
+            name: name.to_string(),
+        }
+        .encode()?;
+        let mut socket = TcpStream::connect_timeout(&addr, timeout)?;
+        socket.set_nodelay(true)?;
+        socket.set_read_timeout(Some(timeout))?;
+        socket.set_write_timeout(Some(timeout))?;
+        let session = match tls {
+            None => None,
+            Some(tls) => {
+                let session =
+                    rustls::ClientConnection::new(Arc::clone(&tls.config), tls.server_name.clone())
+                        .map_err(|e| io::Error::other(format!("TLS: {e}")))?;
+                Some(stream::handshake(&mut socket, session.into()).map_err(timed_out)?)
+            }
+        };
+        let handle = socket.try_clone()?;
+        let (mut sender, mut receiver) = stream::split(socket, session)?;
+        let closed = |e: io::Error| match e.kind() {
+            io::ErrorKind::UnexpectedEof
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe => io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                format!(
+                    "{addr} closed the connection during the hello (at its connection \
+                     limit, or not a storage node): {e}"
+                ),
+            ),
+            _ => timed_out(e),
+        };
+        sender.write_all(&hello).map_err(closed)?;
+        let reply = HelloReply::decode(&mut receiver).map_err(closed)?;
+        if reply.status != Status::Ok {
+            return Err(RemoteError {
+                status: reply.status,
+                message: reply.message,
+            }
+            .into_io());
+        }
+        if reply.version != PROTOCOL_VERSION {
+            return Err(protocol_error(format!(
+                "{addr} answered with protocol version {}",
+                reply.version
+            )));
+        }
+        if reply.max_payload == 0 || reply.max_payload > MAX_PAYLOAD_LIMIT {
+            return Err(protocol_error(format!(
+                "{addr} announced a max payload of {} bytes",
+                reply.max_payload
+            )));
+        }
+        // The reader waits for replies as long as it takes; deadlines are
+        // kept by the requests.
+        handle.set_read_timeout(None)?;
+        let shared = Arc::new(Shared {
+            pending: Mutex::new(Pending {
+                next_id: 1,
+                slots: HashMap::new(),
+                broken: None,
+            }),
+            peer: addr,
+        });
+        let reader_shared = Arc::clone(&shared);
+        let max_payload = reply.max_payload;
+        let reader = std::thread::Builder::new()
+            .name("slice-client-reader".into())
+            .spawn(move || read_replies(receiver, &reader_shared, max_payload))?;
+        Ok(SliceClient {
+            writer: Mutex::new(sender),
+            socket: handle,
+            shared,
+            reader: Some(reader),
+            timeout,
+            max_payload,
+        })
+    }
+
+    /// Largest payload of one request (reads and writes are split at it).
+    pub fn max_payload(&self) -> u32 {
+        self.max_payload
+    }
+
+    /// Whether the connection is unusable: every request fails from now on.
+    pub fn is_broken(&self) -> bool {
+        self.shared.lock().broken.is_some()
+    }
+
+    pub fn size(&self, slice: &SliceName) -> io::Result<u64> {
+        wire::decode_u64(&self.call(Op::Size, slice, 0, [0; 3], &[])?)
+    }
+
+    /// Reads exactly `buf.len()` bytes at `offset`.
+    pub fn read(&self, slice: &SliceName, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.read_split(Op::Read, slice, buf, |at, len| [offset + at, len, 0])
+    }
+
+    pub fn prepare_write(
+        &self,
+        slice: &SliceName,
+        epoch: u64,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<()> {
+        self.call(Op::PrepareWrite, slice, epoch, [offset, len, 0], &[])
+            .map(drop)
+    }
+
+    /// Writes `data` at `offset` (in requests of at most the max payload,
+    /// all in flight at once).
+    pub fn write(&self, slice: &SliceName, epoch: u64, offset: u64, data: &[u8]) -> io::Result<()> {
+        let deadline = self.deadline();
+        let mut ids = Vec::new();
+        let mut at = 0u64;
+        for chunk in data.chunks(self.max_payload as usize) {
+            let sent = self.send(
+                Op::Write,
+                slice,
+                epoch,
+                [offset + at, 0, 0],
+                chunk,
+                Expect::Any,
+            );
+            match sent {
+                Ok(id) => ids.push(id),
+                Err(e) => {
+                    let _ = self.wait_all(ids, deadline);
+                    return Err(e);
+                }
+            }
+            at += chunk.len() as u64;
+        }
+        self.wait_all(ids, deadline)
+    }
+
+    pub fn discard(&self, slice: &SliceName, epoch: u64, offset: u64, len: u64) -> io::Result<()> {
+        self.call(Op::Discard, slice, epoch, [offset, len, 0], &[])
+            .map(drop)
+    }
+
+    pub fn sync(&self, slice: &SliceName, epoch: u64) -> io::Result<()> {
+        self.call(Op::Sync, slice, epoch, [0; 3], &[]).map(drop)
+    }
+
+    pub fn allocation(
+        &self,
+        slice: &SliceName,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<Vec<(u64, bool)>> {
+        wire::decode_runs(&self.call(Op::Allocation, slice, 0, [offset, len, 0], &[])?)
+    }
+
+    /// A hint: sent, not waited for (a failure to send is ignored too).
+    pub fn will_need(&self, slice: &SliceName, offset: u64, len: u64) {
+        if let Ok(id) = self.send(Op::WillNeed, slice, 0, [offset, len, 0], &[], Expect::Any) {
+            let mut p = self.shared.lock();
+            // Replied already: drop it; else the reader drops it.
+            if let Some(Slot::Done(_)) = p.slots.get(&id) {
+                p.slots.remove(&id);
+            } else {
+                p.slots.insert(id, Slot::Ignored);
+            }
+        }
+    }
+
+    pub fn next_data(
+        &self,
+        slice: &SliceName,
+        from: u64,
+        len: u64,
+    ) -> io::Result<Option<(u64, u64)>> {
+        wire::decode_next_data(&self.call(Op::NextData, slice, 0, [from, len, 0], &[])?)
+    }
+
+    pub fn data_bytes(&self, slice: &SliceName, from: u64, len: u64) -> io::Result<u64> {
+        wire::decode_u64(&self.call(Op::DataBytes, slice, 0, [from, len, 0], &[])?)
+    }
+
+    pub fn check_present(&self, slice: &SliceName) -> io::Result<()> {
+        self.call(Op::CheckPresent, slice, 0, [0; 3], &[]).map(drop)
+    }
+
+    pub fn snapshots(&self, slice: &SliceName) -> io::Result<Vec<SnapshotInfo>> {
+        wire::decode_snapshots(&self.call(Op::Snapshots, slice, 0, [0; 3], &[])?)
+    }
+
+    pub fn create_snapshot(&self, slice: &SliceName, epoch: u64, id: u64) -> io::Result<()> {
+        self.call(Op::CreateSnapshot, slice, epoch, [id, 0, 0], &[])
+            .map(drop)
+    }
+
+    pub fn delete_snapshot(&self, slice: &SliceName, epoch: u64, id: u64) -> io::Result<()> {
+        self.call(Op::DeleteSnapshot, slice, epoch, [id, 0, 0], &[])
+            .map(drop)
+    }
+
+    pub fn rollback(&self, slice: &SliceName, epoch: u64, id: u64) -> io::Result<()> {
+        self.call(Op::Rollback, slice, epoch, [id, 0, 0], &[])
+            .map(drop)
+    }
+
+    pub fn read_snapshot(
+        &self,
+        slice: &SliceName,
+        id: u64,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> io::Result<()> {
+        self.read_split(Op::ReadSnapshot, slice, buf, |at, len| {
+            [id, offset + at, len]
+        })
+    }
+
+    pub fn snapshot_allocation(
+        &self,
+        slice: &SliceName,
+        id: u64,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<Vec<(u64, bool)>> {
+        wire::decode_runs(&self.call(Op::SnapshotAllocation, slice, 0, [id, offset, len], &[])?)
+    }
+
+    pub fn snapshot_ids(&self, slice: &SliceName) -> io::Result<Vec<u64>> {
+        wire::decode_ids(&self.call(Op::SnapshotIds, slice, 0, [0; 3], &[])?)
+    }
+
+    pub fn snapshot_map_since(&self, slice: &SliceName, id: u64, from: u64) -> io::Result<MapTail> {
+        wire::decode_map_tail(self.call(Op::SnapshotMapSince, slice, 0, [id, from, 0], &[])?)
+    }
+
+    /// Reads chunk `chunk` of snapshot `id`'s saved data: `buf.len()`
+    /// bytes (at most the max payload).
+    pub fn read_snapshot_chunk(
+        &self,
+        slice: &SliceName,
+        id: u64,
+        chunk: u64,
+        buf: &mut [u8],
+    ) -> io::Result<()> {
+        let args = [id, chunk, buf.len() as u64];
+        let deadline = self.deadline();
+        let rid = self.send(
+            Op::ReadSnapshotChunk,
+            slice,
+            0,
+            args,
+            &[],
+            Expect::Exact(buf.len()),
+        )?;
+        buf.copy_from_slice(&self.wait(rid, deadline)?);
+        Ok(())
+    }
+
+    pub fn create_slice(&self, slice: &SliceName, size: u64) -> io::Result<()> {
+        self.call(Op::CreateSlice, slice, 0, [size, 0, 0], &[])
+            .map(drop)
+    }
+
+    pub fn grow_slice(&self, slice: &SliceName, size: u64) -> io::Result<()> {
+        self.call(Op::GrowSlice, slice, 0, [size, 0, 0], &[])
+            .map(drop)
+    }
+
+    pub fn delete_slice(&self, slice: &SliceName) -> io::Result<()> {
+        self.call(Op::DeleteSlice, slice, 0, [0; 3], &[]).map(drop)
+    }
+
+    pub fn digest(&self, slice: &SliceName) -> io::Result<u128> {
+        wire::decode_digest(&self.call(Op::Digest, slice, 0, [0; 3], &[])?)
+    }
+
+    pub fn stored_slices(&self, medium: &str) -> io::Result<Vec<StoredSlice>> {
+        let slice = SliceName::new(medium, "", 0, 0);
+        wire::decode_stored(&self.call(Op::StoredSlices, &slice, 0, [0; 3], &[])?)
+    }
+
+    /// When the replies to requests sent from now on are due.
+    fn deadline(&self) -> Instant {
+        Instant::now() + self.timeout
+    }
+
+    fn call(
+        &self,
+        op: Op,
+        slice: &SliceName,
+        epoch: u64,
+        args: [u64; 3],
+        payload: &[u8],
+    ) -> io::Result<Vec<u8>> {
+        let deadline = self.deadline();
+        let id = self.send(op, slice, epoch, args, payload, Expect::Any)?;
+        self.wait(id, deadline)
+    }
+
+    /// A read in requests of at most the max payload, all in flight at
+    /// once; `args(at, len)` are the args of the part at `at`.
+    fn read_split(
+        &self,
+        op: Op,
+        slice: &SliceName,
+        buf: &mut [u8],
+        args: impl Fn(u64, u64) -> [u64; 3],
+    ) -> io::Result<()> {
+        let deadline = self.deadline();
+        let max = self.max_payload as usize;
+        let mut parts = Vec::new();
+        let mut at = 0usize;
+        let mut failed = None;
+        while at < buf.len() {
+            let n = (buf.len() - at).min(max);
+            match self.send(
+                op,
+                slice,
+                0,
+                args(at as u64, n as u64),
+                &[],
+                Expect::Exact(n),
+            ) {
+                Ok(id) => parts.push((id, at, n)),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+            at += n;
+        }
+        // Every part is waited for even after a failure: no reply is left
+        // behind in the map.
+        for (id, at, n) in parts {
+            match self.wait(id, deadline) {
+                Ok(data) => buf[at..at + n].copy_from_slice(&data),
+                Err(e) => failed = failed.or(Some(e)),
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+
+    fn wait_all(&self, ids: Vec<u64>, deadline: Instant) -> io::Result<()> {
+        let mut failed = None;
+        for id in ids {
+            if let Err(e) = self.wait(id, deadline) {
+                failed = failed.or(Some(e));
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Registers an id and sends the request; returns the id.
+    fn send(
+        &self,
+        op: Op,
+        slice: &SliceName,
+        epoch: u64,
+        args: [u64; 3],
+        payload: &[u8],
+        expect: Expect,
+    ) -> io::Result<u64> {
+        if slice.medium.len() > MAX_NAME || slice.volume.len() > MAX_NAME {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("medium or volume name of {slice} over {MAX_NAME} bytes"),
+            ));
+        }
+        if let Expect::Exact(n) = expect {
+            if n > self.max_payload as usize {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "a read of {n} bytes, over the node's max payload of {}",
+                        self.max_payload
+                    ),
+                ));
+            }
+        }
+        let id = {
+            let mut p = self.shared.lock();
+            if let Some((kind, why)) = &p.broken {
+                return Err(self.shared.broken_error(*kind, why));
+            }
+            let id = p.next_id;
+            p.next_id += 1;
+            p.slots
+                .insert(id, Slot::Waiting(expect, Arc::new(Condvar::new())));
+            id
+        };
+        let header = RequestHeader {
+            op: op.code(),
+            id,
+            epoch,
+            args,
+            copy: slice.copy,
+            column: slice.column,
+            medium_len: slice.medium.len() as u16,
+            volume_len: slice.volume.len() as u16,
+            payload_len: payload.len() as u32,
+        };
+        let mut frame =
+            Vec::with_capacity(wire::REQUEST_LEN + 2 * MAX_NAME + payload.len().min(64 * 1024));
+        frame.extend_from_slice(&header.encode());
+        frame.extend_from_slice(slice.medium.as_bytes());
+        frame.extend_from_slice(slice.volume.as_bytes());
+        // Small payloads go in the same write (one segment, one record).
+        let small = payload.len() <= 64 * 1024;
+        if small {
+            frame.extend_from_slice(payload);
+        }
+        let sent = {
+            let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            w.write_all(&frame)
+                .and_then(|()| if small { Ok(()) } else { w.write_all(payload) })
+        };
+        if let Err(e) = sent {
+            // A half-written request leaves the stream unusable.
+            self.shared.lock().slots.remove(&id);
+            let e = timed_out(e);
+            let kind = match e.kind() {
+                io::ErrorKind::TimedOut => io::ErrorKind::TimedOut,
+                _ => io::ErrorKind::BrokenPipe,
+            };
+            let why = format!("sending a request failed: {e}");
+            self.break_connection(kind, why.clone());
+            return Err(self.shared.broken_error(kind, &why));
+        }
+        Ok(id)
+    }
+
+    /// Marks the connection broken and shuts the socket down: the reader
+    /// ends, and the node sees the connection go.
+    fn break_connection(&self, kind: io::ErrorKind, why: String) {
+        self.shared.break_with(kind, why);
+        let _ = self.socket.shutdown(Shutdown::Both);
+    }
+
+    /// Waits for the reply to `id` until `deadline`.
+    fn wait(&self, id: u64, deadline: Instant) -> io::Result<Vec<u8>> {
+        let mut p = self.shared.lock();
+        let wake = match p.slots.get(&id) {
+            Some(Slot::Waiting(_, wake)) => Some(Arc::clone(wake)),
+            _ => None,
+        };
+        loop {
+            if let Some(Slot::Done(_)) = p.slots.get(&id) {
+                let Some(Slot::Done(result)) = p.slots.remove(&id) else {
+                    unreachable!("checked just above")
+                };
+                return result.map_err(RemoteError::into_io);
+            }
+            if let Some((kind, why)) = &p.broken {
+                let e = self.shared.broken_error(*kind, why);
+                p.slots.remove(&id);
+                return Err(e);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                p.slots.remove(&id);
+                drop(p);
+                let why = format!("a request got no reply within {:?}", self.timeout);
+                self.break_connection(io::ErrorKind::TimedOut, why.clone());
+                return Err(self.shared.broken_error(io::ErrorKind::TimedOut, &why));
+            }
+            let Some(wake) = &wake else {
+                // Not waiting and not done: cannot happen (only its
+                // caller removes a slot), but never wait for nothing.
+                return Err(protocol_error(format!("request {id} was lost")));
+            };
+            p = wake
+                .wait_timeout(p, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+impl Drop for SliceClient {
+    fn drop(&mut self) {
+        // Closing is the goodbye: the node drops what it still runs for us.
+        self.break_connection(io::ErrorKind::BrokenPipe, "the client was closed".into());
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+    }
+}
+
+/// A socket timeout shows as `WouldBlock` on Linux.
+fn timed_out(e: io::Error) -> io::Error {
+    match e.kind() {
+        io::ErrorKind::WouldBlock => io::Error::new(io::ErrorKind::TimedOut, "timed out"),
+        _ => e,
+    }
+}
+
+/// The reader thread: takes replies off the socket until it closes or a
+/// reply breaks the framing.
+fn read_replies(mut stream: Receiver, shared: &Shared, max_payload: u32) {
+    let (kind, why) = loop {
+        match read_reply(&mut stream, shared, max_payload) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                break (
+                    io::ErrorKind::BrokenPipe,
+                    "the node closed the connection".to_string(),
+                )
+            }
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                break (io::ErrorKind::InvalidData, format!("bad reply: {e}"))
+            }
+            Err(e) => break (io::ErrorKind::BrokenPipe, format!("reading a reply: {e}")),
+        }
+    };
+    shared.break_with(kind, why);
+}
+
+fn read_reply(stream: &mut Receiver, shared: &Shared, max_payload: u32) -> io::Result<()> {
+    let mut raw = [0u8; REPLY_LEN];
+    stream.read_exact(&mut raw)?;
+    let header = ReplyHeader::decode(&raw)?;
+    let message = wire::read_bytes(stream, usize::from(header.message_len))?;
+    let status = Status::from_code(header.status);
+    let len = header.payload_len as usize;
+    let (expect, wake) = match shared.lock().slots.get(&header.id) {
+        Some(Slot::Waiting(expect, wake)) => (Some(*expect), Some(Arc::clone(wake))),
+        Some(Slot::Ignored) => (None, None),
+        _ => {
+            return Err(protocol_error(format!(
+                "reply to unknown request {}",
+                header.id
+            )))
+        }
+    };
+    let fits = match (status, expect) {
+        (Status::Ok, Some(Expect::Exact(n))) => len == n,
+        (Status::Ok, _) => len <= max_payload as usize,
+        _ => len == 0,
+    };
+    if !fits {
+        return Err(protocol_error(format!(
+            "reply of {len} bytes to request {} ({status:?})",
+            header.id
+        )));
+    }
+    let payload = wire::read_bytes(stream, len)?;
+    let mut p = shared.lock();
+    if expect.is_none() {
+        p.slots.remove(&header.id);
+        return Ok(());
+    }
+    let result = match status {
+        Status::Ok => Ok(payload),
+        status => Err(RemoteError {
+            status,
+            message: String::from_utf8_lossy(&message).into_owned(),
+        }),
+    };
+    p.slots.insert(header.id, Slot::Done(result));
+    drop(p);
+    if let Some(wake) = wake {
+        wake.notify_all();
+    }
+    Ok(())
+}
