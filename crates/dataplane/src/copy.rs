@@ -8,7 +8,9 @@ use crate::copier::{
     Copier, CopySource, SnapshotCopy, SnapshotFilesAt, Unheld, Verify, SNAPSHOT_BATCH,
 };
 use crate::digest::{digest_open_file, CHUNK};
-use crate::fsutil::{create_dir_durable, fsync_dir, partial_path, remove_if_exists, RemoveOnDrop};
+use crate::fsutil::{
+    create_dir_durable, fsync_dir, partial_path, remove_if_exists, slice_stem, RemoveOnDrop,
+};
 use crate::resume::{reopen_partial, Checkpoints};
 use crate::snapshot::remove_snapshot_files;
 use crate::{CopyOptions, Digest};
@@ -55,10 +57,7 @@ pub(crate) fn copy_file(
 
     let source = File::open(from).map_err(src("open"))?;
     let len = source.size().map_err(src("stat"))?;
-    let stem = from
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_suffix(".slice"))
+    let stem = slice_stem(from)
         .ok_or_else(|| CopyError::Source("open", io::Error::other("not a slice file name")))?
         .to_string();
     let snapshots = SnapshotFilesAt::read(from, &stem)?;

@@ -77,3 +77,11 @@ impl Drop for RemoveOnDrop {
         }
     }
 }
+
+/// The name of a slice file without its `.slice` suffix (what its
+/// snapshot and partial files are named after); `None` for another name.
+pub(crate) fn slice_stem(path: &Path) -> Option<&str> {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_suffix(".slice"))
+}

@@ -6,6 +6,7 @@
 //! The probe reads one byte of each file: an open file handle would keep a
 //! file readable after its directory was removed, a fresh open does not.
 
+use crate::fsutil::slice_stem;
 use crate::snapshot::{delta_name, map_name};
 use crate::{DataPlaneError, LocalMedia, SliceKey};
 use std::fs::File;
@@ -33,12 +34,7 @@ impl LocalMedia {
         snapshots: &[u64],
     ) -> Result<(), DataPlaneError> {
         let path = self.slice_path(medium, slice)?;
-        let stem = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".slice"))
-            .unwrap_or_default()
-            .to_string();
+        let stem = slice_stem(&path).unwrap_or_default().to_string();
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let mut files = vec![path.clone()];
         for id in snapshots {

@@ -26,7 +26,7 @@
 
 use crate::digest::is_zero;
 use crate::extents::{allocation, punch_hole, DataExtents, BLOCK};
-use crate::fsutil::{fsync_dir, remove_if_exists};
+use crate::fsutil::{fsync_dir, remove_if_exists, slice_stem};
 use crate::space::SpaceAccount;
 
 use std::collections::{BTreeSet, HashMap};
@@ -137,11 +137,7 @@ pub(crate) fn parse_snapshot_file<'a>(stem: &str, name: &'a str) -> Option<(u64,
 /// only unfinished copies' `*.partial` files); a missing directory is
 /// fine. Returns whether anything was removed.
 pub(crate) fn remove_snapshot_files(slice_path: &Path, partial_only: bool) -> io::Result<bool> {
-    let Some(stem) = slice_path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_suffix(".slice"))
-    else {
+    let Some(stem) = slice_stem(slice_path) else {
         return Ok(false);
     };
     let dir = slice_path.parent().unwrap_or(Path::new("."));
@@ -239,9 +235,9 @@ fn le_u64(bytes: &[u8]) -> u64 {
     u64::from_le_bytes(a)
 }
 
-/// Reads from `offset` until `buf` is full or the file ends; the rest of
-/// `buf` is zeroed (a delta is shorter than the slice past its last chunk).
-fn read_zero_fill(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+/// Reads into `buf` at `offset` until it is full or the file ends; returns
+/// the bytes read.
+pub(crate) fn read_up_to(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     let mut done = 0;
     while done < buf.len() {
         match file.read_at(&mut buf[done..], offset + done as u64) {
@@ -251,6 +247,13 @@ fn read_zero_fill(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
             Err(e) => return Err(e),
         }
     }
+    Ok(done)
+}
+
+/// Reads from `offset` until `buf` is full or the file ends; the rest of
+/// `buf` is zeroed (a delta is shorter than the slice past its last chunk).
+fn read_zero_fill(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    let done = read_up_to(file, buf, offset)?;
     buf[done..].fill(0);
     Ok(())
 }
@@ -290,10 +293,7 @@ impl SliceSnapshots {
 
     fn open_with(slice_path: &Path, account: Option<SpaceAccount>) -> io::Result<SliceSnapshots> {
         let dir = slice_path.parent().unwrap_or(Path::new(".")).to_path_buf();
-        let stem = slice_path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".slice"))
+        let stem = slice_stem(slice_path)
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a slice file name"))?
             .to_string();
         let store = SliceSnapshots {

@@ -346,20 +346,10 @@ impl<'a, 'p> Copier<'a, 'p> {
     /// Copies `[start, start + n)` (`start` a multiple of [`BLOCK`], `n` at
     /// most [`CHUNK`]): the all-zero blocks are not written (holes stay
     /// holes; with `clear` the range is punched out first, for a target
-    /// that may hold older bytes there), and with [`Verify::ReadBack`] the
-    /// range is read back and compared.
+    /// that may hold older bytes there), with [`Verify::ReadBack`] the
+    /// range is read back and compared, and `hasher` (a digest-verified
+    /// copy's) is fed the bytes read.
     pub(crate) fn copy_chunk(
-        &mut self,
-        source: &dyn CopySource,
-        target: &dyn CopyTarget,
-        start: u64,
-        n: usize,
-        clear: bool,
-    ) -> Result<(), CopyError> {
-        self.copy_range(source, target, start, n, clear, None)
-    }
-
-    fn copy_range(
         &mut self,
         source: &dyn CopySource,
         target: &dyn CopyTarget,
@@ -427,7 +417,7 @@ impl<'a, 'p> Copier<'a, 'p> {
                 };
                 let end = ((start / chunk + 1) * chunk).min(end);
                 let n = (end - start) as usize;
-                self.copy_range(source, target, start, n, false, hasher.as_mut())?;
+                self.copy_chunk(source, target, start, n, false, hasher.as_mut())?;
                 Ok(Some((start, end)))
             })?;
             let Some((start, end)) = copied else { break };

@@ -9,7 +9,9 @@ use super::CopyError;
 use crate::digest::is_zero;
 use crate::extents::BLOCK;
 use crate::fsutil::{fsync_dir, partial_path, RemoveOnDrop};
-use crate::snapshot::{delta_name, map_name, parse_snapshot_file, valid_map_len, MapTail};
+use crate::snapshot::{
+    delta_name, map_name, parse_snapshot_file, read_up_to, valid_map_len, MapTail,
+};
 use crate::COW_CHUNK;
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -115,21 +117,6 @@ impl SnapshotSource for SnapshotFilesAt {
         buf[done..].fill(0);
         Ok(())
     }
-}
-
-/// Reads into `buf` at `offset` until it is full or the file ends; returns
-/// the bytes read.
-fn read_up_to(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], offset + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(done)
 }
 
 /// Creates (empty) the partial file of a copy at `path`.

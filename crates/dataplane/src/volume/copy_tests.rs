@@ -502,10 +502,9 @@ fn a_degraded_volume_keeps_serving_and_a_rebuild_restores_the_copy_with_its_snap
     let writer = Writer::start(model);
     let mut progress = (0, 0);
     let mut committed = false;
-    io.rebuild_slice(
-        0,
-        0,
-        "m4",
+    io.copy_in_phases(
+        SliceCopyKind::Rebuild,
+        (0, 0, "m4"),
         &throttled(24),
         &mut |d, t| progress = (d, t),
         &mut || {
@@ -535,10 +534,9 @@ fn a_degraded_volume_keeps_serving_and_a_rebuild_restores_the_copy_with_its_snap
     assert!(read_all(io.as_ref()) == model.bytes);
     assert_snapshots(&io, &expected);
     // A repeated call finds it done.
-    io.rebuild_slice(
-        0,
-        0,
-        "m4",
+    io.copy_in_phases(
+        SliceCopyKind::Rebuild,
+        (0, 0, "m4"),
         &CopyOptions::default(),
         &mut |_, _| {},
         &mut || panic!("nothing to commit"),
@@ -593,10 +591,9 @@ fn a_medium_whose_directory_disappears_is_noticed() {
     drop(io);
     let io = Arc::new(LocalVolumeIo::open(&f.media, &f.layout).expect("reopen"));
     assert_eq!(io.lost_slices(), vec![(0, 0)]);
-    io.rebuild_slice(
-        0,
-        0,
-        "m5",
+    io.copy_in_phases(
+        SliceCopyKind::Rebuild,
+        (0, 0, "m5"),
         &CopyOptions::default(),
         &mut |_, _| {},
         &mut || Ok(()),
@@ -642,10 +639,9 @@ fn a_column_without_a_healthy_copy_answers_eio_and_cannot_be_rebuilt() {
     io.write(MIB, &buf, true).expect("column 1 writes");
     assert_eq!(io.flush().unwrap_err().raw_os_error(), Some(5));
     let err = io
-        .rebuild_slice(
-            0,
-            0,
-            "m4",
+        .copy_in_phases(
+            SliceCopyKind::Rebuild,
+            (0, 0, "m4"),
             &CopyOptions::default(),
             &mut |_, _| {},
             &mut || Ok(()),
@@ -664,10 +660,9 @@ fn a_failed_rebuild_leaves_no_target_and_the_slice_lost() {
     three_snapshots(&mut model);
     io.fail_medium("m0");
     let err = io
-        .rebuild_slice(
-            0,
-            0,
-            "m4",
+        .copy_in_phases(
+            SliceCopyKind::Rebuild,
+            (0, 0, "m4"),
             &CopyOptions::default(),
             &mut |_, _| {},
             &mut || Err("store down".into()),
@@ -715,10 +710,9 @@ fn a_slice_is_read_or_filled_by_one_copy_at_a_time() {
         &mut |_, _| {
             if refused.is_none() {
                 refused = Some(
-                    io.rebuild_slice(
-                        0,
-                        0,
-                        "m5",
+                    io.copy_in_phases(
+                        SliceCopyKind::Rebuild,
+                        (0, 0, "m5"),
                         &CopyOptions::default(),
                         &mut |_, _| {},
                         &mut || Ok(()),
@@ -736,10 +730,9 @@ fn a_slice_is_read_or_filled_by_one_copy_at_a_time() {
         "{refused}"
     );
     assert_eq!(files_on(&f.media, "m5"), Vec::<String>::new());
-    io.rebuild_slice(
-        0,
-        0,
-        "m5",
+    io.copy_in_phases(
+        SliceCopyKind::Rebuild,
+        (0, 0, "m5"),
         &CopyOptions::default(),
         &mut |_, _| {},
         &mut || Ok(()),
@@ -845,10 +838,9 @@ fn back_and_forth_moves_and_rebuilds_under_heavy_writes_lose_nothing() {
             &io,
             &mut bytes,
             || {
-                io.rebuild_slice(
-                    1,
-                    0,
-                    to,
+                io.copy_in_phases(
+                    SliceCopyKind::Rebuild,
+                    (1, 0, to),
                     &CopyOptions::default(),
                     &mut |_, _| {},
                     &mut || Ok(()),
@@ -898,10 +890,9 @@ fn a_copy_whose_target_or_source_fails_midway_leaves_no_target() {
     io.fail_medium("m0");
     let mut broke = false;
     let err = io
-        .rebuild_slice(
-            0,
-            0,
-            "m5",
+        .copy_in_phases(
+            SliceCopyKind::Rebuild,
+            (0, 0, "m5"),
             &CopyOptions::default(),
             &mut |_, _| {
                 if !broke {

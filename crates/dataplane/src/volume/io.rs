@@ -679,6 +679,6 @@ impl VolumeIo for LocalVolumeIo {
         to_medium: &str,
         resume_from: u64,
     ) -> Result<Box<dyn SliceMove>, DataPlaneError> {
-        self.begin_copy(kind, copy, column, to_medium, resume_from)
+        self.begin_copy(kind, (copy, column), to_medium, resume_from)
     }
 }

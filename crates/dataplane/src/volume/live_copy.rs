@@ -244,7 +244,7 @@ impl LocalVolumeIo {
                 with_mirror(
                     source,
                     holder,
-                    || copier.copy_chunk(&read_from, target_file, start, n, true),
+                    || copier.copy_chunk(&read_from, target_file, start, n, true, None),
                     |_| None,
                 )
                 .map_err(failed)?;

@@ -9,7 +9,9 @@ use super::live_copy::{healthy_source, source_lost, Fill};
 use super::slice::{Retiring, SliceIo, SliceState};
 use super::{SliceCopyKind, SliceMove};
 use crate::copier::{create_partial, SnapshotCopy};
-use crate::fsutil::{create_dir_durable, fsync_dir, partial_path, remove_if_exists, RemoveOnDrop};
+use crate::fsutil::{
+    create_dir_durable, fsync_dir, partial_path, remove_if_exists, slice_stem, RemoveOnDrop,
+};
 use crate::resume::reopen_partial;
 use crate::snapshot::remove_snapshot_files;
 use crate::{CopyOptions, DataPlaneError, SliceSnapshots};
@@ -61,23 +63,17 @@ struct LocalSliceMove {
 }
 
 impl LocalVolumeIo {
-    /// [`VolumeIo::begin_slice_copy`](super::VolumeIo::begin_slice_copy).
+    /// [`VolumeIo::begin_slice_copy`](super::VolumeIo::begin_slice_copy)
+    /// of slice `(copy, column)`.
     pub(super) fn begin_copy(
         self: Arc<Self>,
         kind: SliceCopyKind,
-        copy: u32,
-        column: u32,
+        slice: (u32, u32),
         to_medium: &str,
         resume_from: u64,
     ) -> Result<Box<dyn SliceMove>, DataPlaneError> {
-        Ok(Box::new(LocalSliceMove::begin(
-            self,
-            kind,
-            copy,
-            column,
-            to_medium,
-            resume_from,
-        )?))
+        let moving = LocalSliceMove::begin(self, kind, slice, to_medium, resume_from)?;
+        Ok(Box::new(moving))
     }
 }
 
@@ -85,8 +81,7 @@ impl LocalSliceMove {
     fn begin(
         io: Arc<LocalVolumeIo>,
         kind: SliceCopyKind,
-        copy: u32,
-        column: u32,
+        (copy, column): (u32, u32),
         to_medium: &str,
         resume_from: u64,
     ) -> Result<LocalSliceMove, DataPlaneError> {
@@ -195,12 +190,7 @@ impl LocalSliceMove {
         let partial = partial_path(&path);
         let reopened = reopen_partial(&partial, len, resume_from).map(Arc::new);
         let from = if reopened.is_some() { resume_from } else { 0 };
-        let stem = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".slice"))
-            .unwrap_or_default()
-            .to_string();
+        let stem = slice_stem(&path).unwrap_or_default().to_string();
         this.target = Some(Target {
             path,
             dir,
@@ -223,6 +213,23 @@ impl LocalSliceMove {
             Ok(holder) => self.io.err(holder, &self.to_medium, op, e),
             Err(other) => other,
         }
+    }
+
+    /// A phase's outcome: the move goes on to `next`, or fails after
+    /// `undo`.
+    fn after(
+        &mut self,
+        outcome: Result<(), DataPlaneError>,
+        next: Stage,
+        undo: fn(&mut LocalSliceMove),
+    ) -> Result<(), DataPlaneError> {
+        if outcome.is_ok() {
+            self.stage = next;
+        } else {
+            self.stage = Stage::Failed;
+            undo(self);
+        }
+        outcome
     }
 
     fn out_of_order(&self, phase: &str) -> DataPlaneError {
@@ -261,14 +268,13 @@ impl LocalSliceMove {
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<(), DataPlaneError> {
         let io = Arc::clone(&self.io);
-        let holder = io.slice(self.copy, self.column)?;
-        let source = io.slice(self.source_copy, self.column)?;
-        let to_medium = self.to_medium.clone();
-        let io_err = |op: &'static str| {
-            let to_medium = to_medium.clone();
-            let io = Arc::clone(&io);
-            move |e: io::Error| io.err(holder, &to_medium, op, e)
-        };
+        let ends = Ends::of(
+            &io,
+            (self.copy, self.source_copy, self.column),
+            &self.to_medium,
+        )?;
+        let (holder, source, to_medium) = (ends.holder, ends.source, ends.to_medium);
+        let io_err = |op: &'static str| ends.err(op);
         let Some(target) = self.target.as_mut() else {
             return Ok(());
         };
@@ -306,7 +312,7 @@ impl LocalSliceMove {
                 source_file: source_file.as_ref(),
                 source_medium: &source_medium,
                 target: &file,
-                to_medium: &to_medium,
+                to_medium,
                 from,
                 held,
             },
@@ -339,15 +345,14 @@ impl LocalSliceMove {
     /// place), and no copy-on-write save runs now. Reads go on.
     fn run_switch(&mut self) -> Result<(), DataPlaneError> {
         let io = Arc::clone(&self.io);
-        let holder = io.slice(self.copy, self.column)?;
-        let source = io.slice(self.source_copy, self.column)?;
+        let ends = Ends::of(
+            &io,
+            (self.copy, self.source_copy, self.column),
+            &self.to_medium,
+        )?;
+        let (holder, source, to_medium) = (ends.holder, ends.source, ends.to_medium);
         let same = std::ptr::eq(source, holder);
-        let to_medium = self.to_medium.clone();
-        let io_err = |op: &'static str| {
-            let to_medium = to_medium.clone();
-            let io = Arc::clone(&io);
-            move |e: io::Error| io.err(holder, &to_medium, op, e)
-        };
+        let io_err = |op: &'static str| ends.err(op);
         let Some(target) = self.target.as_mut() else {
             return Ok(());
         };
@@ -396,9 +401,9 @@ impl LocalSliceMove {
         placed.push(RemoveOnDrop::new(&target.path));
         fsync_dir(&target.dir).map_err(io_err("fsync"))?;
         // The copied snapshot files now count on the target medium.
-        io.media.snapshot_files_changed(&to_medium);
+        io.media.snapshot_files_changed(to_medium);
         let snapshots =
-            SliceSnapshots::open_accounted(&target.path, io.media.space_account(&to_medium)?)
+            SliceSnapshots::open_accounted(&target.path, io.media.space_account(to_medium)?)
                 .map_err(io_err("open snapshots"))?;
         let placed = placed
             .iter_mut()
@@ -407,7 +412,7 @@ impl LocalSliceMove {
                 p.path().to_path_buf()
             })
             .collect();
-        let old_medium = std::mem::replace(&mut state.medium, to_medium.clone());
+        let old_medium = std::mem::replace(&mut state.medium, to_medium.to_string());
         let old_live = state.live.replace(Arc::new(LocalSlice::new(
             file,
             snapshots,
@@ -484,14 +489,7 @@ impl SliceMove for LocalSliceMove {
             return Err(self.out_of_order("fill"));
         }
         let filled = self.run_fill(options, progress);
-        match filled {
-            Ok(()) => self.stage = Stage::Filled,
-            Err(_) => {
-                self.stage = Stage::Failed;
-                self.stop_mirroring();
-            }
-        }
-        filled
+        self.after(filled, Stage::Filled, |m| m.stop_mirroring())
     }
 
     fn switch(&mut self) -> Result<(), DataPlaneError> {
@@ -499,14 +497,7 @@ impl SliceMove for LocalSliceMove {
             return Err(self.out_of_order("switch"));
         }
         let switched = self.run_switch();
-        match switched {
-            Ok(()) => self.stage = Stage::Switched,
-            Err(_) => {
-                self.stage = Stage::Failed;
-                self.drop_target();
-            }
-        }
-        switched
+        self.after(switched, Stage::Switched, LocalSliceMove::drop_target)
     }
 
     fn finish(mut self: Box<Self>) -> Result<(), DataPlaneError> {
@@ -561,5 +552,36 @@ impl Drop for LocalSliceMove {
             }
             self.io.active_copies.fetch_sub(1, Ordering::AcqRel);
         }
+    }
+}
+
+/// The two slices of a phase (the holder and the copy read from), with
+/// errors named after the target; borrowed apart from the move's target
+/// state, which the phase changes.
+#[derive(Clone, Copy)]
+struct Ends<'a> {
+    io: &'a LocalVolumeIo,
+    holder: &'a SliceIo,
+    source: &'a SliceIo,
+    to_medium: &'a str,
+}
+
+impl<'a> Ends<'a> {
+    fn of(
+        io: &'a LocalVolumeIo,
+        (copy, source_copy, column): (u32, u32, u32),
+        to_medium: &'a str,
+    ) -> Result<Ends<'a>, DataPlaneError> {
+        Ok(Ends {
+            io,
+            holder: io.slice(copy, column)?,
+            source: io.slice(source_copy, column)?,
+            to_medium,
+        })
+    }
+
+    /// An error of `op` on the target.
+    fn err(self, op: &'static str) -> impl Fn(io::Error) -> DataPlaneError + 'a {
+        move |e| self.io.err(self.holder, self.to_medium, op, e)
     }
 }

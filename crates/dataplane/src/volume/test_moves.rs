@@ -28,26 +28,9 @@ impl LocalVolumeIo {
         )
     }
 
-    /// [`LocalVolumeIo::move_slice`] for a rebuild.
-    pub(crate) fn rebuild_slice(
-        self: &Arc<Self>,
-        copy: u32,
-        column: u32,
-        to_medium: &str,
-        options: &CopyOptions,
-        progress: &mut dyn FnMut(u64, u64),
-        commit: &mut dyn FnMut() -> Result<(), String>,
-    ) -> Result<(), DataPlaneError> {
-        self.copy_in_phases(
-            SliceCopyKind::Rebuild,
-            (copy, column, to_medium),
-            options,
-            progress,
-            commit,
-        )
-    }
-
-    fn copy_in_phases(
+    /// [`LocalVolumeIo::move_slice`] for either kind of copy (a rebuild's
+    /// `copy` is the lost slice's).
+    pub(crate) fn copy_in_phases(
         self: &Arc<Self>,
         kind: SliceCopyKind,
         (copy, column, to_medium): (u32, u32, &str),
