@@ -16,17 +16,6 @@ pub trait Authenticator: Send + Sync + 'static {
     fn authenticate(&self, credential: &str, caller: &str, peer: SocketAddr) -> Result<(), String>;
 }
 
-/// Where the node keeps, per volume, the highest epoch it has accepted.
-pub trait EpochStore: Send + Sync + 'static {
-    /// The highest epoch accepted for `volume`; 0 if none ever was.
-    fn highest(&self, volume: &str) -> io::Result<u64>;
-
-    /// Records `epoch` (above the highest) as `volume`'s highest. Durable on
-    /// return: after a crash of the node, [`EpochStore::highest`] is at
-    /// least `epoch`.
-    fn raise(&self, volume: &str, epoch: u64) -> io::Result<()>;
-}
-
 /// The slices of a node, one method per op (see [`Op`] for what each
 /// does). Errors go to the caller with their errno (or one for their kind)
 /// and their text. Called from many threads at once.

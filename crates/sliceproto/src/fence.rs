@@ -5,7 +5,16 @@ use std::collections::HashMap;
 use std::io;
 use std::sync::{Arc, Mutex, RwLock};
 
-use crate::backend::EpochStore;
+/// Where the node keeps, per volume, the highest epoch it has accepted.
+pub trait EpochStore: Send + Sync + 'static {
+    /// The highest epoch accepted for `volume`; 0 if none ever was.
+    fn highest(&self, volume: &str) -> io::Result<u64>;
+
+    /// Records `epoch` (above the highest) as `volume`'s highest. Durable on
+    /// return: after a crash of the node, [`EpochStore::highest`] is at
+    /// least `epoch`.
+    fn raise(&self, volume: &str, epoch: u64) -> io::Result<()>;
+}
 
 /// Outcome of [`EpochFence::admit`].
 #[derive(Debug)]

@@ -120,9 +120,9 @@ mod stream;
 pub mod testing;
 mod wire;
 
-pub use backend::{Authenticator, EpochStore, SliceBackend};
+pub use backend::{Authenticator, SliceBackend};
 pub use client::{remote_error, ClientTls, SliceClient};
-pub use fence::{EpochFence, Fenced};
+pub use fence::{EpochFence, EpochStore, Fenced};
 pub use server::{ServerConfig, SliceServer};
 pub use wire::{Op, RemoteError, Status, PROTOCOL_VERSION};
 

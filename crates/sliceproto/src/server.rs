@@ -17,8 +17,9 @@ use std::time::Duration;
 
 use tracing::{debug, info, warn};
 
-use crate::backend::{dispatch, Authenticator, EpochStore, SliceBackend};
+use crate::backend::{dispatch, Authenticator, SliceBackend};
 use crate::fence::EpochFence;
+use crate::fence::EpochStore;
 use crate::stream::{self, Sender};
 use crate::wire::{
     self, Hello, HelloReply, ReplyHeader, RequestHeader, Status, MAX_PAYLOAD_LIMIT,
