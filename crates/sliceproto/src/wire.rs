@@ -199,6 +199,13 @@ impl Status {
             io::ErrorKind::Unsupported => libc::EOPNOTSUPP,
             io::ErrorKind::OutOfMemory => libc::ENOMEM,
             io::ErrorKind::Interrupted => libc::EINTR,
+            // A full medium is not a failed one: the front must not take
+            // it for EIO (a storage node's snapshot budget says ENOSPC by
+            // kind, without an errno).
+            io::ErrorKind::StorageFull => libc::ENOSPC,
+            io::ErrorKind::QuotaExceeded => libc::EDQUOT,
+            io::ErrorKind::FileTooLarge => libc::EFBIG,
+            io::ErrorKind::ReadOnlyFilesystem => libc::EROFS,
             _ => libc::EIO,
         };
         Status::Errno(errno as u16)
@@ -709,6 +716,8 @@ mod tests {
         assert_eq!(Status::of_error(&e), Status::Errno(28));
         let e = io::Error::new(io::ErrorKind::NotFound, "gone");
         assert_eq!(Status::of_error(&e), Status::Errno(2));
+        let e = io::Error::new(io::ErrorKind::StorageFull, "snapshot budget spent");
+        assert_eq!(Status::of_error(&e), Status::Errno(28));
         assert_eq!(truncated(&"é".repeat(3000)).len(), 4096);
     }
 }
