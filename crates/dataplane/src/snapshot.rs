@@ -184,6 +184,28 @@ pub(crate) fn valid_map_len(bytes: &[u8]) -> io::Result<usize> {
     Ok(HEADER_LEN + good * RECORD_LEN)
 }
 
+/// Where a page of a map read from `from` stops: the last record boundary
+/// (the header's end, or a record's) at most `max` bytes on, or the first
+/// one after `from` when `max` is less than a record.
+fn map_page_end(from: u64, max: u64) -> u64 {
+    let (header, record) = (HEADER_LEN as u64, RECORD_LEN as u64);
+    let boundary_at_or_below = |x: u64| {
+        if x < header {
+            0
+        } else {
+            header + (x - header) / record * record
+        }
+    };
+    let end = boundary_at_or_below(from.saturating_add(max));
+    if end > from {
+        end
+    } else if from < header {
+        header
+    } else {
+        boundary_at_or_below(from).saturating_add(record)
+    }
+}
+
 /// The snapshots of one slice file, oldest first.
 pub struct SliceSnapshots {
     dir: PathBuf,
@@ -499,12 +521,25 @@ impl SliceSnapshots {
     /// chunks those records say are in the delta. Read under the lock, so
     /// an append is seen whole and durable or not at all.
     pub(crate) fn map_since(&self, id: u64, from: u64) -> io::Result<MapTail> {
+        self.map_page(id, from, u64::MAX)
+    }
+
+    /// [`SliceSnapshots::map_since`], at most about `max` bytes of it: a
+    /// longer tail is cut at a record boundary (one record at least), and
+    /// `end` is then where the bytes stop, for the caller to ask again from
+    /// there (a storage node's reply must fit the protocol's max payload).
+    pub(crate) fn map_page(&self, id: u64, from: u64, max: u64) -> io::Result<MapTail> {
         let snaps = self.read_lock()?;
         let snap = snaps
             .iter()
             .find(|s| s.id == id)
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no snapshot {id}")))?;
-        let end = snap.log_len;
+        let durable = snap.log_len;
+        let end = if durable.saturating_sub(from) > max {
+            map_page_end(from, max).min(durable)
+        } else {
+            durable
+        };
         let mut bytes = vec![0u8; end.saturating_sub(from) as usize];
         snap.log.read_exact_at(&mut bytes, from)?;
         Ok(MapTail::new(bytes, from, end))

@@ -513,3 +513,53 @@ fn a_save_that_finds_no_space_fails_the_write_and_changes_nothing() {
         }
     }
 }
+
+#[test]
+fn a_map_read_in_pages_is_the_whole_map_cut_at_record_boundaries() {
+    let f = fixture(SLICE);
+    let snaps = SliceSnapshots::open(&f.path).expect("open");
+    // Ten chunks with data before the snapshot, overwritten after it: a
+    // header and ten "data in the delta" records.
+    for c in 0..10 {
+        snaps
+            .write(&f.live, c * COW_CHUNK, &pattern(c, 4096))
+            .expect("write");
+    }
+    snaps.create(1, &f.live).expect("snapshot");
+    for c in 0..10 {
+        snaps
+            .write(&f.live, c * COW_CHUNK, &pattern(c + 10, 4096))
+            .expect("write");
+    }
+    let whole = snaps.map_since(1, 0).expect("whole map");
+    assert_eq!(whole.end as usize, HEADER_LEN + 10 * RECORD_LEN);
+    assert_eq!(whole.data_chunks, (0..10).collect::<Vec<u64>>());
+    for max in [1, 23, 24, 32, 33, 56, 100, 1 << 20] {
+        let (mut from, mut bytes, mut chunks) = (0u64, Vec::new(), Vec::new());
+        loop {
+            let page = snaps.map_page(1, from, max).expect("page");
+            if page.bytes.is_empty() {
+                break;
+            }
+            assert_eq!(page.end, from + page.bytes.len() as u64);
+            let on_boundary = page.end as usize == HEADER_LEN
+                || (page.end as usize - HEADER_LEN) % RECORD_LEN == 0;
+            assert!(on_boundary, "max {max}: a page ends at {}", page.end);
+            assert!(
+                page.bytes.len() as u64 <= max.max(RECORD_LEN as u64).max(HEADER_LEN as u64),
+                "max {max}: a page of {} bytes",
+                page.bytes.len()
+            );
+            bytes.extend_from_slice(&page.bytes);
+            chunks.extend(page.data_chunks);
+            from = page.end;
+        }
+        assert_eq!(bytes, whole.bytes, "max {max}");
+        assert_eq!(chunks, whole.data_chunks, "max {max}");
+    }
+    assert_eq!(map_page_end(0, 10), HEADER_LEN as u64);
+    assert_eq!(map_page_end(32, 10), 56);
+    assert_eq!(map_page_end(32, 50), 80);
+    // No overflow near the end of the range.
+    assert_eq!((map_page_end(u64::MAX - 10, 100) - 32) % 24, 0);
+}

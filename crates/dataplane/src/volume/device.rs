@@ -148,6 +148,17 @@ impl LocalSlice {
         }
     }
 
+    /// The open slice file (a storage node digests it).
+    pub(crate) fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// [`SliceDevice::snapshot_map_since`], at most about `max` bytes of it
+    /// (see [`SliceSnapshots::map_page`]).
+    pub(crate) fn snapshot_map_page(&self, id: u64, from: u64, max: u64) -> io::Result<MapTail> {
+        self.snapshots.map_page(id, from, max)
+    }
+
     #[cfg(test)]
     pub(crate) fn snapshot_files(&self) -> &SliceSnapshots {
         &self.snapshots
