@@ -20,6 +20,7 @@ mod digest;
 mod extents;
 mod fsutil;
 mod local;
+mod node;
 mod probe;
 mod resume;
 mod snapshot;
@@ -30,6 +31,7 @@ mod volume;
 
 pub use digest::digest_file;
 pub use local::LocalMedia;
+pub use node::{start_slice_server, FileEpochStore, NodeSlices, SharedSecret, MAP_PAGE_BYTES};
 pub use resume::{CheckpointFn, CopyResume, CopyStats, LatestCheckpoint};
 pub use snapshot::{SliceSnapshots, SnapshotInfo, COW_CHUNK};
 /// The one stop signal of a copy: the service's shutdown token (or a child
