@@ -181,7 +181,12 @@ impl NodeSlices {
     }
 
     fn slot(&self, slice: &SliceName) -> Arc<Slot> {
-        Arc::clone(self.cache().entry(slice.clone()).or_default())
+        let mut cache = self.cache();
+        // The name is cloned only for a slice not cached yet.
+        if let Some(slot) = cache.get(slice) {
+            return Arc::clone(slot);
+        }
+        Arc::clone(cache.entry(slice.clone()).or_default())
     }
 
     /// Takes `slot` out of the cache (if it is still the one there).
