@@ -543,7 +543,7 @@ fn a_map_read_in_pages_is_the_whole_map_cut_at_record_boundaries() {
             }
             assert_eq!(page.end, from + page.bytes.len() as u64);
             let on_boundary = page.end as usize == HEADER_LEN
-                || (page.end as usize - HEADER_LEN) % RECORD_LEN == 0;
+                || (page.end as usize - HEADER_LEN).is_multiple_of(RECORD_LEN);
             assert!(on_boundary, "max {max}: a page ends at {}", page.end);
             assert!(
                 page.bytes.len() as u64 <= max.max(RECORD_LEN as u64).max(HEADER_LEN as u64),
@@ -561,5 +561,5 @@ fn a_map_read_in_pages_is_the_whole_map_cut_at_record_boundaries() {
     assert_eq!(map_page_end(32, 10), 56);
     assert_eq!(map_page_end(32, 50), 80);
     // No overflow near the end of the range.
-    assert_eq!((map_page_end(u64::MAX - 10, 100) - 32) % 24, 0);
+    assert!((map_page_end(u64::MAX - 10, 100) - 32).is_multiple_of(24));
 }
