@@ -159,7 +159,8 @@ pub enum DataPlaneError {
 
 impl DataPlaneError {
     /// Whether trying the same operation again may succeed: the I/O was
-    /// interrupted or timed out, not refused.
+    /// interrupted or timed out, or a storage node could not be reached,
+    /// not refused.
     pub fn is_transient(&self) -> bool {
         let source = match self {
             DataPlaneError::Io { source, .. }
@@ -173,6 +174,11 @@ impl DataPlaneError {
             std::io::ErrorKind::Interrupted
                 | std::io::ErrorKind::TimedOut
                 | std::io::ErrorKind::WouldBlock
+                | std::io::ErrorKind::NotConnected
+                | std::io::ErrorKind::ConnectionRefused
+                | std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::ConnectionAborted
+                | std::io::ErrorKind::BrokenPipe
         )
     }
 }

@@ -25,22 +25,34 @@ struct TestNode {
     server: Option<SliceServer>,
 }
 
+/// A slice server on a new port of 127.0.0.1 serving `backend`.
+fn serve(backend: &Arc<MemBackend>, credential: &str) -> SliceServer {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    SliceServer::start(
+        listener,
+        ServerConfig::default(),
+        Arc::clone(backend) as Arc<dyn SliceBackend>,
+        Arc::new(OneCredential(credential.into())),
+        Arc::new(MemEpochs::default()),
+    )
+    .expect("server")
+}
+
 impl TestNode {
     fn start() -> TestNode {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let backend = Arc::new(MemBackend::new());
-        let server = SliceServer::start(
-            listener,
-            ServerConfig::default(),
-            Arc::clone(&backend) as Arc<dyn SliceBackend>,
-            Arc::new(OneCredential(CREDENTIAL.into())),
-            Arc::new(MemEpochs::default()),
-        )
-        .expect("server");
+        let server = serve(&backend, CREDENTIAL);
         TestNode {
             backend,
             server: Some(server),
         }
+    }
+
+    /// Stops the server and serves the same slices on a new port, with
+    /// `credential`.
+    fn restart(&mut self, credential: &str) {
+        self.stop();
+        self.server = Some(serve(&self.backend, credential));
     }
 
     fn endpoint(&self, node: &str) -> NodeEndpoint {
@@ -626,4 +638,82 @@ fn an_offline_copy_goes_to_a_node_and_back_with_equal_digests() {
         crate::digest_file(&s.media.local().slice_path("m0", &key(0)).expect("path"))
             .expect("digest")
     );
+}
+
+#[test]
+fn a_move_to_a_node_that_stops_answering_fails_in_bounded_time_and_io_goes_on() {
+    let s = setup();
+    let node = TestNode::start();
+    s.media
+        .add_node_medium("n0", node.endpoint("node-a"))
+        .expect("node");
+    let io = open(&s, &layout(&["m0"], 1));
+    let mut model = vec![0u8; SIZE as usize];
+    write(io.as_ref(), &mut model, 0, &pattern(1, SIZE as usize));
+    let mut copying = Arc::clone(&io)
+        .begin_slice_copy(SliceCopyKind::Move, 0, 0, "n0", 0)
+        .expect("begin");
+    let options = CopyOptions {
+        rate_limit: Some(8 * MIB),
+        ..CopyOptions::default()
+    };
+    let backend = Arc::clone(&node.backend);
+    let staller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        backend.set_stalled(true);
+    });
+    let started = Instant::now();
+    let e = copying
+        .fill(&options, &mut |_, _| {})
+        .expect_err("the target stopped answering");
+    staller.join().expect("staller");
+    assert!(started.elapsed() < TIMEOUT * 4, "{:?}", started.elapsed());
+    assert!(
+        e.to_string()
+            .starts_with("slice v1/c0-k0 on medium 'n0': write: "),
+        "{e}"
+    );
+    // The job may try again later.
+    assert!(e.is_transient(), "{e}");
+    copying.abort().expect("abort");
+    // The volume never depended on the target.
+    let started = Instant::now();
+    write(io.as_ref(), &mut model, MIB, &pattern(2, 4096));
+    assert!(started.elapsed() < TIMEOUT, "{:?}", started.elapsed());
+    io.flush().expect("flush");
+    assert_eq!(read_all(io.as_ref()), model);
+    assert_eq!(local_bytes(&s, "m0", 0), model);
+    assert_eq!(io.lost_slices(), []);
+}
+
+#[test]
+fn a_nodes_new_address_and_credential_serve_later_connections() {
+    let s = setup();
+    let mut node = TestNode::start();
+    s.media
+        .add_node_medium("n0", node.endpoint("node-a"))
+        .expect("node");
+    s.media.create_slice("n0", &key(0), MIB).expect("slice");
+    node.restart("rotated-secret");
+    let e = s
+        .media
+        .create_slice("n0", &key(1), MIB)
+        .expect_err("the old address is gone");
+    assert!(
+        e.to_string()
+            .starts_with("medium 'n0' on storage node 'node-a': create: "),
+        "{e}"
+    );
+    let mut moved = node.endpoint("node-a");
+    moved.credential = "rotated-secret".into();
+    s.media.update_node(moved).expect("updated");
+    s.media.create_slice("n0", &key(1), MIB).expect("slice");
+    let stored: Vec<u32> = s
+        .media
+        .stored_slices("n0")
+        .expect("listed")
+        .iter()
+        .map(|x| x.key.copy)
+        .collect();
+    assert_eq!(stored, [0, 1]);
 }

@@ -408,7 +408,9 @@ impl LocalVolumeIo {
                     }
                 }
                 let Some(m) = &state.mirror else { continue };
-                if seg.slice_offset >= m.copied_upto {
+                // A target that failed a write fails its copy: writing it
+                // more would only wait on a node that stopped answering.
+                if seg.slice_offset >= m.copied_upto || m.failed.load(Ordering::Acquire) {
                     continue;
                 }
                 let mirrored = match change {
@@ -455,7 +457,7 @@ impl LocalVolumeIo {
                 // As below: a concurrent flush must not answer before this
                 // sync has made the writes durable.
                 let _syncing = slice.syncing.lock().unwrap_or_else(|p| p.into_inner());
-                if m.dirty.swap(false, Ordering::AcqRel) {
+                if m.dirty.swap(false, Ordering::AcqRel) && !m.failed.load(Ordering::Acquire) {
                     if let Err(e) = m.file.sync_data() {
                         tracing::warn!(slice = %label(&slice.key), error = %e,
                             "flush of a copy's target failed; the copy will fail");
