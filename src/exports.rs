@@ -417,5 +417,6 @@ pub fn volume_layout(volume: &Volume, slices: &[SliceRow]) -> VolumeLayout {
         volume_id: volume.id.clone(),
         size: volume.size * GIB,
         media,
+        epoch: 0,
     }
 }

@@ -189,6 +189,10 @@ const DATAPLANE_MODULES: [(&str, &[&str]); 14] = [
         ],
     ),
     ("probe", &[]),
+    (
+        "remote",
+        &["ClusterMedia", "NodeEndpoint", "DEFAULT_REQUEST_TIMEOUT"],
+    ),
 ];
 
 /// The volume front end's submodules, lowest first (`mod.rs`, the root,
@@ -197,8 +201,8 @@ const VOLUME_MODULES: [(&str, &[&str]); 9] = [
     ("hooks", &[]),
     ("layout", &[]),
     ("device", &[]),
-    ("slice", &[]),
     ("media", &[]),
+    ("slice", &[]),
     ("io", &[]),
     ("snapshots", &[]),
     ("live_copy", &[]),

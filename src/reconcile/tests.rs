@@ -319,6 +319,7 @@ async fn snapshot_space_is_measured_recorded_and_budgets_follow_the_store() {
             volume_id: VOLUME.into(),
             size: GIB,
             media: vec![vec!["m1".into()]],
+            epoch: 0,
         })
         .expect("open");
     io.write(0, &[7u8; 256 * 1024], false).expect("data");

@@ -106,6 +106,7 @@ fn move_slice(root: &Path, kind: &str, len: u64) -> Result<f64, String> {
             volume_id: slice.volume_id.clone(),
             size: len,
             media: vec![vec!["a".to_string()]],
+            epoch: 0,
         })
         .map_err(|e| e.to_string())?;
     let mut moving = std::sync::Arc::clone(&io)

@@ -22,6 +22,7 @@ mod fsutil;
 mod local;
 mod node;
 mod probe;
+mod remote;
 mod resume;
 mod snapshot;
 mod space;
@@ -32,12 +33,18 @@ mod volume;
 pub use digest::digest_file;
 pub use local::LocalMedia;
 pub use node::{start_slice_server, FileEpochStore, NodeSlices, SharedSecret, MAP_PAGE_BYTES};
+pub use remote::{ClusterMedia, NodeEndpoint, DEFAULT_REQUEST_TIMEOUT};
 pub use resume::{CheckpointFn, CopyResume, CopyStats, LatestCheckpoint};
 pub use snapshot::{SliceSnapshots, SnapshotInfo, COW_CHUNK};
+/// The slice protocol's TLS settings, for [`NodeEndpoint::tls`].
+pub use svs_sliceproto::ClientTls;
 /// The one stop signal of a copy: the service's shutdown token (or a child
 /// of it) reaches every copy as it is.
 pub use tokio_util::sync::CancellationToken;
-pub use volume::{Extent, LocalVolumeIo, SliceCopyKind, SliceMove, VolumeIo, VolumeLayout, STRIPE};
+pub use volume::{
+    is_front_fenced, Extent, FrontFenced, LocalVolumeIo, SliceCopyKind, SliceMove, VolumeIo,
+    VolumeLayout, STRIPE,
+};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -86,6 +93,10 @@ pub struct CopyOptions {
     pub resume: CopyResume,
     /// What the copy did, for the caller to show while and after it runs.
     pub stats: CopyStats,
+    /// The volume's front epoch: a copy onto a storage node's medium writes
+    /// with it (its writes are fenced: a node that has seen a higher epoch
+    /// of the volume refuses them). Ignored by copies between local media.
+    pub epoch: u64,
 }
 
 /// A slice file found on a medium (see [`DataPlane::stored_slices`]).
@@ -129,14 +140,33 @@ pub enum DataPlaneError {
     },
     #[error("copy cancelled")]
     Cancelled,
+    #[error("medium '{medium}' on storage node '{node}': {op}: {source}")]
+    Node {
+        medium: String,
+        node: String,
+        op: &'static str,
+        source: std::io::Error,
+    },
+    #[error("medium '{medium}' is already served by storage node '{node}'")]
+    MediumOnNode { medium: String, node: String },
+    #[error("unknown storage node '{0}'")]
+    UnknownNode(String),
+    #[error("slice {slice} ('{from}' to '{to}'): a slice with snapshots cannot move to or from a storage node yet")]
+    SnapshotsCannotMove {
+        slice: String,
+        from: String,
+        to: String,
+    },
 }
 
 impl DataPlaneError {
     /// Whether trying the same operation again may succeed: the I/O was
-    /// interrupted or timed out, not refused.
+    /// interrupted or timed out, or a storage node could not be reached,
+    /// not refused.
     pub fn is_transient(&self) -> bool {
         let source = match self {
             DataPlaneError::Io { source, .. }
+            | DataPlaneError::Node { source, .. }
             | DataPlaneError::MediumUnusable { source, .. }
             | DataPlaneError::MediumUnreadable { source, .. } => source,
             _ => return false,
@@ -146,6 +176,11 @@ impl DataPlaneError {
             std::io::ErrorKind::Interrupted
                 | std::io::ErrorKind::TimedOut
                 | std::io::ErrorKind::WouldBlock
+                | std::io::ErrorKind::NotConnected
+                | std::io::ErrorKind::ConnectionRefused
+                | std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::ConnectionAborted
+                | std::io::ErrorKind::BrokenPipe
         )
     }
 }

@@ -5,7 +5,9 @@ use crate::copy::{copy_file, CopyError};
 use crate::fsutil::{create_dir_durable, fsync_dir, partial_path, remove_if_exists};
 use crate::snapshot::remove_snapshot_files;
 use crate::space::{SnapshotSpace, SpaceAccount};
-use crate::volume::{LocalSlice, LocalVolumeIo, SliceDevice, SliceMedia, VolumeIo, VolumeLayout};
+use crate::volume::{
+    Front, LocalSlice, LocalVolumeIo, SliceDevice, SliceMedia, VolumeIo, VolumeLayout,
+};
 use crate::SliceSnapshots;
 use crate::{
     CopyFailure, CopyFailureListener, CopyOptions, DataPlane, DataPlaneError, Digest, SliceKey,
@@ -74,7 +76,7 @@ impl LocalMedia {
 
     /// Forgets everything known about a medium: its directory, health and
     /// snapshot space.
-    fn forget(&self, medium: &str) {
+    pub(crate) fn forget(&self, medium: &str) {
         self.dirs
             .write()
             .unwrap_or_else(PoisonError::into_inner)
@@ -128,6 +130,15 @@ impl LocalMedia {
     /// each the first time. True when the medium failed.
     pub(crate) fn saw_io_error(&self, medium: &str, slice: &SliceKey, e: &io::Error) -> bool {
         let medium_failed = self.medium_failed_by(medium, e);
+        self.record_failure(medium, slice, medium_failed);
+        medium_failed
+    }
+
+    /// Records that a copy on the medium failed: the whole medium (see
+    /// [`DataPlane::failed_media`]) or that copy alone (see
+    /// [`DataPlane::failed_copies`]); the listener hears of each the first
+    /// time. Also for media this host does not hold (a storage node's).
+    pub(crate) fn record_failure(&self, medium: &str, slice: &SliceKey, medium_failed: bool) {
         let newly = if medium_failed {
             locked(&self.health.failing).insert(medium.to_string())
         } else {
@@ -136,12 +147,11 @@ impl LocalMedia {
         if newly {
             self.tell(medium, slice, medium_failed);
         }
-        medium_failed
     }
 
     /// The copy's file was created or deleted on the medium: whatever was
     /// lost there before is not any more.
-    fn forget_lost_copy(&self, medium: &str, slice: &SliceKey) {
+    pub(crate) fn forget_lost_copy(&self, medium: &str, slice: &SliceKey) {
         locked(&self.health.lost_copies).remove(&(medium.to_string(), slice.clone()));
     }
 
@@ -560,7 +570,12 @@ impl SliceMedia for LocalMedia {
     /// Opens a slice's file and snapshots as a [`LocalSlice`]; `None` (the
     /// slice is lost) when its medium is marked failed or they cannot be
     /// opened.
-    fn open_slice(&self, medium: &str, key: &SliceKey) -> Option<Arc<dyn SliceDevice>> {
+    fn open_slice(
+        &self,
+        medium: &str,
+        key: &SliceKey,
+        _front: &Arc<Front>,
+    ) -> Option<Arc<dyn SliceDevice>> {
         let media = self;
         if media.is_marked_failed(medium) {
             return None;
@@ -603,6 +618,10 @@ impl SliceMedia for LocalMedia {
 
     fn saw_io_error(&self, medium: &str, key: &SliceKey, e: &io::Error) {
         LocalMedia::saw_io_error(self, medium, key, e);
+    }
+
+    fn serves(&self, medium: &str) -> bool {
+        self.medium_dir(medium).is_ok()
     }
 
     fn slice_path(&self, medium: &str, key: &SliceKey) -> Result<PathBuf, DataPlaneError> {

@@ -125,6 +125,7 @@ mod tests {
             volume_id: "v1".into(),
             size: 1 << 20,
             media: vec![vec!["m0".into()], vec!["m1".into()]],
+            epoch: 0,
         };
         let io = media.open_volume(&layout).expect("open");
         io.write(0, &[7u8; 4096], true).expect("write");
@@ -160,6 +161,7 @@ mod tests {
             volume_id: "v1".into(),
             size: 1 << 20,
             media: vec![vec!["m0".into()], vec!["m1".into()]],
+            epoch: 0,
         };
         let io = media.open_volume(&layout).expect("open");
         io.snapshot(7).expect("snapshot");

@@ -29,6 +29,7 @@ fn fixture(copies: usize, columns: usize, slice_mib: u64) -> Fixture {
         volume_id: "v".into(),
         size: columns as u64 * slice_mib * MIB,
         media: Vec::new(),
+        epoch: 0,
     };
     for copy in 0..copies {
         let mut row = Vec::new();

@@ -3,13 +3,11 @@
 
 use super::hooks::{CopiesMode, SliceHooks, VolumeHooks};
 use super::layout::{label, push_extent, segments, Extent, Segment, VolumeLayout, STRIPE};
-use super::media::SliceMedia;
+use super::media::{Front, SliceMedia};
 use super::slice::{Live, SliceIo, SliceState, WrittenChunks};
 use super::{eio, is_media_failure, SliceCopyKind, SliceMove, VolumeIo};
-use crate::extents::punch_hole;
 use crate::{DataPlaneError, SliceKey};
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
 use std::time::Instant;
@@ -19,10 +17,13 @@ use std::time::Instant;
 /// reads alone would not notice it is gone (flushes check every time).
 pub(super) const LINK_CHECK_MS: u64 = 100;
 
-/// A volume of [`LocalMedia`] open for I/O: its slice files, opened once.
+/// A volume open for I/O: its slices (files of this host's media, or
+/// slices on storage nodes), opened once.
 pub struct LocalVolumeIo {
     pub(super) media: Arc<dyn SliceMedia>,
     pub(super) volume_id: String,
+    /// This opening's epoch, and whether a node fenced it.
+    pub(super) front: Arc<Front>,
     pub(super) size: AtomicU64,
     /// `slices[column][copy]`.
     pub(super) slices: Vec<Vec<SliceIo>>,
@@ -67,6 +68,7 @@ impl LocalVolumeIo {
                 source: io::Error::new(io::ErrorKind::InvalidInput, "malformed layout"),
             });
         }
+        let front = Arc::new(Front::new(&layout.volume_id, layout.epoch));
         let mut slices: Vec<Vec<SliceIo>> = (0..columns).map(|_| Vec::new()).collect();
         for (copy, row) in layout.media.iter().enumerate() {
             for (column, medium) in row.iter().enumerate() {
@@ -75,7 +77,7 @@ impl LocalVolumeIo {
                     copy: copy as u32,
                     column: column as u32,
                 };
-                let live = media.open_slice(medium, &key);
+                let live = media.open_slice(medium, &key, &front);
                 slices[column].push(SliceIo {
                     key,
                     lost: AtomicBool::new(live.is_none()),
@@ -97,6 +99,7 @@ impl LocalVolumeIo {
         Ok(LocalVolumeIo {
             media: Arc::new(media.clone()),
             volume_id: layout.volume_id.clone(),
+            front,
             size: AtomicU64::new(layout.size),
             slices,
             written: (0..columns)
@@ -108,6 +111,14 @@ impl LocalVolumeIo {
             opened: Instant::now(),
             hooks: VolumeHooks::default(),
         })
+    }
+
+    /// Fails once a node has fenced this opening: it may change nothing.
+    pub(super) fn not_fenced(&self) -> io::Result<()> {
+        if self.front.is_fenced() {
+            return Err(self.front.error());
+        }
+        Ok(())
     }
 
     pub(super) fn pause(&self) -> io::Result<RwLockWriteGuard<'_, ()>> {
@@ -163,14 +174,9 @@ impl LocalVolumeIo {
     /// Fails unless the slice's file is still where it belongs (a medium
     /// whose directory went away keeps open files readable, but nothing
     /// written to them survives).
-    pub(super) fn check_linked(
-        &self,
-        slice: &SliceIo,
-        state: &SliceState,
-        live: &Live,
-    ) -> io::Result<()> {
+    pub(super) fn check_linked(&self, state: &SliceState, live: &Live) -> io::Result<()> {
         // A medium no longer served has lost its slices.
-        if self.media.slice_path(&state.medium, &slice.key).is_err() {
+        if !self.media.serves(&state.medium) {
             return Err(io::Error::from_raw_os_error(libc::ENOENT));
         }
         live.check_present()
@@ -189,7 +195,7 @@ impl LocalVolumeIo {
             return Ok(());
         }
         slice.link_checked_ms.store(now, Ordering::Relaxed);
-        self.check_linked(slice, state, live)
+        self.check_linked(state, live)
     }
 
     /// Runs `serve` for each stripe segment of `[offset, offset + len)` on
@@ -285,6 +291,7 @@ impl LocalVolumeIo {
         fua: bool,
         change: Change<'_>,
     ) -> io::Result<()> {
+        self.not_fenced()?;
         let _barrier = self.pass()?;
         let segs = segments(self.slices.len(), offset, len);
         // A column without a healthy copy fails the request before any
@@ -401,15 +408,17 @@ impl LocalVolumeIo {
                     }
                 }
                 let Some(m) = &state.mirror else { continue };
-                if seg.slice_offset >= m.copied_upto {
+                // A target that failed a write fails its copy: writing it
+                // more would only wait on a node that stopped answering.
+                if seg.slice_offset >= m.copied_upto || m.failed.load(Ordering::Acquire) {
                     continue;
                 }
                 let mirrored = match change {
-                    Change::Write(data) => m.file.write_all_at(
+                    Change::Write(data) => m.file.write_at(
                         &data[seg.buf_offset..seg.buf_offset + seg.len],
                         seg.slice_offset,
                     ),
-                    Change::Discard => punch_hole(&m.file, seg.slice_offset, seg_len),
+                    Change::Discard => m.file.punch_hole(seg.slice_offset, seg_len),
                 }
                 .and_then(|()| {
                     if fua {
@@ -448,7 +457,7 @@ impl LocalVolumeIo {
                 // As below: a concurrent flush must not answer before this
                 // sync has made the writes durable.
                 let _syncing = slice.syncing.lock().unwrap_or_else(|p| p.into_inner());
-                if m.dirty.swap(false, Ordering::AcqRel) {
+                if m.dirty.swap(false, Ordering::AcqRel) && !m.failed.load(Ordering::Acquire) {
                     if let Err(e) = m.file.sync_data() {
                         tracing::warn!(slice = %label(&slice.key), error = %e,
                             "flush of a copy's target failed; the copy will fail");
@@ -475,7 +484,7 @@ impl LocalVolumeIo {
             return Ok(());
         };
         let synced = self
-            .check_linked(slice, &state, live)
+            .check_linked(&state, live)
             .and_then(|()| slice.fault())
             .and_then(|()| {
                 // A poisoned lock guards nothing but ordering.
@@ -587,6 +596,7 @@ impl VolumeIo for LocalVolumeIo {
     /// written since the last flush); a slice whose fsync fails, or whose
     /// file is no longer on its medium, is lost.
     fn flush(&self) -> io::Result<()> {
+        self.not_fenced()?;
         // The slices with writes to make durable sync at once, each on its
         // own thread (see docs/architecture.md); the others (a link check
         // each) and every outcome are taken in order, as one after another.
@@ -652,12 +662,16 @@ impl VolumeIo for LocalVolumeIo {
         }
     }
 
+    fn is_fenced(&self) -> bool {
+        self.front.is_fenced()
+    }
+
     fn lost_slices(&self) -> Vec<(u32, u32)> {
         let mut lost = Vec::new();
         for slice in self.all_slices() {
             if let Ok(state) = slice.read_state() {
                 if let Some(live) = slice.healthy(&state) {
-                    match self.check_linked(slice, &state, live) {
+                    match self.check_linked(&state, live) {
                         Err(e) if is_media_failure(&e) => self.lose(slice, &state.medium, &e),
                         _ => continue,
                     }

@@ -12,6 +12,11 @@ pub struct VolumeLayout {
     /// Logical size in bytes.
     pub size: u64,
     pub media: Vec<Vec<String>>,
+    /// The front epoch this opening of the volume writes with: every fenced
+    /// request to a storage node carries it, and a node that has seen a
+    /// higher one refuses it (see [`crate::FrontFenced`]). 0 for a volume
+    /// whose slices are all local (no node checks it).
+    pub epoch: u64,
 }
 
 /// A run of a volume's bytes of one allocation status (see
@@ -66,6 +71,6 @@ pub(super) fn segments(columns: usize, offset: u64, len: usize) -> Vec<Segment> 
     out
 }
 
-pub(super) fn label(key: &SliceKey) -> String {
+pub(crate) fn label(key: &SliceKey) -> String {
     format!("{}/c{}-k{}", key.volume_id, key.copy, key.column)
 }

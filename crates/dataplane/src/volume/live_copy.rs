@@ -5,12 +5,13 @@ use super::device::SliceDevice;
 use super::io::LocalVolumeIo;
 use super::is_media_failure;
 use super::layout::label;
-use super::slice::{Live, Mirror, SliceIo, SliceState};
-use crate::copier::{ChunkHold, Copier, CopyChunk, CopyError, CopySource, SnapshotCopy, Verify};
+use super::slice::{Live, Mirror, MirrorTarget, SliceIo, SliceState};
+use crate::copier::{
+    ChunkHold, Copier, CopyChunk, CopyError, CopySource, CopyTarget, SnapshotCopy, Verify,
+};
 use crate::digest::CHUNK;
 use crate::resume::Checkpoints;
 use crate::{CopyOptions, DataPlaneError, COW_CHUNK};
-use std::fs::File;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -85,8 +86,9 @@ pub(super) struct Fill<'a> {
     pub(super) holder: &'a SliceIo,
     pub(super) source_file: &'a dyn SliceDevice,
     pub(super) source_medium: &'a str,
-    /// The partial file: new, or holding the bytes below `from`.
-    pub(super) target: &'a Arc<File>,
+    /// The partial file (new, or holding the bytes below `from`), or the
+    /// slice on a storage node (new).
+    pub(super) target: &'a MirrorTarget,
     pub(super) to_medium: &'a str,
     /// Where the slice file's copy starts (a checkpoint, or 0).
     pub(super) from: u64,
@@ -174,16 +176,17 @@ impl LocalVolumeIo {
     /// Fills the target from the source while I/O goes on: the slice file
     /// from `from` on (mirroring writes behind the copy cursor, verifying
     /// each chunk by reading it back, checkpointing now and then), durable;
-    /// then the snapshot files, catching up on the copy-on-write saves made
-    /// meanwhile. Returns the snapshot copy for the switch to finish.
+    /// then the snapshot files (when `snapshots_to`, their directory and
+    /// the slice's file stem, is given: a target on a storage node takes
+    /// none), catching up on the copy-on-write saves made meanwhile.
+    /// Returns the snapshot copy for the switch to finish.
     pub(super) fn fill(
         &self,
         ends: Fill<'_>,
-        dir: &Path,
-        stem: &str,
+        snapshots_to: Option<(&Path, &str)>,
         options: &CopyOptions,
         progress: &mut dyn FnMut(u64, u64),
-    ) -> Result<SnapshotCopy, DataPlaneError> {
+    ) -> Result<Option<SnapshotCopy>, DataPlaneError> {
         let Fill {
             source,
             holder,
@@ -216,7 +219,7 @@ impl LocalVolumeIo {
             slice: source,
             device: source_file,
         };
-        let target_file: &File = target;
+        let target_file: &dyn CopyTarget = target.as_ref();
         let mut copier = Copier::new(options, Verify::ReadBack, progress);
         // The source's snapshot bytes are the estimate of theirs.
         copier.measure(&read_from, from, held).map_err(failed)?;
@@ -268,6 +271,9 @@ impl LocalVolumeIo {
 
         // The snapshot files: everything, then what was saved meanwhile,
         // until what is left for the pause is small.
+        let Some((dir, stem)) = snapshots_to else {
+            return Ok(None);
+        };
         let mut snapshot_copy = {
             let state = source.read_state().map_err(io_err("lock"))?;
             SnapshotCopy::start(
@@ -321,6 +327,6 @@ impl LocalVolumeIo {
                 break;
             }
         }
-        Ok(snapshot_copy)
+        Ok(Some(snapshot_copy))
     }
 }

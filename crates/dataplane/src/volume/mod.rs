@@ -57,8 +57,10 @@ mod snapshots;
 
 pub(crate) use device::{LocalSlice, SliceDevice};
 pub use io::LocalVolumeIo;
+pub(crate) use layout::label;
 pub use layout::{Extent, VolumeLayout, STRIPE};
-pub(crate) use media::SliceMedia;
+pub use media::{is_front_fenced, FrontFenced};
+pub(crate) use media::{Front, NodeTarget, SliceMedia};
 
 use crate::{CopyOptions, DataPlaneError};
 use std::sync::Arc;
@@ -193,6 +195,14 @@ pub trait VolumeIo: Send + Sync + 'static {
     /// (copy, column) pairs whose slice is lost (its medium failed or its I/O errored).
     fn lost_slices(&self) -> Vec<(u32, u32)> {
         Vec::new()
+    }
+
+    /// Whether a storage node refused this opening's epoch: a newer front
+    /// end took the volume over, and every write, discard, flush and
+    /// snapshot change fails with [`FrontFenced`] from now on (reads still
+    /// work). The caller should close the volume here.
+    fn is_fenced(&self) -> bool {
+        false
     }
 }
 

@@ -19,6 +19,7 @@ fn volume(copies: usize, slice_mib: u64) -> (tempfile::TempDir, LocalMedia, Loca
         volume_id: "v".into(),
         size: slice_mib * MIB,
         media: (0..copies).map(|i| vec![format!("m{i}")]).collect(),
+        epoch: 0,
     };
     for copy in 0..copies {
         let key = SliceKey {

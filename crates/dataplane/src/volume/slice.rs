@@ -3,17 +3,22 @@
 
 use super::device::SliceDevice;
 use super::hooks::SliceHooks;
+use super::media::NodeTarget;
+use crate::copier::CopyTarget;
 use crate::digest::CHUNK;
 use crate::SliceKey;
-use std::fs::File;
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+/// Where a live copy's target is written: the partial file of a local
+/// target, or a slice on a storage node.
+pub(super) type MirrorTarget = Arc<dyn CopyTarget + Send + Sync>;
+
 /// A target being filled by a live move or rebuild.
 pub(super) struct Mirror {
-    pub(super) file: Arc<File>,
+    pub(super) file: MirrorTarget,
     pub(super) medium: String,
     /// Bytes below this offset have been copied; writes there go to the
     /// target as well.
@@ -39,8 +44,16 @@ pub(super) struct Retiring {
     pub(super) mirrored: bool,
     /// Mirrored writes since the last flush.
     pub(super) dirty: AtomicBool,
-    /// The new place's files, removed if the switch is undone.
-    pub(super) placed: Vec<PathBuf>,
+    /// The new place, removed if the switch is undone.
+    pub(super) placed: Placed,
+}
+
+/// What a switch placed on the new medium.
+pub(super) enum Placed {
+    /// The files on a medium of this host.
+    Files(Vec<PathBuf>),
+    /// The slice on a storage node.
+    Node(Arc<dyn NodeTarget>),
 }
 
 pub(super) struct SliceState {

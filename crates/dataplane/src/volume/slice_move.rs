@@ -3,10 +3,11 @@
 //! (`LocalVolumeIo::fill`), switch places the files and serves I/O from
 //! them, finish lets the old place go, abort goes back to it.
 
-use super::device::LocalSlice;
+use super::device::{LocalSlice, SliceDevice};
 use super::io::LocalVolumeIo;
 use super::live_copy::{healthy_source, source_lost, Fill};
-use super::slice::{Retiring, SliceIo, SliceState};
+use super::media::NodeTarget;
+use super::slice::{MirrorTarget, Placed, Retiring, SliceIo, SliceState};
 use super::{SliceCopyKind, SliceMove};
 use crate::copier::{create_partial, SnapshotCopy};
 use crate::fsutil::{
@@ -33,16 +34,48 @@ enum Stage {
 
 /// The target of a copy that is not in place.
 struct Target {
+    place: Place,
+    /// Where the slice's copy starts: a checkpoint, or 0.
+    from: u64,
+}
+
+/// Where the target is.
+enum Place {
+    Local(LocalPlace),
+    /// A storage node's medium: the slice that fill creates there (under
+    /// its final name: it is in no placement until the switch is
+    /// committed, so one left by an interrupted copy is an orphan the
+    /// service's reconciler removes). Always copied from 0: a resume
+    /// starts again (the node's slice has no partial name to find).
+    Node(Option<Arc<dyn NodeTarget>>),
+}
+
+/// A target on a medium of this host: a partial file renamed into place
+/// at the switch, with the snapshot files.
+struct LocalPlace {
     path: PathBuf,
     dir: PathBuf,
     partial: PathBuf,
     stem: String,
     /// The partial file: reopened by begin at `from`, else created by fill.
     file: Option<Arc<File>>,
-    from: u64,
     /// Removes the partial file unless a resume may use it.
     partial_guard: Option<RemoveOnDrop>,
     snapshot_copy: Option<SnapshotCopy>,
+}
+
+impl Drop for Target {
+    /// A node's slice that never served I/O goes (a partial file goes by
+    /// its guard).
+    fn drop(&mut self) {
+        if let Place::Node(Some(node)) = &self.place {
+            if let Err(e) = node.remove() {
+                tracing::warn!(error = %e,
+                    "the unfinished copy on a storage node could not be removed; \
+                     the orphan reconciler will remove it");
+            }
+        }
+    }
 }
 
 /// [`SliceMove`] of a [`LocalVolumeIo`].
@@ -171,19 +204,39 @@ impl LocalSliceMove {
             io.active_copies.fetch_add(1, Ordering::AcqRel);
             this.claimed = true;
         }
+        let (len, source_medium, has_snapshots) = {
+            let state = source.read_state().map_err(|e| err("lock", e))?;
+            let live = healthy_source(source, &state).map_err(|e| err("copy", e))?;
+            (
+                live.size().map_err(|e| err("stat", e))?,
+                state.medium.clone(),
+                !live
+                    .snapshot_ids()
+                    .map_err(|e| err("list snapshots", e))?
+                    .is_empty(),
+            )
+        };
+        let to_node = io.media.is_node_medium(to_medium);
+        if (to_node || io.media.is_node_medium(&source_medium)) && has_snapshots {
+            return Err(DataPlaneError::SnapshotsCannotMove {
+                slice: super::layout::label(&holder.key),
+                from: source_medium,
+                to: to_medium.to_string(),
+            });
+        }
+        if to_node {
+            this.target = Some(Target {
+                place: Place::Node(None),
+                from: 0,
+            });
+            return Ok(this);
+        }
         let path = io.media.slice_path(to_medium, &holder.key)?;
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         create_dir_durable(&dir).map_err(|e| err("mkdir", e))?;
         // Snapshot files of an earlier, interrupted copy must not mix with
         // this one's.
         remove_snapshot_files(&path, false).map_err(|e| err("delete", e))?;
-        let len = {
-            let state = source.read_state().map_err(|e| err("lock", e))?;
-            healthy_source(source, &state)
-                .map_err(|e| err("copy", e))?
-                .size()
-                .map_err(|e| err("stat", e))?
-        };
         // The slice file resumes from its checkpoint when its partial file
         // is still there; else the caller forgets the checkpoint before the
         // fill creates the file again.
@@ -192,14 +245,16 @@ impl LocalSliceMove {
         let from = if reopened.is_some() { resume_from } else { 0 };
         let stem = slice_stem(&path).unwrap_or_default().to_string();
         this.target = Some(Target {
-            path,
-            dir,
-            partial,
-            stem,
-            file: reopened,
+            place: Place::Local(LocalPlace {
+                path,
+                dir,
+                partial,
+                stem,
+                file: reopened,
+                partial_guard: None,
+                snapshot_copy: None,
+            }),
             from,
-            partial_guard: None,
-            snapshot_copy: None,
         });
         Ok(this)
     }
@@ -291,41 +346,57 @@ impl LocalSliceMove {
                 .sum();
             (Arc::clone(live), state.medium.clone(), held)
         };
-        let file = match target.file.take() {
+        let from = target.from;
+        let fill = |file: &MirrorTarget, snapshots_to: Option<(&Path, &str)>, progress| {
+            options.stats.resumed(from);
+            io.fill(
+                Fill {
+                    source,
+                    holder,
+                    source_file: source_file.as_ref(),
+                    source_medium: &source_medium,
+                    target: file,
+                    to_medium,
+                    from,
+                    held,
+                },
+                snapshots_to,
+                options,
+                progress,
+            )
+        };
+        let local = match &mut target.place {
+            Place::Local(local) => local,
+            Place::Node(node) => {
+                let len = source_file.size().map_err(io_err("stat"))?;
+                let created =
+                    io.media
+                        .create_node_target(to_medium, &holder.key, len, &io.front)?;
+                // Kept from now on: dropping the target removes it.
+                *node = Some(Arc::clone(&created));
+                let file: MirrorTarget = created;
+                return fill(&file, None, progress).map(drop);
+            }
+        };
+        let file = match local.file.take() {
             Some(file) => file,
             None => {
                 // Starting again: the caller forgot its checkpoint.
                 let len = source_file.size().map_err(io_err("stat"))?;
-                let file = create_partial(&target.partial).map_err(io_err("create"))?;
+                let file = create_partial(&local.partial).map_err(io_err("create"))?;
                 file.set_len(len).map_err(io_err("create"))?;
                 target.from = 0;
                 Arc::new(file)
             }
         };
-        let mut guard = RemoveOnDrop::new(&target.partial);
-        let from = target.from;
-        options.stats.resumed(from);
-        let filled = io.fill(
-            Fill {
-                source,
-                holder,
-                source_file: source_file.as_ref(),
-                source_medium: &source_medium,
-                target: &file,
-                to_medium,
-                from,
-                held,
-            },
-            &target.dir,
-            &target.stem,
-            options,
-            progress,
-        );
+        let mut guard = RemoveOnDrop::new(&local.partial);
+        let mirror: MirrorTarget = Arc::clone(&file) as MirrorTarget;
+        let filled = fill(&mirror, Some((&local.dir, &local.stem)), progress);
         match filled {
             Ok(snapshot_copy) => {
-                target.file = Some(file);
-                target.snapshot_copy = Some(snapshot_copy);
-                target.partial_guard = Some(guard);
+                local.file = Some(file);
+                local.snapshot_copy = snapshot_copy;
+                local.partial_guard = Some(guard);
                 Ok(())
             }
             Err(DataPlaneError::Cancelled) => {
@@ -356,11 +427,7 @@ impl LocalSliceMove {
         let Some(target) = self.target.as_mut() else {
             return Ok(());
         };
-        let (Some(file), Some(mut snapshot_copy)) =
-            (target.file.clone(), target.snapshot_copy.take())
-        else {
-            return Err(io_err("copy")(io::Error::other("the target is not filled")));
-        };
+        let not_filled = || io_err("copy")(io::Error::other("the target is not filled"));
         let _paused = io.pause().map_err(io_err("lock"))?;
         let mut state = holder.write_state().map_err(io_err("lock"))?;
         let source_state = if same {
@@ -371,12 +438,15 @@ impl LocalSliceMove {
         let len = {
             let src_state: &SliceState = source_state.as_deref().unwrap_or(&state);
             let live = healthy_source(source, src_state).map_err(io_err("copy"))?;
-            snapshot_copy
-                .fetch(live.as_ref())
-                .map_err(io_err("copy snapshots"))?;
-            snapshot_copy
-                .copy_pending(live.as_ref(), usize::MAX)
-                .map_err(io_err("copy snapshots"))?;
+            if let Place::Local(local) = &mut target.place {
+                let snapshot_copy = local.snapshot_copy.as_mut().ok_or_else(not_filled)?;
+                snapshot_copy
+                    .fetch(live.as_ref())
+                    .map_err(io_err("copy snapshots"))?;
+                snapshot_copy
+                    .copy_pending(live.as_ref(), usize::MAX)
+                    .map_err(io_err("copy snapshots"))?;
+            }
             live.size().map_err(io_err("stat"))?
         };
         drop(source_state);
@@ -389,35 +459,60 @@ impl LocalSliceMove {
                 "a write to the target failed during the copy",
             )));
         }
-        file.set_len(len).map_err(io_err("truncate"))?;
-        file.sync_all().map_err(io_err("fsync"))?;
-        let mut placed = snapshot_copy
-            .finish(&target.dir)
-            .map_err(io_err("place snapshots"))?;
-        std::fs::rename(&target.partial, &target.path).map_err(io_err("rename"))?;
-        if let Some(guard) = target.partial_guard.as_mut() {
-            guard.disarm();
-        }
-        placed.push(RemoveOnDrop::new(&target.path));
-        fsync_dir(&target.dir).map_err(io_err("fsync"))?;
-        // The copied snapshot files now count on the target medium.
-        io.media.snapshot_files_changed(to_medium);
-        let snapshots =
-            SliceSnapshots::open_accounted(&target.path, io.media.space_account(to_medium)?)
-                .map_err(io_err("open snapshots"))?;
-        let placed = placed
-            .iter_mut()
-            .map(|p| {
-                p.disarm();
-                p.path().to_path_buf()
-            })
-            .collect();
+        let (new_live, placed) = match &mut target.place {
+            Place::Local(local) => {
+                let (Some(file), Some(snapshot_copy)) =
+                    (local.file.clone(), local.snapshot_copy.take())
+                else {
+                    return Err(not_filled());
+                };
+                file.set_len(len).map_err(io_err("truncate"))?;
+                file.sync_all().map_err(io_err("fsync"))?;
+                let mut placed = snapshot_copy
+                    .finish(&local.dir)
+                    .map_err(io_err("place snapshots"))?;
+                std::fs::rename(&local.partial, &local.path).map_err(io_err("rename"))?;
+                if let Some(guard) = local.partial_guard.as_mut() {
+                    guard.disarm();
+                }
+                placed.push(RemoveOnDrop::new(&local.path));
+                fsync_dir(&local.dir).map_err(io_err("fsync"))?;
+                // The copied snapshot files now count on the target medium.
+                io.media.snapshot_files_changed(to_medium);
+                let snapshots =
+                    SliceSnapshots::open_accounted(&local.path, io.media.space_account(to_medium)?)
+                        .map_err(io_err("open snapshots"))?;
+                let placed = placed
+                    .iter_mut()
+                    .map(|p| {
+                        p.disarm();
+                        p.path().to_path_buf()
+                    })
+                    .collect();
+                let live: Arc<dyn SliceDevice> =
+                    Arc::new(LocalSlice::new(file, snapshots, local.path.clone()));
+                (live, Placed::Files(placed))
+            }
+            Place::Node(slot) => {
+                let node = slot.clone().ok_or_else(not_filled)?;
+                // The volume may have grown during the copy.
+                node.grow(len).map_err(io_err("grow"))?;
+                node.sync_all().map_err(io_err("sync"))?;
+                let live = io
+                    .media
+                    .open_slice(to_medium, &holder.key, &io.front)
+                    .ok_or_else(|| {
+                        io_err("open")(io::Error::other(
+                            "the copied slice cannot be opened on its storage node",
+                        ))
+                    })?;
+                // Serving I/O from now on: kept when the target goes.
+                *slot = None;
+                (live, Placed::Node(node))
+            }
+        };
         let old_medium = std::mem::replace(&mut state.medium, to_medium.to_string());
-        let old_live = state.live.replace(Arc::new(LocalSlice::new(
-            file,
-            snapshots,
-            target.path.clone(),
-        )));
+        let old_live = state.live.replace(new_live);
         state.retiring = Some(Retiring {
             medium: old_medium,
             live: old_live,
@@ -456,8 +551,14 @@ impl LocalSliceMove {
             }
             retiring
         };
+        let placed = match &retiring.placed {
+            Placed::Files(placed) => placed,
+            Placed::Node(node) => {
+                return node.remove().map_err(|e| self.err("delete", e));
+            }
+        };
         let mut dirs = Vec::new();
-        for path in &retiring.placed {
+        for path in placed {
             remove_if_exists(path).map_err(|e| self.err("delete", e))?;
             if let Some(dir) = path.parent().filter(|d| !dirs.contains(d)) {
                 dirs.push(dir);

@@ -95,6 +95,7 @@ impl VolumeIo for SnapshotView {
 
 impl LocalVolumeIo {
     pub(super) fn take_snapshot(&self, id: u64) -> io::Result<()> {
+        self.not_fenced()?;
         let _no_copies = self.no_copies()?;
         let _paused = self.pause()?;
         let mut have = 0usize;
@@ -130,6 +131,7 @@ impl LocalVolumeIo {
     }
 
     pub(super) fn remove_snapshot(&self, id: u64) -> io::Result<()> {
+        self.not_fenced()?;
         let _no_copies = self.no_copies()?;
         for slice in self.all_slices() {
             let state = slice.read_state()?;
@@ -141,6 +143,7 @@ impl LocalVolumeIo {
     }
 
     pub(super) fn roll_back(&self, id: u64) -> io::Result<()> {
+        self.not_fenced()?;
         let _no_copies = self.no_copies()?;
         let _paused = self.pause()?;
         for slice in self.all_slices() {

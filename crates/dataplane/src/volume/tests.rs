@@ -30,6 +30,7 @@ fn volume(
         volume_id: "v".into(),
         size: columns as u64 * slice_mib * MIB,
         media: Vec::new(),
+        epoch: 0,
     };
     let mut next = 0;
     for copy in 0..copies {

@@ -1,0 +1,223 @@
+//! A slice on a storage node as the volume front end sees it: a
+//! [`SliceDevice`] whose every call is one request (or a few pipelined
+//! ones) over the node's connection, fenced writes carrying the front's
+//! epoch; and the same slice as the target of a copy.
+//!
+//! Errors keep the front end's rules (`volume::is_media_failure`): a lost
+//! connection, a request that timed out or a node that cannot be reached
+//! is a media failure (ENOTCONN / ETIMEDOUT); an error the node answered
+//! with is its errno (ENOSPC stays "not a media failure", ENOENT loses this
+//! copy alone); `StaleEpoch` fences the front ([`crate::FrontFenced`]),
+//! which loses no copy.
+
+use std::io;
+use std::sync::Arc;
+
+use svs_sliceproto::{remote_error, SliceClient, SliceName, Status};
+
+use super::link::NodeLink;
+use crate::copier::{CopySource, CopyTarget};
+use crate::snapshot::MapTail;
+use crate::volume::{Front, NodeTarget, SliceDevice};
+use crate::{Digest, SliceKey, SnapshotInfo};
+
+/// The name of slice `key` on `medium`, for the protocol.
+pub(super) fn slice_name(medium: &str, key: &SliceKey) -> SliceName {
+    SliceName::new(medium, &key.volume_id, key.copy, key.column)
+}
+
+/// The error a slice op that failed with `e` answers the front end with
+/// (see the module docs); `front` is fenced by a `StaleEpoch`.
+pub(super) fn device_error(front: &Front, slice: &SliceName, op: &str, e: io::Error) -> io::Error {
+    let errno = match remote_error(&e) {
+        Some(refused) => match refused.status {
+            Status::Errno(errno) => i32::from(errno),
+            Status::StaleEpoch => return front.fence(&refused.message),
+            Status::BadRequest | Status::TooLarge => libc::EINVAL,
+            // Refused credential, another protocol, the node going away:
+            // the node cannot serve this front.
+            _ => libc::ENOTCONN,
+        },
+        None => match e.kind() {
+            io::ErrorKind::TimedOut => libc::ETIMEDOUT,
+            // Refused before it was sent (a name over the protocol's bound).
+            io::ErrorKind::InvalidInput => libc::EINVAL,
+            _ => libc::ENOTCONN,
+        },
+    };
+    tracing::warn!(%slice, op, error = %e, "request to a storage node failed");
+    io::Error::from_raw_os_error(errno)
+}
+
+/// One slice on a storage node, opened by one front (its epoch).
+pub(super) struct RemoteSlice {
+    link: Arc<NodeLink>,
+    name: SliceName,
+    front: Arc<Front>,
+}
+
+impl RemoteSlice {
+    pub(super) fn new(link: Arc<NodeLink>, name: SliceName, front: Arc<Front>) -> RemoteSlice {
+        RemoteSlice { link, name, front }
+    }
+
+    /// Runs `op` on the node's connection; errors as the module docs say.
+    fn call<T>(
+        &self,
+        op: &str,
+        run: impl FnOnce(&SliceClient, &SliceName, u64) -> io::Result<T>,
+    ) -> io::Result<T> {
+        let client = self
+            .link
+            .client()
+            .map_err(|e| device_error(&self.front, &self.name, op, e))?;
+        run(&client, &self.name, self.front.epoch)
+            .map_err(|e| device_error(&self.front, &self.name, op, e))
+    }
+}
+
+impl SliceDevice for RemoteSlice {
+    fn size(&self) -> io::Result<u64> {
+        self.call("size", |c, s, _| c.size(s))
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.call("read", |c, s, _| c.read(s, offset, buf))
+    }
+
+    fn prepare_write(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.call("prepare write", |c, s, epoch| {
+            c.prepare_write(s, epoch, offset, len)
+        })
+    }
+
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+        self.call("write", |c, s, epoch| c.write(s, epoch, offset, data))
+    }
+
+    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.call("discard", |c, s, epoch| c.discard(s, epoch, offset, len))
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.call("sync", |c, s, epoch| c.sync(s, epoch))
+    }
+
+    fn allocation(&self, offset: u64, len: u64) -> io::Result<Vec<(u64, bool)>> {
+        self.call("allocation", |c, s, _| c.allocation(s, offset, len))
+    }
+
+    /// A hint: sent, not waited for; a node that cannot be reached is
+    /// left alone.
+    fn will_need(&self, offset: u64, len: u64) {
+        if let Ok(client) = self.link.client() {
+            client.will_need(&self.name, offset, len);
+        }
+    }
+
+    fn next_data(&self, from: u64, len: u64) -> io::Result<Option<(u64, u64)>> {
+        self.call("next data", |c, s, _| c.next_data(s, from, len))
+    }
+
+    fn data_bytes(&self, from: u64, len: u64) -> io::Result<u64> {
+        self.call("data bytes", |c, s, _| c.data_bytes(s, from, len))
+    }
+
+    fn check_present(&self) -> io::Result<()> {
+        self.call("check present", |c, s, _| c.check_present(s))
+    }
+
+    fn snapshots(&self) -> io::Result<Vec<SnapshotInfo>> {
+        let list = self.call("snapshots", |c, s, _| c.snapshots(s))?;
+        Ok(list
+            .into_iter()
+            .map(|s| SnapshotInfo {
+                id: s.id,
+                size: s.size,
+                used_bytes: s.used_bytes,
+            })
+            .collect())
+    }
+
+    fn create_snapshot(&self, id: u64) -> io::Result<()> {
+        self.call("create snapshot", |c, s, epoch| {
+            c.create_snapshot(s, epoch, id)
+        })
+    }
+
+    fn delete_snapshot(&self, id: u64) -> io::Result<()> {
+        self.call("delete snapshot", |c, s, epoch| {
+            c.delete_snapshot(s, epoch, id)
+        })
+    }
+
+    fn rollback(&self, id: u64) -> io::Result<()> {
+        self.call("rollback", |c, s, epoch| c.rollback(s, epoch, id))
+    }
+
+    fn read_snapshot(&self, id: u64, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.call("read snapshot", |c, s, _| {
+            c.read_snapshot(s, id, offset, buf)
+        })
+    }
+
+    fn snapshot_allocation(&self, id: u64, offset: u64, len: u64) -> io::Result<Vec<(u64, bool)>> {
+        self.call("snapshot allocation", |c, s, _| {
+            c.snapshot_allocation(s, id, offset, len)
+        })
+    }
+
+    fn snapshot_ids(&self) -> io::Result<Vec<u64>> {
+        self.call("snapshot ids", |c, s, _| c.snapshot_ids(s))
+    }
+
+    fn snapshot_map_since(&self, id: u64, from: u64) -> io::Result<MapTail> {
+        let tail = self.call("snapshot map", |c, s, _| c.snapshot_map_since(s, id, from))?;
+        Ok(MapTail::new(tail.bytes, from, tail.end))
+    }
+
+    fn read_snapshot_chunk(&self, id: u64, chunk: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.call("read snapshot chunk", |c, s, _| {
+            c.read_snapshot_chunk(s, id, chunk, buf)
+        })
+    }
+}
+
+/// The slice as a copy's target: written with the front's epoch, verified
+/// by reading it back (the node's own digest is another function than the
+/// data plane's).
+impl CopyTarget for RemoteSlice {
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+        SliceDevice::write_at(self, data, offset)
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        SliceDevice::read_at(self, buf, offset)
+    }
+
+    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
+        SliceDevice::discard(self, offset, len)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        SliceDevice::sync(self)
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        SliceDevice::sync(self)
+    }
+
+    fn digest(&self, buf: &mut [u8]) -> io::Result<Digest> {
+        CopySource::digest(self as &dyn SliceDevice, buf)
+    }
+}
+
+impl NodeTarget for RemoteSlice {
+    fn grow(&self, len: u64) -> io::Result<()> {
+        self.call("grow", |c, s, _| c.grow_slice(s, len))
+    }
+
+    fn remove(&self) -> io::Result<()> {
+        self.call("delete", |c, s, _| c.delete_slice(s))
+    }
+}

@@ -1,0 +1,719 @@
+//! Remote slices against real slice servers on 127.0.0.1 (ephemeral
+//! ports) serving in-memory slices, next to local media in a temporary
+//! directory.
+
+use super::*;
+use crate::{CopyFailure, SliceCopyKind};
+use std::net::TcpListener;
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+use std::time::Instant;
+use svs_sliceproto::testing::{MemBackend, MemEpochs, OneCredential};
+use svs_sliceproto::{ServerConfig, SliceBackend, SliceName, SliceServer};
+
+const CREDENTIAL: &str = "node-secret";
+const MIB: u64 = 1 << 20;
+/// Short, so a stalled node is given up on quickly.
+const TIMEOUT: Duration = Duration::from_millis(400);
+const VOLUME: &str = "v1";
+const SIZE: u64 = 4 * MIB;
+
+/// A storage node: a slice server over in-memory slices. Dropping it lets
+/// a stalled backend go and stops the server.
+struct TestNode {
+    backend: Arc<MemBackend>,
+    server: Option<SliceServer>,
+}
+
+/// A slice server on a new port of 127.0.0.1 serving `backend`.
+fn serve(backend: &Arc<MemBackend>, credential: &str) -> SliceServer {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    SliceServer::start(
+        listener,
+        ServerConfig::default(),
+        Arc::clone(backend) as Arc<dyn SliceBackend>,
+        Arc::new(OneCredential(credential.into())),
+        Arc::new(MemEpochs::default()),
+    )
+    .expect("server")
+}
+
+impl TestNode {
+    fn start() -> TestNode {
+        let backend = Arc::new(MemBackend::new());
+        let server = serve(&backend, CREDENTIAL);
+        TestNode {
+            backend,
+            server: Some(server),
+        }
+    }
+
+    /// Stops the server and serves the same slices on a new port, with
+    /// `credential`.
+    fn restart(&mut self, credential: &str) {
+        self.stop();
+        self.server = Some(serve(&self.backend, credential));
+    }
+
+    fn endpoint(&self, node: &str) -> NodeEndpoint {
+        NodeEndpoint {
+            node: node.to_string(),
+            address: self.server.as_ref().expect("running").local_addr(),
+            credential: CREDENTIAL.into(),
+            tls: None,
+        }
+    }
+
+    fn stop(&mut self) {
+        self.backend.set_stalled(false);
+        if let Some(server) = self.server.take() {
+            server.shutdown();
+        }
+    }
+
+    fn bytes(&self, medium: &str, copy: u32) -> Vec<u8> {
+        self.backend
+            .bytes(&SliceName::new(medium, VOLUME, copy, 0))
+            .expect("slice on the node")
+    }
+}
+
+impl Drop for TestNode {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Local media `m0`, `m1` in a temporary directory, in a cluster data
+/// plane, and what its failure listener heard.
+struct Setup {
+    _dir: tempfile::TempDir,
+    media: ClusterMedia,
+    heard: Arc<Mutex<Vec<CopyFailure>>>,
+}
+
+fn setup() -> Setup {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let local = LocalMedia::new(["m0", "m1"].map(|m| (m.to_string(), dir.path().join(m))));
+    let media = ClusterMedia::new(local, TIMEOUT);
+    for m in ["m0", "m1"] {
+        media.check_medium(m).expect("local medium");
+    }
+    let heard = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&heard);
+    media.on_copy_failure(Arc::new(move |f: &CopyFailure| {
+        sink.lock().expect("lock").push(f.clone());
+    }));
+    Setup {
+        _dir: dir,
+        media,
+        heard,
+    }
+}
+
+fn key(copy: u32) -> SliceKey {
+    SliceKey {
+        volume_id: VOLUME.into(),
+        copy,
+        column: 0,
+    }
+}
+
+/// One column, a copy on each medium of `media`, opened with `epoch`.
+fn layout(media: &[&str], epoch: u64) -> VolumeLayout {
+    VolumeLayout {
+        volume_id: VOLUME.into(),
+        size: SIZE,
+        media: media.iter().map(|m| vec![m.to_string()]).collect(),
+        epoch,
+    }
+}
+
+/// Creates the slices of `layout` and opens it.
+fn open(s: &Setup, layout: &VolumeLayout) -> Arc<dyn VolumeIo> {
+    for (copy, row) in layout.media.iter().enumerate() {
+        s.media
+            .create_slice(&row[0], &key(copy as u32), SIZE)
+            .expect("slice");
+    }
+    s.media.open_volume(layout).expect("open")
+}
+
+fn local_bytes(s: &Setup, medium: &str, copy: u32) -> Vec<u8> {
+    let path = s
+        .media
+        .local()
+        .slice_path(medium, &key(copy))
+        .expect("path");
+    std::fs::read(path).expect("slice file")
+}
+
+/// `len` bytes of a pattern given by `seed`.
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| seed.wrapping_add((i / 4096) as u8).wrapping_mul(31) | 1)
+        .collect()
+}
+
+/// Writes `data` at `offset` to the volume and to `model`.
+fn write(io: &dyn VolumeIo, model: &mut [u8], offset: u64, data: &[u8]) {
+    io.write(offset, data, false).expect("write");
+    model[offset as usize..offset as usize + data.len()].copy_from_slice(data);
+}
+
+fn read_all(io: &dyn VolumeIo) -> Vec<u8> {
+    let mut buf = vec![0u8; SIZE as usize];
+    io.read(0, &mut buf).expect("read");
+    buf
+}
+
+#[test]
+fn slice_management_is_routed_to_the_node_or_the_local_medium() {
+    let s = setup();
+    let node = TestNode::start();
+    assert!(s
+        .media
+        .add_node_medium("n0", node.endpoint("node-a"))
+        .expect("node medium"));
+    assert!(!s
+        .media
+        .add_node_medium("n0", node.endpoint("node-a"))
+        .expect("again"));
+    assert_eq!(s.media.node_of("n0").as_deref(), Some("node-a"));
+    assert_eq!(s.media.node_of("m0"), None);
+
+    s.media.create_slice("n0", &key(0), MIB).expect("remote");
+    s.media.create_slice("m0", &key(1), MIB).expect("local");
+    assert_eq!(node.bytes("n0", 0).len() as u64, MIB);
+    assert_eq!(local_bytes(&s, "m0", 1).len() as u64, MIB);
+    assert!(node
+        .backend
+        .bytes(&SliceName::new("n0", VOLUME, 1, 0))
+        .is_none());
+
+    s.media.grow_slice("n0", &key(0), 2 * MIB).expect("grow");
+    assert_eq!(node.bytes("n0", 0).len() as u64, 2 * MIB);
+    let stored = s.media.stored_slices("n0").expect("listed");
+    assert_eq!(
+        stored,
+        [StoredSlice {
+            key: key(0),
+            partial: false
+        }]
+    );
+    assert_eq!(
+        s.media.stored_slices("m0").expect("listed"),
+        [StoredSlice {
+            key: key(1),
+            partial: false
+        }]
+    );
+    assert_eq!(s.media.medium_written_bytes("n0").expect("measured"), 0);
+    s.media.probe_slice("n0", &key(0), &[]).expect("present");
+
+    s.media.delete_slice("n0", &key(0)).expect("delete");
+    assert!(node
+        .backend
+        .bytes(&SliceName::new("n0", VOLUME, 0, 0))
+        .is_none());
+    assert_eq!(s.media.stored_slices("n0").expect("listed"), []);
+    assert!(local_bytes(&s, "m0", 1).len() as u64 == MIB);
+
+    // A missing slice on a node that answers is that copy lost alone.
+    let e = s.media.probe_slice("n0", &key(0), &[]).expect_err("gone");
+    assert!(
+        e.to_string()
+            .starts_with("slice v1/c0-k0 on medium 'n0': probe:"),
+        "{e}"
+    );
+    assert_eq!(s.media.failed_copies(), [("n0".to_string(), key(0))]);
+    assert_eq!(s.media.failed_media(), Vec::<String>::new());
+
+    // Names are one medium each.
+    let e = s
+        .media
+        .add_node_medium("m0", node.endpoint("node-a"))
+        .expect_err("local name");
+    assert!(matches!(e, DataPlaneError::MediumExists { .. }), "{e}");
+    let e = s
+        .media
+        .add_node_medium("n0", node.endpoint("node-b"))
+        .expect_err("other node");
+    assert_eq!(
+        e.to_string(),
+        "medium 'n0' is already served by storage node 'node-a'"
+    );
+    let e = s
+        .media
+        .add_medium("n0", Path::new("/nonexistent"))
+        .expect_err("node name");
+    assert_eq!(
+        e.to_string(),
+        "medium 'n0' is already served by storage node 'node-a'"
+    );
+    let e = s
+        .media
+        .update_node(node.endpoint("node-z"))
+        .expect_err("unknown node");
+    assert_eq!(e.to_string(), "unknown storage node 'node-z'");
+
+    // Removing the medium deletes what is left on it, then forgets it.
+    s.media.create_slice("n0", &key(2), MIB).expect("remote");
+    s.media.remove_medium("n0").expect("removed");
+    assert_eq!(s.media.node_of("n0"), None);
+    assert!(node
+        .backend
+        .bytes(&SliceName::new("n0", VOLUME, 2, 0))
+        .is_none());
+}
+
+#[test]
+fn a_node_medium_that_cannot_be_reached_or_refuses_the_credential_is_not_added() {
+    let s = setup();
+    let mut node = TestNode::start();
+    let mut wrong = node.endpoint("node-a");
+    wrong.credential = "not-it".into();
+    let e = s.media.add_node_medium("n0", wrong).expect_err("refused");
+    assert!(
+        e.to_string().starts_with("medium 'n0' on storage node 'node-a': list slices: storage node: unknown or revoked node credential"),
+        "{e}"
+    );
+    assert_eq!(s.media.node_of("n0"), None);
+
+    let endpoint = node.endpoint("node-a");
+    node.stop();
+    let e = s.media.add_node_medium("n0", endpoint).expect_err("down");
+    assert!(
+        e.to_string()
+            .starts_with("medium 'n0' on storage node 'node-a': list slices:"),
+        "{e}"
+    );
+    assert_eq!(s.media.node_of("n0"), None);
+}
+
+#[test]
+fn a_mirrored_volume_writes_both_the_local_and_the_remote_copy() {
+    let s = setup();
+    let node = TestNode::start();
+    s.media
+        .add_node_medium("n0", node.endpoint("node-a"))
+        .expect("node");
+    let io = open(&s, &layout(&["m0", "n0"], 1));
+    let mut model = vec![0u8; SIZE as usize];
+    write(io.as_ref(), &mut model, 0, &pattern(1, 64 << 10));
+    write(io.as_ref(), &mut model, 3 * MIB - 4096, &pattern(2, 8192));
+    io.discard(4096, 4096, false).expect("discard");
+    model[4096..8192].fill(0);
+    io.flush().expect("flush");
+    assert_eq!(local_bytes(&s, "m0", 0), model);
+    assert_eq!(node.bytes("n0", 1), model);
+    assert_eq!(read_all(io.as_ref()), model);
+    assert_eq!(io.lost_slices(), []);
+    assert!(!io.is_fenced());
+
+    // Reads come from the remote copy when the local one is lost.
+    io.fail_medium("m0");
+    assert_eq!(read_all(io.as_ref()), model);
+    // Snapshots go to the node too (fenced ops with the epoch).
+    let io = {
+        drop(io);
+        s.media
+            .open_volume(&layout(&["m0", "n0"], 1))
+            .expect("open")
+    };
+    io.snapshot(7).expect("snapshot");
+    let on_node = SliceBackend::snapshot_ids(&*node.backend, &SliceName::new("n0", VOLUME, 1, 0));
+    assert_eq!(on_node.expect("ids"), [7]);
+}
+
+/// Writes every `step` until `until`, checking reads, while the node
+/// `node` stops answering; returns the model and how long the loss took to
+/// be heard.
+fn write_through_a_failing_node(
+    s: &Setup,
+    io: &dyn VolumeIo,
+    fail: impl FnOnce(),
+) -> (Vec<u8>, Duration) {
+    let mut model = vec![0u8; SIZE as usize];
+    write(io, &mut model, 0, &pattern(3, 4096));
+    fail();
+    let started = Instant::now();
+    for i in 1..8u64 {
+        write(io, &mut model, i * 256 * 1024, &pattern(i as u8, 4096));
+    }
+    let heard_after = started.elapsed();
+    io.flush().expect("flush");
+    assert_eq!(read_all(io), model);
+    assert_eq!(local_bytes(s, "m0", 0), model);
+    (model, heard_after)
+}
+
+#[test]
+fn a_stalled_node_loses_its_copy_within_the_request_timeout_and_io_goes_on() {
+    let s = setup();
+    let node = TestNode::start();
+    s.media
+        .add_node_medium("n0", node.endpoint("node-a"))
+        .expect("node");
+    let io = open(&s, &layout(&["m0", "n0"], 1));
+    let (_, took) =
+        write_through_a_failing_node(&s, io.as_ref(), || node.backend.set_stalled(true));
+    assert!(took < TIMEOUT * 3, "took {took:?}");
+    assert!(took >= TIMEOUT, "took {took:?}");
+    assert_eq!(io.lost_slices(), [(1, 0)]);
+    let heard = s.heard.lock().expect("lock").clone();
+    assert_eq!(
+        heard,
+        [CopyFailure {
+            medium: "n0".into(),
+            slice: key(1),
+            medium_failed: true
+        }]
+    );
+    assert_eq!(s.media.failed_media(), ["n0"]);
+    node.backend.set_stalled(false);
+}
+
+#[test]
+fn a_stopped_node_loses_its_copy_and_io_goes_on() {
+    let s = setup();
+    let mut node = TestNode::start();
+    s.media
+        .add_node_medium("n0", node.endpoint("node-a"))
+        .expect("node");
+    let io = open(&s, &layout(&["m0", "n0"], 1));
+    let (_, took) = write_through_a_failing_node(&s, io.as_ref(), || node.stop());
+    assert!(took < TIMEOUT, "took {took:?}");
+    assert_eq!(io.lost_slices(), [(1, 0)]);
+    assert_eq!(s.media.failed_media(), ["n0"]);
+    // A volume opened now finds the node down: its copy is lost at once.
+    drop(io);
+    let io = s
+        .media
+        .open_volume(&layout(&["m0", "n0"], 2))
+        .expect("open");
+    assert_eq!(io.lost_slices(), [(1, 0)]);
+}
+
+#[test]
+fn a_newer_front_fences_the_older_one_without_losing_a_copy() {
+    let s = setup();
+    let node = TestNode::start();
+    s.media
+        .add_node_medium("n0", node.endpoint("node-a"))
+        .expect("node");
+    let old = open(&s, &layout(&["m0", "n0"], 1));
+    let mut model = vec![0u8; SIZE as usize];
+    write(old.as_ref(), &mut model, 0, &pattern(1, 4096));
+    let new = s
+        .media
+        .open_volume(&layout(&["m0", "n0"], 2))
+        .expect("open");
+    write(new.as_ref(), &mut model, MIB, &pattern(2, 4096));
+    let changes = node.backend.changes.load(Ordering::SeqCst);
+    let remote_before = node.bytes("n0", 1);
+
+    let e = old
+        .write(2 * MIB, &pattern(9, 4096), false)
+        .expect_err("fenced");
+    assert!(crate::is_front_fenced(&e), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "volume v1: this front end (epoch 1) was fenced by a newer one and may not write"
+    );
+    assert!(old.is_fenced());
+    assert!(!new.is_fenced());
+    for later in [
+        old.write(3 * MIB, &pattern(9, 4096), true),
+        old.discard(0, 4096, false),
+        old.flush(),
+        old.snapshot(1),
+    ] {
+        let e = later.expect_err("still fenced");
+        assert!(crate::is_front_fenced(&e), "{e}");
+    }
+    // Nothing the old front sent changed the node, and no copy is lost.
+    assert_eq!(node.backend.changes.load(Ordering::SeqCst), changes);
+    assert_eq!(node.bytes("n0", 1), remote_before);
+    assert_eq!(old.lost_slices(), []);
+    assert_eq!(s.heard.lock().expect("lock").len(), 0);
+    assert_eq!(s.media.failed_media(), Vec::<String>::new());
+    // The new front goes on.
+    write(new.as_ref(), &mut model, 2 * MIB, &pattern(3, 4096));
+    new.flush().expect("flush");
+    assert_eq!(node.bytes("n0", 1), model);
+}
+
+/// Moves (or rebuilds) slice `copy` to `to` in phases, writing through the
+/// volume while the (throttled) fill runs.
+fn copy_while_writing(
+    io: &Arc<dyn VolumeIo>,
+    kind: SliceCopyKind,
+    copy: u32,
+    to: &str,
+    model: &mut Vec<u8>,
+) {
+    let mut copying = Arc::clone(io)
+        .begin_slice_copy(kind, copy, 0, to, 0)
+        .expect("begin");
+    assert_eq!(copying.starts_at(), 0);
+    let options = CopyOptions {
+        rate_limit: Some(16 * MIB),
+        ..CopyOptions::default()
+    };
+    let writer_io = Arc::clone(io);
+    let mut writer_model = model.clone();
+    let writer = std::thread::spawn(move || {
+        for i in 0..24u64 {
+            // Behind and ahead of the copy's cursor.
+            let offset = (i * 680 * 1024) % (SIZE - 8192) / 4096 * 4096;
+            write(
+                writer_io.as_ref(),
+                &mut writer_model,
+                offset,
+                &pattern(40 + i as u8, 8192),
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        writer_model
+    });
+    copying.fill(&options, &mut |_, _| {}).expect("fill");
+    *model = writer.join().expect("writer");
+    copying.switch().expect("switch");
+    // The switched slice and (for a move) its old place take writes.
+    write(io.as_ref(), model, SIZE - 4096, &pattern(99, 4096));
+    copying.finish().expect("finish");
+    io.flush().expect("flush");
+}
+
+#[test]
+fn a_slice_moves_live_from_a_local_medium_to_a_node_and_back() {
+    let s = setup();
+    let node = TestNode::start();
+    s.media
+        .add_node_medium("n0", node.endpoint("node-a"))
+        .expect("node");
+    let io = open(&s, &layout(&["m0"], 1));
+    let mut model = vec![0u8; SIZE as usize];
+    for i in 0..4u64 {
+        write(
+            io.as_ref(),
+            &mut model,
+            i * MIB,
+            &pattern(i as u8, 256 << 10),
+        );
+    }
+
+    copy_while_writing(&io, SliceCopyKind::Move, 0, "n0", &mut model);
+    assert_eq!(node.bytes("n0", 0), model);
+    assert_eq!(read_all(io.as_ref()), model);
+    s.media.delete_slice("m0", &key(0)).expect("old place");
+    write(io.as_ref(), &mut model, 4096, &pattern(7, 4096));
+    assert_eq!(node.bytes("n0", 0), model);
+
+    copy_while_writing(&io, SliceCopyKind::Move, 0, "m1", &mut model);
+    assert_eq!(local_bytes(&s, "m1", 0), model);
+    assert_eq!(read_all(io.as_ref()), model);
+    // The old place on the node is the caller's to delete.
+    assert_eq!(node.bytes("n0", 0).len() as u64, SIZE);
+    assert_eq!(io.lost_slices(), []);
+}
+
+#[test]
+fn a_copy_lost_with_its_node_is_rebuilt_on_another_node() {
+    let s = setup();
+    let (a, b) = (TestNode::start(), TestNode::start());
+    s.media
+        .add_node_medium("na", a.endpoint("node-a"))
+        .expect("a");
+    s.media
+        .add_node_medium("nb", b.endpoint("node-b"))
+        .expect("b");
+    let io = open(&s, &layout(&["m0", "na"], 1));
+    let mut model = vec![0u8; SIZE as usize];
+    write(io.as_ref(), &mut model, 0, &pattern(5, 512 << 10));
+    a.backend.set_stalled(true);
+    write(io.as_ref(), &mut model, 2 * MIB, &pattern(6, 4096));
+    assert_eq!(io.lost_slices(), [(1, 0)]);
+
+    copy_while_writing(&io, SliceCopyKind::Rebuild, 1, "nb", &mut model);
+    assert_eq!(io.lost_slices(), []);
+    assert_eq!(b.bytes("nb", 1), model);
+    io.fail_medium("m0");
+    assert_eq!(read_all(io.as_ref()), model);
+}
+
+#[test]
+fn an_abandoned_move_to_a_node_leaves_nothing_there() {
+    let s = setup();
+    let node = TestNode::start();
+    s.media
+        .add_node_medium("n0", node.endpoint("node-a"))
+        .expect("node");
+    let io = open(&s, &layout(&["m0"], 1));
+    let mut model = vec![0u8; SIZE as usize];
+    write(io.as_ref(), &mut model, 0, &pattern(1, 4096));
+    let mut copying = Arc::clone(&io)
+        .begin_slice_copy(SliceCopyKind::Move, 0, 0, "n0", 0)
+        .expect("begin");
+    copying
+        .fill(&CopyOptions::default(), &mut |_, _| {})
+        .expect("fill");
+    assert!(node
+        .backend
+        .bytes(&SliceName::new("n0", VOLUME, 0, 0))
+        .is_some());
+    copying.abort().expect("abort");
+    assert!(node
+        .backend
+        .bytes(&SliceName::new("n0", VOLUME, 0, 0))
+        .is_none());
+    write(io.as_ref(), &mut model, MIB, &pattern(2, 4096));
+    assert_eq!(read_all(io.as_ref()), model);
+    assert_eq!(local_bytes(&s, "m0", 0), model);
+}
+
+#[test]
+fn a_slice_with_snapshots_is_refused_a_move_to_or_from_a_node() {
+    let s = setup();
+    let node = TestNode::start();
+    s.media
+        .add_node_medium("n0", node.endpoint("node-a"))
+        .expect("node");
+    let io = open(&s, &layout(&["m0"], 1));
+    io.write(0, &pattern(1, 4096), false).expect("write");
+    io.snapshot(3).expect("snapshot");
+    let e = Arc::clone(&io)
+        .begin_slice_copy(SliceCopyKind::Move, 0, 0, "n0", 0)
+        .err()
+        .expect("refused");
+    assert_eq!(
+        e.to_string(),
+        "slice v1/c0-k0 ('m0' to 'n0'): a slice with snapshots cannot move to or from a storage node yet"
+    );
+    let e = s
+        .media
+        .copy_slice("m0", "n0", &key(0), &CopyOptions::default(), &mut |_, _| {})
+        .expect_err("refused");
+    assert!(
+        matches!(e, DataPlaneError::SnapshotsCannotMove { .. }),
+        "{e}"
+    );
+    // Snapshot operations work again once the refused move is gone.
+    io.delete_snapshot(3).expect("delete snapshot");
+    assert!(node
+        .backend
+        .bytes(&SliceName::new("n0", VOLUME, 0, 0))
+        .is_none());
+}
+
+#[test]
+fn an_offline_copy_goes_to_a_node_and_back_with_equal_digests() {
+    let s = setup();
+    let node = TestNode::start();
+    s.media
+        .add_node_medium("n0", node.endpoint("node-a"))
+        .expect("node");
+    {
+        let io = open(&s, &layout(&["m0"], 1));
+        io.write(MIB, &pattern(4, 300 << 10), true).expect("write");
+    }
+    let options = CopyOptions {
+        epoch: 1,
+        ..CopyOptions::default()
+    };
+    let there = s
+        .media
+        .copy_slice("m0", "n0", &key(0), &options, &mut |_, _| {})
+        .expect("to the node");
+    assert_eq!(node.bytes("n0", 0), local_bytes(&s, "m0", 0));
+    let back = s
+        .media
+        .copy_slice("n0", "m1", &key(0), &options, &mut |_, _| {})
+        .expect("back");
+    assert_eq!(there, back);
+    assert_eq!(local_bytes(&s, "m1", 0), local_bytes(&s, "m0", 0));
+    assert_eq!(
+        there,
+        crate::digest_file(&s.media.local().slice_path("m0", &key(0)).expect("path"))
+            .expect("digest")
+    );
+}
+
+#[test]
+fn a_move_to_a_node_that_stops_answering_fails_in_bounded_time_and_io_goes_on() {
+    let s = setup();
+    let node = TestNode::start();
+    s.media
+        .add_node_medium("n0", node.endpoint("node-a"))
+        .expect("node");
+    let io = open(&s, &layout(&["m0"], 1));
+    let mut model = vec![0u8; SIZE as usize];
+    write(io.as_ref(), &mut model, 0, &pattern(1, SIZE as usize));
+    let mut copying = Arc::clone(&io)
+        .begin_slice_copy(SliceCopyKind::Move, 0, 0, "n0", 0)
+        .expect("begin");
+    let options = CopyOptions {
+        rate_limit: Some(8 * MIB),
+        ..CopyOptions::default()
+    };
+    let backend = Arc::clone(&node.backend);
+    let staller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        backend.set_stalled(true);
+    });
+    let started = Instant::now();
+    let e = copying
+        .fill(&options, &mut |_, _| {})
+        .expect_err("the target stopped answering");
+    staller.join().expect("staller");
+    assert!(started.elapsed() < TIMEOUT * 4, "{:?}", started.elapsed());
+    assert!(
+        e.to_string()
+            .starts_with("slice v1/c0-k0 on medium 'n0': write: "),
+        "{e}"
+    );
+    // The job may try again later.
+    assert!(e.is_transient(), "{e}");
+    copying.abort().expect("abort");
+    // The volume never depended on the target.
+    let started = Instant::now();
+    write(io.as_ref(), &mut model, MIB, &pattern(2, 4096));
+    assert!(started.elapsed() < TIMEOUT, "{:?}", started.elapsed());
+    io.flush().expect("flush");
+    assert_eq!(read_all(io.as_ref()), model);
+    assert_eq!(local_bytes(&s, "m0", 0), model);
+    assert_eq!(io.lost_slices(), []);
+}
+
+#[test]
+fn a_nodes_new_address_and_credential_serve_later_connections() {
+    let s = setup();
+    let mut node = TestNode::start();
+    s.media
+        .add_node_medium("n0", node.endpoint("node-a"))
+        .expect("node");
+    s.media.create_slice("n0", &key(0), MIB).expect("slice");
+    node.restart("rotated-secret");
+    let e = s
+        .media
+        .create_slice("n0", &key(1), MIB)
+        .expect_err("the old address is gone");
+    assert!(
+        e.to_string()
+            .starts_with("medium 'n0' on storage node 'node-a': create: "),
+        "{e}"
+    );
+    let mut moved = node.endpoint("node-a");
+    moved.credential = "rotated-secret".into();
+    s.media.update_node(moved).expect("updated");
+    s.media.create_slice("n0", &key(1), MIB).expect("slice");
+    let stored: Vec<u32> = s
+        .media
+        .stored_slices("n0")
+        .expect("listed")
+        .iter()
+        .map(|x| x.key.copy)
+        .collect();
+    assert_eq!(stored, [0, 1]);
+}
