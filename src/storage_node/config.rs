@@ -160,7 +160,7 @@ state_dir = "/var/lib/svs-storage-node"
                 "[[media]]\nname = \"d1\"\ndirectory = \"/a\"\n[[media]]\nname = \"d2\"\ndirectory = \"/a\"\n",
                 "media 'd1' and 'd2' share directory /a",
             ),
-            ("colour = \"red\"\n", "unknown field `colour`"),
+            ("colour = \"red\"\n", "unknown field: found `colour`"),
         ] {
             let err = load(&format!("{BASE}{extra}")).unwrap_err();
             assert!(err.contains(message), "{err}");
