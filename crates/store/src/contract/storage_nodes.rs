@@ -159,7 +159,7 @@ pub async fn a_storage_node_drops_empty_media_and_fails_those_holding_slices(sto
         .await
         .expect("heartbeat");
     assert_eq!(back.restored_media, ["d1"]);
-    assert_eq!(back.volumes_to_recover, [volume.clone()]);
+    assert_eq!(back.volumes_to_recover, [volume.as_str()]);
     assert!(!media_of(store).await[0].4);
     let slices = store.volume_slices(&volume).await.expect("slices");
     assert!(slices[0].lost, "{slices:?}");
@@ -211,7 +211,7 @@ pub async fn an_offline_storage_node_loses_its_copies_and_they_stay_lost_when_it
         .expect("back");
     assert!(back.came_back);
     assert_eq!(back.restored_media, ["d1", "d2"]);
-    assert_eq!(back.volumes_to_recover, [volume.clone()]);
+    assert_eq!(back.volumes_to_recover, [volume.as_str()]);
     assert_eq!(
         store.storage_nodes().await.expect("nodes")[0].state,
         StorageNodeState::Online
