@@ -55,10 +55,10 @@ impl Reconciler for StorageNodeLiveness {
         "reconcile-storage-nodes"
     }
 
-    /// Four looks per timeout: a silent node is Offline within 1.25 ×
-    /// the timeout.
+    /// Five looks per timeout: a silent node is Offline within 1.2 × the
+    /// timeout.
     fn period(&self) -> Duration {
-        (self.timeout / 4).max(Duration::from_millis(250))
+        (self.timeout / 5).max(Duration::from_millis(200))
     }
 
     async fn reconcile(&self) -> Result<usize, ReconcileError> {

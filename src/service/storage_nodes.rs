@@ -220,6 +220,89 @@ impl Services {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::service::commands::StorageMediumSpec;
+    use crate::service::testing::TestServices;
+    use svs_domain::{JobState, ResourceName};
+    use svs_store::{testing, NodeRecord};
+
+    fn registration(media: &[&str]) -> RegisterStorageNode {
+        RegisterStorageNode {
+            slice_address: "127.0.0.2:7450".parse().expect("address"),
+            media: media
+                .iter()
+                .map(|m| StorageMediumSpec {
+                    name: ResourceName::parse("medium", m).expect("name"),
+                    size_bytes: 20 * GIB,
+                    directory: format!("/srv/{m}"),
+                })
+                .collect(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_returning_node_keeps_its_copies_lost_and_starts_their_recovery() {
+        let ts = TestServices::new(Duration::from_secs(60), Duration::from_secs(60)).await;
+        let app = &ts.services;
+        let store = app.store.as_ref();
+        store
+            .create_node(&NodeRecord {
+                name: "sn-1".into(),
+                zone: "z1".into(),
+                address: None,
+                managed_by: svs_domain::ManagedBy::Api,
+            })
+            .await
+            .expect("node");
+        let sn = StorageNode {
+            node: "sn-1".into(),
+        };
+        let first = app
+            .register_storage_node(&sn, "sn-1", &registration(&["d1"]))
+            .await
+            .expect("registered");
+        assert_eq!(first.heartbeat_seconds, 3);
+        assert_eq!(first.slice_credential.len(), 64);
+        let refused = app
+            .register_storage_node(&sn, "sn-2", &registration(&["d1"]))
+            .await;
+        assert!(
+            matches!(&refused, Err(ServiceError::Forbidden(m)) if m == "this credential belongs to node 'sn-1', not 'sn-2'"),
+            "{refused:?}"
+        );
+        let (user, policy) = testing::user_and_policy(store).await;
+        let job = testing::add_volume(store, &user, policy.id, "vol-1", "v", 10).await;
+        store
+            .place_slices("vol-1", &testing::one_slice("d1", 10))
+            .await
+            .expect("placed");
+        store
+            .finish_job(job, &testing::end(JobState::Done))
+            .await
+            .expect("done");
+
+        ts.advance(Duration::from_secs(30));
+        let now = ts.clock.now_ms();
+        let failed = store
+            .mark_storage_node_offline("sn-1", now - 10_000, now)
+            .await
+            .expect("offline");
+        assert_eq!(failed, Some(vec!["d1".to_string()]));
+
+        let back = app
+            .register_storage_node(&sn, "sn-1", &registration(&["d1"]))
+            .await
+            .expect("back");
+        assert_eq!(back.slice_credential, first.slice_credential);
+        let slices = store.volume_slices("vol-1").await.expect("slices");
+        assert!(slices[0].lost, "the stale copy stays lost: {slices:?}");
+        let recovery = store
+            .active_volume_job("vol-1")
+            .await
+            .expect("read")
+            .expect("a recovery job");
+        assert_eq!(recovery.kind, "volume_recovery");
+        assert_eq!(recovery.username, "svs");
+    }
 
     #[test]
     fn a_heartbeat_comes_three_times_per_timeout_and_at_least_every_second() {
