@@ -281,7 +281,7 @@ mod tests {
             .expect("done");
 
         ts.advance(Duration::from_secs(30));
-        let now = ts.clock.now_ms();
+        let now = crate::clock::Clock::now_ms(ts.clock.as_ref());
         let failed = store
             .mark_storage_node_offline("sn-1", now - 10_000, now)
             .await
