@@ -73,6 +73,11 @@ impl StorageNodeProcess {
     }
 
     fn start(&mut self) {
+        self.start_with(&[]);
+    }
+
+    /// Starts it with more arguments (`--ca-cert FILE`).
+    fn start_with(&mut self, extra: &[&str]) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -81,6 +86,7 @@ impl StorageNodeProcess {
         let child = Command::new(svs_bin())
             .args(["storage-node", "--config"])
             .arg(self.dir.path().join("node.toml"))
+            .args(extra)
             .env("SVS_LOG", "info")
             .stdout(Stdio::null())
             .stderr(log)
@@ -544,4 +550,41 @@ async fn the_cli_issues_storage_credentials_and_shows_storage_nodes() {
     let (status, answer) = app.get("/nodes/nope/copies").await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{answer}");
     assert_eq!(answer["message"], "node 'nope' not found");
+}
+
+#[tokio::test]
+async fn a_storage_node_registers_over_https_trusting_the_services_ca() {
+    let app = TestApp::start_with(TestConfig {
+        media: vec![medium("m1", "host-0", "z0", 10)],
+        settings: vec![
+            "tls = \"auto\"".into(),
+            format!("storage_node_timeout = \"{}s\"", TIMEOUT.as_secs()),
+        ],
+        ..TestConfig::default()
+    })
+    .await;
+    assert!(app.base.starts_with("https://"), "{}", app.base);
+    let c1 = node_with_credential(&app, "sn-1", "127.0.0.2", "z1", "storage").await;
+    // Without the CA the node cannot trust the service: it keeps retrying.
+    let mut untrusting = StorageNodeProcess::new(&app, "sn-1", "127.0.0.2", &[("d1", 4)], &c1);
+    untrusting.start();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(medium_state(&app, "d1").await.is_none());
+    assert!(
+        untrusting
+            .log()
+            .contains("cannot register with the control plane; retrying"),
+        "{}",
+        untrusting.log()
+    );
+    untrusting.kill();
+    let ca = app.ca_cert().display().to_string();
+    let mut sn1 = StorageNodeProcess::new(&app, "sn-1", "127.0.0.2", &[("d1", 4)], &c1);
+    sn1.start_with(&["--ca-cert", &ca]);
+    let registered = eventually(Duration::from_secs(20), || async {
+        medium_state(&app, "d1").await.is_some()
+    })
+    .await;
+    assert!(registered, "{}", sn1.log());
+    assert_eq!(node(&app, "sn-1").await["state"], "Online");
 }
