@@ -56,7 +56,8 @@ pub trait MediaStore: Send + Sync {
     /// Makes the configuration-managed media match the configuration; they
     /// are all marked `Config`, also an API-added medium the configuration
     /// now lists (it takes it over). API-managed media the configuration does
-    /// not list stay as they are. A medium that holds slices may not
+    /// not list stay as they are; one a storage node registered may not be
+    /// listed (Conflict, nothing changed). A medium that holds slices may not
     /// disappear, move, or shrink below its allocations (→ InUse; the rule
     /// is `svs_domain::media_to_forget`).
     async fn sync_media(&self, media: &[MediumRecord]) -> StoreResult<()>;

@@ -138,6 +138,16 @@ pub async fn a_storage_node_registers_its_media_and_claims_no_other(store: &dyn 
     );
     assert_eq!(media_of(store).await, before);
     assert_eq!(store.storage_nodes().await.expect("nodes").len(), 1);
+    // Nor may the configuration file take a node's medium.
+    let taken = store
+        .sync_media(&[medium("m1", 20), medium("d1", 20)])
+        .await;
+    assert!(
+        matches!(&taken, Err(StoreError::Conflict(m)) if m == "medium 'd1' is registered by \
+            storage node 'sn-1'; give the configuration's medium another name"),
+        "{taken:?}"
+    );
+    assert_eq!(media_of(store).await, before);
 }
 
 pub async fn a_storage_node_drops_empty_media_and_fails_those_holding_slices(store: &dyn Store) {
