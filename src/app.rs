@@ -14,7 +14,7 @@ use crate::jobs::{JobRunner, RetryPolicy, RunnerParts, RunnerSettings, VolumeAct
 use crate::media_health::record_failures_at_once;
 use crate::reconcile::{
     ExpiredRefreshTokens, ExportsReconciler, MediaHealth, OrphanedCopies, Reconciler, Reconcilers,
-    SnapshotSpace,
+    SnapshotSpace, StorageNodeLiveness,
 };
 use crate::service::throttle::{SignInThrottle, ThrottleSettings};
 use crate::service::users::add_user;
@@ -292,7 +292,7 @@ impl Application {
         );
         let refresh_ms =
             i64::try_from(config.refresh_token_lifetime.as_millis()).unwrap_or(i64::MAX);
-        let services = Arc::new(Services::new(
+        let mut services = Services::new(
             Arc::clone(&store),
             clock,
             AuthParts {
@@ -303,7 +303,9 @@ impl Application {
             Arc::clone(&runner),
             Arc::clone(&exports),
             nbd_base,
-        )?);
+        )?;
+        services.storage_node_timeout = config.storage_node_timeout;
+        let services = Arc::new(services);
         let resumed = runner
             .resume_unfinished()
             .await
@@ -526,6 +528,12 @@ fn background_work(
             clock: Arc::clone(clock),
             period: config.reconcile_period,
         }),
+        Arc::new(StorageNodeLiveness::new(
+            Arc::clone(store),
+            Arc::clone(exports),
+            Arc::clone(clock),
+            config.storage_node_timeout,
+        )),
     ];
     (
         runner,

@@ -139,6 +139,11 @@ pub struct Config {
     /// `SVS_MEDIA_CHECK_PERIOD`.
     #[serde(with = "humantime_serde")]
     pub media_check_period: Duration,
+    /// A storage node whose last heartbeat is older than this, e.g. "10s",
+    /// is Offline: its media fail and every copy on them is lost. Storage
+    /// nodes heartbeat three times in it. `SVS_STORAGE_NODE_TIMEOUT`.
+    #[serde(with = "humantime_serde")]
+    pub storage_node_timeout: Duration,
     /// Seconds a job waits for a node's host agent: to grow the filesystem
     /// of an attached volume after a resize, or to unmount and disconnect
     /// before a detach. Past it the job ends in Error. `SVS_AGENT_WAIT_SECS`.
@@ -397,6 +402,7 @@ impl Default for Config {
             job_retries: 5,
             reconcile_period: Duration::from_secs(60),
             media_check_period: Duration::from_secs(5),
+            storage_node_timeout: Duration::from_secs(10),
             agent_wait_secs: 300,
             admin_email: None,
             admin_password: None,
@@ -487,6 +493,9 @@ impl Config {
         }
         if self.media_check_period.as_secs() == 0 {
             return Err("configuration: media_check_period must be at least 1s".into());
+        }
+        if self.storage_node_timeout.as_secs() == 0 {
+            return Err("configuration: storage_node_timeout must be at least 1s".into());
         }
         for (name, value) in [
             ("http_header_read_timeout", self.http_header_read_timeout),

@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use svs_dataplane::DataPlane;
+use svs_dataplane::{DataPlane, DataPlaneError};
 use svs_domain::GIB;
 use svs_store::{Store, StoreError};
 use tracing::warn;
@@ -61,6 +61,13 @@ pub async fn measure_snapshot_usage(
         };
         let found = match measured {
             Ok(Ok(found)) => found,
+            // A storage node's medium this data plane does not serve (not
+            // wired to it yet): its figures stay as they are.
+            Ok(Err(DataPlaneError::UnknownMedium(_)))
+                if u.managed_by == svs_domain::ManagedBy::Node =>
+            {
+                continue;
+            }
             Ok(Err(e)) => {
                 warn!(medium = %medium, error = %e, "cannot measure snapshot space");
                 refresh.unmeasured.push(medium);

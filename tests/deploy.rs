@@ -739,7 +739,11 @@ fn help_flags(subcommand: &str) -> BTreeSet<String> {
 
 #[test]
 fn the_systemd_units_run_svs_with_flags_it_has_and_keep_the_service_data_writable() {
-    for (file, subcommand) in [("svs.service", "serve"), ("svs-agent.service", "agent")] {
+    for (file, subcommand) in [
+        ("svs.service", "serve"),
+        ("svs-agent.service", "agent"),
+        ("svs-storage-node.service", "storage-node"),
+    ] {
         let settings = unit_settings(file);
         let exec = unit_value(&settings, "ExecStart");
         let words: Vec<&str> = exec.split_whitespace().collect();
@@ -775,6 +779,13 @@ fn the_systemd_units_run_svs_with_flags_it_has_and_keep_the_service_data_writabl
         assert!(allowed.iter().any(|a| a == device), "{allowed:?}");
     }
     assert!(!serve.iter().any(|(k, _)| k == "PrivateDevices"));
+    // The storage node: its state under StateDirectory, media under
+    // /srv/svs, no capability.
+    let node = unit_settings("svs-storage-node.service");
+    assert_eq!(unit_value(&node, "StateDirectory"), "svs-storage-node");
+    assert_eq!(unit_value(&node, "ProtectSystem"), "strict");
+    assert_eq!(unit_value(&node, "ReadWritePaths"), "-/srv/svs");
+    assert_eq!(unit_value(&node, "CapabilityBoundingSet"), "");
 }
 
 #[test]
@@ -788,7 +799,11 @@ fn systemd_analyze_verify_accepts_the_units() {
         return;
     }
     let tmp = tempfile::tempdir().expect("temp dir");
-    for file in ["svs.service", "svs-agent.service"] {
+    for file in [
+        "svs.service",
+        "svs-agent.service",
+        "svs-storage-node.service",
+    ] {
         let text = fs::read_to_string(
             Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("deploy/systemd")

@@ -56,8 +56,9 @@ fn assert_layer(part: &str, forbidden: &[&str]) {
     );
 }
 
-const ABOVE_SERVICES: [&str; 6] = [
+const ABOVE_SERVICES: [&str; 7] = [
     "crate::agent",
+    "crate::storage_node",
     "crate::api",
     "crate::app",
     "crate::cli",
@@ -115,6 +116,25 @@ fn the_agent_talks_to_the_service_over_http_only() {
             "crate::exports",
             "svs_store",
             "svs_dataplane",
+        ],
+    );
+}
+
+#[test]
+fn the_storage_node_talks_to_the_control_plane_over_http_only() {
+    assert_layer(
+        "src/storage_node",
+        &[
+            "crate::api",
+            "crate::app",
+            "crate::cli",
+            "crate::client",
+            "crate::service",
+            "crate::jobs",
+            "crate::reconcile",
+            "crate::exports",
+            "crate::agent",
+            "svs_store",
         ],
     );
 }

@@ -19,12 +19,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use svs_domain::MAX_VOLUME_GIB;
+use svs_store::CredentialRole;
 use utoipa::ToSchema;
 
 #[utoipa::path(
     post, path = "/nodes/{node}/credentials", tag = "Nodes", operation_id = "NodeCredentialCreate",
-    summary = "Issue the node's agent credential (administrators only)",
-    description = "svs extension. Answers the credential once (`svsnode.<credentialid>.<secret>`; only a hash is kept). A node has one credential: issuing a new one revokes the previous one. No body, or `{}`.",
+    summary = "Issue the node's credential (administrators only)",
+    description = "svs extension. Answers the credential once (`svsnode.<credentialid>.<secret>`; only a hash is kept). A node has one credential: issuing a new one revokes the previous one. No body, `{}`, or `{\"role\": \"agent\"|\"storage\"}` (default `agent`): an agent credential may call only the host agent's routes, a storage credential only the storage node's (`PUT /nodes/{node}/storage`); each gets 403 on the other's. Issuing or revoking a node's credential also changes its slice credential.",
     params(("node" = String, Path, description = "The node's name")),
     request_body(content = Option<NodeCredentialCreateRequest>),
     security(("storage.io-authorizer" = [])),
@@ -42,16 +43,16 @@ pub async fn issue_credential(
     State(app): State<AppState>,
     admin: Administrator,
     Path(node): Path<String>,
-    OptionalParsed(IssueCredential): OptionalParsed<IssueCredential>,
+    OptionalParsed(IssueCredential { role }): OptionalParsed<IssueCredential>,
 ) -> Result<(StatusCode, Json<CredentialView>), ApiError> {
-    let issued = app.issue_node_credential(&admin, &node).await?;
+    let issued = app.issue_node_credential(&admin, &node, role).await?;
     Ok((StatusCode::CREATED, Json(credential(&issued))))
 }
 
 #[utoipa::path(
     delete, path = "/nodes/{node}/credentials", tag = "Nodes", operation_id = "NodeCredentialDelete",
-    summary = "Revoke the node's agent credential (administrators only)",
-    description = "svs extension. The agent's next request gets 401.",
+    summary = "Revoke the node's credential (administrators only)",
+    description = "svs extension. The agent's (or storage node's) next request gets 401.",
     params(("node" = String, Path, description = "The node's name")),
     security(("storage.io-authorizer" = [])),
     responses(
@@ -129,14 +130,22 @@ pub async fn report_host_state(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// `POST /nodes/{node}/credentials`: no body, or `{}`.
+/// `POST /nodes/{node}/credentials`: no body, `{}`, or `{"role": ...}`.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct IssueCredential;
+pub struct IssueCredential {
+    pub role: CredentialRole,
+}
 
 impl FromBody for IssueCredential {
     fn from_body(body: &Body) -> ParseResult<IssueCredential> {
-        only_fields(body, &[])?;
-        Ok(IssueCredential)
+        only_fields(body, &["role"])?;
+        let role = match body.get("role") {
+            None | Some(Value::Null) => CredentialRole::Agent,
+            Some(Value::String(r)) => CredentialRole::parse(r)
+                .ok_or_else(|| bad(format!("role must be 'agent' or 'storage' (got '{r}')")))?,
+            Some(_) => return Err(bad("role must be 'agent' or 'storage'")),
+        };
+        Ok(IssueCredential { role })
     }
 }
 
@@ -219,6 +228,9 @@ impl FromQuery for AgentPoll {
 #[schema(as = NodeCredential)]
 pub struct CredentialView {
     pub node: String,
+    /// `agent` or `storage`: the routes the credential may call.
+    #[schema(pattern = "^(agent|storage)$")]
+    pub role: &'static str,
     /// 16 hex digits: the credential's public id.
     pub credentialid: String,
     /// `svsnode.<credentialid>.<secret>`: the agent's bearer token.
@@ -230,6 +242,7 @@ pub struct CredentialView {
 pub fn credential(c: &IssuedCredential) -> CredentialView {
     CredentialView {
         node: c.node.clone(),
+        role: c.role.as_str(),
         credentialid: c.credential_id.clone(),
         credential: c.credential.clone(),
         created: format_ms(c.created_ms),
@@ -320,7 +333,11 @@ pub fn agent_state(d: &DesiredState) -> AgentStateView {
 #[serde(deny_unknown_fields)]
 #[schema(as = NodeCredentialCreate)]
 #[allow(dead_code, non_snake_case)]
-pub struct NodeCredentialCreateRequest {}
+pub struct NodeCredentialCreateRequest {
+    /// `agent` (the default) or `storage`.
+    #[schema(pattern = "^(agent|storage)$")]
+    pub role: Option<String>,
+}
 
 /// `PUT /nodes/{node}/agent/attachments/{volumeid}/{snapshotid}` (svs
 /// extension, node agents only): replaces the last report; a field left

@@ -7,6 +7,7 @@ use super::requests::{FromBody, FromQuery};
 use super::{ApiError, AppState};
 use crate::service::agents::NodeAgent;
 use crate::service::commands::Refresh;
+use crate::service::storage_nodes::StorageNode;
 use crate::service::{Administrator, Caller};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, FromRequestParts, Query, Request};
@@ -144,6 +145,24 @@ impl FromRequestParts<AppState> for NodeAgent {
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
         Ok(state.authenticate_agent(header).await?)
+    }
+}
+
+/// A storage node, by its node's storage credential: only the storage
+/// routes take one. An agent credential or a user's IdToken here is 403,
+/// an unknown or revoked credential 401.
+impl FromRequestParts<AppState> for StorageNode {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let header = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        Ok(state.authenticate_storage_node(header).await?)
     }
 }
 

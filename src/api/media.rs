@@ -55,7 +55,7 @@ pub async fn get_medium(
 #[utoipa::path(
     patch, path = "/media/{media}", tag = "Media", operation_id = "MediaModify",
     summary = "Declare a medium failed, or resize it (administrators only)",
-    description = "svs extension. One change per call. `{\"state\": \"Failed\"}` (any medium): every slice on the medium is lost at once; volumes with another copy of each column turn `Degraded` and keep serving, the others `Failed` (I/O on the lost ranges answers EIO). Rebuild with `POST /volumes/{volume}/recover`. A failed medium does not come back. `{\"size\": N}` (GiB; media added through the API only, `managedby: api`): grows the medium, or shrinks it down to what is in use on it (slices, snapshots, running jobs' bookings), else 409. A medium listed in the configuration file answers 409: change it there and restart.",
+    description = "svs extension. One change per call. `{\"state\": \"Failed\"}` (any medium): every slice on the medium is lost at once; volumes with another copy of each column turn `Degraded` and keep serving, the others `Failed` (I/O on the lost ranges answers EIO). Rebuild with `POST /volumes/{volume}/recover`. A failed medium does not come back, except a storage node's (`managedby: node`) that failed because its node went Offline or stopped listing it: it comes back when the node lists it again, with every copy it held still lost until a recovery rebuilds it elsewhere (svs starts one). `{\"size\": N}` (GiB; media added through the API only, `managedby: api`): grows the medium, or shrinks it down to what is in use on it (slices, snapshots, running jobs' bookings), else 409. A medium listed in the configuration file, or registered by a storage node, answers 409: change it there.",
     params(("media" = String, Path, description = "The medium's id")),
     request_body = MediaModifyRequest,
     security(("storage.io-authorizer" = [])),
@@ -205,7 +205,8 @@ pub struct MediumView {
     pub progress: u8,
     pub capacitygroup: &'static str,
     /// svs extension: `config` (listed in the configuration file: change it
-    /// there) or `api` (added through the API).
+    /// there), `api` (added through the API) or `node` (registered by its
+    /// storage node, `node`: change it there).
     pub managedby: &'static str,
 }
 

@@ -19,6 +19,7 @@ mod policies;
 mod requests;
 mod signin;
 mod snapshots;
+mod storage_nodes;
 mod ui;
 mod users;
 mod version;
@@ -68,6 +69,7 @@ pub const NODE_CREDENTIAL_SCHEME: &str = "node-credential";
         (name = "user", description = "Sign-in, tokens and keys"),
         (name = "Volumes"), (name = "Policies"), (name = "Attachments"), (name = "Jobs"),
         (name = "Media"), (name = "Nodes"), (name = "Agents", description = "svs extension: the routes of nodes' host agents, which take a node credential"),
+        (name = "Storage nodes", description = "svs extension: the routes of storage nodes (`svs storage-node`), which take a node's storage credential"),
         (name = "Workers"), (name = "Users", description = "svs extension: user management (administrators) and each user's own password"), (name = "Version"),
     ),
 )]
@@ -124,6 +126,8 @@ fn documented_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(agents::issue_credential, agents::revoke_credential))
         .routes(routes!(agents::agent_attachments))
         .routes(routes!(agents::report_host_state))
+        .routes(routes!(storage_nodes::register_storage_node))
+        .routes(routes!(storage_nodes::node_copies))
         .routes(routes!(policies::list_policies, policies::create_policy))
         .routes(routes!(
             policies::get_policy,

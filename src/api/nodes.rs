@@ -23,7 +23,7 @@ use utoipa::ToSchema;
 #[utoipa::path(
     get, path = "/nodes", tag = "Nodes", operation_id = "NodesList",
     summary = "List nodes",
-    description = "Media nodes and configured hosts, with capacity and `address` (svs extension).",
+    description = "Media nodes, storage nodes and configured hosts, with capacity and `address` (svs extension). A storage node's `state` is `Online` while it heartbeats and `Offline` once it missed them for `storage_node_timeout`; `role`, `lastheartbeat`, `sliceaddress` and `copiescount` are svs extensions.",
     security(("storage.io-authorizer" = [])),
     responses(
         (status = 200, description = "Nodes", body = Vec<NodeView>),
@@ -194,6 +194,19 @@ pub struct NodeView {
     /// `[[nodes]]` or the node of a `[[media]]`) or `api` (added through
     /// the API).
     pub managedby: &'static str,
+    /// svs extension: `storage` (it registered as a storage node, `svs
+    /// storage-node`) or `host` (it holds configured media or attaches
+    /// volumes).
+    #[schema(pattern = "^(storage|host)$")]
+    pub role: &'static str,
+    /// svs extension: a storage node's last heartbeat (RFC 3339); null for
+    /// other nodes.
+    pub lastheartbeat: Option<String>,
+    /// svs extension: where fronts reach a storage node's slice server
+    /// (IP:PORT); `""` for other nodes.
+    pub sliceaddress: String,
+    /// svs extension: copies of slices on the node's media.
+    pub copiescount: u64,
 }
 
 pub fn node_view(n: &NodeSummary) -> NodeView {
@@ -202,7 +215,9 @@ pub fn node_view(n: &NodeSummary) -> NodeView {
         zone: n.record.zone.clone(),
         address: n.record.address.clone().unwrap_or_default(),
         os: std::env::consts::OS,
-        state: "Online",
+        // A storage node is Offline once it missed its heartbeats; other
+        // nodes have no liveness of their own.
+        state: n.storage.as_ref().map_or("Online", |s| s.state.as_str()),
         status: "Ready",
         progress: 100,
         mediacount: n.media_count,
@@ -212,6 +227,18 @@ pub fn node_view(n: &NodeSummary) -> NodeView {
         agentcredential: n.agent_credential,
         agentseen: n.agent_seen_ms.map(format_ms),
         managedby: n.record.managed_by.as_str(),
+        role: if n.storage.is_some() {
+            "storage"
+        } else {
+            "host"
+        },
+        lastheartbeat: n.storage.as_ref().map(|s| format_ms(s.last_heartbeat_ms)),
+        sliceaddress: n
+            .storage
+            .as_ref()
+            .map(|s| s.slice_address.clone())
+            .unwrap_or_default(),
+        copiescount: n.copies,
     }
 }
 

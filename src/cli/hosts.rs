@@ -70,6 +70,13 @@ pub(super) async fn agent(config: crate::agent::AgentConfig) -> Result<(), Strin
     crate::agent::run(config).await.map_err(|e| e.to_string())
 }
 
+pub(super) async fn storage_node(config: &std::path::Path) -> Result<(), String> {
+    init_host_tracing();
+    crate::storage_node::run(config)
+        .await
+        .map_err(|e| e.to_string())
+}
+
 pub(super) async fn agent_device(dir: PathBuf) -> Result<(), String> {
     init_host_tracing();
     crate::agent::device::run_device(dir).await

@@ -155,6 +155,16 @@ pub enum Command {
         #[command(flatten)]
         tls: CaCertArgs,
     },
+    /// Run a storage node: register this host's media with the service,
+    /// heartbeat, and serve their slices to the rest of svs.
+    StorageNode {
+        /// The storage node's configuration file (TOML; see
+        /// docs/storage-nodes.md).
+        #[arg(long, env = "SVS_STORAGE_NODE_CONFIG", default_value = crate::storage_node::DEFAULT_CONFIG)]
+        config: PathBuf,
+        #[command(flatten)]
+        tls: CaCertArgs,
+    },
     /// The CSI driver's plugins, for Kubernetes and other container
     /// orchestrators.
     Csi {
@@ -257,6 +267,7 @@ impl Command {
             | Command::Backup { .. }
             | Command::Restore { .. }
             | Command::Agent { .. }
+            | Command::StorageNode { .. }
             | Command::Csi { .. }
             | Command::AgentDevice { .. } => None,
         }
@@ -268,6 +279,7 @@ impl Command {
     fn ca_cert(&self) -> Option<&std::path::Path> {
         let tls = match self {
             Command::Agent { tls, .. }
+            | Command::StorageNode { tls, .. }
             | Command::Csi {
                 command: CsiCommand::Node { tls, .. } | CsiCommand::Controller { tls, .. },
             } => Some(tls),
@@ -332,6 +344,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             })
             .await
         }
+        Command::StorageNode { config, .. } => hosts::storage_node(&config).await,
         Command::Csi { command } => hosts::csi(command).await,
         Command::AgentDevice { dir } => hosts::agent_device(dir).await,
         command => {
@@ -362,6 +375,7 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
         | Command::Backup { .. }
         | Command::Restore { .. }
         | Command::Agent { .. }
+        | Command::StorageNode { .. }
         | Command::Csi { .. }
         | Command::AgentDevice { .. } => Ok(()),
         Command::User { command } => users::run(ctx, command).await,

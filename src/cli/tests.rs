@@ -327,6 +327,7 @@ fn node_add_needs_an_address_and_force_needs_a_file() {
                     zone,
                     credential_file,
                     force,
+                    role,
                 },
             ..
         }) => {
@@ -334,6 +335,7 @@ fn node_add_needs_an_address_and_force_needs_a_file() {
             assert_eq!(zone, None);
             assert_eq!(credential_file, Some(PathBuf::from("/tmp/c")));
             assert!(force);
+            assert_eq!(role, crate::client::nodes::CredentialRole::Agent);
         }
         other => panic!("{other:?}"),
     }

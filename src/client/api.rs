@@ -359,10 +359,17 @@ impl Api {
         self.call(Method::PATCH, &path, &[], Some(&body)).await
     }
 
-    /// Issues the node's agent credential, revoking the one it had.
-    pub async fn issue_node_credential(&self, name: &str) -> Result<Value> {
+    /// Issues the node's credential (`role`: `agent` or `storage`),
+    /// revoking the one it had.
+    pub async fn issue_node_credential(&self, name: &str, role: &str) -> Result<Value> {
         let path = format!("/nodes/{}/credentials", segment(name));
-        self.call(Method::POST, &path, &[], Some(&json!({}))).await
+        self.call(Method::POST, &path, &[], Some(&json!({"role": role})))
+            .await
+    }
+
+    /// `GET /nodes/{n}/copies` (administrators).
+    pub async fn node_copies(&self, name: &str) -> Result<Value> {
+        self.get(&format!("/nodes/{}/copies", segment(name))).await
     }
 
     pub async fn revoke_node_credential(&self, name: &str) -> Result<Value> {

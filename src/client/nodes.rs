@@ -9,12 +9,30 @@ use clap::Subcommand;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
+/// The role of a node credential.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CredentialRole {
+    Agent,
+    Storage,
+}
+
+impl CredentialRole {
+    fn as_str(self) -> &'static str {
+        match self {
+            CredentialRole::Agent => "agent",
+            CredentialRole::Storage => "storage",
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum NodeCommand {
-    /// List the nodes (AGENT: has an agent credential; AGENT SEEN: its
-    /// agent's last request).
+    /// List the nodes (ROLE: storage for a storage node, else host;
+    /// STATE: a storage node is Offline once it missed its heartbeats;
+    /// COPIES: copies of slices on its media; AGENT: has a credential;
+    /// AGENT SEEN: its agent's or storage node's last request).
     List,
-    /// Show one node.
+    /// Show one node, its media and (administrators) the copies on them.
     Get {
         /// The node's name.
         name: String,
@@ -39,6 +57,10 @@ pub enum NodeCommand {
         /// Replace an existing --credential-file.
         #[arg(long, requires = "credential_file")]
         force: bool,
+        /// What the credential is for: the host agent (`svs agent`) or a
+        /// storage node (`svs storage-node`).
+        #[arg(long, value_enum, default_value_t = CredentialRole::Agent)]
+        role: CredentialRole,
     },
     /// Revoke the node's agent credential: its agent is refused from then
     /// on (administrators).
@@ -63,16 +85,14 @@ impl NodeCommand {
                 })
                 .await
             }
-            NodeCommand::Get { name } => {
-                ctx.show(Print::One, |api| async move { api.get_node(name).await })
-                    .await
-            }
+            NodeCommand::Get { name } => get(ctx, name).await,
             NodeCommand::Add {
                 name,
                 address,
                 zone,
                 credential_file,
                 force,
+                role,
             } => {
                 add(
                     ctx,
@@ -81,6 +101,7 @@ impl NodeCommand {
                     zone.as_deref(),
                     credential_file.as_deref(),
                     *force,
+                    *role,
                 )
                 .await
             }
@@ -108,6 +129,7 @@ async fn add(
     zone: Option<&str>,
     credential_file: Option<&Path>,
     force: bool,
+    role: CredentialRole,
 ) -> Result<()> {
     // Before anything changes on the server: a file that cannot be
     // written must not cost the node its working credential.
@@ -137,7 +159,7 @@ async fn add(
             }
         }
     }
-    let issued = s.hint(s.api.issue_node_credential(name).await)?;
+    let issued = s.hint(s.api.issue_node_credential(name, role.as_str()).await)?;
     let credential = issued["credential"]
         .as_str()
         .filter(|c| !c.is_empty())
@@ -155,7 +177,10 @@ async fn add(
         Some(file) => {
             let path = file.path().to_path_buf();
             file.write(&credential)?;
-            let command = agent_command(s.api.base(), name, &path);
+            let command = match role {
+                CredentialRole::Agent => agent_command(s.api.base(), name, &path),
+                CredentialRole::Storage => storage_node_command(),
+            };
             match ctx.output {
                 OutputFormat::Json => {
                     let mut shown = issued.clone();
@@ -167,10 +192,32 @@ async fn add(
                     emit(&output::render_json(&shown));
                 }
                 OutputFormat::Table => {
-                    eprintln!("{done}; its agent credential is in {}.", path.display());
-                    eprintln!("Run the agent on the host:\n  {command}");
+                    let (what, run) = match role {
+                        CredentialRole::Agent => ("agent", "the agent"),
+                        CredentialRole::Storage => ("storage node", "the storage node"),
+                    };
+                    eprintln!("{done}; its {what} credential is in {}.", path.display());
+                    eprintln!("Run {run} on the host:\n  {command}");
                     emit(&format!("{}\n", path.display()));
                 }
+            }
+        }
+        None if role == CredentialRole::Storage => {
+            let command = storage_node_command();
+            match ctx.output {
+                OutputFormat::Json => {
+                    let mut shown = issued.clone();
+                    shown["storagenodecommand"] = json!(command);
+                    emit(&output::render_json(&shown));
+                }
+                OutputFormat::Table => emit(&format!(
+                    "{done}.\n\
+                     Storage node credential (shown only this once; issuing another revokes it):\n\
+                     {credential}\n\
+                     Save it on the host in {STORAGE_CREDENTIAL_PATH} (mode 0600), name it as \
+                     credential_file in the storage node's configuration and run:\n  \
+                     {command}\n"
+                )),
             }
         }
         None => {
@@ -213,6 +260,63 @@ async fn revoke(ctx: &Context, name: &str) -> Result<()> {
 
 /// Where `node add` suggests keeping the credential on the host.
 pub const AGENT_CREDENTIAL_PATH: &str = "/etc/svs/agent.credential";
+/// Where `node add --role storage` suggests keeping it.
+pub const STORAGE_CREDENTIAL_PATH: &str = "/etc/svs/storage-node.credential";
+/// The storage node's configuration file of a package install.
+pub const STORAGE_NODE_CONFIG_PATH: &str = "/etc/svs/storage-node.toml";
+
+/// The command line that runs a storage node (its configuration names the
+/// service, the node and the credential file).
+pub fn storage_node_command() -> String {
+    format!("svs storage-node --config {STORAGE_NODE_CONFIG_PATH}")
+}
+
+/// `svs node get`: the node, its media and, for an administrator, the
+/// copies on them (volume, copy, column, state).
+async fn get(ctx: &Context, name: &str) -> Result<()> {
+    let s = ctx.session().await?;
+    let node = s.hint(s.api.get_node(name).await)?;
+    let media = s.hint(s.api.list_media().await)?;
+    let media: Vec<serde_json::Value> = media
+        .as_array()
+        .map(|all| {
+            all.iter()
+                .filter(|m| m["node"].as_str() == Some(name))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    // Copies span every tenant: administrators only.
+    let copies = match s.api.node_copies(name).await {
+        Ok(c) => Some(c),
+        Err(ClientError::Api { status: 403, .. }) => None,
+        Err(e) => return Err(s.auth_hint(e)),
+    };
+    match ctx.output {
+        OutputFormat::Json => {
+            let mut shown = node.clone();
+            shown["media"] = json!(media);
+            if let Some(c) = &copies {
+                shown["copies"] = c.clone();
+            }
+            emit(&output::render_json(&shown));
+        }
+        OutputFormat::Table => {
+            let mut text = output::render_object(&node);
+            text.push_str("\nMedia:\n");
+            text.push_str(&output::render_table(&json!(media), output::MEDIA_COLUMNS));
+            match &copies {
+                Some(c) => {
+                    text.push_str("\nCopies:\n");
+                    text.push_str(&output::render_table(c, output::NODE_COPY_COLUMNS));
+                }
+                None => text.push_str("\n(copies: administrators only)\n"),
+            }
+            emit(&text);
+        }
+    }
+    Ok(())
+}
 
 /// The command line that runs a node's agent.
 pub fn agent_command(url: &str, node: &str, credential_file: &Path) -> String {

@@ -126,14 +126,27 @@ pub const NODE_COLUMNS: &[Column] = &[
     col("NAME", "name"),
     col("ZONE", "zone"),
     col("ADDRESS", "address"),
+    col("ROLE", "role"),
     gib("SIZE", "size"),
     gib("FREE", "freesize"),
     col("MEDIA", "mediacount"),
+    col("COPIES", "copiescount"),
+    optional(or_dash("LAST HEARTBEAT", "lastheartbeat")),
     col("VOLUMES", "volumescount"),
     col("MANAGED BY", "managedby"),
     col("STATE", "state"),
     yes_no("AGENT", "agentcredential"),
     or_dash("AGENT SEEN", "agentseen"),
+];
+
+/// The copies on a node's media (`svs node get`).
+pub const NODE_COPY_COLUMNS: &[Column] = &[
+    col("VOLUME", "volumename"),
+    col("COPY", "copy"),
+    col("COLUMN", "column"),
+    col("MEDIA", "media"),
+    gib("SIZE", "size"),
+    col("STATE", "state"),
 ];
 
 /// Attachments; HOST is what the node's agent last reported.

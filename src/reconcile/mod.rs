@@ -14,6 +14,7 @@ mod media;
 mod orphaned_copies;
 mod refresh_tokens;
 mod snapshot_space;
+mod storage_nodes;
 #[cfg(test)]
 mod tests;
 
@@ -22,6 +23,7 @@ pub use media::MediaHealth;
 pub use orphaned_copies::OrphanedCopies;
 pub use refresh_tokens::ExpiredRefreshTokens;
 pub use snapshot_space::SnapshotSpace;
+pub use storage_nodes::StorageNodeLiveness;
 
 use crate::clock::Clock;
 use crate::workers::{WorkerBoard, WorkerHandle, WorkerState, WorkerStatus};

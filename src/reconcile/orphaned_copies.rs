@@ -34,6 +34,7 @@ impl OrphanedCopies {
     async fn find(&self, failed: &mut usize) -> Result<Found, ReconcileError> {
         let mut found = Found::new();
         for usage in self.store.media_usage().await? {
+            let remote = usage.managed_by == svs_domain::ManagedBy::Node;
             let medium = usage.record.medium.id;
             let media = Arc::clone(&self.media);
             let listed = {
@@ -49,6 +50,9 @@ impl OrphanedCopies {
                             .push((medium.clone(), file));
                     }
                 }
+                // A storage node's medium this data plane does not serve
+                // (not wired to it yet): nothing of it to judge here.
+                Ok(Err(DataPlaneError::UnknownMedium(_))) if remote => {}
                 Ok(Err(e)) => {
                     warn!(medium = %medium, error = %e, "cannot list slice files");
                     *failed += 1;

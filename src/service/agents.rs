@@ -10,13 +10,16 @@ use crate::attributes::{Filesystem, VolumeAttributes};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
 use svs_domain::{AttachmentManager, Gib, VolumeType};
-use svs_store::{HostReport, NodeAttachment, NodeCredential, StoreError};
+use svs_store::{CredentialRole, HostReport, NodeAttachment, NodeCredential, StoreError};
 use tokio::time::Instant;
 
 /// A node credential is `svsnode.<credential id>.<secret>`.
 pub const CREDENTIAL_PREFIX: &str = "svsnode.";
 pub const AGENT_ONLY: &str = "only the node's agent may use this endpoint";
-const BAD_CREDENTIAL: &str = "invalid or revoked node credential";
+/// A storage node's credential on an agent route.
+pub const AGENT_ONLY_NOT_STORAGE: &str =
+    "only the node's agent may use this endpoint; this is a storage node credential";
+pub(super) const BAD_CREDENTIAL: &str = "invalid or revoked node credential";
 /// A waiting long poll reads the store at least this often, whatever the
 /// change signal says.
 const SAFETY_RECHECK: Duration = Duration::from_secs(5);
@@ -30,6 +33,14 @@ pub struct NodeAgent {
     node: String,
 }
 
+/// A request authenticated by a node credential of either role: the
+/// node, and what the credential allows.
+#[derive(Debug, Clone)]
+pub(super) struct NodeCaller {
+    pub node: String,
+    pub role: CredentialRole,
+}
+
 impl NodeAgent {
     /// The node whose credential it presented.
     pub fn node(&self) -> &str {
@@ -37,7 +48,7 @@ impl NodeAgent {
     }
 
     /// The agent may act only for its own node.
-    fn require_node(&self, node: &str) -> ServiceResult<()> {
+    pub(super) fn require_node(&self, node: &str) -> ServiceResult<()> {
         if self.node == node {
             Ok(())
         } else {
@@ -52,6 +63,7 @@ impl NodeAgent {
 /// A new credential: `credential` is shown once and never stored.
 #[derive(Debug, Clone)]
 pub struct IssuedCredential {
+    pub role: CredentialRole,
     pub node: String,
     pub credential_id: String,
     pub credential: String,
@@ -192,6 +204,7 @@ impl Services {
         &self,
         admin: &Administrator,
         node: &str,
+        role: CredentialRole,
     ) -> ServiceResult<IssuedCredential> {
         let credential_id = hex::encode(rand::random::<[u8; 8]>());
         let secret = hex::encode(rand::random::<[u8; 32]>());
@@ -202,6 +215,7 @@ impl Services {
                 credential_id: credential_id.clone(),
                 secret_hash: sha256_hex(&secret),
                 created_ms,
+                role,
             })
             .await
             .map_err(|e| match e {
@@ -211,10 +225,12 @@ impl Services {
         tracing::info!(
             node,
             credential_id,
+            role = role.as_str(),
             by = admin.caller().user_id,
             "node credential issued"
         );
         Ok(IssuedCredential {
+            role,
             node: node.to_string(),
             credential: format!("{CREDENTIAL_PREFIX}{credential_id}.{secret}"),
             credential_id,
@@ -239,11 +255,25 @@ impl Services {
     /// The node agent behind an `authorization` header value. A user's
     /// valid IdToken is refused with 403: these routes are the agent's.
     pub async fn authenticate_agent(&self, header: Option<&str>) -> ServiceResult<NodeAgent> {
+        let caller = self.authenticate_node(header, AGENT_ONLY).await?;
+        if caller.role != CredentialRole::Agent {
+            return Err(ServiceError::Forbidden(AGENT_ONLY_NOT_STORAGE.into()));
+        }
+        Ok(NodeAgent { node: caller.node })
+    }
+
+    /// The node behind a node credential of either role. Not a node
+    /// credential: 401 without a valid sign-in, else 403 with `only`.
+    pub(super) async fn authenticate_node(
+        &self,
+        header: Option<&str>,
+        only: &str,
+    ) -> ServiceResult<NodeCaller> {
         let token = header.map(bearer).unwrap_or_default();
         let Some((id, secret)) = parse_credential(token) else {
             // Not a node credential: a signed-in user, or nobody.
             self.authenticate(header).await?;
-            return Err(ServiceError::Forbidden(AGENT_ONLY.into()));
+            return Err(ServiceError::Forbidden(only.into()));
         };
         let bad = || ServiceError::Unauthorized(BAD_CREDENTIAL.into());
         let stored = self.store.node_credential(id).await?.ok_or_else(bad)?;
@@ -253,7 +283,10 @@ impl Services {
         self.store
             .touch_node_agent(&stored.node, self.clock.now_ms())
             .await?;
-        Ok(NodeAgent { node: stored.node })
+        Ok(NodeCaller {
+            node: stored.node,
+            role: stored.role,
+        })
     }
 
     async fn node_desired_state(&self, node: &str) -> ServiceResult<DesiredState> {

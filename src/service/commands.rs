@@ -306,3 +306,21 @@ pub struct CreateMedium {
     pub directory: std::path::PathBuf,
     pub size: Gib,
 }
+
+/// `PUT /nodes/{node}/storage`: a storage node's registration or heartbeat.
+#[derive(Debug, Clone)]
+pub struct RegisterStorageNode {
+    /// Where fronts reach the node's slice server.
+    pub slice_address: std::net::SocketAddr,
+    pub media: Vec<StorageMediumSpec>,
+}
+
+/// One medium a storage node offers.
+#[derive(Debug, Clone)]
+pub struct StorageMediumSpec {
+    pub name: ResourceName,
+    /// Bytes; whole GiB are offered.
+    pub size_bytes: u64,
+    /// Its directory on the node (shown; empty when not given).
+    pub directory: String,
+}

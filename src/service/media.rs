@@ -28,6 +28,24 @@ pub(super) fn config_managed(kind: &str, name: &str) -> ServiceError {
     ))
 }
 
+/// The 409 for a change of a medium its storage node manages.
+fn node_managed(id: &str, node: &str) -> ServiceError {
+    ServiceError::Conflict(format!(
+        "medium '{id}' is managed by storage node '{node}'; change it in that node's configuration"
+    ))
+}
+
+/// Refuses a change of a medium the configuration file or a storage node
+/// manages.
+fn ensure_api_managed(medium: &MediumUsage) -> ServiceResult<()> {
+    let id = &medium.record.medium.id;
+    match medium.managed_by {
+        ManagedBy::Config => Err(config_managed("medium", id)),
+        ManagedBy::Node => Err(node_managed(id, &medium.record.medium.node)),
+        ManagedBy::Api => Ok(()),
+    }
+}
+
 fn medium_not_found(id: &str) -> ServiceError {
     ServiceError::NotFound(format!("media '{id}' not found"))
 }
@@ -93,7 +111,9 @@ impl Services {
     /// volume directories, off the async threads). A failed medium is not
     /// read; one that cannot be read is logged and shown without the figure.
     pub async fn report_medium(&self, usage: MediumUsage) -> MediumReport {
-        let written_bytes = if usage.failed {
+        // A storage node's medium is not this data plane's to measure (the
+        // node's slice server will report it).
+        let written_bytes = if usage.failed || usage.managed_by == ManagedBy::Node {
             None
         } else {
             let dp = Arc::clone(self.exports.data_plane());
@@ -235,9 +255,7 @@ impl Services {
             ModifyMedium::Resize(size) => *size,
         };
         let medium = self.get_medium(id).await?;
-        if medium.managed_by == ManagedBy::Config {
-            return Err(config_managed("medium", id));
-        }
+        ensure_api_managed(&medium)?;
         if medium.failed {
             return Err(ServiceError::Conflict(format!(
                 "medium '{id}' has failed; its size cannot change"
@@ -265,9 +283,7 @@ impl Services {
     /// svs removes only slice files of its own still in it.
     pub async fn delete_medium(&self, admin: &Administrator, id: &str) -> ServiceResult<()> {
         let medium = self.get_medium(id).await?;
-        if medium.managed_by == ManagedBy::Config {
-            return Err(config_managed("medium", id));
-        }
+        ensure_api_managed(&medium)?;
         let record = self.store.delete_medium(id).await.map_err(|e| match e {
             StoreError::NotFound => medium_not_found(id),
             other => other.into(),

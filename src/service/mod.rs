@@ -16,6 +16,7 @@ pub mod media;
 pub mod nodes;
 pub mod policies;
 pub mod snapshots;
+pub mod storage_nodes;
 #[cfg(test)]
 pub(crate) mod testing;
 pub mod throttle;
@@ -136,6 +137,9 @@ pub struct Services {
     pub exports: Arc<ExportRegistry>,
     /// `nbd://host:port` of the NBD server, for attachment URIs.
     pub nbd_base: String,
+    /// A storage node silent this long is Offline (setting
+    /// `storage_node_timeout`); its heartbeat period derives from it.
+    pub storage_node_timeout: std::time::Duration,
     /// Serialises "check the volume is free, then start a job on it" so two
     /// requests can't both pass the check.
     admission: tokio::sync::Mutex<()>,
@@ -173,6 +177,7 @@ impl Services {
             jobs,
             exports,
             nbd_base,
+            storage_node_timeout: storage_nodes::DEFAULT_STORAGE_NODE_TIMEOUT,
             admission: tokio::sync::Mutex::new(()),
             dummy_hash,
             user_access: users::UserAccessCache::default(),

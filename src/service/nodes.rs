@@ -6,7 +6,7 @@ use super::commands::{CreateNode, SetNodeAddress};
 use super::media::config_managed;
 use super::{Administrator, ServiceError, ServiceResult, Services};
 use svs_domain::{Gib, ManagedBy};
-use svs_store::{MediumUsage, NodeRecord, StoreError};
+use svs_store::{MediumUsage, NodeRecord, StorageNodeRecord, StoreError};
 
 /// A node (media node or configured client host) with the capacity of its
 /// media and the distinct volumes that have a slice there.
@@ -21,6 +21,10 @@ pub struct NodeSummary {
     pub agent_credential: bool,
     /// When its agent last made an authenticated request.
     pub agent_seen_ms: Option<i64>,
+    /// Set when it registered as a storage node.
+    pub storage: Option<StorageNodeRecord>,
+    /// Copies of slices on its media.
+    pub copies: u64,
 }
 
 impl Services {
@@ -29,25 +33,33 @@ impl Services {
         let media = self.list_media().await?;
         let volumes = self.store.node_volume_counts().await?;
         let agents = self.store.node_agents().await?;
-        Ok(nodes
-            .into_iter()
-            .map(|record| {
-                let agent = agents.iter().find(|a| a.node == record.name);
-                let on_node: Vec<&MediumUsage> = media
-                    .iter()
-                    .filter(|m| m.record.medium.node == record.name)
-                    .collect();
-                NodeSummary {
-                    media_count: on_node.len(),
-                    size: on_node.iter().map(|m| m.record.medium.size).sum(),
-                    free: on_node.iter().map(|m| m.free()).sum(),
-                    volumes_count: volumes.get(&record.name).copied().unwrap_or(0),
-                    agent_credential: agent.is_some_and(|a| a.has_credential),
-                    agent_seen_ms: agent.and_then(|a| a.last_seen_ms),
-                    record,
-                }
-            })
-            .collect())
+        let storage = self.store.storage_nodes().await?;
+        let mut summaries = Vec::with_capacity(nodes.len());
+        for record in nodes {
+            let agent = agents.iter().find(|a| a.node == record.name);
+            let on_node: Vec<&MediumUsage> = media
+                .iter()
+                .filter(|m| m.record.medium.node == record.name)
+                .collect();
+            let volumes_count = volumes.get(&record.name).copied().unwrap_or(0);
+            let copies = if volumes_count == 0 {
+                0
+            } else {
+                self.store.node_copies(&record.name).await?.len() as u64
+            };
+            summaries.push(NodeSummary {
+                media_count: on_node.len(),
+                size: on_node.iter().map(|m| m.record.medium.size).sum(),
+                free: on_node.iter().map(|m| m.free()).sum(),
+                volumes_count,
+                agent_credential: agent.is_some_and(|a| a.has_credential),
+                agent_seen_ms: agent.and_then(|a| a.last_seen_ms),
+                storage: storage.iter().find(|s| s.name == record.name).cloned(),
+                copies,
+                record,
+            });
+        }
+        Ok(summaries)
     }
 
     pub async fn get_node(&self, name: &str) -> ServiceResult<NodeSummary> {

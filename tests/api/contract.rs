@@ -194,8 +194,9 @@ async fn protected_operations_say_so_and_answer_401_without_a_token() {
             assert_eq!(security, json!([]), "{method} {path} is public");
             continue;
         }
-        // The host agents' routes take a node credential instead.
-        let expected = if path.contains("/agent/") {
+        // The host agents' and storage nodes' routes take a node
+        // credential instead.
+        let expected = if path.contains("/agent/") || path == "/nodes/{node}/storage" {
             json!([{ "node-credential": [] }])
         } else {
             json!([{ SECURITY_SCHEME: [] }])

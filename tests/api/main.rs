@@ -36,6 +36,7 @@ mod route_attacks;
 mod signin_protection;
 mod snapshots;
 mod startup;
+mod storage_nodes;
 mod tenants;
 mod tls;
 mod token_hygiene;

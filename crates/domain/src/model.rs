@@ -27,7 +27,9 @@ pub struct MediumRecord {
     pub directory: String,
 }
 
-/// Who manages a medium or a node: the configuration file or the API.
+/// Who manages a medium or a node: the configuration file, the API, or
+/// (media only) the storage node that registered it, which is the medium's
+/// `node`.
 ///
 /// The file wins for what it lists: those are made to match it at every
 /// start, and the API refuses to change or remove them (an admin edits one
@@ -38,6 +40,10 @@ pub struct MediumRecord {
 pub enum ManagedBy {
     Config,
     Api,
+    /// Registered by its storage node (`PUT /nodes/{node}/storage`): the
+    /// node's heartbeats create, update and remove it; the API and the
+    /// configuration file may not.
+    Node,
 }
 
 impl ManagedBy {
@@ -45,6 +51,7 @@ impl ManagedBy {
         match self {
             ManagedBy::Config => "config",
             ManagedBy::Api => "api",
+            ManagedBy::Node => "node",
         }
     }
 
@@ -52,6 +59,7 @@ impl ManagedBy {
         match s {
             "config" => Some(ManagedBy::Config),
             "api" => Some(ManagedBy::Api),
+            "node" => Some(ManagedBy::Node),
             _ => None,
         }
     }

@@ -244,6 +244,38 @@ impl<S: Store> NodeAgentStore for CachedStore<S> {
 }
 
 #[async_trait]
+impl<S: Store> StorageNodeStore for CachedStore<S> {
+    async fn register_storage_node(
+        &self,
+        registration: &StorageRegistration,
+    ) -> StoreResult<StorageRegistered> {
+        // Copies may be marked lost: volumes' lost-slice counts change.
+        self.changed(self.inner.register_storage_node(registration).await)
+    }
+
+    async fn storage_nodes(&self) -> StoreResult<Vec<StorageNodeRecord>> {
+        self.inner.storage_nodes().await
+    }
+
+    async fn mark_storage_node_offline(
+        &self,
+        node: &str,
+        heard_before_ms: i64,
+        now_ms: i64,
+    ) -> StoreResult<Option<Vec<String>>> {
+        self.changed(
+            self.inner
+                .mark_storage_node_offline(node, heard_before_ms, now_ms)
+                .await,
+        )
+    }
+
+    async fn node_copies(&self, node: &str) -> StoreResult<Vec<NodeCopy>> {
+        self.inner.node_copies(node).await
+    }
+}
+
+#[async_trait]
 impl<S: Store> PolicyStore for CachedStore<S> {
     async fn create_policy(&self, tenant_id: i64, policy: &PolicyWrite) -> StoreResult<Policy> {
         self.changed(self.inner.create_policy(tenant_id, policy).await)
@@ -363,6 +395,10 @@ impl<S: Store> VolumeStore for CachedStore<S> {
 
     async fn switch_slice(&self, step: &ResizeStep) -> StoreResult<()> {
         self.changed(self.inner.switch_slice(step).await)
+    }
+
+    async fn next_front_epoch(&self, volume_id: &str) -> StoreResult<u64> {
+        self.changed(self.inner.next_front_epoch(volume_id).await)
     }
 
     async fn mark_slice_lost(

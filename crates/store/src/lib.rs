@@ -3,7 +3,8 @@
 //! [`Store`] is the one interface the services and the job runner use
 //! (`Arc<dyn Store>`). It is made of one small trait per kind of object
 //! ([`UserStore`], [`MediaStore`], [`PolicyStore`], [`VolumeStore`],
-//! [`JobStore`], [`AttachmentStore`], [`SnapshotStore`], [`NodeAgentStore`])
+//! [`JobStore`], [`AttachmentStore`], [`SnapshotStore`], [`NodeAgentStore`],
+//! [`StorageNodeStore`])
 //! plus [`StoreLifecycle`], and is
 //! implemented for any type implementing them all. Calls on a `dyn Store`
 //! need no import; on a concrete store, bring the traits into scope with
@@ -37,15 +38,15 @@ pub use error::{StoreError, StoreResult};
 pub use records::*;
 pub use sqlite::SqliteStore;
 pub use traits::{
-    AttachmentStore, JobStore, MediaStore, NodeAgentStore, PolicyStore, SnapshotStore, Store,
-    StoreLifecycle, UserStore, VolumeStore,
+    AttachmentStore, JobStore, MediaStore, NodeAgentStore, PolicyStore, SnapshotStore,
+    StorageNodeStore, Store, StoreLifecycle, UserStore, VolumeStore,
 };
 
 /// The store traits, so that methods can be called on an `Arc<dyn Store>`.
 pub mod prelude {
     pub use crate::traits::{
-        AttachmentStore, JobStore, MediaStore, NodeAgentStore, PolicyStore, SnapshotStore, Store,
-        StoreLifecycle, UserStore, VolumeStore,
+        AttachmentStore, JobStore, MediaStore, NodeAgentStore, PolicyStore, SnapshotStore,
+        StorageNodeStore, Store, StoreLifecycle, UserStore, VolumeStore,
     };
 }
 

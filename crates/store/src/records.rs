@@ -442,6 +442,132 @@ pub struct NodeCredential {
     /// Hex SHA-256 of the secret.
     pub secret_hash: String,
     pub created_ms: i64,
+    /// What the credential may call.
+    pub role: CredentialRole,
+}
+
+/// What a node credential allows: the host agent's routes, or the storage
+/// node's. One credential per node: issuing one of either role revokes the
+/// node's previous one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CredentialRole {
+    #[default]
+    Agent,
+    Storage,
+}
+
+impl CredentialRole {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            CredentialRole::Agent => "agent",
+            CredentialRole::Storage => "storage",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<CredentialRole> {
+        match s {
+            "agent" => Some(CredentialRole::Agent),
+            "storage" => Some(CredentialRole::Storage),
+            _ => None,
+        }
+    }
+}
+
+/// A storage node is Online while it heartbeats, Offline once it missed
+/// them for the configured timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StorageNodeState {
+    Online,
+    Offline,
+}
+
+impl StorageNodeState {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            StorageNodeState::Online => "Online",
+            StorageNodeState::Offline => "Offline",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<StorageNodeState> {
+        match s {
+            "Online" => Some(StorageNodeState::Online),
+            "Offline" => Some(StorageNodeState::Offline),
+            _ => None,
+        }
+    }
+}
+
+/// A node that registered as a storage node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageNodeRecord {
+    pub name: String,
+    pub zone: String,
+    /// Where fronts reach its slice server (IP:PORT).
+    pub slice_address: String,
+    pub last_heartbeat_ms: i64,
+    pub state: StorageNodeState,
+    /// None after the node's credential was reissued or revoked, until it
+    /// registers again.
+    pub slice_credential: Option<String>,
+}
+
+/// One medium a storage node lists in its registration or heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageMedium {
+    pub id: String,
+    pub size: Gib,
+    /// The directory on the storage node (shown, never opened by the
+    /// control plane).
+    pub directory: String,
+}
+
+/// A storage node's registration or heartbeat.
+#[derive(Debug, Clone)]
+pub struct StorageRegistration {
+    pub node: String,
+    pub slice_address: String,
+    pub media: Vec<StorageMedium>,
+    pub now_ms: i64,
+    /// Kept as the node's slice credential when it has none (a first
+    /// registration, or one after its credential changed); else unused.
+    pub new_slice_credential: String,
+}
+
+/// What a registration changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StorageRegistered {
+    /// The node's slice credential (kept, or the new one).
+    pub slice_credential: String,
+    /// The node was Offline and is Online again.
+    pub came_back: bool,
+    /// Media it listed for the first time.
+    pub added_media: Vec<String>,
+    /// Failed media of the node that are back in service (every slice on
+    /// them stays lost).
+    pub restored_media: Vec<String>,
+    /// Media it no longer lists that held nothing: removed.
+    pub removed_media: Vec<String>,
+    /// Media it no longer lists that hold slices: failed, their slices
+    /// lost.
+    pub failed_media: Vec<String>,
+    /// Volumes (ids) with a lost copy on the node's media, when it came
+    /// back or a medium was restored (for their recovery).
+    pub volumes_to_recover: Vec<String>,
+}
+
+/// One copy of a slice on a node's media.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeCopy {
+    pub volume_id: String,
+    pub volume_name: String,
+    pub tenant_id: i64,
+    pub copy: u32,
+    pub column: u32,
+    pub medium: String,
+    pub size: Gib,
+    /// Lost: its medium failed or the copy was marked lost.
+    pub lost: bool,
 }
 
 /// A node's agent: whether it has a credential, and when it was last seen.

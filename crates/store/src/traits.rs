@@ -56,7 +56,8 @@ pub trait MediaStore: Send + Sync {
     /// Makes the configuration-managed media match the configuration; they
     /// are all marked `Config`, also an API-added medium the configuration
     /// now lists (it takes it over). API-managed media the configuration does
-    /// not list stay as they are. A medium that holds slices may not
+    /// not list stay as they are; one a storage node registered may not be
+    /// listed (Conflict, nothing changed). A medium that holds slices may not
     /// disappear, move, or shrink below its allocations (→ InUse; the rule
     /// is `svs_domain::media_to_forget`).
     async fn sync_media(&self, media: &[MediumRecord]) -> StoreResult<()>;
@@ -121,6 +122,43 @@ pub trait NodeAgentStore: Send + Sync {
         node: &str,
         report: &HostReport,
     ) -> StoreResult<()>;
+}
+
+/// Storage nodes: their registrations and heartbeats, liveness, and the
+/// copies on their media.
+#[async_trait]
+pub trait StorageNodeStore: Send + Sync {
+    /// In one transaction: the node becomes (or stays) an Online storage
+    /// node at `slice_address`, heard now; each listed medium is created
+    /// or resized as a medium it manages (in the node's zone); a Failed
+    /// medium of the node comes back when the node was Offline or had
+    /// dropped it, after every slice on it is marked lost (so a returning
+    /// node's stale copies are never read); a medium it no longer lists is
+    /// removed when it holds nothing, else failed with its slices lost.
+    /// NotFound for an unknown node; Conflict, with nothing changed, when a
+    /// listed medium exists and is not this node's (another node's, the
+    /// configuration file's or the API's); InUse, with nothing changed,
+    /// when a medium would shrink below what it holds.
+    async fn register_storage_node(
+        &self,
+        registration: &StorageRegistration,
+    ) -> StoreResult<StorageRegistered>;
+    /// Every node that registered as a storage node, by name.
+    async fn storage_nodes(&self) -> StoreResult<Vec<StorageNodeRecord>>;
+    /// In one transaction, when the node is an Online storage node last
+    /// heard before `heard_before_ms`: it turns Offline, every slice on its
+    /// media is marked lost (at `now_ms`) and its media Failed. Returns
+    /// the media it failed; None, with nothing changed, otherwise (heard
+    /// since, Offline already, not a storage node).
+    async fn mark_storage_node_offline(
+        &self,
+        node: &str,
+        heard_before_ms: i64,
+        now_ms: i64,
+    ) -> StoreResult<Option<Vec<String>>>;
+    /// Every copy on the node's media, of every tenant, by volume name,
+    /// copy and column.
+    async fn node_copies(&self, node: &str) -> StoreResult<Vec<NodeCopy>>;
 }
 
 /// Policies of a tenant.
@@ -217,6 +255,10 @@ pub trait VolumeStore: Send + Sync {
         medium: &str,
         now_ms: i64,
     ) -> StoreResult<bool>;
+    /// Raises the volume's front epoch by one and returns it, durably: two
+    /// calls, from any handles, never get the same value. NotFound for an
+    /// unknown volume.
+    async fn next_front_epoch(&self, volume_id: &str) -> StoreResult<u64>;
     /// Records where the step's copy may resume (`None`: from the start).
     /// Only a step still `planned` keeps one: a switched step has no copy
     /// left to resume.
@@ -383,6 +425,7 @@ pub trait Store:
     + AttachmentStore
     + SnapshotStore
     + NodeAgentStore
+    + StorageNodeStore
     + StoreLifecycle
     + 'static
 {
@@ -397,6 +440,7 @@ impl<T> Store for T where
         + AttachmentStore
         + SnapshotStore
         + NodeAgentStore
+        + StorageNodeStore
         + StoreLifecycle
         + 'static
 {

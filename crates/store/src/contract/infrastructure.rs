@@ -98,6 +98,7 @@ fn credential(node: &str, id: &str) -> NodeCredential {
         credential_id: id.into(),
         secret_hash: format!("hash-{id}"),
         created_ms: 5,
+        role: CredentialRole::Agent,
     }
 }
 

@@ -26,12 +26,14 @@ use svs_domain::{
 mod infrastructure;
 mod pairs;
 mod snapshots;
+mod storage_nodes;
 mod users;
 mod volumes;
 
 pub use infrastructure::*;
 pub use pairs::*;
 pub use snapshots::*;
+pub use storage_nodes::*;
 pub use users::*;
 pub use volumes::*;
 
@@ -49,6 +51,7 @@ macro_rules! store_contract_tests {
             two_handles_never_both_rotate_one_refresh_token,
             two_handles_never_both_disable_one_of_the_last_two_administrators,
             two_handles_never_both_issue_a_live_credential_for_one_node,
+            two_handles_never_get_the_same_front_epoch,
         );
     };
     (@pairs $open_two:path; $($name:ident),+ $(,)?) => {
@@ -92,6 +95,12 @@ macro_rules! store_contract_tests {
             a_node_is_removed_only_when_nothing_depends_on_it,
             configured_nodes_no_longer_listed_go_unless_something_depends_on_them,
             volumes_are_listed_by_name_whole_or_a_page_at_a_time,
+            a_storage_node_registers_its_media_and_claims_no_other,
+            a_storage_node_drops_empty_media_and_fails_those_holding_slices,
+            an_offline_storage_node_loses_its_copies_and_they_stay_lost_when_it_returns,
+            a_new_or_revoked_credential_changes_the_slice_credential,
+            node_copies_list_every_copy_on_the_nodes_media,
+            the_front_epoch_only_grows,
         );
     };
     (@each $open:path; $($name:ident),+ $(,)?) => {

@@ -181,6 +181,7 @@ pub async fn two_handles_never_both_issue_a_live_credential_for_one_node(
         credential_id: id.into(),
         secret_hash: format!("hash-{id}"),
         created_ms: 5,
+        role: CredentialRole::Agent,
     };
     let (c1, c2) = (credential("c1"), credential("c2"));
     let (a, b) = tokio::join!(

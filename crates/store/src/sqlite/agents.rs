@@ -2,7 +2,7 @@
 
 use super::attachments::{attachment_row, ATTACHMENT_SELECT};
 use super::{json_map, to_i64, SqliteStore};
-use crate::records::{HostReport, NodeAgentRecord, NodeAttachment, NodeCredential};
+use crate::records::{CredentialRole, HostReport, NodeAgentRecord, NodeAttachment, NodeCredential};
 use crate::{NodeAgentStore, StoreError, StoreResult};
 use async_trait::async_trait;
 use sqlx::sqlite::SqliteRow;
@@ -31,6 +31,15 @@ fn optional_i64(v: Option<u64>) -> StoreResult<Option<i64>> {
     v.map(to_i64).transpose()
 }
 
+/// Forgets the node's slice credential (its credential changed).
+async fn clear_slice_credential(conn: &mut sqlx::SqliteConnection, node: &str) -> StoreResult<()> {
+    sqlx::query("UPDATE nodes SET slice_credential = NULL WHERE name = ?")
+        .bind(node)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
 #[async_trait]
 impl NodeAgentStore for SqliteStore {
     async fn set_node_credential(&self, c: &NodeCredential) -> StoreResult<()> {
@@ -43,36 +52,43 @@ impl NodeAgentStore for SqliteStore {
             return Err(StoreError::NotFound);
         }
         sqlx::query(
-            "INSERT INTO node_agents (node, credential_id, secret_hash, created_ms) \
-             VALUES (?, ?, ?, ?) ON CONFLICT(node) DO UPDATE SET \
+            "INSERT INTO node_agents (node, credential_id, secret_hash, created_ms, role) \
+             VALUES (?, ?, ?, ?, ?) ON CONFLICT(node) DO UPDATE SET \
              credential_id = excluded.credential_id, secret_hash = excluded.secret_hash, \
-             created_ms = excluded.created_ms",
+             created_ms = excluded.created_ms, role = excluded.role",
         )
         .bind(&c.node)
         .bind(&c.credential_id)
         .bind(&c.secret_hash)
         .bind(c.created_ms)
+        .bind(c.role.as_str())
         .execute(&mut *tx)
         .await?;
+        // A new credential: the node's slice server gets a new secret at
+        // its next registration.
+        clear_slice_credential(&mut tx, &c.node).await?;
         tx.commit().await?;
         Ok(())
     }
 
     async fn revoke_node_credential(&self, node: &str) -> StoreResult<bool> {
+        let mut tx = self.begin_write().await?;
         let r = sqlx::query(
             "UPDATE node_agents SET credential_id = NULL, secret_hash = NULL, created_ms = NULL \
              WHERE node = ? AND credential_id IS NOT NULL",
         )
         .bind(node)
-        .execute(&self.writer)
+        .execute(&mut *tx)
         .await?;
+        clear_slice_credential(&mut tx, node).await?;
+        tx.commit().await?;
         Ok(r.rows_affected() > 0)
     }
 
     async fn node_credential(&self, credential_id: &str) -> StoreResult<Option<NodeCredential>> {
         // The writer: a revocation must take effect at the next request.
         let row = sqlx::query(
-            "SELECT node, credential_id, secret_hash, created_ms FROM node_agents \
+            "SELECT node, credential_id, secret_hash, created_ms, role FROM node_agents \
              WHERE credential_id = ? AND secret_hash IS NOT NULL",
         )
         .bind(credential_id)
@@ -84,6 +100,11 @@ impl NodeAgentStore for SqliteStore {
                 credential_id: r.try_get("credential_id")?,
                 secret_hash: r.try_get("secret_hash")?,
                 created_ms: r.try_get::<Option<i64>, _>("created_ms")?.unwrap_or(0),
+                role: {
+                    let role: String = r.try_get("role")?;
+                    CredentialRole::parse(&role)
+                        .ok_or_else(|| StoreError::Corrupt(format!("credential role '{role}'")))?
+                },
             })
         })
         .transpose()

@@ -127,6 +127,17 @@ impl MediaStore for SqliteStore {
         let mut stored = Vec::new();
         for row in &rows {
             let record = medium_record(row)?;
+            // A storage node's medium is that node's: the file may not take
+            // it over.
+            if managed_by(row)? == ManagedBy::Node
+                && media.iter().any(|m| m.medium.id == record.medium.id)
+            {
+                return Err(StoreError::Conflict(format!(
+                    "medium '{}' is registered by storage node '{}'; give the configuration's \
+                     medium another name",
+                    record.medium.id, record.medium.node
+                )));
+            }
             // API-managed media are the configuration's business only when
             // it lists them (it then takes them over).
             let listed = media.iter().any(|m| m.medium.id == record.medium.id);

@@ -20,6 +20,7 @@ mod jobs;
 mod media;
 mod policies;
 mod snapshots;
+mod storage_nodes;
 mod users;
 mod volumes;
 

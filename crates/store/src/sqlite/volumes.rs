@@ -441,6 +441,18 @@ impl VolumeStore for SqliteStore {
         Ok(marked.rows_affected() == 1)
     }
 
+    async fn next_front_epoch(&self, volume_id: &str) -> StoreResult<u64> {
+        // One statement under the write lock: read and raise together.
+        let epoch: Option<i64> = sqlx::query_scalar(
+            "UPDATE volumes SET front_epoch = front_epoch + 1 WHERE id = ? RETURNING front_epoch",
+        )
+        .bind(volume_id)
+        .fetch_optional(&self.writer)
+        .await?;
+        let epoch = epoch.ok_or(StoreError::NotFound)?;
+        u64::try_from(epoch).map_err(|_| StoreError::Corrupt(format!("front epoch {epoch}")))
+    }
+
     async fn record_copy_checkpoint(
         &self,
         step_id: i64,

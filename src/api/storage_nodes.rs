@@ -1,0 +1,216 @@
+//! Routes of storage nodes (svs extensions): the storage node's
+//! registration and heartbeat (its storage credential only), and the
+//! copies a node holds (administrators).
+
+use super::extract::Parsed;
+use super::parse::{bad, opt_str, req_str, Body, ParseResult};
+use super::requests::{only_fields, FromBody};
+use super::views::ErrorBody;
+use super::{ApiError, AppState};
+use crate::service::commands::{RegisterStorageNode, StorageMediumSpec};
+use crate::service::storage_nodes::StorageNode;
+use crate::service::Administrator;
+use axum::extract::{Path, State};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::net::SocketAddr;
+use svs_domain::{ResourceName, GIB};
+use svs_store::NodeCopy;
+use utoipa::ToSchema;
+
+/// Most media one storage node may list.
+const MAX_MEDIA: usize = 256;
+/// Longest medium directory shown.
+const MAX_DIRECTORY: usize = 4096;
+
+#[utoipa::path(
+    put, path = "/nodes/{node}/storage", tag = "Storage nodes", operation_id = "StorageNodeRegister",
+    summary = "Register a storage node, or heartbeat (storage credential only)",
+    description = "svs extension, for `svs storage-node`. The node becomes (or stays) an Online storage node whose slice server listens at `sliceaddress`; each listed medium is created or updated as a medium the node manages (in the node's zone; shown in GET /media with `managedby: node`). A medium it no longer lists is removed when it holds nothing, else failed (its copies lost). A medium that exists and is not this node's (another node's, the configuration file's, the API's) refuses the whole request with 409, nothing changed. Answers the node's slice credential (what fronts present to its slice server) and how often to heartbeat. An agent credential or a user's IdToken gets 403.",
+    params(("node" = String, Path, description = "The credential's node")),
+    request_body = StorageNodeRequest,
+    security(("node-credential" = [])),
+    responses(
+        (status = 200, description = "Registered", body = StorageNodeRegistered),
+        (status = 400, description = "Malformed body", body = ErrorBody),
+        (status = 401, description = "Invalid or revoked node credential", body = ErrorBody),
+        (status = 403, description = "Another node's credential, or not a storage credential", body = ErrorBody),
+        (status = 408, description = "Body not received in time", body = ErrorBody),
+        (status = 409, description = "A listed medium is not this node's", body = ErrorBody),
+        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
+    ),
+)]
+pub async fn register_storage_node(
+    State(app): State<AppState>,
+    storage: StorageNode,
+    Path(node): Path<String>,
+    Parsed(request): Parsed<RegisterStorageNode>,
+) -> Result<Json<StorageNodeRegistered>, ApiError> {
+    let r = app.register_storage_node(&storage, &node, &request).await?;
+    Ok(Json(StorageNodeRegistered {
+        slicecredential: r.slice_credential,
+        heartbeatseconds: r.heartbeat_seconds,
+    }))
+}
+
+#[utoipa::path(
+    get, path = "/nodes/{node}/copies", tag = "Nodes", operation_id = "NodeCopies",
+    summary = "The copies of slices on a node's media (administrators only)",
+    description = "svs extension: every copy on the node's media, of every tenant, by volume name, copy and column. `state` is `Lost` when its medium failed or the copy missed writes (a storage node that was Offline), else `Healthy`.",
+    params(("node" = String, Path, description = "The node's name")),
+    security(("storage.io-authorizer" = [])),
+    responses(
+        (status = 200, description = "The copies", body = Vec<NodeCopyView>),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 404, description = "No such node", body = ErrorBody),
+    ),
+)]
+pub async fn node_copies(
+    State(app): State<AppState>,
+    admin: Administrator,
+    Path(node): Path<String>,
+) -> Result<Json<Vec<NodeCopyView>>, ApiError> {
+    let copies = app.node_copies(&admin, &node).await?;
+    Ok(Json(copies.iter().map(copy_view).collect()))
+}
+
+impl FromBody for RegisterStorageNode {
+    /// `{"sliceaddress": "127.0.0.2:7450", "media": [{"name": "d1",
+    /// "size": 10737418240, "directory": "/srv/d1"}]}`.
+    fn from_body(body: &Body) -> ParseResult<RegisterStorageNode> {
+        only_fields(body, &["sliceaddress", "media"])?;
+        let address = req_str(body, "sliceaddress")?;
+        let slice_address = address.parse::<SocketAddr>().map_err(|_| {
+            bad(format!(
+                "sliceaddress '{address}' is not an IP:PORT address"
+            ))
+        })?;
+        let media = match body.get("media") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(storage_medium)
+                .collect::<ParseResult<Vec<_>>>()?,
+            Some(_) => return Err(bad("media must be an array")),
+        };
+        if media.len() > MAX_MEDIA {
+            return Err(bad(format!("at most {MAX_MEDIA} media per storage node")));
+        }
+        for (i, m) in media.iter().enumerate() {
+            if media[..i]
+                .iter()
+                .any(|o| o.name.as_str() == m.name.as_str())
+            {
+                return Err(bad(format!("medium '{}' is listed twice", m.name.as_str())));
+            }
+        }
+        Ok(RegisterStorageNode {
+            slice_address,
+            media,
+        })
+    }
+}
+
+fn storage_medium(item: &Value) -> ParseResult<StorageMediumSpec> {
+    let Value::Object(m) = item else {
+        return Err(bad("each medium must be an object"));
+    };
+    only_fields(m, &["name", "size", "directory"])?;
+    let name = ResourceName::parse("medium", req_str(m, "name")?).map_err(bad)?;
+    let size_bytes = m
+        .get("size")
+        .and_then(Value::as_u64)
+        .filter(|s| *s >= GIB)
+        .ok_or_else(|| {
+            bad(format!(
+                "size of medium '{}' must be a whole number of bytes, at least 1 GiB",
+                name.as_str()
+            ))
+        })?;
+    let directory = opt_str(m, "directory")?.unwrap_or_default();
+    if directory.len() > MAX_DIRECTORY {
+        return Err(bad(format!(
+            "directory of medium '{}' is too long",
+            name.as_str()
+        )));
+    }
+    Ok(StorageMediumSpec {
+        name,
+        size_bytes,
+        directory: directory.to_string(),
+    })
+}
+
+/// `PUT /nodes/{node}/storage` (svs extension, storage nodes only).
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = StorageNodeRegistration)]
+#[allow(dead_code, non_snake_case)]
+pub struct StorageNodeRequest {
+    /// IP:PORT where fronts reach the node's slice server.
+    #[schema(min_length = 1)]
+    pub sliceaddress: String,
+    #[serde(default)]
+    pub media: Vec<StorageMediumRequest>,
+}
+
+/// One medium of a storage node.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = StorageNodeMedium)]
+#[allow(dead_code, non_snake_case)]
+pub struct StorageMediumRequest {
+    #[schema(
+        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
+        max_length = 63
+    )]
+    pub name: String,
+    /// Bytes (whole GiB are offered); at least 1 GiB.
+    #[schema(minimum = 1073741824)]
+    pub size: u64,
+    /// The medium's directory on the node (shown only).
+    #[serde(default)]
+    #[schema(max_length = 4096)]
+    pub directory: String,
+}
+
+/// The answer to a storage node's registration or heartbeat.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StorageNodeRegistered {
+    /// The secret fronts present to the node's slice server; its slice
+    /// server accepts only it. Changes when the node's credential is
+    /// reissued or revoked.
+    pub slicecredential: String,
+    /// Seconds between two heartbeats.
+    pub heartbeatseconds: u64,
+}
+
+/// One copy of a slice on a node's media (svs extension).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = NodeCopy)]
+pub struct NodeCopyView {
+    pub volumeid: String,
+    pub volumename: String,
+    pub copy: u32,
+    pub column: u32,
+    pub media: String,
+    /// GiB.
+    pub size: u64,
+    /// `Healthy` or `Lost`.
+    #[schema(pattern = "^(Healthy|Lost)$")]
+    pub state: &'static str,
+}
+
+fn copy_view(c: &NodeCopy) -> NodeCopyView {
+    NodeCopyView {
+        volumeid: c.volume_id.clone(),
+        volumename: c.volume_name.clone(),
+        copy: c.copy,
+        column: c.column,
+        media: c.medium.clone(),
+        size: c.size,
+        state: if c.lost { "Lost" } else { "Healthy" },
+    }
+}

@@ -1,0 +1,99 @@
+//! The storage node's side of `PUT /nodes/{node}/storage`: registration
+//! and heartbeat, with the node's storage credential.
+
+use super::StorageNodeError;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// One medium as the node offers it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct OfferedMedium {
+    pub name: String,
+    /// Bytes.
+    pub size: u64,
+    pub directory: String,
+}
+
+#[derive(Debug, Serialize)]
+struct RegisterBody<'a> {
+    sliceaddress: String,
+    media: &'a [OfferedMedium],
+}
+
+/// The control plane's answer.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+pub struct Registered {
+    pub slicecredential: String,
+    pub heartbeatseconds: u64,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    message: String,
+}
+
+pub struct ControlPlaneClient {
+    http: reqwest::Client,
+    url: String,
+    credential: String,
+}
+
+impl ControlPlaneClient {
+    pub fn new(
+        api: &str,
+        node: &str,
+        credential: &str,
+    ) -> Result<ControlPlaneClient, StorageNodeError> {
+        let base = api.trim_end_matches('/');
+        // The CA of `--ca-cert` / SVS_CA_CERT (issue 13's), as the agent.
+        let http = crate::tls::trusting_ca_cert(reqwest::Client::builder())
+            .user_agent(concat!("svs-storage-node/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(Duration::from_secs(5))
+            .pool_idle_timeout(Duration::from_secs(20))
+            .build()
+            .map_err(|e| StorageNodeError::Config(format!("HTTP client: {e}")))?;
+        Ok(ControlPlaneClient {
+            http,
+            url: format!("{base}/nodes/{node}/storage"),
+            credential: credential.to_string(),
+        })
+    }
+
+    /// Registers (or heartbeats) with the media that are healthy now.
+    pub async fn register(
+        &self,
+        slice_address: SocketAddr,
+        media: &[OfferedMedium],
+        timeout: Duration,
+    ) -> Result<Registered, StorageNodeError> {
+        let response = self
+            .http
+            .put(&self.url)
+            .bearer_auth(&self.credential)
+            .timeout(timeout)
+            .json(&RegisterBody {
+                sliceaddress: slice_address.to_string(),
+                media,
+            })
+            .send()
+            .await
+            .map_err(|e| StorageNodeError::Unreachable(e.to_string()))?;
+        let status = response.status();
+        if !status.is_success() {
+            let message = response
+                .json::<Message>()
+                .await
+                .map(|m| m.message)
+                .unwrap_or_default();
+            return Err(StorageNodeError::Refused {
+                status: status.as_u16(),
+                message,
+            });
+        }
+        response
+            .json()
+            .await
+            .map_err(|e| StorageNodeError::Unreachable(format!("reading the answer: {e}")))
+    }
+}

@@ -1,0 +1,353 @@
+//! `svs storage-node`: one storage host's media, served to the rest of
+//! svs. It registers the node's media with the control plane (`PUT
+//! /nodes/{node}/storage`, with the node's storage credential) and then
+//! heartbeats with the same call every `heartbeatseconds`. Before each
+//! heartbeat it checks every medium's directory (there, a directory,
+//! writable): a medium that fails the check is left out of the list, and
+//! the control plane fails it. A node that stops heartbeating goes Offline
+//! in the control plane after `storage_node_timeout`.
+//!
+//! Its slice server (the slice protocol, `svs_sliceproto`, over the
+//! node's media) starts in [`start_slice_services`] once the first
+//! registration answered the slice credential it must accept.
+
+pub mod client;
+pub mod config;
+
+use client::{ControlPlaneClient, OfferedMedium, Registered};
+use config::{StorageNodeConfig, StorageNodeMedium};
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+use thiserror::Error;
+use tokio::sync::watch;
+
+/// The documented defaults of a package install.
+pub const DEFAULT_CONFIG: &str = "/etc/svs/storage-node.toml";
+
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// Longest wait for the control plane's answer to one heartbeat.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// A medium smaller than this cannot be offered (the API counts whole GiB).
+const MIN_MEDIUM_BYTES: u64 = 1 << 30;
+/// The file a medium check writes and removes.
+const PROBE_FILE: &str = ".svs-storage-node-probe";
+
+#[derive(Debug, Error)]
+pub enum StorageNodeError {
+    #[error("{0}")]
+    Config(String),
+    #[error("the control plane is unreachable: {0}")]
+    Unreachable(String),
+    #[error("the control plane refused ({status}): {message}")]
+    Refused { status: u16, message: String },
+    #[error("{0}")]
+    Io(String),
+}
+
+impl StorageNodeError {
+    /// What changes the log: each kind of failure is logged when it starts,
+    /// not at every retry.
+    fn state(&self) -> String {
+        match self {
+            StorageNodeError::Refused { status, message } => format!("refused {status} {message}"),
+            StorageNodeError::Unreachable(_) => "unreachable".into(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// The services a storage node runs once registered: its slice server.
+/// Dropped or stopped at shutdown.
+pub struct SliceServices {
+    _slice_credential: watch::Receiver<String>,
+}
+
+impl SliceServices {
+    pub fn stop(self) {}
+}
+
+/// Starts the node's slice services: the slice server on
+/// `config.slice_listen` over the media of `config.media`, with the epochs
+/// it accepted kept in `config.state_dir`. `slice_credential` holds the
+/// secret fronts must present; it changes when a heartbeat answers a new
+/// one (the node's credential was reissued), and the server must then
+/// accept only the new one.
+///
+/// Not built in this branch: the slice server (`svs_dataplane::NodeSlices`
+/// behind `svs_sliceproto::SliceServer::start`) is wired here by the
+/// integration of issue 21. Until then the node registers and heartbeats
+/// and serves no slices.
+pub fn start_slice_services(
+    config: &StorageNodeConfig,
+    slice_credential: watch::Receiver<String>,
+) -> Result<SliceServices, StorageNodeError> {
+    tracing::warn!(
+        listen = %config.slice_listen,
+        "the slice server is not part of this build; registering and heartbeating only"
+    );
+    Ok(SliceServices {
+        _slice_credential: slice_credential,
+    })
+}
+
+fn read_credential(path: &Path) -> Result<String, StorageNodeError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        StorageNodeError::Config(format!(
+            "cannot read the credential file {}: {e}",
+            path.display()
+        ))
+    })?;
+    let credential = text.trim().to_string();
+    if credential.is_empty() {
+        return Err(StorageNodeError::Config(format!(
+            "the credential file {} is empty",
+            path.display()
+        )));
+    }
+    Ok(credential)
+}
+
+/// The medium as it can be offered now, or why not: its directory exists,
+/// is a directory, and takes a write and an fsync.
+fn check_medium(m: &StorageNodeMedium) -> Result<OfferedMedium, String> {
+    let meta = std::fs::metadata(&m.directory)
+        .map_err(|e| format!("directory {}: {e}", m.directory.display()))?;
+    if !meta.is_dir() {
+        return Err(format!("{} is not a directory", m.directory.display()));
+    }
+    let probe = m.directory.join(PROBE_FILE);
+    let written = std::fs::File::create(&probe)
+        .and_then(|mut f| f.write_all(b"svs").and_then(|()| f.sync_all()));
+    let removed = std::fs::remove_file(&probe);
+    written
+        .and(removed)
+        .map_err(|e| format!("directory {} is not writable: {e}", m.directory.display()))?;
+    let size = match m.size {
+        Some(size) => size.as_u64(),
+        None => {
+            svs_hostdev::host::filesystem_stats(&m.directory)
+                .map_err(|e| e.to_string())?
+                .total_bytes
+        }
+    };
+    if size < MIN_MEDIUM_BYTES {
+        return Err(format!("size {size} bytes is under 1 GiB"));
+    }
+    Ok(OfferedMedium {
+        name: m.name.clone(),
+        size,
+        directory: m.directory.display().to_string(),
+    })
+}
+
+/// The media that pass their check; a change in which fail is logged.
+fn healthy_media(
+    media: &[StorageNodeMedium],
+    failing: &mut Vec<(String, String)>,
+) -> Vec<OfferedMedium> {
+    let mut offered = Vec::new();
+    let mut now_failing = Vec::new();
+    for m in media {
+        match check_medium(m) {
+            Ok(o) => offered.push(o),
+            Err(why) => now_failing.push((m.name.clone(), why)),
+        }
+    }
+    for (name, why) in &now_failing {
+        if !failing.iter().any(|(n, w)| n == name && w == why) {
+            tracing::error!(
+                medium = name,
+                error = why,
+                "medium left out: it failed its check"
+            );
+        }
+    }
+    for (name, _) in failing.iter() {
+        if !now_failing.iter().any(|(n, _)| n == name) {
+            tracing::warn!(medium = name, "medium passes its check again");
+        }
+    }
+    *failing = now_failing;
+    offered
+}
+
+/// Doubling back-off with a cap and a little jitter.
+struct Backoff {
+    next: Duration,
+}
+
+impl Backoff {
+    fn new() -> Backoff {
+        Backoff {
+            next: Duration::from_millis(250),
+        }
+    }
+
+    fn step(&mut self) -> Duration {
+        let jitter = Duration::from_millis(rand::random::<u64>() % 100);
+        let now = self.next + jitter;
+        self.next = (self.next * 2).min(MAX_BACKOFF);
+        now
+    }
+}
+
+/// Runs the storage node until SIGTERM or SIGINT.
+pub async fn run(config_file: &Path) -> Result<(), StorageNodeError> {
+    let config = StorageNodeConfig::load(config_file)?;
+    let credential = read_credential(&config.credential_file)?;
+    std::fs::create_dir_all(&config.state_dir).map_err(|e| {
+        StorageNodeError::Io(format!(
+            "cannot create state_dir {}: {e}",
+            config.state_dir.display()
+        ))
+    })?;
+    let client = ControlPlaneClient::new(&config.api, &config.node, &credential)?;
+    let stop = stop_signal()?;
+    tokio::pin!(stop);
+    tracing::info!(
+        node = config.node,
+        api = config.api,
+        slice_address = %config.advertised(),
+        media = config.media.len(),
+        "storage node started"
+    );
+    let mut services: Option<SliceServices> = None;
+    let mut slice_credential: Option<watch::Sender<String>> = None;
+    let mut failing_media = Vec::new();
+    let mut last_failure: Option<String> = None;
+    let mut backoff = Backoff::new();
+    loop {
+        let media_config = config.media.clone();
+        let failing = std::mem::take(&mut failing_media);
+        let (media, failing) = tokio::task::spawn_blocking(move || {
+            let mut failing = failing;
+            let media = healthy_media(&media_config, &mut failing);
+            (media, failing)
+        })
+        .await
+        .map_err(|e| StorageNodeError::Io(e.to_string()))?;
+        failing_media = failing;
+        let answer = tokio::select! {
+            a = client.register(config.advertised(), &media, REQUEST_TIMEOUT) => a,
+            _ = &mut stop => break,
+        };
+        let pause = match answer {
+            Ok(Registered {
+                slicecredential,
+                heartbeatseconds,
+            }) => {
+                if last_failure.take().is_some() || services.is_none() {
+                    tracing::info!(
+                        node = config.node,
+                        media = media.len(),
+                        heartbeat_secs = heartbeatseconds,
+                        "registered with the control plane"
+                    );
+                }
+                backoff = Backoff::new();
+                match &slice_credential {
+                    Some(sender) => {
+                        sender.send_if_modified(|held| {
+                            let changed = *held != slicecredential;
+                            if changed {
+                                tracing::warn!(
+                                    "the slice credential changed; fronts must present the new one"
+                                );
+                                *held = slicecredential.clone();
+                            }
+                            changed
+                        });
+                    }
+                    None => {
+                        let (sender, receiver) = watch::channel(slicecredential);
+                        services = Some(start_slice_services(&config, receiver)?);
+                        slice_credential = Some(sender);
+                    }
+                }
+                Duration::from_secs(heartbeatseconds.max(1))
+            }
+            Err(e) => {
+                let pause = backoff.step();
+                let state = e.state();
+                if last_failure.as_deref() != Some(state.as_str()) {
+                    tracing::warn!(error = %e, "cannot register with the control plane; retrying");
+                    last_failure = Some(state);
+                }
+                pause
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = &mut stop => break,
+        }
+    }
+    if let Some(s) = services {
+        s.stop();
+    }
+    tracing::info!("storage node stopped");
+    Ok(())
+}
+
+fn stop_signal() -> Result<impl std::future::Future<Output = ()>, StorageNodeError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term =
+        signal(SignalKind::terminate()).map_err(|e| StorageNodeError::Config(e.to_string()))?;
+    let mut int =
+        signal(SignalKind::interrupt()).map_err(|e| StorageNodeError::Config(e.to_string()))?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn medium(dir: &Path, size: Option<u64>) -> StorageNodeMedium {
+        StorageNodeMedium {
+            name: "d1".into(),
+            directory: dir.to_path_buf(),
+            size: size.map(bytesize::ByteSize::b),
+        }
+    }
+
+    #[test]
+    fn a_medium_is_offered_while_its_directory_takes_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let offered = check_medium(&medium(dir.path(), Some(2 << 30))).unwrap();
+        assert_eq!(offered.size, 2 << 30);
+        assert!(!dir.path().join(PROBE_FILE).exists());
+        // Measured when not configured.
+        assert!(check_medium(&medium(dir.path(), None)).is_ok());
+        let err = check_medium(&medium(dir.path(), Some(1000))).unwrap_err();
+        assert_eq!(err, "size 1000 bytes is under 1 GiB");
+        let gone = dir.path().join("gone");
+        let err = check_medium(&medium(&gone, Some(2 << 30))).unwrap_err();
+        assert!(
+            err.starts_with(&format!("directory {}", gone.display())),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn failing_media_are_left_out_and_remembered() {
+        let dir = tempfile::tempdir().unwrap();
+        let media = [
+            medium(dir.path(), Some(2 << 30)),
+            StorageNodeMedium {
+                name: "d2".into(),
+                directory: dir.path().join("missing"),
+                size: None,
+            },
+        ];
+        let mut failing = Vec::new();
+        let offered = healthy_media(&media, &mut failing);
+        assert_eq!(offered.len(), 1);
+        assert_eq!(failing.len(), 1);
+        assert_eq!(failing[0].0, "d2");
+    }
+}

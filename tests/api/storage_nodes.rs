@@ -1,0 +1,590 @@
+//! Storage nodes: the real `svs serve` and real `svs storage-node`
+//! processes, each node with its own directory and its own loopback
+//! address (127.0.0.2, 127.0.0.3). No volume I/O on node media here: the
+//! slice server is wired in by the data plane's side of issue 21.
+
+use crate::cli::Home;
+use crate::harness::{medium, svs_bin, TestApp, TestConfig, GIB};
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+/// The service's `storage_node_timeout` in these tests.
+const TIMEOUT: Duration = Duration::from_secs(2);
+/// How long past the timeout a change may take to show (the liveness
+/// pass runs four times per timeout; a loaded machine is slower).
+const MARGIN: Duration = Duration::from_secs(8);
+
+/// A free port on `ip` (a loopback alias: binding it proves it works).
+fn free_port(ip: &str) -> u16 {
+    let listener = std::net::TcpListener::bind((ip, 0))
+        .unwrap_or_else(|e| panic!("loopback address {ip} cannot be bound: {e}"));
+    listener.local_addr().map(|a| a.port()).unwrap_or(0)
+}
+
+/// One `svs storage-node` process with its own directory, configuration,
+/// credential file and media; killed when dropped.
+struct StorageNodeProcess {
+    dir: TempDir,
+    child: Option<Child>,
+    slice_address: String,
+}
+
+impl StorageNodeProcess {
+    /// Writes the node's configuration (media `(name, GiB)` in
+    /// directories of its own) and its credential file.
+    fn new(app: &TestApp, node: &str, ip: &str, media: &[(&str, u64)], credential: &str) -> Self {
+        let dir = tempfile::tempdir().expect("node dir");
+        let slice_address = format!("{ip}:{}", free_port(ip));
+        let credential_file = dir.path().join("node.credential");
+        std::fs::write(&credential_file, credential).expect("credential written");
+        let mut toml = format!(
+            "api = \"{}\"\nnode = \"{node}\"\ncredential_file = \"{}\"\n\
+             slice_listen = \"{slice_address}\"\nstate_dir = \"{}\"\n",
+            app.base,
+            credential_file.display(),
+            dir.path().join("state").display()
+        );
+        for (name, gib) in media {
+            let path = dir.path().join("media").join(name);
+            std::fs::create_dir_all(&path).expect("medium dir");
+            toml.push_str(&format!(
+                "\n[[media]]\nname = \"{name}\"\ndirectory = \"{}\"\nsize = \"{gib} GiB\"\n",
+                path.display()
+            ));
+        }
+        std::fs::write(dir.path().join("node.toml"), toml).expect("config written");
+        StorageNodeProcess {
+            dir,
+            child: None,
+            slice_address,
+        }
+    }
+
+    fn medium_dir(&self, name: &str) -> PathBuf {
+        self.dir.path().join("media").join(name)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("node.log")).unwrap_or_default()
+    }
+
+    fn start(&mut self) {
+        self.start_with(&[]);
+    }
+
+    /// Starts it with more arguments (`--ca-cert FILE`).
+    fn start_with(&mut self, extra: &[&str]) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("node.log"))
+            .expect("log file");
+        let child = Command::new(svs_bin())
+            .args(["storage-node", "--config"])
+            .arg(self.dir.path().join("node.toml"))
+            .args(extra)
+            .env("SVS_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("svs storage-node starts");
+        self.child = Some(child);
+    }
+
+    /// SIGKILL: the node vanishes without a word.
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM; true when it exited cleanly (status 0).
+    fn stop(&mut self) -> bool {
+        let Some(mut child) = self.child.take() else {
+            return false;
+        };
+        let _ = Command::new("kill").arg(child.id().to_string()).status();
+        child.wait().map(|s| s.success()).unwrap_or(false)
+    }
+}
+
+impl Drop for StorageNodeProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Polls `check` until it holds or `within` has passed; the last value.
+async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if check().await {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn node(app: &TestApp, name: &str) -> Value {
+    let (status, body) = app.get(&format!("/nodes/{name}")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body
+}
+
+async fn medium_state(app: &TestApp, id: &str) -> Option<Value> {
+    let (status, body) = app.get(&format!("/media/{id}")).await;
+    (status == StatusCode::OK).then_some(body)
+}
+
+/// Adds a node and issues its credential of `role`.
+async fn node_with_credential(
+    app: &TestApp,
+    name: &str,
+    address: &str,
+    zone: &str,
+    role: &str,
+) -> String {
+    let (status, body) = app
+        .post(
+            "/nodes",
+            json!({"name": name, "address": address, "zone": zone}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, issued) = app
+        .post(&format!("/nodes/{name}/credentials"), json!({"role": role}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{issued}");
+    assert_eq!(issued["role"], role, "{issued}");
+    issued["credential"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// `PUT /nodes/{node}/storage` as `credential`.
+async fn register(app: &TestApp, credential: &str, node: &str, body: Value) -> (StatusCode, Value) {
+    app.request(
+        Some(&format!("Bearer {credential}")),
+        Method::PUT,
+        &format!("/nodes/{node}/storage"),
+        Some(body),
+    )
+    .await
+}
+
+async fn start_service() -> TestApp {
+    TestApp::start_with(TestConfig {
+        media: vec![medium("m1", "host-0", "z0", 10)],
+        settings: vec![format!("storage_node_timeout = \"{}s\"", TIMEOUT.as_secs())],
+        ..TestConfig::default()
+    })
+    .await
+}
+
+#[tokio::test]
+async fn storage_nodes_register_heartbeat_go_offline_when_killed_and_come_back() {
+    let app = start_service().await;
+    let c1 = node_with_credential(&app, "sn-1", "127.0.0.2", "z1", "storage").await;
+    let c2 = node_with_credential(&app, "sn-2", "127.0.0.3", "z2", "storage").await;
+    let mut sn1 = StorageNodeProcess::new(&app, "sn-1", "127.0.0.2", &[("d1", 4), ("d2", 6)], &c1);
+    let mut sn2 = StorageNodeProcess::new(&app, "sn-2", "127.0.0.3", &[("e1", 5)], &c2);
+    sn1.start();
+    sn2.start();
+
+    // Registration: the media appear, owned by their node, in its zone.
+    let registered = eventually(Duration::from_secs(20), || async {
+        medium_state(&app, "d2").await.is_some() && medium_state(&app, "e1").await.is_some()
+    })
+    .await;
+    assert!(registered, "sn-1: {}\nsn-2: {}", sn1.log(), sn2.log());
+    let d1 = medium_state(&app, "d1").await.expect("d1");
+    assert_eq!(d1["node"], "sn-1", "{d1}");
+    assert_eq!(d1["zone"], "z1", "{d1}");
+    assert_eq!(d1["size"], 4, "{d1}");
+    assert_eq!(d1["managedby"], "node", "{d1}");
+    assert_eq!(d1["state"], "Online", "{d1}");
+    let e1 = medium_state(&app, "e1").await.expect("e1");
+    assert_eq!(
+        (e1["node"].as_str(), e1["zone"].as_str()),
+        (Some("sn-2"), Some("z2"))
+    );
+    let n1 = node(&app, "sn-1").await;
+    assert_eq!(n1["role"], "storage", "{n1}");
+    assert_eq!(n1["state"], "Online", "{n1}");
+    assert_eq!(n1["sliceaddress"], sn1.slice_address.as_str(), "{n1}");
+    assert!(n1["lastheartbeat"].is_string(), "{n1}");
+    assert_eq!(n1["mediacount"], 2, "{n1}");
+    assert_eq!(n1["size"], 10, "{n1}");
+    let host = node(&app, "host-0").await;
+    assert_eq!(host["role"], "host", "{host}");
+    assert_eq!(host["lastheartbeat"], Value::Null, "{host}");
+    assert_eq!(host["sliceaddress"], "", "{host}");
+
+    // Heartbeats keep it Online well past the timeout.
+    let first_beat = n1["lastheartbeat"].as_str().unwrap_or_default().to_string();
+    tokio::time::sleep(TIMEOUT * 2).await;
+    let n1 = node(&app, "sn-1").await;
+    assert_eq!(n1["state"], "Online", "{n1}\n{}", sn1.log());
+    assert_ne!(
+        n1["lastheartbeat"].as_str(),
+        Some(first_beat.as_str()),
+        "{n1}"
+    );
+
+    // The API may not change or remove a node's medium; failing it works.
+    let (status, body) = app.patch("/media/d1", json!({"size": 5})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(
+        body["message"],
+        "medium 'd1' is managed by storage node 'sn-1'; change it in that node's configuration"
+    );
+    let (status, body) = app.delete("/media/d1").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(
+        body["message"],
+        "medium 'd1' is managed by storage node 'sn-1'; change it in that node's configuration"
+    );
+
+    // SIGKILL sn-1: Offline within the timeout, its media Failed; sn-2
+    // is not affected.
+    sn1.kill();
+    let killed = Instant::now();
+    let offline = eventually(TIMEOUT + MARGIN, || async {
+        node(&app, "sn-1").await["state"] == "Offline"
+    })
+    .await;
+    assert!(offline, "{}\n{}", node(&app, "sn-1").await, app.log());
+    // Judged from its last heartbeat, at most one period (1 s) before.
+    assert!(
+        killed.elapsed() >= TIMEOUT - Duration::from_secs(1),
+        "Offline after {:?}",
+        killed.elapsed()
+    );
+    for id in ["d1", "d2"] {
+        let m = medium_state(&app, id).await.expect("medium");
+        assert_eq!(m["state"], "Failed", "{m}");
+    }
+    assert_eq!(node(&app, "sn-2").await["state"], "Online");
+    assert_eq!(
+        medium_state(&app, "e1").await.expect("e1")["state"],
+        "Online"
+    );
+    assert!(
+        app.log().contains("storage node is Offline"),
+        "{}",
+        app.log()
+    );
+
+    // Restarted: Online again, and so are its media.
+    sn1.start();
+    let back = eventually(Duration::from_secs(15), || async {
+        node(&app, "sn-1").await["state"] == "Online"
+            && medium_state(&app, "d1")
+                .await
+                .is_some_and(|m| m["state"] == "Online")
+            && medium_state(&app, "d2")
+                .await
+                .is_some_and(|m| m["state"] == "Online")
+    })
+    .await;
+    assert!(back, "{}\n{}", node(&app, "sn-1").await, sn1.log());
+    assert!(
+        app.log().contains("storage node is Online again"),
+        "{}",
+        app.log()
+    );
+
+    // A medium whose directory goes away is left out and failed... (it
+    // holds nothing, so it is removed instead).
+    std::fs::remove_dir_all(sn1.medium_dir("d2")).expect("d2 removed");
+    let dropped = eventually(Duration::from_secs(15), || async {
+        medium_state(&app, "d2").await.is_none()
+    })
+    .await;
+    assert!(dropped, "{}", sn1.log());
+    assert!(
+        sn1.log().contains("medium left out: it failed its check"),
+        "{}",
+        sn1.log()
+    );
+
+    // SIGTERM: a clean exit.
+    assert!(sn2.stop(), "{}", sn2.log());
+    assert!(sn2.log().contains("storage node stopped"), "{}", sn2.log());
+}
+
+#[tokio::test]
+async fn storage_routes_take_only_their_own_nodes_storage_credential() {
+    let app = start_service().await;
+    let c1 = node_with_credential(&app, "sn-1", "127.0.0.2", "z1", "storage").await;
+    let c2 = node_with_credential(&app, "sn-2", "127.0.0.3", "z2", "storage").await;
+    let agent = node_with_credential(&app, "host-a", "127.0.0.4", "", "agent").await;
+    let addr = format!("127.0.0.2:{}", free_port("127.0.0.2"));
+    let body = |media: Value| json!({"sliceaddress": addr, "media": media});
+
+    let (status, first) = register(
+        &app,
+        &c1,
+        "sn-1",
+        body(json!([{"name": "d1", "size": 4 * GIB}])),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let secret = first["slicecredential"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(secret.len(), 64, "{first}");
+    assert!(secret.bytes().all(|b| b.is_ascii_hexdigit()), "{first}");
+    assert_eq!(first["heartbeatseconds"], 1, "{first}");
+    // A heartbeat keeps the slice credential.
+    let (status, again) = register(
+        &app,
+        &c1,
+        "sn-1",
+        body(json!([{"name": "d1", "size": 4 * GIB}])),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(again["slicecredential"], secret.as_str());
+
+    for (credential, node, code, message) in [
+        ("svsnode.0123456789abcdef.wrong", "sn-1", StatusCode::UNAUTHORIZED,
+         "invalid or revoked node credential".to_string()),
+        (c1.as_str(), "sn-2", StatusCode::FORBIDDEN,
+         "this credential belongs to node 'sn-1', not 'sn-2'".to_string()),
+        (agent.as_str(), "host-a", StatusCode::FORBIDDEN,
+         "only the node's storage node process may use this endpoint; this is an agent credential".to_string()),
+    ] {
+        let (status, answer) = register(&app, credential, node, body(json!([]))).await;
+        assert_eq!((status, answer["message"].as_str()), (code, Some(message.as_str())), "{node}");
+    }
+    // A user's IdToken is not a storage credential.
+    let (status, answer) = app
+        .request(
+            Some(&app.token),
+            Method::PUT,
+            "/nodes/sn-1/storage",
+            Some(body(json!([]))),
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{answer}");
+    assert_eq!(
+        answer["message"],
+        "only the node's storage node process may use this endpoint"
+    );
+    // A storage credential on the agent's routes.
+    let (status, answer) = app
+        .request(
+            Some(&format!("Bearer {c1}")),
+            Method::GET,
+            "/nodes/sn-1/agent/attachments",
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{answer}");
+    assert_eq!(
+        answer["message"],
+        "only the node's agent may use this endpoint; this is a storage node credential"
+    );
+
+    // Claims of media that are not the node's: 409, nothing changed.
+    let (_, before) = app.get("/media").await;
+    for (media, message) in [
+        (json!([{"name": "e1", "size": GIB}, {"name": "d1", "size": GIB}]),
+         "node 'sn-2' cannot claim: medium 'd1' already exists, managed by storage node 'sn-1'"),
+        (json!([{"name": "m1", "size": GIB}]),
+         "node 'sn-2' cannot claim: medium 'm1' already exists, managed by the configuration file"),
+    ] {
+        let (status, answer) = register(&app, &c2, "sn-2", body(media)).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{answer}");
+        assert_eq!(answer["message"], message);
+    }
+    let (_, after) = app.get("/media").await;
+    assert_eq!(before, after);
+    assert_eq!(node(&app, "sn-2").await["role"], "host");
+
+    // Bad bodies.
+    for (bad, message) in [
+        (json!({"media": []}), "sliceaddress is required"),
+        (
+            json!({"sliceaddress": "nowhere"}),
+            "sliceaddress 'nowhere' is not an IP:PORT address",
+        ),
+        (
+            json!({"sliceaddress": addr, "media": [{"name": "x", "size": 5}]}),
+            "size of medium 'x' must be a whole number of bytes, at least 1 GiB",
+        ),
+    ] {
+        let (status, answer) = register(&app, &c1, "sn-1", bad).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+        assert_eq!(answer["message"], message, "{answer}");
+    }
+
+    // A new credential: a new slice credential. Revoked: 401.
+    let (status, issued) = app
+        .post("/nodes/sn-1/credentials", json!({"role": "storage"}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{issued}");
+    let c1_new = issued["credential"].as_str().unwrap_or_default();
+    let (status, _) = register(&app, &c1, "sn-1", body(json!([]))).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, renewed) = register(
+        &app,
+        c1_new,
+        "sn-1",
+        body(json!([{"name": "d1", "size": 4 * GIB}])),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{renewed}");
+    assert_ne!(renewed["slicecredential"], secret.as_str());
+    let (status, _) = app.delete("/nodes/sn-1/credentials").await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, answer) = register(&app, c1_new, "sn-1", body(json!([]))).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{answer}");
+    assert_eq!(answer["message"], "invalid or revoked node credential");
+
+    // An unknown role.
+    let (status, answer) = app
+        .post("/nodes/sn-2/credentials", json!({"role": "root"}))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    assert_eq!(
+        answer["message"],
+        "role must be 'agent' or 'storage' (got 'root')"
+    );
+}
+
+#[tokio::test]
+async fn the_cli_issues_storage_credentials_and_shows_storage_nodes() {
+    let app = start_service().await;
+    let home = Home::new(false);
+    home.login(&app);
+    let out = home.ok(&[
+        "node",
+        "add",
+        "sn-1",
+        "--address",
+        "127.0.0.2",
+        "--zone",
+        "z1",
+        "--role",
+        "storage",
+    ]);
+    assert!(
+        out.contains("Storage node credential (shown only this once"),
+        "{out}"
+    );
+    let credential = out
+        .lines()
+        .find(|l| l.starts_with("svsnode."))
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        out.contains("svs storage-node --config /etc/svs/storage-node.toml"),
+        "{out}"
+    );
+    let mut sn1 = StorageNodeProcess::new(&app, "sn-1", "127.0.0.2", &[("d1", 4)], &credential);
+    sn1.start();
+    let registered = eventually(Duration::from_secs(20), || async {
+        medium_state(&app, "d1").await.is_some()
+    })
+    .await;
+    assert!(registered, "{}", sn1.log());
+
+    let table = home.ok(&["node", "list"]);
+    let header = table.lines().next().unwrap_or_default();
+    for column in ["ROLE", "MEDIA", "COPIES", "LAST HEARTBEAT", "STATE"] {
+        assert!(header.contains(column), "{table}");
+    }
+    assert!(header.ends_with("AGENT  AGENT SEEN"), "{table}");
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("sn-1 "))
+        .unwrap_or_default();
+    assert!(row.contains(" storage "), "{table}");
+    assert!(row.contains(" Online "), "{table}");
+    let listed = home.json(&["node", "list"]);
+    let sn = listed
+        .as_array()
+        .and_then(|all| all.iter().find(|n| n["name"] == "sn-1"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        (
+            sn["role"].as_str(),
+            sn["mediacount"].as_u64(),
+            sn["copiescount"].as_u64()
+        ),
+        (Some("storage"), Some(1), Some(0)),
+        "{sn}"
+    );
+
+    let shown = home.ok(&["node", "get", "sn-1"]);
+    assert!(shown.contains("Media:"), "{shown}");
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.starts_with("d1 ") && l.contains(" node ")),
+        "{shown}"
+    );
+    assert!(shown.contains("Copies:"), "{shown}");
+    let shown = home.json(&["node", "get", "sn-1"]);
+    assert_eq!(shown["media"][0]["mediaid"], "d1", "{shown}");
+    assert_eq!(shown["copies"], json!([]), "{shown}");
+    let (status, copies) = app.get("/nodes/sn-1/copies").await;
+    assert_eq!((status, copies), (StatusCode::OK, json!([])));
+    let (status, answer) = app.get("/nodes/nope/copies").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{answer}");
+    assert_eq!(answer["message"], "node 'nope' not found");
+}
+
+#[tokio::test]
+async fn a_storage_node_registers_over_https_trusting_the_services_ca() {
+    let app = TestApp::start_with(TestConfig {
+        media: vec![medium("m1", "host-0", "z0", 10)],
+        settings: vec![
+            "tls = \"auto\"".into(),
+            format!("storage_node_timeout = \"{}s\"", TIMEOUT.as_secs()),
+        ],
+        ..TestConfig::default()
+    })
+    .await;
+    assert!(app.base.starts_with("https://"), "{}", app.base);
+    let c1 = node_with_credential(&app, "sn-1", "127.0.0.2", "z1", "storage").await;
+    // Without the CA the node cannot trust the service: it keeps retrying.
+    let mut untrusting = StorageNodeProcess::new(&app, "sn-1", "127.0.0.2", &[("d1", 4)], &c1);
+    untrusting.start();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(medium_state(&app, "d1").await.is_none());
+    assert!(
+        untrusting
+            .log()
+            .contains("cannot register with the control plane; retrying"),
+        "{}",
+        untrusting.log()
+    );
+    untrusting.kill();
+    let ca = app.ca_cert().display().to_string();
+    let mut sn1 = StorageNodeProcess::new(&app, "sn-1", "127.0.0.2", &[("d1", 4)], &c1);
+    sn1.start_with(&["--ca-cert", &ca]);
+    let registered = eventually(Duration::from_secs(20), || async {
+        medium_state(&app, "d1").await.is_some()
+    })
+    .await;
+    assert!(registered, "{}", sn1.log());
+    assert_eq!(node(&app, "sn-1").await["state"], "Online");
+}
