@@ -25,7 +25,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use svs_dataplane::{DataPlane, LocalMedia};
+use svs_dataplane::{ClusterMedia, DataPlane, LocalMedia, NodeEndpoint, DEFAULT_REQUEST_TIMEOUT};
 use svs_domain::Medium;
 use svs_nbd::{NbdConfig, NbdServer};
 use svs_store::{
@@ -188,11 +188,17 @@ impl Application {
             size_gib: u.record.medium.size,
         }));
         refuse_shared_directories(&every_medium)?;
-        let media: Arc<dyn DataPlane> = Arc::new(LocalMedia::new(
-            every_medium
-                .iter()
-                .map(|m| (m.id.clone(), m.directory.clone())),
+        // Local media in-process; storage nodes' media over the slice
+        // protocol, added as their nodes answer (`serve_node_media`).
+        let media: Arc<dyn DataPlane> = Arc::new(ClusterMedia::new(
+            LocalMedia::new(
+                every_medium
+                    .iter()
+                    .map(|m| (m.id.clone(), m.directory.clone())),
+            ),
+            DEFAULT_REQUEST_TIMEOUT,
         ));
+        serve_known_node_media(store.as_ref(), &media).await;
 
         let records: Vec<MediumRecord> = media_config
             .iter()
@@ -634,4 +640,48 @@ async fn create_first_user(store: &dyn Store, config: &Config) -> Result<bool, S
     .await?;
     info!(email = %email, tenant = %config.admin_tenant, "created the first user");
     Ok(true)
+}
+
+/// Serves the media of the storage nodes the store knows, before any
+/// volume opens, so a restart of the control plane finds their copies
+/// where they are. A node that does not answer now is served from its
+/// next heartbeat on.
+async fn serve_known_node_media(store: &dyn Store, media: &Arc<dyn DataPlane>) {
+    let (nodes, usage) = match (store.storage_nodes().await, store.media_usage().await) {
+        (Ok(nodes), Ok(usage)) => (nodes, usage),
+        (Err(e), _) | (_, Err(e)) => {
+            tracing::warn!(error = %e, "storage nodes not read at start-up");
+            return;
+        }
+    };
+    for node in nodes {
+        let (Some(credential), Ok(address)) =
+            (node.slice_credential.clone(), node.slice_address.parse())
+        else {
+            continue;
+        };
+        let endpoint = NodeEndpoint {
+            node: node.name.clone(),
+            address,
+            credential,
+            tls: None,
+        };
+        let node_media: Vec<String> = usage
+            .iter()
+            .filter(|u| u.managed_by == ManagedBy::Node && u.record.medium.node == node.name)
+            .map(|u| u.record.medium.id.clone())
+            .collect();
+        let data_plane = Arc::clone(media);
+        let added = tokio::task::spawn_blocking(move || {
+            for medium in node_media {
+                if let Err(e) = data_plane.add_node_medium(&medium, endpoint.clone()) {
+                    tracing::warn!(medium, error = %e, "a storage node's medium is not served yet");
+                }
+            }
+        })
+        .await;
+        if let Err(e) = added {
+            tracing::error!(error = %e, "serving storage nodes' media stopped");
+        }
+    }
 }

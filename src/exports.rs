@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use svs_dataplane::{DataPlane, DataPlaneError, VolumeIo, VolumeLayout};
 use svs_domain::GIB;
 use svs_nbd::{BlockDevice, Exports, Extent, OpenedExport};
-use svs_store::{SliceRow, Volume};
+use svs_store::{SliceRow, Store, StoreResult, Volume};
 use tokio_util::sync::CancellationToken;
 
 /// What a snapshot export shows: snapshot `seq` of the volume, `size` bytes.
@@ -419,4 +419,20 @@ pub fn volume_layout(volume: &Volume, slices: &[SliceRow]) -> VolumeLayout {
         media,
         epoch: 0,
     }
+}
+
+/// The volume's layout for opening its I/O here. A volume not open yet
+/// gets a new front epoch: the storage nodes refuse the writes of any
+/// front that opened it before (this process before a restart, or another
+/// one), so two fronts never diverge its copies.
+pub async fn layout_for_open(
+    store: &dyn Store,
+    exports: &ExportRegistry,
+    volume: &Volume,
+) -> StoreResult<VolumeLayout> {
+    let mut layout = volume_layout(volume, &store.volume_slices(&volume.id).await?);
+    if exports.volume_io(&volume.id).is_none() {
+        layout.epoch = store.next_front_epoch(&volume.id).await?;
+    }
+    Ok(layout)
 }

@@ -166,7 +166,7 @@ fn a_layer_check_of_a_path_that_does_not_exist_fails() {
 /// would hide a cycle). A module may import the ones before it, never one
 /// after it; `lib.rs`, the crate's root, holds the shared types and may use
 /// every module.
-const DATAPLANE_MODULES: [(&str, &[&str]); 14] = [
+const DATAPLANE_MODULES: [(&str, &[&str]); 15] = [
     ("fsutil", &[]),
     ("extents", &[]),
     ("throttle", &[]),

@@ -3,7 +3,7 @@
 //! one of its snapshots).
 
 use super::{JobContext, JobError};
-use crate::exports::{attachment_view, volume_layout, SnapshotView};
+use crate::exports::{attachment_view, layout_for_open, SnapshotView};
 use std::sync::Arc;
 use svs_domain::{AttachmentArgs, DetachArgs};
 use svs_store::{Job, StoreError, Volume};
@@ -40,7 +40,7 @@ pub(super) async fn attach(
         .await?
         .ok_or_else(|| JobError::Failed(format!("attachment to node '{node}' no longer exists")))?;
     let (view, what) = export_view(ctx, &volume, snapshot).await?;
-    let layout = volume_layout(&volume, &ctx.store.volume_slices(&volume.id).await?);
+    let layout = layout_for_open(ctx.store.as_ref(), &ctx.exports, &volume).await?;
     let exports = Arc::clone(&ctx.exports);
     let (name, owner, readonly) = (
         attachment.export_name.clone(),

@@ -35,7 +35,7 @@ pub use retry::RetryPolicy;
 pub use runner::{JobRunner, RunnerParts, RunnerSettings, JOB_RUNNER};
 
 use crate::clock::Clock;
-use crate::exports::{volume_layout, ExportRegistry};
+use crate::exports::{layout_for_open, ExportRegistry};
 use crate::snapshot_space::refresh_snapshot_space;
 use std::sync::Arc;
 use svs_dataplane::{DataPlane, DataPlaneError, SliceKey, VolumeIo};
@@ -177,7 +177,7 @@ impl JobContext {
     /// The volume's shared I/O: its exports' if attached, else opened for
     /// as long as the caller holds it.
     pub(super) async fn volume_io(&self, volume: &Volume) -> Result<Arc<dyn VolumeIo>, JobError> {
-        let layout = volume_layout(volume, &self.store.volume_slices(&volume.id).await?);
+        let layout = layout_for_open(self.store.as_ref(), &self.exports, volume).await?;
         let exports = Arc::clone(&self.exports);
         tokio::task::spawn_blocking(move || exports.open_io(&layout))
             .await

@@ -3,7 +3,7 @@
 //! failed once).
 
 use super::{ReconcileError, Reconciler};
-use crate::exports::{attachment_view, volume_layout, ExportRegistry};
+use crate::exports::{attachment_view, layout_for_open, ExportRegistry};
 use crate::jobs::VolumeActivity;
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -60,7 +60,7 @@ impl ExportsReconciler {
             Err(svs_store::StoreError::NotFound) => return Ok(Outcome::LeftAlone),
             Err(e) => return Err(e.into()),
         };
-        let layout = volume_layout(&volume, &self.store.volume_slices(&volume.id).await?);
+        let layout = layout_for_open(self.store.as_ref(), &self.exports, &volume).await?;
         let exports = Arc::clone(&self.exports);
         let (name, node, readonly) = (a.export_name.clone(), a.node.clone(), a.readonly);
         let opened = tokio::task::spawn_blocking(move || {

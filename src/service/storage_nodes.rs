@@ -13,6 +13,7 @@ use super::commands::RegisterStorageNode;
 use super::nodes::node_not_found;
 use super::{Administrator, Caller, ServiceError, ServiceResult, Services};
 use std::time::Duration;
+use svs_dataplane::NodeEndpoint;
 use svs_domain::{BlockedOperation, JobSpec, RecoveryArgs, GIB};
 use svs_store::{CredentialRole, NodeCopy, StorageMedium, StorageRegistration, StoreError};
 
@@ -143,6 +144,17 @@ impl Services {
         if done.came_back {
             tracing::warn!(node, "storage node is Online again");
         }
+        self.serve_node_media(
+            node,
+            request.slice_address,
+            &done.slice_credential,
+            request
+                .media
+                .iter()
+                .map(|m| m.name.as_str().to_string())
+                .collect(),
+        )
+        .await;
         for volume in &done.volumes_to_recover {
             self.recover_lost_copies(node, volume).await;
         }
@@ -150,6 +162,47 @@ impl Services {
             slice_credential: done.slice_credential,
             heartbeat_seconds: heartbeat_seconds(self.storage_node_timeout),
         })
+    }
+
+    /// Makes the data plane serve the node's media it does not serve yet,
+    /// over the node's slice server. The node starts that server after its
+    /// first registration answered, so a first try may find nothing
+    /// listening: the next heartbeat tries again.
+    pub async fn serve_node_media(
+        &self,
+        node: &str,
+        address: std::net::SocketAddr,
+        credential: &str,
+        media: Vec<String>,
+    ) {
+        let data_plane = std::sync::Arc::clone(self.exports.data_plane());
+        let endpoint = NodeEndpoint {
+            node: node.to_string(),
+            address,
+            credential: credential.to_string(),
+            tls: None,
+        };
+        let node = node.to_string();
+        let joined = tokio::task::spawn_blocking(move || {
+            for medium in media {
+                if data_plane.node_of(&medium).is_some() {
+                    continue;
+                }
+                match data_plane.add_node_medium(&medium, endpoint.clone()) {
+                    Ok(_) => tracing::info!(node, medium, "serving a storage node's medium"),
+                    Err(e) => tracing::debug!(
+                        node,
+                        medium,
+                        error = %e,
+                        "a storage node's medium is not served yet"
+                    ),
+                }
+            }
+        })
+        .await;
+        if let Err(e) = joined {
+            tracing::error!(error = %e, "serving a storage node's media stopped");
+        }
     }
 
     /// Starts a recovery job for a volume with copies lost on a returning

@@ -18,7 +18,9 @@ use client::{ControlPlaneClient, OfferedMedium, Registered};
 use config::{StorageNodeConfig, StorageNodeMedium};
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
+use svs_dataplane::{start_slice_server, SharedSecret};
 use thiserror::Error;
 use tokio::sync::watch;
 
@@ -58,37 +60,53 @@ impl StorageNodeError {
 }
 
 /// The services a storage node runs once registered: its slice server.
-/// Dropped or stopped at shutdown.
+/// Stopped at shutdown.
 pub struct SliceServices {
-    _slice_credential: watch::Receiver<String>,
+    server: svs_sliceproto::SliceServer,
+    /// Follows the slice credential the heartbeats answer.
+    follower: tokio::task::JoinHandle<()>,
 }
 
 impl SliceServices {
-    pub fn stop(self) {}
+    pub fn stop(self) {
+        self.follower.abort();
+        self.server.shutdown();
+    }
 }
 
 /// Starts the node's slice services: the slice server on
 /// `config.slice_listen` over the media of `config.media`, with the epochs
 /// it accepted kept in `config.state_dir`. `slice_credential` holds the
 /// secret fronts must present; it changes when a heartbeat answers a new
-/// one (the node's credential was reissued), and the server must then
-/// accept only the new one.
-///
-/// Not built in this branch: the slice server (`svs_dataplane::NodeSlices`
-/// behind `svs_sliceproto::SliceServer::start`) is wired here by the
-/// integration of issue 21. Until then the node registers and heartbeats
-/// and serves no slices.
+/// one (the node's credential was reissued), and the server then accepts
+/// only the new one.
 pub fn start_slice_services(
     config: &StorageNodeConfig,
-    slice_credential: watch::Receiver<String>,
+    mut slice_credential: watch::Receiver<String>,
 ) -> Result<SliceServices, StorageNodeError> {
-    tracing::warn!(
-        listen = %config.slice_listen,
-        "the slice server is not part of this build; registering and heartbeating only"
-    );
-    Ok(SliceServices {
-        _slice_credential: slice_credential,
-    })
+    let secret = Arc::new(SharedSecret::new(&slice_credential.borrow_and_update()));
+    let media = config
+        .media
+        .iter()
+        .map(|m| (m.name.clone(), m.directory.clone()))
+        .collect();
+    let authenticator: Arc<dyn svs_sliceproto::Authenticator> = secret.clone();
+    let server = start_slice_server(
+        media,
+        &config.state_dir,
+        config.slice_listen,
+        authenticator,
+        None,
+    )
+    .map_err(|e| StorageNodeError::Config(format!("the slice server did not start: {e}")))?;
+    tracing::info!(listen = %server.local_addr(), "slice server started");
+    let follower = tokio::spawn(async move {
+        while slice_credential.changed().await.is_ok() {
+            secret.set(&slice_credential.borrow_and_update());
+            tracing::info!("slice credential replaced");
+        }
+    });
+    Ok(SliceServices { server, follower })
 }
 
 fn read_credential(path: &Path) -> Result<String, StorageNodeError> {

@@ -1,7 +1,7 @@
 //! Storage nodes: the real `svs serve` and real `svs storage-node`
 //! processes, each node with its own directory and its own loopback
-//! address (127.0.0.2, 127.0.0.3). No volume I/O on node media here: the
-//! slice server is wired in by the data plane's side of issue 21.
+//! address (127.0.0.2, 127.0.0.3, 127.0.0.4). The last test mirrors a
+//! volume over the nodes' slice servers and loses one node under a writer.
 
 use crate::cli::Home;
 use crate::harness::{medium, svs_bin, TestApp, TestConfig, GIB};
@@ -587,4 +587,138 @@ async fn a_storage_node_registers_over_https_trusting_the_services_ca() {
     .await;
     assert!(registered, "{}", sn1.log());
     assert_eq!(node(&app, "sn-1").await["state"], "Online");
+}
+
+/// Waits until the service's data plane serves `media` (the nodes' slice
+/// servers start after their first registration).
+async fn wait_served(app: &TestApp, media: &[&str]) {
+    let served = eventually(Duration::from_secs(30), || async {
+        let log = app.log();
+        media.iter().all(|m| {
+            log.lines()
+                .any(|l| l.contains("serving a storage node's medium") && l.contains(m))
+        })
+    })
+    .await;
+    assert!(served, "{}", app.log());
+}
+
+/// A mirrored volume over two of three storage nodes, written through
+/// NBD by qemu-io: the node of one copy is SIGKILLed between writes; the
+/// writer sees no error, every acknowledged write reads back, the volume
+/// is Degraded; a recovery rebuilds the copy on the third node, node to
+/// node through the front, and both copies' files are then identical.
+#[tokio::test]
+async fn a_mirror_over_storage_nodes_survives_the_loss_of_a_node() {
+    let app = TestApp::start_with(TestConfig {
+        // The local medium is too small for the volume: its copies go to
+        // the storage nodes.
+        media: vec![medium("m1", "host-0", "z0", 1)],
+        settings: vec![
+            format!("storage_node_timeout = \"{}s\"", TIMEOUT.as_secs()),
+            "media_check_period = \"1h\"".into(),
+        ],
+        ..TestConfig::default()
+    })
+    .await;
+    let mut nodes = Vec::new();
+    for (i, (name, ip, medium)) in [
+        ("sn-1", "127.0.0.2", "a1"),
+        ("sn-2", "127.0.0.3", "b1"),
+        ("sn-3", "127.0.0.4", "c1"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let credential =
+            node_with_credential(&app, name, ip, &format!("z{}", i + 1), "storage").await;
+        let mut process = StorageNodeProcess::new(&app, name, ip, &[(medium, 4)], &credential);
+        process.start();
+        nodes.push((medium, process));
+    }
+    wait_served(&app, &["a1", "b1", "c1"]).await;
+    app.create_policy("mirror", 1, 1, 0).await;
+    let (id, _) = app.create_volume("data", 2, "mirror").await;
+    let slices = app.slices("data").await;
+    let on: Vec<String> = slices
+        .iter()
+        .map(|s| s["media"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(on.len(), 2, "{slices:?}");
+    assert_ne!(on[0], on[1], "{slices:?}");
+    assert!(on.iter().all(|m| m != "m1"), "{slices:?}");
+    let dirs: Vec<(&str, PathBuf)> = nodes.iter().map(|(m, p)| (*m, p.medium_dir(m))).collect();
+    let file_of = |medium: &str, copy: u64| {
+        let (_, dir) = dirs
+            .iter()
+            .find(|(m, _)| *m == medium)
+            .expect("node of medium");
+        dir.join(&id).join(format!("c{copy}-k0.slice"))
+    };
+    // Slices really are on the nodes' disks.
+    for (copy, medium) in on.iter().enumerate() {
+        assert!(file_of(medium, copy as u64).exists(), "{medium}");
+    }
+
+    let (status, body) = app
+        .patch("/nodes/host-0", json!({"address": "127.0.0.1"}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let a = crate::attach::attach(&app, "data", "host-0", false).await;
+    let uri = crate::attach::uri(&a);
+    crate::attach::qemu_io(&uri, &["write -P 0x11 0 8M".into(), "flush".into()]).expect("write");
+    // Both copies hold the bytes on their nodes' disks.
+    for (copy, medium) in on.iter().enumerate() {
+        let bytes = crate::harness::read_at(&file_of(medium, copy as u64), 4096, 4096);
+        assert!(bytes.iter().all(|b| *b == 0x11), "{medium}");
+    }
+
+    // SIGKILL the node of copy 0; the writer goes on without an error.
+    let lost = on[0].clone();
+    nodes
+        .iter_mut()
+        .find(|(m, _)| *m == lost)
+        .expect("node")
+        .1
+        .kill();
+    crate::attach::qemu_io(&uri, &["write -P 0x22 4M 8M".into(), "flush".into()])
+        .expect("writes go on with one copy");
+    let out = crate::attach::qemu_io(
+        &uri,
+        &["read -P 0x11 0 4M".into(), "read -P 0x22 4M 8M".into()],
+    )
+    .expect("every acknowledged write reads back");
+    assert!(!out.contains("Pattern verification failed"), "{out}");
+    let degraded = eventually(Duration::from_secs(15), || async {
+        app.get("/volumes/data").await.1["state"] == "Degraded"
+    })
+    .await;
+    assert!(degraded, "{}", app.get("/volumes/data").await.1);
+
+    // Recovery rebuilds the lost copy on the third node.
+    let (status, body) = app.post("/volumes/data/recover", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app.wait_job_of(&body).await;
+    assert_eq!(job["state"], "Done", "{job}\n{}", app.log());
+    let healthy = eventually(Duration::from_secs(15), || async {
+        app.get("/volumes/data").await.1["state"] == "Ready"
+    })
+    .await;
+    assert!(healthy, "{}", app.get("/volumes/data").await.1);
+    let slices = app.slices("data").await;
+    let now: Vec<String> = slices
+        .iter()
+        .map(|s| s["media"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(!now.contains(&lost), "{slices:?}");
+    let a_copy = std::fs::read(file_of(&now[0], 0)).expect("copy 0");
+    let b_copy = std::fs::read(file_of(&now[1], 1)).expect("copy 1");
+    assert_eq!(a_copy.len(), b_copy.len());
+    assert!(a_copy == b_copy, "the copies differ after the rebuild");
+    let out = crate::attach::qemu_io(
+        &uri,
+        &["read -P 0x11 0 4M".into(), "read -P 0x22 4M 8M".into()],
+    )
+    .expect("reads after the rebuild");
+    assert!(!out.contains("Pattern verification failed"), "{out}");
 }

@@ -316,6 +316,22 @@ pub trait DataPlane: Send + Sync + 'static {
     ) -> Result<(), DataPlaneError> {
         Ok(())
     }
+
+    /// Serves `medium` of a storage node reached at `endpoint` (see
+    /// [`ClusterMedia::add_node_medium`]); true when the medium is new. A
+    /// data plane of local media only refuses.
+    fn add_node_medium(
+        &self,
+        _medium: &str,
+        endpoint: NodeEndpoint,
+    ) -> Result<bool, DataPlaneError> {
+        Err(DataPlaneError::UnknownNode(endpoint.node))
+    }
+
+    /// The storage node serving `medium`, if a node serves it.
+    fn node_of(&self, _medium: &str) -> Option<String> {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -319,6 +319,18 @@ impl ClusterMedia {
 }
 
 impl DataPlane for ClusterMedia {
+    fn add_node_medium(
+        &self,
+        medium: &str,
+        endpoint: NodeEndpoint,
+    ) -> Result<bool, DataPlaneError> {
+        ClusterMedia::add_node_medium(self, medium, endpoint)
+    }
+
+    fn node_of(&self, medium: &str) -> Option<String> {
+        ClusterMedia::node_of(self, medium)
+    }
+
     /// A node's medium: the node answers a listing of the medium.
     fn check_medium(&self, medium: &str) -> Result<(), DataPlaneError> {
         match self.node_medium(medium) {
