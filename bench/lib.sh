@@ -2,8 +2,9 @@
 # time phases, install qemu-utils (and nbdkit, libnbd-bin), build svs in
 # release mode, start `svs serve` on the demo media in a work directory, and
 # check its log.
-# The sourcing script sets BENCH_DIR, REPO, ADMIN_EMAIL, ADMIN_PASSWORD and
-# its own `cleanup` trap; these set WORK, SVS, SERVER_PID and BASE.
+# The sourcing script sets BENCH_DIR, REPO, ADMIN_EMAIL and ADMIN_PASSWORD,
+# then calls `stop_on_exit` with the variables of the processes it starts;
+# these set WORK, SVS, SERVER_PID and BASE.
 
 stop() {
     local pid="$1"
@@ -11,6 +12,30 @@ stop() {
         kill "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
     fi
+}
+
+WORK=""
+SERVER_PID=""
+STOP_ON_EXIT=(SERVER_PID)
+
+# On exit (and on INT/TERM) stops the processes whose pids are in the
+# variables named (SERVER_PID always) and removes $WORK, keeping the exit
+# code: `stop_on_exit [PID_VARIABLE...]`.
+stop_on_exit() {
+    STOP_ON_EXIT=(SERVER_PID "$@")
+    trap bench_exit EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+}
+bench_exit() {
+    local rc=$? var
+    for var in "${STOP_ON_EXIT[@]}"; do
+        stop "${!var:-}"
+    done
+    if [[ -n "$WORK" ]]; then
+        rm -rf "$WORK"
+    fi
+    exit "$rc"
 }
 
 T0=$SECONDS
@@ -46,6 +71,12 @@ require_nbd_tools() {
     fi
 }
 
+# Cargo's target directory of the workspace.
+target_dir() {
+    (cd "$REPO" && cargo metadata --format-version 1 --no-deps |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+}
+
 # Sets SVS to the release binary, or to BENCH_SVS_BIN when set (an svs
 # binary built elsewhere, e.g. of another commit for a before/after run).
 build_release() {
@@ -57,10 +88,7 @@ build_release() {
         return
     fi
     cargo build --release
-    local target_dir
-    target_dir="$(cargo metadata --format-version 1 --no-deps |
-        python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
-    SVS="$target_dir/release/svs"
+    SVS="$(target_dir)/release/svs"
     [[ -x "$SVS" ]] || { echo "build output missing: $SVS" >&2; exit 1; }
 }
 

@@ -80,25 +80,11 @@ VOLUME_BYTES=$((VOLUME_GIB << 30))
 ADMIN_EMAIL="bench@example.com"
 ADMIN_PASSWORD="bench-password-$$"
 
-WORK=""
-SERVER_PID=""
 QNBD_PID=""
 NBDKIT_PID=""
 # shellcheck source=bench/lib.sh
 source "$BENCH_DIR/lib.sh"
-cleanup() {
-    local rc=$?
-    stop "$QNBD_PID"
-    stop "$NBDKIT_PID"
-    stop "$SERVER_PID"
-    if [[ -n "$WORK" ]]; then
-        rm -rf "$WORK"
-    fi
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+stop_on_exit QNBD_PID NBDKIT_PID
 
 # ---- prerequisites ----
 phase "prerequisites"

@@ -28,80 +28,31 @@ WRK_SECS="${BENCH_WRK_SECS:-10}"
 ADMIN_EMAIL="bench@example.com"
 ADMIN_PASSWORD="bench-password-$$"
 
-WORK=""
-SERVER_PID=""
-cleanup() {
-    local rc=$?
-    if [[ -n "$SERVER_PID" ]]; then
-        kill "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-    fi
-    if [[ -n "$WORK" ]]; then
-        rm -rf "$WORK"
-    fi
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-T0=$SECONDS
-phase() { printf '\n== %s  [t=%ds]\n' "$*" "$((SECONDS - T0))"; }
+# shellcheck source=bench/lib.sh
+source "$BENCH_DIR/lib.sh"
+stop_on_exit
 
 # ---- prerequisites ----
 phase "prerequisites"
 command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "python3 is required" >&2; exit 1; }
-if ! command -v wrk >/dev/null; then
-    echo "installing wrk"
-    export DEBIAN_FRONTEND=noninteractive
-    if ! apt-get install -y --no-install-recommends wrk; then
-        apt-get update
-        apt-get install -y --no-install-recommends wrk
-    fi
-fi
+command -v wrk >/dev/null || apt_install wrk
 echo "wrk: $(command -v wrk); cp: $(cp --version | head -1); $(nproc) CPUs"
 
 # ---- build ----
 phase "build (cargo build --release)"
-cd "$REPO"
-cargo build --release
+build_release
 cargo build --release -p svs-dataplane --example slice_move
-TARGET_DIR="$(cargo metadata --format-version 1 --no-deps |
-    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
-SVS="$TARGET_DIR/release/svs"
-SLICE_MOVE="$TARGET_DIR/release/examples/slice_move"
-[[ -x "$SVS" && -x "$SLICE_MOVE" ]] || { echo "build outputs missing under $TARGET_DIR" >&2; exit 1; }
+SLICE_MOVE="$(target_dir)/release/examples/slice_move"
+[[ -x "$SLICE_MOVE" ]] || { echo "build output missing: $SLICE_MOVE" >&2; exit 1; }
 
-WORK="$(mktemp -d "${TMPDIR:-/tmp}/svs-bench.XXXXXX")"
+make_work_dir svs-bench
 RESULTS="$WORK/results"
 : >"$RESULTS"
-echo "work directory: $WORK ($(findmnt -n -o FSTYPE -T "$WORK" || echo '?'))"
 
 # ---- server ----
 phase "start svs serve (SVS_LOG=warn, demo media)"
-printf '# svs benchmark: defaults, embedded demo media\ndemo = true\n' >"$WORK/svs.toml"
-SVS_LOG=warn SVS_ADMIN_EMAIL="$ADMIN_EMAIL" SVS_ADMIN_PASSWORD="$ADMIN_PASSWORD" \
-    "$SVS" serve --listen 127.0.0.1:0 --config "$WORK/svs.toml" --data-dir "$WORK/data" \
-    >"$WORK/svs.out" 2>"$WORK/svs.log" &
-SERVER_PID=$!
-BASE=""
-for _ in $(seq 300); do
-    if line="$(grep -m1 '^svs listening on ' "$WORK/svs.out")"; then
-        BASE="${line#svs listening on }"
-        break
-    fi
-    if ! kill -0 "$SERVER_PID" 2>/dev/null; then
-        break
-    fi
-    sleep 0.1
-done
-if [[ -z "$BASE" ]]; then
-    echo "svs serve did not start; its log:" >&2
-    cat "$WORK/svs.log" >&2
-    exit 1
-fi
-echo "svs at $BASE (pid $SERVER_PID)"
+start_svs
 TOKEN="$(cd "$BENCH_DIR" && python3 svs_api.py setup "$BASE" "$ADMIN_EMAIL" "$ADMIN_PASSWORD")"
 echo "signed in; policy 'bench' (0/0/0), volumes bench-get (1 GiB) and bench-resize (10 GiB) created"
 

@@ -33,21 +33,9 @@ SNAPSHOT_ROUNDS="${BENCH_SNAPSHOT_ROUNDS:-15}"
 ADMIN_EMAIL="bench@example.com"
 ADMIN_PASSWORD="bench-password-$$"
 
-WORK=""
-SERVER_PID=""
 # shellcheck source=bench/lib.sh
 source "$BENCH_DIR/lib.sh"
-cleanup() {
-    local rc=$?
-    stop "$SERVER_PID"
-    if [[ -n "$WORK" ]]; then
-        rm -rf "$WORK"
-    fi
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+stop_on_exit
 
 # ---- prerequisites ----
 phase "prerequisites"

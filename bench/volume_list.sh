@@ -19,21 +19,9 @@ REPO="$(cd "$BENCH_DIR/.." && pwd)"
 COUNT="${BENCH_VOLUMES:-3000}"
 ADMIN_EMAIL="bench@example.com"
 ADMIN_PASSWORD="bench-password-$$"
-WORK=""
-SERVER_PID=""
 # shellcheck source=bench/lib.sh
 source "$BENCH_DIR/lib.sh"
-cleanup() {
-    local rc=$?
-    stop "$SERVER_PID"
-    if [[ -n "$WORK" ]]; then
-        rm -rf "$WORK"
-    fi
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+stop_on_exit
 
 require_tools
 build_release

@@ -21,6 +21,7 @@ pub mod cli;
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod credential_file;
 pub mod csi;
 pub mod exports;
 pub mod http;

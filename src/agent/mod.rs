@@ -15,7 +15,7 @@ pub mod service;
 use host::{Host, HostConfig};
 use service::{HostReport, ServiceClient};
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use thiserror::Error;
@@ -52,21 +52,8 @@ pub struct AgentConfig {
     pub block_device: device::BlockDeviceMode,
 }
 
-fn read_credential(path: &PathBuf) -> Result<String, AgentError> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        AgentError::Config(format!(
-            "cannot read the credential file {}: {e}",
-            path.display()
-        ))
-    })?;
-    let credential = text.trim().to_string();
-    if credential.is_empty() {
-        return Err(AgentError::Config(format!(
-            "the credential file {} is empty",
-            path.display()
-        )));
-    }
-    Ok(credential)
+fn read_credential(path: &Path) -> Result<String, AgentError> {
+    crate::credential_file::read_credential_file(path).map_err(AgentError::Config)
 }
 
 /// Doubling back-off with a cap, and a little jitter so that many agents

@@ -49,14 +49,18 @@ impl NodeAgent {
 
     /// The agent may act only for its own node.
     pub(super) fn require_node(&self, node: &str) -> ServiceResult<()> {
-        if self.node == node {
-            Ok(())
-        } else {
-            Err(ServiceError::Forbidden(format!(
-                "this credential belongs to node '{}', not '{node}'",
-                self.node
-            )))
-        }
+        require_own_node(&self.node, node)
+    }
+}
+
+/// A node's credential acts only for that node (an agent or a storage node).
+pub(super) fn require_own_node(own: &str, node: &str) -> ServiceResult<()> {
+    if own == node {
+        Ok(())
+    } else {
+        Err(ServiceError::Forbidden(format!(
+            "this credential belongs to node '{own}', not '{node}'"
+        )))
     }
 }
 

@@ -38,14 +38,7 @@ impl StorageNode {
     }
 
     fn require_node(&self, node: &str) -> ServiceResult<()> {
-        if self.node == node {
-            Ok(())
-        } else {
-            Err(ServiceError::Forbidden(format!(
-                "this credential belongs to node '{}', not '{node}'",
-                self.node
-            )))
-        }
+        super::agents::require_own_node(&self.node, node)
     }
 }
 

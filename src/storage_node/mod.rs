@@ -110,20 +110,7 @@ pub fn start_slice_services(
 }
 
 fn read_credential(path: &Path) -> Result<String, StorageNodeError> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        StorageNodeError::Config(format!(
-            "cannot read the credential file {}: {e}",
-            path.display()
-        ))
-    })?;
-    let credential = text.trim().to_string();
-    if credential.is_empty() {
-        return Err(StorageNodeError::Config(format!(
-            "the credential file {} is empty",
-            path.display()
-        )));
-    }
-    Ok(credential)
+    crate::credential_file::read_credential_file(path).map_err(StorageNodeError::Config)
 }
 
 /// The medium as it can be offered now, or why not: its directory exists,
