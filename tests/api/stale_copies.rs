@@ -442,16 +442,17 @@ async fn a_stale_copy_is_never_read_even_when_its_node_is_the_only_one_answering
     })
     .await;
     assert!(back, "{}\n{}", node(app, a.name).await, a.process.log());
-    // What A's return started (a recovery with no copy to rebuild from)
-    // has ended before the reads.
+    // A's return starts a recovery (user svs); it has ended before the
+    // reads.
     let settled = eventually(Duration::from_secs(60), || async {
-        let (_, running) = app.get("/jobs?state=Running").await;
-        let (_, pending) = app.get("/jobs?state=Pending").await;
-        running.as_array().is_some_and(Vec::is_empty)
-            && pending.as_array().is_some_and(Vec::is_empty)
+        let recoveries = mirror.recoveries().await;
+        !recoveries.is_empty()
+            && recoveries
+                .iter()
+                .all(|j| j["state"] == "Done" || j["state"] == "Error")
     })
     .await;
-    assert!(settled, "{}", app.get("/jobs").await.1);
+    assert!(settled, "{:?}\n{}", mirror.recoveries().await, app.log());
     assert_eq!(mirror.state().await, "Failed");
     let slices = mirror.slices().await;
     assert_eq!(slices[0]["health"], "Lost", "{slices:?}");
@@ -460,6 +461,15 @@ async fn a_stale_copy_is_never_read_even_when_its_node_is_the_only_one_answering
         "{slices:?}"
     );
 
+    // The recovery A's return started had nothing healthy to rebuild from.
+    let recoveries = mirror.recoveries().await;
+    assert!(
+        recoveries.iter().all(|j| j["state"] == "Error"
+            && j["details"][0]
+                == "Could not recover volume 'data': column 0 has no healthy copy left: \
+                    its data is lost and cannot be rebuilt"),
+        "{recoveries:?}"
+    );
     // Never A's old bytes: the new ones, or EIO.
     match io(&mirror.uri, &["read -P 0x22 0 8M"]) {
         Ok(_) => {}
