@@ -1,7 +1,7 @@
 // The svs web console: hash-routed pages over the public JSON API.
 import { api, session, isAdmin, signIn, signOut, scheduleRefresh, whenSignedOut, changeOwnPassword } from "./api.js";
 import {
-  JOB_KINDS, jobKindLabel, jobTitle, resizeTarget, sizeText, sliceName, SLICE_HINT, policyHint, policyCopies,
+  JOB_KINDS, jobKindLabel, jobTitle, resizeTarget, sizeText, sliceName, SLICE_HINT, staleNote, policyHint, policyCopies,
   attachmentText, volumeMatches,
 } from "./text.js";
 
@@ -856,7 +856,8 @@ function volumePage([volumeName]) {
         cell("Node", s.node),
         cell("Zone", s.zone || "—"),
         cell("Size", `${s.size} GiB`),
-        cell("Health", stateTag(s.health === "Lost" ? "Lost" : "Healthy")),
+        cell("Health", stateTag(s.health === "Lost" ? "Lost" : "Healthy"),
+          staleNote(s) ? h("span", { class: "stale-note" }, staleNote(s)) : null),
       ));
     copies.replaceChildren(h("h2", {}, "Slices"), h("p", { class: "hint" }, SLICE_HINT),
       table(["Slice", "Copy", "Column", "Medium", "Node", "Zone", "Size", "Health"], rows, "No slices yet."));

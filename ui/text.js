@@ -92,6 +92,14 @@ export function sliceName(s) {
 
 export const SLICE_HINT = "Slice cC-kK is column K of copy C (both counted from 0), as job statuses name it.";
 
+// Beside a lost copy's health: a stale copy (its storage node stopped
+// answering, or its file went missing) missed the writes of a generation
+// of the volume's front, and is never read until a recovery rebuilds it.
+export function staleNote(slice) {
+  if (slice.health !== "Lost" || slice.stalegeneration == null) return "";
+  return ` stale: missed generation ${slice.stalegeneration}, not read until rebuilt`;
+}
+
 // Copies a policy keeps of every slice: 1 + the largest resiliency.
 export function policyCopies(media, node, zone) {
   return 1 + Math.max(Number(media) || 0, Number(node) || 0, Number(zone) || 0);

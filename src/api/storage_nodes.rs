@@ -201,6 +201,8 @@ pub struct NodeCopyView {
     /// `Healthy` or `Lost`.
     #[schema(pattern = "^(Healthy|Lost)$")]
     pub state: &'static str,
+    /// The generation a stale copy missed (see `Slice.stalegeneration`).
+    pub stalegeneration: Option<u64>,
 }
 
 fn copy_view(c: &NodeCopy) -> NodeCopyView {
@@ -212,5 +214,6 @@ fn copy_view(c: &NodeCopy) -> NodeCopyView {
         media: c.medium.clone(),
         size: c.size,
         state: if c.lost { "Lost" } else { "Healthy" },
+        stalegeneration: c.stale_generation,
     }
 }

@@ -514,6 +514,12 @@ pub struct SliceView {
     /// rebuilds it elsewhere).
     #[schema(pattern = "^(Healthy|Lost)$")]
     pub health: &'static str,
+    /// A stale copy (`Lost` while its medium stays in service: its storage
+    /// node stopped answering, or its file went missing): the generation
+    /// it missed, i.e. the volume's front epoch whose writes it lacks. It
+    /// is never read again until a recovery rebuilds it. `null` otherwise
+    /// (also for a copy lost with a failed medium).
+    pub stalegeneration: Option<u64>,
 }
 
 pub fn slice(row: &SliceRow) -> SliceView {
@@ -527,6 +533,7 @@ pub fn slice(row: &SliceRow) -> SliceView {
         zone: row.zone.clone(),
         size: row.slice.size,
         health: if row.lost { "Lost" } else { "Healthy" },
+        stalegeneration: row.stale_generation,
     }
 }
 

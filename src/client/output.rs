@@ -295,6 +295,19 @@ fn render_fields(rows: &[Vec<String>]) -> String {
     out
 }
 
+/// What `volume get` adds to a slice's line when the copy is not healthy:
+/// lost, and for a stale copy the generation it missed (it is not read
+/// until rebuilt).
+fn copy_health(slice: &Value) -> String {
+    if slice["health"].as_str() != Some("Lost") {
+        return String::new();
+    }
+    match slice["stalegeneration"].as_u64() {
+        Some(g) => format!(": Lost, stale (missed generation {g}; not read until rebuilt)"),
+        None => ": Lost".to_string(),
+    }
+}
+
 /// `volume get` for people: what the volume is, where each copy of each
 /// column lives, and where it is attached; `--output json` gives the
 /// server's object instead.
@@ -360,11 +373,12 @@ pub fn render_volume_summary(volume: &Value, slices: &Value, attachments: &Value
                     // Named as the API, job statuses and the console name it.
                     let (copy, column) = (text(&s["copy"]), text(&s["column"]));
                     format!(
-                        "slice c{copy}-k{column} (copy {copy}, column {column}): {} GiB on medium {} (node {}, zone {})",
+                        "slice c{copy}-k{column} (copy {copy}, column {column}): {} GiB on medium {} (node {}, zone {}){}",
                         text(&s["size"]),
                         text(&s["media"]),
                         text(&s["node"]),
                         text(&s["zone"]),
+                        copy_health(s),
                     )
                 })
                 .collect();
@@ -516,6 +530,40 @@ mod tests {
             "NAME  TYPE   FILESYSTEM  SIZE   POLICY  ZONE  STATE  STATUS  PROGRESS  SOURCE\n\
              b     block              1 GiB  p             Ready  Online  100\n\
              f     file   xfs         2 GiB  p             Ready  Online  100\n"
+        );
+    }
+
+    #[test]
+    fn a_volume_summary_shows_lost_and_stale_copies() {
+        let volume = json!({"name": "m", "volumeid": "i", "type": "block", "size": 2,
+                            "maxsize": 20, "policy": "p", "state": "Degraded",
+                            "status": "Online", "progress": 100});
+        let slice = |copy: u64, media: &str, health: &str, stale: Value| {
+            json!({"copy": copy, "column": 0, "size": 2, "media": media, "node": "n",
+                   "zone": "z", "health": health, "stalegeneration": stale})
+        };
+        let slices = json!([
+            slice(0, "a1", "Lost", json!(3)),
+            slice(1, "b1", "Healthy", Value::Null),
+            slice(2, "c1", "Lost", Value::Null),
+        ]);
+        let out = render_volume_summary(&volume, &slices, &json!([]));
+        assert!(
+            out.contains(
+                "slice c0-k0 (copy 0, column 0): 2 GiB on medium a1 (node n, zone z): Lost, \
+                 stale (missed generation 3; not read until rebuilt)\n"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("slice c1-k0 (copy 1, column 0): 2 GiB on medium b1 (node n, zone z)\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "slice c2-k0 (copy 2, column 0): 2 GiB on medium c1 (node n, zone z): Lost\n"
+            ),
+            "{out}"
         );
     }
 

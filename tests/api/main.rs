@@ -35,6 +35,7 @@ mod roles;
 mod route_attacks;
 mod signin_protection;
 mod snapshots;
+mod stale_copies;
 mod startup;
 mod storage_nodes;
 mod tenants;

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 /// The service's `storage_node_timeout` in these tests.
-const TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(2);
 /// How long past the timeout a change may take to show (the liveness
 /// pass runs four times per timeout; a loaded machine is slower).
-const MARGIN: Duration = Duration::from_secs(8);
+pub(crate) const MARGIN: Duration = Duration::from_secs(8);
 
 /// A free port on `ip` (a loopback alias: binding it proves it works).
 fn free_port(ip: &str) -> u16 {
@@ -27,16 +27,22 @@ fn free_port(ip: &str) -> u16 {
 
 /// One `svs storage-node` process with its own directory, configuration,
 /// credential file and media; killed when dropped.
-struct StorageNodeProcess {
-    dir: TempDir,
+pub(crate) struct StorageNodeProcess {
+    pub(crate) dir: TempDir,
     child: Option<Child>,
-    slice_address: String,
+    pub(crate) slice_address: String,
 }
 
 impl StorageNodeProcess {
     /// Writes the node's configuration (media `(name, GiB)` in
     /// directories of its own) and its credential file.
-    fn new(app: &TestApp, node: &str, ip: &str, media: &[(&str, u64)], credential: &str) -> Self {
+    pub(crate) fn new(
+        app: &TestApp,
+        node: &str,
+        ip: &str,
+        media: &[(&str, u64)],
+        credential: &str,
+    ) -> Self {
         let dir = tempfile::tempdir().expect("node dir");
         let slice_address = format!("{ip}:{}", free_port(ip));
         let credential_file = dir.path().join("node.credential");
@@ -64,15 +70,15 @@ impl StorageNodeProcess {
         }
     }
 
-    fn medium_dir(&self, name: &str) -> PathBuf {
+    pub(crate) fn medium_dir(&self, name: &str) -> PathBuf {
         self.dir.path().join("media").join(name)
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("node.log")).unwrap_or_default()
     }
 
-    fn start(&mut self) {
+    pub(crate) fn start(&mut self) {
         self.start_with(&[]);
     }
 
@@ -93,6 +99,19 @@ impl StorageNodeProcess {
             .spawn()
             .expect("svs storage-node starts");
         self.child = Some(child);
+    }
+
+    /// SIGSTOP (`true`) or SIGCONT: the node stops answering anything,
+    /// its connections left open, as a hung host does; then it goes on
+    /// where it stopped. A stopped node still dies when dropped (SIGKILL).
+    pub(crate) fn pause(&self, stopped: bool) {
+        let child = self.child.as_ref().expect("the node runs");
+        let signal = if stopped { "-STOP" } else { "-CONT" };
+        let status = Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill {signal} failed");
     }
 
     /// SIGKILL: the node vanishes without a word.
@@ -120,7 +139,7 @@ impl Drop for StorageNodeProcess {
 }
 
 /// Polls `check` until it holds or `within` has passed; the last value.
-async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
+pub(crate) async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -137,7 +156,7 @@ where
     }
 }
 
-async fn node(app: &TestApp, name: &str) -> Value {
+pub(crate) async fn node(app: &TestApp, name: &str) -> Value {
     let (status, body) = app.get(&format!("/nodes/{name}")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     body
@@ -149,7 +168,7 @@ async fn medium_state(app: &TestApp, id: &str) -> Option<Value> {
 }
 
 /// Adds a node and issues its credential of `role`.
-async fn node_with_credential(
+pub(crate) async fn node_with_credential(
     app: &TestApp,
     name: &str,
     address: &str,
@@ -175,7 +194,12 @@ async fn node_with_credential(
 }
 
 /// `PUT /nodes/{node}/storage` as `credential`.
-async fn register(app: &TestApp, credential: &str, node: &str, body: Value) -> (StatusCode, Value) {
+pub(crate) async fn register(
+    app: &TestApp,
+    credential: &str,
+    node: &str,
+    body: Value,
+) -> (StatusCode, Value) {
     app.request(
         Some(&format!("Bearer {credential}")),
         Method::PUT,
@@ -591,7 +615,7 @@ async fn a_storage_node_registers_over_https_trusting_the_services_ca() {
 
 /// Waits until the service's data plane serves `media` (the nodes' slice
 /// servers start after their first registration).
-async fn wait_served(app: &TestApp, media: &[&str]) {
+pub(crate) async fn wait_served(app: &TestApp, media: &[&str]) {
     let served = eventually(Duration::from_secs(30), || async {
         let log = app.log();
         media.iter().all(|m| {

@@ -73,6 +73,12 @@ async fn placement(app: &TestApp, volume: &str) -> Vec<Value> {
                     .is_some_and(|h| h == "Healthy" || h == "Lost"),
                 "health: {health:?}"
             );
+            // Null, or the generation a stale (Lost) copy missed.
+            let stale = obj.remove("stalegeneration");
+            assert!(
+                stale.as_ref().is_some_and(|g| g.is_null() || g.is_u64()),
+                "stalegeneration: {stale:?}"
+            );
             s
         })
         .collect()

@@ -199,6 +199,11 @@ pub struct SliceRow {
     /// The slice is lost: its medium failed, or this copy was found lost
     /// on a healthy medium (see `VolumeStore::mark_slice_lost`).
     pub lost: bool,
+    /// A copy marked lost: the generation (the volume's front epoch) it
+    /// missed, the one whose front stopped writing to it. None while it
+    /// is not marked lost (also for a copy lost only with its failed
+    /// medium). A stale copy is never read until it is rebuilt.
+    pub stale_generation: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -568,6 +573,8 @@ pub struct NodeCopy {
     pub size: Gib,
     /// Lost: its medium failed or the copy was marked lost.
     pub lost: bool,
+    /// The generation a copy marked lost missed (see `SliceRow`).
+    pub stale_generation: Option<u64>,
 }
 
 /// A node's agent: whether it has a credential, and when it was last seen.

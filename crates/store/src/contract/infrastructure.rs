@@ -65,6 +65,8 @@ pub async fn a_lost_copy_is_lost_alone_until_it_moves(store: &dyn Store) {
         .expect("again"));
     let slices = store.volume_slices(&volume).await.expect("slices");
     assert!(slices.iter().all(|s| s.lost), "{slices:?}");
+    // No front ever opened it: it missed generation 0.
+    assert_eq!(slices[0].stale_generation, Some(0), "{slices:?}");
     let v = read_volume(store, user.tenant_id).await;
     assert_eq!((v.lost_slices, v.lost_columns), (1, 1));
     // The medium itself stays healthy and keeps taking slices.
@@ -84,9 +86,9 @@ pub async fn a_lost_copy_is_lost_alone_until_it_moves(store: &dyn Store) {
     assert_eq!(
         slices
             .iter()
-            .map(|s| (s.slice.medium.as_str(), s.lost))
+            .map(|s| (s.slice.medium.as_str(), s.lost, s.stale_generation))
             .collect::<Vec<_>>(),
-        [("m2", false)]
+        [("m2", false, None)]
     );
     let v = read_volume(store, user.tenant_id).await;
     assert_eq!((v.lost_slices, v.lost_columns), (0, 0));

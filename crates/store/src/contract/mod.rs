@@ -101,6 +101,7 @@ macro_rules! store_contract_tests {
             a_new_or_revoked_credential_changes_the_slice_credential,
             node_copies_list_every_copy_on_the_nodes_media,
             the_front_epoch_only_grows,
+            a_lost_copy_records_the_generation_it_missed,
         );
     };
     (@each $open:path; $($name:ident),+ $(,)?) => {

@@ -290,6 +290,7 @@ pub async fn node_copies_list_every_copy_on_the_nodes_media(store: &dyn Store) {
             medium: "d1".into(),
             size: 10,
             lost: false,
+            stale_generation: None,
         }]
     );
     assert!(store
@@ -323,4 +324,53 @@ pub async fn two_handles_never_get_the_same_front_epoch(first: &dyn Store, secon
     }
     seen.sort_unstable();
     assert_eq!(seen, (1..=40).collect::<Vec<u64>>());
+}
+
+pub async fn a_lost_copy_records_the_generation_it_missed(store: &dyn Store) {
+    let (user, volume) = volume_on_d1(store).await;
+    let stale = |slices: &[SliceRow]| {
+        slices
+            .iter()
+            .map(|s| s.stale_generation)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        stale(&store.volume_slices(&volume).await.expect("slices")),
+        [None]
+    );
+    // Two fronts opened the volume: the second's writes are the ones the
+    // copy misses when its node goes.
+    assert_eq!(store.next_front_epoch(&volume).await.expect("epoch"), 1);
+    assert_eq!(store.next_front_epoch(&volume).await.expect("epoch"), 2);
+    assert!(store
+        .mark_storage_node_offline("sn-1", 11, 50)
+        .await
+        .expect("offline")
+        .is_some());
+    assert_eq!(
+        stale(&store.volume_slices(&volume).await.expect("slices")),
+        [Some(2)]
+    );
+    let copies = store.node_copies("sn-1").await.expect("copies");
+    assert_eq!(
+        (copies[0].lost, copies[0].stale_generation),
+        (true, Some(2))
+    );
+    // Later fronts do not change what it missed, nor does a second mark,
+    // nor the node's return.
+    assert_eq!(store.next_front_epoch(&volume).await.expect("epoch"), 3);
+    assert!(!store
+        .mark_slice_lost(&volume, 0, 0, "d1", 60)
+        .await
+        .expect("lost already"));
+    store
+        .register_storage_node(&registration("sn-1", &[disk("d1", 20), disk("d2", 20)], 70))
+        .await
+        .expect("back");
+    let slices = store.volume_slices(&volume).await.expect("slices");
+    assert_eq!(
+        (slices[0].lost, slices[0].stale_generation),
+        (true, Some(2))
+    );
+    assert_eq!(read_volume(store, user.tenant_id).await.lost_slices, 1);
 }

@@ -1,6 +1,7 @@
 //! Storage nodes: registrations and heartbeats, liveness, their copies.
 
 use super::media::media_space;
+use super::volumes::{stale_generation, STALE_GENERATION};
 use super::{gib, to_i64, SqliteStore};
 use crate::records::{
     NodeCopy, StorageNodeRecord, StorageNodeState, StorageRegistered, StorageRegistration,
@@ -15,13 +16,17 @@ pub(super) fn node_directory(node: &str, directory: &str) -> String {
     format!("{node}:{directory}")
 }
 
-/// Marks every slice on the medium lost (those not lost already).
+/// Marks every slice on the medium lost (those not lost already), each
+/// with the generation it missed.
 async fn lose_slices_on(conn: &mut SqliteConnection, medium: &str, now_ms: i64) -> StoreResult<()> {
-    sqlx::query("UPDATE slices SET lost_ms = ? WHERE medium_id = ? AND lost_ms IS NULL")
-        .bind(now_ms)
-        .bind(medium)
-        .execute(&mut *conn)
-        .await?;
+    sqlx::query(&format!(
+        "UPDATE slices SET lost_ms = ?, stale_generation = {STALE_GENERATION} \
+         WHERE medium_id = ? AND lost_ms IS NULL"
+    ))
+    .bind(now_ms)
+    .bind(medium)
+    .execute(&mut *conn)
+    .await?;
     Ok(())
 }
 
@@ -264,7 +269,8 @@ impl StorageNodeStore for SqliteStore {
     async fn node_copies(&self, node: &str) -> StoreResult<Vec<NodeCopy>> {
         let rows = sqlx::query(
             "SELECT s.volume_id, v.name AS volume_name, v.tenant_id, s.copy, s.col, \
-             s.medium_id, s.size_gib, (m.state = 'Failed' OR s.lost_ms IS NOT NULL) AS lost \
+             s.medium_id, s.size_gib, (m.state = 'Failed' OR s.lost_ms IS NOT NULL) AS lost, \
+             s.stale_generation \
              FROM slices s JOIN media m ON m.id = s.medium_id \
              JOIN volumes v ON v.id = s.volume_id WHERE m.node = ? \
              ORDER BY v.name, s.copy, s.col",
@@ -287,6 +293,7 @@ impl StorageNodeStore for SqliteStore {
                     medium: r.try_get("medium_id")?,
                     size: gib(r, "size_gib")?,
                     lost: r.try_get::<i64, _>("lost")? != 0,
+                    stale_generation: stale_generation(r)?,
                 })
             })
             .collect()

@@ -78,6 +78,20 @@ fn volume_row(row: &SqliteRow) -> StoreResult<Volume> {
     })
 }
 
+/// What a copy marked lost records as the generation it missed: its
+/// volume's front epoch when it was marked (an SQL expression over
+/// `slices`, for the UPDATEs that set `lost_ms`). The front of that epoch
+/// stopped writing to it then, so the copy lacks that generation's writes.
+pub(super) const STALE_GENERATION: &str =
+    "(SELECT v.front_epoch FROM volumes v WHERE v.id = slices.volume_id)";
+
+/// The `stale_generation` column of a row.
+pub(super) fn stale_generation(row: &SqliteRow) -> StoreResult<Option<u64>> {
+    row.try_get::<Option<i64>, _>("stale_generation")?
+        .map(|g| u64::try_from(g).map_err(|_| StoreError::Corrupt(format!("stale generation {g}"))))
+        .transpose()
+}
+
 fn slice_row(row: &SqliteRow) -> StoreResult<SliceRow> {
     Ok(SliceRow {
         slice: Slice {
@@ -93,6 +107,7 @@ fn slice_row(row: &SqliteRow) -> StoreResult<SliceRow> {
         zone: row.try_get("zone")?,
         lost: row.try_get::<String, _>("medium_state")? == "Failed"
             || row.try_get::<Option<i64>, _>("lost_ms")?.is_some(),
+        stale_generation: stale_generation(row)?,
     })
 }
 
@@ -201,8 +216,8 @@ impl VolumeStore for SqliteStore {
 
     async fn volume_slices(&self, volume_id: &str) -> StoreResult<Vec<SliceRow>> {
         let rows = sqlx::query(
-            "SELECT s.id, s.copy, s.col, s.medium_id, s.size_gib, s.lost_ms, m.node, m.zone, \
-             m.state AS medium_state \
+            "SELECT s.id, s.copy, s.col, s.medium_id, s.size_gib, s.lost_ms, s.stale_generation, \
+             m.node, m.zone, m.state AS medium_state \
              FROM slices s JOIN media m ON m.id = s.medium_id \
              WHERE s.volume_id = ? ORDER BY s.copy, s.col",
         )
@@ -384,7 +399,8 @@ impl VolumeStore for SqliteStore {
         let mut tx = self.begin_write().await?;
         // The copy on the target is a fresh one, verified: not lost.
         let moved = sqlx::query(
-            "UPDATE slices SET medium_id = ?, lost_ms = NULL WHERE id = ? AND medium_id = ?",
+            "UPDATE slices SET medium_id = ?, lost_ms = NULL, stale_generation = NULL \
+             WHERE id = ? AND medium_id = ?",
         )
         .bind(target)
         .bind(step.slice_id)
@@ -427,10 +443,10 @@ impl VolumeStore for SqliteStore {
         medium: &str,
         now_ms: i64,
     ) -> StoreResult<bool> {
-        let marked = sqlx::query(
-            "UPDATE slices SET lost_ms = ? WHERE volume_id = ? AND copy = ? AND col = ? \
-             AND medium_id = ? AND lost_ms IS NULL",
-        )
+        let marked = sqlx::query(&format!(
+            "UPDATE slices SET lost_ms = ?, stale_generation = {STALE_GENERATION} \
+             WHERE volume_id = ? AND copy = ? AND col = ? AND medium_id = ? AND lost_ms IS NULL"
+        ))
         .bind(now_ms)
         .bind(volume_id)
         .bind(i64::from(copy))
