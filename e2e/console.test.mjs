@@ -504,7 +504,7 @@ test("nodes: add a node, issue its agent credential once, see the agent, revoke 
   assert.equal(await page.textContent("#node-notice"),
     "Node host-7 added (address 10.0.0.7). Issue its agent credential to run the agent on it.");
   const cells = await page.$$eval('tr[data-node="host-7"] td', (tds) => tds.map((t) => t.textContent));
-  assert.deepEqual(cells.slice(0, 7), ["host-7", "zone-b", "10.0.0.7", "0", "0", "no", "never"]);
+  assert.deepEqual(cells.slice(0, 12), ["host-7", "host", "Online", "zone-b", "10.0.0.7", "0", "0", "0", "no", "never", "—", "—"]);
   assert.equal(await page.locator('tr[data-node="host-7"] button.revoke').count(), 0, "nothing to revoke");
   // The same name again: the server's words.
   await page.fill("#node-name", "host-7");

@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import { createInterface } from "node:readline";
 import fs from "node:fs";
+import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { chromium } from "playwright-core";
@@ -37,8 +38,10 @@ after(async () => {
   for (const s of servers) s.stop();
 });
 
-/** Starts `svs serve` on free ports with the given media; resolves once it listens. */
-export async function startServer(media, movementRate = "0", extraToml = "") {
+/** Starts `svs serve` on free ports with the given media; resolves once it listens.
+ * With `log` (a log filter, e.g. "info"), its log is kept (`server.log()`)
+ * instead of shown. */
+export async function startServer(media, movementRate = "0", extraToml = "", { log } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "svs-e2e-"));
   let toml = `movement_rate = "${movementRate}"\n${extraToml}`;
   for (const [id, node, zone, size] of media) {
@@ -48,9 +51,11 @@ export async function startServer(media, movementRate = "0", extraToml = "") {
   const child = spawn(BIN, ["serve", "--listen", "127.0.0.1:0", "--nbd-listen", "127.0.0.1:0",
     "--config", path.join(dir, "svs.toml"), "--data-dir", path.join(dir, "data")], {
     // svs warns about SVS_* variables that are not its settings: pass only ours.
-    env: { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("SVS_"))), SVS_ADMIN_EMAIL: EMAIL, SVS_ADMIN_PASSWORD: PASSWORD, SVS_LOG: "warn" },
-    stdio: ["ignore", "pipe", "inherit"],
+    env: { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("SVS_"))), SVS_ADMIN_EMAIL: EMAIL, SVS_ADMIN_PASSWORD: PASSWORD, SVS_LOG: log || "warn" },
+    stdio: ["ignore", "pipe", log ? "pipe" : "inherit"],
   });
+  let logText = "";
+  child.stderr?.on("data", (chunk) => { logText += chunk; });
   const lines = createInterface({ input: child.stdout });
   const base = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error("svs did not start in 30 s")), 30_000);
@@ -69,6 +74,7 @@ export async function startServer(media, movementRate = "0", extraToml = "") {
     base,
     dir,
     mediumDir: (id) => path.join(dir, "media", id),
+    log: () => logText,
     stop() {
       child.kill("SIGTERM");
       fs.rmSync(dir, { recursive: true, force: true });
@@ -76,6 +82,67 @@ export async function startServer(media, movementRate = "0", extraToml = "") {
   };
   servers.push(server);
   return server;
+}
+
+/** A free TCP port on `ip` (a loopback address: binding it proves it works). */
+async function freePort(ip) {
+  const probe = net.createServer();
+  await new Promise((resolve, reject) => {
+    probe.once("error", reject);
+    probe.listen(0, ip, resolve);
+  });
+  const { port } = probe.address();
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
+}
+
+/** Starts a real `svs storage-node` for `server`: node `node` (added with a
+ * storage credential `credential`), its slice server on `ip`, its media
+ * `[name, GiB]` in directories of its own. `kill()` is SIGKILL. */
+export async function startStorageNode(server, node, ip, media, credential) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "svs-e2e-node-"));
+  const sliceAddress = `${ip}:${await freePort(ip)}`;
+  fs.writeFileSync(path.join(dir, "node.credential"), credential, { mode: 0o600 });
+  let toml = `api = "${server.base}"\nnode = "${node}"\ncredential_file = "${path.join(dir, "node.credential")}"\n` +
+    `slice_listen = "${sliceAddress}"\nstate_dir = "${path.join(dir, "state")}"\n`;
+  for (const [name, gib] of media) {
+    const medium = path.join(dir, "media", name);
+    fs.mkdirSync(medium, { recursive: true });
+    toml += `\n[[media]]\nname = "${name}"\ndirectory = "${medium}"\nsize = "${gib} GiB"\n`;
+  }
+  fs.writeFileSync(path.join(dir, "node.toml"), toml);
+  const log = fs.openSync(path.join(dir, "node.log"), "a");
+  const child = spawn(BIN, ["storage-node", "--config", path.join(dir, "node.toml")], {
+    env: { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("SVS_"))), SVS_LOG: "info" },
+    stdio: ["ignore", "ignore", log],
+  });
+  fs.closeSync(log);
+  const exited = new Promise((resolve) => child.once("exit", resolve));
+  const storageNode = {
+    dir,
+    sliceAddress,
+    log: () => fs.readFileSync(path.join(dir, "node.log"), "utf8"),
+    async kill() {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+      await exited;
+    },
+    stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  servers.push(storageNode);
+  return storageNode;
+}
+
+/** Polls `check` (async) every 200 ms until it is true; fails after `ms`
+ * with `what()` in the message. */
+export async function eventually(ms, check, what = () => "") {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`not within ${ms} ms: ${what()}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
 }
 
 /** Writes 32 MiB of `byte` at the start of a slice file, so that moving or

@@ -50,6 +50,8 @@ pub struct StartupFacts {
     pub api_media: usize,
     /// The embedded demo topology (under `<data_dir>/media`), not `[[media]]`.
     pub demo: bool,
+    /// `storage_nodes_only`: no media of this host, every copy on storage nodes.
+    pub storage_nodes_only: bool,
     /// The store has at least one user (else nobody can sign in yet).
     pub has_users: bool,
     /// HTTPS (and the certificate NBD's STARTTLS uses), `None`: plain HTTP.
@@ -151,6 +153,18 @@ impl Application {
         if api_media.is_empty() {
             no_configured_media?;
         }
+        if config.storage_nodes_only && !api_media.is_empty() {
+            let ids: Vec<&str> = api_media
+                .iter()
+                .map(|u| u.record.medium.id.as_str())
+                .collect();
+            return Err(format!(
+                "storage_nodes_only = true places every copy on storage nodes, but media of this \
+                 host were added through the API: {}; remove them (DELETE /media/ID) before \
+                 setting it",
+                ids.join(", ")
+            ));
+        }
         let media = LocalMedia::new(
             media_config
                 .iter()
@@ -226,6 +240,7 @@ impl Application {
             media: media_config.len(),
             api_media: api_media.len(),
             demo: config.demo,
+            storage_nodes_only: config.storage_nodes_only,
             has_users,
             tls: server_tls.as_ref().map(|t| t.facts.clone()),
             nbd_tls: config.effective_nbd_tls(),
@@ -311,6 +326,7 @@ impl Application {
             nbd_base,
         )?;
         services.storage_node_timeout = config.storage_node_timeout;
+        services.storage_nodes_only = config.storage_nodes_only;
         let services = Arc::new(services);
         let resumed = runner
             .resume_unfinished()

@@ -167,6 +167,13 @@ pub struct Config {
     /// one, where a missing `[[media]]` is a mistake to point out rather
     /// than a reason to make up media. `SVS_DEMO`.
     pub demo: bool,
+    /// Run with no media of this host: every medium is a storage node's
+    /// (`svs storage-node`), so every copy is placed on storage nodes. Start-up
+    /// then needs no `[[media]]` (which, like `demo = true`, it refuses), and
+    /// `POST /media` is refused. Default false: without media `svs serve`
+    /// refuses to start, which catches a forgotten `[[media]]`.
+    /// `SVS_STORAGE_NODES_ONLY`.
+    pub storage_nodes_only: bool,
     /// The media svs places slices on (none with `demo`). Only from the
     /// configuration file; media added through the API (`POST /media`)
     /// are kept in the store, and an entry here takes one of the same id
@@ -410,6 +417,7 @@ impl Default for Config {
             log: "info".to_string(),
             log_format: LogFormat::Text,
             demo: true,
+            storage_nodes_only: false,
             media: Vec::new(),
             nodes: Vec::new(),
         }
@@ -433,7 +441,8 @@ impl Config {
             demo: overrides.config_file.is_none(),
             ..Config::default()
         };
-        let mut figment = Figment::from(Serialized::defaults(defaults));
+        // What the file and the environment say, without the defaults.
+        let mut given = Figment::new();
         if let Some(file) = &overrides.config_file {
             if !file.is_file() {
                 return Err(format!(
@@ -441,19 +450,25 @@ impl Config {
                     file.display()
                 ));
             }
-            figment = figment.merge(Toml::file(file));
+            given = given.merge(Toml::file(file));
         }
         // Only our settings: the CLI's own variables (SVS_PROFILE, ...) and
         // typos are not errors (`unknown_env_settings` names the latter).
         let settings = setting_names();
-        figment = figment.merge(Env::prefixed("SVS_").filter(move |key| {
+        given = given.merge(Env::prefixed("SVS_").filter(move |key| {
             settings
                 .iter()
                 .any(|s| key.as_str().eq_ignore_ascii_case(s))
         }));
-        let mut config: Config = figment
+        let mut config: Config = Figment::from(Serialized::defaults(defaults))
+            .merge(given.clone())
             .extract()
             .map_err(|e| format!("configuration: {e}"))?;
+        // Storage nodes only: no demo media unless asked for (which
+        // `validate` then refuses), even without a configuration file.
+        if config.storage_nodes_only && given.find_value("demo").is_err() {
+            config.demo = false;
+        }
         if let Some(dir) = &overrides.data_dir {
             config.data_dir = dir.clone();
         }
@@ -521,6 +536,13 @@ impl Config {
             }
         }
         self.validate_tls()?;
+        if self.storage_nodes_only && (self.demo || !self.media.is_empty()) {
+            return Err(
+                "configuration: storage_nodes_only = true places every copy on storage nodes; \
+                 remove [[media]] and demo = true"
+                    .into(),
+            );
+        }
         if self.demo && !self.media.is_empty() {
             return Err(
                 "configuration: demo = true and [[media]] exclude each other; remove one".into(),
@@ -591,7 +613,7 @@ impl Config {
     /// `svs serve` needs media to place volumes on. Not part of `validate`:
     /// the offline commands (`user add`, `keys rotate`) work without them.
     pub fn check_media_configured(&self) -> Result<(), String> {
-        if self.demo || !self.media.is_empty() {
+        if self.demo || self.storage_nodes_only || !self.media.is_empty() {
             return Ok(());
         }
         Err(format!(
@@ -855,6 +877,26 @@ mod tests {
             err.contains("demo = true and [[media]] exclude each other"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn storage_nodes_only_starts_without_media_and_refuses_local_ones() {
+        let config = load_file("storage_nodes_only = true\n").unwrap();
+        assert!(!config.demo);
+        assert!(config.effective_media().is_empty());
+        assert!(config.check_media_configured().is_ok());
+        for text in [
+            "storage_nodes_only = true\ndemo = true\n",
+            "storage_nodes_only = true\n[[media]]\nid = \"m1\"\nnode = \"n1\"\n\
+             zone = \"z1\"\ndirectory = \"/tmp/m1\"\nsize_gib = 5\n",
+        ] {
+            let err = load_file(text).unwrap_err();
+            assert_eq!(
+                err,
+                "configuration: storage_nodes_only = true places every copy on storage \
+                 nodes; remove [[media]] and demo = true"
+            );
+        }
     }
 
     #[test]

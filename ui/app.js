@@ -4,118 +4,15 @@ import {
   JOB_KINDS, jobKindLabel, jobTitle, resizeTarget, sizeText, sliceName, SLICE_HINT, staleNote, policyHint, policyCopies,
   attachmentText, volumeMatches,
 } from "./text.js";
+import {
+  h, every, stopTimers, errorBox, noticeBox, actionBox, progressBar, stateTag, table, cell, fmtBytes, fmtTime,
+  changeDetector, livePoll,
+} from "./dom.js";
+import { nodesPage, nodePage } from "./nodes.js";
 
 const main = document.getElementById("main");
 const top = document.getElementById("top");
-let timers = []; // cleared whenever the page changes
 let signInNotice = "";
-
-// ---- small DOM helpers (text is always set as text, never as HTML) ----
-function h(tag, attrs = {}, ...children) {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (v === undefined || v === null || v === false) continue;
-    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
-    else if (k === "class") el.className = v;
-    else if (k === "value") el.value = v;
-    // Through the CSSOM: a style attribute is inline style, which the
-    // console's Content-Security-Policy (style-src 'self') blocks.
-    else if (k === "style") el.style.cssText = v;
-    else el.setAttribute(k, v === true ? "" : v);
-  }
-  for (const c of children.flat()) {
-    if (c === undefined || c === null || c === false) continue;
-    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
-  }
-  return el;
-}
-
-function every(ms, fn) {
-  const id = setInterval(fn, ms);
-  timers.push(() => clearInterval(id));
-  return () => clearInterval(id);
-}
-
-function errorBox() {
-  const box = h("div", { class: "error", role: "alert", hidden: true });
-  box.show = (e) => {
-    box.textContent = e ? (e.message || String(e)) : "";
-    box.hidden = !e;
-  };
-  return box;
-}
-
-function noticeBox() {
-  const box = h("div", { class: "notice", role: "status", hidden: true });
-  box.show = (text) => {
-    box.textContent = text || "";
-    box.hidden = !text;
-  };
-  return box;
-}
-
-// `failed`: the job ended in Error, its bar is shown red.
-function progressBar(value, failed = false) {
-  const v = Math.max(0, Math.min(100, Number(value) || 0));
-  return h(
-    "span",
-    { class: failed ? "progress failed" : "progress", title: failed ? `failed at ${v}%` : `${v}%` },
-    h("span", { class: "bar" }, h("span", { class: "fill", style: `width:${v}%` })),
-    h("span", { class: "pct" }, `${v}%`),
-  );
-}
-
-function stateTag(state) {
-  return h("span", { class: `state state-${String(state).toLowerCase()}` }, state);
-}
-
-function table(headers, rows, empty) {
-  return h(
-    "div",
-    { class: "table-wrap" },
-    h(
-      "table",
-      {},
-      h("thead", {}, h("tr", {}, headers.map((t) => h("th", {}, t)))),
-      h(
-        "tbody",
-        {},
-        rows.length
-          ? rows
-          : h("tr", {}, h("td", { colspan: headers.length, class: "empty" }, empty)),
-      ),
-    ),
-  );
-}
-
-function cell(label, ...content) {
-  return h("td", { "data-label": label }, ...content);
-}
-
-// Bytes for people: 0 B, 512 B, 64.0 KiB, 1.5 GiB.
-function fmtBytes(n) {
-  let v = Number(n) || 0;
-  if (v < 1024) return `${v} B`;
-  const units = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-  let i = -1;
-  do {
-    v /= 1024;
-    i++;
-  } while (v >= 1024 && i < units.length - 1);
-  return `${v.toFixed(1)} ${units[i]}`;
-}
-
-// A message from a refused call: it stays until the next action starts
-// (list reloads use their own box), with optional follow-up buttons.
-function actionBox() {
-  const box = h("div", { class: "error", role: "alert", hidden: true });
-  box.show = (e, ...buttons) => {
-    box.replaceChildren();
-    if (e) box.append(h("span", { class: "message" }, e.message || String(e)), ...buttons);
-    box.hidden = !e;
-  };
-  return box;
-}
 
 function volumePath(v) {
   return `/volumes/${encodeURIComponent(v)}`;
@@ -127,12 +24,6 @@ function snapshotPath(v, s) {
 
 // Volume states that last: anything else is a change in progress.
 const SETTLED_VOLUME_STATES = ["Ready", "Degraded", "Failed"];
-
-function fmtTime(t) {
-  if (!t) return "—";
-  const d = new Date(t);
-  return isNaN(d) ? t : d.toLocaleString();
-}
 
 // A volume's type, with the filesystem svs makes on a `file` volume.
 function volumeType(v) {
@@ -180,41 +71,11 @@ function hostState(a) {
     h("span", { class: `state host-state state-${a.hoststate.toLowerCase()}`, title: `${detail || a.hoststate}${when}` }, a.hoststate));
 }
 
-// The command line that runs a node's agent against this service.
-const AGENT_CREDENTIAL_PATH = "/etc/svs/agent.credential";
-function agentCommand(node) {
-  return `svs agent --url ${location.origin} --node ${node} --credential-file ${AGENT_CREDENTIAL_PATH}`;
-}
-
-// A read-only text field with a Copy button (the clipboard API needs a
-// secure context: elsewhere the text is selected and copied the old way).
-function copyField(id, value) {
-  const input = h("input", { id, class: "copy-value", readonly: true, value, spellcheck: "false" });
-  const done = h("span", { class: "muted copied", role: "status" });
-  const button = h("button", {
-    type: "button",
-    class: "secondary copy",
-    onclick: async () => {
-      input.select();
-      let ok = false;
-      try {
-        await navigator.clipboard.writeText(value);
-        ok = true;
-      } catch {
-        ok = document.execCommand && document.execCommand("copy");
-      }
-      done.textContent = ok ? "Copied" : "Press Ctrl+C to copy";
-    },
-  }, "Copy");
-  return h("div", { class: "copy-field" }, input, button, done);
-}
-
 // ---- routing ----
 const pages = { signin: signInPage, volumes: volumesPage, snapshots: snapshotsPage, jobs: jobsPage, media: mediaPage, nodes: nodesPage, policies: policiesPage, users: usersPage, account: accountPage };
 
 function route() {
-  timers.forEach((stop) => stop());
-  timers = [];
+  stopTimers();
   const [name, ...rest] = (location.hash.replace(/^#\/?/, "") || "volumes").split("/");
   const signedIn = !!session();
   if (!signedIn && name !== "signin") {
@@ -225,8 +86,10 @@ function route() {
     location.hash = "#/volumes";
     return;
   }
-  // #/volumes/<name> is one volume's page.
-  const page = name === "volumes" && rest.length ? volumePage : pages[name] || notFoundPage;
+  // #/volumes/<name> and #/nodes/<name> are one volume's, one node's page.
+  const page = name === "volumes" && rest.length ? volumePage
+    : name === "nodes" && rest.length ? nodePage
+      : pages[name] || notFoundPage;
   top.hidden = !signedIn;
   for (const a of top.querySelectorAll("nav a")) {
     a.classList.toggle("active", a.dataset.page === (name === "snapshots" ? "volumes" : name));
@@ -527,39 +390,6 @@ function followJob(id, panel, onEnd) {
 }
 
 // ---- live lists, busy volumes, the resize dialog ----
-
-// Remembers what was last drawn: `changed(data)` is true only when the
-// server's answer differs, so a live list is redrawn (and its buttons
-// replaced) only when something changed.
-function changeDetector() {
-  let last = null;
-  return {
-    changed(...data) {
-      const key = JSON.stringify(data);
-      if (key === last) return false;
-      last = key;
-      return true;
-    },
-    reset() {
-      last = null;
-    },
-  };
-}
-
-// Calls `load` every `ms` while `when()` holds and the tab is visible (a
-// hidden tab costs the server nothing), never two at once.
-function livePoll(ms, when, load) {
-  let busy = false;
-  every(ms, async () => {
-    if (busy || document.hidden || !when()) return;
-    busy = true;
-    try {
-      await load();
-    } finally {
-      busy = false;
-    }
-  });
-}
 
 // A volume is busy while a job works on it (Pending or Running): its state
 // is a transition, or its status is the job's instead of `Online`.
@@ -1564,152 +1394,6 @@ function mediaPage() {
   }
 
   load();
-}
-
-// ---- nodes ----
-function nodesPage() {
-  const err = errorBox();
-  const actionErr = actionBox();
-  actionErr.id = "node-action-error";
-  const note = noticeBox();
-  note.id = "node-notice";
-  // A credential issued here: shown once, until dismissed or the page changes.
-  const issued = h("div", { id: "node-credential", class: "card credential", hidden: true });
-  const list = h("div", {}, h("p", { class: "muted" }, "Loading nodes…"));
-  const admin = isAdmin();
-  const addErr = errorBox();
-  main.append(h("h1", {}, "Nodes"), err, actionErr, note, issued, list);
-
-  if (admin) {
-    const name = h("input", { id: "node-name", required: true, maxlength: 63, pattern: "[A-Za-z0-9._\\-]+", placeholder: "host-7" });
-    const address = h("input", { id: "node-address", required: true, placeholder: "10.0.0.7" });
-    const zone = h("input", { id: "node-zone", placeholder: "(none)" });
-    main.append(h("form", {
-      class: "card inline-form",
-      id: "add-node",
-      onsubmit: async (ev) => {
-        ev.preventDefault();
-        addErr.show(null);
-        startAction();
-        const body = { name: name.value.trim(), address: address.value.trim() };
-        if (zone.value.trim()) body.zone = zone.value.trim();
-        try {
-          const n = await api.post("/nodes", body);
-          note.show(`Node ${n.name} added (address ${n.address}). Issue its agent credential to run the agent on it.`);
-          name.value = "";
-          address.value = "";
-          zone.value = "";
-        } catch (e) {
-          addErr.show(e);
-        }
-        load();
-      },
-    },
-    h("h2", {}, "Add node"),
-    h("div", { class: "fields" },
-      h("label", {}, "Name", name),
-      h("label", {}, "Address", address),
-      h("label", {}, "Zone", zone),
-      h("button", { type: "submit" }, "Add node"),
-    ),
-    h("p", { class: "hint" }, "A host that attaches volumes: its NBD connections come from this IP address."),
-    addErr));
-  }
-
-  // A new action starts clean, and a credential shown before is gone.
-  function startAction() {
-    actionErr.show(null);
-    addErr.show(null);
-    note.show(null);
-    issued.hidden = true;
-    issued.replaceChildren();
-  }
-
-  async function load() {
-    let nodes;
-    try {
-      nodes = await api.get("/nodes");
-      err.show(null);
-    } catch (e) {
-      err.show(new Error(`Could not load nodes: ${e.message}`));
-      return;
-    }
-    const rows = nodes.map((n) =>
-      h("tr", { "data-node": n.name },
-        cell("Name", n.name),
-        cell("Zone", n.zone || "—"),
-        cell("Address", n.address || "—"),
-        cell("Media", n.mediacount),
-        cell("Volumes", n.volumescount),
-        cell("Agent", h("span", { class: n.agentcredential ? "agent yes" : "agent no" }, n.agentcredential ? "yes" : "no")),
-        cell("Agent seen", h("span", { class: "agent-seen" }, n.agentseen ? fmtTime(n.agentseen) : "never")),
-        cell("Managed by", h("span", { class: "managed-by" }, n.managedby === "api" ? "API" : "configuration file")),
-        admin
-          ? cell("", h("span", { class: "actions" },
-            h("button", { type: "button", class: "secondary issue", onclick: () => issue(n) }, "Issue agent credential"),
-            n.agentcredential
-              ? h("button", { type: "button", class: "danger revoke", onclick: () => revoke(n) }, "Revoke")
-              : null,
-            // Nodes of the configuration file are removed there.
-            n.managedby === "api"
-              ? h("button", { type: "button", class: "danger remove", onclick: () => remove(n) }, "Remove")
-              : null,
-          ))
-          : null,
-      ),
-    );
-    const headers = ["Name", "Zone", "Address", "Media", "Volumes", "Agent", "Agent seen", "Managed by"];
-    list.replaceChildren(table(admin ? [...headers, ""] : headers, rows, "No nodes."));
-  }
-
-  async function issue(n) {
-    if (n.agentcredential && !confirm(`Issue a new agent credential for node ${n.name}? The one it has stops working at once.`)) return;
-    startAction();
-    try {
-      const c = await api.post(`/nodes/${encodeURIComponent(n.name)}/credentials`, {});
-      issued.replaceChildren(
-        h("h2", {}, `Agent credential of node ${c.node}`),
-        h("p", {}, "Shown only this once: copy it now. Issuing another one revokes it."),
-        copyField("credential-value", c.credential),
-        h("p", {}, `Save it on the host in ${AGENT_CREDENTIAL_PATH} (mode 0600), then run the agent there:`),
-        copyField("agent-command", agentCommand(c.node)),
-        h("div", { class: "buttons" },
-          h("button", { type: "button", class: "secondary", id: "credential-done", onclick: () => { issued.hidden = true; issued.replaceChildren(); } }, "Done")),
-      );
-      issued.hidden = false;
-    } catch (e) {
-      actionErr.show(new Error(`Could not issue a credential for ${n.name}: ${e.message}`));
-    }
-    load();
-  }
-
-  async function revoke(n) {
-    if (!confirm(`Revoke the agent credential of node ${n.name}? Its agent is refused from its next request.`)) return;
-    startAction();
-    try {
-      await api.del(`/nodes/${encodeURIComponent(n.name)}/credentials`);
-      note.show(`The agent credential of node ${n.name} is revoked.`);
-    } catch (e) {
-      actionErr.show(new Error(`Could not revoke the credential of ${n.name}: ${e.message}`));
-    }
-    load();
-  }
-
-  async function remove(n) {
-    if (!confirm(`Remove node ${n.name}? Its agent credential is revoked with it.`)) return;
-    startAction();
-    try {
-      await api.del(`/nodes/${encodeURIComponent(n.name)}`);
-      note.show(`Node ${n.name} removed.`);
-    } catch (e) {
-      actionErr.show(new Error(`Could not remove node ${n.name}: ${e.message}`));
-    }
-    load();
-  }
-
-  load();
-  // The agents' last requests move on by themselves.
-  every(5000, load);
 }
 
 // ---- policies ----

@@ -92,7 +92,7 @@ pub async fn update_medium(
         (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 408, description = "Body not received in time", body = ErrorBody),
-        (status = 409, description = "A medium of that id exists, another medium uses the directory, or the node is in another zone", body = ErrorBody),
+        (status = 409, description = "A medium of that id exists, another medium uses the directory, the node is in another zone, or the service runs with `storage_nodes_only`", body = ErrorBody),
         (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]

@@ -32,6 +32,16 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../../ui/api.js"),
     ),
     (
+        "dom.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../ui/dom.js"),
+    ),
+    (
+        "nodes.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../ui/nodes.js"),
+    ),
+    (
         "text.js",
         "text/javascript; charset=utf-8",
         include_str!("../../ui/text.js"),

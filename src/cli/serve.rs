@@ -72,6 +72,10 @@ pub(super) fn startup_lines(http: SocketAddr, nbd: SocketAddr, facts: &StartupFa
             facts.media,
             facts.data_dir.join("media").display()
         ));
+    } else if facts.storage_nodes_only {
+        lines.push_str(
+            "svs media: none of this host (storage_nodes_only: every copy is on storage nodes)\n",
+        );
     } else {
         lines.push_str(&format!(
             "svs media: {} from the configuration{api} (no demo topology)\n",

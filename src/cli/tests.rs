@@ -15,6 +15,7 @@ fn facts(demo: bool, has_users: bool) -> StartupFacts {
         media: if demo { 6 } else { 2 },
         api_media: 0,
         demo,
+        storage_nodes_only: false,
         has_users,
         tls: None,
         nbd_tls: crate::config::NbdTlsMode::Off,
@@ -54,6 +55,20 @@ fn startup_lines_count_media_added_through_the_api_when_there_are_some() {
     assert_eq!(
         text.lines().nth(4),
         Some("svs media: 2 from the configuration, 3 added through the API (no demo topology)")
+    );
+}
+
+#[test]
+fn startup_lines_say_when_every_copy_is_on_storage_nodes() {
+    let http: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+    let nbd: SocketAddr = "127.0.0.1:10809".parse().unwrap();
+    let mut nodes_only = facts(false, true);
+    nodes_only.media = 0;
+    nodes_only.storage_nodes_only = true;
+    let text = startup_lines(http, nbd, &nodes_only);
+    assert_eq!(
+        text.lines().nth(4),
+        Some("svs media: none of this host (storage_nodes_only: every copy is on storage nodes)")
     );
 }
 

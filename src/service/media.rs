@@ -172,6 +172,13 @@ impl Services {
         admin: &Administrator,
         request: &CreateMedium,
     ) -> ServiceResult<MediumUsage> {
+        if self.storage_nodes_only {
+            return Err(ServiceError::Conflict(
+                "this service runs with storage_nodes_only = true: every medium is a storage \
+                 node's; add it to a storage node's configuration (svs storage-node)"
+                    .into(),
+            ));
+        }
         let id = request.id.as_str();
         let media = self.store.media_usage().await?;
         if media.iter().any(|m| m.record.medium.id == id) {

@@ -140,6 +140,9 @@ pub struct Services {
     /// A storage node silent this long is Offline (setting
     /// `storage_node_timeout`); its heartbeat period derives from it.
     pub storage_node_timeout: std::time::Duration,
+    /// Setting `storage_nodes_only`: every medium is a storage node's, so
+    /// none may be added through the API.
+    pub storage_nodes_only: bool,
     /// Serialises "check the volume is free, then start a job on it" so two
     /// requests can't both pass the check.
     admission: tokio::sync::Mutex<()>,
@@ -178,6 +181,7 @@ impl Services {
             exports,
             nbd_base,
             storage_node_timeout: storage_nodes::DEFAULT_STORAGE_NODE_TIMEOUT,
+            storage_nodes_only: false,
             admission: tokio::sync::Mutex::new(()),
             dummy_hash,
             user_access: users::UserAccessCache::default(),

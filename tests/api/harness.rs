@@ -564,7 +564,11 @@ fn write_config(dir: &Path, config: &TestConfig) {
         toml.push_str(setting);
         toml.push('\n');
     }
-    if config.media.is_empty() {
+    let nodes_only = config
+        .settings
+        .iter()
+        .any(|s| s.starts_with("storage_nodes_only"));
+    if config.media.is_empty() && !nodes_only {
         // With a configuration file the demo topology is asked for.
         toml.push_str("demo = true\n");
     }

@@ -746,3 +746,105 @@ async fn a_mirror_over_storage_nodes_survives_the_loss_of_a_node() {
     .expect("reads after the rebuild");
     assert!(!out.contains("Pattern verification failed"), "{out}");
 }
+
+/// `storage_nodes_only = true`: `svs serve` starts with no media of its
+/// own, refuses to add any through the API, and places both copies of a
+/// mirror on two storage nodes; NBD I/O (qemu-io) reaches the bytes on
+/// the nodes' disks.
+#[tokio::test]
+async fn serve_with_storage_nodes_only_places_every_copy_on_storage_nodes() {
+    let app = TestApp::start_with(TestConfig {
+        settings: vec![
+            "storage_nodes_only = true".into(),
+            format!("storage_node_timeout = \"{}s\"", TIMEOUT.as_secs()),
+        ],
+        ..TestConfig::default()
+    })
+    .await;
+    let (status, media) = app.get("/media").await;
+    assert_eq!((status, media), (StatusCode::OK, json!([])));
+    let dir = app.data_dir().join("local");
+    let (status, refused) = app
+        .post(
+            "/media",
+            json!({"mediaid": "l1", "node": "host-0", "zone": "z0",
+                   "media": dir.display().to_string(), "size": 1}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "this service runs with storage_nodes_only = true: every medium is a storage node's; \
+         add it to a storage node's configuration (svs storage-node)"
+    );
+    assert!(!dir.exists(), "nothing made");
+
+    let mut nodes = Vec::new();
+    for (name, ip, medium, zone) in [
+        ("sn-1", "127.0.0.2", "a1", "z1"),
+        ("sn-2", "127.0.0.3", "b1", "z2"),
+    ] {
+        let credential = node_with_credential(&app, name, ip, zone, "storage").await;
+        let mut process = StorageNodeProcess::new(&app, name, ip, &[(medium, 4)], &credential);
+        process.start();
+        nodes.push(process);
+    }
+    wait_served(&app, &["a1", "b1"]).await;
+    app.create_policy("mirror", 1, 1, 0).await;
+    let (id, _) = app.create_volume("data", 2, "mirror").await;
+    let mut on: Vec<String> = app
+        .slices("data")
+        .await
+        .iter()
+        .map(|s| s["media"].as_str().unwrap_or_default().to_string())
+        .collect();
+    on.sort();
+    assert_eq!(on, ["a1", "b1"]);
+    let files: Vec<PathBuf> = ["a1", "b1"]
+        .iter()
+        .zip(&nodes)
+        .map(|(medium, node)| {
+            let dir = node.medium_dir(medium).join(&id);
+            let copy = std::fs::read_dir(&dir)
+                .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .find(|p| p.extension().is_some_and(|x| x == "slice"));
+            copy.unwrap_or_else(|| panic!("no slice file in {}", dir.display()))
+        })
+        .collect();
+
+    let (status, body) = app
+        .post(
+            "/nodes",
+            json!({"name": "host-1", "address": "127.0.0.1", "zone": "z9"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let a = crate::attach::attach(&app, "data", "host-1", false).await;
+    let uri = crate::attach::uri(&a);
+    crate::attach::qemu_io(&uri, &["write -P 0x5a 1M 2M".into(), "flush".into()])
+        .expect("write through NBD");
+    let out = crate::attach::qemu_io(&uri, &["read -P 0x5a 1M 2M".into()]).expect("read back");
+    assert!(!out.contains("Pattern verification failed"), "{out}");
+    // Both copies hold the bytes, on the nodes' disks.
+    for file in &files {
+        let bytes = crate::harness::read_at(file, 1 << 20, 2 << 20);
+        assert!(bytes.iter().all(|b| *b == 0x5a), "{}", file.display());
+    }
+    let (_, media) = app.get("/media").await;
+    let managed: Vec<(&str, &str)> = media
+        .as_array()
+        .map(|all| {
+            all.iter()
+                .map(|m| {
+                    (
+                        m["mediaid"].as_str().unwrap_or_default(),
+                        m["managedby"].as_str().unwrap_or_default(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(managed, [("a1", "node"), ("b1", "node")], "{media}");
+}
