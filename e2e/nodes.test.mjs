@@ -19,7 +19,7 @@ async function waitText(page, selector, text, timeout = 30_000) {
 
 test("nodes: a storage node Online with the copies it holds, then Offline once killed", async () => {
   // The local medium is too small for the volume: its copy goes to the node.
-  const server = await startServer([["m1", "host-0", "z0", 1]], "0", 'storage_node_timeout = "2s"\n', { log: "info" });
+  const server = await startServer([["m1", "host-0", "z0", 1]], "0", 'storage_node_timeout = "5s"\n', { log: "info" });
   const api = await apiClient(server.base);
   await api.call("POST", "/nodes", { name: "sn-1", address: "127.0.0.2", zone: "z1" });
   const { credential } = await api.call("POST", "/nodes/sn-1/credentials", { role: "storage" });
