@@ -4,6 +4,7 @@
 //! working on the volume shares (two would each keep their own view of the
 //! snapshots' chunk maps, and one would read what the other overwrote).
 
+use crate::clock::{Clock, SystemClock};
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -371,7 +372,9 @@ pub async fn fail_medium(
     exports: &ExportRegistry,
     medium: &str,
 ) -> Result<bool, svs_store::StoreError> {
-    let newly = store.set_medium_failed(medium).await?;
+    let newly = store
+        .set_medium_failed(medium, SystemClock.now_ms())
+        .await?;
     exports.fail_medium(medium);
     if newly {
         tracing::error!(

@@ -360,6 +360,17 @@ async fn a_node_stopped_under_a_writer_leaves_a_stale_copy_rebuilt_when_it_retur
         .expect("the first write reads back");
     assert!(!out.contains("Pattern verification failed"), "{out}");
 
+    // Stopped past storage_node_timeout: the node is Offline (the front
+    // may have given it up first, on its request timeout).
+    let offline = eventually(TIMEOUT + MARGIN, || async {
+        app.get(&format!("/nodes/{}", stopped.name)).await.1["state"] == "Offline"
+    })
+    .await;
+    assert!(
+        offline,
+        "{}",
+        app.get(&format!("/nodes/{}", stopped.name)).await.1
+    );
     stopped.process.pause(false);
     let rebuilt = eventually(Duration::from_secs(120), || async {
         mirror

@@ -174,8 +174,8 @@ impl<S: Store> MediaStore for CachedStore<S> {
         self.inner.list_nodes().await
     }
 
-    async fn set_medium_failed(&self, id: &str) -> StoreResult<bool> {
-        self.changed(self.inner.set_medium_failed(id).await)
+    async fn set_medium_failed(&self, id: &str, now_ms: i64) -> StoreResult<bool> {
+        self.changed(self.inner.set_medium_failed(id, now_ms).await)
     }
 
     async fn set_node_address(&self, name: &str, address: Option<&str>) -> StoreResult<()> {

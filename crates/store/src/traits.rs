@@ -89,8 +89,11 @@ pub trait MediaStore: Send + Sync {
     async fn sync_nodes(&self, nodes: &[NodeRecord]) -> StoreResult<()>;
     async fn list_nodes(&self) -> StoreResult<Vec<NodeRecord>>;
     /// Records that a medium failed (its slices are lost); true when it
-    /// was not failed before. NotFound for an unknown medium.
-    async fn set_medium_failed(&self, id: &str) -> StoreResult<bool>;
+    /// was not failed before. NotFound for an unknown medium. A storage
+    /// node's medium also marks each copy on it lost at `now_ms` with the
+    /// generation it missed (as its node going Offline does): a front gave
+    /// the node up, and the copies stop taking that front's writes.
+    async fn set_medium_failed(&self, id: &str, now_ms: i64) -> StoreResult<bool>;
     /// NotFound for an unknown node.
     async fn set_node_address(&self, name: &str, address: Option<&str>) -> StoreResult<()>;
     /// Adds a node (API-managed); Conflict when one of that name exists.

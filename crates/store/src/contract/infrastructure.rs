@@ -21,10 +21,10 @@ pub async fn a_medium_holding_slices_cannot_disappear_or_shrink(store: &dyn Stor
 
 pub async fn a_failed_medium_loses_its_slices_and_takes_no_more(store: &dyn Store) {
     let (user, volume, _) = volume_on_m1(store).await;
-    assert!(store.set_medium_failed("m1").await.expect("fail"));
-    assert!(!store.set_medium_failed("m1").await.expect("again"));
+    assert!(store.set_medium_failed("m1", 10).await.expect("fail"));
+    assert!(!store.set_medium_failed("m1", 10).await.expect("again"));
     assert!(matches!(
-        store.set_medium_failed("nope").await,
+        store.set_medium_failed("nope", 10).await,
         Err(StoreError::NotFound)
     ));
     let slices = store.volume_slices(&volume).await.expect("slices");

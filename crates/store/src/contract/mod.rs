@@ -102,6 +102,7 @@ macro_rules! store_contract_tests {
             node_copies_list_every_copy_on_the_nodes_media,
             the_front_epoch_only_grows,
             a_lost_copy_records_the_generation_it_missed,
+            a_node_medium_failed_by_a_front_records_the_generation_its_copies_missed,
         );
     };
     (@each $open:path; $($name:ident),+ $(,)?) => {

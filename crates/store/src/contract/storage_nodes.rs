@@ -374,3 +374,30 @@ pub async fn a_lost_copy_records_the_generation_it_missed(store: &dyn Store) {
     );
     assert_eq!(read_volume(store, user.tenant_id).await.lost_slices, 1);
 }
+
+pub async fn a_node_medium_failed_by_a_front_records_the_generation_its_copies_missed(
+    store: &dyn Store,
+) {
+    let (user, volume) = volume_on_d1(store).await;
+    assert_eq!(store.next_front_epoch(&volume).await.expect("epoch"), 1);
+    // The front gave the node up before the node was judged Offline.
+    assert!(store.set_medium_failed("d1", 40).await.expect("failed"));
+    let slices = store.volume_slices(&volume).await.expect("slices");
+    assert_eq!(
+        (slices[0].lost, slices[0].stale_generation),
+        (true, Some(1))
+    );
+    // Offline afterwards keeps what it missed first.
+    assert_eq!(store.next_front_epoch(&volume).await.expect("epoch"), 2);
+    assert!(store
+        .mark_storage_node_offline("sn-1", 11, 50)
+        .await
+        .expect("offline")
+        .is_some());
+    let copies = store.node_copies("sn-1").await.expect("copies");
+    assert_eq!(
+        (copies[0].lost, copies[0].stale_generation),
+        (true, Some(1))
+    );
+    assert_eq!(read_volume(store, user.tenant_id).await.lost_slices, 1);
+}

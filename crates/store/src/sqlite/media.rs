@@ -1,5 +1,6 @@
 //! Media with their usage, and nodes.
 
+use super::lost::lose_slices_on;
 use super::{conflict_on_unique, gib, to_i64, SqliteStore};
 use crate::records::{ManagedBy, MediumRecord, MediumUsage, NodeRecord};
 use crate::{MediaStore, StoreError, StoreResult};
@@ -268,22 +269,25 @@ impl MediaStore for SqliteStore {
             .collect()
     }
 
-    async fn set_medium_failed(&self, id: &str) -> StoreResult<bool> {
-        let current: Option<String> = sqlx::query_scalar("SELECT state FROM media WHERE id = ?")
+    async fn set_medium_failed(&self, id: &str, now_ms: i64) -> StoreResult<bool> {
+        let mut tx = self.begin_write().await?;
+        let current = sqlx::query("SELECT state, managed_by FROM media WHERE id = ?")
             .bind(id)
-            .fetch_optional(&self.writer)
-            .await?;
-        match current.as_deref() {
-            None => Err(StoreError::NotFound),
-            Some("Failed") => Ok(false),
-            Some(_) => {
-                sqlx::query("UPDATE media SET state = 'Failed' WHERE id = ?")
-                    .bind(id)
-                    .execute(&self.writer)
-                    .await?;
-                Ok(true)
-            }
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        if current.try_get::<String, _>("state")? == "Failed" {
+            return Ok(false);
         }
+        sqlx::query("UPDATE media SET state = 'Failed' WHERE id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        if current.try_get::<String, _>("managed_by")? == "node" {
+            lose_slices_on(&mut tx, id, now_ms).await?;
+        }
+        tx.commit().await?;
+        Ok(true)
     }
 
     async fn create_node(&self, node: &NodeRecord) -> StoreResult<()> {

@@ -17,6 +17,7 @@ mod agents;
 mod attachments;
 mod backup;
 mod jobs;
+mod lost;
 mod media;
 mod policies;
 mod snapshots;

@@ -1,7 +1,7 @@
 //! Storage nodes: registrations and heartbeats, liveness, their copies.
 
+use super::lost::{lose_slices_on, stale_generation};
 use super::media::media_space;
-use super::volumes::{stale_generation, STALE_GENERATION};
 use super::{gib, to_i64, SqliteStore};
 use crate::records::{
     NodeCopy, StorageNodeRecord, StorageNodeState, StorageRegistered, StorageRegistration,
@@ -14,20 +14,6 @@ use sqlx::{Row, SqliteConnection};
 /// path, so that it never reads like a directory of the control plane's.
 pub(super) fn node_directory(node: &str, directory: &str) -> String {
     format!("{node}:{directory}")
-}
-
-/// Marks every slice on the medium lost (those not lost already), each
-/// with the generation it missed.
-async fn lose_slices_on(conn: &mut SqliteConnection, medium: &str, now_ms: i64) -> StoreResult<()> {
-    sqlx::query(&format!(
-        "UPDATE slices SET lost_ms = ?, stale_generation = {STALE_GENERATION} \
-         WHERE medium_id = ? AND lost_ms IS NULL"
-    ))
-    .bind(now_ms)
-    .bind(medium)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
 }
 
 /// Volumes (ids) with a lost copy on one of the node's media.

@@ -1,6 +1,7 @@
 //! Volumes, their slices, and resize plans and steps.
 
 use super::jobs::{append_detail, claim_volume, finish_job_tx};
+use super::lost::{stale_generation, STALE_GENERATION};
 use super::media::media_space;
 use super::{active_job, conflict_on_unique, gib, json_map, resiliency, to_i64, SqliteStore};
 use crate::records::{
@@ -76,20 +77,6 @@ fn volume_row(row: &SqliteRow) -> StoreResult<Volume> {
         filesystem_error: row.try_get("fs_error")?,
         created_ms: row.try_get("created_ms")?,
     })
-}
-
-/// What a copy marked lost records as the generation it missed: its
-/// volume's front epoch when it was marked (an SQL expression over
-/// `slices`, for the UPDATEs that set `lost_ms`). The front of that epoch
-/// stopped writing to it then, so the copy lacks that generation's writes.
-pub(super) const STALE_GENERATION: &str =
-    "(SELECT v.front_epoch FROM volumes v WHERE v.id = slices.volume_id)";
-
-/// The `stale_generation` column of a row.
-pub(super) fn stale_generation(row: &SqliteRow) -> StoreResult<Option<u64>> {
-    row.try_get::<Option<i64>, _>("stale_generation")?
-        .map(|g| u64::try_from(g).map_err(|_| StoreError::Corrupt(format!("stale generation {g}"))))
-        .transpose()
 }
 
 fn slice_row(row: &SqliteRow) -> StoreResult<SliceRow> {
