@@ -19,6 +19,7 @@ use crate::reconcile::{
 use crate::service::throttle::{SignInThrottle, ThrottleSettings};
 use crate::service::users::add_user;
 use crate::service::{AuthParts, Services, SignInProtection};
+use crate::slice_tls::SliceTls;
 use crate::workers::WorkerBoard;
 use std::fs::File;
 use std::net::SocketAddr;
@@ -212,7 +213,13 @@ impl Application {
             ),
             DEFAULT_REQUEST_TIMEOUT,
         ));
-        serve_known_node_media(store.as_ref(), &media).await;
+        // Before anything listens: bad certificate files stop start-up.
+        // Before storage nodes are reached: their slice servers use TLS
+        // when the service does (svs's CA, `tls = "auto"`, made here).
+        let server_tls =
+            crate::tls::server_tls(&config, config.listen.ip(), config.nbd_listen.ip())?;
+        let slice_tls = Arc::new(SliceTls::for_service(&config)?);
+        serve_known_node_media(store.as_ref(), &media, &slice_tls).await;
 
         let records: Vec<MediumRecord> = media_config
             .iter()
@@ -231,9 +238,6 @@ impl Application {
             .await
             .map_err(|e| format!("media configuration: {e}"))?;
         let has_users = create_first_user(store.as_ref(), &config).await?;
-        // Before anything listens: bad certificate files stop start-up.
-        let server_tls =
-            crate::tls::server_tls(&config, config.listen.ip(), config.nbd_listen.ip())?;
         let facts = StartupFacts {
             data_dir: std::fs::canonicalize(&config.data_dir)
                 .unwrap_or_else(|_| config.data_dir.clone()),
@@ -327,6 +331,7 @@ impl Application {
         )?;
         services.storage_node_timeout = config.storage_node_timeout;
         services.storage_nodes_only = config.storage_nodes_only;
+        services.slice_tls = slice_tls;
         let services = Arc::new(services);
         let resumed = runner
             .resume_unfinished()
@@ -662,7 +667,11 @@ async fn create_first_user(store: &dyn Store, config: &Config) -> Result<bool, S
 /// volume opens, so a restart of the control plane finds their copies
 /// where they are. A node that does not answer now is served from its
 /// next heartbeat on.
-async fn serve_known_node_media(store: &dyn Store, media: &Arc<dyn DataPlane>) {
+async fn serve_known_node_media(
+    store: &dyn Store,
+    media: &Arc<dyn DataPlane>,
+    slice_tls: &SliceTls,
+) {
     let (nodes, usage) = match (store.storage_nodes().await, store.media_usage().await) {
         (Ok(nodes), Ok(usage)) => (nodes, usage),
         (Err(e), _) | (_, Err(e)) => {
@@ -671,16 +680,24 @@ async fn serve_known_node_media(store: &dyn Store, media: &Arc<dyn DataPlane>) {
         }
     };
     for node in nodes {
-        let (Some(credential), Ok(address)) =
-            (node.slice_credential.clone(), node.slice_address.parse())
-        else {
+        let (Some(credential), Ok(address)) = (
+            node.slice_credential.clone(),
+            node.slice_address.parse::<std::net::SocketAddr>(),
+        ) else {
             continue;
+        };
+        let tls = match slice_tls.client_tls(address.ip()) {
+            Ok(tls) => tls,
+            Err(e) => {
+                tracing::error!(node = node.name, error = %e, "no TLS for the storage node's slice server");
+                continue;
+            }
         };
         let endpoint = NodeEndpoint {
             node: node.name.clone(),
             address,
             credential,
-            tls: None,
+            tls,
         };
         let node_media: Vec<String> = usage
             .iter()

@@ -49,6 +49,11 @@ pub struct Config {
     /// served in plain text). Default: "optional" when TLS is configured,
     /// else "off". `SVS_NBD_TLS`.
     pub nbd_tls: Option<NbdTlsMode>,
+    /// CA certificates (PEM) that vouch for storage nodes' own slice
+    /// certificates (`slice_tls_cert` on the nodes), beside svs's own CA
+    /// with `tls = "auto"`; with `tls_cert`/`tls_key`, what nodes are
+    /// checked against (default: the built-in roots). `SVS_SLICE_TLS_CA`.
+    pub slice_tls_ca: Option<PathBuf>,
     /// An HTTP request's head (request line and headers) must arrive within
     /// this time from its first byte (on a new connection: from the accept),
     /// else the connection is closed. `SVS_HTTP_HEADER_READ_TIMEOUT`.
@@ -386,6 +391,7 @@ impl Default for Config {
             tls_key: None,
             tls_names: Vec::new(),
             nbd_tls: None,
+            slice_tls_ca: None,
             http_header_read_timeout: Duration::from_secs(10),
             http_keep_alive_timeout: Duration::from_secs(60),
             http_body_timeout: Duration::from_secs(30),
@@ -581,6 +587,13 @@ impl Config {
             return Err(
                 "configuration: tls_names names what the certificate of tls = \"auto\" is valid \
                  for; set tls = \"auto\" or remove tls_names"
+                    .into(),
+            );
+        }
+        if self.slice_tls_ca.is_some() && !self.tls_enabled() {
+            return Err(
+                "configuration: slice_tls_ca names the CA of storage nodes' slice certificates, \
+                 which are used only with TLS: set tls = \"auto\", or tls_cert and tls_key"
                     .into(),
             );
         }

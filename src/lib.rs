@@ -30,6 +30,7 @@ pub mod logging;
 pub mod media_health;
 pub mod reconcile;
 pub mod service;
+pub mod slice_tls;
 pub mod snapshot_space;
 pub mod storage_node;
 #[cfg(test)]

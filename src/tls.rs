@@ -208,7 +208,7 @@ fn rcgen_error(what: &str) -> impl Fn(rcgen::Error) -> String + '_ {
 /// The CA's name: derived from its key, so the issuer of every server
 /// certificate can be rebuilt from the key alone, and two svs installations
 /// never have CAs of the same name.
-fn ca_params(ca_key: &KeyPair) -> Result<CertificateParams, String> {
+pub(crate) fn ca_params(ca_key: &KeyPair) -> Result<CertificateParams, String> {
     let id = Sha256::digest(ca_key.public_key_pem().as_bytes());
     let id: String = id[..6].iter().map(|b| format!("{b:02x}")).collect();
     let mut params = CertificateParams::new(Vec::<String>::new()).map_err(rcgen_error("CA"))?;

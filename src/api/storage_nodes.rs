@@ -10,6 +10,7 @@ use super::{ApiError, AppState};
 use crate::service::commands::{RegisterStorageNode, StorageMediumSpec};
 use crate::service::storage_nodes::StorageNode;
 use crate::service::Administrator;
+use crate::slice_tls::MAX_PUBLIC_KEY_PEM;
 use axum::extract::{Path, State};
 use axum::Json;
 use serde::{Deserialize, Serialize};
@@ -17,6 +18,7 @@ use serde_json::Value;
 use std::net::SocketAddr;
 use svs_domain::{ResourceName, GIB};
 use svs_store::NodeCopy;
+use time::format_description::well_known::Rfc3339;
 use utoipa::ToSchema;
 
 /// Most media one storage node may list.
@@ -51,6 +53,14 @@ pub async fn register_storage_node(
     Ok(Json(StorageNodeRegistered {
         slicecredential: r.slice_credential,
         heartbeatseconds: r.heartbeat_seconds,
+        slicetls: r.slice_tls.as_str(),
+        sliceca: r.slice_ca.unwrap_or_default(),
+        slicecertificateexpires: r
+            .slice_certificate
+            .as_ref()
+            .and_then(|c| c.not_after.format(&Rfc3339).ok())
+            .unwrap_or_default(),
+        slicecertificate: r.slice_certificate.map(|c| c.pem).unwrap_or_default(),
     }))
 }
 
@@ -80,7 +90,7 @@ impl FromBody for RegisterStorageNode {
     /// `{"sliceaddress": "127.0.0.2:7450", "media": [{"name": "d1",
     /// "size": 10737418240, "directory": "/srv/d1"}]}`.
     fn from_body(body: &Body) -> ParseResult<RegisterStorageNode> {
-        only_fields(body, &["sliceaddress", "media"])?;
+        only_fields(body, &["sliceaddress", "media", "slicepublickey"])?;
         let address = req_str(body, "sliceaddress")?;
         let slice_address = address.parse::<SocketAddr>().map_err(|_| {
             bad(format!(
@@ -106,9 +116,17 @@ impl FromBody for RegisterStorageNode {
                 return Err(bad(format!("medium '{}' is listed twice", m.name.as_str())));
             }
         }
+        let slice_public_key = opt_str(body, "slicepublickey")?.map(str::to_string);
+        if slice_public_key
+            .as_ref()
+            .is_some_and(|k| k.len() > MAX_PUBLIC_KEY_PEM)
+        {
+            return Err(bad("slicepublickey is too long"));
+        }
         Ok(RegisterStorageNode {
             slice_address,
             media,
+            slice_public_key,
         })
     }
 }
@@ -154,6 +172,11 @@ pub struct StorageNodeRequest {
     pub sliceaddress: String,
     #[serde(default)]
     pub media: Vec<StorageMediumRequest>,
+    /// The node's slice public key (PEM "PUBLIC KEY", ECDSA P-256), sent
+    /// when it needs a slice certificate; with `tls = "auto"` the answer
+    /// carries one signed by svs's CA for the slice address.
+    #[schema(max_length = 4096)]
+    pub slicepublickey: Option<String>,
 }
 
 /// One medium of a storage node.
@@ -185,6 +208,20 @@ pub struct StorageNodeRegistered {
     pub slicecredential: String,
     /// Seconds between two heartbeats.
     pub heartbeatseconds: u64,
+    /// How fronts connect to the node's slice server: `off` (plain TCP,
+    /// the service has no TLS), `issued` (TLS with a certificate svs's CA
+    /// issues: send `slicepublickey`), `own` (TLS with the node's own
+    /// `slice_tls_cert`).
+    #[schema(pattern = "^(off|issued|own)$")]
+    pub slicetls: &'static str,
+    /// SHA-256 fingerprint of the CA issuing slice certificates (`issued`;
+    /// else empty): a node whose certificate is from another CA asks again.
+    pub sliceca: String,
+    /// The certificate issued for `slicepublickey` (PEM); empty when none
+    /// was sent or the service issues none.
+    pub slicecertificate: String,
+    /// The end of its validity (RFC 3339); empty with no certificate.
+    pub slicecertificateexpires: String,
 }
 
 /// One copy of a slice on a node's media (svs extension).

@@ -313,6 +313,9 @@ pub struct RegisterStorageNode {
     /// Where fronts reach the node's slice server.
     pub slice_address: std::net::SocketAddr,
     pub media: Vec<StorageMediumSpec>,
+    /// The node's slice public key (PEM), when it asks for a slice
+    /// certificate.
+    pub slice_public_key: Option<String>,
 }
 
 /// One medium a storage node offers.

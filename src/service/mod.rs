@@ -143,6 +143,9 @@ pub struct Services {
     /// Setting `storage_nodes_only`: every medium is a storage node's, so
     /// none may be added through the API.
     pub storage_nodes_only: bool,
+    /// TLS of the slice protocol: how the data plane reaches storage
+    /// nodes, and the slice certificates issued to them.
+    pub slice_tls: Arc<crate::slice_tls::SliceTls>,
     /// Serialises "check the volume is free, then start a job on it" so two
     /// requests can't both pass the check.
     admission: tokio::sync::Mutex<()>,
@@ -182,6 +185,7 @@ impl Services {
             nbd_base,
             storage_node_timeout: storage_nodes::DEFAULT_STORAGE_NODE_TIMEOUT,
             storage_nodes_only: false,
+            slice_tls: Arc::new(crate::slice_tls::SliceTls::off()),
             admission: tokio::sync::Mutex::new(()),
             dummy_hash,
             user_access: users::UserAccessCache::default(),

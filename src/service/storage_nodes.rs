@@ -12,6 +12,7 @@ use super::agents::{NodeCaller, BAD_CREDENTIAL};
 use super::commands::RegisterStorageNode;
 use super::nodes::node_not_found;
 use super::{Administrator, Caller, ServiceError, ServiceResult, Services};
+use crate::slice_tls::{IssuedCertificate, SliceTlsMode};
 use std::time::Duration;
 use svs_dataplane::NodeEndpoint;
 use svs_domain::{BlockedOperation, JobSpec, RecoveryArgs, GIB};
@@ -50,6 +51,12 @@ pub struct Registration {
     pub slice_credential: String,
     /// How often the node should heartbeat.
     pub heartbeat_seconds: u64,
+    /// How fronts connect to its slice server.
+    pub slice_tls: SliceTlsMode,
+    /// The CA that issues slice certificates (`Issued`), by fingerprint.
+    pub slice_ca: Option<String>,
+    /// The certificate issued for the public key of the request.
+    pub slice_certificate: Option<IssuedCertificate>,
 }
 
 /// Seconds between two heartbeats: three fit in the timeout, so one lost
@@ -82,6 +89,21 @@ impl Services {
         request: &RegisterStorageNode,
     ) -> ServiceResult<Registration> {
         caller.require_node(node)?;
+        // Before anything changes: a key that cannot be signed for refuses
+        // the request. Only with svs's own CA; otherwise the node serves
+        // its operator's certificate and the key is not needed.
+        let slice_certificate = match (&request.slice_public_key, self.slice_tls.mode()) {
+            (Some(key), SliceTlsMode::Issued) => Some(
+                self.slice_tls
+                    .issue(node, request.slice_address.ip(), key)
+                    .map_err(ServiceError::BadRequest)?,
+            ),
+            _ => None,
+        };
+        if let Some(c) = &slice_certificate {
+            tracing::info!(node, address = %request.slice_address, not_after = %c.not_after,
+                "issued a slice certificate");
+        }
         let registration = StorageRegistration {
             node: node.to_string(),
             slice_address: request.slice_address.to_string(),
@@ -154,6 +176,9 @@ impl Services {
         Ok(Registration {
             slice_credential: done.slice_credential,
             heartbeat_seconds: heartbeat_seconds(self.storage_node_timeout),
+            slice_tls: self.slice_tls.mode(),
+            slice_ca: self.slice_tls.ca_fingerprint().map(str::to_string),
+            slice_certificate,
         })
     }
 
@@ -169,11 +194,18 @@ impl Services {
         media: Vec<String>,
     ) {
         let data_plane = std::sync::Arc::clone(self.exports.data_plane());
+        let tls = match self.slice_tls.client_tls(address.ip()) {
+            Ok(tls) => tls,
+            Err(e) => {
+                tracing::error!(node, error = %e, "no TLS for the storage node's slice server");
+                return;
+            }
+        };
         let endpoint = NodeEndpoint {
             node: node.to_string(),
             address,
             credential: credential.to_string(),
-            tls: None,
+            tls,
         };
         let node = node.to_string();
         let joined = tokio::task::spawn_blocking(move || {
@@ -282,6 +314,7 @@ mod tests {
                     directory: format!("/srv/{m}"),
                 })
                 .collect(),
+            slice_public_key: None,
         }
     }
 

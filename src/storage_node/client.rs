@@ -19,6 +19,9 @@ pub struct OfferedMedium {
 struct RegisterBody<'a> {
     sliceaddress: String,
     media: &'a [OfferedMedium],
+    /// The node's slice public key (PEM), when it needs a certificate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slicepublickey: Option<&'a str>,
 }
 
 /// The control plane's answer.
@@ -26,6 +29,18 @@ struct RegisterBody<'a> {
 pub struct Registered {
     pub slicecredential: String,
     pub heartbeatseconds: u64,
+    /// How fronts connect: `off`, `issued` or `own` (`SliceTlsMode`).
+    #[serde(default)]
+    pub slicetls: String,
+    /// Fingerprint of the CA issuing slice certificates (`issued`).
+    #[serde(default)]
+    pub sliceca: String,
+    /// The certificate issued for the public key sent (PEM), if any.
+    #[serde(default)]
+    pub slicecertificate: String,
+    /// Its end (RFC 3339).
+    #[serde(default)]
+    pub slicecertificateexpires: String,
 }
 
 #[derive(Deserialize)]
@@ -65,6 +80,7 @@ impl ControlPlaneClient {
         &self,
         slice_address: SocketAddr,
         media: &[OfferedMedium],
+        public_key: Option<&str>,
         timeout: Duration,
     ) -> Result<Registered, StorageNodeError> {
         let response = self
@@ -75,6 +91,7 @@ impl ControlPlaneClient {
             .json(&RegisterBody {
                 sliceaddress: slice_address.to_string(),
                 media,
+                slicepublickey: public_key,
             })
             .send()
             .await

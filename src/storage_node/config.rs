@@ -24,8 +24,17 @@ pub struct StorageNodeConfig {
     /// (default: `slice_listen`).
     #[serde(default)]
     pub slice_advertise: Option<SocketAddr>,
-    /// The node's own state (the epochs it accepted, per volume).
+    /// The node's own state (the epochs it accepted, per volume; its slice
+    /// key and the slice certificate the control plane issued).
     pub state_dir: PathBuf,
+    /// The slice server's own certificate chain (PEM), for a service with
+    /// the operator's certificates (`tls_cert`), which issues none; with
+    /// `slice_tls_key`. Must be valid for the slice address's IP.
+    #[serde(default)]
+    pub slice_tls_cert: Option<PathBuf>,
+    /// The private key of `slice_tls_cert` (PEM).
+    #[serde(default)]
+    pub slice_tls_key: Option<PathBuf>,
     /// The media this node serves.
     #[serde(default)]
     pub media: Vec<StorageNodeMedium>,
@@ -75,6 +84,12 @@ impl StorageNodeConfig {
         }
         if self.node.is_empty() {
             return bad("node must not be empty".into());
+        }
+        if self.slice_tls_cert.is_some() != self.slice_tls_key.is_some() {
+            return bad(
+                "slice_tls_cert and slice_tls_key go together: set both (PEM files) or neither"
+                    .into(),
+            );
         }
         if self.advertised().ip().is_unspecified() {
             return bad(format!(
@@ -167,6 +182,11 @@ state_dir = "/var/lib/svs-storage-node"
         }
         let err = load(&BASE.replace("127.0.0.2:7450", "0.0.0.0:7450")).unwrap_err();
         assert!(err.contains("slice_advertise must be an address"), "{err}");
+        let err = load(&format!("{BASE}slice_tls_cert = \"/etc/svs/slice.pem\"\n")).unwrap_err();
+        assert!(
+            err.contains("slice_tls_cert and slice_tls_key go together"),
+            "{err}"
+        );
         let err = load(&BASE.replace("http://", "ftp://")).unwrap_err();
         assert!(err.contains("api must start with http"), "{err}");
     }

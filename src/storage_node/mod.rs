@@ -13,7 +13,9 @@
 
 pub mod client;
 pub mod config;
+pub mod tls;
 
+use crate::slice_tls::SliceTlsMode;
 use client::{ControlPlaneClient, OfferedMedium, Registered};
 use config::{StorageNodeConfig, StorageNodeMedium};
 use std::io::Write;
@@ -22,6 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use svs_dataplane::{start_slice_server, SharedSecret};
 use thiserror::Error;
+use tls::NodeTls;
 use tokio::sync::watch;
 
 /// The documented defaults of a package install.
@@ -63,6 +66,8 @@ impl StorageNodeError {
 /// Stopped at shutdown.
 pub struct SliceServices {
     server: svs_sliceproto::SliceServer,
+    /// It serves TLS (else plain TCP).
+    tls: bool,
     /// Follows the slice credential the heartbeats answer.
     follower: tokio::task::JoinHandle<()>,
 }
@@ -83,7 +88,9 @@ impl SliceServices {
 pub fn start_slice_services(
     config: &StorageNodeConfig,
     mut slice_credential: watch::Receiver<String>,
+    tls: Option<Arc<rustls::ServerConfig>>,
 ) -> Result<SliceServices, StorageNodeError> {
+    let tls_on = tls.is_some();
     let secret = Arc::new(SharedSecret::new(&slice_credential.borrow_and_update()));
     let media = config
         .media
@@ -96,17 +103,84 @@ pub fn start_slice_services(
         &config.state_dir,
         config.slice_listen,
         authenticator,
-        None,
+        tls,
     )
     .map_err(|e| StorageNodeError::Config(format!("the slice server did not start: {e}")))?;
-    tracing::info!(listen = %server.local_addr(), "slice server started");
+    tracing::info!(listen = %server.local_addr(), tls = tls_on, "slice server started");
     let follower = tokio::spawn(async move {
         while slice_credential.changed().await.is_ok() {
             secret.set(&slice_credential.borrow_and_update());
             tracing::info!("slice credential replaced");
         }
     });
-    Ok(SliceServices { server, follower })
+    Ok(SliceServices {
+        server,
+        tls: tls_on,
+        follower,
+    })
+}
+
+/// The slice server, once started, and the credential it follows.
+#[derive(Default)]
+struct Slice {
+    services: Option<SliceServices>,
+    credential: Option<watch::Sender<String>>,
+}
+
+/// Acts on a registration answer: takes the slice certificate it issued,
+/// and starts the slice server (or restarts it, when the service's slice
+/// TLS was turned on or off) once it can serve as fronts will connect.
+/// `Ok(true)`: register again at once (the control plane has a new CA and
+/// the node must send its key for a certificate of it).
+async fn follow_answer(
+    config: &StorageNodeConfig,
+    node_tls: &mut NodeTls,
+    answer: &Registered,
+    sent_key: bool,
+    slice: &mut Slice,
+) -> Result<bool, StorageNodeError> {
+    // An answer without it is from a control plane before slice TLS.
+    let mode = SliceTlsMode::parse(&answer.slicetls).unwrap_or(SliceTlsMode::Off);
+    node_tls.accept(answer, config.advertised())?;
+    if let Err(why) = node_tls.ready_for(mode) {
+        if mode == SliceTlsMode::Issued && !sent_key {
+            return Ok(true);
+        }
+        return Err(StorageNodeError::Config(why));
+    }
+    let tls_on = mode != SliceTlsMode::Off;
+    if slice.services.as_ref().is_some_and(|s| s.tls != tls_on) {
+        tracing::warn!(
+            tls = tls_on,
+            "the service's slice TLS changed: restarting the slice server"
+        );
+        slice.credential = None;
+        if let Some(old) = slice.services.take() {
+            // Joins its threads: off the runtime's.
+            tokio::task::spawn_blocking(move || old.stop())
+                .await
+                .map_err(|e| StorageNodeError::Io(e.to_string()))?;
+        }
+    }
+    match &slice.credential {
+        Some(sender) => {
+            sender.send_if_modified(|held| {
+                let changed = *held != answer.slicecredential;
+                if changed {
+                    tracing::warn!("the slice credential changed; fronts must present the new one");
+                    held.clone_from(&answer.slicecredential);
+                }
+                changed
+            });
+        }
+        None => {
+            let (sender, receiver) = watch::channel(answer.slicecredential.clone());
+            let tls = node_tls.server_config(mode)?;
+            slice.services = Some(start_slice_services(config, receiver, tls)?);
+            slice.credential = Some(sender);
+        }
+    }
+    Ok(false)
 }
 
 fn read_credential(path: &Path) -> Result<String, StorageNodeError> {
@@ -217,8 +291,8 @@ pub async fn run(config_file: &Path) -> Result<(), StorageNodeError> {
         media = config.media.len(),
         "storage node started"
     );
-    let mut services: Option<SliceServices> = None;
-    let mut slice_credential: Option<watch::Sender<String>> = None;
+    let mut node_tls = NodeTls::load(&config)?;
+    let mut slice = Slice::default();
     let mut failing_media = Vec::new();
     let mut last_failure: Option<String> = None;
     let mut backoff = Backoff::new();
@@ -233,44 +307,41 @@ pub async fn run(config_file: &Path) -> Result<(), StorageNodeError> {
         .await
         .map_err(|e| StorageNodeError::Io(e.to_string()))?;
         failing_media = failing;
+        let public_key =
+            node_tls.wanted_public_key(config.advertised(), time::OffsetDateTime::now_utc());
         let answer = tokio::select! {
-            a = client.register(config.advertised(), &media, REQUEST_TIMEOUT) => a,
+            a = client.register(config.advertised(), &media, public_key.as_deref(), REQUEST_TIMEOUT) => a,
             _ = &mut stop => break,
         };
-        let pause = match answer {
-            Ok(Registered {
-                slicecredential,
-                heartbeatseconds,
-            }) => {
-                if last_failure.take().is_some() || services.is_none() {
+        let followed = match answer {
+            Ok(registered) => {
+                if last_failure.is_some() || slice.services.is_none() {
                     tracing::info!(
                         node = config.node,
                         media = media.len(),
-                        heartbeat_secs = heartbeatseconds,
+                        heartbeat_secs = registered.heartbeatseconds,
+                        slice_tls = registered.slicetls,
                         "registered with the control plane"
                     );
                 }
                 backoff = Backoff::new();
-                match &slice_credential {
-                    Some(sender) => {
-                        sender.send_if_modified(|held| {
-                            let changed = *held != slicecredential;
-                            if changed {
-                                tracing::warn!(
-                                    "the slice credential changed; fronts must present the new one"
-                                );
-                                *held = slicecredential.clone();
-                            }
-                            changed
-                        });
-                    }
-                    None => {
-                        let (sender, receiver) = watch::channel(slicecredential);
-                        services = Some(start_slice_services(&config, receiver)?);
-                        slice_credential = Some(sender);
-                    }
-                }
-                Duration::from_secs(heartbeatseconds.max(1))
+                let sent_key = public_key.is_some();
+                follow_answer(&config, &mut node_tls, &registered, sent_key, &mut slice)
+                    .await
+                    .map(|again| {
+                        if again {
+                            Duration::ZERO
+                        } else {
+                            Duration::from_secs(registered.heartbeatseconds.max(1))
+                        }
+                    })
+            }
+            Err(e) => Err(e),
+        };
+        let pause = match followed {
+            Ok(pause) => {
+                last_failure = None;
+                pause
             }
             Err(e) => {
                 let pause = backoff.step();
@@ -287,7 +358,7 @@ pub async fn run(config_file: &Path) -> Result<(), StorageNodeError> {
             _ = &mut stop => break,
         }
     }
-    if let Some(s) = services {
+    if let Some(s) = slice.services.take() {
         s.stop();
     }
     tracing::info!("storage node stopped");
