@@ -37,6 +37,7 @@ mod signin_protection;
 mod snapshots;
 mod stale_copies;
 mod startup;
+mod storage_node_tls;
 mod storage_nodes;
 mod tenants;
 mod tls;

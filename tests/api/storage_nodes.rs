@@ -22,7 +22,7 @@ pub(crate) const TIMEOUT: Duration = Duration::from_secs(5);
 pub(crate) const MARGIN: Duration = Duration::from_secs(8);
 
 /// A free port on `ip` (a loopback alias: binding it proves it works).
-fn free_port(ip: &str) -> u16 {
+pub(crate) fn free_port(ip: &str) -> u16 {
     let listener = std::net::TcpListener::bind((ip, 0))
         .unwrap_or_else(|e| panic!("loopback address {ip} cannot be bound: {e}"));
     listener.local_addr().map(|a| a.port()).unwrap_or(0)
@@ -73,6 +73,11 @@ impl StorageNodeProcess {
         }
     }
 
+    /// The node's `state_dir`.
+    pub(crate) fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
     pub(crate) fn medium_dir(&self, name: &str) -> PathBuf {
         self.dir.path().join("media").join(name)
     }
@@ -86,7 +91,7 @@ impl StorageNodeProcess {
     }
 
     /// Starts it with more arguments (`--ca-cert FILE`).
-    fn start_with(&mut self, extra: &[&str]) {
+    pub(crate) fn start_with(&mut self, extra: &[&str]) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -118,7 +123,7 @@ impl StorageNodeProcess {
     }
 
     /// SIGKILL: the node vanishes without a word.
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();

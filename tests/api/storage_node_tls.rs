@@ -1,0 +1,114 @@
+//! TLS of the slice protocol: `svs serve` with `tls = "auto"` issues the
+//! real `svs storage-node` a slice certificate from its CA, the node's
+//! slice server speaks only TLS, and the service's data plane reaches the
+//! node's copy over it.
+
+use crate::harness::{medium, read_at, TestApp, TestConfig};
+use crate::storage_nodes::{node, node_with_credential, wait_served, StorageNodeProcess};
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+#[tokio::test]
+async fn with_tls_auto_a_storage_node_serves_its_slices_over_tls_only() {
+    let app = TestApp::start_with(TestConfig {
+        // Too small for the volume: its copy goes to the storage node.
+        media: vec![medium("m1", "host-0", "z0", 1)],
+        settings: vec![
+            "tls = \"auto\"".into(),
+            // NBD in plain text, for qemu-io: the slice protocol is what
+            // this test is about.
+            "nbd_tls = \"off\"".into(),
+            "storage_node_timeout = \"2s\"".into(),
+            "media_check_period = \"1h\"".into(),
+        ],
+        ..TestConfig::default()
+    })
+    .await;
+    assert!(app.base.starts_with("https://"), "{}", app.base);
+    let credential = node_with_credential(&app, "sn-1", "127.0.0.2", "z1", "storage").await;
+    let mut sn1 = StorageNodeProcess::new(&app, "sn-1", "127.0.0.2", &[("a1", 4)], &credential);
+    let ca = app.ca_cert().display().to_string();
+    sn1.start_with(&["--ca-cert", &ca]);
+    wait_served(&app, &["a1"]).await;
+    assert_eq!(node(&app, "sn-1").await["state"], "Online");
+
+    // The node made its key (0600, never sent) and holds a certificate of
+    // the service's CA; its slice server speaks TLS.
+    let state = sn1.state_dir();
+    let mode = std::fs::metadata(state.join("slice-key.pem"))
+        .expect("the node's slice key")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let issued = std::fs::read_to_string(state.join("slice-cert.pem")).expect("certificate");
+    assert!(
+        issued.starts_with("-----BEGIN CERTIFICATE-----"),
+        "{issued}"
+    );
+    assert!(
+        !app.log().contains("BEGIN PRIVATE KEY") && !sn1.log().contains("BEGIN PRIVATE KEY"),
+        "a private key in a log"
+    );
+    let log = sn1.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("slice server started") && l.contains("tls=true")),
+        "{log}"
+    );
+    assert!(
+        log.contains("slice certificate issued by the control plane's CA"),
+        "{log}"
+    );
+    assert!(
+        app.log().contains("issued a slice certificate"),
+        "{}",
+        app.log()
+    );
+
+    // A volume whose one copy is on the node, written through the service.
+    app.create_policy("single", 0, 0, 0).await;
+    let (id, _) = app.create_volume("data", 2, "single").await;
+    let slices = app.slices("data").await;
+    assert_eq!(slices.len(), 1, "{slices:?}");
+    assert_eq!(slices[0]["media"], "a1", "{slices:?}");
+    let (status, body) = app
+        .patch("/nodes/host-0", serde_json::json!({"address": "127.0.0.1"}))
+        .await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    let a = crate::attach::attach(&app, "data", "host-0", false).await;
+    let uri = crate::attach::uri(&a);
+    assert!(uri.starts_with("nbd://"), "{uri}");
+    crate::attach::qemu_io(&uri, &["write -P 0x5a 1M 2M".into(), "flush".into()])
+        .expect("written through the service");
+    // The bytes are on the node's disk.
+    let file = sn1.medium_dir("a1").join(&id).join("c0-k0.slice");
+    let bytes = read_at(&file, 1 << 20, 2 << 20);
+    assert!(bytes.iter().all(|b| *b == 0x5a), "{}", file.display());
+    let out = crate::attach::qemu_io(&uri, &["read -P 0x5a 1M 2M".into()]).expect("read back");
+    assert!(!out.contains("Pattern verification failed"), "{out}");
+
+    // A plain-text client is refused by the node's slice server (it does
+    // not even get to the hello, whatever credential it has).
+    let address = node(&app, "sn-1").await["sliceaddress"]
+        .as_str()
+        .unwrap_or_default()
+        .parse()
+        .expect("slice address");
+    let plain = svs_sliceproto::SliceClient::connect(
+        address,
+        "any credential",
+        "plain-text test",
+        Duration::from_secs(10),
+    );
+    match plain {
+        Ok(_) => panic!("a plain-text client was served by the TLS slice server"),
+        Err(e) => assert!(
+            e.to_string()
+                .contains("closed the connection during the hello"),
+            "{e}"
+        ),
+    }
+    // The service still serves the volume after that.
+    let out = crate::attach::qemu_io(&uri, &["read -P 0x5a 1M 2M".into()]).expect("read again");
+    assert!(!out.contains("Pattern verification failed"), "{out}");
+}
