@@ -77,6 +77,9 @@ pub struct NodeTls {
     issued: Option<CertInfo>,
     /// The CA the control plane issues with, from its last answer.
     known_ca: Option<String>,
+    /// The control plane's slice TLS, from its last answer (`None` before
+    /// the first): a key is sent only while it may issue.
+    known_mode: Option<SliceTlsMode>,
     resolver: Arc<SwappableCert>,
 }
 
@@ -111,6 +114,7 @@ impl NodeTls {
                 key: None,
                 issued: None,
                 known_ca: None,
+                known_mode: None,
                 resolver,
             });
         }
@@ -121,6 +125,7 @@ impl NodeTls {
             key: Some(key),
             issued: None,
             known_ca: None,
+            known_mode: None,
             resolver,
         };
         // A damaged or missing certificate is simply asked for again.
@@ -135,9 +140,13 @@ impl NodeTls {
 
     /// The public key (PEM) to send with this registration: when the node
     /// has no certificate of the control plane's CA for `address` with at
-    /// least `RENEW_BEFORE_DAYS` left. Never with the operator's own.
+    /// least `RENEW_BEFORE_DAYS` left. Never with the operator's own, nor
+    /// to a control plane that said it issues none.
     pub fn wanted_public_key(&self, address: SocketAddr, now: OffsetDateTime) -> Option<String> {
         let key = self.key.as_ref()?;
+        if self.known_mode.is_some_and(|m| m != SliceTlsMode::Issued) {
+            return None;
+        }
         let renew_at = |info: &CertInfo| {
             info.not_after - time::Duration::days(RENEW_BEFORE_DAYS).whole_seconds()
         };
@@ -160,6 +169,8 @@ impl NodeTls {
         if !answer.sliceca.is_empty() {
             self.known_ca = Some(answer.sliceca.clone());
         }
+        // An answer without it is from a control plane before slice TLS.
+        self.known_mode = Some(SliceTlsMode::parse(&answer.slicetls).unwrap_or(SliceTlsMode::Off));
         if answer.slicecertificate.is_empty() || self.own {
             return Ok(());
         }
@@ -450,7 +461,15 @@ mod tests {
     #[test]
     fn modes_the_node_cannot_serve_say_what_to_configure() {
         let state = tempfile::tempdir().expect("state");
-        let node = NodeTls::load(&node_config(state.path())).expect("node tls");
+        let mut node = NodeTls::load(&node_config(state.path())).expect("node tls");
+        let address: SocketAddr = "127.0.0.1:7450".parse().expect("address");
+        let now = OffsetDateTime::now_utc();
+        // The first registration offers the key; a service without TLS
+        // is not offered it again.
+        assert!(node.wanted_public_key(address, now).is_some());
+        node.accept(&answer(&SliceTls::off(), None), address)
+            .expect("accepted");
+        assert_eq!(node.wanted_public_key(address, now), None);
         assert_eq!(node.ready_for(SliceTlsMode::Off), Ok(()));
         let err = node.ready_for(SliceTlsMode::Own).expect_err("own");
         assert!(
