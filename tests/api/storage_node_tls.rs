@@ -4,7 +4,7 @@
 //! node's copy over it.
 
 use crate::harness::{medium, read_at, TestApp, TestConfig};
-use crate::storage_nodes::{node, node_with_credential, wait_served, StorageNodeProcess};
+use crate::storage_nodes::{node, node_with_credential, wait_served, StorageNodeProcess, TIMEOUT};
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ async fn with_tls_auto_a_storage_node_serves_its_slices_over_tls_only() {
             // NBD in plain text, for qemu-io: the slice protocol is what
             // this test is about.
             "nbd_tls = \"off\"".into(),
-            "storage_node_timeout = \"2s\"".into(),
+            format!("storage_node_timeout = \"{}s\"", TIMEOUT.as_secs()),
             "media_check_period = \"1h\"".into(),
         ],
         ..TestConfig::default()
