@@ -1,7 +1,7 @@
 # Shared steps of the benchmark scripts (sourced, not run): stop processes,
 # time phases, install qemu-utils (and nbdkit, libnbd-bin), build svs in
-# release mode, start `svs serve` on the demo media in a work directory, and
-# check its log.
+# release mode, start `svs serve` on the demo media in a work directory, start
+# a reference NBD server on a free port, and check svs's log.
 # The sourcing script sets BENCH_DIR, REPO, ADMIN_EMAIL and ADMIN_PASSWORD,
 # then calls `stop_on_exit` with the variables of the processes it starts;
 # these set WORK, SVS, SERVER_PID and BASE.
@@ -131,11 +131,55 @@ start_svs() {
     echo "svs at $BASE, $(grep -m1 '^svs nbd listening on ' "$WORK/svs.out" | sed 's/^svs //') (pid $SERVER_PID)"
 }
 
-# Fails when svs logged an error or a panic.
+# A port free now on ADDRESS: taken by the kernel, released, printed.
+free_port() {
+    python3 -c 'import socket, sys; s = socket.socket(); s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "$1"
+}
+
+# Starts a reference server on a free port: `start_ref LOG URI_PATH CMD...`,
+# CMD containing the word PORT where the port goes. Sets REF_PID and REF_URI.
+start_ref() {
+    local log="$1" path="$2"
+    shift 2
+    REF_PID=""
+    REF_URI=""
+    local port arg cmd
+    for _ in 1 2 3; do
+        # A free port: taken by the kernel, released, then given to the
+        # server (neither can report an ephemeral port); retried if lost.
+        port="$(free_port 127.0.0.1)"
+        cmd=()
+        for arg in "$@"; do
+            cmd+=("${arg//PORT/$port}")
+        done
+        "${cmd[@]}" >"$log" 2>&1 &
+        REF_PID=$!
+        for _ in $(seq 100); do
+            if ! kill -0 "$REF_PID" 2>/dev/null; then
+                break
+            fi
+            if qemu-img info "nbd://127.0.0.1:$port$path" >/dev/null 2>&1; then
+                REF_URI="nbd://127.0.0.1:$port$path"
+                return 0
+            fi
+            sleep 0.1
+        done
+        stop "$REF_PID"
+        REF_PID=""
+    done
+    echo "$1 did not start; its log:" >&2
+    cat "$log" >&2
+    exit 1
+}
+
+# Fails when a log (default $WORK/svs.log) has an ERROR line or a panic:
+# `check_svs_log [NAME LOG]`. The level is matched as written (upper case), so a
+# WARN line quoting an `error=` field does not count.
 check_svs_log() {
-    if grep -qiE '\b(ERROR|panicked)\b' "$WORK/svs.log"; then
-        echo "svs logged errors:" >&2
-        grep -iE '\b(ERROR|panicked)\b' "$WORK/svs.log" | head -20 >&2
+    local name="${1:-svs}" log="${2:-$WORK/svs.log}"
+    if grep -qE '\bERROR\b|panicked' "$log"; then
+        echo "$name logged errors:" >&2
+        grep -E '\bERROR\b|panicked' "$log" | head -20 >&2
         exit 1
     fi
 }

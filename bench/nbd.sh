@@ -110,42 +110,6 @@ MIRROR_URI="$(cd "$BENCH_DIR" &&
 echo "svs export (two copies): $MIRROR_URI"
 echo "slice files: $(find "$WORK/data" -name '*.slice' -printf '%p (%s bytes) ')"
 
-# Starts a reference server on a free port: `start_ref LOG URI_PATH CMD...`,
-# CMD containing the word PORT where the port goes. Sets REF_PID and REF_URI.
-start_ref() {
-    local log="$1" path="$2"
-    shift 2
-    REF_PID=""
-    REF_URI=""
-    local port arg cmd
-    for _ in 1 2 3; do
-        # A free port: taken by the kernel, released, then given to the
-        # server (neither can report an ephemeral port); retried if lost.
-        port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-        cmd=()
-        for arg in "$@"; do
-            cmd+=("${arg//PORT/$port}")
-        done
-        "${cmd[@]}" >"$log" 2>&1 &
-        REF_PID=$!
-        for _ in $(seq 100); do
-            if ! kill -0 "$REF_PID" 2>/dev/null; then
-                break
-            fi
-            if qemu-img info "nbd://127.0.0.1:$port$path" >/dev/null 2>&1; then
-                REF_URI="nbd://127.0.0.1:$port$path"
-                return 0
-            fi
-            sleep 0.1
-        done
-        stop "$REF_PID"
-        REF_PID=""
-    done
-    echo "$1 did not start; its log:" >&2
-    cat "$log" >&2
-    exit 1
-}
-
 # ---- nbdkit ----
 phase "start nbdkit (file plugin) on a ${VOLUME_GIB} GiB raw file (same filesystem)"
 NBDKIT_FILE="$WORK/nbdkit.raw"

@@ -7,14 +7,18 @@ creates VOLUME (GIB GiB) with it,
 attaches its top snapshot read-write to node-a (address 127.0.0.1 in the demo
 topology, so this machine may open the export), waits for both jobs, and
 prints the attachment's `uri` (nbd://HOST:PORT/EXPORTNAME) on stdout.
-Progress goes to stderr.
+Progress goes to stderr. Environment: NBD_BENCH_NODE, the node to attach to
+instead of node-a; NBD_BENCH_COPIES_ON=nodes, every copy on its own node
+(resiliency node COPIES - 1, policy `nbd-bench-COPIES-nodes`).
 """
 
+import os
 import sys
 
 from svs_api import Api, ApiError
 
-NODE = "node-a"
+NODE = os.environ.get("NBD_BENCH_NODE", "node-a")
+ON_NODES = os.environ.get("NBD_BENCH_COPIES_ON") == "nodes"
 
 
 def main():
@@ -26,7 +30,7 @@ def main():
         sys.exit("nbd_attach.py: COPIES must be 1, 2 or 3")
     api = Api(base)
     api.sign_in(email, password)
-    policy = f"nbd-bench-{copies}"
+    policy = f"nbd-bench-{copies}" + ("-nodes" if ON_NODES else "")
     existing = {p["name"] for p in api.request("GET", "/policies")}
     if policy not in existing:
         api.request(
@@ -35,7 +39,7 @@ def main():
             {
                 "name": policy,
                 "resiliencymedia": copies - 1,
-                "resiliencynode": 0,
+                "resiliencynode": copies - 1 if ON_NODES else 0,
                 "resiliencyzone": 0,
             },
         )

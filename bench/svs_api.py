@@ -43,7 +43,7 @@ class Api:
             resp = self.conn.getresponse()
         text = resp.read()
         value = json.loads(text) if text else None
-        if resp.status != 200:
+        if resp.status not in (200, 201):
             raise ApiError(f"{method} {path}: HTTP {resp.status}: {text[:500]!r}")
         return value
 

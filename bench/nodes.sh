@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# svs over storage nodes: the data path of an attached volume whose copies
+# are on storage nodes (issue 21), against nbdkit's file plugin and qemu-nbd
+# serving raw files, driven by the same clients in the same run. Runs from a
+# fresh clone on Debian as root:
+#
+#   bench/nodes.sh
+#
+# 1. svs serve (release build, SVS_LOG=warn) with `storage_nodes_only = true`
+#    (no media of its own) and three `svs storage-node` processes on
+#    127.0.0.2, 127.0.0.3 and 127.0.0.4 (each with one medium, a directory
+#    in the same temporary directory), over the slice protocol in plain TCP
+#    (the service has no TLS here). Three 2 GiB volumes attached read-write
+#    to `this-host` (127.0.0.1) over NBD: `svs` (one copy, on one node),
+#    `svs-2-copies` and `svs-3-copies` (every copy on its own node: each
+#    write goes to two or three nodes). The volume's front (stripes, copies,
+#    the NBD export) is `svs serve` for now (docs/storage-nodes.md), so every
+#    request crosses one more hop than bench/nbd.sh's local media: client ->
+#    svs serve (NBD) -> storage node(s) (slice protocol).
+# 2. nbdkit's file plugin and qemu-nbd serve 2 GiB raw files in the same
+#    directory, as in bench/nbd.sh (see there for their exact flags).
+# 3. bench/nbd_bench.py drives all five with `qemu-img bench` and nbdcopy
+#    (sequential 1 MiB at depth 1, random 4 KiB at depth 16, nbdcopy over 4
+#    connections, 4 random readers), ROUNDS rounds each, the order rotating,
+#    medians compared, devices compared at the end. Its PASS/FAIL column is
+#    bench/nbd.sh's target for local media; here it is information: the
+#    figures show what the extra hop costs.
+#
+# Exits 0 when the benchmark ran, whatever the figures; non-zero if something
+# broke. Everything lives in a temporary directory (TMPDIR, default /tmp)
+# removed on exit; every process is stopped on exit. Environment:
+# BENCH_ROUNDS (default 5); BENCH_SVS_BIN (an svs binary to run instead of
+# building one).
+set -euo pipefail
+
+BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$BENCH_DIR/.." && pwd)"
+ROUNDS="${BENCH_ROUNDS:-5}"
+VOLUME_GIB=2
+VOLUME_BYTES=$((VOLUME_GIB << 30))
+NODES=3
+ADMIN_EMAIL="bench@example.com"
+ADMIN_PASSWORD="bench-password-$$"
+
+QNBD_PID=""
+NBDKIT_PID=""
+SN1_PID=""
+SN2_PID=""
+SN3_PID=""
+# shellcheck source=bench/lib.sh
+source "$BENCH_DIR/lib.sh"
+stop_on_exit QNBD_PID NBDKIT_PID SN1_PID SN2_PID SN3_PID
+
+phase "prerequisites"
+require_tools
+require_nbd_tools
+
+phase "build (cargo build --release)"
+build_release
+make_work_dir svs-nodes-bench
+
+# ---- the control plane and the storage nodes ----
+phase "start svs serve (storage_nodes_only) and $NODES storage nodes on 127.0.0.2-$((NODES + 1))"
+printf '# svs benchmark: no media of its own, every copy on storage nodes\nstorage_nodes_only = true\n' \
+    >"$WORK/svs.toml"
+start_svs
+(cd "$BENCH_DIR" && python3 nodes_setup.py "$BASE" "$ADMIN_EMAIL" "$ADMIN_PASSWORD" "$WORK" "$NODES")
+for k in $(seq "$NODES"); do
+    mkdir -p "$WORK/sn-$k/disk0"
+    cat >"$WORK/sn-$k.toml" <<TOML
+api = "$BASE"
+node = "sn-$k"
+credential_file = "$WORK/sn-$k.credential"
+slice_listen = "127.0.0.$((k + 1)):$(free_port "127.0.0.$((k + 1))")"
+state_dir = "$WORK/sn-$k/state"
+
+[[media]]
+name = "sn$k-d0"
+directory = "$WORK/sn-$k/disk0"
+size = "8 GiB"
+TOML
+    SVS_LOG=warn "$SVS" storage-node --config "$WORK/sn-$k.toml" >"$WORK/sn-$k.log" 2>&1 &
+    printf -v "SN${k}_PID" '%s' "$!"
+done
+# Every node's medium is Online once the node registered; svs serve connects
+# to its slice server at the heartbeat after (every 3 s with the default
+# storage_node_timeout), so one more period is waited for.
+for _ in $(seq 300); do
+    ready="$(cd "$BENCH_DIR" && python3 -c '
+import sys
+from svs_api import Api
+api = Api(sys.argv[1]); api.sign_in(sys.argv[2], sys.argv[3])
+print(sum(1 for m in api.request("GET", "/media") if m.get("state") == "Online"))
+' "$BASE" "$ADMIN_EMAIL" "$ADMIN_PASSWORD")"
+    [[ "$ready" == "$NODES" ]] && break
+    sleep 0.2
+done
+[[ "$ready" == "$NODES" ]] || { echo "the storage nodes did not come up; logs:" >&2; tail -n 20 "$WORK"/sn-*.log >&2; exit 1; }
+sleep 4
+echo "$NODES storage nodes registered, their media Online"
+
+phase "attach three ${VOLUME_GIB} GiB volumes (1, 2 and 3 copies, each copy on its own node) to this-host"
+attach() {
+    (cd "$BENCH_DIR" && NBD_BENCH_NODE=this-host NBD_BENCH_COPIES_ON=nodes \
+        python3 nbd_attach.py "$BASE" "$ADMIN_EMAIL" "$ADMIN_PASSWORD" "$1" "$VOLUME_GIB" "$2")
+}
+URI_1="$(attach nodes-1 1)"
+URI_2="$(attach nodes-2 2)"
+URI_3="$(attach nodes-3 3)"
+echo "exports: $URI_1 $URI_2 $URI_3"
+
+# ---- the references ----
+phase "start nbdkit (file plugin) and qemu-nbd on ${VOLUME_GIB} GiB raw files (same filesystem)"
+NBDKIT_FILE="$WORK/nbdkit.raw"
+QNBD_FILE="$WORK/qemu-nbd.raw"
+truncate -s "$VOLUME_BYTES" "$NBDKIT_FILE" "$QNBD_FILE"
+start_ref "$WORK/nbdkit.log" "" nbdkit --threads 16 -f -p PORT -i 127.0.0.1 --exit-with-parent \
+    file "$NBDKIT_FILE"
+NBDKIT_PID=$REF_PID
+NBDKIT_URI=$REF_URI
+start_ref "$WORK/qemu-nbd.log" /ref qemu-nbd -f raw -x ref -p PORT -b 127.0.0.1 --persistent \
+    --shared=0 --cache=writeback --aio=threads "$QNBD_FILE"
+QNBD_PID=$REF_PID
+QNBD_URI=$REF_URI
+echo "nbdkit: $NBDKIT_URI (pid $NBDKIT_PID); qemu-nbd: $QNBD_URI (pid $QNBD_PID)"
+
+# ---- figures ----
+phase "figures, $ROUNDS rounds per figure, rotating"
+NBD_BENCH_FILES="$(find "$WORK"/sn-* -name '*.slice' -printf '%p ') $NBDKIT_FILE $QNBD_FILE" \
+    python3 "$BENCH_DIR/nbd_bench.py" "$VOLUME_BYTES" "$ROUNDS" \
+    svs "$SERVER_PID" "$URI_1" \
+    svs-2-copies "$SERVER_PID" "$URI_2" \
+    svs-3-copies "$SERVER_PID" "$URI_3" \
+    nbdkit "$NBDKIT_PID" "$NBDKIT_URI" \
+    qemu-nbd "$QNBD_PID" "$QNBD_URI"
+
+check_svs_log
+for k in $(seq "$NODES"); do
+    check_svs_log "storage node sn-$k" "$WORK/sn-$k.log"
+done
+phase "done ($(nproc) CPUs, $(findmnt -n -o FSTYPE -T "$WORK" || echo '?') at ${TMPDIR:-/tmp}); server CPU per request is svs serve's only (the nodes' is not counted)"
