@@ -13,6 +13,7 @@ use super::commands::RegisterStorageNode;
 use super::nodes::node_not_found;
 use super::{Administrator, Caller, ServiceError, ServiceResult, Services};
 use crate::slice_tls::{IssuedCertificate, SliceTlsMode};
+use std::net::IpAddr;
 use std::time::Duration;
 use svs_dataplane::NodeEndpoint;
 use svs_domain::{BlockedOperation, JobSpec, RecoveryArgs, GIB};
@@ -80,6 +81,26 @@ impl Services {
         Ok(StorageNode { node })
     }
 
+    /// A slice certificate is for the node's own address (`svs node add
+    /// --address`, set by an administrator), never for one the node names:
+    /// a storage credential must not buy a certificate for another host.
+    async fn require_own_address(&self, node: &str, ip: IpAddr) -> ServiceResult<()> {
+        let nodes = self.store.list_nodes().await?;
+        let own = nodes
+            .iter()
+            .find(|n| n.name == node)
+            .and_then(|n| n.address.as_deref());
+        if own.and_then(|a| a.parse::<IpAddr>().ok()) == Some(ip) {
+            return Ok(());
+        }
+        Err(ServiceError::Conflict(format!(
+            "node '{node}' asks for a slice certificate for {ip}, but its address is {}: svs \
+             issues slice certificates only for a node's own address (set it with \
+             PATCH /nodes/{node} {{\"address\": \"{ip}\"}}, or listen on it)",
+            own.unwrap_or("not set")
+        )))
+    }
+
     /// `PUT /nodes/{node}/storage`: a registration or heartbeat. Media
     /// that came back start the recovery of the copies they held.
     pub async fn register_storage_node(
@@ -93,11 +114,15 @@ impl Services {
         // the request. Only with svs's own CA; otherwise the node serves
         // its operator's certificate and the key is not needed.
         let slice_certificate = match (&request.slice_public_key, self.slice_tls.mode()) {
-            (Some(key), SliceTlsMode::Issued) => Some(
-                self.slice_tls
-                    .issue(node, request.slice_address.ip(), key)
-                    .map_err(ServiceError::BadRequest)?,
-            ),
+            (Some(key), SliceTlsMode::Issued) => {
+                let ip = request.slice_address.ip();
+                self.require_own_address(node, ip).await?;
+                Some(
+                    self.slice_tls
+                        .issue(node, ip, key)
+                        .map_err(ServiceError::BadRequest)?,
+                )
+            }
             _ => None,
         };
         if let Some(c) = &slice_certificate {

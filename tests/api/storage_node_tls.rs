@@ -112,3 +112,61 @@ async fn with_tls_auto_a_storage_node_serves_its_slices_over_tls_only() {
     let out = crate::attach::qemu_io(&uri, &["read -P 0x5a 1M 2M".into()]).expect("read again");
     assert!(!out.contains("Pattern verification failed"), "{out}");
 }
+
+/// With `tls = "auto"` a node gets a slice certificate only for its own
+/// address: a storage credential asking for another address's is refused
+/// with 409 and nothing is registered.
+#[tokio::test]
+async fn a_slice_certificate_is_issued_only_for_the_nodes_own_address() {
+    let app = TestApp::start_with(TestConfig {
+        settings: vec!["tls = \"auto\"".into()],
+        ..TestConfig::default()
+    })
+    .await;
+    let credential = node_with_credential(&app, "sn-1", "127.0.0.2", "z1", "storage").await;
+    let key = rcgen::KeyPair::generate().expect("key pair");
+    let register = |address: &str| {
+        serde_json::json!({
+            "sliceaddress": address,
+            "media": [],
+            "slicepublickey": key.public_key_pem(),
+        })
+    };
+    let (status, answer) = app
+        .request(
+            Some(&format!("Bearer {credential}")),
+            reqwest::Method::PUT,
+            "/nodes/sn-1/storage",
+            Some(register("127.0.0.9:7450")),
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::CONFLICT, "{answer}");
+    assert_eq!(
+        answer["message"],
+        "node 'sn-1' asks for a slice certificate for 127.0.0.9, but its address is 127.0.0.2: \
+         svs issues slice certificates only for a node's own address (set it with \
+         PATCH /nodes/sn-1 {\"address\": \"127.0.0.9\"}, or listen on it)"
+    );
+    let sn1 = node(&app, "sn-1").await;
+    assert_eq!(
+        (&sn1["sliceaddress"], &sn1["lastheartbeat"]),
+        (&serde_json::json!(""), &serde_json::Value::Null),
+        "{sn1}"
+    );
+    // Its own address gets one.
+    let (status, answer) = app
+        .request(
+            Some(&format!("Bearer {credential}")),
+            reqwest::Method::PUT,
+            "/nodes/sn-1/storage",
+            Some(register("127.0.0.2:7450")),
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{answer}");
+    assert!(
+        answer["slicecertificate"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("-----BEGIN CERTIFICATE-----")),
+        "{answer}"
+    );
+}
