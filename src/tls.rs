@@ -20,7 +20,6 @@ use rustls::ServerConfig;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use sha2::{Digest, Sha256};
-use std::io::Write;
 use std::net::IpAddr;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -325,23 +324,10 @@ pub(crate) fn auto_certificates(
     Ok((vec![cert.der().clone()], key, facts))
 }
 
-/// Writes an owner-only (0600) file whole: a temporary file renamed over
-/// the old one, so a crash never leaves half a key.
+/// An owner-only file (see [`crate::secret_files::write_private`]).
 fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let written = (|| {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    written.map_err(|e| format!("TLS: cannot write {}: {e}", path.display()))
+    crate::secret_files::write_private(path, bytes)
+        .map_err(|e| format!("TLS: cannot write {}: {e}", path.display()))
 }
 
 /// The CA certificates the clients of this process trust beside the

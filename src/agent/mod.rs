@@ -53,7 +53,7 @@ pub struct AgentConfig {
 }
 
 fn read_credential(path: &Path) -> Result<String, AgentError> {
-    crate::credential_file::read_credential_file(path).map_err(AgentError::Config)
+    crate::secret_files::read_credential_file(path).map_err(AgentError::Config)
 }
 
 /// Doubling back-off with a cap, and a little jitter so that many agents

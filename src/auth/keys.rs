@@ -5,12 +5,12 @@
 //! signed until they have all expired. The public halves are served as a
 //! JWKS (rendered in `api::views`).
 
+use crate::secret_files::write_private;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use jsonwebtoken::{DecodingKey, EncodingKey};
 use sha2::{Digest, Sha256};
 use std::fs;
-use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
@@ -60,7 +60,7 @@ fn load_or_create_seed(dir: &Path) -> Result<[u8; 32], String> {
         Ok(seed) => Ok(seed),
         Err(SeedError::Missing) => {
             let seed: [u8; 32] = rand::random();
-            write_private(dir, &path, &seed)
+            write_private(&path, &seed)
                 .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
             Ok(seed)
         }
@@ -184,11 +184,11 @@ impl KeyRing {
         // First keep the old key, then replace it: a crash in between
         // leaves it both current and retired, which is harmless.
         let retired_path = retired_dir.join(format!("retired-{now_secs}-{}.key", old.kid));
-        write_private(&retired_dir, &retired_path, &old_seed)
+        write_private(&retired_path, &old_seed)
             .map_err(|e| format!("cannot write {}: {e}", retired_path.display()))?;
         let new_seed: [u8; 32] = rand::random();
         let path = dir.join(KEY_FILE);
-        write_private(dir, &path, &new_seed)
+        write_private(&path, &new_seed)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         let ring = KeyRing::load(dir)?;
         for r in &ring.retired {
@@ -232,21 +232,6 @@ fn retired_file_time(name: &str) -> Option<u64> {
     let (secs, kid) = rest.split_once('-')?;
     (!kid.is_empty()).then_some(())?;
     secs.parse().ok()
-}
-
-/// Durable, private write: temporary file (0600), fsync, rename, fsync dir.
-fn write_private(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    fs::rename(&tmp, path)?;
-    fs::File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]

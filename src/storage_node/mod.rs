@@ -184,7 +184,7 @@ async fn follow_answer(
 }
 
 fn read_credential(path: &Path) -> Result<String, StorageNodeError> {
-    crate::credential_file::read_credential_file(path).map_err(StorageNodeError::Config)
+    crate::secret_files::read_credential_file(path).map_err(StorageNodeError::Config)
 }
 
 /// The medium as it can be offered now, or why not: its directory exists,

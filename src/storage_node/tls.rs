@@ -18,7 +18,6 @@ use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -319,22 +318,10 @@ fn load_or_make_key(path: &Path) -> Result<KeyPair, StorageNodeError> {
     }
 }
 
-/// An owner-only (0600) file, written whole (a temporary file renamed).
+/// An owner-only file (see [`crate::secret_files::write_private`]).
 fn write_private(path: &Path, bytes: &[u8]) -> Result<(), StorageNodeError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let written = (|| {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    written.map_err(|e| StorageNodeError::Io(format!("cannot write {}: {e}", path.display())))
+    crate::secret_files::write_private(path, bytes)
+        .map_err(|e| StorageNodeError::Io(format!("cannot write {}: {e}", path.display())))
 }
 
 #[cfg(test)]
