@@ -499,7 +499,8 @@ async fn a_stale_copy_is_never_read_even_when_its_node_is_the_only_one_answering
 /// Slice requests straight to a node's slice server: a wrong credential
 /// (made up, or another node's) is refused at the hello; with the right
 /// one, writes, discards and syncs with an epoch below the volume's front
-/// epoch are refused as stale; the node's file does not change.
+/// epoch are refused as stale, and any request for a slice the node does
+/// not hold is ENOENT; the node's files do not change and nothing is made.
 #[tokio::test]
 async fn a_node_refuses_slice_requests_with_a_wrong_credential_or_a_stale_epoch() {
     let mirror = Mirror::start([&["a1"], &["b1"]]).await;
@@ -561,6 +562,37 @@ async fn a_node_refuses_slice_requests_with_a_wrong_credential_or_a_stale_epoch(
         );
         stale(client.sync(&slice, old), &format!("a sync at epoch {old}"));
     }
+    // A slice of a volume the node does not hold, and one on a medium that
+    // is another node's: refused, at the current epoch too, nothing made.
+    let no_volume = SliceName::new(medium, "no-such-volume", 0, 0);
+    let not_its_medium = SliceName::new(other.media[0], &mirror.id, 1, 0);
+    for name in [&no_volume, &not_its_medium] {
+        let refused = |r: std::io::Result<()>, what: &str| {
+            let e = r
+                .err()
+                .unwrap_or_else(|| panic!("{what} of {name:?} was applied"));
+            assert_eq!(
+                remote_error(&e).map(|r| r.status),
+                Some(Status::Errno(libc::ENOENT as u16)),
+                "{what} of {name:?}: {e}"
+            );
+        };
+        refused(client.read(name, 0, &mut buf), "a read");
+        refused(client.write(name, epoch, 0, &[0x99; 4096]), "a write");
+        refused(client.sync(name, epoch), "a sync");
+    }
+    let made: Vec<PathBuf> = walk(&target.process.medium_dir(medium));
+    assert!(
+        made.iter()
+            .all(|p| p.starts_with(target.process.medium_dir(medium).join(&mirror.id))),
+        "{made:?}"
+    );
+    assert!(!target.process.medium_dir(other.media[0]).exists());
+    assert!(!target
+        .process
+        .medium_dir(medium)
+        .join("no-such-volume")
+        .exists());
     drop(client);
 
     let after = (
@@ -578,4 +610,21 @@ async fn a_node_refuses_slice_requests_with_a_wrong_credential_or_a_stale_epoch(
     let out = crate::attach::qemu_io(&mirror.uri, &["read -P 0x11 0 8M".into()])
         .expect("the volume reads as before");
     assert!(!out.contains("Pattern verification failed"), "{out}");
+}
+
+/// Every file below `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files
 }
