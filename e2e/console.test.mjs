@@ -389,11 +389,7 @@ test("a medium marked failed in the console: Degraded and Failed volumes, Recove
   // A user who is not an administrator is not offered the action.
   addUser(server, "user@example.com", "user-password-123");
   const userPage = await newPage();
-  await userPage.goto(`${server.base}/ui/`);
-  await userPage.fill("#email", "user@example.com");
-  await userPage.fill("#password", "user-password-123");
-  await userPage.click("button[type=submit]");
-  await userPage.waitForSelector("header#top:not([hidden])");
+  await signIn(userPage, server.base, "user@example.com", "user-password-123");
   await userPage.click("nav a[data-page=media]");
   await userPage.waitForSelector('[data-medium="d1"]');
   assert.equal(await userPage.locator("button.fail").count(), 0);
@@ -476,11 +472,7 @@ test("nodes: add a node, issue its agent credential once, see the agent, revoke 
   // A user who is not an administrator sees the nodes, not the actions.
   addUser(server, "user@example.com", "user-password-123");
   const userPage = await newPage();
-  await userPage.goto(`${server.base}/ui/`);
-  await userPage.fill("#email", "user@example.com");
-  await userPage.fill("#password", "user-password-123");
-  await userPage.click("button[type=submit]");
-  await userPage.waitForSelector("header#top:not([hidden])");
+  await signIn(userPage, server.base, "user@example.com", "user-password-123");
   await userPage.click("nav a[data-page=nodes]");
   await userPage.waitForSelector('tr[data-node="node-a"]');
   assert.equal(await userPage.locator("#add-node").count(), 0);

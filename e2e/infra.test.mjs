@@ -5,15 +5,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
-import { startServer, apiClient, shots, newPage, signIn } from "./lib.mjs";
-
-/** Waits for `selector` to show exactly `text` (trimmed). */
-async function waitText(page, selector, text) {
-  await page.waitForFunction(
-    ([s, t]) => document.querySelector(s)?.textContent.trim() === t,
-    [selector, text],
-  );
-}
+import { startServer, apiClient, shots, newPage, signIn, waitText } from "./lib.mjs";
 
 async function openMedia(page) {
   await page.click("nav a[data-page=media]");

@@ -226,12 +226,21 @@ export async function newPage({ bypassCSP = true } = {}) {
   return page;
 }
 
-export async function signIn(page, base) {
+export async function signIn(page, base, email = EMAIL, password = PASSWORD) {
   await page.goto(`${base}/ui/`);
-  await page.fill("#email", EMAIL);
-  await page.fill("#password", PASSWORD);
+  await page.fill("#email", email);
+  await page.fill("#password", password);
   await page.click("button[type=submit]");
   await page.waitForSelector("header#top:not([hidden])");
+}
+
+/** Waits for `selector` to show exactly `text` (trimmed). */
+export async function waitText(page, selector, text, timeout = 30_000) {
+  await page.waitForFunction(
+    ([s, t]) => document.querySelector(s)?.textContent.trim() === t,
+    [selector, text],
+    { timeout },
+  );
 }
 
 /** Opens the resize dialog of a volume, submits, and follows the job to its end. */

@@ -5,17 +5,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  startServer, startStorageNode, apiClient, shots, newPage, signIn, addUser, eventually,
+  startServer, startStorageNode, apiClient, shots, newPage, signIn, addUser, eventually, waitText,
 } from "./lib.mjs";
-
-/** Waits for `selector` to show exactly `text` (trimmed). */
-async function waitText(page, selector, text, timeout = 30_000) {
-  await page.waitForFunction(
-    ([s, t]) => document.querySelector(s)?.textContent.trim() === t,
-    [selector, text],
-    { timeout },
-  );
-}
 
 test("nodes: a storage node Online with the copies it holds, then Offline once killed", async () => {
   // The local medium is too small for the volume: its copy goes to the node.
@@ -72,11 +63,7 @@ test("nodes: a storage node Online with the copies it holds, then Offline once k
   // Someone who is not an administrator sees the node, not the copies.
   addUser(server, "user@example.com", "user-password-123");
   const userPage = await newPage();
-  await userPage.goto(`${server.base}/ui/`);
-  await userPage.fill("#email", "user@example.com");
-  await userPage.fill("#password", "user-password-123");
-  await userPage.click("button[type=submit]");
-  await userPage.waitForSelector("header#top:not([hidden])");
+  await signIn(userPage, server.base, "user@example.com", "user-password-123");
   await userPage.goto(`${server.base}/ui/#/nodes/sn-1`);
   await waitText(userPage, "#node-state", "Offline");
   assert.equal(await userPage.textContent("#node-copies .muted"), "Only administrators see the copies a node holds.");
