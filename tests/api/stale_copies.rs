@@ -7,10 +7,10 @@
 //! untouched.
 
 use crate::cli::Home;
-use crate::harness::{medium, read_at, TestApp, TestConfig};
+use crate::harness::{read_at, TestApp};
 use crate::storage_nodes::{
-    eventually, node, node_with_credential, register, wait_served, StorageNodeProcess, MARGIN,
-    TIMEOUT,
+    eventually, node, node_with_credential, register, start_for_storage_nodes, wait_served,
+    StorageNodeProcess, MARGIN, TIMEOUT,
 };
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -47,15 +47,7 @@ impl Mirror {
     /// `media`: each node's media (4 GiB each); sn-1 on 127.0.0.2 (zone
     /// z1), sn-2 on 127.0.0.3 (zone z2).
     async fn start(media: [&[&'static str]; 2]) -> Mirror {
-        let app = TestApp::start_with(TestConfig {
-            media: vec![medium("m1", "host-0", "z0", 1)],
-            settings: vec![
-                format!("storage_node_timeout = \"{}s\"", TIMEOUT.as_secs()),
-                "media_check_period = \"1h\"".into(),
-            ],
-            ..TestConfig::default()
-        })
-        .await;
+        let app = start_for_storage_nodes().await;
         let mut nodes = Vec::new();
         for (i, (name, ip)) in [("sn-1", "127.0.0.2"), ("sn-2", "127.0.0.3")]
             .into_iter()

@@ -175,6 +175,21 @@ async fn medium_state(app: &TestApp, id: &str) -> Option<Value> {
     (status == StatusCode::OK).then_some(body)
 }
 
+/// `svs serve` whose one local medium (1 GiB) is too small for the tests'
+/// volumes, so their copies go to the storage nodes; the nodes' timeout is
+/// [`TIMEOUT`] and the periodic media check is out of the way.
+pub(crate) async fn start_for_storage_nodes() -> TestApp {
+    TestApp::start_with(TestConfig {
+        media: vec![medium("m1", "host-0", "z0", 1)],
+        settings: vec![
+            format!("storage_node_timeout = \"{}s\"", TIMEOUT.as_secs()),
+            "media_check_period = \"1h\"".into(),
+        ],
+        ..TestConfig::default()
+    })
+    .await
+}
+
 /// Adds a node and issues its credential of `role`.
 pub(crate) async fn node_with_credential(
     app: &TestApp,
@@ -642,17 +657,7 @@ pub(crate) async fn wait_served(app: &TestApp, media: &[&str]) {
 /// node through the front, and both copies' files are then identical.
 #[tokio::test]
 async fn a_mirror_over_storage_nodes_survives_the_loss_of_a_node() {
-    let app = TestApp::start_with(TestConfig {
-        // The local medium is too small for the volume: its copies go to
-        // the storage nodes.
-        media: vec![medium("m1", "host-0", "z0", 1)],
-        settings: vec![
-            format!("storage_node_timeout = \"{}s\"", TIMEOUT.as_secs()),
-            "media_check_period = \"1h\"".into(),
-        ],
-        ..TestConfig::default()
-    })
-    .await;
+    let app = start_for_storage_nodes().await;
     let mut nodes = Vec::new();
     for (i, (name, ip, medium)) in [
         ("sn-1", "127.0.0.2", "a1"),
