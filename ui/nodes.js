@@ -10,8 +10,8 @@ const main = document.getElementById("main");
 
 // The command line that runs a node's agent against this service.
 const AGENT_CREDENTIAL_PATH = "/etc/svs/agent.credential";
-function agentCommand(node) {
-  return `svs agent --url ${location.origin} --node ${node} --credential-file ${AGENT_CREDENTIAL_PATH}`;
+function agentCommand(node, credentialFile = AGENT_CREDENTIAL_PATH) {
+  return `svs agent --url ${location.origin} --node ${node} --credential-file ${credentialFile}`;
 }
 
 
@@ -19,11 +19,15 @@ function agentCommand(node) {
 const STORAGE_CREDENTIAL_PATH = "/etc/svs/storage-node.credential";
 const STORAGE_NODE_COMMAND = "svs storage-node --config /etc/svs/storage-node.toml";
 
-// The credential a node needs: a storage node's own, else the host agent's.
-// Issuing the other kind would revoke the one it runs with.
+// The credential a node needs: the role of the one it has (a host may run
+// both a storage node and an agent on one), else a storage node's own, else
+// the host agent's. Issuing another kind would revoke the one it runs with.
 function credentialRole(n) {
+  if (n.credentialrole) return n.credentialrole;
   return n.role === "storage" ? "storage" : "agent";
 }
+
+const ROLE_TITLES = { agent: "Agent", storage: "Storage", "agent+storage": "Agent and storage node" };
 
 // A storage node's last heartbeat; other nodes have none. `short`: only
 // the time of day when it was today (the list is wide), the whole date on
@@ -145,16 +149,21 @@ export function nodesPage() {
     if (n.agentcredential && !confirm(`Issue a new ${role} credential for node ${n.name}? The one it has stops working at once.`)) return;
     startAction();
     try {
-      const c = await api.post(`/nodes/${encodeURIComponent(n.name)}/credentials`, role === "storage" ? { role } : {});
+      const c = await api.post(`/nodes/${encodeURIComponent(n.name)}/credentials`, role === "agent" ? {} : { role });
+      const howTo = {
+        storage: [h("p", {}, `Save it on the storage host in ${STORAGE_CREDENTIAL_PATH} (mode 0600); the storage node's configuration names it (credential_file), then run there:`),
+          copyField("agent-command", STORAGE_NODE_COMMAND)],
+        agent: [h("p", {}, `Save it on the host in ${AGENT_CREDENTIAL_PATH} (mode 0600), then run the agent there:`),
+          copyField("agent-command", agentCommand(c.node))],
+        "agent+storage": [h("p", {}, `Save it on the host in ${STORAGE_CREDENTIAL_PATH} (mode 0600); the storage node's configuration names it (credential_file), then run the storage node and the agent there:`),
+          copyField("storage-node-command", STORAGE_NODE_COMMAND),
+          copyField("agent-command", agentCommand(c.node, STORAGE_CREDENTIAL_PATH))],
+      }[role];
       issued.replaceChildren(
-        h("h2", {}, `${role === "storage" ? "Storage" : "Agent"} credential of node ${c.node}`),
+        h("h2", {}, `${ROLE_TITLES[role] || role} credential of node ${c.node}`),
         h("p", {}, "Shown only this once: copy it now. Issuing another one revokes it."),
         copyField("credential-value", c.credential),
-        ...(role === "storage"
-          ? [h("p", {}, `Save it on the storage host in ${STORAGE_CREDENTIAL_PATH} (mode 0600); the storage node's configuration names it (credential_file), then run there:`),
-            copyField("agent-command", STORAGE_NODE_COMMAND)]
-          : [h("p", {}, `Save it on the host in ${AGENT_CREDENTIAL_PATH} (mode 0600), then run the agent there:`),
-            copyField("agent-command", agentCommand(c.node))]),
+        ...howTo,
         h("div", { class: "buttons" },
           h("button", { type: "button", class: "secondary", id: "credential-done", onclick: () => { issued.hidden = true; issued.replaceChildren(); } }, "Done")),
       );
@@ -167,7 +176,7 @@ export function nodesPage() {
   }
 
   async function revoke(n) {
-    if (!confirm(`Revoke the ${credentialRole(n)} credential of node ${n.name}? Its ${n.role === "storage" ? "storage node" : "agent"} is refused from its next request.`)) return;
+    if (!confirm(`Revoke the ${credentialRole(n)} credential of node ${n.name}? Its ${{ agent: "agent", storage: "storage node", "agent+storage": "agent and storage node" }[credentialRole(n)] || "agent"} is refused from its next request.`)) return;
     startAction();
     try {
       await api.del(`/nodes/${encodeURIComponent(n.name)}/credentials`);

@@ -25,7 +25,7 @@ use utoipa::ToSchema;
 #[utoipa::path(
     post, path = "/nodes/{node}/credentials", tag = "Nodes", operation_id = "NodeCredentialCreate",
     summary = "Issue the node's credential (administrators only)",
-    description = "svs extension. Answers the credential once (`svsnode.<credentialid>.<secret>`; only a hash is kept). A node has one credential: issuing a new one revokes the previous one. No body, `{}`, or `{\"role\": \"agent\"|\"storage\"}` (default `agent`): an agent credential may call only the host agent's routes, a storage credential only the storage node's (`PUT /nodes/{node}/storage`); each gets 403 on the other's. Issuing or revoking a node's credential also changes its slice credential.",
+    description = "svs extension. Answers the credential once (`svsnode.<credentialid>.<secret>`; only a hash is kept). A node has one credential: issuing a new one revokes the previous one. No body, `{}`, or `{\"role\": \"agent\"|\"storage\"|\"agent+storage\"}` (default `agent`): an agent credential may call only the host agent's routes, a storage credential only the storage node's (`PUT /nodes/{node}/storage`), each getting 403 on the other's; an `agent+storage` credential may call both (a host that runs a storage node and attaches volumes). Issuing or revoking a node's credential also changes its slice credential.",
     params(("node" = String, Path, description = "The node's name")),
     request_body(content = Option<NodeCredentialCreateRequest>),
     security(("storage.io-authorizer" = [])),
@@ -130,6 +130,9 @@ pub async fn report_host_state(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// The roles a node credential may have.
+const ROLES: &str = "role must be 'agent', 'storage' or 'agent+storage'";
+
 /// `POST /nodes/{node}/credentials`: no body, `{}`, or `{"role": ...}`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct IssueCredential {
@@ -141,9 +144,10 @@ impl FromBody for IssueCredential {
         only_fields(body, &["role"])?;
         let role = match body.get("role") {
             None | Some(Value::Null) => CredentialRole::Agent,
-            Some(Value::String(r)) => CredentialRole::parse(r)
-                .ok_or_else(|| bad(format!("role must be 'agent' or 'storage' (got '{r}')")))?,
-            Some(_) => return Err(bad("role must be 'agent' or 'storage'")),
+            Some(Value::String(r)) => {
+                CredentialRole::parse(r).ok_or_else(|| bad(format!("{ROLES} (got '{r}')")))?
+            }
+            Some(_) => return Err(bad(ROLES)),
         };
         Ok(IssueCredential { role })
     }
@@ -228,8 +232,9 @@ impl FromQuery for AgentPoll {
 #[schema(as = NodeCredential)]
 pub struct CredentialView {
     pub node: String,
-    /// `agent` or `storage`: the routes the credential may call.
-    #[schema(pattern = "^(agent|storage)$")]
+    /// `agent`, `storage` or `agent+storage`: the routes the credential
+    /// may call.
+    #[schema(pattern = "^(agent|storage|agent\\+storage)$")]
     pub role: &'static str,
     /// 16 hex digits: the credential's public id.
     pub credentialid: String,
@@ -334,8 +339,8 @@ pub fn agent_state(d: &DesiredState) -> AgentStateView {
 #[schema(as = NodeCredentialCreate)]
 #[allow(dead_code, non_snake_case)]
 pub struct NodeCredentialCreateRequest {
-    /// `agent` (the default) or `storage`.
-    #[schema(pattern = "^(agent|storage)$")]
+    /// `agent` (the default), `storage` or `agent+storage`.
+    #[schema(pattern = "^(agent|storage|agent\\+storage)$")]
     pub role: Option<String>,
 }
 

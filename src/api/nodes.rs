@@ -185,8 +185,13 @@ pub struct NodeView {
     /// GiB.
     pub freesize: u64,
     pub volumescount: u64,
-    /// svs extension: the node's host agent has a live credential.
+    /// svs extension: the node has a live node credential (its host
+    /// agent's, its storage node's, or one for both).
     pub agentcredential: bool,
+    /// svs extension: the role of that credential (`agent`, `storage` or
+    /// `agent+storage`); null when it has none.
+    #[schema(pattern = "^(agent|storage|agent\\+storage)$")]
+    pub credentialrole: Option<&'static str>,
     /// svs extension: the agent's last authenticated request (RFC 3339);
     /// null when never.
     pub agentseen: Option<String>,
@@ -224,7 +229,8 @@ pub fn node_view(n: &NodeSummary) -> NodeView {
         size: n.size,
         freesize: n.free,
         volumescount: n.volumes_count,
-        agentcredential: n.agent_credential,
+        agentcredential: n.credential_role.is_some(),
+        credentialrole: n.credential_role.map(|r| r.as_str()),
         agentseen: n.agent_seen_ms.map(format_ms),
         managedby: n.record.managed_by.as_str(),
         role: if n.storage.is_some() {

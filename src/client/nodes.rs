@@ -14,6 +14,9 @@ use std::path::{Path, PathBuf};
 pub enum CredentialRole {
     Agent,
     Storage,
+    /// A host that runs a storage node and attaches volumes with its agent.
+    #[value(name = "agent+storage")]
+    AgentAndStorage,
 }
 
 impl CredentialRole {
@@ -21,6 +24,16 @@ impl CredentialRole {
         match self {
             CredentialRole::Agent => "agent",
             CredentialRole::Storage => "storage",
+            CredentialRole::AgentAndStorage => "agent+storage",
+        }
+    }
+
+    /// What runs with the credential, for people: "agent", "storage node".
+    fn what(self) -> &'static str {
+        match self {
+            CredentialRole::Agent => "agent",
+            CredentialRole::Storage => "storage node",
+            CredentialRole::AgentAndStorage => "agent and storage node",
         }
     }
 }
@@ -57,8 +70,8 @@ pub enum NodeCommand {
         /// Replace an existing --credential-file.
         #[arg(long, requires = "credential_file")]
         force: bool,
-        /// What the credential is for: the host agent (`svs agent`) or a
-        /// storage node (`svs storage-node`).
+        /// What the credential is for: the host agent (`svs agent`), a
+        /// storage node (`svs storage-node`), or both on one host.
         #[arg(long, value_enum, default_value_t = CredentialRole::Agent)]
         role: CredentialRole,
     },
@@ -177,9 +190,14 @@ async fn add(
         Some(file) => {
             let path = file.path().to_path_buf();
             file.write(&credential)?;
-            let command = match role {
-                CredentialRole::Agent => agent_command(s.api.base(), name, &path),
-                CredentialRole::Storage => storage_node_command(),
+            let commands = match role {
+                CredentialRole::Agent => vec![agent_command(s.api.base(), name, &path)],
+                CredentialRole::Storage => vec![storage_node_command()],
+                // The storage node first: the agent attaches what it serves.
+                CredentialRole::AgentAndStorage => vec![
+                    storage_node_command(),
+                    agent_command(s.api.base(), name, &path),
+                ],
             };
             match ctx.output {
                 OutputFormat::Json => {
@@ -188,18 +206,39 @@ async fn add(
                         map.remove("credential");
                     }
                     shown["credentialfile"] = json!(path.display().to_string());
-                    shown["agentcommand"] = json!(command);
+                    shown["agentcommand"] = json!(commands.last());
+                    if role == CredentialRole::AgentAndStorage {
+                        shown["storagenodecommand"] = json!(commands.first());
+                    }
                     emit(&output::render_json(&shown));
                 }
                 OutputFormat::Table => {
-                    let (what, run) = match role {
-                        CredentialRole::Agent => ("agent", "the agent"),
-                        CredentialRole::Storage => ("storage node", "the storage node"),
-                    };
+                    let what = role.what();
                     eprintln!("{done}; its {what} credential is in {}.", path.display());
-                    eprintln!("Run {run} on the host:\n  {command}");
+                    eprintln!("Run the {what} on the host:\n  {}", commands.join("\n  "));
                     emit(&format!("{}\n", path.display()));
                 }
+            }
+        }
+        None if role == CredentialRole::AgentAndStorage => {
+            let storage = storage_node_command();
+            let agent = agent_command(s.api.base(), name, Path::new(STORAGE_CREDENTIAL_PATH));
+            match ctx.output {
+                OutputFormat::Json => {
+                    let mut shown = issued.clone();
+                    shown["storagenodecommand"] = json!(storage);
+                    shown["agentcommand"] = json!(agent);
+                    emit(&output::render_json(&shown));
+                }
+                OutputFormat::Table => emit(&format!(
+                    "{done}.\n\
+                     Agent and storage node credential (shown only this once; issuing another \
+                     revokes it):\n\
+                     {credential}\n\
+                     Save it on the host in {STORAGE_CREDENTIAL_PATH} (mode 0600), name it as \
+                     credential_file in the storage node's configuration and run both:\n  \
+                     {storage}\n  {agent}\n"
+                )),
             }
         }
         None if role == CredentialRole::Storage => {

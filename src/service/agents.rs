@@ -260,7 +260,7 @@ impl Services {
     /// valid IdToken is refused with 403: these routes are the agent's.
     pub async fn authenticate_agent(&self, header: Option<&str>) -> ServiceResult<NodeAgent> {
         let caller = self.authenticate_node(header, AGENT_ONLY).await?;
-        if caller.role != CredentialRole::Agent {
+        if !caller.role.allows_agent() {
             return Err(ServiceError::Forbidden(AGENT_ONLY_NOT_STORAGE.into()));
         }
         Ok(NodeAgent { node: caller.node })

@@ -6,7 +6,7 @@ use super::commands::{CreateNode, SetNodeAddress};
 use super::media::config_managed;
 use super::{Administrator, ServiceError, ServiceResult, Services};
 use svs_domain::{Gib, ManagedBy};
-use svs_store::{MediumUsage, NodeRecord, StorageNodeRecord, StoreError};
+use svs_store::{CredentialRole, MediumUsage, NodeRecord, StorageNodeRecord, StoreError};
 
 /// A node (media node or configured client host) with the capacity of its
 /// media and the distinct volumes that have a slice there.
@@ -17,8 +17,8 @@ pub struct NodeSummary {
     pub size: Gib,
     pub free: Gib,
     pub volumes_count: u64,
-    /// Its host agent has a live credential.
-    pub agent_credential: bool,
+    /// The role of its live node credential (none: never issued, or revoked).
+    pub credential_role: Option<CredentialRole>,
     /// When its agent last made an authenticated request.
     pub agent_seen_ms: Option<i64>,
     /// Set when it registered as a storage node.
@@ -52,7 +52,7 @@ impl Services {
                 size: on_node.iter().map(|m| m.record.medium.size).sum(),
                 free: on_node.iter().map(|m| m.free()).sum(),
                 volumes_count,
-                agent_credential: agent.is_some_and(|a| a.has_credential),
+                credential_role: agent.and_then(|a| a.credential_role),
                 agent_seen_ms: agent.and_then(|a| a.last_seen_ms),
                 storage: storage.iter().find(|s| s.name == record.name).cloned(),
                 copies,

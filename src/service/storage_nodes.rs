@@ -17,7 +17,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 use svs_dataplane::NodeEndpoint;
 use svs_domain::{BlockedOperation, JobSpec, RecoveryArgs, GIB};
-use svs_store::{CredentialRole, NodeCopy, StorageMedium, StorageRegistration, StoreError};
+use svs_store::{NodeCopy, StorageMedium, StorageRegistration, StoreError};
 
 pub const STORAGE_ONLY: &str = "only the node's storage node process may use this endpoint";
 /// An agent's credential on a storage route.
@@ -75,7 +75,7 @@ impl Services {
         header: Option<&str>,
     ) -> ServiceResult<StorageNode> {
         let NodeCaller { node, role } = self.authenticate_node(header, STORAGE_ONLY).await?;
-        if role != CredentialRole::Storage {
+        if !role.allows_storage() {
             return Err(ServiceError::Forbidden(STORAGE_ONLY_NOT_AGENT.into()));
         }
         Ok(StorageNode { node })

@@ -27,6 +27,7 @@ mod jobs;
 mod lost_disk;
 mod media_written;
 mod nbd_protocol;
+mod node_credentials;
 mod policies;
 mod reconcile;
 mod recovery;

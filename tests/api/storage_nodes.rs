@@ -511,7 +511,7 @@ async fn storage_routes_take_only_their_own_nodes_storage_credential() {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
     assert_eq!(
         answer["message"],
-        "role must be 'agent' or 'storage' (got 'root')"
+        "role must be 'agent', 'storage' or 'agent+storage' (got 'root')"
     );
 }
 

@@ -451,14 +451,16 @@ pub struct NodeCredential {
     pub role: CredentialRole,
 }
 
-/// What a node credential allows: the host agent's routes, or the storage
-/// node's. One credential per node: issuing one of either role revokes the
+/// What a node credential allows: the host agent's routes, the storage
+/// node's, or both (a host that runs a storage node and attaches volumes
+/// too). One credential per node: issuing one of any role revokes the
 /// node's previous one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CredentialRole {
     #[default]
     Agent,
     Storage,
+    AgentAndStorage,
 }
 
 impl CredentialRole {
@@ -466,6 +468,7 @@ impl CredentialRole {
         match self {
             CredentialRole::Agent => "agent",
             CredentialRole::Storage => "storage",
+            CredentialRole::AgentAndStorage => "agent+storage",
         }
     }
 
@@ -473,8 +476,25 @@ impl CredentialRole {
         match s {
             "agent" => Some(CredentialRole::Agent),
             "storage" => Some(CredentialRole::Storage),
+            "agent+storage" => Some(CredentialRole::AgentAndStorage),
             _ => None,
         }
+    }
+
+    /// May call the host agent's routes.
+    pub fn allows_agent(&self) -> bool {
+        matches!(
+            self,
+            CredentialRole::Agent | CredentialRole::AgentAndStorage
+        )
+    }
+
+    /// May call the storage node's routes.
+    pub fn allows_storage(&self) -> bool {
+        matches!(
+            self,
+            CredentialRole::Storage | CredentialRole::AgentAndStorage
+        )
     }
 }
 
@@ -577,11 +597,12 @@ pub struct NodeCopy {
     pub stale_generation: Option<u64>,
 }
 
-/// A node's agent: whether it has a credential, and when it was last seen.
+/// A node's agent: the role of its live credential (none once revoked),
+/// and when it was last seen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeAgentRecord {
     pub node: String,
-    pub has_credential: bool,
+    pub credential_role: Option<CredentialRole>,
     pub last_seen_ms: Option<i64>,
 }
 

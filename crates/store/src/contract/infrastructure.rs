@@ -124,20 +124,21 @@ pub async fn a_node_has_at_most_one_live_agent_credential(store: &dyn Store) {
         store.node_credential("c1").await.expect("read"),
         Some(credential("host-7", "c1"))
     );
-    // A new credential replaces the old one.
-    store
-        .set_node_credential(&credential("host-7", "c2"))
-        .await
-        .expect("credential");
+    // A new credential replaces the old one, whatever its role.
+    let both = NodeCredential {
+        role: CredentialRole::AgentAndStorage,
+        ..credential("host-7", "c2")
+    };
+    store.set_node_credential(&both).await.expect("credential");
     assert_eq!(store.node_credential("c1").await.expect("read"), None);
-    assert!(store.node_credential("c2").await.expect("read").is_some());
+    assert_eq!(store.node_credential("c2").await.expect("read"), Some(both));
 
     store.touch_node_agent("host-7", 42).await.expect("touch");
     assert_eq!(
         store.node_agents().await.expect("agents"),
         vec![NodeAgentRecord {
             node: "host-7".into(),
-            has_credential: true,
+            credential_role: Some(CredentialRole::AgentAndStorage),
             last_seen_ms: Some(42),
         }]
     );
@@ -155,7 +156,7 @@ pub async fn a_node_has_at_most_one_live_agent_credential(store: &dyn Store) {
         store.node_agents().await.expect("agents"),
         vec![NodeAgentRecord {
             node: "host-7".into(),
-            has_credential: false,
+            credential_role: None,
             last_seen_ms: Some(42),
         }]
     );

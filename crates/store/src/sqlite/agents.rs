@@ -121,7 +121,7 @@ impl NodeAgentStore for SqliteStore {
 
     async fn node_agents(&self) -> StoreResult<Vec<NodeAgentRecord>> {
         let rows = sqlx::query(
-            "SELECT node, credential_id IS NOT NULL AS has_credential, last_seen_ms \
+            "SELECT node, credential_id IS NOT NULL AS has_credential, role, last_seen_ms \
              FROM node_agents ORDER BY node",
         )
         .fetch_all(&self.writer)
@@ -130,7 +130,14 @@ impl NodeAgentStore for SqliteStore {
             .map(|r| {
                 Ok(NodeAgentRecord {
                     node: r.try_get("node")?,
-                    has_credential: r.try_get::<i64, _>("has_credential")? != 0,
+                    credential_role: if r.try_get::<i64, _>("has_credential")? != 0 {
+                        let role: String = r.try_get("role")?;
+                        Some(CredentialRole::parse(&role).ok_or_else(|| {
+                            StoreError::Corrupt(format!("credential role '{role}'"))
+                        })?)
+                    } else {
+                        None
+                    },
                     last_seen_ms: r.try_get("last_seen_ms")?,
                 })
             })
