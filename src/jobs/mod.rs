@@ -101,8 +101,10 @@ pub(crate) struct JobContext {
     /// Attached volumes: their shared I/O (live moves go through it).
     pub exports: Arc<ExportRegistry>,
     pub clock: Arc<dyn Clock>,
-    /// Bytes per second for slice copies; None = unthrottled.
+    /// Bytes per second for copies (`movement_rate`); None = unthrottled.
     pub rate_limit: Option<u64>,
+    /// `rate_limit` per node: shared by every slice copy to or from it.
+    pub movement: svs_dataplane::MovementBudgets,
     /// Bytes a slice copy copies between two checkpoints (at least).
     pub checkpoint_bytes: u64,
     /// How long a job waits for a node's agent to act.

@@ -74,6 +74,7 @@ impl JobRunner {
                 exports: parts.exports,
                 clock: parts.clock,
                 rate_limit: settings.rate_limit,
+                movement: svs_dataplane::MovementBudgets::new(settings.rate_limit),
                 checkpoint_bytes: settings.checkpoint_bytes,
                 agent_wait: settings.agent_wait,
                 changes: Arc::new(DesiredStateChanges::default()),

@@ -172,21 +172,56 @@ async fn step_slice(
     Ok((row, key))
 }
 
-/// A copy's options, paced by `movement_rate`, with its own stop token: the
-/// service's shutdown stops it, and so does dropping the returned guard
-/// (the job's future), so no copy thread outlives the step that started it
-/// (a retry must never race an earlier copy).
-fn copy_options(ctx: &JobContext) -> (CopyOptions, tokio_util::sync::DropGuard) {
+/// A copy's options, paced by `movement_rate` per node (the budgets of
+/// `nodes`, shared with every other copy to or from them), with its own
+/// stop token: the service's shutdown stops it, and so does dropping the
+/// returned guard (the job's future), so no copy thread outlives the step
+/// that started it (a retry must never race an earlier copy).
+fn copy_options(ctx: &JobContext, nodes: &[&str]) -> (CopyOptions, tokio_util::sync::DropGuard) {
     let cancel = ctx.shutdown.child_token();
     let guard = cancel.clone().drop_guard();
+    let budgets = ctx.movement.for_nodes(nodes);
     (
         CopyOptions {
-            rate_limit: ctx.rate_limit,
+            // Nodes unknown: at least this copy keeps to the rate.
+            rate_limit: if budgets.is_empty() {
+                ctx.rate_limit
+            } else {
+                None
+            },
+            budgets,
             cancel,
             ..CopyOptions::default()
         },
         guard,
     )
+}
+
+/// The nodes whose movement budgets a step's copy draws from: a move's
+/// source and target; a rebuild's target (its source is whichever healthy
+/// copy the data plane reads from).
+async fn step_nodes(
+    ctx: &JobContext,
+    step: &ResizeStep,
+    what: StepCopy,
+) -> Result<Vec<String>, JobError> {
+    let media = ctx.store.media_usage().await?;
+    let node_of = |id: &str| {
+        media
+            .iter()
+            .find(|m| m.record.medium.id == id)
+            .map(|m| m.record.medium.node.clone())
+    };
+    let mut nodes: Vec<String> = step
+        .to_medium
+        .as_deref()
+        .and_then(node_of)
+        .into_iter()
+        .collect();
+    if what == StepCopy::Move {
+        nodes.extend(node_of(&step.from_medium));
+    }
+    Ok(nodes)
 }
 
 /// Runs `f` off the async workers.
@@ -226,7 +261,9 @@ impl StepCopyRun<'_> {
                 .await?
                 .map_err(|e| self.failed(e))?
         };
-        let (mut options, _stop_copy_on_drop) = copy_options(self.ctx);
+        let nodes = step_nodes(self.ctx, self.step, self.what).await?;
+        let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
+        let (mut options, _stop_copy_on_drop) = copy_options(self.ctx, &nodes);
         let stats = options.stats.clone();
         if !copying.in_place() {
             if copying.starts_at() == 0 && from > 0 {

@@ -723,6 +723,58 @@ async fn two_movements_never_book_the_same_free_space() {
     assert_eq!(status, StatusCode::OK);
 }
 
+/// `movement_rate` is per node: two moves into one node share it. Only a
+/// lower bound on the time is asserted (a slow machine makes it longer,
+/// never shorter): each move alone would take half of it.
+#[tokio::test]
+async fn two_moves_into_one_node_share_its_movement_rate() {
+    let app = TestApp::start_with(TestConfig {
+        media: vec![
+            medium("m1", "n1", "z1", 100),
+            medium("m2", "n2", "z2", 12),
+            medium("m3", "n3", "z3", 12),
+        ],
+        movement_rate: "4 MiB".into(),
+        ..TestConfig::default()
+    })
+    .await;
+    app.create_policy("mirror", 1, 1, 0).await;
+    let (a, _) = app.create_volume("a", 10, "mirror").await;
+    let (b, _) = app.create_volume("b", 10, "mirror").await;
+    let (on_a, on_b) = (
+        medium_of(&app.slices("a").await, 1),
+        medium_of(&app.slices("b").await, 1),
+    );
+    assert_eq!((on_a.as_str(), on_b.as_str()), ("m2", "m3"));
+    // A new disk on node n4 with room for both copies 1.
+    let m4 = app.dir.path().join("api-media").join("m4");
+    let body = json!({
+        "mediaid": "m4", "node": "n4", "zone": "z4",
+        "media": m4.display().to_string(), "size": 40,
+    });
+    let (status, body) = app.post("/media", body).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    fill_mib(&app.slice_path(&on_a, &a, 1, 0), 8, 1);
+    fill_mib(&app.slice_path(&on_b, &b, 1, 0), 8, 9);
+
+    let started = std::time::Instant::now();
+    let first = app.start_resize("a", 14, true).await;
+    let second = app.start_resize("b", 14, true).await;
+    for job in [&first, &second] {
+        let done = app.wait_job(job).await;
+        assert_eq!(done["state"], "Done", "{done}");
+    }
+    let took = started.elapsed();
+    assert_eq!(medium_of(&app.slices("a").await, 1), "m4");
+    assert_eq!(medium_of(&app.slices("b").await, 1), "m4");
+    // 16 MiB through n4 at 4 MiB/s: 4 s, less a 100 ms burst; one move's
+    // own rate alone would let both finish in 2 s.
+    assert!(
+        took >= Duration::from_millis(3800),
+        "both moves took {took:?}: n4's movement rate was not shared"
+    );
+}
+
 #[tokio::test]
 async fn concurrent_resizes_never_shrink_a_volume() {
     let app = TestApp::start().await;

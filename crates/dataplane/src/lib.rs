@@ -38,6 +38,7 @@ pub use resume::{CheckpointFn, CopyResume, CopyStats, LatestCheckpoint};
 pub use snapshot::{SliceSnapshots, SnapshotInfo, COW_CHUNK};
 /// The slice protocol's TLS settings, for [`NodeEndpoint::tls`].
 pub use svs_sliceproto::ClientTls;
+pub use throttle::{MovementBudgets, RateBudget};
 /// The one stop signal of a copy: the service's shutdown token (or a child
 /// of it) reaches every copy as it is.
 pub use tokio_util::sync::CancellationToken;
@@ -86,6 +87,9 @@ pub struct Digest(pub u128);
 pub struct CopyOptions {
     /// Bytes per second of data copied (holes are free); `None` = unthrottled.
     pub rate_limit: Option<u64>,
+    /// Rates shared with other copies that it also keeps within (the
+    /// movement budgets of the nodes it copies between).
+    pub budgets: Vec<Arc<RateBudget>>,
     /// Cancelled to stop the copy early; it then fails with `Cancelled`
     /// and keeps its partial file for a resume from its last checkpoint.
     pub cancel: CancellationToken,

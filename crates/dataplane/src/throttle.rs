@@ -1,9 +1,15 @@
-//! Pacing of copies to a byte rate, with cancellation.
+//! Pacing of copies to a byte rate, with cancellation: each copy's own rate,
+//! and rates shared by every copy to or from one node ([`RateBudget`],
+//! handed out by [`MovementBudgets`]), so that `movement_rate` bounds what a
+//! node moves however many copies run at once.
 //!
 //! The pacer reads time from a [`PaceClock`] so its arithmetic can be tested
 //! on a clock that only moves when it "sleeps".
 
 use crate::CancellationToken;
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Longest sleep between checks of the cancel token.
@@ -12,10 +18,95 @@ const CANCEL_POLL: Duration = Duration::from_millis(100);
 #[derive(Debug)]
 pub(crate) struct Cancelled;
 
+/// How long a budget left idle counts as spent already: a copy that takes
+/// this long over its own reads and writes between two bookings still gets
+/// the whole rate, and a budget idle for longer allows at most this much
+/// of a burst.
+const BUDGET_SLACK: Duration = Duration::from_millis(100);
+
+/// A byte rate shared by every copy that draws from it (all copies to or
+/// from one node). Each copy books the bytes it just moved and waits until
+/// the budget's timeline reaches them: whatever the number of copies, the
+/// sum of their bytes over time stays within the rate (plus one
+/// `BUDGET_SLACK` of burst).
+#[derive(Debug)]
+pub struct RateBudget {
+    rate: u64,
+    /// When the bytes booked so far are all within the rate.
+    booked_until: Mutex<Option<Instant>>,
+}
+
+impl RateBudget {
+    /// `rate` in bytes per second (at least 1).
+    pub fn new(rate: u64) -> RateBudget {
+        RateBudget {
+            rate: rate.max(1),
+            booked_until: Mutex::new(None),
+        }
+    }
+
+    pub fn rate(&self) -> u64 {
+        self.rate
+    }
+
+    /// Books `bytes` moved at `now`: the instant the caller waits for.
+    fn book(&self, bytes: u64, now: Instant) -> Instant {
+        let cost = Duration::from_secs_f64(bytes as f64 / self.rate as f64);
+        // A poisoned lock only means another copy panicked mid-booking: the
+        // instant it guards is still a valid one.
+        let mut until = self.booked_until.lock().unwrap_or_else(|e| e.into_inner());
+        let idle_floor = now.checked_sub(BUDGET_SLACK).unwrap_or(now);
+        let start = until.map_or(idle_floor, |u| u.max(idle_floor));
+        let due = start + cost;
+        *until = Some(due);
+        due
+    }
+}
+
+/// The movement budgets of the nodes: one [`RateBudget`] per node at the
+/// service's `movement_rate`, made on first use and shared by every copy
+/// that reads from or writes to the node.
+#[derive(Debug, Default)]
+pub struct MovementBudgets {
+    rate: Option<u64>,
+    nodes: Mutex<HashMap<String, Arc<RateBudget>>>,
+}
+
+impl MovementBudgets {
+    /// `rate` in bytes per second per node; `None` or `Some(0)` =
+    /// unthrottled (no budgets at all).
+    pub fn new(rate: Option<u64>) -> MovementBudgets {
+        MovementBudgets {
+            rate: rate.filter(|&r| r > 0),
+            nodes: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The budgets of `nodes` (each once), for a copy between them.
+    pub fn for_nodes(&self, nodes: &[&str]) -> Vec<Arc<RateBudget>> {
+        let Some(rate) = self.rate else {
+            return Vec::new();
+        };
+        let mut map = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
+        let mut budgets: Vec<Arc<RateBudget>> = Vec::new();
+        for node in nodes {
+            let budget = map
+                .entry((*node).to_string())
+                .or_insert_with(|| Arc::new(RateBudget::new(rate)));
+            if !budgets.iter().any(|b| Arc::ptr_eq(b, budget)) {
+                budgets.push(Arc::clone(budget));
+            }
+        }
+        budgets
+    }
+}
+
 /// Where a pacer gets the time and how it waits.
 pub(crate) trait PaceClock {
     /// Time since the pacer started.
     fn elapsed(&self) -> Duration;
+    /// The time on the timeline shared budgets use.
+    fn now(&self) -> Instant;
     fn sleep(&self, duration: Duration);
 }
 
@@ -27,37 +118,57 @@ impl PaceClock for RealTime {
         self.0.elapsed()
     }
 
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
     fn sleep(&self, duration: Duration) {
         std::thread::sleep(duration);
     }
 }
 
-/// Keeps cumulative bytes / elapsed time at or below a rate.
+/// Keeps cumulative bytes / elapsed time at or below a rate, and the bytes
+/// booked on shared budgets within theirs.
 pub(crate) struct Pacer<'a, C: PaceClock = RealTime> {
     rate: Option<u64>,
+    budgets: &'a [Arc<RateBudget>],
+    /// Bytes booked on the budgets so far.
+    booked: Cell<u64>,
     clock: C,
     cancel: &'a CancellationToken,
 }
 
 impl<'a> Pacer<'a, RealTime> {
-    /// `rate` in bytes per second; `None` or `Some(0)` = unthrottled.
-    pub(crate) fn new(rate: Option<u64>, cancel: &'a CancellationToken) -> Self {
-        Pacer::with_clock(rate, cancel, RealTime(Instant::now()))
+    /// `rate` in bytes per second; `None` or `Some(0)` = unthrottled by
+    /// its own rate; `budgets`: shared rates it also keeps within.
+    pub(crate) fn new(
+        rate: Option<u64>,
+        budgets: &'a [Arc<RateBudget>],
+        cancel: &'a CancellationToken,
+    ) -> Self {
+        Pacer::with_clock(rate, budgets, cancel, RealTime(Instant::now()))
     }
 }
 
 impl<'a, C: PaceClock> Pacer<'a, C> {
-    pub(crate) fn with_clock(rate: Option<u64>, cancel: &'a CancellationToken, clock: C) -> Self {
+    pub(crate) fn with_clock(
+        rate: Option<u64>,
+        budgets: &'a [Arc<RateBudget>],
+        cancel: &'a CancellationToken,
+        clock: C,
+    ) -> Self {
         Pacer {
             rate: rate.filter(|&r| r > 0),
+            budgets,
+            booked: Cell::new(0),
             clock,
             cancel,
         }
     }
 
-    /// The rate in bytes per second, if throttled.
+    /// The lowest rate it keeps within, in bytes per second, if throttled.
     pub(crate) fn rate(&self) -> Option<u64> {
-        self.rate
+        self.budgets.iter().map(|b| b.rate()).chain(self.rate).min()
     }
 
     pub(crate) fn check(&self) -> Result<(), Cancelled> {
@@ -69,9 +180,11 @@ impl<'a, C: PaceClock> Pacer<'a, C> {
     }
 
     /// Called after `done` bytes in total have been handled: sleeps until
-    /// that is within the rate, checking the cancel token as it goes.
+    /// that is within the rate and the budgets, checking the cancel token
+    /// as it goes.
     pub(crate) fn pace(&self, done: u64) -> Result<(), Cancelled> {
         self.check()?;
+        self.pace_budgets(done)?;
         let Some(rate) = self.rate else {
             return Ok(());
         };
@@ -85,25 +198,63 @@ impl<'a, C: PaceClock> Pacer<'a, C> {
             self.check()?;
         }
     }
+
+    /// Books the bytes done since the last call on every budget and waits
+    /// for the latest of them.
+    fn pace_budgets(&self, done: u64) -> Result<(), Cancelled> {
+        let new = done.saturating_sub(self.booked.get());
+        if self.budgets.is_empty() || new == 0 {
+            return Ok(());
+        }
+        self.booked.set(done);
+        let now = self.clock.now();
+        let Some(due) = self.budgets.iter().map(|b| b.book(new, now)).max() else {
+            return Ok(());
+        };
+        loop {
+            let now = self.clock.now();
+            if now >= due {
+                return Ok(());
+            }
+            self.clock.sleep((due - now).min(CANCEL_POLL));
+            self.check()?;
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::cell::{Cell, RefCell};
+    use std::cell::RefCell;
 
     /// A clock that moves only by the pacer's sleeps; it records each sleep
     /// and can run an action at a given point of (fake) time.
-    #[derive(Default)]
     struct FakeClock {
         now: Cell<Duration>,
         sleeps: RefCell<Vec<Duration>>,
         at: Option<(Duration, Box<dyn Fn()>)>,
+        /// Where its time starts on the shared budgets' timeline.
+        origin: Instant,
+    }
+
+    impl Default for FakeClock {
+        fn default() -> FakeClock {
+            FakeClock {
+                now: Cell::default(),
+                sleeps: RefCell::default(),
+                at: None,
+                origin: Instant::now(),
+            }
+        }
     }
 
     impl PaceClock for &FakeClock {
         fn elapsed(&self) -> Duration {
             self.now.get()
+        }
+
+        fn now(&self) -> Instant {
+            self.origin + self.now.get()
         }
 
         fn sleep(&self, duration: Duration) {
@@ -122,16 +273,19 @@ mod tests {
     #[test]
     fn an_unthrottled_pacer_never_sleeps() {
         let (cancel, clock) = (CancellationToken::new(), FakeClock::default());
-        let pacer = Pacer::with_clock(None, &cancel, &clock);
+        let pacer = Pacer::with_clock(None, &[], &cancel, &clock);
         pacer.pace(u64::MAX / 2).expect("not cancelled");
         assert!(clock.sleeps.borrow().is_empty());
-        assert_eq!(Pacer::with_clock(Some(0), &cancel, &clock).rate(), None);
+        assert_eq!(
+            Pacer::with_clock(Some(0), &[], &cancel, &clock).rate(),
+            None
+        );
     }
 
     #[test]
     fn a_pacer_waits_until_the_bytes_done_are_within_the_rate() {
         let (cancel, clock) = (CancellationToken::new(), FakeClock::default());
-        let pacer = Pacer::with_clock(Some(8 * MIB), &cancel, &clock);
+        let pacer = Pacer::with_clock(Some(8 * MIB), &[], &cancel, &clock);
         pacer.pace(4 * MIB).expect("not cancelled");
         assert_eq!(clock.now.get(), Duration::from_millis(500));
         // Never one long sleep: the cancel token is checked in between.
@@ -155,9 +309,55 @@ mod tests {
             ..FakeClock::default()
         };
         // 1 MiB at 64 KiB/s would take 16 s.
-        let pacer = Pacer::with_clock(Some(64 << 10), &cancel, &clock);
+        let pacer = Pacer::with_clock(Some(64 << 10), &[], &cancel, &clock);
         assert!(pacer.pace(MIB).is_err());
         assert!(clock.now.get() <= Duration::from_millis(250) + CANCEL_POLL);
         assert!(pacer.check().is_err());
+    }
+
+    #[test]
+    fn two_copies_sharing_a_nodes_budget_move_at_most_its_rate_together() {
+        let budgets = MovementBudgets::new(Some(8 * MIB));
+        let shared = budgets.for_nodes(&["sn-1", "sn-2"]);
+        let other = budgets.for_nodes(&["sn-2", "sn-3", "sn-3"]);
+        assert_eq!((shared.len(), other.len()), (2, 2), "each node once");
+        assert!(Arc::ptr_eq(&shared[1], &other[0]), "one budget per node");
+
+        // Two copies on one (fake) timeline, taking turns with 1 MiB each.
+        let cancel = CancellationToken::new();
+        let clock = FakeClock::default();
+        let first = Pacer::with_clock(None, &shared, &cancel, &clock);
+        let second = Pacer::with_clock(None, &other, &cancel, &clock);
+        assert_eq!(first.rate(), Some(8 * MIB));
+        for round in 1..=8 {
+            first.pace(round * MIB).expect("not cancelled");
+            second.pace(round * MIB).expect("not cancelled");
+        }
+        // 16 MiB through sn-2's budget at 8 MiB/s: 2 s, less the slack an
+        // idle budget starts with.
+        let took = clock.now.get();
+        assert!(took >= Duration::from_secs(2) - BUDGET_SLACK, "{took:?}");
+        assert!(took <= Duration::from_secs(2), "{took:?}");
+    }
+
+    #[test]
+    fn a_copy_alone_gets_a_budgets_whole_rate_and_no_budget_is_no_limit() {
+        let budgets = MovementBudgets::new(Some(4 * MIB));
+        let mine = budgets.for_nodes(&["sn-1"]);
+        let (cancel, clock) = (CancellationToken::new(), FakeClock::default());
+        let pacer = Pacer::with_clock(None, &mine, &cancel, &clock);
+        pacer.pace(2 * MIB).expect("not cancelled");
+        let took = clock.now.get();
+        assert!(
+            took >= Duration::from_millis(400) && took <= Duration::from_millis(500),
+            "{took:?}"
+        );
+        // The same bytes again are not booked twice.
+        pacer.pace(2 * MIB).expect("not cancelled");
+        assert_eq!(clock.now.get(), took);
+        assert!(MovementBudgets::new(None).for_nodes(&["sn-1"]).is_empty());
+        assert!(MovementBudgets::new(Some(0))
+            .for_nodes(&["sn-1"])
+            .is_empty());
     }
 }

@@ -278,7 +278,7 @@ impl<'a, 'p> Copier<'a, 'p> {
         verify: Verify,
         progress: &'p mut dyn FnMut(u64, u64),
     ) -> Self {
-        let pacer = Pacer::new(options.rate_limit, &options.cancel);
+        let pacer = Pacer::new(options.rate_limit, &options.budgets, &options.cancel);
         // At most ~1/10 s of data per chunk when throttled.
         let chunk = match pacer.rate() {
             Some(rate) => (rate / 10 / BLOCK * BLOCK).clamp(MIN_THROTTLED_CHUNK, CHUNK as u64),
