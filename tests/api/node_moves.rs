@@ -288,14 +288,14 @@ fn details(job: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Polls until the job is Running with its copy under way (some of it
-/// copied, not all), returning it.
-async fn wait_mid_copy(app: &TestApp, job_id: &str) -> Value {
+/// Polls until the job is Running with its progress in `percent` (its
+/// copy under way: some of it copied, not all), returning it.
+async fn wait_mid_copy(app: &TestApp, job_id: &str, percent: std::ops::Range<u64>) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let (_, job) = app.get(&format!("/jobs/{job_id}")).await;
         let progress = job["progress"].as_u64().unwrap_or(0);
-        if job["state"] == "Running" && (20..70).contains(&progress) {
+        if job["state"] == "Running" && percent.contains(&progress) {
             return job;
         }
         assert!(
@@ -343,7 +343,7 @@ async fn a_move_whose_target_node_is_killed_mid_copy_is_done_once_the_node_is_ba
     let app = &moving.app;
     let writer = moving.writer(0, 40, 100);
     let job_id = moving.start_resize().await;
-    let job = wait_mid_copy(app, &job_id).await;
+    let job = wait_mid_copy(app, &job_id, 20..70).await;
     assert!(
         job["status"]
             .as_str()
@@ -409,7 +409,7 @@ async fn a_move_whose_source_node_is_killed_mid_copy_leaves_a_usable_recoverable
     let mut moving = Moving::start().await;
     let writer = moving.writer(0, 40, 100);
     let job_id = moving.start_resize().await;
-    wait_mid_copy(&moving.app, &job_id).await;
+    wait_mid_copy(&moving.app, &job_id, 20..70).await;
     moving.sn2.kill();
     let job = moving.app.wait_job(&job_id).await;
     let (result, written) = writer.join().expect("writer thread");
@@ -473,38 +473,53 @@ async fn a_move_whose_source_node_is_killed_mid_copy_leaves_a_usable_recoverable
     moving.assert_resized().await;
 }
 
-/// SIGKILL `svs serve` mid-copy, after a client wrote during the move;
-/// restarted on the same data directory (and addresses), it finds the
-/// storage nodes again and the job resumes and ends Done; every
-/// acknowledged write, before and after the kill, reads back, and both
-/// copies are exact.
+/// SIGKILL `svs serve` mid-copy, twice (about a third and two thirds into
+/// the copy), each time after a client wrote during the move; restarted on
+/// the same data directory (and addresses), it finds the storage nodes
+/// again and the job resumes; it ends Done, every acknowledged write,
+/// before, between and after the kills, reads back, and both copies are
+/// exact.
 #[tokio::test]
 async fn a_move_whose_service_is_killed_mid_copy_resumes_and_is_done() {
     let mut moving = Moving::start().await;
     moving.app.pin_ports();
     let job_id = moving.start_resize().await;
-    wait_mid_copy(&moving.app, &job_id).await;
-    // Writes during the move, every one acknowledged before the kill.
-    let (result, written) = moving.writer(0, 8, 50).join().expect("writer thread");
-    result.expect("writes during the move");
-    moving.acknowledged(&written);
-    let (_, job) = moving.app.get(&format!("/jobs/{job_id}")).await;
-    assert_eq!(job["state"], "Running", "still copying when killed: {job}");
-    moving.app.kill();
-    moving
-        .app
-        .launch()
-        .expect("svs serve restarts after SIGKILL");
-    // Lets the HTTP client see its pooled connection to the killed
-    // process closed (else its next request may fail on it).
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    for (kill, percent) in [(0, 20..50), (1, 50..90)] {
+        wait_mid_copy(&moving.app, &job_id, percent).await;
+        // Writes during the move, every one acknowledged before the kill.
+        let (result, written) = moving
+            .writer(kill * 100, 8, 50)
+            .join()
+            .expect("writer thread");
+        result.expect("writes during the move");
+        moving.acknowledged(&written);
+        let (_, job) = moving.app.get(&format!("/jobs/{job_id}")).await;
+        assert_eq!(
+            job["state"], "Running",
+            "still copying at kill {kill}: {job}"
+        );
+        moving.app.kill();
+        moving
+            .app
+            .launch()
+            .expect("svs serve restarts after SIGKILL");
+        // Lets the HTTP client see its pooled connection to the killed
+        // process closed (else its next request may fail on it).
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     // Whether the copy resumes from a checkpoint > 0 on a node's medium is
     // asserted in stale_copies.rs; here: Done, and not a byte lost.
     let job = moving.app.wait_job(&job_id).await;
     assert_eq!(job["state"], "Done", "{job}\n{}", moving.app.log());
     assert!(details(&job).iter().any(|d| d == MOVEMENT_FOUND), "{job}");
+    assert!(
+        details(&job)
+            .iter()
+            .any(|d| d.starts_with(&format!("Moved {MOVED} while in use"))),
+        "{job}"
+    );
     let (result, written) = moving.writer(200, 8, 0).join().expect("writer thread");
-    result.expect("writes after the restart");
+    result.expect("writes after the restarts");
     moving.acknowledged(&written);
     moving.assert_resized().await;
     assert!(
