@@ -79,6 +79,10 @@ fn spread_writes(first: u64, count: u64, pause_ms: u64) -> (Vec<String>, Vec<(u6
     (commands, written)
 }
 
+/// What a writer thread answers: qemu-io's result (Ok when every write
+/// was acknowledged) and the writes it sent, as (offset, pattern).
+type WriterRun = (Result<String, String>, Vec<(u64, u8)>);
+
 /// The three storage nodes: sn-1 holds copy 0 on sn1-d0 (8 GiB), sn-2
 /// copy 1 on sn2-d0 (2 GiB: full with the volume, so its copy must move on
 /// a resize), sn-3 the target sn3-d0 (8 GiB), registered after the volume
@@ -155,12 +159,7 @@ impl Moving {
 
     /// Runs a qemu-io writer on its own thread: `count` spread writes,
     /// `pause_ms` apart, each flushed. Joined, it answers what it wrote.
-    fn writer(
-        &self,
-        first: u64,
-        count: u64,
-        pause_ms: u64,
-    ) -> std::thread::JoinHandle<(Result<String, String>, Vec<(u64, u8)>)> {
+    fn writer(&self, first: u64, count: u64, pause_ms: u64) -> std::thread::JoinHandle<WriterRun> {
         let (commands, written) = spread_writes(first, count, pause_ms);
         let uri = self.uri.clone();
         std::thread::spawn(move || (qemu_io(&uri, &commands), written))
