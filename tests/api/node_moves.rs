@@ -530,3 +530,46 @@ async fn a_move_whose_service_is_killed_mid_copy_resumes_and_is_done() {
         Vec::<PathBuf>::new()
     );
 }
+
+/// SIGKILL the target node mid-copy and start it again at once, before
+/// the job gives up: the job's retry finds it back and the job ends Done,
+/// with every acknowledged write on both copies.
+#[tokio::test]
+async fn a_move_whose_target_node_restarts_at_once_is_done_by_the_jobs_retry() {
+    let mut moving = Moving::start().await;
+    let writer = moving.writer(0, 30, 100);
+    let job_id = moving.start_resize().await;
+    wait_mid_copy(&moving.app, &job_id, 20..70).await;
+    moving.sn3.kill();
+    // The copy fails on the dead node, and the job waits to try again.
+    let retrying = eventually(Duration::from_secs(30), || async {
+        moving
+            .app
+            .log()
+            .contains("transient error; job will be tried again")
+    })
+    .await;
+    let (_, job) = moving.app.get(&format!("/jobs/{job_id}")).await;
+    assert!(retrying, "{job}\n{}", moving.app.log());
+    moving.sn3.start();
+    let job = moving.app.wait_job(&job_id).await;
+    let (result, written) = writer.join().expect("writer thread");
+    result.expect("every write acknowledged while the target node died");
+    moving.acknowledged(&written);
+    assert_eq!(job["state"], "Done", "{job}\n{}", moving.app.log());
+    assert!(
+        details(&job)
+            .iter()
+            .any(|d| d.starts_with(&format!("Moved {MOVED} while in use"))),
+        "{job}"
+    );
+    moving.assert_resized().await;
+    assert!(
+        !moving.file_of("sn2-d0", 1).exists(),
+        "the source is removed"
+    );
+    assert_eq!(
+        partial_files(&moving.sn3.medium_dir("sn3-d0")),
+        Vec::<PathBuf>::new()
+    );
+}
