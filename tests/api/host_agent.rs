@@ -75,10 +75,10 @@ impl HostSide {
 }
 
 /// A filesystem frozen (`fsfreeze`) until dropped, also when a test fails.
-struct Frozen(PathBuf);
+pub(crate) struct Frozen(PathBuf);
 
 impl Frozen {
-    fn new(target: &Path) -> Frozen {
+    pub(crate) fn new(target: &Path) -> Frozen {
         let ok = Command::new("fsfreeze")
             .arg("--freeze")
             .arg(target)
@@ -168,14 +168,14 @@ fn sha(data: &[u8]) -> String {
 
 /// Files written through the mount by a thread, each fsynced before it
 /// counts; what it wrote, and when it stopped, is checked by checksums.
-struct Writer {
+pub(crate) struct Writer {
     stop: Arc<AtomicBool>,
     written: Arc<Mutex<BTreeMap<PathBuf, String>>>,
     thread: Option<std::thread::JoinHandle<Result<(), String>>>,
 }
 
 impl Writer {
-    fn start(dir: &Path, prefix: &str) -> Writer {
+    pub(crate) fn start(dir: &Path, prefix: &str) -> Writer {
         let stop = Arc::new(AtomicBool::new(false));
         let written = Arc::new(Mutex::new(BTreeMap::new()));
         let (s, w, dir, prefix) = (
@@ -207,11 +207,11 @@ impl Writer {
         }
     }
 
-    fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.written.lock().unwrap().len()
     }
 
-    fn finish(mut self) -> BTreeMap<PathBuf, String> {
+    pub(crate) fn finish(mut self) -> BTreeMap<PathBuf, String> {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(t) = self.thread.take() {
             t.join()
@@ -229,7 +229,7 @@ impl Drop for Writer {
 }
 
 /// Every file has the bytes it was written with.
-fn check_files(files: &BTreeMap<PathBuf, String>) {
+pub(crate) fn check_files(files: &BTreeMap<PathBuf, String>) {
     for (path, want) in files {
         let got = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert_eq!(&sha(&got), want, "{}", path.display());
