@@ -247,6 +247,17 @@ impl Moving {
         self.assert_data();
         self.assert_copies().await;
     }
+
+    /// Resized by moving copy 1 to sn3-d0: its old file is gone from sn2-d0
+    /// and no partial copy is left on sn3-d0.
+    async fn assert_moved(&self) {
+        self.assert_resized().await;
+        assert!(!self.file_of("sn2-d0", 1).exists(), "the source is removed");
+        assert_eq!(
+            partial_files(&self.sn3.medium_dir("sn3-d0")),
+            Vec::<PathBuf>::new()
+        );
+    }
 }
 
 /// A storage node of the test with one medium `(name, GiB)`, not started.
@@ -386,15 +397,7 @@ async fn a_move_whose_target_node_is_killed_mid_copy_is_done_once_the_node_is_ba
     let (result, written) = writer.join().expect("writer thread");
     result.expect("every write acknowledged during the second move");
     moving.acknowledged(&written);
-    moving.assert_resized().await;
-    assert!(
-        !moving.file_of("sn2-d0", 1).exists(),
-        "the source is removed"
-    );
-    assert_eq!(
-        partial_files(&moving.sn3.medium_dir("sn3-d0")),
-        Vec::<PathBuf>::new()
-    );
+    moving.assert_moved().await;
 }
 
 /// SIGKILL the source node mid-copy while a client writes: I/O goes on with
@@ -520,15 +523,7 @@ async fn a_move_whose_service_is_killed_mid_copy_resumes_and_is_done() {
     let (result, written) = moving.writer(200, 8, 0).join().expect("writer thread");
     result.expect("writes after the restarts");
     moving.acknowledged(&written);
-    moving.assert_resized().await;
-    assert!(
-        !moving.file_of("sn2-d0", 1).exists(),
-        "the source is removed"
-    );
-    assert_eq!(
-        partial_files(&moving.sn3.medium_dir("sn3-d0")),
-        Vec::<PathBuf>::new()
-    );
+    moving.assert_moved().await;
 }
 
 /// SIGKILL the target node mid-copy and start it again at once, before
@@ -563,13 +558,5 @@ async fn a_move_whose_target_node_restarts_at_once_is_done_by_the_jobs_retry() {
             .any(|d| d.starts_with(&format!("Moved {MOVED} while in use"))),
         "{job}"
     );
-    moving.assert_resized().await;
-    assert!(
-        !moving.file_of("sn2-d0", 1).exists(),
-        "the source is removed"
-    );
-    assert_eq!(
-        partial_files(&moving.sn3.medium_dir("sn3-d0")),
-        Vec::<PathBuf>::new()
-    );
+    moving.assert_moved().await;
 }
