@@ -370,6 +370,35 @@ impl SliceBackend for MemBackend {
         })
     }
 
+    /// FNV-1a, 128 bits, of the seed and then the range's bytes (zeros
+    /// past the end).
+    fn range_digest(
+        &self,
+        slice: &SliceName,
+        offset: u64,
+        len: u64,
+        seed: u64,
+    ) -> io::Result<u128> {
+        self.with(slice, |s| {
+            let mut h: u128 = 0x6c62272e07bb014262b821756295c58d;
+            let bytes =
+                seed.to_le_bytes()
+                    .into_iter()
+                    .chain((offset..offset.saturating_add(len)).map(|at| {
+                        usize::try_from(at)
+                            .ok()
+                            .and_then(|i| s.data.get(i))
+                            .copied()
+                            .unwrap_or(0)
+                    }));
+            for b in bytes {
+                h ^= u128::from(b);
+                h = h.wrapping_mul(0x0000000001000000000000000000013B);
+            }
+            Ok(h)
+        })
+    }
+
     fn stored_slices(&self, medium: &str) -> io::Result<Vec<StoredSlice>> {
         let mut list: Vec<StoredSlice> = self
             .slices()

@@ -607,6 +607,26 @@ impl SliceMedia for ClusterMedia {
         self.node_of(medium).is_some()
     }
 
+    fn open_node_target(
+        &self,
+        medium: &str,
+        key: &SliceKey,
+        front: &Arc<Front>,
+    ) -> Result<Option<(Arc<dyn NodeTarget>, u64)>, DataPlaneError> {
+        let at = self
+            .node_medium(medium)
+            .ok_or_else(|| DataPlaneError::UnknownMedium(medium.to_string()))?;
+        let size = self.on_node_slice(&at, medium, key, "open", |c, s| match c.size(s) {
+            Ok(size) => Ok(Some(size)),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) || is_missing(&e) => Ok(None),
+            Err(e) => Err(e),
+        })?;
+        Ok(size.map(|size| {
+            let target: Arc<dyn NodeTarget> = Arc::new(self.open_remote(&at, medium, key, front));
+            (target, size)
+        }))
+    }
+
     fn create_node_target(
         &self,
         medium: &str,
@@ -625,6 +645,13 @@ impl SliceMedia for ClusterMedia {
         })?;
         Ok(Arc::new(self.open_remote(&at, medium, key, front)))
     }
+}
+
+/// The node answered that the slice is not there (ENOENT).
+fn is_missing(e: &io::Error) -> bool {
+    svs_sliceproto::remote_error(e)
+        .and_then(|r| r.errno())
+        .is_some_and(|errno| errno == libc::ENOENT)
 }
 
 /// A slice of a node's medium has no path on this host.
