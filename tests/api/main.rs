@@ -31,6 +31,7 @@ mod policies;
 mod reconcile;
 mod recovery;
 mod resize;
+mod resync;
 mod roles;
 mod route_attacks;
 mod signin_protection;

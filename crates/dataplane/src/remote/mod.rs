@@ -421,8 +421,10 @@ impl DataPlane for ClusterMedia {
     }
 
     /// A node's medium has no partial copies: a copy there is made under
-    /// the slice's name and removed by the copy itself when it fails (or,
-    /// interrupted, by the service's orphan reconciler).
+    /// the slice's name and removed by the copy itself when it fails; one
+    /// interrupted with a checkpoint is kept for its resume, and removed
+    /// by the service's orphan reconciler once no job works on the volume
+    /// and no placement names it.
     fn delete_partial_copy(&self, medium: &str, slice: &SliceKey) -> Result<(), DataPlaneError> {
         if self.node_of(medium).is_some() {
             return Ok(());
