@@ -74,7 +74,12 @@ pub(super) async fn recover_volume(
             })
             .collect();
         let detail = format!(
-            "Recovery plan: {lost} lost slice(s) rebuilt or resynced from healthy copies ({})",
+            "Recovery plan: {lost} lost slice(s) {} from healthy copies ({})",
+            if plan.moves.iter().any(|m| m.from_medium == m.to_medium) {
+                "rebuilt or resynced"
+            } else {
+                "rebuilt"
+            },
             targets.join(", ")
         );
         ctx.store
@@ -90,10 +95,21 @@ pub(super) async fn recover_volume(
         }
         slice_move::copy_step(ctx, job, &volume, step, (index, count), StepCopy::Rebuild).await?;
     }
+    let resynced = steps
+        .iter()
+        .filter(|s| s.to_medium.as_deref() == Some(s.from_medium.as_str()))
+        .count();
+    let what = match (count - resynced, resynced) {
+        (rebuilt, 0) => format!("{rebuilt} slice(s) rebuilt"),
+        (0, resynced) => format!("{resynced} slice(s) resynced in place"),
+        (rebuilt, resynced) => {
+            format!("{rebuilt} slice(s) rebuilt and {resynced} resynced in place")
+        }
+    };
     ctx.done(
         job,
         format!(
-            "Volume '{}' recovered: {count} slice(s) rebuilt or resynced; every copy is healthy again",
+            "Volume '{}' recovered: {what}; every copy is healthy again",
             volume.name
         ),
     )

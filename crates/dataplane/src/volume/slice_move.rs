@@ -155,18 +155,12 @@ impl LocalSliceMove {
         };
         let in_place = match kind {
             SliceCopyKind::Move => medium == to_medium,
-            // A rebuild switched here before (I/O on the target, its old
-            // place retiring): only the commit was missing. A usable slice
-            // on the target medium without that is a stale copy opened
-            // since (the store says it is lost): resynced, never trusted.
+            // A rebuild switched here before in this opening: only the
+            // commit (or finish) was missing. A usable slice on the target
+            // medium without that is a stale copy opened since (the store
+            // says it is lost): resynced, never trusted as it is.
             SliceCopyKind::Rebuild => {
-                holder.usable()
-                    && medium == to_medium
-                    && holder
-                        .read_state()
-                        .map_err(|e| io.err(holder, to_medium, "lock", e))?
-                        .retiring
-                        .is_some()
+                holder.usable() && medium == to_medium && holder.rebuilt.load(Ordering::Acquire)
             }
         };
         // A lost copy rebuilt on the medium it was lost on: its slice there
@@ -594,6 +588,9 @@ impl LocalSliceMove {
         state.mirror = None;
         holder.dirty.store(false, Ordering::Release);
         holder.lost.store(false, Ordering::Release);
+        holder
+            .rebuilt
+            .store(self.kind == SliceCopyKind::Rebuild, Ordering::Release);
         Ok(())
     }
 
@@ -608,6 +605,7 @@ impl LocalSliceMove {
                 return Ok(());
             };
             self.io.active_copies.fetch_sub(1, Ordering::AcqRel);
+            holder.rebuilt.store(false, Ordering::Release);
             state.medium = retiring.medium.clone();
             // The new place's file closes when its last reader is done.
             let _new = std::mem::replace(&mut state.live, retiring.live.clone());
