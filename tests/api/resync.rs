@@ -41,6 +41,8 @@ async fn a_rebuild_onto_a_node_resumes_from_its_checkpoint_after_svs_is_killed()
         ..TestConfig::default()
     })
     .await;
+    // The nodes heartbeat to this address: the restarted service keeps it.
+    app.pin_ports();
     let mut nodes: Vec<(&str, StorageNodeProcess)> = Vec::new();
     for (i, (name, ip, medium)) in [
         ("sn-1", "127.0.0.2", "a1"),
@@ -121,6 +123,11 @@ async fn a_rebuild_onto_a_node_resumes_from_its_checkpoint_after_svs_is_killed()
         .expect("a write during the rebuild");
     app.kill();
     app.launch().expect("svs serve restarts after SIGKILL");
+    // The pooled connections went with the killed process.
+    app.client = reqwest::Client::builder()
+        .pool_idle_timeout(Duration::from_secs(20))
+        .build()
+        .expect("HTTP client");
     let job = app.wait_job(&job_id).await;
     assert_eq!(job["state"], "Done", "{job}\n{}", app.log());
     let details = details(&job);
