@@ -263,11 +263,9 @@ fn stale_copy(dir: &Path, source: &File) -> File {
     let stale = file(&dir.join("stale"), 16 * MIB);
     let mut buf = vec![0u8; 16 * MIB as usize];
     source.read_exact_at(&mut buf, 0).expect("read source");
-    for (at, run) in [(MIB, 3 * MIB)] {
-        stale
-            .write_all_at(&buf[at as usize..(at + run) as usize], at)
-            .expect("write");
-    }
+    stale
+        .write_all_at(&buf[MIB as usize..(4 * MIB) as usize], MIB)
+        .expect("write");
     stale
         .write_all_at(&[0xee; 4096], MIB + MIB / 2)
         .expect("write");

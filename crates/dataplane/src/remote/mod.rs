@@ -32,8 +32,8 @@ use self::link::NodeLink;
 use self::slice::{slice_name, RemoteSlice};
 use crate::space::SpaceAccount;
 use crate::volume::{
-    is_media_failure, label, Front, LocalVolumeIo, NodeTarget, SliceDevice, SliceMedia, VolumeIo,
-    VolumeLayout,
+    is_media_failure, label, Front, LocalVolumeIo, NodeTarget, OpenedNodeTarget, SliceDevice,
+    SliceMedia, VolumeIo, VolumeLayout,
 };
 use crate::{
     CopyFailureListener, CopyOptions, DataPlane, DataPlaneError, Digest, LocalMedia, SliceKey,
@@ -614,7 +614,7 @@ impl SliceMedia for ClusterMedia {
         medium: &str,
         key: &SliceKey,
         front: &Arc<Front>,
-    ) -> Result<Option<(Arc<dyn NodeTarget>, u64)>, DataPlaneError> {
+    ) -> Result<Option<OpenedNodeTarget>, DataPlaneError> {
         let at = self
             .node_medium(medium)
             .ok_or_else(|| DataPlaneError::UnknownMedium(medium.to_string()))?;

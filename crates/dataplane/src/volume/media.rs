@@ -55,7 +55,7 @@ pub(crate) trait SliceMedia: Send + Sync + 'static {
         medium: &str,
         key: &SliceKey,
         _front: &Arc<Front>,
-    ) -> Result<Option<(Arc<dyn NodeTarget>, u64)>, DataPlaneError> {
+    ) -> Result<Option<OpenedNodeTarget>, DataPlaneError> {
         Err(DataPlaneError::Io {
             medium: medium.to_string(),
             slice: super::layout::label(key),
@@ -82,6 +82,10 @@ pub(crate) trait SliceMedia: Send + Sync + 'static {
         })
     }
 }
+
+/// A slice found on a node medium (see [`SliceMedia::open_node_target`]),
+/// with its size in bytes.
+pub(crate) type OpenedNodeTarget = (Arc<dyn NodeTarget>, u64);
 
 /// The target of a live copy onto a storage node's medium: a slice written
 /// through the slice protocol (fenced with the volume's epoch), created

@@ -255,16 +255,15 @@ impl LocalSliceMove {
             });
         }
         if to_node {
-            let (slice, from, compare) =
-                node_target(&io, holder, to_medium, len, own, resume_from)?;
+            let found = node_target(&io, holder, to_medium, len, own, resume_from)?;
             this.target = Some(Target {
                 place: Place::Node(NodePlace {
-                    slice,
+                    slice: found.slice,
                     own,
                     keep: false,
                 }),
-                from,
-                compare,
+                from: found.from,
+                compare: found.compare,
             });
             return Ok(this);
         }
@@ -728,14 +727,31 @@ impl Drop for LocalSliceMove {
     }
 }
 
-/// The target on a node medium that begin finds there, with where the
-/// copy starts and whether it compares: the lost copy's own (stale) slice
-/// (`own`), grown to `len` if the volume grew, resumed from `resume_from`
-/// when the step has a checkpoint; or the slice of an interrupted copy of
-/// `len` bytes, resumed from its checkpoint, what lies beyond it cleared
-/// (copied after the checkpoint, it may have changed in the source since).
-/// `None` and 0: the fill creates a fresh slice and copies from the start.
-#[allow(clippy::type_complexity)]
+/// What begin finds on a node medium to copy onto (see [`node_target`]).
+struct FoundNodeTarget {
+    /// `None`: the fill creates a fresh slice.
+    slice: Option<Arc<dyn NodeTarget>>,
+    /// Where the copy starts.
+    from: u64,
+    /// The slice holds an older version of the slice: compared.
+    compare: bool,
+}
+
+impl FoundNodeTarget {
+    /// A fresh slice, copied from the start.
+    const FRESH: FoundNodeTarget = FoundNodeTarget {
+        slice: None,
+        from: 0,
+        compare: false,
+    };
+}
+
+/// The target on a node medium that begin finds there: the lost copy's
+/// own (stale) slice (`own`), grown to `len` if the volume grew, compared,
+/// from `resume_from` when the step has a checkpoint; or the slice of an
+/// interrupted copy of `len` bytes, resumed from its checkpoint, what lies
+/// beyond it cleared (copied after the checkpoint, it may have changed in
+/// the source since). Else a fresh slice, copied from the start.
 fn node_target(
     io: &LocalVolumeIo,
     holder: &SliceIo,
@@ -743,22 +759,26 @@ fn node_target(
     len: u64,
     own: bool,
     resume_from: u64,
-) -> Result<(Option<Arc<dyn NodeTarget>>, u64, bool), DataPlaneError> {
+) -> Result<FoundNodeTarget, DataPlaneError> {
     if !own && resume_from == 0 {
-        return Ok((None, 0, false));
+        return Ok(FoundNodeTarget::FRESH);
     }
     let err = |op, e| io.err(holder, to_medium, op, e);
     let Some((slice, size)) = io
         .media
         .open_node_target(to_medium, &holder.key, &io.front)?
     else {
-        return Ok((None, 0, false));
+        return Ok(FoundNodeTarget::FRESH);
     };
     if own && size <= len {
         if size < len {
             slice.grow(len).map_err(|e| err("grow", e))?;
         }
-        return Ok((Some(slice), resume_from.min(len), true));
+        return Ok(FoundNodeTarget {
+            slice: Some(slice),
+            from: resume_from.min(len),
+            compare: true,
+        });
     }
     if !own && size == len && resume_from <= len {
         if resume_from < len {
@@ -766,9 +786,13 @@ fn node_target(
                 .punch_hole(resume_from, len - resume_from)
                 .map_err(|e| err("discard", e))?;
         }
-        return Ok((Some(slice), resume_from, false));
+        return Ok(FoundNodeTarget {
+            slice: Some(slice),
+            from: resume_from,
+            compare: false,
+        });
     }
-    Ok((None, 0, false))
+    Ok(FoundNodeTarget::FRESH)
 }
 
 /// A lost copy's stale file on its own medium, renamed to the partial name
