@@ -942,3 +942,70 @@ fn a_lost_copy_on_a_local_medium_usable_again_is_resynced_in_place() {
     assert_eq!(read_all(io.as_ref()), model);
     assert_eq!(local_bytes(&s, "m1", 1), model);
 }
+
+#[test]
+fn an_offline_copy_to_a_node_resumes_from_its_checkpoint() {
+    let s = setup();
+    let node = TestNode::start();
+    s.media
+        .add_node_medium("n0", node.endpoint("node-a"))
+        .expect("node");
+    {
+        let io = open(&s, &layout(&["m0"], 1));
+        io.write(0, &pattern(8, 3 * MIB as usize), true)
+            .expect("write");
+    }
+    let recorded = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&recorded);
+    let options = CopyOptions {
+        epoch: 1,
+        resume: crate::CopyResume {
+            from: 0,
+            record: Some(Arc::new(move |offset| {
+                sink.lock().expect("lock").push(offset);
+                Ok(())
+            })),
+            every_bytes: MIB,
+            min_interval: Duration::ZERO,
+        },
+        ..CopyOptions::default()
+    };
+    let cancel = options.cancel.clone();
+    let stopped = s
+        .media
+        .copy_slice("m0", "n0", &key(0), &options, &mut |done, _| {
+            if done >= 2 * MIB {
+                cancel.cancel();
+            }
+        });
+    assert!(
+        matches!(stopped, Err(DataPlaneError::Cancelled)),
+        "{stopped:?}"
+    );
+    let checkpoint = recorded.lock().expect("lock").last().copied().unwrap_or(0);
+    assert!(checkpoint >= MIB, "{recorded:?}");
+    // Kept for the resume.
+    let name = SliceName::new("n0", VOLUME, 0, 0);
+    assert!(node.backend.bytes(&name).is_some());
+
+    let resumed = CopyOptions {
+        epoch: 1,
+        resume: crate::CopyResume {
+            from: checkpoint,
+            ..crate::CopyResume::default()
+        },
+        ..CopyOptions::default()
+    };
+    let digest = s
+        .media
+        .copy_slice("m0", "n0", &key(0), &resumed, &mut |_, _| {})
+        .expect("resumed");
+    assert_eq!(resumed.stats.resumed_at(), checkpoint);
+    assert_eq!(resumed.stats.copied(), 3 * MIB - checkpoint);
+    assert_eq!(node.bytes("n0", 0), local_bytes(&s, "m0", 0));
+    assert_eq!(
+        digest,
+        crate::digest_file(&s.media.local().slice_path("m0", &key(0)).expect("path"))
+            .expect("digest")
+    );
+}
