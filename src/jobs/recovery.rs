@@ -1,6 +1,8 @@
 //! `volume_recovery`: rebuild every lost copy of the volume's slices on
 //! media chosen by the placement rules, each from a healthy copy of its
-//! column. The plan is recorded (as moves from where the copy was lost) before
+//! column; a copy lost on a medium usable again (a storage node that came
+//! back) is resynced there in place, only what differs rewritten. The plan
+//! is recorded (as moves from where the copy was lost) before
 //! any byte is copied, so a restart resumes it: a rebuilt slice stays
 //! rebuilt, an unfinished one starts again. Before it plans, it probes the
 //! volume's files (see `crate::media_health`): a copy whose disk was pulled
@@ -63,14 +65,21 @@ pub(super) async fn recover_volume(
             .iter()
             .filter_map(|m| {
                 let s = slices.iter().find(|s| s.slice.id == m.slice_id)?;
-                Some(format!(
-                    "c{}-k{} on {}",
-                    s.slice.copy, s.slice.column, m.to_medium
-                ))
+                let (copy, column, to) = (s.slice.copy, s.slice.column, &m.to_medium);
+                Some(if m.from_medium == m.to_medium {
+                    format!("c{copy}-k{column} resynced in place on {to}")
+                } else {
+                    format!("c{copy}-k{column} on {to}")
+                })
             })
             .collect();
         let detail = format!(
-            "Recovery plan: {lost} lost slice(s) rebuilt from healthy copies ({})",
+            "Recovery plan: {lost} lost slice(s) {} from healthy copies ({})",
+            if plan.moves.iter().any(|m| m.from_medium == m.to_medium) {
+                "rebuilt or resynced"
+            } else {
+                "rebuilt"
+            },
             targets.join(", ")
         );
         ctx.store
@@ -86,10 +95,21 @@ pub(super) async fn recover_volume(
         }
         slice_move::copy_step(ctx, job, &volume, step, (index, count), StepCopy::Rebuild).await?;
     }
+    let resynced = steps
+        .iter()
+        .filter(|s| s.to_medium.as_deref() == Some(s.from_medium.as_str()))
+        .count();
+    let what = match (count - resynced, resynced) {
+        (rebuilt, 0) => format!("{rebuilt} slice(s) rebuilt"),
+        (0, resynced) => format!("{resynced} slice(s) resynced in place"),
+        (rebuilt, resynced) => {
+            format!("{rebuilt} slice(s) rebuilt and {resynced} resynced in place")
+        }
+    };
     ctx.done(
         job,
         format!(
-            "Volume '{}' recovered: {count} slice(s) rebuilt; every copy is healthy again",
+            "Volume '{}' recovered: {what}; every copy is healthy again",
             volume.name
         ),
     )

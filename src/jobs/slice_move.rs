@@ -70,8 +70,19 @@ impl StepCopy {
         let (copy, column, from) = (slice.copy, slice.column, &step.from_medium);
         match self {
             StepCopy::Move => format!("slice c{copy}-k{column} from {from} to {target}"),
+            StepCopy::Rebuild if *from == target => {
+                format!("slice c{copy}-k{column} on {target} in place")
+            }
             StepCopy::Rebuild => format!("slice c{copy}-k{column} on {target} (lost on {from})"),
         }
+    }
+
+    /// A lost copy brought back on the medium it was lost on: its stale
+    /// slice there is compared with a healthy copy and only what differs
+    /// is rewritten (a storage node that came back, or a medium usable
+    /// again).
+    fn resyncs(self, step: &ResizeStep) -> bool {
+        self == StepCopy::Rebuild && step.to_medium.as_deref() == Some(step.from_medium.as_str())
     }
 
     /// "Moving …" or "Rebuilding …": the status while it runs, and the
@@ -133,15 +144,22 @@ pub(super) async fn copy_step(
         let attached = attached_at_start || ctx.exports.is_attached(&volume.id);
         drop(io);
         info!(slice = %label, secs = started.elapsed().as_secs_f64(), copied = stats.copied(),
+            compared = stats.compared(), rewritten = stats.rewritten(),
             resumed_at = stats.resumed_at(), "slice copied, verified and switched");
-        ctx.store
-            .add_job_detail(job.id, &copied_detail(&label, &stats))
-            .await?;
+        let detail = if stats.compared() > 0 {
+            resynced_detail(&row, &target, &stats)
+        } else {
+            copied_detail(&label, &stats)
+        };
+        ctx.store.add_job_detail(job.id, &detail).await?;
         ctx.store
             .add_job_detail(job.id, &what.done(&label, attached))
             .await?;
     }
-    if step.state != StepState::Done {
+    if step.state != StepState::Done && what.resyncs(step) {
+        // The rebuilt slice is the one on `from_medium`: nothing to remove.
+        ctx.store.finish_step(step.id).await?;
+    } else if step.state != StepState::Done {
         let (from, k) = (step.from_medium.clone(), key.clone());
         let removed = ctx.blocking(move |dp| dp.delete_slice(&from, &k)).await;
         match removed {
@@ -365,6 +383,33 @@ async fn abort(copying: Box<dyn SliceMove>) {
         Ok(Err(e)) => warn!(error = %e, "cannot undo a slice copy"),
         Err(e) => warn!(error = %e, "cannot undo a slice copy"),
     }
+}
+
+/// What a resync in place did, for the job's details: the bytes of the
+/// stale copy compared and how many of them differed, e.g. `Resynced
+/// slice c1-k0 on m2 in place (stale since generation 3): 4.0 MiB of 1.0
+/// GiB rewritten (4194304 of 1073741824 bytes compared)`.
+fn resynced_detail(row: &svs_store::SliceRow, medium: &str, stats: &CopyStats) -> String {
+    let (copy, column) = (row.slice.copy, row.slice.column);
+    let since = match row.stale_generation {
+        Some(generation) => format!(" (stale since generation {generation})"),
+        None => String::new(),
+    };
+    let mut detail = format!(
+        "Resynced slice c{copy}-k{column} on {medium} in place{since}: {} of {} rewritten \
+         ({} of {} bytes compared)",
+        human_bytes(stats.rewritten()),
+        human_bytes(stats.compared()),
+        stats.rewritten(),
+        stats.compared(),
+    );
+    if stats.resumed_at() > 0 {
+        detail.push_str(&format!(
+            ", resumed from the checkpoint at byte {}",
+            stats.resumed_at()
+        ));
+    }
+    detail
 }
 
 /// What a finished copy did, for the job's details: the bytes this run

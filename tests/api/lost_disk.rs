@@ -273,15 +273,16 @@ async fn a_recovery_rebuilds_a_copy_whose_snapshot_file_is_gone() {
     assert_eq!(deltas.len(), 1, "{deltas:?}");
     std::fs::remove_file(&deltas[0]).expect("snapshot file lost");
 
+    // Its medium still serves: the copy is resynced there, in place.
     let job = recover(&app, "v").await;
     assert_eq!(job["state"], "Done", "{job}");
     assert_eq!(
         last_detail(&job),
-        json!("Volume 'v' recovered: 1 slice(s) rebuilt; every copy is healthy again")
+        json!("Volume 'v' recovered: 1 slice(s) resynced in place; every copy is healthy again")
     );
     let after = copies(&app, "v").await;
     assert!(
-        after.iter().all(|(_, m, h)| m != &medium && h == "Healthy"),
+        after.iter().all(|(_, _, h)| h == "Healthy") && after[0].1 == medium,
         "{after:?}"
     );
     // The rebuilt copy has the snapshot's files again.
@@ -414,17 +415,19 @@ async fn a_slice_file_gone_from_a_medium_that_reads_loses_that_copy_alone() {
     let other_copies = copies(&app, &other).await;
     assert!(other_copies.iter().any(|(_, m, _)| *m == medium));
 
+    // The medium still serves: the copy is made again there, in place.
     let job = recover(&app, &name).await;
     assert_eq!(job["state"], "Done", "{job}");
     assert_eq!(
         last_detail(&job),
         json!(format!(
-            "Volume '{name}' recovered: 1 slice(s) rebuilt; every copy is healthy again"
+            "Volume '{name}' recovered: 1 slice(s) resynced in place; every copy is healthy again"
         ))
     );
     let after = copies(&app, &name).await;
     assert!(
-        after.iter().all(|(_, m, h)| m != &medium && h == "Healthy"),
+        after.iter().all(|(_, _, h)| h == "Healthy")
+            && after.iter().any(|(c, m, _)| *c == copy && m == &medium),
         "{after:?}"
     );
     assert_eq!(volume_state(&app, &name).await, "Ready");
@@ -471,19 +474,21 @@ async fn a_snapshot_file_gone_from_a_medium_that_reads_loses_that_copy_alone() {
     std::fs::remove_file(&deltas[0]).expect("snapshot file lost");
 
     // No I/O met it: the recovery's probe does, and loses that copy alone.
+    // The medium still serves: the copy is resynced there, in place.
     let job = recover(&app, &name).await;
     assert_eq!(job["state"], "Done", "{job}");
     assert_eq!(
         last_detail(&job),
         json!(format!(
-            "Volume '{name}' recovered: 1 slice(s) rebuilt; every copy is healthy again"
+            "Volume '{name}' recovered: 1 slice(s) resynced in place; every copy is healthy again"
         ))
     );
     assert_eq!(medium_state(&app, &medium).await, "Online");
     assert_others_healthy(&app, &volumes, &name).await;
     let after = copies(&app, &name).await;
     assert!(
-        after.iter().all(|(_, m, h)| m != &medium && h == "Healthy"),
+        after.iter().all(|(_, _, h)| h == "Healthy")
+            && after.iter().any(|(c, m, _)| *c == copy && m == &medium),
         "{after:?}"
     );
     assert_eq!(volume_state(&app, &name).await, "Ready");

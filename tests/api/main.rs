@@ -34,6 +34,7 @@ mod policies;
 mod reconcile;
 mod recovery;
 mod resize;
+mod resync;
 mod roles;
 mod route_attacks;
 mod signin_protection;

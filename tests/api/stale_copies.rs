@@ -410,6 +410,139 @@ async fn a_node_stopped_under_a_writer_leaves_a_stale_copy_rebuilt_when_it_retur
     assert!(!out.contains("Pattern verification failed"), "{out}");
 }
 
+/// Node B is SIGKILLed under a writer, new bytes go to A alone, and B
+/// comes back: the recovery its return starts resyncs B's stale copy on
+/// B's own medium in place (with node resiliency and two nodes there is
+/// nowhere else), rewriting only what differs: far less than the slice.
+#[tokio::test]
+async fn a_killed_node_that_returns_has_its_stale_copy_resynced_in_place() {
+    let mut mirror = Mirror::start([&["a1"], &["b1"]]).await;
+    let mut writer = QemuIo::open(&mirror.uri);
+    writer.write(0x11, "0", "32M").expect("first write");
+    let b = mirror.node_of(1).await.name;
+    let b_medium = mirror.slices().await[1]["media"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let b_index = mirror
+        .nodes
+        .iter()
+        .position(|n| n.name == b)
+        .expect("node b");
+    mirror.nodes[b_index].process.kill();
+    writer
+        .write(0x22, "4M", "2M")
+        .expect("writes go on with one copy");
+    mirror.wait_state("Degraded", TIMEOUT + MARGIN).await;
+    let stale = mirror.slices().await[1]["stalegeneration"].clone();
+    assert!(stale.as_u64().is_some(), "{:?}", mirror.slices().await);
+    let app = &mirror.app;
+    let offline = eventually(TIMEOUT + MARGIN, || async {
+        node(app, b).await["state"] == "Offline"
+    })
+    .await;
+    assert!(offline, "{}", node(app, b).await);
+
+    mirror.nodes[b_index].process.start();
+    let done = eventually(Duration::from_secs(180), || async {
+        mirror
+            .recoveries()
+            .await
+            .iter()
+            .any(|j| j["state"] == "Done" && j["username"] == "svs")
+    })
+    .await;
+    assert!(
+        done,
+        "{:?}\n{}\n{}",
+        mirror.recoveries().await,
+        mirror.app.log(),
+        mirror.nodes[b_index].process.log()
+    );
+    let job = mirror
+        .recoveries()
+        .await
+        .into_iter()
+        .find(|j| j["state"] == "Done")
+        .unwrap_or_default();
+    let details: Vec<String> = job["details"]
+        .as_array()
+        .map(|d| {
+            d.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    let prefix =
+        format!("Resynced slice c1-k0 on {b_medium} in place (stale since generation {stale}): ");
+    let resynced = details
+        .iter()
+        .find(|d| d.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no resync detail: {details:?}"));
+    // "... rewritten (X of Y bytes compared)"
+    let counts = resynced
+        .rsplit_once('(')
+        .and_then(|(_, c)| c.strip_suffix(" bytes compared)"))
+        .and_then(|c| c.split_once(" of "))
+        .and_then(|(x, y)| Some((x.parse::<u64>().ok()?, y.parse::<u64>().ok()?)))
+        .unwrap_or_else(|| panic!("no byte counts: {resynced}"));
+    let (rewritten, compared) = counts;
+    assert_eq!(compared, 2 << 30, "the whole slice is compared: {resynced}");
+    assert!(
+        (2 << 20..compared / 16).contains(&rewritten),
+        "at least the 2 MiB written meanwhile, far less than the slice: {resynced}"
+    );
+    assert!(
+        details.iter().any(|d| d.starts_with("Recovery plan:")
+            && d.contains(&format!("c1-k0 resynced in place on {b_medium}"))),
+        "{details:?}"
+    );
+
+    mirror.wait_state("Ready", Duration::from_secs(30)).await;
+    let slices = mirror.slices().await;
+    for s in &slices {
+        assert_eq!(
+            (&s["health"], &s["stalegeneration"]),
+            (&json!("Healthy"), &Value::Null),
+            "{slices:?}"
+        );
+    }
+    assert_eq!(slices[1]["media"], json!(b_medium), "{slices:?}");
+    let on = |copy: usize| {
+        slices[copy]["media"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (first, second) = (mirror.file_of(&on(0), 0), mirror.file_of(&on(1), 1));
+    assert!(
+        same_bytes(&first, &second),
+        "{} and {} differ after the resync",
+        first.display(),
+        second.display()
+    );
+    let out = writer
+        .run("read -P 0x22 4M 2M")
+        .expect("the new bytes read back");
+    assert!(!out.contains("Pattern verification failed"), "{out}");
+    let out = writer
+        .run("read -P 0x11 6M 26M")
+        .expect("the old bytes around them too");
+    assert!(!out.contains("Pattern verification failed"), "{out}");
+    // Only B's copy left: it serves the new bytes.
+    let a = mirror.node_of(0).await.name;
+    let a_index = mirror
+        .nodes
+        .iter()
+        .position(|n| n.name == a)
+        .expect("node a");
+    mirror.nodes[a_index].process.kill();
+    let out = writer
+        .run("read -P 0x22 4M 2M")
+        .expect("B's resynced copy has the new bytes");
+    assert!(!out.contains("Pattern verification failed"), "{out}");
+}
+
 /// Node A stops; new bytes go to B alone, A's disk keeps the old ones. B
 /// stops too, then A comes back: A's copy is stale, so the volume is
 /// Failed and reads answer EIO, never A's old bytes, although A answers.

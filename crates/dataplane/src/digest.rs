@@ -32,6 +32,17 @@ pub(crate) fn is_zero(bytes: &[u8]) -> bool {
     }) && tail.iter().all(|&b| b == 0)
 }
 
+/// The digest of one range of a slice, as a resync compares its source
+/// and target chunk by chunk (see `copier::Copier::compare_target`):
+/// XXH3-128 of the range's bytes with `seed`, `bytes` being the whole
+/// range (zeros where the slice has holes or ends). Both ends compute it
+/// the same way, the target's on its storage node. The seed is the copy's
+/// own, drawn at random, so no bytes can be written to match another
+/// range's digest on purpose; against chance, 128 bits.
+pub(crate) fn range_digest(bytes: &[u8], seed: u64) -> u128 {
+    xxhash_rust::xxh3::xxh3_128_with_seed(bytes, seed)
+}
+
 /// The streaming digest computation.
 pub(crate) struct BlockHasher(Xxh3);
 

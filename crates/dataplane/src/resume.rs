@@ -112,6 +112,8 @@ struct Counters {
     copied: AtomicU64,
     catch_up: AtomicU64,
     checkpoint: AtomicU64,
+    compared: AtomicU64,
+    rewritten: AtomicU64,
 }
 
 impl CopyStats {
@@ -132,6 +134,25 @@ impl CopyStats {
     /// was interrupted).
     pub fn catch_up(&self) -> u64 {
         self.0.catch_up.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of an older copy on the target this run compared with the
+    /// source (a resync in place; 0 for a copy onto a new slice).
+    pub fn compared(&self) -> u64 {
+        self.0.compared.load(Ordering::Relaxed)
+    }
+
+    /// Of [`CopyStats::compared`], the bytes that differed and were
+    /// rewritten (or punched out where the source has a hole).
+    pub fn rewritten(&self) -> u64 {
+        self.0.rewritten.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn add_compared(&self, n: u64, rewritten: bool) {
+        self.0.compared.fetch_add(n, Ordering::Relaxed);
+        if rewritten {
+            self.0.rewritten.fetch_add(n, Ordering::Relaxed);
+        }
     }
 
     /// The last checkpoint this run recorded (0: none).

@@ -51,13 +51,19 @@ pub fn volume_health(slices: &[PlacedSlice]) -> VolumeHealth {
     }
 }
 
-/// Picks a medium for every lost slice: a healthy one (`media` holds only
-/// those) that holds no slice of the volume (a copy lost on a healthy
-/// medium still holds its place there until the rebuild switches it, and
+/// Picks a medium for every lost slice. First its own medium, when it is
+/// usable again (listed in `media`, which holds only healthy ones: a
+/// storage node that came back, a copy lost alone on a healthy medium) and
+/// still keeps the policy's node and zone resiliency: the copy is resynced
+/// there in place (only what differs from a healthy copy is rewritten),
+/// and needs no new room (its slice holds its space already). Else a
+/// healthy medium that holds no slice of the volume (a lost copy still
+/// holds its place on its own medium until the rebuild switches it, and
 /// one medium never holds two slices of a volume), has room, and keeps the
-/// policy's node and zone resiliency against the column's other copies.
-/// The medium with the most free space wins. The plan is a set of moves
-/// from the lost medium, each booking its slice's size on the target.
+/// policy's node and zone resiliency against the column's other copies;
+/// the one with the most free space wins, and its slice's size is booked
+/// on it. The plan is a set of moves from the lost medium (to the same one
+/// for a resync).
 pub fn plan_recovery(
     media: &[MediumState],
     slices: &[PlacedSlice],
@@ -87,12 +93,30 @@ pub fn plan_recovery(
             return Err(RecoveryError::ColumnLost { column });
         }
         let size = s.slice.size;
+        let keeps_resiliency = |m: &MediumState| {
+            (resiliency.node == 0 || places.iter().all(|(n, _)| *n != m.medium.node))
+                && (resiliency.zone == 0 || places.iter().all(|(_, z)| *z != m.medium.zone))
+        };
+        let own = media
+            .iter()
+            .find(|m| m.medium.id == s.slice.medium)
+            .filter(|m| keeps_resiliency(m));
+        if let Some(own) = own {
+            places.push((own.medium.node.clone(), own.medium.zone.clone()));
+            moves.push(SliceMove {
+                slice_id: s.slice.id,
+                from_medium: s.slice.medium.clone(),
+                to_medium: s.slice.medium.clone(),
+                old_size: size,
+                new_size: size,
+            });
+            continue;
+        }
         let target = media
             .iter()
             .filter(|m| !taken.contains(&m.medium.id))
             .filter(|m| free.get(m.medium.id.as_str()).copied().unwrap_or(0) >= size)
-            .filter(|m| resiliency.node == 0 || places.iter().all(|(n, _)| *n != m.medium.node))
-            .filter(|m| resiliency.zone == 0 || places.iter().all(|(_, z)| *z != m.medium.zone))
+            .filter(|m| keeps_resiliency(m))
             .max_by(|a, b| {
                 let fa = free.get(a.medium.id.as_str()).copied().unwrap_or(0);
                 let fb = free.get(b.medium.id.as_str()).copied().unwrap_or(0);
@@ -218,31 +242,118 @@ mod tests {
     }
 
     #[test]
-    fn a_copy_lost_on_a_healthy_medium_is_rebuilt_on_another_one() {
-        // m1 is healthy (listed with the most room) but its copy is lost.
+    fn a_copy_lost_on_a_medium_usable_again_is_resynced_there_in_place() {
+        // m1 is healthy again (a storage node that came back): its copy is
+        // resynced there, booking nothing (its slice holds its space), even
+        // with more room elsewhere.
         let media = [
-            medium("m1", "n1", "z1", 100, 10),
+            medium("m1", "n1", "z1", 20, 10),
             medium("m2", "n2", "z2", 20, 10),
-            medium("m3", "n3", "z3", 30, 0),
+            medium("m3", "n3", "z3", 100, 0),
         ];
         let slices = [placed(1, 0, 0, M1, true), placed(2, 1, 0, M2, false)];
-        let plan = plan_recovery(&media, &slices, Resiliency::default()).expect("plan");
+        let node_rule = Resiliency {
+            media: 1,
+            node: 1,
+            zone: 1,
+        };
+        let plan = plan_recovery(&media, &slices, node_rule).expect("plan");
         assert_eq!(
-            plan.moves
-                .iter()
-                .map(|m| (m.from_medium.as_str(), m.to_medium.as_str()))
-                .collect::<Vec<_>>(),
-            [("m1", "m3")]
+            plan.moves,
+            vec![SliceMove {
+                slice_id: 1,
+                from_medium: "m1".into(),
+                to_medium: "m1".into(),
+                old_size: 10,
+                new_size: 10,
+            }]
         );
-        // The same with nowhere else to go: refused, not put back on m1.
-        let only_m1 = [medium("m1", "n1", "z1", 100, 10)];
+        assert!(plan.reservations.is_empty(), "{:?}", plan.reservations);
+        // The two-node case: nowhere else is allowed, and the own medium
+        // needs no free room (it is full with the slice itself).
+        let two_nodes = [
+            medium("m1", "n1", "z1", 10, 10),
+            medium("m2", "n2", "z2", 10, 10),
+        ];
+        let plan = plan_recovery(&two_nodes, &slices, node_rule).expect("plan");
+        assert_eq!(plan.moves[0].to_medium, "m1");
+        assert!(plan.reservations.is_empty());
+    }
+
+    #[test]
+    fn a_copy_whose_own_medium_failed_or_now_breaks_resiliency_goes_elsewhere() {
+        let slices = [placed(1, 0, 0, M1, true), placed(2, 1, 0, M2, false)];
+        let node_rule = Resiliency {
+            media: 1,
+            node: 1,
+            zone: 0,
+        };
+        // m1 failed (not listed): rebuilt on m3.
+        let without_m1 = [
+            medium("m2", "n2", "z2", 20, 10),
+            medium("m3", "n3", "z3", 20, 0),
+        ];
+        let plan = plan_recovery(&without_m1, &slices, node_rule).expect("plan");
+        assert_eq!(plan.moves[0].to_medium, "m3");
+        assert_eq!(plan.reservations.len(), 1);
+        // m1 is now on the healthy copy's node: in place would put both
+        // copies on n2, so the copy goes to m3.
+        let m1_moved = [
+            medium("m1", "n2", "z1", 20, 10),
+            medium("m2", "n2", "z2", 20, 10),
+            medium("m3", "n3", "z3", 20, 0),
+        ];
+        let plan = plan_recovery(&m1_moved, &slices, node_rule).expect("plan");
+        assert_eq!(plan.moves[0].to_medium, "m3");
+        // ... and with nowhere else to go, refused rather than put there.
         assert_eq!(
-            plan_recovery(&only_m1, &slices, Resiliency::default()),
+            plan_recovery(&m1_moved[..2], &slices, node_rule),
             Err(RecoveryError::NoTarget {
                 copy: 0,
                 column: 0,
                 size: 10
             })
+        );
+        // The same with a zone rule.
+        let zone_rule = Resiliency {
+            media: 1,
+            node: 0,
+            zone: 1,
+        };
+        let m1_in_z2 = [
+            medium("m1", "n1", "z2", 20, 10),
+            medium("m2", "n2", "z2", 20, 10),
+            medium("m3", "n3", "z3", 20, 0),
+        ];
+        let plan = plan_recovery(&m1_in_z2, &slices, zone_rule).expect("plan");
+        assert_eq!(plan.moves[0].to_medium, "m3");
+    }
+
+    #[test]
+    fn two_lost_copies_of_a_column_each_go_back_to_their_own_medium() {
+        const M3: (&str, &str, &str) = ("m3", "n3", "z3");
+        let media = [
+            medium("m1", "n1", "z1", 20, 10),
+            medium("m2", "n2", "z2", 20, 10),
+            medium("m3", "n3", "z3", 20, 10),
+        ];
+        let slices = [
+            placed(1, 0, 0, M1, true),
+            placed(2, 1, 0, M2, false),
+            placed(3, 2, 0, M3, true),
+        ];
+        let node_rule = Resiliency {
+            media: 1,
+            node: 1,
+            zone: 0,
+        };
+        let plan = plan_recovery(&media, &slices, node_rule).expect("plan");
+        assert_eq!(
+            plan.moves
+                .iter()
+                .map(|m| (m.from_medium.as_str(), m.to_medium.as_str()))
+                .collect::<Vec<_>>(),
+            [("m1", "m1"), ("m3", "m3")]
         );
     }
 

@@ -64,6 +64,14 @@ pub trait SliceBackend: Send + Sync + 'static {
     fn grow_slice(&self, slice: &SliceName, size: u64) -> io::Result<()>;
     fn delete_slice(&self, slice: &SliceName) -> io::Result<()>;
     fn digest(&self, slice: &SliceName) -> io::Result<u128>;
+    /// The digest of the bytes of `[offset, offset + len)`, seeded with
+    /// `seed` (the caller picks it per copy, so no stored bytes can be
+    /// made to match a source's on purpose): what a resync compares with
+    /// the same range of its source, computed the same way on its side
+    /// (the data plane defines the function). Bytes past the end read as
+    /// zeros.
+    fn range_digest(&self, slice: &SliceName, offset: u64, len: u64, seed: u64)
+        -> io::Result<u128>;
     /// Only `medium` is given.
     fn stored_slices(&self, medium: &str) -> io::Result<Vec<StoredSlice>>;
 }
@@ -162,6 +170,14 @@ pub(crate) fn dispatch(
             Op::GrowSlice => b.grow_slice(s, a0).map(|()| Vec::new()).map_err(done)?,
             Op::DeleteSlice => b.delete_slice(s).map(|()| Vec::new()).map_err(done)?,
             Op::Digest => b.digest(s).map_err(done)?.to_le_bytes().to_vec(),
+            Op::RangeDigest => {
+                // As long as a read of it could be: the node reads it all.
+                reply_len(a1, max_payload)?;
+                b.range_digest(s, a0, a1, a2)
+                    .map_err(done)?
+                    .to_le_bytes()
+                    .to_vec()
+            }
             Op::StoredSlices => {
                 wire::encode_stored(&b.stored_slices(&s.medium).map_err(done)?).map_err(done)?
             }

@@ -440,6 +440,19 @@ impl SliceClient {
         wire::decode_digest(&self.call(Op::Digest, slice, 0, [0; 3], &[])?)
     }
 
+    /// The node's digest of `[offset, offset + len)` seeded with `seed`
+    /// (see [`SliceBackend::range_digest`](crate::SliceBackend::range_digest)):
+    /// `len` is at most the max payload.
+    pub fn range_digest(
+        &self,
+        slice: &SliceName,
+        offset: u64,
+        len: u64,
+        seed: u64,
+    ) -> io::Result<u128> {
+        wire::decode_digest(&self.call(Op::RangeDigest, slice, 0, [offset, len, seed], &[])?)
+    }
+
     pub fn stored_slices(&self, medium: &str) -> io::Result<Vec<StoredSlice>> {
         let slice = SliceName::new(medium, "", 0, 0);
         wire::decode_stored(&self.call(Op::StoredSlices, &slice, 0, [0; 3], &[])?)

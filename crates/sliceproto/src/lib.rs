@@ -84,7 +84,7 @@
 //! (length u64, hole u8: 1 a hole, 0 data). `NextData`: empty (none) or
 //! (start u64, end u64). `Snapshots`: (id u64, size u64, used bytes u64).
 //! `SnapshotIds`: u64 each. `SnapshotMapSince`: end u64, then the map
-//! bytes. `Digest`: u128. `StoredSlices`: (copy u32, column u32, partial u8,
+//! bytes. `Digest`, `RangeDigest`: u128. `StoredSlices`: (copy u32, column u32, partial u8,
 //! volume id length u8, volume id). Reads: the bytes.
 //!
 //! ## Bounds and errors

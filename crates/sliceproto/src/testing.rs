@@ -36,7 +36,15 @@ pub struct MemBackend {
     /// refused op did not run.
     pub changes: AtomicU64,
     pub hints: AtomicU64,
+    /// Bytes written by `Write` ops (what a resync rewrote).
+    pub written_bytes: AtomicU64,
+    /// The digest `RangeDigest` answers with (see
+    /// [`MemBackend::digest_ranges_with`]).
+    range_digest: Mutex<Option<RangeDigestFn>>,
 }
+
+/// A range digest function: the range's bytes and the seed.
+pub type RangeDigestFn = fn(&[u8], u64) -> u128;
 
 fn enoent(slice: &SliceName) -> io::Error {
     io::Error::new(io::ErrorKind::NotFound, format!("no slice {slice}"))
@@ -87,6 +95,12 @@ fn runs(data: &[u8], offset: u64, len: u64) -> io::Result<Vec<(u64, bool)>> {
 impl MemBackend {
     pub fn new() -> MemBackend {
         MemBackend::default()
+    }
+
+    /// Makes `RangeDigest` answer with `f`, the one its caller compares
+    /// with (a data plane's); the default is FNV-1a of the seed and bytes.
+    pub fn digest_ranges_with(&self, f: RangeDigestFn) {
+        *self.range_digest.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
     }
 
     fn slices(&self) -> MutexGuard<'_, HashMap<SliceName, MemSlice>> {
@@ -177,6 +191,8 @@ impl SliceBackend for MemBackend {
             Ok(())
         })?;
         self.changed();
+        self.written_bytes
+            .fetch_add(data.len() as u64, Ordering::SeqCst);
         Ok(())
     }
 
@@ -368,6 +384,38 @@ impl SliceBackend for MemBackend {
             }
             Ok(h)
         })
+    }
+
+    /// The range's bytes (zeros past the end) through the function set by
+    /// [`MemBackend::digest_ranges_with`], else FNV-1a, 128 bits, of the
+    /// seed and then the bytes.
+    fn range_digest(
+        &self,
+        slice: &SliceName,
+        offset: u64,
+        len: u64,
+        seed: u64,
+    ) -> io::Result<u128> {
+        let bytes = self.with(slice, |s| {
+            let n = usize::try_from(len).map_err(|_| einval("length"))?;
+            let mut bytes = vec![0u8; n];
+            let start = usize::try_from(offset)
+                .unwrap_or(usize::MAX)
+                .min(s.data.len());
+            let end = start.saturating_add(n).min(s.data.len());
+            bytes[..end - start].copy_from_slice(&s.data[start..end]);
+            Ok(bytes)
+        })?;
+        let custom = *self.range_digest.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(f) = custom {
+            return Ok(f(&bytes, seed));
+        }
+        let mut h: u128 = 0x6c62272e07bb014262b821756295c58d;
+        for b in seed.to_le_bytes().into_iter().chain(bytes) {
+            h ^= u128::from(b);
+            h = h.wrapping_mul(0x0000000001000000000000000000013B);
+        }
+        Ok(h)
     }
 
     fn stored_slices(&self, medium: &str) -> io::Result<Vec<StoredSlice>> {

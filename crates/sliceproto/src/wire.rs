@@ -74,10 +74,14 @@ pub enum Op {
     Digest = 35,
     /// Only the medium is used. Reply: the slices stored on it.
     StoredSlices = 36,
+    /// arg0 offset, arg1 length (≤ max payload), arg2 seed. Reply: the
+    /// range's digest (u128), computed on the node: a resync compares a
+    /// range without shipping the node's bytes.
+    RangeDigest = 37,
 }
 
 impl Op {
-    const ALL: [Op; 25] = [
+    const ALL: [Op; 26] = [
         Op::Size,
         Op::Read,
         Op::PrepareWrite,
@@ -103,6 +107,7 @@ impl Op {
         Op::DeleteSlice,
         Op::Digest,
         Op::StoredSlices,
+        Op::RangeDigest,
     ];
 
     pub fn code(self) -> u16 {

@@ -253,3 +253,39 @@ fn a_stale_epoch_is_refused_and_nothing_applied_and_a_higher_one_raises() {
     c.create_slice(&other, 4096).unwrap();
     c.write(&other, 1, 0, &[5u8; 4096]).unwrap();
 }
+
+#[test]
+fn a_range_digest_is_computed_on_the_node_and_follows_the_bytes_the_seed_and_the_bounds() {
+    let node = Node::start(ServerConfig {
+        max_payload: 64 * 1024,
+        ..ServerConfig::default()
+    });
+    let c = node.client();
+    let s = slice();
+    c.create_slice(&s, MIB).unwrap();
+    c.write(&s, 1, 8192, &[9u8; 4096]).unwrap();
+    let written = c.range_digest(&s, 0, 64 * 1024, 7).unwrap();
+    // The same bytes, the same seed: the same digest; the wire carries
+    // only the 16 bytes of it, not the range.
+    assert_eq!(c.range_digest(&s, 0, 64 * 1024, 7).unwrap(), written);
+    assert_ne!(c.range_digest(&s, 0, 64 * 1024, 8).unwrap(), written);
+    // A range the write did not touch digests as zeros do, wherever it is.
+    let zeros = c.range_digest(&s, 64 * 1024, 64 * 1024, 7).unwrap();
+    assert_ne!(zeros, written);
+    c.write(&s, 1, 8192, &[0u8; 4096]).unwrap();
+    assert_eq!(c.range_digest(&s, 0, 64 * 1024, 7).unwrap(), zeros);
+    // One byte changed: another digest.
+    c.write(&s, 1, 0, &[1u8; 512]).unwrap();
+    assert_ne!(c.range_digest(&s, 0, 64 * 1024, 7).unwrap(), zeros);
+    // A range longer than a read may be is refused by the node, and the
+    // connection goes on.
+    let e = c.range_digest(&s, 0, 64 * 1024 + 1, 7).unwrap_err();
+    let remote = remote_error(&e).expect("the node's answer");
+    assert_eq!(remote.status, Status::TooLarge);
+    assert!(!c.is_broken());
+    // A slice the node does not hold: ENOENT.
+    let e = c
+        .range_digest(&SliceName::new("m1", "vol-9", 0, 0), 0, 4096, 7)
+        .unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::NotFound);
+}

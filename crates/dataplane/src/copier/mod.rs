@@ -116,6 +116,17 @@ pub(crate) trait CopyTarget {
     /// A hint: `[offset, offset + len)` is written and may go to the
     /// device now, so the final sync has little left to do.
     fn start_writeback(&self, _offset: u64, _len: u64) {}
+
+    /// Whether the target holds exactly `data` at `offset` (a resync's
+    /// compare, see [`Copier::compare_target`]), reading through `scratch`
+    /// (at least `data.len()` bytes). Here the target's bytes are read and
+    /// compared; a target on a storage node compares digests computed on
+    /// the node instead, so its bytes do not travel.
+    fn holds(&self, data: &[u8], offset: u64, scratch: &mut [u8]) -> io::Result<bool> {
+        let theirs = &mut scratch[..data.len()];
+        self.read_at(theirs, offset)?;
+        Ok(*theirs == *data)
+    }
 }
 
 impl CopySource for File {
@@ -269,6 +280,9 @@ pub(crate) struct Copier<'a, 'p> {
     pub(crate) tally: Tally,
     /// Data bytes of the source left to copy, as last measured.
     left: u64,
+    /// The target already holds an older version of the slice (a stale
+    /// copy being resynced): see [`Copier::compare_target`].
+    compare: bool,
     progress: &'p mut dyn FnMut(u64, u64),
 }
 
@@ -296,8 +310,78 @@ impl<'a, 'p> Copier<'a, 'p> {
             },
             tally: Tally::default(),
             left: 0,
+            compare: false,
             progress,
         }
+    }
+
+    /// The target holds an older version of the slice (a stale copy of a
+    /// returning storage node, resynced in place; DRBD's checksum-based
+    /// resync is the model): [`Copier::copy_data`] then walks every chunk,
+    /// holes of the source too, compares each with the target and writes
+    /// only the chunks that differ — the data, and holes punched where
+    /// the source has none and the target has some. Writes are verified
+    /// as always; [`CopyStats::rewritten`] counts the bytes rewritten.
+    pub(crate) fn compare_target(&mut self) {
+        self.compare = true;
+        if self.check.is_empty() {
+            self.check = vec![0u8; CHUNK];
+        }
+    }
+
+    /// Resyncs `[start, start + n)` (see [`Copier::compare_target`]): the
+    /// source's bytes (zeros where it has a hole, not read) are compared
+    /// with the target's, and written only when they differ: the range is
+    /// punched out, then its non-zero blocks written and verified as
+    /// [`Copier::copy_chunk`] does. `hasher` is fed what was read.
+    fn resync_chunk(
+        &mut self,
+        source: &dyn CopySource,
+        target: &dyn CopyTarget,
+        start: u64,
+        n: usize,
+        hasher: Option<&mut BlockHasher>,
+    ) -> Result<(), CopyError> {
+        let end = start + n as u64;
+        let has_data = source
+            .next_data(start, end)
+            .map_err(CopyError::source("seek"))?
+            .is_some();
+        let data = &mut self.buf[..n];
+        if has_data {
+            source
+                .read_at(data, start)
+                .map_err(CopyError::source("read"))?;
+        } else {
+            data.fill(0);
+        }
+        if let Some(hasher) = hasher {
+            hasher
+                .feed(start, data, |_, _| Ok::<(), io::Error>(()))
+                .map_err(CopyError::source("read"))?;
+        }
+        let same = target
+            .holds(data, start, &mut self.check)
+            .map_err(CopyError::target("compare"))?;
+        self.stats.add_compared(n as u64, !same);
+        if same {
+            return Ok(());
+        }
+        target
+            .punch_hole(start, n as u64)
+            .map_err(CopyError::target("write"))?;
+        data_runs(None, start, data, |at, run| target.write_at(run, at))
+            .map_err(CopyError::target("write"))?;
+        if self.verify == Verify::ReadBack {
+            let check = &mut self.check[..n];
+            target
+                .read_at(check, start)
+                .map_err(CopyError::target("verify"))?;
+            if *check != self.buf[..n] {
+                return Err(CopyError::VerifyFailed);
+            }
+        }
+        Ok(())
     }
 
     pub(crate) fn stats(&self) -> &'a CopyStats {
@@ -321,8 +405,16 @@ impl<'a, 'p> Copier<'a, 'p> {
     ) -> Result<(), CopyError> {
         let len = source.size().map_err(CopyError::source("stat"))?;
         let seek = || CopyError::source("seek");
-        self.left = source.data_bytes(from, len).map_err(seek())?;
-        let done = source.data_bytes(0, from.min(len)).map_err(seek())?;
+        let (left, done) = if self.compare {
+            // Every byte is compared, holes too.
+            (len.saturating_sub(from), from.min(len))
+        } else {
+            (
+                source.data_bytes(from, len).map_err(seek())?,
+                source.data_bytes(0, from.min(len)).map_err(seek())?,
+            )
+        };
+        self.left = left;
         self.tally = Tally {
             done,
             total: done + self.left + more,
@@ -409,6 +501,17 @@ impl<'a, 'p> Copier<'a, 'p> {
             self.check()?;
             let copied = hold.around(&mut || {
                 len = source.size().map_err(CopyError::source("stat"))?;
+                if self.compare {
+                    // Every chunk, holes of the source too: the target may
+                    // hold older data there.
+                    if cursor >= len {
+                        return Ok(None);
+                    }
+                    let end = ((cursor / chunk + 1) * chunk).min(len);
+                    let n = (end - cursor) as usize;
+                    self.resync_chunk(source, target, cursor, n, hasher.as_mut())?;
+                    return Ok(Some((cursor, end)));
+                }
                 let next = source
                     .next_data(cursor, len)
                     .map_err(CopyError::source("seek"))?;
@@ -431,10 +534,15 @@ impl<'a, 'p> Copier<'a, 'p> {
             self.tally.done += n;
             self.left = self.left.saturating_sub(n);
             if measured.elapsed() >= REMEASURE {
-                // Writes into holes ahead of the copy add to what is left.
-                let left = source
-                    .data_bytes(cursor, len)
-                    .map_err(CopyError::source("seek"))?;
+                // Writes into holes ahead of the copy add to what is left
+                // (a resync walks every byte: only growth adds to it).
+                let left = if self.compare {
+                    len.saturating_sub(cursor)
+                } else {
+                    source
+                        .data_bytes(cursor, len)
+                        .map_err(CopyError::source("seek"))?
+                };
                 if left > self.left {
                     self.stats.add_catch_up(left - self.left);
                 }

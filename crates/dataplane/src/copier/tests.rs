@@ -255,3 +255,99 @@ fn a_hold_sees_every_chunk_and_the_end() {
         ]
     );
 }
+
+/// A stale copy of `sparse_source`: equal but for 4 KiB changed at 1.5
+/// MiB, the data at 9 MiB missing, and data at 12 MiB where the source
+/// has a hole.
+fn stale_copy(dir: &Path, source: &File) -> File {
+    let stale = file(&dir.join("stale"), 16 * MIB);
+    let mut buf = vec![0u8; 16 * MIB as usize];
+    source.read_exact_at(&mut buf, 0).expect("read source");
+    stale
+        .write_all_at(&buf[MIB as usize..(4 * MIB) as usize], MIB)
+        .expect("write");
+    stale
+        .write_all_at(&[0xee; 4096], MIB + MIB / 2)
+        .expect("write");
+    stale.write_all_at(&[5u8; 8192], 12 * MIB).expect("write");
+    stale
+}
+
+#[test]
+fn a_resync_compares_every_chunk_and_rewrites_only_those_that_differ() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let source = sparse_source(dir.path());
+    for verify in [Verify::ReadBack, Verify::Digest] {
+        let stale = stale_copy(dir.path(), &source);
+        let options = CopyOptions::default();
+        let mut progress = no_progress();
+        let mut copier = Copier::new(&options, verify, &mut progress);
+        copier.compare_target();
+        copier.measure(&source, 0, 0).expect("measure");
+        // Every byte is compared: the total is the slice, not its data.
+        assert_eq!(copier.tally.total, 16 * MIB);
+        let digest = copier
+            .copy_data(&source, &stale, 0, None, &mut Unheld)
+            .expect("resync");
+        // The chunks at 1 MiB (changed), 9 MiB (missing) and 12 MiB (a
+        // hole of the source): 3 of 16.
+        assert_eq!(options.stats.compared(), 16 * MIB, "{verify:?}");
+        assert_eq!(options.stats.rewritten(), 3 * MIB, "{verify:?}");
+        let (mut a, mut b) = (vec![0u8; 16 * MIB as usize], vec![0u8; 16 * MIB as usize]);
+        source.read_exact_at(&mut a, 0).expect("read");
+        stale.read_exact_at(&mut b, 0).expect("read");
+        assert!(a == b, "{verify:?}: the target differs after the resync");
+        // Where the source has a hole, the target's data was punched out.
+        assert_eq!(
+            CopySource::data_bytes(&stale, 12 * MIB, 13 * MIB).expect("extents"),
+            0
+        );
+        if verify == Verify::Digest {
+            let mut buf = vec![0u8; CHUNK];
+            assert_eq!(
+                digest,
+                Some(CopySource::digest(&source, &mut buf).expect("digest"))
+            );
+        }
+        // Once in sync, a second pass rewrites nothing.
+        let again = CopyOptions::default();
+        let mut progress = no_progress();
+        let mut copier = Copier::new(&again, verify, &mut progress);
+        copier.compare_target();
+        copier
+            .copy_data(&source, &stale, 0, None, &mut Unheld)
+            .expect("resync");
+        assert_eq!(
+            (again.stats.compared(), again.stats.rewritten()),
+            (16 * MIB, 0)
+        );
+    }
+}
+
+#[test]
+fn a_resync_still_catches_a_corrupt_target() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let source = sparse_source(dir.path());
+    for (verify, flip_reads, drop_write_at) in [
+        // What is read back differs from what was written.
+        (Verify::ReadBack, true, None),
+        // A rewrite lost on the way: the digest at the end differs.
+        (Verify::Digest, false, Some(9 * MIB)),
+    ] {
+        let stale = stale_copy(dir.path(), &source);
+        let target = Faulty {
+            file: stale,
+            flip_reads,
+            drop_write_at,
+        };
+        let options = CopyOptions::default();
+        let mut progress = no_progress();
+        let mut copier = Copier::new(&options, verify, &mut progress);
+        copier.compare_target();
+        let copied = copier.copy_data(&source, &target, 0, None, &mut Unheld);
+        assert!(
+            matches!(copied, Err(CopyError::VerifyFailed)),
+            "{verify:?}: {copied:?}"
+        );
+    }
+}

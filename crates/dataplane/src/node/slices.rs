@@ -3,7 +3,7 @@
 //! copy-on-write snapshots, digests).
 
 use super::names::check_name;
-use crate::digest::{digest_open_file, CHUNK};
+use crate::digest::{digest_open_file, range_digest, CHUNK};
 use crate::snapshot::COW_CHUNK;
 use crate::volume::{LocalSlice, SliceDevice};
 use crate::{DataPlane, DataPlaneError, LocalMedia, SliceKey, SliceSnapshots};
@@ -479,6 +479,30 @@ impl SliceBackend for NodeSlices {
         let digest =
             self.with_slice(slice, |s| digest_open_file(s.file(), &mut vec![0u8; CHUNK]))?;
         Ok(digest.0)
+    }
+
+    /// Read here, on the node: only the 16 bytes of the digest travel.
+    /// Past the slice's end the range reads as zeros (a stale copy may be
+    /// shorter than a source that grew).
+    fn range_digest(
+        &self,
+        slice: &SliceName,
+        offset: u64,
+        len: u64,
+        seed: u64,
+    ) -> io::Result<u128> {
+        range_end(offset, len)?;
+        let n = usize::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let mut buf = vec![0u8; n];
+        self.with_slice(slice, |s| {
+            let size = s.size()?;
+            let present = size.saturating_sub(offset).min(len) as usize;
+            if present > 0 {
+                s.read_at(&mut buf[..present], offset)?;
+            }
+            Ok(())
+        })?;
+        Ok(range_digest(&buf, seed))
     }
 
     /// The slice files on the medium (partial copies flagged), ordered by

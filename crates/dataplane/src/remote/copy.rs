@@ -5,9 +5,16 @@
 //! (fenced writes with `options.epoch`; deleted again if the copy fails).
 //! Verified by digest: the target read back and hashed as the source was.
 //!
-//! Not yet: snapshot files (a slice with snapshots is refused), and resuming
-//! from a checkpoint (such a copy starts again from 0 each time; its
-//! checkpoint is forgotten first, so a later run does not trust it).
+//! Checkpoints as a local copy takes them: the target is made durable
+//! before each is recorded, and a copy given one (`options.resume.from`)
+//! resumes there when its target is still there with the source's length
+//! (the partial file on this host, the slice on the node), what lies
+//! beyond the checkpoint cleared first; else the checkpoint is forgotten
+//! before anything is written and the copy starts from 0. An interrupted
+//! copy (cancelled) with a checkpoint keeps its target; a failed one
+//! removes it.
+//!
+//! Not yet: snapshot files (a slice with snapshots is refused).
 
 use std::io;
 use std::sync::Arc;
@@ -15,6 +22,7 @@ use std::sync::Arc;
 use super::ClusterMedia;
 use crate::copier::{create_partial, Copier, CopyError, CopySource, CopyTarget, Unheld, Verify};
 use crate::fsutil::{create_dir_durable, fsync_dir, partial_path, RemoveOnDrop};
+use crate::resume::{reopen_partial, Checkpoints};
 use crate::snapshot::remove_snapshot_files;
 use crate::volume::{is_media_failure, label, Front, SliceDevice, SliceMedia};
 use crate::{CopyOptions, DataPlaneError, Digest, SliceKey};
@@ -103,24 +111,53 @@ pub(super) fn copy_with_node(
             .map_err(io_err(from_medium, "read"));
     }
     let len = read_from.size().map_err(io_err(from_medium, "stat"))?;
-    // Always from 0: a checkpoint recorded before is forgotten.
-    options
-        .resume
-        .restart()
-        .map_err(io_err(to_medium, "checkpoint"))?;
-    options.stats.resumed(0);
-    copier.measure(&read_from, 0, 0).map_err(failed)?;
-    copier.report();
+    let resume = &options.resume;
+    let stats = &options.stats;
 
     if media.is_node_medium(to_medium) {
-        let target = media.create_node_target(to_medium, slice, len, &front)?;
-        let copied = copier
-            .copy_data(&read_from, target.as_ref(), 0, None, &mut Unheld)
-            .map_err(failed);
+        // The node's slice of an interrupted run, at the source's length:
+        // resumed at the checkpoint, what lies beyond it cleared (copied
+        // after the checkpoint, it may differ from the source now).
+        let resumable = match resume.from {
+            0 => None,
+            from => media
+                .open_node_target(to_medium, slice, &front)?
+                .filter(|(_, size)| *size == len && from <= len)
+                .map(|(target, _)| target),
+        };
+        let (target, from) = match resumable {
+            Some(target) => {
+                if resume.from < len {
+                    target
+                        .punch_hole(resume.from, len - resume.from)
+                        .map_err(io_err(to_medium, "discard"))?;
+                }
+                (target, resume.from)
+            }
+            None => {
+                resume.restart().map_err(io_err(to_medium, "checkpoint"))?;
+                (media.create_node_target(to_medium, slice, len, &front)?, 0)
+            }
+        };
+        stats.resumed(from);
+        copier.measure(&read_from, from, 0).map_err(failed)?;
+        copier.report();
+        let mut checkpoints = Checkpoints::new(resume, stats);
+        let copied = copier.copy_data(
+            &read_from,
+            target.as_ref(),
+            from,
+            Some(&mut checkpoints),
+            &mut Unheld,
+        );
         return match copied {
             Ok(Some(digest)) => {
                 media.local.forget_lost_copy(to_medium, slice);
                 Ok(digest)
+            }
+            // Kept for the next run when a checkpoint says how far it is.
+            Err(CopyError::Cancelled) if from > 0 || stats.checkpoint() > 0 => {
+                Err(DataPlaneError::Cancelled)
             }
             outcome => {
                 // No half-copied slice stays on the node.
@@ -129,7 +166,7 @@ pub(super) fn copy_with_node(
                         "a failed copy's slice could not be removed from its node");
                 }
                 match outcome {
-                    Err(e) => Err(e),
+                    Err(e) => Err(failed(e)),
                     _ => Err(failed(CopyError::VerifyFailed)),
                 }
             }
@@ -142,16 +179,39 @@ pub(super) fn copy_with_node(
     create_dir_durable(&dir).map_err(io_err(to_medium, "mkdir"))?;
     remove_snapshot_files(&path, false).map_err(io_err(to_medium, "delete"))?;
     let partial = partial_path(&path);
-    let file = create_partial(&partial).map_err(io_err(to_medium, "create"))?;
+    let (file, from) = match reopen_partial(&partial, len, resume.from) {
+        Some(file) => (file, resume.from),
+        None => {
+            resume.restart().map_err(io_err(to_medium, "checkpoint"))?;
+            let file = create_partial(&partial).map_err(io_err(to_medium, "create"))?;
+            file.set_len(len).map_err(io_err(to_medium, "create"))?;
+            (file, 0)
+        }
+    };
     let mut guard = RemoveOnDrop::new(&partial);
-    file.set_len(len).map_err(io_err(to_medium, "create"))?;
+    stats.resumed(from);
+    copier.measure(&read_from, from, 0).map_err(failed)?;
+    copier.report();
     let target: &dyn CopyTarget = &file;
-    let digest = match copier
-        .copy_data(&read_from, target, 0, None, &mut Unheld)
-        .map_err(failed)?
-    {
-        Some(digest) => digest,
-        None => return Err(failed(CopyError::VerifyFailed)),
+    let mut checkpoints = Checkpoints::new(resume, stats);
+    let copied = copier.copy_data(
+        &read_from,
+        target,
+        from,
+        Some(&mut checkpoints),
+        &mut Unheld,
+    );
+    let digest = match copied {
+        Ok(Some(digest)) => digest,
+        Ok(None) => return Err(failed(CopyError::VerifyFailed)),
+        Err(CopyError::Cancelled) => {
+            // Kept for the next run when a checkpoint says how far it is.
+            if from > 0 || stats.checkpoint() > 0 {
+                guard.disarm();
+            }
+            return Err(DataPlaneError::Cancelled);
+        }
+        Err(e) => return Err(failed(e)),
     };
     drop(file);
     std::fs::rename(&partial, &path).map_err(io_err(to_medium, "rename"))?;

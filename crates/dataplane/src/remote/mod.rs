@@ -32,8 +32,8 @@ use self::link::NodeLink;
 use self::slice::{slice_name, RemoteSlice};
 use crate::space::SpaceAccount;
 use crate::volume::{
-    is_media_failure, label, Front, LocalVolumeIo, NodeTarget, SliceDevice, SliceMedia, VolumeIo,
-    VolumeLayout,
+    is_media_failure, label, Front, LocalVolumeIo, NodeTarget, OpenedNodeTarget, SliceDevice,
+    SliceMedia, VolumeIo, VolumeLayout,
 };
 use crate::{
     CopyFailureListener, CopyOptions, DataPlane, DataPlaneError, Digest, LocalMedia, SliceKey,
@@ -421,8 +421,10 @@ impl DataPlane for ClusterMedia {
     }
 
     /// A node's medium has no partial copies: a copy there is made under
-    /// the slice's name and removed by the copy itself when it fails (or,
-    /// interrupted, by the service's orphan reconciler).
+    /// the slice's name and removed by the copy itself when it fails; one
+    /// interrupted with a checkpoint is kept for its resume, and removed
+    /// by the service's orphan reconciler once no job works on the volume
+    /// and no placement names it.
     fn delete_partial_copy(&self, medium: &str, slice: &SliceKey) -> Result<(), DataPlaneError> {
         if self.node_of(medium).is_some() {
             return Ok(());
@@ -607,6 +609,26 @@ impl SliceMedia for ClusterMedia {
         self.node_of(medium).is_some()
     }
 
+    fn open_node_target(
+        &self,
+        medium: &str,
+        key: &SliceKey,
+        front: &Arc<Front>,
+    ) -> Result<Option<OpenedNodeTarget>, DataPlaneError> {
+        let at = self
+            .node_medium(medium)
+            .ok_or_else(|| DataPlaneError::UnknownMedium(medium.to_string()))?;
+        let size = self.on_node_slice(&at, medium, key, "open", |c, s| match c.size(s) {
+            Ok(size) => Ok(Some(size)),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) || is_missing(&e) => Ok(None),
+            Err(e) => Err(e),
+        })?;
+        Ok(size.map(|size| {
+            let target: Arc<dyn NodeTarget> = Arc::new(self.open_remote(&at, medium, key, front));
+            (target, size)
+        }))
+    }
+
     fn create_node_target(
         &self,
         medium: &str,
@@ -625,6 +647,13 @@ impl SliceMedia for ClusterMedia {
         })?;
         Ok(Arc::new(self.open_remote(&at, medium, key, front)))
     }
+}
+
+/// The node answered that the slice is not there (ENOENT).
+fn is_missing(e: &io::Error) -> bool {
+    svs_sliceproto::remote_error(e)
+        .and_then(|r| r.errno())
+        .is_some_and(|errno| errno == libc::ENOENT)
 }
 
 /// A slice of a node's medium has no path on this host.

@@ -17,6 +17,7 @@ use svs_sliceproto::{remote_error, SliceClient, SliceName, Status};
 
 use super::link::NodeLink;
 use crate::copier::{CopySource, CopyTarget};
+use crate::digest::range_digest;
 use crate::snapshot::MapTail;
 use crate::volume::{Front, NodeTarget, SliceDevice};
 use crate::{Digest, SliceKey, SnapshotInfo};
@@ -210,6 +211,38 @@ impl CopyTarget for RemoteSlice {
     fn digest(&self, buf: &mut [u8]) -> io::Result<Digest> {
         CopySource::digest(self as &dyn SliceDevice, buf)
     }
+
+    /// Compares digests, not bytes: the node digests its range (at most a
+    /// max payload per request) with a seed drawn for the request, and
+    /// only the 16 bytes of each digest come back.
+    fn holds(&self, data: &[u8], offset: u64, _scratch: &mut [u8]) -> io::Result<bool> {
+        self.call("compare", |c, s, _| {
+            let piece = usize::try_from(c.max_payload())
+                .unwrap_or(usize::MAX)
+                .max(1);
+            let mut at = offset;
+            for part in data.chunks(piece) {
+                let seed = random_seed()?;
+                let theirs = c.range_digest(s, at, part.len() as u64, seed)?;
+                if theirs != range_digest(part, seed) {
+                    return Ok(false);
+                }
+                at += part.len() as u64;
+            }
+            Ok(true)
+        })
+    }
+}
+
+/// Eight bytes from the kernel's random source.
+fn random_seed() -> io::Result<u64> {
+    let mut seed = [0u8; 8];
+    // SAFETY: writes at most 8 bytes into `seed`, which outlives the call.
+    let got = unsafe { libc::getrandom(seed.as_mut_ptr().cast(), seed.len(), 0) };
+    if got != seed.len() as isize {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(u64::from_le_bytes(seed))
 }
 
 impl NodeTarget for RemoteSlice {

@@ -3,7 +3,7 @@
 //! directory.
 
 use super::*;
-use crate::{CopyFailure, SliceCopyKind};
+use crate::{CopyFailure, SliceCopyKind, SliceMove};
 use std::net::TcpListener;
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
@@ -713,4 +713,299 @@ fn a_nodes_new_address_and_credential_serve_later_connections() {
         .map(|x| x.key.copy)
         .collect();
     assert_eq!(stored, [0, 1]);
+}
+
+/// A node that compares ranges with the data plane's digest, as a real
+/// storage node does.
+fn comparing_node() -> TestNode {
+    let node = TestNode::start();
+    node.backend.digest_ranges_with(crate::digest::range_digest);
+    node
+}
+
+#[test]
+fn a_stale_copy_on_a_returning_node_is_resynced_in_place_rewriting_only_what_differs() {
+    let s = setup();
+    let a = comparing_node();
+    s.media
+        .add_node_medium("na", a.endpoint("node-a"))
+        .expect("a");
+    let io = open(&s, &layout(&["m0", "na"], 1));
+    let mut model = vec![0u8; SIZE as usize];
+    // Data in each of the four 1 MiB chunks.
+    for i in 0..4u64 {
+        write(
+            io.as_ref(),
+            &mut model,
+            i * MIB,
+            &pattern(i as u8, 256 << 10),
+        );
+    }
+    io.flush().expect("flush");
+    a.backend.set_stalled(true);
+    // Bytes chunk 3 holds already: whether or not the node applies this
+    // write once it answers again, its copy is the same there.
+    write(io.as_ref(), &mut model, 3 * MIB, &pattern(3, 4096));
+    assert_eq!(io.lost_slices(), [(1, 0)]);
+    // Made while the node's copy is lost: chunk 1 changes, chunk 2 becomes
+    // a hole where the node still has data.
+    write(io.as_ref(), &mut model, MIB + 8192, &pattern(9, 4096));
+    io.discard(2 * MIB, 256 << 10, false).expect("discard");
+    model[2 * MIB as usize..(2 * MIB + (256 << 10)) as usize].fill(0);
+    a.backend.set_stalled(false);
+    // The node is back: its medium serves again, its copy stays lost.
+    s.media.set_medium_failed("na", false);
+    assert_eq!(io.lost_slices(), [(1, 0)]);
+
+    let mut copying = Arc::clone(&io)
+        .begin_slice_copy(SliceCopyKind::Rebuild, 1, 0, "na", 0)
+        .expect("begin");
+    assert!(
+        !copying.in_place(),
+        "a stale copy is never trusted as it is"
+    );
+    assert_eq!(copying.starts_at(), 0);
+    // Lost until the switch: reads come from the healthy copy.
+    assert_eq!(io.lost_slices(), [(1, 0)]);
+    let written = a.backend.written_bytes.load(Ordering::SeqCst);
+    let options = CopyOptions::default();
+    copying.fill(&options, &mut |_, _| {}).expect("fill");
+    copying.switch().expect("switch");
+    copying.finish().expect("finish");
+    // Compared all, rewrote chunks 1 (its data) and 2 (punched).
+    assert_eq!(options.stats.compared(), SIZE);
+    assert_eq!(options.stats.rewritten(), 2 * MIB);
+    assert_eq!(
+        a.backend.written_bytes.load(Ordering::SeqCst) - written,
+        256 << 10,
+        "only chunk 1's data went to the node"
+    );
+    assert_eq!(a.bytes("na", 1), model);
+    assert_eq!(io.lost_slices(), []);
+    // The resynced slice is the one serving now.
+    write(io.as_ref(), &mut model, 4096, &pattern(12, 4096));
+    io.fail_medium("m0");
+    assert_eq!(read_all(io.as_ref()), model);
+    assert_eq!(a.bytes("na", 1), model);
+}
+
+/// Fills with a checkpoint every 1 MiB (recorded in `recorded`) until
+/// `stop_at` bytes are done, then cancels the copy, as a stopping service
+/// does: the fill ends `Cancelled`.
+fn fill_until(copying: &mut Box<dyn SliceMove>, stop_at: u64, recorded: &Arc<Mutex<Vec<u64>>>) {
+    let sink = Arc::clone(recorded);
+    let options = CopyOptions {
+        resume: crate::CopyResume {
+            from: 0,
+            record: Some(Arc::new(move |offset| {
+                sink.lock().expect("lock").push(offset);
+                Ok(())
+            })),
+            every_bytes: MIB,
+            min_interval: Duration::ZERO,
+        },
+        ..CopyOptions::default()
+    };
+    let cancel = options.cancel.clone();
+    let filled = copying.fill(&options, &mut |done, _| {
+        if done >= stop_at {
+            cancel.cancel();
+        }
+    });
+    assert!(
+        matches!(filled, Err(DataPlaneError::Cancelled)),
+        "{filled:?}"
+    );
+}
+
+#[test]
+fn an_interrupted_copy_to_a_node_resumes_from_its_checkpoint_and_keeps_its_slice() {
+    let s = setup();
+    let node = comparing_node();
+    s.media
+        .add_node_medium("n0", node.endpoint("node-a"))
+        .expect("node");
+    let io = open(&s, &layout(&["m0"], 1));
+    let mut model = vec![0u8; SIZE as usize];
+    for i in 0..4u64 {
+        write(
+            io.as_ref(),
+            &mut model,
+            i * MIB,
+            &pattern(20 + i as u8, 512 << 10),
+        );
+    }
+    let recorded = Arc::new(Mutex::new(Vec::new()));
+    let mut copying = Arc::clone(&io)
+        .begin_slice_copy(SliceCopyKind::Move, 0, 0, "n0", 0)
+        .expect("begin");
+    fill_until(&mut copying, 2 * MIB, &recorded);
+    drop(copying);
+    let checkpoint = recorded.lock().expect("lock").last().copied().unwrap_or(0);
+    assert!(checkpoint >= MIB, "{recorded:?}");
+    // Kept for the resume: the node still has the slice.
+    let name = SliceName::new("n0", VOLUME, 0, 0);
+    assert!(node.backend.bytes(&name).is_some());
+    // A write below the checkpoint while no copy runs: the resume catches
+    // up with it.
+    write(io.as_ref(), &mut model, 0, &pattern(77, 8192));
+
+    let mut copying = Arc::clone(&io)
+        .begin_slice_copy(SliceCopyKind::Move, 0, 0, "n0", checkpoint)
+        .expect("begin again");
+    assert_eq!(copying.starts_at(), checkpoint);
+    let options = CopyOptions::default();
+    copying.fill(&options, &mut |_, _| {}).expect("fill");
+    assert_eq!(options.stats.resumed_at(), checkpoint);
+    // Below the checkpoint only what was written since the volume was
+    // opened is copied again (here, every write of the test).
+    assert!(options.stats.catch_up() > 0);
+    copying.switch().expect("switch");
+    copying.finish().expect("finish");
+    assert_eq!(node.bytes("n0", 0), model);
+    assert_eq!(read_all(io.as_ref()), model);
+}
+
+#[test]
+fn a_resume_whose_node_slice_is_gone_starts_from_zero_and_a_failed_copy_leaves_nothing() {
+    let s = setup();
+    let node = comparing_node();
+    s.media
+        .add_node_medium("n0", node.endpoint("node-a"))
+        .expect("node");
+    let io = open(&s, &layout(&["m0"], 1));
+    let mut model = vec![0u8; SIZE as usize];
+    write(io.as_ref(), &mut model, 0, &pattern(3, 3 * MIB as usize));
+    let recorded = Arc::new(Mutex::new(Vec::new()));
+    let mut copying = Arc::clone(&io)
+        .begin_slice_copy(SliceCopyKind::Move, 0, 0, "n0", 0)
+        .expect("begin");
+    fill_until(&mut copying, 2 * MIB, &recorded);
+    drop(copying);
+    let checkpoint = recorded.lock().expect("lock").last().copied().unwrap_or(0);
+    assert!(checkpoint > 0, "{recorded:?}");
+    let name = SliceName::new("n0", VOLUME, 0, 0);
+    node.backend.delete_slice(&name).expect("gone");
+    let mut copying = Arc::clone(&io)
+        .begin_slice_copy(SliceCopyKind::Move, 0, 0, "n0", checkpoint)
+        .expect("begin again");
+    assert_eq!(copying.starts_at(), 0, "nothing to resume");
+    // Undone before the switch (not interrupted): the slice goes.
+    copying
+        .fill(&CopyOptions::default(), &mut |_, _| {})
+        .expect("fill");
+    assert!(node.backend.bytes(&name).is_some());
+    copying.abort().expect("abort");
+    assert!(node.backend.bytes(&name).is_none());
+    assert_eq!(read_all(io.as_ref()), model);
+}
+
+#[test]
+fn a_lost_copy_on_a_local_medium_usable_again_is_resynced_in_place() {
+    let s = setup();
+    let io = open(&s, &layout(&["m0", "m1"], 0));
+    let mut model = vec![0u8; SIZE as usize];
+    for i in 0..4u64 {
+        write(
+            io.as_ref(),
+            &mut model,
+            i * MIB,
+            &pattern(30 + i as u8, 128 << 10),
+        );
+    }
+    io.flush().expect("flush");
+    io.fail_medium("m1");
+    assert_eq!(io.lost_slices(), [(1, 0)]);
+    write(io.as_ref(), &mut model, 3 * MIB + 4096, &pattern(50, 4096));
+    let stale = local_bytes(&s, "m1", 1);
+    assert_ne!(stale, model, "the lost copy missed a write");
+
+    let mut copying = Arc::clone(&io)
+        .begin_slice_copy(SliceCopyKind::Rebuild, 1, 0, "m1", 0)
+        .expect("begin");
+    assert!(!copying.in_place());
+    let options = CopyOptions::default();
+    copying.fill(&options, &mut |_, _| {}).expect("fill");
+    copying.switch().expect("switch");
+    copying.finish().expect("finish");
+    assert_eq!(options.stats.compared(), SIZE);
+    assert_eq!(
+        options.stats.rewritten(),
+        MIB,
+        "only the chunk written meanwhile"
+    );
+    assert_eq!(local_bytes(&s, "m1", 1), model);
+    assert_eq!(io.lost_slices(), []);
+    write(io.as_ref(), &mut model, 0, &pattern(51, 4096));
+    io.flush().expect("flush");
+    io.fail_medium("m0");
+    assert_eq!(read_all(io.as_ref()), model);
+    assert_eq!(local_bytes(&s, "m1", 1), model);
+}
+
+#[test]
+fn an_offline_copy_to_a_node_resumes_from_its_checkpoint() {
+    let s = setup();
+    let node = TestNode::start();
+    s.media
+        .add_node_medium("n0", node.endpoint("node-a"))
+        .expect("node");
+    {
+        let io = open(&s, &layout(&["m0"], 1));
+        io.write(0, &pattern(8, 3 * MIB as usize), true)
+            .expect("write");
+    }
+    let recorded = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&recorded);
+    let options = CopyOptions {
+        epoch: 1,
+        resume: crate::CopyResume {
+            from: 0,
+            record: Some(Arc::new(move |offset| {
+                sink.lock().expect("lock").push(offset);
+                Ok(())
+            })),
+            every_bytes: MIB,
+            min_interval: Duration::ZERO,
+        },
+        ..CopyOptions::default()
+    };
+    let cancel = options.cancel.clone();
+    let stopped = s
+        .media
+        .copy_slice("m0", "n0", &key(0), &options, &mut |done, _| {
+            if done >= 2 * MIB {
+                cancel.cancel();
+            }
+        });
+    assert!(
+        matches!(stopped, Err(DataPlaneError::Cancelled)),
+        "{stopped:?}"
+    );
+    let checkpoint = recorded.lock().expect("lock").last().copied().unwrap_or(0);
+    assert!(checkpoint >= MIB, "{recorded:?}");
+    // Kept for the resume.
+    let name = SliceName::new("n0", VOLUME, 0, 0);
+    assert!(node.backend.bytes(&name).is_some());
+
+    let resumed = CopyOptions {
+        epoch: 1,
+        resume: crate::CopyResume {
+            from: checkpoint,
+            ..crate::CopyResume::default()
+        },
+        ..CopyOptions::default()
+    };
+    let digest = s
+        .media
+        .copy_slice("m0", "n0", &key(0), &resumed, &mut |_, _| {})
+        .expect("resumed");
+    assert_eq!(resumed.stats.resumed_at(), checkpoint);
+    assert_eq!(resumed.stats.copied(), 3 * MIB - checkpoint);
+    assert_eq!(node.bytes("n0", 0), local_bytes(&s, "m0", 0));
+    assert_eq!(
+        digest,
+        crate::digest_file(&s.media.local().slice_path("m0", &key(0)).expect("path"))
+            .expect("digest")
+    );
 }

@@ -90,6 +90,7 @@ impl LocalVolumeIo {
                     dirty: AtomicBool::new(false),
                     syncing: Mutex::new(()),
                     copying: AtomicBool::new(false),
+                    rebuilt: AtomicBool::new(false),
                     link_checked_ms: AtomicU64::new(0),
                     hooks: SliceHooks::default(),
                 });

@@ -94,6 +94,9 @@ pub(super) struct Fill<'a> {
     pub(super) from: u64,
     /// The source's snapshot bytes, as measured at the start.
     pub(super) held: u64,
+    /// The target holds an older version of the slice: compared chunk by
+    /// chunk, only what differs rewritten (a resync in place).
+    pub(super) compare: bool,
 }
 
 /// The source of a live copy as the copier reads it: the slice's device,
@@ -196,6 +199,7 @@ impl LocalVolumeIo {
             to_medium,
             from,
             held,
+            compare,
         } = ends;
         let io_err = |op: &'static str| move |e: io::Error| self.err(holder, to_medium, op, e);
         let snapshot_err = |op: &'static str| move |e: CopyError| io_err(op)(e.into_io());
@@ -221,6 +225,9 @@ impl LocalVolumeIo {
         };
         let target_file: &dyn CopyTarget = target.as_ref();
         let mut copier = Copier::new(options, Verify::ReadBack, progress);
+        if compare {
+            copier.compare_target();
+        }
         // The source's snapshot bytes are the estimate of theirs.
         copier.measure(&read_from, from, held).map_err(failed)?;
         {

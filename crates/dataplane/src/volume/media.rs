@@ -46,6 +46,24 @@ pub(crate) trait SliceMedia: Send + Sync + 'static {
         false
     }
 
+    /// The slice `key` already on a node medium, with its size, as the
+    /// target of a live copy written with `front`'s epoch: a stale copy
+    /// resynced in place, or the slice of an interrupted copy resumed from
+    /// its checkpoint. `None` when the node does not hold it.
+    fn open_node_target(
+        &self,
+        medium: &str,
+        key: &SliceKey,
+        _front: &Arc<Front>,
+    ) -> Result<Option<OpenedNodeTarget>, DataPlaneError> {
+        Err(DataPlaneError::Io {
+            medium: medium.to_string(),
+            slice: super::layout::label(key),
+            op: "open",
+            source: io::Error::new(io::ErrorKind::Unsupported, "not a storage node's medium"),
+        })
+    }
+
     /// Creates the slice `key`, `len` bytes, empty, on a node medium (an
     /// earlier one of that name is deleted first), as the target of a
     /// live copy written with `front`'s epoch.
@@ -64,6 +82,10 @@ pub(crate) trait SliceMedia: Send + Sync + 'static {
         })
     }
 }
+
+/// A slice found on a node medium (see [`SliceMedia::open_node_target`]),
+/// with its size in bytes.
+pub(crate) type OpenedNodeTarget = (Arc<dyn NodeTarget>, u64);
 
 /// The target of a live copy onto a storage node's medium: a slice written
 /// through the slice protocol (fenced with the volume's epoch), created

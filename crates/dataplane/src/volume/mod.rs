@@ -60,7 +60,7 @@ pub use io::LocalVolumeIo;
 pub(crate) use layout::label;
 pub use layout::{Extent, VolumeLayout, STRIPE};
 pub use media::{is_front_fenced, FrontFenced};
-pub(crate) use media::{Front, NodeTarget, SliceMedia};
+pub(crate) use media::{Front, NodeTarget, OpenedNodeTarget, SliceMedia};
 
 use crate::{CopyOptions, DataPlaneError};
 use std::sync::Arc;

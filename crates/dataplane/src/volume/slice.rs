@@ -146,6 +146,11 @@ pub(super) struct SliceIo {
     pub(super) lost: AtomicBool,
     /// A live move or rebuild reads or fills it (see [`SliceIo::claim`]).
     pub(super) copying: AtomicBool,
+    /// A rebuild switched it in this opening (its place holds every write
+    /// since): a repeated rebuild to that place is in place. A slice that
+    /// was usable since the volume opened may be a stale copy the store
+    /// says is lost, and is never taken as rebuilt.
+    pub(super) rebuilt: AtomicBool,
     /// When a read last checked the file is linked (ms since the volume was
     /// opened, plus one; 0: never).
     pub(super) link_checked_ms: AtomicU64,

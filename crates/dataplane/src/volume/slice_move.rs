@@ -37,17 +37,33 @@ struct Target {
     place: Place,
     /// Where the slice's copy starts: a checkpoint, or 0.
     from: u64,
+    /// The target holds an older version of the slice (a lost copy
+    /// resynced on its own medium): the fill compares chunk by chunk and
+    /// rewrites only what differs (see `Copier::compare_target`).
+    compare: bool,
 }
 
 /// Where the target is.
 enum Place {
     Local(LocalPlace),
-    /// A storage node's medium: the slice that fill creates there (under
-    /// its final name: it is in no placement until the switch is
-    /// committed, so one left by an interrupted copy is an orphan the
-    /// service's reconciler removes). Always copied from 0: a resume
-    /// starts again (the node's slice has no partial name to find).
-    Node(Option<Arc<dyn NodeTarget>>),
+    Node(NodePlace),
+}
+
+/// A target on a storage node's medium: the slice under its final name
+/// (the node has no partial names). On another medium than the slice's it
+/// is in no placement until the switch is committed: undone, it is removed
+/// (one the removal misses is an orphan the service's reconciler removes
+/// once no job works on the volume), unless an interrupted copy keeps it
+/// to resume from its checkpoint.
+struct NodePlace {
+    /// Opened by begin (a stale copy, or a resumed copy's slice), else
+    /// created by fill.
+    slice: Option<Arc<dyn NodeTarget>>,
+    /// The lost copy's own slice, resynced in place: the placement names
+    /// it, so undoing the copy never removes it (it stays lost).
+    own: bool,
+    /// An interrupted copy with a checkpoint: kept for the resume.
+    keep: bool,
 }
 
 /// A target on a medium of this host: a partial file renamed into place
@@ -65,10 +81,15 @@ struct LocalPlace {
 }
 
 impl Drop for Target {
-    /// A node's slice that never served I/O goes (a partial file goes by
-    /// its guard).
+    /// A node's slice that never served I/O goes, unless it is the lost
+    /// copy's own or kept for a resume (a partial file goes by its guard).
     fn drop(&mut self) {
-        if let Place::Node(Some(node)) = &self.place {
+        if let Place::Node(NodePlace {
+            slice: Some(node),
+            own: false,
+            keep: false,
+        }) = &self.place
+        {
             if let Err(e) = node.remove() {
                 tracing::warn!(error = %e,
                     "the unfinished copy on a storage node could not be removed; \
@@ -134,8 +155,17 @@ impl LocalSliceMove {
         };
         let in_place = match kind {
             SliceCopyKind::Move => medium == to_medium,
-            SliceCopyKind::Rebuild => holder.usable() && medium == to_medium,
+            // A rebuild switched here before in this opening: only the
+            // commit (or finish) was missing. A usable slice on the target
+            // medium without that is a stale copy opened since (the store
+            // says it is lost): resynced, never trusted as it is.
+            SliceCopyKind::Rebuild => {
+                holder.usable() && medium == to_medium && holder.rebuilt.load(Ordering::Acquire)
+            }
         };
+        // A lost copy rebuilt on the medium it was lost on: its slice there
+        // is the target, compared rather than copied again.
+        let own = kind == SliceCopyKind::Rebuild && medium == to_medium;
         if in_place {
             return Ok(this);
         }
@@ -225,9 +255,15 @@ impl LocalSliceMove {
             });
         }
         if to_node {
+            let found = node_target(&io, holder, to_medium, len, own, resume_from)?;
             this.target = Some(Target {
-                place: Place::Node(None),
-                from: 0,
+                place: Place::Node(NodePlace {
+                    slice: found.slice,
+                    own,
+                    keep: false,
+                }),
+                from: found.from,
+                compare: found.compare,
             });
             return Ok(this);
         }
@@ -241,8 +277,19 @@ impl LocalSliceMove {
         // is still there; else the caller forgets the checkpoint before the
         // fill creates the file again.
         let partial = partial_path(&path);
-        let reopened = reopen_partial(&partial, len, resume_from).map(Arc::new);
+        let mut reopened = reopen_partial(&partial, len, resume_from).map(Arc::new);
         let from = if reopened.is_some() { resume_from } else { 0 };
+        let mut compare = false;
+        if own && reopened.is_none() {
+            // The stale file becomes the partial one, compared chunk by
+            // chunk; renamed back into place at the switch.
+            if let Some(file) =
+                stale_as_partial(&path, &partial, len).map_err(|e| err("open", e))?
+            {
+                reopened = Some(Arc::new(file));
+                compare = true;
+            }
+        }
         let stem = slice_stem(&path).unwrap_or_default().to_string();
         this.target = Some(Target {
             place: Place::Local(LocalPlace {
@@ -255,6 +302,7 @@ impl LocalSliceMove {
                 snapshot_copy: None,
             }),
             from,
+            compare,
         });
         Ok(this)
     }
@@ -346,7 +394,7 @@ impl LocalSliceMove {
                 .sum();
             (Arc::clone(live), state.medium.clone(), held)
         };
-        let from = target.from;
+        let (from, compare) = (target.from, target.compare);
         let fill = |file: &MirrorTarget, snapshots_to: Option<(&Path, &str)>, progress| {
             options.stats.resumed(from);
             io.fill(
@@ -359,6 +407,7 @@ impl LocalSliceMove {
                     to_medium,
                     from,
                     held,
+                    compare,
                 },
                 snapshots_to,
                 options,
@@ -368,14 +417,27 @@ impl LocalSliceMove {
         let local = match &mut target.place {
             Place::Local(local) => local,
             Place::Node(node) => {
-                let len = source_file.size().map_err(io_err("stat"))?;
-                let created =
-                    io.media
-                        .create_node_target(to_medium, &holder.key, len, &io.front)?;
-                // Kept from now on: dropping the target removes it.
-                *node = Some(Arc::clone(&created));
-                let file: MirrorTarget = created;
-                return fill(&file, None, progress).map(drop);
+                let slice = match &node.slice {
+                    Some(opened) => Arc::clone(opened),
+                    None => {
+                        let len = source_file.size().map_err(io_err("stat"))?;
+                        let created =
+                            io.media
+                                .create_node_target(to_medium, &holder.key, len, &io.front)?;
+                        // Kept from now on: dropping the target removes it.
+                        node.slice = Some(Arc::clone(&created));
+                        created
+                    }
+                };
+                let file: MirrorTarget = slice;
+                let filled = fill(&file, None, progress).map(drop);
+                if matches!(filled, Err(DataPlaneError::Cancelled))
+                    && (from > 0 || options.stats.checkpoint() > 0)
+                {
+                    // Kept for the next run, as a partial file is.
+                    node.keep = true;
+                }
+                return filled;
             }
         };
         let file = match local.file.take() {
@@ -493,7 +555,7 @@ impl LocalSliceMove {
                     Arc::new(LocalSlice::new(file, snapshots, local.path.clone()));
                 (live, Placed::Files(placed))
             }
-            Place::Node(slot) => {
+            Place::Node(NodePlace { slice: slot, .. }) => {
                 let node = slot.clone().ok_or_else(not_filled)?;
                 // The volume may have grown during the copy.
                 node.grow(len).map_err(io_err("grow"))?;
@@ -525,6 +587,9 @@ impl LocalSliceMove {
         state.mirror = None;
         holder.dirty.store(false, Ordering::Release);
         holder.lost.store(false, Ordering::Release);
+        holder
+            .rebuilt
+            .store(self.kind == SliceCopyKind::Rebuild, Ordering::Release);
         Ok(())
     }
 
@@ -539,6 +604,7 @@ impl LocalSliceMove {
                 return Ok(());
             };
             self.io.active_copies.fetch_sub(1, Ordering::AcqRel);
+            holder.rebuilt.store(false, Ordering::Release);
             state.medium = retiring.medium.clone();
             // The new place's file closes when its last reader is done.
             let _new = std::mem::replace(&mut state.live, retiring.live.clone());
@@ -551,6 +617,11 @@ impl LocalSliceMove {
             }
             retiring
         };
+        if retiring.medium == self.to_medium {
+            // A lost copy resynced on its own medium: its place is the
+            // placement's, and stays (lost) for the next recovery.
+            return Ok(());
+        }
         let placed = match &retiring.placed {
             Placed::Files(placed) => placed,
             Placed::Node(node) => {
@@ -654,6 +725,97 @@ impl Drop for LocalSliceMove {
             self.io.active_copies.fetch_sub(1, Ordering::AcqRel);
         }
     }
+}
+
+/// What begin finds on a node medium to copy onto (see [`node_target`]).
+struct FoundNodeTarget {
+    /// `None`: the fill creates a fresh slice.
+    slice: Option<Arc<dyn NodeTarget>>,
+    /// Where the copy starts.
+    from: u64,
+    /// The slice holds an older version of the slice: compared.
+    compare: bool,
+}
+
+impl FoundNodeTarget {
+    /// A fresh slice, copied from the start.
+    const FRESH: FoundNodeTarget = FoundNodeTarget {
+        slice: None,
+        from: 0,
+        compare: false,
+    };
+}
+
+/// The target on a node medium that begin finds there: the lost copy's
+/// own (stale) slice (`own`), grown to `len` if the volume grew, compared,
+/// from `resume_from` when the step has a checkpoint; or the slice of an
+/// interrupted copy of `len` bytes, resumed from its checkpoint, what lies
+/// beyond it cleared (copied after the checkpoint, it may have changed in
+/// the source since). Else a fresh slice, copied from the start.
+fn node_target(
+    io: &LocalVolumeIo,
+    holder: &SliceIo,
+    to_medium: &str,
+    len: u64,
+    own: bool,
+    resume_from: u64,
+) -> Result<FoundNodeTarget, DataPlaneError> {
+    if !own && resume_from == 0 {
+        return Ok(FoundNodeTarget::FRESH);
+    }
+    let err = |op, e| io.err(holder, to_medium, op, e);
+    let Some((slice, size)) = io
+        .media
+        .open_node_target(to_medium, &holder.key, &io.front)?
+    else {
+        return Ok(FoundNodeTarget::FRESH);
+    };
+    if own && size <= len {
+        if size < len {
+            slice.grow(len).map_err(|e| err("grow", e))?;
+        }
+        return Ok(FoundNodeTarget {
+            slice: Some(slice),
+            from: resume_from.min(len),
+            compare: true,
+        });
+    }
+    if !own && size == len && resume_from <= len {
+        if resume_from < len {
+            slice
+                .punch_hole(resume_from, len - resume_from)
+                .map_err(|e| err("discard", e))?;
+        }
+        return Ok(FoundNodeTarget {
+            slice: Some(slice),
+            from: resume_from,
+            compare: false,
+        });
+    }
+    Ok(FoundNodeTarget::FRESH)
+}
+
+/// A lost copy's stale file on its own medium, renamed to the partial name
+/// and sized `len` (the volume may have grown), for a resync to compare
+/// against; `None` when it is not there.
+fn stale_as_partial(path: &Path, partial: &Path, len: u64) -> io::Result<Option<File>> {
+    match std::fs::rename(path, partial) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(partial)?;
+    if file.metadata()?.len() > len {
+        // Not this slice's size: copied from the start instead.
+        drop(file);
+        remove_if_exists(partial)?;
+        return Ok(None);
+    }
+    file.set_len(len)?;
+    Ok(Some(file))
 }
 
 /// The two slices of a phase (the holder and the copy read from), with
