@@ -76,14 +76,25 @@ impl ExportRegistry {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Opens the volume for I/O with its lost copies already out of use,
+    /// under the state lock, so nothing reads them before they are.
+    fn open_volume(&self, opening: &VolumeOpening) -> Result<Arc<dyn VolumeIo>, DataPlaneError> {
+        let io = self.media.open_volume(&opening.layout)?;
+        for medium in &opening.lost_media {
+            io.fail_medium(medium);
+        }
+        Ok(io)
+    }
+
     /// The volume's shared I/O: the one already open, else opened now and
     /// shared until the last holder drops it.
-    pub fn open_io(&self, layout: &VolumeLayout) -> Result<Arc<dyn VolumeIo>, DataPlaneError> {
+    pub fn open_io(&self, opening: &VolumeOpening) -> Result<Arc<dyn VolumeIo>, DataPlaneError> {
+        let layout = &opening.layout;
         let mut state = self.state();
         if let Some(io) = state.open_io(&layout.volume_id) {
             return Ok(io);
         }
-        let io = self.media.open_volume(layout)?;
+        let io = self.open_volume(opening)?;
         state.borrowed.retain(|_, w| w.strong_count() > 0);
         state
             .borrowed
@@ -98,14 +109,15 @@ impl ExportRegistry {
         export_name: &str,
         node: &str,
         readonly: bool,
-        layout: &VolumeLayout,
+        opening: &VolumeOpening,
         view: Option<SnapshotView>,
     ) -> Result<(), DataPlaneError> {
+        let layout = &opening.layout;
         let mut state = self.state();
         if !state.volumes.contains_key(&layout.volume_id) {
             let io = match state.open_io(&layout.volume_id) {
                 Some(io) => io,
-                None => self.media.open_volume(layout)?,
+                None => self.open_volume(opening)?,
             };
             if let Some(view) = view {
                 // Fails now, not at the node's first connection, when the
@@ -424,18 +436,36 @@ pub fn volume_layout(volume: &Volume, slices: &[SliceRow]) -> VolumeLayout {
     }
 }
 
-/// The volume's layout for opening its I/O here. A volume not open yet
-/// gets a new front epoch: the storage nodes refuse the writes of any
-/// front that opened it before (this process before a restart, or another
-/// one), so two fronts never diverge its copies.
+/// What opening a volume's I/O here needs: where its slices are, and the
+/// media of the copies the store says are lost. Those stay lost in every
+/// opening: a storage node that came back serves its stale copy again,
+/// and an opening must never read it (nor take it as rebuilt) before a
+/// resync switched it. One medium holds one slice of a volume, so its
+/// medium names it.
+#[derive(Debug, Clone)]
+pub struct VolumeOpening {
+    pub layout: VolumeLayout,
+    pub lost_media: Vec<String>,
+}
+
+/// How to open the volume's I/O here. A volume not open yet gets a new
+/// front epoch: the storage nodes refuse the writes of any front that
+/// opened it before (this process before a restart, or another one), so
+/// two fronts never diverge its copies.
 pub async fn layout_for_open(
     store: &dyn Store,
     exports: &ExportRegistry,
     volume: &Volume,
-) -> StoreResult<VolumeLayout> {
-    let mut layout = volume_layout(volume, &store.volume_slices(&volume.id).await?);
+) -> StoreResult<VolumeOpening> {
+    let slices = store.volume_slices(&volume.id).await?;
+    let mut layout = volume_layout(volume, &slices);
     if exports.volume_io(&volume.id).is_none() {
         layout.epoch = store.next_front_epoch(&volume.id).await?;
     }
-    Ok(layout)
+    let lost_media = slices
+        .into_iter()
+        .filter(|r| r.lost)
+        .map(|r| r.slice.medium)
+        .collect();
+    Ok(VolumeOpening { layout, lost_media })
 }

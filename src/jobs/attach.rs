@@ -40,17 +40,18 @@ pub(super) async fn attach(
         .await?
         .ok_or_else(|| JobError::Failed(format!("attachment to node '{node}' no longer exists")))?;
     let (view, what) = export_view(ctx, &volume, snapshot).await?;
-    let layout = layout_for_open(ctx.store.as_ref(), &ctx.exports, &volume).await?;
+    let opening = layout_for_open(ctx.store.as_ref(), &ctx.exports, &volume).await?;
     let exports = Arc::clone(&ctx.exports);
     let (name, owner, readonly) = (
         attachment.export_name.clone(),
         node.to_string(),
         attachment.readonly,
     );
-    let opened =
-        tokio::task::spawn_blocking(move || exports.attach(&name, &owner, readonly, &layout, view))
-            .await
-            .map_err(|e| JobError::Failed(e.to_string()))?;
+    let opened = tokio::task::spawn_blocking(move || {
+        exports.attach(&name, &owner, readonly, &opening, view)
+    })
+    .await
+    .map_err(|e| JobError::Failed(e.to_string()))?;
     if let Err(e) = opened {
         ctx.store
             .delete_attachment(&volume.id, snapshot, node)

@@ -179,31 +179,14 @@ impl JobContext {
     /// The volume's shared I/O: its exports' if attached, else opened for
     /// as long as the caller holds it.
     pub(super) async fn volume_io(&self, volume: &Volume) -> Result<Arc<dyn VolumeIo>, JobError> {
-        let layout = layout_for_open(self.store.as_ref(), &self.exports, volume).await?;
-        // Copies the store says are lost stay lost in this opening too: a
-        // storage node that came back serves its stale copy again, and an
-        // opening that found it there must never read it (nor take it as
-        // rebuilt) before a resync switched it. One medium holds one slice
-        // of a volume, so its medium names it.
-        let lost: Vec<String> = self
-            .store
-            .volume_slices(&volume.id)
-            .await?
-            .into_iter()
-            .filter(|r| r.lost)
-            .map(|r| r.slice.medium)
-            .collect();
+        // The store's lost copies stay lost in this opening (see
+        // `VolumeOpening`).
+        let opening = layout_for_open(self.store.as_ref(), &self.exports, volume).await?;
         let exports = Arc::clone(&self.exports);
-        tokio::task::spawn_blocking(move || {
-            let io = exports.open_io(&layout)?;
-            for medium in &lost {
-                io.fail_medium(medium);
-            }
-            Ok(io)
-        })
-        .await
-        .map_err(|e| JobError::Failed(format!("data plane task failed: {e}")))?
-        .map_err(JobError::DataPlane)
+        tokio::task::spawn_blocking(move || exports.open_io(&opening))
+            .await
+            .map_err(|e| JobError::Failed(format!("data plane task failed: {e}")))?
+            .map_err(JobError::DataPlane)
     }
 
     /// Runs blocking work on a volume's I/O off the async workers.

@@ -60,11 +60,11 @@ impl ExportsReconciler {
             Err(svs_store::StoreError::NotFound) => return Ok(Outcome::LeftAlone),
             Err(e) => return Err(e.into()),
         };
-        let layout = layout_for_open(self.store.as_ref(), &self.exports, &volume).await?;
+        let opening = layout_for_open(self.store.as_ref(), &self.exports, &volume).await?;
         let exports = Arc::clone(&self.exports);
         let (name, node, readonly) = (a.export_name.clone(), a.node.clone(), a.readonly);
         let opened = tokio::task::spawn_blocking(move || {
-            exports.attach(&name, &node, readonly, &layout, view)
+            exports.attach(&name, &node, readonly, &opening, view)
         })
         .await;
         match opened {

@@ -548,7 +548,7 @@ async fn a_killed_node_that_returns_has_its_stale_copy_resynced_in_place() {
 /// Failed and reads answer EIO, never A's old bytes, although A answers.
 #[tokio::test]
 async fn a_stale_copy_is_never_read_even_when_its_node_is_the_only_one_answering() {
-    let mirror = Mirror::start([&["a1"], &["b1"]]).await;
+    let mut mirror = Mirror::start([&["a1"], &["b1"]]).await;
     let app = &mirror.app;
     io(&mirror.uri, &["write -P 0x11 0 8M", "flush"]).expect("first write");
     let a = mirror.node_of(0).await;
@@ -618,6 +618,39 @@ async fn a_stale_copy_is_never_read_even_when_its_node_is_the_only_one_answering
     assert!(old.is_err(), "A's old bytes were read: {old:?}");
     // The old bytes were there to be read.
     assert!(all(&read_at(&a_file, 4096, 4096), 0x11));
+
+    // A fresh opening of the volume with A answering: svs serve restarted
+    // opens it again for its export (the exports reconciler), and still
+    // never reads A's copy.
+    let b_name = b.name;
+    mirror.app.restart().await;
+    let app = &mirror.app;
+    let (_, attachment) = app
+        .get("/volumes/data/snapshots/top/attachments/host-0")
+        .await;
+    let uri = crate::attach::uri(&attachment);
+    // Exported again once a read reaches the volume: EIO, or A's bytes.
+    let eio = |out: &str| out.contains("Input/output error");
+    let reopened = eventually(Duration::from_secs(30), || async {
+        match io(&uri, &["read 0 4k"]) {
+            Ok(_) => true,
+            Err(out) => eio(&out),
+        }
+    })
+    .await;
+    assert!(reopened, "{}", app.log());
+    match io(&uri, &["read -P 0x11 0 8M"]) {
+        Ok(out) => panic!("a fresh opening read A's old bytes: {out}"),
+        Err(out) => assert!(
+            eio(&out) && !out.contains("Pattern verification failed"),
+            "{out}"
+        ),
+    }
+    let b = mirror
+        .nodes
+        .iter()
+        .find(|n| n.name == b_name)
+        .expect("node B");
     b.process.pause(false);
 }
 
