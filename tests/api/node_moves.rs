@@ -424,7 +424,9 @@ async fn a_move_whose_source_node_is_killed_mid_copy_leaves_a_usable_recoverable
     assert!(
         last.starts_with(&format!("Moving {MOVED} failed: "))
             && (last.ends_with("copy: the copy being read from was lost during the copy")
-                || last.ends_with("move: the slice is lost; rebuild it instead of moving it")),
+                || last.ends_with(
+                    "on medium 'sn2-d0': move: the slice is lost; rebuild it instead of moving it"
+                )),
         "{job}"
     );
     // Degraded, not resized, every acknowledged byte there; the lost copy

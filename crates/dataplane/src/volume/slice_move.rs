@@ -186,13 +186,16 @@ impl LocalSliceMove {
         }
         let source = match kind {
             SliceCopyKind::Move if !holder.usable() => {
-                return Err(err(
+                // Said of the medium the lost copy is on, not the target.
+                return Err(io.err(
+                    holder,
+                    &medium,
                     "move",
                     io::Error::new(
                         io::ErrorKind::NotFound,
                         "the slice is lost; rebuild it instead of moving it",
                     ),
-                ))
+                ));
             }
             SliceCopyKind::Move => holder,
             SliceCopyKind::Rebuild => {
