@@ -9,7 +9,9 @@ topology, so this machine may open the export), waits for both jobs, and
 prints the attachment's `uri` (nbd://HOST:PORT/EXPORTNAME) on stdout.
 Progress goes to stderr. Environment: NBD_BENCH_NODE, the node to attach to
 instead of node-a; NBD_BENCH_COPIES_ON=nodes, every copy on its own node
-(resiliency node COPIES - 1, policy `nbd-bench-COPIES-nodes`).
+(resiliency node COPIES - 1, policy `nbd-bench-COPIES-nodes`); NBD_BENCH_ZONE,
+the zone asked for at creation (every column of copy 0 in that zone: how a
+benchmark picks the medium of a one-copy volume).
 """
 
 import os
@@ -19,6 +21,7 @@ from svs_api import Api, ApiError
 
 NODE = os.environ.get("NBD_BENCH_NODE", "node-a")
 ON_NODES = os.environ.get("NBD_BENCH_COPIES_ON") == "nodes"
+ZONE = os.environ.get("NBD_BENCH_ZONE", "")
 
 
 def main():
@@ -43,11 +46,10 @@ def main():
                 "resiliencyzone": 0,
             },
         )
-    started = api.request(
-        "POST",
-        "/volumes",
-        {"name": volume, "type": "block", "size": int(gib), "policy": policy},
-    )
+    body = {"name": volume, "type": "block", "size": int(gib), "policy": policy}
+    if ZONE:
+        body["zone"] = ZONE
+    started = api.request("POST", "/volumes", body)
     api.wait_job(started["JobID"], poll=0.01)
     slices = api.request("GET", f"/volumes/{volume}/slices")
     print(f"  volume {volume}: {int(gib)} GiB, slices {slices}", file=sys.stderr)

@@ -45,7 +45,17 @@ target compares svs (one copy) with nbdkit; the other ratios are information.
    svs / nbdkit, svs / qemu-nbd and svs-2-copies / nbdkit, and the verdict
    of the target (svs >= 1.0x nbdkit) on the figures of issue 14's table:
    sequential read, random read and random write; the others are shown for
-   information.
+   information. When there are servers besides svs, nbdkit and qemu-nbd
+   (more svs volumes), a second table gives each against svs (issue 21:
+   a mirrored volume's random write >= 0.8x a single copy's). A last table
+   gives the median server CPU per request of every server (user + system
+   time of its PID over the run, divided by the requests; for a volume on
+   storage nodes, the front's CPU: the nodes' is not counted).
+
+Environment: NBD_BENCH_FILES (see `residency`); NBD_BENCH_SCALE (default 1):
+every request count and the pre-write are multiplied by it (at least 1
+request), for a quick check of a script on a slow build or a busy machine;
+figures are only comparable at the default.
 """
 
 import os
@@ -64,23 +74,36 @@ MIB = 1 << 20
 RANDOM_STEP = 7919 * 4096
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 CLIENTS = 4
+SCALE = float(os.environ.get("NBD_BENCH_SCALE", "1"))
+
+
+def scaled(count):
+    """A request count times NBD_BENCH_SCALE, at least 1."""
+    return max(1, int(count * SCALE))
+
 
 # name, qemu-img bench arguments, bytes per request, count, unit
 FIGURES = (
-    ("seq-read", ["-d", "1", "-s", "1M", "-S", "1M"], MIB, 2048, "MB/s"),
-    ("seq-write", ["-w", "--pattern", "0x5a", "-d", "1", "-s", "1M", "-S", "1M"], MIB, 1024, "MB/s"),
-    ("rand-read", ["-d", "16", "-s", "4K", "-S", str(RANDOM_STEP)], 4096, 100000, "IOPS"),
+    ("seq-read", ["-d", "1", "-s", "1M", "-S", "1M"], MIB, scaled(2048), "MB/s"),
+    (
+        "seq-write",
+        ["-w", "--pattern", "0x5a", "-d", "1", "-s", "1M", "-S", "1M"],
+        MIB,
+        scaled(1024),
+        "MB/s",
+    ),
+    ("rand-read", ["-d", "16", "-s", "4K", "-S", str(RANDOM_STEP)], 4096, scaled(100000), "IOPS"),
     (
         "rand-write",
         ["-w", "--pattern", "0x3c", "-d", "16", "-s", "4K", "-S", str(RANDOM_STEP)],
         4096,
-        50000,
+        scaled(50000),
         "IOPS",
     ),
 )
 # Multi-connection figures: name, unit (run by `multi_conn`).
 MULTI = (("copy-4conn", "MB/s"), ("rand-read-4conn", "IOPS"))
-RAND_READ_4CONN_COUNT = 50000
+RAND_READ_4CONN_COUNT = scaled(50000)
 LABELS = {
     "seq-read": "sequential read, 1 MiB, depth 1",
     "seq-write": "sequential write, 1 MiB, depth 1",
@@ -180,9 +203,12 @@ def rand_read_4conn(uri, size):
     return CLIENTS * RAND_READ_4CONN_COUNT / max(secs)
 
 
-def run_rounds(servers, rounds, fig, unit, count, run):
-    """ROUNDS rounds of `run(uri)` -> value on every server, rotating order."""
+def run_rounds(servers, rounds, fig, unit, count, run, cpu_medians):
+    """ROUNDS rounds of `run(uri)` -> value on every server, rotating order;
+    the medians of the values. The median server CPU per request of each
+    server goes into `cpu_medians[name][fig]` (microseconds)."""
     values = {name: [] for name in servers}
+    cpus = {name: [] for name in servers}
     names = list(servers)
     for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
@@ -194,16 +220,28 @@ def run_rounds(servers, rounds, fig, unit, count, run):
             value = run(uri)
             cpu = cpu_secs(pid) - cpu0
             values[name].append(value)
+            if count:
+                cpus[name].append(cpu * 1e6 / count)
             per = f", server CPU {cpu * 1e6 / count:.1f} us/request" if count else ""
             line.append(f"{name} {value:,.0f} {unit}{per}")
         print(f"    round {r + 1}: " + "; ".join(line), flush=True)
     best = {n: max(v) for n, v in values.items()}
     print("    best: " + "; ".join(f"{n} {v:,.0f} {unit}" for n, v in best.items()), flush=True)
+    for name, per_request in cpus.items():
+        if per_request:
+            cpu_medians.setdefault(name, {})[fig] = statistics.median(per_request)
     return {name: statistics.median(v) for name, v in values.items()}
 
 
 def ratio_cell(a, b):
     return f"{a / b:.2f}x" if b else "-"
+
+
+def print_table(head, rows):
+    widths = [max(len(row[i]) for row in rows + [head]) for i in range(len(head))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    for row in [head, tuple("-" * w for w in widths)] + rows:
+        print(fmt.format(*row).rstrip())
 
 
 def main():
@@ -216,7 +254,7 @@ def main():
         if needed not in servers:
             sys.exit(f"nbd_bench.py: server {needed} missing")
 
-    blocks = size // MIB
+    blocks = scaled(size // MIB)
     for name, (_, uri) in servers.items():
         secs = bench(uri, ["-w", "--pattern", "0xa5", "-d", "16", "-s", "1M", "-S", "1M"], blocks)
         print(f"  pre-write {name}: {blocks} MiB in {secs:.2f}s", flush=True)
@@ -224,6 +262,7 @@ def main():
 
     results = {}
     units = {}
+    cpu = {}
     for fig, args, req_bytes, count, unit in FIGURES:
         units[fig] = unit
         print(f"  {fig}: qemu-img bench -f raw -c {count} {' '.join(args)} URI", flush=True)
@@ -233,7 +272,7 @@ def main():
             secs = bench(uri, args, count)
             return count * req_bytes / secs / 1e6 if unit == "MB/s" else count / secs
 
-        results[fig] = run_rounds(servers, rounds, fig, unit, count, one)
+        results[fig] = run_rounds(servers, rounds, fig, unit, count, one, cpu)
 
     for fig, unit in MULTI:
         units[fig] = unit
@@ -244,7 +283,13 @@ def main():
                 flush=True,
             )
             results[fig] = run_rounds(
-                servers, rounds, fig, unit, size // (256 * 1024), lambda u: copy_4conn(u, size)
+                servers,
+                rounds,
+                fig,
+                unit,
+                size // (256 * 1024),
+                lambda u: copy_4conn(u, size),
+                cpu,
             )
         else:
             print(
@@ -259,6 +304,7 @@ def main():
                 unit,
                 CLIENTS * RAND_READ_4CONN_COUNT,
                 lambda u: rand_read_4conn(u, size),
+                cpu,
             )
 
     ref_uri = servers["qemu-nbd"][1]
@@ -299,10 +345,26 @@ def main():
                 ),
             )
         )
-    widths = [max(len(row[i]) for row in rows + [head]) for i in range(len(head))]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    for row in [head, tuple("-" * w for w in widths)] + rows:
-        print(fmt.format(*row).rstrip())
+    print_table(head, rows)
+
+    if mirrored:
+        print("\n== against svs (same figure, medians): issue 21's target is a mirrored")
+        print("   volume's random write >= 0.8x a single copy's")
+        head = ("figure", *(f"{n}/svs" for n in mirrored))
+        rows = [
+            (f"{LABELS[fig]}", *(ratio_cell(results[fig][n], results[fig]["svs"]) for n in mirrored))
+            for fig in units
+        ]
+        print_table(head, rows)
+
+    print("\n== server CPU per request, microseconds (medians of the rounds; user + system")
+    print("   time of each server's process; several svs volumes share svs serve's)")
+    head = ("figure", *names)
+    rows = [
+        (f"{LABELS[fig]}", *(f"{cpu[n][fig]:,.1f}" if fig in cpu.get(n, {}) else "-" for n in names))
+        for fig in units
+    ]
+    print_table(head, rows)
 
 
 if __name__ == "__main__":

@@ -1,42 +1,50 @@
 #!/usr/bin/env bash
 # svs over storage nodes: the data path of an attached volume whose copies
-# are on storage nodes (issue 21), against nbdkit's file plugin and qemu-nbd
-# serving raw files, driven by the same clients in the same run. Runs from a
-# fresh clone on Debian as root:
+# are on storage nodes (issue 21), against a volume on svs serve's own medium,
+# nbdkit's file plugin and qemu-nbd serving raw files, driven by the same
+# clients in the same run. Runs from a fresh clone on Debian as root:
 #
 #   bench/nodes.sh
 #
-# 1. svs serve (release build, SVS_LOG=warn) with `storage_nodes_only = true`
-#    (no media of its own) and three `svs storage-node` processes on
-#    127.0.0.2, 127.0.0.3 and 127.0.0.4 (each with one medium, a directory
-#    in the same temporary directory), over the slice protocol in plain TCP
-#    (the service has no TLS here). Three 2 GiB volumes attached read-write
-#    to `this-host` (127.0.0.1) over NBD: `svs` (one copy, on one node),
-#    `svs-2-copies` and `svs-3-copies` (every copy on its own node: each
-#    write goes to two or three nodes). The volume's front (stripes, copies,
-#    the NBD export) is `svs serve` for now (docs/storage-nodes.md), so every
-#    request crosses one more hop than bench/nbd.sh's local media: client ->
-#    svs serve (NBD) -> storage node(s) (slice protocol).
-# 2. nbdkit's file plugin and qemu-nbd serve 2 GiB raw files in the same
-#    directory, as in bench/nbd.sh (see there for their exact flags).
-# 3. bench/nbd_bench.py drives all five with `qemu-img bench` and nbdcopy
+# 1. svs serve (release build, SVS_LOG=warn) with one medium of its own
+#    (`local-d0`, a directory in the temporary directory, on node `this-host`
+#    in zone z0, exactly the size of one volume) and three `svs storage-node`
+#    processes on 127.0.0.2, 127.0.0.3 and 127.0.0.4 (each with one medium, a
+#    directory in the same temporary directory, zones z1-z3), over the slice
+#    protocol in plain TCP (the service has no TLS here). Four volumes of
+#    VOLUME_GIB GiB attached read-write to `this-host` (127.0.0.1) over NBD:
+#    `svs` (one copy on local-d0: made first, asking for zone z0, it fills
+#    that medium, so no copy of the others can land there), `nodes-1` (one
+#    copy, on one node), `nodes-2` and `nodes-3` (every copy on its own node:
+#    each write goes to two or three nodes). The volume's front (stripes,
+#    copies, the NBD export) is `svs serve` for now (docs/storage-nodes.md),
+#    so a request to a node volume crosses one more hop than one to `svs`:
+#    client -> svs serve (NBD) -> storage node(s) (slice protocol).
+# 2. nbdkit's file plugin and qemu-nbd serve raw files of the same size in
+#    the same directory, as in bench/nbd.sh (see there for their exact flags).
+# 3. bench/nbd_bench.py drives all six with `qemu-img bench` and nbdcopy
 #    (sequential 1 MiB at depth 1, random 4 KiB at depth 16, nbdcopy over 4
 #    connections, 4 random readers), ROUNDS rounds each, the order rotating,
-#    medians compared, devices compared at the end. Its PASS/FAIL column is
-#    bench/nbd.sh's target for local media; here it is information: the
-#    figures show what the extra hop costs.
+#    medians compared, devices compared at the end. Besides its summary (its
+#    PASS/FAIL column is bench/nbd.sh's target for local media, information
+#    here) it prints each volume against `svs` (issue 21's mirrored random
+#    write >= 0.8x a single copy's) and the server CPU per request: for
+#    every svs volume that is svs serve's, the fan-out point; the storage
+#    nodes' own CPU is not in it.
 #
 # Exits 0 when the benchmark ran, whatever the figures; non-zero if something
 # broke. Everything lives in a temporary directory (TMPDIR, default /tmp)
 # removed on exit; every process is stopped on exit. Environment:
 # BENCH_ROUNDS (default 5); BENCH_SVS_BIN (an svs binary to run instead of
-# building one).
+# building one); BENCH_VOLUME_GIB (default 2: the size of every device);
+# NBD_BENCH_SCALE (default 1: the request counts of bench/nbd_bench.py are
+# multiplied by it; 0.05 for a quick check of the script, not for figures).
 set -euo pipefail
 
 BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$BENCH_DIR/.." && pwd)"
 ROUNDS="${BENCH_ROUNDS:-5}"
-VOLUME_GIB=2
+VOLUME_GIB="${BENCH_VOLUME_GIB:-2}"
 VOLUME_BYTES=$((VOLUME_GIB << 30))
 NODES=3
 ADMIN_EMAIL="bench@example.com"
@@ -60,9 +68,24 @@ build_release
 make_work_dir svs-nodes-bench
 
 # ---- the control plane and the storage nodes ----
-phase "start svs serve (storage_nodes_only) and $NODES storage nodes on 127.0.0.2-$((NODES + 1))"
-printf '# svs benchmark: no media of its own, every copy on storage nodes\nstorage_nodes_only = true\n' \
-    >"$WORK/svs.toml"
+phase "start svs serve (one medium of its own) and $NODES storage nodes on 127.0.0.2-$((NODES + 1))"
+# The local medium holds exactly one volume: once `svs` is on it, every copy
+# of the node volumes has to go to the storage nodes.
+mkdir -p "$WORK/local-d0"
+cat >"$WORK/svs.toml" <<TOML
+# svs benchmark: one medium of this host, the other copies on storage nodes
+[[nodes]]
+name = "this-host"
+zone = "z0"
+address = "127.0.0.1"
+
+[[media]]
+id = "local-d0"
+node = "this-host"
+zone = "z0"
+directory = "$WORK/local-d0"
+size_gib = $VOLUME_GIB
+TOML
 start_svs
 (cd "$BENCH_DIR" && python3 nodes_setup.py "$BASE" "$ADMIN_EMAIL" "$ADMIN_PASSWORD" "$WORK" "$NODES")
 for k in $(seq "$NODES"); do
@@ -90,7 +113,7 @@ for _ in $(seq 300); do
 import sys
 from svs_api import Api
 api = Api(sys.argv[1]); api.sign_in(sys.argv[2], sys.argv[3])
-print(sum(1 for m in api.request("GET", "/media") if m.get("state") == "Online"))
+print(sum(1 for m in api.request("GET", "/media") if m.get("state") == "Online" and m.get("node", "").startswith("sn-")))
 ' "$BASE" "$ADMIN_EMAIL" "$ADMIN_PASSWORD")"
     [[ "$ready" == "$NODES" ]] && break
     sleep 0.2
@@ -99,15 +122,34 @@ done
 sleep 4
 echo "$NODES storage nodes registered, their media Online"
 
-phase "attach three ${VOLUME_GIB} GiB volumes (1, 2 and 3 copies, each copy on its own node) to this-host"
+phase "attach four ${VOLUME_GIB} GiB volumes (1 copy on local-d0; 1, 2 and 3 copies, each copy on its own node) to this-host"
+# `attach VOLUME COPIES ZONE [nodes]`: zone z0 is local-d0's alone.
 attach() {
-    (cd "$BENCH_DIR" && NBD_BENCH_NODE=this-host NBD_BENCH_COPIES_ON=nodes \
+    (cd "$BENCH_DIR" && NBD_BENCH_NODE=this-host NBD_BENCH_COPIES_ON="${4:-}" NBD_BENCH_ZONE="$3" \
         python3 nbd_attach.py "$BASE" "$ADMIN_EMAIL" "$ADMIN_PASSWORD" "$1" "$VOLUME_GIB" "$2")
 }
-URI_1="$(attach nodes-1 1)"
-URI_2="$(attach nodes-2 2)"
-URI_3="$(attach nodes-3 3)"
-echo "exports: $URI_1 $URI_2 $URI_3"
+URI_LOCAL="$(attach local-1 1 z0)"
+URI_1="$(attach nodes-1 1 z1 nodes)"
+URI_2="$(attach nodes-2 2 z1 nodes)"
+URI_3="$(attach nodes-3 3 z1 nodes)"
+# Where the copies landed: the figures mean nothing if a node volume's copy
+# were on local-d0 or two copies on one node.
+(cd "$BENCH_DIR" && python3 -c '
+import sys
+from svs_api import Api
+api = Api(sys.argv[1]); api.sign_in(sys.argv[2], sys.argv[3])
+for volume, copies in (("local-1", 1), ("nodes-1", 1), ("nodes-2", 2), ("nodes-3", 3)):
+    slices = api.request("GET", f"/volumes/{volume}/slices")
+    nodes = sorted({s["node"] for s in slices})
+    local = all(s["media"] == "local-d0" for s in slices)
+    ok = (local and copies == 1) if volume == "local-1" else (
+        len(nodes) == copies and all(n.startswith("sn-") for n in nodes))
+    media = sorted({s["media"] for s in slices})
+    print(f"  {volume}: copies on nodes {nodes}, media {media}")
+    if not ok:
+        sys.exit(f"{volume}: copies not where the benchmark needs them: {slices}")
+' "$BASE" "$ADMIN_EMAIL" "$ADMIN_PASSWORD")
+echo "exports: $URI_LOCAL $URI_1 $URI_2 $URI_3"
 
 # ---- the references ----
 phase "start nbdkit (file plugin) and qemu-nbd on ${VOLUME_GIB} GiB raw files (same filesystem)"
@@ -126,11 +168,12 @@ echo "nbdkit: $NBDKIT_URI (pid $NBDKIT_PID); qemu-nbd: $QNBD_URI (pid $QNBD_PID)
 
 # ---- figures ----
 phase "figures, $ROUNDS rounds per figure, rotating"
-NBD_BENCH_FILES="$(find "$WORK"/sn-* -name '*.slice' -printf '%p ') $NBDKIT_FILE $QNBD_FILE" \
+NBD_BENCH_FILES="$(find "$WORK"/local-d0 "$WORK"/sn-* -name '*.slice' -printf '%p ') $NBDKIT_FILE $QNBD_FILE" \
     python3 "$BENCH_DIR/nbd_bench.py" "$VOLUME_BYTES" "$ROUNDS" \
-    svs "$SERVER_PID" "$URI_1" \
-    svs-2-copies "$SERVER_PID" "$URI_2" \
-    svs-3-copies "$SERVER_PID" "$URI_3" \
+    svs "$SERVER_PID" "$URI_LOCAL" \
+    nodes-1 "$SERVER_PID" "$URI_1" \
+    nodes-2 "$SERVER_PID" "$URI_2" \
+    nodes-3 "$SERVER_PID" "$URI_3" \
     nbdkit "$NBDKIT_PID" "$NBDKIT_URI" \
     qemu-nbd "$QNBD_PID" "$QNBD_URI"
 
@@ -138,4 +181,4 @@ check_svs_log
 for k in $(seq "$NODES"); do
     check_svs_log "storage node sn-$k" "$WORK/sn-$k.log"
 done
-phase "done ($(nproc) CPUs, $(findmnt -n -o FSTYPE -T "$WORK" || echo '?') at ${TMPDIR:-/tmp}); server CPU per request is svs serve's only (the nodes' is not counted)"
+phase "done ($(nproc) CPUs, $(findmnt -n -o FSTYPE -T "$WORK" || echo '?') at ${TMPDIR:-/tmp}); svs = one copy on svs serve's own medium; server CPU per request is svs serve's only (the nodes' is not counted)"
