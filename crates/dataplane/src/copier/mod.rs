@@ -215,9 +215,12 @@ impl CopyTarget for File {
 /// How a copy checks what it wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Verify {
-    /// Each chunk is read back from the target and compared with the bytes
-    /// just read from the source (a live copy: its source changes while it
-    /// is copied, so no digest of it would hold).
+    /// Each chunk is checked on the target against the bytes just read
+    /// from the source (a live copy: its source changes while it is
+    /// copied, so no digest of it would hold): read back and compared here,
+    /// or, on a storage node, digested there with a seed drawn per request
+    /// and the digests compared, so the chunk does not cross the network
+    /// twice.
     ReadBack,
     /// At the end, the target's digest is compared with the digest of the
     /// bytes the copy read, or of the whole source when the copy resumed
@@ -372,16 +375,30 @@ impl<'a, 'p> Copier<'a, 'p> {
             .map_err(CopyError::target("write"))?;
         data_runs(None, start, data, |at, run| target.write_at(run, at))
             .map_err(CopyError::target("write"))?;
-        if self.verify == Verify::ReadBack {
-            let check = &mut self.check[..n];
-            target
-                .read_at(check, start)
-                .map_err(CopyError::target("verify"))?;
-            if *check != self.buf[..n] {
-                return Err(CopyError::VerifyFailed);
-            }
+        self.verify_chunk(target, start, n)
+    }
+
+    /// [`Verify::ReadBack`]: whether the target holds the chunk just
+    /// written. A target on a storage node answers with digests it computes
+    /// itself ([`CopyTarget::holds`]), so the chunk does not travel back.
+    fn verify_chunk(
+        &mut self,
+        target: &dyn CopyTarget,
+        start: u64,
+        n: usize,
+    ) -> Result<(), CopyError> {
+        if self.verify != Verify::ReadBack {
+            return Ok(());
         }
-        Ok(())
+        let written = &self.buf[..n];
+        if target
+            .holds(written, start, &mut self.check)
+            .map_err(CopyError::target("verify"))?
+        {
+            Ok(())
+        } else {
+            Err(CopyError::VerifyFailed)
+        }
     }
 
     pub(crate) fn stats(&self) -> &'a CopyStats {
@@ -461,16 +478,7 @@ impl<'a, 'p> Copier<'a, 'p> {
         }
         data_runs(hasher, start, data, |at, run| target.write_at(run, at))
             .map_err(CopyError::target("write"))?;
-        if self.verify == Verify::ReadBack {
-            let check = &mut self.check[..n];
-            target
-                .read_at(check, start)
-                .map_err(CopyError::target("verify"))?;
-            if *check != self.buf[..n] {
-                return Err(CopyError::VerifyFailed);
-            }
-        }
-        Ok(())
+        self.verify_chunk(target, start, n)
     }
 
     /// Copies the source's data from `from` on (0, or a checkpoint: the

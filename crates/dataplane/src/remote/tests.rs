@@ -39,8 +39,11 @@ fn serve(backend: &Arc<MemBackend>, credential: &str) -> SliceServer {
 }
 
 impl TestNode {
+    /// A node that digests ranges with the data plane's function, as a
+    /// real storage node does (copies verify their chunks with it).
     fn start() -> TestNode {
         let backend = Arc::new(MemBackend::new());
+        backend.digest_ranges_with(crate::digest::range_digest);
         let server = serve(&backend, CREDENTIAL);
         TestNode {
             backend,
@@ -715,18 +718,10 @@ fn a_nodes_new_address_and_credential_serve_later_connections() {
     assert_eq!(stored, [0, 1]);
 }
 
-/// A node that compares ranges with the data plane's digest, as a real
-/// storage node does.
-fn comparing_node() -> TestNode {
-    let node = TestNode::start();
-    node.backend.digest_ranges_with(crate::digest::range_digest);
-    node
-}
-
 #[test]
 fn a_stale_copy_on_a_returning_node_is_resynced_in_place_rewriting_only_what_differs() {
     let s = setup();
-    let a = comparing_node();
+    let a = TestNode::start();
     s.media
         .add_node_medium("na", a.endpoint("node-a"))
         .expect("a");
@@ -821,7 +816,7 @@ fn fill_until(copying: &mut Box<dyn SliceMove>, stop_at: u64, recorded: &Arc<Mut
 #[test]
 fn an_interrupted_copy_to_a_node_resumes_from_its_checkpoint_and_keeps_its_slice() {
     let s = setup();
-    let node = comparing_node();
+    let node = TestNode::start();
     s.media
         .add_node_medium("n0", node.endpoint("node-a"))
         .expect("node");
@@ -869,7 +864,7 @@ fn an_interrupted_copy_to_a_node_resumes_from_its_checkpoint_and_keeps_its_slice
 #[test]
 fn a_resume_whose_node_slice_is_gone_starts_from_zero_and_a_failed_copy_leaves_nothing() {
     let s = setup();
-    let node = comparing_node();
+    let node = TestNode::start();
     s.media
         .add_node_medium("n0", node.endpoint("node-a"))
         .expect("node");
