@@ -36,7 +36,7 @@ use thiserror::Error;
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
-use tracing::{error, info, Instrument};
+use tracing::{error, info, warn, Instrument};
 
 #[derive(Debug, Error)]
 pub enum ReconcileError {
@@ -50,6 +50,17 @@ pub enum ReconcileError {
 }
 
 impl ReconcileError {
+    /// A failure the next pass may well not meet, and nothing an operator
+    /// must act on now: I/O that a storage node could not answer yet, or
+    /// some repairs failed (each logged where it failed).
+    fn retried_quietly(&self) -> bool {
+        match self {
+            ReconcileError::DataPlane(e) => e.is_transient(),
+            ReconcileError::Incomplete(_) => true,
+            ReconcileError::Store(_) => false,
+        }
+    }
+
     /// What went wrong, without internal detail (shown on the worker board).
     fn summary(&self) -> String {
         match self {
@@ -157,6 +168,11 @@ async fn pass(reconciler: &dyn Reconciler, status: &WorkerHandle, clock: &dyn Cl
     match result {
         Ok(0) => {}
         Ok(repairs) => info!(reconciler = reconciler.name(), repairs, "reconciled"),
+        // Tried again next period: a storage node not reachable yet (killed,
+        // not yet judged Offline), or repairs each already logged.
+        Err(e) if e.retried_quietly() => {
+            warn!(reconciler = reconciler.name(), error = %e, "reconcile pass incomplete; trying again next period")
+        }
         Err(e) => error!(reconciler = reconciler.name(), error = %e, "reconcile pass failed"),
     }
 }
