@@ -114,6 +114,15 @@ fn setup() -> Setup {
     }
 }
 
+/// A node started as `node` serving medium `medium` to the setup's front.
+fn node_medium(s: &Setup, medium: &str, node: &str) -> TestNode {
+    let started = TestNode::start();
+    s.media
+        .add_node_medium(medium, started.endpoint(node))
+        .expect("node medium");
+    started
+}
+
 fn key(copy: u32) -> SliceKey {
     SliceKey {
         volume_id: VOLUME.into(),
@@ -297,10 +306,7 @@ fn a_node_medium_that_cannot_be_reached_or_refuses_the_credential_is_not_added()
 #[test]
 fn a_mirrored_volume_writes_both_the_local_and_the_remote_copy() {
     let s = setup();
-    let node = TestNode::start();
-    s.media
-        .add_node_medium("n0", node.endpoint("node-a"))
-        .expect("node");
+    let node = node_medium(&s, "n0", "node-a");
     let io = open(&s, &layout(&["m0", "n0"], 1));
     let mut model = vec![0u8; SIZE as usize];
     write(io.as_ref(), &mut model, 0, &pattern(1, 64 << 10));
@@ -354,10 +360,7 @@ fn write_through_a_failing_node(
 #[test]
 fn a_stalled_node_loses_its_copy_within_the_request_timeout_and_io_goes_on() {
     let s = setup();
-    let node = TestNode::start();
-    s.media
-        .add_node_medium("n0", node.endpoint("node-a"))
-        .expect("node");
+    let node = node_medium(&s, "n0", "node-a");
     let io = open(&s, &layout(&["m0", "n0"], 1));
     let (_, took) =
         write_through_a_failing_node(&s, io.as_ref(), || node.backend.set_stalled(true));
@@ -380,10 +383,7 @@ fn a_stalled_node_loses_its_copy_within_the_request_timeout_and_io_goes_on() {
 #[test]
 fn a_stopped_node_loses_its_copy_and_io_goes_on() {
     let s = setup();
-    let mut node = TestNode::start();
-    s.media
-        .add_node_medium("n0", node.endpoint("node-a"))
-        .expect("node");
+    let mut node = node_medium(&s, "n0", "node-a");
     let io = open(&s, &layout(&["m0", "n0"], 1));
     let (_, took) = write_through_a_failing_node(&s, io.as_ref(), || node.stop());
     assert!(took < TIMEOUT, "took {took:?}");
@@ -401,10 +401,7 @@ fn a_stopped_node_loses_its_copy_and_io_goes_on() {
 #[test]
 fn a_newer_front_fences_the_older_one_without_losing_a_copy() {
     let s = setup();
-    let node = TestNode::start();
-    s.media
-        .add_node_medium("n0", node.endpoint("node-a"))
-        .expect("node");
+    let node = node_medium(&s, "n0", "node-a");
     let old = open(&s, &layout(&["m0", "n0"], 1));
     let mut model = vec![0u8; SIZE as usize];
     write(old.as_ref(), &mut model, 0, &pattern(1, 4096));
@@ -492,10 +489,7 @@ fn copy_while_writing(
 #[test]
 fn a_slice_moves_live_from_a_local_medium_to_a_node_and_back() {
     let s = setup();
-    let node = TestNode::start();
-    s.media
-        .add_node_medium("n0", node.endpoint("node-a"))
-        .expect("node");
+    let node = node_medium(&s, "n0", "node-a");
     let io = open(&s, &layout(&["m0"], 1));
     let mut model = vec![0u8; SIZE as usize];
     for i in 0..4u64 {
@@ -549,10 +543,7 @@ fn a_copy_lost_with_its_node_is_rebuilt_on_another_node() {
 #[test]
 fn an_abandoned_move_to_a_node_leaves_nothing_there() {
     let s = setup();
-    let node = TestNode::start();
-    s.media
-        .add_node_medium("n0", node.endpoint("node-a"))
-        .expect("node");
+    let node = node_medium(&s, "n0", "node-a");
     let io = open(&s, &layout(&["m0"], 1));
     let mut model = vec![0u8; SIZE as usize];
     write(io.as_ref(), &mut model, 0, &pattern(1, 4096));
@@ -579,10 +570,7 @@ fn an_abandoned_move_to_a_node_leaves_nothing_there() {
 #[test]
 fn a_slice_with_snapshots_is_refused_a_move_to_or_from_a_node() {
     let s = setup();
-    let node = TestNode::start();
-    s.media
-        .add_node_medium("n0", node.endpoint("node-a"))
-        .expect("node");
+    let node = node_medium(&s, "n0", "node-a");
     let io = open(&s, &layout(&["m0"], 1));
     io.write(0, &pattern(1, 4096), false).expect("write");
     io.snapshot(3).expect("snapshot");
@@ -613,10 +601,7 @@ fn a_slice_with_snapshots_is_refused_a_move_to_or_from_a_node() {
 #[test]
 fn an_offline_copy_goes_to_a_node_and_back_with_equal_digests() {
     let s = setup();
-    let node = TestNode::start();
-    s.media
-        .add_node_medium("n0", node.endpoint("node-a"))
-        .expect("node");
+    let node = node_medium(&s, "n0", "node-a");
     {
         let io = open(&s, &layout(&["m0"], 1));
         io.write(MIB, &pattern(4, 300 << 10), true).expect("write");
@@ -646,10 +631,7 @@ fn an_offline_copy_goes_to_a_node_and_back_with_equal_digests() {
 #[test]
 fn a_move_to_a_node_that_stops_answering_fails_in_bounded_time_and_io_goes_on() {
     let s = setup();
-    let node = TestNode::start();
-    s.media
-        .add_node_medium("n0", node.endpoint("node-a"))
-        .expect("node");
+    let node = node_medium(&s, "n0", "node-a");
     let io = open(&s, &layout(&["m0"], 1));
     let mut model = vec![0u8; SIZE as usize];
     write(io.as_ref(), &mut model, 0, &pattern(1, SIZE as usize));
@@ -689,10 +671,7 @@ fn a_move_to_a_node_that_stops_answering_fails_in_bounded_time_and_io_goes_on() 
 #[test]
 fn a_nodes_new_address_and_credential_serve_later_connections() {
     let s = setup();
-    let mut node = TestNode::start();
-    s.media
-        .add_node_medium("n0", node.endpoint("node-a"))
-        .expect("node");
+    let mut node = node_medium(&s, "n0", "node-a");
     s.media.create_slice("n0", &key(0), MIB).expect("slice");
     node.restart("rotated-secret");
     let e = s
@@ -721,10 +700,7 @@ fn a_nodes_new_address_and_credential_serve_later_connections() {
 #[test]
 fn a_stale_copy_on_a_returning_node_is_resynced_in_place_rewriting_only_what_differs() {
     let s = setup();
-    let a = TestNode::start();
-    s.media
-        .add_node_medium("na", a.endpoint("node-a"))
-        .expect("a");
+    let a = node_medium(&s, "na", "node-a");
     let io = open(&s, &layout(&["m0", "na"], 1));
     let mut model = vec![0u8; SIZE as usize];
     // Data in each of the four 1 MiB chunks.
@@ -816,10 +792,7 @@ fn fill_until(copying: &mut Box<dyn SliceMove>, stop_at: u64, recorded: &Arc<Mut
 #[test]
 fn an_interrupted_copy_to_a_node_resumes_from_its_checkpoint_and_keeps_its_slice() {
     let s = setup();
-    let node = TestNode::start();
-    s.media
-        .add_node_medium("n0", node.endpoint("node-a"))
-        .expect("node");
+    let node = node_medium(&s, "n0", "node-a");
     let io = open(&s, &layout(&["m0"], 1));
     let mut model = vec![0u8; SIZE as usize];
     for i in 0..4u64 {
@@ -864,10 +837,7 @@ fn an_interrupted_copy_to_a_node_resumes_from_its_checkpoint_and_keeps_its_slice
 #[test]
 fn a_resume_whose_node_slice_is_gone_starts_from_zero_and_a_failed_copy_leaves_nothing() {
     let s = setup();
-    let node = TestNode::start();
-    s.media
-        .add_node_medium("n0", node.endpoint("node-a"))
-        .expect("node");
+    let node = node_medium(&s, "n0", "node-a");
     let io = open(&s, &layout(&["m0"], 1));
     let mut model = vec![0u8; SIZE as usize];
     write(io.as_ref(), &mut model, 0, &pattern(3, 3 * MIB as usize));
@@ -941,10 +911,7 @@ fn a_lost_copy_on_a_local_medium_usable_again_is_resynced_in_place() {
 #[test]
 fn an_offline_copy_to_a_node_resumes_from_its_checkpoint() {
     let s = setup();
-    let node = TestNode::start();
-    s.media
-        .add_node_medium("n0", node.endpoint("node-a"))
-        .expect("node");
+    let node = node_medium(&s, "n0", "node-a");
     {
         let io = open(&s, &layout(&["m0"], 1));
         io.write(0, &pattern(8, 3 * MIB as usize), true)
