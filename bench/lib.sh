@@ -138,6 +138,30 @@ free_port() {
     python3 -c 'import socket, sys; s = socket.socket(); s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "$1"
 }
 
+# `launch_storage_node K GIB`: writes storage node sn-K's configuration (one
+# medium sn<K>-d0 of GIB GiB under $WORK/sn-K, slice server on
+# 127.0.0.(K+1), credential $WORK/sn-K.credential, registering with $BASE)
+# and starts it in the background; its pid is in SN<K>_PID, its log in
+# $WORK/sn-K.log.
+launch_storage_node() {
+    local k="$1" gib="$2"
+    mkdir -p "$WORK/sn-$k/disk0"
+    cat >"$WORK/sn-$k.toml" <<TOML
+api = "$BASE"
+node = "sn-$k"
+credential_file = "$WORK/sn-$k.credential"
+slice_listen = "127.0.0.$((k + 1)):$(free_port "127.0.0.$((k + 1))")"
+state_dir = "$WORK/sn-$k/state"
+
+[[media]]
+name = "sn$k-d0"
+directory = "$WORK/sn-$k/disk0"
+size = "$gib GiB"
+TOML
+    SVS_LOG=warn "$SVS" storage-node --config "$WORK/sn-$k.toml" >"$WORK/sn-$k.log" 2>&1 &
+    printf -v "SN${k}_PID" '%s' "$!"
+}
+
 # Starts a reference server on a free port: `start_ref LOG URI_PATH CMD...`,
 # CMD containing the word PORT where the port goes. Sets REF_PID and REF_URI.
 start_ref() {

@@ -89,21 +89,7 @@ TOML
 start_svs
 (cd "$BENCH_DIR" && python3 nodes_setup.py "$BASE" "$ADMIN_EMAIL" "$ADMIN_PASSWORD" "$WORK" "$NODES")
 for k in $(seq "$NODES"); do
-    mkdir -p "$WORK/sn-$k/disk0"
-    cat >"$WORK/sn-$k.toml" <<TOML
-api = "$BASE"
-node = "sn-$k"
-credential_file = "$WORK/sn-$k.credential"
-slice_listen = "127.0.0.$((k + 1)):$(free_port "127.0.0.$((k + 1))")"
-state_dir = "$WORK/sn-$k/state"
-
-[[media]]
-name = "sn$k-d0"
-directory = "$WORK/sn-$k/disk0"
-size = "8 GiB"
-TOML
-    SVS_LOG=warn "$SVS" storage-node --config "$WORK/sn-$k.toml" >"$WORK/sn-$k.log" 2>&1 &
-    printf -v "SN${k}_PID" '%s' "$!"
+    launch_storage_node "$k" 8
 done
 # Every node's medium is Online once the node registered; svs serve connects
 # to its slice server at the heartbeat after (every 3 s with the default

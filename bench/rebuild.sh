@@ -94,21 +94,7 @@ api() {
 # connects to its slice server at the heartbeat after it registered).
 start_node() {
     local k="$1" pid_var="SN${1}_PID"
-    mkdir -p "$WORK/sn-$k/disk0"
-    cat >"$WORK/sn-$k.toml" <<TOML
-api = "$BASE"
-node = "sn-$k"
-credential_file = "$WORK/sn-$k.credential"
-slice_listen = "127.0.0.$((k + 1)):$(free_port "127.0.0.$((k + 1))")"
-state_dir = "$WORK/sn-$k/state"
-
-[[media]]
-name = "sn$k-d0"
-directory = "$WORK/sn-$k/disk0"
-size = "$((VOLUME_GIB + 1)) GiB"
-TOML
-    SVS_LOG=warn "$SVS" storage-node --config "$WORK/sn-$k.toml" >"$WORK/sn-$k.log" 2>&1 &
-    printf -v "$pid_var" '%s' "$!"
+    launch_storage_node "$k" "$((VOLUME_GIB + 1))"
     if ! api wait-online "sn-$k"; then
         echo "storage node sn-$k did not come up; its log:" >&2
         tail -n 20 "$WORK/sn-$k.log" >&2
