@@ -696,3 +696,15 @@ impl TestApp {
         (status, ct, resp.text().await.expect("body read"))
     }
 }
+
+/// A job's details as text.
+pub fn details(job: &Value) -> Vec<String> {
+    job["details"]
+        .as_array()
+        .map(|d| {
+            d.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}

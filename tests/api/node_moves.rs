@@ -8,9 +8,10 @@
 //! NBD), and the copies' files against each other.
 
 use crate::attach::{qemu_img, qemu_io};
-use crate::harness::{medium, TestApp, TestConfig};
+use crate::harness::{details, TestApp, TestConfig};
 use crate::storage_nodes::{
-    eventually, node, node_with_credential, wait_served, StorageNodeProcess, MARGIN, TIMEOUT,
+    eventually, node, node_with_credential, storage_nodes_config, wait_served, StorageNodeProcess,
+    MARGIN, TIMEOUT,
 };
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -103,15 +104,8 @@ impl Moving {
     /// [`PREFILL_MIB`] MiB of known data.
     async fn start() -> Moving {
         let app = TestApp::start_with(TestConfig {
-            // Too small for the volume: its copies go to the storage nodes.
-            media: vec![medium("m1", "host-0", "z0", 1)],
             movement_rate: "4 MiB".into(),
-            settings: vec![
-                format!("storage_node_timeout = \"{}s\"", TIMEOUT.as_secs()),
-                "media_check_period = \"1h\"".into(),
-                "movement_checkpoint = \"1 MiB\"".into(),
-            ],
-            ..TestConfig::default()
+            ..storage_nodes_config(&["movement_checkpoint = \"1 MiB\""])
         })
         .await;
         let mut sn1 = storage_node(&app, "sn-1", "127.0.0.2", "z1", ("sn1-d0", 8)).await;
@@ -285,17 +279,6 @@ fn on(slices: &[Value]) -> Vec<String> {
         .collect();
     placed.sort();
     placed.into_iter().map(|(_, m)| m).collect()
-}
-
-fn details(job: &Value) -> Vec<String> {
-    job["details"]
-        .as_array()
-        .map(|d| {
-            d.iter()
-                .filter_map(|x| x.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Polls until the job is Running with its progress in `percent` (its

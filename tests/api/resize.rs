@@ -113,17 +113,6 @@ async fn resize(app: &TestApp, volume: &str, size: u64, movement: bool) -> Value
     app.wait_job_of(&body).await
 }
 
-fn details(job: &Value) -> Vec<String> {
-    job["details"]
-        .as_array()
-        .map(|d| {
-            d.iter()
-                .filter_map(|x| x.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// The seed's example: a volume spread over 2 media (no resiliency).
 /// a1 = 10 GiB, b1 = 12 GiB; a 16 GiB volume needs 2 columns of 8 GiB,
 /// leaving 2 GiB free on a1 and 4 GiB on b1.

@@ -6,39 +6,21 @@
 //! `svs serve`, real `svs storage-node` processes on 127.0.0.2-4, qemu-io
 //! over NBD.
 
-use crate::harness::{medium, TestApp, TestConfig};
+use crate::harness::{details, TestApp, TestConfig};
 use crate::storage_nodes::{
-    eventually, node_with_credential, wait_served, StorageNodeProcess, TIMEOUT,
+    eventually, node_with_credential, storage_nodes_config, wait_served, StorageNodeProcess,
 };
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// The job's details as text.
-fn details(job: &Value) -> Vec<String> {
-    job["details"]
-        .as_array()
-        .map(|d| {
-            d.iter()
-                .filter_map(|x| x.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 #[tokio::test]
 async fn a_rebuild_onto_a_node_resumes_from_its_checkpoint_after_svs_is_killed() {
     // 32 MiB to rebuild at 4 MiB/s, a checkpoint every 4 MiB: about 8 s.
     let mut app = TestApp::start_with(TestConfig {
-        media: vec![medium("m1", "host-0", "z0", 1)],
         movement_rate: "4 MiB".into(),
-        settings: vec![
-            format!("storage_node_timeout = \"{}s\"", TIMEOUT.as_secs()),
-            "media_check_period = \"1h\"".into(),
-            "movement_checkpoint = \"4 MiB\"".into(),
-        ],
-        ..TestConfig::default()
+        ..storage_nodes_config(&["movement_checkpoint = \"4 MiB\""])
     })
     .await;
     // The nodes heartbeat to this address: the restarted service keeps it.

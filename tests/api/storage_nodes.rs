@@ -179,15 +179,22 @@ async fn medium_state(app: &TestApp, id: &str) -> Option<Value> {
 /// volumes, so their copies go to the storage nodes; the nodes' timeout is
 /// [`TIMEOUT`] and the periodic media check is out of the way.
 pub(crate) async fn start_for_storage_nodes() -> TestApp {
-    TestApp::start_with(TestConfig {
+    TestApp::start_with(storage_nodes_config(&[])).await
+}
+
+/// The configuration of [`start_for_storage_nodes`], with `more` top-level
+/// settings.
+pub(crate) fn storage_nodes_config(more: &[&str]) -> TestConfig {
+    let mut settings = vec![
+        format!("storage_node_timeout = \"{}s\"", TIMEOUT.as_secs()),
+        "media_check_period = \"1h\"".into(),
+    ];
+    settings.extend(more.iter().map(|s| s.to_string()));
+    TestConfig {
         media: vec![medium("m1", "host-0", "z0", 1)],
-        settings: vec![
-            format!("storage_node_timeout = \"{}s\"", TIMEOUT.as_secs()),
-            "media_check_period = \"1h\"".into(),
-        ],
+        settings,
         ..TestConfig::default()
-    })
-    .await
+    }
 }
 
 /// Adds a node and issues its credential of `role`.
