@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use svs_dataplane::{DataPlane, DataPlaneError, VolumeIo, VolumeLayout};
+use svs_dataplane::{is_front_fenced, DataPlane, DataPlaneError, VolumeIo, VolumeLayout};
 use svs_domain::GIB;
 use svs_nbd::{BlockDevice, Exports, Extent, OpenedExport};
 use svs_store::{SliceRow, Store, StoreResult, Volume};
@@ -312,6 +312,30 @@ impl AttachedVolume {
             Ok(())
         }
     }
+
+    /// A front fenced by a newer one (the volume was opened elsewhere with
+    /// a higher epoch) answers every request `ESHUTDOWN`: the client sends
+    /// it again on a new connection, to wherever the volume is served now,
+    /// instead of failing it (`EIO`). Reads too: the newer front may have
+    /// put a copy this one still reads out of use.
+    fn refuse_if_fenced(&self) -> io::Result<()> {
+        if self.io.is_fenced() {
+            Err(svs_nbd::shutting_down())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// A request the storage nodes refused for this front's epoch.
+    fn unless_fenced<T>(result: io::Result<T>) -> io::Result<T> {
+        result.map_err(|e| {
+            if is_front_fenced(&e) {
+                svs_nbd::shutting_down()
+            } else {
+                e
+            }
+        })
+    }
 }
 
 impl BlockDevice for AttachedVolume {
@@ -324,26 +348,31 @@ impl BlockDevice for AttachedVolume {
     }
 
     fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.refuse_if_fenced()?;
         self.io.read(offset, buf)
     }
 
     fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
         self.refuse_if_readonly()?;
-        self.io.write(offset, data, fua)
+        self.refuse_if_fenced()?;
+        Self::unless_fenced(self.io.write(offset, data, fua))
     }
 
     fn flush(&self) -> io::Result<()> {
-        self.io.flush()
+        self.refuse_if_fenced()?;
+        Self::unless_fenced(self.io.flush())
     }
 
     fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
         self.refuse_if_readonly()?;
-        self.io.discard(offset, len, false)
+        self.refuse_if_fenced()?;
+        Self::unless_fenced(self.io.discard(offset, len, false))
     }
 
     fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
         self.refuse_if_readonly()?;
-        self.io.discard(offset, len, fua)
+        self.refuse_if_fenced()?;
+        Self::unless_fenced(self.io.discard(offset, len, fua))
     }
 
     /// Every connection to the volume shares its one `VolumeIo`, whose
@@ -468,4 +497,87 @@ pub async fn layout_for_open(
         .map(|r| r.slice.medium)
         .collect();
     Ok(VolumeOpening { layout, lost_media })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use svs_dataplane::FrontFenced;
+
+    /// A volume whose storage nodes refuse its epoch from the first write
+    /// on (as when a newer front opened it elsewhere).
+    #[derive(Default)]
+    struct FencedOnWrite {
+        fenced: AtomicBool,
+    }
+
+    impl FencedOnWrite {
+        fn refused(&self) -> io::Result<()> {
+            self.fenced.store(true, Ordering::SeqCst);
+            Err(io::Error::other(FrontFenced {
+                volume_id: "v".into(),
+                epoch: 3,
+            }))
+        }
+    }
+
+    impl VolumeIo for FencedOnWrite {
+        fn volume_id(&self) -> &str {
+            "v"
+        }
+        fn size(&self) -> u64 {
+            1 << 20
+        }
+        fn set_size(&self, _size: u64) {}
+        fn read(&self, _offset: u64, buf: &mut [u8]) -> io::Result<()> {
+            buf.fill(0);
+            Ok(())
+        }
+        fn write(&self, _offset: u64, _data: &[u8], _fua: bool) -> io::Result<()> {
+            self.refused()
+        }
+        fn discard(&self, _offset: u64, _len: u64, _fua: bool) -> io::Result<()> {
+            self.refused()
+        }
+        fn flush(&self) -> io::Result<()> {
+            Err(io::Error::from_raw_os_error(libc::EIO))
+        }
+        fn is_fenced(&self) -> bool {
+            self.fenced.load(Ordering::SeqCst)
+        }
+    }
+
+    fn errno(r: io::Result<()>) -> Option<i32> {
+        r.err().and_then(|e| e.raw_os_error())
+    }
+
+    /// A client of a fenced front is told to go elsewhere (`ESHUTDOWN`,
+    /// which the reconnecting client sends again on a new connection), not
+    /// failed: its requests are served by the newer front.
+    #[test]
+    fn a_fenced_front_answers_every_request_eshutdown() {
+        let volume = AttachedVolume {
+            io: Arc::new(FencedOnWrite::default()),
+            readonly: false,
+        };
+        let mut buf = [1u8; 512];
+        // Not fenced yet: reads work, other errors stay what they are.
+        assert_eq!(errno(volume.read(0, &mut buf)), None);
+        assert_eq!(errno(volume.flush()), Some(libc::EIO));
+        // The write the nodes refuse, and every request after it.
+        assert_eq!(errno(volume.write(0, &buf, false)), Some(libc::ESHUTDOWN));
+        assert_eq!(errno(volume.read(0, &mut buf)), Some(libc::ESHUTDOWN));
+        assert_eq!(errno(volume.flush()), Some(libc::ESHUTDOWN));
+        assert_eq!(errno(volume.trim(0, 512)), Some(libc::ESHUTDOWN));
+        assert_eq!(
+            errno(volume.write_zeroes(0, 512, true)),
+            Some(libc::ESHUTDOWN)
+        );
+        assert_eq!(
+            svs_nbd::protocol::io_error_value(&svs_nbd::shutting_down()),
+            svs_nbd::protocol::ESHUTDOWN,
+            "ESHUTDOWN on the wire"
+        );
+    }
 }

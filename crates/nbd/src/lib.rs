@@ -69,6 +69,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use client::{ClientTls, ExportInfo, NbdClient};
+pub use protocol::shutting_down;
 pub use reconnect::{ReconnectOptions, ReconnectingClient};
 pub use server::NbdServer;
 pub use tokio_util::sync::CancellationToken;

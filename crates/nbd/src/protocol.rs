@@ -358,14 +358,26 @@ pub fn transmission_flags(export: ExportTraits) -> u16 {
 }
 
 /// The NBD error value for a device error: `ENOSPC` for a full device, a
-/// quota or a too-large file (as the protocol asks), `EIO` otherwise.
+/// quota or a too-large file (as the protocol asks), `ESHUTDOWN` for a
+/// device going away (the OS error, see [`shutting_down`]), `EIO`
+/// otherwise.
 pub fn io_error_value(err: &io::Error) -> u32 {
+    if err.raw_os_error() == Some(ESHUTDOWN as i32) {
+        return ESHUTDOWN;
+    }
     match err.kind() {
         io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded | io::ErrorKind::FileTooLarge => {
             ENOSPC
         }
         _ => EIO,
     }
+}
+
+/// The error a device answers when it is going away (the server shuts down,
+/// or the volume is now served elsewhere): clients answered `ESHUTDOWN`
+/// send the request again on a new connection.
+pub fn shutting_down() -> io::Error {
+    io::Error::from_raw_os_error(ESHUTDOWN as i32)
 }
 
 /// The server greeting: NBDMAGIC, IHAVEOPT, handshake flags.
@@ -1145,6 +1157,7 @@ mod tests {
         assert_eq!(io_error_value(&io::Error::other("boom")), EIO);
         // What a volume with no healthy copy of a range answers.
         assert_eq!(io_error_value(&io::Error::from_raw_os_error(5)), EIO);
+        assert_eq!(io_error_value(&shutting_down()), ESHUTDOWN);
         assert_eq!(
             io_error_value(&io::Error::from(io::ErrorKind::UnexpectedEof)),
             EIO
