@@ -5,17 +5,20 @@
 //! It is a process of its own, in its own process group, so that the
 //! agent can stop, crash or be upgraded while filesystems stay mounted on
 //! the device: the agent finds it again by its directory. It reconnects to
-//! the service by itself (a restart of `svs serve` only delays I/O). SIGHUP:
-//! the volume grew, learn its new size. SIGTERM: unmount the FUSE file and
-//! exit (the agent detaches the loop device first).
+//! the service by itself (a restart of `svs serve` only delays I/O), to the
+//! address in `<dir>/address`, which the agent rewrites when the volume's
+//! front moves (to another storage node: same export, another address).
+//! SIGHUP: connect anew (to that address) and learn the volume's size (it
+//! grew, or the front moved). SIGTERM: unmount the FUSE file and exit (the
+//! agent detaches the loop device first).
 
 use serde::{Deserialize, Serialize};
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use svs_hostdev::FuseFile;
-use svs_nbd::{ReconnectOptions, ReconnectingClient};
+use svs_nbd::{AddressSource, ReconnectOptions, ReconnectingClient};
 use tokio::signal::unix::{signal, SignalKind};
 
 /// The file's name inside the FUSE mount.
@@ -25,7 +28,8 @@ pub const FILE_NAME: &str = "volume";
 /// is a capability: never on a command line, where `ps` shows it).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DeviceSpec {
-    /// `host:port` of the service's NBD server.
+    /// `host:port` of the NBD server of the volume's front, unless
+    /// `<dir>/address` names another (the front moved).
     pub address: String,
     pub export: String,
     pub readonly: bool,
@@ -59,6 +63,69 @@ pub fn kernel_device_file(dir: &Path) -> PathBuf {
     dir.join("kernel-device")
 }
 
+/// The file in a device directory naming the `host:port` the device
+/// process connects to whenever it connects again.
+pub fn address_file(dir: &Path) -> PathBuf {
+    dir.join("address")
+}
+
+/// Writes the device's address: a temporary file renamed over the old one,
+/// so that a device process reading it meanwhile sees one address or the
+/// other, never a part. Not synced: after a crash of the host no device
+/// process is left to read it, and the agent writes it again.
+pub fn write_address(dir: &Path, address: &str) -> Result<(), String> {
+    let path = address_file(dir);
+    let tmp = dir.join("address.tmp");
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    std::fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(format!("{address}\n").as_bytes()))
+        .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// The address in the device directory's file: None when there is no
+/// file; an error when it is unreadable or no `host:port`.
+pub fn read_address(dir: &Path) -> Result<Option<String>, String> {
+    let path = address_file(dir);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let address = text.trim();
+    if !is_address(address) {
+        return Err(format!(
+            "{} holds {address:?}, not host:port",
+            path.display()
+        ));
+    }
+    Ok(Some(address.to_string()))
+}
+
+/// `host:port`, as an NBD URI names it.
+fn is_address(text: &str) -> bool {
+    text.rsplit_once(':').is_some_and(|(host, port)| {
+        !host.is_empty() && !host.contains(char::is_whitespace) && port.parse::<u16>().is_ok()
+    })
+}
+
+/// Where the device connects: the address file's (the agent's latest
+/// word), else the last address known (the spec's at first). An unusable
+/// file is logged and the last address kept.
+fn address_source(dir: &Path, initial: String) -> AddressSource {
+    let dir = dir.to_path_buf();
+    let last = Mutex::new(initial);
+    Arc::new(move || {
+        let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
+        match read_address(&dir) {
+            Ok(Some(address)) => *last = address,
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, address = %*last, "keeping the last address"),
+        }
+        last.clone()
+    })
+}
+
 /// The FUSE mount's directory inside a device directory.
 pub fn fuse_dir(dir: &Path) -> PathBuf {
     dir.join("fuse")
@@ -84,19 +151,15 @@ pub fn uri_uses_tls(uri: &str) -> bool {
 }
 
 /// The TLS of a device process's NBD client: the built-in roots and the
-/// spec's CA, the server's certificate checked for the host of `address`.
-fn client_tls(spec: &DeviceSpec) -> Result<svs_nbd::ClientTls, String> {
+/// spec's CA, the server's certificate checked for the host of `address`
+/// (and, once the front moved, for the host of the address connected to:
+/// the reconnecting client does that).
+fn client_tls(spec: &DeviceSpec, address: &str) -> Result<svs_nbd::ClientTls, String> {
     if let Some(ca) = &spec.ca_cert {
         crate::tls::trust_ca_file(ca)?;
     }
     let config = crate::tls::client_config()?;
-    let host = spec
-        .address
-        .rsplit_once(':')
-        .map_or(spec.address.as_str(), |(host, _)| host)
-        .trim_start_matches('[')
-        .trim_end_matches(']');
-    svs_nbd::ClientTls::new(config, host).map_err(|e| e.to_string())
+    svs_nbd::ClientTls::new(config, svs_nbd::address_host(address)).map_err(|e| e.to_string())
 }
 
 /// Runs the device until SIGTERM or SIGINT.
@@ -121,23 +184,26 @@ pub async fn run_device(dir: PathBuf) -> Result<(), String> {
         }
         return run_kernel_device(&dir, &spec, terminate, interrupt, hangup).await;
     }
+    let source = address_source(&dir, spec.address.clone());
+    let address = source();
     let options = ReconnectOptions {
         tls: if spec.tls {
-            Some(client_tls(&spec)?)
+            Some(client_tls(&spec, &address)?)
         } else {
             None
         },
         ..ReconnectOptions::default()
     };
-    let (address, export) = (spec.address.clone(), spec.export.clone());
-    let client =
-        tokio::task::spawn_blocking(move || ReconnectingClient::connect(address, export, options))
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| {
-                let scheme = if spec.tls { "nbds" } else { "nbd" };
-                format!("cannot connect to {scheme}://{}: {e}", spec.address)
-            })?;
+    let export = spec.export.clone();
+    let client = tokio::task::spawn_blocking(move || {
+        ReconnectingClient::connect_following(source, export, options)
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| {
+        let scheme = if spec.tls { "nbds" } else { "nbd" };
+        format!("cannot connect to {scheme}://{address}: {e}")
+    })?;
     let client = Arc::new(client);
     let mountpoint = fuse_dir(&dir);
     std::fs::create_dir_all(&mountpoint)
@@ -146,19 +212,25 @@ pub async fn run_device(dir: PathBuf) -> Result<(), String> {
         .map_err(|e| format!("cannot mount the FUSE file: {e}"))?;
     tracing::info!(dir = %dir.display(), size = client.size(), "device ready");
 
+    // A refresh runs aside: while the server is unreachable it retries for
+    // minutes, and SIGTERM must still be heard meanwhile.
+    let (refreshed_tx, mut refreshed) = tokio::sync::mpsc::unbounded_channel();
     loop {
         tokio::select! {
             _ = hangup.recv() => {
                 let c = client.clone();
-                match tokio::task::spawn_blocking(move || c.refresh_size()).await {
-                    Ok(Ok(size)) => match file.set_size(size) {
-                        Ok(()) => tracing::info!(size, "device size refreshed"),
-                        Err(e) => tracing::warn!(error = %e, "device size not refreshed"),
-                    },
-                    Ok(Err(e)) => tracing::warn!(error = %e, "device size not refreshed"),
-                    Err(e) => tracing::warn!(error = %e, "device size not refreshed"),
-                }
+                let tx = refreshed_tx.clone();
+                tokio::task::spawn_blocking(move || {
+                    let _ = tx.send(c.refresh_size().map(|size| (size, c.address())));
+                });
             }
+            Some(result) = refreshed.recv() => match result {
+                Ok((size, address)) => match file.set_size(size) {
+                    Ok(()) => tracing::info!(size, address, "device size refreshed"),
+                    Err(e) => tracing::warn!(error = %e, "device size not refreshed"),
+                },
+                Err(e) => tracing::warn!(error = %e, "device size not refreshed"),
+            },
             _ = terminate.recv() => break,
             _ = interrupt.recv() => break,
         }
@@ -238,5 +310,38 @@ mod tests {
         assert_eq!(parse_uri("nbd://127.0.0.1:10809/"), None);
         assert_eq!(parse_uri("http://x/y"), None);
         assert_eq!(parse_uri("nbd://x"), None);
+    }
+
+    #[test]
+    fn the_address_file_round_trips_and_replaces_the_old_address() {
+        let dir = tempfile::tempdir().unwrap();
+        let dev = dir.path().join("v-top");
+        assert_eq!(read_address(&dev), Ok(None));
+        write_address(&dev, "127.0.0.1:10809").unwrap();
+        assert_eq!(read_address(&dev), Ok(Some("127.0.0.1:10809".into())));
+        write_address(&dev, "[fd00::7]:10809").unwrap();
+        assert_eq!(read_address(&dev), Ok(Some("[fd00::7]:10809".into())));
+        // Renamed into place: no temporary file is left.
+        let names: Vec<_> = std::fs::read_dir(&dev)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("address")]);
+    }
+
+    #[test]
+    fn the_device_follows_the_address_file_and_keeps_the_last_good_address() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = address_source(dir.path(), "127.0.0.1:10809".into());
+        assert_eq!(source(), "127.0.0.1:10809");
+        write_address(dir.path(), "127.0.0.2:10810").unwrap();
+        assert_eq!(source(), "127.0.0.2:10810");
+        std::fs::write(address_file(dir.path()), "garbage\n").unwrap();
+        assert!(read_address(dir.path()).is_err());
+        assert_eq!(source(), "127.0.0.2:10810");
+        std::fs::remove_file(address_file(dir.path())).unwrap();
+        assert_eq!(source(), "127.0.0.2:10810");
+        assert!(is_address("node-7:1") && !is_address("node-7") && !is_address(":1"));
+        assert!(!is_address("h:99999") && !is_address("a b:1"));
     }
 }

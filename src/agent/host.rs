@@ -10,7 +10,8 @@
 //! Nothing here is undone by a guard: mounts must outlive the agent.
 
 use super::device::{
-    fuse_dir, kernel_device_file, parse_uri, uri_uses_tls, BlockDeviceMode, DeviceSpec, FILE_NAME,
+    address_file, fuse_dir, kernel_device_file, parse_uri, uri_uses_tls, write_address,
+    BlockDeviceMode, DeviceSpec, FILE_NAME,
 };
 use super::service::{DesiredAttachment, HostReport};
 use serde::{Deserialize, Serialize};
@@ -64,6 +65,34 @@ struct Record {
     /// The job whose request the last grow attempt answered.
     #[serde(default)]
     grow_job: Option<i64>,
+    /// `host:port` the device process was last told (its address file);
+    /// None in records of agents before it.
+    #[serde(default)]
+    address: Option<String>,
+}
+
+/// What a desired attachment asks of the device recorded for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DeviceChange {
+    /// Nothing: the same export, mode and address.
+    Keep,
+    /// The same export at another address (the volume's front moved to
+    /// another node): the device process is told and follows; the loop
+    /// device and the mount stay.
+    Address,
+    /// Another export or mode: the device (and its mount) is taken down and
+    /// made again.
+    Replace,
+}
+
+fn device_change(rec: &Record, export_name: &str, readonly: bool, address: &str) -> DeviceChange {
+    if rec.exportname != export_name || rec.readonly != readonly {
+        DeviceChange::Replace
+    } else if rec.address.as_deref() != Some(address) {
+        DeviceChange::Address
+    } else {
+        DeviceChange::Keep
+    }
 }
 
 /// One attachment's report, for the service.
@@ -273,15 +302,18 @@ impl Host {
     /// (device process, then a loop device over its FUSE file, or the
     /// kernel's NBD device), or finds the one connected earlier, replacing
     /// a device process that died. A new export or a changed mode takes the
-    /// old device (and its mount) down first. The device is brought to
+    /// old device (and its mount) down first; the same export at a new
+    /// address is followed by the running device. The device is brought to
     /// `c.size` bytes where it can grow.
     pub(crate) fn connect(&mut self, key: &str, c: &Connection) -> Result<Connected, String> {
         let (address, export) =
             parse_uri(c.uri).ok_or_else(|| format!("unusable NBD URI {:?}", c.uri))?;
-        if let Some(r) = self.records.get(key) {
-            if r.exportname != c.export_name || r.readonly != c.readonly {
-                self.detach(key)?;
-            }
+        let change = self
+            .records
+            .get(key)
+            .map(|r| device_change(r, c.export_name, c.readonly, &address));
+        if change == Some(DeviceChange::Replace) {
+            self.detach(key)?;
         }
         let mut rec = self.records.get(key).cloned().unwrap_or_else(|| Record {
             volumeid: c.volume_id.to_string(),
@@ -296,6 +328,7 @@ impl Host {
             grown_for: None,
             grow_error: None,
             grow_job: None,
+            address: None,
         });
         let dir = self.device_dir(key);
         let file = fuse_dir(&dir).join(FILE_NAME);
@@ -306,6 +339,9 @@ impl Host {
                 self.clear_stale(&mut rec, &dir);
                 note = Some("the device process had stopped: reconnected".to_string());
             }
+            // The device reads it whenever it connects again.
+            write_address(&dir, &address)?;
+            rec.address = Some(address.clone());
             // Recorded before the process starts: an agent that dies in
             // between leaves a record to clean up, not an unknown device.
             self.save(key, &rec)?;
@@ -323,6 +359,8 @@ impl Host {
             rec.device_pid = Some(pid);
             self.save(key, &rec)?;
             self.wait_device(pid, &dir, &file)?;
+        } else if change == Some(DeviceChange::Address) {
+            note = self.follow_address(key, &mut rec, &dir, &address)?;
         }
         let pid = rec
             .device_pid
@@ -353,6 +391,50 @@ impl Host {
             sized: true,
             note,
         })
+    }
+
+    /// The volume's front moved to `address` (same export): the device
+    /// process's address file says so, and a SIGHUP makes it connect there
+    /// now rather than once its old connection fails (a dead node's
+    /// connection may hang for the client's request timeout first). A
+    /// request in flight on the old connection is re-sent on the new one.
+    /// The device, the loop device and the mount stay. Returns the note for
+    /// the report. A record of an older agent, without an address, only
+    /// learns it (its device process reads no address file).
+    fn follow_address(
+        &mut self,
+        key: &str,
+        rec: &mut Record,
+        dir: &Path,
+        address: &str,
+    ) -> Result<Option<String>, String> {
+        write_address(dir, address)?;
+        let from = rec.address.replace(address.to_string());
+        self.save(key, rec)?;
+        let Some(from) = from else {
+            return Ok(None);
+        };
+        if kernel_device(dir).is_some() {
+            tracing::warn!(
+                attachment = key,
+                to = address,
+                "a kernel NBD device cannot follow its moved front"
+            );
+            return Ok(Some(format!(
+                "the volume's front moved to {address}: a kernel NBD device cannot follow it; \
+                 detach and attach again"
+            )));
+        }
+        if let Some(pid) = rec.device_pid {
+            signal(pid, libc::SIGHUP);
+        }
+        tracing::info!(
+            attachment = key,
+            from,
+            to = address,
+            "the volume's front moved; the device follows"
+        );
+        Ok(Some(format!("the volume's front moved to {address}")))
     }
 
     /// Brings a FUSE-backed device to at least `want` bytes: the device
@@ -848,6 +930,8 @@ fn remove_device_dir(dir: &Path) -> Result<(), String> {
     let _ = std::fs::remove_dir(fuse_dir(dir));
     let _ = std::fs::remove_file(dir.join("device.log"));
     let _ = std::fs::remove_file(kernel_device_file(dir));
+    let _ = std::fs::remove_file(address_file(dir));
+    let _ = std::fs::remove_file(dir.join("address.tmp"));
     match std::fs::remove_dir(dir) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -927,106 +1011,4 @@ fn last_line(log: &Path) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_device_process_is_known_by_its_directory() {
-        let args: Vec<String> = ["/usr/bin/svs", "agent-device", "--dir", "/s/devices/v-top"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        assert!(is_device_cmdline(&args, Path::new("/s/devices/v-top")));
-        assert!(!is_device_cmdline(&args, Path::new("/s/devices/v-1")));
-        assert!(!is_device_cmdline(
-            &args[..2],
-            Path::new("/s/devices/v-top")
-        ));
-    }
-
-    #[test]
-    fn a_kernel_device_is_read_from_its_file_and_must_be_an_nbd_device() {
-        let dir = tempfile::tempdir().unwrap();
-        assert_eq!(kernel_device(dir.path()), None);
-        std::fs::write(kernel_device_file(dir.path()), "/dev/nbd3\n").unwrap();
-        assert_eq!(kernel_device(dir.path()), Some(PathBuf::from("/dev/nbd3")));
-        std::fs::write(kernel_device_file(dir.path()), "/dev/sda").unwrap();
-        assert_eq!(kernel_device(dir.path()), None);
-    }
-
-    fn desired(mountpoint: &str, snapshot: &str) -> DesiredAttachment {
-        DesiredAttachment {
-            volumeid: "v".into(),
-            volumename: "data".into(),
-            snapshotid: snapshot.into(),
-            snapshotname: if snapshot == "top" {
-                "top".into()
-            } else {
-                "s1".into()
-            },
-            state: "Attached".into(),
-            readonly: false,
-            mountpoint: mountpoint.into(),
-            exportname: "e".into(),
-            uri: "nbd://127.0.0.1:1/e".into(),
-            kind: "file".into(),
-            filesystem: Some("xfs".into()),
-            filesystemprovisioned: true,
-            size: 1,
-            manager: "agent".into(),
-            growjob: None,
-        }
-    }
-
-    #[test]
-    fn csi_attachments_are_left_to_the_csi_node_plugin() {
-        let state = tempfile::tempdir().unwrap();
-        // `/bin/false` as the device binary: an attempt to attach would
-        // report an error outcome.
-        let mut host = Host::open(HostConfig {
-            state_dir: state.path().to_path_buf(),
-            mount_root: state.path().join("mnt"),
-            exe: PathBuf::from("/bin/false"),
-            mode: BlockDeviceMode::Fuse,
-        })
-        .unwrap();
-        let mut csi = desired("", "top");
-        csi.manager = "csi".into();
-        assert!(host.reconcile(&[csi]).is_empty());
-        assert!(!host.pending());
-        assert!(host.records.is_empty());
-        let devices = std::fs::read_dir(state.path().join("devices")).unwrap();
-        assert_eq!(devices.count(), 0);
-        let records = std::fs::read_dir(state.path().join("attachments")).unwrap();
-        assert_eq!(records.count(), 0);
-    }
-
-    #[test]
-    fn mount_targets_default_under_the_mount_root_and_refuse_relative_paths() {
-        let state = tempfile::tempdir().unwrap();
-        let host = Host::open(HostConfig {
-            state_dir: state.path().to_path_buf(),
-            mount_root: PathBuf::from("/mnt/svs"),
-            exe: PathBuf::from("/bin/false"),
-            mode: BlockDeviceMode::Fuse,
-        })
-        .unwrap();
-        assert_eq!(
-            host.mount_target(&desired("", "top")).unwrap(),
-            Path::new("/mnt/svs/data")
-        );
-        assert_eq!(
-            host.mount_target(&desired("", "3")).unwrap(),
-            Path::new("/mnt/svs/data@s1")
-        );
-        assert_eq!(
-            host.mount_target(&desired("/srv/data", "top")).unwrap(),
-            Path::new("/srv/data")
-        );
-        assert_eq!(
-            host.mount_target(&desired("srv/data", "top")).unwrap_err(),
-            "mountpoint \"srv/data\" must be an absolute path without '..'"
-        );
-        assert!(host.mount_target(&desired("/srv/../etc", "top")).is_err());
-    }
-}
+mod tests;

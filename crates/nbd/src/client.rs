@@ -135,6 +135,12 @@ impl ClientTls {
             server_name,
         })
     }
+
+    /// The same configuration, checking another server name (a server that
+    /// moved to another address, whose certificate names that address).
+    pub fn with_server_name(&self, server_name: &str) -> io::Result<ClientTls> {
+        ClientTls::new(Arc::clone(&self.config), server_name)
+    }
 }
 
 fn lock_session(session: &Mutex<ClientConnection>) -> MutexGuard<'_, ClientConnection> {
@@ -378,6 +384,13 @@ impl NbdClient {
             .set_write_timeout(timeout)?;
         self.request_timeout = timeout;
         Ok(self)
+    }
+
+    /// Breaks the connection on purpose (its server moved): requests
+    /// waiting on it fail as on a lost connection, [`is_broken`](Self::is_broken)
+    /// is true, and the server sees the connection close.
+    pub fn abandon(&self, why: &str) {
+        self.break_connection(why.to_string());
     }
 
     /// Whether the connection is unusable (lost, timed out, or broken by a

@@ -70,7 +70,7 @@ use std::time::Duration;
 
 pub use client::{ClientTls, ExportInfo, NbdClient};
 pub use protocol::shutting_down;
-pub use reconnect::{ReconnectOptions, ReconnectingClient};
+pub use reconnect::{address_host, AddressSource, ReconnectOptions, ReconnectingClient};
 pub use server::NbdServer;
 pub use tokio_util::sync::CancellationToken;
 pub use transmission::{IN_FLIGHT_BYTES, MAX_IN_FLIGHT};

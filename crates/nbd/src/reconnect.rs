@@ -11,6 +11,20 @@
 //! returned as is, except `ESHUTDOWN` (the server is going away), which is
 //! retried like a lost connection.
 //!
+//! The server may move: [`ReconnectingClient::connect_following`] takes an
+//! [`AddressSource`], asked for the address before each new connection (the
+//! host agent's device process reads a file the agent rewrites when the
+//! volume's front moves to another storage node). Requests that failed with
+//! the old connection are re-sent on the new one, as after a restart; the
+//! export name stays the same. Once connected at a new address, the old
+//! connection is abandoned: requests still waiting on it (a dead node may
+//! never answer, and would hold them for `request_timeout`) are re-sent on
+//! the new one at once. That is safe where a moved server fences the old one
+//! (svs's fronts take a new epoch when they move, and the slices refuse
+//! the old epoch's writes). With TLS, the server name checked is the host of
+//! the address connected to (certificates name the address); the caller's
+//! name is kept for the first address's host.
+//!
 //! Connecting again is tried for *every* failure, "no such export" included:
 //! a restarting server may accept connections a moment before its exports
 //! are back. A caller that knows the export is gone for good (the volume was
@@ -88,9 +102,25 @@ impl Default for ReconnectOptions {
     }
 }
 
+/// Where a [`ReconnectingClient`] connects (`host:port`), asked before each
+/// new connection, so that a server that moved is followed. Cheap enough to
+/// call at every attempt (at most one per back-off step).
+pub type AddressSource = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// The host part of `host:port` (`[v6]:port` too, without brackets): the
+/// name a TLS certificate is checked for.
+pub fn address_host(addr: &str) -> &str {
+    addr.rsplit_once(':')
+        .map_or(addr, |(host, _)| host)
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+}
+
 /// The connection in use.
 struct Current {
     client: Arc<NbdClient>,
+    /// The address `client` is connected to.
+    addr: String,
     /// Bumped whenever `client` is replaced.
     generation: u64,
     /// Set by [`ReconnectingClient::close`].
@@ -112,7 +142,13 @@ struct Schedule {
 /// An NBD client that reconnects when the connection is lost and retries the
 /// requests that failed with it (see the module comment).
 pub struct ReconnectingClient {
-    addr: String,
+    address: AddressSource,
+    /// The address of the latest connection attempt (for the log and the
+    /// errors).
+    addr: Mutex<String>,
+    /// The host of the first connection: the caller's TLS server name is
+    /// for it.
+    first_host: String,
     export: String,
     opts: ReconnectOptions,
     current: Mutex<Current>,
@@ -144,7 +180,18 @@ impl ReconnectingClient {
         export: String,
         opts: ReconnectOptions,
     ) -> io::Result<ReconnectingClient> {
-        let client = open(&addr, &export, &opts)?;
+        ReconnectingClient::connect_following(Arc::new(move || addr.clone()), export, opts)
+    }
+
+    /// Like [`connect`](Self::connect), to the address `address` gives now
+    /// and, after a lost connection, to the one it gives then.
+    pub fn connect_following(
+        address: AddressSource,
+        export: String,
+        opts: ReconnectOptions,
+    ) -> io::Result<ReconnectingClient> {
+        let addr = address();
+        let client = open(&addr, &export, &opts, opts.tls.as_ref())?;
         let now = Instant::now();
         Ok(ReconnectingClient {
             size: AtomicU64::new(client.size()),
@@ -158,14 +205,22 @@ impl ReconnectingClient {
             }),
             current: Mutex::new(Current {
                 client: Arc::new(client),
+                addr: addr.clone(),
                 generation: 0,
                 closed: false,
             }),
             changed: Condvar::new(),
-            addr,
+            first_host: address_host(&addr).to_string(),
+            addr: Mutex::new(addr),
+            address,
             export,
             opts,
         })
+    }
+
+    /// The address of the latest connection attempt.
+    pub fn address(&self) -> String {
+        lock(&self.addr).clone()
     }
 
     /// The export's size as of the latest connection's handshake.
@@ -250,7 +305,7 @@ impl ReconnectingClient {
                 // Connections keep being made, but none answers in time.
                 return Err(self.give_up(&err.to_string()));
             }
-            debug!(addr = %self.addr, export = %self.export, generation, error = %err, "NBD request failed with its connection; retrying on a new one");
+            debug!(addr = %self.address(), export = %self.export, generation, error = %err, "NBD request failed with its connection; retrying on a new one");
             self.reconnect(generation, deadline)?;
         }
     }
@@ -303,29 +358,58 @@ impl ReconnectingClient {
             io::ErrorKind::TimedOut,
             format!(
                 "NBD server {} (export {:?}) unreachable or not answering for {:?}: {last_error}",
-                self.addr, self.export, self.opts.give_up_after
+                self.address(),
+                self.export,
+                self.opts.give_up_after
             ),
         )
+    }
+
+    /// The TLS of a connection to `addr`: the caller's for the first
+    /// address's host, else the same configuration checking `addr`'s host.
+    fn tls_for(&self, addr: &str) -> io::Result<Option<ClientTls>> {
+        match &self.opts.tls {
+            None => Ok(None),
+            Some(tls) if address_host(addr) == self.first_host => Ok(Some(tls.clone())),
+            Some(tls) => tls.with_server_name(address_host(addr)).map(Some),
+        }
     }
 
     /// One connection attempt, under the schedule's lock; on success the new
     /// connection replaces the current one.
     fn attempt(&self, schedule: &mut Schedule) {
         let started = Instant::now();
-        match open(&self.addr, &self.export, &self.opts) {
+        let addr = (self.address)();
+        {
+            let mut last = lock(&self.addr);
+            if *last != addr {
+                info!(from = %*last, to = %addr, export = %self.export, "NBD server address changed; connecting there");
+                *last = addr.clone();
+            }
+        }
+        match self
+            .tls_for(&addr)
+            .and_then(|tls| open(&addr, &self.export, &self.opts, tls.as_ref()))
+        {
             Ok(client) => {
                 let size = client.size();
                 self.size.store(size, Ordering::SeqCst);
                 self.read_only.store(client.read_only(), Ordering::SeqCst);
                 self.connections.fetch_add(1, Ordering::SeqCst);
-                let old = {
+                let (old, moved) = {
                     let mut cur = lock(&self.current);
                     cur.generation += 1;
-                    std::mem::replace(&mut cur.client, Arc::new(client))
+                    let moved = cur.addr != addr;
+                    cur.addr = addr.clone();
+                    (std::mem::replace(&mut cur.client, Arc::new(client)), moved)
                 };
                 self.changed.notify_all();
+                if moved {
+                    // Its waiting requests are re-sent here, now.
+                    old.abandon(&format!("the NBD server moved to {addr}"));
+                }
                 if let Some(since) = schedule.outage_since.take() {
-                    info!(addr = %self.addr, export = %self.export, size, down_for = ?since.elapsed(), "NBD connection re-established");
+                    info!(addr = %addr, export = %self.export, size, down_for = ?since.elapsed(), "NBD connection re-established");
                 }
                 schedule.delay = self.opts.initial_backoff;
                 schedule.next_attempt = started;
@@ -336,9 +420,9 @@ impl ReconnectingClient {
             Err(e) => {
                 if schedule.outage_since.is_none() {
                     schedule.outage_since = Some(started);
-                    warn!(addr = %self.addr, export = %self.export, error = %e, "NBD server unreachable; reconnecting with back-off");
+                    warn!(addr = %addr, export = %self.export, error = %e, "NBD server unreachable; reconnecting with back-off");
                 } else {
-                    debug!(addr = %self.addr, export = %self.export, error = %e, "NBD reconnection attempt failed");
+                    debug!(addr = %addr, export = %self.export, error = %e, "NBD reconnection attempt failed");
                 }
                 schedule.next_attempt = Instant::now() + schedule.delay;
                 schedule.delay = (schedule.delay * 2).min(self.opts.max_backoff);
@@ -349,11 +433,16 @@ impl ReconnectingClient {
 }
 
 /// One connection: resolves `addr` and tries its addresses in turn.
-fn open(addr: &str, export: &str, opts: &ReconnectOptions) -> io::Result<NbdClient> {
+fn open(
+    addr: &str,
+    export: &str,
+    opts: &ReconnectOptions,
+    tls: Option<&ClientTls>,
+) -> io::Result<NbdClient> {
     let addresses: Vec<SocketAddr> = addr.to_socket_addrs()?.collect();
     let mut last = None;
     for a in &addresses {
-        match NbdClient::connect_timeout_tls(a, export, opts.connect_timeout, opts.tls.as_ref())
+        match NbdClient::connect_timeout_tls(a, export, opts.connect_timeout, tls)
             .and_then(|c| c.with_request_timeout(Some(opts.request_timeout)))
         {
             Ok(c) => return Ok(c),
@@ -378,6 +467,14 @@ mod tests {
         assert_eq!(o.give_up_after, Duration::from_secs(600));
         assert!(o.initial_backoff < o.max_backoff);
         assert!(o.request_timeout > o.connect_timeout);
+    }
+
+    #[test]
+    fn the_host_of_an_address_is_what_tls_checks() {
+        assert_eq!(address_host("10.0.0.7:10809"), "10.0.0.7");
+        assert_eq!(address_host("[fd00::7]:10809"), "fd00::7");
+        assert_eq!(address_host("node-7.example:10809"), "node-7.example");
+        assert_eq!(address_host("node-7"), "node-7");
     }
 
     #[test]

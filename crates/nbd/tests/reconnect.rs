@@ -1,5 +1,6 @@
 //! `ReconnectingClient` against our own server stopped and restarted on the
-//! same port, and `NbdClient`'s request timeout.
+//! same port, or moved to another address, and `NbdClient`'s request
+//! timeout.
 
 mod common;
 
@@ -7,9 +8,12 @@ use common::*;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use svs_nbd::{Exports, NbdClient, NbdConfig, OpenedExport, ReconnectOptions, ReconnectingClient};
+use svs_nbd::{
+    AddressSource, Exports, NbdClient, NbdConfig, OpenedExport, ReconnectOptions,
+    ReconnectingClient,
+};
 
 const MIB: usize = 1024 * 1024;
 
@@ -288,6 +292,129 @@ async fn a_server_slower_than_the_request_timeout_counts_as_dead() {
     assert!(c.connections() >= 2, "{} connections", c.connections());
     drop(c);
     server.stop().await.unwrap();
+}
+
+/// A server "vol" over a device of 4 MiB of zeroes, on its own port.
+async fn vol_server() -> (TestServer, Arc<MemDevice>) {
+    let exports = TestExports::new();
+    let dev = MemDevice::new(4 * MIB, 0);
+    exports.add("vol", dev.clone());
+    (TestServer::start(exports).await, dev)
+}
+
+/// A client following `target`, an address the test changes.
+async fn following(target: &Arc<Mutex<String>>) -> Arc<ReconnectingClient> {
+    let t = Arc::clone(target);
+    let source: AddressSource = Arc::new(move || t.lock().unwrap().clone());
+    Arc::new(
+        blocking(move || ReconnectingClient::connect_following(source, "vol".into(), quick()))
+            .await
+            .unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_follow_the_server_to_its_new_address() {
+    let (a, dev_a) = vol_server().await;
+    let (b, dev_b) = vol_server().await;
+    let target = Arc::new(Mutex::new(a.addr.to_string()));
+    let c = following(&target).await;
+    let c2 = Arc::clone(&c);
+    blocking(move || c2.write(0, &[0x11; 4096], false).unwrap()).await;
+    assert_eq!(dev_a.bytes(0, 4096), vec![0x11; 4096]);
+
+    // A stops: the requests wait, retrying A.
+    a.stop().await.unwrap();
+    let c2 = Arc::clone(&c);
+    let pending = tokio::task::spawn_blocking(move || {
+        c2.write(8192, &[0x77; 4096], false)?;
+        c2.flush()?;
+        let mut back = vec![0u8; 4096];
+        c2.read(8192, &mut back)?;
+        io::Result::Ok(back)
+    });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(!pending.is_finished(), "a request finished with A down");
+
+    // The address now says B: the next attempt goes there.
+    *target.lock().unwrap() = b.addr.to_string();
+    let back = tokio::time::timeout(T, pending)
+        .await
+        .expect("requests complete on B")
+        .unwrap()
+        .unwrap();
+    assert_eq!(back, vec![0x77; 4096]);
+    assert_eq!(dev_b.bytes(8192, 4096), vec![0x77; 4096]);
+    assert_eq!(dev_b.flushes.load(Ordering::SeqCst), 1);
+    assert_eq!(dev_a.bytes(8192, 4096), vec![0; 4096]);
+    assert_eq!(c.address(), b.addr.to_string());
+    assert_eq!(c.connections(), 2);
+
+    // Later requests are B's too (its bytes, not A's).
+    let c2 = Arc::clone(&c);
+    let first = blocking(move || {
+        let mut buf = vec![0u8; 4096];
+        c2.read(0, &mut buf).map(|()| buf)
+    })
+    .await
+    .unwrap();
+    assert_eq!(first, vec![0; 4096]);
+    assert_eq!(c.connections(), 2);
+    drop(c);
+    b.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_connection_asked_for_moves_to_the_new_address_and_abandons_the_old() {
+    // A answers every call after 3 s: a request there is still waiting when
+    // the client moves.
+    let exports_a = TestExports::new();
+    let dev_a = MemDevice::slow(4 * MIB, 0xaa, Duration::from_secs(3));
+    exports_a.add("vol", dev_a.clone());
+    let a = TestServer::start(exports_a).await;
+    let exports_b = TestExports::new();
+    let dev_b = MemDevice::new(4 * MIB, 0x5b);
+    exports_b.add("vol", dev_b.clone());
+    let b = TestServer::start(exports_b).await;
+    let target = Arc::new(Mutex::new(a.addr.to_string()));
+    let c = following(&target).await;
+
+    let c2 = Arc::clone(&c);
+    let started = Instant::now();
+    let pending = tokio::task::spawn_blocking(move || {
+        let mut buf = vec![0u8; 4096];
+        c2.read(0, &mut buf).map(|()| buf)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A still serves: changing the address alone moves nothing.
+    *target.lock().unwrap() = b.addr.to_string();
+    assert_eq!(c.address(), a.addr.to_string());
+
+    // A size refresh (the device process's SIGHUP) connects anew: to B;
+    // the read waiting on A is re-sent there at once.
+    let c2 = Arc::clone(&c);
+    let size = blocking(move || c2.refresh_size()).await.unwrap();
+    assert_eq!(size, 4 * MIB as u64);
+    assert_eq!(c.address(), b.addr.to_string());
+    let back = tokio::time::timeout(T, pending)
+        .await
+        .expect("the read completes")
+        .unwrap()
+        .unwrap();
+    assert_eq!(back, vec![0x5b; 4096]);
+    assert!(
+        started.elapsed() < Duration::from_millis(2500),
+        "the read waited for A: {:?}",
+        started.elapsed()
+    );
+    let c2 = Arc::clone(&c);
+    blocking(move || c2.write(4096, &[0x33; 4096], false).unwrap()).await;
+    assert_eq!(dev_b.bytes(4096, 4096), vec![0x33; 4096]);
+    assert_eq!(dev_a.writes.load(Ordering::SeqCst), 0);
+    assert_eq!(c.connections(), 2);
+    drop(c);
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
 }
 
 /// An address nothing listens on yet.

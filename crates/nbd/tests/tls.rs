@@ -11,7 +11,9 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 use svs_nbd::protocol::*;
-use svs_nbd::{ClientTls, NbdClient, NbdConfig, ReconnectOptions, ReconnectingClient, ServerTls};
+use svs_nbd::{
+    AddressSource, ClientTls, NbdClient, NbdConfig, ReconnectOptions, ReconnectingClient, ServerTls,
+};
 
 const MIB: usize = 1024 * 1024;
 
@@ -22,26 +24,39 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 /// A CA and a server configuration with a certificate for 127.0.0.1 it
 /// signed; the CA's certificate.
 fn server_and_ca() -> (Arc<rustls::ServerConfig>, CertificateDer<'static>) {
+    let (mut servers, ca) = servers_and_ca(&["127.0.0.1"]);
+    (servers.remove(0), ca)
+}
+
+/// A CA and, per name, a server configuration with a certificate for that
+/// name it signed; the CA's certificate.
+fn servers_and_ca(names: &[&str]) -> (Vec<Arc<rustls::ServerConfig>>, CertificateDer<'static>) {
     let ca_key = KeyPair::generate().unwrap();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     let ca = ca_params.self_signed(&ca_key).unwrap();
     let issuer = Issuer::new(ca_params, ca_key);
-    let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![cert.der().clone()],
-            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-        )
-        .unwrap();
-    (Arc::new(config), ca.der().clone())
+    let servers = names
+        .iter()
+        .map(|name| {
+            let key = KeyPair::generate().unwrap();
+            let cert = CertificateParams::new(vec![name.to_string()])
+                .unwrap()
+                .signed_by(&key, &issuer)
+                .unwrap();
+            let config = rustls::ServerConfig::builder_with_provider(provider())
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(
+                    vec![cert.der().clone()],
+                    PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+                )
+                .unwrap();
+            Arc::new(config)
+        })
+        .collect();
+    (servers, ca.der().clone())
 }
 
 fn client_tls(ca: &CertificateDer<'static>) -> ClientTls {
@@ -256,4 +271,59 @@ async fn the_reconnecting_client_reconnects_over_tls_after_a_restart() {
     .unwrap();
     assert_eq!(back, vec![7u8; 4096]);
     assert_eq!(client.connections(), 2);
+}
+
+/// The front moved to a node whose certificate names its own address: the
+/// client checks the new address's host, not the name it started with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reconnecting_client_follows_a_server_to_another_address_over_tls() {
+    let (mut configs, ca) = servers_and_ca(&["127.0.0.1", "127.0.0.2"]);
+    let tls = |config| NbdConfig {
+        tls: Some(ServerTls {
+            config,
+            required: true,
+        }),
+        ..NbdConfig::default()
+    };
+    let config_b = configs.remove(1);
+    let config_a = configs.remove(0);
+    let exports_a = TestExports::new();
+    exports_a.add("vol", MemDevice::new(MIB, 0));
+    let a = TestServer::start_with(exports_a, tls(config_a)).await;
+    let exports_b = TestExports::new();
+    let dev_b = MemDevice::new(MIB, 0x5b);
+    exports_b.add("vol", dev_b.clone());
+    let free = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
+    let addr_b = free.local_addr().unwrap();
+    drop(free);
+    let b = TestServer::start_at(addr_b, exports_b, tls(config_b)).await;
+
+    let target = Arc::new(std::sync::Mutex::new(a.addr.to_string()));
+    let t = Arc::clone(&target);
+    let source: AddressSource = Arc::new(move || t.lock().unwrap().clone());
+    let opts = ReconnectOptions {
+        initial_backoff: Duration::from_millis(20),
+        max_backoff: Duration::from_millis(200),
+        give_up_after: Duration::from_secs(10),
+        tls: Some(client_tls(&ca)),
+        ..ReconnectOptions::default()
+    };
+    let client = Arc::new(
+        blocking(move || ReconnectingClient::connect_following(source, "vol".into(), opts))
+            .await
+            .expect("connected to A"),
+    );
+    a.stop().await.unwrap();
+    *target.lock().unwrap() = addr_b.to_string();
+    let c = Arc::clone(&client);
+    let back = blocking(move || {
+        let mut buf = vec![0u8; 4096];
+        c.read(0, &mut buf).map(|()| buf)
+    })
+    .await
+    .expect("read on B, its certificate checked for 127.0.0.2");
+    assert_eq!(back, vec![0x5b; 4096]);
+    assert_eq!(client.address(), addr_b.to_string());
+    drop(client);
+    b.stop().await.unwrap();
 }
