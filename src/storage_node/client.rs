@@ -168,3 +168,31 @@ async fn answer<T: DeserializeOwned>(
         .await
         .map_err(|e| StorageNodeError::Unreachable(format!("reading the answer: {e}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_registration_says_where_the_slice_server_and_the_fronts_are() {
+        let media = [OfferedMedium {
+            name: "d1".into(),
+            size: 1 << 30,
+            directory: "/srv/d1".into(),
+        }];
+        let body = RegisterBody {
+            sliceaddress: "127.0.0.2:7450".into(),
+            media: &media,
+            slicepublickey: None,
+            frontaddress: "127.0.0.2:10809".into(),
+        };
+        assert_eq!(
+            serde_json::to_value(&body).expect("json"),
+            serde_json::json!({
+                "sliceaddress": "127.0.0.2:7450",
+                "media": [{"name": "d1", "size": 1073741824, "directory": "/srv/d1"}],
+                "frontaddress": "127.0.0.2:10809"
+            })
+        );
+    }
+}
