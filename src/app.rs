@@ -571,7 +571,7 @@ fn background_work(
 /// The NBD server gets a runtime of its own: it runs small reads and writes
 /// inline on its workers (no thread hand-off per request), and a write the
 /// kernel holds up can then never delay the HTTP API.
-fn spawn_nbd_server(
+pub(crate) fn spawn_nbd_server(
     exports: Arc<ExportRegistry>,
     listener: TcpListener,
     config: NbdConfig,

@@ -1,7 +1,11 @@
 //! The storage node's side of `PUT /nodes/{node}/storage`: registration
-//! and heartbeat, with the node's storage credential.
+//! and heartbeat, with the node's storage credential; and of the calls of
+//! its fronts (`POST /nodes/{node}/storage/fronts` and `/failures`), with
+//! the same credential.
 
 use super::StorageNodeError;
+use crate::fronts_wire::{FailuresBody, FailuresRecorded, FrontsAnswer, FrontsPoll};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -22,6 +26,9 @@ struct RegisterBody<'a> {
     /// The node's slice public key (PEM), when it needs a certificate.
     #[serde(skip_serializing_if = "Option::is_none")]
     slicepublickey: Option<&'a str>,
+    /// Where attaching nodes reach the fronts this node runs (its NBD
+    /// server).
+    frontaddress: String,
 }
 
 /// The control plane's answer.
@@ -78,39 +85,114 @@ impl ControlPlaneClient {
     /// Registers (or heartbeats) with the media that are healthy now.
     pub async fn register(
         &self,
-        slice_address: SocketAddr,
+        addresses: Addresses,
         media: &[OfferedMedium],
         public_key: Option<&str>,
         timeout: Duration,
     ) -> Result<Registered, StorageNodeError> {
-        let response = self
+        let request = self
             .http
             .put(&self.url)
             .bearer_auth(&self.credential)
             .timeout(timeout)
             .json(&RegisterBody {
-                sliceaddress: slice_address.to_string(),
+                sliceaddress: addresses.slice.to_string(),
                 media,
                 slicepublickey: public_key,
-            })
-            .send()
-            .await
-            .map_err(|e| StorageNodeError::Unreachable(e.to_string()))?;
-        let status = response.status();
-        if !status.is_success() {
-            let message = response
-                .json::<Message>()
-                .await
-                .map(|m| m.message)
-                .unwrap_or_default();
-            return Err(StorageNodeError::Refused {
-                status: status.as_u16(),
-                message,
+                frontaddress: addresses.front.to_string(),
             });
-        }
-        response
-            .json()
+        answer(request).await
+    }
+
+    /// Says which fronts are open here, and waits (the control plane's
+    /// long poll, up to `timeout`) for the fronts wanted of the node.
+    pub async fn fronts(
+        &self,
+        poll: &FrontsPoll,
+        timeout: Duration,
+    ) -> Result<FrontsAnswer, StorageNodeError> {
+        let request = self
+            .http
+            .post(format!("{}/fronts", self.url))
+            .bearer_auth(&self.credential)
+            .timeout(timeout)
+            .json(poll);
+        answer(request).await
+    }
+
+    /// Reports copy failures the node's fronts met.
+    pub async fn failures(
+        &self,
+        body: &FailuresBody,
+        timeout: Duration,
+    ) -> Result<FailuresRecorded, StorageNodeError> {
+        let request = self
+            .http
+            .post(format!("{}/failures", self.url))
+            .bearer_auth(&self.credential)
+            .timeout(timeout)
+            .json(body);
+        answer(request).await
+    }
+}
+
+/// What the node registers: its slice server's and its fronts' addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Addresses {
+    pub slice: SocketAddr,
+    pub front: SocketAddr,
+}
+
+/// Sends the request; the answer's body, or why there is none.
+async fn answer<T: DeserializeOwned>(
+    request: reqwest::RequestBuilder,
+) -> Result<T, StorageNodeError> {
+    let response = request
+        .send()
+        .await
+        .map_err(|e| StorageNodeError::Unreachable(e.to_string()))?;
+    let status = response.status();
+    if !status.is_success() {
+        let message = response
+            .json::<Message>()
             .await
-            .map_err(|e| StorageNodeError::Unreachable(format!("reading the answer: {e}")))
+            .map(|m| m.message)
+            .unwrap_or_default();
+        return Err(StorageNodeError::Refused {
+            status: status.as_u16(),
+            message,
+        });
+    }
+    response
+        .json()
+        .await
+        .map_err(|e| StorageNodeError::Unreachable(format!("reading the answer: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_registration_says_where_the_slice_server_and_the_fronts_are() {
+        let media = [OfferedMedium {
+            name: "d1".into(),
+            size: 1 << 30,
+            directory: "/srv/d1".into(),
+        }];
+        let body = RegisterBody {
+            sliceaddress: "127.0.0.2:7450".into(),
+            media: &media,
+            slicepublickey: None,
+            frontaddress: "127.0.0.2:10809".into(),
+        };
+        assert_eq!(
+            serde_json::to_value(&body).expect("json"),
+            serde_json::json!({
+                "sliceaddress": "127.0.0.2:7450",
+                "media": [{"name": "d1", "size": 1073741824, "directory": "/srv/d1"}],
+                "frontaddress": "127.0.0.2:10809"
+            })
+        );
     }
 }

@@ -8,6 +8,9 @@ use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+/// The NBD port of fronts when `front_listen` is not set (NBD's own).
+pub const DEFAULT_FRONT_PORT: u16 = 10809;
+
 /// `svs storage-node --config FILE`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -24,6 +27,14 @@ pub struct StorageNodeConfig {
     /// (default: `slice_listen`).
     #[serde(default)]
     pub slice_advertise: Option<SocketAddr>,
+    /// Address the NBD server of the volumes' fronts this node runs binds
+    /// (default: `slice_listen`'s IP, port 10809).
+    #[serde(default)]
+    pub front_listen: Option<SocketAddr>,
+    /// Address registered with the control plane, what attaching nodes
+    /// connect to for a front here (default: the front listen address).
+    #[serde(default)]
+    pub front_advertise: Option<SocketAddr>,
     /// The node's own state (the epochs it accepted, per volume; its slice
     /// key and the slice certificate the control plane issued).
     pub state_dir: PathBuf,
@@ -74,6 +85,17 @@ impl StorageNodeConfig {
         self.slice_advertise.unwrap_or(self.slice_listen)
     }
 
+    /// Where the NBD server of fronts listens.
+    pub fn front_listen(&self) -> SocketAddr {
+        self.front_listen
+            .unwrap_or_else(|| SocketAddr::new(self.slice_listen.ip(), DEFAULT_FRONT_PORT))
+    }
+
+    /// What is registered as the front address.
+    pub fn front_advertised(&self) -> SocketAddr {
+        self.front_advertise.unwrap_or_else(|| self.front_listen())
+    }
+
     fn check(&self) -> Result<(), StorageNodeError> {
         let bad = |m: String| Err(StorageNodeError::Config(format!("configuration: {m}")));
         if !(self.api.starts_with("http://") || self.api.starts_with("https://")) {
@@ -96,6 +118,20 @@ impl StorageNodeConfig {
                 "slice_advertise must be an address fronts can reach, not {} \
                  (set it when slice_listen is a wildcard address)",
                 self.advertised()
+            ));
+        }
+        if self.front_advertised().ip().is_unspecified() {
+            return bad(format!(
+                "front_advertise must be an address attaching nodes can reach, not {} \
+                 (set it when front_listen is a wildcard address)",
+                self.front_advertised()
+            ));
+        }
+        if self.front_listen() == self.slice_listen {
+            return bad(format!(
+                "front_listen and slice_listen are both {}: the NBD server of fronts needs \
+                 an address of its own",
+                self.slice_listen
             ));
         }
         for (i, m) in self.media.iter().enumerate() {
@@ -158,6 +194,27 @@ state_dir = "/var/lib/svs-storage-node"
         assert_eq!(c.media.len(), 2);
         assert_eq!(c.media[0].size, Some(ByteSize::gib(10)));
         assert_eq!(c.media[1].size, None);
+        assert_eq!(c.front_listen(), "127.0.0.2:10809".parse().unwrap());
+        assert_eq!(c.front_advertised(), "127.0.0.2:10809".parse().unwrap());
+    }
+
+    #[test]
+    fn fronts_listen_and_advertise_where_configured() {
+        let c = load(&format!(
+            "{BASE}front_listen = \"0.0.0.0:10900\"\nfront_advertise = \"127.0.0.2:10901\"\n"
+        ))
+        .unwrap();
+        assert_eq!(c.front_listen(), "0.0.0.0:10900".parse().unwrap());
+        assert_eq!(c.front_advertised(), "127.0.0.2:10901".parse().unwrap());
+        let c = load(&format!("{BASE}front_listen = \"127.0.0.3:10900\"\n")).unwrap();
+        assert_eq!(c.front_advertised(), "127.0.0.3:10900".parse().unwrap());
+        let err = load(&format!("{BASE}front_listen = \"0.0.0.0:10900\"\n")).unwrap_err();
+        assert!(err.contains("front_advertise must be an address"), "{err}");
+        let err = load(&format!("{BASE}front_listen = \"127.0.0.2:7450\"\n")).unwrap_err();
+        assert!(
+            err.contains("front_listen and slice_listen are both"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -9,22 +9,29 @@
 //!
 //! Its slice server (the slice protocol, `svs_sliceproto`, over the
 //! node's media) starts in [`start_slice_services`] once the first
-//! registration answered the slice credential it must accept.
+//! registration answered the slice credential it must accept; then too
+//! the volumes' fronts the control plane has it run
+//! ([`fronts::FrontServices`]: an NBD server on `front_listen`, and a long
+//! poll that says which fronts).
 
 pub mod client;
 pub mod config;
+pub mod fronts;
 pub mod tls;
 
 use crate::slice_tls::SliceTlsMode;
-use client::{ControlPlaneClient, OfferedMedium, Registered};
+use client::{Addresses, ControlPlaneClient, OfferedMedium, Registered};
 use config::{StorageNodeConfig, StorageNodeMedium};
+use fronts::FrontServices;
 use std::io::Write;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use svs_dataplane::{start_slice_server, SharedSecret};
 use thiserror::Error;
 use tls::NodeTls;
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 /// The documented defaults of a package install.
@@ -127,6 +134,39 @@ struct Slice {
     credential: Option<watch::Sender<String>>,
 }
 
+/// The node's fronts, started with the slice server (they reach the
+/// node's own media through it, and serve NBD with its TLS).
+struct Fronts {
+    client: Arc<ControlPlaneClient>,
+    listen: SocketAddr,
+    /// Bound at start-up (Err: why not), until the services take it.
+    listener: Option<Result<TcpListener, String>>,
+    services: Option<FrontServices>,
+}
+
+impl Fronts {
+    /// Starts the services, or has them follow the slice server's TLS.
+    async fn follow(&mut self, tls: Option<Arc<rustls::ServerConfig>>) {
+        match &mut self.services {
+            Some(services) => services.set_tls(tls).await,
+            None => {
+                let listener = match self.listener.take() {
+                    Some(l) => l,
+                    None => TcpListener::bind(self.listen)
+                        .await
+                        .map_err(|e| format!("cannot listen for NBD on {}: {e}", self.listen)),
+                };
+                self.services = Some(FrontServices::start(
+                    Arc::clone(&self.client),
+                    self.listen,
+                    listener,
+                    tls,
+                ));
+            }
+        }
+    }
+}
+
 /// Acts on a registration answer: takes the slice certificate it issued,
 /// and starts the slice server (or restarts it, when the service's slice
 /// TLS was turned on or off) once it can serve as fronts will connect.
@@ -138,6 +178,7 @@ async fn follow_answer(
     answer: &Registered,
     sent_key: bool,
     slice: &mut Slice,
+    fronts: &mut Fronts,
 ) -> Result<bool, StorageNodeError> {
     // An answer without it is from a control plane before slice TLS.
     let mode = SliceTlsMode::parse(&answer.slicetls).unwrap_or(SliceTlsMode::Off);
@@ -176,8 +217,9 @@ async fn follow_answer(
         None => {
             let (sender, receiver) = watch::channel(answer.slicecredential.clone());
             let tls = node_tls.server_config(mode)?;
-            slice.services = Some(start_slice_services(config, receiver, tls)?);
+            slice.services = Some(start_slice_services(config, receiver, tls.clone())?);
             slice.credential = Some(sender);
+            fronts.follow(tls).await;
         }
     }
     Ok(false)
@@ -281,13 +323,34 @@ pub async fn run(config_file: &Path) -> Result<(), StorageNodeError> {
             config.state_dir.display()
         ))
     })?;
-    let client = ControlPlaneClient::new(&config.api, &config.node, &credential)?;
+    let client = Arc::new(ControlPlaneClient::new(
+        &config.api,
+        &config.node,
+        &credential,
+    )?);
+    // Bound now, so a port taken is said at start-up; serving starts with
+    // the slice server.
+    let mut fronts = Fronts {
+        client: Arc::clone(&client),
+        listen: config.front_listen(),
+        listener: Some(
+            TcpListener::bind(config.front_listen())
+                .await
+                .map_err(|e| format!("cannot listen for NBD on {}: {e}", config.front_listen())),
+        ),
+        services: None,
+    };
+    let addresses = Addresses {
+        slice: config.advertised(),
+        front: config.front_advertised(),
+    };
     let stop = stop_signal()?;
     tokio::pin!(stop);
     tracing::info!(
         node = config.node,
         api = config.api,
         slice_address = %config.advertised(),
+        front_address = %config.front_advertised(),
         media = config.media.len(),
         "storage node started"
     );
@@ -310,7 +373,7 @@ pub async fn run(config_file: &Path) -> Result<(), StorageNodeError> {
         let public_key =
             node_tls.wanted_public_key(config.advertised(), time::OffsetDateTime::now_utc());
         let answer = tokio::select! {
-            a = client.register(config.advertised(), &media, public_key.as_deref(), REQUEST_TIMEOUT) => a,
+            a = client.register(addresses, &media, public_key.as_deref(), REQUEST_TIMEOUT) => a,
             _ = &mut stop => break,
         };
         let followed = match answer {
@@ -326,15 +389,22 @@ pub async fn run(config_file: &Path) -> Result<(), StorageNodeError> {
                 }
                 backoff = Backoff::new();
                 let sent_key = public_key.is_some();
-                follow_answer(&config, &mut node_tls, &registered, sent_key, &mut slice)
-                    .await
-                    .map(|again| {
-                        if again {
-                            Duration::ZERO
-                        } else {
-                            Duration::from_secs(registered.heartbeatseconds.max(1))
-                        }
-                    })
+                follow_answer(
+                    &config,
+                    &mut node_tls,
+                    &registered,
+                    sent_key,
+                    &mut slice,
+                    &mut fronts,
+                )
+                .await
+                .map(|again| {
+                    if again {
+                        Duration::ZERO
+                    } else {
+                        Duration::from_secs(registered.heartbeatseconds.max(1))
+                    }
+                })
             }
             Err(e) => Err(e),
         };
@@ -357,6 +427,10 @@ pub async fn run(config_file: &Path) -> Result<(), StorageNodeError> {
             _ = tokio::time::sleep(pause) => {}
             _ = &mut stop => break,
         }
+    }
+    // Before the slice server: they write through it.
+    if let Some(f) = fronts.services.take() {
+        f.stop().await;
     }
     if let Some(s) = slice.services.take() {
         s.stop();

@@ -354,6 +354,8 @@ mod tests {
             credential_file: state.join("c"),
             slice_listen: "127.0.0.1:7450".parse().expect("address"),
             slice_advertise: None,
+            front_listen: None,
+            front_advertise: None,
             state_dir: state.to_path_buf(),
             slice_tls_cert: None,
             slice_tls_key: None,

@@ -52,10 +52,13 @@ impl StorageNodeProcess {
         std::fs::write(&credential_file, credential).expect("credential written");
         let mut toml = format!(
             "api = \"{}\"\nnode = \"{node}\"\ncredential_file = \"{}\"\n\
-             slice_listen = \"{slice_address}\"\nstate_dir = \"{}\"\n",
+             slice_listen = \"{slice_address}\"\nstate_dir = \"{}\"\n\
+             front_listen = \"{ip}:{}\"\n",
             app.base,
             credential_file.display(),
-            dir.path().join("state").display()
+            dir.path().join("state").display(),
+            // Its own port: nodes of parallel tests share IPs.
+            free_port(ip)
         );
         for (name, gib) in media {
             let path = dir.path().join("media").join(name);
