@@ -16,6 +16,7 @@ mod csi_lifecycle;
 mod csi_node;
 mod filesystem;
 mod forge;
+mod front_on_node;
 mod fs_growth;
 mod guard;
 mod host_agent;

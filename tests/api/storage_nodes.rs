@@ -34,6 +34,8 @@ pub(crate) struct StorageNodeProcess {
     pub(crate) dir: TempDir,
     child: Option<Child>,
     pub(crate) slice_address: String,
+    /// Where its NBD server of volumes' fronts listens.
+    pub(crate) front_address: String,
 }
 
 impl StorageNodeProcess {
@@ -48,17 +50,17 @@ impl StorageNodeProcess {
     ) -> Self {
         let dir = tempfile::tempdir().expect("node dir");
         let slice_address = format!("{ip}:{}", free_port(ip));
+        // Its own port: nodes of parallel tests share IPs.
+        let front_address = format!("{ip}:{}", free_port(ip));
         let credential_file = dir.path().join("node.credential");
         std::fs::write(&credential_file, credential).expect("credential written");
         let mut toml = format!(
             "api = \"{}\"\nnode = \"{node}\"\ncredential_file = \"{}\"\n\
              slice_listen = \"{slice_address}\"\nstate_dir = \"{}\"\n\
-             front_listen = \"{ip}:{}\"\n",
+             front_listen = \"{front_address}\"\n",
             app.base,
             credential_file.display(),
             dir.path().join("state").display(),
-            // Its own port: nodes of parallel tests share IPs.
-            free_port(ip)
         );
         for (name, gib) in media {
             let path = dir.path().join("media").join(name);
@@ -73,6 +75,7 @@ impl StorageNodeProcess {
             dir,
             child: None,
             slice_address,
+            front_address,
         }
     }
 

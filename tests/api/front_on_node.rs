@@ -1,0 +1,321 @@
+//! A volume's front on a storage node (issue 21, `fronts = "nodes"`): the
+//! real `svs serve`, `svs storage-node` processes on 127.0.0.2.., and real
+//! clients (qemu-io; the host agent with a mounted filesystem). The
+//! attachment's NBD address is a storage node's; the volume's bytes never
+//! pass through `svs serve`, which can die without stopping the I/O; when
+//! the front's node dies, the front opens on another node holding a copy
+//! and the host's device follows it.
+
+use crate::attach::{attach, qemu_img, qemu_io, uri};
+use crate::harness::TestApp;
+use crate::host_agent::{check_files, issue_credential, wait_host, Frozen, Writer};
+use crate::host_side::HostSide;
+use crate::storage_nodes::{
+    eventually, node_with_credential, storage_nodes_config, wait_served, StorageNodeProcess,
+    MARGIN, TIMEOUT,
+};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// One storage node of the test: its name, its one medium and its process.
+struct Node {
+    name: &'static str,
+    medium: &'static str,
+    process: StorageNodeProcess,
+}
+
+/// Starts a storage node with one 4 GiB medium.
+async fn start_node(
+    app: &TestApp,
+    name: &'static str,
+    ip: &str,
+    zone: &str,
+    medium: &'static str,
+) -> Node {
+    let credential = node_with_credential(app, name, ip, zone, "storage").await;
+    let mut process = StorageNodeProcess::new(app, name, ip, &[(medium, 4)], &credential);
+    process.start();
+    Node {
+        name,
+        medium,
+        process,
+    }
+}
+
+/// `svs serve` with `fronts = "nodes"` (no medium large enough for a
+/// volume: every copy goes to the storage nodes) and three storage nodes,
+/// one medium each, in three zones; a policy with three copies on three
+/// nodes; host-1 (127.0.0.1) to attach to.
+async fn three_nodes(more: &[&str]) -> (TestApp, Vec<Node>) {
+    let mut settings = vec!["fronts = \"nodes\"", "agent_wait_secs = 60"];
+    settings.extend_from_slice(more);
+    let app = TestApp::start_with(storage_nodes_config(&settings)).await;
+    let nodes = vec![
+        start_node(&app, "sn-1", "127.0.0.2", "z1", "a1").await,
+        start_node(&app, "sn-2", "127.0.0.3", "z2", "b1").await,
+        start_node(&app, "sn-3", "127.0.0.4", "z3", "c1").await,
+    ];
+    wait_served(&app, &["a1", "b1", "c1"]).await;
+    app.create_policy("three", 2, 1, 0).await;
+    let (status, body) = app
+        .post(
+            "/nodes",
+            json!({"name": "host-1", "address": "127.0.0.1", "zone": "z0"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    (app, nodes)
+}
+
+/// `host:port` of an `nbd://host:port/export` URI.
+fn address_of(uri: &str) -> String {
+    uri.split("://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The node whose NBD server of fronts the URI names.
+fn front_node<'a>(nodes: &'a [Node], uri: &str) -> &'a Node {
+    let address = address_of(uri);
+    nodes
+        .iter()
+        .find(|n| n.process.front_address == address)
+        .unwrap_or_else(|| panic!("{uri} names no storage node's front"))
+}
+
+/// The volume's copies as (copy, medium, health), copy 0 first.
+async fn copies(app: &TestApp, volume: &str) -> Vec<(u64, String, String)> {
+    let mut copies: Vec<(u64, String, String)> = app
+        .slices(volume)
+        .await
+        .iter()
+        .map(|s| {
+            (
+                s["copy"].as_u64().unwrap_or(u64::MAX),
+                s["media"].as_str().unwrap_or_default().to_string(),
+                s["health"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    copies.sort();
+    copies
+}
+
+/// The file of copy `copy` (one column) on its node's disk.
+fn copy_file(nodes: &[Node], medium: &str, volume_id: &str, copy: u64) -> PathBuf {
+    let node = nodes
+        .iter()
+        .find(|n| n.medium == medium)
+        .expect("the node of a copy");
+    node.process
+        .medium_dir(medium)
+        .join(volume_id)
+        .join(format!("c{copy}-k0.slice"))
+}
+
+/// Bytes `[offset, offset + len)` of a file.
+fn bytes_at(path: &PathBuf, offset: u64, len: usize) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut buf = vec![0u8; len];
+    file.read_exact_at(&mut buf, offset)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    buf
+}
+
+/// A mirrored volume attached to host-1 is exported by a storage node
+/// holding one of its copies, not by `svs serve`: qemu-io writes through
+/// the node's address, every copy's file on the nodes' disks has the
+/// bytes, and with `svs serve` killed the volume still takes writes and
+/// reads them back. The control plane restarted, the front stays where it
+/// is (same address, still serving); detached, the export is gone.
+#[tokio::test]
+async fn an_attached_mirror_is_served_by_a_storage_node_not_by_svs_serve() {
+    let (mut app, nodes) = three_nodes(&[]).await;
+    let id = app
+        .create_volume_done(json!({"name": "v", "size": 1, "policy": "three"}))
+        .await;
+    let a = attach(&app, "v", "host-1", false).await;
+    let uri = uri(&a);
+    let front = front_node(&nodes, &uri);
+    let holds: Vec<String> = copies(&app, "v").await.into_iter().map(|c| c.1).collect();
+    assert!(holds.contains(&front.medium.to_string()), "{holds:?} {uri}");
+
+    let out = qemu_io(
+        &uri,
+        &["write -P 0xab 0 4M".into(), "read -P 0xab 0 4M".into()],
+    );
+    assert!(out.is_ok(), "{out:?}\n{}", front.process.log());
+
+    // The control plane is not on the data path.
+    app.kill();
+    let out = qemu_io(
+        &uri,
+        &[
+            "write -P 0xcd 1M 64k".into(),
+            "read -P 0xab 0 1M".into(),
+            "read -P 0xcd 1M 64k".into(),
+            "flush".into(),
+        ],
+    );
+    assert!(out.is_ok(), "svs serve down: {out:?}\n{}", front.process.log());
+    for (copy, medium, health) in {
+        app.launch().expect("svs serve restarts");
+        copies(&app, "v").await
+    } {
+        assert_eq!(health, "Healthy");
+        let file = copy_file(&nodes, &medium, &id, copy);
+        assert_eq!(bytes_at(&file, 0, 4096), vec![0xab; 4096], "{medium}");
+        assert_eq!(bytes_at(&file, 1 << 20, 4096), vec![0xcd; 4096], "{medium}");
+    }
+
+    // Restarted, the control plane leaves the front where it is.
+    let (status, a) = app.get("/volumes/v/snapshots/top/attachments/host-1").await;
+    assert_eq!(status, StatusCode::OK, "{a}");
+    assert_eq!(crate::attach::uri(&a), uri);
+    let out = qemu_io(&uri, &["read -P 0xcd 1M 64k".into()]);
+    assert!(out.is_ok(), "{out:?}\n{}", front.process.log());
+
+    let job = app
+        .delete_and_wait("/volumes/v/snapshots/top/attachments/host-1")
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    let gone = eventually(Duration::from_secs(10), || async {
+        qemu_io(&uri, &["read 0 4k".into()]).is_err()
+    })
+    .await;
+    assert!(gone, "the export outlived its attachment");
+}
+
+async fn volume_state(app: &TestApp, volume: &str) -> Value {
+    let (status, v) = app.get(&format!("/volumes/{volume}")).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    v["state"].clone()
+}
+
+/// Waits until the writer has `count` more files than `from`.
+async fn wait_written(writer: &Writer, from: usize, count: usize, host: &HostSide, app: &TestApp) {
+    let start = Instant::now();
+    while writer.count() < from + count {
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "the writer stopped at {} files\nagent log:\n{}\nserve log:\n{}",
+            writer.count(),
+            host.log(),
+            app.log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A file volume (ext4) with three copies on three storage nodes, mounted
+/// by host-1's agent through its front on one of them. The front's node is
+/// SIGKILLed while files are written and fsynced: the writer sees no error,
+/// the front opens on another node holding a copy (the attachment's URI
+/// names it) and the agent's device follows it; the volume is Degraded.
+/// A fourth node joins and a recovery rebuilds the lost copy (the job runs
+/// while the volume stays attached); the volume is Ready, the front is on a
+/// storage node again, every file reads back and the three copies are
+/// identical.
+#[tokio::test]
+async fn the_front_moves_to_another_node_when_its_node_dies() {
+    let (app, mut nodes) = three_nodes(&[]).await;
+    let id = app
+        .create_volume_done(json!({"name": "files", "type": "file", "size": 2, "policy": "three"}))
+        .await;
+    let mut host = HostSide::new();
+    issue_credential(&app, &host).await;
+    host.start_agent(&app);
+    let target = host.mountpoint("files");
+    let (status, body) = app
+        .post(
+            "/volumes/files/snapshots/top/attachments",
+            json!({"node": "host-1", "mountpoint": target.to_string_lossy()}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let a = wait_host(&app, &host, "files", |a| a["hoststate"] == "Mounted").await;
+    let first_uri = uri(&a);
+    let victim = front_node(&nodes, &first_uri).name;
+
+    let writer = Writer::start(&target, "w");
+    wait_written(&writer, 0, 5, &host, &app).await;
+    nodes
+        .iter_mut()
+        .find(|n| n.name == victim)
+        .expect("the front's node")
+        .process
+        .kill();
+    let at_kill = writer.count();
+    wait_written(&writer, at_kill, 20, &host, &app).await;
+    let degraded = eventually(TIMEOUT + MARGIN, || async {
+        volume_state(&app, "files").await == "Degraded"
+    })
+    .await;
+    assert!(degraded, "{}", app.get("/volumes/files").await.1);
+    let (_, a) = app
+        .get("/volumes/files/snapshots/top/attachments/host-1")
+        .await;
+    let moved_to = front_node(&nodes, &uri(&a)).name;
+    assert_ne!(moved_to, victim, "{a}");
+    let files = writer.finish();
+    assert!(files.len() >= at_kill + 20, "{}", files.len());
+    check_files(&files);
+
+    // A fourth node joins; the recovery rebuilds the lost copy there.
+    let spare = start_node(&app, "sn-4", "127.0.0.5", "z4", "d1").await;
+    wait_served(&app, &["d1"]).await;
+    let (status, body) = app.post("/volumes/files/recover", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app.wait_job_of(&body).await;
+    assert_eq!(job["state"], "Done", "{job}\n{}", app.log());
+    nodes.push(spare);
+    let ready = eventually(Duration::from_secs(30), || async {
+        volume_state(&app, "files").await == "Ready"
+    })
+    .await;
+    assert!(ready, "{}", app.get("/volumes/files").await.1);
+    // Back on a storage node once the job is over.
+    let on_node = eventually(Duration::from_secs(30), || async {
+        let (_, a) = app
+            .get("/volumes/files/snapshots/top/attachments/host-1")
+            .await;
+        let address = address_of(&uri(&a));
+        nodes.iter().any(|n| n.process.front_address == address)
+    })
+    .await;
+    assert!(on_node, "{}", app.log());
+    check_files(&files);
+
+    let now = copies(&app, "files").await;
+    assert!(now.iter().all(|c| c.2 == "Healthy"), "{now:?}");
+    let files_of: Vec<PathBuf> = now
+        .iter()
+        .map(|(copy, m, _)| copy_file(&nodes, m, &id, *copy))
+        .collect();
+    {
+        let _frozen = Frozen::new(&target);
+        for other in &files_of[1..] {
+            let (a, b) = (
+                files_of[0].display().to_string(),
+                other.display().to_string(),
+            );
+            let out = qemu_img(&["compare", "-f", "raw", "-F", "raw", &a, &b]);
+            assert!(
+                out.as_deref()
+                    .is_ok_and(|o| o.contains("Images are identical")),
+                "{a} and {b}: {out:?}"
+            );
+        }
+    }
+    let job = app
+        .delete_and_wait("/volumes/files/snapshots/top/attachments/host-1")
+        .await;
+    assert_eq!(job["state"], "Done", "{job}\nagent log:\n{}", host.log());
+    let left = host.leftovers();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
