@@ -19,6 +19,7 @@ mod attach;
 mod create;
 mod delete;
 mod filesystem;
+mod front;
 mod growth;
 mod kinds;
 mod recovery;
@@ -111,6 +112,10 @@ pub(crate) struct JobContext {
     pub agent_wait: std::time::Duration,
     /// Raised when what node agents should do may have changed.
     pub changes: Arc<crate::changes::DesiredStateChanges>,
+    /// Setting `fronts`: where attached volumes' fronts run.
+    pub fronts_mode: crate::config::FrontsMode,
+    /// What storage nodes report open (an attach waits on it).
+    pub fronts: Arc<crate::fronts::FrontReports>,
     /// Held while reading free space, planning and booking the plan, so two
     /// jobs never book the same free space.
     pub allocation: tokio::sync::Mutex<()>,
