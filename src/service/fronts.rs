@@ -264,8 +264,9 @@ mod tests {
         };
         let empty = version(&[]);
         assert_eq!(empty.len(), 32);
-        assert_eq!(version(&[spec.clone()]), version(&[spec.clone()]));
-        assert_ne!(version(&[spec.clone()]), empty);
+        let one = std::slice::from_ref(&spec);
+        assert_eq!(version(one), version(one));
+        assert_ne!(version(one), empty);
         let mut later = spec.clone();
         later.epoch = 2;
         assert_ne!(version(&[spec]), version(&[later]));
