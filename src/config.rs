@@ -971,6 +971,18 @@ mod tests {
     }
 
     #[test]
+    fn fronts_run_in_serve_by_default_or_on_storage_nodes() {
+        assert_eq!(Config::default().fronts, FrontsMode::Serve);
+        let config = load_file("demo = true\nfronts = \"nodes\"\n").unwrap();
+        assert_eq!(config.fronts, FrontsMode::Nodes);
+        let err = load_file("demo = true\nfronts = \"hosts\"\n").unwrap_err();
+        assert!(
+            err.contains("fronts 'hosts' is not supported (supported: serve, nodes)"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn unknown_settings_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("svs.toml");
@@ -1046,10 +1058,6 @@ mod tests {
                 "tls 'on' is not supported (supported: off, auto)",
             ),
             ("nbd_tls = \"yes\"", "nbd_tls 'yes' is not supported"),
-            (
-                "fronts = \"hosts\"",
-                "fronts 'hosts' is not supported (supported: serve, nodes)",
-            ),
         ] {
             let err = load_file(&format!("demo = true\n{bad}\n")).unwrap_err();
             assert!(err.contains(expected), "{bad}: {err}");
