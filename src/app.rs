@@ -521,6 +521,7 @@ fn background_work(
             rate_limit: config.movement_rate_limit(),
             checkpoint_bytes: config.movement_checkpoint.as_u64(),
             agent_wait: Duration::from_secs(config.agent_wait_secs),
+            fronts: config.fronts,
         },
     );
     let reconcilers: Vec<Arc<dyn Reconciler>> = vec![

@@ -179,6 +179,12 @@ pub struct Config {
     /// refuses to start, which catches a forgotten `[[media]]`.
     /// `SVS_STORAGE_NODES_ONLY`.
     pub storage_nodes_only: bool,
+    /// Where an attached volume's front (its NBD exports, the process that
+    /// writes its copies) runs: "serve" (here, in svs serve) or "nodes" (on
+    /// a storage node, when every copy of the volume is on storage-node
+    /// media, so the bytes never pass through svs serve; else here).
+    /// Default "serve". `SVS_FRONTS`.
+    pub fronts: FrontsMode,
     /// The media svs places slices on (none with `demo`). Only from the
     /// configuration file; media added through the API (`POST /media`)
     /// are kept in the store, and an entry here takes one of the same id
@@ -268,6 +274,45 @@ impl TryFrom<String> for NbdTlsMode {
 
 impl From<NbdTlsMode> for String {
     fn from(mode: NbdTlsMode) -> String {
+        mode.as_str().to_string()
+    }
+}
+
+/// Where volumes' fronts run (`fronts`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum FrontsMode {
+    /// In svs serve.
+    Serve,
+    /// On a storage node holding a copy, when every copy is on storage
+    /// nodes.
+    Nodes,
+}
+
+impl FrontsMode {
+    pub const ALL: [FrontsMode; 2] = [FrontsMode::Serve, FrontsMode::Nodes];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            FrontsMode::Serve => "serve",
+            FrontsMode::Nodes => "nodes",
+        }
+    }
+}
+
+impl TryFrom<String> for FrontsMode {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<FrontsMode, String> {
+        FrontsMode::ALL
+            .into_iter()
+            .find(|m| m.as_str() == name)
+            .ok_or_else(|| format!("fronts '{name}' is not supported (supported: serve, nodes)"))
+    }
+}
+
+impl From<FrontsMode> for String {
+    fn from(mode: FrontsMode) -> String {
         mode.as_str().to_string()
     }
 }
@@ -424,6 +469,7 @@ impl Default for Config {
             log_format: LogFormat::Text,
             demo: true,
             storage_nodes_only: false,
+            fronts: FrontsMode::Serve,
             media: Vec::new(),
             nodes: Vec::new(),
         }
@@ -920,6 +966,18 @@ mod tests {
         let err = load_file("log_format = \"xml\"\n").unwrap_err();
         assert!(
             err.contains("log_format 'xml' is not supported (supported: text, json)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn fronts_run_in_serve_by_default_or_on_storage_nodes() {
+        assert_eq!(Config::default().fronts, FrontsMode::Serve);
+        let config = load_file("demo = true\nfronts = \"nodes\"\n").unwrap();
+        assert_eq!(config.fronts, FrontsMode::Nodes);
+        let err = load_file("demo = true\nfronts = \"hosts\"\n").unwrap_err();
+        assert!(
+            err.contains("fronts 'hosts' is not supported (supported: serve, nodes)"),
             "{err}"
         );
     }

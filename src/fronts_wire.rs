@@ -1,57 +1,63 @@
-//! The wire types of a volume's front on a storage node (the node and the
-//! control plane share them): `POST /nodes/{node}/storage/fronts` (a long
-//! poll: the node's open fronts in, the fronts wanted of it out) and `POST
-//! /nodes/{node}/storage/failures` (copy failures its fronts met). Field
-//! names are the JSON's.
+//! The JSON a storage node and the control plane exchange about the
+//! volumes' fronts a node runs (`POST /nodes/{node}/storage/fronts` and
+//! `POST /nodes/{node}/storage/failures`). Both sides use these types, so
+//! the wire cannot drift between them; field names are the JSON names.
 
 use serde::{Deserialize, Serialize};
 
-/// The body of `POST /nodes/{node}/storage/fronts`.
+/// A node's long poll: what it last heard and what it has open.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FrontsPoll {
     /// The version of the last answer; empty on the first call.
+    #[serde(default)]
     pub version: String,
-    /// The fronts the node has open (or failed to open).
+    /// Each front the node was asked for, opened or not.
+    #[serde(default)]
     pub open: Vec<FrontOpen>,
 }
 
 /// One front as the node has it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FrontOpen {
     pub volume: String,
+    /// The epoch it opened (or tried to open) the volume at.
     pub epoch: u64,
-    /// Empty when open, else why it failed.
+    /// Empty when open; else why it failed.
+    #[serde(default)]
     pub error: String,
 }
 
-/// The answer to `POST /nodes/{node}/storage/fronts`.
+/// The fronts wanted of a node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FrontsAnswer {
-    /// A digest of `fronts`.
+    /// A digest of `fronts`: the node sends it back in its next poll.
     pub version: String,
     pub fronts: Vec<FrontSpec>,
 }
 
-/// One volume whose front the node must run.
+/// One volume whose front the node runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FrontSpec {
     pub volume: String,
+    /// The front epoch the node opens the volume at.
     pub epoch: u64,
     /// Bytes.
     pub size: u64,
-    /// Medium of each column, per copy (`VolumeLayout.media`).
+    /// Per copy, the medium of each column (`VolumeLayout.media`).
     pub media: Vec<Vec<String>>,
-    /// Media of the copies lost (`VolumeOpening.lost_media`).
+    /// Media whose copies are lost (`VolumeOpening.lost_media`).
     pub lostmedia: Vec<String>,
     /// Every node holding a medium of the volume, this one included.
     pub nodes: Vec<FrontNode>,
-    /// PEM certificates the slice servers' certificates are checked against;
-    /// empty: the slice protocol without TLS.
+    /// PEM certificates the slice servers are checked against; empty: the
+    /// slice protocol runs without TLS.
     pub slicetlsroots: Vec<String>,
     pub exports: Vec<FrontExport>,
 }
 
-/// A storage node holding media of the volume.
+/// A storage node's slice server, and which of the volume's media it holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FrontNode {
     pub node: String,
@@ -61,44 +67,47 @@ pub struct FrontNode {
     pub media: Vec<String>,
 }
 
-/// One NBD export of the volume.
+/// One NBD export of the volume (an attachment).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FrontExport {
     pub name: String,
     /// The attaching node's name.
     pub host: String,
-    /// The attaching node's IP: the only peer allowed.
+    /// The IP address it connects from.
     pub hostaddress: String,
     pub readonly: bool,
-    /// None: the live volume.
+    /// A snapshot's view; None: the live volume.
     pub snapshot: Option<FrontSnapshot>,
 }
 
-/// A snapshot export's view.
+/// Which snapshot an export shows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FrontSnapshot {
     pub seq: u64,
-    /// Bytes.
+    /// Bytes: the volume's size when the snapshot was taken.
     pub size: u64,
 }
 
-/// The body of `POST /nodes/{node}/storage/failures`.
+/// Copy failures a node's fronts met.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FailuresBody {
     pub failures: Vec<FrontFailure>,
 }
 
-/// A `svs_dataplane::CopyFailure` a front on the node met.
+/// One failure, as `svs_dataplane::CopyFailure`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FrontFailure {
     pub medium: String,
     pub volume: String,
     pub copy: u32,
     pub column: u32,
+    /// The whole medium failed, not this copy alone.
     pub mediumfailed: bool,
 }
 
-/// The answer to `POST /nodes/{node}/storage/failures`.
+/// How many failures the control plane recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FailuresRecorded {
     pub recorded: u64,

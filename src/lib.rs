@@ -23,6 +23,7 @@ pub mod clock;
 pub mod config;
 pub mod csi;
 pub mod exports;
+pub mod fronts;
 pub mod fronts_wire;
 pub mod http;
 pub mod jobs;

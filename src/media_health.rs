@@ -84,9 +84,10 @@ pub async fn lose_copies(
     Ok(lost)
 }
 
-/// Records one failure the data plane's I/O met: the medium's, or the
-/// copy's alone.
-async fn record_failure(
+/// Records one failure the data plane's I/O met (svs serve's own, or a
+/// front's on a storage node): the medium's, or the copy's alone. How
+/// many records it changed (0: known already).
+pub async fn record_failure(
     store: &dyn Store,
     exports: &ExportRegistry,
     failure: CopyFailure,

@@ -92,12 +92,28 @@ pub struct SliceTls {
     ca: Option<SliceCa>,
     /// What the data plane trusts; `None` with TLS off.
     client: Option<Arc<rustls::ClientConfig>>,
+    /// The same roots as PEM, for fronts on storage nodes (empty with TLS
+    /// off, and when the built-in roots are trusted).
+    roots_pem: Vec<String>,
 }
 
 struct SliceCa {
     /// PEM; parsed at each issue (rare: one per node per renewal).
     key_pem: String,
     fingerprint: String,
+}
+
+/// One certificate as PEM ("CERTIFICATE", 64 characters a line).
+fn certificate_pem(der: &[u8]) -> String {
+    use base64::Engine;
+    let body = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in body.as_bytes().chunks(64) {
+        pem.push_str(&String::from_utf8_lossy(line));
+        pem.push('\n');
+    }
+    pem.push_str("-----END CERTIFICATE-----\n");
+    pem
 }
 
 impl std::fmt::Debug for SliceTls {
@@ -116,6 +132,7 @@ impl SliceTls {
             mode: SliceTlsMode::Off,
             ca: None,
             client: None,
+            roots_pem: Vec::new(),
         }
     }
 
@@ -150,6 +167,7 @@ impl SliceTls {
         let fingerprint = crate::tls::fingerprint(&ca_chain[0]);
         let mut roots = ca_chain;
         roots.extend(extra);
+        let roots_pem = roots.iter().map(|c| certificate_pem(c)).collect();
         Ok(SliceTls {
             mode: SliceTlsMode::Issued,
             ca: Some(SliceCa {
@@ -157,6 +175,7 @@ impl SliceTls {
                 fingerprint,
             }),
             client: Some(client_config(roots, false)?),
+            roots_pem,
         })
     }
 
@@ -164,15 +183,23 @@ impl SliceTls {
     /// when empty).
     pub fn trusting(roots: Vec<CertificateDer<'static>>) -> Result<SliceTls, String> {
         let built_in = roots.is_empty();
+        let roots_pem = roots.iter().map(|c| certificate_pem(c)).collect();
         Ok(SliceTls {
             mode: SliceTlsMode::Own,
             ca: None,
             client: Some(client_config(roots, built_in)?),
+            roots_pem,
         })
     }
 
     pub fn mode(&self) -> SliceTlsMode {
         self.mode
+    }
+
+    /// The certificates slice servers are checked against, as PEM: what a
+    /// front on a storage node trusts. Empty with TLS off.
+    pub fn roots_pem(&self) -> &[String] {
+        &self.roots_pem
     }
 
     /// The CA that issues slice certificates (`Issued`), by fingerprint.

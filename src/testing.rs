@@ -105,5 +105,6 @@ pub fn runner_settings(max_concurrent_jobs: usize, retry: RetryPolicy) -> Runner
         rate_limit: None,
         checkpoint_bytes: 64 << 20,
         agent_wait: std::time::Duration::from_secs(5),
+        fronts: crate::config::FrontsMode::Serve,
     }
 }

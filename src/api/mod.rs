@@ -127,6 +127,8 @@ fn documented_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(agents::agent_attachments))
         .routes(routes!(agents::report_host_state))
         .routes(routes!(storage_nodes::register_storage_node))
+        .routes(routes!(storage_nodes::storage_node_fronts))
+        .routes(routes!(storage_nodes::storage_node_failures))
         .routes(routes!(storage_nodes::node_copies))
         .routes(routes!(policies::list_policies, policies::create_policy))
         .routes(routes!(

@@ -7,6 +7,7 @@ use super::parse::{bad, opt_str, req_str, Body, ParseResult};
 use super::requests::{only_fields, FromBody};
 use super::views::ErrorBody;
 use super::{ApiError, AppState};
+use crate::fronts_wire::{FailuresBody, FailuresRecorded, FrontsAnswer, FrontsPoll};
 use crate::service::commands::{RegisterStorageNode, StorageMediumSpec};
 use crate::service::storage_nodes::StorageNode;
 use crate::service::Administrator;
@@ -90,7 +91,10 @@ impl FromBody for RegisterStorageNode {
     /// `{"sliceaddress": "127.0.0.2:7450", "media": [{"name": "d1",
     /// "size": 10737418240, "directory": "/srv/d1"}]}`.
     fn from_body(body: &Body) -> ParseResult<RegisterStorageNode> {
-        only_fields(body, &["sliceaddress", "media", "slicepublickey"])?;
+        only_fields(
+            body,
+            &["sliceaddress", "media", "slicepublickey", "frontaddress"],
+        )?;
         let address = req_str(body, "sliceaddress")?;
         let slice_address = address.parse::<SocketAddr>().map_err(|_| {
             bad(format!(
@@ -123,10 +127,18 @@ impl FromBody for RegisterStorageNode {
         {
             return Err(bad("slicepublickey is too long"));
         }
+        let front_address = opt_str(body, "frontaddress")?
+            .filter(|a| !a.is_empty())
+            .map(|a| {
+                a.parse::<SocketAddr>()
+                    .map_err(|_| bad(format!("frontaddress '{a}' is not an IP:PORT address")))
+            })
+            .transpose()?;
         Ok(RegisterStorageNode {
             slice_address,
             media,
             slice_public_key,
+            front_address,
         })
     }
 }
@@ -177,6 +189,9 @@ pub struct StorageNodeRequest {
     /// carries one signed by svs's CA for the slice address.
     #[schema(max_length = 4096)]
     pub slicepublickey: Option<String>,
+    /// IP:PORT where attaching hosts reach the node's NBD server of
+    /// volumes' fronts (setting `fronts = "nodes"` of svs serve).
+    pub frontaddress: Option<String>,
 }
 
 /// One medium of a storage node.
@@ -253,4 +268,217 @@ fn copy_view(c: &NodeCopy) -> NodeCopyView {
         state: if c.lost { "Lost" } else { "Healthy" },
         stalegeneration: c.stale_generation,
     }
+}
+
+/// Most fronts a node may report in one poll, and failures in one report.
+const MAX_FRONT_ITEMS: usize = 4096;
+/// Longest version or error text a node may send.
+const MAX_FRONT_TEXT: usize = 4096;
+
+#[utoipa::path(
+    post, path = "/nodes/{node}/storage/fronts", tag = "Storage nodes", operation_id = "StorageNodeFronts",
+    summary = "The volumes' fronts a storage node runs: a long poll (storage credential only)",
+    description = "svs extension, for `svs storage-node` (setting `fronts = \"nodes\"` of svs serve). Records `open`, what the node has open (an attachment waits for its volume to be reported open at its epoch), then answers the fronts wanted of the node as soon as their `version` differs from the one sent, or after 20 s with the same. An agent credential or a user's IdToken gets 403.",
+    params(("node" = String, Path, description = "The credential's node")),
+    request_body = StorageFrontsPollSchema,
+    security(("node-credential" = [])),
+    responses(
+        (status = 200, description = "The fronts wanted of the node", body = StorageFrontsSchema),
+        (status = 400, description = "Malformed body", body = ErrorBody),
+        (status = 401, description = "Invalid or revoked node credential", body = ErrorBody),
+        (status = 403, description = "Another node's credential, or not a storage credential", body = ErrorBody),
+        (status = 408, description = "Body not received in time", body = ErrorBody),
+        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
+    ),
+)]
+pub async fn storage_node_fronts(
+    State(app): State<AppState>,
+    storage: StorageNode,
+    Path(node): Path<String>,
+    Parsed(poll): Parsed<FrontsPoll>,
+) -> Result<Json<FrontsAnswer>, ApiError> {
+    Ok(Json(app.poll_fronts(&storage, &node, poll).await?))
+}
+
+#[utoipa::path(
+    post, path = "/nodes/{node}/storage/failures", tag = "Storage nodes", operation_id = "StorageNodeFailures",
+    summary = "Copy failures the fronts of a storage node met (storage credential only)",
+    description = "svs extension, for `svs storage-node`. Each failure is recorded as one svs serve's own I/O met: `mediumfailed` fails the medium (every copy on it lost), else that copy alone is lost. Only failures of volumes whose front the node runs, on media holding a copy of the volume, count. `recorded`: how many changed what svs knew. An agent credential or a user's IdToken gets 403.",
+    params(("node" = String, Path, description = "The credential's node")),
+    request_body = StorageFailuresSchema,
+    security(("node-credential" = [])),
+    responses(
+        (status = 200, description = "Recorded", body = StorageFailuresRecordedSchema),
+        (status = 400, description = "Malformed body", body = ErrorBody),
+        (status = 401, description = "Invalid or revoked node credential", body = ErrorBody),
+        (status = 403, description = "Another node's credential, or not a storage credential", body = ErrorBody),
+        (status = 408, description = "Body not received in time", body = ErrorBody),
+        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
+    ),
+)]
+pub async fn storage_node_failures(
+    State(app): State<AppState>,
+    storage: StorageNode,
+    Path(node): Path<String>,
+    Parsed(body): Parsed<FailuresBody>,
+) -> Result<Json<FailuresRecorded>, ApiError> {
+    let recorded = app.record_front_failures(&storage, &node, body).await?;
+    Ok(Json(FailuresRecorded { recorded }))
+}
+
+/// A body read with the shared wire types, with serde's words for what is
+/// wrong (`missing field`, `invalid type`).
+fn wire_body<T: serde::de::DeserializeOwned>(body: &Body) -> ParseResult<T> {
+    serde_json::from_value(Value::Object(body.clone())).map_err(|e| bad(e.to_string()))
+}
+
+impl FromBody for FrontsPoll {
+    /// `{"version": "", "open": [{"volume": "vol-1", "epoch": 3, "error": ""}]}`.
+    fn from_body(body: &Body) -> ParseResult<FrontsPoll> {
+        let poll: FrontsPoll = wire_body(body)?;
+        if poll.version.len() > MAX_FRONT_TEXT {
+            return Err(bad("version is too long"));
+        }
+        if poll.open.len() > MAX_FRONT_ITEMS {
+            return Err(bad(format!("at most {MAX_FRONT_ITEMS} fronts in open")));
+        }
+        for o in &poll.open {
+            if o.volume.is_empty() {
+                return Err(bad("each front in open needs its volume"));
+            }
+            if o.volume.len() > MAX_FRONT_TEXT || o.error.len() > MAX_FRONT_TEXT {
+                return Err(bad(format!("front '{}': too long", o.volume)));
+            }
+        }
+        Ok(poll)
+    }
+}
+
+impl FromBody for FailuresBody {
+    /// `{"failures": [{"medium": "d1", "volume": "vol-1", "copy": 0,
+    /// "column": 2, "mediumfailed": false}]}`.
+    fn from_body(body: &Body) -> ParseResult<FailuresBody> {
+        let failures: FailuresBody = wire_body(body)?;
+        if failures.failures.len() > MAX_FRONT_ITEMS {
+            return Err(bad(format!("at most {MAX_FRONT_ITEMS} failures at once")));
+        }
+        if failures
+            .failures
+            .iter()
+            .any(|f| f.medium.is_empty() || f.volume.is_empty())
+        {
+            return Err(bad("each failure needs its medium and volume"));
+        }
+        Ok(failures)
+    }
+}
+
+/// `POST /nodes/{node}/storage/fronts` (documentation of `FrontsPoll`).
+#[derive(ToSchema)]
+#[schema(as = StorageFrontsPoll)]
+#[allow(dead_code, non_snake_case)]
+pub struct StorageFrontsPollSchema {
+    /// The version of the last answer; empty on the first call.
+    pub version: String,
+    pub open: Vec<StorageFrontOpenSchema>,
+}
+
+/// One front as the node has it.
+#[derive(ToSchema)]
+#[schema(as = StorageFrontOpen)]
+#[allow(dead_code, non_snake_case)]
+pub struct StorageFrontOpenSchema {
+    pub volume: String,
+    pub epoch: u64,
+    /// Empty when open, else why it failed.
+    pub error: String,
+}
+
+/// The fronts wanted of a node (documentation of `FrontsAnswer`).
+#[derive(ToSchema)]
+#[schema(as = StorageFronts)]
+#[allow(dead_code, non_snake_case)]
+pub struct StorageFrontsSchema {
+    /// A digest of `fronts`.
+    pub version: String,
+    pub fronts: Vec<StorageFrontSpecSchema>,
+}
+
+/// One volume whose front the node runs.
+#[derive(ToSchema)]
+#[schema(as = StorageFrontSpec)]
+#[allow(dead_code, non_snake_case)]
+pub struct StorageFrontSpecSchema {
+    pub volume: String,
+    pub epoch: u64,
+    /// Bytes.
+    pub size: u64,
+    /// Per copy, the medium of each column.
+    pub media: Vec<Vec<String>>,
+    pub lostmedia: Vec<String>,
+    pub nodes: Vec<StorageFrontNodeSchema>,
+    /// PEM certificates; empty: the slice protocol without TLS.
+    pub slicetlsroots: Vec<String>,
+    pub exports: Vec<StorageFrontExportSchema>,
+}
+
+/// A slice server holding media of the volume.
+#[derive(ToSchema)]
+#[schema(as = StorageFrontNode)]
+#[allow(dead_code, non_snake_case)]
+pub struct StorageFrontNodeSchema {
+    pub node: String,
+    pub sliceaddress: String,
+    pub slicecredential: String,
+    pub media: Vec<String>,
+}
+
+/// An export (attachment) of the volume.
+#[derive(ToSchema)]
+#[schema(as = StorageFrontExport)]
+#[allow(dead_code, non_snake_case)]
+pub struct StorageFrontExportSchema {
+    pub name: String,
+    pub host: String,
+    pub hostaddress: String,
+    pub readonly: bool,
+    pub snapshot: Option<StorageFrontSnapshotSchema>,
+}
+
+/// The snapshot an export shows.
+#[derive(ToSchema)]
+#[schema(as = StorageFrontSnapshot)]
+#[allow(dead_code, non_snake_case)]
+pub struct StorageFrontSnapshotSchema {
+    pub seq: u64,
+    /// Bytes.
+    pub size: u64,
+}
+
+/// `POST /nodes/{node}/storage/failures` (documentation of `FailuresBody`).
+#[derive(ToSchema)]
+#[schema(as = StorageFailures)]
+#[allow(dead_code, non_snake_case)]
+pub struct StorageFailuresSchema {
+    pub failures: Vec<StorageFailureSchema>,
+}
+
+/// One copy failure.
+#[derive(ToSchema)]
+#[schema(as = StorageFailure)]
+#[allow(dead_code, non_snake_case)]
+pub struct StorageFailureSchema {
+    pub medium: String,
+    pub volume: String,
+    pub copy: u32,
+    pub column: u32,
+    pub mediumfailed: bool,
+}
+
+/// How many failures changed what svs knew.
+#[derive(ToSchema)]
+#[schema(as = StorageFailuresRecorded)]
+#[allow(dead_code, non_snake_case)]
+pub struct StorageFailuresRecordedSchema {
+    pub recorded: u64,
 }

@@ -40,6 +40,33 @@ pub(super) async fn attach(
         .await?
         .ok_or_else(|| JobError::Failed(format!("attachment to node '{node}' no longer exists")))?;
     let (view, what) = export_view(ctx, &volume, snapshot).await?;
+    if let Some(front) = super::front::place_front(ctx, &volume).await? {
+        if let Err(why) = super::front::wait_front_open(ctx, &volume, &front).await {
+            ctx.store
+                .delete_attachment(&volume.id, snapshot, node)
+                .await?;
+            ctx.store.clear_unattached_front(&volume.id).await?;
+            ctx.changes.notify();
+            return Err(JobError::Failed(format!(
+                "Could not attach {} to node '{node}': the front on storage node '{}' did not \
+                 open: {why}",
+                what.to_lowercase_first(),
+                front.node
+            )));
+        }
+        ctx.store
+            .set_attachment_state(&volume.id, snapshot, node, "Attached")
+            .await?;
+        return ctx
+            .done(
+                job,
+                format!(
+                    "{what} attached to node '{node}' (its front on storage node '{}')",
+                    front.node
+                ),
+            )
+            .await;
+    }
     let opening = layout_for_open(ctx.store.as_ref(), &ctx.exports, &volume).await?;
     let exports = Arc::clone(&ctx.exports);
     let (name, owner, readonly) = (
@@ -80,11 +107,16 @@ pub(super) async fn detach(ctx: &JobContext, job: &Job, args: &DetachArgs) -> Re
             // The host still has it mounted: its agent lets go first.
             super::agents::wait_for_disconnect(ctx, job, &a).await?;
         }
-        // Closes the node's connections before the record goes.
+        // Closes the node's connections before the record goes (a front on
+        // a storage node drops the export when its next poll no longer
+        // lists it).
         ctx.exports.detach(&a.export_name);
         ctx.store
             .delete_attachment(&volume.id, snapshot, node)
             .await?;
+        if ctx.store.clear_unattached_front(&volume.id).await? {
+            tracing::info!(volume = %volume.name, "no attachment left: the volume's front on a storage node ends");
+        }
     }
     ctx.done(job, format!("{what} detached from node '{node}'"))
         .await

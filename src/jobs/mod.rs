@@ -19,6 +19,7 @@ mod attach;
 mod create;
 mod delete;
 mod filesystem;
+mod front;
 mod growth;
 mod kinds;
 mod recovery;
@@ -111,6 +112,10 @@ pub(crate) struct JobContext {
     pub agent_wait: std::time::Duration,
     /// Raised when what node agents should do may have changed.
     pub changes: Arc<crate::changes::DesiredStateChanges>,
+    /// Setting `fronts`: where attached volumes' fronts run.
+    pub fronts_mode: crate::config::FrontsMode,
+    /// What storage nodes report open (an attach waits on it).
+    pub fronts: Arc<crate::fronts::FrontReports>,
     /// Held while reading free space, planning and booking the plan, so two
     /// jobs never book the same free space.
     pub allocation: tokio::sync::Mutex<()>,
@@ -179,6 +184,17 @@ impl JobContext {
     /// The volume's shared I/O: its exports' if attached, else opened for
     /// as long as the caller holds it.
     pub(super) async fn volume_io(&self, volume: &Volume) -> Result<Arc<dyn VolumeIo>, JobError> {
+        // Opening it here takes a new front epoch, which would fence the
+        // storage node's front off the copies under its attached hosts.
+        if self.exports.volume_io(&volume.id).is_none() {
+            if let Some(node) = self.store.volume_front(&volume.id).await?.node {
+                return Err(JobError::Failed(format!(
+                    "volume '{}' has its front on storage node '{node}', and svs serve cannot \
+                     work on its data meanwhile yet: detach it first",
+                    volume.name
+                )));
+            }
+        }
         // The store's lost copies stay lost in this opening (see
         // `VolumeOpening`).
         let opening = layout_for_open(self.store.as_ref(), &self.exports, volume).await?;

@@ -35,6 +35,8 @@ pub struct RunnerSettings {
     /// How long a job waits for a node's agent to act (grow a filesystem,
     /// unmount before a detach).
     pub agent_wait: std::time::Duration,
+    /// Setting `fronts`.
+    pub fronts: crate::config::FrontsMode,
 }
 
 /// What the runner needs from the rest of the service.
@@ -78,6 +80,8 @@ impl JobRunner {
                 checkpoint_bytes: settings.checkpoint_bytes,
                 agent_wait: settings.agent_wait,
                 changes: Arc::new(DesiredStateChanges::default()),
+                fronts_mode: settings.fronts,
+                fronts: Arc::new(crate::fronts::FrontReports::default()),
                 allocation: tokio::sync::Mutex::new(()),
                 shutdown: parts.shutdown,
             }),
@@ -110,6 +114,11 @@ impl JobRunner {
     /// one ends.
     pub fn changes(&self) -> Arc<DesiredStateChanges> {
         Arc::clone(&self.ctx.changes)
+    }
+
+    /// What storage nodes report of the fronts they run.
+    pub fn fronts(&self) -> Arc<crate::fronts::FrontReports> {
+        Arc::clone(&self.ctx.fronts)
     }
 
     /// The service's stop signal (long polls end with it).

@@ -31,7 +31,8 @@ enum Outcome {
 
 impl ExportsReconciler {
     fn needs_export(&self, a: &Attachment) -> bool {
-        a.state == ATTACHED && !self.exports.is_exported(&a.export_name)
+        // A front on a storage node exports it there, not here.
+        a.state == ATTACHED && a.front_node.is_none() && !self.exports.is_exported(&a.export_name)
     }
 
     /// Opens one attachment's export.

@@ -10,9 +10,17 @@ use svs_store::{Attachment, NewAttachment, Volume};
 /// Where a snapshot name is expected, the live volume.
 pub const TOP: &str = svs_domain::LIVE_SNAPSHOT_NAME;
 
-/// An attachment's NBD URI: where its node connects.
+/// An attachment's NBD URI: where its node connects. A front on a storage
+/// node is reached at the node's front address, with the scheme of svs
+/// serve's own NBD server (`nbds://` when it offers TLS).
 pub fn attachment_uri(a: &Attachment, nbd_base: &str) -> String {
-    format!("{nbd_base}/{}", a.export_name)
+    match &a.front_address {
+        Some(address) => {
+            let scheme = nbd_base.split_once("://").map_or("nbd", |(s, _)| s);
+            format!("{scheme}://{address}/{}", a.export_name)
+        }
+        None => format!("{nbd_base}/{}", a.export_name),
+    }
 }
 
 fn attachment_not_found(volume: &str, snapshot: &str, node: &str) -> ServiceError {

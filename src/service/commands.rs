@@ -316,6 +316,8 @@ pub struct RegisterStorageNode {
     /// The node's slice public key (PEM), when it asks for a slice
     /// certificate.
     pub slice_public_key: Option<String>,
+    /// Where attaching hosts reach its NBD server for fronts (advertised).
+    pub front_address: Option<std::net::SocketAddr>,
 }
 
 /// One medium a storage node offers.

@@ -11,6 +11,7 @@ pub mod attachments;
 pub use crate::attributes;
 pub mod auth;
 pub mod commands;
+pub mod fronts;
 pub mod jobs;
 pub mod media;
 pub mod nodes;

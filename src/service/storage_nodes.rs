@@ -39,7 +39,7 @@ impl StorageNode {
         &self.node
     }
 
-    fn require_node(&self, node: &str) -> ServiceResult<()> {
+    pub(super) fn require_node(&self, node: &str) -> ServiceResult<()> {
         super::agents::require_own_node(&self.node, node)
     }
 }
@@ -132,6 +132,7 @@ impl Services {
         let registration = StorageRegistration {
             node: node.to_string(),
             slice_address: request.slice_address.to_string(),
+            front_address: request.front_address.map(|a| a.to_string()),
             media: request
                 .media
                 .iter()
@@ -340,6 +341,7 @@ mod tests {
                 })
                 .collect(),
             slice_public_key: None,
+            front_address: None,
         }
     }
 

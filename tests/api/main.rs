@@ -29,6 +29,7 @@ mod lost_disk;
 mod media_written;
 mod nbd_protocol;
 mod node_credentials;
+mod node_fronts;
 mod node_mount;
 mod node_moves;
 mod policies;

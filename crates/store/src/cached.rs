@@ -276,6 +276,30 @@ impl<S: Store> StorageNodeStore for CachedStore<S> {
 }
 
 #[async_trait]
+impl<S: Store> FrontStore for CachedStore<S> {
+    // No volume read shows a volume's front node: the cache stays.
+    async fn set_front_node(&self, volume_id: &str, node: Option<&str>) -> StoreResult<()> {
+        self.inner.set_front_node(volume_id, node).await
+    }
+
+    async fn volume_front(&self, volume_id: &str) -> StoreResult<VolumeFront> {
+        self.inner.volume_front(volume_id).await
+    }
+
+    async fn clear_unattached_front(&self, volume_id: &str) -> StoreResult<bool> {
+        self.inner.clear_unattached_front(volume_id).await
+    }
+
+    async fn node_fronts(&self, node: &str) -> StoreResult<Vec<NodeFront>> {
+        self.inner.node_fronts(node).await
+    }
+
+    async fn front_counts(&self) -> StoreResult<HashMap<String, u64>> {
+        self.inner.front_counts().await
+    }
+}
+
+#[async_trait]
 impl<S: Store> PolicyStore for CachedStore<S> {
     async fn create_policy(&self, tenant_id: i64, policy: &PolicyWrite) -> StoreResult<Policy> {
         self.changed(self.inner.create_policy(tenant_id, policy).await)

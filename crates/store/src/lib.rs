@@ -38,15 +38,15 @@ pub use error::{StoreError, StoreResult};
 pub use records::*;
 pub use sqlite::SqliteStore;
 pub use traits::{
-    AttachmentStore, JobStore, MediaStore, NodeAgentStore, PolicyStore, SnapshotStore,
+    AttachmentStore, FrontStore, JobStore, MediaStore, NodeAgentStore, PolicyStore, SnapshotStore,
     StorageNodeStore, Store, StoreLifecycle, UserStore, VolumeStore,
 };
 
 /// The store traits, so that methods can be called on an `Arc<dyn Store>`.
 pub mod prelude {
     pub use crate::traits::{
-        AttachmentStore, JobStore, MediaStore, NodeAgentStore, PolicyStore, SnapshotStore,
-        StorageNodeStore, Store, StoreLifecycle, UserStore, VolumeStore,
+        AttachmentStore, FrontStore, JobStore, MediaStore, NodeAgentStore, PolicyStore,
+        SnapshotStore, StorageNodeStore, Store, StoreLifecycle, UserStore, VolumeStore,
     };
 }
 

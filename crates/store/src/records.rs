@@ -382,6 +382,11 @@ pub struct Attachment {
     pub manager: AttachmentManager,
     /// The volume's current size.
     pub volume_size: Gib,
+    /// The storage node running the volume's front; None: svs serve.
+    pub front_node: Option<String>,
+    /// That node's front address (IP:PORT), where the attaching host
+    /// connects; None: svs serve's NBD server.
+    pub front_address: Option<String>,
 }
 
 /// Host states an agent reports.
@@ -535,6 +540,9 @@ pub struct StorageNodeRecord {
     /// None after the node's credential was reissued or revoked, until it
     /// registers again.
     pub slice_credential: Option<String>,
+    /// Where attaching hosts reach its NBD server for fronts (IP:PORT);
+    /// None: it registered none (it runs no fronts).
+    pub front_address: Option<String>,
 }
 
 /// One medium a storage node lists in its registration or heartbeat.
@@ -552,6 +560,8 @@ pub struct StorageMedium {
 pub struct StorageRegistration {
     pub node: String,
     pub slice_address: String,
+    /// The advertised address of its NBD server for fronts (IP:PORT).
+    pub front_address: Option<String>,
     pub media: Vec<StorageMedium>,
     pub now_ms: i64,
     /// Kept as the node's slice credential when it has none (a first
@@ -668,4 +678,26 @@ pub struct Snapshot {
     /// Attachments of the snapshot.
     pub attachments: u64,
     pub created_ms: i64,
+}
+
+/// Where a volume's front runs (`FrontStore::volume_front`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumeFront {
+    /// The storage node running it; None: svs serve.
+    pub node: Option<String>,
+    /// The volume's front epoch.
+    pub epoch: u64,
+}
+
+/// A volume whose front a storage node runs, with what the node needs to
+/// run it (`FrontStore::node_fronts`).
+#[derive(Debug, Clone)]
+pub struct NodeFront {
+    pub volume_id: String,
+    /// The volume's front epoch.
+    pub epoch: u64,
+    /// GiB.
+    pub size: Gib,
+    /// Its attachments (of the live volume and of its snapshots).
+    pub attachments: Vec<Attachment>,
 }

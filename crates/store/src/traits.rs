@@ -164,6 +164,27 @@ pub trait StorageNodeStore: Send + Sync {
     async fn node_copies(&self, node: &str) -> StoreResult<Vec<NodeCopy>>;
 }
 
+/// Fronts of volumes on storage nodes (setting `fronts = "nodes"`): which
+/// node runs a volume's front.
+#[async_trait]
+pub trait FrontStore: Send + Sync {
+    /// Sets (or, with None, clears) the storage node running the volume's
+    /// front. NotFound for an unknown volume.
+    async fn set_front_node(&self, volume_id: &str, node: Option<&str>) -> StoreResult<()>;
+    /// The storage node running the volume's front (None: svs serve runs
+    /// it) and its front epoch. NotFound for an unknown volume.
+    async fn volume_front(&self, volume_id: &str) -> StoreResult<VolumeFront>;
+    /// Clears the volume's front node when it has no attachment left (in
+    /// one statement, so an attachment made meanwhile keeps it); true when
+    /// it cleared one.
+    async fn clear_unattached_front(&self, volume_id: &str) -> StoreResult<bool>;
+    /// The fronts wanted of a node: each volume whose front node it is and
+    /// that has at least one attachment, by volume id.
+    async fn node_fronts(&self, node: &str) -> StoreResult<Vec<NodeFront>>;
+    /// How many volumes' fronts each node runs (nodes running none: absent).
+    async fn front_counts(&self) -> StoreResult<HashMap<String, u64>>;
+}
+
 /// Policies of a tenant.
 #[async_trait]
 pub trait PolicyStore: Send + Sync {
@@ -429,6 +450,7 @@ pub trait Store:
     + SnapshotStore
     + NodeAgentStore
     + StorageNodeStore
+    + FrontStore
     + StoreLifecycle
     + 'static
 {
@@ -444,6 +466,7 @@ impl<T> Store for T where
         + SnapshotStore
         + NodeAgentStore
         + StorageNodeStore
+        + FrontStore
         + StoreLifecycle
         + 'static
 {

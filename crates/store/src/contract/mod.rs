@@ -101,6 +101,7 @@ macro_rules! store_contract_tests {
             a_new_or_revoked_credential_changes_the_slice_credential,
             node_copies_list_every_copy_on_the_nodes_media,
             the_front_epoch_only_grows,
+            a_volume_front_node_is_wanted_of_it_while_the_volume_is_attached,
             a_lost_copy_records_the_generation_it_missed,
             a_node_medium_failed_by_a_front_records_the_generation_its_copies_missed,
         );

@@ -14,6 +14,7 @@ fn registration(node: &str, media: &[StorageMedium], now_ms: i64) -> StorageRegi
     StorageRegistration {
         node: node.into(),
         slice_address: "127.0.0.2:7450".into(),
+        front_address: Some("127.0.0.2:10809".into()),
         media: media.to_vec(),
         now_ms,
         new_slice_credential: format!("secret-{now_ms}"),
@@ -116,6 +117,7 @@ pub async fn a_storage_node_registers_its_media_and_claims_no_other(store: &dyn 
             last_heartbeat_ms: 20,
             state: StorageNodeState::Online,
             slice_credential: Some("secret-10".into()),
+            front_address: Some("127.0.0.2:10809".into()),
         }]
     );
     // Another node's medium, the file's: the whole request is refused.
@@ -400,4 +402,95 @@ pub async fn a_node_medium_failed_by_a_front_records_the_generation_its_copies_m
         (true, Some(1))
     );
     assert_eq!(read_volume(store, user.tenant_id).await.lost_slices, 1);
+}
+
+pub async fn a_volume_front_node_is_wanted_of_it_while_the_volume_is_attached(store: &dyn Store) {
+    let (user, volume) = volume_on_d1(store).await;
+    let front = |node: Option<&str>, epoch| VolumeFront {
+        node: node.map(str::to_string),
+        epoch,
+    };
+    assert_eq!(
+        store.volume_front(&volume).await.expect("read"),
+        front(None, 0)
+    );
+    assert!(matches!(
+        store.volume_front("nope").await,
+        Err(StoreError::NotFound)
+    ));
+    assert!(matches!(
+        store.set_front_node("nope", Some("sn-1")).await,
+        Err(StoreError::NotFound)
+    ));
+    store
+        .set_front_node(&volume, Some("sn-1"))
+        .await
+        .expect("set");
+    assert_eq!(
+        store.volume_front(&volume).await.expect("read"),
+        front(Some("sn-1"), 0)
+    );
+    assert_eq!(store.front_counts().await.expect("counts")["sn-1"], 1);
+    // Not attached: nothing is wanted of the node yet.
+    assert!(store.node_fronts("sn-1").await.expect("fronts").is_empty());
+    let job = store
+        .create_attachment(
+            &NewAttachment {
+                volume_id: volume.clone(),
+                snapshot: "top".into(),
+                node: "host-7".into(),
+                tenant_id: user.tenant_id,
+                readonly: true,
+                mountpoint: String::new(),
+                export_name: "e1".into(),
+                now_ms: 20,
+                manager: AttachmentManager::Csi,
+            },
+            &new_job(
+                &user,
+                JobSpec::AttachmentCreate(AttachmentArgs {
+                    node: "host-7".into(),
+                    readonly: true,
+                    mountpoint: String::new(),
+                    snapshot: "top".into(),
+                }),
+                &volume,
+            ),
+        )
+        .await
+        .expect("attach");
+    finish(store, job).await;
+    assert_eq!(store.next_front_epoch(&volume).await.expect("epoch"), 1);
+    let fronts = store.node_fronts("sn-1").await.expect("fronts");
+    assert_eq!(fronts.len(), 1);
+    assert_eq!(
+        (
+            fronts[0].volume_id.as_str(),
+            fronts[0].epoch,
+            fronts[0].size
+        ),
+        (volume.as_str(), 1, 10)
+    );
+    assert_eq!(fronts[0].attachments.len(), 1);
+    assert_eq!(fronts[0].attachments[0].export_name, "e1");
+    assert_eq!(
+        fronts[0].attachments[0].front_address.as_deref(),
+        Some("127.0.0.2:10809")
+    );
+    assert!(store.node_fronts("sn-2").await.expect("fronts").is_empty());
+    // Still attached: the front stays.
+    assert!(!store.clear_unattached_front(&volume).await.expect("kept"));
+    store
+        .delete_attachment(&volume, "top", "host-7")
+        .await
+        .expect("detach");
+    assert!(store
+        .clear_unattached_front(&volume)
+        .await
+        .expect("cleared"));
+    assert_eq!(
+        store.volume_front(&volume).await.expect("read"),
+        front(None, 1)
+    );
+    assert!(store.front_counts().await.expect("counts").is_empty());
 }

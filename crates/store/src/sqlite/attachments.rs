@@ -18,10 +18,12 @@ pub(super) const ATTACHMENT_SELECT: &str = "SELECT a.volume_id, v.name AS volume
     s.volume_size_gib AS snapshot_size, \
     v.job_id, j.progress AS job_progress, j.status AS job_status, \
     CASE WHEN j.type = 'volume_grow_filesystem' OR (j.type = 'volume_modify_extend' \
-        AND json_extract(j.args, '$.size') = v.size_gib) THEN j.id END AS volume_grow_job \
+        AND json_extract(j.args, '$.size') = v.size_gib) THEN j.id END AS volume_grow_job, \
+    v.front_node, fnode.front_address AS front_address \
     FROM attachments a JOIN volumes v ON v.id = a.volume_id \
     LEFT JOIN snapshots s ON s.id = a.snapshot \
-    LEFT JOIN jobs j ON j.id = v.job_id";
+    LEFT JOIN jobs j ON j.id = v.job_id \
+    LEFT JOIN nodes fnode ON fnode.name = v.front_node";
 
 /// What the node's agent reported, from `host_*` columns (None until it
 /// reported).
@@ -72,6 +74,8 @@ pub(super) fn attachment_row(row: &SqliteRow) -> StoreResult<Attachment> {
         },
         volume_size: u64::try_from(row.try_get::<i64, _>("volume_size")?)
             .map_err(|_| StoreError::Corrupt("negative volume size".into()))?,
+        front_node: row.try_get("front_node")?,
+        front_address: row.try_get("front_address")?,
     })
 }
 

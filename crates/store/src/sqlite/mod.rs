@@ -16,6 +16,7 @@
 mod agents;
 mod attachments;
 mod backup;
+mod fronts;
 mod jobs;
 mod lost;
 mod media;

@@ -171,10 +171,11 @@ impl StorageNodeStore for SqliteStore {
         }
         let slice_credential = kept_credential.unwrap_or_else(|| r.new_slice_credential.clone());
         sqlx::query(
-            "UPDATE nodes SET role = 'storage', slice_address = ?, last_heartbeat_ms = ?, \
-             storage_state = 'Online', slice_credential = ? WHERE name = ?",
+            "UPDATE nodes SET role = 'storage', slice_address = ?, front_address = ?, \
+             last_heartbeat_ms = ?, storage_state = 'Online', slice_credential = ? WHERE name = ?",
         )
         .bind(&r.slice_address)
+        .bind(&r.front_address)
         .bind(r.now_ms)
         .bind(&slice_credential)
         .bind(&r.node)
@@ -193,7 +194,7 @@ impl StorageNodeStore for SqliteStore {
         // The writer: liveness must see the last heartbeat.
         let rows = sqlx::query(
             "SELECT name, zone, slice_address, last_heartbeat_ms, storage_state, \
-             slice_credential FROM nodes WHERE role = 'storage' ORDER BY name",
+             slice_credential, front_address FROM nodes WHERE role = 'storage' ORDER BY name",
         )
         .fetch_all(&self.writer)
         .await?;
@@ -212,6 +213,7 @@ impl StorageNodeStore for SqliteStore {
                     state: StorageNodeState::parse(&state)
                         .ok_or_else(|| StoreError::Corrupt(format!("storage state '{state}'")))?,
                     slice_credential: r.try_get("slice_credential")?,
+                    front_address: r.try_get("front_address")?,
                 })
             })
             .collect()

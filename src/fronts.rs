@@ -1,0 +1,249 @@
+//! Fronts on storage nodes (setting `fronts = "nodes"`): which storage
+//! node takes a volume's front ([`choose_front_node`], pure), and what each
+//! node last said it has open ([`FrontReports`], in memory), which an
+//! attach job waits on.
+//!
+//! The reports are not persisted: a node sends its whole open set with
+//! every poll, so after a restart of svs serve the next poll (at most a
+//! long-poll period away) tells it all again.
+
+use crate::fronts_wire::FrontOpen;
+use std::collections::HashMap;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// How long an attach job waits for the chosen node to report the volume
+/// open.
+pub const FRONT_OPEN_WAIT: Duration = Duration::from_secs(15);
+
+/// A storage node that might take a volume's front, as the attach job
+/// sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrontCandidate {
+    pub node: String,
+    /// Heartbeating (not Offline).
+    pub online: bool,
+    /// It registered an address for its NBD server of fronts.
+    pub has_front_address: bool,
+    /// It holds a copy of the volume that is not lost.
+    pub holds_healthy_copy: bool,
+    /// Volumes whose front it runs now.
+    pub fronts: u64,
+}
+
+impl FrontCandidate {
+    fn usable(&self) -> bool {
+        self.online && self.has_front_address && self.holds_healthy_copy
+    }
+}
+
+/// The node to run a volume's front: its current front node while that
+/// one is still usable (Online, with a front address and a healthy copy),
+/// so its exports stay where they are; else the usable node running the
+/// fewest fronts, then by name. None: no storage node can take it.
+pub fn choose_front_node<'a>(
+    current: Option<&str>,
+    candidates: &'a [FrontCandidate],
+) -> Option<&'a str> {
+    if let Some(kept) = current.and_then(|c| candidates.iter().find(|n| n.node == c && n.usable()))
+    {
+        return Some(&kept.node);
+    }
+    candidates
+        .iter()
+        .filter(|n| n.usable())
+        .min_by(|a, b| a.fronts.cmp(&b.fronts).then_with(|| a.node.cmp(&b.node)))
+        .map(|n| n.node.as_str())
+}
+
+/// What waiting for a node's report found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FrontOutcome {
+    /// Open at the epoch waited for.
+    Open,
+    /// The node could not open it: why.
+    Failed(String),
+    /// No report of that epoch in time.
+    TimedOut,
+}
+
+/// One node's last report, numbered in the order reports arrived.
+#[derive(Debug, Clone, Default)]
+struct Report {
+    seq: u64,
+    open: Vec<FrontOpen>,
+}
+
+/// What each storage node last reported open, by node.
+#[derive(Debug)]
+pub struct FrontReports {
+    reports: watch::Sender<(u64, HashMap<String, Report>)>,
+}
+
+impl Default for FrontReports {
+    fn default() -> Self {
+        FrontReports {
+            reports: watch::channel((0, HashMap::new())).0,
+        }
+    }
+}
+
+impl FrontReports {
+    /// Replaces what the node has open, and wakes whoever waits on it.
+    pub fn record(&self, node: &str, open: Vec<FrontOpen>) {
+        self.reports.send_modify(|(seq, all)| {
+            *seq += 1;
+            all.insert(node.to_string(), Report { seq: *seq, open });
+        });
+    }
+
+    /// The number of the last report (of any node): a wait for reports
+    /// after a change passes it.
+    pub fn last_seq(&self) -> u64 {
+        self.reports.borrow().0
+    }
+
+    /// What the node last reported of the volume.
+    pub fn reported(&self, node: &str, volume: &str) -> Option<FrontOpen> {
+        self.reports
+            .borrow()
+            .1
+            .get(node)
+            .and_then(|r| r.open.iter().find(|o| o.volume == volume))
+            .cloned()
+    }
+
+    /// Waits (up to `wait`) until a report of the node newer than `after`
+    /// ([`FrontReports::last_seq`]) has the volume at `epoch`: open, or
+    /// failed with its reason. A node reports after it applied the fronts
+    /// it was answered, so a report made after a change shows the change.
+    pub async fn wait_open(
+        &self,
+        node: &str,
+        volume: &str,
+        epoch: u64,
+        after: u64,
+        wait: Duration,
+    ) -> FrontOutcome {
+        let mut rx = self.reports.subscribe();
+        let at_epoch = |(_, all): &(u64, HashMap<String, Report>)| {
+            all.get(node)
+                .filter(|r| r.seq > after)
+                .and_then(|r| {
+                    r.open
+                        .iter()
+                        .find(|o| o.volume == volume && o.epoch == epoch)
+                })
+                .map(|o| o.error.clone())
+        };
+        let waited = tokio::time::timeout(wait, rx.wait_for(|all| at_epoch(all).is_some())).await;
+        match waited {
+            Ok(Ok(seen)) => match at_epoch(&seen) {
+                Some(error) if error.is_empty() => FrontOutcome::Open,
+                Some(error) => FrontOutcome::Failed(error),
+                None => FrontOutcome::TimedOut,
+            },
+            // The sender lives as long as `self`: never closed while waited on.
+            Ok(Err(_)) | Err(_) => FrontOutcome::TimedOut,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, fronts: u64) -> FrontCandidate {
+        FrontCandidate {
+            node: name.into(),
+            online: true,
+            has_front_address: true,
+            holds_healthy_copy: true,
+            fronts,
+        }
+    }
+
+    #[test]
+    fn the_node_running_the_fewest_fronts_takes_it_then_by_name() {
+        let nodes = [node("sn-c", 1), node("sn-b", 0), node("sn-a", 0)];
+        assert_eq!(choose_front_node(None, &nodes), Some("sn-a"));
+        let nodes = [node("sn-a", 2), node("sn-b", 1)];
+        assert_eq!(choose_front_node(None, &nodes), Some("sn-b"));
+    }
+
+    #[test]
+    fn the_current_front_node_keeps_it_while_usable_even_when_busier() {
+        let nodes = [node("sn-a", 0), node("sn-b", 5)];
+        assert_eq!(choose_front_node(Some("sn-b"), &nodes), Some("sn-b"));
+        let mut offline = node("sn-b", 5);
+        offline.online = false;
+        let nodes = [node("sn-a", 0), offline];
+        assert_eq!(choose_front_node(Some("sn-b"), &nodes), Some("sn-a"));
+        // A current node no longer listed is simply replaced.
+        assert_eq!(
+            choose_front_node(Some("gone"), &[node("sn-a", 3)]),
+            Some("sn-a")
+        );
+    }
+
+    #[test]
+    fn a_node_offline_without_front_address_or_without_a_healthy_copy_never_takes_it() {
+        let mut offline = node("sn-a", 0);
+        offline.online = false;
+        let mut no_address = node("sn-b", 0);
+        no_address.has_front_address = false;
+        let mut lost = node("sn-c", 0);
+        lost.holds_healthy_copy = false;
+        let nodes = [offline, no_address, lost];
+        assert_eq!(choose_front_node(None, &nodes), None);
+        assert_eq!(choose_front_node(Some("sn-c"), &nodes), None);
+        assert_eq!(choose_front_node(None, &[]), None);
+    }
+
+    fn open(volume: &str, epoch: u64, error: &str) -> FrontOpen {
+        FrontOpen {
+            volume: volume.into(),
+            epoch,
+            error: error.into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_wait_ends_with_the_report_of_its_epoch_only() {
+        let reports = std::sync::Arc::new(FrontReports::default());
+        reports.record("sn-1", vec![open("v1", 1, "")]);
+        let short = Duration::from_millis(50);
+        assert_eq!(
+            reports.wait_open("sn-1", "v1", 1, 0, short).await,
+            FrontOutcome::Open
+        );
+        // A report from before the change does not count.
+        let seen = reports.last_seq();
+        assert_eq!(
+            reports.wait_open("sn-1", "v1", 1, seen, short).await,
+            FrontOutcome::TimedOut
+        );
+        // An older epoch open is not the one asked for.
+        assert_eq!(
+            reports.wait_open("sn-1", "v1", 2, 0, short).await,
+            FrontOutcome::TimedOut
+        );
+        let later = std::sync::Arc::clone(&reports);
+        let waiting = tokio::spawn(async move {
+            later
+                .wait_open("sn-1", "v1", 2, seen, Duration::from_secs(5))
+                .await
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        reports.record("sn-1", vec![open("v1", 2, "no slice server answers")]);
+        assert_eq!(
+            waiting.await.expect("joined"),
+            FrontOutcome::Failed("no slice server answers".into())
+        );
+        assert_eq!(
+            reports.reported("sn-1", "v1"),
+            Some(open("v1", 2, "no slice server answers"))
+        );
+        assert_eq!(reports.reported("sn-2", "v1"), None);
+    }
+}
