@@ -10,11 +10,13 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, NbdTlsMode, StoreBackend};
 use crate::exports::ExportRegistry;
 use crate::http::HttpLimits;
-use crate::jobs::{JobRunner, RetryPolicy, RunnerParts, RunnerSettings, VolumeActivity};
+use crate::jobs::{
+    FrontMover, JobRunner, RetryPolicy, RunnerParts, RunnerSettings, VolumeActivity,
+};
 use crate::media_health::record_failures_at_once;
 use crate::reconcile::{
-    ExpiredRefreshTokens, ExportsReconciler, MediaHealth, OrphanedCopies, Reconciler, Reconcilers,
-    SnapshotSpace, StorageNodeLiveness,
+    ExpiredRefreshTokens, ExportsReconciler, FrontPlacement, MediaHealth, OrphanedCopies,
+    Reconciler, Reconcilers, SnapshotSpace, StorageNodeLiveness,
 };
 use crate::service::throttle::{SignInThrottle, ThrottleSettings};
 use crate::service::users::add_user;
@@ -524,7 +526,7 @@ fn background_work(
             fronts: config.fronts,
         },
     );
-    let reconcilers: Vec<Arc<dyn Reconciler>> = vec![
+    let mut reconcilers: Vec<Arc<dyn Reconciler>> = vec![
         Arc::new(MediaHealth {
             store: Arc::clone(store),
             media: Arc::clone(media),
@@ -542,7 +544,7 @@ fn background_work(
         Arc::new(OrphanedCopies {
             store: Arc::clone(store),
             media: Arc::clone(media),
-            activity,
+            activity: Arc::clone(&activity),
             period: config.reconcile_period,
         }),
         Arc::new(SnapshotSpace {
@@ -563,6 +565,20 @@ fn background_work(
             config.storage_node_timeout,
         )),
     ];
+    if config.fronts == crate::config::FrontsMode::Nodes {
+        reconcilers.push(Arc::new(FrontPlacement {
+            mover: FrontMover {
+                store: Arc::clone(store),
+                exports: Arc::clone(exports),
+                changes: runner.changes(),
+                reports: runner.fronts(),
+            },
+            activity: Arc::clone(&activity),
+            // As often as storage nodes are judged: a front whose node went
+            // Offline moves within one more period.
+            period: (config.storage_node_timeout / 5).max(Duration::from_millis(200)),
+        }));
+    }
     (
         runner,
         Reconcilers::new(&board, Arc::clone(clock), reconcilers),

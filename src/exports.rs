@@ -449,6 +449,31 @@ pub async fn attachment_view(
     )))
 }
 
+/// Opens an attachment's NBD export here (the live volume, or its
+/// snapshot's view): `Ok(Err)` when the data plane could not open it;
+/// `Err(NotFound)` when its snapshot is gone.
+pub async fn export_attachment(
+    store: &dyn Store,
+    exports: &Arc<ExportRegistry>,
+    volume: &Volume,
+    a: &svs_store::Attachment,
+) -> StoreResult<Result<(), String>> {
+    let view = attachment_view(store, &a.snapshot)
+        .await?
+        .map(|(view, _)| view);
+    let opening = layout_for_open(store, exports, volume).await?;
+    let exports = Arc::clone(exports);
+    let (name, node, readonly) = (a.export_name.clone(), a.node.clone(), a.readonly);
+    let opened =
+        tokio::task::spawn_blocking(move || exports.attach(&name, &node, readonly, &opening, view))
+            .await;
+    Ok(match opened {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(e) => Err(format!("export task failed: {e}")),
+    })
+}
+
 /// Where each slice of a volume is, for opening it for I/O.
 pub fn volume_layout(volume: &Volume, slices: &[SliceRow]) -> VolumeLayout {
     let copies = slices.iter().map(|r| r.slice.copy + 1).max().unwrap_or(0) as usize;

@@ -114,6 +114,24 @@ impl FrontReports {
     }
 
     /// Waits (up to `wait`) until a report of the node newer than `after`
+    /// no longer has the volume open; false when none came in time (a dead
+    /// node never reports).
+    pub async fn wait_closed(&self, node: &str, volume: &str, after: u64, wait: Duration) -> bool {
+        let mut rx = self.reports.subscribe();
+        let closed = |(_, all): &(u64, HashMap<String, Report>)| {
+            all.get(node).is_some_and(|r| {
+                r.seq > after
+                    && !r
+                        .open
+                        .iter()
+                        .any(|o| o.volume == volume && o.error.is_empty())
+            })
+        };
+        let waited = tokio::time::timeout(wait, rx.wait_for(closed)).await;
+        matches!(waited, Ok(Ok(_)))
+    }
+
+    /// Waits (up to `wait`) until a report of the node newer than `after`
     /// ([`FrontReports::last_seq`]) has the volume at `epoch`: open, or
     /// failed with its reason. A node reports after it applied the fronts
     /// it was answered, so a report made after a change shows the change.
@@ -245,5 +263,28 @@ mod tests {
             Some(open("v1", 2, "no slice server answers"))
         );
         assert_eq!(reports.reported("sn-2", "v1"), None);
+    }
+
+    #[tokio::test]
+    async fn a_close_is_a_newer_report_without_the_volume_open() {
+        let reports = std::sync::Arc::new(FrontReports::default());
+        let short = Duration::from_millis(50);
+        reports.record("sn-1", vec![open("v1", 1, ""), open("v2", 1, "")]);
+        let seen = reports.last_seq();
+        // Nothing newer, or another node's report: not closed.
+        assert!(!reports.wait_closed("sn-1", "v1", seen, short).await);
+        reports.record("sn-2", vec![]);
+        assert!(!reports.wait_closed("sn-1", "v1", seen, short).await);
+        let later = std::sync::Arc::clone(&reports);
+        let waiting = tokio::spawn(async move {
+            later
+                .wait_closed("sn-1", "v1", seen, Duration::from_secs(5))
+                .await
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // A failed opening is not open either.
+        reports.record("sn-1", vec![open("v1", 2, "refused"), open("v2", 1, "")]);
+        assert!(waiting.await.expect("joined"));
+        assert!(!reports.wait_closed("sn-1", "v2", seen, short).await);
     }
 }

@@ -32,6 +32,7 @@ mod snapshot;
 mod tests;
 
 pub use activity::{VolumeActivity, VolumeQuiet};
+pub use front::FrontMover;
 pub use retry::RetryPolicy;
 pub use runner::{JobRunner, RunnerParts, RunnerSettings, JOB_RUNNER};
 
@@ -184,16 +185,13 @@ impl JobContext {
     /// The volume's shared I/O: its exports' if attached, else opened for
     /// as long as the caller holds it.
     pub(super) async fn volume_io(&self, volume: &Volume) -> Result<Arc<dyn VolumeIo>, JobError> {
-        // Opening it here takes a new front epoch, which would fence the
-        // storage node's front off the copies under its attached hosts.
+        // A front on a storage node comes here for the job (snapshots,
+        // moves and rebuilds are steered by the front that runs the
+        // volume); the fronts reconciler puts it back on a node afterwards.
+        // Opened here without that, the new epoch would fence the node's
+        // front under its attached hosts.
         if self.exports.volume_io(&volume.id).is_none() {
-            if let Some(node) = self.store.volume_front(&volume.id).await?.node {
-                return Err(JobError::Failed(format!(
-                    "volume '{}' has its front on storage node '{node}', and svs serve cannot \
-                     work on its data meanwhile yet: detach it first",
-                    volume.name
-                )));
-            }
+            self.front_mover().to_serve(volume).await?;
         }
         // The store's lost copies stay lost in this opening (see
         // `VolumeOpening`).
@@ -203,6 +201,16 @@ impl JobContext {
             .await
             .map_err(|e| JobError::Failed(format!("data plane task failed: {e}")))?
             .map_err(JobError::DataPlane)
+    }
+
+    /// Moves volumes' fronts (see [`FrontMover`]).
+    pub(crate) fn front_mover(&self) -> FrontMover {
+        FrontMover {
+            store: Arc::clone(&self.store),
+            exports: Arc::clone(&self.exports),
+            changes: Arc::clone(&self.changes),
+            reports: Arc::clone(&self.fronts),
+        }
     }
 
     /// Runs blocking work on a volume's I/O off the async workers.

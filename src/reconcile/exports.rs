@@ -3,7 +3,7 @@
 //! failed once).
 
 use super::{ReconcileError, Reconciler};
-use crate::exports::{attachment_view, layout_for_open, ExportRegistry};
+use crate::exports::{export_attachment, ExportRegistry};
 use crate::jobs::VolumeActivity;
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -55,29 +55,15 @@ impl ExportsReconciler {
         if !self.needs_export(&a) {
             return Ok(Outcome::LeftAlone);
         }
-        let view = match attachment_view(self.store.as_ref(), &a.snapshot).await {
-            Ok(view) => view.map(|(view, _)| view),
-            // Its snapshot's deletion removes it.
-            Err(svs_store::StoreError::NotFound) => return Ok(Outcome::LeftAlone),
-            Err(e) => return Err(e.into()),
-        };
-        let opening = layout_for_open(self.store.as_ref(), &self.exports, &volume).await?;
-        let exports = Arc::clone(&self.exports);
-        let (name, node, readonly) = (a.export_name.clone(), a.node.clone(), a.readonly);
-        let opened = tokio::task::spawn_blocking(move || {
-            exports.attach(&name, &node, readonly, &opening, view)
-        })
-        .await;
-        match opened {
+        match export_attachment(self.store.as_ref(), &self.exports, &volume, &a).await {
             Ok(Ok(())) => Ok(Outcome::Opened),
             Ok(Err(e)) => {
                 error!(volume = %a.volume_id, node = %a.node, error = %e, "cannot export attached volume");
                 Ok(Outcome::Failed)
             }
-            Err(e) => {
-                error!(volume = %a.volume_id, node = %a.node, error = %e, "export task failed");
-                Ok(Outcome::Failed)
-            }
+            // Its snapshot's deletion removes it.
+            Err(svs_store::StoreError::NotFound) => Ok(Outcome::LeftAlone),
+            Err(e) => Err(e.into()),
         }
     }
 }

@@ -10,6 +10,7 @@
 //! one runs as planned.
 
 mod exports;
+mod fronts;
 mod media;
 mod orphaned_copies;
 mod refresh_tokens;
@@ -19,6 +20,7 @@ mod storage_nodes;
 mod tests;
 
 pub use exports::ExportsReconciler;
+pub use fronts::FrontPlacement;
 pub use media::MediaHealth;
 pub use orphaned_copies::OrphanedCopies;
 pub use refresh_tokens::ExpiredRefreshTokens;

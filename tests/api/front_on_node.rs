@@ -151,7 +151,9 @@ async fn an_attached_mirror_is_served_by_a_storage_node_not_by_svs_serve() {
     );
     assert!(out.is_ok(), "{out:?}\n{}", front.process.log());
 
-    // The control plane is not on the data path.
+    // The control plane is not on the data path. (Restarted on the same
+    // ports, for the nodes to find it again.)
+    app.pin_ports();
     app.kill();
     let out = qemu_io(
         &uri,
@@ -162,7 +164,11 @@ async fn an_attached_mirror_is_served_by_a_storage_node_not_by_svs_serve() {
             "flush".into(),
         ],
     );
-    assert!(out.is_ok(), "svs serve down: {out:?}\n{}", front.process.log());
+    assert!(
+        out.is_ok(),
+        "svs serve down: {out:?}\n{}",
+        front.process.log()
+    );
     for (copy, medium, health) in {
         app.launch().expect("svs serve restarts");
         copies(&app, "v").await
@@ -289,6 +295,16 @@ async fn the_front_moves_to_another_node_when_its_node_dies() {
     })
     .await;
     assert!(on_node, "{}", app.log());
+    // The way it went: moved off the dead node, into svs serve for the
+    // recovery, back onto a node after it.
+    let log = app.log();
+    for step in [
+        "the volume's front moves: its storage node can no longer run it",
+        "the volume's front is in svs serve",
+        "the volume's front goes back to a storage node",
+    ] {
+        assert!(log.contains(step), "{step}:\n{log}");
+    }
     check_files(&files);
 
     let now = copies(&app, "files").await;

@@ -110,6 +110,17 @@ pub struct TestApp {
     pinned: Option<(String, String)>,
 }
 
+/// The test's HTTP client. Pooled connections are dropped well before the
+/// service's keep-alive timeout (60 s) closes them: a request sent on a
+/// connection the server is closing at that instant fails with
+/// IncompleteMessage (seen after a long CLI step).
+fn plain_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_idle_timeout(Duration::from_secs(20))
+        .build()
+        .expect("HTTP client")
+}
+
 pub fn svs_bin() -> &'static str {
     env!("CARGO_BIN_EXE_svs")
 }
@@ -127,14 +138,7 @@ impl TestApp {
             nbd_base: String::new(),
             dir,
             config,
-            // Pooled connections are dropped well before the service's
-            // keep-alive timeout (60 s) closes them: a request sent on a
-            // connection the server is closing at that instant fails with
-            // IncompleteMessage (seen after a long CLI step).
-            client: reqwest::Client::builder()
-                .pool_idle_timeout(Duration::from_secs(20))
-                .build()
-                .expect("HTTP client"),
+            client: plain_client(),
             token: String::new(),
             child: None,
             pinned: None,
@@ -196,9 +200,13 @@ impl TestApp {
         self.base = http["svs listening on ".len()..].trim().to_string();
         self.nbd_base = nbd["svs nbd listening on ".len()..].trim().to_string();
         self.child = Some(child);
-        if self.base.starts_with("https://") {
-            self.client = self.https_client()?;
-        }
+        // A new client: none of its pooled connections is to a process
+        // that was killed (a request on one fails with IncompleteMessage).
+        self.client = if self.base.starts_with("https://") {
+            self.https_client()?
+        } else {
+            plain_client()
+        };
         Ok(())
     }
 

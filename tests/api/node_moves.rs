@@ -490,9 +490,6 @@ async fn a_move_whose_service_is_killed_mid_copy_resumes_and_is_done() {
             .app
             .launch()
             .expect("svs serve restarts after SIGKILL");
-        // Lets the HTTP client see its pooled connection to the killed
-        // process closed (else its next request may fail on it).
-        tokio::time::sleep(Duration::from_millis(500)).await;
     }
     // Whether the copy resumes from a checkpoint > 0 on a node's medium is
     // asserted in stale_copies.rs; here: Done, and not a byte lost.
