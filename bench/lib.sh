@@ -141,16 +141,20 @@ free_port() {
 # `launch_storage_node K GIB`: writes storage node sn-K's configuration (one
 # medium sn<K>-d0 of GIB GiB under $WORK/sn-K, slice server on
 # 127.0.0.(K+1), credential $WORK/sn-K.credential, registering with $BASE)
-# and starts it in the background; its pid is in SN<K>_PID, its log in
-# $WORK/sn-K.log.
+# and starts it in the background; its pid is in SN<K>_PID, its NBD server of
+# volumes' fronts (`front_listen`) in SN<K>_FRONT, its log in $WORK/sn-K.log.
 launch_storage_node() {
     local k="$1" gib="$2"
+    local ip="127.0.0.$((k + 1))"
     mkdir -p "$WORK/sn-$k/disk0"
+    printf -v "SN${k}_FRONT" '%s' "$ip:$(free_port "$ip")"
+    local front="SN${k}_FRONT"
     cat >"$WORK/sn-$k.toml" <<TOML
 api = "$BASE"
 node = "sn-$k"
 credential_file = "$WORK/sn-$k.credential"
-slice_listen = "127.0.0.$((k + 1)):$(free_port "127.0.0.$((k + 1))")"
+slice_listen = "$ip:$(free_port "$ip")"
+front_listen = "${!front}"
 state_dir = "$WORK/sn-$k/state"
 
 [[media]]

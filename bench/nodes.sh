@@ -16,10 +16,12 @@
 #    `svs` (one copy on local-d0: made first, asking for zone z0, it fills
 #    that medium, so no copy of the others can land there), `nodes-1` (one
 #    copy, on one node), `nodes-2` and `nodes-3` (every copy on its own node:
-#    each write goes to two or three nodes). The volume's front (stripes,
-#    copies, the NBD export) is `svs serve` for now (docs/storage-nodes.md),
-#    so a request to a node volume crosses one more hop than one to `svs`:
-#    client -> svs serve (NBD) -> storage node(s) (slice protocol).
+#    each write goes to two or three nodes). With BENCH_FRONTS=nodes (the
+#    default; `fronts = "nodes"`) a node volume's front (stripes, copies,
+#    the NBD export) runs on a storage node holding one of its copies:
+#    client -> that node (NBD) -> every copy's node (slice protocol, its own
+#    included, over loopback). With BENCH_FRONTS=serve it runs in svs serve:
+#    client -> svs serve (NBD) -> storage node(s), one more process between.
 # 2. nbdkit's file plugin and qemu-nbd serve raw files of the same size in
 #    the same directory, as in bench/nbd.sh (see there for their exact flags).
 # 3. bench/nbd_bench.py drives all six with `qemu-img bench` and nbdcopy
@@ -28,14 +30,17 @@
 #    medians compared, devices compared at the end. Besides its summary (its
 #    PASS/FAIL column is bench/nbd.sh's target for local media, information
 #    here) it prints each volume against `svs` (issue 21's mirrored random
-#    write >= 0.8x a single copy's) and the server CPU per request: for
-#    every svs volume that is svs serve's, the fan-out point; the storage
-#    nodes' own CPU is not in it.
+#    write >= 0.8x a single copy's) and the server CPU per request of each
+#    volume's fan-out point: svs serve's for `svs` (and for node volumes with
+#    BENCH_FRONTS=serve), the front's storage node's for node volumes (that
+#    process also serves its own copy's slice; the other nodes' CPU is not in
+#    it).
 #
 # Exits 0 when the benchmark ran, whatever the figures; non-zero if something
 # broke. Everything lives in a temporary directory (TMPDIR, default /tmp)
 # removed on exit; every process is stopped on exit. Environment:
-# BENCH_ROUNDS (default 5); BENCH_SVS_BIN (an svs binary to run instead of
+# BENCH_ROUNDS (default 5); BENCH_FRONTS (nodes or serve, default nodes);
+# BENCH_SVS_BIN (an svs binary to run instead of
 # building one); BENCH_VOLUME_GIB (default 2: the size of every device);
 # NBD_BENCH_SCALE (default 1: the request counts of bench/nbd_bench.py are
 # multiplied by it; 0.05 for a quick check of the script, not for figures).
@@ -46,6 +51,8 @@ REPO="$(cd "$BENCH_DIR/.." && pwd)"
 ROUNDS="${BENCH_ROUNDS:-5}"
 VOLUME_GIB="${BENCH_VOLUME_GIB:-2}"
 VOLUME_BYTES=$((VOLUME_GIB << 30))
+FRONTS="${BENCH_FRONTS:-nodes}"
+[[ "$FRONTS" == nodes || "$FRONTS" == serve ]] || { echo "BENCH_FRONTS must be nodes or serve" >&2; exit 2; }
 NODES=3
 ADMIN_EMAIL="bench@example.com"
 ADMIN_PASSWORD="bench-password-$$"
@@ -74,6 +81,8 @@ phase "start svs serve (one medium of its own) and $NODES storage nodes on 127.0
 mkdir -p "$WORK/local-d0"
 cat >"$WORK/svs.toml" <<TOML
 # svs benchmark: one medium of this host, the other copies on storage nodes
+fronts = "$FRONTS"
+
 [[nodes]]
 name = "this-host"
 zone = "z0"
@@ -136,6 +145,25 @@ for volume, copies in (("local-1", 1), ("nodes-1", 1), ("nodes-2", 2), ("nodes-3
         sys.exit(f"{volume}: copies not where the benchmark needs them: {slices}")
 ' "$BASE" "$ADMIN_EMAIL" "$ADMIN_PASSWORD")
 echo "exports: $URI_LOCAL $URI_1 $URI_2 $URI_3"
+# The process that serves an export (its fan-out point): the storage node
+# whose front address the URI names, else svs serve.
+front_pid() {
+    local address="${1#*://}"
+    address="${address%%/*}"
+    for k in $(seq "$NODES"); do
+        local front="SN${k}_FRONT" pid="SN${k}_PID"
+        if [[ "${!front}" == "$address" ]]; then
+            echo "${!pid}"
+            return
+        fi
+    done
+    echo "$SERVER_PID"
+}
+if [[ "$FRONTS" == nodes ]]; then
+    for uri in "$URI_1" "$URI_2" "$URI_3"; do
+        [[ "$(front_pid "$uri")" != "$SERVER_PID" ]] || { echo "$uri: the front is not on a storage node" >&2; exit 1; }
+    done
+fi
 
 # ---- the references ----
 phase "start nbdkit (file plugin) and qemu-nbd on ${VOLUME_GIB} GiB raw files (same filesystem)"
@@ -157,9 +185,9 @@ phase "figures, $ROUNDS rounds per figure, rotating"
 NBD_BENCH_FILES="$(find "$WORK"/local-d0 "$WORK"/sn-* -name '*.slice' -printf '%p ') $NBDKIT_FILE $QNBD_FILE" \
     python3 "$BENCH_DIR/nbd_bench.py" "$VOLUME_BYTES" "$ROUNDS" \
     svs "$SERVER_PID" "$URI_LOCAL" \
-    nodes-1 "$SERVER_PID" "$URI_1" \
-    nodes-2 "$SERVER_PID" "$URI_2" \
-    nodes-3 "$SERVER_PID" "$URI_3" \
+    nodes-1 "$(front_pid "$URI_1")" "$URI_1" \
+    nodes-2 "$(front_pid "$URI_2")" "$URI_2" \
+    nodes-3 "$(front_pid "$URI_3")" "$URI_3" \
     nbdkit "$NBDKIT_PID" "$NBDKIT_URI" \
     qemu-nbd "$QNBD_PID" "$QNBD_URI"
 
@@ -167,4 +195,4 @@ check_svs_log
 for k in $(seq "$NODES"); do
     check_svs_log "storage node sn-$k" "$WORK/sn-$k.log"
 done
-phase "done ($(nproc) CPUs, $(findmnt -n -o FSTYPE -T "$WORK" || echo '?') at ${TMPDIR:-/tmp}); svs = one copy on svs serve's own medium; server CPU per request is svs serve's only (the nodes' is not counted)"
+phase "done ($(nproc) CPUs, $(findmnt -n -o FSTYPE -T "$WORK" || echo '?') at ${TMPDIR:-/tmp}); fronts = $FRONTS; svs = one copy on svs serve's own medium; server CPU per request is the fan-out point's process (svs serve, or the front's storage node)"
