@@ -8,7 +8,7 @@ use crate::api;
 use crate::auth::{PasswordCheckPool, TokenIssuer};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, NbdTlsMode, StoreBackend};
-use crate::exports::ExportRegistry;
+use crate::front_exports::{spawn_nbd_server, ExportRegistry};
 use crate::http::HttpLimits;
 use crate::jobs::{
     FrontMover, JobRunner, RetryPolicy, RunnerParts, RunnerSettings, VolumeActivity,
@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use svs_dataplane::{ClusterMedia, DataPlane, LocalMedia, NodeEndpoint, DEFAULT_REQUEST_TIMEOUT};
 use svs_domain::Medium;
-use svs_nbd::{NbdConfig, NbdServer};
+use svs_nbd::NbdConfig;
 use svs_store::{
     CachedStore, ManagedBy, MediumRecord, MediumUsage, NodeRecord, SqliteStore, Store,
 };
@@ -583,49 +583,6 @@ fn background_work(
         runner,
         Reconcilers::new(&board, Arc::clone(clock), reconcilers),
     )
-}
-
-/// The NBD server gets a runtime of its own: it runs small reads and writes
-/// inline on its workers (no thread hand-off per request), and a write the
-/// kernel holds up can then never delay the HTTP API.
-pub(crate) fn spawn_nbd_server(
-    exports: Arc<ExportRegistry>,
-    listener: TcpListener,
-    config: NbdConfig,
-    stop: CancellationToken,
-) -> Result<std::thread::JoinHandle<()>, String> {
-    let listener = listener
-        .into_std()
-        .map_err(|e| format!("NBD listener: {e}"))?;
-    std::thread::Builder::new()
-        .name("svs-nbd".into())
-        .spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .thread_name("svs-nbd-worker")
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot start the NBD runtime");
-                    return;
-                }
-            };
-            runtime.block_on(async move {
-                let listener = match TcpListener::from_std(listener) {
-                    Ok(l) => l,
-                    Err(e) => {
-                        tracing::error!(error = %e, "NBD listener unusable");
-                        return;
-                    }
-                };
-                if let Err(e) = NbdServer::new(exports, config).serve(listener, stop).await {
-                    tracing::error!(error = %e, "NBD server stopped");
-                }
-            });
-        })
-        .map_err(|e| format!("cannot start the NBD thread: {e}"))
 }
 
 async fn shutdown_signal() {

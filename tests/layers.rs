@@ -120,6 +120,25 @@ fn the_agent_talks_to_the_service_over_http_only() {
     );
 }
 
+/// A volume's front exports run in `svs serve` and on storage nodes alike:
+/// nothing of the control plane in them.
+#[test]
+fn the_front_exports_know_no_store() {
+    assert_layer(
+        "src/front_exports.rs",
+        &[
+            "crate::api",
+            "crate::app",
+            "crate::service",
+            "crate::jobs",
+            "crate::reconcile",
+            "crate::exports",
+            "crate::storage_node",
+            "svs_store",
+        ],
+    );
+}
+
 #[test]
 fn the_storage_node_talks_to_the_control_plane_over_http_only() {
     assert_layer(

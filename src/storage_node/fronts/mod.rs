@@ -18,7 +18,7 @@ pub mod plan;
 
 use super::client::ControlPlaneClient;
 use super::Backoff;
-use crate::exports::{ExportRegistry, SnapshotView, VolumeOpening};
+use crate::front_exports::{ExportRegistry, SnapshotView, VolumeOpening};
 use crate::fronts_wire::{FrontExport, FrontOpen, FrontSpec, FrontsAnswer, FrontsPoll};
 use failures::report_failures;
 use plan::{plan, Held, Step};
@@ -181,7 +181,7 @@ fn start_nbd(
     let stop = CancellationToken::new();
     let started = listener.and_then(|listener| {
         let address = listener.local_addr().map_err(|e| e.to_string())?;
-        crate::app::spawn_nbd_server(Arc::clone(registry), listener, config, stop.clone())
+        crate::front_exports::spawn_nbd_server(Arc::clone(registry), listener, config, stop.clone())
             .map(|thread| (thread, address))
     });
     let mut down = nbd_down.lock().unwrap_or_else(PoisonError::into_inner);
