@@ -32,20 +32,30 @@ pub struct FrontCandidate {
 }
 
 impl FrontCandidate {
+    /// It may take a front.
     fn usable(&self) -> bool {
-        self.online && self.has_front_address && self.holds_healthy_copy
+        self.can_keep() && self.holds_healthy_copy
+    }
+
+    /// It may go on running the front it runs: a copy of its own lost
+    /// meanwhile is no reason to move the front (every copy is still one
+    /// hop away), and a move costs the hosts a reconnection.
+    fn can_keep(&self) -> bool {
+        self.online && self.has_front_address
     }
 }
 
 /// The node to run a volume's front: its current front node while that
-/// one is still usable (Online, with a front address and a healthy copy),
-/// so its exports stay where they are; else the usable node running the
-/// fewest fronts, then by name. None: no storage node can take it.
+/// one can still run it (Online, with a front address), so its exports
+/// stay where they are; else the node running the fewest fronts (then by
+/// name) among those Online with a front address and a healthy copy of
+/// the volume. None: no storage node can take it.
 pub fn choose_front_node<'a>(
     current: Option<&str>,
     candidates: &'a [FrontCandidate],
 ) -> Option<&'a str> {
-    if let Some(kept) = current.and_then(|c| candidates.iter().find(|n| n.node == c && n.usable()))
+    if let Some(kept) =
+        current.and_then(|c| candidates.iter().find(|n| n.node == c && n.can_keep()))
     {
         return Some(&kept.node);
     }
@@ -205,7 +215,8 @@ mod tests {
     }
 
     #[test]
-    fn a_node_offline_without_front_address_or_without_a_healthy_copy_never_takes_it() {
+    fn a_node_offline_or_without_front_address_never_runs_it_nor_one_without_a_healthy_copy_takes_it(
+    ) {
         let mut offline = node("sn-a", 0);
         offline.online = false;
         let mut no_address = node("sn-b", 0);
@@ -214,7 +225,10 @@ mod tests {
         lost.holds_healthy_copy = false;
         let nodes = [offline, no_address, lost];
         assert_eq!(choose_front_node(None, &nodes), None);
-        assert_eq!(choose_front_node(Some("sn-c"), &nodes), None);
+        assert_eq!(choose_front_node(Some("sn-a"), &nodes), None);
+        assert_eq!(choose_front_node(Some("sn-b"), &nodes), None);
+        // The node running it keeps it when only its own copy is lost.
+        assert_eq!(choose_front_node(Some("sn-c"), &nodes), Some("sn-c"));
         assert_eq!(choose_front_node(None, &[]), None);
     }
 

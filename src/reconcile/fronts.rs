@@ -1,6 +1,6 @@
 //! Where attached volumes' fronts run (setting `fronts = "nodes"`): a front
-//! whose storage node can no longer run it (Offline, or its copy there
-//! lost) moves to another node holding a copy, or into svs serve when none
+//! whose storage node can no longer run it (Offline, or without a front
+//! address) moves to another node holding a copy, or into svs serve when none
 //! can; a front that a job brought into svs serve goes back to a storage
 //! node once no job works on the volume. Each move takes a new front epoch
 //! (the front it leaves is fenced, alive or not) and the hosts' devices

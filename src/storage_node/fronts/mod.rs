@@ -287,6 +287,7 @@ async fn follow(
     answer: &FrontsAnswer,
     nbd_down: Option<&str>,
 ) {
+    forget_recovered_failures(registry.data_plane().as_ref(), &answer.fronts);
     for step in plan(&fronts.held, &answer.fronts) {
         let volume = step_volume(&step).to_string();
         // A failed step of an open front closes it: the next answer opens
@@ -312,6 +313,29 @@ async fn follow(
             if h.error.is_none() {
                 h.spec = spec.clone();
             }
+        }
+    }
+}
+
+/// Media this node's fronts saw fail that the control plane now lists as
+/// healthy for every front it asks for (recovered, or resynced): their
+/// failure is forgotten here, so a new one is reported again (the data
+/// plane reports a medium's failure once until it is cleared). A failure
+/// not recorded yet stays in the reporter's queue, which sends it anyway.
+fn forget_recovered_failures(media: &dyn DataPlane, specs: &[FrontSpec]) {
+    let mut failed: std::collections::BTreeSet<String> = media.failed_media().into_iter().collect();
+    failed.extend(media.failed_copies().into_iter().map(|(medium, _)| medium));
+    for medium in failed {
+        let lost = specs.iter().any(|s| s.lostmedia.contains(&medium));
+        let used = specs
+            .iter()
+            .any(|s| s.media.iter().flatten().any(|m| *m == medium));
+        if used && !lost {
+            tracing::info!(
+                medium,
+                "the control plane has the medium's copies healthy again"
+            );
+            media.set_medium_failed(&medium, false);
         }
     }
 }
