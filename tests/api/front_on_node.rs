@@ -8,41 +8,16 @@
 
 use crate::attach::{attach, qemu_img, qemu_io, uri};
 use crate::harness::TestApp;
-use crate::host_agent::{check_files, issue_credential, wait_host, Frozen, Writer};
+use crate::host_agent::{attach_mounted, check_files, issue_credential, Frozen, Writer};
 use crate::host_side::HostSide;
 use crate::storage_nodes::{
-    eventually, node_with_credential, storage_nodes_config, wait_served, StorageNodeProcess,
-    MARGIN, TIMEOUT,
+    copies, eventually, start_node, storage_nodes_config, volume_state, wait_served, wait_written,
+    Node, MARGIN, TIMEOUT,
 };
 use reqwest::StatusCode;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
-
-/// One storage node of the test: its name, its one medium and its process.
-struct Node {
-    name: &'static str,
-    medium: &'static str,
-    process: StorageNodeProcess,
-}
-
-/// Starts a storage node with one 4 GiB medium.
-async fn start_node(
-    app: &TestApp,
-    name: &'static str,
-    ip: &str,
-    zone: &str,
-    medium: &'static str,
-) -> Node {
-    let credential = node_with_credential(app, name, ip, zone, "storage").await;
-    let mut process = StorageNodeProcess::new(app, name, ip, &[(medium, 4)], &credential);
-    process.start();
-    Node {
-        name,
-        medium,
-        process,
-    }
-}
+use std::time::Duration;
 
 /// `svs serve` with `fronts = "nodes"` (no medium large enough for a
 /// volume: every copy goes to the storage nodes) and three storage nodes,
@@ -85,24 +60,6 @@ fn front_node<'a>(nodes: &'a [Node], uri: &str) -> &'a Node {
         .iter()
         .find(|n| n.process.front_address == address)
         .unwrap_or_else(|| panic!("{uri} names no storage node's front"))
-}
-
-/// The volume's copies as (copy, medium, health), copy 0 first.
-async fn copies(app: &TestApp, volume: &str) -> Vec<(u64, String, String)> {
-    let mut copies: Vec<(u64, String, String)> = app
-        .slices(volume)
-        .await
-        .iter()
-        .map(|s| {
-            (
-                s["copy"].as_u64().unwrap_or(u64::MAX),
-                s["media"].as_str().unwrap_or_default().to_string(),
-                s["health"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect();
-    copies.sort();
-    copies
 }
 
 /// The file of copy `copy` (one column) on its node's disk.
@@ -197,27 +154,6 @@ async fn an_attached_mirror_is_served_by_a_storage_node_not_by_svs_serve() {
     assert!(gone, "the export outlived its attachment");
 }
 
-async fn volume_state(app: &TestApp, volume: &str) -> Value {
-    let (status, v) = app.get(&format!("/volumes/{volume}")).await;
-    assert_eq!(status, StatusCode::OK, "{v}");
-    v["state"].clone()
-}
-
-/// Waits until the writer has `count` more files than `from`.
-async fn wait_written(writer: &Writer, from: usize, count: usize, host: &HostSide, app: &TestApp) {
-    let start = Instant::now();
-    while writer.count() < from + count {
-        assert!(
-            start.elapsed() < Duration::from_secs(90),
-            "the writer stopped at {} files\nagent log:\n{}\nserve log:\n{}",
-            writer.count(),
-            host.log(),
-            app.log()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// A file volume (ext4) with three copies on three storage nodes, mounted
 /// by host-1's agent through its front on one of them. The front's node is
 /// SIGKILLed while files are written and fsynced: the writer sees no error,
@@ -236,15 +172,7 @@ async fn the_front_moves_to_another_node_when_its_node_dies() {
     let mut host = HostSide::new();
     issue_credential(&app, &host).await;
     host.start_agent(&app);
-    let target = host.mountpoint("files");
-    let (status, body) = app
-        .post(
-            "/volumes/files/snapshots/top/attachments",
-            json!({"node": "host-1", "mountpoint": target.to_string_lossy()}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let a = wait_host(&app, &host, "files", |a| a["hoststate"] == "Mounted").await;
+    let (target, a) = attach_mounted(&app, &host, "files").await;
     let first_uri = uri(&a);
     let victim = front_node(&nodes, &first_uri).name;
 

@@ -162,6 +162,27 @@ pub(crate) async fn wait_host(
     }
 }
 
+/// Attaches `volume` to host-1 with a mount point under the host's mount
+/// root and waits until its agent mounted it: the mount point and the
+/// attachment then.
+pub(crate) async fn attach_mounted(
+    app: &TestApp,
+    host: &HostSide,
+    volume: &str,
+) -> (std::path::PathBuf, Value) {
+    let target = host.mountpoint(volume);
+    let (status, body) = app
+        .post(
+            &format!("/volumes/{volume}/snapshots/top/attachments"),
+            json!({"node": "host-1", "mountpoint": target.to_string_lossy()}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let a = wait_host(app, host, volume, |a| a["hoststate"] == "Mounted").await;
+    assert_eq!(a["hostmountpath"], target.to_string_lossy().as_ref(), "{a}");
+    (target, a)
+}
+
 fn sha(data: &[u8]) -> String {
     hex::encode(Sha256::digest(data))
 }
@@ -293,16 +314,7 @@ async fn the_agent_mounts_a_file_volume_and_grows_it_through_resizes_and_restart
 
     issue_credential(&app, &host).await;
     host.start_agent(&app);
-    let target = host.mountpoint("files");
-    let (status, body) = app
-        .post(
-            "/volumes/files/snapshots/top/attachments",
-            json!({"node": "host-1", "mountpoint": target.to_string_lossy()}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let a = wait_host(&app, &host, "files", |a| a["hoststate"] == "Mounted").await;
-    assert_eq!(a["hostmountpath"], target.to_string_lossy().as_ref(), "{a}");
+    let (target, a) = attach_mounted(&app, &host, "files").await;
     let device = a["hostdevice"].as_str().expect("device").to_string();
     assert_eq!(
         mounts_on(&target),

@@ -6,78 +6,15 @@
 
 use crate::attach::qemu_img;
 use crate::harness::{medium, TestApp, TestConfig};
-use crate::host_agent::{check_files, issue_credential, wait_host, Frozen, Writer};
+use crate::host_agent::{attach_mounted, check_files, issue_credential, wait_host, Frozen, Writer};
 use crate::host_side::HostSide;
 use crate::storage_nodes::{
-    eventually, node_with_credential, wait_served, StorageNodeProcess, MARGIN, TIMEOUT,
+    copies, eventually, start_node, volume_state, wait_served, wait_written, MARGIN, TIMEOUT,
 };
 use reqwest::StatusCode;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
-
-/// One storage node of the test: its name, its one medium and its process.
-struct Node {
-    name: &'static str,
-    medium: &'static str,
-    process: StorageNodeProcess,
-}
-
-/// Starts a storage node with one 4 GiB medium.
-async fn start_node(
-    app: &TestApp,
-    name: &'static str,
-    ip: &str,
-    zone: &str,
-    medium: &'static str,
-) -> Node {
-    let credential = node_with_credential(app, name, ip, zone, "storage").await;
-    let mut process = StorageNodeProcess::new(app, name, ip, &[(medium, 4)], &credential);
-    process.start();
-    Node {
-        name,
-        medium,
-        process,
-    }
-}
-
-async fn volume_state(app: &TestApp) -> Value {
-    let (status, volume) = app.get("/volumes/files").await;
-    assert_eq!(status, StatusCode::OK, "{volume}");
-    volume["state"].clone()
-}
-
-/// The volume's copies as (copy, medium, health), copy 0 first.
-async fn copies(app: &TestApp) -> Vec<(u64, String, String)> {
-    let mut copies: Vec<(u64, String, String)> = app
-        .slices("files")
-        .await
-        .iter()
-        .map(|s| {
-            (
-                s["copy"].as_u64().unwrap_or(u64::MAX),
-                s["media"].as_str().unwrap_or_default().to_string(),
-                s["health"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect();
-    copies.sort();
-    copies
-}
-
-/// Waits until the writer has `count` more files than `from`.
-async fn wait_written(writer: &Writer, from: usize, count: usize, host: &HostSide) {
-    let start = Instant::now();
-    while writer.count() < from + count {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "the writer stopped at {} files\nagent log:\n{}",
-            writer.count(),
-            host.log()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+use std::time::Duration;
 
 /// A file volume (ext4) with three copies, one on each of three storage
 /// nodes (one medium each), mounted by host-1's agent. Files are written
@@ -112,7 +49,11 @@ async fn a_mounted_filesystem_on_three_storage_nodes_survives_the_loss_of_one() 
     let id = app
         .create_volume_done(json!({"name": "files", "type": "file", "size": 2, "policy": "three"}))
         .await;
-    let placed: Vec<String> = copies(&app).await.into_iter().map(|(_, m, _)| m).collect();
+    let placed: Vec<String> = copies(&app, "files")
+        .await
+        .into_iter()
+        .map(|(_, m, _)| m)
+        .collect();
     let mut sorted = placed.clone();
     sorted.sort();
     assert_eq!(sorted, ["a1", "b1", "c1"], "{placed:?}");
@@ -127,20 +68,11 @@ async fn a_mounted_filesystem_on_three_storage_nodes_survives_the_loss_of_one() 
     let mut host = HostSide::new();
     issue_credential(&app, &host).await;
     host.start_agent(&app);
-    let target = host.mountpoint("files");
-    let (status, body) = app
-        .post(
-            "/volumes/files/snapshots/top/attachments",
-            json!({"node": "host-1", "mountpoint": target.to_string_lossy()}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let a = wait_host(&app, &host, "files", |a| a["hoststate"] == "Mounted").await;
-    assert_eq!(a["hostmountpath"], target.to_string_lossy().as_ref(), "{a}");
+    let (target, _) = attach_mounted(&app, &host, "files").await;
 
     // SIGKILL the node of copy 1 while files are written and fsynced.
     let writer = Writer::start(&target, "w");
-    wait_written(&writer, 0, 5, &host).await;
+    wait_written(&writer, 0, 5, &host, &app).await;
     let lost = placed[1].clone();
     let victim = nodes
         .iter_mut()
@@ -149,13 +81,13 @@ async fn a_mounted_filesystem_on_three_storage_nodes_survives_the_loss_of_one() 
     victim.process.kill();
     let victim = victim.name;
     let at_kill = writer.count();
-    wait_written(&writer, at_kill, 20, &host).await;
+    wait_written(&writer, at_kill, 20, &host, &app).await;
     let degraded = eventually(TIMEOUT + MARGIN, || async {
-        volume_state(&app).await == "Degraded"
+        volume_state(&app, "files").await == "Degraded"
     })
     .await;
     assert!(degraded, "{}", app.get("/volumes/files").await.1);
-    let now = copies(&app).await;
+    let now = copies(&app, "files").await;
     assert_eq!(
         now.iter().map(|(_, _, h)| h.as_str()).collect::<Vec<_>>(),
         ["Healthy", "Lost", "Healthy"],
@@ -174,11 +106,11 @@ async fn a_mounted_filesystem_on_three_storage_nodes_survives_the_loss_of_one() 
     let job = app.wait_job_of(&body).await;
     assert_eq!(job["state"], "Done", "{job}\n{}", app.log());
     let ready = eventually(Duration::from_secs(30), || async {
-        volume_state(&app).await == "Ready"
+        volume_state(&app, "files").await == "Ready"
     })
     .await;
     assert!(ready, "{}", app.get("/volumes/files").await.1);
-    let now = copies(&app).await;
+    let now = copies(&app, "files").await;
     let expected: Vec<(u64, String, String)> = placed
         .iter()
         .enumerate()

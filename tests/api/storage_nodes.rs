@@ -152,6 +152,78 @@ impl Drop for StorageNodeProcess {
     }
 }
 
+/// One storage node of a multi-node test: its name, its one medium and its
+/// process.
+pub(crate) struct Node {
+    pub(crate) name: &'static str,
+    pub(crate) medium: &'static str,
+    pub(crate) process: StorageNodeProcess,
+}
+
+/// Starts a storage node with one 4 GiB medium.
+pub(crate) async fn start_node(
+    app: &TestApp,
+    name: &'static str,
+    ip: &str,
+    zone: &str,
+    medium: &'static str,
+) -> Node {
+    let credential = node_with_credential(app, name, ip, zone, "storage").await;
+    let mut process = StorageNodeProcess::new(app, name, ip, &[(medium, 4)], &credential);
+    process.start();
+    Node {
+        name,
+        medium,
+        process,
+    }
+}
+
+/// The volume's state.
+pub(crate) async fn volume_state(app: &TestApp, volume: &str) -> Value {
+    let (status, v) = app.get(&format!("/volumes/{volume}")).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    v["state"].clone()
+}
+
+/// The volume's copies as (copy, medium, health), copy 0 first.
+pub(crate) async fn copies(app: &TestApp, volume: &str) -> Vec<(u64, String, String)> {
+    let mut copies: Vec<(u64, String, String)> = app
+        .slices(volume)
+        .await
+        .iter()
+        .map(|s| {
+            (
+                s["copy"].as_u64().unwrap_or(u64::MAX),
+                s["media"].as_str().unwrap_or_default().to_string(),
+                s["health"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    copies.sort();
+    copies
+}
+
+/// Waits until `writer` has `count` more files than `from`.
+pub(crate) async fn wait_written(
+    writer: &crate::host_agent::Writer,
+    from: usize,
+    count: usize,
+    host: &crate::host_side::HostSide,
+    app: &TestApp,
+) {
+    let start = Instant::now();
+    while writer.count() < from + count {
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "the writer stopped at {} files\nagent log:\n{}\nserve log:\n{}",
+            writer.count(),
+            host.log(),
+            app.log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Polls `check` until it holds or `within` has passed; the last value.
 pub(crate) async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
 where
