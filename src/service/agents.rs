@@ -203,6 +203,42 @@ fn bounded(text: &Option<String>) -> Option<String> {
 }
 
 impl Services {
+    /// A long poll: `read` again at each change of the desired state (and
+    /// every `recheck`, a safety net), answered as soon as `changed` holds,
+    /// at `wait`, or when the service stops. Subscribed before the first
+    /// read, so no change after it is missed.
+    pub(super) async fn long_poll<T, Fut>(
+        &self,
+        wait: Duration,
+        recheck: Duration,
+        read: impl Fn() -> Fut,
+        changed: impl Fn(&T) -> bool,
+    ) -> ServiceResult<T>
+    where
+        Fut: std::future::Future<Output = ServiceResult<T>>,
+    {
+        let mut changes = self.jobs.changes().subscribe();
+        let stopping = self.jobs.stopping();
+        let deadline = Instant::now() + wait;
+        loop {
+            let answer = read().await?;
+            let now = Instant::now();
+            if changed(&answer) || now >= deadline || stopping.is_cancelled() {
+                return Ok(answer);
+            }
+            let nap = (deadline - now).min(recheck);
+            tokio::select! {
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        tokio::time::sleep(nap).await;
+                    }
+                }
+                () = tokio::time::sleep(nap) => {}
+                () = stopping.cancelled() => {}
+            }
+        }
+    }
+
     /// A new credential for the node's agent; the previous one stops working.
     pub async fn issue_node_credential(
         &self,
@@ -319,29 +355,14 @@ impl Services {
     ) -> ServiceResult<DesiredState> {
         agent.require_node(node)?;
         // Subscribed before reading, so no change after the read is missed.
-        let mut changes = self.jobs.changes().subscribe();
-        let stopping = self.jobs.stopping();
-        let deadline = Instant::now() + request.wait;
-        loop {
-            let state = self.node_desired_state(node).await?;
-            let now = Instant::now();
-            if request.revision.as_deref() != Some(state.revision.as_str())
-                || now >= deadline
-                || stopping.is_cancelled()
-            {
-                return Ok(state);
-            }
-            let nap = (deadline - now).min(SAFETY_RECHECK);
-            tokio::select! {
-                changed = changes.changed() => {
-                    if changed.is_err() {
-                        tokio::time::sleep(nap).await;
-                    }
-                }
-                () = tokio::time::sleep(nap) => {}
-                () = stopping.cancelled() => {}
-            }
-        }
+        let revision = request.revision.clone();
+        self.long_poll(
+            request.wait,
+            SAFETY_RECHECK,
+            || self.node_desired_state(node),
+            |state| revision.as_deref() != Some(state.revision.as_str()),
+        )
+        .await
     }
 
     /// Records what the agent sees of one of its node's attachments.

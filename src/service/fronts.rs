@@ -19,7 +19,6 @@ use std::time::Duration;
 use svs_dataplane::{CopyFailure, SliceKey};
 use svs_domain::GIB;
 use svs_store::{NodeFront, StorageNodeRecord};
-use tokio::time::Instant;
 
 /// How long a fronts poll waits for a change before answering the same.
 pub const FRONTS_WAIT: Duration = Duration::from_secs(20);
@@ -58,27 +57,13 @@ impl Services {
             }
         }
         self.jobs.fronts().record(node, poll.open);
-        // Subscribed before reading, so no change after the read is missed.
-        let mut changes = self.jobs.changes().subscribe();
-        let stopping = self.jobs.stopping();
-        let deadline = Instant::now() + FRONTS_WAIT;
-        loop {
-            let answer = self.fronts_of(node).await?;
-            let now = Instant::now();
-            if answer.version != poll.version || now >= deadline || stopping.is_cancelled() {
-                return Ok(answer);
-            }
-            let nap = (deadline - now).min(FRONTS_RECHECK);
-            tokio::select! {
-                changed = changes.changed() => {
-                    if changed.is_err() {
-                        tokio::time::sleep(nap).await;
-                    }
-                }
-                () = tokio::time::sleep(nap) => {}
-                () = stopping.cancelled() => {}
-            }
-        }
+        self.long_poll(
+            FRONTS_WAIT,
+            FRONTS_RECHECK,
+            || self.fronts_of(node),
+            |answer| answer.version != poll.version,
+        )
+        .await
     }
 
     /// The fronts wanted of a node now, with their version.

@@ -6,9 +6,11 @@
 //! the front's node dies, the front opens on another node holding a copy
 //! and the host's device follows it.
 
-use crate::attach::{attach, qemu_img, qemu_io, uri};
+use crate::attach::{attach, qemu_io, uri};
 use crate::harness::TestApp;
-use crate::host_agent::{attach_mounted, check_files, issue_credential, Frozen, Writer};
+use crate::host_agent::{
+    assert_copies_identical, attach_mounted, check_files, issue_credential, Writer,
+};
 use crate::host_side::HostSide;
 use crate::storage_nodes::{
     copies, eventually, start_node, storage_nodes_config, volume_state, wait_served, wait_written,
@@ -241,21 +243,7 @@ async fn the_front_moves_to_another_node_when_its_node_dies() {
         .iter()
         .map(|(copy, m, _)| copy_file(&nodes, m, &id, *copy))
         .collect();
-    {
-        let _frozen = Frozen::new(&target);
-        for other in &files_of[1..] {
-            let (a, b) = (
-                files_of[0].display().to_string(),
-                other.display().to_string(),
-            );
-            let out = qemu_img(&["compare", "-f", "raw", "-F", "raw", &a, &b]);
-            assert!(
-                out.as_deref()
-                    .is_ok_and(|o| o.contains("Images are identical")),
-                "{a} and {b}: {out:?}"
-            );
-        }
-    }
+    assert_copies_identical(&target, &files_of);
     let job = app
         .delete_and_wait("/volumes/files/snapshots/top/attachments/host-1")
         .await;

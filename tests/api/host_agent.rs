@@ -183,6 +183,22 @@ pub(crate) async fn attach_mounted(
     (target, a)
 }
 
+/// The copies' files hold the same bytes (`qemu-img compare`), compared
+/// with the filesystem mounted at `target` frozen (flushed, no write in
+/// flight).
+pub(crate) fn assert_copies_identical(target: &Path, files: &[PathBuf]) {
+    let _frozen = Frozen::new(target);
+    for other in &files[1..] {
+        let (a, b) = (files[0].display().to_string(), other.display().to_string());
+        let out = crate::attach::qemu_img(&["compare", "-f", "raw", "-F", "raw", &a, &b]);
+        assert!(
+            out.as_deref()
+                .is_ok_and(|o| o.contains("Images are identical")),
+            "{a} and {b}: {out:?}"
+        );
+    }
+}
+
 fn sha(data: &[u8]) -> String {
     hex::encode(Sha256::digest(data))
 }

@@ -4,9 +4,10 @@
 //! storage-node` processes on 127.0.0.2..127.0.0.5. One node is SIGKILLed
 //! while files are written through the mount.
 
-use crate::attach::qemu_img;
 use crate::harness::{medium, TestApp, TestConfig};
-use crate::host_agent::{attach_mounted, check_files, issue_credential, wait_host, Frozen, Writer};
+use crate::host_agent::{
+    assert_copies_identical, attach_mounted, check_files, issue_credential, wait_host, Writer,
+};
 use crate::host_side::HostSide;
 use crate::storage_nodes::{
     copies, eventually, start_node, volume_state, wait_served, wait_written, MARGIN, TIMEOUT,
@@ -137,21 +138,7 @@ async fn a_mounted_filesystem_on_three_storage_nodes_survives_the_loss_of_one() 
                 .join(format!("c{copy}-k0.slice"))
         })
         .collect();
-    {
-        let _frozen = Frozen::new(&target);
-        for other in &files_of[1..] {
-            let (a, b) = (
-                files_of[0].display().to_string(),
-                other.display().to_string(),
-            );
-            let out = qemu_img(&["compare", "-f", "raw", "-F", "raw", &a, &b]);
-            assert!(
-                out.as_deref()
-                    .is_ok_and(|o| o.contains("Images are identical")),
-                "{a} and {b}: {out:?}"
-            );
-        }
-    }
+    assert_copies_identical(&target, &files_of);
 
     // Remounted, the files are read from the volume again, not from the
     // page cache of the first mount.
