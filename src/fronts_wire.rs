@@ -107,8 +107,13 @@ pub struct FrontFailure {
     pub mediumfailed: bool,
 }
 
-/// How many failures the control plane recorded.
+/// How many failures changed what the control plane knew, and those it
+/// did not take from this node (the volume's front is not the node's, or
+/// the volume is gone): every other one of the body is in the store.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FailuresRecorded {
     pub recorded: u64,
+    /// A node that does not know it (older) reads none.
+    #[serde(default)]
+    pub refused: Vec<FrontFailure>,
 }

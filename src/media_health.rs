@@ -14,7 +14,8 @@ use crate::clock::{Clock, SystemClock};
 use crate::exports::{fail_medium, ExportRegistry};
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use svs_dataplane::{CopyFailure, SliceKey};
+use std::time::Duration;
+use svs_dataplane::{CopyFailure, LossRecord, SliceKey};
 use svs_domain::SnapshotState;
 use svs_store::{Store, StoreError, Volume};
 use thiserror::Error;
@@ -99,34 +100,61 @@ pub async fn record_failure(
     }
 }
 
+/// Time between two attempts at recording a failure the store refused.
+const RECORD_RETRY: Duration = Duration::from_millis(500);
+
 /// Records each failure the data plane's I/O meets as it meets it: the I/O
-/// thread only sends it on a channel (never waits for the store), and a
-/// task records it. A record that fails is left to the reconciler, which
-/// finds it in `failed_media` or `failed_copies` on its next pass.
+/// thread only sends it on a channel, and a task records it, then settles
+/// its [`LossRecord`] (the writes that skipped the copy are answered only
+/// then). A record the store refuses is tried again until it takes it; at
+/// shutdown the records still pending are refused (their writes fail,
+/// unanswered).
 pub fn record_failures_at_once(
     store: Arc<dyn Store>,
     exports: Arc<ExportRegistry>,
     shutdown: CancellationToken,
 ) -> JoinHandle<()> {
-    let (tx, mut rx) = mpsc::unbounded_channel::<CopyFailure>();
-    exports
-        .data_plane()
-        .on_copy_failure(Arc::new(move |failure: &CopyFailure| {
-            // Closed only at shutdown, when nothing needs recording.
-            let _ = tx.send(failure.clone());
-        }));
+    let (tx, mut rx) = mpsc::unbounded_channel::<(CopyFailure, LossRecord)>();
+    exports.data_plane().on_copy_failure(Arc::new(
+        move |failure: &CopyFailure, record: &LossRecord| {
+            // Closed only at shutdown.
+            if tx.send((failure.clone(), record.clone())).is_err() {
+                record.refused();
+            }
+        },
+    ));
     tokio::spawn(async move {
         loop {
-            let failure = tokio::select! {
+            let next = tokio::select! {
                 f = rx.recv() => f,
                 () = shutdown.cancelled() => None,
             };
-            let Some(failure) = failure else { break };
+            let Some((failure, record)) = next else { break };
             let medium = failure.medium.clone();
-            if let Err(e) = record_failure(store.as_ref(), &exports, failure).await {
-                tracing::warn!(medium, error = %e,
-                    "cannot record a failure now; the media health check will");
+            loop {
+                match record_failure(store.as_ref(), &exports, failure.clone()).await {
+                    Ok(_) => {
+                        record.recorded();
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::warn!(medium, error = %e,
+                            "cannot record a failure now; trying again (writes that skipped \
+                             the copy wait)");
+                        tokio::select! {
+                            () = tokio::time::sleep(RECORD_RETRY) => {}
+                            () = shutdown.cancelled() => {
+                                record.refused();
+                                break;
+                            }
+                        }
+                    }
+                }
             }
+        }
+        rx.close();
+        while let Ok((_, record)) = rx.try_recv() {
+            record.refused();
         }
     })
 }

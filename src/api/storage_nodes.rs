@@ -303,7 +303,7 @@ pub async fn storage_node_fronts(
 #[utoipa::path(
     post, path = "/nodes/{node}/storage/failures", tag = "Storage nodes", operation_id = "StorageNodeFailures",
     summary = "Copy failures the fronts of a storage node met (storage credential only)",
-    description = "svs extension, for `svs storage-node`. Each failure is recorded as one svs serve's own I/O met: `mediumfailed` fails the medium (every copy on it lost), else that copy alone is lost. Only failures of volumes whose front the node runs, on media holding a copy of the volume, count. `recorded`: how many changed what svs knew. An agent credential or a user's IdToken gets 403.",
+    description = "svs extension, for `svs storage-node`. Each failure is recorded as one svs serve's own I/O met: `mediumfailed` fails the medium (every copy on it lost), else that copy alone is lost. Only failures of volumes whose front the node runs, on media holding a copy of the volume, count. `recorded`: how many changed what svs knew; `refused`: the failures not taken (the volume is gone, or its front is not the node's; the node's front fails the writes that skipped them, as fenced), every other one is in the store when the answer is sent. An agent credential or a user's IdToken gets 403.",
     params(("node" = String, Path, description = "The credential's node")),
     request_body = StorageFailuresSchema,
     security(("node-credential" = [])),
@@ -322,8 +322,9 @@ pub async fn storage_node_failures(
     Path(node): Path<String>,
     Parsed(body): Parsed<FailuresBody>,
 ) -> Result<Json<FailuresRecorded>, ApiError> {
-    let recorded = app.record_front_failures(&storage, &node, body).await?;
-    Ok(Json(FailuresRecorded { recorded }))
+    Ok(Json(
+        app.record_front_failures(&storage, &node, body).await?,
+    ))
 }
 
 /// A body read with the shared wire types, with serde's words for what is
@@ -481,4 +482,5 @@ pub struct StorageFailureSchema {
 #[allow(dead_code, non_snake_case)]
 pub struct StorageFailuresRecordedSchema {
     pub recorded: u64,
+    pub refused: Vec<StorageFailureSchema>,
 }

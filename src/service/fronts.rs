@@ -10,7 +10,8 @@ use super::storage_nodes::StorageNode;
 use super::{ServiceResult, Services};
 use crate::exports::volume_layout;
 use crate::fronts_wire::{
-    FailuresBody, FrontExport, FrontNode, FrontSnapshot, FrontSpec, FrontsAnswer, FrontsPoll,
+    FailuresBody, FailuresRecorded, FrontExport, FrontNode, FrontSnapshot, FrontSpec, FrontsAnswer,
+    FrontsPoll,
 };
 use crate::media_health::record_failure;
 use sha2::{Digest, Sha256};
@@ -171,19 +172,26 @@ impl Services {
     /// those of volumes whose front the node runs, on media of the volume,
     /// count: a node cannot fail what it does not write to. How many
     /// changed the store (the others were known already, or not the
-    /// node's to report).
+    /// node's to report), and those refused: of a volume gone or whose
+    /// front is not the node's (the node fails the writes waiting for
+    /// them). A failure of a medium the volume has no copy on any more is
+    /// taken without a change: no opening reads that copy.
     pub async fn record_front_failures(
         &self,
         caller: &StorageNode,
         node: &str,
         body: FailuresBody,
-    ) -> ServiceResult<u64> {
+    ) -> ServiceResult<FailuresRecorded> {
         caller.require_node(node)?;
         let mut recorded = 0u64;
+        let mut refused = Vec::new();
         for f in body.failures {
             let front = match self.store.volume_front(&f.volume).await {
                 Ok(front) => front,
-                Err(svs_store::StoreError::NotFound) => continue,
+                Err(svs_store::StoreError::NotFound) => {
+                    refused.push(f);
+                    continue;
+                }
                 Err(e) => return Err(e.into()),
             };
             let on_volume = self
@@ -200,6 +208,9 @@ impl Services {
                     "a storage node reported a failure of a volume whose front it does not run, \
                      or of a medium the volume has no copy on: ignored"
                 );
+                if front.node.as_deref() != Some(node) {
+                    refused.push(f);
+                }
                 continue;
             }
             tracing::warn!(
@@ -227,7 +238,7 @@ impl Services {
             // The fronts' specs list the lost media now.
             self.jobs.changes().notify();
         }
-        Ok(recorded)
+        Ok(FailuresRecorded { recorded, refused })
     }
 }
 

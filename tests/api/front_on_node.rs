@@ -251,3 +251,81 @@ async fn the_front_moves_to_another_node_when_its_node_dies() {
     let left = host.leftovers();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// A write that skips a copy is answered only once the control plane has
+/// recorded the copy lost: with `svs serve` down, a copy's node killed, a
+/// write through the front on another node waits (it is not answered on
+/// the one copy left, which a later opening could not know is the only
+/// one written); `svs serve` back, the node's report is taken, the write
+/// is answered, the dead copy is recorded lost and the written bytes are on
+/// the copies left.
+#[tokio::test]
+async fn a_write_that_skips_a_dead_copy_waits_until_the_control_plane_records_it() {
+    let (mut app, mut nodes) = three_nodes(&[]).await;
+    let id = app
+        .create_volume_done(json!({"name": "v", "size": 1, "policy": "three"}))
+        .await;
+    let a = attach(&app, "v", "host-1", false).await;
+    let uri = uri(&a);
+    let front = front_node(&nodes, &uri).name;
+    let out = qemu_io(&uri, &["write -P 0x11 0 1M".into()]);
+    assert!(out.is_ok(), "{out:?}");
+    let held = copies(&app, "v").await;
+    let (dead_copy, dead_medium, _) = held
+        .iter()
+        .find(|(_, medium, _)| {
+            nodes
+                .iter()
+                .any(|n| n.name != front && n.medium == medium.as_str())
+        })
+        .cloned()
+        .expect("a copy on a node that is not the front's");
+
+    app.pin_ports();
+    app.kill();
+    let dead = nodes
+        .iter_mut()
+        .find(|n| n.medium == dead_medium)
+        .expect("the copy's node");
+    dead.process.kill();
+    let writer = {
+        let uri = uri.clone();
+        tokio::task::spawn_blocking(move || {
+            qemu_io(
+                &uri,
+                &["write -P 0x22 0 64k".into(), "read -P 0x22 0 64k".into()],
+            )
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(
+        !writer.is_finished(),
+        "a write that skipped a dead copy was answered while the control plane could not record \
+         the loss: {:?}",
+        writer.await
+    );
+
+    app.launch().expect("svs serve restarts");
+    let out = tokio::time::timeout(Duration::from_secs(60), writer)
+        .await
+        .expect("the write is answered once the loss is recorded")
+        .expect("qemu-io thread");
+    let front_log = nodes
+        .iter()
+        .find(|n| n.name == front)
+        .map(|n| n.process.log())
+        .unwrap_or_default();
+    assert!(out.is_ok(), "{out:?}\n{front_log}");
+    let now = copies(&app, "v").await;
+    for (copy, medium, health) in &now {
+        if *medium == dead_medium {
+            assert_ne!(health, "Healthy", "{now:?}");
+            assert_eq!(*copy, dead_copy);
+        } else {
+            assert_eq!(health, "Healthy", "{now:?}");
+            let file = copy_file(&nodes, medium, &id, *copy);
+            assert_eq!(bytes_at(&file, 0, 65536), vec![0x22; 65536], "{medium}");
+        }
+    }
+    assert_eq!(volume_state(&app, "v").await, "Degraded");
+}

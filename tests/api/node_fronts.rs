@@ -127,16 +127,22 @@ async fn fronts_routes_take_only_their_own_nodes_storage_credential_and_refuse_b
         Some(32),
         "{answer}"
     );
-    // A failure of a volume whose front it does not run changes nothing.
+    // A failure of a volume whose front it does not run changes nothing,
+    // and is answered refused (the writes waiting for it fail).
+    let failure =
+        json!({"medium": "m1", "volume": "nope", "copy": 0, "column": 0, "mediumfailed": true});
     let (status, answer) = storage_post(
         &app,
         &bearer(&c1),
         "sn-1",
         "failures",
-        json!({"failures": [{"medium": "m1", "volume": "nope", "copy": 0, "column": 0, "mediumfailed": true}]}),
+        json!({"failures": [failure.clone()]}),
     )
     .await;
-    assert_eq!((status, answer), (StatusCode::OK, json!({"recorded": 0})));
+    assert_eq!(
+        (status, answer),
+        (StatusCode::OK, json!({"recorded": 0, "refused": [failure]}))
+    );
     let (_, m1) = app.get("/media/m1").await;
     assert_ne!(m1["state"], "Failed", "{m1}");
 }

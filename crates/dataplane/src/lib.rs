@@ -20,6 +20,7 @@ mod digest;
 mod extents;
 mod fsutil;
 mod local;
+mod loss_record;
 mod node;
 mod probe;
 mod remote;
@@ -32,6 +33,7 @@ mod volume;
 
 pub use digest::digest_file;
 pub use local::LocalMedia;
+pub use loss_record::LossRecord;
 pub use node::{start_slice_server, FileEpochStore, NodeSlices, SharedSecret, MAP_PAGE_BYTES};
 pub use remote::{ClusterMedia, NodeEndpoint, DEFAULT_REQUEST_TIMEOUT};
 pub use resume::{CheckpointFn, CopyResume, CopyStats, LatestCheckpoint};
@@ -65,9 +67,12 @@ pub struct CopyFailure {
     pub medium_failed: bool,
 }
 
-/// Told of each [`CopyFailure`]. Called on the I/O thread that saw it: it
-/// must hand the news on (a channel) and return at once.
-pub type CopyFailureListener = Arc<dyn Fn(&CopyFailure) + Send + Sync>;
+/// Told of each [`CopyFailure`], with its [`LossRecord`]: the listener
+/// settles the record once the service has the failure in its store (or
+/// will not take it). Writes that skipped the copy are answered only then.
+/// Called on the I/O thread that saw it: it must hand the news on (a
+/// channel) and return at once.
+pub type CopyFailureListener = Arc<dyn Fn(&CopyFailure, &LossRecord) + Send + Sync>;
 
 /// Identifies a slice's file independently of which medium holds it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -306,7 +311,7 @@ pub trait DataPlane: Send + Sync + 'static {
     /// Calls `listener` once each time a medium joins [`DataPlane::failed_media`] or a copy joins
     /// [`DataPlane::failed_copies`] because I/O on it failed (read, write, flush, a slice file gone, a copy's
     /// source, a probe), so the service records it at once instead of at its next poll. One listener; a second
-    /// call replaces it.
+    /// call replaces it. Without a listener every record counts as made at once.
     fn on_copy_failure(&self, _listener: CopyFailureListener) {}
 
     /// Checks that a slice's file and the files of its snapshots `snapshots` (ids) are on the medium and readable,

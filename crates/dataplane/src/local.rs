@@ -10,8 +10,8 @@ use crate::volume::{
 };
 use crate::SliceSnapshots;
 use crate::{
-    CopyFailure, CopyFailureListener, CopyOptions, DataPlane, DataPlaneError, Digest, SliceKey,
-    StoredSlice,
+    CopyFailure, CopyFailureListener, CopyOptions, DataPlane, DataPlaneError, Digest, LossRecord,
+    SliceKey, StoredSlice,
 };
 use std::collections::HashMap;
 use std::collections::{BTreeMap, BTreeSet};
@@ -48,6 +48,9 @@ struct MediaHealth {
     /// Told of each medium that joins `failing` and each copy that joins
     /// `lost_copies`.
     listener: Listener,
+    /// The record of each failure told to the listener: a medium's
+    /// (`None`) or a copy's alone, until forgotten with it.
+    records: Mutex<HashMap<(String, Option<SliceKey>), LossRecord>>,
 }
 
 #[derive(Default)]
@@ -93,9 +96,17 @@ impl LocalMedia {
         locked(&self.health.marked).contains(medium)
     }
 
-    /// Tells the listener, if any, of a failure. Cloned out: the listener
-    /// runs without the lock held.
-    fn tell(&self, medium: &str, slice: &SliceKey, medium_failed: bool) {
+    /// Tells the listener, if any, of a failure, with its new record (made
+    /// at once without a listener). Cloned out: the listener runs without
+    /// the lock held.
+    fn tell(&self, medium: &str, slice: &SliceKey, medium_failed: bool) -> LossRecord {
+        let record = LossRecord::default();
+        let key = (medium.to_string(), (!medium_failed).then(|| slice.clone()));
+        self.health
+            .records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, record.clone());
         let listener = self
             .health
             .listener
@@ -103,13 +114,44 @@ impl LocalMedia {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        if let Some(listener) = listener {
-            listener(&CopyFailure {
-                medium: medium.to_string(),
-                slice: slice.clone(),
-                medium_failed,
-            });
+        match listener {
+            Some(listener) => listener(
+                &CopyFailure {
+                    medium: medium.to_string(),
+                    slice: slice.clone(),
+                    medium_failed,
+                },
+                &record,
+            ),
+            None => record.recorded(),
         }
+        record
+    }
+
+    /// The record of a failure of the copy `slice` on `medium` (its own or
+    /// its medium's) not made (pending or refused), if any: what a write
+    /// skipping the copy waits for.
+    pub(crate) fn pending_record(&self, medium: &str, slice: &SliceKey) -> Option<LossRecord> {
+        let records = self
+            .health
+            .records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        [None, Some(slice.clone())]
+            .into_iter()
+            .filter_map(|copy| records.get(&(medium.to_string(), copy)))
+            .find(|r| !r.is_recorded())
+            .cloned()
+    }
+
+    /// Forgets the records of the medium's failures (all of them, or only
+    /// the copy `slice`'s).
+    fn forget_records(&self, medium: &str, slice: Option<&SliceKey>) {
+        self.health
+            .records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|(m, copy), _| m != medium || slice.is_some_and(|s| copy.as_ref() != Some(s)));
     }
 
     /// Whether `e`, met on a copy on the medium, says the medium failed:
@@ -127,36 +169,51 @@ impl LocalMedia {
     /// Records that I/O on a copy of the medium failed with `e`: the
     /// medium failed (see [`DataPlane::failed_media`]), or only that copy
     /// is lost (see [`DataPlane::failed_copies`]); the listener hears of
-    /// each the first time. True when the medium failed.
-    pub(crate) fn saw_io_error(&self, medium: &str, slice: &SliceKey, e: &io::Error) -> bool {
+    /// each the first time. The failure's record.
+    pub(crate) fn saw_io_error(&self, medium: &str, slice: &SliceKey, e: &io::Error) -> LossRecord {
         let medium_failed = self.medium_failed_by(medium, e);
-        self.record_failure(medium, slice, medium_failed);
-        medium_failed
+        self.record_failure(medium, slice, medium_failed)
     }
 
     /// Records that a copy on the medium failed: the whole medium (see
     /// [`DataPlane::failed_media`]) or that copy alone (see
     /// [`DataPlane::failed_copies`]); the listener hears of each the first
     /// time. Also for media this host does not hold (a storage node's).
-    pub(crate) fn record_failure(&self, medium: &str, slice: &SliceKey, medium_failed: bool) {
+    /// Its record: new when the failure is, else the one it was told with.
+    pub(crate) fn record_failure(
+        &self,
+        medium: &str,
+        slice: &SliceKey,
+        medium_failed: bool,
+    ) -> LossRecord {
         let newly = if medium_failed {
             locked(&self.health.failing).insert(medium.to_string())
         } else {
             locked(&self.health.lost_copies).insert((medium.to_string(), slice.clone()))
         };
         if newly {
-            self.tell(medium, slice, medium_failed);
+            return self.tell(medium, slice, medium_failed);
         }
+        let key = (medium.to_string(), (!medium_failed).then(|| slice.clone()));
+        self.health
+            .records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+            .cloned()
+            .unwrap_or_else(LossRecord::already_recorded)
     }
 
     /// The copy's file was created or deleted on the medium: whatever was
     /// lost there before is not any more.
     pub(crate) fn forget_lost_copy(&self, medium: &str, slice: &SliceKey) {
         locked(&self.health.lost_copies).remove(&(medium.to_string(), slice.clone()));
+        self.forget_records(medium, Some(slice));
     }
 
     fn forget_lost_copies(&self, medium: &str) {
         locked(&self.health.lost_copies).retain(|(m, _)| m != medium);
+        self.forget_records(medium, None);
     }
 
     /// Records that the medium's directory was there.
@@ -616,8 +673,12 @@ impl SliceMedia for LocalMedia {
         }
     }
 
-    fn saw_io_error(&self, medium: &str, key: &SliceKey, e: &io::Error) {
-        LocalMedia::saw_io_error(self, medium, key, e);
+    fn saw_io_error(&self, medium: &str, key: &SliceKey, e: &io::Error) -> LossRecord {
+        LocalMedia::saw_io_error(self, medium, key, e)
+    }
+
+    fn pending_record(&self, medium: &str, key: &SliceKey) -> Option<LossRecord> {
+        LocalMedia::pending_record(self, medium, key)
     }
 
     fn serves(&self, medium: &str) -> bool {

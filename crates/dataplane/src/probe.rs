@@ -98,11 +98,14 @@ mod tests {
         }
         let heard = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&heard);
-        media.on_copy_failure(Arc::new(move |f: &crate::CopyFailure| {
-            sink.lock()
-                .expect("lock")
-                .push((f.medium.clone(), f.slice.copy, f.medium_failed));
-        }));
+        media.on_copy_failure(Arc::new(
+            move |f: &crate::CopyFailure, record: &crate::LossRecord| {
+                sink.lock()
+                    .expect("lock")
+                    .push((f.medium.clone(), f.slice.copy, f.medium_failed));
+                record.recorded();
+            },
+        ));
         (dir, media, heard)
     }
 

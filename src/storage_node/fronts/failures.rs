@@ -1,24 +1,53 @@
 //! The report of the copy failures the node's fronts meet: `POST
 //! /nodes/{node}/storage/failures`, batched, retried until the control
 //! plane takes them (it records each as a failure its own data plane met).
+//! Each failure's [`LossRecord`] is settled by the answer: the writes that
+//! skipped the copy are answered only once the control plane has the loss
+//! in its store, and fail (as fenced) if it refuses it.
 
 use super::FAILURES_TIMEOUT;
 use crate::fronts_wire::{FailuresBody, FrontFailure};
 use crate::storage_node::client::ControlPlaneClient;
 use crate::storage_node::Backoff;
 use std::sync::Arc;
-use svs_dataplane::CopyFailure;
+use svs_dataplane::{CopyFailure, LossRecord};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+/// A failure a front met, with its record.
+pub(super) type Failed = (CopyFailure, LossRecord);
+
+/// A failure to report, with the records waiting for it.
+struct Pending {
+    failure: FrontFailure,
+    records: Vec<LossRecord>,
+}
+
 /// Reports each copy failure the fronts meet, batched, until the control
-/// plane takes it.
+/// plane takes it; settles its records with the answer. At stop the
+/// records still pending are refused.
 pub(super) async fn report_failures(
     client: Arc<ControlPlaneClient>,
-    mut failed: mpsc::UnboundedReceiver<CopyFailure>,
+    mut failed: mpsc::UnboundedReceiver<Failed>,
     stop: CancellationToken,
 ) {
-    let mut pending: Vec<FrontFailure> = Vec::new();
+    let mut pending: Vec<Pending> = Vec::new();
+    report_until_stopped(&client, &mut failed, &mut pending, &stop).await;
+    failed.close();
+    while let Ok((_, record)) = failed.try_recv() {
+        record.refused();
+    }
+    for p in pending {
+        p.records.iter().for_each(LossRecord::refused);
+    }
+}
+
+async fn report_until_stopped(
+    client: &ControlPlaneClient,
+    failed: &mut mpsc::UnboundedReceiver<Failed>,
+    pending: &mut Vec<Pending>,
+    stop: &CancellationToken,
+) {
     let mut backoff = Backoff::new();
     let mut last_failure: Option<String> = None;
     loop {
@@ -28,35 +57,50 @@ pub(super) async fn report_failures(
                 _ = stop.cancelled() => return,
             };
             match next {
-                Some(f) => queue(&mut pending, &f),
+                Some(f) => queue(pending, f),
                 None => return,
             }
         }
         while let Ok(f) = failed.try_recv() {
-            queue(&mut pending, &f);
+            queue(pending, f);
         }
         let body = FailuresBody {
-            failures: pending.clone(),
+            failures: pending.iter().map(|p| p.failure.clone()).collect(),
         };
         let sent = tokio::select! {
             r = client.failures(&body, FAILURES_TIMEOUT) => r,
             _ = stop.cancelled() => return,
         };
         match sent {
-            Ok(recorded) => {
+            Ok(answer) => {
                 tracing::info!(
                     failures = pending.len(),
-                    recorded = recorded.recorded,
+                    recorded = answer.recorded,
+                    refused = answer.refused.len(),
                     "copy failures reported to the control plane"
                 );
-                pending.clear();
+                for p in pending.drain(..) {
+                    if answer.refused.contains(&p.failure) {
+                        tracing::warn!(
+                            volume = p.failure.volume,
+                            medium = p.failure.medium,
+                            "the control plane did not take a copy failure from this node (the \
+                             volume's front runs elsewhere now); the writes that skipped the copy \
+                             fail"
+                        );
+                        p.records.iter().for_each(LossRecord::refused);
+                    } else {
+                        p.records.iter().for_each(LossRecord::recorded);
+                    }
+                }
                 backoff = Backoff::new();
                 last_failure = None;
             }
             Err(e) => {
                 let state = e.state();
                 if last_failure.as_deref() != Some(state.as_str()) {
-                    tracing::warn!(error = %e, failures = pending.len(), "cannot report copy failures; retrying");
+                    tracing::warn!(error = %e, failures = pending.len(),
+                        "cannot report copy failures; retrying (writes that skipped the copies wait)");
                     last_failure = Some(state);
                 }
                 tokio::select! {
@@ -69,8 +113,8 @@ pub(super) async fn report_failures(
 }
 
 /// Adds a failure to those to report (once).
-fn queue(pending: &mut Vec<FrontFailure>, f: &CopyFailure) {
-    let failure = wire_failure(f);
+fn queue(pending: &mut Vec<Pending>, (f, record): Failed) {
+    let failure = wire_failure(&f);
     tracing::error!(
         medium = failure.medium,
         volume = failure.volume,
@@ -79,8 +123,12 @@ fn queue(pending: &mut Vec<FrontFailure>, f: &CopyFailure) {
         medium_failed = failure.mediumfailed,
         "a front's copy failed"
     );
-    if !pending.contains(&failure) {
-        pending.push(failure);
+    match pending.iter_mut().find(|p| p.failure == failure) {
+        Some(p) => p.records.push(record),
+        None => pending.push(Pending {
+            failure,
+            records: vec![record],
+        }),
     }
 }
 

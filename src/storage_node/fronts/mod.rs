@@ -20,7 +20,7 @@ use super::client::ControlPlaneClient;
 use super::Backoff;
 use crate::front_exports::{ExportRegistry, SnapshotView, VolumeOpening};
 use crate::fronts_wire::{FrontExport, FrontOpen, FrontSpec, FrontsAnswer, FrontsPoll};
-use failures::report_failures;
+use failures::{report_failures, Failed};
 use plan::{plan, Held, Step};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
@@ -29,8 +29,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use svs_dataplane::{
-    ClusterMedia, CopyFailure, DataPlane, LocalMedia, NodeEndpoint, VolumeIo, VolumeLayout,
-    DEFAULT_REQUEST_TIMEOUT,
+    ClusterMedia, CopyFailure, DataPlane, LocalMedia, LossRecord, NodeEndpoint, VolumeIo,
+    VolumeLayout, DEFAULT_REQUEST_TIMEOUT,
 };
 use svs_nbd::NbdConfig;
 use tokio::net::TcpListener;
@@ -148,12 +148,15 @@ impl NbdRunning {
 /// The exports of fronts, over a data plane without media of this host
 /// (the node's own are reached through its slice server, fenced like any
 /// front's); and the copy failures it meets.
-fn front_registry() -> (Arc<ExportRegistry>, mpsc::UnboundedReceiver<CopyFailure>) {
+fn front_registry() -> (Arc<ExportRegistry>, mpsc::UnboundedReceiver<Failed>) {
     let media = ClusterMedia::new(LocalMedia::new(std::iter::empty()), DEFAULT_REQUEST_TIMEOUT);
     let (failures, failed) = mpsc::unbounded_channel();
-    media.on_copy_failure(Arc::new(move |f: &CopyFailure| {
-        // The reporter gone means the node is stopping.
-        let _ = failures.send(f.clone());
+    media.on_copy_failure(Arc::new(move |f: &CopyFailure, record: &LossRecord| {
+        // The reporter gone means the node is stopping: the writes
+        // waiting for the record fail.
+        if failures.send((f.clone(), record.clone())).is_err() {
+            record.refused();
+        }
     }));
     (Arc::new(ExportRegistry::new(Arc::new(media))), failed)
 }

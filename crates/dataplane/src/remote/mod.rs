@@ -36,8 +36,8 @@ use crate::volume::{
     SliceMedia, VolumeIo, VolumeLayout,
 };
 use crate::{
-    CopyFailureListener, CopyOptions, DataPlane, DataPlaneError, Digest, LocalMedia, SliceKey,
-    StoredSlice,
+    CopyFailureListener, CopyOptions, DataPlane, DataPlaneError, Digest, LocalMedia, LossRecord,
+    SliceKey, StoredSlice,
 };
 
 /// The default time limit of every request to a storage node (and of
@@ -297,9 +297,9 @@ impl ClusterMedia {
 
     /// A node's medium fails for anything but a missing slice (which is
     /// that copy lost alone), as a local medium does.
-    fn record_node_failure(&self, medium: &str, key: &SliceKey, e: &io::Error) {
+    fn record_node_failure(&self, medium: &str, key: &SliceKey, e: &io::Error) -> LossRecord {
         let medium_failed = e.raw_os_error() != Some(libc::ENOENT);
-        self.local.record_failure(medium, key, medium_failed);
+        self.local.record_failure(medium, key, medium_failed)
     }
 
     /// Opens slice `key` of a node's medium for `front`.
@@ -576,12 +576,16 @@ impl SliceMedia for ClusterMedia {
         }
     }
 
-    fn saw_io_error(&self, medium: &str, key: &SliceKey, e: &io::Error) {
+    fn saw_io_error(&self, medium: &str, key: &SliceKey, e: &io::Error) -> LossRecord {
         if self.node_of(medium).is_some() {
-            self.record_node_failure(medium, key, e);
+            self.record_node_failure(medium, key, e)
         } else {
-            self.local.saw_io_error(medium, key, e);
+            self.local.saw_io_error(medium, key, e)
         }
+    }
+
+    fn pending_record(&self, medium: &str, key: &SliceKey) -> Option<LossRecord> {
+        self.local.pending_record(medium, key)
     }
 
     fn serves(&self, medium: &str) -> bool {

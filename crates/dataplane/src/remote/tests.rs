@@ -104,9 +104,12 @@ fn setup() -> Setup {
     }
     let heard = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&heard);
-    media.on_copy_failure(Arc::new(move |f: &CopyFailure| {
-        sink.lock().expect("lock").push(f.clone());
-    }));
+    media.on_copy_failure(Arc::new(
+        move |f: &CopyFailure, record: &crate::LossRecord| {
+            sink.lock().expect("lock").push(f.clone());
+            record.recorded();
+        },
+    ));
     Setup {
         _dir: dir,
         media,

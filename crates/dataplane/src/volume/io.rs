@@ -6,6 +6,7 @@ use super::layout::{label, push_extent, segments, Extent, Segment, VolumeLayout,
 use super::media::{Front, SliceMedia};
 use super::slice::{Live, SliceIo, SliceState, WrittenChunks};
 use super::{eio, is_media_failure, SliceCopyKind, SliceMove, VolumeIo};
+use crate::loss_record::{NotRecorded, REFUSED};
 use crate::{DataPlaneError, SliceKey};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -78,9 +79,16 @@ impl LocalVolumeIo {
                     column: column as u32,
                 };
                 let live = media.open_slice(medium, &key, &front);
+                // A slice that could not be opened was reported: writes
+                // skipping it wait for that record too.
+                let loss = live
+                    .is_none()
+                    .then(|| media.pending_record(medium, &key))
+                    .flatten();
                 slices[column].push(SliceIo {
                     key,
                     lost: AtomicBool::new(live.is_none()),
+                    loss: Mutex::new(loss),
                     state: RwLock::new(SliceState {
                         medium: medium.clone(),
                         live,
@@ -169,7 +177,28 @@ impl LocalVolumeIo {
             tracing::warn!(slice = %label(&slice.key), medium, error = %e,
                 "slice I/O failed; the slice is lost and I/O goes on with the other copies");
         }
-        self.media.saw_io_error(medium, &slice.key, e);
+        slice.keep_loss(self.media.saw_io_error(medium, &slice.key, e));
+    }
+
+    /// Waits until the service has recorded the loss of every lost slice
+    /// whose loss this opening reported: a write (or flush) that skipped a
+    /// copy is answered only then (see [`crate::LossRecord`]). Called with
+    /// no lock of the volume held, so recording (which marks media failed
+    /// in open volumes) never waits on it. Errs as fenced when the service
+    /// refuses the record (the volume's front is elsewhere now) or a node
+    /// fences this opening meanwhile.
+    pub(super) fn await_loss_records(&self) -> io::Result<()> {
+        for slice in self.all_slices() {
+            let Some(record) = slice.pending_loss() else {
+                continue;
+            };
+            match record.wait(|| self.front.is_fenced(), &label(&slice.key)) {
+                Ok(()) => {}
+                Err(NotRecorded::Fenced) => return Err(self.front.error()),
+                Err(NotRecorded::Refused) => return Err(self.front.fence(REFUSED)),
+            }
+        }
+        Ok(())
     }
 
     /// Fails unless the slice's file is still where it belongs (a medium
@@ -284,8 +313,20 @@ impl LocalVolumeIo {
         Ok(extents)
     }
 
-    /// A write or discard on every healthy copy (see [`VolumeIo::write`]).
+    /// A write or discard on every healthy copy (see [`VolumeIo::write`]),
+    /// answered once every copy it skipped is recorded lost.
     pub(super) fn change(
+        &self,
+        offset: u64,
+        len: usize,
+        fua: bool,
+        change: Change<'_>,
+    ) -> io::Result<()> {
+        self.change_copies(offset, len, fua, change)?;
+        self.await_loss_records()
+    }
+
+    fn change_copies(
         &self,
         offset: u64,
         len: usize,
@@ -629,7 +670,7 @@ impl VolumeIo for LocalVolumeIo {
                 return Err(eio());
             }
         }
-        Ok(())
+        self.await_loss_records()
     }
 
     fn snapshot(&self, id: u64) -> io::Result<()> {

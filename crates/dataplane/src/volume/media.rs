@@ -8,7 +8,7 @@
 use super::device::SliceDevice;
 use crate::copier::CopyTarget;
 use crate::space::SpaceAccount;
-use crate::{DataPlaneError, SliceKey};
+use crate::{DataPlaneError, LossRecord, SliceKey};
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,8 +24,17 @@ pub(crate) trait SliceMedia: Send + Sync + 'static {
         front: &Arc<Front>,
     ) -> Option<Arc<dyn SliceDevice>>;
 
-    /// I/O on the slice `key` of the medium failed with `e`.
-    fn saw_io_error(&self, medium: &str, key: &SliceKey, e: &io::Error);
+    /// I/O on the slice `key` of the medium failed with `e`: the record of
+    /// that failure (a write that skipped the slice is answered once it is
+    /// recorded).
+    fn saw_io_error(&self, medium: &str, key: &SliceKey, e: &io::Error) -> LossRecord;
+
+    /// The record of a failure of the slice `key` (or of its medium) not
+    /// made yet (pending or refused): a slice that could not be opened was reported, and
+    /// writes skipping it wait for that record.
+    fn pending_record(&self, _medium: &str, _key: &SliceKey) -> Option<LossRecord> {
+        None
+    }
 
     /// Whether the medium is served at all (a medium no longer served has
     /// lost its slices).

@@ -276,3 +276,6 @@ mod test_moves;
 
 #[cfg(test)]
 mod parallel_tests;
+
+#[cfg(test)]
+mod loss_tests;

@@ -6,7 +6,7 @@ use super::hooks::SliceHooks;
 use super::media::NodeTarget;
 use crate::copier::CopyTarget;
 use crate::digest::CHUNK;
-use crate::SliceKey;
+use crate::{LossRecord, SliceKey};
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -144,6 +144,9 @@ pub(super) struct SliceIo {
     /// Its medium failed or its I/O errored: I/O skips it until a rebuild
     /// replaces it.
     pub(super) lost: AtomicBool,
+    /// The record of its loss this opening reported, while the service may
+    /// not have it yet (see [`LossRecord`]).
+    pub(super) loss: Mutex<Option<LossRecord>>,
     /// A live move or rebuild reads or fills it (see [`SliceIo::claim`]).
     pub(super) copying: AtomicBool,
     /// A rebuild switched it in this opening (its place holds every write
@@ -173,6 +176,25 @@ impl SliceIo {
 
     pub(super) fn is_lost(&self) -> bool {
         self.lost.load(Ordering::Acquire)
+    }
+
+    /// Keeps the record of the slice's loss (one kept and not recorded
+    /// stays: writes wait for the first, or fail with it refused).
+    pub(super) fn keep_loss(&self, record: LossRecord) {
+        let mut loss = self.loss.lock().unwrap_or_else(|p| p.into_inner());
+        if loss.as_ref().is_none_or(LossRecord::is_recorded) {
+            *loss = Some(record);
+        }
+    }
+
+    /// The record of the slice's loss while it is not recorded (pending,
+    /// or refused).
+    pub(super) fn pending_loss(&self) -> Option<LossRecord> {
+        if !self.is_lost() {
+            return None;
+        }
+        let loss = self.loss.lock().unwrap_or_else(|p| p.into_inner());
+        loss.as_ref().filter(|r| !r.is_recorded()).cloned()
     }
 
     /// The slice's file and snapshots if it is healthy.
