@@ -1,10 +1,13 @@
 """NBD data path: svs against nbdkit and qemu-nbd, same clients, same run.
 
-`nbd_bench.py SIZE ROUNDS NAME PID URI [NAME PID URI ...]`
+`nbd_bench.py SIZE ROUNDS NAME PIDS URI [NAME PIDS URI ...]`
 
-Each server is a NAME (svs, svs-2-copies, nbdkit, qemu-nbd), the PID of its
-process (its CPU time is reported per run) and the nbd:// URI of an export of
-SIZE bytes. The names `svs`, `nbdkit` and `qemu-nbd` must be among them: the
+Each server is a NAME (svs, svs-2-copies, nbdkit, qemu-nbd), its PIDS and the
+nbd:// URI of an export of SIZE bytes. PIDS is `PID[,PID...]`: the first is
+the process serving the export (its fan-out point: its CPU time is reported
+per run), all of them together are every process of the server (for svs on
+storage nodes: svs serve and every storage node, whose CPU the fan-out
+point's leaves out); a single PID is both. The names `svs`, `nbdkit` and `qemu-nbd` must be among them: the
 target compares svs (one copy) with nbdkit; the other ratios are information.
 
 1. Pre-write: the whole of every device is written once with a non-zero
@@ -47,10 +50,27 @@ target compares svs (one copy) with nbdkit; the other ratios are information.
    sequential read, random read and random write; the others are shown for
    information. When there are servers besides svs, nbdkit and qemu-nbd
    (more svs volumes), a second table gives each against svs (issue 21:
-   a mirrored volume's random write >= 0.8x a single copy's). A last table
-   gives the median server CPU per request of every server (user + system
-   time of its PID over the run, divided by the requests; for a volume on
-   storage nodes, the front's CPU: the nodes' is not counted).
+   a mirrored volume's random write >= 0.8x a single copy's). Then the
+   CPU accounting, medians of the rounds, every figure and server:
+     fan-out CPU    user + system time (/proc/PID/stat) of the first PID over
+                    the run, per request (for a volume on storage nodes, the
+                    front's node: the other nodes' CPU is not in it)
+     all servers    the same, summed over all of PIDS (every svs process)
+     client CPU     user + system time of the client processes (qemu-img
+                    bench, nbdcopy: getrusage(RUSAGE_CHILDREN) over the run),
+                    per request
+     busy           (all servers + client CPU) / (wall time of the run x
+                    the number of CPUs), beside /proc/stat's busy fraction
+                    of the whole machine over the same interval (everything
+                    else running counts there: a gap between the two is
+                    other work, or kernel work charged to no process)
+   The CPU clock ticks CLK_TCK (usually 100) times a second: short runs
+   (NBD_BENCH_SCALE < 1) give coarse figures. All processes share the
+   machine's cores: when busy nears 100% the figures measure the CPU, not
+   the data path. Last, the 4 KiB random write in one table (IOPS, the
+   three CPU figures, busy) and, for every volume besides svs and the
+   references, an estimate of the IOPS its fan-out point alone could
+   sustain on one core of its own: 1e6 / its CPU microseconds per request.
 
 Environment: NBD_BENCH_FILES (see `residency`); NBD_BENCH_SCALE (default 1):
 every request count and the pre-write are multiplied by it (at least 1
@@ -60,6 +80,7 @@ figures are only comparable at the default.
 
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -73,6 +94,8 @@ TARGET_FIGURES = ("seq-read", "rand-read", "rand-write")
 MIB = 1 << 20
 RANDOM_STEP = 7919 * 4096
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+# /proc/stat's `cpu` line counts every CPU of the machine, so this does too.
+NCPU = os.cpu_count() or 1
 CLIENTS = 4
 SCALE = float(os.environ.get("NBD_BENCH_SCALE", "1"))
 
@@ -119,6 +142,28 @@ def cpu_secs(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def client_cpu_secs():
+    """User + system CPU seconds of this process's finished, waited-for
+    children (the clients: qemu-img, nbdcopy) so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def machine_ticks():
+    """(busy, total) clock ticks of all CPUs from /proc/stat: idle and
+    iowait are not busy."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:9]]
+    total = sum(fields)
+    return total - fields[3] - fields[4], total
+
+
+def cpu_snapshot(pids):
+    """CPU seconds of every server process, of the clients, and the
+    machine's ticks, at one moment (read back to back)."""
+    return [cpu_secs(pid) for pid in pids], client_cpu_secs(), machine_ticks()
 
 
 def bench_cmd(uri, args, count):
@@ -203,33 +248,61 @@ def rand_read_4conn(uri, size):
     return CLIENTS * RAND_READ_4CONN_COUNT / max(secs)
 
 
-def run_rounds(servers, rounds, fig, unit, count, run, cpu_medians):
+# The CPU accounting of one run: name, heading of its table, format of a cell.
+METRICS = (
+    ("fan-out", "fan-out point's CPU per request, microseconds", "{:,.1f}"),
+    ("all", "CPU of all server processes per request, microseconds", "{:,.1f}"),
+    ("client", "client CPU per request, microseconds", "{:,.1f}"),
+    ("busy", "busy %: (all servers + client) / (wall x CPUs)", "{:.0f}%"),
+    ("machine", "busy % of the whole machine (/proc/stat)", "{:.0f}%"),
+)
+
+
+def run_rounds(servers, rounds, fig, unit, count, run, stats):
     """ROUNDS rounds of `run(uri)` -> value on every server, rotating order;
-    the medians of the values. The median server CPU per request of each
-    server goes into `cpu_medians[name][fig]` (microseconds)."""
+    the medians of the values. The medians of the CPU accounting of each
+    server (METRICS: per request in microseconds, busy in percent) go into
+    `stats[name][fig][metric]`."""
     values = {name: [] for name in servers}
-    cpus = {name: [] for name in servers}
+    runs = {name: {metric: [] for metric, _, _ in METRICS} for name in servers}
     names = list(servers)
     for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
-        line = []
+        print(f"    round {r + 1}:", flush=True)
         for name in order:
-            pid, uri = servers[name]
+            pids, uri = servers[name]
             sync()
-            cpu0 = cpu_secs(pid)
+            servers0, client0, (busy0, total0) = cpu_snapshot(pids)
+            started = time.perf_counter()
             value = run(uri)
-            cpu = cpu_secs(pid) - cpu0
+            wall = time.perf_counter() - started
+            servers1, client1, (busy1, total1) = cpu_snapshot(pids)
+            spent = [b - a for a, b in zip(servers0, servers1)]
+            client = client1 - client0
             values[name].append(value)
+            m = runs[name]
+            m["busy"].append((sum(spent) + client) * 100 / (wall * NCPU))
+            m["machine"].append((busy1 - busy0) * 100 / max(total1 - total0, 1))
+            per = ""
             if count:
-                cpus[name].append(cpu * 1e6 / count)
-            per = f", server CPU {cpu * 1e6 / count:.1f} us/request" if count else ""
-            line.append(f"{name} {value:,.0f} {unit}{per}")
-        print(f"    round {r + 1}: " + "; ".join(line), flush=True)
+                m["fan-out"].append(spent[0] * 1e6 / count)
+                m["all"].append(sum(spent) * 1e6 / count)
+                m["client"].append(client * 1e6 / count)
+                per = (
+                    f"; CPU us/request: fan-out {m['fan-out'][-1]:.1f}, "
+                    f"all servers {m['all'][-1]:.1f}, client {m['client'][-1]:.1f}"
+                )
+            print(
+                f"      {name} {value:,.0f} {unit}{per}; busy {m['busy'][-1]:.0f}% "
+                f"(machine {m['machine'][-1]:.0f}%)",
+                flush=True,
+            )
     best = {n: max(v) for n, v in values.items()}
     print("    best: " + "; ".join(f"{n} {v:,.0f} {unit}" for n, v in best.items()), flush=True)
-    for name, per_request in cpus.items():
-        if per_request:
-            cpu_medians.setdefault(name, {})[fig] = statistics.median(per_request)
+    for name, metrics in runs.items():
+        for metric, samples in metrics.items():
+            if samples:
+                stats.setdefault(name, {}).setdefault(fig, {})[metric] = statistics.median(samples)
     return {name: statistics.median(v) for name, v in values.items()}
 
 
@@ -246,10 +319,17 @@ def print_table(head, rows):
 
 def main():
     if len(sys.argv) < 6 or (len(sys.argv) - 3) % 3 != 0:
-        sys.exit("usage: nbd_bench.py SIZE ROUNDS NAME PID URI [NAME PID URI ...]")
+        sys.exit("usage: nbd_bench.py SIZE ROUNDS NAME PIDS URI [NAME PIDS URI ...]")
     size, rounds = int(sys.argv[1]), int(sys.argv[2])
     rest = sys.argv[3:]
-    servers = {rest[i]: (int(rest[i + 1]), rest[i + 2]) for i in range(0, len(rest), 3)}
+    servers = {}
+    for i in range(0, len(rest), 3):
+        try:
+            pids = [int(p) for p in rest[i + 1].split(",")]
+        except ValueError:
+            sys.exit(f"nbd_bench.py: {rest[i]}: PIDS must be PID[,PID...]: {rest[i + 1]!r}")
+        # The fan-out point first, each process once (it is in the list too).
+        servers[rest[i]] = (list(dict.fromkeys(pids)), rest[i + 2])
     for needed in ("svs", TARGET_REF, "qemu-nbd"):
         if needed not in servers:
             sys.exit(f"nbd_bench.py: server {needed} missing")
@@ -263,6 +343,8 @@ def main():
     results = {}
     units = {}
     cpu = {}
+    print(f"  CPU accounting: {NCPU} CPUs, {CLK_TCK} ticks per second; processes: " + "; ".join(
+        f"{n} {','.join(map(str, pids))}" for n, (pids, _) in servers.items()), flush=True)
     for fig, args, req_bytes, count, unit in FIGURES:
         units[fig] = unit
         print(f"  {fig}: qemu-img bench -f raw -c {count} {' '.join(args)} URI", flush=True)
@@ -357,14 +439,52 @@ def main():
         ]
         print_table(head, rows)
 
-    print("\n== server CPU per request, microseconds (medians of the rounds; user + system")
-    print("   time of each server's process; several svs volumes share svs serve's)")
-    head = ("figure", *names)
-    rows = [
-        (f"{LABELS[fig]}", *(f"{cpu[n][fig]:,.1f}" if fig in cpu.get(n, {}) else "-" for n in names))
-        for fig in units
-    ]
+    print(f"\n== CPU accounting (medians of the rounds; user + system time; {NCPU} CPUs)")
+    print("   fan-out point: the process serving the export (svs serve, or the front's")
+    print("   storage node; several svs volumes share svs serve's). All server processes:")
+    print("   svs serve and every storage node together (nbdkit, qemu-nbd: their own).")
+    print("   Client: qemu-img bench / nbdcopy. Busy: (all servers + client) / (wall x CPUs);")
+    print("   all of them share the machine's cores, so near 100% the figures are CPU-bound.")
+    for metric, heading, cell in METRICS:
+        print(f"\n-- {heading}")
+        head = ("figure", *names)
+        rows = [
+            (
+                f"{LABELS[fig]}",
+                *(
+                    cell.format(cpu[n][fig][metric]) if metric in cpu.get(n, {}).get(fig, {}) else "-"
+                    for n in names
+                ),
+            )
+            for fig in units
+        ]
+        print_table(head, rows)
+
+    fig = "rand-write"
+    print(f"\n== {LABELS[fig]}: IOPS and CPU per request in microseconds (medians)")
+    head = ("device", "IOPS", "fan-out CPU", "all-svs CPU", "client CPU", "busy", "machine busy")
+    rows = []
+    for n in names:
+        m = cpu.get(n, {}).get(fig, {})
+        rows.append(
+            (
+                n,
+                f"{results[fig][n]:,.0f}",
+                *(cell.format(m[metric]) if metric in m else "-" for metric, _, cell in METRICS),
+            )
+        )
     print_table(head, rows)
+    estimates = [
+        f"{n} {1e6 / cpu[n][fig]['fan-out']:,.0f}"
+        for n in mirrored
+        if cpu.get(n, {}).get(fig, {}).get("fan-out")
+    ]
+    if estimates:
+        print(
+            "ESTIMATE, not a measurement: IOPS the fan-out point alone could sustain on one core "
+            "of its own (1e6 / its CPU us per request; the other nodes and the client on other "
+            "cores): " + "; ".join(estimates)
+        )
 
 
 if __name__ == "__main__":
