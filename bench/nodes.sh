@@ -19,8 +19,8 @@
 #    each write goes to two or three nodes). With BENCH_FRONTS=nodes (the
 #    default; `fronts = "nodes"`) a node volume's front (stripes, copies,
 #    the NBD export) runs on a storage node holding one of its copies:
-#    client -> that node (NBD) -> every copy's node (slice protocol, its own
-#    included, over loopback). With BENCH_FRONTS=serve it runs in svs serve:
+#    client -> that node (NBD) -> every other copy's node (slice protocol);
+#    its own copy through its own slice server, in process. With BENCH_FRONTS=serve it runs in svs serve:
 #    client -> svs serve (NBD) -> storage node(s), one more process between.
 # 2. nbdkit's file plugin and qemu-nbd serve raw files of the same size in
 #    the same directory, as in bench/nbd.sh (see there for their exact flags).

@@ -145,10 +145,20 @@ struct Fronts {
 }
 
 impl Fronts {
-    /// Starts the services, or has them follow the slice server's TLS.
-    async fn follow(&mut self, tls: Option<Arc<rustls::ServerConfig>>) {
+    /// Starts the services, or has them follow the slice server's TLS;
+    /// either way they reach the node's own media through `own`, the
+    /// (new) slice server's in-process client.
+    async fn follow(
+        &mut self,
+        tls: Option<Arc<rustls::ServerConfig>>,
+        node: &str,
+        own: svs_sliceproto::SliceClient,
+    ) {
         match &mut self.services {
-            Some(services) => services.set_tls(tls).await,
+            Some(services) => {
+                services.reach_in_process(node, own);
+                services.set_tls(tls).await;
+            }
             None => {
                 let listener = match self.listener.take() {
                     Some(l) => l,
@@ -161,6 +171,7 @@ impl Fronts {
                     self.listen,
                     listener,
                     tls,
+                    (node, own),
                 ));
             }
         }
@@ -217,9 +228,13 @@ async fn follow_answer(
         None => {
             let (sender, receiver) = watch::channel(answer.slicecredential.clone());
             let tls = node_tls.server_config(mode)?;
-            slice.services = Some(start_slice_services(config, receiver, tls.clone())?);
+            let services = start_slice_services(config, receiver, tls.clone())?;
+            let own = services
+                .server
+                .in_process_client(svs_dataplane::DEFAULT_REQUEST_TIMEOUT);
+            slice.services = Some(services);
             slice.credential = Some(sender);
-            fronts.follow(tls).await;
+            fronts.follow(tls, &config.node, own).await;
         }
     }
     Ok(false)

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use rustls::pki_types::ServerName;
 
+use crate::server::InProcess;
 use crate::stream::{self, Receiver, Sender};
 use crate::wire::{
     self, protocol_error, Hello, HelloReply, Op, RemoteError, ReplyHeader, RequestHeader, Status,
@@ -129,16 +130,28 @@ impl Shared {
     }
 }
 
-/// A connection to one storage node.
+/// A connection to one storage node (or, in the node's own process, a
+/// direct line to its slice server: see [`SliceServer::in_process_client`](crate::SliceServer::in_process_client)).
 pub struct SliceClient {
+    conn: Conn,
+    timeout: Duration,
+    max_payload: u32,
+}
+
+enum Conn {
+    Tcp(TcpConn),
+    /// Requests run in the calling thread, through the server's own
+    /// dispatch and epoch fence: no socket, no thread hand-off.
+    InProcess(InProcess),
+}
+
+struct TcpConn {
     writer: Mutex<Sender>,
     /// Another handle on the socket, to shut it down without the writer
     /// lock (a send may hold that lock, blocked on a hung node).
     socket: TcpStream,
     shared: Arc<Shared>,
     reader: Option<JoinHandle<()>>,
-    timeout: Duration,
-    max_payload: u32,
 }
 
 impl SliceClient {
@@ -236,13 +249,36 @@ impl SliceClient {
             .name("slice-client-reader".into())
             .spawn(move || read_replies(receiver, &reader_shared, max_payload))?;
         Ok(SliceClient {
-            writer: Mutex::new(sender),
-            socket: handle,
-            shared,
-            reader: Some(reader),
+            conn: Conn::Tcp(TcpConn {
+                writer: Mutex::new(sender),
+                socket: handle,
+                shared,
+                reader: Some(reader),
+            }),
             timeout,
             max_payload,
         })
+    }
+
+    /// A client of the slice server `server` of this very process.
+    pub(crate) fn in_process(
+        server: InProcess,
+        max_payload: u32,
+        timeout: Duration,
+    ) -> SliceClient {
+        SliceClient {
+            conn: Conn::InProcess(server),
+            timeout,
+            max_payload,
+        }
+    }
+
+    /// The connection of a client over TCP; a client in process has none.
+    fn tcp(&self) -> io::Result<&TcpConn> {
+        match &self.conn {
+            Conn::Tcp(tcp) => Ok(tcp),
+            Conn::InProcess(_) => Err(io::Error::other("no connection: an in-process client")),
+        }
     }
 
     /// Largest payload of one request (reads and writes are split at it).
@@ -252,7 +288,10 @@ impl SliceClient {
 
     /// Whether the connection is unusable: every request fails from now on.
     pub fn is_broken(&self) -> bool {
-        self.shared.lock().broken.is_some()
+        match &self.conn {
+            Conn::Tcp(tcp) => tcp.shared.lock().broken.is_some(),
+            Conn::InProcess(server) => server.is_stopped(),
+        }
     }
 
     pub fn size(&self, slice: &SliceName) -> io::Result<u64> {
@@ -278,6 +317,11 @@ impl SliceClient {
     /// Writes `data` at `offset` (in requests of at most the max payload,
     /// all in flight at once).
     pub fn write(&self, slice: &SliceName, epoch: u64, offset: u64, data: &[u8]) -> io::Result<()> {
+        if let Conn::InProcess(server) = &self.conn {
+            return server
+                .call(Op::Write, slice, epoch, [offset, 0, 0], data)
+                .map(drop);
+        }
         let deadline = self.deadline();
         let mut ids = Vec::new();
         let mut at = 0u64;
@@ -322,8 +366,15 @@ impl SliceClient {
 
     /// A hint: sent, not waited for (a failure to send is ignored too).
     pub fn will_need(&self, slice: &SliceName, offset: u64, len: u64) {
+        let tcp = match &self.conn {
+            Conn::Tcp(tcp) => tcp,
+            Conn::InProcess(server) => {
+                let _ = server.call(Op::WillNeed, slice, 0, [offset, len, 0], &[]);
+                return;
+            }
+        };
         if let Ok(id) = self.send(Op::WillNeed, slice, 0, [offset, len, 0], &[], Expect::Any) {
-            let mut p = self.shared.lock();
+            let mut p = tcp.shared.lock();
             // Replied already: drop it; else the reader drops it.
             if let Some(Slot::Done(_)) = p.slots.get(&id) {
                 p.slots.remove(&id);
@@ -471,6 +522,9 @@ impl SliceClient {
         args: [u64; 3],
         payload: &[u8],
     ) -> io::Result<Vec<u8>> {
+        if let Conn::InProcess(server) = &self.conn {
+            return server.call(op, slice, epoch, args, payload);
+        }
         let deadline = self.deadline();
         let id = self.send(op, slice, epoch, args, payload, Expect::Any)?;
         self.wait(id, deadline)
@@ -485,6 +539,9 @@ impl SliceClient {
         buf: &mut [u8],
         args: impl Fn(u64, u64) -> [u64; 3],
     ) -> io::Result<()> {
+        if let Conn::InProcess(server) = &self.conn {
+            return server.read(op, slice, buf, args);
+        }
         let deadline = self.deadline();
         let max = self.max_payload as usize;
         let mut parts = Vec::new();
@@ -556,10 +613,11 @@ impl SliceClient {
                 ));
             }
         }
+        let tcp = self.tcp()?;
         let id = {
-            let mut p = self.shared.lock();
+            let mut p = tcp.shared.lock();
             if let Some((kind, why)) = &p.broken {
-                return Err(self.shared.broken_error(*kind, why));
+                return Err(tcp.shared.broken_error(*kind, why));
             }
             let id = p.next_id;
             p.next_id += 1;
@@ -589,13 +647,13 @@ impl SliceClient {
             frame.extend_from_slice(payload);
         }
         let sent = {
-            let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            let mut w = tcp.writer.lock().unwrap_or_else(|e| e.into_inner());
             w.write_all(&frame)
                 .and_then(|()| if small { Ok(()) } else { w.write_all(payload) })
         };
         if let Err(e) = sent {
             // A half-written request leaves the stream unusable.
-            self.shared.lock().slots.remove(&id);
+            tcp.shared.lock().slots.remove(&id);
             let e = timed_out(e);
             let kind = match e.kind() {
                 io::ErrorKind::TimedOut => io::ErrorKind::TimedOut,
@@ -603,7 +661,7 @@ impl SliceClient {
             };
             let why = format!("sending a request failed: {e}");
             self.break_connection(kind, why.clone());
-            return Err(self.shared.broken_error(kind, &why));
+            return Err(tcp.shared.broken_error(kind, &why));
         }
         Ok(id)
     }
@@ -611,13 +669,16 @@ impl SliceClient {
     /// Marks the connection broken and shuts the socket down: the reader
     /// ends, and the node sees the connection go.
     fn break_connection(&self, kind: io::ErrorKind, why: String) {
-        self.shared.break_with(kind, why);
-        let _ = self.socket.shutdown(Shutdown::Both);
+        if let Conn::Tcp(tcp) = &self.conn {
+            tcp.shared.break_with(kind, why);
+            let _ = tcp.socket.shutdown(Shutdown::Both);
+        }
     }
 
     /// Waits for the reply to `id` until `deadline`.
     fn wait(&self, id: u64, deadline: Instant) -> io::Result<Vec<u8>> {
-        let mut p = self.shared.lock();
+        let tcp = self.tcp()?;
+        let mut p = tcp.shared.lock();
         let wake = match p.slots.get(&id) {
             Some(Slot::Waiting(_, wake)) => Some(Arc::clone(wake)),
             _ => None,
@@ -630,7 +691,7 @@ impl SliceClient {
                 return result.map_err(RemoteError::into_io);
             }
             if let Some((kind, why)) = &p.broken {
-                let e = self.shared.broken_error(*kind, why);
+                let e = tcp.shared.broken_error(*kind, why);
                 p.slots.remove(&id);
                 return Err(e);
             }
@@ -640,7 +701,7 @@ impl SliceClient {
                 drop(p);
                 let why = format!("a request got no reply within {:?}", self.timeout);
                 self.break_connection(io::ErrorKind::TimedOut, why.clone());
-                return Err(self.shared.broken_error(io::ErrorKind::TimedOut, &why));
+                return Err(tcp.shared.broken_error(io::ErrorKind::TimedOut, &why));
             }
             let Some(wake) = &wake else {
                 // Not waiting and not done: cannot happen (only its
@@ -659,8 +720,10 @@ impl Drop for SliceClient {
     fn drop(&mut self) {
         // Closing is the goodbye: the node drops what it still runs for us.
         self.break_connection(io::ErrorKind::BrokenPipe, "the client was closed".into());
-        if let Some(reader) = self.reader.take() {
-            let _ = reader.join();
+        if let Conn::Tcp(tcp) = &mut self.conn {
+            if let Some(reader) = tcp.reader.take() {
+                let _ = reader.join();
+            }
         }
     }
 }

@@ -33,6 +33,7 @@ use svs_dataplane::{
     VolumeLayout, DEFAULT_REQUEST_TIMEOUT,
 };
 use svs_nbd::NbdConfig;
+use svs_sliceproto::SliceClient;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -51,6 +52,9 @@ const CLOSE_WAIT: Duration = Duration::from_secs(10);
 /// fronts to run, and the report of their failures. Stopped at shutdown.
 pub struct FrontServices {
     registry: Arc<ExportRegistry>,
+    /// The fronts' media (every copy a node's; this node's own reached in
+    /// process).
+    media: ClusterMedia,
     listen: SocketAddr,
     nbd: Option<NbdRunning>,
     /// Why the NBD server is not serving, if it is not (every front wanted
@@ -70,14 +74,18 @@ struct NbdRunning {
 impl FrontServices {
     /// Starts the NBD server of fronts on `listener` (bound at start-up:
     /// `Err` says why it could not be) with `tls` (the slice server's), and
-    /// the long poll with `client`.
+    /// the long poll with `client`. The fronts reach this node's own media
+    /// (it is the node `own.0`) through `own.1`, its slice server's
+    /// in-process client.
     pub fn start(
         client: Arc<ControlPlaneClient>,
         listen: SocketAddr,
         listener: Result<TcpListener, String>,
         tls: Option<Arc<rustls::ServerConfig>>,
+        own: (&str, SliceClient),
     ) -> FrontServices {
-        let (registry, failed) = front_registry();
+        let (registry, media, failed) = front_registry();
+        media.reach_in_process(own.0, own.1);
         let stop = CancellationToken::new();
         let nbd_down = Arc::new(Mutex::new(None));
         let tls_on = tls.is_some();
@@ -91,6 +99,7 @@ impl FrontServices {
         let reporter = tokio::spawn(report_failures(client, failed, stop.clone()));
         FrontServices {
             registry,
+            media,
             listen,
             nbd,
             nbd_down,
@@ -122,6 +131,12 @@ impl FrontServices {
         self.nbd = start_nbd(&self.registry, listener, tls, &self.nbd_down);
     }
 
+    /// The slice server restarted: the fronts reach this node's media
+    /// through its new in-process client.
+    pub fn reach_in_process(&self, node: &str, client: SliceClient) {
+        self.media.reach_in_process(node, client);
+    }
+
     /// Closes every front and stops the NBD server.
     pub async fn stop(self) {
         self.stop.cancel();
@@ -129,7 +144,11 @@ impl FrontServices {
         if let Err(e) = self.poller.await {
             tracing::warn!(error = %e, "the fronts' poll ended badly");
         }
-        self.reporter.abort();
+        // It refuses the records still pending as it goes (the writes
+        // waiting for them fail).
+        if let Err(e) = self.reporter.await {
+            tracing::warn!(error = %e, "the failures' report ended badly");
+        }
         if let Some(running) = self.nbd {
             running.stop().await;
         }
@@ -147,8 +166,12 @@ impl NbdRunning {
 
 /// The exports of fronts, over a data plane without media of this host
 /// (the node's own are reached through its slice server, fenced like any
-/// front's); and the copy failures it meets.
-fn front_registry() -> (Arc<ExportRegistry>, mpsc::UnboundedReceiver<Failed>) {
+/// front's); that data plane; and the copy failures it meets.
+fn front_registry() -> (
+    Arc<ExportRegistry>,
+    ClusterMedia,
+    mpsc::UnboundedReceiver<Failed>,
+) {
     let media = ClusterMedia::new(LocalMedia::new(std::iter::empty()), DEFAULT_REQUEST_TIMEOUT);
     let (failures, failed) = mpsc::unbounded_channel();
     media.on_copy_failure(Arc::new(move |f: &CopyFailure, record: &LossRecord| {
@@ -158,7 +181,11 @@ fn front_registry() -> (Arc<ExportRegistry>, mpsc::UnboundedReceiver<Failed>) {
             record.refused();
         }
     }));
-    (Arc::new(ExportRegistry::new(Arc::new(media))), failed)
+    (
+        Arc::new(ExportRegistry::new(Arc::new(media.clone()))),
+        media,
+        failed,
+    )
 }
 
 /// The NBD server of fronts over `registry`, or None (and why in

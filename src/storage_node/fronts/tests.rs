@@ -112,7 +112,7 @@ async fn write_and_read(registry: &Arc<ExportRegistry>, byte: u8) -> std::io::Re
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_front_opens_as_asked_is_written_through_reopens_at_a_new_epoch_and_closes() {
     let node = node();
-    let (registry, _failed) = front_registry();
+    let (registry, _media, _failed) = front_registry();
     let mut fronts = Fronts::default();
     create_slices(&registry, &spec(&node, 1, &[])).await;
 
@@ -175,7 +175,7 @@ async fn a_front_opens_as_asked_is_written_through_reopens_at_a_new_epoch_and_cl
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_front_that_cannot_open_says_why_in_the_next_poll_and_opens_once_it_can() {
     let node = node();
-    let (registry, _failed) = front_registry();
+    let (registry, _media, _failed) = front_registry();
     let mut fronts = Fronts::default();
     create_slices(&registry, &spec(&node, 1, &[])).await;
     let wanted = answer(vec![spec(&node, 1, &["e1"])]);

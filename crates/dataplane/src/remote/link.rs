@@ -54,6 +54,9 @@ pub(super) struct NodeLink {
     /// Who this front is, in the hello.
     caller: String,
     state: Mutex<LinkState>,
+    /// The node is this very process: its slice server is called in
+    /// process (see `ClusterMedia::reach_in_process`), not over TCP.
+    in_process: Mutex<Option<Arc<SliceClient>>>,
 }
 
 impl NodeLink {
@@ -67,7 +70,24 @@ impl NodeLink {
                 retry_at: None,
                 backoff: FIRST_BACKOFF,
             }),
+            in_process: Mutex::new(None),
         }
+    }
+
+    /// Whether calls go to this process's own slice server.
+    pub(super) fn is_in_process(&self) -> bool {
+        self.in_process
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+    }
+
+    /// Calls go to `client`, this process's own slice server, from now on.
+    pub(super) fn set_in_process(&self, client: Arc<SliceClient>) {
+        *self
+            .in_process
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(client);
     }
 
     fn state(&self) -> MutexGuard<'_, LinkState> {
@@ -80,6 +100,14 @@ impl NodeLink {
     /// backoff after a failed attempt runs. Callers that find it broken
     /// meanwhile fail their request (the front end then loses the slice).
     pub(super) fn client(&self) -> io::Result<Arc<SliceClient>> {
+        if let Some(own) = self
+            .in_process
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            return Ok(Arc::clone(own));
+        }
         let mut state = self.state();
         if let Some(client) = state.client.as_ref().filter(|c| !c.is_broken()) {
             return Ok(Arc::clone(client));

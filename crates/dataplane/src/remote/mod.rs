@@ -57,6 +57,9 @@ pub struct ClusterMedia {
 
 struct Nodes {
     request_timeout: Duration,
+    /// The node this process is, and its slice server's in-process client
+    /// (a storage node's fronts reach their own copies so).
+    own: RwLock<Option<(String, Arc<SliceClient>)>>,
     /// Node id → its connection.
     links: RwLock<HashMap<String, Arc<NodeLink>>>,
     /// Medium → the node holding it.
@@ -98,6 +101,7 @@ impl ClusterMedia {
             local,
             nodes: Arc::new(Nodes {
                 request_timeout,
+                own: RwLock::default(),
                 links: RwLock::default(),
                 media: RwLock::default(),
             }),
@@ -107,6 +111,25 @@ impl ClusterMedia {
     /// The media of this host.
     pub fn local(&self) -> &LocalMedia {
         &self.local
+    }
+
+    /// This process is the storage node `node`, whose slice server
+    /// `client` reaches in process (`SliceServer::in_process_client`): its
+    /// media are reached through it, with the same epoch fence as over the
+    /// network and without a socket. Called again with a new client when
+    /// the slice server restarts.
+    pub fn reach_in_process(&self, node: &str, client: SliceClient) {
+        let client = Arc::new(client);
+        *self
+            .nodes
+            .own
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) =
+            Some((node.to_string(), Arc::clone(&client)));
+        if let Some(link) = self.nodes.links().get(node) {
+            link.set_in_process(client);
+        }
+        tracing::info!(node, "this node's own media are reached in process");
     }
 
     /// Serves `medium` of the storage node `endpoint.node`, reached at
@@ -158,6 +181,14 @@ impl ClusterMedia {
                 Some(link) => link.update(endpoint),
                 None => {
                     let link = NodeLink::new(endpoint, self.nodes.request_timeout, CALLER);
+                    let own = self
+                        .nodes
+                        .own
+                        .read()
+                        .unwrap_or_else(PoisonError::into_inner);
+                    if let Some((_, client)) = own.as_ref().filter(|(n, _)| *n == node) {
+                        link.set_in_process(Arc::clone(client));
+                    }
                     links.insert(node.clone(), Arc::new(link));
                 }
             }

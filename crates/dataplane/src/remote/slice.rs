@@ -11,6 +11,7 @@
 //! which loses no copy.
 
 use std::io;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use svs_sliceproto::{remote_error, SliceClient, SliceName, Status};
@@ -55,11 +56,48 @@ pub(super) struct RemoteSlice {
     link: Arc<NodeLink>,
     name: SliceName,
     front: Arc<Front>,
+    /// Whether the slice has snapshots ([`SNAPSHOTS_UNKNOWN`], ...): a
+    /// slice without any needs no save before a write, and its writes skip
+    /// that round trip. Only this front changes its snapshots while it
+    /// writes (a newer front fences it), so what it learnt stays true until
+    /// it creates or deletes one.
+    snapshots: AtomicU8,
 }
+
+const SNAPSHOTS_UNKNOWN: u8 = 0;
+const SNAPSHOTS_NONE: u8 = 1;
+const SNAPSHOTS_SOME: u8 = 2;
 
 impl RemoteSlice {
     pub(super) fn new(link: Arc<NodeLink>, name: SliceName, front: Arc<Front>) -> RemoteSlice {
-        RemoteSlice { link, name, front }
+        RemoteSlice {
+            link,
+            name,
+            front,
+            snapshots: AtomicU8::new(SNAPSHOTS_UNKNOWN),
+        }
+    }
+
+    /// Whether the slice may have snapshots (asks the node the first time).
+    fn may_have_snapshots(&self) -> io::Result<bool> {
+        match self.snapshots.load(Ordering::Acquire) {
+            SNAPSHOTS_NONE => Ok(false),
+            SNAPSHOTS_SOME => Ok(true),
+            _ => {
+                let some = !self
+                    .call("snapshot ids", |c, s, _| c.snapshot_ids(s))?
+                    .is_empty();
+                let learnt = if some { SNAPSHOTS_SOME } else { SNAPSHOTS_NONE };
+                // A snapshot change meanwhile wins.
+                let _ = self.snapshots.compare_exchange(
+                    SNAPSHOTS_UNKNOWN,
+                    learnt,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                );
+                Ok(some)
+            }
+        }
     }
 
     /// Runs `op` on the node's connection; errors as the module docs say.
@@ -87,6 +125,9 @@ impl SliceDevice for RemoteSlice {
     }
 
     fn prepare_write(&self, offset: u64, len: u64) -> io::Result<()> {
+        if !self.may_have_snapshots()? {
+            return Ok(());
+        }
         self.call("prepare write", |c, s, epoch| {
             c.prepare_write(s, epoch, offset, len)
         })
@@ -141,15 +182,20 @@ impl SliceDevice for RemoteSlice {
     }
 
     fn create_snapshot(&self, id: u64) -> io::Result<()> {
+        // Before: even a creation that fails may have left a snapshot.
+        self.snapshots.store(SNAPSHOTS_SOME, Ordering::Release);
         self.call("create snapshot", |c, s, epoch| {
             c.create_snapshot(s, epoch, id)
         })
     }
 
     fn delete_snapshot(&self, id: u64) -> io::Result<()> {
-        self.call("delete snapshot", |c, s, epoch| {
+        let deleted = self.call("delete snapshot", |c, s, epoch| {
             c.delete_snapshot(s, epoch, id)
-        })
+        });
+        // Others may be left: asked again at the next write.
+        self.snapshots.store(SNAPSHOTS_UNKNOWN, Ordering::Release);
+        deleted
     }
 
     fn rollback(&self, id: u64) -> io::Result<()> {
@@ -181,6 +227,10 @@ impl SliceDevice for RemoteSlice {
         self.call("read snapshot chunk", |c, s, _| {
             c.read_snapshot_chunk(s, id, chunk, buf)
         })
+    }
+
+    fn is_near(&self) -> bool {
+        self.link.is_in_process()
     }
 }
 

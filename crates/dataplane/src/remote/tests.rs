@@ -974,3 +974,33 @@ fn an_offline_copy_to_a_node_resumes_from_its_checkpoint() {
             .expect("digest")
     );
 }
+
+#[test]
+fn reads_come_from_a_copy_in_this_process_before_one_over_the_network() {
+    let s = setup();
+    let node = node_medium(&s, "n0", "node-a");
+    let io = open(&s, &layout(&["n0", "m0"], 1));
+    let data = pattern(3, 8192);
+    io.write(0, &data, false).expect("write");
+    // Behind the front's back, the node's copy (copy 0, the first) changes:
+    // reads show the local copy's bytes.
+    let on_node = SliceName::new("n0", VOLUME, 0, 0);
+    SliceBackend::write(&*node.backend, &on_node, 0, &[0xee; 4096]).expect("changed");
+    let mut buf = vec![0u8; 8192];
+    io.read(0, &mut buf).expect("read");
+    assert_eq!(
+        buf, data,
+        "a read went over the network with a local copy there"
+    );
+    // The node reached in process (the front runs on that node): its copy
+    // is as near as the local one, and first.
+    let server = node.server.as_ref().expect("running");
+    s.media
+        .reach_in_process("node-a", server.in_process_client(TIMEOUT));
+    io.read(0, &mut buf).expect("read");
+    assert_eq!(buf[..4096], [0xee; 4096]);
+    // Written in process, fenced as over the network: both copies change.
+    io.write(0, &pattern(4, 4096), false).expect("write");
+    assert_eq!(node.bytes("n0", 0)[..4096], pattern(4, 4096)[..]);
+    assert_eq!(local_bytes(&s, "m0", 1)[..4096], pattern(4, 4096)[..]);
+}

@@ -89,6 +89,13 @@ pub(crate) trait SliceDevice: Send + Sync {
     /// Reads chunk `chunk` of snapshot `id`'s saved data into `buf`.
     fn read_snapshot_chunk(&self, id: u64, chunk: u64, buf: &mut [u8]) -> io::Result<()>;
 
+    /// Whether its I/O stays in this process (a file of this host, or a
+    /// storage node's own slice reached in process): reads prefer such a
+    /// copy to one over the network.
+    fn is_near(&self) -> bool {
+        true
+    }
+
     /// The local implementation, for tests that reach into its snapshots.
     #[cfg(test)]
     fn as_local(&self) -> Option<&LocalSlice> {

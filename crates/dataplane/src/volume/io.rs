@@ -229,9 +229,10 @@ impl LocalVolumeIo {
     }
 
     /// Runs `serve` for each stripe segment of `[offset, offset + len)` on
-    /// the copy a read uses: the first healthy copy whose call succeeds; a
-    /// copy that fails with a media error is lost and the next one is
-    /// tried. EIO when no copy of a column can serve.
+    /// the copy a read uses: the first healthy copy whose call succeeds,
+    /// copies in this process first (see [`SliceDevice::is_near`]); a copy
+    /// that fails with a media error is lost and the next one is tried.
+    /// EIO when no copy of a column can serve.
     pub(super) fn on_serving_copies(
         &self,
         offset: u64,
@@ -240,7 +241,10 @@ impl LocalVolumeIo {
     ) -> io::Result<()> {
         for seg in segments(self.slices.len(), offset, len) {
             let mut served = false;
-            for slice in &self.slices[seg.column] {
+            let near_first = [true, false]
+                .into_iter()
+                .flat_map(|near| self.slices[seg.column].iter().map(move |s| (near, s)));
+            for (near, slice) in near_first {
                 // A lost slice being rebuilt is held by the copier chunk by
                 // chunk: not waiting for it keeps reads smooth.
                 if slice.is_lost() {
@@ -250,6 +254,9 @@ impl LocalVolumeIo {
                 let Some(live) = slice.healthy(&state) else {
                     continue;
                 };
+                if live.is_near() != near {
+                    continue;
+                }
                 let served_here = slice
                     .fault()
                     .and_then(|()| self.linked_lately(slice, &state, live))
