@@ -141,3 +141,113 @@ pub(super) fn wire_failure(f: &CopyFailure) -> FrontFailure {
         mediumfailed: f.medium_failed,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::extract::State;
+    use axum::http::StatusCode;
+    use axum::routing::post;
+    use axum::{Json, Router};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::{Duration, Instant};
+    use svs_dataplane::SliceKey;
+
+    fn failure(volume: &str) -> CopyFailure {
+        CopyFailure {
+            medium: "d1".into(),
+            slice: SliceKey {
+                volume_id: volume.into(),
+                copy: 0,
+                column: 0,
+            },
+            medium_failed: false,
+        }
+    }
+
+    /// The control plane's route: the first call fails (503), later ones
+    /// take every failure but those of volume `gone`, until `down` says
+    /// otherwise. How many calls it had.
+    async fn control_plane(down: Arc<std::sync::atomic::AtomicBool>) -> (String, Arc<AtomicUsize>) {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let state = (Arc::clone(&calls), down);
+        let app = Router::new()
+            .route(
+                "/nodes/sn-1/storage/failures",
+                post(
+                    |State((calls, down)): State<(
+                        Arc<AtomicUsize>,
+                        Arc<std::sync::atomic::AtomicBool>,
+                    )>,
+                     Json(body): Json<FailuresBody>| async move {
+                        let n = calls.fetch_add(1, Ordering::SeqCst);
+                        if n == 0 || down.load(Ordering::SeqCst) {
+                            return Err(StatusCode::SERVICE_UNAVAILABLE);
+                        }
+                        let refused: Vec<FrontFailure> = body
+                            .failures
+                            .into_iter()
+                            .filter(|f| f.volume == "gone")
+                            .collect();
+                        Ok(Json(crate::fronts_wire::FailuresRecorded {
+                            recorded: 1,
+                            refused,
+                        }))
+                    },
+                ),
+            )
+            .with_state(state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (url, calls)
+    }
+
+    async fn settled(record: &LossRecord) -> bool {
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            if record.is_settled() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    #[tokio::test]
+    async fn records_are_settled_by_the_control_planes_answer_and_refused_at_stop() {
+        let down = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (url, calls) = control_plane(Arc::clone(&down)).await;
+        let client = Arc::new(ControlPlaneClient::new(&url, "sn-1", "secret").expect("client"));
+        let (tx, rx) = mpsc::unbounded_channel();
+        let stop = CancellationToken::new();
+        let reporter = tokio::spawn(report_failures(client, rx, stop.clone()));
+
+        let (taken, refused) = (LossRecord::default(), LossRecord::default());
+        tx.send((failure("v1"), taken.clone())).expect("send");
+        tx.send((failure("gone"), refused.clone())).expect("send");
+        // The first answer is a failure: retried, then taken.
+        assert!(settled(&taken).await && settled(&refused).await);
+        assert!(taken.is_recorded());
+        assert!(
+            !refused.is_recorded(),
+            "a refused failure counted as recorded"
+        );
+        assert!(calls.load(Ordering::SeqCst) >= 2);
+
+        // The control plane away: a record stays pending; at stop it is refused.
+        down.store(true, Ordering::SeqCst);
+        let pending = LossRecord::default();
+        tx.send((failure("v2"), pending.clone())).expect("send");
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(
+            !pending.is_settled(),
+            "settled without the control plane's answer"
+        );
+        stop.cancel();
+        reporter.await.expect("reporter");
+        assert!(pending.is_settled() && !pending.is_recorded());
+    }
+}

@@ -233,3 +233,46 @@ fn slice_tls_roots_are_pem_certificates_and_none_is_plain_tcp() {
     let err = slice_client_tls(&["not a certificate".into()]).unwrap_err();
     assert!(err.contains("no certificate"), "{err}");
 }
+
+#[test]
+fn a_failure_is_forgotten_once_the_control_plane_has_the_medium_healthy_again() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let media = LocalMedia::new(["d1", "d2"].map(|m| (m.to_string(), dir.path().join(m))));
+    let key = SliceKey {
+        volume_id: "v1".into(),
+        copy: 0,
+        column: 0,
+    };
+    for m in ["d1", "d2"] {
+        media.check_medium(m).expect("medium");
+        media.create_slice(m, &key, 1 << 20).expect("slice");
+    }
+    // d1 fails (its directory goes): the data plane holds its failure.
+    std::fs::remove_dir_all(dir.path().join("d1")).expect("pulled");
+    assert!(media.probe_slice("d1", &key, &[]).is_err());
+    assert_eq!(media.failed_media(), ["d1"]);
+    let spec = |lost: &[&str]| FrontSpec {
+        volume: "v1".into(),
+        epoch: 2,
+        size: 1 << 20,
+        media: vec![vec!["d1".into()], vec!["d2".into()]],
+        lostmedia: lost.iter().map(|m| m.to_string()).collect(),
+        nodes: Vec::new(),
+        slicetlsroots: Vec::new(),
+        exports: Vec::new(),
+    };
+    // Still lost for the control plane: kept (not reported again).
+    forget_recovered_failures(&media, &[spec(&["d1"])]);
+    assert_eq!(media.failed_media(), ["d1"]);
+    // A medium no front uses: kept too.
+    let mut other = spec(&[]);
+    other.media = vec![vec!["d2".into()]];
+    forget_recovered_failures(&media, &[other]);
+    assert_eq!(media.failed_media(), ["d1"]);
+    // Healthy again (its disk back, its copy resynced): still held until
+    // forgotten, then forgotten, so a new failure is reported again.
+    std::fs::create_dir_all(dir.path().join("d1")).expect("back");
+    assert_eq!(media.failed_media(), ["d1"]);
+    forget_recovered_failures(&media, &[spec(&[])]);
+    assert!(media.failed_media().is_empty());
+}
