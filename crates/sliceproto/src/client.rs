@@ -625,17 +625,7 @@ impl SliceClient {
                 .insert(id, Slot::Waiting(expect, Arc::new(Condvar::new())));
             id
         };
-        let header = RequestHeader {
-            op: op.code(),
-            id,
-            epoch,
-            args,
-            copy: slice.copy,
-            column: slice.column,
-            medium_len: slice.medium.len() as u16,
-            volume_len: slice.volume.len() as u16,
-            payload_len: payload.len() as u32,
-        };
+        let header = RequestHeader::for_slice(op, id, epoch, args, slice, payload.len());
         let mut frame =
             Vec::with_capacity(wire::REQUEST_LEN + 2 * MAX_NAME + payload.len().min(64 * 1024));
         frame.extend_from_slice(&header.encode());

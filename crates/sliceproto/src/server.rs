@@ -486,17 +486,7 @@ impl InProcess {
         if self.is_stopped() {
             return Err(Self::stopped());
         }
-        let header = RequestHeader {
-            op: op.code(),
-            id: 0,
-            epoch,
-            args,
-            copy: slice.copy,
-            column: slice.column,
-            medium_len: slice.medium.len() as u16,
-            volume_len: slice.volume.len() as u16,
-            payload_len: payload.len() as u32,
-        };
+        let header = RequestHeader::for_slice(op, 0, epoch, args, slice, payload.len());
         dispatch(
             self.shared.backend.as_ref(),
             &self.shared.fence,

@@ -3,7 +3,7 @@
 
 use std::io::{self, Read};
 
-use crate::{MapTail, SnapshotInfo, StoredSlice};
+use crate::{MapTail, SliceName, SnapshotInfo, StoredSlice};
 
 pub const PROTOCOL_VERSION: u16 = 1;
 pub(crate) const HELLO_MAGIC: [u8; 8] = *b"SVSSLICE";
@@ -420,6 +420,30 @@ pub(crate) struct RequestHeader {
 }
 
 impl RequestHeader {
+    /// The header of request `id`: `op` on `slice` at `epoch`, with
+    /// `payload_len` bytes of payload (names checked against the protocol's
+    /// bound by the caller).
+    pub fn for_slice(
+        op: Op,
+        id: u64,
+        epoch: u64,
+        args: [u64; 3],
+        slice: &SliceName,
+        payload_len: usize,
+    ) -> RequestHeader {
+        RequestHeader {
+            op: op.code(),
+            id,
+            epoch,
+            args,
+            copy: slice.copy,
+            column: slice.column,
+            medium_len: slice.medium.len() as u16,
+            volume_len: slice.volume.len() as u16,
+            payload_len: payload_len as u32,
+        }
+    }
+
     pub fn encode(&self) -> [u8; REQUEST_LEN] {
         let mut b = [0u8; REQUEST_LEN];
         b[0..4].copy_from_slice(&REQUEST_MAGIC);
