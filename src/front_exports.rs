@@ -375,6 +375,18 @@ impl BlockDevice for AttachedVolume {
         Self::unless_fenced(self.io.discard(offset, len, fua))
     }
 
+    /// Not when a copy the request uses is on another storage node: it
+    /// waits for its round trip, and inline it would hold up the
+    /// connection's other requests. Reads use a copy in this process when
+    /// there is one; writes go to every copy.
+    fn runs_inline(&self, write: bool) -> bool {
+        if write {
+            self.io.is_near()
+        } else {
+            self.io.reads_near()
+        }
+    }
+
     /// Every connection to the volume shares its one `VolumeIo`, whose
     /// flush fsyncs every slice written since the last flush, whichever
     /// connection wrote it (and waits for a flush already syncing them).

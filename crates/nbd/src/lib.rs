@@ -117,6 +117,17 @@ pub trait BlockDevice: Send + Sync + 'static {
         false
     }
 
+    /// Whether a small read (`write` false) or write completes at once in
+    /// this process (page cache, no network): the server may then run it
+    /// inline (see `NbdConfig::inline_max`). A device whose requests wait
+    /// on the network says false: each of them runs on a blocking thread,
+    /// so a connection's requests overlap rather than wait for each other.
+    /// Default: true.
+    fn runs_inline(&self, write: bool) -> bool {
+        let _ = write;
+        true
+    }
+
     /// Whether `write_zeroes` (which may make holes) is always much faster
     /// than writing the zeroes: requests with `NBD_CMD_FLAG_FAST_ZERO` are
     /// served when it is, else refused with `ENOTSUP` at once. Default: false.
@@ -202,7 +213,8 @@ pub struct NbdConfig {
     pub max_payload: u32,
     /// Reads and (non-FUA) writes of at most this many bytes run directly on
     /// the connection's task instead of a blocking-pool thread: no thread
-    /// hand-off per request, which dominates small page-cache I/O. With it
+    /// hand-off per request, which dominates small page-cache I/O (only for
+    /// devices that say they run inline, `BlockDevice::runs_inline`). With it
     /// above 0, so does a read or non-FUA write of any size that is the
     /// connection's only request in flight (queue depth 1). Such a call
     /// blocks a runtime worker while it runs, so only enable this when the

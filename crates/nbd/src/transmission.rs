@@ -697,9 +697,12 @@ impl Transmission {
             let alone = budget.count.available_permits() + 1 == MAX_IN_FLIGHT;
             let inline = self.inline_max > 0
                 && match op {
-                    Op::Read { len, .. } => alone || len <= self.inline_max,
+                    Op::Read { len, .. } => {
+                        device.runs_inline(false) && (alone || len <= self.inline_max)
+                    }
                     Op::Write { fua: false, .. } => {
-                        alone || payload.len() <= self.inline_max as usize
+                        device.runs_inline(true)
+                            && (alone || payload.len() <= self.inline_max as usize)
                     }
                     _ => false,
                 };

@@ -28,13 +28,40 @@ use std::time::{Duration, Instant};
 
 use rustls::pki_types::ServerName;
 
-use crate::server::InProcess;
 use crate::stream::{self, Receiver, Sender};
 use crate::wire::{
     self, protocol_error, Hello, HelloReply, Op, RemoteError, ReplyHeader, RequestHeader, Status,
     MAX_NAME, MAX_PAYLOAD_LIMIT, PROTOCOL_VERSION, REPLY_LEN,
 };
 use crate::{MapTail, SliceName, SnapshotInfo, StoredSlice};
+
+/// A slice server of this very process, as its in-process client calls it
+/// (implemented by the server: the client does not depend on it).
+pub(crate) trait InProcessServer: Send + Sync {
+    /// Whether the server stopped: every request fails then.
+    fn is_stopped(&self) -> bool;
+
+    /// Runs one request as the server runs one from the network: its
+    /// reply payload, or the error a remote client would have got.
+    fn call(
+        &self,
+        op: Op,
+        slice: &SliceName,
+        epoch: u64,
+        args: [u64; 3],
+        payload: &[u8],
+    ) -> io::Result<Vec<u8>>;
+
+    /// Fills `buf` with `op`'s reply, in parts of at most the max payload
+    /// (`args(at, len)` are a part's args).
+    fn read(
+        &self,
+        op: Op,
+        slice: &SliceName,
+        buf: &mut [u8],
+        args: &dyn Fn(u64, u64) -> [u64; 3],
+    ) -> io::Result<()>;
+}
 
 /// The reply the node answered a request with, if `e` is one: the op
 /// failed on the node (its errno), the epoch was stale, and so on. `None`:
@@ -142,7 +169,7 @@ enum Conn {
     Tcp(TcpConn),
     /// Requests run in the calling thread, through the server's own
     /// dispatch and epoch fence: no socket, no thread hand-off.
-    InProcess(InProcess),
+    InProcess(Box<dyn InProcessServer>),
 }
 
 struct TcpConn {
@@ -262,7 +289,7 @@ impl SliceClient {
 
     /// A client of the slice server `server` of this very process.
     pub(crate) fn in_process(
-        server: InProcess,
+        server: Box<dyn InProcessServer>,
         max_payload: u32,
         timeout: Duration,
     ) -> SliceClient {
@@ -540,7 +567,7 @@ impl SliceClient {
         args: impl Fn(u64, u64) -> [u64; 3],
     ) -> io::Result<()> {
         if let Conn::InProcess(server) = &self.conn {
-            return server.read(op, slice, buf, args);
+            return server.read(op, slice, buf, &args);
         }
         let deadline = self.deadline();
         let max = self.max_payload as usize;

@@ -18,6 +18,7 @@ use std::time::Duration;
 use tracing::{debug, info, warn};
 
 use crate::backend::{dispatch, Authenticator, SliceBackend};
+use crate::client::InProcessServer;
 use crate::fence::EpochFence;
 use crate::fence::EpochStore;
 use crate::stream::{self, Sender};
@@ -165,9 +166,9 @@ impl SliceServer {
     /// what the client reports; requests in process are not timed.
     pub fn in_process_client(&self, timeout: Duration) -> SliceClient {
         SliceClient::in_process(
-            InProcess {
+            Box::new(InProcess {
                 shared: Arc::clone(&self.shared),
-            },
+            }),
             self.shared.config.max_payload,
             timeout,
         )
@@ -460,22 +461,20 @@ fn run(shared: &Shared, job: &Job) -> Result<Vec<u8>, (Status, String)> {
 }
 
 /// The line of an in-process client to its server.
-pub(crate) struct InProcess {
+struct InProcess {
     shared: Arc<Shared>,
 }
 
-impl InProcess {
-    pub(crate) fn is_stopped(&self) -> bool {
+fn stopped() -> io::Error {
+    io::Error::new(io::ErrorKind::BrokenPipe, "the slice server stopped")
+}
+
+impl InProcessServer for InProcess {
+    fn is_stopped(&self) -> bool {
         self.shared.stopping.load(Ordering::Acquire)
     }
 
-    fn stopped() -> io::Error {
-        io::Error::new(io::ErrorKind::BrokenPipe, "the slice server stopped")
-    }
-
-    /// Runs one request as the server runs one from the network: its reply
-    /// payload, or the error a remote client would have got.
-    pub(crate) fn call(
+    fn call(
         &self,
         op: Op,
         slice: &SliceName,
@@ -484,7 +483,7 @@ impl InProcess {
         payload: &[u8],
     ) -> io::Result<Vec<u8>> {
         if self.is_stopped() {
-            return Err(Self::stopped());
+            return Err(stopped());
         }
         let header = RequestHeader::for_slice(op, 0, epoch, args, slice, payload.len());
         dispatch(
@@ -498,18 +497,16 @@ impl InProcess {
         .map_err(|(status, message)| RemoteError { status, message }.into_io())
     }
 
-    /// Fills `buf` with `op`'s reply, in parts of at most the max payload
-    /// (`args(at, len)` are a part's args); a plain read goes straight
-    /// into `buf` (reads are not fenced).
-    pub(crate) fn read(
+    /// A plain read goes straight into `buf` (reads are not fenced).
+    fn read(
         &self,
         op: Op,
         slice: &SliceName,
         buf: &mut [u8],
-        args: impl Fn(u64, u64) -> [u64; 3],
+        args: &dyn Fn(u64, u64) -> [u64; 3],
     ) -> io::Result<()> {
         if self.is_stopped() {
-            return Err(Self::stopped());
+            return Err(stopped());
         }
         if op == Op::Read {
             let [offset, _, _] = args(0, buf.len() as u64);

@@ -715,6 +715,26 @@ impl VolumeIo for LocalVolumeIo {
         self.front.is_fenced()
     }
 
+    fn is_near(&self) -> bool {
+        self.all_slices().all(|slice| {
+            slice.is_lost()
+                || slice
+                    .read_state()
+                    .map_or(true, |s| s.live.as_ref().is_none_or(|live| live.is_near()))
+        })
+    }
+
+    fn reads_near(&self) -> bool {
+        self.slices.iter().all(|column| {
+            column.iter().any(|slice| {
+                !slice.is_lost()
+                    && slice
+                        .read_state()
+                        .is_ok_and(|s| s.live.as_ref().is_some_and(|live| live.is_near()))
+            })
+        })
+    }
+
     fn lost_slices(&self) -> Vec<(u32, u32)> {
         let mut lost = Vec::new();
         for slice in self.all_slices() {

@@ -197,6 +197,19 @@ pub trait VolumeIo: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// Whether every copy in use is in this process (files of this host, or
+    /// a storage node's own slices reached in process): a small write then
+    /// completes at page-cache speed, with no network round trip.
+    fn is_near(&self) -> bool {
+        true
+    }
+
+    /// Whether reads are served in this process: every column has a healthy
+    /// copy here (reads prefer it).
+    fn reads_near(&self) -> bool {
+        true
+    }
+
     /// Whether a storage node refused this opening's epoch: a newer front
     /// end took the volume over, and every write, discard, flush and
     /// snapshot change fails with [`FrontFenced`] from now on (reads still
