@@ -50,7 +50,15 @@ struct MediaHealth {
     listener: Listener,
     /// The record of each failure told to the listener: a medium's
     /// (`None`) or a copy's alone, until forgotten with it.
-    records: Mutex<HashMap<(String, Option<SliceKey>), LossRecord>>,
+    records: Mutex<HashMap<RecordKey, LossRecord>>,
+}
+
+/// A failure's key among the records: the medium, and the copy when only
+/// that copy failed.
+type RecordKey = (String, Option<SliceKey>);
+
+fn record_key(medium: &str, slice: &SliceKey, medium_failed: bool) -> RecordKey {
+    (medium.to_string(), (!medium_failed).then(|| slice.clone()))
 }
 
 #[derive(Default)]
@@ -101,12 +109,8 @@ impl LocalMedia {
     /// the lock held.
     fn tell(&self, medium: &str, slice: &SliceKey, medium_failed: bool) -> LossRecord {
         let record = LossRecord::default();
-        let key = (medium.to_string(), (!medium_failed).then(|| slice.clone()));
-        self.health
-            .records
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(key, record.clone());
+        self.records()
+            .insert(record_key(medium, slice, medium_failed), record.clone());
         let listener = self
             .health
             .listener
@@ -132,11 +136,7 @@ impl LocalMedia {
     /// its medium's) not made (pending or refused), if any: what a write
     /// skipping the copy waits for.
     pub(crate) fn pending_record(&self, medium: &str, slice: &SliceKey) -> Option<LossRecord> {
-        let records = self
-            .health
-            .records
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let records = self.records();
         [None, Some(slice.clone())]
             .into_iter()
             .filter_map(|copy| records.get(&(medium.to_string(), copy)))
@@ -144,13 +144,18 @@ impl LocalMedia {
             .cloned()
     }
 
-    /// Forgets the records of the medium's failures (all of them, or only
-    /// the copy `slice`'s).
-    fn forget_records(&self, medium: &str, slice: Option<&SliceKey>) {
+    fn records(&self) -> MutexGuard<'_, HashMap<RecordKey, LossRecord>> {
+        // One insert, lookup or retain per update: poisoning is ignored.
         self.health
             .records
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Forgets the records of the medium's failures (all of them, or only
+    /// the copy `slice`'s).
+    fn forget_records(&self, medium: &str, slice: Option<&SliceKey>) {
+        self.records()
             .retain(|(m, copy), _| m != medium || slice.is_some_and(|s| copy.as_ref() != Some(s)));
     }
 
@@ -194,12 +199,8 @@ impl LocalMedia {
         if newly {
             return self.tell(medium, slice, medium_failed);
         }
-        let key = (medium.to_string(), (!medium_failed).then(|| slice.clone()));
-        self.health
-            .records
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&key)
+        self.records()
+            .get(&record_key(medium, slice, medium_failed))
             .cloned()
             .unwrap_or_else(LossRecord::already_recorded)
     }

@@ -79,6 +79,12 @@ pub trait SliceBackend: Send + Sync + 'static {
 /// A refusal: status and message.
 pub(crate) type Refusal = (Status, String);
 
+/// The refusal of `op` on `slice` that failed with `e` (its errno, and what
+/// failed).
+pub(crate) fn op_failed(op: Op, slice: &SliceName, e: &io::Error) -> Refusal {
+    (Status::of_error(e), format!("{op:?} {slice}: {e}"))
+}
+
 fn bad_request(what: impl Into<String>) -> Refusal {
     (Status::BadRequest, what.into())
 }
@@ -110,7 +116,7 @@ pub(crate) fn dispatch(
     }
     let [a0, a1, a2] = h.args;
     let run = || -> Result<Vec<u8>, Refusal> {
-        let done = |e: io::Error| (Status::of_error(&e), format!("{op:?} {slice}: {e}"));
+        let done = |e: io::Error| op_failed(op, slice, &e);
         let b = backend;
         let s = slice;
         Ok(match op {

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use tracing::{debug, info, warn};
 
-use crate::backend::{dispatch, Authenticator, SliceBackend};
+use crate::backend::{dispatch, op_failed, Authenticator, Refusal, SliceBackend};
 use crate::client::InProcessServer;
 use crate::fence::EpochFence;
 use crate::fence::EpochStore;
@@ -469,6 +469,11 @@ fn stopped() -> io::Error {
     io::Error::new(io::ErrorKind::BrokenPipe, "the slice server stopped")
 }
 
+/// The error a remote client gets for a refusal.
+fn refused((status, message): Refusal) -> io::Error {
+    RemoteError { status, message }.into_io()
+}
+
 impl InProcessServer for InProcess {
     fn is_stopped(&self) -> bool {
         self.shared.stopping.load(Ordering::Acquire)
@@ -494,7 +499,7 @@ impl InProcessServer for InProcess {
             payload,
             self.shared.config.max_payload,
         )
-        .map_err(|(status, message)| RemoteError { status, message }.into_io())
+        .map_err(refused)
     }
 
     /// A plain read goes straight into `buf` (reads are not fenced).
@@ -510,13 +515,11 @@ impl InProcessServer for InProcess {
         }
         if op == Op::Read {
             let [offset, _, _] = args(0, buf.len() as u64);
-            return self.shared.backend.read(slice, offset, buf).map_err(|e| {
-                RemoteError {
-                    status: Status::of_error(&e),
-                    message: format!("{op:?} {slice}: {e}"),
-                }
-                .into_io()
-            });
+            return self
+                .shared
+                .backend
+                .read(slice, offset, buf)
+                .map_err(|e| refused(op_failed(op, slice, &e)));
         }
         let max = self.shared.config.max_payload as usize;
         for (part, at) in buf.chunks_mut(max).zip((0..).step_by(max)) {

@@ -5,7 +5,7 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use svs_sliceproto::{ClientTls, SliceClient};
@@ -56,7 +56,7 @@ pub(super) struct NodeLink {
     state: Mutex<LinkState>,
     /// The node is this very process: its slice server is called in
     /// process (see `ClusterMedia::reach_in_process`), not over TCP.
-    in_process: Mutex<Option<Arc<SliceClient>>>,
+    in_process: RwLock<Option<Arc<SliceClient>>>,
 }
 
 impl NodeLink {
@@ -70,14 +70,23 @@ impl NodeLink {
                 retry_at: None,
                 backoff: FIRST_BACKOFF,
             }),
-            in_process: Mutex::new(None),
+            in_process: RwLock::new(None),
         }
+    }
+
+    /// This process's own slice server's client, if the node is this process
+    /// (read by every request: a read lock).
+    fn own(&self) -> Option<Arc<SliceClient>> {
+        self.in_process
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Whether calls go to this process's own slice server.
     pub(super) fn is_in_process(&self) -> bool {
         self.in_process
-            .lock()
+            .read()
             .unwrap_or_else(PoisonError::into_inner)
             .is_some()
     }
@@ -86,7 +95,7 @@ impl NodeLink {
     pub(super) fn set_in_process(&self, client: Arc<SliceClient>) {
         *self
             .in_process
-            .lock()
+            .write()
             .unwrap_or_else(PoisonError::into_inner) = Some(client);
     }
 
@@ -100,13 +109,8 @@ impl NodeLink {
     /// backoff after a failed attempt runs. Callers that find it broken
     /// meanwhile fail their request (the front end then loses the slice).
     pub(super) fn client(&self) -> io::Result<Arc<SliceClient>> {
-        if let Some(own) = self
-            .in_process
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-        {
-            return Ok(Arc::clone(own));
+        if let Some(own) = self.own() {
+            return Ok(own);
         }
         let mut state = self.state();
         if let Some(client) = state.client.as_ref().filter(|c| !c.is_broken()) {
