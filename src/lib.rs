@@ -23,6 +23,7 @@ pub mod clock;
 pub mod config;
 pub mod csi;
 pub mod exports;
+pub mod front_calls_wire;
 pub mod front_exports;
 pub mod fronts;
 pub mod fronts_wire;

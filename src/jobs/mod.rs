@@ -22,6 +22,7 @@ mod filesystem;
 mod front;
 mod growth;
 mod kinds;
+mod node_front;
 mod recovery;
 mod resize;
 mod retry;
@@ -201,6 +202,20 @@ impl JobContext {
             .await
             .map_err(|e| JobError::Failed(format!("data plane task failed: {e}")))?
             .map_err(JobError::DataPlane)
+    }
+
+    /// The volume's I/O for a job that works through the volume's front
+    /// (snapshots, rollbacks, live moves and rebuilds): the front on its
+    /// storage node, steered from here, when one runs it (the front stays
+    /// there and the job's bytes never pass through svs serve); else as
+    /// [`JobContext::volume_io`].
+    pub(super) async fn front_io(&self, volume: &Volume) -> Result<Arc<dyn VolumeIo>, JobError> {
+        if self.exports.volume_io(&volume.id).is_none() {
+            if let Some(io) = node_front::steered(self, volume).await? {
+                return Ok(io);
+            }
+        }
+        self.volume_io(volume).await
     }
 
     /// Moves volumes' fronts (see [`FrontMover`]).

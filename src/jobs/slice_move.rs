@@ -128,8 +128,11 @@ pub(super) async fn copy_step(
         let status = format!("{} ({} of {count})", what.doing(&label), index + 1);
         ctx.progress(job, band.at(0, 0), &status).await?;
         let started = Instant::now();
-        let attached_at_start = ctx.exports.is_attached(&volume.id);
-        let io = ctx.volume_io(volume).await?;
+        let io = ctx.front_io(volume).await?;
+        // A front on a storage node runs for attached hosts only (the
+        // job's own I/O brings it into svs serve otherwise).
+        let on_node = ctx.store.volume_front(&volume.id).await?.node.is_some();
+        let attached_at_start = on_node || ctx.exports.is_attached(&volume.id);
         let copy = StepCopyRun {
             ctx,
             job,

@@ -17,10 +17,16 @@ impl JobContext {
         op: impl FnOnce(&dyn VolumeIo) -> std::io::Result<()> + Send + 'static,
         failed: impl FnOnce() -> String,
     ) -> Result<(), JobError> {
-        let io = self.volume_io(volume).await?;
-        self.on_io(&io, op)
-            .await?
-            .map_err(|e| JobError::Failed(format!("{}: {e}", failed())))
+        let io = self.front_io(volume).await?;
+        self.on_io(&io, op).await?.map_err(|e| {
+            let message = format!("{}: {e}", failed());
+            if is_passing(&e) {
+                // The front moved or its node is away: tried again.
+                JobError::Transient(message)
+            } else {
+                JobError::Failed(message)
+            }
+        })
     }
 
     async fn snapshot(&self, args: &SnapshotArgs) -> Result<Option<Snapshot>, JobError> {
@@ -82,7 +88,7 @@ pub(super) async fn discard_snapshot(ctx: &JobContext, job: &Job) {
     };
     if let Ok(volume) = ctx.volume(job).await {
         let seq = snapshot.seq;
-        let removed = match ctx.volume_io(&volume).await {
+        let removed = match ctx.front_io(&volume).await {
             Ok(io) => ctx
                 .on_io(&io, move |io| io.delete_snapshot(seq))
                 .await
@@ -182,4 +188,19 @@ pub(super) async fn rollback(
         ),
     )
     .await
+}
+
+/// A failure that may pass: the storage node running the volume's front
+/// could not be reached, or no longer runs it at the epoch the job knew.
+fn is_passing(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(
+        e.kind(),
+        ErrorKind::NotConnected
+            | ErrorKind::TimedOut
+            | ErrorKind::ConnectionRefused
+            | ErrorKind::ConnectionReset
+            | ErrorKind::ConnectionAborted
+            | ErrorKind::BrokenPipe
+    )
 }

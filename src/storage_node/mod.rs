@@ -235,6 +235,11 @@ async fn follow_answer(
             slice.services = Some(services);
             slice.credential = Some(sender);
             fronts.follow(tls, &config.node, own).await;
+            if let (Some(services), Some(front)) = (&slice.services, &fronts.services) {
+                // The control plane steers jobs on the fronts through the
+                // slice server (`FrontCall`).
+                services.server.serve_front_calls(front.calls());
+            }
         }
     }
     Ok(false)

@@ -161,10 +161,10 @@ async fn an_attached_mirror_is_served_by_a_storage_node_not_by_svs_serve() {
 /// SIGKILLed while files are written and fsynced: the writer sees no error,
 /// the front opens on another node holding a copy (the attachment's URI
 /// names it) and the agent's device follows it; the volume is Degraded.
-/// A fourth node joins and a recovery rebuilds the lost copy (the job runs
-/// while the volume stays attached); the volume is Ready, the front is on a
-/// storage node again, every file reads back and the three copies are
-/// identical.
+/// A fourth node joins and a recovery rebuilds the lost copy there: the
+/// job runs on the front's node (the volume stays attached, its front
+/// where it is); the volume is Ready, every file reads back and the three
+/// copies are identical.
 #[tokio::test]
 async fn the_front_moves_to_another_node_when_its_node_dies() {
     let (app, mut nodes) = three_nodes(&[]).await;
@@ -196,7 +196,8 @@ async fn the_front_moves_to_another_node_when_its_node_dies() {
     let (_, a) = app
         .get("/volumes/files/snapshots/top/attachments/host-1")
         .await;
-    let moved_to = front_node(&nodes, &uri(&a)).name;
+    let moved_uri = uri(&a);
+    let moved_to = front_node(&nodes, &moved_uri).name;
     assert_ne!(moved_to, victim, "{a}");
     let files = writer.finish();
     assert!(files.len() >= at_kill + 20, "{}", files.len());
@@ -215,26 +216,24 @@ async fn the_front_moves_to_another_node_when_its_node_dies() {
     })
     .await;
     assert!(ready, "{}", app.get("/volumes/files").await.1);
-    // Back on a storage node once the job is over.
-    let on_node = eventually(Duration::from_secs(30), || async {
-        let (_, a) = app
-            .get("/volumes/files/snapshots/top/attachments/host-1")
-            .await;
-        let address = address_of(&uri(&a));
-        nodes.iter().any(|n| n.process.front_address == address)
-    })
-    .await;
-    assert!(on_node, "{}", app.log());
-    // The way it went: moved off the dead node, into svs serve for the
-    // recovery, back onto a node after it.
+    // The recovery ran on the front's node (the rebuild copied from its
+    // copy to the new node's, not through svs serve): the front stayed
+    // where it was, at the same address.
+    let (_, a) = app
+        .get("/volumes/files/snapshots/top/attachments/host-1")
+        .await;
+    assert_eq!(uri(&a), moved_uri, "{}", app.log());
     let log = app.log();
     for step in [
         "the volume's front moves: its storage node can no longer run it",
-        "the volume's front is in svs serve",
-        "the volume's front goes back to a storage node",
+        "the job runs on the volume's front on its storage node",
     ] {
         assert!(log.contains(step), "{step}:\n{log}");
     }
+    assert!(
+        !log.contains("the volume's front is in svs serve"),
+        "the job brought the front into svs serve:\n{log}"
+    );
     check_files(&files);
 
     let now = copies(&app, "files").await;
@@ -328,4 +327,85 @@ async fn a_write_that_skips_a_dead_copy_waits_until_the_control_plane_records_it
         }
     }
     assert_eq!(volume_state(&app, "v").await, "Degraded");
+}
+
+/// Takes snapshot `name` of `volume` (its job Done).
+async fn snapshot_done(app: &TestApp, volume: &str, name: &str) {
+    let (status, body) = app
+        .post(
+            &format!("/volumes/{volume}/snapshots"),
+            json!({"name": name, "consistency": "crash"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app.wait_job_of(&body).await;
+    assert_eq!(job["state"], "Done", "{job}\n{}", app.log());
+}
+
+/// Snapshots, a rollback and a snapshot's deletion of a volume whose front
+/// runs on a storage node run there (steered by `svs serve`, whose own I/O
+/// never opens the volume): the front stays where it is for every job, the
+/// snapshots hold what was written before them, and the rollback brings
+/// every copy back to the first one's content.
+#[tokio::test]
+async fn snapshots_and_a_rollback_run_on_the_front_s_node() {
+    let (app, nodes) = three_nodes(&[]).await;
+    let id = app
+        .create_volume_done(json!({"name": "v", "size": 1, "policy": "three"}))
+        .await;
+    let a = attach(&app, "v", "host-1", false).await;
+    let live = uri(&a);
+    let front = front_node(&nodes, &live);
+    let write = |pattern: u8| {
+        let out = qemu_io(&live, &[format!("write -P {pattern} 0 1M"), "flush".into()]);
+        assert!(out.is_ok(), "{out:?}\n{}", front.process.log());
+    };
+    write(0x11);
+    snapshot_done(&app, "v", "s1").await;
+    write(0x22);
+    snapshot_done(&app, "v", "s2").await;
+    write(0x33);
+    let (_, a) = app.get("/volumes/v/snapshots/top/attachments/host-1").await;
+    assert_eq!(uri(&a), live, "the snapshots moved the front");
+
+    // Read-only, for the rollback; the front opens on a node again.
+    let job = app
+        .delete_and_wait("/volumes/v/snapshots/top/attachments/host-1")
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    let a = attach(&app, "v", "host-1", true).await;
+    let readonly = uri(&a);
+    front_node(&nodes, &readonly);
+    let (status, body) = app
+        .patch("/volumes/v/snapshots/s1/rollback", json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app.wait_job_of(&body).await;
+    assert_eq!(job["state"], "Done", "{job}\n{}", app.log());
+    assert_eq!(
+        crate::harness::last_detail(&job),
+        "Volume 'v' rolled back to snapshot 's1'"
+    );
+    let out = crate::attach::qemu_io_ro(&readonly, &["read -P 0x11 0 1M".into()]);
+    assert!(out.is_ok(), "{out:?}");
+    let job = app.delete_and_wait("/volumes/v/snapshots/s2").await;
+    assert_eq!(job["state"], "Done", "{job}\n{}", app.log());
+    let (_, a) = app.get("/volumes/v/snapshots/top/attachments/host-1").await;
+    assert_eq!(uri(&a), readonly, "a job moved the front");
+
+    let log = app.log();
+    let steered = log
+        .matches("the job runs on the volume's front on its storage node")
+        .count();
+    assert!(steered >= 4, "{steered} jobs steered on the node:\n{log}");
+    assert!(
+        !log.contains("the volume's front is in svs serve"),
+        "a job brought the front into svs serve:\n{log}"
+    );
+    for (copy, medium, health) in copies(&app, "v").await {
+        assert_eq!(health, "Healthy");
+        let file = copy_file(&nodes, &medium, &id, copy);
+        assert_eq!(bytes_at(&file, 0, 4096), vec![0x11; 4096], "{medium}");
+        assert_eq!(bytes_at(&file, (1 << 20) - 4096, 4096), vec![0x11; 4096]);
+    }
 }

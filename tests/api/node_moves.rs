@@ -98,14 +98,27 @@ struct Moving {
     reference: Reference,
 }
 
+/// Where the attached volume's front runs (setting `fronts`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Front {
+    /// In `svs serve`: the job's copy runs there.
+    Serve,
+    /// On a storage node holding a copy: the job's copy is steered there.
+    Node,
+}
+
 impl Moving {
     /// The service copies at 4 MiB/s with a checkpoint every MiB; "data"
     /// (2 GiB, mirrored over two nodes) is attached to host-0 and holds
-    /// [`PREFILL_MIB`] MiB of known data.
-    async fn start() -> Moving {
+    /// [`PREFILL_MIB`] MiB of known data; its front runs at `front`.
+    async fn start(front: Front) -> Moving {
+        let mut settings = vec!["movement_checkpoint = \"1 MiB\""];
+        if front == Front::Node {
+            settings.push("fronts = \"nodes\"");
+        }
         let app = TestApp::start_with(TestConfig {
             movement_rate: "4 MiB".into(),
-            ..storage_nodes_config(&["movement_checkpoint = \"1 MiB\""])
+            ..storage_nodes_config(&settings)
         })
         .await;
         let mut sn1 = storage_node(&app, "sn-1", "127.0.0.2", "z1", ("sn1-d0", 8)).await;
@@ -128,6 +141,10 @@ impl Moving {
         assert_eq!(status, StatusCode::OK, "{body}");
         let a = crate::attach::attach(&app, "data", "host-0", false).await;
         let uri = crate::attach::uri(&a);
+        let on_node = [&sn1, &sn2]
+            .iter()
+            .any(|n| uri.contains(&format!("://{}/", n.front_address)));
+        assert_eq!(on_node, front == Front::Node, "{uri}");
         let reference = Reference::new(GROWN << 30);
         qemu_io(
             &uri,
@@ -242,6 +259,26 @@ impl Moving {
         self.assert_copies().await;
     }
 
+    /// With the front on a storage node: every job ran there, the front
+    /// never came into `svs serve` and the attachment still names the
+    /// same node's address.
+    async fn assert_front_stayed(&self) {
+        let (_, a) = self
+            .app
+            .get("/volumes/data/snapshots/top/attachments/host-0")
+            .await;
+        assert_eq!(crate::attach::uri(&a), self.uri);
+        let log = self.app.log();
+        assert!(
+            log.contains("the job runs on the volume's front on its storage node"),
+            "{log}"
+        );
+        assert!(
+            !log.contains("the volume's front is in svs serve"),
+            "the front came into svs serve:\n{log}"
+        );
+    }
+
     /// Resized by moving copy 1 to sn3-d0: its old file is gone from sn2-d0
     /// and no partial copy is left on sn3-d0.
     async fn assert_moved(&self) {
@@ -332,7 +369,18 @@ fn partial_files(dir: &Path) -> Vec<PathBuf> {
 /// node is back the same resize moves the copy and both copies are exact.
 #[tokio::test]
 async fn a_move_whose_target_node_is_killed_mid_copy_is_done_once_the_node_is_back() {
-    let mut moving = Moving::start().await;
+    target_node_killed_mid_copy(Front::Serve).await;
+}
+
+/// The same with the volume's front on a storage node: the copy runs
+/// there (node to node), and fails there as it would in `svs serve`.
+#[tokio::test]
+async fn a_move_on_the_front_s_node_whose_target_node_is_killed_is_done_once_it_is_back() {
+    target_node_killed_mid_copy(Front::Node).await;
+}
+
+async fn target_node_killed_mid_copy(front: Front) {
+    let mut moving = Moving::start(front).await;
     let app = &moving.app;
     let writer = moving.writer(0, 40, 100);
     let job_id = moving.start_resize().await;
@@ -350,9 +398,14 @@ async fn a_move_whose_target_node_is_killed_mid_copy_is_done_once_the_node_is_ba
     moving.acknowledged(&written);
     assert_eq!(job["state"], "Error", "{job}");
     let last = details(&job).last().cloned().unwrap_or_default();
+    let failed = format!("Moving {MOVED} failed: ");
+    let on_front = match front {
+        Front::Serve => "",
+        Front::Node => "the volume's front on storage node 'sn-1': ",
+    };
     assert!(
         last.starts_with(&format!(
-            "Moving {MOVED} failed: medium 'sn3-d0' on storage node 'sn-3': "
+            "{failed}{on_front}medium 'sn3-d0' on storage node 'sn-3': "
         )),
         "{job}"
     );
@@ -381,6 +434,9 @@ async fn a_move_whose_target_node_is_killed_mid_copy_is_done_once_the_node_is_ba
     result.expect("every write acknowledged during the second move");
     moving.acknowledged(&written);
     moving.assert_moved().await;
+    if front == Front::Node {
+        moving.assert_front_stayed().await;
+    }
 }
 
 /// SIGKILL the source node mid-copy while a client writes: I/O goes on with
@@ -391,7 +447,19 @@ async fn a_move_whose_target_node_is_killed_mid_copy_is_done_once_the_node_is_ba
 /// acknowledged byte is lost, and both copies are exact.
 #[tokio::test]
 async fn a_move_whose_source_node_is_killed_mid_copy_leaves_a_usable_recoverable_volume() {
-    let mut moving = Moving::start().await;
+    source_node_killed_mid_copy(Front::Serve).await;
+}
+
+/// The same with the volume's front on a storage node (sn-1, which holds
+/// the copy that is not moved): the move and the recovery's rebuild run
+/// there, from sn-1's copy to sn-3.
+#[tokio::test]
+async fn a_move_on_the_front_s_node_whose_source_node_is_killed_leaves_a_recoverable_volume() {
+    source_node_killed_mid_copy(Front::Node).await;
+}
+
+async fn source_node_killed_mid_copy(front: Front) {
+    let mut moving = Moving::start(front).await;
     let writer = moving.writer(0, 40, 100);
     let job_id = moving.start_resize().await;
     wait_mid_copy(&moving.app, &job_id, 20..70).await;
@@ -458,6 +526,9 @@ async fn a_move_whose_source_node_is_killed_mid_copy_leaves_a_usable_recoverable
         "{job}"
     );
     moving.assert_resized().await;
+    if front == Front::Node {
+        moving.assert_front_stayed().await;
+    }
 }
 
 /// SIGKILL `svs serve` mid-copy, twice (about a third and two thirds into
@@ -468,7 +539,7 @@ async fn a_move_whose_source_node_is_killed_mid_copy_leaves_a_usable_recoverable
 /// exact.
 #[tokio::test]
 async fn a_move_whose_service_is_killed_mid_copy_resumes_and_is_done() {
-    let mut moving = Moving::start().await;
+    let mut moving = Moving::start(Front::Serve).await;
     moving.app.pin_ports();
     let job_id = moving.start_resize().await;
     for (kill, percent) in [(0, 20..50), (1, 50..90)] {
@@ -513,7 +584,7 @@ async fn a_move_whose_service_is_killed_mid_copy_resumes_and_is_done() {
 /// with every acknowledged write on both copies.
 #[tokio::test]
 async fn a_move_whose_target_node_restarts_at_once_is_done_by_the_jobs_retry() {
-    let mut moving = Moving::start().await;
+    let mut moving = Moving::start(Front::Serve).await;
     let writer = moving.writer(0, 30, 100);
     let job_id = moving.start_resize().await;
     wait_mid_copy(&moving.app, &job_id, 20..70).await;
@@ -541,4 +612,47 @@ async fn a_move_whose_target_node_restarts_at_once_is_done_by_the_jobs_retry() {
         "{job}"
     );
     moving.assert_moved().await;
+}
+
+/// The volume's front on a storage node (sn-1): the resize's copy runs
+/// there while a client writes through it, and `svs serve` is SIGKILLed
+/// twice mid-copy. The writes go on meanwhile (the control plane is not
+/// on the data path); the copy on the node waits for the control plane's
+/// grants, and the restarted job begins it again from its checkpoint
+/// (the node drops the copy the killed process left). Done, every
+/// acknowledged write reads back, both copies are exact, and the front
+/// never moved.
+#[tokio::test]
+async fn a_move_on_the_front_s_node_goes_on_while_svs_serve_is_killed_and_restarted() {
+    let mut moving = Moving::start(Front::Node).await;
+    moving.app.pin_ports();
+    let writer = moving.writer(0, 80, 100);
+    let job_id = moving.start_resize().await;
+    for percent in [20..50, 50..90] {
+        wait_mid_copy(&moving.app, &job_id, percent).await;
+        moving.app.kill();
+        moving
+            .app
+            .launch()
+            .expect("svs serve restarts after SIGKILL");
+    }
+    let job = moving.app.wait_job(&job_id).await;
+    assert_eq!(job["state"], "Done", "{job}\n{}", moving.app.log());
+    assert!(
+        details(&job)
+            .iter()
+            .any(|d| d.starts_with(&format!("Moved {MOVED} while in use"))),
+        "{job}"
+    );
+    assert!(
+        details(&job)
+            .iter()
+            .any(|d| d.starts_with(&format!("Resuming the copy of {MOVED} from its checkpoint"))),
+        "{job}"
+    );
+    let (result, written) = writer.join().expect("writer thread");
+    result.expect("every write acknowledged while svs serve was down");
+    moving.acknowledged(&written);
+    moving.assert_moved().await;
+    moving.assert_front_stayed().await;
 }

@@ -36,11 +36,11 @@ pub use local::LocalMedia;
 pub use loss_record::LossRecord;
 pub use node::{start_slice_server, FileEpochStore, NodeSlices, SharedSecret, MAP_PAGE_BYTES};
 pub use remote::{ClusterMedia, NodeEndpoint, DEFAULT_REQUEST_TIMEOUT};
-pub use resume::{CheckpointFn, CopyResume, CopyStats, LatestCheckpoint};
+pub use resume::{CheckpointFn, CopyCounts, CopyResume, CopyStats, LatestCheckpoint};
 pub use snapshot::{SliceSnapshots, SnapshotInfo, COW_CHUNK};
 /// The slice protocol's TLS settings, for [`NodeEndpoint::tls`].
 pub use svs_sliceproto::ClientTls;
-pub use throttle::{MovementBudgets, RateBudget};
+pub use throttle::{CopyGrants, MovementBudgets, RateBudget};
 /// The one stop signal of a copy: the service's shutdown token (or a child
 /// of it) reaches every copy as it is.
 pub use tokio_util::sync::CancellationToken;
@@ -156,6 +156,13 @@ pub enum DataPlaneError {
         op: &'static str,
         source: std::io::Error,
     },
+    /// A call to the volume's front on a storage node failed (a job steered
+    /// there).
+    #[error("the volume's front on storage node '{node}': {source}")]
+    Front {
+        node: String,
+        source: std::io::Error,
+    },
     #[error("medium '{medium}' is already served by storage node '{node}'")]
     MediumOnNode { medium: String, node: String },
     #[error("unknown storage node '{0}'")]
@@ -176,6 +183,7 @@ impl DataPlaneError {
         let source = match self {
             DataPlaneError::Io { source, .. }
             | DataPlaneError::Node { source, .. }
+            | DataPlaneError::Front { source, .. }
             | DataPlaneError::MediumUnusable { source, .. }
             | DataPlaneError::MediumUnreadable { source, .. } => source,
             _ => return false,
@@ -340,6 +348,17 @@ pub trait DataPlane: Send + Sync + 'static {
     /// The storage node serving `medium`, if a node serves it.
     fn node_of(&self, _medium: &str) -> Option<String> {
         None
+    }
+
+    /// Sends `request` to the front of `volume` that storage node `node`
+    /// runs (`svs_sliceproto::FrontControl`) and returns its answer. A
+    /// data plane that reaches no storage node has none to call.
+    fn front_call(&self, node: &str, volume: &str, request: &[u8]) -> std::io::Result<Vec<u8>> {
+        let _ = (volume, request);
+        Err(std::io::Error::new(
+            std::io::ErrorKind::NotConnected,
+            format!("storage node '{node}' is not reached from here"),
+        ))
     }
 }
 

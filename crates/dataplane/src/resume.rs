@@ -102,6 +102,19 @@ impl CopyResume {
     }
 }
 
+/// The figures of a copy run at one moment (see [`CopyStats`]): what a
+/// copy run elsewhere (a storage node's front) reports, and its caller
+/// shows as its own.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CopyCounts {
+    pub resumed_at: u64,
+    pub copied: u64,
+    pub catch_up: u64,
+    pub compared: u64,
+    pub rewritten: u64,
+    pub checkpoint: u64,
+}
+
 /// Counters of one copy run, shared with its caller (cheap to clone).
 #[derive(Debug, Clone, Default)]
 pub struct CopyStats(Arc<Counters>);
@@ -146,6 +159,29 @@ impl CopyStats {
     /// rewritten (or punched out where the source has a hole).
     pub fn rewritten(&self) -> u64 {
         self.0.rewritten.load(Ordering::Relaxed)
+    }
+
+    /// Every figure at once.
+    pub fn counts(&self) -> CopyCounts {
+        CopyCounts {
+            resumed_at: self.resumed_at(),
+            copied: self.copied(),
+            catch_up: self.catch_up(),
+            compared: self.compared(),
+            rewritten: self.rewritten(),
+            checkpoint: self.checkpoint(),
+        }
+    }
+
+    /// Takes the figures of a copy run elsewhere.
+    pub fn set_counts(&self, counts: &CopyCounts) {
+        let c = &self.0;
+        c.resumed_at.store(counts.resumed_at, Ordering::Relaxed);
+        c.copied.store(counts.copied, Ordering::Relaxed);
+        c.catch_up.store(counts.catch_up, Ordering::Relaxed);
+        c.compared.store(counts.compared, Ordering::Relaxed);
+        c.rewritten.store(counts.rewritten, Ordering::Relaxed);
+        c.checkpoint.store(counts.checkpoint, Ordering::Relaxed);
     }
 
     pub(crate) fn add_compared(&self, n: u64, rewritten: bool) {

@@ -101,6 +101,40 @@ impl MovementBudgets {
     }
 }
 
+/// Paces a copy that another process runs (a storage node's front copies
+/// a slice for this one's job): the copy may reach only the bytes granted
+/// to it, and each grant waits until the copy's own rate and the shared
+/// budgets allow it, so the budgets hold however many copies run and
+/// wherever.
+pub struct CopyGrants<'a> {
+    pacer: Pacer<'a>,
+    /// Bytes granted per step (a quarter of a second at the lowest rate).
+    step: u64,
+}
+
+impl<'a> CopyGrants<'a> {
+    /// None when `options` leave the copy unthrottled: nothing to grant.
+    pub fn new(options: &'a crate::CopyOptions) -> Option<CopyGrants<'a>> {
+        let pacer = Pacer::new(options.rate_limit, &options.budgets, &options.cancel);
+        let rate = pacer.rate()?;
+        Some(CopyGrants {
+            pacer,
+            step: (rate / 4).max(64 * 1024),
+        })
+    }
+
+    /// The next grant for a copy that copied `copied` bytes so far: a step
+    /// more, once it is within the rates (sleeps until then); `Cancelled`
+    /// when the copy's cancel token fires meanwhile.
+    pub fn next(&self, copied: u64) -> Result<u64, crate::DataPlaneError> {
+        let grant = copied + self.step;
+        self.pacer
+            .pace(grant)
+            .map_err(|Cancelled| crate::DataPlaneError::Cancelled)?;
+        Ok(grant)
+    }
+}
+
 /// Where a pacer gets the time and how it waits.
 pub(crate) trait PaceClock {
     /// Time since the pacer started.

@@ -77,6 +77,15 @@ pub trait SliceBackend: Send + Sync + 'static {
 }
 
 /// A refusal: status and message.
+/// The node's fronts, for [`Op::FrontCall`]: the control plane steers a
+/// job on the front that runs a volume (a snapshot, a live move). What a
+/// call says is the node's business; the protocol only carries it.
+pub trait FrontControl: Send + Sync + 'static {
+    /// Answers `request` about `volume`'s front. An error is sent back as
+    /// a refusal with its errno and message.
+    fn call(&self, volume: &str, request: &[u8]) -> io::Result<Vec<u8>>;
+}
+
 pub(crate) type Refusal = (Status, String);
 
 /// The refusal of `op` on `slice` that failed with `e` (its errno, and what
@@ -104,6 +113,7 @@ fn reply_len(len: u64, max_payload: u32) -> Result<usize, Refusal> {
 /// Runs one well-framed request: its reply payload, or why not.
 pub(crate) fn dispatch(
     backend: &dyn SliceBackend,
+    front: Option<&dyn FrontControl>,
     fence: &EpochFence,
     h: &RequestHeader,
     slice: &SliceName,
@@ -111,7 +121,7 @@ pub(crate) fn dispatch(
     max_payload: u32,
 ) -> Result<Vec<u8>, Refusal> {
     let op = Op::from_code(h.op).ok_or_else(|| bad_request(format!("unknown op code {}", h.op)))?;
-    if !payload.is_empty() && op != Op::Write {
+    if !payload.is_empty() && !matches!(op, Op::Write | Op::FrontCall) {
         return Err(bad_request(format!("{op:?} carries no payload")));
     }
     let [a0, a1, a2] = h.args;
@@ -186,6 +196,18 @@ pub(crate) fn dispatch(
             }
             Op::StoredSlices => {
                 wire::encode_stored(&b.stored_slices(&s.medium).map_err(done)?).map_err(done)?
+            }
+            Op::FrontCall => {
+                let Some(front) = front else {
+                    return Err((
+                        Status::of_error(&io::Error::from(io::ErrorKind::Unsupported)),
+                        "this node runs no volume fronts".into(),
+                    ));
+                };
+                // The caller says whose front it called.
+                front
+                    .call(&s.volume, payload)
+                    .map_err(|e| (Status::of_error(&e), e.to_string()))?
             }
         })
     };

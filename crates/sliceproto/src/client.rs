@@ -536,6 +536,15 @@ impl SliceClient {
         wire::decode_stored(&self.call(Op::StoredSlices, &slice, 0, [0; 3], &[])?)
     }
 
+    /// Sends `request` to the node's front of `volume` ([`Op::FrontCall`])
+    /// and returns its answer. Bound by the request time limit like any
+    /// request: a call that may run longer answers "not yet" and is asked
+    /// again (the node's business).
+    pub fn front_call(&self, volume: &str, request: &[u8]) -> io::Result<Vec<u8>> {
+        let slice = SliceName::new("", volume, 0, 0);
+        self.call(Op::FrontCall, &slice, 0, [0; 3], request)
+    }
+
     /// When the replies to requests sent from now on are due.
     fn deadline(&self) -> Instant {
         Instant::now() + self.timeout

@@ -120,7 +120,7 @@ mod stream;
 pub mod testing;
 mod wire;
 
-pub use backend::{Authenticator, SliceBackend};
+pub use backend::{Authenticator, FrontControl, SliceBackend};
 pub use client::{remote_error, ClientTls, SliceClient};
 pub use fence::{EpochFence, EpochStore, Fenced};
 pub use server::{ServerConfig, SliceServer};

@@ -11,13 +11,13 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver as JobReceiver};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use tracing::{debug, info, warn};
 
-use crate::backend::{dispatch, op_failed, Authenticator, Refusal, SliceBackend};
+use crate::backend::{dispatch, op_failed, Authenticator, FrontControl, Refusal, SliceBackend};
 use crate::client::InProcessServer;
 use crate::fence::EpochFence;
 use crate::fence::EpochStore;
@@ -90,11 +90,39 @@ struct Shared {
     backend: Arc<dyn SliceBackend>,
     auth: Arc<dyn Authenticator>,
     fence: EpochFence,
+    /// Where [`Op::FrontCall`]s go, once the node runs fronts.
+    front: RwLock<Option<Arc<dyn FrontControl>>>,
     stopping: AtomicBool,
     connections: Mutex<Connections>,
 }
 
 impl Shared {
+    fn front(&self) -> Option<Arc<dyn FrontControl>> {
+        self.front
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Runs one request (from a connection or in process).
+    fn handle(
+        &self,
+        header: &RequestHeader,
+        slice: &SliceName,
+        payload: &[u8],
+    ) -> Result<Vec<u8>, Refusal> {
+        let front = self.front();
+        dispatch(
+            self.backend.as_ref(),
+            front.as_deref(),
+            &self.fence,
+            header,
+            slice,
+            payload,
+            self.config.max_payload,
+        )
+    }
+
     fn connections(&self) -> MutexGuard<'_, Connections> {
         // Every update is one insert, remove or push: poisoning is ignored.
         self.connections.lock().unwrap_or_else(|e| e.into_inner())
@@ -132,6 +160,7 @@ impl SliceServer {
             backend,
             auth,
             fence: EpochFence::new(epochs),
+            front: RwLock::new(None),
             stopping: AtomicBool::new(false),
             connections: Mutex::new(Connections::default()),
         });
@@ -172,6 +201,16 @@ impl SliceServer {
             self.shared.config.max_payload,
             timeout,
         )
+    }
+
+    /// Answers [`Op::FrontCall`]s with `front` from now on (before, they
+    /// are refused: the node runs no fronts).
+    pub fn serve_front_calls(&self, front: Arc<dyn FrontControl>) {
+        *self
+            .shared
+            .front
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(front);
     }
 
     /// Connections open now.
@@ -450,14 +489,7 @@ fn run(shared: &Shared, job: &Job) -> Result<Vec<u8>, (Status, String)> {
         ));
     };
     let slice = SliceName::new(medium, volume, job.header.copy, job.header.column);
-    dispatch(
-        shared.backend.as_ref(),
-        &shared.fence,
-        &job.header,
-        &slice,
-        &job.payload,
-        shared.config.max_payload,
-    )
+    shared.handle(&job.header, &slice, &job.payload)
 }
 
 /// The line of an in-process client to its server.
@@ -491,15 +523,7 @@ impl InProcessServer for InProcess {
             return Err(stopped());
         }
         let header = RequestHeader::for_slice(op, 0, epoch, args, slice, payload.len());
-        dispatch(
-            self.shared.backend.as_ref(),
-            &self.shared.fence,
-            &header,
-            slice,
-            payload,
-            self.shared.config.max_payload,
-        )
-        .map_err(refused)
+        self.shared.handle(&header, slice, payload).map_err(refused)
     }
 
     /// A plain read goes straight into `buf` (reads are not fenced).

@@ -78,10 +78,16 @@ pub enum Op {
     /// range's digest (u128), computed on the node: a resync compares a
     /// range without shipping the node's bytes.
     RangeDigest = 37,
+    /// A call to the volume's front on the node (the control plane steering
+    /// a job there). The volume name is the volume; the payload is the
+    /// call and the reply its answer, both opaque to the protocol (the
+    /// node's [`crate::FrontControl`] reads them). Not fenced: the call
+    /// carries the front epoch it is meant for, and the front checks it.
+    FrontCall = 48,
 }
 
 impl Op {
-    const ALL: [Op; 26] = [
+    const ALL: [Op; 27] = [
         Op::Size,
         Op::Read,
         Op::PrepareWrite,
@@ -108,6 +114,7 @@ impl Op {
         Op::Digest,
         Op::StoredSlices,
         Op::RangeDigest,
+        Op::FrontCall,
     ];
 
     pub fn code(self) -> u16 {
@@ -204,6 +211,9 @@ impl Status {
             io::ErrorKind::Unsupported => libc::EOPNOTSUPP,
             io::ErrorKind::OutOfMemory => libc::ENOMEM,
             io::ErrorKind::Interrupted => libc::EINTR,
+            // What the node's fronts answer for a front that is not (or no
+            // longer) theirs: the caller may try again elsewhere.
+            io::ErrorKind::NotConnected => libc::ENOTCONN,
             // A full medium is not a failed one: the front must not take
             // it for EIO (a storage node's snapshot budget says ENOSPC by
             // kind, without an errno).

@@ -13,13 +13,16 @@
 //! the fronts meet are reported (`POST /nodes/{node}/storage/failures`)
 //! until the control plane took them.
 
+mod calls;
 mod failures;
 pub mod plan;
+
+pub use calls::FrontCalls;
 
 use super::client::ControlPlaneClient;
 use super::Backoff;
 use crate::front_exports::{ExportRegistry, SnapshotView, VolumeOpening};
-use crate::fronts_wire::{FrontExport, FrontOpen, FrontSpec, FrontsAnswer, FrontsPoll};
+use crate::fronts_wire::{FrontExport, FrontNode, FrontOpen, FrontSpec, FrontsAnswer, FrontsPoll};
 use failures::{report_failures, Failed};
 use plan::{plan, Held, Step};
 use rustls_pki_types::pem::PemObject;
@@ -61,6 +64,9 @@ pub struct FrontServices {
     /// then fails with it).
     nbd_down: Arc<Mutex<Option<String>>>,
     tls_on: bool,
+    /// The control plane's calls to the fronts (the slice server's
+    /// `FrontCall`s go here).
+    calls: Arc<FrontCalls>,
     stop: CancellationToken,
     poller: JoinHandle<()>,
     reporter: JoinHandle<()>,
@@ -90,9 +96,11 @@ impl FrontServices {
         let nbd_down = Arc::new(Mutex::new(None));
         let tls_on = tls.is_some();
         let nbd = start_nbd(&registry, listener, tls, &nbd_down);
+        let calls = Arc::new(FrontCalls::new(Arc::clone(registry.data_plane())));
         let poller = tokio::spawn(poll_fronts(
             Arc::clone(&client),
             Arc::clone(&registry),
+            Arc::clone(&calls),
             Arc::clone(&nbd_down),
             stop.clone(),
         ));
@@ -104,6 +112,7 @@ impl FrontServices {
             nbd,
             nbd_down,
             tls_on,
+            calls,
             stop,
             poller,
             reporter,
@@ -129,6 +138,11 @@ impl FrontServices {
             .await
             .map_err(|e| format!("cannot listen for NBD on {}: {e}", self.listen));
         self.nbd = start_nbd(&self.registry, listener, tls, &self.nbd_down);
+    }
+
+    /// Where the slice server sends the control plane's calls to fronts.
+    pub fn calls(&self) -> Arc<FrontCalls> {
+        Arc::clone(&self.calls)
     }
 
     /// The slice server restarted: the fronts reach this node's media
@@ -235,13 +249,22 @@ fn start_nbd(
 
 /// The fronts open here, and their I/O (held: a front stays open while
 /// wanted, whatever its exports).
-#[derive(Default)]
 struct Fronts {
     held: BTreeMap<String, Held>,
     ios: HashMap<String, Arc<dyn VolumeIo>>,
+    /// Told of every front opened and closed.
+    calls: Arc<FrontCalls>,
 }
 
 impl Fronts {
+    fn new(calls: Arc<FrontCalls>) -> Fronts {
+        Fronts {
+            held: BTreeMap::new(),
+            ios: HashMap::new(),
+            calls,
+        }
+    }
+
     /// What the next poll says is open here.
     fn report(&self) -> Vec<FrontOpen> {
         self.held
@@ -261,10 +284,11 @@ impl Fronts {
 async fn poll_fronts(
     client: Arc<ControlPlaneClient>,
     registry: Arc<ExportRegistry>,
+    calls: Arc<FrontCalls>,
     nbd_down: Arc<Mutex<Option<String>>>,
     stop: CancellationToken,
 ) {
-    let mut fronts = Fronts::default();
+    let mut fronts = Fronts::new(calls);
     let mut version = String::new();
     let mut backoff = Backoff::new();
     let mut last_failure: Option<String> = None;
@@ -318,6 +342,7 @@ async fn follow(
     nbd_down: Option<&str>,
 ) {
     forget_recovered_failures(registry.data_plane().as_ref(), &answer.fronts);
+    held_as_moved(fronts, &answer.fronts);
     for step in plan(&fronts.held, &answer.fronts) {
         let volume = step_volume(&step).to_string();
         // A failed step of an open front closes it: the next answer opens
@@ -344,6 +369,38 @@ async fn follow(
                 h.spec = spec.clone();
             }
         }
+    }
+}
+
+/// What the open fronts hold, as their live copies left them (see
+/// `FrontCalls::layout`): the layout their I/O has now, or, while a copy
+/// of the volume runs or just ended, the one the control plane names (its
+/// store commits a switch after the front made it: the two differ for a
+/// while, and opening the volume again then would close its exports, or
+/// open it over the old place). Lost media a rebuild here brought back
+/// are no longer held lost.
+fn held_as_moved(fronts: &mut Fronts, wanted: &[FrontSpec]) {
+    for spec in wanted {
+        let Some(h) = fronts.held.get_mut(&spec.volume) else {
+            continue;
+        };
+        if h.error.is_some() || h.spec.epoch != spec.epoch {
+            continue;
+        }
+        let Some(layout) = fronts.calls.layout(&spec.volume) else {
+            continue;
+        };
+        if layout.media == spec.media {
+            fronts.calls.settled(&spec.volume);
+        }
+        h.spec.media = if layout.moving {
+            spec.media.clone()
+        } else {
+            layout.media
+        };
+        h.spec
+            .lostmedia
+            .retain(|m| spec.lostmedia.contains(m) || !layout.revived.contains(m));
     }
 }
 
@@ -402,6 +459,12 @@ async fn apply(
                 exports = spec.exports.len(),
                 "front open"
             );
+            fronts.calls.opened(
+                &spec.volume,
+                (spec.epoch, &spec.media),
+                Arc::clone(&io),
+                &spec.slicetlsroots,
+            );
             fronts.ios.insert(spec.volume.clone(), io);
             fronts
                 .held
@@ -410,7 +473,12 @@ async fn apply(
         Step::Nodes(spec) => {
             let media = Arc::clone(registry.data_plane());
             blocking(move || {
-                add_nodes(media.as_ref(), &spec);
+                add_nodes(
+                    media.as_ref(),
+                    &spec.volume,
+                    &spec.nodes,
+                    &spec.slicetlsroots,
+                );
                 Ok(())
             })
             .await?;
@@ -462,10 +530,16 @@ async fn close(registry: &Arc<ExportRegistry>, fronts: &mut Fronts, volume: &str
             tracing::info!(volume, epoch = h.spec.epoch, "front closed");
         }
     }
-    if let Some(io) = fronts.ios.remove(volume) {
-        // The last holder closes its slices: off the runtime's threads.
-        let _ = tokio::task::spawn_blocking(move || drop(io)).await;
-    }
+    let io = fronts.ios.remove(volume);
+    let calls = Arc::clone(&fronts.calls);
+    let volume = volume.to_string();
+    // Its copies stop first (they hold its I/O); the last holder closes
+    // its slices: off the runtime's threads.
+    let _ = tokio::task::spawn_blocking(move || {
+        calls.closed(&volume);
+        drop(io)
+    })
+    .await;
 }
 
 /// Opens the volume (after its previous opening here, if any, is let go:
@@ -485,7 +559,12 @@ async fn open(
     let registry = Arc::clone(registry);
     let spec = spec.clone();
     blocking(move || {
-        add_nodes(registry.data_plane().as_ref(), &spec);
+        add_nodes(
+            registry.data_plane().as_ref(),
+            &spec.volume,
+            &spec.nodes,
+            &spec.slicetlsroots,
+        );
         let opening = opening(&spec);
         let io = registry
             .open_io(&opening)
@@ -544,22 +623,19 @@ fn opening(spec: &FrontSpec) -> VolumeOpening {
     }
 }
 
-/// Serves the media of the spec's nodes (blocking: each is checked on its
-/// node). A node that cannot be reached is logged: its copies are lost
-/// to the opening, which goes on with the others.
-fn add_nodes(media: &dyn DataPlane, spec: &FrontSpec) {
-    let tls = match slice_client_tls(&spec.slicetlsroots) {
+/// Serves the media of a volume's `nodes` (blocking: each is checked on
+/// its node), over TLS checked against `roots` when there are any. A node
+/// that cannot be reached is logged: its copies are lost to the opening,
+/// which goes on with the others.
+fn add_nodes(media: &dyn DataPlane, volume: &str, nodes: &[FrontNode], roots: &[String]) {
+    let tls = match slice_client_tls(roots) {
         Ok(tls) => tls,
         Err(why) => {
-            tracing::error!(
-                volume = spec.volume,
-                error = why,
-                "the slice TLS roots are unusable"
-            );
+            tracing::error!(volume, error = why, "the slice TLS roots are unusable");
             return;
         }
     };
-    for node in &spec.nodes {
+    for node in nodes {
         let address: SocketAddr = match node.sliceaddress.parse() {
             Ok(a) => a,
             Err(_) => {
@@ -594,7 +670,7 @@ fn add_nodes(media: &dyn DataPlane, spec: &FrontSpec) {
         for medium in &node.media {
             if let Err(e) = media.add_node_medium(medium, endpoint.clone()) {
                 tracing::warn!(
-                    volume = spec.volume,
+                    volume,
                     node = node.node,
                     medium,
                     error = %e,

@@ -75,7 +75,12 @@ async fn create_slices(registry: &Arc<ExportRegistry>, spec: &FrontSpec) {
     let media = Arc::clone(registry.data_plane());
     let spec = spec.clone();
     tokio::task::spawn_blocking(move || {
-        add_nodes(media.as_ref(), &spec);
+        add_nodes(
+            media.as_ref(),
+            &spec.volume,
+            &spec.nodes,
+            &spec.slicetlsroots,
+        );
         for (copy, medium) in ["d1", "d2"].iter().enumerate() {
             let key = SliceKey {
                 volume_id: "v1".into(),
@@ -113,7 +118,7 @@ async fn write_and_read(registry: &Arc<ExportRegistry>, byte: u8) -> std::io::Re
 async fn a_front_opens_as_asked_is_written_through_reopens_at_a_new_epoch_and_closes() {
     let node = node();
     let (registry, _media, _failed) = front_registry();
-    let mut fronts = Fronts::default();
+    let mut fronts = Fronts::new(Arc::new(FrontCalls::new(Arc::clone(registry.data_plane()))));
     create_slices(&registry, &spec(&node, 1, &[])).await;
 
     follow(
@@ -176,7 +181,7 @@ async fn a_front_opens_as_asked_is_written_through_reopens_at_a_new_epoch_and_cl
 async fn a_front_that_cannot_open_says_why_in_the_next_poll_and_opens_once_it_can() {
     let node = node();
     let (registry, _media, _failed) = front_registry();
-    let mut fronts = Fronts::default();
+    let mut fronts = Fronts::new(Arc::new(FrontCalls::new(Arc::clone(registry.data_plane()))));
     create_slices(&registry, &spec(&node, 1, &[])).await;
     let wanted = answer(vec![spec(&node, 1, &["e1"])]);
 

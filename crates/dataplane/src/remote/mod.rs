@@ -362,6 +362,17 @@ impl DataPlane for ClusterMedia {
         ClusterMedia::node_of(self, medium)
     }
 
+    /// Over the node's connection (the one its media's slices use).
+    fn front_call(&self, node: &str, volume: &str, request: &[u8]) -> io::Result<Vec<u8>> {
+        let link = self.nodes.links().get(node).cloned().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotConnected,
+                format!("storage node '{node}' is not reached from here"),
+            )
+        })?;
+        link.client()?.front_call(volume, request)
+    }
+
     /// A node's medium: the node answers a listing of the medium.
     fn check_medium(&self, medium: &str) -> Result<(), DataPlaneError> {
         match self.node_medium(medium) {

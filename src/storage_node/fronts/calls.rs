@@ -1,0 +1,668 @@
+//! The control plane's calls to the fronts this node runs (the slice
+//! protocol's `FrontCall`; the JSON is `crate::front_calls_wire`): a job's
+//! snapshot, rollback, or live slice move runs here, on the front that
+//! serves the volume, so its bytes go between storage nodes and never
+//! through `svs serve`.
+//!
+//! Each call runs on a thread of its own and is answered within
+//! [`ANSWER_WITHIN`]; one still running then answers `running` and is
+//! asked again. A live copy lives between its phases' calls as a
+//! [`CopySession`] named by its begin call's id. A fill draws on the grant
+//! the control plane gives it (its shared movement budgets stay there).
+//! A copy not switched yet whose control plane stopped asking for
+//! [`LEASE`] is dropped (the data plane takes it back, as an abort); a
+//! switched one is kept until the control plane finishes or aborts it, or
+//! begins the slice's copy again, or the front closes: its old place takes
+//! every write until then, so whichever place the store names holds every
+//! acknowledged write.
+
+use crate::front_calls_wire::{BeganCopy, CopyProgress, FrontAnswer, FrontCall, FrontOp};
+use crate::fronts_wire::FrontNode;
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+use svs_dataplane::{
+    CopyOptions, CopyResume, CopyStats, DataPlane, DataPlaneError, LatestCheckpoint, SliceCopyKind,
+    SliceMove, VolumeIo,
+};
+use tokio_util::sync::CancellationToken;
+
+/// How long a call waits for its work before it answers `running`: well
+/// within the slice protocol's request time limit.
+const ANSWER_WITHIN: Duration = Duration::from_secs(1);
+/// A copy (not switched yet) nobody asked about for this long is dropped.
+const LEASE: Duration = Duration::from_secs(60);
+/// After a copy ends, how long the store's layout may lag the front's.
+const SETTLE: Duration = Duration::from_secs(30);
+/// An answer nobody came back for is forgotten after this long.
+const UNCLAIMED: Duration = Duration::from_secs(120);
+/// How long dropping a copy waits for its running phase to end.
+const FORGET_WAIT: Duration = Duration::from_secs(10);
+/// How often a fill waiting for a grant looks at its cancel token.
+const GRANT_POLL: Duration = Duration::from_millis(100);
+
+/// A front open here, as calls find it.
+struct OpenFront {
+    epoch: u64,
+    io: Arc<dyn VolumeIo>,
+    /// The slice TLS roots it was opened with (a node a copy goes to is
+    /// reached with them).
+    slicetlsroots: Vec<String>,
+    /// Where its I/O goes now, per copy and column: as opened, then as its
+    /// copies switched (see [`FrontCalls::layout`]).
+    media: Vec<Vec<String>>,
+    /// Media lost at the opening whose copy a rebuild here brought back.
+    revived: Vec<String>,
+    /// A copy of the volume ended here this recently: the layout the store
+    /// names may lag behind the front's.
+    settling: Option<Instant>,
+}
+
+/// The layout of a front as its live copies left it (see
+/// [`FrontCalls::layout`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrontLayout {
+    pub media: Vec<Vec<String>>,
+    pub revived: Vec<String>,
+    /// A copy runs, or just ended: the control plane's answers may name
+    /// the old layout or the new one for a while.
+    pub moving: bool,
+}
+
+/// The calls of this node's fronts.
+pub struct FrontCalls {
+    media: Arc<dyn DataPlane>,
+    /// Shared with the calls' threads (a switch moves the layout).
+    fronts: Arc<Mutex<HashMap<String, OpenFront>>>,
+    calls: Mutex<HashMap<String, Arc<Call>>>,
+    copies: Mutex<HashMap<String, Arc<CopySession>>>,
+}
+
+/// One call running (or answered and not asked again yet).
+struct Call {
+    /// The copy whose fill it runs.
+    fill: Option<Arc<CopySession>>,
+    result: Mutex<Option<io::Result<FrontAnswer>>>,
+    done: Condvar,
+    finished: Mutex<Option<Instant>>,
+}
+
+/// A live copy between its phases.
+struct CopySession {
+    volume: String,
+    copy: u32,
+    column: u32,
+    /// The copy, while no phase runs.
+    slot: Mutex<Option<Box<dyn SliceMove>>>,
+    cancel: CancellationToken,
+    /// Copied bytes the fill may reach; None: no bound.
+    grant: Mutex<Option<u64>>,
+    granted: Condvar,
+    stats: CopyStats,
+    latest: LatestCheckpoint,
+    /// (done, total) as the fill last said.
+    position: Mutex<(u64, u64)>,
+    heard: Mutex<Instant>,
+    switched: AtomicBool,
+    /// (its old medium, its target medium, a rebuild).
+    places: (String, String, bool),
+    /// Dropped by the control plane's side going away, or the front
+    /// closing: a phase running puts the copy back no more, it drops it.
+    forgotten: AtomicBool,
+    /// Dropped (after being forgotten).
+    dropped: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every update leaves the value whole: poisoning is ignored.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn refused(kind: io::ErrorKind, message: String) -> io::Error {
+    io::Error::new(kind, message)
+}
+
+/// A data-plane failure as the call's refusal: its kind stays (the
+/// control plane tells a passing failure from a lasting one by it).
+fn data_plane_error(e: DataPlaneError) -> io::Error {
+    let kind = match &e {
+        DataPlaneError::Cancelled => io::ErrorKind::Interrupted,
+        DataPlaneError::Io { source, .. } | DataPlaneError::Node { source, .. } => source.kind(),
+        DataPlaneError::SnapshotsCannotMove { .. } => io::ErrorKind::Unsupported,
+        _ => io::ErrorKind::Other,
+    };
+    io::Error::new(kind, e.to_string())
+}
+
+impl FrontCalls {
+    /// Calls on fronts over `media` (the fronts' data plane: a node a copy
+    /// goes to is added to it).
+    pub fn new(media: Arc<dyn DataPlane>) -> FrontCalls {
+        FrontCalls {
+            media,
+            fronts: Arc::default(),
+            calls: Mutex::default(),
+            copies: Mutex::default(),
+        }
+    }
+
+    /// The volume's front opened here at `epoch` over `media` (per copy,
+    /// per column).
+    pub fn opened(
+        &self,
+        volume: &str,
+        (epoch, media): (u64, &[Vec<String>]),
+        io: Arc<dyn VolumeIo>,
+        roots: &[String],
+    ) {
+        lock(&self.fronts).insert(
+            volume.to_string(),
+            OpenFront {
+                epoch,
+                io,
+                slicetlsroots: roots.to_vec(),
+                media: media.to_vec(),
+                revived: Vec::new(),
+                settling: None,
+            },
+        );
+    }
+
+    /// Where the open front's I/O goes now. A live copy changes it under
+    /// the open front (its switch), and the store names the new place only
+    /// after: the poller takes the control plane's layout as the front's
+    /// own while a copy runs or just ended, or when they agree, instead of
+    /// opening the volume again (which would close its exports, and,
+    /// between a switch and its commit, open it over the old place).
+    pub fn layout(&self, volume: &str) -> Option<FrontLayout> {
+        let copying = lock(&self.copies).values().any(|s| s.volume == volume);
+        let fronts = lock(&self.fronts);
+        let f = fronts.get(volume)?;
+        Some(FrontLayout {
+            media: f.media.clone(),
+            revived: f.revived.clone(),
+            moving: copying || f.settling.is_some_and(|at| at.elapsed() < SETTLE),
+        })
+    }
+
+    /// The control plane's layout agrees with the front's: nothing is
+    /// settling any more.
+    pub fn settled(&self, volume: &str) {
+        if let Some(f) = lock(&self.fronts).get_mut(volume) {
+            f.settling = None;
+        }
+    }
+
+    /// The volume's front closes: calls for it are refused and its copies
+    /// dropped (blocking: a fill running stops first).
+    pub fn closed(&self, volume: &str) {
+        lock(&self.fronts).remove(volume);
+        self.forget_copies(|s| s.volume == volume);
+    }
+
+    /// Answers one call (see the module docs).
+    fn answer(&self, volume: &str, call: FrontCall) -> io::Result<FrontAnswer> {
+        self.reap();
+        match call.op {
+            FrontOp::Poll { grant } => {
+                let running = lock(&self.calls).get(&call.call).cloned().ok_or_else(|| {
+                    refused(
+                        io::ErrorKind::NotFound,
+                        format!("no call '{}' runs on this node's front", call.call),
+                    )
+                })?;
+                if let Some(session) = &running.fill {
+                    session.heard_of(grant);
+                }
+                return self.wait(&call.call, &running);
+            }
+            FrontOp::Cancel => {
+                let running = lock(&self.calls).get(&call.call).cloned();
+                if let Some(session) = running.as_ref().and_then(|c| c.fill.as_ref()) {
+                    session.cancel.cancel();
+                }
+                return Ok(FrontAnswer::default());
+            }
+            _ => {}
+        }
+        // The same call again (its first answer was lost): as a poll.
+        if let Some(running) = lock(&self.calls).get(&call.call).cloned() {
+            return self.wait(&call.call, &running);
+        }
+        let (io, roots) = self.front(volume, call.epoch)?;
+        let id = call.call.clone();
+        let (work, fill) = self.work(volume, &id, io, &roots, call.op)?;
+        let running = Arc::new(Call {
+            fill,
+            result: Mutex::new(None),
+            done: Condvar::new(),
+            finished: Mutex::new(None),
+        });
+        lock(&self.calls).insert(id.clone(), Arc::clone(&running));
+        let on_thread = Arc::clone(&running);
+        let spawned = std::thread::Builder::new()
+            .name("front-call".into())
+            .spawn(move || {
+                let result = work();
+                *lock(&on_thread.finished) = Some(Instant::now());
+                *lock(&on_thread.result) = Some(result);
+                on_thread.done.notify_all();
+            });
+        if let Err(e) = spawned {
+            lock(&self.calls).remove(&id);
+            return Err(e);
+        }
+        self.wait(&id, &running)
+    }
+
+    /// The call's answer once it is done (forgotten then), or `running`
+    /// after [`ANSWER_WITHIN`], or as soon as its fill used up its grant.
+    fn wait(&self, id: &str, running: &Call) -> io::Result<FrontAnswer> {
+        let deadline = Instant::now() + ANSWER_WITHIN;
+        let mut result = lock(&running.result);
+        while result.is_none() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || running.fill.as_ref().is_some_and(|s| s.starved()) {
+                break;
+            }
+            result = running
+                .done
+                .wait_timeout(result, left.min(GRANT_POLL))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        let progress = running.fill.as_ref().map(|s| s.progress());
+        match result.take() {
+            None => Ok(FrontAnswer {
+                running: true,
+                progress,
+                ..FrontAnswer::default()
+            }),
+            Some(done) => {
+                drop(result);
+                lock(&self.calls).remove(id);
+                let mut answer = done?;
+                answer.progress = answer.progress.or(progress);
+                Ok(answer)
+            }
+        }
+    }
+
+    /// The volume's front here, if open at `epoch`.
+    fn front(&self, volume: &str, epoch: u64) -> io::Result<(Arc<dyn VolumeIo>, Vec<String>)> {
+        match lock(&self.fronts).get(volume) {
+            Some(f) if f.epoch == epoch => Ok((Arc::clone(&f.io), f.slicetlsroots.clone())),
+            Some(f) => Err(refused(
+                io::ErrorKind::NotConnected,
+                format!(
+                    "the front of volume {volume} runs here at epoch {}, not {epoch}",
+                    f.epoch
+                ),
+            )),
+            None => Err(refused(
+                io::ErrorKind::NotConnected,
+                format!("the front of volume {volume} is not open on this node"),
+            )),
+        }
+    }
+
+    /// Takes copy `copy` out of the sessions, for its last phase.
+    fn end_session(&self, copy: &str) -> io::Result<(Arc<CopySession>, Box<dyn SliceMove>)> {
+        let session = self.session(copy)?;
+        let moving = session.take()?;
+        lock(&self.copies).remove(copy);
+        Ok((session, moving))
+    }
+
+    fn session(&self, copy: &str) -> io::Result<Arc<CopySession>> {
+        lock(&self.copies).get(copy).cloned().ok_or_else(|| {
+            refused(
+                io::ErrorKind::NotFound,
+                format!("no copy '{copy}' on this node's front (it ended, or its front closed)"),
+            )
+        })
+    }
+
+    /// What a call does (run on its own thread), and the copy it fills.
+    #[allow(clippy::type_complexity)]
+    fn work(
+        &self,
+        volume: &str,
+        id: &str,
+        io: Arc<dyn VolumeIo>,
+        roots: &[String],
+        op: FrontOp,
+    ) -> io::Result<(
+        Box<dyn FnOnce() -> io::Result<FrontAnswer> + Send>,
+        Option<Arc<CopySession>>,
+    )> {
+        let none = || FrontAnswer::default();
+        Ok(match op {
+            FrontOp::Snapshot { id } => (Box::new(move || io.snapshot(id).map(|()| none())), None),
+            FrontOp::DeleteSnapshot { id } => (
+                Box::new(move || io.delete_snapshot(id).map(|()| none())),
+                None,
+            ),
+            FrontOp::Rollback { id } => (Box::new(move || io.rollback(id).map(|()| none())), None),
+            FrontOp::BeginCopy {
+                rebuild,
+                copy,
+                column,
+                medium,
+                resumefrom,
+                node,
+            } => {
+                if let Some(node) = node {
+                    self.reach(volume, node, roots);
+                }
+                // Its control plane's earlier copy of the slice (left by a
+                // restart) goes first: only one copy of a slice at a time.
+                self.forget_copies(|s| s.volume == volume && s.copy == copy && s.column == column);
+                let kind = if rebuild {
+                    SliceCopyKind::Rebuild
+                } else {
+                    SliceCopyKind::Move
+                };
+                let moving = io
+                    .begin_slice_copy(kind, copy, column, &medium, resumefrom)
+                    .map_err(data_plane_error)?;
+                let began = BeganCopy {
+                    startsat: moving.starts_at(),
+                    inplace: moving.in_place(),
+                };
+                let from = lock(&self.fronts)
+                    .get(volume)
+                    .and_then(|f| f.media.get(copy as usize)?.get(column as usize).cloned())
+                    .unwrap_or_default();
+                let mut session = CopySession::new(volume, copy, column, moving);
+                session.places = (from, medium, rebuild);
+                lock(&self.copies).insert(id.to_string(), Arc::new(session));
+                let answer = FrontAnswer {
+                    began: Some(began),
+                    ..none()
+                };
+                (Box::new(move || Ok(answer)), None)
+            }
+            FrontOp::Fill {
+                copy,
+                checkpointbytes,
+                grant,
+            } => {
+                let session = self.session(&copy)?;
+                session.heard_of(grant);
+                let mut moving = session.take()?;
+                let on_thread = Arc::clone(&session);
+                let work = move || {
+                    let s = &on_thread;
+                    let options = CopyOptions {
+                        cancel: s.cancel.clone(),
+                        resume: CopyResume::publishing_to(
+                            moving.starts_at(),
+                            checkpointbytes,
+                            &s.latest,
+                        ),
+                        stats: s.stats.clone(),
+                        ..CopyOptions::default()
+                    };
+                    let filled =
+                        moving.fill(&options, &mut |done, total| s.progressed(done, total));
+                    s.put_back(moving);
+                    filled
+                        .map(|()| FrontAnswer::default())
+                        .map_err(data_plane_error)
+                };
+                (Box::new(work), Some(session))
+            }
+            FrontOp::Switch { copy } => {
+                let session = self.session(&copy)?;
+                let mut moving = session.take()?;
+                let fronts = Arc::clone(&self.fronts);
+                let work = move || {
+                    let switched = moving.switch();
+                    if switched.is_ok() {
+                        session.switched.store(true, Ordering::SeqCst);
+                        let (_, to, rebuild) = &session.places;
+                        placed(&fronts, &session, to, *rebuild);
+                    }
+                    session.put_back(moving);
+                    switched.map(|()| none()).map_err(data_plane_error)
+                };
+                (Box::new(work), None)
+            }
+            FrontOp::Finish { copy } => {
+                let (session, moving) = self.end_session(&copy)?;
+                let fronts = Arc::clone(&self.fronts);
+                let work = move || {
+                    let finished = moving.finish();
+                    // The store names the new place by now; the answers
+                    // catch up.
+                    let (_, to, rebuild) = &session.places;
+                    placed(&fronts, &session, to, *rebuild);
+                    finished.map(|()| none()).map_err(data_plane_error)
+                };
+                (Box::new(work), None)
+            }
+            FrontOp::Abort { copy } => {
+                let (session, moving) = self.end_session(&copy)?;
+                let fronts = Arc::clone(&self.fronts);
+                let work = move || {
+                    let aborted = moving.abort();
+                    if session.switched.load(Ordering::SeqCst) {
+                        let (from, _, _) = &session.places;
+                        placed(&fronts, &session, from, false);
+                    }
+                    aborted.map(|()| none()).map_err(data_plane_error)
+                };
+                (Box::new(work), None)
+            }
+            FrontOp::Poll { .. } | FrontOp::Cancel => {
+                return Err(refused(
+                    io::ErrorKind::InvalidInput,
+                    "a poll or cancel of no running call".into(),
+                ))
+            }
+        })
+    }
+
+    /// Adds the node a copy goes to (blocking: the node is asked for its
+    /// media).
+    fn reach(&self, volume: &str, node: FrontNode, roots: &[String]) {
+        super::add_nodes(self.media.as_ref(), volume, &[node], roots);
+    }
+
+    /// Drops the copies `which` selects (blocking): a fill stops, a copy
+    /// not switched goes back to its old place.
+    fn forget_copies(&self, which: impl Fn(&CopySession) -> bool) {
+        let gone: Vec<Arc<CopySession>> = {
+            let mut copies = lock(&self.copies);
+            let ids: Vec<String> = copies
+                .iter()
+                .filter(|(_, s)| which(s))
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.iter().filter_map(|id| copies.remove(id)).collect()
+        };
+        for session in gone {
+            session.forget();
+        }
+    }
+
+    /// Forgets answers nobody came back for, and copies (not switched yet)
+    /// nobody asked about within the lease.
+    fn reap(&self) {
+        lock(&self.calls)
+            .retain(|_, c| lock(&c.finished).is_none_or(|at| at.elapsed() < UNCLAIMED));
+        let stale = |s: &CopySession| {
+            !s.switched.load(Ordering::SeqCst) && lock(&s.heard).elapsed() > LEASE
+        };
+        if lock(&self.copies).values().any(|s| stale(s)) {
+            tracing::warn!("a slice copy's control plane stopped asking about it: it is dropped");
+            self.forget_copies(stale);
+        }
+    }
+}
+
+/// Copy (`copy`, `column`) of the volume's front now does its I/O on
+/// `to` (a switch), or again on its old place (an abort after one).
+fn placed(
+    fronts: &Mutex<HashMap<String, OpenFront>>,
+    session: &CopySession,
+    to: &str,
+    revived: bool,
+) {
+    let mut fronts = lock(fronts);
+    let Some(f) = fronts.get_mut(&session.volume) else {
+        return;
+    };
+    let (copy, column) = (session.copy as usize, session.column as usize);
+    if let Some(slot) = f.media.get_mut(copy).and_then(|c| c.get_mut(column)) {
+        *slot = to.to_string();
+    }
+    if revived && !f.revived.iter().any(|m| m == to) {
+        f.revived.push(to.to_string());
+    }
+    f.settling = Some(Instant::now());
+}
+
+impl svs_sliceproto::FrontControl for FrontCalls {
+    fn call(&self, volume: &str, request: &[u8]) -> io::Result<Vec<u8>> {
+        let call: FrontCall = serde_json::from_slice(request).map_err(|e| {
+            refused(
+                io::ErrorKind::InvalidInput,
+                format!("not a front call: {e}"),
+            )
+        })?;
+        let answer = self.answer(volume, call)?;
+        serde_json::to_vec(&answer).map_err(io::Error::other)
+    }
+}
+
+impl CopySession {
+    fn new(volume: &str, copy: u32, column: u32, moving: Box<dyn SliceMove>) -> CopySession {
+        CopySession {
+            volume: volume.to_string(),
+            copy,
+            column,
+            slot: Mutex::new(Some(moving)),
+            cancel: CancellationToken::new(),
+            grant: Mutex::new(None),
+            granted: Condvar::new(),
+            stats: CopyStats::default(),
+            latest: LatestCheckpoint::default(),
+            position: Mutex::new((0, 0)),
+            heard: Mutex::new(Instant::now()),
+            switched: AtomicBool::new(false),
+            places: Default::default(),
+            forgotten: AtomicBool::new(false),
+            dropped: AtomicBool::new(false),
+        }
+    }
+
+    /// The copy, for a phase to run; a phase still running (a fill just
+    /// cancelled) is waited for, briefly.
+    fn take(&self) -> io::Result<Box<dyn SliceMove>> {
+        *lock(&self.heard) = Instant::now();
+        let until = Instant::now() + ANSWER_WITHIN;
+        loop {
+            if let Some(moving) = lock(&self.slot).take() {
+                return Ok(moving);
+            }
+            if Instant::now() >= until {
+                return Err(refused(
+                    io::ErrorKind::ResourceBusy,
+                    "a phase of the copy is still running".into(),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// A phase ended: the copy waits for the next (or is dropped, when it
+    /// was forgotten meanwhile).
+    fn put_back(&self, moving: Box<dyn SliceMove>) {
+        if self.forgotten.load(Ordering::SeqCst) {
+            drop(moving);
+            self.dropped.store(true, Ordering::SeqCst);
+            return;
+        }
+        *lock(&self.slot) = Some(moving);
+        // Forgotten between the check and the put: dropped after all.
+        if self.forgotten.load(Ordering::SeqCst) {
+            let moving = lock(&self.slot).take();
+            drop(moving);
+            self.dropped.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// The control plane asked about the copy; its fill may reach `grant`.
+    fn heard_of(&self, grant: Option<u64>) {
+        *lock(&self.heard) = Instant::now();
+        *lock(&self.grant) = grant;
+        self.granted.notify_all();
+    }
+
+    /// The fill's progress callback: records where it is, then waits while
+    /// it copied what it was granted (until more is, or it is cancelled).
+    fn progressed(&self, done: u64, total: u64) {
+        *lock(&self.position) = (done, total);
+        let mut grant = lock(&self.grant);
+        while grant.is_some_and(|g| self.stats.copied() >= g) && !self.cancel.is_cancelled() {
+            if lock(&self.heard).elapsed() > LEASE {
+                tracing::warn!(
+                    volume = self.volume,
+                    "a slice copy's control plane stopped granting it bytes: it stops"
+                );
+                self.cancel.cancel();
+                break;
+            }
+            grant = self
+                .granted
+                .wait_timeout(grant, GRANT_POLL)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// The fill copied what it was granted.
+    fn starved(&self) -> bool {
+        lock(&self.grant).is_some_and(|g| self.stats.copied() >= g)
+    }
+
+    fn progress(&self) -> CopyProgress {
+        let (done, total) = *lock(&self.position);
+        CopyProgress {
+            done,
+            total,
+            checkpoint: self.latest.get(),
+            resumedat: self.stats.resumed_at(),
+            copied: self.stats.copied(),
+            catchup: self.stats.catch_up(),
+            compared: self.stats.compared(),
+            rewritten: self.stats.rewritten(),
+        }
+    }
+
+    /// Stops the copy: a fill running ends (cancelled) and drops it; one
+    /// between phases is dropped now (blocking).
+    fn forget(&self) {
+        self.forgotten.store(true, Ordering::SeqCst);
+        self.cancel.cancel();
+        self.granted.notify_all();
+        // A phase running drops it as it ends (a cancelled fill soon): the
+        // slice is free for another copy once it did.
+        let until = Instant::now() + FORGET_WAIT;
+        loop {
+            let moving = lock(&self.slot).take();
+            if moving.is_some() {
+                drop(moving);
+                self.dropped.store(true, Ordering::SeqCst);
+            }
+            if self.dropped.load(Ordering::SeqCst) || Instant::now() >= until {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
