@@ -183,7 +183,8 @@ pub struct Config {
     /// writes its copies) runs: "serve" (here, in svs serve) or "nodes" (on
     /// a storage node, when every copy of the volume is on storage-node
     /// media, so the bytes never pass through svs serve; else here).
-    /// Default "serve". `SVS_FRONTS`.
+    /// Default "nodes" (the embedded default has no storage node: its
+    /// fronts are all here). `SVS_FRONTS`.
     pub fronts: FrontsMode,
     /// The media svs places slices on (none with `demo`). Only from the
     /// configuration file; media added through the API (`POST /media`)
@@ -469,7 +470,7 @@ impl Default for Config {
             log_format: LogFormat::Text,
             demo: true,
             storage_nodes_only: false,
-            fronts: FrontsMode::Serve,
+            fronts: FrontsMode::Nodes,
             media: Vec::new(),
             nodes: Vec::new(),
         }
@@ -972,7 +973,7 @@ mod tests {
 
     #[test]
     fn fronts_run_in_serve_by_default_or_on_storage_nodes() {
-        assert_eq!(Config::default().fronts, FrontsMode::Serve);
+        assert_eq!(Config::default().fronts, FrontsMode::Nodes);
         let config = load_file("demo = true\nfronts = \"nodes\"\n").unwrap();
         assert_eq!(config.fronts, FrontsMode::Nodes);
         let err = load_file("demo = true\nfronts = \"hosts\"\n").unwrap_err();

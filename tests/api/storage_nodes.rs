@@ -267,6 +267,12 @@ pub(crate) fn storage_nodes_config(more: &[&str]) -> TestConfig {
         format!("storage_node_timeout = \"{}s\"", TIMEOUT.as_secs()),
         "media_check_period = \"1h\"".into(),
     ];
+    // These tests pin where fronts run: `svs serve` unless they say
+    // otherwise (the default, "nodes", has its own tests: front_on_node.rs
+    // and node_moves.rs).
+    if !more.iter().any(|s| s.trim_start().starts_with("fronts")) {
+        settings.push("fronts = \"serve\"".into());
+    }
     settings.extend(more.iter().map(|s| s.to_string()));
     TestConfig {
         media: vec![medium("m1", "host-0", "z0", 1)],

@@ -394,4 +394,23 @@ mod tests {
             .for_nodes(&["sn-1"])
             .is_empty());
     }
+
+    #[test]
+    fn grants_come_a_quarter_second_of_the_lowest_rate_at_a_time_and_stop_when_cancelled() {
+        assert!(CopyGrants::new(&crate::CopyOptions::default()).is_none());
+        let budget = Arc::new(RateBudget::new(64 << 20));
+        let options = crate::CopyOptions {
+            rate_limit: Some(1 << 30),
+            budgets: vec![Arc::clone(&budget)],
+            ..crate::CopyOptions::default()
+        };
+        let grants = CopyGrants::new(&options).expect("throttled");
+        assert_eq!(grants.next(0).expect("granted"), 16 << 20);
+        assert_eq!(grants.next(20 << 20).expect("granted"), 36 << 20);
+        options.cancel.cancel();
+        assert!(matches!(
+            grants.next(36 << 20),
+            Err(crate::DataPlaneError::Cancelled)
+        ));
+    }
 }

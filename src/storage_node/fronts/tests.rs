@@ -14,10 +14,11 @@ struct Node {
     server: svs_sliceproto::SliceServer,
 }
 
-/// A slice server on 127.0.0.1 with media `d1` and `d2`.
+/// A slice server on 127.0.0.1 with media `d1`, `d2` and `d3` (no volume
+/// on `d3`: a move's target).
 fn node() -> Node {
     let dir = tempfile::tempdir().expect("dir");
-    let media = ["d1", "d2"]
+    let media = ["d1", "d2", "d3"]
         .iter()
         .map(|m| {
             let path = dir.path().join(m);
@@ -280,4 +281,208 @@ fn a_failure_is_forgotten_once_the_control_plane_has_the_medium_healthy_again() 
     assert_eq!(media.failed_media(), ["d1"]);
     forget_recovered_failures(&media, &[spec(&[])]);
     assert!(media.failed_media().is_empty());
+}
+
+/// One call to the node's fronts as the control plane sends it.
+fn front_call(
+    calls: &FrontCalls,
+    epoch: u64,
+    call: &str,
+    op: serde_json::Value,
+) -> std::io::Result<serde_json::Value> {
+    use svs_sliceproto::FrontControl;
+    let request = serde_json::json!({"call": call, "epoch": epoch, "op": op});
+    let reply = calls.call("v1", request.to_string().as_bytes())?;
+    Ok(serde_json::from_slice(&reply).expect("an answer"))
+}
+
+/// Runs `f` off the runtime (front calls block).
+async fn off<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.expect("joined")
+}
+
+/// The control plane's calls on a front open here: refused at another
+/// epoch or when not JSON; a snapshot taken; a move of a slice with
+/// snapshots refused (not yet), then, the snapshot gone, a live move of
+/// copy 1 to medium d3 in its phases: begun (the node of d3 given), filled
+/// within its grant (answered "running" once it used the grant up), switched
+/// (the front's layout follows), finished. The node's later answers, which
+/// name the old layout and then the new one, do not reopen the front.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_take_a_snapshot_and_move_a_slice_on_the_open_front() {
+    let node = node();
+    let (registry, _media, _failed) = front_registry();
+    let calls = Arc::new(FrontCalls::new(Arc::clone(registry.data_plane())));
+    let mut fronts = Fronts::new(Arc::clone(&calls));
+    let old = spec(&node, 3, &["e1"]);
+    create_slices(&registry, &old).await;
+    follow(&registry, &mut fronts, &answer(vec![old.clone()]), None).await;
+    assert_eq!(open_report(&fronts), vec![("v1".into(), 3, String::new())]);
+    let io = registry.volume_io("v1").expect("open");
+    let data: Vec<u8> = (0..3 << 20).map(|i| (i % 251) as u8).collect();
+    {
+        let (io, data) = (Arc::clone(&io), data.clone());
+        off(move || io.write(0, &data, true))
+            .await
+            .expect("written");
+    }
+
+    let c = Arc::clone(&calls);
+    let e = off(move || front_call(&c, 4, "a", serde_json::json!({"do": "snapshot", "id": 1})))
+        .await
+        .expect_err("another epoch");
+    assert_eq!(e.kind(), std::io::ErrorKind::NotConnected);
+    assert_eq!(
+        e.to_string(),
+        "the front of volume v1 runs here at epoch 3, not 4"
+    );
+    let c = Arc::clone(&calls);
+    let e = off(move || {
+        use svs_sliceproto::FrontControl;
+        c.call("v1", b"{")
+    })
+    .await
+    .expect_err("not JSON");
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(e.to_string().starts_with("not a front call: "), "{e}");
+
+    let c = Arc::clone(&calls);
+    let done = off(move || front_call(&c, 3, "b", serde_json::json!({"do": "snapshot", "id": 1})))
+        .await
+        .expect("snapshot");
+    assert_eq!(done["running"], false, "{done}");
+    let begin = serde_json::json!({"do": "begincopy", "rebuild": false, "copy": 1, "column": 0,
+        "medium": "d3", "resumefrom": 0, "node": {"node": "sn-1",
+        "sliceaddress": node.server.local_addr().to_string(), "slicecredential": SECRET,
+        "media": ["d3"]}});
+    let (c, b) = (Arc::clone(&calls), begin.clone());
+    let e = off(move || front_call(&c, 3, "c", b))
+        .await
+        .expect_err("snapshots");
+    assert_eq!(e.kind(), std::io::ErrorKind::Unsupported, "{e}");
+    assert!(
+        e.to_string()
+            .contains("cannot move to or from a storage node yet"),
+        "{e}"
+    );
+    let c = Arc::clone(&calls);
+    off(move || {
+        front_call(
+            &c,
+            3,
+            "d",
+            serde_json::json!({"do": "deletesnapshot", "id": 1}),
+        )
+    })
+    .await
+    .expect("snapshot deleted");
+
+    let (c, b) = (Arc::clone(&calls), begin);
+    let began = off(move || front_call(&c, 3, "move", b))
+        .await
+        .expect("begun");
+    assert_eq!(
+        began["began"],
+        serde_json::json!({"startsat": 0, "inplace": false})
+    );
+    let c = Arc::clone(&calls);
+    let first = off(move || {
+        front_call(
+            &c,
+            3,
+            "fill",
+            serde_json::json!({"do": "fill", "copy": "move",
+            "checkpointbytes": 1 << 20, "grant": 1 << 20}),
+        )
+    })
+    .await
+    .expect("filling");
+    assert_eq!(first["running"], true, "{first}");
+    let copied = first["progress"]["copied"].as_u64().expect("copied");
+    assert!((1 << 20..3 << 20).contains(&copied), "{first}");
+    let c = Arc::clone(&calls);
+    let mut answer_now = off(move || {
+        front_call(
+            &c,
+            3,
+            "fill",
+            serde_json::json!({"do": "poll", "grant": null}),
+        )
+    })
+    .await
+    .expect("filled");
+    while answer_now["running"] == true {
+        let c = Arc::clone(&calls);
+        answer_now = off(move || {
+            front_call(
+                &c,
+                3,
+                "fill",
+                serde_json::json!({"do": "poll", "grant": null}),
+            )
+        })
+        .await
+        .expect("filled");
+    }
+    assert_eq!(answer_now["progress"]["copied"], 3 << 20, "{answer_now}");
+    let c = Arc::clone(&calls);
+    let e = off(move || {
+        front_call(
+            &c,
+            3,
+            "x",
+            serde_json::json!({"do": "switch", "copy": "nope"}),
+        )
+    })
+    .await
+    .expect_err("no such copy");
+    assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+    let c = Arc::clone(&calls);
+    off(move || {
+        front_call(
+            &c,
+            3,
+            "s",
+            serde_json::json!({"do": "switch", "copy": "move"}),
+        )
+    })
+    .await
+    .expect("switched");
+    let moved = vec![vec!["d1".to_string()], vec!["d3".to_string()]];
+    let layout = calls.layout("v1").expect("open");
+    assert_eq!((&layout.media, layout.moving), (&moved, true));
+
+    // An answer before the store commits names the old place: the front
+    // stays open as it is.
+    follow(&registry, &mut fronts, &answer(vec![old.clone()]), None).await;
+    let still = registry.volume_io("v1").expect("open");
+    assert!(Arc::ptr_eq(&io, &still), "the front was opened again");
+    let c = Arc::clone(&calls);
+    off(move || {
+        front_call(
+            &c,
+            3,
+            "f",
+            serde_json::json!({"do": "finish", "copy": "move"}),
+        )
+    })
+    .await
+    .expect("finished");
+    let mut new = old.clone();
+    new.media = moved.clone();
+    new.nodes[0].media.push("d3".into());
+    follow(&registry, &mut fronts, &answer(vec![new]), None).await;
+    let still = registry.volume_io("v1").expect("open");
+    assert!(Arc::ptr_eq(&io, &still), "the front was opened again");
+    assert!(!calls.layout("v1").expect("open").moving);
+    let back = off(move || {
+        let mut back = vec![0; 3 << 20];
+        still.read(0, &mut back).map(|()| back)
+    })
+    .await
+    .expect("read");
+    assert!(back == data, "the moved copy reads back what was written");
+    drop(io);
+    follow(&registry, &mut fronts, &answer(vec![]), None).await;
+    assert!(calls.layout("v1").is_none(), "closed");
 }
