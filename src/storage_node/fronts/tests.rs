@@ -301,6 +301,17 @@ async fn off<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(f).await.expect("joined")
 }
 
+/// [`front_call`] off the runtime.
+async fn ask(
+    calls: &Arc<FrontCalls>,
+    epoch: u64,
+    call: &str,
+    op: serde_json::Value,
+) -> std::io::Result<serde_json::Value> {
+    let (calls, call) = (Arc::clone(calls), call.to_string());
+    off(move || front_call(&calls, epoch, &call, op)).await
+}
+
 /// The control plane's calls on a front open here: refused at another
 /// epoch or when not JSON; a snapshot taken; a move of a slice with
 /// snapshots refused (not yet), then, the snapshot gone, a live move of
@@ -327,10 +338,14 @@ async fn calls_take_a_snapshot_and_move_a_slice_on_the_open_front() {
             .expect("written");
     }
 
-    let c = Arc::clone(&calls);
-    let e = off(move || front_call(&c, 4, "a", serde_json::json!({"do": "snapshot", "id": 1})))
-        .await
-        .expect_err("another epoch");
+    let e = ask(
+        &calls,
+        4,
+        "a",
+        serde_json::json!({"do": "snapshot", "id": 1}),
+    )
+    .await
+    .expect_err("another epoch");
     assert_eq!(e.kind(), std::io::ErrorKind::NotConnected);
     assert_eq!(
         e.to_string(),
@@ -346,17 +361,20 @@ async fn calls_take_a_snapshot_and_move_a_slice_on_the_open_front() {
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
     assert!(e.to_string().starts_with("not a front call: "), "{e}");
 
-    let c = Arc::clone(&calls);
-    let done = off(move || front_call(&c, 3, "b", serde_json::json!({"do": "snapshot", "id": 1})))
-        .await
-        .expect("snapshot");
+    let done = ask(
+        &calls,
+        3,
+        "b",
+        serde_json::json!({"do": "snapshot", "id": 1}),
+    )
+    .await
+    .expect("snapshot");
     assert_eq!(done["running"], false, "{done}");
     let begin = serde_json::json!({"do": "begincopy", "rebuild": false, "copy": 1, "column": 0,
         "medium": "d3", "resumefrom": 0, "node": {"node": "sn-1",
         "sliceaddress": node.server.local_addr().to_string(), "slicecredential": SECRET,
         "media": ["d3"]}});
-    let (c, b) = (Arc::clone(&calls), begin.clone());
-    let e = off(move || front_call(&c, 3, "c", b))
+    let e = ask(&calls, 3, "c", begin.clone())
         .await
         .expect_err("snapshots");
     assert_eq!(e.kind(), std::io::ErrorKind::Unsupported, "{e}");
@@ -365,87 +383,62 @@ async fn calls_take_a_snapshot_and_move_a_slice_on_the_open_front() {
             .contains("cannot move to or from a storage node yet"),
         "{e}"
     );
-    let c = Arc::clone(&calls);
-    off(move || {
-        front_call(
-            &c,
-            3,
-            "d",
-            serde_json::json!({"do": "deletesnapshot", "id": 1}),
-        )
-    })
+    ask(
+        &calls,
+        3,
+        "d",
+        serde_json::json!({"do": "deletesnapshot", "id": 1}),
+    )
     .await
     .expect("snapshot deleted");
 
-    let (c, b) = (Arc::clone(&calls), begin);
-    let began = off(move || front_call(&c, 3, "move", b))
-        .await
-        .expect("begun");
+    let began = ask(&calls, 3, "move", begin).await.expect("begun");
     assert_eq!(
         began["began"],
         serde_json::json!({"startsat": 0, "inplace": false})
     );
-    let c = Arc::clone(&calls);
-    let first = off(move || {
-        front_call(
-            &c,
-            3,
-            "fill",
-            serde_json::json!({"do": "fill", "copy": "move",
+    let first = ask(
+        &calls,
+        3,
+        "fill",
+        serde_json::json!({"do": "fill", "copy": "move",
             "checkpointbytes": 1 << 20, "grant": 1 << 20}),
-        )
-    })
+    )
     .await
     .expect("filling");
     assert_eq!(first["running"], true, "{first}");
     let copied = first["progress"]["copied"].as_u64().expect("copied");
     assert!((1 << 20..3 << 20).contains(&copied), "{first}");
-    let c = Arc::clone(&calls);
-    let mut answer_now = off(move || {
-        front_call(
-            &c,
+    // Unbounded now: asked again until it is done.
+    let answer_now = loop {
+        let a = ask(
+            &calls,
             3,
             "fill",
             serde_json::json!({"do": "poll", "grant": null}),
         )
-    })
-    .await
-    .expect("filled");
-    while answer_now["running"] == true {
-        let c = Arc::clone(&calls);
-        answer_now = off(move || {
-            front_call(
-                &c,
-                3,
-                "fill",
-                serde_json::json!({"do": "poll", "grant": null}),
-            )
-        })
         .await
         .expect("filled");
-    }
+        if a["running"] == false {
+            break a;
+        }
+    };
     assert_eq!(answer_now["progress"]["copied"], 3 << 20, "{answer_now}");
-    let c = Arc::clone(&calls);
-    let e = off(move || {
-        front_call(
-            &c,
-            3,
-            "x",
-            serde_json::json!({"do": "switch", "copy": "nope"}),
-        )
-    })
+    let e = ask(
+        &calls,
+        3,
+        "x",
+        serde_json::json!({"do": "switch", "copy": "nope"}),
+    )
     .await
     .expect_err("no such copy");
     assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
-    let c = Arc::clone(&calls);
-    off(move || {
-        front_call(
-            &c,
-            3,
-            "s",
-            serde_json::json!({"do": "switch", "copy": "move"}),
-        )
-    })
+    ask(
+        &calls,
+        3,
+        "s",
+        serde_json::json!({"do": "switch", "copy": "move"}),
+    )
     .await
     .expect("switched");
     let moved = vec![vec!["d1".to_string()], vec!["d3".to_string()]];
@@ -457,15 +450,12 @@ async fn calls_take_a_snapshot_and_move_a_slice_on_the_open_front() {
     follow(&registry, &mut fronts, &answer(vec![old.clone()]), None).await;
     let still = registry.volume_io("v1").expect("open");
     assert!(Arc::ptr_eq(&io, &still), "the front was opened again");
-    let c = Arc::clone(&calls);
-    off(move || {
-        front_call(
-            &c,
-            3,
-            "f",
-            serde_json::json!({"do": "finish", "copy": "move"}),
-        )
-    })
+    ask(
+        &calls,
+        3,
+        "f",
+        serde_json::json!({"do": "finish", "copy": "move"}),
+    )
     .await
     .expect("finished");
     let mut new = old.clone();
