@@ -361,22 +361,35 @@ impl SliceMove for NodeFrontMove {
 /// (a node polls again at once when `svs serve` starts).
 const OPEN_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The volume's front on its storage node, for a job to steer there: None
-/// when svs serve runs it, when its node can no longer run it (the front
+/// The volume's front on its storage node, for a job to steer there. A
+/// volume without attachment whose copies are all on storage nodes gets a
+/// front on one for the job (`fronts = "nodes"`; the fronts reconciler
+/// closes it once no job works on the volume). None when svs serve runs
+/// the front (or should), when its node can no longer run it (the front
 /// must move anyway), or when the node does not say it has it open at its
-/// epoch (the caller then brings the front into svs serve, as before).
+/// epoch: the caller then brings the front into svs serve, as before.
 pub(super) async fn steered(
     ctx: &super::JobContext,
     volume: &svs_store::Volume,
 ) -> Result<Option<Arc<dyn VolumeIo>>, super::JobError> {
-    let front = ctx.store.volume_front(&volume.id).await?;
-    let Some(node) = front.node else {
-        return Ok(None);
+    let mut front = ctx.store.volume_front(&volume.id).await?;
+    let node = match front.node {
+        Some(node) => {
+            let keeps = ctx.front_mover().node_for(&volume.id, Some(&node)).await?;
+            if keeps.as_deref() != Some(node.as_str()) {
+                return Ok(None);
+            }
+            node
+        }
+        None => {
+            let Some((node, epoch)) = place_for_job(ctx, volume).await? else {
+                return Ok(None);
+            };
+            front.epoch = epoch;
+            node
+        }
     };
-    let keeps = ctx.front_mover().node_for(&volume.id, Some(&node)).await?;
-    if keeps.as_deref() != Some(node.as_str()) {
-        return Ok(None);
-    }
+    // Any report at the epoch will do: a new epoch has none yet.
     let open = ctx
         .fronts
         .wait_open(&node, &volume.id, front.epoch, 0, OPEN_WAIT)
@@ -412,4 +425,35 @@ pub(super) async fn steered(
         (front.epoch, volume.size * svs_domain::GIB),
         nodes,
     ))))
+}
+
+/// Puts the front of a volume without attachment on a storage node for a
+/// job: the node and its epoch, or None (the job runs in svs serve) when
+/// fronts stay in svs serve, the volume is attached or open here, or no
+/// node can take it.
+async fn place_for_job(
+    ctx: &super::JobContext,
+    volume: &svs_store::Volume,
+) -> Result<Option<(String, u64)>, super::JobError> {
+    if ctx.fronts_mode != crate::config::FrontsMode::Nodes
+        || ctx.exports.volume_io(&volume.id).is_some()
+        || ctx
+            .store
+            .all_attachments()
+            .await?
+            .iter()
+            .any(|a| a.volume_id == volume.id)
+    {
+        return Ok(None);
+    }
+    let mover = ctx.front_mover();
+    let Some(node) = mover.node_for(&volume.id, None).await? else {
+        return Ok(None);
+    };
+    let Some(epoch) = mover.to_node(volume, &node).await? else {
+        return Ok(None);
+    };
+    tracing::info!(volume = %volume.name, node, epoch,
+        "the volume's front opens on a storage node for the job");
+    Ok(Some((node, epoch)))
 }

@@ -129,10 +129,7 @@ pub(super) async fn copy_step(
         ctx.progress(job, band.at(0, 0), &status).await?;
         let started = Instant::now();
         let io = ctx.front_io(volume).await?;
-        // A front on a storage node runs for attached hosts only (the
-        // job's own I/O brings it into svs serve otherwise).
-        let on_node = ctx.store.volume_front(&volume.id).await?.node.is_some();
-        let attached_at_start = on_node || ctx.exports.is_attached(&volume.id);
+        let attached_at_start = is_attached(ctx, volume).await?;
         let copy = StepCopyRun {
             ctx,
             job,
@@ -144,7 +141,7 @@ pub(super) async fn copy_step(
         };
         let stats = copy.run(&io, &key, &target).await?;
         // Said of an attached volume only: a job's own I/O is not use.
-        let attached = attached_at_start || ctx.exports.is_attached(&volume.id);
+        let attached = attached_at_start || is_attached(ctx, volume).await?;
         drop(io);
         info!(slice = %label, secs = started.elapsed().as_secs_f64(), copied = stats.copied(),
             compared = stats.compared(), rewritten = stats.rewritten(),
@@ -174,6 +171,22 @@ pub(super) async fn copy_step(
         ctx.store.finish_step(step.id).await?;
     }
     Ok(())
+}
+
+/// Whether the volume is attached now (exported here, or by its front on
+/// a storage node).
+async fn is_attached(ctx: &JobContext, volume: &Volume) -> Result<bool, JobError> {
+    if ctx.exports.is_attached(&volume.id) {
+        return Ok(true);
+    }
+    let on_node = ctx.store.volume_front(&volume.id).await?.node.is_some();
+    Ok(on_node
+        && ctx
+            .store
+            .all_attachments()
+            .await?
+            .iter()
+            .any(|a| a.volume_id == volume.id && a.state == "Attached"))
 }
 
 /// The slice a step works on, and its data-plane name.

@@ -2,7 +2,9 @@
 //! whose storage node can no longer run it (Offline, or without a front
 //! address) moves to another node holding a copy, or into svs serve when none
 //! can; a front that a job brought into svs serve goes back to a storage
-//! node once no job works on the volume. Each move takes a new front epoch
+//! node once no job works on the volume; a front a job opened on a node for
+//! a volume without attachment closes once no job works on it. Each move
+//! takes a new front epoch
 //! (the front it leaves is fenced, alive or not) and the hosts' devices
 //! follow the attachment's new address.
 
@@ -61,6 +63,26 @@ impl FrontPlacement {
     }
 }
 
+impl FrontPlacement {
+    /// Closes the front a job opened on a storage node for a volume
+    /// without attachment, once no job works on the volume (an attachment
+    /// made meanwhile keeps it); true when it did.
+    async fn close_job_front(&self, volume_id: &str) -> Result<bool, StoreError> {
+        let Some(_quiet) = self.activity.try_quiet(volume_id) else {
+            return Ok(false);
+        };
+        let closed = self.mover.store.clear_unattached_front(volume_id).await?;
+        if closed {
+            self.mover.changes.notify();
+            info!(
+                volume = volume_id,
+                "the volume's front on a storage node closes: no job works on it"
+            );
+        }
+        Ok(closed)
+    }
+}
+
 #[async_trait]
 impl Reconciler for FrontPlacement {
     fn name(&self) -> &'static str {
@@ -87,6 +109,11 @@ impl Reconciler for FrontPlacement {
                 Ok(true) => moved += 1,
                 Ok(false) | Err(StoreError::NotFound) => {}
                 Err(e) => return Err(e.into()),
+            }
+        }
+        for volume_id in self.mover.store.unattached_fronts().await? {
+            if self.close_job_front(&volume_id).await? {
+                moved += 1;
             }
         }
         Ok(moved)

@@ -656,3 +656,49 @@ async fn a_move_on_the_front_s_node_goes_on_while_svs_serve_is_killed_and_restar
     moving.assert_moved().await;
     moving.assert_front_stayed().await;
 }
+
+/// A volume without attachment, its copies on storage nodes: the resize's
+/// move runs on a front the job opens on a storage node (the copy goes from
+/// node to node, never through `svs serve`), which closes once the job is
+/// over. Attached again, the volume holds every byte written before, and
+/// both copies are exact.
+#[tokio::test]
+async fn an_unattached_volume_s_move_runs_on_a_front_opened_on_a_node_for_the_job() {
+    let mut moving = Moving::start(Front::Node).await;
+    let job = moving
+        .app
+        .delete_and_wait("/volumes/data/snapshots/top/attachments/host-0")
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    let job_id = moving.start_resize().await;
+    let job = moving.app.wait_job(&job_id).await;
+    assert_eq!(job["state"], "Done", "{job}\n{}", moving.app.log());
+    assert!(
+        details(&job)
+            .iter()
+            .any(|d| d == &format!("Moved {MOVED}: copy verified chunk by chunk")),
+        "{job}"
+    );
+    let closed = eventually(Duration::from_secs(30), || async {
+        moving
+            .app
+            .log()
+            .contains("the volume's front on a storage node closes: no job works on it")
+    })
+    .await;
+    let log = moving.app.log();
+    assert!(closed, "{log}");
+    for step in [
+        "the volume's front opens on a storage node for the job",
+        "the job runs on the volume's front on its storage node",
+    ] {
+        assert!(log.contains(step), "{step}:\n{log}");
+    }
+    assert!(
+        !log.contains("the volume's front is in svs serve"),
+        "the job ran in svs serve:\n{log}"
+    );
+    let a = crate::attach::attach(&moving.app, "data", "host-0", false).await;
+    moving.uri = crate::attach::uri(&a);
+    moving.assert_moved().await;
+}

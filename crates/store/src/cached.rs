@@ -294,6 +294,10 @@ impl<S: Store> FrontStore for CachedStore<S> {
         self.inner.node_fronts(node).await
     }
 
+    async fn unattached_fronts(&self) -> StoreResult<Vec<String>> {
+        self.inner.unattached_fronts().await
+    }
+
     async fn front_counts(&self) -> StoreResult<HashMap<String, u64>> {
         self.inner.front_counts().await
     }

@@ -178,9 +178,12 @@ pub trait FrontStore: Send + Sync {
     /// one statement, so an attachment made meanwhile keeps it); true when
     /// it cleared one.
     async fn clear_unattached_front(&self, volume_id: &str) -> StoreResult<bool>;
-    /// The fronts wanted of a node: each volume whose front node it is and
-    /// that has at least one attachment, by volume id.
+    /// The fronts wanted of a node: each volume whose front node it is, by
+    /// volume id (one without attachments has its front there for a job).
     async fn node_fronts(&self, node: &str) -> StoreResult<Vec<NodeFront>>;
+    /// Volumes with a front node and no attachment (a front placed for a
+    /// job, or left by one), by id.
+    async fn unattached_fronts(&self) -> StoreResult<Vec<String>>;
     /// How many volumes' fronts each node runs (nodes running none: absent).
     async fn front_counts(&self) -> StoreResult<HashMap<String, u64>>;
 }

@@ -431,8 +431,14 @@ pub async fn a_volume_front_node_is_wanted_of_it_while_the_volume_is_attached(st
         front(Some("sn-1"), 0)
     );
     assert_eq!(store.front_counts().await.expect("counts")["sn-1"], 1);
-    // Not attached: nothing is wanted of the node yet.
-    assert!(store.node_fronts("sn-1").await.expect("fronts").is_empty());
+    // Not attached: wanted of the node for a job, without exports.
+    let fronts = store.node_fronts("sn-1").await.expect("fronts");
+    assert_eq!(fronts.len(), 1);
+    assert!(fronts[0].attachments.is_empty());
+    assert_eq!(
+        store.unattached_fronts().await.expect("unattached"),
+        vec![volume.clone()]
+    );
     let job = store
         .create_attachment(
             &NewAttachment {
@@ -478,6 +484,11 @@ pub async fn a_volume_front_node_is_wanted_of_it_while_the_volume_is_attached(st
         Some("127.0.0.2:10809")
     );
     assert!(store.node_fronts("sn-2").await.expect("fronts").is_empty());
+    assert!(store
+        .unattached_fronts()
+        .await
+        .expect("unattached")
+        .is_empty());
     // Still attached: the front stays.
     assert!(!store.clear_unattached_front(&volume).await.expect("kept"));
     store

@@ -50,8 +50,7 @@ impl FrontStore for SqliteStore {
     async fn node_fronts(&self, node: &str) -> StoreResult<Vec<NodeFront>> {
         // The writer: a poll answering right after an attach must see it.
         let volumes = sqlx::query(
-            "SELECT id, front_epoch, size_gib FROM volumes v WHERE front_node = ? \
-             AND EXISTS (SELECT 1 FROM attachments a WHERE a.volume_id = v.id) ORDER BY id",
+            "SELECT id, front_epoch, size_gib FROM volumes WHERE front_node = ? ORDER BY id",
         )
         .bind(node)
         .fetch_all(&self.writer)
@@ -78,6 +77,18 @@ impl FrontStore for SqliteStore {
             });
         }
         Ok(fronts)
+    }
+
+    async fn unattached_fronts(&self) -> StoreResult<Vec<String>> {
+        let rows = sqlx::query(
+            "SELECT id FROM volumes v WHERE front_node IS NOT NULL \
+             AND NOT EXISTS (SELECT 1 FROM attachments a WHERE a.volume_id = v.id) ORDER BY id",
+        )
+        .fetch_all(&self.writer)
+        .await?;
+        rows.iter()
+            .map(|r| r.try_get("id").map_err(StoreError::from))
+            .collect()
     }
 
     async fn front_counts(&self) -> StoreResult<HashMap<String, u64>> {
