@@ -717,10 +717,14 @@ impl VolumeIo for LocalVolumeIo {
 
     fn is_near(&self) -> bool {
         self.all_slices().all(|slice| {
-            slice.is_lost()
-                || slice
-                    .read_state()
-                    .map_or(true, |s| s.live.as_ref().is_none_or(|live| live.is_near()))
+            if slice.is_lost() {
+                // A write that skips it waits for its loss to be recorded
+                // (a round trip to the control plane): not near until then.
+                return slice.pending_loss().is_none();
+            }
+            slice
+                .read_state()
+                .map_or(true, |s| s.live.as_ref().is_none_or(|live| live.is_near()))
         })
     }
 

@@ -65,6 +65,7 @@ fn write_on_thread(io: &Arc<LocalVolumeIo>, byte: u8) -> mpsc::Receiver<std::io:
 fn a_write_that_skips_a_lost_copy_is_answered_only_once_the_loss_is_recorded() {
     let (_dir, io, failures) = mirrored();
     io.write(0, &[1u8; 4096], false).expect("both copies");
+    assert!(io.is_near(), "two local copies");
     io.slices[0][1].hooks.broken.store(true, Ordering::Release);
 
     let first = write_on_thread(&io, 2);
@@ -88,7 +89,11 @@ fn a_write_that_skips_a_lost_copy_is_answered_only_once_the_loss_is_recorded() {
     };
     assert!(flushed.recv_timeout(SHORT).is_err());
 
+    // Writes wait for the record: not near (an NBD server does not run
+    // them inline on the connection's task).
+    assert!(!io.is_near());
     record.recorded();
+    assert!(io.is_near(), "the copy's loss is recorded: near again");
     first
         .recv_timeout(LONG)
         .expect("answered")
