@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 const JOB_RUNNER: &str = "jobs";
 /// Each reconciler and its period: cheap checks run more often.
-const RECONCILERS: [(&str, u64); 6] = [
+const RECONCILERS: [(&str, u64); 7] = [
     ("reconcile-media-health", 5),
     ("reconcile-exports", 60),
     ("reconcile-orphaned-copies", 60),
@@ -15,6 +15,8 @@ const RECONCILERS: [(&str, u64); 6] = [
     ("reconcile-refresh-tokens", 60),
     // A fifth of storage_node_timeout (10 s).
     ("reconcile-storage-nodes", 2),
+    // With the default `fronts = "nodes"`: as often as the nodes'.
+    ("reconcile-fronts", 2),
 ];
 
 async fn workers(app: &TestApp) -> Vec<Value> {
