@@ -160,6 +160,11 @@ time_cp() {
     rm -f "$DST"
     settle "$SRC"
     (cd "$BENCH_DIR" && python3 rebuild_bench.py cp "$SRC" "$DST") | tee -a "$RESULTS"
+    # The same bytes over TCP to the target node's address, as a rebuild
+    # carries them (no verification): the transport's own cost.
+    rm -f "$DST"
+    settle "$SRC"
+    (cd "$BENCH_DIR" && python3 rebuild_bench.py net "$SRC" "$DST" "$1") | tee -a "$RESULTS"
 }
 # `time_rebuild R`: loses sn-(R+1)'s copy, rebuilds it on sn-(R+2).
 time_rebuild() {
@@ -187,11 +192,11 @@ for r in $(seq "$ROUNDS"); do
     copies="$(api copies "$VOLUME")"
     [[ "$copies" == "sn-1 sn-$((r + 1))" ]] || { echo "copies not on sn-1 and sn-$((r + 1)): $copies" >&2; exit 1; }
     if ((r % 2)); then
-        time_cp
+        time_cp "127.0.0.$((r + 3))"
         time_rebuild "$r"
     else
         time_rebuild "$r"
-        time_cp
+        time_cp "127.0.0.$((r + 3))"
     fi
 done
 

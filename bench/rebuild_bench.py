@@ -22,18 +22,27 @@ subcommand each (python3 stdlib only; progress on stderr, results on stdout):
       `cp SRC DST`, then `sync DST` (an fsync of DST: a rebuilt copy is
       durable before the job is Done); prints `cp SECS CPU`: the wall time of
       both and their CPU seconds.
+  rebuild_bench.py net SRC DST ADDRESS
+      the same bytes over TCP, as a rebuild carries them between two nodes:
+      a receiver listening on ADDRESS (an IP of this machine: the target
+      node's) writes DST in 1 MiB pieces and fsyncs it, a sender reads SRC
+      and sends it; no verification. Prints `net SECS CPU` (this process's
+      CPU seconds, both ends).
   rebuild_bench.py summary BYTES RESULTS
-      RESULTS holds the lines `rebuild ...` and `cp ...` of the rounds;
-      prints each round and the medians in MB/s (10^6 bytes per second of
-      BYTES, the data written to the volume) and the ratio rebuild / cp
-      (issue 21's target: >= 0.8x).
+      RESULTS holds the lines `rebuild ...`, `cp ...` and (when measured)
+      `net ...` of the rounds; prints each round and the medians in MB/s
+      (10^6 bytes per second of BYTES, the data written to the volume) and
+      the ratios rebuild / cp (issue 21's target: >= 0.8x) and rebuild /
+      net.
 """
 
 import datetime
 import os
+import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 from svs_api import Api, ApiError
@@ -142,12 +151,49 @@ def cp(src, dst):
     print(f"cp {secs:.3f} {children_cpu_secs() - cpu0:.2f}")
 
 
+PIECE = 1 << 20
+
+
+def net(src, dst, address):
+    listener = socket.create_server((address, 0))
+    port = listener.getsockname()[1]
+    failed = []
+
+    def receive():
+        try:
+            conn, _ = listener.accept()
+            with conn, open(dst, "wb") as out:
+                while True:
+                    piece = conn.recv(PIECE)
+                    if not piece:
+                        break
+                    out.write(piece)
+                out.flush()
+                os.fsync(out.fileno())
+        except OSError as e:
+            failed.append(e)
+
+    cpu0 = time.process_time()
+    started = time.perf_counter()
+    receiver = threading.Thread(target=receive)
+    receiver.start()
+    with socket.create_connection((address, port)) as conn, open(src, "rb") as f:
+        while piece := f.read(PIECE):
+            conn.sendall(piece)
+    receiver.join()
+    secs = time.perf_counter() - started
+    listener.close()
+    if failed:
+        sys.exit(f"rebuild_bench.py net: {failed[0]}")
+    print(f"net {secs:.3f} {time.process_time() - cpu0:.2f}")
+
+
 def mbs(data_bytes, secs):
     return data_bytes / secs / 1e6
 
 
 def summary(data_bytes, results):
-    rebuilds, cps = [], []
+    rebuilds, cps, nets = [], [], []
     with open(results) as f:
         for line in f:
             fields = line.split()
@@ -155,6 +201,8 @@ def summary(data_bytes, results):
                 rebuilds.append(fields[1:])
             elif fields and fields[0] == "cp":
                 cps.append(fields[1:])
+            elif fields and fields[0] == "net":
+                nets.append(fields[1:])
     if not rebuilds or len(rebuilds) != len(cps):
         sys.exit(f"rebuild_bench.py: {len(rebuilds)} rebuilds and {len(cps)} cp runs in {results}")
     print(f"\n== rebuild of a lost copy onto another node vs cp + fsync, {data_bytes / 1e6:,.0f} MB")
@@ -164,6 +212,12 @@ def summary(data_bytes, results):
             f"  round {i}: rebuild {mbs(data_bytes, secs):,.0f} MB/s ({secs:.2f}s job, {wall:.2f}s "
             f"request to Done seen; CPU s: svs serve {r[2]}, source node {r[3]}, target node {r[4]}); "
             f"cp + fsync {mbs(data_bytes, float(c[0])):,.0f} MB/s ({float(c[0]):.2f}s, CPU {c[1]} s)"
+            + (
+                f"; over TCP + fsync {mbs(data_bytes, float(nets[i - 1][0])):,.0f} MB/s "
+                f"({float(nets[i - 1][0]):.2f}s, CPU {nets[i - 1][1]} s)"
+                if len(nets) >= i
+                else ""
+            )
         )
     rebuild_mbs = statistics.median(mbs(data_bytes, float(r[0])) for r in rebuilds)
     cp_mbs = statistics.median(mbs(data_bytes, float(c[0])) for c in cps)
@@ -175,6 +229,10 @@ def summary(data_bytes, results):
     print(f"  | rebuild of a lost copy onto another storage node | {rebuild_mbs:,.0f} |")
     print(f"  | cp + fsync of the same data, same filesystem | {cp_mbs:,.0f} |")
     print(f"  | rebuild / cp + fsync (target >= {TARGET_RATIO}x) | {ratio:.2f}x ({verdict}) |")
+    if nets:
+        net_mbs = statistics.median(mbs(data_bytes, float(n[0])) for n in nets)
+        print(f"  | the same bytes over TCP to the target's address + fsync, unverified | {net_mbs:,.0f} |")
+        print(f"  | rebuild / over TCP + fsync | {rebuild_mbs / net_mbs:.2f}x |")
 
 
 def main():
@@ -185,6 +243,8 @@ def main():
     cmd, rest = args[0], args[1:]
     if cmd == "cp" and len(rest) == 2:
         return cp(*rest)
+    if cmd == "net" and len(rest) == 3:
+        return net(*rest)
     if cmd == "summary" and len(rest) == 2:
         return summary(int(rest[0]), rest[1])
     if len(rest) < 4:
