@@ -51,7 +51,26 @@ pub(super) async fn resize_volume(
     let move_count = moves.len();
     for (i, step) in moves.iter().enumerate() {
         ctx.check_stopping()?;
-        if let Err(e) = copy_step(ctx, job, &volume, step, (i, move_count), StepCopy::Move).await {
+        let mut moved = copy_step(ctx, job, &volume, step, (i, move_count), StepCopy::Move).await;
+        if let Err(e) = &moved {
+            if !matches!(e, JobError::Stopping) {
+                if let Some(step) = source_lost(ctx, &volume.id, job.id, step).await? {
+                    // The moved copy died under the move (its node or its
+                    // medium): the move goes on as a rebuild of that copy
+                    // onto the same target, from a healthy copy of its
+                    // column.
+                    warn!(error = %e, "the copy being moved was lost: rebuilding it on the target instead");
+                    let detail = format!(
+                        "The copy being moved was lost ({e}); rebuilding it on {} from a healthy copy",
+                        step.to_medium.as_deref().unwrap_or_default()
+                    );
+                    ctx.store.add_job_detail(job.id, &detail).await?;
+                    moved = copy_step(ctx, job, &volume, &step, (i, move_count), StepCopy::Rebuild)
+                        .await;
+                }
+            }
+        }
+        if let Err(e) = moved {
             if !matches!(e, JobError::Stopping) {
                 discard_unswitched_copies(ctx, &volume.id, job.id).await;
             }
@@ -159,6 +178,44 @@ async fn grow_filesystem(
 /// the slice's placement (complete or partial), and the old copy of a slice
 /// that did switch. What this misses (the store was unreachable, say), the
 /// orphaned-copies reconciler removes later.
+/// How long a failed move waits for the loss of the copy it moved to be
+/// recorded (the front records it as it fails the copy).
+const LOSS_RECORD_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The step again, as the store has it now, when its move failed because
+/// the copy it moved is lost while another copy of its column is healthy
+/// (a rebuild can take over); None otherwise.
+async fn source_lost(
+    ctx: &JobContext,
+    volume_id: &str,
+    job_id: i64,
+    step: &ResizeStep,
+) -> Result<Option<ResizeStep>, JobError> {
+    let deadline = tokio::time::Instant::now() + LOSS_RECORD_WAIT;
+    loop {
+        let rows = ctx.store.volume_slices(volume_id).await?;
+        let Some(row) = rows.iter().find(|r| r.slice.id == step.slice_id) else {
+            return Ok(None);
+        };
+        if row.lost {
+            let column_healthy = rows.iter().any(|r| {
+                r.slice.column == row.slice.column && r.slice.id != row.slice.id && !r.lost
+            });
+            if !column_healthy {
+                return Ok(None);
+            }
+            let now = ctx.store.resize_steps(job_id).await?;
+            return Ok(now
+                .into_iter()
+                .find(|s| s.id == step.id && s.state == StepState::Planned));
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(None);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
 async fn discard_unswitched_copies(ctx: &JobContext, volume_id: &str, job_id: i64) {
     let Ok(current) = ctx.store.resize_steps(job_id).await else {
         return;
