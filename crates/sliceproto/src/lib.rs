@@ -58,7 +58,7 @@
 //! | 52 | 4 | column |
 //! | 56 | 2 | medium length (≤ 255) |
 //! | 58 | 2 | volume id length (≤ 255) |
-//! | 60 | 4 | payload length (≤ max payload; only `Write` has one) |
+//! | 60 | 4 | payload length (≤ max payload; only `Write` and `FrontCall` have one) |
 //! | 64 | … | medium, volume id, payload |
 //!
 //! A slice is named by (medium, volume id, copy, column): a node holds
@@ -85,7 +85,10 @@
 //! (start u64, end u64). `Snapshots`: (id u64, size u64, used bytes u64).
 //! `SnapshotIds`: u64 each. `SnapshotMapSince`: end u64, then the map
 //! bytes. `Digest`, `RangeDigest`: u128. `StoredSlices`: (copy u32, column u32, partial u8,
-//! volume id length u8, volume id). Reads: the bytes.
+//! volume id length u8, volume id). Reads: the bytes. `FrontCall`: the
+//! node's answer, as opaque as the call (its medium is empty, its volume
+//! id the volume whose front is called; the node's `FrontControl` reads
+//! both, and refuses with `EOPNOTSUPP` while it runs no fronts).
 //!
 //! ## Bounds and errors
 //!
