@@ -17,7 +17,6 @@
 //! acknowledged write.
 
 use crate::front_calls_wire::{BeganCopy, CopyProgress, FrontAnswer, FrontCall, FrontOp};
-use crate::fronts_wire::FrontNode;
 use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -77,7 +76,8 @@ pub struct FrontCalls {
     /// Shared with the calls' threads (a switch moves the layout).
     fronts: Arc<Mutex<HashMap<String, OpenFront>>>,
     calls: Mutex<HashMap<String, Arc<Call>>>,
-    copies: Mutex<HashMap<String, Arc<CopySession>>>,
+    /// Shared with the calls' threads (a begin replaces a slice's copy).
+    copies: Arc<Mutex<HashMap<String, Arc<CopySession>>>>,
 }
 
 /// One call running (or answered and not asked again yet).
@@ -144,7 +144,7 @@ impl FrontCalls {
             media,
             fronts: Arc::default(),
             calls: Mutex::default(),
-            copies: Mutex::default(),
+            copies: Arc::default(),
         }
     }
 
@@ -354,36 +354,53 @@ impl FrontCalls {
                 resumefrom,
                 node,
             } => {
-                if let Some(node) = node {
-                    self.reach(volume, node, roots);
-                }
-                // Its control plane's earlier copy of the slice (left by a
-                // restart) goes first: only one copy of a slice at a time.
-                self.forget_copies(|s| s.volume == volume && s.copy == copy && s.column == column);
-                let kind = if rebuild {
-                    SliceCopyKind::Rebuild
-                } else {
-                    SliceCopyKind::Move
+                let (media, fronts, copies) = (
+                    Arc::clone(&self.media),
+                    Arc::clone(&self.fronts),
+                    Arc::clone(&self.copies),
+                );
+                let (volume, id, roots) = (volume.to_string(), id.to_string(), roots.to_vec());
+                // On the call's thread: reaching a node, and a running
+                // phase of an earlier copy ending, may take longer than a
+                // request may.
+                let work = move || {
+                    if let Some(node) = node {
+                        // The node a copy goes to (asked for its media).
+                        super::add_nodes(media.as_ref(), &volume, &[node], &roots);
+                    }
+                    // Its control plane's earlier copy of the slice (left
+                    // by a restart) goes first: one copy of a slice at a
+                    // time.
+                    for old in take_copies(&copies, |s| {
+                        s.volume == volume && s.copy == copy && s.column == column
+                    }) {
+                        old.forget();
+                    }
+                    let kind = if rebuild {
+                        SliceCopyKind::Rebuild
+                    } else {
+                        SliceCopyKind::Move
+                    };
+                    let moving = io
+                        .begin_slice_copy(kind, copy, column, &medium, resumefrom)
+                        .map_err(data_plane_error)?;
+                    let began = BeganCopy {
+                        startsat: moving.starts_at(),
+                        inplace: moving.in_place(),
+                    };
+                    let from = lock(&fronts)
+                        .get(&volume)
+                        .and_then(|f| f.media.get(copy as usize)?.get(column as usize).cloned())
+                        .unwrap_or_default();
+                    let mut session = CopySession::new(&volume, copy, column, moving);
+                    session.places = (from, medium, rebuild);
+                    lock(&copies).insert(id, Arc::new(session));
+                    Ok(FrontAnswer {
+                        began: Some(began),
+                        ..FrontAnswer::default()
+                    })
                 };
-                let moving = io
-                    .begin_slice_copy(kind, copy, column, &medium, resumefrom)
-                    .map_err(data_plane_error)?;
-                let began = BeganCopy {
-                    startsat: moving.starts_at(),
-                    inplace: moving.in_place(),
-                };
-                let from = lock(&self.fronts)
-                    .get(volume)
-                    .and_then(|f| f.media.get(copy as usize)?.get(column as usize).cloned())
-                    .unwrap_or_default();
-                let mut session = CopySession::new(volume, copy, column, moving);
-                session.places = (from, medium, rebuild);
-                lock(&self.copies).insert(id.to_string(), Arc::new(session));
-                let answer = FrontAnswer {
-                    began: Some(began),
-                    ..none()
-                };
-                (Box::new(move || Ok(answer)), None)
+                (Box::new(work), None)
             }
             FrontOp::Fill {
                 copy,
@@ -466,25 +483,10 @@ impl FrontCalls {
         })
     }
 
-    /// Adds the node a copy goes to (blocking: the node is asked for its
-    /// media).
-    fn reach(&self, volume: &str, node: FrontNode, roots: &[String]) {
-        super::add_nodes(self.media.as_ref(), volume, &[node], roots);
-    }
-
     /// Drops the copies `which` selects (blocking): a fill stops, a copy
     /// not switched goes back to its old place.
     fn forget_copies(&self, which: impl Fn(&CopySession) -> bool) {
-        let gone: Vec<Arc<CopySession>> = {
-            let mut copies = lock(&self.copies);
-            let ids: Vec<String> = copies
-                .iter()
-                .filter(|(_, s)| which(s))
-                .map(|(id, _)| id.clone())
-                .collect();
-            ids.iter().filter_map(|id| copies.remove(id)).collect()
-        };
-        for session in gone {
+        for session in take_copies(&self.copies, which) {
             session.forget();
         }
     }
@@ -497,11 +499,33 @@ impl FrontCalls {
         let stale = |s: &CopySession| {
             !s.switched.load(Ordering::SeqCst) && lock(&s.heard).elapsed() > LEASE
         };
-        if lock(&self.copies).values().any(|s| stale(s)) {
+        let gone = take_copies(&self.copies, stale);
+        if !gone.is_empty() {
             tracing::warn!("a slice copy's control plane stopped asking about it: it is dropped");
-            self.forget_copies(stale);
+            // Off the request: a running phase may take a while to end.
+            let dropping = std::thread::Builder::new()
+                .name("front-copy-drop".into())
+                .spawn(move || gone.iter().for_each(|s| s.forget()));
+            if let Err(e) = dropping {
+                tracing::warn!(error = %e, "cannot drop the copies on a thread of their own");
+            }
         }
     }
+}
+
+/// Takes the copies `which` selects out of the sessions (for the caller to
+/// forget).
+fn take_copies(
+    copies: &Mutex<HashMap<String, Arc<CopySession>>>,
+    which: impl Fn(&CopySession) -> bool,
+) -> Vec<Arc<CopySession>> {
+    let mut copies = lock(copies);
+    let ids: Vec<String> = copies
+        .iter()
+        .filter(|(_, s)| which(s))
+        .map(|(id, _)| id.clone())
+        .collect();
+    ids.iter().filter_map(|id| copies.remove(id)).collect()
 }
 
 /// Copy (`copy`, `column`) of the volume's front now does its I/O on
