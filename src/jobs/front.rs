@@ -134,7 +134,11 @@ impl FrontMover {
         Ok(())
     }
 
-    async fn attachments(&self, volume_id: &str) -> StoreResult<Vec<svs_store::Attachment>> {
+    /// The volume's attachments (any state).
+    pub(crate) async fn attachments(
+        &self,
+        volume_id: &str,
+    ) -> StoreResult<Vec<svs_store::Attachment>> {
         Ok(self
             .store
             .all_attachments()

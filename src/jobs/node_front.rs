@@ -427,26 +427,20 @@ pub(super) async fn steered(
     ))))
 }
 
-/// Puts the front of a volume without attachment on a storage node for a
-/// job: the node and its epoch, or None (the job runs in svs serve) when
-/// fronts stay in svs serve, the volume is attached or open here, or no
-/// node can take it.
+/// Puts the front of a volume without attachment (and not open in svs
+/// serve: the caller's check) on a storage node for a job: the node and
+/// its epoch, or None (the job runs in svs serve) when fronts stay in svs
+/// serve, the volume is attached, or no node can take it.
 async fn place_for_job(
     ctx: &super::JobContext,
     volume: &svs_store::Volume,
 ) -> Result<Option<(String, u64)>, super::JobError> {
+    let mover = ctx.front_mover();
     if ctx.fronts_mode != crate::config::FrontsMode::Nodes
-        || ctx.exports.volume_io(&volume.id).is_some()
-        || ctx
-            .store
-            .all_attachments()
-            .await?
-            .iter()
-            .any(|a| a.volume_id == volume.id)
+        || !mover.attachments(&volume.id).await?.is_empty()
     {
         return Ok(None);
     }
-    let mover = ctx.front_mover();
     let Some(node) = mover.node_for(&volume.id, None).await? else {
         return Ok(None);
     };

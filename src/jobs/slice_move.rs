@@ -182,11 +182,11 @@ async fn is_attached(ctx: &JobContext, volume: &Volume) -> Result<bool, JobError
     let on_node = ctx.store.volume_front(&volume.id).await?.node.is_some();
     Ok(on_node
         && ctx
-            .store
-            .all_attachments()
+            .front_mover()
+            .attachments(&volume.id)
             .await?
             .iter()
-            .any(|a| a.volume_id == volume.id && a.state == "Attached"))
+            .any(|a| a.state == "Attached"))
 }
 
 /// The slice a step works on, and its data-plane name.

@@ -20,7 +20,7 @@ impl JobContext {
         let io = self.front_io(volume).await?;
         self.on_io(&io, op).await?.map_err(|e| {
             let message = format!("{}: {e}", failed());
-            if is_passing(&e) {
+            if svs_dataplane::is_passing(e.kind()) {
                 // The front moved or its node is away: tried again.
                 JobError::Transient(message)
             } else {
@@ -188,19 +188,4 @@ pub(super) async fn rollback(
         ),
     )
     .await
-}
-
-/// A failure that may pass: the storage node running the volume's front
-/// could not be reached, or no longer runs it at the epoch the job knew.
-fn is_passing(e: &std::io::Error) -> bool {
-    use std::io::ErrorKind;
-    matches!(
-        e.kind(),
-        ErrorKind::NotConnected
-            | ErrorKind::TimedOut
-            | ErrorKind::ConnectionRefused
-            | ErrorKind::ConnectionReset
-            | ErrorKind::ConnectionAborted
-            | ErrorKind::BrokenPipe
-    )
 }

@@ -13,8 +13,8 @@ use crate::host_agent::{
 };
 use crate::host_side::HostSide;
 use crate::storage_nodes::{
-    copies, eventually, start_node, storage_nodes_config, volume_state, wait_served, wait_written,
-    Node, MARGIN, TIMEOUT,
+    assert_jobs_on_node_fronts, copies, eventually, start_node, storage_nodes_config, volume_state,
+    wait_served, wait_written, Node, JOB_ON_NODE_FRONT, MARGIN, TIMEOUT,
 };
 use reqwest::StatusCode;
 use serde_json::json;
@@ -223,16 +223,12 @@ async fn the_front_moves_to_another_node_when_its_node_dies() {
         .get("/volumes/files/snapshots/top/attachments/host-1")
         .await;
     assert_eq!(uri(&a), moved_uri, "{}", app.log());
-    let log = app.log();
-    for step in [
-        "the volume's front moves: its storage node can no longer run it",
-        "the job runs on the volume's front on its storage node",
-    ] {
-        assert!(log.contains(step), "{step}:\n{log}");
-    }
-    assert!(
-        !log.contains("the volume's front is in svs serve"),
-        "the job brought the front into svs serve:\n{log}"
+    assert_jobs_on_node_fronts(
+        &app.log(),
+        &[
+            "the volume's front moves: its storage node can no longer run it",
+            JOB_ON_NODE_FRONT,
+        ],
     );
     check_files(&files);
 
@@ -394,14 +390,9 @@ async fn snapshots_and_a_rollback_run_on_the_front_s_node() {
     assert_eq!(uri(&a), readonly, "a job moved the front");
 
     let log = app.log();
-    let steered = log
-        .matches("the job runs on the volume's front on its storage node")
-        .count();
+    let steered = log.matches(JOB_ON_NODE_FRONT).count();
     assert!(steered >= 4, "{steered} jobs steered on the node:\n{log}");
-    assert!(
-        !log.contains("the volume's front is in svs serve"),
-        "a job brought the front into svs serve:\n{log}"
-    );
+    assert_jobs_on_node_fronts(&log, &[]);
     for (copy, medium, health) in copies(&app, "v").await {
         assert_eq!(health, "Healthy");
         let file = copy_file(&nodes, &medium, &id, copy);

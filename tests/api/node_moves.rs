@@ -10,7 +10,8 @@
 use crate::attach::{qemu_img, qemu_io};
 use crate::harness::{details, TestApp, TestConfig};
 use crate::storage_nodes::{
-    eventually, node, node_with_credential, storage_nodes_config, wait_served, StorageNodeProcess,
+    assert_jobs_on_node_fronts, eventually, node, node_with_credential, storage_nodes_config,
+    wait_served, StorageNodeProcess, JOB_ON_NODE_FRONT,
 };
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -257,15 +258,7 @@ impl Moving {
             .get("/volumes/data/snapshots/top/attachments/host-0")
             .await;
         assert_eq!(crate::attach::uri(&a), self.uri);
-        let log = self.app.log();
-        assert!(
-            log.contains("the job runs on the volume's front on its storage node"),
-            "{log}"
-        );
-        assert!(
-            !log.contains("the volume's front is in svs serve"),
-            "the front came into svs serve:\n{log}"
-        );
+        assert_jobs_on_node_fronts(&self.app.log(), &[JOB_ON_NODE_FRONT]);
     }
 
     /// Resized by moving copy 1 to sn3-d0: its old file is gone from sn2-d0
@@ -635,15 +628,12 @@ async fn an_unattached_volume_s_move_runs_on_a_front_opened_on_a_node_for_the_jo
     .await;
     let log = moving.app.log();
     assert!(closed, "{log}");
-    for step in [
-        "the volume's front opens on a storage node for the job",
-        "the job runs on the volume's front on its storage node",
-    ] {
-        assert!(log.contains(step), "{step}:\n{log}");
-    }
-    assert!(
-        !log.contains("the volume's front is in svs serve"),
-        "the job ran in svs serve:\n{log}"
+    assert_jobs_on_node_fronts(
+        &log,
+        &[
+            "the volume's front opens on a storage node for the job",
+            JOB_ON_NODE_FRONT,
+        ],
     );
     let a = crate::attach::attach(&moving.app, "data", "host-0", false).await;
     moving.uri = crate::attach::uri(&a);

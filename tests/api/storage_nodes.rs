@@ -262,6 +262,21 @@ pub(crate) async fn start_for_storage_nodes() -> TestApp {
 
 /// The configuration of [`start_for_storage_nodes`], with `more` top-level
 /// settings.
+/// What a job steered on a volume's front on a storage node logs.
+pub(crate) const JOB_ON_NODE_FRONT: &str = "the job runs on the volume's front on its storage node";
+
+/// `svs serve`'s log says each of `steps`, and never that a job brought a
+/// volume's front into `svs serve`.
+pub(crate) fn assert_jobs_on_node_fronts(log: &str, steps: &[&str]) {
+    for step in steps {
+        assert!(log.contains(step), "{step}:\n{log}");
+    }
+    assert!(
+        !log.contains("the volume's front is in svs serve"),
+        "a job brought the front into svs serve:\n{log}"
+    );
+}
+
 pub(crate) fn storage_nodes_config(more: &[&str]) -> TestConfig {
     let mut settings = vec![
         format!("storage_node_timeout = \"{}s\"", TIMEOUT.as_secs()),

@@ -180,26 +180,37 @@ impl DataPlaneError {
     /// interrupted or timed out, or a storage node could not be reached,
     /// not refused.
     pub fn is_transient(&self) -> bool {
-        let source = match self {
+        self.source_kind().is_some_and(is_passing)
+    }
+
+    /// The kind of the I/O error behind it, when an I/O error is.
+    pub fn source_kind(&self) -> Option<std::io::ErrorKind> {
+        match self {
             DataPlaneError::Io { source, .. }
             | DataPlaneError::Node { source, .. }
             | DataPlaneError::Front { source, .. }
             | DataPlaneError::MediumUnusable { source, .. }
-            | DataPlaneError::MediumUnreadable { source, .. } => source,
-            _ => return false,
-        };
-        matches!(
-            source.kind(),
-            std::io::ErrorKind::Interrupted
-                | std::io::ErrorKind::TimedOut
-                | std::io::ErrorKind::WouldBlock
-                | std::io::ErrorKind::NotConnected
-                | std::io::ErrorKind::ConnectionRefused
-                | std::io::ErrorKind::ConnectionReset
-                | std::io::ErrorKind::ConnectionAborted
-                | std::io::ErrorKind::BrokenPipe
-        )
+            | DataPlaneError::MediumUnreadable { source, .. } => Some(source.kind()),
+            _ => None,
+        }
     }
+}
+
+/// Whether an I/O failure of this kind may pass: the I/O was interrupted
+/// or timed out, or a storage node could not be reached (or no longer
+/// runs what was asked of it), not refused.
+pub fn is_passing(kind: std::io::ErrorKind) -> bool {
+    matches!(
+        kind,
+        std::io::ErrorKind::Interrupted
+            | std::io::ErrorKind::TimedOut
+            | std::io::ErrorKind::WouldBlock
+            | std::io::ErrorKind::NotConnected
+            | std::io::ErrorKind::ConnectionRefused
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::ConnectionAborted
+            | std::io::ErrorKind::BrokenPipe
+    )
 }
 
 /// Operations on slices. Sizes are in bytes.

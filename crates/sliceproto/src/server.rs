@@ -111,7 +111,10 @@ impl Shared {
         slice: &SliceName,
         payload: &[u8],
     ) -> Result<Vec<u8>, Refusal> {
-        let front = self.front();
+        // Only a front call reads the lock: not on every slice request.
+        let front = (header.op == Op::FrontCall.code())
+            .then(|| self.front())
+            .flatten();
         dispatch(
             self.backend.as_ref(),
             front.as_deref(),

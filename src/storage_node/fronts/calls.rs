@@ -120,18 +120,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn refused(kind: io::ErrorKind, message: String) -> io::Error {
-    io::Error::new(kind, message)
-}
-
 /// A data-plane failure as the call's refusal: its kind stays (the
 /// control plane tells a passing failure from a lasting one by it).
 fn data_plane_error(e: DataPlaneError) -> io::Error {
     let kind = match &e {
         DataPlaneError::Cancelled => io::ErrorKind::Interrupted,
-        DataPlaneError::Io { source, .. } | DataPlaneError::Node { source, .. } => source.kind(),
         DataPlaneError::SnapshotsCannotMove { .. } => io::ErrorKind::Unsupported,
-        _ => io::ErrorKind::Other,
+        other => other.source_kind().unwrap_or(io::ErrorKind::Other),
     };
     io::Error::new(kind, e.to_string())
 }
@@ -208,7 +203,7 @@ impl FrontCalls {
         match call.op {
             FrontOp::Poll { grant } => {
                 let running = lock(&self.calls).get(&call.call).cloned().ok_or_else(|| {
-                    refused(
+                    io::Error::new(
                         io::ErrorKind::NotFound,
                         format!("no call '{}' runs on this node's front", call.call),
                     )
@@ -294,14 +289,14 @@ impl FrontCalls {
     fn front(&self, volume: &str, epoch: u64) -> io::Result<(Arc<dyn VolumeIo>, Vec<String>)> {
         match lock(&self.fronts).get(volume) {
             Some(f) if f.epoch == epoch => Ok((Arc::clone(&f.io), f.slicetlsroots.clone())),
-            Some(f) => Err(refused(
+            Some(f) => Err(io::Error::new(
                 io::ErrorKind::NotConnected,
                 format!(
                     "the front of volume {volume} runs here at epoch {}, not {epoch}",
                     f.epoch
                 ),
             )),
-            None => Err(refused(
+            None => Err(io::Error::new(
                 io::ErrorKind::NotConnected,
                 format!("the front of volume {volume} is not open on this node"),
             )),
@@ -318,7 +313,7 @@ impl FrontCalls {
 
     fn session(&self, copy: &str) -> io::Result<Arc<CopySession>> {
         lock(&self.copies).get(copy).cloned().ok_or_else(|| {
-            refused(
+            io::Error::new(
                 io::ErrorKind::NotFound,
                 format!("no copy '{copy}' on this node's front (it ended, or its front closed)"),
             )
@@ -475,9 +470,9 @@ impl FrontCalls {
                 (Box::new(work), None)
             }
             FrontOp::Poll { .. } | FrontOp::Cancel => {
-                return Err(refused(
+                return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
-                    "a poll or cancel of no running call".into(),
+                    "a poll or cancel of no running call",
                 ))
             }
         })
@@ -553,7 +548,7 @@ fn placed(
 impl svs_sliceproto::FrontControl for FrontCalls {
     fn call(&self, volume: &str, request: &[u8]) -> io::Result<Vec<u8>> {
         let call: FrontCall = serde_json::from_slice(request).map_err(|e| {
-            refused(
+            io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("not a front call: {e}"),
             )
@@ -594,9 +589,9 @@ impl CopySession {
                 return Ok(moving);
             }
             if Instant::now() >= until {
-                return Err(refused(
+                return Err(io::Error::new(
                     io::ErrorKind::ResourceBusy,
-                    "a phase of the copy is still running".into(),
+                    "a phase of the copy is still running",
                 ));
             }
             std::thread::sleep(Duration::from_millis(20));
