@@ -50,6 +50,17 @@ pub enum FrontOp {
         /// (a move onto a node none of the volume's copies is on).
         node: Option<FrontNode>,
     },
+    /// A clone's copy: snapshot `snapshot` (`size` bytes long) of this
+    /// volume into volume `target`, whose front runs on the same node at
+    /// `targetepoch` (`svs_dataplane::fill_from_view`). Answers
+    /// [`FrontAnswer::began`]; its phases are a fill and a finish (or an
+    /// abort), named by this call's id.
+    BeginClone {
+        snapshot: u64,
+        size: u64,
+        target: String,
+        targetepoch: u64,
+    },
     /// `SliceMove::fill` of copy `copy` (a begin call's id).
     Fill {
         copy: String,

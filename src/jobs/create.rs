@@ -1,14 +1,13 @@
 //! `volume_create`: place the volume's slices, then create their files.
 
-use super::{slice_key, step_progress, JobContext, JobError};
+use super::{node_front, slice_key, step_progress, JobContext, JobError};
 use crate::attributes::{Filesystem, VolumeAttributes};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use svs_dataplane::VolumeIo;
+use std::time::Duration;
+use svs_dataplane::{CloneFill, CopyOptions, CopyStats, SliceMove};
 use svs_domain::{place_volume, CloneSource, JobSpec, PlacementRequest, GIB};
 use svs_store::{Job, Volume};
-use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
 
 pub(super) async fn create_volume(ctx: &JobContext, job: &Job) -> Result<(), JobError> {
@@ -128,14 +127,13 @@ struct Copied {
     bytes: u64,
 }
 
-/// Unit of a clone's copy; all-zero pieces are skipped (the new volume's
-/// slices are sparse, so they already read as zeros).
-const CLONE_PIECE: usize = 1 << 20;
-
-/// Fills a new volume with a snapshot's content, through the source
-/// volume's shared I/O (so writes to the source, moves of its slices and
-/// copy-on-write saves meanwhile are all seen), paced by `movement_rate`.
-/// A resumed job copies again from the start: every piece is written whole.
+/// Fills a new volume with a snapshot's content (`fill_from_view`: read
+/// through the source volume's shared I/O, so writes to the source, moves
+/// of its slices and copy-on-write saves meanwhile are all seen), paced by
+/// `movement_rate`. When the source's front runs on a storage node, the
+/// copy runs there, into a front of the new volume opened on the same
+/// node, so the bytes go between storage nodes; else in svs serve. A
+/// resumed job copies again from the start: every piece is written whole.
 async fn copy_snapshot_into(
     ctx: &JobContext,
     job: &Job,
@@ -152,28 +150,51 @@ async fn copy_snapshot_into(
         .volume_by_id(&source.volume_id)
         .await?
         .ok_or_else(|| JobError::Failed("the volume to clone no longer exists".into()))?;
-    let source_io = ctx.volume_io(&source_volume).await?;
-    let target = ctx.volume_io(volume).await?;
+    // The source's front (on a node, or here) stays put while the clone
+    // reads it.
+    let _source_busy = ctx.activity.job_started(&source_volume.id).await;
     let (seq, size) = (snapshot.seq, snapshot.volume_size * GIB);
-    let view = tokio::task::spawn_blocking(move || source_io.snapshot_view(seq, size))
+    let filling = match clone_on_node(ctx, volume, &source_volume, (seq, size))
         .await
-        .map_err(|e| JobError::Failed(format!("data plane task failed: {e}")))?
-        .map_err(|e| {
-            JobError::Failed(format!("Could not open snapshot '{}': {e}", snapshot.name))
-        })?;
+        .map_err(|e| e.context(format!("Could not open snapshot '{}'", snapshot.name)))?
+    {
+        Some(on_node) => on_node,
+        None => {
+            let source_io = ctx.volume_io(&source_volume).await?;
+            let target = ctx.volume_io(volume).await?;
+            let view = tokio::task::spawn_blocking(move || source_io.snapshot_view(seq, size))
+                .await
+                .map_err(|e| JobError::Failed(format!("data plane task failed: {e}")))?
+                .map_err(|e| {
+                    JobError::Failed(format!("Could not open snapshot '{}': {e}", snapshot.name))
+                })?;
+            Box::new(CloneFill::new(view, target, size))
+        }
+    };
+    let stats = CopyStats::default();
     let done = Arc::new(AtomicU64::new(0));
     let cancel = ctx.shutdown.child_token();
     let _stop_on_drop = cancel.clone().drop_guard();
     let copy = {
-        let (done, cancel, rate) = (Arc::clone(&done), cancel.clone(), ctx.rate_limit);
-        tokio::task::spawn_blocking(move || copy_view(view, target, size, rate, &done, &cancel))
+        let options = CopyOptions {
+            rate_limit: ctx.rate_limit,
+            cancel: cancel.clone(),
+            stats: stats.clone(),
+            ..CopyOptions::default()
+        };
+        let done = Arc::clone(&done);
+        tokio::task::spawn_blocking(move || {
+            let mut filling = filling;
+            filling.fill(&options, &mut |at, _| done.store(at, Ordering::Relaxed))?;
+            filling.finish()
+        })
     };
     tokio::pin!(copy);
     let status = format!(
         "Copying snapshot '{}' of volume '{}'",
         snapshot.name, source_volume.name
     );
-    let written = loop {
+    let filled = loop {
         tokio::select! {
             result = &mut copy => {
                 break result.map_err(|e| JobError::Failed(format!("clone task failed: {e}")))?;
@@ -185,58 +206,47 @@ async fn copy_snapshot_into(
             }
         }
     };
-    let bytes = match written {
-        Ok(bytes) => bytes,
+    match filled {
+        Ok(()) => {}
         Err(_) if cancel.is_cancelled() => return Err(JobError::Stopping),
         Err(e) => {
-            return Err(JobError::Failed(format!(
-                "Could not copy snapshot '{}' into volume '{}': {e}",
+            return Err(JobError::DataPlane(e).context(format!(
+                "Could not copy snapshot '{}' into volume '{}'",
                 snapshot.name, volume.name
             )))
         }
-    };
+    }
     Ok(Copied {
         volume: source_volume.name,
         snapshot: snapshot.name,
-        bytes,
+        bytes: stats.copied(),
     })
 }
 
-/// The blocking copy of a clone: returns the bytes of data written.
-fn copy_view(
-    view: Arc<dyn VolumeIo>,
-    target: Arc<dyn VolumeIo>,
-    size: u64,
-    rate: Option<u64>,
-    done: &AtomicU64,
-    cancel: &CancellationToken,
-) -> std::io::Result<u64> {
-    let mut buf = vec![0u8; CLONE_PIECE];
-    let started = Instant::now();
-    let (mut offset, mut written) = (0u64, 0u64);
-    while offset < size {
-        if cancel.is_cancelled() {
-            return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
-        }
-        let len = usize::try_from((size - offset).min(CLONE_PIECE as u64)).unwrap_or(CLONE_PIECE);
-        let piece = &mut buf[..len];
-        view.read(offset, piece)?;
-        if piece.iter().any(|&b| b != 0) {
-            target.write(offset, piece, false)?;
-            written += len as u64;
-            if let Some(rate) = rate.filter(|r| *r > 0) {
-                // Paced like a slice move: data bytes per second.
-                let due = Duration::from_secs_f64(written as f64 / rate as f64);
-                if let Some(wait) = due.checked_sub(started.elapsed()) {
-                    std::thread::sleep(wait);
-                }
-            }
-        }
-        offset += len as u64;
-        done.store(offset, Ordering::Relaxed);
+/// The clone's copy on the storage node that runs the source's front (see
+/// [`copy_snapshot_into`]), begun; None when it runs in svs serve.
+async fn clone_on_node(
+    ctx: &JobContext,
+    volume: &Volume,
+    source: &Volume,
+    (seq, size): (u64, u64),
+) -> Result<Option<Box<dyn SliceMove>>, JobError> {
+    if ctx.exports.volume_io(&source.id).is_some() {
+        return Ok(None);
     }
-    target.flush()?;
-    Ok(written)
+    let Some(front) = node_front::steered_front(ctx, source).await? else {
+        return Ok(None);
+    };
+    let Some(epoch) = node_front::front_beside(ctx, volume, front.node()).await? else {
+        return Ok(None);
+    };
+    tracing::info!(volume = %volume.name, source = %source.name, node = front.node(), epoch,
+        "the clone's copy runs on the source's front on its storage node");
+    let into = volume.id.clone();
+    let began = tokio::task::spawn_blocking(move || front.begin_clone(seq, size, (&into, epoch)))
+        .await
+        .map_err(|e| JobError::Failed(format!("data plane task failed: {e}")))?;
+    Ok(Some(began.map_err(JobError::DataPlane)?))
 }
 
 /// Best-effort removal of a volume whose creation failed: a volume is not

@@ -121,6 +121,9 @@ pub(crate) struct JobContext {
     /// Held while reading free space, planning and booking the plan, so two
     /// jobs never book the same free space.
     pub allocation: tokio::sync::Mutex<()>,
+    /// Which volumes jobs work on (a job working on a second volume, a
+    /// clone's source, marks it too).
+    pub activity: Arc<VolumeActivity>,
     /// The service's stop signal: jobs pause at their next safe point.
     pub shutdown: CancellationToken,
 }

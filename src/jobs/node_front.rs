@@ -135,6 +135,36 @@ impl NodeFrontIo {
     }
 
     /// The node of `medium`, when a storage node holds it.
+    pub(super) fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// Begins a clone's copy on the front: snapshot `snapshot` (`size`
+    /// bytes) of this volume into volume `target`, whose front runs on the
+    /// same node at `target_epoch`. Its phases are a fill and a finish.
+    pub(super) fn begin_clone(
+        self: Arc<Self>,
+        snapshot: u64,
+        size: u64,
+        (target, target_epoch): (&str, u64),
+    ) -> Result<Box<dyn SliceMove>, DataPlaneError> {
+        let id = next_call_id();
+        let op = FrontOp::BeginClone {
+            snapshot,
+            size,
+            target: target.to_string(),
+            targetepoch: target_epoch,
+        };
+        self.call_as(id.clone(), op, &mut |_| Ok(None))
+            .map_err(|e| self.failed(e))?;
+        Ok(Box::new(NodeFrontMove {
+            io: self,
+            copy: id,
+            starts_at: 0,
+            in_place: false,
+        }))
+    }
+
     fn node_of(&self, medium: &str) -> Option<FrontNode> {
         self.nodes
             .iter()
@@ -372,6 +402,16 @@ pub(super) async fn steered(
     ctx: &super::JobContext,
     volume: &svs_store::Volume,
 ) -> Result<Option<Arc<dyn VolumeIo>>, super::JobError> {
+    Ok(steered_front(ctx, volume)
+        .await?
+        .map(|io| io as Arc<dyn VolumeIo>))
+}
+
+/// As [`steered`], the front itself.
+pub(super) async fn steered_front(
+    ctx: &super::JobContext,
+    volume: &svs_store::Volume,
+) -> Result<Option<Arc<NodeFrontIo>>, super::JobError> {
     let mut front = ctx.store.volume_front(&volume.id).await?;
     let node = match front.node {
         Some(node) => {
@@ -389,14 +429,7 @@ pub(super) async fn steered(
             node
         }
     };
-    // Any report at the epoch will do: a new epoch has none yet.
-    let open = ctx
-        .fronts
-        .wait_open(&node, &volume.id, front.epoch, 0, OPEN_WAIT)
-        .await;
-    if open != crate::fronts::FrontOutcome::Open {
-        tracing::warn!(volume = %volume.name, node, ?open,
-            "the volume's front is not open on its storage node: the job brings it into svs serve");
+    if !opened(ctx, volume, &node, front.epoch).await {
         return Ok(None);
     }
     let usage = ctx.store.media_usage().await?;
@@ -425,6 +458,56 @@ pub(super) async fn steered(
         (front.epoch, volume.size * svs_domain::GIB),
         nodes,
     ))))
+}
+
+/// Whether `node` says the volume's front is open at `epoch` (waited for,
+/// up to [`OPEN_WAIT`]).
+async fn opened(
+    ctx: &super::JobContext,
+    volume: &svs_store::Volume,
+    node: &str,
+    epoch: u64,
+) -> bool {
+    // Any report at the epoch will do: a new epoch has none yet.
+    let open = ctx
+        .fronts
+        .wait_open(node, &volume.id, epoch, 0, OPEN_WAIT)
+        .await;
+    if open != crate::fronts::FrontOutcome::Open {
+        tracing::warn!(volume = %volume.name, node, ?open,
+            "the volume's front is not open on its storage node: the job runs in svs serve");
+        return false;
+    }
+    true
+}
+
+/// The epoch of a front for `volume` (without attachment, every copy on
+/// storage nodes, not open in svs serve) on storage node `node`, opened
+/// there for a job that works on it beside another volume's front on that
+/// node (a clone's copy); kept when it is there already. None (nothing
+/// changed, or the front left where it was) when `node` cannot run it.
+pub(super) async fn front_beside(
+    ctx: &super::JobContext,
+    volume: &svs_store::Volume,
+    node: &str,
+) -> Result<Option<u64>, super::JobError> {
+    let mover = ctx.front_mover();
+    if ctx.exports.volume_io(&volume.id).is_some()
+        || !mover.attachments(&volume.id).await?.is_empty()
+        || mover.node_for(&volume.id, Some(node)).await?.as_deref() != Some(node)
+    {
+        return Ok(None);
+    }
+    let front = ctx.store.volume_front(&volume.id).await?;
+    let epoch = if front.node.as_deref() == Some(node) {
+        front.epoch
+    } else {
+        match mover.to_node(volume, node).await? {
+            Some(epoch) => epoch,
+            None => return Ok(None),
+        }
+    };
+    Ok(opened(ctx, volume, node, epoch).await.then_some(epoch))
 }
 
 /// Puts the front of a volume without attachment (and not open in svs

@@ -83,6 +83,7 @@ impl JobRunner {
                 fronts_mode: settings.fronts,
                 fronts: Arc::new(crate::fronts::FrontReports::default()),
                 allocation: tokio::sync::Mutex::new(()),
+                activity: Arc::clone(&parts.activity),
                 shutdown: parts.shutdown,
             }),
             retry: settings.retry,

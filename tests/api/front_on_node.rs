@@ -400,3 +400,93 @@ async fn snapshots_and_a_rollback_run_on_the_front_s_node() {
         assert_eq!(bytes_at(&file, (1 << 20) - 4096, 4096), vec![0x11; 4096]);
     }
 }
+
+/// What `svs serve` logs when a clone's copy runs on a storage node.
+const CLONE_ON_NODE: &str = "the clone's copy runs on the source's front on its storage node";
+
+/// Clones of a volume whose copies are all on storage nodes copy node to
+/// node: the copy runs on the source's front (on its node while attached;
+/// a front opened for the job while not), into a front of the new volume
+/// opened on the same node; `svs serve` never opens either volume. The
+/// clone's copies hold the snapshot's bytes (not the source's later ones)
+/// on the nodes' disks, the clone reads back through qemu-io, and the
+/// fronts opened for the jobs close afterwards.
+#[tokio::test]
+async fn a_clone_copies_node_to_node_on_the_source_s_front() {
+    let (app, nodes) = three_nodes(&[]).await;
+    app.create_volume_done(json!({"name": "v", "size": 1, "policy": "three"}))
+        .await;
+    let a = attach(&app, "v", "host-1", false).await;
+    let live = uri(&a);
+    let out = qemu_io(
+        &live,
+        &[
+            "write -P 0x11 0 1M".into(),
+            "write -P 0x12 512M 1M".into(),
+            "flush".into(),
+        ],
+    );
+    assert!(out.is_ok(), "{out:?}");
+    snapshot_done(&app, "v", "s1").await;
+    let out = qemu_io(&live, &["write -P 0x22 0 1M".into(), "flush".into()]);
+    assert!(out.is_ok(), "{out:?}");
+
+    let clone = |name: &'static str| {
+        app.create_volume_from(json!({"name": name, "size": 1, "policy": "three",
+                                      "contentvolume": "v", "contentsnapshot": "s1"}))
+    };
+    let check = |id: String, name: &'static str| {
+        let app = &app;
+        let nodes = &nodes;
+        async move {
+            for (copy, medium, health) in copies(app, name).await {
+                assert_eq!(health, "Healthy");
+                let file = copy_file(nodes, &medium, &id, copy);
+                assert_eq!(bytes_at(&file, 0, 4096), vec![0x11; 4096], "{medium}");
+                assert_eq!(bytes_at(&file, 512 << 20, 4096), vec![0x12; 4096]);
+            }
+        }
+    };
+    let copied = "(2097152 bytes of data copied)";
+
+    // The source attached: its front stays where it is.
+    let (id, job) = clone("c1").await;
+    assert_eq!(job["state"], "Done", "{job}\n{}", app.log());
+    assert!(crate::harness::last_detail(&job).ends_with(copied), "{job}");
+    let (_, a) = app.get("/volumes/v/snapshots/top/attachments/host-1").await;
+    assert_eq!(uri(&a), live, "the clone moved the source's front");
+    check(id, "c1").await;
+
+    // The source detached: a front opens for the job.
+    let job = app
+        .delete_and_wait("/volumes/v/snapshots/top/attachments/host-1")
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    let (id, job) = clone("c2").await;
+    assert_eq!(job["state"], "Done", "{job}\n{}", app.log());
+    assert!(crate::harness::last_detail(&job).ends_with(copied), "{job}");
+    check(id, "c2").await;
+
+    let log = app.log();
+    assert_eq!(log.matches(CLONE_ON_NODE).count(), 2, "{log}");
+    assert_jobs_on_node_fronts(&log, &[]);
+    let closed = eventually(Duration::from_secs(20), || async {
+        app.log()
+            .matches("the volume's front on a storage node closes: no job works on it")
+            .count()
+            >= 3
+    })
+    .await;
+    assert!(closed, "the job fronts stay open:\n{}", app.log());
+
+    let a = attach(&app, "c2", "host-1", false).await;
+    let out = qemu_io(
+        &uri(&a),
+        &[
+            "read -P 0x11 0 1M".into(),
+            "read -P 0x12 512M 1M".into(),
+            "read -P 0 1M 1M".into(),
+        ],
+    );
+    assert!(out.is_ok(), "{out:?}");
+}

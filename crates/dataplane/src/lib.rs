@@ -45,8 +45,8 @@ pub use throttle::{CopyGrants, MovementBudgets, RateBudget};
 /// of it) reaches every copy as it is.
 pub use tokio_util::sync::CancellationToken;
 pub use volume::{
-    is_front_fenced, Extent, FrontFenced, LocalVolumeIo, SliceCopyKind, SliceMove, VolumeIo,
-    VolumeLayout, STRIPE,
+    fill_from_view, is_front_fenced, CloneFill, Extent, FrontFenced, LocalVolumeIo, SliceCopyKind,
+    SliceMove, VolumeIo, VolumeLayout, CLONE_PIECE, STRIPE,
 };
 
 use std::path::{Path, PathBuf};
@@ -163,6 +163,12 @@ pub enum DataPlaneError {
         node: String,
         source: std::io::Error,
     },
+    /// A clone's copy failed (see [`fill_from_view`]).
+    #[error("{op}: {source}")]
+    Clone {
+        op: &'static str,
+        source: std::io::Error,
+    },
     #[error("medium '{medium}' is already served by storage node '{node}'")]
     MediumOnNode { medium: String, node: String },
     #[error("unknown storage node '{0}'")]
@@ -189,6 +195,7 @@ impl DataPlaneError {
             DataPlaneError::Io { source, .. }
             | DataPlaneError::Node { source, .. }
             | DataPlaneError::Front { source, .. }
+            | DataPlaneError::Clone { source, .. }
             | DataPlaneError::MediumUnusable { source, .. }
             | DataPlaneError::MediumUnreadable { source, .. } => Some(source.kind()),
             _ => None,

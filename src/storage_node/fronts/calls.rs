@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use svs_dataplane::{
-    CopyOptions, CopyResume, CopyStats, DataPlane, DataPlaneError, LatestCheckpoint, SliceCopyKind,
-    SliceMove, VolumeIo,
+    CloneFill, CopyOptions, CopyResume, CopyStats, DataPlane, DataPlaneError, LatestCheckpoint,
+    SliceCopyKind, SliceMove, VolumeIo,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -108,6 +108,9 @@ struct CopySession {
     switched: AtomicBool,
     /// (its old medium, its target medium, a rebuild).
     places: (String, String, bool),
+    /// A clone's copy into this volume (whose front runs here too), not a
+    /// slice copy: it changes no layout.
+    clone_into: Option<String>,
     /// Dropped by the control plane's side going away, or the front
     /// closing: a phase running puts the copy back no more, it drops it.
     forgotten: AtomicBool,
@@ -172,7 +175,9 @@ impl FrontCalls {
     /// opening the volume again (which would close its exports, and,
     /// between a switch and its commit, open it over the old place).
     pub fn layout(&self, volume: &str) -> Option<FrontLayout> {
-        let copying = lock(&self.copies).values().any(|s| s.volume == volume);
+        let copying = lock(&self.copies)
+            .values()
+            .any(|s| s.volume == volume && s.clone_into.is_none());
         let fronts = lock(&self.fronts);
         let f = fronts.get(volume)?;
         Some(FrontLayout {
@@ -191,10 +196,10 @@ impl FrontCalls {
     }
 
     /// The volume's front closes: calls for it are refused and its copies
-    /// dropped (blocking: a fill running stops first).
+    /// (and clones into it) dropped (blocking: a fill running stops first).
     pub fn closed(&self, volume: &str) {
         lock(&self.fronts).remove(volume);
-        self.forget_copies(|s| s.volume == volume);
+        self.forget_copies(|s| s.volume == volume || s.clone_into.as_deref() == Some(volume));
     }
 
     /// Answers one call (see the module docs).
@@ -397,6 +402,37 @@ impl FrontCalls {
                 };
                 (Box::new(work), None)
             }
+            FrontOp::BeginClone {
+                snapshot,
+                size,
+                target,
+                targetepoch,
+            } => {
+                // The new volume's front is opened here for the clone.
+                let (into, _) = self.front(&target, targetepoch)?;
+                let copies = Arc::clone(&self.copies);
+                let (volume, id) = (volume.to_string(), id.to_string());
+                let work = move || {
+                    // An earlier run of the clone (its job restarted) goes
+                    // first.
+                    for old in take_copies(&copies, |s| s.clone_into.as_deref() == Some(&target)) {
+                        old.forget();
+                    }
+                    let view = io.snapshot_view(snapshot, size)?;
+                    let moving = Box::new(CloneFill::new(view, into, size));
+                    let mut session = CopySession::new(&volume, u32::MAX, u32::MAX, moving);
+                    session.clone_into = Some(target);
+                    lock(&copies).insert(id, Arc::new(session));
+                    Ok(FrontAnswer {
+                        began: Some(BeganCopy {
+                            startsat: 0,
+                            inplace: false,
+                        }),
+                        ..FrontAnswer::default()
+                    })
+                };
+                (Box::new(work), None)
+            }
             FrontOp::Fill {
                 copy,
                 checkpointbytes,
@@ -451,7 +487,9 @@ impl FrontCalls {
                     // The store names the new place by now; the answers
                     // catch up.
                     let (_, to, rebuild) = &session.places;
-                    placed(&fronts, &session, to, *rebuild);
+                    if session.clone_into.is_none() {
+                        placed(&fronts, &session, to, *rebuild);
+                    }
                     finished.map(|()| none()).map_err(data_plane_error)
                 };
                 (Box::new(work), None)
@@ -574,6 +612,7 @@ impl CopySession {
             heard: Mutex::new(Instant::now()),
             switched: AtomicBool::new(false),
             places: Default::default(),
+            clone_into: None,
             forgotten: AtomicBool::new(false),
             dropped: AtomicBool::new(false),
         }

@@ -45,6 +45,7 @@
 //! snapshot exclusively), so no request is torn across it, and snapshots
 //! every healthy slice of every copy at that instant.
 
+mod clone_fill;
 mod device;
 mod hooks;
 mod io;
@@ -55,6 +56,7 @@ mod slice;
 mod slice_move;
 mod snapshots;
 
+pub use clone_fill::{fill_from_view, CloneFill, CLONE_PIECE};
 pub(crate) use device::{LocalSlice, SliceDevice};
 pub use io::LocalVolumeIo;
 pub(crate) use layout::label;

@@ -1,0 +1,217 @@
+//! A clone's copy: a new volume filled with a snapshot's content, read
+//! through the source volume's snapshot view (so writes to the source,
+//! moves of its slices and copy-on-write saves meanwhile are all seen),
+//! wherever that runs: in `svs serve`, or on the storage node that runs the
+//! source's front (then the bytes go from node to node).
+//!
+//! [`CloneFill`] runs it in the phases of a [`SliceMove`] (a fill, then a
+//! finish), so a storage node's front runs it with the same machinery as a
+//! live slice copy: paced by grants, its progress and counters reported,
+//! cancelled and dropped the same way.
+
+use super::{SliceMove, VolumeIo};
+use crate::throttle::{Cancelled, Pacer};
+use crate::{CopyOptions, DataPlaneError};
+use std::io;
+use std::sync::Arc;
+
+/// Unit of a clone's copy; all-zero pieces are skipped (the new volume's
+/// slices are sparse, so they already read as zeros).
+pub const CLONE_PIECE: usize = 1 << 20;
+
+fn failed(op: &'static str) -> impl Fn(io::Error) -> DataPlaneError {
+    move |source| DataPlaneError::Clone { op, source }
+}
+
+/// Copies the first `size` bytes of `view` into `target`, piece by piece,
+/// skipping all-zero pieces, paced by `options` (data bytes per second and
+/// its budgets), `progress(done, size)` after each piece; flushes the
+/// target at the end. Returns the bytes of data written. A resumed clone
+/// copies again from the start: every piece is written whole.
+pub fn fill_from_view(
+    view: &dyn VolumeIo,
+    target: &dyn VolumeIo,
+    size: u64,
+    options: &CopyOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<u64, DataPlaneError> {
+    let pacer = Pacer::new(options.rate_limit, &options.budgets, &options.cancel);
+    let cancelled = |Cancelled| DataPlaneError::Cancelled;
+    let mut buf = vec![0u8; CLONE_PIECE];
+    let (mut offset, mut written) = (0u64, 0u64);
+    while offset < size {
+        pacer.check().map_err(cancelled)?;
+        let len = usize::try_from((size - offset).min(CLONE_PIECE as u64)).unwrap_or(CLONE_PIECE);
+        let piece = &mut buf[..len];
+        view.read(offset, piece)
+            .map_err(failed("reading the snapshot"))?;
+        if piece.iter().any(|&b| b != 0) {
+            target
+                .write(offset, piece, false)
+                .map_err(failed("writing the new volume"))?;
+            written += len as u64;
+            options.stats.add_copied(len as u64);
+            pacer.pace(written).map_err(cancelled)?;
+        }
+        offset += len as u64;
+        progress(offset, size);
+    }
+    target.flush().map_err(failed("flushing the new volume"))?;
+    Ok(written)
+}
+
+/// A clone's copy as a [`SliceMove`]: its fill is [`fill_from_view`]; it
+/// starts at 0 every time, and has nothing to switch, finish or abort (the
+/// new volume is the clone job's to keep or discard).
+pub struct CloneFill {
+    view: Arc<dyn VolumeIo>,
+    target: Arc<dyn VolumeIo>,
+    size: u64,
+}
+
+impl CloneFill {
+    pub fn new(view: Arc<dyn VolumeIo>, target: Arc<dyn VolumeIo>, size: u64) -> CloneFill {
+        CloneFill { view, target, size }
+    }
+}
+
+impl SliceMove for CloneFill {
+    fn starts_at(&self) -> u64 {
+        0
+    }
+
+    fn in_place(&self) -> bool {
+        false
+    }
+
+    fn fill(
+        &mut self,
+        options: &CopyOptions,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<(), DataPlaneError> {
+        fill_from_view(
+            self.view.as_ref(),
+            self.target.as_ref(),
+            self.size,
+            options,
+            progress,
+        )
+        .map(drop)
+    }
+
+    fn switch(&mut self) -> Result<(), DataPlaneError> {
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>) -> Result<(), DataPlaneError> {
+        Ok(())
+    }
+
+    fn abort(self: Box<Self>) -> Result<(), DataPlaneError> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::CopyStats;
+    use std::sync::Mutex;
+
+    /// A volume in memory (what `fill_from_view` needs of one).
+    struct Memory {
+        bytes: Mutex<Vec<u8>>,
+        flushed: Mutex<bool>,
+    }
+
+    impl Memory {
+        fn new(bytes: Vec<u8>) -> Arc<Memory> {
+            Arc::new(Memory {
+                bytes: Mutex::new(bytes),
+                flushed: Mutex::new(false),
+            })
+        }
+    }
+
+    impl VolumeIo for Memory {
+        fn volume_id(&self) -> &str {
+            "memory"
+        }
+        fn size(&self) -> u64 {
+            self.bytes.lock().map(|b| b.len() as u64).unwrap_or(0)
+        }
+        fn set_size(&self, _size: u64) {}
+        fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+            let bytes = self
+                .bytes
+                .lock()
+                .map_err(|_| io::Error::other("poisoned"))?;
+            let at = offset as usize;
+            buf.copy_from_slice(&bytes[at..at + buf.len()]);
+            Ok(())
+        }
+        fn write(&self, offset: u64, data: &[u8], _fua: bool) -> io::Result<()> {
+            let mut bytes = self
+                .bytes
+                .lock()
+                .map_err(|_| io::Error::other("poisoned"))?;
+            let at = offset as usize;
+            bytes[at..at + data.len()].copy_from_slice(data);
+            Ok(())
+        }
+        fn discard(&self, _offset: u64, _len: u64, _fua: bool) -> io::Result<()> {
+            Ok(())
+        }
+        fn flush(&self) -> io::Result<()> {
+            *self
+                .flushed
+                .lock()
+                .map_err(|_| io::Error::other("poisoned"))? = true;
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_clone_copies_data_pieces_skips_zero_ones_and_flushes() {
+        let size = 3 * CLONE_PIECE + 4096;
+        let mut source = vec![0u8; size];
+        source[5] = 1;
+        source[2 * CLONE_PIECE + 7] = 2;
+        source[size - 1] = 3;
+        let view = Memory::new(source.clone());
+        let target = Memory::new(vec![0u8; size]);
+        let stats = CopyStats::default();
+        let options = CopyOptions {
+            stats: stats.clone(),
+            ..CopyOptions::default()
+        };
+        let mut seen = Vec::new();
+        let written = fill_from_view(
+            view.as_ref(),
+            target.as_ref(),
+            size as u64,
+            &options,
+            &mut |done, total| seen.push((done, total)),
+        )
+        .expect("clone");
+        // Pieces 0, 2 and the last (short) one hold data.
+        assert_eq!(written, (2 * CLONE_PIECE + 4096) as u64);
+        assert_eq!(stats.copied(), written);
+        assert_eq!(*target.bytes.lock().expect("bytes"), source);
+        assert!(*target.flushed.lock().expect("flushed"));
+        assert_eq!(seen.last(), Some(&(size as u64, size as u64)));
+        assert_eq!(seen.len(), 4);
+    }
+
+    #[test]
+    fn a_cancelled_clone_stops_before_its_next_piece() {
+        let view = Memory::new(vec![1u8; 2 * CLONE_PIECE]);
+        let target = Memory::new(vec![0u8; 2 * CLONE_PIECE]);
+        let options = CopyOptions::default();
+        options.cancel.cancel();
+        let mut fill = CloneFill::new(view, target.clone(), 2 * CLONE_PIECE as u64);
+        let result = fill.fill(&options, &mut |_, _| {});
+        assert!(matches!(result, Err(DataPlaneError::Cancelled)));
+        assert!(target.bytes.lock().expect("bytes").iter().all(|&b| b == 0));
+    }
+}
