@@ -168,8 +168,10 @@ TOML
 
 # Starts a reference server on a free port: `start_ref LOG URI_PATH CMD...`,
 # CMD containing the word PORT where the port goes. Sets REF_PID and REF_URI.
+# The server listens on 127.0.0.1, or on REF_ADDRESS when set (CMD binds it
+# itself: `REF_ADDRESS=127.0.0.2 start_ref ... -i 127.0.0.2 ...`).
 start_ref() {
-    local log="$1" path="$2"
+    local log="$1" path="$2" address="${REF_ADDRESS:-127.0.0.1}"
     shift 2
     REF_PID=""
     REF_URI=""
@@ -177,7 +179,7 @@ start_ref() {
     for _ in 1 2 3; do
         # A free port: taken by the kernel, released, then given to the
         # server (neither can report an ephemeral port); retried if lost.
-        port="$(free_port 127.0.0.1)"
+        port="$(free_port "$address")"
         cmd=()
         for arg in "$@"; do
             cmd+=("${arg//PORT/$port}")
@@ -188,8 +190,8 @@ start_ref() {
             if ! kill -0 "$REF_PID" 2>/dev/null; then
                 break
             fi
-            if qemu-img info "nbd://127.0.0.1:$port$path" >/dev/null 2>&1; then
-                REF_URI="nbd://127.0.0.1:$port$path"
+            if qemu-img info "nbd://$address:$port$path" >/dev/null 2>&1; then
+                REF_URI="nbd://$address:$port$path"
                 return 0
             fi
             sleep 0.1

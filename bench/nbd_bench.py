@@ -10,6 +10,17 @@ storage nodes: svs serve and every storage node, whose CPU the fan-out
 point's leaves out); a single PID is both. The names `svs`, `nbdkit` and `qemu-nbd` must be among them: the
 target compares svs (one copy) with nbdkit; the other ratios are information.
 
+A URI may instead be a `json:` description of qemu block drivers that the
+client assembles itself, e.g. `quorum-2`: qemu's quorum driver over two NBD
+exports, each an nbdkit process (bench/nodes.sh: the off-the-shelf mirror,
+reference of the mirrored volumes). Such a client-side device runs the
+`qemu-img bench` figures like the others (the json wraps it in the raw
+driver, so `-f raw` opens it the same way) but not the multi-connection
+figures (nbdcopy and 4 readers open one export, not a driver graph: "-"
+there, not faked); its fan-out is in the client (qemu-img), so none of its
+PIDS is a fan-out point: they are all its servers (every nbdkit), and its
+fan-out CPU is "-" (the client CPU column holds it).
+
 1. Pre-write: the whole of every device is written once with a non-zero
    pattern (1 MiB writes, depth 16), then `sync`: every read below hits
    allocated, written data, never a hole.
@@ -50,11 +61,15 @@ target compares svs (one copy) with nbdkit; the other ratios are information.
    sequential read, random read and random write; the others are shown for
    information. When there are servers besides svs, nbdkit and qemu-nbd
    (more svs volumes), a second table gives each against svs (issue 21:
-   a mirrored volume's random write >= 0.8x a single copy's). Then the
+   a mirrored volume's random write >= 0.8x a single copy's), and beside it,
+   for every client-side device quorum-N, its ratio to nbdkit (what an
+   off-the-shelf mirror of N copies costs over one copy on this machine) and
+   the ratio of the volume named *-N (nodes-N) to it. Then the
    CPU accounting, medians of the rounds, every figure and server:
      fan-out CPU    user + system time (/proc/PID/stat) of the first PID over
                     the run, per request (for a volume on storage nodes, the
-                    front's node: the other nodes' CPU is not in it)
+                    front's node: the other nodes' CPU is not in it; "-" for
+                    a client-side device: its fan-out is the client's)
      all servers    the same, summed over all of PIDS (every svs process)
      client CPU     user + system time of the client processes (qemu-img
                     bench, nbdcopy: getrusage(RUSAGE_CHILDREN) over the run),
@@ -135,6 +150,13 @@ LABELS = {
     "copy-4conn": "nbdcopy read, 4 connections",
     "rand-read-4conn": "random read, 4 KiB, 4 x depth 16",
 }
+
+
+def client_side(uri):
+    """A device the client assembles (a `json:` block-driver graph, e.g.
+    quorum over NBD exports), not one NBD export: only qemu-img bench opens
+    it, and its fan-out point is the client, none of its servers."""
+    return uri.startswith("json:")
 
 
 def cpu_secs(pid):
@@ -285,11 +307,15 @@ def run_rounds(servers, rounds, fig, unit, count, run, stats):
             m["machine"].append((busy1 - busy0) * 100 / max(total1 - total0, 1))
             per = ""
             if count:
-                m["fan-out"].append(spent[0] * 1e6 / count)
+                if client_side(uri):
+                    fan_out = "in the client"
+                else:
+                    m["fan-out"].append(spent[0] * 1e6 / count)
+                    fan_out = f"{m['fan-out'][-1]:.1f}"
                 m["all"].append(sum(spent) * 1e6 / count)
                 m["client"].append(client * 1e6 / count)
                 per = (
-                    f"; CPU us/request: fan-out {m['fan-out'][-1]:.1f}, "
+                    f"; CPU us/request: fan-out {fan_out}, "
                     f"all servers {m['all'][-1]:.1f}, client {m['client'][-1]:.1f}"
                 )
             print(
@@ -307,7 +333,12 @@ def run_rounds(servers, rounds, fig, unit, count, run, stats):
 
 
 def ratio_cell(a, b):
-    return f"{a / b:.2f}x" if b else "-"
+    """a / b, or "-" when either is missing (a figure a device skipped)."""
+    return f"{a / b:.2f}x" if a is not None and b else "-"
+
+
+def value_cell(v):
+    return "-" if v is None else f"{v:,.0f}"
 
 
 def print_table(head, rows):
@@ -356,8 +387,15 @@ def main():
 
         results[fig] = run_rounds(servers, rounds, fig, unit, count, one, cpu)
 
+    # nbdcopy and the 4 readers open one NBD export each: a client-side
+    # device is not one, so it sits these figures out ("-" in the tables).
+    exports = {n: v for n, v in servers.items() if not client_side(v[1])}
+    skipped = [n for n in servers if n not in exports]
     for fig, unit in MULTI:
         units[fig] = unit
+        if skipped:
+            print(f"  {fig}: skipped for {', '.join(skipped)} (client-side, not one NBD export)",
+                  flush=True)
         if fig == "copy-4conn":
             print(
                 f"  {fig}: nbdcopy --connections={CLIENTS} --threads={CLIENTS} --no-extents "
@@ -365,7 +403,7 @@ def main():
                 flush=True,
             )
             results[fig] = run_rounds(
-                servers,
+                exports,
                 rounds,
                 fig,
                 unit,
@@ -380,7 +418,7 @@ def main():
                 flush=True,
             )
             results[fig] = run_rounds(
-                servers,
+                exports,
                 rounds,
                 fig,
                 unit,
@@ -416,10 +454,10 @@ def main():
         rows.append(
             (
                 f"{LABELS[fig]} ({unit})",
-                *(f"{r[n]:,.0f}" for n in names),
+                *(value_cell(r.get(n)) for n in names),
                 ratio_cell(s, k),
                 ratio_cell(s, q),
-                *(ratio_cell(r[n], k) for n in mirrored),
+                *(ratio_cell(r.get(n), k) for n in mirrored),
                 *(
                     (f"svs >= {TARGET_RATIO:.1f}x nbdkit", "PASS" if s >= TARGET_RATIO * k else "FAIL")
                     if fig in TARGET_FIGURES
@@ -429,20 +467,54 @@ def main():
         )
     print_table(head, rows)
 
+    # The client-side mirrors (quorum-N) are references, not volumes: beside
+    # the volumes against svs go their own cost over one copy (quorum-N /
+    # nbdkit) and the volume of as many copies against them (nodes-N /
+    # quorum-N), matched by the trailing -N.
+    refs = [n for n in mirrored if client_side(servers[n][1])]
+    volumes = [n for n in mirrored if n not in refs]
+    pairs = [(v, q) for q in refs for v in volumes if v.rsplit("-", 1)[-1] == q.rsplit("-", 1)[-1]]
     if mirrored:
         print("\n== against svs (same figure, medians): issue 21's target is a mirrored")
         print("   volume's random write >= 0.8x a single copy's")
-        head = ("figure", *(f"{n}/svs" for n in mirrored))
-        rows = [
-            (f"{LABELS[fig]}", *(ratio_cell(results[fig][n], results[fig]["svs"]) for n in mirrored))
-            for fig in units
-        ]
+        if refs:
+            print("   quorum-N/nbdkit: qemu's quorum over N nbdkit processes against one, the")
+            print("   off-the-shelf mirror's cost over a single copy on this machine, same client")
+        head = (
+            "figure",
+            *(f"{n}/svs" for n in volumes),
+            *(f"{q}/{TARGET_REF}" for q in refs),
+            *(f"{v}/{q}" for v, q in pairs),
+        )
+        rows = []
+        for fig in units:
+            r = results[fig]
+            rows.append(
+                (
+                    f"{LABELS[fig]}",
+                    *(ratio_cell(r.get(n), r["svs"]) for n in volumes),
+                    *(ratio_cell(r.get(q), r[TARGET_REF]) for q in refs),
+                    *(ratio_cell(r.get(v), r.get(q)) for v, q in pairs),
+                )
+            )
         print_table(head, rows)
+        if refs:
+            r = results["rand-write"]
+            print(
+                f"{LABELS['rand-write']}: "
+                + ", ".join(f"{n}/svs {ratio_cell(r.get(n), r['svs'])}" for n in volumes)
+                + " (target >= 0.8x); off-the-shelf mirror: "
+                + ", ".join(f"{q}/{TARGET_REF} {ratio_cell(r.get(q), r[TARGET_REF])}" for q in refs)
+                + "; against it: "
+                + ", ".join(f"{v}/{q} {ratio_cell(r.get(v), r.get(q))}" for v, q in pairs)
+            )
 
     print(f"\n== CPU accounting (medians of the rounds; user + system time; {NCPU} CPUs)")
     print("   fan-out point: the process serving the export (svs serve, or the front's")
     print("   storage node; several svs volumes share svs serve's). All server processes:")
     print("   svs serve and every storage node together (nbdkit, qemu-nbd: their own).")
+    if refs:
+        print("   quorum-N: its N nbdkit processes; its fan-out is in the client: \"-\".")
     print("   Client: qemu-img bench / nbdcopy. Busy: (all servers + client) / (wall x CPUs);")
     print("   all of them share the machine's cores, so near 100% the figures are CPU-bound.")
     for metric, heading, cell in METRICS:
@@ -469,7 +541,7 @@ def main():
         rows.append(
             (
                 n,
-                f"{results[fig][n]:,.0f}",
+                value_cell(results[fig].get(n)),
                 *(cell.format(m[metric]) if metric in m else "-" for metric, _, cell in METRICS),
             )
         )

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # svs over storage nodes: the data path of an attached volume whose copies
 # are on storage nodes (issue 21), against a volume on svs serve's own medium,
-# nbdkit's file plugin and qemu-nbd serving raw files, driven by the same
+# nbdkit's file plugin and qemu-nbd serving raw files, and an off-the-shelf
+# mirror (qemu's quorum driver over nbdkit processes), driven by the same
 # clients in the same run. Runs from a fresh clone on Debian as root:
 #
 #   bench/nodes.sh
@@ -24,20 +25,46 @@
 #    client -> svs serve (NBD) -> storage node(s), one more process between.
 # 2. nbdkit's file plugin and qemu-nbd serve raw files of the same size in
 #    the same directory, as in bench/nbd.sh (see there for their exact flags).
-# 3. bench/nbd_bench.py drives all six with `qemu-img bench` and nbdcopy
-#    (sequential 1 MiB at depth 1, random 4 KiB at depth 16, nbdcopy over 4
-#    connections, 4 random readers), ROUNDS rounds each, the order rotating,
-#    medians compared, devices compared at the end. Besides its summary (its
-#    PASS/FAIL column is bench/nbd.sh's target for local media, information
-#    here) it prints each volume against `svs` (issue 21's mirrored random
-#    write >= 0.8x a single copy's) and, per figure and device (medians of
-#    the rounds), the CPU accounting:
+# 3. The off-the-shelf mirrors, references of nodes-2 and nodes-3: three more
+#    nbdkit processes, the same flags as the nbdkit above (buffered I/O
+#    through the page cache, fdatasync only on FLUSH/FUA), one on each storage
+#    node's address (127.0.0.2-4, free ports), each serving its own raw file
+#    of the same size in the same directory, and qemu's quorum block driver in
+#    the client over them: `quorum-2` over the first two, `quorum-3` over all
+#    three (as nodes-2 and nodes-3 share the storage nodes), vote-threshold 1,
+#    read-pattern fifo: every write goes to each child and completes when all
+#    have, reads come from the first. qemu-img bench opens it as
+#      json:{"driver":"raw","file":{"driver":"quorum","vote-threshold":1,
+#        "read-pattern":"fifo","children":[{"driver":"nbd","server":
+#        {"type":"inet","host":"127.0.0.2","port":"P1"}}, ...]}}
+#    with `-f raw` like the others (raw over quorum over NBD, where the others
+#    are raw over NBD). Why: on this CPU-bound machine the mirrored-write
+#    target may be out of reach for any mirror; this one has no hop between
+#    client and copies and servers that only pwrite, so quorum-N / nbdkit
+#    is about the least a mirror of N copies costs here over one copy, and
+#    nodes-N / quorum-N how svs compares with it. nbdcopy and the 4 readers
+#    open one NBD export, not a quorum: "-" there. The data of all devices
+#    is 12 x VOLUME_GIB (7 svs copies, 5 raw files), all of it read in every
+#    round: the script warns when MemAvailable is less, as figures then
+#    measure the disk for part (the page-cache residency lines show which).
+# 4. bench/nbd_bench.py drives all eight with `qemu-img bench` (sequential
+#    1 MiB at depth 1, random 4 KiB at depth 16) and the six NBD exports
+#    with nbdcopy over 4 connections and 4 random readers, ROUNDS rounds
+#    each, the order rotating, medians compared, devices compared at the end
+#    (then every quorum child's file with qemu-nbd's). Besides its summary
+#    (its PASS/FAIL column is bench/nbd.sh's target for local media,
+#    information here) it prints each volume against `svs` (issue 21's mirrored random
+#    write >= 0.8x a single copy's), beside it quorum-2 and quorum-3 against
+#    nbdkit and nodes-2 / quorum-2, nodes-3 / quorum-3, and, per figure and
+#    device (medians of the rounds), the CPU accounting:
 #      - fan-out CPU per request: the process serving the export, svs
 #        serve's for `svs` (and for node volumes with BENCH_FRONTS=serve),
 #        the front's storage node's for node volumes (that process also
 #        serves its own copy's slice; the other nodes' CPU is not in it);
 #      - all-svs CPU per request: svs serve and every storage node together
-#        (user + system from /proc/PID/stat; nbdkit, qemu-nbd: their own);
+#        (user + system from /proc/PID/stat; nbdkit, qemu-nbd: their own;
+#        quorum-N: its N nbdkit processes together, and no fan-out CPU, "-":
+#        its fan-out is in the client);
 #      - client CPU per request: qemu-img bench / nbdcopy (getrusage of the
 #        benchmark's children);
 #      - busy %: (all-svs + client CPU) / (wall time x CPUs), beside
@@ -51,14 +78,17 @@
 # share the same cores, so a mirrored write pays two nodes' CPU on those
 # cores where real hosts give each node its own. When busy nears 100% the
 # figures (issue 21's ratio among them) measure this machine's CPU, not the
-# data path; the all-svs and client columns show how the CPU is shared.
+# data path; the all-svs and client columns show how the CPU is shared, and
+# quorum-N / nbdkit shows what mirroring costs here without svs.
 #
 # Exits 0 when the benchmark ran, whatever the figures; non-zero if something
 # broke. Everything lives in a temporary directory (TMPDIR, default /tmp)
 # removed on exit; every process is stopped on exit. Environment:
 # BENCH_ROUNDS (default 5); BENCH_FRONTS (nodes or serve, default nodes);
 # BENCH_SVS_BIN (an svs binary to run instead of
-# building one); BENCH_VOLUME_GIB (default 2: the size of every device);
+# building one); BENCH_VOLUME_GIB (default 1: the size of every device;
+# the devices hold 12x it, all read in every round: it must fit in the page
+# cache);
 # NBD_BENCH_SCALE (default 1: the request counts of bench/nbd_bench.py are
 # multiplied by it; 0.05 for a quick check of the script, not for figures).
 set -euo pipefail
@@ -66,7 +96,7 @@ set -euo pipefail
 BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$BENCH_DIR/.." && pwd)"
 ROUNDS="${BENCH_ROUNDS:-5}"
-VOLUME_GIB="${BENCH_VOLUME_GIB:-2}"
+VOLUME_GIB="${BENCH_VOLUME_GIB:-1}"
 VOLUME_BYTES=$((VOLUME_GIB << 30))
 FRONTS="${BENCH_FRONTS:-nodes}"
 [[ "$FRONTS" == nodes || "$FRONTS" == serve ]] || { echo "BENCH_FRONTS must be nodes or serve" >&2; exit 2; }
@@ -79,9 +109,12 @@ NBDKIT_PID=""
 SN1_PID=""
 SN2_PID=""
 SN3_PID=""
+QK1_PID=""
+QK2_PID=""
+QK3_PID=""
 # shellcheck source=bench/lib.sh
 source "$BENCH_DIR/lib.sh"
-stop_on_exit QNBD_PID NBDKIT_PID SN1_PID SN2_PID SN3_PID
+stop_on_exit QNBD_PID NBDKIT_PID SN1_PID SN2_PID SN3_PID QK1_PID QK2_PID QK3_PID
 
 phase "prerequisites"
 require_tools
@@ -197,7 +230,56 @@ QNBD_PID=$REF_PID
 QNBD_URI=$REF_URI
 echo "nbdkit: $NBDKIT_URI (pid $NBDKIT_PID); qemu-nbd: $QNBD_URI (pid $QNBD_PID)"
 
+phase "start $NODES nbdkit (file plugin) on 127.0.0.2-$((NODES + 1)), ${VOLUME_GIB} GiB raw files each: the quorum mirrors' children"
+# One per storage node address, flags as the nbdkit above: the same server,
+# only the mirroring differs. QK<K>_PID, QK<K>_URI, QK<K>_FILE.
+QUORUM_FILES=""
+for k in $(seq "$NODES"); do
+    ip="127.0.0.$((k + 1))"
+    file="$WORK/quorum-child-$k.raw"
+    truncate -s "$VOLUME_BYTES" "$file"
+    REF_ADDRESS="$ip" start_ref "$WORK/quorum-child-$k.log" "" \
+        nbdkit --threads 16 -f -p PORT -i "$ip" --exit-with-parent file "$file"
+    printf -v "QK${k}_PID" '%s' "$REF_PID"
+    printf -v "QK${k}_URI" '%s' "$REF_URI"
+    QUORUM_FILES+=" $file"
+    echo "  child $k: $REF_URI (pid $REF_PID), $file"
+done
+# `quorum_uri URI...`: qemu's quorum over the nbd://HOST:PORT exports, in
+# raw as `qemu-img bench -f raw` opens every device (a bare quorum json is
+# refused with -f raw). vote-threshold 1 and fifo: writes go to every child
+# and complete when all have, reads come from the first: a plain mirror.
+quorum_uri() {
+    python3 -c '
+import json, sys, urllib.parse
+children = []
+for uri in sys.argv[1:]:
+    u = urllib.parse.urlsplit(uri)
+    children.append({"driver": "nbd", "server": {"type": "inet", "host": u.hostname, "port": str(u.port)}})
+quorum = {"driver": "quorum", "vote-threshold": 1, "read-pattern": "fifo", "children": children}
+print("json:" + json.dumps({"driver": "raw", "file": quorum}, separators=(",", ":")))
+' "$@"
+}
+QUORUM2_URI="$(quorum_uri "$QK1_URI" "$QK2_URI")"
+QUORUM3_URI="$(quorum_uri "$QK1_URI" "$QK2_URI" "$QK3_URI")"
+for uri in "$QUORUM2_URI" "$QUORUM3_URI"; do
+    size="$(qemu-img info -f raw --output=json "$uri" |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["virtual-size"])')"
+    [[ "$size" == "$VOLUME_BYTES" ]] || { echo "$uri: size $size, expected $VOLUME_BYTES" >&2; exit 1; }
+done
+echo "quorum-2: $QUORUM2_URI"
+echo "quorum-3: $QUORUM3_URI"
+
 # ---- figures ----
+# Every figure reads or writes all devices: more data than memory evicts
+# some of it, and those figures measure the disk.
+data_gib=$(((1 + 1 + 2 + 3 + 2 + NODES) * VOLUME_GIB))
+avail_gib=$(($(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo) >> 20))
+if ((data_gib > avail_gib)); then
+    echo "WARNING: the devices hold ${data_gib} GiB, MemAvailable is ${avail_gib} GiB: the page cache" \
+        "cannot hold them all, so some figures measure the disk (see the residency lines);" \
+        "a smaller BENCH_VOLUME_GIB avoids it" >&2
+fi
 phase "figures, $ROUNDS rounds per figure, rotating"
 # Each svs device's PIDS: its fan-out point first, then every svs process
 # (nbd_bench.py counts each once), whose CPU together is the cluster's.
@@ -206,17 +288,28 @@ for k in $(seq "$NODES"); do
     pid="SN${k}_PID"
     ALL_SVS+=",${!pid}"
 done
-NBD_BENCH_FILES="$(find "$WORK"/local-d0 "$WORK"/sn-* -name '*.slice' -printf '%p ') $NBDKIT_FILE $QNBD_FILE" \
+# A quorum's PIDS: its nbdkit processes, none a fan-out point (the client
+# fans out; nbd_bench.py knows a json: device).
+NBD_BENCH_FILES="$(find "$WORK"/local-d0 "$WORK"/sn-* -name '*.slice' -printf '%p ') $NBDKIT_FILE $QNBD_FILE$QUORUM_FILES" \
     python3 "$BENCH_DIR/nbd_bench.py" "$VOLUME_BYTES" "$ROUNDS" \
     svs "$SERVER_PID,$ALL_SVS" "$URI_LOCAL" \
     nodes-1 "$(front_pid "$URI_1"),$ALL_SVS" "$URI_1" \
     nodes-2 "$(front_pid "$URI_2"),$ALL_SVS" "$URI_2" \
     nodes-3 "$(front_pid "$URI_3"),$ALL_SVS" "$URI_3" \
     nbdkit "$NBDKIT_PID" "$NBDKIT_URI" \
-    qemu-nbd "$QNBD_PID" "$QNBD_URI"
+    qemu-nbd "$QNBD_PID" "$QNBD_URI" \
+    quorum-2 "$QK1_PID,$QK2_PID" "$QUORUM2_URI" \
+    quorum-3 "$QK1_PID,$QK2_PID,$QK3_PID" "$QUORUM3_URI"
+
+# nbd_bench.py's compare reads a quorum's first child only (fifo): every
+# child's file must hold what qemu-nbd's does, or the mirror dropped writes.
+for file in $QUORUM_FILES; do
+    cmp "$QNBD_FILE" "$file" || { echo "$file differs from $QNBD_FILE: a quorum child missed writes" >&2; exit 1; }
+done
+echo "every quorum child's file is identical to qemu-nbd's"
 
 check_svs_log
 for k in $(seq "$NODES"); do
     check_svs_log "storage node sn-$k" "$WORK/sn-$k.log"
 done
-phase "done ($(nproc) CPUs, $(findmnt -n -o FSTYPE -T "$WORK" || echo '?') at ${TMPDIR:-/tmp}); fronts = $FRONTS; svs = one copy on svs serve's own medium; fan-out CPU is the process serving the export (svs serve, or the front's storage node), all-svs CPU every svs process's"
+phase "done ($(nproc) CPUs, $(findmnt -n -o FSTYPE -T "$WORK" || echo '?') at ${TMPDIR:-/tmp}); fronts = $FRONTS; svs = one copy on svs serve's own medium; fan-out CPU is the process serving the export (svs serve, or the front's storage node), all-svs CPU every svs process's; quorum-N = qemu's quorum over N nbdkit processes, fanned out in the client"
