@@ -13,8 +13,9 @@ use crate::host_agent::{
 };
 use crate::host_side::HostSide;
 use crate::storage_nodes::{
-    assert_jobs_on_node_fronts, copies, eventually, start_node, storage_nodes_config, volume_state,
-    wait_served, wait_written, Node, JOB_ON_NODE_FRONT, MARGIN, TIMEOUT,
+    assert_jobs_on_node_fronts, copies, eventually, snapshot_files, start_node,
+    storage_nodes_config, volume_state, wait_served, wait_written, Node, JOB_ON_NODE_FRONT, MARGIN,
+    TIMEOUT,
 };
 use reqwest::StatusCode;
 use serde_json::json;
@@ -338,6 +339,20 @@ async fn snapshot_done(app: &TestApp, volume: &str, name: &str) {
     assert_eq!(job["state"], "Done", "{job}\n{}", app.log());
 }
 
+/// Rolls `volume` back to snapshot `name` (its job Done); the job.
+async fn rollback_done(app: &TestApp, volume: &str, name: &str) -> serde_json::Value {
+    let (status, body) = app
+        .patch(
+            &format!("/volumes/{volume}/snapshots/{name}/rollback"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app.wait_job_of(&body).await;
+    assert_eq!(job["state"], "Done", "{job}\n{}", app.log());
+    job
+}
+
 /// Snapshots, a rollback and a snapshot's deletion of a volume whose front
 /// runs on a storage node run there (steered by `svs serve`, whose own I/O
 /// never opens the volume): the front stays where it is for every job, the
@@ -372,12 +387,7 @@ async fn snapshots_and_a_rollback_run_on_the_front_s_node() {
     let a = attach(&app, "v", "host-1", true).await;
     let readonly = uri(&a);
     front_node(&nodes, &readonly);
-    let (status, body) = app
-        .patch("/volumes/v/snapshots/s1/rollback", json!({}))
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let job = app.wait_job_of(&body).await;
-    assert_eq!(job["state"], "Done", "{job}\n{}", app.log());
+    let job = rollback_done(&app, "v", "s1").await;
     assert_eq!(
         crate::harness::last_detail(&job),
         "Volume 'v' rolled back to snapshot 's1'"
@@ -489,4 +499,95 @@ async fn a_clone_copies_node_to_node_on_the_source_s_front() {
         ],
     );
     assert!(out.is_ok(), "{out:?}");
+}
+
+/// A mirrored volume with a snapshot, its copies on storage nodes: a node
+/// is SIGKILLed, and the recovery rebuilds its copy on a fourth node, live,
+/// on the volume's front, snapshot files and all (before, a slice with
+/// snapshots could not be copied to a node). The rebuilt copy's snapshot
+/// files equal a healthy copy's; a rollback to the snapshot afterwards
+/// brings every copy back to the snapshot's bytes, the rebuilt one from
+/// its own copied snapshot.
+#[tokio::test]
+async fn a_copy_with_snapshots_is_rebuilt_on_another_node_with_them() {
+    let (app, mut nodes) = three_nodes(&[]).await;
+    let id = app
+        .create_volume_done(json!({"name": "v", "size": 1, "policy": "three"}))
+        .await;
+    let a = attach(&app, "v", "host-1", false).await;
+    let live = uri(&a);
+    let out = qemu_io(&live, &["write -P 0x11 0 2M".into(), "flush".into()]);
+    assert!(out.is_ok(), "{out:?}");
+    snapshot_done(&app, "v", "s1").await;
+    // Saved into the snapshot on every copy.
+    let out = qemu_io(&live, &["write -P 0x22 0 1M".into(), "flush".into()]);
+    assert!(out.is_ok(), "{out:?}");
+
+    let front = front_node(&nodes, &live).name;
+    let victim = nodes
+        .iter_mut()
+        .find(|n| n.name != front)
+        .expect("a node that is not the front's");
+    let lost_medium = victim.medium;
+    victim.process.kill();
+    let out = qemu_io(&live, &["write -P 0x33 1M 64k".into(), "flush".into()]);
+    assert!(out.is_ok(), "{out:?}");
+    let degraded = eventually(TIMEOUT + MARGIN, || async {
+        volume_state(&app, "v").await == "Degraded"
+    })
+    .await;
+    assert!(degraded, "{}", app.get("/volumes/v").await.1);
+
+    let spare = start_node(&app, "sn-4", "127.0.0.5", "z4", "d1").await;
+    wait_served(&app, &["d1"]).await;
+    let (status, body) = app.post("/volumes/v/recover", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app.wait_job_of(&body).await;
+    nodes.push(spare);
+    assert_eq!(job["state"], "Done", "{job}\n{}", app.log());
+    let ready = eventually(Duration::from_secs(30), || async {
+        volume_state(&app, "v").await == "Ready"
+    })
+    .await;
+    assert!(ready, "{}", app.get("/volumes/v").await.1);
+    assert_jobs_on_node_fronts(&app.log(), &[JOB_ON_NODE_FRONT]);
+
+    let now = copies(&app, "v").await;
+    assert!(!now.iter().any(|c| c.1 == lost_medium), "{now:?}");
+    let dir_of = |medium: &str| {
+        copy_file(&nodes, medium, &id, 0)
+            .parent()
+            .expect("the volume's directory")
+            .to_path_buf()
+    };
+    let (rebuilt_copy, _, _) = now.iter().find(|c| c.1 == "d1").expect("a copy on d1");
+    let rebuilt = snapshot_files(&dir_of("d1"), *rebuilt_copy);
+    assert_eq!(
+        rebuilt.iter().map(|f| f.0.as_str()).collect::<Vec<_>>(),
+        ["delta", "map"],
+        "the rebuilt copy's snapshot files"
+    );
+    for (copy, medium, health) in &now {
+        assert_eq!(health, "Healthy", "{now:?}");
+        if medium != "d1" {
+            assert_eq!(snapshot_files(&dir_of(medium), *copy), rebuilt, "{medium}");
+        }
+    }
+
+    // Rolled back (detached), every copy holds the snapshot's bytes again.
+    let job = app
+        .delete_and_wait("/volumes/v/snapshots/top/attachments/host-1")
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    rollback_done(&app, "v", "s1").await;
+    for (copy, medium, _) in copies(&app, "v").await {
+        let file = copy_file(&nodes, &medium, &id, copy);
+        for at in [0, 1 << 20, (2 << 20) - 4096] {
+            assert_eq!(
+                bytes_at(&file, at, 4096),
+                vec![0x11; 4096],
+                "{medium} at {at}"
+            );
+        }
+    }
 }

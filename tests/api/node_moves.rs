@@ -10,8 +10,8 @@
 use crate::attach::{qemu_img, qemu_io};
 use crate::harness::{details, TestApp, TestConfig};
 use crate::storage_nodes::{
-    assert_jobs_on_node_fronts, eventually, node, node_with_credential, storage_nodes_config,
-    wait_served, StorageNodeProcess, JOB_ON_NODE_FRONT,
+    assert_jobs_on_node_fronts, eventually, node, node_with_credential, snapshot_files,
+    storage_nodes_config, wait_served, StorageNodeProcess, JOB_ON_NODE_FRONT,
 };
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -638,4 +638,65 @@ async fn an_unattached_volume_s_move_runs_on_a_front_opened_on_a_node_for_the_jo
     let a = crate::attach::attach(&moving.app, "data", "host-0", false).await;
     moving.uri = crate::attach::uri(&a);
     moving.assert_moved().await;
+}
+
+/// A copy with a snapshot moves to another node with it (the live move on
+/// the front's node; before, a slice with snapshots could not move to or
+/// from a node): the moved copy's snapshot files equal the other copy's,
+/// the volume and both copies hold what was acknowledged, and a rollback
+/// afterwards brings both copies back to the snapshot, the moved one from
+/// its own copied snapshot.
+#[tokio::test]
+async fn a_copy_with_a_snapshot_moves_to_another_node_with_it() {
+    let moving = Moving::start(Front::Node).await;
+    let (status, body) = moving
+        .app
+        .post(
+            "/volumes/data/snapshots",
+            json!({"name": "s1", "consistency": "crash"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = moving.app.wait_job_of(&body).await;
+    assert_eq!(job["state"], "Done", "{job}\n{}", moving.app.log());
+    qemu_io(&moving.uri, &["write -P 0x77 0 1M".into(), "flush".into()])
+        .expect("written after the snapshot");
+    moving.reference.write(0, MIB, 0x77);
+
+    let job_id = moving.start_resize().await;
+    let job = moving.app.wait_job(&job_id).await;
+    assert_eq!(job["state"], "Done", "{job}\n{}", moving.app.log());
+    moving.assert_resized().await;
+    moving.assert_front_stayed().await;
+    let files = |medium: &str, copy: u64| {
+        let node = if medium == "sn1-d0" {
+            &moving.sn1
+        } else {
+            &moving.sn3
+        };
+        snapshot_files(&node.medium_dir(medium).join(&moving.id), copy)
+    };
+    let moved = files("sn3-d0", 1);
+    assert_eq!(
+        moved.iter().map(|f| f.0.as_str()).collect::<Vec<_>>(),
+        ["delta", "map"]
+    );
+    assert_eq!(moved, files("sn1-d0", 0));
+
+    let job = moving
+        .app
+        .delete_and_wait("/volumes/data/snapshots/top/attachments/host-0")
+        .await;
+    assert_eq!(job["state"], "Done", "{job}");
+    let (status, body) = moving
+        .app
+        .patch("/volumes/data/snapshots/s1/rollback", json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = moving.app.wait_job_of(&body).await;
+    assert_eq!(job["state"], "Done", "{job}\n{}", moving.app.log());
+    moving.reference.write(0, MIB, 0x5a);
+    // The rollback zeroes the space the resize added: the reference
+    // holds zeros there already.
+    moving.assert_copies().await;
 }

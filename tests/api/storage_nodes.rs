@@ -967,3 +967,25 @@ async fn serve_with_storage_nodes_only_places_every_copy_on_storage_nodes() {
         .unwrap_or_default();
     assert_eq!(managed, [("a1", "node"), ("b1", "node")], "{media}");
 }
+
+/// The snapshot files of copy `copy` of a one-column volume in `dir`, by
+/// kind (`map` / `delta`), with their bytes (a delta's trailing zeros cut:
+/// a hole at its end reads the same).
+pub(crate) fn snapshot_files(dir: &std::path::Path, copy: u64) -> Vec<(String, Vec<u8>)> {
+    let prefix = format!("c{copy}-k0.s");
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().to_string_lossy().into_owned();
+            let kind = name.strip_prefix(&prefix)?.split_once('.')?.1.to_string();
+            let mut bytes = std::fs::read(dir.join(&name)).ok()?;
+            if kind == "delta" {
+                let end = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+                bytes.truncate(end);
+            }
+            Some((kind, bytes))
+        })
+        .collect();
+    files.sort();
+    files
+}

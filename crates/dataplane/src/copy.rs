@@ -5,7 +5,7 @@
 
 pub(crate) use crate::copier::CopyError;
 use crate::copier::{
-    Copier, CopySource, SnapshotCopy, SnapshotFilesAt, Unheld, Verify, SNAPSHOT_BATCH,
+    Copier, CopySource, PartFiles, SnapshotCopy, SnapshotFilesAt, Unheld, Verify, SNAPSHOT_BATCH,
 };
 use crate::digest::{digest_open_file, CHUNK};
 use crate::fsutil::{
@@ -106,7 +106,7 @@ pub(crate) fn copy_file(
     };
     drop(target);
 
-    let mut snapshot_copy = SnapshotCopy::start(&snapshots, dir, &stem)?;
+    let mut snapshot_copy = SnapshotCopy::start(&snapshots, Box::new(PartFiles::new(dir, &stem)))?;
     snapshot_copy.fetch_maps(&snapshots)?;
     loop {
         copier.check()?;
@@ -118,7 +118,7 @@ pub(crate) fn copy_file(
     }
     copier.check()?;
     // Placed snapshot files are removed again unless the slice lands too.
-    let mut placed = snapshot_copy.place(dir)?;
+    let mut placed = snapshot_copy.place()?;
     fs::rename(&partial, to).map_err(dst("rename"))?;
     guard.disarm();
     for p in &mut placed {

@@ -173,7 +173,9 @@ pub enum DataPlaneError {
     MediumOnNode { medium: String, node: String },
     #[error("unknown storage node '{0}'")]
     UnknownNode(String),
-    #[error("slice {slice} ('{from}' to '{to}'): a slice with snapshots cannot move to or from a storage node yet")]
+    /// An offline copy ([`DataPlane::copy_slice`]) to or from a storage
+    /// node carries no snapshot files (a live copy does).
+    #[error("slice {slice} ('{from}' to '{to}'): an offline copy to or from a storage node cannot carry its snapshots")]
     SnapshotsCannotMove {
         slice: String,
         from: String,

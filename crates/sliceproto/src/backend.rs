@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 
 use crate::fence::{EpochFence, Fenced};
 use crate::wire::{self, Op, RequestHeader, Status};
-use crate::{MapTail, SliceName, SnapshotInfo, StoredSlice};
+use crate::{MapTail, SliceName, SnapshotInfo, SnapshotPart, StoredSlice};
 
 /// Checks the hello of every connection.
 pub trait Authenticator: Send + Sync + 'static {
@@ -60,6 +60,43 @@ pub trait SliceBackend: Send + Sync + 'static {
         chunk: u64,
         buf: &mut [u8],
     ) -> io::Result<()>;
+    /// Writes `data` at `offset` of snapshot `id`'s `part`, a live copy's
+    /// file not in place yet (made when missing).
+    fn write_snapshot_part(
+        &self,
+        slice: &SliceName,
+        id: u64,
+        part: SnapshotPart,
+        offset: u64,
+        data: &[u8],
+    ) -> io::Result<()> {
+        let _ = (slice, id, part, offset, data);
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+    /// Reads what was written of snapshot `id`'s `part` at `offset` into
+    /// `buf`: the bytes read (fewer at the part's end).
+    fn read_snapshot_part(
+        &self,
+        slice: &SliceName,
+        id: u64,
+        part: SnapshotPart,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> io::Result<usize> {
+        let _ = (slice, id, part, offset, buf);
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+    /// Puts the parts of snapshots `ids` in place (see
+    /// [`Op::PlaceSnapshotParts`]).
+    fn place_snapshot_parts(&self, slice: &SliceName, ids: &[u64]) -> io::Result<()> {
+        let _ = (slice, ids);
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+    /// Removes the slice's snapshot parts not in place.
+    fn drop_snapshot_parts(&self, slice: &SliceName) -> io::Result<()> {
+        let _ = slice;
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
     fn create_slice(&self, slice: &SliceName, size: u64) -> io::Result<()>;
     fn grow_slice(&self, slice: &SliceName, size: u64) -> io::Result<()>;
     fn delete_slice(&self, slice: &SliceName) -> io::Result<()>;
@@ -121,7 +158,12 @@ pub(crate) fn dispatch(
     max_payload: u32,
 ) -> Result<Vec<u8>, Refusal> {
     let op = Op::from_code(h.op).ok_or_else(|| bad_request(format!("unknown op code {}", h.op)))?;
-    if !payload.is_empty() && !matches!(op, Op::Write | Op::FrontCall) {
+    if !payload.is_empty()
+        && !matches!(
+            op,
+            Op::Write | Op::FrontCall | Op::WriteSnapshotPart | Op::PlaceSnapshotParts
+        )
+    {
         return Err(bad_request(format!("{op:?} carries no payload")));
     }
     let [a0, a1, a2] = h.args;
@@ -182,6 +224,36 @@ pub(crate) fn dispatch(
                 b.read_snapshot_chunk(s, a0, a1, &mut buf).map_err(done)?;
                 buf
             }
+            Op::WriteSnapshotPart => {
+                let part = SnapshotPart::from_code(a1)
+                    .ok_or_else(|| bad_request(format!("unknown snapshot part {a1}")))?;
+                b.write_snapshot_part(s, a0, part, a2, payload)
+                    .map(|()| Vec::new())
+                    .map_err(done)?
+            }
+            Op::ReadSnapshotMapPart | Op::ReadSnapshotDeltaPart => {
+                let part = if op == Op::ReadSnapshotMapPart {
+                    SnapshotPart::Map
+                } else {
+                    SnapshotPart::Delta
+                };
+                let mut buf = vec![0u8; reply_len(a2, max_payload)?];
+                let n = b
+                    .read_snapshot_part(s, a0, part, a1, &mut buf)
+                    .map_err(done)?;
+                buf.truncate(n);
+                buf
+            }
+            Op::PlaceSnapshotParts => {
+                let ids = wire::decode_ids(payload).map_err(done)?;
+                b.place_snapshot_parts(s, &ids)
+                    .map(|()| Vec::new())
+                    .map_err(done)?
+            }
+            Op::DropSnapshotParts => b
+                .drop_snapshot_parts(s)
+                .map(|()| Vec::new())
+                .map_err(done)?,
             Op::CreateSlice => b.create_slice(s, a0).map(|()| Vec::new()).map_err(done)?,
             Op::GrowSlice => b.grow_slice(s, a0).map(|()| Vec::new()).map_err(done)?,
             Op::DeleteSlice => b.delete_slice(s).map(|()| Vec::new()).map_err(done)?,

@@ -83,7 +83,7 @@
 //! `Size`, `DataBytes`: u64. `Allocation`, `SnapshotAllocation`: runs of
 //! (length u64, hole u8: 1 a hole, 0 data). `NextData`: empty (none) or
 //! (start u64, end u64). `Snapshots`: (id u64, size u64, used bytes u64).
-//! `SnapshotIds`: u64 each. `SnapshotMapSince`: end u64, then the map
+//! `SnapshotIds`, and the payload of `PlaceSnapshotParts`: u64 each. `SnapshotMapSince`: end u64, then the map
 //! bytes. `Digest`, `RangeDigest`: u128. `StoredSlices`: (copy u32, column u32, partial u8,
 //! volume id length u8, volume id). Reads: the bytes. `FrontCall`: the
 //! node's answer, as opaque as the call (its medium is empty, its volume
@@ -124,6 +124,31 @@ pub mod testing;
 mod wire;
 
 pub use backend::{Authenticator, FrontControl, SliceBackend};
+
+/// The two files of a slice's snapshot that a live copy writes on a node
+/// ([`Op::WriteSnapshotPart`]): its map and its delta.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotPart {
+    Map,
+    Delta,
+}
+
+impl SnapshotPart {
+    pub fn code(self) -> u64 {
+        match self {
+            SnapshotPart::Map => 0,
+            SnapshotPart::Delta => 1,
+        }
+    }
+
+    pub fn from_code(code: u64) -> Option<SnapshotPart> {
+        match code {
+            0 => Some(SnapshotPart::Map),
+            1 => Some(SnapshotPart::Delta),
+            _ => None,
+        }
+    }
+}
 pub use client::{remote_error, ClientTls, SliceClient};
 pub use fence::{EpochFence, EpochStore, Fenced};
 pub use server::{ServerConfig, SliceServer};

@@ -64,6 +64,21 @@ pub enum Op {
     SnapshotMapSince = 19,
     /// arg0 snapshot id, arg1 chunk, arg2 length. Reply: the bytes.
     ReadSnapshotChunk = 20,
+    /// Fenced. arg0 snapshot id, arg1 part (0 map, 1 delta), arg2 offset;
+    /// the payload is the bytes (none: the part's file is made, empty).
+    /// Writes a live copy's snapshot file, not in place yet.
+    WriteSnapshotPart = 21,
+    /// arg0 snapshot id, arg1 offset, arg2 length. Reply: the bytes of the
+    /// map part written so far (shorter at its end).
+    ReadSnapshotMapPart = 22,
+    /// As `ReadSnapshotMapPart`, of the delta part.
+    ReadSnapshotDeltaPart = 23,
+    /// Fenced. The payload: snapshot ids (u64 each). The parts written are
+    /// made durable and put in place (deltas before maps), the slice's other
+    /// snapshot files removed; the slice is opened again with them.
+    PlaceSnapshotParts = 24,
+    /// Fenced. Removes the slice's snapshot parts not in place.
+    DropSnapshotParts = 25,
     /// arg0 size: creates the slice (or extends it). Durable on reply.
     CreateSlice = 32,
     /// arg0 size: extends the slice. Durable on reply.
@@ -87,7 +102,7 @@ pub enum Op {
 }
 
 impl Op {
-    const ALL: [Op; 27] = [
+    const ALL: [Op; 32] = [
         Op::Size,
         Op::Read,
         Op::PrepareWrite,
@@ -108,6 +123,11 @@ impl Op {
         Op::SnapshotIds,
         Op::SnapshotMapSince,
         Op::ReadSnapshotChunk,
+        Op::WriteSnapshotPart,
+        Op::ReadSnapshotMapPart,
+        Op::ReadSnapshotDeltaPart,
+        Op::PlaceSnapshotParts,
+        Op::DropSnapshotParts,
         Op::CreateSlice,
         Op::GrowSlice,
         Op::DeleteSlice,
@@ -137,6 +157,9 @@ impl Op {
                 | Op::CreateSnapshot
                 | Op::DeleteSnapshot
                 | Op::Rollback
+                | Op::WriteSnapshotPart
+                | Op::PlaceSnapshotParts
+                | Op::DropSnapshotParts
         )
     }
 }

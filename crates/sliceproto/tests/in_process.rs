@@ -68,6 +68,12 @@ fn reads_beyond_the_max_payload_come_in_parts_and_a_stopped_server_fails_every_r
         .read_snapshot(&s, 9, 0, &mut back)
         .expect("snapshot read in parts");
     assert_eq!(back, data);
+    // A copy reads a snapshot's saved chunks in process too.
+    let mut chunk = vec![0u8; 4096];
+    local
+        .read_snapshot_chunk(&s, 9, 2, &mut chunk)
+        .expect("snapshot chunk");
+    assert_eq!(chunk, data[2 * 4096..3 * 4096]);
 
     assert!(!local.is_broken());
     node.server.shutdown();

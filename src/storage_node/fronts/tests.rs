@@ -374,15 +374,6 @@ async fn calls_take_a_snapshot_and_move_a_slice_on_the_open_front() {
         "medium": "d3", "resumefrom": 0, "node": {"node": "sn-1",
         "sliceaddress": node.server.local_addr().to_string(), "slicecredential": SECRET,
         "media": ["d3"]}});
-    let e = ask(&calls, 3, "c", begin.clone())
-        .await
-        .expect_err("snapshots");
-    assert_eq!(e.kind(), std::io::ErrorKind::Unsupported, "{e}");
-    assert!(
-        e.to_string()
-            .contains("cannot move to or from a storage node yet"),
-        "{e}"
-    );
     ask(
         &calls,
         3,

@@ -13,7 +13,8 @@
 mod snapshots;
 
 pub(crate) use snapshots::{
-    create_partial, SnapshotCopy, SnapshotFilesAt, SnapshotSource, SNAPSHOT_BATCH,
+    create_partial, PartFiles, SnapshotCopy, SnapshotFilesAt, SnapshotParts, SnapshotSource,
+    SNAPSHOT_BATCH,
 };
 
 use crate::digest::{chunks, data_runs, digest_open_file, BlockHasher, CHUNK};

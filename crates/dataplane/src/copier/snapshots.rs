@@ -1,9 +1,11 @@
 //! Copying a slice's snapshot files, for offline copies and live moves
 //! alike: map bytes are fetched from the source's durable maps, the delta
 //! chunks they name are copied, each piece verified by reading it back, all
-//! into `*.partial` files that [`SnapshotCopy::place`] renames into place.
-//! The older snapshots never change during a live copy and the newest only
-//! grows, so fetching again catches up with the saves made meanwhile.
+//! into parts ([`SnapshotParts`]: `*.partial` files next to the target
+//! slice, on this host or on the target's storage node) that
+//! [`SnapshotCopy::place`] puts in place. The older snapshots never change
+//! during a live copy and the newest only grows, so fetching again catches
+//! up with the saves made meanwhile.
 
 use super::CopyError;
 use crate::digest::is_zero;
@@ -17,6 +19,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use svs_sliceproto::SnapshotPart;
 
 /// Delta chunks copied between two checks of the cancel token and the
 /// rate (1 MiB).
@@ -129,58 +132,144 @@ pub(crate) fn create_partial(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
+/// Where a copy writes a slice's snapshot files until they are put in
+/// place: `*.partial` files next to the target slice on this host
+/// ([`PartFiles`]), or on the target's storage node (its
+/// `WriteSnapshotPart` and `PlaceSnapshotParts`). Parts not put in place
+/// go when this is dropped.
+pub(crate) trait SnapshotParts: Send {
+    /// Makes snapshot `id`'s map and delta, empty.
+    fn start(&mut self, id: u64) -> io::Result<()>;
+    /// Writes `data` at `offset` of snapshot `id`'s `part`.
+    fn write(&self, id: u64, part: SnapshotPart, offset: u64, data: &[u8]) -> io::Result<()>;
+    /// Reads back what `part` holds at `offset`: the bytes read (fewer at
+    /// its end).
+    fn read(&self, id: u64, part: SnapshotPart, offset: u64, buf: &mut [u8]) -> io::Result<usize>;
+    /// Makes every part durable and puts it in place, deltas before maps
+    /// (a map makes its snapshot exist). The files placed on this host are
+    /// removed when the returned guards drop, unless disarmed.
+    fn place(self: Box<Self>, ids: &[u64]) -> io::Result<Vec<RemoveOnDrop>>;
+}
+
+/// Snapshot parts as `*.partial` files next to the slice `<stem>.slice` in
+/// a directory of this host.
+pub(crate) struct PartFiles {
+    dir: PathBuf,
+    stem: String,
+    files: Vec<PartPair>,
+}
+
+struct PartPair {
+    id: u64,
+    delta: File,
+    map: File,
+    delta_part: RemoveOnDrop,
+    map_part: RemoveOnDrop,
+}
+
+impl PartFiles {
+    pub(crate) fn new(dir: &Path, stem: &str) -> PartFiles {
+        PartFiles {
+            dir: dir.to_path_buf(),
+            stem: stem.to_string(),
+            files: Vec::new(),
+        }
+    }
+
+    fn file(&self, id: u64, part: SnapshotPart) -> io::Result<&File> {
+        let pair =
+            self.files.iter().find(|p| p.id == id).ok_or_else(|| {
+                io::Error::new(io::ErrorKind::NotFound, format!("no snapshot {id}"))
+            })?;
+        Ok(match part {
+            SnapshotPart::Map => &pair.map,
+            SnapshotPart::Delta => &pair.delta,
+        })
+    }
+}
+
+impl SnapshotParts for PartFiles {
+    fn start(&mut self, id: u64) -> io::Result<()> {
+        let delta_part =
+            RemoveOnDrop::new(partial_path(&self.dir.join(delta_name(&self.stem, id))));
+        let delta = create_partial(delta_part.path())?;
+        let map_part = RemoveOnDrop::new(partial_path(&self.dir.join(map_name(&self.stem, id))));
+        let map = create_partial(map_part.path())?;
+        self.files.push(PartPair {
+            id,
+            delta,
+            map,
+            delta_part,
+            map_part,
+        });
+        Ok(())
+    }
+
+    fn write(&self, id: u64, part: SnapshotPart, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.file(id, part)?.write_all_at(data, offset)
+    }
+
+    fn read(&self, id: u64, part: SnapshotPart, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+        read_up_to(self.file(id, part)?, buf, offset)
+    }
+
+    fn place(self: Box<Self>, _ids: &[u64]) -> io::Result<Vec<RemoveOnDrop>> {
+        for f in &self.files {
+            f.delta.sync_all()?;
+            f.map.sync_all()?;
+        }
+        let PartFiles { dir, stem, files } = *self;
+        let mut deltas = Vec::new();
+        let mut maps = Vec::new();
+        for f in files {
+            deltas.push((f.delta_part, dir.join(delta_name(&stem, f.id))));
+            maps.push((f.map_part, dir.join(map_name(&stem, f.id))));
+        }
+        let mut placed = Vec::new();
+        for (mut part, final_path) in deltas.into_iter().chain(maps) {
+            fs::rename(part.path(), &final_path)?;
+            part.disarm();
+            placed.push(RemoveOnDrop::new(final_path));
+        }
+        fsync_dir(&dir)?;
+        Ok(placed)
+    }
+}
+
 /// The snapshot files of a slice being copied (see the module docs).
 pub(crate) struct SnapshotCopy {
     files: Vec<SnapshotFiles>,
+    parts: Box<dyn SnapshotParts>,
     buf: Vec<u8>,
     check: Vec<u8>,
 }
 
 struct SnapshotFiles {
     id: u64,
-    delta: File,
-    map: File,
     /// Bytes of the source's map copied so far.
     map_len: u64,
     /// Chunks that copied map records put in the delta, not copied yet.
     pending: Vec<u64>,
-    delta_part: RemoveOnDrop,
-    map_part: RemoveOnDrop,
-    delta_final: PathBuf,
-    map_final: PathBuf,
 }
 
 impl SnapshotCopy {
-    /// Creates the partial files for every snapshot of `snaps`, named for
-    /// the slice `<stem>.slice` in `dir`.
+    /// Starts the parts of every snapshot of `snaps` in `parts`.
     pub(crate) fn start<S: SnapshotSource + ?Sized>(
         snaps: &S,
-        dir: &Path,
-        stem: &str,
+        mut parts: Box<dyn SnapshotParts>,
     ) -> Result<SnapshotCopy, CopyError> {
         let mut files = Vec::new();
-        let create = CopyError::target;
         for id in snaps.snapshot_ids().map_err(CopyError::source("list"))? {
-            let delta_final = dir.join(delta_name(stem, id));
-            let map_final = dir.join(map_name(stem, id));
-            let delta_part = RemoveOnDrop::new(partial_path(&delta_final));
-            let delta = create_partial(delta_part.path()).map_err(create("create"))?;
-            let map_part = RemoveOnDrop::new(partial_path(&map_final));
-            let map = create_partial(map_part.path()).map_err(create("create"))?;
+            parts.start(id).map_err(CopyError::target("create"))?;
             files.push(SnapshotFiles {
                 id,
-                delta,
-                map,
                 map_len: 0,
                 pending: Vec::new(),
-                delta_part,
-                map_part,
-                delta_final,
-                map_final,
             });
         }
         Ok(SnapshotCopy {
             files,
+            parts,
             buf: vec![0u8; COW_CHUNK as usize],
             check: vec![0u8; COW_CHUNK as usize],
         })
@@ -194,25 +283,36 @@ impl SnapshotCopy {
     ) -> Result<usize, CopyError> {
         let mut added = 0;
         for f in &mut self.files {
-            let tail = snaps
-                .snapshot_map_since(f.id, f.map_len)
-                .map_err(CopyError::source("read"))?;
-            if tail.bytes.is_empty() {
-                continue;
+            // A source may answer a long map a page at a time (a storage
+            // node does): asked again until it has nothing more.
+            loop {
+                let tail = snaps
+                    .snapshot_map_since(f.id, f.map_len)
+                    .map_err(CopyError::source("read"))?;
+                if tail.bytes.is_empty() {
+                    break;
+                }
+                if tail.end <= f.map_len {
+                    return Err(CopyError::Source(
+                        "read",
+                        io::Error::new(io::ErrorKind::InvalidData, "a map page that ends nowhere"),
+                    ));
+                }
+                self.parts
+                    .write(f.id, SnapshotPart::Map, f.map_len, &tail.bytes)
+                    .map_err(CopyError::target("write"))?;
+                let mut back = vec![0u8; tail.bytes.len()];
+                let got = self
+                    .parts
+                    .read(f.id, SnapshotPart::Map, f.map_len, &mut back)
+                    .map_err(CopyError::target("verify"))?;
+                if got != back.len() || back != tail.bytes {
+                    return Err(CopyError::VerifyFailed);
+                }
+                f.map_len = tail.end;
+                added += tail.data_chunks.len();
+                f.pending.extend(tail.data_chunks);
             }
-            f.map
-                .write_all_at(&tail.bytes, f.map_len)
-                .map_err(CopyError::target("write"))?;
-            let mut back = vec![0u8; tail.bytes.len()];
-            f.map
-                .read_exact_at(&mut back, f.map_len)
-                .map_err(CopyError::target("verify"))?;
-            if back != tail.bytes {
-                return Err(CopyError::VerifyFailed);
-            }
-            f.map_len = tail.end;
-            added += tail.data_chunks.len();
-            f.pending.extend(tail.data_chunks);
         }
         Ok(added)
     }
@@ -234,12 +334,14 @@ impl SnapshotCopy {
                     .map_err(CopyError::source("read"))?;
                 for (i, block) in self.buf.chunks(BLOCK as usize).enumerate() {
                     if !is_zero(block) {
-                        f.delta
-                            .write_all_at(block, at + (i as u64) * BLOCK)
+                        self.parts
+                            .write(f.id, SnapshotPart::Delta, at + (i as u64) * BLOCK, block)
                             .map_err(CopyError::target("write"))?;
                     }
                 }
-                let done = read_up_to(&f.delta, &mut self.check, at)
+                let done = self
+                    .parts
+                    .read(f.id, SnapshotPart::Delta, at, &mut self.check)
                     .map_err(CopyError::target("verify"))?;
                 self.check[done..].fill(0);
                 if self.check != self.buf {
@@ -251,28 +353,12 @@ impl SnapshotCopy {
         Ok(copied as u64 * COW_CHUNK)
     }
 
-    /// Makes every file durable and renames it into place, deltas before
-    /// maps (a map makes its snapshot exist). The placed files are removed
-    /// when the returned guards drop, unless disarmed.
-    pub(crate) fn place(self, dir: &Path) -> Result<Vec<RemoveOnDrop>, CopyError> {
-        let fsync = CopyError::target;
-        for f in &self.files {
-            f.delta.sync_all().map_err(fsync("fsync"))?;
-            f.map.sync_all().map_err(fsync("fsync"))?;
-        }
-        let (deltas, maps): (Vec<_>, Vec<_>) = self
-            .files
-            .into_iter()
-            .map(|f| ((f.delta_part, f.delta_final), (f.map_part, f.map_final)))
-            .unzip();
-        let mut placed = Vec::new();
-        for (mut part, final_path) in deltas.into_iter().chain(maps) {
-            fs::rename(part.path(), &final_path).map_err(CopyError::target("rename"))?;
-            part.disarm();
-            placed.push(RemoveOnDrop::new(final_path));
-        }
-        fsync_dir(dir).map_err(fsync("fsync"))?;
-        Ok(placed)
+    /// Makes every file durable and puts it in place, deltas before maps
+    /// (a map makes its snapshot exist). The files placed on this host are
+    /// removed when the returned guards drop, unless disarmed.
+    pub(crate) fn place(self) -> Result<Vec<RemoveOnDrop>, CopyError> {
+        let ids: Vec<u64> = self.files.iter().map(|f| f.id).collect();
+        self.parts.place(&ids).map_err(CopyError::target("place"))
     }
 
     /// [`SnapshotCopy::fetch_maps`] with the error as `io::Error`.
@@ -290,8 +376,8 @@ impl SnapshotCopy {
     }
 
     /// [`SnapshotCopy::place`] with the error as `io::Error`.
-    pub(crate) fn finish(self, dir: &Path) -> io::Result<Vec<RemoveOnDrop>> {
-        self.place(dir).map_err(CopyError::into_io)
+    pub(crate) fn finish(self) -> io::Result<Vec<RemoveOnDrop>> {
+        self.place().map_err(CopyError::into_io)
     }
 }
 

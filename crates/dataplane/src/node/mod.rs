@@ -14,6 +14,7 @@ mod epochs;
 mod names;
 mod secret;
 mod slices;
+mod snapshot_parts;
 
 pub use epochs::FileEpochStore;
 pub use secret::SharedSecret;

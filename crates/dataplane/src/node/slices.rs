@@ -12,7 +12,7 @@ use std::fs::{self, OpenOptions};
 use std::io;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
-use svs_sliceproto::{MapTail, SliceBackend, SliceName, SnapshotInfo, StoredSlice};
+use svs_sliceproto::{MapTail, SliceBackend, SliceName, SnapshotInfo, SnapshotPart, StoredSlice};
 
 /// Most map bytes one [`SliceBackend::snapshot_map_since`] answer carries
 /// (1 MiB, about 43,000 records): the reply must fit the protocol's max
@@ -195,6 +195,14 @@ impl NodeSlices {
         if cache.get(slice).is_some_and(|s| Arc::ptr_eq(s, slot)) {
             cache.remove(slice);
         }
+    }
+
+    /// The slice's file on its medium (checked first).
+    fn path_of(&self, slice: &SliceName) -> io::Result<PathBuf> {
+        self.check(slice)?;
+        self.media
+            .slice_path(&slice.medium, &key(slice))
+            .map_err(to_io)
     }
 
     /// Opens the slice's file and snapshots, as the local data plane does.
@@ -431,6 +439,45 @@ impl SliceBackend for NodeSlices {
         })?;
         range_end(offset, buf.len() as u64)?;
         self.with_slice(slice, |s| s.read_snapshot_chunk(id, chunk, buf))
+    }
+
+    fn write_snapshot_part(
+        &self,
+        slice: &SliceName,
+        id: u64,
+        part: SnapshotPart,
+        offset: u64,
+        data: &[u8],
+    ) -> io::Result<()> {
+        let path = self.path_of(slice)?;
+        super::snapshot_parts::write(&path, (id, part), offset, data)
+    }
+
+    fn read_snapshot_part(
+        &self,
+        slice: &SliceName,
+        id: u64,
+        part: SnapshotPart,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> io::Result<usize> {
+        let path = self.path_of(slice)?;
+        super::snapshot_parts::read(&path, (id, part), offset, buf)
+    }
+
+    /// In place under the slice's exclusive lock; the slice is opened again
+    /// (with its new snapshots) by the next request.
+    fn place_snapshot_parts(&self, slice: &SliceName, ids: &[u64]) -> io::Result<()> {
+        let path = self.path_of(slice)?;
+        let placed = self.exclusively(slice, || super::snapshot_parts::place(&path, ids));
+        // The snapshot files' space is counted again.
+        self.media.snapshot_files_changed(&slice.medium);
+        placed
+    }
+
+    fn drop_snapshot_parts(&self, slice: &SliceName) -> io::Result<()> {
+        let path = self.path_of(slice)?;
+        super::snapshot_parts::drop_parts(&path)
     }
 
     /// Creates the slice (or extends it), durable on return. A cached slice

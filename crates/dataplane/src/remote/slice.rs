@@ -14,11 +14,12 @@ use std::io;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
-use svs_sliceproto::{remote_error, SliceClient, SliceName, Status};
+use svs_sliceproto::{remote_error, SliceClient, SliceName, SnapshotPart, Status};
 
 use super::link::NodeLink;
-use crate::copier::{CopySource, CopyTarget};
+use crate::copier::{CopySource, CopyTarget, SnapshotParts};
 use crate::digest::range_digest;
+use crate::fsutil::RemoveOnDrop;
 use crate::snapshot::MapTail;
 use crate::volume::{Front, NodeTarget, SliceDevice};
 use crate::{Digest, SliceKey, SnapshotInfo};
@@ -302,5 +303,71 @@ impl NodeTarget for RemoteSlice {
 
     fn remove(&self) -> io::Result<()> {
         self.call("delete", |c, s, _| c.delete_slice(s))
+    }
+
+    fn snapshot_parts(&self) -> Box<dyn SnapshotParts> {
+        Box::new(NodeSnapshotParts {
+            slice: RemoteSlice::new(
+                Arc::clone(&self.link),
+                self.name.clone(),
+                Arc::clone(&self.front),
+            ),
+            placed: false,
+        })
+    }
+}
+
+/// A live copy's snapshot files of a slice on a storage node: written
+/// there as parts (fenced with the front's epoch) and put in place by the
+/// node at the switch; parts not placed are dropped with this.
+struct NodeSnapshotParts {
+    slice: RemoteSlice,
+    placed: bool,
+}
+
+impl SnapshotParts for NodeSnapshotParts {
+    fn start(&mut self, id: u64) -> io::Result<()> {
+        for part in [SnapshotPart::Map, SnapshotPart::Delta] {
+            // No bytes: the part is made again, empty.
+            self.write(id, part, 0, &[])?;
+        }
+        Ok(())
+    }
+
+    fn write(&self, id: u64, part: SnapshotPart, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.slice.call("write snapshot part", |c, s, epoch| {
+            c.write_snapshot_part(s, epoch, (id, part), offset, data)
+        })
+    }
+
+    fn read(&self, id: u64, part: SnapshotPart, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+        self.slice.call("read snapshot part", |c, s, _| {
+            c.read_snapshot_part(s, (id, part), offset, buf)
+        })
+    }
+
+    fn place(mut self: Box<Self>, ids: &[u64]) -> io::Result<Vec<RemoveOnDrop>> {
+        self.slice.call("place snapshot parts", |c, s, epoch| {
+            c.place_snapshot_parts(s, epoch, ids)
+        })?;
+        self.placed = true;
+        // In place on the node: removing the slice there removes them.
+        Ok(Vec::new())
+    }
+}
+
+impl Drop for NodeSnapshotParts {
+    fn drop(&mut self) {
+        if self.placed {
+            return;
+        }
+        let dropped = self.slice.call("drop snapshot parts", |c, s, epoch| {
+            c.drop_snapshot_parts(s, epoch)
+        });
+        if let Err(e) = dropped {
+            tracing::warn!(slice = %self.slice.name, error = %e,
+                "the snapshot parts of an unfinished copy stay on the storage node; \
+                 a later copy of the slice replaces them");
+        }
     }
 }

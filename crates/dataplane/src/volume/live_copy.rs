@@ -7,13 +7,13 @@ use super::is_media_failure;
 use super::layout::label;
 use super::slice::{Live, Mirror, MirrorTarget, SliceIo, SliceState};
 use crate::copier::{
-    ChunkHold, Copier, CopyChunk, CopyError, CopySource, CopyTarget, SnapshotCopy, Verify,
+    ChunkHold, Copier, CopyChunk, CopyError, CopySource, CopyTarget, SnapshotCopy, SnapshotParts,
+    Verify,
 };
 use crate::digest::CHUNK;
 use crate::resume::Checkpoints;
 use crate::{CopyOptions, DataPlaneError, COW_CHUNK};
 use std::io;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -179,14 +179,14 @@ impl LocalVolumeIo {
     /// Fills the target from the source while I/O goes on: the slice file
     /// from `from` on (mirroring writes behind the copy cursor, verifying
     /// each chunk by reading it back, checkpointing now and then), durable;
-    /// then the snapshot files (when `snapshots_to`, their directory and
-    /// the slice's file stem, is given: a target on a storage node takes
-    /// none), catching up on the copy-on-write saves made meanwhile.
+    /// then the snapshot files (into `snapshots_to`, when given: none when
+    /// the slice has no snapshots on a storage node's target), catching up
+    /// on the copy-on-write saves made meanwhile.
     /// Returns the snapshot copy for the switch to finish.
     pub(super) fn fill(
         &self,
         ends: Fill<'_>,
-        snapshots_to: Option<(&Path, &str)>,
+        snapshots_to: Option<Box<dyn SnapshotParts>>,
         options: &CopyOptions,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Option<SnapshotCopy>, DataPlaneError> {
@@ -278,7 +278,7 @@ impl LocalVolumeIo {
 
         // The snapshot files: everything, then what was saved meanwhile,
         // until what is left for the pause is small.
-        let Some((dir, stem)) = snapshots_to else {
+        let Some(parts) = snapshots_to else {
             return Ok(None);
         };
         let mut snapshot_copy = {
@@ -287,8 +287,7 @@ impl LocalVolumeIo {
                 healthy_source(source, &state)
                     .map_err(io_err("copy"))?
                     .as_ref(),
-                dir,
-                stem,
+                parts,
             )
             .map_err(snapshot_err("create"))?
         };

@@ -105,6 +105,9 @@ pub(crate) trait NodeTarget: CopyTarget + Send + Sync {
 
     /// Deletes the slice from its node (the copy was undone).
     fn remove(&self) -> io::Result<()>;
+
+    /// Where a live copy writes the slice's snapshot files on the node.
+    fn snapshot_parts(&self) -> Box<dyn crate::copier::SnapshotParts>;
 }
 
 /// The front end of one opening of a volume, as its slices see it: the

@@ -9,7 +9,7 @@ use super::live_copy::{healthy_source, source_lost, Fill};
 use super::media::NodeTarget;
 use super::slice::{MirrorTarget, Placed, Retiring, SliceIo, SliceState};
 use super::{SliceCopyKind, SliceMove};
-use crate::copier::{create_partial, SnapshotCopy};
+use crate::copier::{create_partial, PartFiles, SnapshotCopy, SnapshotParts};
 use crate::fsutil::{
     create_dir_durable, fsync_dir, partial_path, remove_if_exists, slice_stem, RemoveOnDrop,
 };
@@ -64,6 +64,10 @@ struct NodePlace {
     own: bool,
     /// An interrupted copy with a checkpoint: kept for the resume.
     keep: bool,
+    /// The slice has snapshots: their files are copied to the node too.
+    snapshots: bool,
+    /// Their copy, from the fill to the switch.
+    snapshot_copy: Option<SnapshotCopy>,
 }
 
 /// A target on a medium of this host: a partial file renamed into place
@@ -88,6 +92,7 @@ impl Drop for Target {
             slice: Some(node),
             own: false,
             keep: false,
+            ..
         }) = &self.place
         {
             if let Err(e) = node.remove() {
@@ -237,33 +242,26 @@ impl LocalSliceMove {
             io.active_copies.fetch_add(1, Ordering::AcqRel);
             this.claimed = true;
         }
-        let (len, source_medium, has_snapshots) = {
+        let (len, has_snapshots) = {
             let state = source.read_state().map_err(|e| err("lock", e))?;
             let live = healthy_source(source, &state).map_err(|e| err("copy", e))?;
             (
                 live.size().map_err(|e| err("stat", e))?,
-                state.medium.clone(),
                 !live
                     .snapshot_ids()
                     .map_err(|e| err("list snapshots", e))?
                     .is_empty(),
             )
         };
-        let to_node = io.media.is_node_medium(to_medium);
-        if (to_node || io.media.is_node_medium(&source_medium)) && has_snapshots {
-            return Err(DataPlaneError::SnapshotsCannotMove {
-                slice: super::layout::label(&holder.key),
-                from: source_medium,
-                to: to_medium.to_string(),
-            });
-        }
-        if to_node {
+        if io.media.is_node_medium(to_medium) {
             let found = node_target(&io, holder, to_medium, len, own, resume_from)?;
             this.target = Some(Target {
                 place: Place::Node(NodePlace {
                     slice: found.slice,
                     own,
                     keep: false,
+                    snapshots: has_snapshots,
+                    snapshot_copy: None,
                 }),
                 from: found.from,
                 compare: found.compare,
@@ -398,7 +396,7 @@ impl LocalSliceMove {
             (Arc::clone(live), state.medium.clone(), held)
         };
         let (from, compare) = (target.from, target.compare);
-        let fill = |file: &MirrorTarget, snapshots_to: Option<(&Path, &str)>, progress| {
+        let fill = |file: &MirrorTarget, snapshots_to: Option<Box<dyn SnapshotParts>>, progress| {
             options.stats.resumed(from);
             io.fill(
                 Fill {
@@ -432,15 +430,17 @@ impl LocalSliceMove {
                         created
                     }
                 };
+                let parts = node.snapshots.then(|| slice.snapshot_parts());
                 let file: MirrorTarget = slice;
-                let filled = fill(&file, None, progress).map(drop);
+                let filled = fill(&file, parts, progress);
                 if matches!(filled, Err(DataPlaneError::Cancelled))
                     && (from > 0 || options.stats.checkpoint() > 0)
                 {
                     // Kept for the next run, as a partial file is.
                     node.keep = true;
                 }
-                return filled;
+                node.snapshot_copy = filled?;
+                return Ok(());
             }
         };
         let file = match local.file.take() {
@@ -456,7 +456,8 @@ impl LocalSliceMove {
         };
         let mut guard = RemoveOnDrop::new(&local.partial);
         let mirror: MirrorTarget = Arc::clone(&file) as MirrorTarget;
-        let filled = fill(&mirror, Some((&local.dir, &local.stem)), progress);
+        let parts = Box::new(PartFiles::new(&local.dir, &local.stem));
+        let filled = fill(&mirror, Some(parts), progress);
         match filled {
             Ok(snapshot_copy) => {
                 local.file = Some(file);
@@ -503,8 +504,14 @@ impl LocalSliceMove {
         let len = {
             let src_state: &SliceState = source_state.as_deref().unwrap_or(&state);
             let live = healthy_source(source, src_state).map_err(io_err("copy"))?;
-            if let Place::Local(local) = &mut target.place {
-                let snapshot_copy = local.snapshot_copy.as_mut().ok_or_else(not_filled)?;
+            let snapshot_copy = match &mut target.place {
+                Place::Local(local) => Some(local.snapshot_copy.as_mut().ok_or_else(not_filled)?),
+                Place::Node(node) if node.snapshots => {
+                    Some(node.snapshot_copy.as_mut().ok_or_else(not_filled)?)
+                }
+                Place::Node(_) => None,
+            };
+            if let Some(snapshot_copy) = snapshot_copy {
                 snapshot_copy
                     .fetch(live.as_ref())
                     .map_err(io_err("copy snapshots"))?;
@@ -533,9 +540,7 @@ impl LocalSliceMove {
                 };
                 file.set_len(len).map_err(io_err("truncate"))?;
                 file.sync_all().map_err(io_err("fsync"))?;
-                let mut placed = snapshot_copy
-                    .finish(&local.dir)
-                    .map_err(io_err("place snapshots"))?;
+                let mut placed = snapshot_copy.finish().map_err(io_err("place snapshots"))?;
                 std::fs::rename(&local.partial, &local.path).map_err(io_err("rename"))?;
                 if let Some(guard) = local.partial_guard.as_mut() {
                     guard.disarm();
@@ -558,11 +563,19 @@ impl LocalSliceMove {
                     Arc::new(LocalSlice::new(file, snapshots, local.path.clone()));
                 (live, Placed::Files(placed))
             }
-            Place::Node(NodePlace { slice: slot, .. }) => {
+            Place::Node(NodePlace {
+                slice: slot,
+                snapshot_copy,
+                ..
+            }) => {
                 let node = slot.clone().ok_or_else(not_filled)?;
                 // The volume may have grown during the copy.
                 node.grow(len).map_err(io_err("grow"))?;
                 node.sync_all().map_err(io_err("sync"))?;
+                if let Some(snapshots) = snapshot_copy.take() {
+                    // Put in place before the slice is opened with them.
+                    snapshots.finish().map_err(io_err("place snapshots"))?;
+                }
                 let live = io
                     .media
                     .open_slice(to_medium, &holder.key, &io.front)
