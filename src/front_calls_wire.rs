@@ -11,6 +11,7 @@
 //! A failed call is the request's refusal (its errno and message).
 
 use serde::{Deserialize, Serialize};
+use svs_dataplane::CopyCounts;
 
 use crate::fronts_wire::FrontNode;
 
@@ -52,7 +53,7 @@ pub enum FrontOp {
     },
     /// A clone's copy: snapshot `snapshot` (`size` bytes long) of this
     /// volume into volume `target`, whose front runs on the same node at
-    /// `targetepoch` (`svs_dataplane::fill_from_view`). Answers
+    /// `targetepoch` (`svs_dataplane::CloneFill`). Answers
     /// [`FrontAnswer::began`]; its phases are a fill and a finish (or an
     /// abort), named by this call's id.
     BeginClone {
@@ -117,6 +118,34 @@ pub struct CopyProgress {
     pub catchup: u64,
     pub compared: u64,
     pub rewritten: u64,
+}
+
+impl CopyProgress {
+    /// A fill at `done` of `total` with these figures.
+    pub fn of((done, total): (u64, u64), c: CopyCounts) -> CopyProgress {
+        CopyProgress {
+            done,
+            total,
+            checkpoint: c.checkpoint,
+            resumedat: c.resumed_at,
+            copied: c.copied,
+            catchup: c.catch_up,
+            compared: c.compared,
+            rewritten: c.rewritten,
+        }
+    }
+
+    /// Its figures, as the caller's copy stats take them.
+    pub fn counts(&self) -> CopyCounts {
+        CopyCounts {
+            resumed_at: self.resumedat,
+            copied: self.copied,
+            catch_up: self.catchup,
+            compared: self.compared,
+            rewritten: self.rewritten,
+            checkpoint: self.checkpoint,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -127,7 +127,7 @@ struct Copied {
     bytes: u64,
 }
 
-/// Fills a new volume with a snapshot's content (`fill_from_view`: read
+/// Fills a new volume with a snapshot's content (`CloneFill`: read
 /// through the source volume's shared I/O, so writes to the source, moves
 /// of its slices and copy-on-write saves meanwhile are all seen), paced by
 /// `movement_rate`. When the source's front runs on a storage node, the

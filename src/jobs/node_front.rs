@@ -19,8 +19,7 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use svs_dataplane::{
-    CopyCounts, CopyGrants, CopyOptions, DataPlane, DataPlaneError, SliceCopyKind, SliceMove,
-    VolumeIo,
+    CopyGrants, CopyOptions, DataPlane, DataPlaneError, SliceCopyKind, SliceMove, VolumeIo,
 };
 
 /// A volume's I/O whose front runs on storage node `node` at `epoch`.
@@ -275,18 +274,6 @@ impl NodeFrontMove {
     }
 }
 
-/// A fill's figures as this side's copy stats hold them.
-fn counts(p: &CopyProgress) -> CopyCounts {
-    CopyCounts {
-        resumed_at: p.resumedat,
-        copied: p.copied,
-        catch_up: p.catchup,
-        compared: p.compared,
-        rewritten: p.rewritten,
-        checkpoint: p.checkpoint,
-    }
-}
-
 impl SliceMove for NodeFrontMove {
     fn starts_at(&self) -> u64 {
         self.starts_at
@@ -311,7 +298,7 @@ impl SliceMove for NodeFrontMove {
         let mut cancel_sent = false;
         let mut granted = first;
         let mut take = |p: &CopyProgress| {
-            options.stats.set_counts(&counts(p));
+            options.stats.set_counts(&p.counts());
             progress(p.done, p.total);
             if p.checkpoint > recorded {
                 if let Some(record) = &options.resume.record {
@@ -362,7 +349,7 @@ impl SliceMove for NodeFrontMove {
         }
         let answer = filled.map_err(|e| self.io.failed(e))?;
         if let Some(p) = &answer.progress {
-            options.stats.set_counts(&counts(p));
+            options.stats.set_counts(&p.counts());
             progress(p.done, p.total);
         }
         Ok(())
@@ -422,7 +409,7 @@ pub(super) async fn steered_front(
             node
         }
         None => {
-            let Some((node, epoch)) = place_for_job(ctx, volume).await? else {
+            let Some((node, epoch)) = place_for_job(ctx, volume, None).await? else {
                 return Ok(None);
             };
             front.epoch = epoch;
@@ -484,49 +471,48 @@ async fn opened(
 /// The epoch of a front for `volume` (without attachment, every copy on
 /// storage nodes, not open in svs serve) on storage node `node`, opened
 /// there for a job that works on it beside another volume's front on that
-/// node (a clone's copy); kept when it is there already. None (nothing
-/// changed, or the front left where it was) when `node` cannot run it.
+/// node (a clone's copy). None when `node` cannot run it.
 pub(super) async fn front_beside(
     ctx: &super::JobContext,
     volume: &svs_store::Volume,
     node: &str,
 ) -> Result<Option<u64>, super::JobError> {
-    let mover = ctx.front_mover();
-    if ctx.exports.volume_io(&volume.id).is_some()
-        || !mover.attachments(&volume.id).await?.is_empty()
-        || mover.node_for(&volume.id, Some(node)).await?.as_deref() != Some(node)
-    {
+    let Some((node, epoch)) = place_for_job(ctx, volume, Some(node)).await? else {
         return Ok(None);
-    }
-    let front = ctx.store.volume_front(&volume.id).await?;
-    let epoch = if front.node.as_deref() == Some(node) {
-        front.epoch
-    } else {
-        match mover.to_node(volume, node).await? {
-            Some(epoch) => epoch,
-            None => return Ok(None),
-        }
     };
-    Ok(opened(ctx, volume, node, epoch).await.then_some(epoch))
+    Ok(opened(ctx, volume, &node, epoch).await.then_some(epoch))
 }
 
-/// Puts the front of a volume without attachment (and not open in svs
-/// serve: the caller's check) on a storage node for a job: the node and
-/// its epoch, or None (the job runs in svs serve) when fronts stay in svs
-/// serve, the volume is attached, or no node can take it.
+/// Puts the front of a volume without attachment on a storage node for a
+/// job, on `on` when given, else on the node [`FrontMover::node_for`]
+/// picks; kept when it runs there already: the node and its epoch. None
+/// (the job runs in svs serve) when fronts stay in svs serve, svs serve
+/// has the volume open, the volume is attached, or no node (or not `on`)
+/// can take it.
+///
+/// [`FrontMover::node_for`]: super::FrontMover::node_for
 async fn place_for_job(
     ctx: &super::JobContext,
     volume: &svs_store::Volume,
+    on: Option<&str>,
 ) -> Result<Option<(String, u64)>, super::JobError> {
     let mover = ctx.front_mover();
     if ctx.fronts_mode != crate::config::FrontsMode::Nodes
+        || ctx.exports.volume_io(&volume.id).is_some()
         || !mover.attachments(&volume.id).await?.is_empty()
     {
         return Ok(None);
     }
-    let Some(node) = mover.node_for(&volume.id, None).await? else {
+    let Some(node) = mover.node_for(&volume.id, on).await? else {
         return Ok(None);
     };
+    if on.is_some_and(|on| on != node) {
+        return Ok(None);
+    }
+    let front = ctx.store.volume_front(&volume.id).await?;
+    if front.node.as_deref() == Some(node.as_str()) {
+        return Ok(Some((node, front.epoch)));
+    }
     let Some(epoch) = mover.to_node(volume, &node).await? else {
         return Ok(None);
     };

@@ -52,22 +52,20 @@ pub(super) async fn resize_volume(
     for (i, step) in moves.iter().enumerate() {
         ctx.check_stopping()?;
         let mut moved = copy_step(ctx, job, &volume, step, (i, move_count), StepCopy::Move).await;
-        if let Err(e) = &moved {
-            if !matches!(e, JobError::Stopping) {
-                if let Some(step) = source_lost(ctx, &volume.id, job.id, step).await? {
-                    // The moved copy died under the move (its node or its
-                    // medium): the move goes on as a rebuild of that copy
-                    // onto the same target, from a healthy copy of its
-                    // column.
-                    warn!(error = %e, "the copy being moved was lost: rebuilding it on the target instead");
-                    let detail = format!(
-                        "The copy being moved was lost ({e}); rebuilding it on {} from a healthy copy",
-                        step.to_medium.as_deref().unwrap_or_default()
-                    );
-                    ctx.store.add_job_detail(job.id, &detail).await?;
-                    moved = copy_step(ctx, job, &volume, &step, (i, move_count), StepCopy::Rebuild)
-                        .await;
-                }
+        let failed = moved.as_ref().err();
+        if let Some(e) = failed.filter(|e| !matches!(e, JobError::Stopping)) {
+            if let Some(step) = source_lost(ctx, &volume.id, job.id, step).await? {
+                // The moved copy died under the move (its node or its
+                // medium): the move goes on as a rebuild of that copy onto
+                // the same target, from a healthy copy of its column.
+                warn!(error = %e, "the copy being moved was lost: rebuilding it on the target instead");
+                let detail = format!(
+                    "The copy being moved was lost ({e}); rebuilding it on {} from a healthy copy",
+                    step.to_medium.as_deref().unwrap_or_default()
+                );
+                ctx.store.add_job_detail(job.id, &detail).await?;
+                moved =
+                    copy_step(ctx, job, &volume, &step, (i, move_count), StepCopy::Rebuild).await;
             }
         }
         if let Err(e) = moved {
@@ -174,10 +172,6 @@ async fn grow_filesystem(
         .map(Some)
 }
 
-/// After a failed movement: remove any copy on a target that never became
-/// the slice's placement (complete or partial), and the old copy of a slice
-/// that did switch. What this misses (the store was unreachable, say), the
-/// orphaned-copies reconciler removes later.
 /// How long a failed move waits for the loss of the copy it moved to be
 /// recorded (the front records it as it fails the copy).
 const LOSS_RECORD_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
@@ -216,6 +210,10 @@ async fn source_lost(
     }
 }
 
+/// After a failed movement: remove any copy on a target that never became
+/// the slice's placement (complete or partial), and the old copy of a slice
+/// that did switch. What this misses (the store was unreachable, say), the
+/// orphaned-copies reconciler removes later.
 async fn discard_unswitched_copies(ctx: &JobContext, volume_id: &str, job_id: i64) {
     let Ok(current) = ctx.store.resize_steps(job_id).await else {
         return;

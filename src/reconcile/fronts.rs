@@ -61,9 +61,7 @@ impl FrontPlacement {
             (None, None) => Ok(false),
         }
     }
-}
 
-impl FrontPlacement {
     /// Closes the front a job opened on a storage node for a volume
     /// without attachment, once no job works on the volume (an attachment
     /// made meanwhile keeps it); true when it did.

@@ -12,6 +12,7 @@ use crate::host_agent::{
     assert_copies_identical, attach_mounted, check_files, issue_credential, Writer,
 };
 use crate::host_side::HostSide;
+use crate::snapshots::{rollback_done, snapshot};
 use crate::storage_nodes::{
     assert_jobs_on_node_fronts, copies, eventually, snapshot_files, start_node,
     storage_nodes_config, volume_state, wait_served, wait_written, Node, JOB_ON_NODE_FRONT, MARGIN,
@@ -326,33 +327,6 @@ async fn a_write_that_skips_a_dead_copy_waits_until_the_control_plane_records_it
     assert_eq!(volume_state(&app, "v").await, "Degraded");
 }
 
-/// Takes snapshot `name` of `volume` (its job Done).
-async fn snapshot_done(app: &TestApp, volume: &str, name: &str) {
-    let (status, body) = app
-        .post(
-            &format!("/volumes/{volume}/snapshots"),
-            json!({"name": name, "consistency": "crash"}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let job = app.wait_job_of(&body).await;
-    assert_eq!(job["state"], "Done", "{job}\n{}", app.log());
-}
-
-/// Rolls `volume` back to snapshot `name` (its job Done); the job.
-async fn rollback_done(app: &TestApp, volume: &str, name: &str) -> serde_json::Value {
-    let (status, body) = app
-        .patch(
-            &format!("/volumes/{volume}/snapshots/{name}/rollback"),
-            json!({}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let job = app.wait_job_of(&body).await;
-    assert_eq!(job["state"], "Done", "{job}\n{}", app.log());
-    job
-}
-
 /// Snapshots, a rollback and a snapshot's deletion of a volume whose front
 /// runs on a storage node run there (steered by `svs serve`, whose own I/O
 /// never opens the volume): the front stays where it is for every job, the
@@ -372,9 +346,9 @@ async fn snapshots_and_a_rollback_run_on_the_front_s_node() {
         assert!(out.is_ok(), "{out:?}\n{}", front.process.log());
     };
     write(0x11);
-    snapshot_done(&app, "v", "s1").await;
+    snapshot(&app, "v", "s1").await;
     write(0x22);
-    snapshot_done(&app, "v", "s2").await;
+    snapshot(&app, "v", "s2").await;
     write(0x33);
     let (_, a) = app.get("/volumes/v/snapshots/top/attachments/host-1").await;
     assert_eq!(uri(&a), live, "the snapshots moved the front");
@@ -437,7 +411,7 @@ async fn a_clone_copies_node_to_node_on_the_source_s_front() {
         ],
     );
     assert!(out.is_ok(), "{out:?}");
-    snapshot_done(&app, "v", "s1").await;
+    snapshot(&app, "v", "s1").await;
     let out = qemu_io(&live, &["write -P 0x22 0 1M".into(), "flush".into()]);
     assert!(out.is_ok(), "{out:?}");
 
@@ -518,7 +492,7 @@ async fn a_copy_with_snapshots_is_rebuilt_on_another_node_with_them() {
     let live = uri(&a);
     let out = qemu_io(&live, &["write -P 0x11 0 2M".into(), "flush".into()]);
     assert!(out.is_ok(), "{out:?}");
-    snapshot_done(&app, "v", "s1").await;
+    snapshot(&app, "v", "s1").await;
     // Saved into the snapshot on every copy.
     let out = qemu_io(&live, &["write -P 0x22 0 1M".into(), "flush".into()]);
     assert!(out.is_ok(), "{out:?}");

@@ -649,16 +649,7 @@ async fn an_unattached_volume_s_move_runs_on_a_front_opened_on_a_node_for_the_jo
 #[tokio::test]
 async fn a_copy_with_a_snapshot_moves_to_another_node_with_it() {
     let moving = Moving::start(Front::Node).await;
-    let (status, body) = moving
-        .app
-        .post(
-            "/volumes/data/snapshots",
-            json!({"name": "s1", "consistency": "crash"}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let job = moving.app.wait_job_of(&body).await;
-    assert_eq!(job["state"], "Done", "{job}\n{}", moving.app.log());
+    crate::snapshots::snapshot(&moving.app, "data", "s1").await;
     qemu_io(&moving.uri, &["write -P 0x77 0 1M".into(), "flush".into()])
         .expect("written after the snapshot");
     moving.reference.write(0, MIB, 0x77);
@@ -688,13 +679,7 @@ async fn a_copy_with_a_snapshot_moves_to_another_node_with_it() {
         .delete_and_wait("/volumes/data/snapshots/top/attachments/host-0")
         .await;
     assert_eq!(job["state"], "Done", "{job}");
-    let (status, body) = moving
-        .app
-        .patch("/volumes/data/snapshots/s1/rollback", json!({}))
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let job = moving.app.wait_job_of(&body).await;
-    assert_eq!(job["state"], "Done", "{job}\n{}", moving.app.log());
+    crate::snapshots::rollback_done(&moving.app, "data", "s1").await;
     moving.reference.write(0, MIB, 0x5a);
     // The rollback zeroes the space the resize added: the reference
     // holds zeros there already.

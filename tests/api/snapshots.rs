@@ -25,8 +25,22 @@ fn reads(pattern: u8) -> Vec<String> {
         .collect()
 }
 
+/// Rolls `volume` back to snapshot `name` (its job Done); the job.
+pub(crate) async fn rollback_done(app: &TestApp, volume: &str, name: &str) -> Value {
+    let (status, body) = app
+        .patch(
+            &format!("/volumes/{volume}/snapshots/{name}/rollback"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = app.wait_job_of(&body).await;
+    assert_eq!(job["state"], "Done", "{job}\n{}", app.log());
+    job
+}
+
 /// Takes snapshot `name` of `volume`; returns the snapshot as listed.
-async fn snapshot(app: &TestApp, volume: &str, name: &str) -> Value {
+pub(crate) async fn snapshot(app: &TestApp, volume: &str, name: &str) -> Value {
     let (status, body) = app
         .post(
             &format!("/volumes/{volume}/snapshots"),

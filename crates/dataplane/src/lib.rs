@@ -45,8 +45,8 @@ pub use throttle::{CopyGrants, MovementBudgets, RateBudget};
 /// of it) reaches every copy as it is.
 pub use tokio_util::sync::CancellationToken;
 pub use volume::{
-    fill_from_view, is_front_fenced, CloneFill, Extent, FrontFenced, LocalVolumeIo, SliceCopyKind,
-    SliceMove, VolumeIo, VolumeLayout, CLONE_PIECE, STRIPE,
+    is_front_fenced, CloneFill, Extent, FrontFenced, LocalVolumeIo, SliceCopyKind, SliceMove,
+    VolumeIo, VolumeLayout, STRIPE,
 };
 
 use std::path::{Path, PathBuf};
@@ -163,7 +163,7 @@ pub enum DataPlaneError {
         node: String,
         source: std::io::Error,
     },
-    /// A clone's copy failed (see [`fill_from_view`]).
+    /// A clone's copy failed (see [`CloneFill`]).
     #[error("{op}: {source}")]
     Clone {
         op: &'static str,

@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use svs_dataplane::{
-    CloneFill, CopyOptions, CopyResume, CopyStats, DataPlane, DataPlaneError, LatestCheckpoint,
-    SliceCopyKind, SliceMove, VolumeIo,
+    CloneFill, CopyCounts, CopyOptions, CopyResume, CopyStats, DataPlane, DataPlaneError,
+    LatestCheckpoint, SliceCopyKind, SliceMove, VolumeIo,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -89,11 +89,26 @@ struct Call {
     finished: Mutex<Option<Instant>>,
 }
 
+/// What a session copies.
+enum Copying {
+    /// Copy `copy`, column `column` of the front's volume, from its old
+    /// medium `from` to `to` (a rebuild brings a lost copy back).
+    Slice {
+        copy: u32,
+        column: u32,
+        from: String,
+        to: String,
+        rebuild: bool,
+    },
+    /// A clone's copy into volume `into` (whose front runs here too): it
+    /// changes no layout.
+    Clone { into: String },
+}
+
 /// A live copy between its phases.
 struct CopySession {
     volume: String,
-    copy: u32,
-    column: u32,
+    what: Copying,
     /// The copy, while no phase runs.
     slot: Mutex<Option<Box<dyn SliceMove>>>,
     cancel: CancellationToken,
@@ -106,11 +121,6 @@ struct CopySession {
     position: Mutex<(u64, u64)>,
     heard: Mutex<Instant>,
     switched: AtomicBool,
-    /// (its old medium, its target medium, a rebuild).
-    places: (String, String, bool),
-    /// A clone's copy into this volume (whose front runs here too), not a
-    /// slice copy: it changes no layout.
-    clone_into: Option<String>,
     /// Dropped by the control plane's side going away, or the front
     /// closing: a phase running puts the copy back no more, it drops it.
     forgotten: AtomicBool,
@@ -128,7 +138,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 fn data_plane_error(e: DataPlaneError) -> io::Error {
     let kind = match &e {
         DataPlaneError::Cancelled => io::ErrorKind::Interrupted,
-        DataPlaneError::SnapshotsCannotMove { .. } => io::ErrorKind::Unsupported,
         other => other.source_kind().unwrap_or(io::ErrorKind::Other),
     };
     io::Error::new(kind, e.to_string())
@@ -177,7 +186,7 @@ impl FrontCalls {
     pub fn layout(&self, volume: &str) -> Option<FrontLayout> {
         let copying = lock(&self.copies)
             .values()
-            .any(|s| s.volume == volume && s.clone_into.is_none());
+            .any(|s| s.volume == volume && matches!(s.what, Copying::Slice { .. }));
         let fronts = lock(&self.fronts);
         let f = fronts.get(volume)?;
         Some(FrontLayout {
@@ -199,7 +208,7 @@ impl FrontCalls {
     /// (and clones into it) dropped (blocking: a fill running stops first).
     pub fn closed(&self, volume: &str) {
         lock(&self.fronts).remove(volume);
-        self.forget_copies(|s| s.volume == volume || s.clone_into.as_deref() == Some(volume));
+        self.forget_copies(|s| s.volume == volume || s.clones_into(volume));
     }
 
     /// Answers one call (see the module docs).
@@ -372,7 +381,9 @@ impl FrontCalls {
                     // by a restart) goes first: one copy of a slice at a
                     // time.
                     for old in take_copies(&copies, |s| {
-                        s.volume == volume && s.copy == copy && s.column == column
+                        s.volume == volume
+                            && matches!(s.what, Copying::Slice { copy: c, column: k, .. }
+                                if c == copy && k == column)
                     }) {
                         old.forget();
                     }
@@ -384,21 +395,18 @@ impl FrontCalls {
                     let moving = io
                         .begin_slice_copy(kind, copy, column, &medium, resumefrom)
                         .map_err(data_plane_error)?;
-                    let began = BeganCopy {
-                        startsat: moving.starts_at(),
-                        inplace: moving.in_place(),
-                    };
                     let from = lock(&fronts)
                         .get(&volume)
                         .and_then(|f| f.media.get(copy as usize)?.get(column as usize).cloned())
                         .unwrap_or_default();
-                    let mut session = CopySession::new(&volume, copy, column, moving);
-                    session.places = (from, medium, rebuild);
-                    lock(&copies).insert(id, Arc::new(session));
-                    Ok(FrontAnswer {
-                        began: Some(began),
-                        ..FrontAnswer::default()
-                    })
+                    let what = Copying::Slice {
+                        copy,
+                        column,
+                        from,
+                        to: medium,
+                        rebuild,
+                    };
+                    Ok(begun(&copies, id, CopySession::new(&volume, what, moving)))
                 };
                 (Box::new(work), None)
             }
@@ -415,21 +423,13 @@ impl FrontCalls {
                 let work = move || {
                     // An earlier run of the clone (its job restarted) goes
                     // first.
-                    for old in take_copies(&copies, |s| s.clone_into.as_deref() == Some(&target)) {
+                    for old in take_copies(&copies, |s| s.clones_into(&target)) {
                         old.forget();
                     }
                     let view = io.snapshot_view(snapshot, size)?;
                     let moving = Box::new(CloneFill::new(view, into, size));
-                    let mut session = CopySession::new(&volume, u32::MAX, u32::MAX, moving);
-                    session.clone_into = Some(target);
-                    lock(&copies).insert(id, Arc::new(session));
-                    Ok(FrontAnswer {
-                        began: Some(BeganCopy {
-                            startsat: 0,
-                            inplace: false,
-                        }),
-                        ..FrontAnswer::default()
-                    })
+                    let what = Copying::Clone { into: target };
+                    Ok(begun(&copies, id, CopySession::new(&volume, what, moving)))
                 };
                 (Box::new(work), None)
             }
@@ -471,8 +471,7 @@ impl FrontCalls {
                     let switched = moving.switch();
                     if switched.is_ok() {
                         session.switched.store(true, Ordering::SeqCst);
-                        let (_, to, rebuild) = &session.places;
-                        placed(&fronts, &session, to, *rebuild);
+                        session.placed(&fronts, true);
                     }
                     session.put_back(moving);
                     switched.map(|()| none()).map_err(data_plane_error)
@@ -486,10 +485,7 @@ impl FrontCalls {
                     let finished = moving.finish();
                     // The store names the new place by now; the answers
                     // catch up.
-                    let (_, to, rebuild) = &session.places;
-                    if session.clone_into.is_none() {
-                        placed(&fronts, &session, to, *rebuild);
-                    }
+                    session.placed(&fronts, true);
                     finished.map(|()| none()).map_err(data_plane_error)
                 };
                 (Box::new(work), None)
@@ -500,8 +496,7 @@ impl FrontCalls {
                 let work = move || {
                     let aborted = moving.abort();
                     if session.switched.load(Ordering::SeqCst) {
-                        let (from, _, _) = &session.places;
-                        placed(&fronts, &session, from, false);
+                        session.placed(&fronts, false);
                     }
                     aborted.map(|()| none()).map_err(data_plane_error)
                 };
@@ -561,26 +556,22 @@ fn take_copies(
     ids.iter().filter_map(|id| copies.remove(id)).collect()
 }
 
-/// Copy (`copy`, `column`) of the volume's front now does its I/O on
-/// `to` (a switch), or again on its old place (an abort after one).
-fn placed(
-    fronts: &Mutex<HashMap<String, OpenFront>>,
-    session: &CopySession,
-    to: &str,
-    revived: bool,
-) {
-    let mut fronts = lock(fronts);
-    let Some(f) = fronts.get_mut(&session.volume) else {
-        return;
-    };
-    let (copy, column) = (session.copy as usize, session.column as usize);
-    if let Some(slot) = f.media.get_mut(copy).and_then(|c| c.get_mut(column)) {
-        *slot = to.to_string();
+/// Keeps a begun copy as a session under its begin call's id; the begin's
+/// answer.
+fn begun(
+    copies: &Mutex<HashMap<String, Arc<CopySession>>>,
+    id: String,
+    session: CopySession,
+) -> FrontAnswer {
+    let began = lock(&session.slot).as_ref().map(|moving| BeganCopy {
+        startsat: moving.starts_at(),
+        inplace: moving.in_place(),
+    });
+    lock(copies).insert(id, Arc::new(session));
+    FrontAnswer {
+        began,
+        ..FrontAnswer::default()
     }
-    if revived && !f.revived.iter().any(|m| m == to) {
-        f.revived.push(to.to_string());
-    }
-    f.settling = Some(Instant::now());
 }
 
 impl svs_sliceproto::FrontControl for FrontCalls {
@@ -597,11 +588,10 @@ impl svs_sliceproto::FrontControl for FrontCalls {
 }
 
 impl CopySession {
-    fn new(volume: &str, copy: u32, column: u32, moving: Box<dyn SliceMove>) -> CopySession {
+    fn new(volume: &str, what: Copying, moving: Box<dyn SliceMove>) -> CopySession {
         CopySession {
             volume: volume.to_string(),
-            copy,
-            column,
+            what,
             slot: Mutex::new(Some(moving)),
             cancel: CancellationToken::new(),
             grant: Mutex::new(None),
@@ -611,11 +601,50 @@ impl CopySession {
             position: Mutex::new((0, 0)),
             heard: Mutex::new(Instant::now()),
             switched: AtomicBool::new(false),
-            places: Default::default(),
-            clone_into: None,
             forgotten: AtomicBool::new(false),
             dropped: AtomicBool::new(false),
         }
+    }
+
+    /// It is a clone's copy into volume `into`.
+    fn clones_into(&self, into: &str) -> bool {
+        matches!(&self.what, Copying::Clone { into: i } if i == into)
+    }
+
+    /// A slice copy's I/O now goes to its target (`at_target`: a switch,
+    /// a finish), or again to its old place (an abort after a switch): the
+    /// front's layout says so. A clone's copy changes no layout.
+    fn placed(&self, fronts: &Mutex<HashMap<String, OpenFront>>, at_target: bool) {
+        let Copying::Slice {
+            copy,
+            column,
+            from,
+            to,
+            rebuild,
+        } = &self.what
+        else {
+            return;
+        };
+        let (place, revived) = if at_target {
+            (to, *rebuild)
+        } else {
+            (from, false)
+        };
+        let mut fronts = lock(fronts);
+        let Some(f) = fronts.get_mut(&self.volume) else {
+            return;
+        };
+        let at = f
+            .media
+            .get_mut(*copy as usize)
+            .and_then(|c| c.get_mut(*column as usize));
+        if let Some(slot) = at {
+            *slot = place.clone();
+        }
+        if revived && !f.revived.contains(place) {
+            f.revived.push(place.clone());
+        }
+        f.settling = Some(Instant::now());
     }
 
     /// The copy, for a phase to run; a phase still running (a fill just
@@ -689,17 +718,12 @@ impl CopySession {
     }
 
     fn progress(&self) -> CopyProgress {
-        let (done, total) = *lock(&self.position);
-        CopyProgress {
-            done,
-            total,
+        // The checkpoint is the one published durable, not the counter.
+        let counts = CopyCounts {
             checkpoint: self.latest.get(),
-            resumedat: self.stats.resumed_at(),
-            copied: self.stats.copied(),
-            catchup: self.stats.catch_up(),
-            compared: self.stats.compared(),
-            rewritten: self.stats.rewritten(),
-        }
+            ..self.stats.counts()
+        };
+        CopyProgress::of(*lock(&self.position), counts)
     }
 
     /// Stops the copy: a fill running ends (cancelled) and drops it; one

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 /// Unit of a clone's copy; all-zero pieces are skipped (the new volume's
 /// slices are sparse, so they already read as zeros).
-pub const CLONE_PIECE: usize = 1 << 20;
+const CLONE_PIECE: usize = 1 << 20;
 
 fn failed(op: &'static str) -> impl Fn(io::Error) -> DataPlaneError {
     move |source| DataPlaneError::Clone { op, source }
@@ -28,7 +28,7 @@ fn failed(op: &'static str) -> impl Fn(io::Error) -> DataPlaneError {
 /// its budgets), `progress(done, size)` after each piece; flushes the
 /// target at the end. Returns the bytes of data written. A resumed clone
 /// copies again from the start: every piece is written whole.
-pub fn fill_from_view(
+fn fill_from_view(
     view: &dyn VolumeIo,
     target: &dyn VolumeIo,
     size: u64,
@@ -60,7 +60,7 @@ pub fn fill_from_view(
     Ok(written)
 }
 
-/// A clone's copy as a [`SliceMove`]: its fill is [`fill_from_view`]; it
+/// A clone's copy as a [`SliceMove`]: its fill is `fill_from_view`; it
 /// starts at 0 every time, and has nothing to switch, finish or abort (the
 /// new volume is the clone job's to keep or discard).
 pub struct CloneFill {

@@ -56,7 +56,7 @@ mod slice;
 mod slice_move;
 mod snapshots;
 
-pub use clone_fill::{fill_from_view, CloneFill, CLONE_PIECE};
+pub use clone_fill::CloneFill;
 pub(crate) use device::{LocalSlice, SliceDevice};
 pub use io::LocalVolumeIo;
 pub(crate) use layout::label;
