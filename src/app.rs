@@ -356,6 +356,9 @@ impl Application {
             max_connections: config.nbd_max_connections,
             max_connections_per_peer: config.nbd_max_connections_per_peer,
             handshake_timeout: config.nbd_handshake_timeout,
+            // Checked when the configuration was loaded.
+            tcp_congestion: crate::config::nbd_tcp_congestion(&config.nbd_tcp_congestion)
+                .unwrap_or_default(),
             // The NBD server has a runtime of its own (`spawn_nbd_server`).
             inline_max: 64 * 1024,
             tls: match (&server_tls, facts.nbd_tls) {

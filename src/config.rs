@@ -9,6 +9,20 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// The NBD servers' TCP congestion control unless told otherwise.
+pub const DEFAULT_NBD_TCP_CONGESTION: &str = "cubic";
+
+/// `nbd_tcp_congestion`'s value: an algorithm, or None for "system" (the
+/// kernel's default).
+pub fn nbd_tcp_congestion(value: &str) -> Result<Option<svs_nbd::TcpCongestion>, String> {
+    match value {
+        "system" => Ok(None),
+        name => svs_nbd::TcpCongestion::new(name)
+            .map(Some)
+            .map_err(|e| format!("{e}, or \"system\" for the kernel's default")),
+    }
+}
+
 /// Everything `svs serve` can be told. Every field has a default, so no
 /// configuration at all gives a working service.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -80,6 +94,13 @@ pub struct Config {
     /// NBD connections open at once from one IP address, so that no single
     /// peer can take every slot. `SVS_NBD_MAX_CONNECTIONS_PER_PEER`.
     pub nbd_max_connections_per_peer: usize,
+    /// TCP congestion control of NBD connections (attached volumes' data):
+    /// a kernel algorithm's name, or "system" for the kernel's default.
+    /// Default "cubic": with BBR (some distributions' default) the kernel
+    /// paces each large read reply itself, and over loopback that reorders
+    /// and retransmits it (docs/benchmarks.md). The storage nodes' fronts
+    /// have the same setting. `SVS_NBD_TCP_CONGESTION`.
+    pub nbd_tcp_congestion: String,
     /// Lifetime of the AccessToken and IdToken (`ExpiresIn`), e.g. "1h". `SVS_TOKEN_LIFETIME`.
     #[serde(with = "humantime_serde")]
     pub token_lifetime: Duration,
@@ -445,6 +466,7 @@ impl Default for Config {
             nbd_handshake_timeout: Duration::from_secs(10),
             nbd_max_connections: 256,
             nbd_max_connections_per_peer: 64,
+            nbd_tcp_congestion: DEFAULT_NBD_TCP_CONGESTION.to_string(),
             token_lifetime: Duration::from_secs(3600),
             refresh_token_lifetime: Duration::from_secs(30 * 24 * 3600),
             token_clock_skew: Duration::from_secs(60),
@@ -588,6 +610,8 @@ impl Config {
                 return Err(format!("configuration: {name} must be at least 1"));
             }
         }
+        nbd_tcp_congestion(&self.nbd_tcp_congestion)
+            .map_err(|e| format!("configuration: nbd_tcp_congestion: {e}"))?;
         self.validate_tls()?;
         if self.storage_nodes_only && (self.demo || !self.media.is_empty()) {
             return Err(
@@ -895,6 +919,33 @@ mod tests {
             let name = bad.split(' ').next().unwrap();
             assert!(err.contains(name), "{err}");
         }
+    }
+
+    #[test]
+    fn the_nbd_tcp_congestion_is_cubic_an_algorithm_or_the_system_s() {
+        assert_eq!(Config::default().nbd_tcp_congestion, "cubic");
+        let chosen = |text: &str| {
+            load_file(text).map(|c| {
+                nbd_tcp_congestion(&c.nbd_tcp_congestion)
+                    .unwrap()
+                    .map(|cc| cc.to_string())
+            })
+        };
+        assert_eq!(chosen(""), Ok(Some("cubic".to_string())));
+        assert_eq!(
+            chosen("nbd_tcp_congestion = \"reno\"\n"),
+            Ok(Some("reno".to_string()))
+        );
+        assert_eq!(chosen("nbd_tcp_congestion = \"system\"\n"), Ok(None));
+        let err = chosen("nbd_tcp_congestion = \"Cubic!\"\n").unwrap_err();
+        assert!(
+            err.starts_with("configuration: nbd_tcp_congestion: \"Cubic!\" is not a TCP congestion control name"),
+            "{err}"
+        );
+        assert!(
+            err.ends_with("or \"system\" for the kernel's default"),
+            "{err}"
+        );
     }
 
     fn load_file(text: &str) -> Result<Config, String> {

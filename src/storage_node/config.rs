@@ -46,9 +46,18 @@ pub struct StorageNodeConfig {
     /// The private key of `slice_tls_cert` (PEM).
     #[serde(default)]
     pub slice_tls_key: Option<PathBuf>,
+    /// TCP congestion control of the fronts' NBD connections, as `svs
+    /// serve`'s `nbd_tcp_congestion`: an algorithm, or "system" (default
+    /// "cubic").
+    #[serde(default = "default_nbd_tcp_congestion")]
+    pub nbd_tcp_congestion: String,
     /// The media this node serves.
     #[serde(default)]
     pub media: Vec<StorageNodeMedium>,
+}
+
+fn default_nbd_tcp_congestion() -> String {
+    crate::config::DEFAULT_NBD_TCP_CONGESTION.to_string()
 }
 
 /// One `[[media]]` entry.
@@ -106,6 +115,9 @@ impl StorageNodeConfig {
         }
         if self.node.is_empty() {
             return bad("node must not be empty".into());
+        }
+        if let Err(e) = crate::config::nbd_tcp_congestion(&self.nbd_tcp_congestion) {
+            return bad(format!("nbd_tcp_congestion: {e}"));
         }
         if self.slice_tls_cert.is_some() != self.slice_tls_key.is_some() {
             return bad(
@@ -196,6 +208,7 @@ state_dir = "/var/lib/svs-storage-node"
         assert_eq!(c.media[1].size, None);
         assert_eq!(c.front_listen(), "127.0.0.2:10809".parse().unwrap());
         assert_eq!(c.front_advertised(), "127.0.0.2:10809".parse().unwrap());
+        assert_eq!(c.nbd_tcp_congestion, "cubic");
     }
 
     #[test]
@@ -233,6 +246,10 @@ state_dir = "/var/lib/svs-storage-node"
                 "media 'd1' and 'd2' share directory /a",
             ),
             ("colour = \"red\"\n", "unknown field: found `colour`"),
+            (
+                "nbd_tcp_congestion = \"BBR 2\"\n",
+                "configuration: nbd_tcp_congestion: \"BBR 2\" is not a TCP congestion control name",
+            ),
         ] {
             let err = load(&format!("{BASE}{extra}")).unwrap_err();
             assert!(err.contains(message), "{err}");

@@ -141,6 +141,8 @@ struct Fronts {
     listen: SocketAddr,
     /// Bound at start-up (Err: why not), until the services take it.
     listener: Option<Result<TcpListener, String>>,
+    /// Of the NBD server's connections (None: the kernel's default).
+    tcp_congestion: Option<svs_nbd::TcpCongestion>,
     services: Option<FrontServices>,
 }
 
@@ -171,6 +173,7 @@ impl Fronts {
                     self.listen,
                     listener,
                     tls,
+                    self.tcp_congestion,
                     (node, own),
                 ));
             }
@@ -358,6 +361,9 @@ pub async fn run(config_file: &Path) -> Result<(), StorageNodeError> {
                 .await
                 .map_err(|e| format!("cannot listen for NBD on {}: {e}", config.front_listen())),
         ),
+        // Checked when the configuration was loaded.
+        tcp_congestion: crate::config::nbd_tcp_congestion(&config.nbd_tcp_congestion)
+            .unwrap_or_default(),
         services: None,
     };
     let addresses = Addresses {

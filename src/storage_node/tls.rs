@@ -359,6 +359,7 @@ mod tests {
             state_dir: state.to_path_buf(),
             slice_tls_cert: None,
             slice_tls_key: None,
+            nbd_tcp_congestion: "cubic".into(),
             media: Vec::new(),
         }
     }

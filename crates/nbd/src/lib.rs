@@ -54,6 +54,7 @@
 //! `handshake_timeout` is closed.
 
 pub mod client;
+mod congestion;
 pub mod protocol;
 pub mod reconnect;
 
@@ -69,6 +70,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use client::{ClientTls, ExportInfo, NbdClient};
+pub use congestion::TcpCongestion;
 pub use protocol::shutting_down;
 pub use reconnect::{address_host, AddressSource, ReconnectOptions, ReconnectingClient};
 pub use server::NbdServer;
@@ -223,6 +225,10 @@ pub struct NbdConfig {
     /// `NBD_OPT_STARTTLS` with this configuration. Default: none (the
     /// option is answered `NBD_REP_ERR_UNSUP`).
     pub tls: Option<ServerTls>,
+    /// The TCP congestion control of accepted connections (set on the
+    /// listener, see [`TcpCongestion`]); one the kernel refuses is logged and
+    /// the kernel's default kept. Default: none (the kernel's default).
+    pub tcp_congestion: Option<TcpCongestion>,
 }
 
 /// TLS of the NBD server.
@@ -244,6 +250,7 @@ impl Default for NbdConfig {
             max_payload: 32 * 1024 * 1024,
             inline_max: 0,
             tls: None,
+            tcp_congestion: None,
         }
     }
 }

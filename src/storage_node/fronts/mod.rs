@@ -35,7 +35,7 @@ use svs_dataplane::{
     ClusterMedia, CopyFailure, DataPlane, LocalMedia, LossRecord, NodeEndpoint, VolumeIo,
     VolumeLayout, DEFAULT_REQUEST_TIMEOUT,
 };
-use svs_nbd::NbdConfig;
+use svs_nbd::{NbdConfig, TcpCongestion};
 use svs_sliceproto::SliceClient;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -64,6 +64,7 @@ pub struct FrontServices {
     /// then fails with it).
     nbd_down: Arc<Mutex<Option<String>>>,
     tls_on: bool,
+    tcp_congestion: Option<TcpCongestion>,
     /// The control plane's calls to the fronts (the slice server's
     /// `FrontCall`s go here).
     calls: Arc<FrontCalls>,
@@ -88,6 +89,7 @@ impl FrontServices {
         listen: SocketAddr,
         listener: Result<TcpListener, String>,
         tls: Option<Arc<rustls::ServerConfig>>,
+        tcp_congestion: Option<TcpCongestion>,
         own: (&str, SliceClient),
     ) -> FrontServices {
         let (registry, media, failed) = front_registry();
@@ -95,7 +97,7 @@ impl FrontServices {
         let stop = CancellationToken::new();
         let nbd_down = Arc::new(Mutex::new(None));
         let tls_on = tls.is_some();
-        let nbd = start_nbd(&registry, listener, tls, &nbd_down);
+        let nbd = start_nbd(&registry, listener, tls, tcp_congestion, &nbd_down);
         let calls = Arc::new(FrontCalls::new(Arc::clone(registry.data_plane())));
         let poller = tokio::spawn(poll_fronts(
             Arc::clone(&client),
@@ -112,6 +114,7 @@ impl FrontServices {
             nbd,
             nbd_down,
             tls_on,
+            tcp_congestion,
             calls,
             stop,
             poller,
@@ -137,7 +140,13 @@ impl FrontServices {
         let listener = TcpListener::bind(self.listen)
             .await
             .map_err(|e| format!("cannot listen for NBD on {}: {e}", self.listen));
-        self.nbd = start_nbd(&self.registry, listener, tls, &self.nbd_down);
+        self.nbd = start_nbd(
+            &self.registry,
+            listener,
+            tls,
+            self.tcp_congestion,
+            &self.nbd_down,
+        );
     }
 
     /// Where the slice server sends the control plane's calls to fronts.
@@ -208,6 +217,7 @@ fn start_nbd(
     registry: &Arc<ExportRegistry>,
     listener: Result<TcpListener, String>,
     tls: Option<Arc<rustls::ServerConfig>>,
+    tcp_congestion: Option<TcpCongestion>,
     nbd_down: &Mutex<Option<String>>,
 ) -> Option<NbdRunning> {
     let tls_on = tls.is_some();
@@ -220,6 +230,7 @@ fn start_nbd(
             config,
             required: false,
         }),
+        tcp_congestion,
         ..NbdConfig::default()
     };
     let stop = CancellationToken::new();
