@@ -38,6 +38,16 @@
 #    fincore prints how much of each is cached before each timed run (of
 #    the slice file's whole size: its holes, when the data does not fill
 #    the volume, are cached as zero pages once something reads them).
+#    Before each timed run, too, a file of BENCH_WARM_MIB MiB (default 1536)
+#    is written in the temporary directory and deleted, so that both sides
+#    write into memory the guest has just freed. Why: this machine is a VM
+#    whose balloon reports freed guest memory to the host (virtio free page
+#    reporting), and a write into a page the host took back costs several
+#    times more (a first touch on the host). cp's output reuses the pages
+#    of the file deleted just before it, where a rebuild's target node wrote
+#    into pages freed long before: 1.3-1.8 s of the target node's CPU per
+#    512 MiB went into copying into the page cache, 0.3 s after the warm-up
+#    (docs/benchmarks.md). BENCH_WARM_MIB=0 leaves memory as it is.
 # 4. bench/rebuild_bench.py prints every round (with the CPU seconds of svs
 #    serve, the source node and the target node during the rebuild, and of
 #    cp + sync) and the medians in MB/s, 10^6 bytes per second of DATA_MIB
@@ -48,7 +58,8 @@
 # removed on exit; every process is stopped on exit. Environment:
 # BENCH_REBUILD_MIB (default 512: the data written, MiB), BENCH_ROUNDS
 # (default 3), BENCH_DROP_CACHES (default 0; 1: drop the page cache before
-# every timed run), BENCH_SVS_BIN (an svs binary to run instead of building
+# every timed run), BENCH_WARM_MIB (default 1536; 0: no warm-up),
+# BENCH_SVS_BIN (an svs binary to run instead of building
 # one).
 set -euo pipefail
 
@@ -57,6 +68,7 @@ REPO="$(cd "$BENCH_DIR/.." && pwd)"
 DATA_MIB="${BENCH_REBUILD_MIB:-512}"
 ROUNDS="${BENCH_ROUNDS:-3}"
 DROP_CACHES="${BENCH_DROP_CACHES:-0}"
+WARM_MIB="${BENCH_WARM_MIB:-1536}"
 [[ "$DATA_MIB" =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_REBUILD_MIB must be a positive integer (MiB)" >&2; exit 1; }
 [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_ROUNDS must be a positive integer" >&2; exit 1; }
 [[ "$DROP_CACHES" == 0 || "$DROP_CACHES" == 1 ]] || { echo "BENCH_DROP_CACHES must be 0 or 1" >&2; exit 1; }
@@ -118,6 +130,10 @@ slice_file() {
 # Before every timed run: no dirty data left to write back inside it, and
 # the same page-cache conditions for both kinds of run.
 settle() {
+    if ((WARM_MIB > 0)); then
+        dd if=/dev/zero of="$WORK/warm-up" bs=1M count="$WARM_MIB" status=none
+        rm -f "$WORK/warm-up"
+    fi
     sync
     if [[ "$DROP_CACHES" == 1 ]]; then
         echo 3 >/proc/sys/vm/drop_caches

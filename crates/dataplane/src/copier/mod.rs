@@ -118,6 +118,14 @@ pub(crate) trait CopyTarget {
     /// device now, so the final sync has little left to do.
     fn start_writeback(&self, _offset: u64, _len: u64) {}
 
+    /// How much an unthrottled copy moves to this target per chunk (a
+    /// multiple of [`CHUNK`]). A target on a storage node takes more than a
+    /// local file: each chunk costs it round trips (the write, the digest
+    /// that verifies it), paid once per chunk.
+    fn chunk(&self) -> usize {
+        CHUNK
+    }
+
     /// Whether the target holds exactly `data` at `offset` (a resync's
     /// compare, see [`Copier::compare_target`]), reading through `scratch`
     /// (at least `data.len()` bytes). Here the target's bytes are read and
@@ -275,9 +283,9 @@ pub(crate) struct Copier<'a, 'p> {
     pacer: Pacer<'a>,
     stats: &'a CopyStats,
     verify: Verify,
-    /// Bytes per chunk of the data walk (smaller when throttled, so pacing
-    /// is smooth).
-    chunk: u64,
+    /// Bytes per chunk of the data walk when throttled (small, so pacing
+    /// is smooth); None: the target's [`CopyTarget::chunk`].
+    chunk: Option<u64>,
     buf: Vec<u8>,
     /// Read-back buffer ([`Verify::ReadBack`]).
     check: Vec<u8>,
@@ -297,11 +305,11 @@ impl<'a, 'p> Copier<'a, 'p> {
         progress: &'p mut dyn FnMut(u64, u64),
     ) -> Self {
         let pacer = Pacer::new(options.rate_limit, &options.budgets, &options.cancel);
-        // At most ~1/10 s of data per chunk when throttled.
-        let chunk = match pacer.rate() {
-            Some(rate) => (rate / 10 / BLOCK * BLOCK).clamp(MIN_THROTTLED_CHUNK, CHUNK as u64),
-            None => CHUNK as u64,
-        };
+        // At most ~1/10 s of data per chunk when throttled; unthrottled,
+        // the target's chunk (see `copy_data`).
+        let chunk = pacer
+            .rate()
+            .map(|rate| (rate / 10 / BLOCK * BLOCK).clamp(MIN_THROTTLED_CHUNK, CHUNK as u64));
         Copier {
             pacer,
             stats: &options.stats,
@@ -440,6 +448,16 @@ impl<'a, 'p> Copier<'a, 'p> {
         Ok(())
     }
 
+    /// Grows the buffers to hold a chunk of `len` bytes.
+    fn fit_buffers(&mut self, len: usize) {
+        if self.buf.len() < len {
+            self.buf.resize(len, 0);
+        }
+        if !self.check.is_empty() && self.check.len() < len {
+            self.check.resize(len, 0);
+        }
+    }
+
     /// Tells the caller's progress callback where the copy stands.
     pub(crate) fn report(&mut self) {
         (self.progress)(self.tally.done, self.tally.total.max(self.tally.done));
@@ -505,7 +523,13 @@ impl<'a, 'p> Copier<'a, 'p> {
         let mut cursor = from;
         let mut writeback_from = from;
         let mut measured = Instant::now();
-        let chunk = self.chunk;
+        // A resync keeps to CHUNK: it rewrites whole chunks that differ.
+        let chunk = self.chunk.unwrap_or(if self.compare {
+            CHUNK as u64
+        } else {
+            target.chunk() as u64
+        });
+        self.fit_buffers(chunk as usize);
         loop {
             self.check()?;
             let copied = hold.around(&mut || {
