@@ -106,6 +106,12 @@ pub struct CopyOptions {
     /// with it (its writes are fenced: a node that has seen a higher epoch
     /// of the volume refuses them). Ignored by copies between local media.
     pub epoch: u64,
+    /// Most bytes the copy moves per chunk. None: the target's own chunk
+    /// (4 MiB to a storage node, 1 MiB to a local file), smaller when
+    /// `rate_limit` or `budgets` throttle it. A copy paced from outside (a
+    /// storage node's copy, by the control plane's grants) sets it, so that
+    /// it never runs far past what it was granted.
+    pub max_chunk: Option<u64>,
 }
 
 /// A slice file found on a medium (see [`DataPlane::stored_slices`]).

@@ -41,6 +41,9 @@ const UNCLAIMED: Duration = Duration::from_secs(120);
 const FORGET_WAIT: Duration = Duration::from_secs(10);
 /// How often a fill waiting for a grant looks at its cancel token.
 const GRANT_POLL: Duration = Duration::from_millis(100);
+/// Most a copy paced by grants moves at once (an unpaced copy to a node
+/// moves 4 MiB).
+const GRANTED_CHUNK: u64 = 1 << 20;
 
 /// A front open here, as calls find it.
 struct OpenFront {
@@ -452,6 +455,8 @@ impl FrontCalls {
                             &s.latest,
                         ),
                         stats: s.stats.clone(),
+                        // Paced by grants: never far past one.
+                        max_chunk: grant.map(|_| GRANTED_CHUNK),
                         ..CopyOptions::default()
                     };
                     let filled =

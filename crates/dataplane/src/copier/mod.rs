@@ -286,6 +286,8 @@ pub(crate) struct Copier<'a, 'p> {
     /// Bytes per chunk of the data walk when throttled (small, so pacing
     /// is smooth); None: the target's [`CopyTarget::chunk`].
     chunk: Option<u64>,
+    /// [`CopyOptions::max_chunk`], a whole number of blocks.
+    max_chunk: u64,
     buf: Vec<u8>,
     /// Read-back buffer ([`Verify::ReadBack`]).
     check: Vec<u8>,
@@ -310,11 +312,15 @@ impl<'a, 'p> Copier<'a, 'p> {
         let chunk = pacer
             .rate()
             .map(|rate| (rate / 10 / BLOCK * BLOCK).clamp(MIN_THROTTLED_CHUNK, CHUNK as u64));
+        let max_chunk = options
+            .max_chunk
+            .map_or(u64::MAX, |most| (most / BLOCK * BLOCK).max(BLOCK));
         Copier {
             pacer,
             stats: &options.stats,
             verify,
             chunk,
+            max_chunk,
             buf: vec![0u8; CHUNK],
             check: match verify {
                 Verify::ReadBack => vec![0u8; CHUNK],
@@ -524,11 +530,14 @@ impl<'a, 'p> Copier<'a, 'p> {
         let mut writeback_from = from;
         let mut measured = Instant::now();
         // A resync keeps to CHUNK: it rewrites whole chunks that differ.
-        let chunk = self.chunk.unwrap_or(if self.compare {
-            CHUNK as u64
-        } else {
-            target.chunk() as u64
-        });
+        let chunk = self
+            .chunk
+            .unwrap_or(if self.compare {
+                CHUNK as u64
+            } else {
+                target.chunk() as u64
+            })
+            .min(self.max_chunk);
         self.fit_buffers(chunk as usize);
         loop {
             self.check()?;

@@ -256,6 +256,87 @@ fn a_hold_sees_every_chunk_and_the_end() {
     );
 }
 
+#[test]
+fn a_target_s_chunk_sets_the_walk_unless_the_copy_is_paced() {
+    struct Seen(Vec<Option<(u64, u64)>>);
+    impl ChunkHold for Seen {
+        fn around(
+            &mut self,
+            copy_chunk: &mut CopyChunk<'_>,
+        ) -> Result<Option<(u64, u64)>, CopyError> {
+            let copied = copy_chunk()?;
+            self.0.push(copied);
+            Ok(copied)
+        }
+    }
+    /// A file taking 4 MiB chunks, as a slice on a storage node does.
+    struct Wide(File);
+    impl CopyTarget for Wide {
+        fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+            CopyTarget::write_at(&self.0, data, offset)
+        }
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+            CopyTarget::read_at(&self.0, buf, offset)
+        }
+        fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
+            CopyTarget::punch_hole(&self.0, offset, len)
+        }
+        fn sync_data(&self) -> io::Result<()> {
+            File::sync_data(&self.0)
+        }
+        fn sync_all(&self) -> io::Result<()> {
+            File::sync_all(&self.0)
+        }
+        fn digest(&self, buf: &mut [u8]) -> io::Result<Digest> {
+            CopyTarget::digest(&self.0, buf)
+        }
+        fn chunk(&self) -> usize {
+            4 << 20
+        }
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let source = sparse_source(dir.path());
+    let walk = |max_chunk| {
+        let target = Wide(file(&dir.path().join("target"), 16 * MIB));
+        let options = CopyOptions {
+            max_chunk,
+            ..CopyOptions::default()
+        };
+        let mut progress = no_progress();
+        let mut copier = Copier::new(&options, Verify::ReadBack, &mut progress);
+        let mut seen = Seen(Vec::new());
+        copier
+            .copy_data(&source, &target, 0, None, &mut seen)
+            .expect("copy");
+        let mut copied = vec![0u8; 16 * MIB as usize];
+        target.0.read_exact_at(&mut copied, 0).expect("read target");
+        let mut expected = vec![0u8; 16 * MIB as usize];
+        source.read_exact_at(&mut expected, 0).expect("read source");
+        assert!(copied == expected, "the target differs from the source");
+        seen.0
+    };
+    // The data at 1 MiB (3 MiB) in one chunk: up to the 4 MiB boundary.
+    assert_eq!(
+        walk(None),
+        vec![
+            Some((MIB, 4 * MIB)),
+            Some((9 * MIB, 9 * MIB + (64 << 10))),
+            None
+        ]
+    );
+    // Paced from outside: at most a mebibyte at a time.
+    assert_eq!(
+        walk(Some(MIB)),
+        vec![
+            Some((MIB, 2 * MIB)),
+            Some((2 * MIB, 3 * MIB)),
+            Some((3 * MIB, 4 * MIB)),
+            Some((9 * MIB, 9 * MIB + (64 << 10))),
+            None,
+        ]
+    );
+}
+
 /// A stale copy of `sparse_source`: equal but for 4 KiB changed at 1.5
 /// MiB, the data at 9 MiB missing, and data at 12 MiB where the source
 /// has a hole.

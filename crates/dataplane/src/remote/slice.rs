@@ -22,6 +22,7 @@ use crate::digest::range_digest;
 use crate::fsutil::RemoveOnDrop;
 use crate::snapshot::MapTail;
 use crate::volume::{Front, NodeTarget, SliceDevice};
+use crate::{Digest, SliceKey, SnapshotInfo};
 
 /// An unthrottled copy's chunk to a slice on a node: 4 MiB, one write
 /// request and one digest request at the slice server's largest payload,
@@ -29,7 +30,6 @@ use crate::volume::{Front, NodeTarget, SliceDevice};
 /// nodes went ~1.3x faster, docs/benchmarks.md). A live copy holds the
 /// slice's writes for one chunk: a few milliseconds.
 const REMOTE_COPY_CHUNK: usize = 4 << 20;
-use crate::{Digest, SliceKey, SnapshotInfo};
 
 /// The name of slice `key` on `medium`, for the protocol.
 pub(super) fn slice_name(medium: &str, key: &SliceKey) -> SliceName {
