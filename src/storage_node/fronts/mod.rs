@@ -64,6 +64,8 @@ pub struct FrontServices {
     /// then fails with it).
     nbd_down: Arc<Mutex<Option<String>>>,
     tls_on: bool,
+    /// Of the NBD server's connections, kept for its restarts (None: the
+    /// kernel's default).
     tcp_congestion: Option<TcpCongestion>,
     /// The control plane's calls to the fronts (the slice server's
     /// `FrontCall`s go here).
