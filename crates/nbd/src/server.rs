@@ -55,19 +55,17 @@ impl NbdServer {
         shutdown: CancellationToken,
     ) -> io::Result<()> {
         let local = listener.local_addr()?;
-        let congestion = match self.config.tcp_congestion {
-            None => "the kernel's default".to_string(),
-            Some(chosen) => match chosen.apply(&listener) {
-                Ok(()) => chosen.to_string(),
-                Err(e) => {
+        let congestion = self.config.tcp_congestion.filter(|chosen| {
+            chosen
+                .apply(&listener)
+                .inspect_err(|e| {
                     warn!(%local, tcp_congestion = %chosen, error = %e,
                         "TCP congestion control not set, connections keep the kernel's default");
-                    "the kernel's default".to_string()
-                }
-            },
-        };
+                })
+                .is_ok()
+        });
         info!(
-            tcp_congestion = %congestion,
+            tcp_congestion = congestion.as_ref().map_or("the kernel's default", |c| c.as_str()),
             %local,
             max_connections = self.config.max_connections,
             max_connections_per_peer = self.config.max_connections_per_peer,

@@ -35,11 +35,14 @@ fn no_progress() -> impl FnMut(u64, u64) {
     |_, _| {}
 }
 
-/// A target that corrupts what is read back from it, or drops one write.
+/// A file target that may corrupt what is read back from it, or drop one
+/// write, and takes chunks of `chunk` bytes (4 MiB as a slice on a storage
+/// node, or [`CHUNK`] as a local file).
 struct Faulty {
     file: File,
     flip_reads: bool,
     drop_write_at: Option<u64>,
+    chunk: usize,
 }
 
 impl CopyTarget for Faulty {
@@ -72,6 +75,21 @@ impl CopyTarget for Faulty {
 
     fn digest(&self, buf: &mut [u8]) -> io::Result<Digest> {
         CopyTarget::digest(&self.file, buf)
+    }
+
+    fn chunk(&self) -> usize {
+        self.chunk
+    }
+}
+
+/// Records every chunk the copy walks, and its end (`None`).
+struct Seen(Vec<Option<(u64, u64)>>);
+
+impl ChunkHold for Seen {
+    fn around(&mut self, copy_chunk: &mut CopyChunk<'_>) -> Result<Option<(u64, u64)>, CopyError> {
+        let copied = copy_chunk()?;
+        self.0.push(copied);
+        Ok(copied)
     }
 }
 
@@ -186,6 +204,7 @@ fn a_verification_mismatch_is_detected_either_way() {
             file: file(&dir.path().join("target"), 16 * MIB),
             flip_reads,
             drop_write_at,
+            chunk: CHUNK,
         };
         let options = CopyOptions::default();
         let mut progress = no_progress();
@@ -221,103 +240,68 @@ fn a_cancelled_copy_stops_before_its_next_chunk() {
     assert_eq!(options.stats.copied(), MIB);
 }
 
+/// The chunks a read-back copy of `source` to `target` walks, and its end.
+fn walk(source: &File, target: &dyn CopyTarget, options: &CopyOptions) -> Vec<Option<(u64, u64)>> {
+    let mut progress = no_progress();
+    let mut copier = Copier::new(options, Verify::ReadBack, &mut progress);
+    let mut seen = Seen(Vec::new());
+    copier
+        .copy_data(source, target, 0, None, &mut seen)
+        .expect("copy");
+    seen.0
+}
+
+/// `sparse_source`'s walk in 1 MiB chunks.
+fn mebibyte_walk() -> Vec<Option<(u64, u64)>> {
+    vec![
+        Some((MIB, 2 * MIB)),
+        Some((2 * MIB, 3 * MIB)),
+        Some((3 * MIB, 4 * MIB)),
+        Some((9 * MIB, 9 * MIB + (64 << 10))),
+        None,
+    ]
+}
+
 #[test]
 fn a_hold_sees_every_chunk_and_the_end() {
-    struct Seen(Vec<Option<(u64, u64)>>);
-    impl ChunkHold for Seen {
-        fn around(
-            &mut self,
-            copy_chunk: &mut CopyChunk<'_>,
-        ) -> Result<Option<(u64, u64)>, CopyError> {
-            let copied = copy_chunk()?;
-            self.0.push(copied);
-            Ok(copied)
-        }
-    }
     let dir = tempfile::tempdir().expect("temp dir");
     let source = sparse_source(dir.path());
     let target = file(&dir.path().join("target"), 16 * MIB);
-    let options = CopyOptions::default();
-    let mut progress = no_progress();
-    let mut copier = Copier::new(&options, Verify::ReadBack, &mut progress);
-    let mut seen = Seen(Vec::new());
-    copier
-        .copy_data(&source, &target, 0, None, &mut seen)
-        .expect("copy");
     assert_eq!(
-        seen.0,
-        vec![
-            Some((MIB, 2 * MIB)),
-            Some((2 * MIB, 3 * MIB)),
-            Some((3 * MIB, 4 * MIB)),
-            Some((9 * MIB, 9 * MIB + (64 << 10))),
-            None,
-        ]
+        walk(&source, &target, &CopyOptions::default()),
+        mebibyte_walk()
     );
 }
 
 #[test]
 fn a_target_s_chunk_sets_the_walk_unless_the_copy_is_paced() {
-    struct Seen(Vec<Option<(u64, u64)>>);
-    impl ChunkHold for Seen {
-        fn around(
-            &mut self,
-            copy_chunk: &mut CopyChunk<'_>,
-        ) -> Result<Option<(u64, u64)>, CopyError> {
-            let copied = copy_chunk()?;
-            self.0.push(copied);
-            Ok(copied)
-        }
-    }
-    /// A file taking 4 MiB chunks, as a slice on a storage node does.
-    struct Wide(File);
-    impl CopyTarget for Wide {
-        fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
-            CopyTarget::write_at(&self.0, data, offset)
-        }
-        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-            CopyTarget::read_at(&self.0, buf, offset)
-        }
-        fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
-            CopyTarget::punch_hole(&self.0, offset, len)
-        }
-        fn sync_data(&self) -> io::Result<()> {
-            File::sync_data(&self.0)
-        }
-        fn sync_all(&self) -> io::Result<()> {
-            File::sync_all(&self.0)
-        }
-        fn digest(&self, buf: &mut [u8]) -> io::Result<Digest> {
-            CopyTarget::digest(&self.0, buf)
-        }
-        fn chunk(&self) -> usize {
-            4 << 20
-        }
-    }
     let dir = tempfile::tempdir().expect("temp dir");
     let source = sparse_source(dir.path());
-    let walk = |max_chunk| {
-        let target = Wide(file(&dir.path().join("target"), 16 * MIB));
+    let mut expected = vec![0u8; 16 * MIB as usize];
+    source.read_exact_at(&mut expected, 0).expect("read source");
+    let walked = |max_chunk| {
+        let target = Faulty {
+            file: file(&dir.path().join("target"), 16 * MIB),
+            flip_reads: false,
+            drop_write_at: None,
+            chunk: 4 << 20,
+        };
         let options = CopyOptions {
             max_chunk,
             ..CopyOptions::default()
         };
-        let mut progress = no_progress();
-        let mut copier = Copier::new(&options, Verify::ReadBack, &mut progress);
-        let mut seen = Seen(Vec::new());
-        copier
-            .copy_data(&source, &target, 0, None, &mut seen)
-            .expect("copy");
+        let seen = walk(&source, &target, &options);
         let mut copied = vec![0u8; 16 * MIB as usize];
-        target.0.read_exact_at(&mut copied, 0).expect("read target");
-        let mut expected = vec![0u8; 16 * MIB as usize];
-        source.read_exact_at(&mut expected, 0).expect("read source");
+        target
+            .file
+            .read_exact_at(&mut copied, 0)
+            .expect("read target");
         assert!(copied == expected, "the target differs from the source");
-        seen.0
+        seen
     };
     // The data at 1 MiB (3 MiB) in one chunk: up to the 4 MiB boundary.
     assert_eq!(
-        walk(None),
+        walked(None),
         vec![
             Some((MIB, 4 * MIB)),
             Some((9 * MIB, 9 * MIB + (64 << 10))),
@@ -325,16 +309,7 @@ fn a_target_s_chunk_sets_the_walk_unless_the_copy_is_paced() {
         ]
     );
     // Paced from outside: at most a mebibyte at a time.
-    assert_eq!(
-        walk(Some(MIB)),
-        vec![
-            Some((MIB, 2 * MIB)),
-            Some((2 * MIB, 3 * MIB)),
-            Some((3 * MIB, 4 * MIB)),
-            Some((9 * MIB, 9 * MIB + (64 << 10))),
-            None,
-        ]
-    );
+    assert_eq!(walked(Some(MIB)), mebibyte_walk());
 }
 
 /// A stale copy of `sparse_source`: equal but for 4 KiB changed at 1.5
@@ -420,6 +395,7 @@ fn a_resync_still_catches_a_corrupt_target() {
             file: stale,
             flip_reads,
             drop_write_at,
+            chunk: CHUNK,
         };
         let options = CopyOptions::default();
         let mut progress = no_progress();
