@@ -30,6 +30,11 @@ pub trait SliceBackend: Send + Sync + 'static {
     /// Runs of `[offset, offset + len)`: `(length, hole)`, in order.
     fn allocation(&self, slice: &SliceName, offset: u64, len: u64) -> io::Result<Vec<(u64, bool)>>;
     fn will_need(&self, slice: &SliceName, offset: u64, len: u64);
+    /// A hint that `[offset, offset + len)` is written and may go to the
+    /// disk now.
+    fn start_writeback(&self, slice: &SliceName, offset: u64, len: u64) {
+        let _ = (slice, offset, len);
+    }
     fn next_data(&self, slice: &SliceName, from: u64, len: u64) -> io::Result<Option<(u64, u64)>>;
     fn data_bytes(&self, slice: &SliceName, from: u64, len: u64) -> io::Result<u64>;
     fn check_present(&self, slice: &SliceName) -> io::Result<()>;
@@ -161,7 +166,11 @@ pub(crate) fn dispatch(
     if !payload.is_empty()
         && !matches!(
             op,
-            Op::Write | Op::FrontCall | Op::WriteSnapshotPart | Op::PlaceSnapshotParts
+            Op::Write
+                | Op::WriteDigest
+                | Op::FrontCall
+                | Op::WriteSnapshotPart
+                | Op::PlaceSnapshotParts
         )
     {
         return Err(bad_request(format!("{op:?} carries no payload")));
@@ -188,6 +197,10 @@ pub(crate) fn dispatch(
             Op::Allocation => wire::encode_runs(&b.allocation(s, a0, a1).map_err(done)?),
             Op::WillNeed => {
                 b.will_need(s, a0, a1);
+                Vec::new()
+            }
+            Op::WriteBack => {
+                b.start_writeback(s, a0, a1);
                 Vec::new()
             }
             Op::NextData => wire::encode_next_data(b.next_data(s, a0, a1).map_err(done)?),
@@ -249,6 +262,13 @@ pub(crate) fn dispatch(
                 b.place_snapshot_parts(s, &ids)
                     .map(|()| Vec::new())
                     .map_err(done)?
+            }
+            Op::WriteDigest => {
+                b.write(s, a0, payload).map_err(done)?;
+                b.range_digest(s, a0, payload.len() as u64, a1)
+                    .map_err(done)?
+                    .to_le_bytes()
+                    .to_vec()
             }
             Op::DropSnapshotParts => b
                 .drop_snapshot_parts(s)

@@ -105,7 +105,7 @@ impl ClientTls {
 
 /// What a reply must carry.
 #[derive(Clone, Copy)]
-enum Expect {
+pub(crate) enum Expect {
     /// Exactly this many bytes (a read), when it succeeds.
     Exact(usize),
     /// At most the max payload.
@@ -393,14 +393,25 @@ impl SliceClient {
 
     /// A hint: sent, not waited for (a failure to send is ignored too).
     pub fn will_need(&self, slice: &SliceName, offset: u64, len: u64) {
+        self.hint(Op::WillNeed, slice, [offset, len, 0]);
+    }
+
+    /// A hint: sent, not waited for (see [`Op::WriteBack`]).
+    pub fn start_writeback(&self, slice: &SliceName, offset: u64, len: u64) {
+        self.hint(Op::WriteBack, slice, [offset, len, 0]);
+    }
+
+    /// Sends `op`, does not wait for its reply; a failure to send is
+    /// ignored too.
+    fn hint(&self, op: Op, slice: &SliceName, args: [u64; 3]) {
         let tcp = match &self.conn {
             Conn::Tcp(tcp) => tcp,
             Conn::InProcess(server) => {
-                let _ = server.call(Op::WillNeed, slice, 0, [offset, len, 0], &[]);
+                let _ = server.call(op, slice, 0, args, &[]);
                 return;
             }
         };
-        if let Ok(id) = self.send(Op::WillNeed, slice, 0, [offset, len, 0], &[], Expect::Any) {
+        if let Ok(id) = self.send(op, slice, 0, args, &[], Expect::Any) {
             let mut p = tcp.shared.lock();
             // Replied already: drop it; else the reader drops it.
             if let Some(Slot::Done(_)) = p.slots.get(&id) {
@@ -606,8 +617,16 @@ impl SliceClient {
         self.call(Op::FrontCall, &slice, 0, [0; 3], request)
     }
 
+    /// The server this client calls in process, if it is one.
+    pub(crate) fn in_process_server(&self) -> Option<&dyn InProcessServer> {
+        match &self.conn {
+            Conn::InProcess(server) => Some(server.as_ref()),
+            Conn::Tcp(_) => None,
+        }
+    }
+
     /// When the replies to requests sent from now on are due.
-    fn deadline(&self) -> Instant {
+    pub(crate) fn deadline(&self) -> Instant {
         Instant::now() + self.timeout
     }
 
@@ -684,7 +703,7 @@ impl SliceClient {
     }
 
     /// Registers an id and sends the request; returns the id.
-    fn send(
+    pub(crate) fn send(
         &self,
         op: Op,
         slice: &SliceName,
@@ -763,7 +782,7 @@ impl SliceClient {
     }
 
     /// Waits for the reply to `id` until `deadline`.
-    fn wait(&self, id: u64, deadline: Instant) -> io::Result<Vec<u8>> {
+    pub(crate) fn wait(&self, id: u64, deadline: Instant) -> io::Result<Vec<u8>> {
         let tcp = self.tcp()?;
         let mut p = tcp.shared.lock();
         let wake = match p.slots.get(&id) {

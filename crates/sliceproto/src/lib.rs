@@ -122,6 +122,7 @@ mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod wire;
+mod write_digest;
 
 pub use backend::{Authenticator, FrontControl, SliceBackend};
 
@@ -153,6 +154,7 @@ pub use client::{remote_error, ClientTls, SliceClient};
 pub use fence::{EpochFence, EpochStore, Fenced};
 pub use server::{ServerConfig, SliceServer};
 pub use wire::{Op, RemoteError, Status, PROTOCOL_VERSION};
+pub use write_digest::WriteDigests;
 
 /// Names one slice on a storage node.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -5,7 +5,7 @@ use std::io::{self, Read};
 
 use crate::{MapTail, SliceName, SnapshotInfo, StoredSlice};
 
-pub const PROTOCOL_VERSION: u16 = 1;
+pub const PROTOCOL_VERSION: u16 = 2;
 pub(crate) const HELLO_MAGIC: [u8; 8] = *b"SVSSLICE";
 pub(crate) const REQUEST_MAGIC: [u8; 4] = *b"SVSQ";
 pub(crate) const REPLY_MAGIC: [u8; 4] = *b"SVSR";
@@ -79,6 +79,15 @@ pub enum Op {
     PlaceSnapshotParts = 24,
     /// Fenced. Removes the slice's snapshot parts not in place.
     DropSnapshotParts = 25,
+    /// Fenced. arg0 offset, arg1 seed; the payload is the data. Writes it,
+    /// then reads the range back. Reply: its digest as
+    /// [`Op::RangeDigest`] computes it with `seed` (u128): a copy verifies
+    /// a chunk in the write's own round trip.
+    WriteDigest = 26,
+    /// arg0 offset, arg1 length: a hint to start writing the range back to
+    /// the disk (a copy's final sync then has little left to do); the
+    /// client does not wait for it.
+    WriteBack = 27,
     /// arg0 size: creates the slice (or extends it). Durable on reply.
     CreateSlice = 32,
     /// arg0 size: extends the slice. Durable on reply.
@@ -102,7 +111,7 @@ pub enum Op {
 }
 
 impl Op {
-    const ALL: [Op; 32] = [
+    const ALL: [Op; 34] = [
         Op::Size,
         Op::Read,
         Op::PrepareWrite,
@@ -128,6 +137,8 @@ impl Op {
         Op::ReadSnapshotDeltaPart,
         Op::PlaceSnapshotParts,
         Op::DropSnapshotParts,
+        Op::WriteDigest,
+        Op::WriteBack,
         Op::CreateSlice,
         Op::GrowSlice,
         Op::DeleteSlice,
@@ -160,6 +171,7 @@ impl Op {
                 | Op::WriteSnapshotPart
                 | Op::PlaceSnapshotParts
                 | Op::DropSnapshotParts
+                | Op::WriteDigest
         )
     }
 }

@@ -4,6 +4,7 @@
 mod common;
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use common::{node, slice, Node, TIMEOUT};
 use svs_sliceproto::{remote_error, EpochStore, ServerConfig, SliceName, Status};
@@ -11,7 +12,7 @@ use svs_sliceproto::{remote_error, EpochStore, ServerConfig, SliceName, Status};
 #[test]
 fn an_in_process_client_answers_as_a_remote_one_and_shares_the_fence() {
     let node = node();
-    let local = node.server.in_process_client(TIMEOUT);
+    let local = Arc::new(node.server.in_process_client(TIMEOUT));
     let remote = node.client();
     let s = slice();
     local.create_slice(&s, 1 << 20).expect("create");
@@ -35,6 +36,22 @@ fn an_in_process_client_answers_as_a_remote_one_and_shares_the_fence() {
     let e = remote.write(&s, 4, 0, &[4u8; 4096]).expect_err("stale");
     assert_eq!(remote_error(&e).map(|r| r.status), Some(Status::StaleEpoch));
     assert_eq!(node.backend.bytes(&s).expect("slice")[..4096], [3u8; 4096]);
+    // A digested write runs at once in process, fenced as any write.
+    let mut writes = local.write_digests(s.clone(), 5);
+    writes.send(8192, &[6u8; 4096], 11);
+    let digests = writes.finish().expect("digested write");
+    assert_eq!(
+        digests,
+        vec![remote.range_digest(&s, 8192, 4096, 11).expect("digest")]
+    );
+    let mut writes = local.write_digests(s.clone(), 4);
+    writes.send(8192, &[8u8; 4096], 11);
+    let e = writes.finish().expect_err("stale");
+    assert_eq!(remote_error(&e).map(|r| r.status), Some(Status::StaleEpoch));
+    assert_eq!(
+        node.backend.bytes(&s).expect("slice")[8192..12288],
+        [6u8; 4096]
+    );
 
     // An error of the slice comes back as the node's answer.
     let missing = SliceName::new("m1", "vol-9", 0, 0);

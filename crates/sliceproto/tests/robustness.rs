@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{node, slice, Node, CREDENTIAL};
-use svs_sliceproto::{remote_error, ServerConfig, SliceClient, Status};
+use svs_sliceproto::{remote_error, ServerConfig, SliceClient, Status, PROTOCOL_VERSION};
 
 fn hello(version: u16, credential: &str, name: &str) -> Vec<u8> {
     let mut b = b"SVSSLICE".to_vec();
@@ -37,7 +37,7 @@ fn read_hello_reply(s: &mut TcpStream) -> (u16, u32, String) {
 
 fn hello_reply(max_payload: u32) -> Vec<u8> {
     let mut b = b"SVSSLICE".to_vec();
-    b.extend_from_slice(&1u16.to_le_bytes());
+    b.extend_from_slice(&PROTOCOL_VERSION.to_le_bytes());
     b.extend_from_slice(&0u16.to_le_bytes());
     b.extend_from_slice(&max_payload.to_le_bytes());
     b.extend_from_slice(&0u16.to_le_bytes());
@@ -79,7 +79,8 @@ fn read_reply(s: &mut TcpStream) -> (u16, u64, String, Vec<u8>) {
 fn raw_client(node: &Node) -> TcpStream {
     let mut s = TcpStream::connect(node.server.local_addr()).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(&hello(1, CREDENTIAL, "raw")).unwrap();
+    s.write_all(&hello(PROTOCOL_VERSION, CREDENTIAL, "raw"))
+        .unwrap();
     assert_eq!(read_hello_reply(&mut s).0, 0);
     s
 }
@@ -117,7 +118,7 @@ fn oversized_and_garbled_frames_are_refused_without_a_panic() {
 
     // A hello claiming a huge credential: refused before reading it.
     let mut s = TcpStream::connect(addr).unwrap();
-    let mut h = hello(1, "", "x");
+    let mut h = hello(PROTOCOL_VERSION, "", "x");
     h[12..14].copy_from_slice(&60000u16.to_le_bytes());
     s.write_all(&h[..16]).unwrap();
     let (status, _, message) = read_hello_reply(&mut s);

@@ -211,7 +211,7 @@ fn many_threads_keep_many_requests_in_flight_and_replies_come_out_of_order() {
 #[test]
 fn a_stale_epoch_is_refused_and_nothing_applied_and_a_higher_one_raises() {
     let node = node();
-    let c = node.client();
+    let c = Arc::new(node.client());
     let s = slice();
     c.create_slice(&s, MIB).unwrap();
     c.write(&s, 5, 0, &[1u8; 4096]).unwrap();
@@ -248,10 +248,76 @@ fn a_stale_epoch_is_refused_and_nothing_applied_and_a_higher_one_raises() {
     let e = c.write(&s, 5, 0, &[4u8; 4096]).unwrap_err();
     assert_eq!(remote_error(&e).map(|r| r.status), Some(Status::StaleEpoch));
     assert_eq!(node.backend.bytes(&s).unwrap()[..4096], [3u8; 4096]);
+    // A digested write is fenced too.
+    let mut writes = c.write_digests(s.clone(), 5);
+    writes.send(0, &[4u8; 4096], 7);
+    let e = writes.finish().unwrap_err();
+    assert_eq!(remote_error(&e).map(|r| r.status), Some(Status::StaleEpoch));
+    assert_eq!(node.backend.bytes(&s).unwrap()[..4096], [3u8; 4096]);
     // Another volume's epoch is its own.
     let other = SliceName::new("m1", "vol-2", 0, 0);
     c.create_slice(&other, 4096).unwrap();
     c.write(&other, 1, 0, &[5u8; 4096]).unwrap();
+}
+
+#[test]
+fn digested_writes_in_flight_at_once_each_answer_the_digest_of_what_the_node_holds() {
+    let node = Node::start(ServerConfig {
+        max_payload: 64 * 1024,
+        ..ServerConfig::default()
+    });
+    let c = Arc::new(node.client());
+    let s = slice();
+    c.create_slice(&s, MIB).unwrap();
+    let pieces: Vec<(u64, Vec<u8>)> = (0..8u8)
+        .map(|i| (u64::from(i) * 64 * 1024, vec![i + 1; 64 * 1024]))
+        .collect();
+    let mut writes = c.write_digests(s.clone(), 1);
+    for (i, (at, data)) in pieces.iter().enumerate() {
+        writes.send(*at, data, 100 + i as u64);
+    }
+    let digests = writes.finish().unwrap();
+    // In the order sent, each the node's digest of its range with its seed.
+    assert_eq!(digests.len(), pieces.len());
+    for (i, ((at, data), digest)) in pieces.iter().zip(&digests).enumerate() {
+        let len = data.len() as u64;
+        assert_eq!(
+            *digest,
+            c.range_digest(&s, *at, len, 100 + i as u64).unwrap()
+        );
+        let mut held = vec![0u8; data.len()];
+        c.read(&s, *at, &mut held).unwrap();
+        assert_eq!(held, *data);
+    }
+    assert_ne!(digests[0], digests[1]);
+
+    // A piece over the max payload is refused before it is sent; the
+    // others are written, and the connection goes on.
+    let mut writes = c.write_digests(s.clone(), 1);
+    writes.send(0, &vec![9u8; 64 * 1024 + 4096], 1);
+    writes.send(MIB - 4096, &[9u8; 4096], 1);
+    let e = writes.finish().unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    assert_eq!(node.backend.bytes(&s).unwrap()[..4096], [1u8; 4096]);
+    assert_eq!(
+        node.backend.bytes(&s).unwrap()[MIB as usize - 4096..],
+        [9u8; 4096]
+    );
+    // A slice the node does not hold: ENOENT; nothing made.
+    let missing = SliceName::new("m1", "vol-9", 0, 0);
+    let mut writes = c.write_digests(missing.clone(), 1);
+    writes.send(0, &[1u8; 4096], 1);
+    assert_eq!(writes.finish().unwrap_err().kind(), io::ErrorKind::NotFound);
+    assert!(node.backend.bytes(&missing).is_none());
+    // Dropped unfinished, the writes are still waited for: no reply is
+    // left behind, and the next request is answered.
+    let mut writes = c.write_digests(s.clone(), 1);
+    writes.send(0, &[2u8; 4096], 1);
+    drop(writes);
+    assert_eq!(node.backend.bytes(&s).unwrap()[..4096], [2u8; 4096]);
+    assert!(!c.is_broken());
+    c.start_writeback(&s, 0, MIB);
+    assert_eq!(c.size(&s).unwrap(), MIB);
 }
 
 #[test]

@@ -120,10 +120,17 @@ pub(crate) trait CopyTarget {
 
     /// How much an unthrottled copy moves to this target per chunk (a
     /// multiple of [`CHUNK`]). A target on a storage node takes more than a
-    /// local file: each chunk costs it round trips (the write, the digest
-    /// that verifies it), paid once per chunk.
+    /// local file: its writes of a chunk are in flight together, and the
+    /// copy waits for them once per chunk.
     fn chunk(&self) -> usize {
         CHUNK
+    }
+
+    /// Writes verified by the target itself as it makes them, several in
+    /// flight while the copy reads on ([`Verify::ReadBack`] with no read
+    /// back; a target on a storage node); None: written, then checked.
+    fn verified_writes(&self) -> Option<Box<dyn VerifiedWrites + '_>> {
+        None
     }
 
     /// Whether the target holds exactly `data` at `offset` (a resync's
@@ -136,6 +143,16 @@ pub(crate) trait CopyTarget {
         self.read_at(theirs, offset)?;
         Ok(*theirs == *data)
     }
+}
+
+/// Writes in flight to a target, each checked there (see
+/// [`CopyTarget::verified_writes`]).
+pub(crate) trait VerifiedWrites {
+    /// Sends `data` to be written at `offset`; does not wait for it.
+    fn send(&mut self, data: &[u8], offset: u64);
+
+    /// Waits for every write sent: whether the target holds each as sent.
+    fn finish(self: Box<Self>) -> io::Result<bool>;
 }
 
 impl CopySource for File {
@@ -227,9 +244,10 @@ pub(crate) enum Verify {
     /// Each chunk is checked on the target against the bytes just read
     /// from the source (a live copy: its source changes while it is
     /// copied, so no digest of it would hold): read back and compared here,
-    /// or, on a storage node, digested there with a seed drawn per request
-    /// and the digests compared, so the chunk does not cross the network
-    /// twice.
+    /// or, on a storage node, read back and digested there with a seed
+    /// drawn per write, the digest coming back with the write's answer
+    /// ([`CopyTarget::verified_writes`]), so the chunk does not cross the
+    /// network twice.
     ReadBack,
     /// At the end, the target's digest is compared with the digest of the
     /// bytes the copy read, or of the whole source when the copy resumed
@@ -273,6 +291,11 @@ const MIN_THROTTLED_CHUNK: u64 = 64 << 10;
 /// How often a copy measures again what is left of the source (writes into
 /// holes ahead of a live copy add to it).
 pub(crate) const REMEASURE: Duration = Duration::from_secs(1);
+
+/// The data of one write to a target that verifies its writes
+/// ([`Copier::copy_pieces`]): small enough that the target starts on a
+/// chunk's first piece while the copy reads the next ones.
+const VERIFIED_PIECE: usize = 1 << 20;
 
 /// Bytes of target written between starts of writeback.
 const WRITEBACK_STEP: u64 = 16 << 20;
@@ -492,18 +515,55 @@ impl<'a, 'p> Copier<'a, 'p> {
         clear: bool,
         hasher: Option<&mut BlockHasher>,
     ) -> Result<(), CopyError> {
-        let data = &mut self.buf[..n];
-        source
-            .read_at(data, start)
-            .map_err(CopyError::source("read"))?;
         if clear {
             target
                 .punch_hole(start, n as u64)
                 .map_err(CopyError::target("write"))?;
         }
+        if let Some(writes) = target
+            .verified_writes()
+            .filter(|_| self.verify == Verify::ReadBack)
+        {
+            return self.copy_pieces(source, writes, start, n, hasher);
+        }
+        let data = &mut self.buf[..n];
+        source
+            .read_at(data, start)
+            .map_err(CopyError::source("read"))?;
         data_runs(hasher, start, data, |at, run| target.write_at(run, at))
             .map_err(CopyError::target("write"))?;
         self.verify_chunk(target, start, n)
+    }
+
+    /// [`Copier::copy_chunk`] to a target that verifies its writes: read a
+    /// piece, send its data, read the next while the target writes and
+    /// checks it; then wait for them all.
+    fn copy_pieces(
+        &mut self,
+        source: &dyn CopySource,
+        mut writes: Box<dyn VerifiedWrites + '_>,
+        start: u64,
+        n: usize,
+        mut hasher: Option<&mut BlockHasher>,
+    ) -> Result<(), CopyError> {
+        let end = start + n as u64;
+        for (at, len) in chunks(start, end, VERIFIED_PIECE as u64) {
+            let from = (at - start) as usize;
+            let data = &mut self.buf[from..from + len];
+            source
+                .read_at(data, at)
+                .map_err(CopyError::source("read"))?;
+            data_runs(hasher.as_deref_mut(), at, data, |at, run| {
+                writes.send(run, at);
+                Ok::<(), io::Error>(())
+            })
+            .map_err(CopyError::target("write"))?;
+        }
+        if writes.finish().map_err(CopyError::target("write"))? {
+            Ok(())
+        } else {
+            Err(CopyError::VerifyFailed)
+        }
     }
 
     /// Copies the source's data from `from` on (0, or a checkpoint: the

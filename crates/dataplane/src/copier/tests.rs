@@ -37,12 +37,44 @@ fn no_progress() -> impl FnMut(u64, u64) {
 
 /// A file target that may corrupt what is read back from it, or drop one
 /// write, and takes chunks of `chunk` bytes (4 MiB as a slice on a storage
-/// node, or [`CHUNK`] as a local file).
+/// node, or [`CHUNK`] as a local file). With `sends`, it verifies its
+/// writes itself as a storage node does ([`CopyTarget::verified_writes`])
+/// and records each `(offset, length)` sent.
 struct Faulty {
     file: File,
     flip_reads: bool,
     drop_write_at: Option<u64>,
     chunk: usize,
+    sends: Option<Mutex<Vec<(u64, usize)>>>,
+}
+
+/// [`Faulty`]'s verified writes: each written at once and read back
+/// through the target.
+struct FaultyWrites<'t> {
+    target: &'t Faulty,
+    held: bool,
+    failed: Option<io::Error>,
+}
+
+impl VerifiedWrites for FaultyWrites<'_> {
+    fn send(&mut self, data: &[u8], offset: u64) {
+        if let Some(sends) = &self.target.sends {
+            sends.lock().expect("sends").push((offset, data.len()));
+        }
+        let checked = self.target.write_at(data, offset).and_then(|()| {
+            let mut back = vec![0u8; data.len()];
+            self.target.read_at(&mut back, offset)?;
+            Ok(back == data)
+        });
+        match checked {
+            Ok(same) => self.held &= same,
+            Err(e) => self.failed = self.failed.take().or(Some(e)),
+        }
+    }
+
+    fn finish(self: Box<Self>) -> io::Result<bool> {
+        self.failed.map_or(Ok(self.held), Err)
+    }
 }
 
 impl CopyTarget for Faulty {
@@ -79,6 +111,15 @@ impl CopyTarget for Faulty {
 
     fn chunk(&self) -> usize {
         self.chunk
+    }
+
+    fn verified_writes(&self) -> Option<Box<dyn VerifiedWrites + '_>> {
+        self.sends.as_ref()?;
+        Some(Box::new(FaultyWrites {
+            target: self,
+            held: true,
+            failed: None,
+        }))
     }
 }
 
@@ -205,6 +246,7 @@ fn a_verification_mismatch_is_detected_either_way() {
             flip_reads,
             drop_write_at,
             chunk: CHUNK,
+            sends: None,
         };
         let options = CopyOptions::default();
         let mut progress = no_progress();
@@ -285,6 +327,7 @@ fn a_target_s_chunk_sets_the_walk_unless_the_copy_is_paced() {
             flip_reads: false,
             drop_write_at: None,
             chunk: 4 << 20,
+            sends: None,
         };
         let options = CopyOptions {
             max_chunk,
@@ -310,6 +353,67 @@ fn a_target_s_chunk_sets_the_walk_unless_the_copy_is_paced() {
     );
     // Paced from outside: at most a mebibyte at a time.
     assert_eq!(walked(Some(MIB)), mebibyte_walk());
+}
+
+#[test]
+fn a_target_that_verifies_its_writes_gets_each_chunk_in_pieces_and_fails_a_mismatch() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let source = sparse_source(dir.path());
+    let mut expected = vec![0u8; 16 * MIB as usize];
+    source.read_exact_at(&mut expected, 0).expect("read source");
+    let target = |flip_reads, drop_write_at| Faulty {
+        file: file(&dir.path().join("target"), 16 * MIB),
+        flip_reads,
+        drop_write_at,
+        chunk: 4 << 20,
+        sends: Some(Mutex::new(Vec::new())),
+    };
+    let copy = |target: &Faulty, verify| {
+        let options = CopyOptions::default();
+        let mut progress = no_progress();
+        let mut copier = Copier::new(&options, verify, &mut progress);
+        copier.copy_data(&source, target, 0, None, &mut Unheld)
+    };
+    // One chunk of 3 MiB (1 to 4 MiB) goes in 1 MiB pieces, each as its
+    // data runs (the zero block at 2 MiB is not sent), then the 64 KiB.
+    let good = target(false, None);
+    copy(&good, Verify::ReadBack).expect("copy");
+    let sends = good
+        .sends
+        .as_ref()
+        .map(|s| s.lock().expect("sends").clone());
+    assert_eq!(
+        sends,
+        Some(vec![
+            (MIB, MIB as usize),
+            (2 * MIB + 4096, (MIB - 4096) as usize),
+            (3 * MIB, MIB as usize),
+            (9 * MIB, 64 << 10),
+        ])
+    );
+    let mut copied = vec![0u8; 16 * MIB as usize];
+    good.file
+        .read_exact_at(&mut copied, 0)
+        .expect("read target");
+    assert!(copied == expected, "the target differs from the source");
+    // A copy verified by its digest at the end writes as before.
+    let by_digest = target(false, None);
+    copy(&by_digest, Verify::Digest).expect("copy");
+    assert_eq!(
+        by_digest
+            .sends
+            .as_ref()
+            .map(|s| s.lock().expect("sends").len()),
+        Some(0)
+    );
+    // What the target holds differs from what was sent: the copy fails.
+    for (flip_reads, drop_write_at) in [(true, None), (false, Some(3 * MIB))] {
+        let copied = copy(&target(flip_reads, drop_write_at), Verify::ReadBack);
+        assert!(
+            matches!(copied, Err(CopyError::VerifyFailed)),
+            "{flip_reads} {drop_write_at:?}: {copied:?}"
+        );
+    }
 }
 
 /// A stale copy of `sparse_source`: equal but for 4 KiB changed at 1.5
@@ -396,6 +500,7 @@ fn a_resync_still_catches_a_corrupt_target() {
             flip_reads,
             drop_write_at,
             chunk: CHUNK,
+            sends: None,
         };
         let options = CopyOptions::default();
         let mut progress = no_progress();

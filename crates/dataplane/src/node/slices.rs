@@ -3,7 +3,8 @@
 //! copy-on-write snapshots, digests).
 
 use super::names::check_name;
-use crate::digest::{digest_open_file, range_digest, CHUNK};
+use crate::copier::CopyTarget;
+use crate::digest::{chunks, digest_open_file, RangeHasher, CHUNK};
 use crate::snapshot::COW_CHUNK;
 use crate::volume::{LocalSlice, SliceDevice};
 use crate::{DataPlane, DataPlaneError, LocalMedia, SliceKey, SliceSnapshots};
@@ -76,6 +77,9 @@ fn past_the_end(what: &str, offset: u64, len: u64, size: u64) -> io::Error {
 }
 
 /// `offset + len`, EINVAL when it overflows.
+/// Bytes a range digest reads at a time (see [`RangeHasher`]).
+const DIGEST_PIECE: usize = 128 << 10;
+
 fn range_end(offset: u64, len: u64) -> io::Result<u64> {
     offset.checked_add(len).ok_or_else(|| {
         io::Error::new(
@@ -353,6 +357,14 @@ impl SliceBackend for NodeSlices {
         });
     }
 
+    fn start_writeback(&self, slice: &SliceName, offset: u64, len: u64) {
+        // A hint, as above.
+        let _ = self.with_slice(slice, |s| {
+            CopyTarget::start_writeback(s.file(), offset, len);
+            Ok(())
+        });
+    }
+
     fn next_data(&self, slice: &SliceName, from: u64, len: u64) -> io::Result<Option<(u64, u64)>> {
         self.with_slice(slice, |s| s.next_data(from, len))
     }
@@ -538,18 +550,22 @@ impl SliceBackend for NodeSlices {
         len: u64,
         seed: u64,
     ) -> io::Result<u128> {
-        range_end(offset, len)?;
-        let n = usize::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-        let mut buf = vec![0u8; n];
+        let end = range_end(offset, len)?;
+        let mut buf = vec![0u8; len.min(DIGEST_PIECE as u64) as usize];
+        let mut hasher = RangeHasher::new(seed);
         self.with_slice(slice, |s| {
-            let size = s.size()?;
-            let present = size.saturating_sub(offset).min(len) as usize;
-            if present > 0 {
-                s.read_at(&mut buf[..present], offset)?;
+            let present = s.size()?.clamp(offset, end);
+            for (at, n) in chunks(offset, end, DIGEST_PIECE as u64) {
+                // Past the slice's end: zeros.
+                let piece = &mut buf[..n];
+                let here = present.saturating_sub(at).min(n as u64) as usize;
+                s.read_at(&mut piece[..here], at)?;
+                piece[here..].fill(0);
+                hasher.feed(piece);
             }
             Ok(())
         })?;
-        Ok(range_digest(&buf, seed))
+        Ok(hasher.finish())
     }
 
     /// The slice files on the medium (partial copies flagged), ordered by
