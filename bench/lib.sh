@@ -37,6 +37,10 @@ bench_exit() {
     elif [[ -n "$WORK" ]]; then
         rm -rf "$WORK"
     fi
+    # A bench's own cleanup, after its processes and $WORK are gone.
+    if declare -F bench_exit_hook >/dev/null; then
+        bench_exit_hook || true
+    fi
     exit "$rc"
 }
 

@@ -60,7 +60,12 @@
 # (default 3), BENCH_DROP_CACHES (default 0; 1: drop the page cache before
 # every timed run), BENCH_WARM_MIB (default 1536; 0: no warm-up),
 # BENCH_SVS_BIN (an svs binary to run instead of building
-# one).
+# one), BENCH_RAM_DISK (default 0; 1: everything, cp's files and every node's
+# medium, on an ext4 file system made for the run on a loop device over a
+# file in /dev/shm, unmounted and removed on exit: a disk as fast as memory,
+# so that the figures are svs's CPU and pipeline and not this VM's disk of
+# the day; it takes about (DATA_MIB x (ROUNDS + 6) + BENCH_WARM_MIB) MiB of
+# memory, twice that with the loop device's page cache).
 set -euo pipefail
 
 BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -69,9 +74,11 @@ DATA_MIB="${BENCH_REBUILD_MIB:-512}"
 ROUNDS="${BENCH_ROUNDS:-3}"
 DROP_CACHES="${BENCH_DROP_CACHES:-0}"
 WARM_MIB="${BENCH_WARM_MIB:-1536}"
+RAM_DISK="${BENCH_RAM_DISK:-0}"
 [[ "$DATA_MIB" =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_REBUILD_MIB must be a positive integer (MiB)" >&2; exit 1; }
 [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_ROUNDS must be a positive integer" >&2; exit 1; }
 [[ "$DROP_CACHES" == 0 || "$DROP_CACHES" == 1 ]] || { echo "BENCH_DROP_CACHES must be 0 or 1" >&2; exit 1; }
+[[ "$RAM_DISK" == 0 || "$RAM_DISK" == 1 ]] || { echo "BENCH_RAM_DISK must be 0 or 1" >&2; exit 1; }
 VOLUME_GIB=$(((DATA_MIB + 1023) / 1024))
 DATA_BYTES=$((DATA_MIB << 20))
 VOLUME=rebuilt
@@ -95,6 +102,27 @@ require_tools
 
 phase "build (cargo build --release)"
 build_release
+
+RAM_IMAGE=""
+RAM_MOUNT=""
+bench_exit_hook() {
+    if [[ -n "$RAM_MOUNT" ]]; then
+        umount "$RAM_MOUNT" 2>/dev/null
+        rmdir "$RAM_MOUNT"
+    fi
+    if [[ -n "$RAM_IMAGE" ]]; then
+        rm -f "$RAM_IMAGE"
+    fi
+}
+if [[ "$RAM_DISK" == 1 ]]; then
+    RAM_IMAGE="$(mktemp /dev/shm/svs-rebuild-ext4.XXXXXX)"
+    truncate -s "$((DATA_MIB * (ROUNDS + 6) + WARM_MIB + 256))M" "$RAM_IMAGE"
+    mkfs.ext4 -q -F "$RAM_IMAGE"
+    RAM_MOUNT="$(mktemp -d "${TMPDIR:-/tmp}/svs-rebuild-ram.XXXXXX")"
+    mount -o loop "$RAM_IMAGE" "$RAM_MOUNT"
+    export TMPDIR="$RAM_MOUNT"
+    echo "BENCH_RAM_DISK=1: ext4 on a loop device over $RAM_IMAGE, mounted at $RAM_MOUNT"
+fi
 make_work_dir svs-rebuild-bench
 
 api() {
