@@ -126,9 +126,10 @@ pub(crate) trait CopyTarget {
         CHUNK
     }
 
-    /// Writes verified by the target itself as it makes them, several in
-    /// flight while the copy reads on ([`Verify::ReadBack`] with no read
-    /// back; a target on a storage node); None: written, then checked.
+    /// Writes the target verifies itself as it makes them, several in
+    /// flight while the copy reads on (a target on a storage node: what
+    /// [`Verify::ReadBack`] asks, without the bytes coming back); None:
+    /// each chunk written, then checked with [`CopyTarget::holds`].
     fn verified_writes(&self) -> Option<Box<dyn VerifiedWrites + '_>> {
         None
     }

@@ -76,10 +76,10 @@ fn past_the_end(what: &str, offset: u64, len: u64, size: u64) -> io::Error {
     )
 }
 
-/// `offset + len`, EINVAL when it overflows.
 /// Bytes a range digest reads at a time (see [`RangeHasher`]).
 const DIGEST_PIECE: usize = 128 << 10;
 
+/// `offset + len`, EINVAL when it overflows.
 fn range_end(offset: u64, len: u64) -> io::Result<u64> {
     offset.checked_add(len).ok_or_else(|| {
         io::Error::new(
