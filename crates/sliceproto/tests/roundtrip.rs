@@ -321,6 +321,41 @@ fn digested_writes_in_flight_at_once_each_answer_the_digest_of_what_the_node_hol
 }
 
 #[test]
+fn writes_of_every_size_one_after_another_land_whole_and_nothing_else() {
+    // The node reuses its payload buffers: a short write after a long one
+    // must carry its own bytes only, and a long one after a short one all
+    // of its own.
+    let node = node();
+    let c = node.client();
+    let s = slice();
+    c.create_slice(&s, 8 * MIB).unwrap();
+    let sizes = [
+        MIB as usize,
+        4096,
+        3,
+        MIB as usize,
+        65536,
+        1,
+        MIB as usize - 512,
+        2 * MIB as usize,
+    ];
+    let mut expected = vec![0u8; 8 * MIB as usize];
+    for round in 0..3u8 {
+        for (i, &len) in sizes.iter().enumerate() {
+            let at = (i as u64 * 512 * 1024 + u64::from(round) * 4096) % (6 * MIB);
+            let fill = round * 16 + i as u8 + 1;
+            let data = vec![fill; len];
+            c.write(&s, 1, at, &data).unwrap();
+            expected[at as usize..at as usize + len].copy_from_slice(&data);
+        }
+    }
+    assert!(
+        node.backend.bytes(&s).unwrap() == expected,
+        "the slice differs from what was written"
+    );
+}
+
+#[test]
 fn a_range_digest_is_computed_on_the_node_and_follows_the_bytes_the_seed_and_the_bounds() {
     let node = Node::start(ServerConfig {
         max_payload: 64 * 1024,
