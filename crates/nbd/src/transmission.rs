@@ -4,9 +4,10 @@
 
 use std::future::Future;
 use std::io::{self, IoSlice};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use svs_buffers::BufferPool;
 use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
@@ -27,7 +28,7 @@ pub const IN_FLIGHT_BYTES: u32 = 64 * 1024 * 1024;
 /// Zero buffer used for `WRITE_ZEROES` with `NO_HOLE`.
 const ZERO_CHUNK: usize = 256 * 1024;
 /// Payload buffers one connection keeps for its next requests (see
-/// [`Buffers`]): at most this many bytes of capacity, and this many buffers.
+/// [`BufferPool`]): at most this many bytes of capacity, and this many buffers.
 const POOLED_BYTES: usize = 4 * 1024 * 1024;
 const POOLED_BUFFERS: usize = 16;
 /// How long a soft disconnect or a server shutdown waits for the requests in
@@ -290,62 +291,6 @@ pub(crate) fn read_pieces(device: &dyn BlockDevice, offset: u64, len: usize) -> 
     pieces
 }
 
-/// Read and write payload buffers of one connection, reused from request to
-/// request: a fresh `vec![0; len]` of a large read costs more than reading
-/// the page cache into it (the allocator hands out fresh pages, each faulted
-/// in and zeroed), a buffer used before is already there. Buffers never go
-/// from one connection to another.
-#[derive(Default)]
-struct Buffers {
-    free: Mutex<Vec<Vec<u8>>>,
-}
-
-impl Buffers {
-    fn free(&self) -> std::sync::MutexGuard<'_, Vec<Vec<u8>>> {
-        // A poisoned lock only means a panic elsewhere; the list stays usable.
-        self.free.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// A buffer of `len` bytes (their content is whatever the buffer held).
-    fn take(&self, len: usize) -> Vec<u8> {
-        let reused = {
-            let mut free = self.free();
-            // The shortest one at least as long (no zeroing at all, and the
-            // longer ones stay for longer requests), else the longest one
-            // with room enough (the least to zero).
-            let fits = free
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| b.len() >= len)
-                .min_by_key(|(_, b)| b.len());
-            let room = || {
-                free.iter()
-                    .enumerate()
-                    .filter(|(_, b)| b.capacity() >= len)
-                    .max_by_key(|(_, b)| b.len())
-            };
-            let at = fits.or_else(room).map(|(i, _)| i);
-            at.map(|i| free.swap_remove(i))
-        };
-        match reused {
-            Some(mut buf) => {
-                buf.resize(len, 0);
-                buf
-            }
-            None => vec![0u8; len],
-        }
-    }
-
-    /// Keeps `buf` for a later request, unless the pool is full.
-    fn give(&self, buf: Vec<u8>) {
-        let mut free = self.free();
-        let held: usize = free.iter().map(Vec::capacity).sum();
-        if free.len() < POOLED_BUFFERS && held + buf.capacity() <= POOLED_BYTES {
-            free.push(buf);
-        }
-    }
-}
-
 /// Runs a checked request on the device (blocking). `payload` is the data of
 /// a write, empty otherwise (given back to `buffers` once written). A read's
 /// data is in a buffer of `buffers`.
@@ -353,7 +298,7 @@ fn execute(
     op: Op,
     payload: Vec<u8>,
     device: &dyn BlockDevice,
-    buffers: &Buffers,
+    buffers: &BufferPool,
 ) -> Result<Body, Failure> {
     match op {
         Op::Read {
@@ -519,7 +464,7 @@ impl Transmission {
             bytes: Arc::new(Semaphore::new(
                 IN_FLIGHT_BYTES.max(self.max_payload) as usize
             )),
-            buffers: Arc::new(Buffers::default()),
+            buffers: Arc::new(BufferPool::new(POOLED_BUFFERS, POOLED_BYTES)),
         };
         let writer_task = tokio::spawn(
             write_replies(
@@ -784,7 +729,7 @@ fn answer(handle: u64, op: Op, outcome: Result<Result<Body, Failure>, &'static s
 struct Budget {
     count: Arc<Semaphore>,
     bytes: Arc<Semaphore>,
-    buffers: Arc<Buffers>,
+    buffers: Arc<BufferPool>,
 }
 
 impl Budget {
@@ -807,7 +752,7 @@ async fn write_replies<W: AsyncWrite + Unpin>(
     mut writer: W,
     mut rx: mpsc::Receiver<Reply>,
     failed: CancellationToken,
-    buffers: Arc<Buffers>,
+    buffers: Arc<BufferPool>,
 ) {
     let result: io::Result<()> = async {
         while let Some(reply) = rx.recv().await {
@@ -830,7 +775,7 @@ async fn write_replies<W: AsyncWrite + Unpin>(
 async fn write_reply<W: AsyncWrite + Unpin>(
     writer: &mut W,
     reply: Reply,
-    buffers: &Buffers,
+    buffers: &BufferPool,
 ) -> io::Result<()> {
     let handle = reply.handle;
     if !reply.structured {
@@ -1124,39 +1069,6 @@ mod tests {
         );
     }
 
-    #[test]
-    fn buffers_are_reused_at_the_length_asked_for() {
-        let buffers = Buffers::default();
-        buffers.give(vec![0xee; 4096]);
-        buffers.give(vec![0xdd; 1 << 20]);
-        // The shortest one long enough: the 4 KiB one, cut to 512 bytes.
-        let small = buffers.take(512);
-        assert_eq!((small.len(), small[0]), (512, 0xee));
-        let large = buffers.take(1 << 20);
-        assert_eq!((large.len(), large[0]), (1 << 20, 0xdd));
-        // Nothing long enough left: a new, zeroed buffer.
-        assert_eq!(buffers.take(8192), vec![0u8; 8192]);
-        // A shorter buffer with room enough grows, the new bytes zeroed.
-        buffers.give(small);
-        let grown = buffers.take(4096);
-        assert_eq!(grown.len(), 4096);
-        assert!(grown[..512].iter().all(|&b| b == 0xee));
-        assert!(grown[512..].iter().all(|&b| b == 0));
-    }
-
-    #[test]
-    fn the_pool_keeps_at_most_its_bytes_and_buffers() {
-        let buffers = Buffers::default();
-        buffers.give(vec![0; POOLED_BYTES + 1]);
-        assert!(buffers.free().is_empty());
-        for _ in 0..POOLED_BUFFERS + 4 {
-            buffers.give(vec![0; 512]);
-        }
-        assert_eq!(buffers.free().len(), POOLED_BUFFERS);
-        buffers.give(vec![0; POOLED_BYTES]);
-        assert_eq!(buffers.free().len(), POOLED_BUFFERS);
-    }
-
     #[tokio::test]
     async fn a_vectored_reply_is_written_whole_through_short_writes() {
         // A pipe that takes at most 7 bytes at a time: every write is short.
@@ -1405,7 +1317,7 @@ mod tests {
             sparse: true,
         };
         // A reused buffer: the hole's bytes stay stale (they are not sent).
-        let buffers = Buffers::default();
+        let buffers = BufferPool::new(POOLED_BUFFERS, POOLED_BYTES);
         buffers.give(vec![9; 12]);
         let Ok(Body::Data { buf, pieces, .. }) = execute(op, Vec::new(), &dev, &buffers) else {
             panic!("a read answers data");
@@ -1425,7 +1337,12 @@ mod tests {
             len: 4096,
             req_one: false,
         };
-        let Ok(Body::Status(d)) = execute(op, Vec::new(), &dev, &Buffers::default()) else {
+        let Ok(Body::Status(d)) = execute(
+            op,
+            Vec::new(),
+            &dev,
+            &BufferPool::new(POOLED_BUFFERS, POOLED_BYTES),
+        ) else {
             panic!("block status answers descriptors");
         };
         assert_eq!(

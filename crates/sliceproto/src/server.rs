@@ -14,6 +14,7 @@ use std::sync::mpsc::{sync_channel, Receiver as JobReceiver};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use svs_buffers::BufferPool;
 
 use tracing::{debug, info, warn};
 
@@ -304,45 +305,12 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
     }
 }
 
-/// Payload buffers of one connection, given back by the workers once a
-/// request has run: the reading thread reuses one instead of zeroing a new
-/// one for every write (with a copy's 1 MiB writes, a third of that thread's
-/// time went to `memset`). At most [`KEPT`] buffers of at most
-/// [`KEPT_BYTES`] are kept; what a buffer held before is always read over
-/// whole before it is used.
-#[derive(Default)]
-struct PayloadBuffers(Mutex<Vec<Vec<u8>>>);
-
-const KEPT: usize = 4;
-const KEPT_BYTES: usize = 1 << 20;
-
-impl PayloadBuffers {
-    /// A buffer of `len` bytes (of any value).
-    fn take(&self, len: usize) -> Vec<u8> {
-        if len == 0 || len > KEPT_BYTES {
-            return vec![0u8; len];
-        }
-        let kept = self.0.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        match kept {
-            // Only what it grows by is zeroed.
-            Some(mut buf) => {
-                buf.resize(len, 0);
-                buf
-            }
-            None => vec![0u8; len],
-        }
-    }
-
-    fn give(&self, buf: Vec<u8>) {
-        if buf.is_empty() || buf.capacity() > KEPT_BYTES {
-            return;
-        }
-        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if kept.len() < KEPT {
-            kept.push(buf);
-        }
-    }
-}
+/// Payload buffers a connection keeps, given back by its workers once a
+/// request has run and reused by its reader (with a copy's 1 MiB writes, a
+/// third of that thread's time went to zeroing new ones): at most this many,
+/// holding at most [`POOLED_BYTES`].
+const POOLED_BUFFERS: usize = 4;
+const POOLED_BYTES: usize = 4 << 20;
 
 /// A request read off the wire, for a worker.
 struct Job {
@@ -415,7 +383,7 @@ fn serve_connection(
     let writer = Arc::new(Mutex::new(sender));
     let (jobs, job_queue) = sync_channel::<Job>(config.queued_per_connection.max(1));
     let job_queue = Arc::new(Mutex::new(job_queue));
-    let buffers = Arc::new(PayloadBuffers::default());
+    let buffers = Arc::new(BufferPool::new(POOLED_BUFFERS, POOLED_BYTES));
     let mut workers = Vec::new();
     for _ in 0..config.workers_per_connection.max(1) {
         let shared = Arc::clone(shared);
@@ -449,7 +417,7 @@ fn read_requests(
     receiver: &mut impl Read,
     jobs: &std::sync::mpsc::SyncSender<Job>,
     writer: &Mutex<Sender>,
-    buffers: &PayloadBuffers,
+    buffers: &BufferPool,
 ) -> io::Result<()> {
     let max_payload = shared.config.max_payload;
     loop {
@@ -501,7 +469,7 @@ fn work(
     queue: &Mutex<JobReceiver<Job>>,
     writer: &Mutex<Sender>,
     closer: &TcpStream,
-    buffers: &PayloadBuffers,
+    buffers: &BufferPool,
 ) {
     loop {
         let job = {

@@ -521,10 +521,12 @@ impl<'a, 'p> Copier<'a, 'p> {
                 .punch_hole(start, n as u64)
                 .map_err(CopyError::target("write"))?;
         }
-        if let Some(writes) = target
-            .verified_writes()
-            .filter(|_| self.verify == Verify::ReadBack)
-        {
+        // A digest-verified copy checks at its end, not write by write.
+        let verified = match self.verify {
+            Verify::ReadBack => target.verified_writes(),
+            Verify::Digest => None,
+        };
+        if let Some(writes) = verified {
             return self.copy_pieces(source, writes, start, n, hasher);
         }
         let data = &mut self.buf[..n];

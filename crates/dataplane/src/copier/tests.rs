@@ -315,12 +315,18 @@ fn a_hold_sees_every_chunk_and_the_end() {
     );
 }
 
+/// The first 16 MiB of `file` (all of `sparse_source` and its copies).
+fn sixteen_mebibytes(file: &File) -> Vec<u8> {
+    let mut bytes = vec![0u8; 16 * MIB as usize];
+    file.read_exact_at(&mut bytes, 0).expect("read");
+    bytes
+}
+
 #[test]
 fn a_target_s_chunk_sets_the_walk_unless_the_copy_is_paced() {
     let dir = tempfile::tempdir().expect("temp dir");
     let source = sparse_source(dir.path());
-    let mut expected = vec![0u8; 16 * MIB as usize];
-    source.read_exact_at(&mut expected, 0).expect("read source");
+    let expected = sixteen_mebibytes(&source);
     let walked = |max_chunk| {
         let target = Faulty {
             file: file(&dir.path().join("target"), 16 * MIB),
@@ -334,11 +340,7 @@ fn a_target_s_chunk_sets_the_walk_unless_the_copy_is_paced() {
             ..CopyOptions::default()
         };
         let seen = walk(&source, &target, &options);
-        let mut copied = vec![0u8; 16 * MIB as usize];
-        target
-            .file
-            .read_exact_at(&mut copied, 0)
-            .expect("read target");
+        let copied = sixteen_mebibytes(&target.file);
         assert!(copied == expected, "the target differs from the source");
         seen
     };
@@ -359,8 +361,7 @@ fn a_target_s_chunk_sets_the_walk_unless_the_copy_is_paced() {
 fn a_target_that_verifies_its_writes_gets_each_chunk_in_pieces_and_fails_a_mismatch() {
     let dir = tempfile::tempdir().expect("temp dir");
     let source = sparse_source(dir.path());
-    let mut expected = vec![0u8; 16 * MIB as usize];
-    source.read_exact_at(&mut expected, 0).expect("read source");
+    let expected = sixteen_mebibytes(&source);
     let target = |flip_reads, drop_write_at| Faulty {
         file: file(&dir.path().join("target"), 16 * MIB),
         flip_reads,
@@ -391,10 +392,7 @@ fn a_target_that_verifies_its_writes_gets_each_chunk_in_pieces_and_fails_a_misma
             (9 * MIB, 64 << 10),
         ])
     );
-    let mut copied = vec![0u8; 16 * MIB as usize];
-    good.file
-        .read_exact_at(&mut copied, 0)
-        .expect("read target");
+    let copied = sixteen_mebibytes(&good.file);
     assert!(copied == expected, "the target differs from the source");
     // A copy verified by its digest at the end writes as before.
     let by_digest = target(false, None);
