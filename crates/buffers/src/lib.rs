@@ -60,8 +60,13 @@ impl BufferPool {
         }
     }
 
-    /// Keeps `buf` for a later request, unless the pool is full.
+    /// Keeps `buf` for a later request, unless the pool is full or `buf`
+    /// holds nothing (the empty payload of a request without data would
+    /// only take the place of a buffer worth keeping).
     pub fn give(&self, buf: Vec<u8>) {
+        if buf.capacity() == 0 {
+            return;
+        }
         let mut free = self.free();
         let held: usize = free.iter().map(Vec::capacity).sum();
         if free.len() < self.max_buffers && held + buf.capacity() <= self.max_bytes {
@@ -112,5 +117,15 @@ mod tests {
         assert_eq!(buffers.kept(), BUFFERS);
         buffers.give(vec![0; BYTES]);
         assert_eq!(buffers.kept(), BUFFERS);
+    }
+
+    #[test]
+    fn empty_buffers_are_not_kept() {
+        let buffers = BufferPool::new(2, 4 << 20);
+        buffers.give(Vec::new());
+        buffers.give(Vec::new());
+        assert_eq!(buffers.kept(), 0);
+        buffers.give(vec![0xab; 4096]);
+        assert_eq!(buffers.take(4096)[0], 0xab);
     }
 }
