@@ -30,6 +30,7 @@
 mod cached;
 mod error;
 mod records;
+mod rows;
 mod sqlite;
 mod traits;
 

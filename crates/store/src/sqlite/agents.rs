@@ -1,31 +1,11 @@
 //! Nodes' host agents: credentials, and their reports on attachments.
 
-use super::attachments::{attachment_row, ATTACHMENT_SELECT};
-use super::{json_map, to_i64, SqliteStore};
+use super::attachments::ATTACHMENT_SELECT;
+use super::{node_attachment, to_i64, SqliteStore};
 use crate::records::{CredentialRole, HostReport, NodeAgentRecord, NodeAttachment, NodeCredential};
 use crate::{NodeAgentStore, StoreError, StoreResult};
 use async_trait::async_trait;
-use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
-use svs_domain::VolumeType;
-
-fn node_attachment(row: &SqliteRow) -> StoreResult<NodeAttachment> {
-    let kind: String = row.try_get("volume_type")?;
-    let size = |col: &str| -> StoreResult<Option<u64>> {
-        row.try_get::<Option<i64>, _>(col)?
-            .map(|v| u64::try_from(v).map_err(|_| StoreError::Corrupt(format!("negative {col}"))))
-            .transpose()
-    };
-    Ok(NodeAttachment {
-        attachment: attachment_row(row)?,
-        volume_kind: VolumeType::parse(&kind)
-            .ok_or_else(|| StoreError::Corrupt(format!("volume type {kind:?}")))?,
-        volume_size: size("volume_size")?.unwrap_or(0),
-        volume_attributes: json_map(row.try_get("volume_attributes")?)?,
-        snapshot_size: size("snapshot_size")?,
-        grow_job: row.try_get("volume_grow_job")?,
-    })
-}
 
 fn optional_i64(v: Option<u64>) -> StoreResult<Option<i64>> {
     v.map(to_i64).transpose()

@@ -1,13 +1,10 @@
 //! Attachments of volumes to nodes.
 
 use super::jobs::claim_volume;
-use super::{active_job, conflict_on_unique, SqliteStore};
-use crate::records::{Attachment, HostReport, NewAttachment, NewJob};
-use crate::{AttachmentStore, StoreError, StoreResult};
+use super::{attachment_row, conflict_on_unique, SqliteStore};
+use crate::records::{Attachment, NewAttachment, NewJob};
+use crate::{AttachmentStore, StoreResult};
 use async_trait::async_trait;
-use sqlx::sqlite::SqliteRow;
-use sqlx::Row;
-use svs_domain::AttachmentManager;
 
 pub(super) const ATTACHMENT_SELECT: &str = "SELECT a.volume_id, v.name AS volume_name, a.node, \
     a.tenant_id, a.snapshot, COALESCE(s.name, a.snapshot) AS snapshot_name, a.readonly, \
@@ -24,60 +21,6 @@ pub(super) const ATTACHMENT_SELECT: &str = "SELECT a.volume_id, v.name AS volume
     LEFT JOIN snapshots s ON s.id = a.snapshot \
     LEFT JOIN jobs j ON j.id = v.job_id \
     LEFT JOIN nodes fnode ON fnode.name = v.front_node";
-
-/// What the node's agent reported, from `host_*` columns (None until it
-/// reported).
-fn host_report(row: &SqliteRow) -> StoreResult<Option<HostReport>> {
-    let Some(state) = row.try_get::<Option<String>, _>("host_state")? else {
-        return Ok(None);
-    };
-    let unsigned = |col: &str| -> StoreResult<Option<u64>> {
-        row.try_get::<Option<i64>, _>(col)?
-            .map(|v| u64::try_from(v).map_err(|_| StoreError::Corrupt(format!("negative {col}"))))
-            .transpose()
-    };
-    Ok(Some(HostReport {
-        state,
-        detail: row.try_get("host_detail")?,
-        device: row.try_get("host_device")?,
-        mount_path: row.try_get("host_mountpath")?,
-        filesystem_bytes: unsigned("fs_bytes")?,
-        filesystem_size: unsigned("fs_size_gib")?,
-        grow_error: row.try_get("grow_error")?,
-        grow_job: row.try_get("grow_job")?,
-        updated_ms: row
-            .try_get::<Option<i64>, _>("host_updated_ms")?
-            .unwrap_or(0),
-    }))
-}
-
-pub(super) fn attachment_row(row: &SqliteRow) -> StoreResult<Attachment> {
-    let job = active_job(row)?;
-    Ok(Attachment {
-        volume_id: row.try_get("volume_id")?,
-        volume_name: row.try_get("volume_name")?,
-        node: row.try_get("node")?,
-        tenant_id: row.try_get("tenant_id")?,
-        snapshot: row.try_get("snapshot")?,
-        snapshot_name: row.try_get("snapshot_name")?,
-        readonly: row.try_get::<i64, _>("readonly")? != 0,
-        mountpoint: row.try_get("mountpoint")?,
-        export_name: row.try_get("export_name")?,
-        state: row.try_get("state")?,
-        job,
-        created_ms: row.try_get("created_ms")?,
-        host: host_report(row)?,
-        manager: {
-            let m: String = row.try_get("manager")?;
-            AttachmentManager::parse(&m)
-                .ok_or_else(|| StoreError::Corrupt(format!("attachment manager {m:?}")))?
-        },
-        volume_size: u64::try_from(row.try_get::<i64, _>("volume_size")?)
-            .map_err(|_| StoreError::Corrupt("negative volume size".into()))?,
-        front_node: row.try_get("front_node")?,
-        front_address: row.try_get("front_address")?,
-    })
-}
 
 #[async_trait]
 impl AttachmentStore for SqliteStore {

@@ -1,7 +1,7 @@
 //! Fronts of volumes on storage nodes: `volumes.front_node`.
 
-use super::attachments::{attachment_row, ATTACHMENT_SELECT};
-use super::{gib, SqliteStore};
+use super::attachments::ATTACHMENT_SELECT;
+use super::{attachment_row, gib, SqliteStore};
 use crate::records::{NodeFront, VolumeFront};
 use crate::{FrontStore, StoreError, StoreResult};
 use async_trait::async_trait;

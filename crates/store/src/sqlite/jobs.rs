@@ -1,44 +1,15 @@
 //! Jobs, and the steps shared by every write that starts or ends one.
 
-use super::{small, SqliteStore};
+use super::{job_row, SqliteStore};
 use crate::records::{Job, JobEnd, JobFilter, NewJob, Page};
 use crate::{JobStore, StoreError, StoreResult};
 use async_trait::async_trait;
-use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
 use svs_domain::{volume_state_after_job, JobState, VolumeState};
 
 const JOB_COLUMNS: &str = "id, tenant_id, type, object, object_name, args, state, status, \
     progress, starttime_ms, endtime_ms, user_id, username, useremail, details, data_movement, \
     created_ms";
-
-fn job_row(row: &SqliteRow) -> StoreResult<Job> {
-    let state: String = row.try_get("state")?;
-    let args: String = row.try_get("args")?;
-    let details: String = row.try_get("details")?;
-    Ok(Job {
-        id: row.try_get("id")?,
-        tenant_id: row.try_get("tenant_id")?,
-        kind: row.try_get("type")?,
-        object: row.try_get("object")?,
-        object_name: row.try_get("object_name")?,
-        args: serde_json::from_str(&args)
-            .map_err(|e| StoreError::Corrupt(format!("job args: {e}")))?,
-        state: JobState::parse(&state)
-            .ok_or_else(|| StoreError::Corrupt(format!("job state {state:?}")))?,
-        status: row.try_get("status")?,
-        progress: small(row, "progress")?,
-        starttime_ms: row.try_get("starttime_ms")?,
-        endtime_ms: row.try_get("endtime_ms")?,
-        user_id: row.try_get("user_id")?,
-        username: row.try_get("username")?,
-        useremail: row.try_get("useremail")?,
-        details: serde_json::from_str(&details)
-            .map_err(|e| StoreError::Corrupt(format!("job details: {e}")))?,
-        data_movement: row.try_get::<i64, _>("data_movement")? != 0,
-        created_ms: row.try_get("created_ms")?,
-    })
-}
 
 /// The job keeps its volume's name (every job works on a recorded volume),
 /// so that it is still shown and found by name after the volume is gone.

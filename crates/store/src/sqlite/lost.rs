@@ -1,8 +1,7 @@
 //! Copies marked lost, and the generation each missed.
 
-use crate::{StoreError, StoreResult};
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, SqliteConnection};
+use crate::StoreResult;
+use sqlx::SqliteConnection;
 
 /// What a copy marked lost records as the generation it missed: its
 /// volume's front epoch when it was marked (an SQL expression over
@@ -10,13 +9,6 @@ use sqlx::{Row, SqliteConnection};
 /// stopped writing to it then, so the copy lacks that generation's writes.
 pub(super) const STALE_GENERATION: &str =
     "(SELECT v.front_epoch FROM volumes v WHERE v.id = slices.volume_id)";
-
-/// The `stale_generation` column of a row.
-pub(super) fn stale_generation(row: &SqliteRow) -> StoreResult<Option<u64>> {
-    row.try_get::<Option<i64>, _>("stale_generation")?
-        .map(|g| u64::try_from(g).map_err(|_| StoreError::Corrupt(format!("stale generation {g}"))))
-        .transpose()
-}
 
 /// Marks every slice on the medium lost (those not lost already), each
 /// with the generation it missed.

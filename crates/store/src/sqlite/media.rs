@@ -1,15 +1,14 @@
 //! Media with their usage, and nodes.
 
 use super::lost::lose_slices_on;
-use super::{conflict_on_unique, gib, to_i64, SqliteStore};
+use super::{conflict_on_unique, gib, managed_by, medium_record, to_i64, SqliteStore};
 use crate::records::{ManagedBy, MediumRecord, MediumUsage, NodeRecord};
 use crate::{MediaStore, StoreError, StoreResult};
 use async_trait::async_trait;
-use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
 use std::collections::{BTreeSet, HashMap};
 use svs_domain::{
-    check_medium_removal, check_medium_resize, check_node_removal, media_to_forget, Gib, Medium,
+    check_medium_removal, check_medium_resize, check_node_removal, media_to_forget, Gib,
     MediumSpace, StoredMedium,
 };
 
@@ -43,26 +42,6 @@ pub(super) async fn media_space(
         }
     }
     Ok(space)
-}
-
-/// A medium's record from a row with its `id`, `node`, `zone`, `directory`
-/// and `size_gib` columns.
-fn medium_record(row: &SqliteRow) -> StoreResult<MediumRecord> {
-    Ok(MediumRecord {
-        medium: Medium {
-            id: row.try_get("id")?,
-            node: row.try_get("node")?,
-            zone: row.try_get("zone")?,
-            size: gib(row, "size_gib")?,
-        },
-        directory: row.try_get("directory")?,
-    })
-}
-
-/// Who manages a medium or node, from its row's `managed_by` column.
-fn managed_by(row: &SqliteRow) -> StoreResult<ManagedBy> {
-    let text: String = row.try_get("managed_by")?;
-    ManagedBy::parse(&text).ok_or_else(|| StoreError::Corrupt(format!("managed_by '{text}'")))
 }
 
 /// The first column of each row, as text.

@@ -26,18 +26,21 @@ mod storage_nodes;
 mod users;
 mod volumes;
 
+use crate::rows::{
+    attachment_row, gib, job_row, managed_by, medium_record, node_attachment, policy_row,
+    refresh_row, resiliency, slice_row, snapshot_row, stale_generation, step_row, to_i64, user_row,
+    volume_row,
+};
 use crate::{StoreError, StoreLifecycle, StoreResult};
 use async_trait::async_trait;
-use serde_json::{Map, Value};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteQueryResult,
-    SqliteRow, SqliteSynchronous,
+    SqliteSynchronous,
 };
-use sqlx::{Row, Sqlite, Transaction};
+use sqlx::{Sqlite, Transaction};
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
-use svs_domain::{Gib, Resiliency};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
@@ -138,49 +141,3 @@ fn conflict_on_unique(
 }
 
 // ---- row helpers ----
-
-fn json_map(text: &str) -> StoreResult<Map<String, Value>> {
-    match serde_json::from_str::<Value>(text) {
-        Ok(Value::Object(map)) => Ok(map),
-        _ => Err(StoreError::Corrupt(format!(
-            "expected a JSON object, got {text:?}"
-        ))),
-    }
-}
-
-fn gib(row: &SqliteRow, col: &str) -> StoreResult<Gib> {
-    let v: i64 = row.try_get(col)?;
-    u64::try_from(v).map_err(|_| StoreError::Corrupt(format!("negative {col}: {v}")))
-}
-
-fn to_i64(v: Gib) -> StoreResult<i64> {
-    i64::try_from(v).map_err(|_| StoreError::Corrupt(format!("size out of range: {v}")))
-}
-
-fn small(row: &SqliteRow, col: &str) -> StoreResult<u8> {
-    let v: i64 = row.try_get(col)?;
-    u8::try_from(v).map_err(|_| StoreError::Corrupt(format!("{col} out of range: {v}")))
-}
-
-fn resiliency(row: &SqliteRow) -> StoreResult<Resiliency> {
-    Ok(Resiliency {
-        media: small(row, "resiliency_media")?,
-        node: small(row, "resiliency_node")?,
-        zone: small(row, "resiliency_zone")?,
-    })
-}
-
-/// The volume's current job (id, progress, status) from the joined columns
-/// `job_id`, `job_progress` and `job_status`.
-fn active_job(row: &SqliteRow) -> StoreResult<Option<(i64, u8, String)>> {
-    let Some(id) = row.try_get::<Option<i64>, _>("job_id")? else {
-        return Ok(None);
-    };
-    let progress: Option<i64> = row.try_get("job_progress")?;
-    let status: Option<String> = row.try_get("job_status")?;
-    Ok(Some((
-        id,
-        u8::try_from(progress.unwrap_or(0).clamp(0, 100)).unwrap_or(0),
-        status.unwrap_or_default(),
-    )))
-}

@@ -1,28 +1,12 @@
 //! Policies.
 
-use super::{conflict_on_unique, json_map, resiliency, SqliteStore};
+use super::{conflict_on_unique, policy_row, resiliency, SqliteStore};
 use crate::records::{Policy, PolicyWrite};
 use crate::{PolicyStore, StoreError, StoreResult};
 use async_trait::async_trait;
 use serde_json::Value;
-use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
 use svs_domain::{check_policy_delete, check_policy_update};
-
-fn policy_row(row: &SqliteRow) -> StoreResult<Policy> {
-    Ok(Policy {
-        id: row.try_get("id")?,
-        name: row.try_get("name")?,
-        resiliency: resiliency(row)?,
-        attributes: json_map(row.try_get("attributes")?)?,
-        created_ms: row.try_get("created_ms")?,
-        created_by_name: row.try_get("created_by_name")?,
-        created_by_email: row.try_get("created_by_email")?,
-        updated_ms: row.try_get("updated_ms")?,
-        updated_by_name: row.try_get("updated_by_name")?,
-        updated_by_email: row.try_get("updated_by_email")?,
-    })
-}
 
 #[async_trait]
 impl PolicyStore for SqliteStore {

@@ -1,46 +1,18 @@
 //! Snapshots of volumes.
 
 use super::jobs::claim_volume;
-use super::{conflict_on_unique, gib, json_map, to_i64, SqliteStore};
+use super::{conflict_on_unique, snapshot_row, to_i64, SqliteStore};
 use crate::records::{NewJob, NewSnapshot, Snapshot};
 use crate::{SnapshotStore, StoreError, StoreResult};
 use async_trait::async_trait;
 use serde_json::{Map, Value};
-use sqlx::sqlite::SqliteRow;
-use sqlx::Row;
-use svs_domain::{Consistency, SnapshotState};
+use svs_domain::SnapshotState;
 
 const SNAPSHOT_SELECT: &str = "SELECT s.seq, s.id, s.volume_id, v.name AS volume_name, \
     s.tenant_id, s.name, s.consistency, s.volume_size_gib, s.state, s.used_bytes, \
     s.attributes, s.created_ms, \
     (SELECT COUNT(*) FROM attachments a WHERE a.snapshot = s.id) AS attachments \
     FROM snapshots s JOIN volumes v ON v.id = s.volume_id";
-
-fn snapshot_row(row: &SqliteRow) -> StoreResult<Snapshot> {
-    let consistency: String = row.try_get("consistency")?;
-    let state: String = row.try_get("state")?;
-    let count = |col: &str| -> StoreResult<u64> {
-        let v: i64 = row.try_get(col)?;
-        u64::try_from(v).map_err(|_| StoreError::Corrupt(format!("negative {col}: {v}")))
-    };
-    Ok(Snapshot {
-        id: row.try_get("id")?,
-        seq: count("seq")?,
-        volume_id: row.try_get("volume_id")?,
-        volume_name: row.try_get("volume_name")?,
-        tenant_id: row.try_get("tenant_id")?,
-        name: row.try_get("name")?,
-        consistency: Consistency::parse(&consistency)
-            .ok_or_else(|| StoreError::Corrupt(format!("snapshot consistency {consistency:?}")))?,
-        volume_size: gib(row, "volume_size_gib")?,
-        state: SnapshotState::parse(&state)
-            .ok_or_else(|| StoreError::Corrupt(format!("snapshot state {state:?}")))?,
-        used_bytes: count("used_bytes")?,
-        attributes: json_map(row.try_get("attributes")?)?,
-        attachments: count("attachments")?,
-        created_ms: row.try_get("created_ms")?,
-    })
-}
 
 fn duplicate_name(name: &str) -> impl FnOnce() -> String + '_ {
     move || format!("a snapshot named '{name}' already exists on the volume")

@@ -1,8 +1,8 @@
 //! Storage nodes: registrations and heartbeats, liveness, their copies.
 
-use super::lost::{lose_slices_on, stale_generation};
+use super::lost::lose_slices_on;
 use super::media::media_space;
-use super::{gib, to_i64, SqliteStore};
+use super::{gib, stale_generation, to_i64, SqliteStore};
 use crate::records::{
     NodeCopy, StorageNodeRecord, StorageNodeState, StorageRegistered, StorageRegistration,
 };

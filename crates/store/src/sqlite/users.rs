@@ -1,32 +1,15 @@
 //! Users, tenants and refresh tokens.
 
-use super::{conflict_on_unique, SqliteStore};
+use super::{conflict_on_unique, refresh_row, user_row, SqliteStore};
 use crate::records::{
     NewRefreshToken, NewUser, RefreshRotation, RefreshTokenRecord, User, UserChange, LAST_ADMIN,
 };
 use crate::{StoreError, StoreResult, UserStore};
 use async_trait::async_trait;
-use sqlx::sqlite::SqliteRow;
-use sqlx::Row;
 
 const USER_SELECT: &str = "SELECT u.id, u.tenant_id, t.name AS tenant, u.email, u.name, \
     u.password_hash, u.is_admin, u.disabled, u.token_generation, u.created_ms \
     FROM users u JOIN tenants t ON t.id = u.tenant_id";
-
-fn user_row(row: &SqliteRow) -> StoreResult<User> {
-    Ok(User {
-        id: row.try_get("id")?,
-        tenant_id: row.try_get("tenant_id")?,
-        tenant: row.try_get("tenant")?,
-        email: row.try_get("email")?,
-        name: row.try_get("name")?,
-        password_hash: row.try_get("password_hash")?,
-        is_admin: row.try_get::<i64, _>("is_admin")? != 0,
-        disabled: row.try_get::<i64, _>("disabled")? != 0,
-        token_generation: row.try_get("token_generation")?,
-        created_ms: row.try_get("created_ms")?,
-    })
-}
 
 /// Enabled administrators, counted inside the transaction that changes one.
 async fn enabled_admins(tx: &mut sqlx::SqliteConnection) -> StoreResult<i64> {
@@ -39,16 +22,6 @@ async fn enabled_admins(tx: &mut sqlx::SqliteConnection) -> StoreResult<i64> {
 
 const REFRESH_SELECT: &str = "SELECT user_id, family, expires_ms, revoked, retired \
     FROM refresh_tokens WHERE token_hash = ?";
-
-fn refresh_row(r: &SqliteRow) -> StoreResult<RefreshTokenRecord> {
-    Ok(RefreshTokenRecord {
-        user_id: r.try_get("user_id")?,
-        family: r.try_get("family")?,
-        expires_ms: r.try_get("expires_ms")?,
-        revoked: r.try_get::<i64, _>("revoked")? != 0,
-        retired: r.try_get::<i64, _>("retired")? != 0,
-    })
-}
 
 #[async_trait]
 impl UserStore for SqliteStore {

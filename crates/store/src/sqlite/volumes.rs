@@ -1,20 +1,19 @@
 //! Volumes, their slices, and resize plans and steps.
 
 use super::jobs::{append_detail, claim_volume, finish_job_tx};
-use super::lost::{stale_generation, STALE_GENERATION};
+use super::lost::STALE_GENERATION;
 use super::media::media_space;
-use super::{active_job, conflict_on_unique, gib, json_map, resiliency, to_i64, SqliteStore};
+use super::{conflict_on_unique, gib, slice_row, step_row, to_i64, volume_row, SqliteStore};
 use crate::records::{
-    CopyCheckpoint, JobEnd, NewJob, NewVolume, Page, ResizeStep, SliceRow, StepState, Volume,
+    CopyCheckpoint, JobEnd, NewJob, NewVolume, Page, ResizeStep, SliceRow, Volume,
 };
 use crate::{StoreError, StoreResult, VolumeStore};
 use async_trait::async_trait;
 use serde_json::Value;
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, SqliteConnection};
+use sqlx::SqliteConnection;
 use svs_domain::{
-    check_room, placement_bookings, reservation_after_switch, Gib, Reservation, ResizePlan, Slice,
-    SlicePlacement, VolumeState, VolumeType,
+    check_room, placement_bookings, reservation_after_switch, Gib, Reservation, ResizePlan,
+    SlicePlacement, VolumeState,
 };
 
 /// One volume by name, else by id, in a tenant (binds: tenant, then the
@@ -44,82 +43,6 @@ const VOLUME_SELECT: &str = "SELECT v.id, v.tenant_id, v.name, v.type, v.size_gi
     CASE WHEN j.type = 'volume_recovery' THEN j.id END AS recovery_job \
     FROM volumes v JOIN policies p ON p.id = v.policy_id \
     LEFT JOIN jobs j ON j.id = v.job_id";
-
-fn volume_row(row: &SqliteRow) -> StoreResult<Volume> {
-    let kind: String = row.try_get("type")?;
-    let state: String = row.try_get("state")?;
-    let job = active_job(row)?;
-    Ok(Volume {
-        id: row.try_get("id")?,
-        tenant_id: row.try_get("tenant_id")?,
-        name: row.try_get("name")?,
-        kind: VolumeType::parse(&kind)
-            .ok_or_else(|| StoreError::Corrupt(format!("volume type {kind:?}")))?,
-        size: gib(row, "size_gib")?,
-        policy: row.try_get("policy_name")?,
-        resiliency: resiliency(row)?,
-        zone: row.try_get("zone")?,
-        attributes: json_map(row.try_get("attributes")?)?,
-        state: VolumeState::parse(&state)
-            .ok_or_else(|| StoreError::Corrupt(format!("volume state {state:?}")))?,
-        job,
-        first_node: row.try_get("first_node")?,
-        first_zone: row.try_get("first_zone")?,
-        lost_slices: gib(row, "lost_slices")?,
-        lost_columns: gib(row, "lost_columns")?,
-        recovery_job: row.try_get("recovery_job")?,
-        filesystem_size: row
-            .try_get::<Option<i64>, _>("fs_size_gib")?
-            .map(|v| {
-                u64::try_from(v).map_err(|_| StoreError::Corrupt("negative fs_size_gib".into()))
-            })
-            .transpose()?,
-        filesystem_error: row.try_get("fs_error")?,
-        created_ms: row.try_get("created_ms")?,
-    })
-}
-
-fn slice_row(row: &SqliteRow) -> StoreResult<SliceRow> {
-    Ok(SliceRow {
-        slice: Slice {
-            id: row.try_get("id")?,
-            copy: u32::try_from(row.try_get::<i64, _>("copy")?)
-                .map_err(|_| StoreError::Corrupt("slice copy".into()))?,
-            column: u32::try_from(row.try_get::<i64, _>("col")?)
-                .map_err(|_| StoreError::Corrupt("slice column".into()))?,
-            medium: row.try_get("medium_id")?,
-            size: gib(row, "size_gib")?,
-        },
-        node: row.try_get("node")?,
-        zone: row.try_get("zone")?,
-        lost: row.try_get::<String, _>("medium_state")? == "Failed"
-            || row.try_get::<Option<i64>, _>("lost_ms")?.is_some(),
-        stale_generation: stale_generation(row)?,
-    })
-}
-
-fn step_row(row: &SqliteRow) -> StoreResult<ResizeStep> {
-    let state: String = row.try_get("state")?;
-    Ok(ResizeStep {
-        id: row.try_get("id")?,
-        job_id: row.try_get("job_id")?,
-        slice_id: row.try_get("slice_id")?,
-        from_medium: row.try_get("from_medium")?,
-        to_medium: row.try_get("to_medium")?,
-        old_size: gib(row, "old_size")?,
-        new_size: gib(row, "new_size")?,
-        state: StepState::parse(&state)
-            .ok_or_else(|| StoreError::Corrupt(format!("step state {state:?}")))?,
-        checkpoint: match row.try_get::<i64, _>("copy_checkpoint")? {
-            0 => None,
-            offset => Some(CopyCheckpoint {
-                offset: u64::try_from(offset)
-                    .map_err(|_| StoreError::Corrupt(format!("copy checkpoint {offset}")))?,
-                live: row.try_get::<i64, _>("copy_checkpoint_live")? != 0,
-            }),
-        },
-    })
-}
 
 /// Refuses `bookings` (InsufficientSpace) unless every medium they touch has
 /// room for them, as stored now. Run inside the transaction that writes
@@ -557,7 +480,7 @@ mod tests {
             .await
             .expect("plan")
             .iter()
-            .map(|row| row.get::<String, _>("detail"))
+            .map(|row| sqlx::Row::get::<String, _>(row, "detail"))
             .collect();
         assert!(!plan.is_empty());
         // "SCAN (subquery-N)" reads the rows of one volume's own subquery.
