@@ -29,14 +29,17 @@
 
 mod cached;
 mod error;
+mod postgres;
 mod records;
 mod rows;
+mod sql;
 mod sqlite;
 mod traits;
 
 pub use cached::CachedStore;
 pub use error::{StoreError, StoreResult};
 pub use records::*;
+pub use postgres::{PgSettings, PgStore};
 pub use sqlite::SqliteStore;
 pub use traits::{
     AttachmentStore, FrontStore, JobStore, MediaStore, NodeAgentStore, PolicyStore, SnapshotStore,

@@ -31,11 +31,11 @@ use crate::rows::{
     refresh_row, resiliency, slice_row, snapshot_row, stale_generation, step_row, to_i64, user_row,
     volume_row,
 };
-use crate::{StoreError, StoreLifecycle, StoreResult};
+use crate::sql::conflict_on_unique;
+use crate::{StoreLifecycle, StoreResult};
 use async_trait::async_trait;
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteQueryResult,
-    SqliteSynchronous,
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use sqlx::{Sqlite, Transaction};
 use std::path::Path;
@@ -88,56 +88,3 @@ impl StoreLifecycle for SqliteStore {
         self.writer.close().await;
     }
 }
-
-// ---- errors ----
-
-/// SQLite's primary result codes for "another connection holds the lock".
-const SQLITE_BUSY: i32 = 5;
-const SQLITE_LOCKED: i32 = 6;
-
-// The conversion lives here, with the SQLite codes it knows; a second
-// backend built on sqlx would classify its own codes in the same place.
-impl From<sqlx::Error> for StoreError {
-    fn from(e: sqlx::Error) -> StoreError {
-        StoreError::backend(is_transient(&e), e)
-    }
-}
-
-impl From<sqlx::migrate::MigrateError> for StoreError {
-    fn from(e: sqlx::migrate::MigrateError) -> StoreError {
-        StoreError::Migrate(e.to_string())
-    }
-}
-
-/// Whether the same call may succeed later: the database was busy or locked
-/// (past the busy timeout), no pooled connection came free in time, or I/O
-/// failed.
-fn is_transient(e: &sqlx::Error) -> bool {
-    match e {
-        sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) => true,
-        sqlx::Error::Database(db) => db
-            .code()
-            .and_then(|code| code.parse::<i32>().ok())
-            // Extended result codes keep the primary code in the low byte.
-            .is_some_and(|code| matches!(code & 0xff, SQLITE_BUSY | SQLITE_LOCKED)),
-        _ => false,
-    }
-}
-
-fn is_unique_violation(err: &sqlx::Error) -> bool {
-    matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
-}
-
-/// A write's result, with a unique-constraint violation as
-/// Conflict(`conflict()`).
-fn conflict_on_unique(
-    result: Result<SqliteQueryResult, sqlx::Error>,
-    conflict: impl FnOnce() -> String,
-) -> StoreResult<SqliteQueryResult> {
-    match result {
-        Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(conflict())),
-        other => Ok(other?),
-    }
-}
-
-// ---- row helpers ----

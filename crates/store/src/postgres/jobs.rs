@@ -1,0 +1,230 @@
+//! Jobs, and the steps shared by every write that starts or ends one.
+
+use super::{job_row, PgStore};
+use crate::records::{Job, JobEnd, JobFilter, NewJob, Page};
+use crate::{JobStore, StoreError, StoreResult};
+use async_trait::async_trait;
+use sqlx::{PgConnection, Row};
+use svs_domain::{volume_state_after_job, JobState, VolumeState};
+
+const JOB_COLUMNS: &str = "id, tenant_id, type, object, object_name, args, state, status, \
+    progress, starttime_ms, endtime_ms, user_id, username, useremail, details, data_movement, \
+    created_ms";
+
+/// The job keeps its volume's name (every job works on a recorded volume),
+/// so that it is still shown and found by name after the volume is gone.
+async fn insert_job(conn: &mut PgConnection, job: &NewJob) -> StoreResult<i64> {
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO jobs (tenant_id, type, object, object_name, args, state, status, progress, \
+         user_id, username, useremail, details, data_movement, created_ms) \
+         VALUES ($1, $2, $3, COALESCE((SELECT name FROM volumes WHERE id = $4), ''), $5, \
+         'Pending', 'Pending', 0, $6, $7, $8, '[]', $9, $10) RETURNING id",
+    )
+    .bind(job.tenant_id)
+    .bind(job.spec.kind().as_str())
+    .bind(&job.object)
+    .bind(&job.object)
+    .bind(job.spec.args_json().to_string())
+    .bind(job.user_id)
+    .bind(&job.username)
+    .bind(&job.useremail)
+    .bind(i64::from(job.spec.is_data_movement()))
+    .bind(job.now_ms)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(id)
+}
+
+/// Records `job` and makes it the volume's current job (setting the volume's
+/// state when given), unless another job holds the volume: then Conflict and,
+/// the transaction being dropped, nothing is recorded.
+pub(super) async fn claim_volume(
+    conn: &mut PgConnection,
+    volume_id: &str,
+    state: Option<VolumeState>,
+    job: &NewJob,
+) -> StoreResult<i64> {
+    let job_id = insert_job(conn, job).await?;
+    let r = sqlx::query(
+        "UPDATE volumes SET job_id = $1, state = COALESCE($2, state) \
+         WHERE id = $3 AND job_id IS NULL",
+    )
+    .bind(job_id)
+    .bind(state.map(|s| s.as_str()))
+    .bind(volume_id)
+    .execute(&mut *conn)
+    .await?;
+    if r.rows_affected() == 0 {
+        return Err(StoreError::Conflict(
+            "the volume is busy with another job or no longer exists".into(),
+        ));
+    }
+    Ok(job_id)
+}
+
+pub(super) async fn append_detail(
+    conn: &mut PgConnection,
+    id: i64,
+    detail: &str,
+) -> StoreResult<()> {
+    sqlx::query("UPDATE jobs SET details = (details::jsonb || jsonb_build_array($1::text))::text WHERE id = $2")
+        .bind(detail)
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// Ends the job, releases every reservation it booked, and frees the volume
+/// it worked on, which takes its state after the job.
+pub(super) async fn finish_job_tx(
+    conn: &mut PgConnection,
+    id: i64,
+    end: &JobEnd,
+) -> StoreResult<()> {
+    if let Some(detail) = &end.detail {
+        append_detail(conn, id, detail).await?;
+    }
+    let done = end.state == JobState::Done;
+    sqlx::query(
+        "UPDATE jobs SET state = $1, status = $2, endtime_ms = $3, \
+         starttime_ms = COALESCE(starttime_ms, $4), \
+         progress = CASE WHEN $5 THEN 100 ELSE progress END WHERE id = $6",
+    )
+    .bind(end.state.as_str())
+    .bind(&end.status)
+    .bind(end.now_ms)
+    .bind(end.now_ms)
+    .bind(done)
+    .bind(id)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query("DELETE FROM reservations WHERE job_id = $1")
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
+    let volumes = sqlx::query("SELECT id, state FROM volumes WHERE job_id = $1")
+        .bind(id)
+        .fetch_all(&mut *conn)
+        .await?;
+    for volume in &volumes {
+        let volume_id: String = volume.try_get("id")?;
+        let state: String = volume.try_get("state")?;
+        let state = VolumeState::parse(&state)
+            .ok_or_else(|| StoreError::Corrupt(format!("volume state {state:?}")))?;
+        sqlx::query("UPDATE volumes SET job_id = NULL, state = $1 WHERE id = $2")
+            .bind(volume_state_after_job(state, end.state).as_str())
+            .bind(&volume_id)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl JobStore for PgStore {
+    async fn get_job(&self, tenant_id: i64, id: i64) -> StoreResult<Option<Job>> {
+        let row = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE tenant_id = $1 AND id = $2"
+        ))
+        .bind(tenant_id)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(job_row).transpose()
+    }
+
+    async fn list_jobs(&self, tenant_id: i64, f: &JobFilter) -> StoreResult<Vec<Job>> {
+        let (count, offset) = Page {
+            page: f.page,
+            count: f.count,
+        }
+        .limit_offset();
+        let rows = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE tenant_id = $1 \
+             AND ($2 IS NULL OR type = $3) AND ($4 IS NULL OR object = $5 OR object_name = $6) \
+             AND ($7 IS NULL OR state = $8) ORDER BY id DESC LIMIT $9 OFFSET $10"
+        ))
+        .bind(tenant_id)
+        .bind(&f.kind)
+        .bind(&f.kind)
+        .bind(&f.object)
+        .bind(&f.object)
+        .bind(&f.object)
+        .bind(f.state.map(|s| s.as_str()))
+        .bind(f.state.map(|s| s.as_str()))
+        .bind(count)
+        .bind(offset)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(job_row).collect()
+    }
+
+    async fn job_by_id(&self, id: i64) -> StoreResult<Option<Job>> {
+        let row = sqlx::query(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(job_row).transpose()
+    }
+
+    async fn unfinished_jobs(&self) -> StoreResult<Vec<Job>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE state IN ('Pending', 'Running') ORDER BY id"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(job_row).collect()
+    }
+
+    async fn active_volume_job(&self, volume_id: &str) -> StoreResult<Option<Job>> {
+        let row = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE object = $1 \
+             AND state IN ('Pending', 'Running') ORDER BY id LIMIT 1"
+        ))
+        .bind(volume_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(job_row).transpose()
+    }
+
+    async fn set_job_running(&self, id: i64, now_ms: i64) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        sqlx::query(
+            "UPDATE jobs SET state = 'Running', status = 'Running', \
+             starttime_ms = COALESCE(starttime_ms, $1) WHERE id = $2",
+        )
+        .bind(now_ms)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn set_job_progress(&self, id: i64, progress: u8, status: &str) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        sqlx::query("UPDATE jobs SET progress = $1, status = $2 WHERE id = $3")
+            .bind(i64::from(progress.min(100)))
+            .bind(status)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn add_job_detail(&self, id: i64, detail: &str) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        append_detail(&mut tx, id, detail).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn finish_job(&self, id: i64, end: &JobEnd) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        finish_job_tx(&mut tx, id, end).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}

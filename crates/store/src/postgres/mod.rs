@@ -1,0 +1,124 @@
+//! The PostgreSQL store: several `svs serve` instances on one database.
+//!
+//! Every write transaction starts by taking one transaction-scoped advisory
+//! lock (`pg_advisory_xact_lock`, [`WRITE_LOCK`]): writes are serialized, as
+//! SQLite's single writer serializes them, so every rule a transaction checks
+//! before it writes (a medium's free space, the last administrator, a
+//! refresh token not yet rotated) holds until it commits, whichever instance
+//! runs it. Reads take no lock and run in parallel on the pool. Row locks
+//! (or SERIALIZABLE with retries) would let unrelated writes run at once;
+//! the control plane's writes are small and short, so one lock keeps every
+//! rule obviously safe at a cost measured in `bench/` (see
+//! docs/postgresql.md).
+//!
+//! One file per kind of object implements that object's trait with the
+//! same SQL as `sqlite/`, in PostgreSQL's dialect; records are read from
+//! rows by `rows.rs`, shared with SQLite.
+
+mod agents;
+mod attachments;
+mod fronts;
+mod jobs;
+mod lost;
+mod media;
+mod policies;
+mod snapshots;
+mod storage_nodes;
+mod users;
+mod volumes;
+
+#[allow(unused_imports)] // until every object's file is in
+use crate::rows::{
+    active_job, attachment_row, gib, job_row, json_map, managed_by, medium_record, node_attachment,
+    policy_row, refresh_row, resiliency, slice_row, small, snapshot_row, stale_generation,
+    step_row, to_i64, user_row, volume_row,
+};
+#[allow(unused_imports)]
+use crate::sql::conflict_on_unique;
+use crate::{StoreError, StoreLifecycle, StoreResult};
+use async_trait::async_trait;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::{Postgres, Transaction};
+use std::str::FromStr;
+use std::time::Duration;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations-postgres");
+
+/// The advisory lock every write transaction holds ("svsw").
+const WRITE_LOCK: i64 = 0x7376_7377;
+
+/// How the store connects (settings `store_pool_size`, `store_acquire_timeout`).
+#[derive(Debug, Clone)]
+pub struct PgSettings {
+    /// Connections kept at most by this instance.
+    pub pool_size: u32,
+    /// How long a request waits for a connection (a free one of the pool, or
+    /// a new one to the server) before it fails as transient (503).
+    pub acquire_timeout: Duration,
+}
+
+impl Default for PgSettings {
+    fn default() -> Self {
+        PgSettings {
+            pool_size: 10,
+            acquire_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
+impl PgStore {
+    /// Connects to the database at `url` (`postgres://…`) and brings its
+    /// schema up to date. Several instances may start at once: one migrates
+    /// while the others wait on the migrator's lock. A database whose schema
+    /// is newer than this build is refused, untouched.
+    pub async fn open(url: &str, settings: &PgSettings) -> StoreResult<PgStore> {
+        let options = PgConnectOptions::from_str(url)?.application_name("svs");
+        let pool = PgPoolOptions::new()
+            .max_connections(settings.pool_size.max(1))
+            .min_connections(1)
+            .acquire_timeout(settings.acquire_timeout)
+            .connect_with(options)
+            .await?;
+        if let Err(e) = MIGRATOR.run(&pool).await {
+            pool.close().await;
+            return Err(match e {
+                sqlx::migrate::MigrateError::VersionMissing(version) => {
+                    StoreError::Migrate(format!(
+                    "the database's schema is newer than this svs (it has migration {version}, \
+                     which this build does not know): run a newer svs, or another database"
+                ))
+                }
+                other => other.into(),
+            });
+        }
+        Ok(PgStore { pool })
+    }
+
+    /// The schema version this build migrates a database to.
+    pub fn latest_schema_version() -> i64 {
+        MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
+    }
+
+    /// A write transaction holding [`WRITE_LOCK`] from its start (see the
+    /// module doc).
+    async fn begin_write(&self) -> StoreResult<Transaction<'static, Postgres>> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(WRITE_LOCK)
+            .execute(&mut *tx)
+            .await?;
+        Ok(tx)
+    }
+}
+
+#[async_trait]
+impl StoreLifecycle for PgStore {
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}

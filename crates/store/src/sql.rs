@@ -1,0 +1,70 @@
+//! What the SQL backends share besides their rows (`rows.rs`): how sqlx's
+//! errors become [`StoreError`]s, transient or not, on either database.
+
+use crate::{StoreError, StoreResult};
+use sqlx::postgres::PgDatabaseError;
+use sqlx::sqlite::SqliteError;
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> StoreError {
+        StoreError::backend(is_transient(&e), e)
+    }
+}
+
+impl From<sqlx::migrate::MigrateError> for StoreError {
+    fn from(e: sqlx::migrate::MigrateError) -> StoreError {
+        StoreError::Migrate(e.to_string())
+    }
+}
+
+/// SQLite's primary result codes for "another connection holds the lock".
+const SQLITE_BUSY: i32 = 5;
+const SQLITE_LOCKED: i32 = 6;
+
+/// Whether the same call may succeed later: no pooled connection came free
+/// in time, I/O failed (the database went away), or the database said so
+/// (SQLite: busy or locked past the busy timeout; PostgreSQL: a
+/// serialization failure or deadlock, a lost connection, a server shutting
+/// down or starting, too many connections).
+pub(crate) fn is_transient(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => true,
+        sqlx::Error::Database(db) => {
+            if let Some(pg) = db.try_downcast_ref::<PgDatabaseError>() {
+                let code = pg.code();
+                // 08: connection exception; 40001 serialization failure;
+                // 40P01 deadlock; 53300 too many connections; 57P01-57P03
+                // admin shutdown, crash shutdown, cannot connect now.
+                code.starts_with("08")
+                    || matches!(
+                        code,
+                        "40001" | "40P01" | "53300" | "57P01" | "57P02" | "57P03"
+                    )
+            } else if db.try_downcast_ref::<SqliteError>().is_some() {
+                db.code()
+                    .and_then(|code| code.parse::<i32>().ok())
+                    // Extended result codes keep the primary code in the low byte.
+                    .is_some_and(|code| matches!(code & 0xff, SQLITE_BUSY | SQLITE_LOCKED))
+            } else {
+                false
+            }
+        }
+        _ => false,
+    }
+}
+
+pub(crate) fn is_unique_violation(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
+}
+
+/// A write's result, with a unique-constraint violation as
+/// Conflict(`conflict()`).
+pub(crate) fn conflict_on_unique<R>(
+    result: Result<R, sqlx::Error>,
+    conflict: impl FnOnce() -> String,
+) -> StoreResult<R> {
+    match result {
+        Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(conflict())),
+        other => Ok(other?),
+    }
+}
