@@ -37,6 +37,17 @@ if ! command -v mkfs.xfs >/dev/null || ! command -v xfs_growfs >/dev/null; then
     $SUDO apt-get install -y -q --no-install-recommends xfsprogs
 fi
 
+# The PostgreSQL store's tests start their own throwaway server from Debian's
+# postgresql binaries (initdb, postgres) unless SVS_TEST_DATABASE_URL names one
+# (crates/store/src/test_postgres.rs).
+if [ -z "${SVS_TEST_DATABASE_URL:-}" ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+    && ! command -v initdb >/dev/null; then
+    if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo --preserve-env=DEBIAN_FRONTEND"; fi
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -q
+    $SUDO apt-get install -y -q --no-install-recommends postgresql
+fi
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 

@@ -32,7 +32,8 @@ use svs_dataplane::{ClusterMedia, DataPlane, LocalMedia, NodeEndpoint, DEFAULT_R
 use svs_domain::Medium;
 use svs_nbd::NbdConfig;
 use svs_store::{
-    CachedStore, ManagedBy, MediumRecord, MediumUsage, NodeRecord, SqliteStore, Store,
+    CachedStore, ManagedBy, MediumRecord, MediumUsage, NodeRecord, PgSettings, PgStore,
+    SingleInstanceLock, SqliteStore, Store,
 };
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -81,6 +82,9 @@ pub struct Application {
     shutdown: CancellationToken,
     /// Held for the life of the process: one `svs serve` per data directory.
     _lock: File,
+    /// With PostgreSQL, held for the life of the process: one `svs serve`
+    /// per database.
+    _database_lock: Option<SingleInstanceLock>,
 }
 
 /// Takes the data directory's lock, or explains who holds it.
@@ -107,7 +111,7 @@ pub fn lock_data_dir(dir: &Path) -> Result<File, String> {
 
 /// Opens the configured store (creating it and applying migrations).
 pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
-    match config.store {
+    match &config.store {
         StoreBackend::Sqlite => {
             std::fs::create_dir_all(&config.data_dir).map_err(|e| {
                 format!(
@@ -123,6 +127,35 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
             // those reads may be cached.
             Ok(Arc::new(CachedStore::new(sqlite)))
         }
+        StoreBackend::Postgres(url) => {
+            let settings = PgSettings {
+                pool_size: config.store_pool_size,
+                acquire_timeout: config.store_acquire_timeout,
+            };
+            // No cache: the CLI (and, later, other instances) write to the
+            // same database.
+            let postgres = PgStore::open(url, &settings)
+                .await
+                .map_err(|e| format!("cannot open the PostgreSQL database: {e}"))?;
+            Ok(Arc::new(postgres))
+        }
+    }
+}
+
+/// With a PostgreSQL store, takes the database's single-instance lock for
+/// `svs serve` (see docs/postgresql.md), or explains who holds it.
+async fn lock_database(config: &Config) -> Result<Option<SingleInstanceLock>, String> {
+    let StoreBackend::Postgres(url) = &config.store else {
+        return Ok(None);
+    };
+    match SingleInstanceLock::take(url).await {
+        Ok(Some(lock)) => Ok(Some(lock)),
+        Ok(None) => Err(
+            "the PostgreSQL database is in use by another svs serve (one instance per \
+             database for now: see docs/postgresql.md)"
+                .into(),
+        ),
+        Err(e) => Err(format!("cannot open the PostgreSQL database: {e}")),
     }
 }
 
@@ -133,11 +166,12 @@ impl Application {
         // yet means nothing was ever added, and nothing is made.
         let no_configured_media = config.check_media_configured();
         if let Err(e) = &no_configured_media {
-            if !config.data_dir.join(DB_FILE).exists() {
+            if config.store == StoreBackend::Sqlite && !config.data_dir.join(DB_FILE).exists() {
                 return Err(e.clone());
             }
         }
         let lock = lock_data_dir(&config.data_dir)?;
+        let database_lock = lock_database(&config).await?;
         let store = open_store(&config).await?;
 
         let mut media_config = config.effective_media();
@@ -387,6 +421,7 @@ impl Application {
             store,
             shutdown,
             _lock: lock,
+            _database_lock: database_lock,
         })
     }
 

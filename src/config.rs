@@ -32,9 +32,19 @@ pub struct Config {
     /// lock file and, with `demo`, the demo media. Default `./svs-data`; the
     /// systemd unit passes `/var/lib/svs`. `SVS_DATA_DIR`.
     pub data_dir: PathBuf,
-    /// Where svs keeps its data: "sqlite" (the only store for now), one
-    /// file `svs.db` in `data_dir`. Anything else stops start-up. `SVS_STORE`.
+    /// Where svs keeps its data: "sqlite" (the default), one file `svs.db`
+    /// in `data_dir`; or a PostgreSQL database, its URL
+    /// ("postgres://user:password@host:port/database"; see
+    /// docs/postgresql.md). Anything else stops start-up. `SVS_STORE`.
     pub store: StoreBackend,
+    /// Connections to PostgreSQL this instance keeps at most (with a
+    /// PostgreSQL `store`). `SVS_STORE_POOL_SIZE`.
+    pub store_pool_size: u32,
+    /// How long a request waits for a PostgreSQL connection (a free one of
+    /// the pool, or a new one) before it is answered 503, e.g. "5s".
+    /// `SVS_STORE_ACQUIRE_TIMEOUT`.
+    #[serde(with = "humantime_serde")]
+    pub store_acquire_timeout: Duration,
     /// Address the HTTP API listens on; port 0 picks a free port. `SVS_LISTEN`.
     pub listen: SocketAddr,
     /// Address the NBD server (attached volumes) listens on. `SVS_NBD_LISTEN`.
@@ -379,19 +389,31 @@ impl From<LogFormat> for String {
 }
 
 /// The store backends svs can keep its data in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub enum StoreBackend {
     /// One SQLite file in the data directory.
     Sqlite,
+    /// A PostgreSQL database, at this URL (`postgres://user:password@host:port/db`).
+    Postgres(String),
 }
 
 impl StoreBackend {
-    pub const ALL: [StoreBackend; 1] = [StoreBackend::Sqlite];
-
-    pub fn as_str(&self) -> &'static str {
+    /// The setting's value: "sqlite", or the database's URL.
+    pub fn as_str(&self) -> &str {
         match self {
             StoreBackend::Sqlite => "sqlite",
+            StoreBackend::Postgres(url) => url,
+        }
+    }
+}
+
+// The URL may hold a password: never printed.
+impl std::fmt::Debug for StoreBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreBackend::Sqlite => f.write_str("Sqlite"),
+            StoreBackend::Postgres(_) => f.write_str("Postgres(..)"),
         }
     }
 }
@@ -399,17 +421,20 @@ impl StoreBackend {
 impl TryFrom<String> for StoreBackend {
     type Error = String;
 
-    fn try_from(name: String) -> Result<StoreBackend, String> {
-        StoreBackend::ALL
-            .into_iter()
-            .find(|b| b.as_str() == name)
-            .ok_or_else(|| {
-                let supported: Vec<&str> = StoreBackend::ALL.iter().map(|b| b.as_str()).collect();
-                format!(
-                    "store '{name}' is not supported (supported: {})",
-                    supported.join(", ")
-                )
-            })
+    fn try_from(value: String) -> Result<StoreBackend, String> {
+        if value == "sqlite" {
+            return Ok(StoreBackend::Sqlite);
+        }
+        if value.starts_with("postgres://") || value.starts_with("postgresql://") {
+            return Ok(StoreBackend::Postgres(value));
+        }
+        // Only the scheme is shown: the rest may hold a password.
+        let shown = value
+            .split_once("://")
+            .map_or(value.as_str(), |(scheme, _)| scheme);
+        Err(format!(
+            "store '{shown}' is not supported (supported: sqlite, postgres://user:password@host:port/database)"
+        ))
     }
 }
 
@@ -451,6 +476,8 @@ impl Default for Config {
         Config {
             data_dir: PathBuf::from("./svs-data"),
             store: StoreBackend::Sqlite,
+            store_pool_size: 10,
+            store_acquire_timeout: Duration::from_secs(5),
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             nbd_listen: SocketAddr::from(([127, 0, 0, 1], 10809)),
             tls: TlsMode::Off,
@@ -558,6 +585,9 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), String> {
+        if self.store_pool_size == 0 {
+            return Err("configuration: store_pool_size must be at least 1".into());
+        }
         if self.token_lifetime.as_secs() == 0 {
             return Err("configuration: token_lifetime must be at least 1s".into());
         }
@@ -1131,18 +1161,47 @@ mod tests {
     }
 
     #[test]
+    fn a_postgresql_url_is_a_store_whose_password_is_never_printed() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("svs.toml");
+        let url = "postgres://svs:hunter2@db.example.com:5432/svs";
+        std::fs::write(
+            &file,
+            format!("store = \"{url}\"\nstore_pool_size = 4\nstore_acquire_timeout = \"3s\"\n"),
+        )
+        .unwrap();
+        let config = Config::load(&Overrides {
+            config_file: Some(file),
+            ..Overrides::default()
+        })
+        .unwrap();
+        assert_eq!(config.store, StoreBackend::Postgres(url.into()));
+        assert_eq!(config.store_pool_size, 4);
+        assert_eq!(config.store_acquire_timeout, Duration::from_secs(3));
+        assert!(!format!("{config:?}").contains("hunter2"));
+        assert_eq!(
+            StoreBackend::try_from("postgresql://u@h/d".to_string()),
+            Ok(StoreBackend::Postgres("postgresql://u@h/d".into()))
+        );
+    }
+
+    #[test]
     fn an_unknown_store_is_refused_naming_the_supported_ones() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("svs.toml");
-        std::fs::write(&file, "store = \"postgres\"\n").unwrap();
+        std::fs::write(&file, "store = \"mysql://root:secret@db/svs\"\n").unwrap();
         let err = Config::load(&Overrides {
             config_file: Some(file),
             ..Overrides::default()
         })
         .unwrap_err();
         assert!(
-            err.contains("store 'postgres' is not supported (supported: sqlite)"),
+            err.contains(
+                "store 'mysql' is not supported (supported: sqlite, \
+                 postgres://user:password@host:port/database)"
+            ),
             "{err}"
         );
+        assert!(!err.contains("secret"), "{err}");
     }
 }

@@ -5,6 +5,7 @@ use super::passwords::read_password;
 use super::CommonArgs;
 use crate::app::open_store;
 use crate::clock::SystemClock;
+use crate::config::{Config, StoreBackend};
 use crate::service::users::add_user;
 use clap::Subcommand;
 use std::path::Path;
@@ -59,6 +60,7 @@ pub(super) fn keys_rotate(common: CommonArgs) -> Result<(), String> {
 
 pub(super) async fn backup(common: CommonArgs, out: &Path) -> Result<(), String> {
     let config = common.offline_config()?;
+    refuse_postgres(&config)?;
     let manifest = crate::backup::backup(&config.data_dir, out).await?;
     println!(
         "backed up {} to {} (database schema {}; {})",
@@ -77,6 +79,7 @@ pub(super) async fn backup(common: CommonArgs, out: &Path) -> Result<(), String>
 
 pub(super) async fn restore(common: CommonArgs, from: &Path) -> Result<(), String> {
     let config = common.offline_config()?;
+    refuse_postgres(&config)?;
     let manifest = crate::backup::restore(&config.data_dir, from).await?;
     println!(
         "restored {} (taken {} by svs {}, database schema {}) into {}",
@@ -87,4 +90,18 @@ pub(super) async fn restore(common: CommonArgs, from: &Path) -> Result<(), Strin
         config.data_dir.display()
     );
     Ok(())
+}
+
+/// `svs backup` and `svs restore` carry the SQLite store: a PostgreSQL one
+/// is backed up with PostgreSQL's own tools.
+fn refuse_postgres(config: &Config) -> Result<(), String> {
+    match config.store {
+        StoreBackend::Sqlite => Ok(()),
+        StoreBackend::Postgres(_) => Err(
+            "svs backup and svs restore copy the embedded SQLite store; this service keeps its \
+             state in PostgreSQL: back the database up with pg_dump and the data directory \
+             (signing keys, TLS files) as files (see docs/postgresql.md)"
+                .into(),
+        ),
+    }
 }

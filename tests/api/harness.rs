@@ -131,9 +131,19 @@ impl TestApp {
     }
 
     pub async fn start_with(config: TestConfig) -> TestApp {
+        let mut app = TestApp::configured(config);
+        app.launch().expect("svs serve starts");
+        let tokens = app.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD).await;
+        app.token = tokens["IdToken"].as_str().expect("IdToken").to_string();
+        app
+    }
+
+    /// A service with its directory and configuration written, not started
+    /// yet (`launch` starts it).
+    pub fn configured(config: TestConfig) -> TestApp {
         let dir = tempfile::tempdir().expect("temp dir");
         write_config(dir.path(), &config);
-        let mut app = TestApp {
+        TestApp {
             base: String::new(),
             nbd_base: String::new(),
             dir,
@@ -142,11 +152,7 @@ impl TestApp {
             token: String::new(),
             child: None,
             pinned: None,
-        };
-        app.launch().expect("svs serve starts");
-        let tokens = app.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD).await;
-        app.token = tokens["IdToken"].as_str().expect("IdToken").to_string();
-        app
+        }
     }
 
     pub fn data_dir(&self) -> PathBuf {

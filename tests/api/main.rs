@@ -33,6 +33,7 @@ mod node_fronts;
 mod node_mount;
 mod node_moves;
 mod policies;
+mod postgres;
 mod reconcile;
 mod recovery;
 mod resize;

@@ -38,8 +38,8 @@ mod traits;
 
 pub use cached::CachedStore;
 pub use error::{StoreError, StoreResult};
+pub use postgres::{PgSettings, PgStore, SingleInstanceLock};
 pub use records::*;
-pub use postgres::{PgSettings, PgStore};
 pub use sqlite::SqliteStore;
 pub use traits::{
     AttachmentStore, FrontStore, JobStore, MediaStore, NodeAgentStore, PolicyStore, SnapshotStore,
@@ -58,6 +58,10 @@ pub mod prelude {
 /// with feature `testing` so a backend outside this crate can run it too.
 #[cfg(any(test, feature = "testing"))]
 pub mod contract;
+/// A throwaway PostgreSQL server and a fresh database per test, for the
+/// tests of this crate and, with feature `testing`, of the crates above.
+#[cfg(any(test, feature = "testing"))]
+pub mod test_postgres;
 /// Test data for this crate's tests and, with feature `testing`, for the
 /// tests of the crates that use it.
 #[cfg(any(test, feature = "testing"))]

@@ -8,6 +8,31 @@ mod sqlite {
     crate::store_contract_tests!(open, two_handles: open_two);
 }
 
+mod postgres {
+    use crate::test_postgres::TestDatabase;
+    use crate::{PgSettings, PgStore};
+
+    async fn open() -> (TestDatabase, PgStore) {
+        let db = TestDatabase::new().await;
+        let store = PgStore::open(&db.url, &PgSettings::default())
+            .await
+            .expect("store opens");
+        (db, store)
+    }
+
+    /// Two handles on one database, each with a pool of its own, as two
+    /// `svs serve` instances would hold them.
+    async fn open_two() -> (TestDatabase, PgStore, PgStore) {
+        let (db, first) = open().await;
+        let second = PgStore::open(&db.url, &PgSettings::default())
+            .await
+            .expect("second store opens");
+        (db, first, second)
+    }
+
+    crate::store_contract_tests!(open, two_handles: open_two);
+}
+
 mod cached_sqlite {
     use crate::{CachedStore, SqliteStore};
 
@@ -78,4 +103,97 @@ async fn a_busy_database_is_a_transient_error() {
         .expect_err("no such table");
     assert!(!broken.is_transient(), "{broken:?}");
     assert!(!StoreError::NotFound.is_transient());
+}
+
+/// The PostgreSQL store's own start-up: its schema, and the databases it
+/// refuses.
+mod postgres_start {
+    use crate::test_postgres::TestDatabase;
+    use crate::{PgSettings, PgStore, StoreError};
+
+    #[tokio::test]
+    async fn instances_starting_at_once_all_get_the_latest_schema() {
+        let db = TestDatabase::new().await;
+        let settings = PgSettings::default();
+        let (a, b, c) = tokio::join!(
+            PgStore::open(&db.url, &settings),
+            PgStore::open(&db.url, &settings),
+            PgStore::open(&db.url, &settings),
+        );
+        for store in [a, b, c] {
+            store.expect("opens");
+        }
+        let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&db.url)
+            .await
+            .expect("connect");
+        let (applied, newest): (i64, Option<i64>) =
+            sqlx::query_as("SELECT COUNT(*), MAX(version) FROM _sqlx_migrations")
+                .fetch_one(&mut conn)
+                .await
+                .expect("migrations");
+        assert_eq!(newest, Some(PgStore::latest_schema_version()));
+        assert_eq!(
+            applied,
+            PgStore::latest_schema_version(),
+            "each migration once"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_database_with_a_newer_schema_is_refused_untouched() {
+        let db = TestDatabase::new().await;
+        let store = PgStore::open(&db.url, &PgSettings::default())
+            .await
+            .expect("opens");
+        crate::StoreLifecycle::close(&store).await;
+        let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&db.url)
+            .await
+            .expect("connect");
+        sqlx::query(
+            "INSERT INTO _sqlx_migrations (version, description, success, checksum, \
+             execution_time) VALUES (9999, 'from a newer svs', true, '\\x00'::bytea, 0)",
+        )
+        .execute(&mut conn)
+        .await
+        .expect("a newer migration");
+        let refused = PgStore::open(&db.url, &PgSettings::default())
+            .await
+            .map(|_| ())
+            .expect_err("a newer schema");
+        assert!(matches!(refused, StoreError::Migrate(_)), "{refused:?}");
+        assert!(
+            refused
+                .to_string()
+                .contains("the database's schema is newer than this svs (it has migration 9999"),
+            "{refused}"
+        );
+        let (tables,): (i64,) =
+            sqlx::query_as("SELECT COUNT(*) FROM _sqlx_migrations WHERE version = 9999")
+                .fetch_one(&mut conn)
+                .await
+                .expect("count");
+        assert_eq!(tables, 1, "left as it was");
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_server_is_a_transient_error_naming_it() {
+        // A port nothing listens on: bound, then closed.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("port")
+            .port();
+        let settings = PgSettings {
+            acquire_timeout: std::time::Duration::from_secs(2),
+            ..PgSettings::default()
+        };
+        let refused = PgStore::open(&format!("postgres://svs@127.0.0.1:{port}/svs"), &settings)
+            .await
+            .map(|_| ())
+            .expect_err("nothing listens");
+        assert!(refused.is_transient(), "{refused:?}");
+        assert!(
+            refused.to_string().starts_with("database error: "),
+            "{refused}"
+        );
+    }
 }

@@ -27,13 +27,11 @@ mod storage_nodes;
 mod users;
 mod volumes;
 
-#[allow(unused_imports)] // until every object's file is in
 use crate::rows::{
-    active_job, attachment_row, gib, job_row, json_map, managed_by, medium_record, node_attachment,
-    policy_row, refresh_row, resiliency, slice_row, small, snapshot_row, stale_generation,
-    step_row, to_i64, user_row, volume_row,
+    attachment_row, gib, job_row, managed_by, medium_record, node_attachment, policy_row,
+    refresh_row, resiliency, slice_row, snapshot_row, stale_generation, step_row, to_i64, user_row,
+    volume_row,
 };
-#[allow(unused_imports)]
 use crate::sql::conflict_on_unique;
 use crate::{StoreError, StoreLifecycle, StoreResult};
 use async_trait::async_trait;
@@ -46,6 +44,35 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations-postgres
 
 /// The advisory lock every write transaction holds ("svsw").
 const WRITE_LOCK: i64 = 0x7376_7377;
+
+/// The advisory lock `svs serve` holds for as long as it runs ("svsi"),
+/// while one instance per database is all svs supports (see
+/// [`SingleInstanceLock`]).
+const INSTANCE_LOCK: i64 = 0x7376_7369;
+
+/// Held by the one `svs serve` of a database: a connection of its own that
+/// holds a session advisory lock, released when the process ends (or its
+/// connection does). Jobs and reconcilers still belong to the process that
+/// runs them, so a second instance on the same database must not start.
+pub struct SingleInstanceLock {
+    _conn: sqlx::PgConnection,
+}
+
+impl SingleInstanceLock {
+    /// Takes the lock, or `Ok(None)` when another `svs serve` holds it.
+    pub async fn take(url: &str) -> StoreResult<Option<SingleInstanceLock>> {
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect_with(
+            &PgConnectOptions::from_str(url)?.application_name("svs instance lock"),
+        )
+        .await?;
+        let taken: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+            .bind(INSTANCE_LOCK)
+            .fetch_one(&mut conn)
+            .await?;
+        Ok(taken.then_some(SingleInstanceLock { _conn: conn }))
+    }
+}
 
 /// How the store connects (settings `store_pool_size`, `store_acquire_timeout`).
 #[derive(Debug, Clone)]

@@ -1,0 +1,144 @@
+//! `svs serve` on a PostgreSQL store: its data outlives the process in the
+//! database, one instance per database, and databases it cannot use are
+//! refused at start with a message that names the problem.
+
+use crate::harness::*;
+use reqwest::StatusCode;
+use serde_json::json;
+use svs_store::test_postgres::TestDatabase;
+
+fn on(db: &TestDatabase) -> TestConfig {
+    TestConfig {
+        settings: vec![format!("store = \"{}\"", db.url)],
+        ..TestConfig::default()
+    }
+}
+
+#[tokio::test]
+async fn the_service_keeps_its_users_policies_volumes_and_jobs_in_postgresql() {
+    let db = TestDatabase::new().await;
+    let mut app = TestApp::start_with(on(&db)).await;
+    app.create_policy("p", 1, 0, 0).await;
+    let volume = app
+        .create_volume_done(json!({"name": "v", "size": 2, "policy": "p"}))
+        .await;
+    let job = app.start_resize("v", 3, false).await;
+    assert_eq!(app.wait_job(&job).await["state"], "Done");
+    assert!(
+        !app.data_dir().join("svs.db").exists(),
+        "no SQLite file beside PostgreSQL"
+    );
+
+    app.restart().await;
+    let token = app.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD).await["IdToken"]
+        .as_str()
+        .expect("IdToken")
+        .to_string();
+    app.token = token;
+    let (status, body) = app.get("/volumes/v").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["volumeid"], volume.as_str());
+    assert_eq!(body["size"], 3);
+    assert_eq!(body["state"], "Ready");
+    let (status, jobs) = app.get("/jobs?object=v").await;
+    assert_eq!(status, StatusCode::OK, "{jobs}");
+    let jobs = jobs.as_array().expect("jobs");
+    assert!(
+        jobs.iter()
+            .any(|j| j["id"].to_string().trim_matches('"') == job),
+        "{jobs:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_second_instance_on_the_same_database_is_refused_at_start() {
+    let db = TestDatabase::new().await;
+    let _first = TestApp::start_with(on(&db)).await;
+    let mut second = TestApp::configured(on(&db));
+    let refused = second.launch().expect_err("a second instance");
+    assert!(
+        refused.contains(
+            "the PostgreSQL database is in use by another svs serve (one instance per database \
+             for now: see docs/postgresql.md)"
+        ),
+        "{refused}"
+    );
+}
+
+/// `url` with its password replaced by `password`.
+fn with_password(url: &str, password: &str) -> String {
+    let (scheme, rest) = url.split_once("://").expect("a URL");
+    let (credentials, host) = rest.split_once('@').expect("credentials in the URL");
+    let user = credentials.split(':').next().unwrap_or(credentials);
+    format!("{scheme}://{user}:{password}@{host}")
+}
+
+#[tokio::test]
+async fn a_wrong_password_is_refused_at_start_naming_the_problem() {
+    let db = TestDatabase::new().await;
+    let mut app = TestApp::configured(TestConfig {
+        settings: vec![format!(
+            "store = \"{}\"",
+            with_password(&db.url, "not-the-password")
+        )],
+        ..TestConfig::default()
+    });
+    let refused = app.launch().expect_err("a wrong password");
+    assert!(
+        refused.contains("cannot open the PostgreSQL database: database error: ")
+            && refused.contains("password authentication failed for user \"svs\""),
+        "{refused}"
+    );
+    assert!(!refused.contains("not-the-password"), "{refused}");
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_refused_at_start_naming_the_problem() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    let mut app = TestApp::configured(TestConfig {
+        settings: vec![
+            format!("store = \"postgres://svs:secret-password@127.0.0.1:{port}/svs\""),
+            "store_acquire_timeout = \"2s\"".into(),
+        ],
+        ..TestConfig::default()
+    });
+    let refused = app.launch().expect_err("nothing listens there");
+    assert!(
+        refused.contains("cannot open the PostgreSQL database: database error: "),
+        "{refused}"
+    );
+    assert!(!refused.contains("secret-password"), "{refused}");
+}
+
+#[tokio::test]
+async fn backup_and_restore_send_a_postgresql_store_to_pg_dump() {
+    let db = TestDatabase::new().await;
+    let app = TestApp::configured(on(&db));
+    for args in [
+        ["backup", "--out", "out.tar"],
+        ["restore", "--from", "out.tar"],
+    ] {
+        let out = std::process::Command::new(svs_bin())
+            .args(args)
+            .arg("--config")
+            .arg(app.config_path())
+            .arg("--data-dir")
+            .arg(app.data_dir())
+            .current_dir(app.dir.path())
+            .output()
+            .expect("svs runs");
+        assert!(!out.status.success(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(
+                "svs backup and svs restore copy the embedded SQLite store; this service keeps \
+                 its state in PostgreSQL: back the database up with pg_dump"
+            ),
+            "{args:?}: {stderr}"
+        );
+        assert!(!app.dir.path().join("out.tar").exists());
+    }
+}
