@@ -11,6 +11,7 @@ mod agents;
 mod attachments;
 mod error;
 mod extract;
+mod health;
 mod jobs;
 mod media;
 mod nodes;
@@ -109,6 +110,8 @@ fn documented_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(signin::refresh))
         .routes(routes!(signin::volumez_refresh))
         .routes(routes!(version::version))
+        .routes(routes!(health::healthz))
+        .routes(routes!(health::readyz))
         .routes(routes!(signin::jwks))
         .routes(routes!(openapi_json))
         .routes(routes!(media::list_media, media::create_medium))

@@ -69,12 +69,21 @@ impl From<StoreError> for ServiceError {
         match e {
             StoreError::Conflict(m) | StoreError::InUse(m) => ServiceError::Conflict(m),
             StoreError::NotFound => ServiceError::NotFound("not found".into()),
+            // The database is away, busy or out of connections for now: 503
+            // (the client may retry), the cause in the log.
+            other if other.is_transient() => {
+                tracing::warn!(error = %other, "the database does not answer");
+                ServiceError::Busy(DATABASE_UNAVAILABLE.into())
+            }
             other => ServiceError::Internal(other.to_string()),
         }
     }
 }
 
 pub type ServiceResult<T> = Result<T, ServiceError>;
+
+/// The message of a request the database could not serve for now.
+pub const DATABASE_UNAVAILABLE: &str = "the database does not answer for now; try again shortly";
 
 pub const ADMIN_REQUIRED: &str = "this operation requires an administrator";
 

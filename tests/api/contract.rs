@@ -13,12 +13,14 @@ const METHODS: [&str; 8] = [
 ];
 
 /// Operations that need no IdToken.
-const PUBLIC: [(&str, &str); 7] = [
+const PUBLIC: [(&str, &str); 9] = [
     ("POST", "/signin"),
     ("POST", "/signout"),
     ("POST", "/refresh"),
     ("GET", "/tenant/apiaccess/credentials/refresh"),
     ("GET", "/version"),
+    ("GET", "/healthz"),
+    ("GET", "/readyz"),
     ("GET", "/.well-known/jwks.json"),
     ("GET", "/openapi.json"),
 ];

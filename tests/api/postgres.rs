@@ -142,3 +142,64 @@ async fn backup_and_restore_send_a_postgresql_store_to_pg_dump() {
         assert!(!app.dir.path().join("out.tar").exists());
     }
 }
+
+#[tokio::test]
+async fn readiness_follows_the_database_and_liveness_does_not() {
+    let db = TestDatabase::new().await;
+    let app = TestApp::start_with(on(&db)).await;
+    let probe = |path: &'static str| {
+        let app = &app;
+        async move { app.request(None, reqwest::Method::GET, path, None).await }
+    };
+    assert_eq!(
+        probe("/healthz").await,
+        (StatusCode::OK, json!({"status": "alive"}))
+    );
+    assert_eq!(
+        probe("/readyz").await,
+        (StatusCode::OK, json!({"status": "ready"}))
+    );
+
+    // The database goes away for this service: no new connection is let in
+    // and those it holds are cut.
+    let name = db.name().to_string();
+    db.admin(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS false"))
+        .await
+        .expect("close the database");
+    db.admin(&format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
+    ))
+    .await
+    .expect("cut its connections");
+    let (status, body) = probe("/readyz").await;
+    assert_eq!(
+        (status, body),
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"message": "not ready: the database does not answer"})
+        )
+    );
+    assert_eq!(probe("/healthz").await.0, StatusCode::OK);
+    assert_eq!(
+        app.get("/volumes").await,
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"message": "the database does not answer for now; try again shortly"})
+        )
+    );
+
+    // It comes back: ready again without a restart.
+    db.admin(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS true"))
+        .await
+        .expect("open the database");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        if probe("/readyz").await.0 == StatusCode::OK {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "not ready again");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let (status, body) = app.get("/volumes").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}

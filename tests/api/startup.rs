@@ -1214,3 +1214,12 @@ async fn log_format_json_writes_one_json_object_per_line() {
     );
     app.stop();
 }
+
+#[tokio::test]
+async fn the_embedded_service_is_alive_and_ready_without_a_token() {
+    let app = TestApp::start().await;
+    for (path, status) in [("/healthz", "alive"), ("/readyz", "ready")] {
+        let (code, body) = app.request(None, Method::GET, path, None).await;
+        assert_eq!((code, body), (StatusCode::OK, json!({ "status": status })));
+    }
+}

@@ -674,4 +674,8 @@ impl<S: Store> StoreLifecycle for CachedStore<S> {
     async fn close(&self) {
         self.inner.close().await;
     }
+
+    async fn ping(&self) -> StoreResult<()> {
+        self.inner.ping().await
+    }
 }

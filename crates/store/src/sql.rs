@@ -25,7 +25,8 @@ const SQLITE_LOCKED: i32 = 6;
 /// in time, I/O failed (the database went away), or the database said so
 /// (SQLite: busy or locked past the busy timeout; PostgreSQL: a
 /// serialization failure or deadlock, a lost connection, a server shutting
-/// down or starting, too many connections).
+/// down or starting, too many connections, a database closed to new
+/// connections).
 pub(crate) fn is_transient(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => true,
@@ -40,6 +41,10 @@ pub(crate) fn is_transient(e: &sqlx::Error) -> bool {
                         code,
                         "40001" | "40P01" | "53300" | "57P01" | "57P02" | "57P03"
                     )
+                    // A database closed to connections for a while
+                    // (ALLOW_CONNECTIONS false).
+                    || (code == "55000"
+                        && pg.message().contains("not currently accepting connections"))
             } else if db.try_downcast_ref::<SqliteError>().is_some() {
                 db.code()
                     .and_then(|code| code.parse::<i32>().ok())

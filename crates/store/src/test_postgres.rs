@@ -78,6 +78,19 @@ impl TestDatabase {
     }
 }
 
+impl TestDatabase {
+    /// The database's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Runs `sql` as the server's administrator, on its `postgres`
+    /// database (to take this database away and give it back, say).
+    pub async fn admin(&self, sql: &str) -> Result<(), String> {
+        admin(&self.admin_url, sql).await
+    }
+}
+
 impl Drop for TestDatabase {
     fn drop(&mut self) {
         // Drop runs inside a test's runtime: a thread of its own, with a

@@ -439,6 +439,8 @@ pub trait StoreLifecycle: Send + Sync {
     /// Releases connections once nothing uses the store any more. Backends
     /// holding nothing to release keep this default.
     async fn close(&self) {}
+    /// Answers once the database does (a trivial query), for `GET /readyz`.
+    async fn ping(&self) -> StoreResult<()>;
 }
 
 /// Everything svs keeps: every object's trait, in one. Implemented for any

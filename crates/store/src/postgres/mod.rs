@@ -148,4 +148,9 @@ impl StoreLifecycle for PgStore {
     async fn close(&self) {
         self.pool.close().await;
     }
+
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
 }

@@ -87,4 +87,9 @@ impl StoreLifecycle for SqliteStore {
         self.reader.close().await;
         self.writer.close().await;
     }
+
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1").execute(&self.reader).await?;
+        Ok(())
+    }
 }
