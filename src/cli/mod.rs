@@ -108,6 +108,11 @@ pub enum Command {
         #[command(subcommand)]
         command: KeysCommand,
     },
+    /// The store: move a stopped service's SQLite database to PostgreSQL.
+    Store {
+        #[command(subcommand)]
+        command: offline::StoreCommand,
+    },
     /// Copy the service's state (database and token signing keys) into one
     /// archive, consistently, while the service runs. Slice data stays on
     /// the media and is not in it.
@@ -263,6 +268,7 @@ impl Command {
             | Command::Attachment { client, .. }
             | Command::Job { client, .. } => Some(client),
             Command::Serve { .. }
+            | Command::Store { .. }
             | Command::Keys { .. }
             | Command::Backup { .. }
             | Command::Restore { .. }
@@ -323,6 +329,9 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         Command::Keys {
             command: KeysCommand::Rotate { common },
         } => offline::keys_rotate(common),
+        Command::Store {
+            command: offline::StoreCommand::Migrate { from, to },
+        } => offline::store_migrate(&from, &to).await,
         Command::Backup { common, out } => offline::backup(common, &out).await,
         Command::Restore { common, from } => offline::restore(common, &from).await,
         Command::Agent {
@@ -371,6 +380,7 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
     match command {
         // Handled by `run`.
         Command::Serve { .. }
+        | Command::Store { .. }
         | Command::Keys { .. }
         | Command::Backup { .. }
         | Command::Restore { .. }

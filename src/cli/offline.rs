@@ -3,12 +3,13 @@
 
 use super::passwords::read_password;
 use super::CommonArgs;
-use crate::app::open_store;
+use crate::app::{lock_data_dir, open_store, DB_FILE};
 use crate::clock::SystemClock;
 use crate::config::{Config, StoreBackend};
 use crate::service::users::add_user;
 use clap::Subcommand;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use svs_store::{PgSettings, PgStore, SqliteStore, StoreLifecycle};
 
 #[derive(Debug, Subcommand)]
 pub enum KeysCommand {
@@ -20,6 +21,63 @@ pub enum KeysCommand {
         #[command(flatten)]
         common: CommonArgs,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StoreCommand {
+    /// Copy a stopped service's whole SQLite store (users, policies, media,
+    /// nodes, volumes, jobs, attachments, snapshots, checkpoints) into an
+    /// empty PostgreSQL database, ids kept, each table's rows counted on
+    /// both sides. Then start `svs serve` with `store` set to that database
+    /// and the same data directory (its signing keys and TLS files stay
+    /// there).
+    Migrate {
+        /// The stopped service's data directory (holding `svs.db`).
+        #[arg(long)]
+        from: PathBuf,
+        /// The PostgreSQL database: `postgres://user:password@host:port/db`
+        /// (or in `SVS_MIGRATE_TO`, keeping the password off the command line).
+        #[arg(long, env = "SVS_MIGRATE_TO", hide_env_values = true)]
+        to: String,
+    },
+}
+
+/// `svs store migrate`.
+pub(super) async fn store_migrate(from: &Path, to: &str) -> Result<(), String> {
+    let db = from.join(DB_FILE);
+    if !db.exists() {
+        return Err(format!(
+            "{} holds no database ({DB_FILE}): nothing to migrate",
+            from.display()
+        ));
+    }
+    // The service must be stopped: a copy of a database still written to
+    // would miss what comes after it.
+    let _lock = lock_data_dir(from)?;
+    if !(to.starts_with("postgres://") || to.starts_with("postgresql://")) {
+        return Err(
+            "--to must be a PostgreSQL URL: postgres://user:password@host:port/database".into(),
+        );
+    }
+    let sqlite = SqliteStore::open(&db)
+        .await
+        .map_err(|e| format!("cannot open {}: {e}", db.display()))?;
+    let postgres = PgStore::open(to, &PgSettings::default())
+        .await
+        .map_err(|e| format!("cannot open the PostgreSQL database: {e}"))?;
+    let copied = postgres.copy_from_sqlite(&sqlite).await;
+    postgres.close().await;
+    sqlite.close().await;
+    let copied = copied.map_err(|e| format!("nothing was migrated: {e}"))?;
+    for table in &copied {
+        println!("{}: {} rows", table.table, table.rows);
+    }
+    println!(
+        "migrated {} to PostgreSQL; start svs serve with that store and --data-dir {}",
+        from.display(),
+        from.display()
+    );
+    Ok(())
 }
 
 pub(super) async fn user_add(

@@ -203,3 +203,75 @@ async fn readiness_follows_the_database_and_liveness_does_not() {
     let (status, body) = app.get("/volumes").await;
     assert_eq!(status, StatusCode::OK, "{body}");
 }
+
+#[tokio::test]
+async fn a_stopped_sqlite_service_moves_to_postgresql_with_all_its_state() {
+    let mut app = TestApp::start().await;
+    app.create_policy("p", 1, 0, 0).await;
+    let volume = app
+        .create_volume_done(json!({"name": "v", "size": 2, "policy": "p"}))
+        .await;
+    let job = app.start_resize("v", 3, false).await;
+    assert_eq!(app.wait_job(&job).await["state"], "Done");
+    let (_, before) = app.get("/volumes/v").await;
+    let (_, jobs_before) = app.get("/jobs?object=v").await;
+
+    let db = TestDatabase::new().await;
+    let data_dir = app.data_dir();
+    let migrate = || {
+        std::process::Command::new(svs_bin())
+            .args(["store", "migrate", "--from"])
+            .arg(&data_dir)
+            .env("SVS_MIGRATE_TO", &db.url)
+            .output()
+            .expect("svs runs")
+    };
+    // Not while the service runs: its data directory is locked.
+    let running = migrate();
+    assert!(!running.status.success());
+    assert!(
+        String::from_utf8_lossy(&running.stderr).contains("is in use by another svs serve"),
+        "{}",
+        String::from_utf8_lossy(&running.stderr)
+    );
+
+    app.stop();
+    let out = migrate();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for line in ["users: 1 rows", "volumes: 1 rows", "policies: 1 rows"] {
+        assert!(stdout.contains(line), "{line}: {stdout}");
+    }
+
+    // Started again on PostgreSQL, with the same data directory (its keys):
+    // the same users, volumes and jobs; tokens signed before still verify.
+    app.restart_with_setting(&format!("store = \"{}\"", db.url));
+    let (status, after) = app.get("/volumes/v").await;
+    assert_eq!(status, StatusCode::OK, "{after}");
+    assert_eq!(after, before);
+    assert_eq!(after["volumeid"], volume.as_str());
+    let (_, jobs_after) = app.get("/jobs?object=v").await;
+    assert_eq!(jobs_after, jobs_before);
+    std::fs::remove_file(app.data_dir().join("svs.db")).expect("the SQLite file is not used");
+    app.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD).await;
+
+    // From a directory without a database: refused, naming it.
+    app.stop();
+    let again = std::process::Command::new(svs_bin())
+        .args(["store", "migrate", "--from"])
+        .arg(app.dir.path().join("nowhere"))
+        .env("SVS_MIGRATE_TO", &db.url)
+        .output()
+        .expect("svs runs");
+    assert!(!again.status.success());
+    assert!(
+        String::from_utf8_lossy(&again.stderr)
+            .contains("holds no database (svs.db): nothing to migrate"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+}

@@ -38,7 +38,7 @@ mod traits;
 
 pub use cached::CachedStore;
 pub use error::{StoreError, StoreResult};
-pub use postgres::{PgSettings, PgStore, SingleInstanceLock};
+pub use postgres::{CopiedTable, PgSettings, PgStore, SingleInstanceLock};
 pub use records::*;
 pub use sqlite::SqliteStore;
 pub use traits::{

@@ -197,3 +197,85 @@ mod postgres_start {
         );
     }
 }
+
+/// `svs store migrate`'s copy: every row of a SQLite database into an
+/// empty PostgreSQL one.
+mod copy_to_postgres {
+    use crate::contract::{start_resize, volume_on_m1};
+    use crate::prelude::*;
+    use crate::test_postgres::TestDatabase;
+    use crate::testing::temp_sqlite;
+    use crate::{PgSettings, PgStore, StoreError};
+    use svs_domain::VolumeState;
+
+    #[tokio::test]
+    async fn every_row_is_copied_with_its_id_and_new_ids_follow_the_copied_ones() {
+        let (_dir, sqlite) = temp_sqlite().await;
+        let (user, volume, create_job) = volume_on_m1(&sqlite).await;
+        let resize_job = start_resize(&sqlite, &user, &volume, true).await;
+        let db = TestDatabase::new().await;
+        let pg = PgStore::open(&db.url, &PgSettings::default())
+            .await
+            .expect("opens");
+
+        let copied = pg.copy_from_sqlite(&sqlite).await.expect("copies");
+        let count = |table: &str| {
+            copied
+                .iter()
+                .find(|c| c.table == table)
+                .map(|c| c.rows)
+                .unwrap_or_else(|| panic!("{table} copied"))
+        };
+        assert_eq!(count("users"), 1);
+        assert_eq!(count("media"), 2);
+        assert_eq!(count("volumes"), 1);
+        assert_eq!(count("slices"), 1);
+        assert_eq!(count("jobs"), 2);
+
+        // The same records, read through the PostgreSQL store.
+        let from = sqlite
+            .get_volume(user.tenant_id, "v")
+            .await
+            .expect("read")
+            .expect("volume");
+        let to = pg
+            .get_volume(user.tenant_id, "v")
+            .await
+            .expect("read")
+            .expect("volume");
+        assert_eq!(format!("{from:?}"), format!("{to:?}"));
+        assert_eq!(to.state, VolumeState::Resizing);
+        for job in [create_job, resize_job] {
+            assert_eq!(
+                format!("{:?}", sqlite.job_by_id(job).await.expect("job")),
+                format!("{:?}", pg.job_by_id(job).await.expect("job"))
+            );
+        }
+        assert_eq!(
+            format!(
+                "{:?}",
+                sqlite.user_by_email(&user.email).await.expect("user")
+            ),
+            format!("{:?}", pg.user_by_email(&user.email).await.expect("user"))
+        );
+        // A job made now gets the id after the copied ones.
+        pg.finish_job(resize_job, &crate::testing::end(svs_domain::JobState::Done))
+            .await
+            .expect("finish");
+        let next = start_resize(&pg, &user, &volume, false).await;
+        assert_eq!(next, resize_job + 1);
+
+        // Into a database that holds data: refused, nothing written.
+        let again = pg
+            .copy_from_sqlite(&sqlite)
+            .await
+            .expect_err("not an empty database");
+        assert!(matches!(again, StoreError::Conflict(_)), "{again:?}");
+        assert!(
+            again
+                .to_string()
+                .starts_with("the PostgreSQL database already holds data ("),
+            "{again}"
+        );
+    }
+}

@@ -17,6 +17,7 @@
 
 mod agents;
 mod attachments;
+mod copy;
 mod fronts;
 mod jobs;
 mod lost;
@@ -26,6 +27,8 @@ mod snapshots;
 mod storage_nodes;
 mod users;
 mod volumes;
+
+pub use copy::CopiedTable;
 
 use crate::rows::{
     attachment_row, gib, job_row, managed_by, medium_record, node_attachment, policy_row,

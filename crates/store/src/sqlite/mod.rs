@@ -74,6 +74,11 @@ impl SqliteStore {
         Ok(SqliteStore { writer, reader })
     }
 
+    /// The read pool, for a copy of the whole database (`svs store migrate`).
+    pub(crate) fn reader(&self) -> &SqlitePool {
+        &self.reader
+    }
+
     /// A write transaction holding the database's write lock from its start
     /// (see the module doc).
     async fn begin_write(&self) -> StoreResult<Transaction<'static, Sqlite>> {
