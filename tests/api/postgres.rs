@@ -14,16 +14,23 @@ fn on(db: &TestDatabase) -> TestConfig {
     }
 }
 
-#[tokio::test]
-async fn the_service_keeps_its_users_policies_volumes_and_jobs_in_postgresql() {
-    let db = TestDatabase::new().await;
-    let mut app = TestApp::start_with(on(&db)).await;
+/// Volume `v` of policy `p`, made with 2 GiB and grown to 3: its id and
+/// the resize's job id.
+async fn volume_grown(app: &TestApp) -> (String, String) {
     app.create_policy("p", 1, 0, 0).await;
     let volume = app
         .create_volume_done(json!({"name": "v", "size": 2, "policy": "p"}))
         .await;
     let job = app.start_resize("v", 3, false).await;
     assert_eq!(app.wait_job(&job).await["state"], "Done");
+    (volume, job)
+}
+
+#[tokio::test]
+async fn the_service_keeps_its_users_policies_volumes_and_jobs_in_postgresql() {
+    let db = TestDatabase::new().await;
+    let mut app = TestApp::start_with(on(&db)).await;
+    let (volume, job) = volume_grown(&app).await;
     assert!(
         !app.data_dir().join("svs.db").exists(),
         "no SQLite file beside PostgreSQL"
@@ -207,12 +214,7 @@ async fn readiness_follows_the_database_and_liveness_does_not() {
 #[tokio::test]
 async fn a_stopped_sqlite_service_moves_to_postgresql_with_all_its_state() {
     let mut app = TestApp::start().await;
-    app.create_policy("p", 1, 0, 0).await;
-    let volume = app
-        .create_volume_done(json!({"name": "v", "size": 2, "policy": "p"}))
-        .await;
-    let job = app.start_resize("v", 3, false).await;
-    assert_eq!(app.wait_job(&job).await["state"], "Done");
+    let (volume, _) = volume_grown(&app).await;
     let (_, before) = app.get("/volumes/v").await;
     let (_, jobs_before) = app.get("/jobs?object=v").await;
 
