@@ -362,3 +362,26 @@ pub(crate) fn node_attachment(row: &impl Columns) -> StoreResult<NodeAttachment>
         grow_job: row.try_get("volume_grow_job")?,
     })
 }
+
+pub(crate) const JOB_COLUMNS: &str =
+    "id, tenant_id, type, object, object_name, args, state, status, \
+    progress, starttime_ms, endtime_ms, user_id, username, useremail, details, data_movement, \
+    created_ms";
+
+pub(crate) const SNAPSHOT_SELECT: &str = "SELECT s.seq, s.id, s.volume_id, v.name AS volume_name, \
+    s.tenant_id, s.name, s.consistency, s.volume_size_gib, s.state, s.used_bytes, \
+    s.attributes, s.created_ms, \
+    (SELECT COUNT(*) FROM attachments a WHERE a.snapshot = s.id) AS attachments \
+    FROM snapshots s JOIN volumes v ON v.id = s.volume_id";
+
+pub(crate) const USER_SELECT: &str =
+    "SELECT u.id, u.tenant_id, t.name AS tenant, u.email, u.name, \
+    u.password_hash, u.is_admin, u.disabled, u.token_generation, u.created_ms \
+    FROM users u JOIN tenants t ON t.id = u.tenant_id";
+
+/// What a copy marked lost records as the generation it missed: its
+/// volume's front epoch when it was marked (an SQL expression over
+/// `slices`, for the UPDATEs that set `lost_ms`). The front of that epoch
+/// stopped writing to it then, so the copy lacks that generation's writes.
+pub(crate) const STALE_GENERATION: &str =
+    "(SELECT v.front_epoch FROM volumes v WHERE v.id = slices.volume_id)";

@@ -1,6 +1,7 @@
 //! What the SQL backends share besides their rows (`rows.rs`): how sqlx's
 //! errors become [`StoreError`]s, transient or not, on either database.
 
+use crate::rows::to_i64;
 use crate::{StoreError, StoreResult};
 use sqlx::postgres::PgDatabaseError;
 use sqlx::sqlite::SqliteError;
@@ -71,5 +72,28 @@ pub(crate) fn conflict_on_unique<R>(
     match result {
         Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(conflict())),
         other => Ok(other?),
+    }
+}
+
+pub(crate) fn optional_i64(v: Option<u64>) -> StoreResult<Option<i64>> {
+    v.map(to_i64).transpose()
+}
+
+pub(crate) fn duplicate_name(name: &str) -> impl FnOnce() -> String + '_ {
+    move || format!("a snapshot named '{name}' already exists on the volume")
+}
+
+/// The directory column of a node's medium: the node's name and its own
+/// path, so that it never reads like a directory of the control plane's.
+pub(crate) fn node_directory(node: &str, directory: &str) -> String {
+    format!("{node}:{directory}")
+}
+
+/// Who owns an existing medium, for the 409 of a claim.
+pub(crate) fn owner(managed_by: &str, node: &str) -> String {
+    match managed_by {
+        "node" => format!("storage node '{node}'"),
+        "config" => "the configuration file".to_string(),
+        _ => "the API".to_string(),
     }
 }

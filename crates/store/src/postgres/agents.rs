@@ -1,15 +1,12 @@
 //! Nodes' host agents: credentials, and their reports on attachments.
 
 use super::attachments::ATTACHMENT_SELECT;
-use super::{node_attachment, to_i64, PgStore};
+use super::{node_attachment, PgStore};
 use crate::records::{CredentialRole, HostReport, NodeAgentRecord, NodeAttachment, NodeCredential};
+use crate::sql::optional_i64;
 use crate::{NodeAgentStore, StoreError, StoreResult};
 use async_trait::async_trait;
 use sqlx::{PgConnection, Row};
-
-fn optional_i64(v: Option<u64>) -> StoreResult<Option<i64>> {
-    v.map(to_i64).transpose()
-}
 
 /// Forgets the node's slice credential (its credential changed).
 async fn clear_slice_credential(conn: &mut PgConnection, node: &str) -> StoreResult<()> {

@@ -3,20 +3,12 @@
 use super::jobs::claim_volume;
 use super::{conflict_on_unique, snapshot_row, to_i64, PgStore};
 use crate::records::{NewJob, NewSnapshot, Snapshot};
+use crate::rows::SNAPSHOT_SELECT;
+use crate::sql::duplicate_name;
 use crate::{SnapshotStore, StoreError, StoreResult};
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 use svs_domain::SnapshotState;
-
-const SNAPSHOT_SELECT: &str = "SELECT s.seq, s.id, s.volume_id, v.name AS volume_name, \
-    s.tenant_id, s.name, s.consistency, s.volume_size_gib, s.state, s.used_bytes, \
-    s.attributes, s.created_ms, \
-    (SELECT COUNT(*) FROM attachments a WHERE a.snapshot = s.id) AS attachments \
-    FROM snapshots s JOIN volumes v ON v.id = s.volume_id";
-
-fn duplicate_name(name: &str) -> impl FnOnce() -> String + '_ {
-    move || format!("a snapshot named '{name}' already exists on the volume")
-}
 
 #[async_trait]
 impl SnapshotStore for PgStore {

@@ -2,14 +2,11 @@
 
 use super::{job_row, SqliteStore};
 use crate::records::{Job, JobEnd, JobFilter, NewJob, Page};
+use crate::rows::JOB_COLUMNS;
 use crate::{JobStore, StoreError, StoreResult};
 use async_trait::async_trait;
 use sqlx::{Row, SqliteConnection};
 use svs_domain::{volume_state_after_job, JobState, VolumeState};
-
-const JOB_COLUMNS: &str = "id, tenant_id, type, object, object_name, args, state, status, \
-    progress, starttime_ms, endtime_ms, user_id, username, useremail, details, data_movement, \
-    created_ms";
 
 /// The job keeps its volume's name (every job works on a recorded volume),
 /// so that it is still shown and found by name after the volume is gone.

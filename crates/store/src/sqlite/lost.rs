@@ -1,14 +1,8 @@
 //! Copies marked lost, and the generation each missed.
 
+use crate::rows::STALE_GENERATION;
 use crate::StoreResult;
 use sqlx::SqliteConnection;
-
-/// What a copy marked lost records as the generation it missed: its
-/// volume's front epoch when it was marked (an SQL expression over
-/// `slices`, for the UPDATEs that set `lost_ms`). The front of that epoch
-/// stopped writing to it then, so the copy lacks that generation's writes.
-pub(super) const STALE_GENERATION: &str =
-    "(SELECT v.front_epoch FROM volumes v WHERE v.id = slices.volume_id)";
 
 /// Marks every slice on the medium lost (those not lost already), each
 /// with the generation it missed.

@@ -6,15 +6,11 @@ use super::{gib, stale_generation, to_i64, SqliteStore};
 use crate::records::{
     NodeCopy, StorageNodeRecord, StorageNodeState, StorageRegistered, StorageRegistration,
 };
+use crate::sql::node_directory;
+use crate::sql::owner;
 use crate::{StorageNodeStore, StoreError, StoreResult};
 use async_trait::async_trait;
 use sqlx::{Row, SqliteConnection};
-
-/// The directory column of a node's medium: the node's name and its own
-/// path, so that it never reads like a directory of the control plane's.
-pub(super) fn node_directory(node: &str, directory: &str) -> String {
-    format!("{node}:{directory}")
-}
 
 /// Volumes (ids) with a lost copy on one of the node's media.
 async fn volumes_with_lost_copies(
@@ -29,15 +25,6 @@ async fn volumes_with_lost_copies(
     .bind(node)
     .fetch_all(&mut *conn)
     .await?)
-}
-
-/// Who owns an existing medium, for the 409 of a claim.
-fn owner(managed_by: &str, node: &str) -> String {
-    match managed_by {
-        "node" => format!("storage node '{node}'"),
-        "config" => "the configuration file".to_string(),
-        _ => "the API".to_string(),
-    }
 }
 
 #[async_trait]

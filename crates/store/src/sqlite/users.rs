@@ -4,12 +4,9 @@ use super::{conflict_on_unique, refresh_row, user_row, SqliteStore};
 use crate::records::{
     NewRefreshToken, NewUser, RefreshRotation, RefreshTokenRecord, User, UserChange, LAST_ADMIN,
 };
+use crate::rows::USER_SELECT;
 use crate::{StoreError, StoreResult, UserStore};
 use async_trait::async_trait;
-
-const USER_SELECT: &str = "SELECT u.id, u.tenant_id, t.name AS tenant, u.email, u.name, \
-    u.password_hash, u.is_admin, u.disabled, u.token_generation, u.created_ms \
-    FROM users u JOIN tenants t ON t.id = u.tenant_id";
 
 /// Enabled administrators, counted inside the transaction that changes one.
 async fn enabled_admins(tx: &mut sqlx::SqliteConnection) -> StoreResult<i64> {

@@ -1,12 +1,12 @@
 //! Volumes, their slices, and resize plans and steps.
 
 use super::jobs::{append_detail, claim_volume, finish_job_tx};
-use super::lost::STALE_GENERATION;
 use super::media::media_space;
 use super::{conflict_on_unique, gib, slice_row, step_row, to_i64, volume_row, SqliteStore};
 use crate::records::{
     CopyCheckpoint, JobEnd, NewJob, NewVolume, Page, ResizeStep, SliceRow, Volume,
 };
+use crate::rows::STALE_GENERATION;
 use crate::{StoreError, StoreResult, VolumeStore};
 use async_trait::async_trait;
 use serde_json::Value;
