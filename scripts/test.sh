@@ -48,6 +48,15 @@ if [ -z "${SVS_TEST_DATABASE_URL:-}" ] && ! ls /usr/lib/postgresql/*/bin/initdb 
     $SUDO apt-get install -y -q --no-install-recommends postgresql
 fi
 
+# HAProxy, which tests/api/instances.rs runs in front of two instances with
+# the repository's deploy/haproxy/svs.cfg.
+if ! command -v haproxy >/dev/null && [ ! -x /usr/sbin/haproxy ]; then
+    if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo --preserve-env=DEBIAN_FRONTEND"; fi
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -q
+    $SUDO apt-get install -y -q --no-install-recommends haproxy
+fi
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 

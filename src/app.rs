@@ -11,12 +11,14 @@ use crate::config::{Config, NbdTlsMode, StoreBackend};
 use crate::front_exports::{spawn_nbd_server, ExportRegistry};
 use crate::http::HttpLimits;
 use crate::jobs::{
-    FrontMover, JobRunner, RetryPolicy, RunnerParts, RunnerSettings, VolumeActivity,
+    FrontMover, JobRunner, LeaseSettings, RetryPolicy, RunnerParts, RunnerSettings, VolumeActivity,
 };
 use crate::media_health::record_failures_at_once;
+use crate::node_media::NodeMediaSync;
 use crate::reconcile::{
-    ExpiredRefreshTokens, ExportsReconciler, FrontPlacement, MediaHealth, OrphanedCopies,
-    Reconciler, Reconcilers, SnapshotSpace, StorageNodeLiveness,
+    ExpiredRefreshTokens, ExportsReconciler, FrontPlacement, Leadership, LeadershipSettings,
+    LeaseTiming, MediaHealth, OrphanedCopies, Reconciler, Reconcilers, Scope, SnapshotSpace,
+    StorageNodeLiveness,
 };
 use crate::service::throttle::{SignInThrottle, ThrottleSettings};
 use crate::service::users::add_user;
@@ -28,12 +30,12 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use svs_dataplane::{ClusterMedia, DataPlane, LocalMedia, NodeEndpoint, DEFAULT_REQUEST_TIMEOUT};
+use svs_dataplane::{ClusterMedia, DataPlane, LocalMedia, DEFAULT_REQUEST_TIMEOUT};
 use svs_domain::Medium;
 use svs_nbd::NbdConfig;
 use svs_store::{
-    CachedStore, ManagedBy, MediumRecord, MediumUsage, NodeRecord, PgSettings, PgStore,
-    SingleInstanceLock, SqliteStore, Store,
+    CachedStore, InstanceLock, InstanceRole, ManagedBy, MediumRecord, MediumUsage, NodeRecord,
+    PgSettings, PgStore, SqliteStore, Store,
 };
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -41,6 +43,10 @@ use tracing::info;
 
 pub const DB_FILE: &str = "svs.db";
 pub const LOCK_FILE: &str = "svs.lock";
+
+/// How often an instance on a shared database serves the storage nodes'
+/// media that registered with another instance.
+const NODE_MEDIA_SYNC: Duration = Duration::from_secs(2);
 
 /// What start-up found, for the lines `svs serve` prints after the
 /// listening lines.
@@ -82,9 +88,9 @@ pub struct Application {
     shutdown: CancellationToken,
     /// Held for the life of the process: one `svs serve` per data directory.
     _lock: File,
-    /// With PostgreSQL, held for the life of the process: one `svs serve`
-    /// per database.
-    _database_lock: Option<SingleInstanceLock>,
+    /// With PostgreSQL, held for the life of the process: shared by
+    /// clustered instances, exclusive for one that keeps volume bytes.
+    _database_lock: Option<InstanceLock>,
 }
 
 /// Takes the data directory's lock, or explains who holds it.
@@ -142,20 +148,38 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
     }
 }
 
-/// With a PostgreSQL store, takes the database's single-instance lock for
-/// `svs serve` (see docs/postgresql.md), or explains who holds it.
-async fn lock_database(config: &Config) -> Result<Option<SingleInstanceLock>, String> {
+/// With a PostgreSQL store, takes the database's instance lock (see
+/// docs/postgresql.md), or explains who holds it. Several instances may
+/// share a database when none keeps volume bytes: every copy on storage
+/// nodes (`storage_nodes_only`) and their fronts there (`fronts = "nodes"`).
+async fn lock_database(config: &Config) -> Result<Option<InstanceLock>, String> {
     let StoreBackend::Postgres(url) = &config.store else {
         return Ok(None);
     };
-    match SingleInstanceLock::take(url).await {
+    let role = instance_role(config);
+    match InstanceLock::take(url, role).await {
         Ok(Some(lock)) => Ok(Some(lock)),
-        Ok(None) => Err(
-            "the PostgreSQL database is in use by another svs serve (one instance per \
-             database for now: see docs/postgresql.md)"
+        Ok(None) => Err(match role {
+            InstanceRole::Alone => "the PostgreSQL database is in use by another svs serve; \
+                 an instance with media of its host or fronts = \"serve\" must be the \
+                 database's only one (several instances need storage_nodes_only = true and \
+                 fronts = \"nodes\": see docs/postgresql.md)"
                 .into(),
-        ),
+            InstanceRole::Clustered => "the PostgreSQL database is in use by an svs serve \
+                 that must be its only one (it has media of its host or fronts = \"serve\": \
+                 see docs/postgresql.md)"
+                .into(),
+        }),
         Err(e) => Err(format!("cannot open the PostgreSQL database: {e}")),
+    }
+}
+
+/// Whether this instance may run beside others on one database.
+fn instance_role(config: &Config) -> InstanceRole {
+    if config.storage_nodes_only && config.fronts == crate::config::FrontsMode::Nodes {
+        InstanceRole::Clustered
+    } else {
+        InstanceRole::Alone
     }
 }
 
@@ -255,7 +279,14 @@ impl Application {
         let server_tls =
             crate::tls::server_tls(&config, config.listen.ip(), config.nbd_listen.ip())?;
         let slice_tls = Arc::new(SliceTls::for_service(&config)?);
-        serve_known_node_media(store.as_ref(), &media, &slice_tls).await;
+        // Before any volume opens, so a restart of the control plane finds
+        // the copies on storage nodes where they are.
+        let node_media = Arc::new(NodeMediaSync::new(
+            Arc::clone(&store),
+            Arc::clone(&media),
+            Arc::clone(&slice_tls),
+        ));
+        node_media.sync().await;
 
         let records: Vec<MediumRecord> = media_config
             .iter()
@@ -318,25 +349,59 @@ impl Application {
         for n in store.list_nodes().await.map_err(|e| e.to_string())? {
             exports.set_node_address(&n.name, n.address.and_then(|a| a.parse().ok()));
         }
-        let tokens = TokenIssuer::from_data_dir(
-            config.data_dir.clone(),
-            config.issuer.clone(),
-            config.token_lifetime.as_secs(),
-        )?
-        .with_max_clock_skew(config.token_clock_skew.as_secs());
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let shutdown = CancellationToken::new();
+        // The signing keys are the store's, shared by every instance (on
+        // the first start: the data directory's key files imported, or a
+        // new key); rotations anywhere are followed until shutdown.
+        let tokens = TokenIssuer::from_store(
+            Arc::clone(&store),
+            &config.data_dir,
+            clock.now_ms(),
+            config.issuer.clone(),
+            config.token_lifetime.as_secs(),
+        )
+        .await?
+        .with_max_clock_skew(config.token_clock_skew.as_secs());
+        tokens.watch(shutdown.clone());
         // Ends at shutdown with the rest.
         drop(record_failures_at_once(
             Arc::clone(&store),
             Arc::clone(&exports),
             shutdown.clone(),
         ));
-        let (runner, reconcilers) =
-            background_work(&config, &store, &media, &exports, &clock, &shutdown);
+        // The owner of every lease this process takes (job claims, the
+        // reconcilers' leadership).
+        let instance_id = crate::cluster::new_instance_id();
+        let (runner, reconcilers) = background_work(
+            &config,
+            &store,
+            &media,
+            &exports,
+            &clock,
+            &shutdown,
+            &instance_id,
+        );
         // A first pass before any job resumes: attached volumes are exported
         // again, copies a crash left behind are removed.
         reconcilers.run_once().await;
+        // Changes made on other instances on the same database wake the
+        // long polls here (PostgreSQL); nothing to share on SQLite.
+        runner
+            .changes()
+            .share_through(Arc::clone(&store), shutdown.clone())
+            .await
+            .map_err(|e| format!("cannot listen to other instances: {e}"))?;
+        runner
+            .fronts()
+            .share_through(Arc::clone(&store), shutdown.clone())
+            .await
+            .map_err(|e| format!("cannot listen to other instances: {e}"))?;
+        if !matches!(config.store, StoreBackend::Sqlite) {
+            // Storage nodes register with one instance: the others learn
+            // of them from the store.
+            node_media.keep_in_sync(NODE_MEDIA_SYNC, shutdown.clone());
+        }
         let nbd_listener = TcpListener::bind(config.nbd_listen)
             .await
             .map_err(|e| format!("cannot listen for NBD on {}: {e}", config.nbd_listen))?;
@@ -366,11 +431,17 @@ impl Application {
             nbd_base,
         )?;
         services.storage_node_timeout = config.storage_node_timeout;
+        if !matches!(config.store, StoreBackend::Sqlite) {
+            services.share_user_state();
+        }
         services.storage_nodes_only = config.storage_nodes_only;
         services.slice_tls = slice_tls;
         let services = Arc::new(services);
+        // On SQLite this process is the database's only user (the data
+        // directory lock): every job lease in it is an earlier run's.
+        let sole_owner = matches!(config.store, StoreBackend::Sqlite);
         let resumed = runner
-            .resume_unfinished()
+            .resume_unfinished(sole_owner)
             .await
             .map_err(|e| format!("cannot resume jobs: {e}"))?;
         if resumed > 0 {
@@ -539,6 +610,7 @@ fn background_work(
     exports: &Arc<ExportRegistry>,
     clock: &Arc<dyn Clock>,
     shutdown: &CancellationToken,
+    instance_id: &str,
 ) -> (Arc<JobRunner>, Reconcilers) {
     let board = Arc::new(WorkerBoard::default());
     let activity = Arc::new(VolumeActivity::default());
@@ -551,6 +623,7 @@ fn background_work(
             board: Arc::clone(&board),
             activity: Arc::clone(&activity),
             shutdown: shutdown.clone(),
+            instance_id: instance_id.to_string(),
         },
         RunnerSettings {
             max_concurrent_jobs: config.max_concurrent_jobs,
@@ -562,64 +635,104 @@ fn background_work(
             checkpoint_bytes: config.movement_checkpoint.as_u64(),
             agent_wait: Duration::from_secs(config.agent_wait_secs),
             fronts: config.fronts,
+            leases: LeaseSettings {
+                ttl: config.job_lease,
+                claim_interval: config.job_claim_interval,
+            },
         },
     );
-    let mut reconcilers: Vec<Arc<dyn Reconciler>> = vec![
-        Arc::new(MediaHealth {
-            store: Arc::clone(store),
-            media: Arc::clone(media),
-            exports: Arc::clone(exports),
-            // Cheap (what the data plane saw, a stat per medium); a backstop
-            // to the failures recorded as the I/O meets them.
-            period: config.media_check_period.min(config.reconcile_period),
-        }),
-        Arc::new(ExportsReconciler {
-            store: Arc::clone(store),
-            exports: Arc::clone(exports),
-            activity: Arc::clone(&activity),
-            period: config.reconcile_period,
-        }),
-        Arc::new(OrphanedCopies {
-            store: Arc::clone(store),
-            media: Arc::clone(media),
-            activity: Arc::clone(&activity),
-            period: config.reconcile_period,
-        }),
-        Arc::new(SnapshotSpace {
-            store: Arc::clone(store),
-            media: Arc::clone(media),
-            // A stat per snapshot file; figures lag writes by at most this.
-            period: config.reconcile_period.min(Duration::from_secs(10)),
-        }),
-        Arc::new(ExpiredRefreshTokens {
-            store: Arc::clone(store),
-            clock: Arc::clone(clock),
-            period: config.reconcile_period,
-        }),
-        Arc::new(StorageNodeLiveness::new(
-            Arc::clone(store),
-            Arc::clone(exports),
-            Arc::clone(clock),
-            config.storage_node_timeout,
-        )),
-    ];
-    if config.fronts == crate::config::FrontsMode::Nodes {
-        reconcilers.push(Arc::new(FrontPlacement {
-            mover: FrontMover {
+    // One leader at a time runs the reconcilers of shared state; those of
+    // this process's own state run on every instance (see `reconcile`).
+    let leadership = Leadership::new(
+        Arc::clone(store),
+        Arc::clone(clock),
+        &board,
+        LeadershipSettings {
+            owner: instance_id.to_string(),
+            timing: LeaseTiming {
+                ttl: config.leader_lease,
+            },
+            // SQLite: the data directory's lock makes this the only instance.
+            sole: config.store == StoreBackend::Sqlite,
+        },
+    );
+    let mut reconcilers: Vec<(Scope, Arc<dyn Reconciler>)> = vec![
+        (
+            Scope::EveryInstance,
+            Arc::new(MediaHealth {
+                store: Arc::clone(store),
+                media: Arc::clone(media),
+                exports: Arc::clone(exports),
+                // Cheap (what the data plane saw, a stat per medium); a backstop
+                // to the failures recorded as the I/O meets them.
+                period: config.media_check_period.min(config.reconcile_period),
+            }),
+        ),
+        (
+            Scope::EveryInstance,
+            Arc::new(ExportsReconciler {
                 store: Arc::clone(store),
                 exports: Arc::clone(exports),
-                changes: runner.changes(),
-                reports: runner.fronts(),
-            },
-            activity: Arc::clone(&activity),
-            // As often as storage nodes are judged: a front whose node went
-            // Offline moves within one more period.
-            period: (config.storage_node_timeout / 5).max(Duration::from_millis(200)),
-        }));
+                activity: Arc::clone(&activity),
+                period: config.reconcile_period,
+            }),
+        ),
+        (
+            Scope::Leader,
+            Arc::new(OrphanedCopies {
+                store: Arc::clone(store),
+                media: Arc::clone(media),
+                activity: Arc::clone(&activity),
+                period: config.reconcile_period,
+            }),
+        ),
+        (
+            Scope::EveryInstance,
+            Arc::new(SnapshotSpace {
+                store: Arc::clone(store),
+                media: Arc::clone(media),
+                // A stat per snapshot file; figures lag writes by at most this.
+                period: config.reconcile_period.min(Duration::from_secs(10)),
+            }),
+        ),
+        (
+            Scope::Leader,
+            Arc::new(ExpiredRefreshTokens {
+                store: Arc::clone(store),
+                clock: Arc::clone(clock),
+                period: config.reconcile_period,
+            }),
+        ),
+        (
+            Scope::Leader,
+            Arc::new(StorageNodeLiveness::new(
+                Arc::clone(store),
+                Arc::clone(exports),
+                Arc::clone(clock),
+                config.storage_node_timeout,
+            )),
+        ),
+    ];
+    if config.fronts == crate::config::FrontsMode::Nodes {
+        reconcilers.push((
+            Scope::Leader,
+            Arc::new(FrontPlacement {
+                mover: FrontMover {
+                    store: Arc::clone(store),
+                    exports: Arc::clone(exports),
+                    changes: runner.changes(),
+                    reports: runner.fronts(),
+                },
+                activity: Arc::clone(&activity),
+                // As often as storage nodes are judged: a front whose node went
+                // Offline moves within one more period.
+                period: (config.storage_node_timeout / 5).max(Duration::from_millis(200)),
+            }),
+        ));
     }
     (
         runner,
-        Reconcilers::new(&board, Arc::clone(clock), reconcilers),
+        Reconcilers::new(&board, Arc::clone(clock), reconcilers).led_by(leadership),
     )
 }
 
@@ -673,60 +786,4 @@ async fn create_first_user(store: &dyn Store, config: &Config) -> Result<bool, S
     .await?;
     info!(email = %email, tenant = %config.admin_tenant, "created the first user");
     Ok(true)
-}
-
-/// Serves the media of the storage nodes the store knows, before any
-/// volume opens, so a restart of the control plane finds their copies
-/// where they are. A node that does not answer now is served from its
-/// next heartbeat on.
-async fn serve_known_node_media(
-    store: &dyn Store,
-    media: &Arc<dyn DataPlane>,
-    slice_tls: &SliceTls,
-) {
-    let (nodes, usage) = match (store.storage_nodes().await, store.media_usage().await) {
-        (Ok(nodes), Ok(usage)) => (nodes, usage),
-        (Err(e), _) | (_, Err(e)) => {
-            tracing::warn!(error = %e, "storage nodes not read at start-up");
-            return;
-        }
-    };
-    for node in nodes {
-        let (Some(credential), Ok(address)) = (
-            node.slice_credential.clone(),
-            node.slice_address.parse::<std::net::SocketAddr>(),
-        ) else {
-            continue;
-        };
-        let tls = match slice_tls.client_tls(address.ip()) {
-            Ok(tls) => tls,
-            Err(e) => {
-                tracing::error!(node = node.name, error = %e, "no TLS for the storage node's slice server");
-                continue;
-            }
-        };
-        let endpoint = NodeEndpoint {
-            node: node.name.clone(),
-            address,
-            credential,
-            tls,
-        };
-        let node_media: Vec<String> = usage
-            .iter()
-            .filter(|u| u.managed_by == ManagedBy::Node && u.record.medium.node == node.name)
-            .map(|u| u.record.medium.id.clone())
-            .collect();
-        let data_plane = Arc::clone(media);
-        let added = tokio::task::spawn_blocking(move || {
-            for medium in node_media {
-                if let Err(e) = data_plane.add_node_medium(&medium, endpoint.clone()) {
-                    tracing::warn!(medium, error = %e, "a storage node's medium is not served yet");
-                }
-            }
-        })
-        .await;
-        if let Err(e) = added {
-            tracing::error!(error = %e, "serving storage nodes' media stopped");
-        }
-    }
 }

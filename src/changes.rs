@@ -5,26 +5,104 @@
 //!
 //! It says nothing about what changed: a woken poll reads the store again
 //! and answers only if its node's state differs.
+//!
+//! With several instances on one database, a change made on one must wake
+//! the polls waiting on the others: once shared through the store
+//! ([`DesiredStateChanges::share_through`]), every signal is also announced
+//! to the other instances (PostgreSQL `NOTIFY`), and their announcements
+//! wake the polls here. Announcements are hints that can be lost; the long
+//! polls still read the store on their own timer.
 
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use svs_store::{Heard, Store, StoreResult};
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::debug;
 
-#[derive(Debug)]
+/// The announcement topic of desired-state changes.
+pub const DESIRED_STATE_TOPIC: &str = "svs_desired_state";
+
 pub struct DesiredStateChanges {
     generation: watch::Sender<u64>,
+    /// Where changes are announced to other instances, once shared.
+    shared: OnceLock<Arc<dyn Store>>,
+}
+
+impl std::fmt::Debug for DesiredStateChanges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DesiredStateChanges")
+            .field("generation", &*self.generation.borrow())
+            .field("shared", &self.shared.get().is_some())
+            .finish()
+    }
 }
 
 impl Default for DesiredStateChanges {
     fn default() -> Self {
         DesiredStateChanges {
             generation: watch::channel(0).0,
+            shared: OnceLock::new(),
         }
     }
 }
 
 impl DesiredStateChanges {
-    /// Wakes every waiting subscriber.
+    /// Wakes every waiting subscriber, here and (once shared) on the other
+    /// instances.
     pub fn notify(&self) {
+        self.wake_here();
+        if let (Some(store), Ok(runtime)) =
+            (self.shared.get(), tokio::runtime::Handle::try_current())
+        {
+            let store = Arc::clone(store);
+            runtime.spawn(async move {
+                if let Err(e) = store.announce(DESIRED_STATE_TOPIC).await {
+                    debug!(error = %e, "cannot announce a change to other instances");
+                }
+            });
+        }
+    }
+
+    /// Wakes this instance's subscribers only.
+    fn wake_here(&self) {
         self.generation.send_modify(|g| *g = g.wrapping_add(1));
+    }
+
+    /// Announces every change to the other instances on `store`'s database
+    /// and wakes the subscribers here at each of theirs, until `stop`.
+    /// Nothing to share on a store no other instance can use.
+    pub async fn share_through(
+        self: &Arc<Self>,
+        store: Arc<dyn Store>,
+        stop: CancellationToken,
+    ) -> StoreResult<()> {
+        let Some(mut heard) = store.announcements(&[DESIRED_STATE_TOPIC]).await? else {
+            return Ok(());
+        };
+        let _ = self.shared.set(store);
+        let changes = Arc::clone(self);
+        tokio::spawn(async move {
+            loop {
+                let next = tokio::select! {
+                    () = stop.cancelled() => return,
+                    next = heard.next() => next,
+                };
+                match next {
+                    Ok(Heard::Topic(_)) => changes.wake_here(),
+                    // Whatever was missed: every poll reads the store again.
+                    Ok(Heard::Missed) => changes.wake_here(),
+                    Err(e) => {
+                        debug!(error = %e, "cannot hear other instances now");
+                        tokio::select! {
+                            () = stop.cancelled() => return,
+                            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        }
+                    }
+                }
+            }
+        });
+        Ok(())
     }
 
     /// A receiver that sees changes notified from now on (`changed()`).

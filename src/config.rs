@@ -45,6 +45,15 @@ pub struct Config {
     /// `SVS_STORE_ACQUIRE_TIMEOUT`.
     #[serde(with = "humantime_serde")]
     pub store_acquire_timeout: Duration,
+    /// How long an instance's claim on a job lasts unless renewed (every
+    /// third of it): a dead instance's jobs resume on another this long
+    /// after its last renewal, e.g. "10s". `SVS_JOB_LEASE`.
+    #[serde(with = "humantime_serde")]
+    pub job_lease: Duration,
+    /// How often an instance looks for jobs nobody holds, e.g. "1s".
+    /// `SVS_JOB_CLAIM_INTERVAL`.
+    #[serde(with = "humantime_serde")]
+    pub job_claim_interval: Duration,
     /// Address the HTTP API listens on; port 0 picks a free port. `SVS_LISTEN`.
     pub listen: SocketAddr,
     /// Address the NBD server (attached volumes) listens on. `SVS_NBD_LISTEN`.
@@ -180,6 +189,14 @@ pub struct Config {
     /// nodes heartbeat three times in it. `SVS_STORAGE_NODE_TIMEOUT`.
     #[serde(with = "humantime_serde")]
     pub storage_node_timeout: Duration,
+    /// How long the reconcilers' leader lease lasts unless renewed (every
+    /// third of it), e.g. "10s": with several instances on one database,
+    /// the leader stops counting itself leader a quarter of it before it
+    /// runs out, and another instance takes the reconcilers over within a
+    /// third more (within a third of it when the leader stops cleanly).
+    /// `SVS_LEADER_LEASE`.
+    #[serde(with = "humantime_serde")]
+    pub leader_lease: Duration,
     /// Seconds a job waits for a node's host agent: to grow the filesystem
     /// of an attached volume after a resize, or to unmount and disconnect
     /// before a detach. Past it the job ends in Error. `SVS_AGENT_WAIT_SECS`.
@@ -478,6 +495,8 @@ impl Default for Config {
             store: StoreBackend::Sqlite,
             store_pool_size: 10,
             store_acquire_timeout: Duration::from_secs(5),
+            job_lease: Duration::from_secs(10),
+            job_claim_interval: Duration::from_secs(1),
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             nbd_listen: SocketAddr::from(([127, 0, 0, 1], 10809)),
             tls: TlsMode::Off,
@@ -511,6 +530,7 @@ impl Default for Config {
             reconcile_period: Duration::from_secs(60),
             media_check_period: Duration::from_secs(5),
             storage_node_timeout: Duration::from_secs(10),
+            leader_lease: Duration::from_secs(10),
             agent_wait_secs: 300,
             admin_email: None,
             admin_password: None,
@@ -594,6 +614,12 @@ impl Config {
         if self.max_concurrent_jobs == 0 {
             return Err("configuration: max_concurrent_jobs must be at least 1".into());
         }
+        if self.job_lease < Duration::from_secs(1) || self.job_claim_interval.is_zero() {
+            return Err(
+                "configuration: job_lease must be at least 1s and job_claim_interval more than 0"
+                    .into(),
+            );
+        }
         if self.signin_window.is_zero() || self.signin_max_lockout.is_zero() {
             return Err(
                 "configuration: signin_window and signin_max_lockout must be more than 0".into(),
@@ -616,6 +642,9 @@ impl Config {
         }
         if self.storage_node_timeout.as_secs() == 0 {
             return Err("configuration: storage_node_timeout must be at least 1s".into());
+        }
+        if self.leader_lease < Duration::from_secs(1) {
+            return Err("configuration: leader_lease must be at least 1s".into());
         }
         for (name, value) in [
             ("http_header_read_timeout", self.http_header_read_timeout),
@@ -913,6 +942,15 @@ mod tests {
         })
         .unwrap_err();
         assert!(err.contains("max_concurrent_jobs"), "{err}");
+    }
+
+    #[test]
+    fn the_leader_lease_is_10s_unless_set_and_at_least_1s() {
+        assert_eq!(Config::default().leader_lease, Duration::from_secs(10));
+        let config = load_file("leader_lease = \"30s\"\n").unwrap();
+        assert_eq!(config.leader_lease, Duration::from_secs(30));
+        let err = load_file("leader_lease = \"500ms\"\n").unwrap_err();
+        assert!(err.contains("leader_lease must be at least 1s"), "{err}");
     }
 
     #[test]

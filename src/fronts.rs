@@ -3,14 +3,25 @@
 //! node last said it has open ([`FrontReports`], in memory), which an
 //! attach job waits on.
 //!
-//! The reports are not persisted: a node sends its whole open set with
-//! every poll, so after a restart of svs serve the next poll (at most a
-//! long-poll period away) tells it all again.
+//! A node sends its whole open set with every poll, so after a restart of
+//! svs serve the next poll (at most a long-poll period away) tells it all
+//! again. With several instances on one database, a node polls one of
+//! them while a job on another waits on its report: once shared through
+//! the store ([`FrontReports::share_through`]), a report that changed is
+//! written to the store and announced, and every other instance reads it
+//! back into its own copy, which its waiters watch.
 
 use crate::fronts_wire::FrontOpen;
 use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+use svs_store::{Heard, Store, StoreResult};
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+/// The announcement topic of front reports.
+pub const FRONT_REPORTS_TOPIC: &str = "svs_front_reports";
 
 /// How long an attach job waits for the chosen node to report the volume
 /// open.
@@ -85,20 +96,95 @@ struct Report {
 }
 
 /// What each storage node last reported open, by node.
-#[derive(Debug)]
 pub struct FrontReports {
     reports: watch::Sender<(u64, HashMap<String, Report>)>,
+    /// Where reports are shared with other instances, once shared.
+    shared: OnceLock<Arc<dyn Store>>,
+}
+
+impl std::fmt::Debug for FrontReports {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrontReports")
+            .field("reports", &*self.reports.borrow())
+            .field("shared", &self.shared.get().is_some())
+            .finish()
+    }
 }
 
 impl Default for FrontReports {
     fn default() -> Self {
         FrontReports {
             reports: watch::channel((0, HashMap::new())).0,
+            shared: OnceLock::new(),
         }
     }
 }
 
 impl FrontReports {
+    /// A node's report as its poll brought it here: recorded, and (once
+    /// shared) written to the store and announced when it changed.
+    pub async fn report(&self, node: &str, open: Vec<FrontOpen>) {
+        let changed = self.reports.borrow().1.get(node).map(|r| &r.open) != Some(&open);
+        if let (true, Some(store)) = (changed, self.shared.get()) {
+            if let Err(e) = publish(store.as_ref(), node, &open).await {
+                warn!(node, error = %e, "cannot share a storage node's front report");
+            }
+        }
+        self.record(node, open);
+    }
+
+    /// Shares reports with the other instances on `store`'s database: reads
+    /// theirs now and whenever one is announced, until `stop`. Nothing to
+    /// share on a store no other instance can use.
+    pub async fn share_through(
+        self: &Arc<Self>,
+        store: Arc<dyn Store>,
+        stop: CancellationToken,
+    ) -> StoreResult<()> {
+        let Some(mut heard) = store.announcements(&[FRONT_REPORTS_TOPIC]).await? else {
+            return Ok(());
+        };
+        self.load(store.as_ref()).await?;
+        let _ = self.shared.set(Arc::clone(&store));
+        let reports = Arc::clone(self);
+        tokio::spawn(async move {
+            loop {
+                let next = tokio::select! {
+                    () = stop.cancelled() => return,
+                    next = heard.next() => next,
+                };
+                let loaded = match next {
+                    // Announced, or perhaps missed: read them all again.
+                    Ok(Heard::Topic(_) | Heard::Missed) => reports.load(store.as_ref()).await,
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = loaded {
+                    debug!(error = %e, "cannot read other instances' front reports now");
+                    tokio::select! {
+                        () = stop.cancelled() => return,
+                        () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    }
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// Records every stored report that differs from what is known here.
+    async fn load(&self, store: &dyn Store) -> StoreResult<()> {
+        for (node, open) in store.front_reports().await? {
+            let Ok(open) = serde_json::from_str::<Vec<FrontOpen>>(&open) else {
+                warn!(node, "a stored front report does not parse; ignored");
+                continue;
+            };
+            let known = self.reports.borrow().1.get(&node).map(|r| r.open.clone());
+            if known.as_ref() != Some(&open) {
+                self.record(&node, open);
+            }
+        }
+        Ok(())
+    }
+
     /// Replaces what the node has open, and wakes whoever waits on it.
     pub fn record(&self, node: &str, open: Vec<FrontOpen>) {
         self.reports.send_modify(|(seq, all)| {
@@ -175,6 +261,18 @@ impl FrontReports {
             Ok(Err(_)) | Err(_) => FrontOutcome::TimedOut,
         }
     }
+}
+
+/// Writes a node's report to the store and tells the other instances.
+async fn publish(store: &dyn Store, node: &str, open: &[FrontOpen]) -> StoreResult<()> {
+    let encoded = serde_json::to_string(open)
+        .map_err(|e| svs_store::StoreError::Corrupt(format!("front report: {e}")))?;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0);
+    store.set_front_report(node, &encoded, now_ms).await?;
+    store.announce(FRONT_REPORTS_TOPIC).await
 }
 
 #[cfg(test)]
@@ -300,5 +398,40 @@ mod tests {
         reports.record("sn-1", vec![open("v1", 2, "refused"), open("v2", 1, "")]);
         assert!(waiting.await.expect("joined"));
         assert!(!reports.wait_closed("sn-1", "v2", seen, short).await);
+    }
+
+    /// Two instances on one PostgreSQL database: a report a node made to
+    /// one wakes a job waiting on the other.
+    #[tokio::test]
+    async fn a_report_made_to_one_instance_is_seen_by_another() {
+        let db = svs_store::test_postgres::TestDatabase::new().await;
+        let settings = svs_store::PgSettings::default();
+        let stop = CancellationToken::new();
+        let mut instances = Vec::new();
+        for _ in 0..2 {
+            let store: Arc<dyn Store> = Arc::new(
+                svs_store::PgStore::open(&db.url, &settings)
+                    .await
+                    .expect("store"),
+            );
+            let reports = Arc::new(FrontReports::default());
+            reports
+                .share_through(store, stop.clone())
+                .await
+                .expect("shared");
+            instances.push(reports);
+        }
+        let (polled, waiting) = (&instances[0], &instances[1]);
+        let after = waiting.last_seq();
+        let wait = waiting.wait_open("sn-1", "vol-1", 7, after, Duration::from_secs(10));
+        let open = FrontOpen {
+            volume: "vol-1".into(),
+            epoch: 7,
+            error: String::new(),
+        };
+        let (outcome, ()) = tokio::join!(wait, polled.report("sn-1", vec![open.clone()]));
+        assert_eq!(outcome, FrontOutcome::Open);
+        assert_eq!(waiting.reported("sn-1", "vol-1"), Some(open));
+        stop.cancel();
     }
 }

@@ -93,6 +93,7 @@ pub fn runner_parts(
         board: Arc::new(WorkerBoard::default()),
         activity: Arc::new(VolumeActivity::default()),
         shutdown: CancellationToken::new(),
+        instance_id: crate::cluster::new_instance_id(),
     }
 }
 
@@ -106,5 +107,6 @@ pub fn runner_settings(max_concurrent_jobs: usize, retry: RetryPolicy) -> Runner
         checkpoint_bytes: 64 << 20,
         agent_wait: std::time::Duration::from_secs(5),
         fronts: crate::config::FrontsMode::Serve,
+        leases: crate::jobs::LeaseSettings::default(),
     }
 }

@@ -1,6 +1,6 @@
-//! Status of the background workers (the job runner, each reconciler), as
-//! people see it at `GET /workers`: what each is doing, and how its work
-//! has been failing.
+//! Status of the background workers (the job runner, the reconcilers'
+//! leadership, each reconciler), as people see it at `GET /workers`: what
+//! each is doing, and how its work has been failing.
 //!
 //! Error texts here are summaries safe for any signed-in caller (a job id,
 //! a kind of failure); the causes are in the service log.
@@ -56,6 +56,14 @@ pub struct WorkerStatus {
     pub last_error_ms: Option<i64>,
     /// When a reconciler last completed a pass, in milliseconds since the epoch.
     pub last_success_ms: Option<i64>,
+    /// What the state alone does not say, in words: whether this instance
+    /// leads the reconcilers (worker `leader`), or that a reconciler
+    /// skips its passes because another instance leads.
+    pub note: Option<String>,
+    /// The job runner: the jobs this instance holds a claim on (running or
+    /// waiting for a slot), by id; with several instances, where a job
+    /// runs.
+    pub jobs_held: Option<Vec<i64>>,
 }
 
 impl WorkerStatus {
@@ -73,6 +81,8 @@ impl WorkerStatus {
             last_error: None,
             last_error_ms: None,
             last_success_ms: None,
+            note: None,
+            jobs_held: None,
         }
     }
 

@@ -56,6 +56,13 @@ pub struct WorkerView {
     pub last_error_time: Option<String>,
     /// RFC 3339.
     pub last_success_time: Option<String>,
+    /// What the worker's state means here, when it says more than its
+    /// state (the reconcilers' leadership: leader or follower, and who
+    /// leads).
+    pub note: Option<String>,
+    /// The job runner: ids of the jobs this instance holds a claim on
+    /// (running or queued); null for reconcilers.
+    pub jobs_held: Option<Vec<i64>>,
 }
 
 pub fn worker(w: &WorkerStatus) -> WorkerView {
@@ -72,5 +79,7 @@ pub fn worker(w: &WorkerStatus) -> WorkerView {
         last_error: w.last_error.clone(),
         last_error_time: w.last_error_ms.map(format_ms),
         last_success_time: w.last_success_ms.map(format_ms),
+        note: w.note.clone(),
+        jobs_held: w.jobs_held.clone(),
     }
 }

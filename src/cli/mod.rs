@@ -102,8 +102,8 @@ pub enum Command {
         #[command(subcommand)]
         command: UserCommand,
     },
-    /// Manage the token signing keys in the data directory (works offline,
-    /// and while the service runs).
+    /// Manage the token signing keys in the configured store (works
+    /// offline, and while services run).
     Keys {
         #[command(subcommand)]
         command: KeysCommand,
@@ -328,7 +328,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         } => offline::user_add(common, &email, &tenant, name.as_deref(), admin).await,
         Command::Keys {
             command: KeysCommand::Rotate { common },
-        } => offline::keys_rotate(common),
+        } => offline::keys_rotate(common).await,
         Command::Store {
             command: offline::StoreCommand::Migrate { from, to },
         } => offline::store_migrate(&from, &to).await,

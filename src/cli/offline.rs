@@ -13,10 +13,11 @@ use svs_store::{PgSettings, PgStore, SqliteStore, StoreLifecycle};
 
 #[derive(Debug, Subcommand)]
 pub enum KeysCommand {
-    /// Start signing tokens with a new key. The previous key keeps verifying
-    /// the tokens it signed until they expire (token_lifetime), and stays in
-    /// the JWKS until then; a running service picks the new key up within
-    /// 2 seconds.
+    /// Start signing tokens with a new key, in the configured store. The
+    /// previous key keeps verifying the tokens it signed until they expire
+    /// (token_lifetime), and stays in the JWKS until then; every service on
+    /// the store signs with the new key within 2 seconds (and verifies its
+    /// tokens at once).
     Rotate {
         #[command(flatten)]
         common: CommonArgs,
@@ -28,9 +29,9 @@ pub enum StoreCommand {
     /// Copy a stopped service's whole SQLite store (users, policies, media,
     /// nodes, volumes, jobs, attachments, snapshots, checkpoints) into an
     /// empty PostgreSQL database, ids kept, each table's rows counted on
-    /// both sides. Then start `svs serve` with `store` set to that database
-    /// and the same data directory (its signing keys and TLS files stay
-    /// there).
+    /// both sides, token signing keys included. Then start `svs serve` with
+    /// `store` set to that database and the same data directory (its TLS
+    /// files stay there, and key files of an older svs are imported).
     Migrate {
         /// The stopped service's data directory (holding `svs.db`).
         #[arg(long)]
@@ -96,11 +97,17 @@ pub(super) async fn user_add(
     Ok(())
 }
 
-pub(super) fn keys_rotate(common: CommonArgs) -> Result<(), String> {
+/// `svs keys rotate`: in the configured store (SQLite in the data
+/// directory, or PostgreSQL), beside running services or not: they follow
+/// the store, and rotations take turns in its write transaction.
+pub(super) async fn keys_rotate(common: CommonArgs) -> Result<(), String> {
     let config = common.offline_config()?;
-    let now = crate::clock::Clock::now_secs(&SystemClock);
+    let now_ms = crate::clock::Clock::now_ms(&SystemClock);
     let lifetime = config.token_lifetime.as_secs();
-    let ring = crate::auth::KeyRing::rotate(&config.data_dir, now, lifetime)?;
+    let store = open_store(&config).await?;
+    let ring = crate::auth::rotate_keys(store.as_ref(), &config.data_dir, now_ms, lifetime).await;
+    store.close().await;
+    let ring = ring?;
     println!("new signing key {}", ring.current.kid);
     for r in &ring.retired {
         println!(
@@ -157,8 +164,8 @@ fn refuse_postgres(config: &Config) -> Result<(), String> {
         StoreBackend::Sqlite => Ok(()),
         StoreBackend::Postgres(_) => Err(
             "svs backup and svs restore copy the embedded SQLite store; this service keeps its \
-             state in PostgreSQL: back the database up with pg_dump and the data directory \
-             (signing keys, TLS files) as files (see docs/postgresql.md)"
+             state in PostgreSQL: back the database up with pg_dump (the signing keys are in it) \
+             and the data directory (TLS files) as files (see docs/postgresql.md)"
                 .into(),
         ),
     }

@@ -35,7 +35,7 @@ mod tests;
 pub use activity::{VolumeActivity, VolumeQuiet};
 pub use front::FrontMover;
 pub use retry::RetryPolicy;
-pub use runner::{JobRunner, RunnerParts, RunnerSettings, JOB_RUNNER};
+pub use runner::{JobRunner, LeaseSettings, RunnerParts, RunnerSettings, JOB_RUNNER};
 
 use crate::clock::Clock;
 use crate::exports::{layout_for_open, ExportRegistry};
@@ -97,7 +97,9 @@ fn store_error_is_transient(e: &StoreError) -> bool {
     e.is_transient() || matches!(e, StoreError::InsufficientSpace { .. })
 }
 
-/// What every job works with.
+/// What every job works with. Cloned per job (everything shared is behind
+/// an `Arc`), with the job's own stop signal.
+#[derive(Clone)]
 pub(crate) struct JobContext {
     pub store: Arc<dyn Store>,
     pub media: Arc<dyn DataPlane>,
@@ -107,7 +109,7 @@ pub(crate) struct JobContext {
     /// Bytes per second for copies (`movement_rate`); None = unthrottled.
     pub rate_limit: Option<u64>,
     /// `rate_limit` per node: shared by every slice copy to or from it.
-    pub movement: svs_dataplane::MovementBudgets,
+    pub movement: Arc<svs_dataplane::MovementBudgets>,
     /// Bytes a slice copy copies between two checkpoints (at least).
     pub checkpoint_bytes: u64,
     /// How long a job waits for a node's agent to act.
@@ -120,11 +122,12 @@ pub(crate) struct JobContext {
     pub fronts: Arc<crate::fronts::FrontReports>,
     /// Held while reading free space, planning and booking the plan, so two
     /// jobs never book the same free space.
-    pub allocation: tokio::sync::Mutex<()>,
+    pub allocation: Arc<tokio::sync::Mutex<()>>,
     /// Which volumes jobs work on (a job working on a second volume, a
     /// clone's source, marks it too).
     pub activity: Arc<VolumeActivity>,
-    /// The service's stop signal: jobs pause at their next safe point.
+    /// The job's stop signal: the service's shutdown, or this instance
+    /// losing the job's lease. Jobs pause at their next safe point.
     pub shutdown: CancellationToken,
 }
 

@@ -2,6 +2,17 @@
 //! `max_concurrent_jobs` at once, retries a job that hit a transient error
 //! after a back-off, pauses every job at a safe point when the service
 //! stops, and shows what it does on the worker board.
+//!
+//! Jobs are claimed, not owned by the instance that accepted them: the
+//! runner runs a job only under a lease it claimed in the store (owner =
+//! this instance, an epoch, an expiry) and renews every lease it holds
+//! every third of the lease's length. A job submitted here is claimed at
+//! once; a poller claims jobs nobody holds (never claimed, released at a
+//! shutdown, or whose owner died and whose lease ran out) while slots are
+//! free. Every store write a job makes is fenced on its lease
+//! (`svs_store::fence`); a job whose lease was taken over, or could not be
+//! renewed before it ran out, is stopped at its next safe point and left
+//! to its new owner, which resumes it from its recorded steps.
 
 use super::activity::VolumeActivity;
 use super::kinds::{handler, JobHandler};
@@ -11,13 +22,15 @@ use crate::changes::DesiredStateChanges;
 use crate::clock::Clock;
 use crate::exports::ExportRegistry;
 use crate::workers::{WorkerBoard, WorkerHandle, WorkerState, WorkerStatus};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use svs_dataplane::DataPlane;
-use svs_store::{Job, JobEnd, Store, StoreError};
-use tokio::sync::Semaphore;
+use svs_store::{Job, JobEnd, JobLease, LeaseTerms, Store, StoreError};
+use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tracing::{error, info, warn, Instrument};
+use tracing::{debug, error, info, warn, Instrument};
 
 /// Name of the job runner on the worker board.
 pub const JOB_RUNNER: &str = "jobs";
@@ -37,6 +50,35 @@ pub struct RunnerSettings {
     pub agent_wait: std::time::Duration,
     /// Setting `fronts`.
     pub fronts: crate::config::FrontsMode,
+    pub leases: LeaseSettings,
+}
+
+/// How jobs are claimed (settings `job_lease`, `job_claim_interval`).
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseSettings {
+    /// How long a claim lasts unless renewed; renewed every third of it. A
+    /// dead instance's jobs resume elsewhere this long after its last renewal.
+    pub ttl: Duration,
+    /// How often the runner looks for jobs nobody holds.
+    pub claim_interval: Duration,
+}
+
+impl Default for LeaseSettings {
+    fn default() -> Self {
+        LeaseSettings {
+            ttl: Duration::from_secs(10),
+            claim_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+impl LeaseSettings {
+    /// How long before a lease runs out the runner stops trusting it when
+    /// it could not renew it (its jobs stop before another instance may
+    /// claim them).
+    fn margin(&self) -> Duration {
+        self.ttl / 5
+    }
 }
 
 /// What the runner needs from the rest of the service.
@@ -49,10 +91,26 @@ pub struct RunnerParts {
     pub activity: Arc<VolumeActivity>,
     /// The service's one stop signal.
     pub shutdown: CancellationToken,
+    /// This instance's id: the owner of the leases it claims.
+    pub instance_id: String,
+}
+
+/// A job this instance holds a lease on (queued or running).
+struct HeldJob {
+    lease: JobLease,
+    /// Cancelled when the lease is lost (or the service stops): the job
+    /// stops at its next safe point.
+    stop: CancellationToken,
 }
 
 pub struct JobRunner {
     ctx: Arc<JobContext>,
+    instance_id: String,
+    leases: LeaseSettings,
+    max_concurrent_jobs: usize,
+    held: Mutex<HashMap<i64, HeldJob>>,
+    /// Raised when a slot frees: the poller claims at once.
+    wake: Notify,
     retry: RetryPolicy,
     /// One permit per job that may execute now.
     slots: Arc<Semaphore>,
@@ -67,6 +125,7 @@ impl JobRunner {
         let max = settings.max_concurrent_jobs.max(1);
         let status = parts.board.register(WorkerStatus {
             max_concurrent_jobs: Some(max),
+            jobs_held: Some(Vec::new()),
             ..WorkerStatus::new(JOB_RUNNER)
         });
         Arc::new(JobRunner {
@@ -76,16 +135,21 @@ impl JobRunner {
                 exports: parts.exports,
                 clock: parts.clock,
                 rate_limit: settings.rate_limit,
-                movement: svs_dataplane::MovementBudgets::new(settings.rate_limit),
+                movement: Arc::new(svs_dataplane::MovementBudgets::new(settings.rate_limit)),
                 checkpoint_bytes: settings.checkpoint_bytes,
                 agent_wait: settings.agent_wait,
                 changes: Arc::new(DesiredStateChanges::default()),
                 fronts_mode: settings.fronts,
                 fronts: Arc::new(crate::fronts::FrontReports::default()),
-                allocation: tokio::sync::Mutex::new(()),
+                allocation: Arc::new(tokio::sync::Mutex::new(())),
                 activity: Arc::clone(&parts.activity),
                 shutdown: parts.shutdown,
             }),
+            instance_id: parts.instance_id,
+            leases: settings.leases,
+            max_concurrent_jobs: max,
+            held: Mutex::new(HashMap::new()),
+            wake: Notify::new(),
             retry: settings.retry,
             slots: Arc::new(Semaphore::new(max)),
             activity: parts.activity,
@@ -100,14 +164,156 @@ impl JobRunner {
         self.board.statuses()
     }
 
-    /// Starts every Pending or Running job left by an earlier run.
-    pub async fn resume_unfinished(self: &Arc<Self>) -> Result<usize, StoreError> {
-        let jobs = self.ctx.store.unfinished_jobs().await?;
-        for job in &jobs {
-            info!(job = job.id, kind = %job.kind, state = job.state.as_str(), "resuming job");
-            self.submit(job.id);
+    /// Starts the jobs left unfinished by an earlier run, then keeps
+    /// claiming jobs nobody holds and renewing this instance's leases until
+    /// the service stops. `sole_owner`: no other process can use this
+    /// database (SQLite, under its data directory lock), so every lease in
+    /// it is an earlier run's and ends now instead of running out.
+    pub async fn resume_unfinished(
+        self: &Arc<Self>,
+        sole_owner: bool,
+    ) -> Result<usize, StoreError> {
+        if sole_owner {
+            self.ctx.store.end_all_job_leases().await?;
         }
-        Ok(jobs.len())
+        let limit = if sole_owner {
+            usize::MAX
+        } else {
+            self.free_slots()
+        };
+        let claimed = self.ctx.store.claim_jobs(&self.terms(), limit).await?;
+        for lease in &claimed {
+            info!(job = lease.job_id, claim = lease.epoch, "resuming job");
+            self.spawn_held(lease.clone());
+        }
+        let runner = Arc::clone(self);
+        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        tasks.spawn(async move { runner.keep_claiming().await });
+        Ok(claimed.len())
+    }
+
+    /// Claims jobs nobody holds while slots are free, and renews the leases
+    /// held, until the service stops.
+    async fn keep_claiming(self: Arc<Self>) {
+        let renew_every = self.leases.ttl / 3;
+        let mut last_renewal = Instant::now();
+        let mut last_renewed = Instant::now();
+        loop {
+            tokio::select! {
+                () = self.ctx.shutdown.cancelled() => return,
+                () = tokio::time::sleep(self.leases.claim_interval) => {}
+                () = self.wake.notified() => {}
+            }
+            if last_renewal.elapsed() >= renew_every {
+                last_renewal = Instant::now();
+                if self.renew_leases().await {
+                    last_renewed = Instant::now();
+                } else if last_renewed.elapsed() >= self.leases.ttl - self.leases.margin() {
+                    // Another instance may claim them soon: stop first.
+                    self.stop_all_held("its lease could not be renewed in time");
+                }
+            }
+            let free = self.free_slots();
+            if free == 0 {
+                continue;
+            }
+            match self.ctx.store.claim_jobs(&self.terms(), free).await {
+                Ok(claimed) => {
+                    for lease in claimed {
+                        info!(job = lease.job_id, claim = lease.epoch, "claimed job");
+                        self.spawn_held(lease);
+                    }
+                }
+                Err(e) => debug!(error = %e, "cannot claim jobs now"),
+            }
+        }
+    }
+
+    /// Renews every lease held; stops the jobs whose lease was taken over.
+    /// False when the store could not be reached.
+    async fn renew_leases(&self) -> bool {
+        let leases: Vec<JobLease> = lock(&self.held).values().map(|h| h.lease.clone()).collect();
+        if leases.is_empty() {
+            return true;
+        }
+        match self
+            .ctx
+            .store
+            .renew_job_leases(&leases, &self.terms())
+            .await
+        {
+            Ok(lost) => {
+                let held = lock(&self.held);
+                for id in lost {
+                    if let Some(job) = held.get(&id) {
+                        warn!(job = id, "job lease taken over; the job stops here");
+                        job.stop.cancel();
+                    }
+                }
+                true
+            }
+            Err(e) => {
+                warn!(error = %e, "cannot renew job leases");
+                false
+            }
+        }
+    }
+
+    fn stop_all_held(&self, why: &str) {
+        for (id, job) in lock(&self.held).iter() {
+            if !job.stop.is_cancelled() {
+                warn!(job = id, why, "job stops here");
+                job.stop.cancel();
+            }
+        }
+    }
+
+    /// Changes the jobs held, and shows them on the board.
+    fn change_held(&self, change: impl FnOnce(&mut HashMap<i64, HeldJob>)) {
+        let mut held = lock(&self.held);
+        change(&mut held);
+        let mut ids: Vec<i64> = held.keys().copied().collect();
+        ids.sort_unstable();
+        self.status.update(|s| s.jobs_held = Some(ids));
+    }
+
+    /// Slots not taken by a job this instance holds.
+    fn free_slots(&self) -> usize {
+        self.max_concurrent_jobs
+            .saturating_sub(lock(&self.held).len())
+    }
+
+    /// This instance's lease terms as of now (the system clock: leases are
+    /// compared across instances, not against the service's own clock).
+    fn terms(&self) -> LeaseTerms<'_> {
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
+        LeaseTerms {
+            owner: &self.instance_id,
+            now_ms,
+            ttl_ms: i64::try_from(self.leases.ttl.as_millis()).unwrap_or(i64::MAX),
+        }
+    }
+
+    /// Registers a claimed job as held and runs it in the background.
+    fn spawn_held(self: &Arc<Self>, lease: JobLease) {
+        let stop = self.ctx.shutdown.child_token();
+        self.change_held(|held| {
+            held.insert(
+                lease.job_id,
+                HeldJob {
+                    lease: lease.clone(),
+                    stop: stop.clone(),
+                },
+            );
+        });
+        let runner = Arc::clone(self);
+        let span = tracing::info_span!("job", job = lease.job_id);
+        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        while tasks.try_join_next().is_some() {}
+        tasks.spawn(async move { runner.run(lease, stop).await }.instrument(span));
     }
 
     /// Raised whenever what node agents should do may have changed: when a
@@ -127,7 +333,8 @@ impl JobRunner {
         self.ctx.shutdown.clone()
     }
 
-    /// Runs a job (already persisted) in the background, once a slot is free.
+    /// Claims a job (already persisted) and runs it in the background, once
+    /// a slot is free. A job another instance claimed first is left to it.
     pub fn submit(self: &Arc<Self>, job_id: i64) {
         // The request that made the job may have changed attachments
         // (created, marked Detaching).
@@ -137,10 +344,22 @@ impl JobRunner {
             return;
         }
         let runner = Arc::clone(self);
-        let span = tracing::info_span!("job", job = job_id);
         let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
         while tasks.try_join_next().is_some() {}
-        tasks.spawn(async move { runner.run(job_id).await }.instrument(span));
+        tasks.spawn(async move {
+            match runner.ctx.store.claim_job(job_id, &runner.terms()).await {
+                Ok(Some(lease)) if runner.ctx.shutdown.is_cancelled() => {
+                    // Stopping: leave it to the next start or another instance.
+                    if let Err(e) = runner.ctx.store.release_job_lease(&lease).await {
+                        debug!(job = job_id, error = %e, "cannot release job lease");
+                    }
+                }
+                Ok(Some(lease)) => runner.spawn_held(lease),
+                Ok(None) => debug!(job = job_id, "job claimed by another instance"),
+                // Unclaimed in the store: the poller claims it later.
+                Err(e) => warn!(job = job_id, error = %e, "cannot claim job now"),
+            }
+        });
     }
 
     /// Waits until every job has paused at a safe point or ended, once the
@@ -155,23 +374,66 @@ impl JobRunner {
         self.status.update(|s| s.state = WorkerState::Done);
     }
 
-    async fn run(self: Arc<Self>, job_id: i64) {
+    async fn run(self: Arc<Self>, lease: JobLease, stop: CancellationToken) {
+        self.run_held(&lease, stop).await;
+        self.change_held(|held| {
+            held.remove(&lease.job_id);
+        });
+        if self.ctx.shutdown.is_cancelled() {
+            // Paused by the shutdown: any instance may go on with it at once
+            // (a no-op when the lease was taken over meanwhile: another
+            // epoch).
+            if let Err(e) = self.ctx.store.release_job_lease(&lease).await {
+                debug!(job = lease.job_id, error = %e, "cannot release job lease");
+            }
+        }
+        self.wake.notify_one();
+    }
+
+    async fn run_held(&self, lease: &JobLease, stop: CancellationToken) {
         let _slot = match Arc::clone(&self.slots).try_acquire_owned() {
             Ok(slot) => slot,
             Err(_) => {
-                let _queued = Counted::new(&self, Counter::Queued);
+                let _queued = Counted::new(self, Counter::Queued);
                 tokio::select! {
                     slot = Arc::clone(&self.slots).acquire_owned() => match slot {
                         Ok(slot) => slot,
                         Err(_) => return,
                     },
-                    // Still Pending in the store: it runs at the next start.
-                    () = self.ctx.shutdown.cancelled() => return,
+                    // Still unfinished in the store: it runs later, here
+                    // or on another instance.
+                    () = stop.cancelled() => return,
                 }
             }
         };
-        let _running = Counted::new(&self, Counter::Running);
-        self.execute(job_id).await;
+        let _running = Counted::new(self, Counter::Running);
+        let ctx = JobContext {
+            shutdown: stop,
+            ..JobContext::clone(&self.ctx)
+        };
+        svs_store::fence::fenced(lease.clone(), async {
+            if let Some(previous) = &lease.taken_over_from {
+                // Shown in the job: where it went on after an instance died.
+                let detail = format!(
+                    "Taken over by instance {} from instance {previous}, whose lease ran out \
+                     (claim {})",
+                    lease.owner, lease.epoch
+                );
+                warn!(previous = %previous, "{detail}");
+                if let Err(e) = ctx.store.add_job_detail(lease.job_id, &detail).await {
+                    debug!(error = %e, "cannot record the take-over");
+                }
+            }
+            self.execute(&ctx, lease.job_id).await;
+        })
+        .await;
+    }
+
+    /// Stops every task of this runner at once, as if the process were
+    /// killed: no lease is released or renewed, and no job writes again.
+    #[cfg(test)]
+    pub(crate) fn kill(&self) {
+        lock(&self.tasks).abort_all();
     }
 
     /// Changes the runner's counters; its state follows them.
@@ -182,8 +444,7 @@ impl JobRunner {
         });
     }
 
-    async fn execute(&self, job_id: i64) {
-        let ctx = self.ctx.as_ref();
+    async fn execute(&self, ctx: &JobContext, job_id: i64) {
         let job = match ctx.store.job_by_id(job_id).await {
             Ok(Some(job)) if !job.state.is_finished() => job,
             Ok(_) => return,
@@ -202,7 +463,7 @@ impl JobRunner {
         let handler = match handler(&job) {
             Ok(handler) => handler,
             Err(e) => {
-                self.finish(&job, None, Err(e)).await;
+                self.finish(ctx, &job, None, Err(e)).await;
                 return;
             }
         };
@@ -210,7 +471,7 @@ impl JobRunner {
         let backing_off: Mutex<Option<Counted>> = Mutex::new(None);
         let result = with_retries(
             self.retry,
-            &ctx.shutdown,
+            &ctx.shutdown.clone(),
             |e, retry, delay| {
                 warn!(error = %e, retry, delay_secs = delay.as_secs_f64(), "transient error; job will be tried again");
                 // No job id: the board is shown to every tenant.
@@ -230,7 +491,7 @@ impl JobRunner {
         )
         .await;
         drop(backing_off);
-        self.finish(&job, Some(handler.as_ref()), result).await;
+        self.finish(ctx, &job, Some(handler.as_ref()), result).await;
         // Whatever the job changed (attachments, the volume's size or
         // filesystem) is in the store now.
         ctx.changes.notify();
@@ -241,18 +502,22 @@ impl JobRunner {
     /// undo what it left.
     async fn finish(
         &self,
+        ctx: &JobContext,
         job: &Job,
         handler: Option<&dyn JobHandler>,
         result: Result<(), JobError>,
     ) {
-        let ctx = self.ctx.as_ref();
         let end = match result {
             Ok(()) => {
                 self.count(|s| s.record_success(ctx.clock.now_ms()));
                 return;
             }
-            Err(JobError::Stopping) => {
-                info!("job interrupted by shutdown; it resumes at next start");
+            Err(JobError::Stopping) if self.ctx.shutdown.is_cancelled() => {
+                info!("job paused by the shutdown; it resumes at the next start or on another instance");
+                return;
+            }
+            Err(JobError::Stopping | JobError::Store(StoreError::Fenced { .. })) => {
+                info!("job's lease lost; the instance that claimed it goes on with it");
                 return;
             }
             Err(JobError::Failed(message) | JobError::Transient(message)) => message,

@@ -154,6 +154,21 @@ struct Harness {
 
 impl Harness {
     async fn new(failures: usize, error: io::ErrorKind, max_concurrent_jobs: usize) -> Harness {
+        Harness::with_leases(
+            failures,
+            error,
+            max_concurrent_jobs,
+            LeaseSettings::default(),
+        )
+        .await
+    }
+
+    async fn with_leases(
+        failures: usize,
+        error: io::ErrorKind,
+        max_concurrent_jobs: usize,
+        leases: LeaseSettings,
+    ) -> Harness {
         let fixture = Fixture::new().await;
         let media = TestMedia::new(fixture.local.clone(), failures, error);
         let parts = crate::testing::runner_parts(
@@ -168,7 +183,10 @@ impl Harness {
         };
         let runner = JobRunner::new(
             parts,
-            crate::testing::runner_settings(max_concurrent_jobs, retry),
+            RunnerSettings {
+                leases,
+                ..crate::testing::runner_settings(max_concurrent_jobs, retry)
+            },
         );
         Harness {
             fixture,
@@ -177,6 +195,25 @@ impl Harness {
             runner,
             shutdown,
         }
+    }
+
+    /// A second instance on the same database and media, claiming with
+    /// `leases`; its poller runs.
+    async fn another_instance(&self, leases: LeaseSettings) -> Arc<JobRunner> {
+        let parts = crate::testing::runner_parts(
+            Arc::clone(&self.fixture.store),
+            self.media.clone(),
+            Arc::new(ManualClock::new(1_000_000)),
+        );
+        let runner = JobRunner::new(
+            parts,
+            RunnerSettings {
+                leases,
+                ..crate::testing::runner_settings(4, RetryPolicy::default())
+            },
+        );
+        runner.resume_unfinished(false).await.expect("claims");
+        runner
     }
 
     fn runner_status(&self) -> WorkerStatus {
@@ -390,4 +427,91 @@ async fn a_stop_leaves_queued_jobs_pending_for_the_next_start() {
     h.runner.submit(second);
     h.runner.wait_until_stopped().await;
     assert_eq!(h.media.creates.load(Ordering::SeqCst), 1);
+}
+
+/// Short leases, so that tests see them run out.
+fn short_leases() -> LeaseSettings {
+    LeaseSettings {
+        ttl: Duration::from_millis(600),
+        claim_interval: Duration::from_millis(20),
+    }
+}
+
+#[tokio::test]
+async fn a_dead_instances_job_is_finished_by_another_once_its_lease_runs_out() {
+    let h = Harness::with_leases(0, io::ErrorKind::Other, 4, short_leases()).await;
+    h.media.hold(true);
+    let job = h.fixture.create_volume("vol-1", "v", 1).await;
+    h.runner.submit(job);
+    h.creating(1).await;
+    // The first instance dies in the middle of the job (as by SIGKILL: no
+    // release, no renewal, no more writes).
+    h.runner.kill();
+    let other = h.another_instance(short_leases()).await;
+    // Its lease still runs: nobody else runs the job yet.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(h.media.creates.load(Ordering::SeqCst), 1);
+    h.media.hold(false);
+    let ended = h.finished(job).await;
+    assert_eq!(ended.state, JobState::Done, "{ended:?}");
+    // The second instance ran the job's step again (it is idempotent),
+    // and the job says it took the job over.
+    assert_eq!(h.media.creates.load(Ordering::SeqCst), 2);
+    assert!(
+        ended
+            .details
+            .iter()
+            .any(|d| d.starts_with("Taken over by instance ") && d.ends_with("(claim 2)")),
+        "{ended:?}"
+    );
+    let volume = h.fixture.store.volume_by_id("vol-1").await.expect("read");
+    assert_eq!(
+        volume.map(|v| (v.state, v.job)),
+        Some((svs_domain::VolumeState::Ready, None))
+    );
+    other.stopping().cancel();
+    other.wait_until_stopped().await;
+}
+
+#[tokio::test]
+async fn a_job_whose_lease_was_taken_over_stops_without_writing_again() {
+    let h = Harness::with_leases(0, io::ErrorKind::Other, 4, short_leases()).await;
+    h.runner.resume_unfinished(false).await.expect("claims");
+    h.media.hold(true);
+    let job = h.fixture.create_volume("vol-1", "v", 1).await;
+    h.runner.submit(job);
+    h.creating(1).await;
+    // Another claim takes the job over (as one would after this instance
+    // was paused past its lease).
+    let now_ms = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis(),
+    )
+    .expect("ms");
+    let thief = h
+        .fixture
+        .store
+        .claim_job(
+            job,
+            &svs_store::LeaseTerms {
+                owner: "another instance",
+                now_ms: now_ms + 3_600_000,
+                ttl_ms: 3_600_000,
+            },
+        )
+        .await
+        .expect("claim")
+        .expect("taken over");
+    assert_eq!(thief.epoch, 2);
+    h.media.hold(false);
+    h.wait_for("the job stops here", |s| s.jobs_running == 0)
+        .await;
+    // Neither Done nor Error was written: the job is the new owner's.
+    let stored = h.job(job).await;
+    assert!(!stored.state.is_finished(), "{stored:?}");
+    assert_eq!(h.runner_status().errors, 0, "{:?}", h.runner_status());
+    h.shutdown.cancel();
+    h.runner.wait_until_stopped().await;
 }

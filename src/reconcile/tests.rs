@@ -2,7 +2,7 @@
 //! (against a real SQLite store and local media in a temporary directory).
 
 use super::*;
-use crate::clock::ManualClock;
+use crate::clock::{Clock, ManualClock};
 use crate::exports::ExportRegistry;
 use crate::jobs::VolumeActivity;
 use crate::testing::Fixture;
@@ -231,10 +231,11 @@ async fn a_reconciler_polls_on_its_timer_keeps_going_after_errors_and_stops_with
     let flaky = Arc::new(Flaky {
         passes: AtomicUsize::new(0),
     });
+    // No leadership: a process alone runs every reconciler.
     let reconcilers = Reconcilers::new(
         &board,
         Arc::new(ManualClock::new(1_000)),
-        vec![flaky.clone()],
+        vec![(Scope::Leader, flaky.clone())],
     );
     reconcilers.run_once().await;
     let status = &board.statuses()[0];
@@ -355,4 +356,215 @@ async fn snapshot_space_is_measured_recorded_and_budgets_follow_the_store() {
         free, 0,
         "2 GiB less the slice and 1 GiB (rounded up) of snapshot"
     );
+}
+
+/// Counts its passes.
+#[derive(Default)]
+struct Counting {
+    passes: AtomicUsize,
+}
+
+impl Counting {
+    fn passes(&self) -> usize {
+        self.passes.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl Reconciler for Counting {
+    fn name(&self) -> &'static str {
+        "counting"
+    }
+
+    fn period(&self) -> Duration {
+        Duration::from_millis(20)
+    }
+
+    async fn reconcile(&self) -> Result<usize, ReconcileError> {
+        self.passes.fetch_add(1, Ordering::SeqCst);
+        Ok(0)
+    }
+}
+
+/// An instance's leadership over `store`, with its own board; not the only
+/// instance (the lease decides), its lease `ttl` long.
+fn instance(
+    store: Arc<dyn svs_store::Store>,
+    clock: Arc<dyn Clock>,
+    owner: &str,
+    ttl: Duration,
+) -> (WorkerBoard, Arc<Leadership>) {
+    let board = WorkerBoard::default();
+    let leadership = Leadership::new(
+        store,
+        clock,
+        &board,
+        LeadershipSettings {
+            owner: owner.into(),
+            timing: LeaseTiming { ttl },
+            sole: false,
+        },
+    );
+    (board, leadership)
+}
+
+/// The note on the board's `name` worker.
+fn note(board: &WorkerBoard, name: &str) -> String {
+    board
+        .statuses()
+        .into_iter()
+        .find(|s| s.name == name)
+        .and_then(|s| s.note)
+        .unwrap_or_default()
+}
+
+/// Two instances on one store: one leads, the other takes over once the
+/// leader gives the lease up, and a third once a leader stops renewing.
+async fn one_of_two_instances_leads(
+    first: Arc<dyn svs_store::Store>,
+    second: Arc<dyn svs_store::Store>,
+) {
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let ttl = Duration::from_millis(400);
+    let (board_a, a) = instance(Arc::clone(&first), clock.clone(), "instance-a", ttl);
+    let (board_b, b) = instance(second, clock.clone(), "instance-b", ttl);
+    assert!(a.renew().await, "a free lease");
+    assert!(!b.renew().await, "a leads");
+    assert!(a.is_leader() && !b.is_leader());
+    let first_epoch = a.epoch().expect("a's epoch");
+    let a_note = note(&board_a, LEADER_WORKER);
+    assert!(
+        a_note.starts_with("leader: this instance (instance-a)"),
+        "{a_note}"
+    );
+    let b_note = note(&board_b, LEADER_WORKER);
+    assert!(b_note.starts_with("follower: another instance"), "{b_note}");
+
+    // a stops cleanly: b takes over at its next renewal.
+    a.release().await;
+    assert!(!a.is_leader());
+    assert!(b.renew().await, "released");
+    let second_epoch = b.epoch().expect("b's epoch");
+    assert!(second_epoch > first_epoch, "{second_epoch} > {first_epoch}");
+
+    // b stops renewing (paused, cut off): it stops leading a margin before
+    // its lease runs out in the store, and c (a restarted a: another
+    // owner) takes over once it has.
+    let (_board_c, c) = instance(first, clock.clone(), "instance-c", ttl);
+    assert!(!c.renew().await, "b's lease runs");
+    tokio::time::sleep(LeaseTiming { ttl }.trusted_for()).await;
+    assert!(!b.is_leader(), "trusted for ttl - margin only");
+    assert!(!c.renew().await, "not run out in the store yet");
+    clock.advance(ttl + Duration::from_millis(1));
+    assert!(c.renew().await, "b's lease ran out");
+    assert!(c.epoch().expect("c's epoch") > second_epoch);
+    assert!(!b.renew().await, "c holds it now");
+    assert!(!b.is_leader());
+}
+
+#[tokio::test]
+async fn one_of_two_instances_leads_on_sqlite() {
+    let (_dir, first, second) = svs_store::testing::temp_sqlite_twice().await;
+    one_of_two_instances_leads(Arc::new(first), Arc::new(second)).await;
+}
+
+#[tokio::test]
+async fn one_of_two_instances_leads_on_postgresql() {
+    use svs_store::{PgSettings, PgStore};
+    let db = svs_store::test_postgres::TestDatabase::new().await;
+    let open = || async {
+        PgStore::open(&db.url, &PgSettings::default())
+            .await
+            .expect("store opens")
+    };
+    let (first, second) = (open().await, open().await);
+    one_of_two_instances_leads(Arc::new(first), Arc::new(second)).await;
+}
+
+/// A follower runs its own reconcilers and skips the leader's, until the
+/// leader stops: its pollers then run them too, and at its own stop it
+/// gives the lease up at once.
+#[tokio::test]
+async fn a_follower_skips_the_leaders_reconcilers_until_the_leader_stops() {
+    let (_dir, sqlite) = svs_store::testing::temp_sqlite().await;
+    let store: Arc<dyn svs_store::Store> = Arc::new(sqlite);
+    let clock: Arc<dyn Clock> = Arc::new(crate::clock::SystemClock);
+    let ttl = Duration::from_secs(3);
+    let (_board_a, a) = instance(Arc::clone(&store), Arc::clone(&clock), "instance-a", ttl);
+    assert!(a.renew().await);
+
+    let (board, b) = instance(Arc::clone(&store), Arc::clone(&clock), "instance-b", ttl);
+    let (shared, own) = (Arc::new(Counting::default()), Arc::new(Counting::default()));
+    let reconcilers = Reconcilers::new(
+        &board,
+        Arc::clone(&clock),
+        vec![
+            (Scope::Leader, shared.clone() as Arc<dyn Reconciler>),
+            (Scope::EveryInstance, own.clone() as Arc<dyn Reconciler>),
+        ],
+    )
+    .led_by(Arc::clone(&b));
+    reconcilers.run_once().await;
+    assert!(!b.is_leader());
+    assert_eq!((shared.passes(), own.passes()), (0, 1));
+    let skipped = &board.statuses()[1];
+    assert_eq!(skipped.state, WorkerState::Idle);
+    assert_eq!(
+        skipped.note.as_deref(),
+        Some("skipped: another instance leads the reconcilers")
+    );
+
+    let shutdown = CancellationToken::new();
+    let handle = reconcilers.spawn(shutdown.clone());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(shared.passes(), 0, "a still leads");
+    assert!(own.passes() > 1);
+    a.release().await;
+    // b's next renewal (every second) takes the lease; its poller runs.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while shared.passes() == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "b never led");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(b.is_leader());
+    assert_eq!(board.statuses()[1].note, None, "runs here now");
+
+    shutdown.cancel();
+    handle.await.expect("pollers end");
+    assert!(!b.is_leader());
+    let statuses = board.statuses();
+    assert_eq!(statuses[0].name, LEADER_WORKER);
+    assert_eq!(statuses[0].state, WorkerState::Done);
+    // Given up at b's stop: a new instance takes it at once.
+    let (_board_c, c) = instance(store, clock, "instance-c", ttl);
+    assert!(c.renew().await);
+}
+
+/// On SQLite the process is its store's only instance: it leads at once,
+/// even while the lease of a process that crashed before it runs.
+#[tokio::test]
+async fn the_only_instance_leads_while_a_dead_processs_lease_runs() {
+    let (_dir, sqlite) = svs_store::testing::temp_sqlite().await;
+    let store: Arc<dyn svs_store::Store> = Arc::new(sqlite);
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1_000_000));
+    let ttl = Duration::from_secs(10);
+    let (_board, crashed) = instance(Arc::clone(&store), Arc::clone(&clock), "crashed", ttl);
+    assert!(crashed.renew().await);
+    let board = WorkerBoard::default();
+    let restarted = Leadership::new(
+        store,
+        clock,
+        &board,
+        LeadershipSettings {
+            owner: "restarted".into(),
+            timing: LeaseTiming { ttl },
+            sole: true,
+        },
+    );
+    assert!(restarted.renew().await, "the only instance");
+    assert_eq!(restarted.epoch(), None, "the lease is not its own yet");
+    let shown = note(&board, LEADER_WORKER);
+    assert!(shown.starts_with("leader: the only instance"), "{shown}");
+    restarted.release().await;
+    assert!(!restarted.is_leader(), "stopped");
 }

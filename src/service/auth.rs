@@ -145,6 +145,7 @@ impl Services {
                 TokenUse::Access,
                 self.clock.now_secs(),
             )
+            .await
             .ok_or_else(bad_token)?;
         let user_id = claims.user_id().ok_or_else(bad_token)?;
         let revoked = self.store.revoke_refresh_tokens(user_id).await?;
@@ -266,6 +267,7 @@ impl Services {
         let claims = self
             .tokens
             .verify(token, TokenUse::Id, self.clock.now_secs())
+            .await
             .ok_or_else(bad_token)?;
         let user_id = claims.user_id().ok_or_else(bad_token)?;
         let access = self.user_access(user_id).await?.ok_or_else(bad_token)?;
@@ -521,6 +523,7 @@ mod tests {
             .services
             .tokens
             .verify(&fresh.tokens.id_token, TokenUse::Id, now)
+            .await
             .expect("fresh IdToken verifies");
         assert_eq!(claims.iat, now);
         assert_eq!(claims.exp, now + 2);

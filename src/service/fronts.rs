@@ -57,7 +57,7 @@ impl Services {
                 );
             }
         }
-        self.jobs.fronts().record(node, poll.open);
+        self.jobs.fronts().report(node, poll.open).await;
         self.long_poll(
             FRONTS_WAIT,
             FRONTS_RECHECK,

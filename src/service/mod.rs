@@ -169,6 +169,13 @@ pub struct Services {
 }
 
 impl Services {
+    /// For a store other instances share (PostgreSQL): users' state is read
+    /// from the store at every request instead of remembered, since other
+    /// instances change it too (see `users::UserAccessCache`).
+    pub fn share_user_state(&mut self) {
+        self.user_access = users::UserAccessCache::off();
+    }
+
     pub fn new(
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,

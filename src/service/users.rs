@@ -177,12 +177,36 @@ const ACCESS_CACHE_MAX: usize = 100_000;
 /// replaced by every change made through the service. Users are only added
 /// behind its back (`svs user add`), never changed, so a missing entry is
 /// simply read.
-#[derive(Debug, Default)]
+///
+/// Sound only while this process makes every change of users: with several
+/// instances on one database it is turned off ([`UserAccessCache::off`]) and
+/// every request reads its user (one indexed read), so that a user disabled,
+/// signed out or given another role on one instance is refused or changed on
+/// all at their next request.
+#[derive(Debug)]
 pub struct UserAccessCache {
     entries: RwLock<HashMap<i64, Option<UserAccess>>>,
+    on: bool,
+}
+
+impl Default for UserAccessCache {
+    fn default() -> Self {
+        UserAccessCache {
+            entries: RwLock::default(),
+            on: true,
+        }
+    }
 }
 
 impl UserAccessCache {
+    /// A cache that remembers nothing: every lookup reads the store.
+    pub fn off() -> Self {
+        UserAccessCache {
+            on: false,
+            ..UserAccessCache::default()
+        }
+    }
+
     fn get(&self, id: i64) -> Option<Option<UserAccess>> {
         self.entries.read().ok()?.get(&id).copied()
     }
@@ -190,6 +214,9 @@ impl UserAccessCache {
     /// Remembers what a read found, unless a change recorded meanwhile
     /// (which is newer than the read) is there already.
     fn remember_read(&self, id: i64, access: Option<UserAccess>) {
+        if !self.on {
+            return;
+        }
         if let Ok(mut entries) = self.entries.write() {
             if entries.len() >= ACCESS_CACHE_MAX {
                 entries.clear();
@@ -200,6 +227,9 @@ impl UserAccessCache {
 
     /// Records a committed change (`None`: deleted).
     fn changed(&self, id: i64, access: Option<UserAccess>) {
+        if !self.on {
+            return;
+        }
         if let Ok(mut entries) = self.entries.write() {
             entries.insert(id, access);
         }
@@ -495,6 +525,11 @@ mod tests {
         // A user read first (no change yet) is remembered.
         cache.remember_read(8, Some(enabled));
         assert_eq!(cache.get(8), Some(Some(enabled)));
+        // Turned off (several instances): nothing is remembered.
+        let off = UserAccessCache::off();
+        off.changed(7, Some(disabled));
+        off.remember_read(8, Some(enabled));
+        assert_eq!((off.get(7), off.get(8)), (None, None));
     }
 
     #[test]

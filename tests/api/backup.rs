@@ -384,7 +384,6 @@ async fn restore_refuses_a_used_directory_a_newer_schema_and_backup_a_missing_di
             newer.to_str().expect("UTF-8"),
             "manifest.json",
             "svs.db",
-            "token-signing.key",
         ],
         &unpacked,
     );
@@ -408,7 +407,10 @@ async fn restore_refuses_a_used_directory_a_newer_schema_and_backup_a_missing_di
     // A damaged file is refused, and nothing is left behind.
     manifest["schema_version"] = json!(schema);
     std::fs::write(&manifest_path, manifest.to_string()).expect("manifest");
-    std::fs::write(unpacked.join("token-signing.key"), [7u8; 32]).expect("key");
+    let mut db = std::fs::read(unpacked.join("svs.db")).expect("database");
+    let last = db.len() - 1;
+    db[last] ^= 0xff;
+    std::fs::write(unpacked.join("svs.db"), db).expect("database");
     let damaged = app.dir.path().join("damaged.tar");
     tar(
         &[
@@ -416,7 +418,6 @@ async fn restore_refuses_a_used_directory_a_newer_schema_and_backup_a_missing_di
             damaged.to_str().expect("UTF-8"),
             "manifest.json",
             "svs.db",
-            "token-signing.key",
         ],
         &unpacked,
     );
@@ -429,13 +430,14 @@ async fn restore_refuses_a_used_directory_a_newer_schema_and_backup_a_missing_di
     assert_eq!(
         stderr(&out),
         format!(
-            "svs: {}: token-signing.key is damaged (its size or SHA-256 differs from the manifest)",
+            "svs: {}: svs.db is damaged (its size or SHA-256 differs from the manifest)",
             damaged.display()
         )
     );
     assert!(!target.exists(), "a refused restore leaves no directory");
 
-    // The real one restores into a missing directory, keys owner-only.
+    // The real one restores into a missing directory, the database (with
+    // the signing keys) owner-only.
     let out = svs(
         &["restore", "--from", archive_arg],
         &app.config_path(),
@@ -443,8 +445,8 @@ async fn restore_refuses_a_used_directory_a_newer_schema_and_backup_a_missing_di
     );
     assert!(out.status.success(), "restore: {}", stderr(&out));
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(target.join("token-signing.key"))
-        .expect("key restored")
+    let mode = std::fs::metadata(target.join("svs.db"))
+        .expect("database restored")
         .permissions()
         .mode();
     assert_eq!(mode & 0o777, 0o600);

@@ -1,8 +1,9 @@
 //! Forged tokens, for tests that walk protected routes with them: `alg:
 //! none`, HS256 keyed with the service's public key, tampered claims, an
-//! expired token signed with the service's real key (read from its data
-//! directory), and another tenant's genuine IdToken. The test at the end
-//! proves each helper forges what it says on `GET /volumes`.
+//! expired token signed with the service's real key (read from its store,
+//! `svs.db` in its data directory), and another tenant's genuine IdToken.
+//! The test at the end proves each helper forges what it says on `GET
+//! /volumes`.
 
 use crate::harness::*;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -69,36 +70,65 @@ pub fn tampered(token: &str, change: impl FnOnce(&mut Value)) -> String {
     format!("{}.{}.{}", parts[0], b64(&claims), parts[2])
 }
 
-/// A token signed with the service's real current key, read from its data
-/// directory: the claims of `token` with `change` applied.
-pub fn signed_with_real_key(app: &TestApp, token: &str, change: impl FnOnce(&mut Value)) -> String {
-    let seed = std::fs::read(app.data_dir().join("token-signing.key")).expect("key readable");
+/// The signing keys in the store of a service on SQLite (`svs.db` of its
+/// data directory), the current one first.
+pub async fn stored_signing_keys(app: &TestApp) -> Vec<svs_store::SigningKeyRecord> {
+    use svs_store::prelude::*;
+    let store = svs_store::SqliteStore::open(&app.data_dir().join("svs.db"))
+        .await
+        .expect("the service's database opens");
+    let keys = store.signing_keys().await.expect("signing keys");
+    store.close().await;
+    keys
+}
+
+/// A token signed with the service's real current key, read from its
+/// store: the claims of `token` with `change` applied.
+pub async fn signed_with_real_key(
+    app: &TestApp,
+    token: &str,
+    change: impl FnOnce(&mut Value),
+) -> String {
+    let keys = stored_signing_keys(app).await;
+    assert_eq!(keys[0].retired_ms, None, "the current key first");
+    signed_with_key(&keys[0], token, change)
+}
+
+/// The claims of `token` with `change` applied, signed with a stored key
+/// (and naming it).
+pub fn signed_with_key(
+    key: &svs_store::SigningKeyRecord,
+    token: &str,
+    change: impl FnOnce(&mut Value),
+) -> String {
     let mut pkcs8 = PKCS8_ED25519_PREFIX.to_vec();
-    pkcs8.extend_from_slice(&seed);
-    let (header, mut claims) = jwt_parts(token);
+    pkcs8.extend_from_slice(&key.seed);
+    let (_, mut claims) = jwt_parts(token);
     change(&mut claims);
     let mut h = Header::new(Algorithm::EdDSA);
-    h.kid = header["kid"].as_str().map(String::from);
+    h.kid = Some(key.kid.clone());
     jsonwebtoken::encode(&h, &claims, &EncodingKey::from_ed_der(&pkcs8)).expect("EdDSA signs")
 }
 
 /// An IdToken that expired a minute ago, signed with the real key.
-pub fn expired_with_real_key(app: &TestApp, token: &str) -> String {
+pub async fn expired_with_real_key(app: &TestApp, token: &str) -> String {
     signed_with_real_key(app, token, |c| {
         let now = now_secs();
         c["iat"] = json!(now - 3600);
         c["exp"] = json!(now - 60);
     })
+    .await
 }
 
 /// An IdToken signed with the real key, issued `ahead` seconds from now
 /// (and valid for an hour from then).
-pub fn issued_ahead_with_real_key(app: &TestApp, token: &str, ahead: u64) -> String {
+pub async fn issued_ahead_with_real_key(app: &TestApp, token: &str, ahead: u64) -> String {
     signed_with_real_key(app, token, |c| {
         let now = now_secs();
         c["iat"] = json!(now + ahead);
         c["exp"] = json!(now + ahead + 3600);
     })
+    .await
 }
 
 /// A genuine IdToken of a user of another tenant (created on the way).
@@ -126,10 +156,10 @@ pub async fn forged_id_tokens(app: &TestApp) -> Vec<(&'static str, String)> {
             "tampered expiry",
             tampered(&id, |c| c["exp"] = json!(now_secs() + 100_000)),
         ),
-        ("expired, real key", expired_with_real_key(app, &id)),
+        ("expired, real key", expired_with_real_key(app, &id).await),
         (
             "issued a day ahead, real key",
-            issued_ahead_with_real_key(app, &id, 86_400),
+            issued_ahead_with_real_key(app, &id, 86_400).await,
         ),
     ];
     for token in hs256_with_public_key(app, &id).await {
@@ -153,7 +183,8 @@ async fn forged_tokens_are_refused_and_the_forging_helpers_are_sound() {
     // genuine header and signature.
     let live = signed_with_real_key(&app, &app.token, |c| {
         c["exp"] = json!(now_secs() + 600);
-    });
+    })
+    .await;
     let (status, body) = app
         .request(Some(&live), Method::GET, "/volumes", None)
         .await;
@@ -187,12 +218,12 @@ async fn tokens_issued_beyond_the_clock_skew_are_refused() {
     // The default skew (60 s): a token "from" 10 s ahead passes (another
     // host's clock), one from 10 min ahead does not.
     let app = TestApp::start().await;
-    let near = issued_ahead_with_real_key(&app, &app.token, 10);
+    let near = issued_ahead_with_real_key(&app, &app.token, 10).await;
     let (status, body) = app
         .request(Some(&near), Method::GET, "/volumes", None)
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let far = issued_ahead_with_real_key(&app, &app.token, 600);
+    let far = issued_ahead_with_real_key(&app, &app.token, 600).await;
     let (status, body) = app.request(Some(&far), Method::GET, "/volumes", None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
     assert_eq!(body, json!({ "message": BAD_TOKEN }));
@@ -203,7 +234,7 @@ async fn tokens_issued_beyond_the_clock_skew_are_refused() {
         ..TestConfig::default()
     })
     .await;
-    let near = issued_ahead_with_real_key(&strict, &strict.token, 30);
+    let near = issued_ahead_with_real_key(&strict, &strict.token, 30).await;
     let (status, body) = strict
         .request(Some(&near), Method::GET, "/volumes", None)
         .await;

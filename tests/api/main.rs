@@ -24,6 +24,7 @@ mod host_side;
 mod hostdev;
 mod infrastructure;
 mod input_rules;
+mod instances;
 mod jobs;
 mod lost_disk;
 mod media_written;

@@ -29,10 +29,10 @@ const PREFILL_MIB: u64 = 24;
 const SIZE: u64 = 2;
 const GROWN: u64 = 3;
 
-const MOVED: &str = "slice c1-k0 from sn2-d0 to sn3-d0";
+pub(crate) const MOVED: &str = "slice c1-k0 from sn2-d0 to sn3-d0";
 
 /// The resize's messages (BRIEF, "The resize rules").
-const MOVEMENT_FOUND: &str = "GetMovementModificationPlan: Found movement plan. Data Movement is enabled. The operation is now being attempted";
+pub(crate) const MOVEMENT_FOUND: &str = "GetMovementModificationPlan: Found movement plan. Data Movement is enabled. The operation is now being attempted";
 
 /// A sparse file holding what the volume must hold: every acknowledged
 /// write is applied to it too.
@@ -82,14 +82,14 @@ fn spread_writes(first: u64, count: u64, pause_ms: u64) -> (Vec<String>, Vec<(u6
 
 /// What a writer thread answers: qemu-io's result (Ok when every write
 /// was acknowledged) and the writes it sent, as (offset, pattern).
-type WriterRun = (Result<String, String>, Vec<(u64, u8)>);
+pub(crate) type WriterRun = (Result<String, String>, Vec<(u64, u8)>);
 
 /// The three storage nodes: sn-1 holds copy 0 on sn1-d0 (8 GiB), sn-2
 /// copy 1 on sn2-d0 (2 GiB: full with the volume, so its copy must move on
 /// a resize), sn-3 the target sn3-d0 (8 GiB), registered after the volume
 /// was placed.
-struct Moving {
-    app: TestApp,
+pub(crate) struct Moving {
+    pub(crate) app: TestApp,
     sn1: StorageNodeProcess,
     sn2: StorageNodeProcess,
     sn3: StorageNodeProcess,
@@ -100,7 +100,7 @@ struct Moving {
 
 /// Where the attached volume's front runs (setting `fronts`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Front {
+pub(crate) enum Front {
     /// In `svs serve`: the job's copy runs there.
     Serve,
     /// On a storage node holding a copy: the job's copy is steered there.
@@ -116,9 +116,15 @@ impl Moving {
         if front == Front::Node {
             settings.push("fronts = \"nodes\"");
         }
+        Moving::start_with(front, storage_nodes_config(&settings)).await
+    }
+
+    /// The same on a service configured by `config` (its movement rate set
+    /// here).
+    pub(crate) async fn start_with(front: Front, config: TestConfig) -> Moving {
         let app = TestApp::start_with(TestConfig {
             movement_rate: "4 MiB".into(),
-            ..storage_nodes_config(&settings)
+            ..config
         })
         .await;
         let mut sn1 = storage_node(&app, "sn-1", "127.0.0.2", "z1", ("sn1-d0", 8)).await;
@@ -164,20 +170,25 @@ impl Moving {
     }
 
     /// Starts the resize to [`GROWN`] GiB with data movement; its job id.
-    async fn start_resize(&self) -> String {
+    pub(crate) async fn start_resize(&self) -> String {
         self.app.start_resize("data", GROWN, true).await
     }
 
     /// Runs a qemu-io writer on its own thread: `count` spread writes,
     /// `pause_ms` apart, each flushed. Joined, it answers what it wrote.
-    fn writer(&self, first: u64, count: u64, pause_ms: u64) -> std::thread::JoinHandle<WriterRun> {
+    pub(crate) fn writer(
+        &self,
+        first: u64,
+        count: u64,
+        pause_ms: u64,
+    ) -> std::thread::JoinHandle<WriterRun> {
         let (commands, written) = spread_writes(first, count, pause_ms);
         let uri = self.uri.clone();
         std::thread::spawn(move || (qemu_io(&uri, &commands), written))
     }
 
     /// Applies writes every one of which was acknowledged.
-    fn acknowledged(&self, written: &[(u64, u8)]) {
+    pub(crate) fn acknowledged(&self, written: &[(u64, u8)]) {
         for (offset, pattern) in written {
             self.reference.write(*offset, 4096, *pattern);
         }
@@ -252,7 +263,7 @@ impl Moving {
     /// With the front on a storage node: every job ran there, the front
     /// never came into `svs serve` and the attachment still names the
     /// same node's address.
-    async fn assert_front_stayed(&self) {
+    pub(crate) async fn assert_front_stayed(&self) {
         let (_, a) = self
             .app
             .get("/volumes/data/snapshots/top/attachments/host-0")
@@ -263,7 +274,7 @@ impl Moving {
 
     /// Resized by moving copy 1 to sn3-d0: its old file is gone from sn2-d0
     /// and no partial copy is left on sn3-d0.
-    async fn assert_moved(&self) {
+    pub(crate) async fn assert_moved(&self) {
         self.assert_resized().await;
         assert!(!self.file_of("sn2-d0", 1).exists(), "the source is removed");
         assert_eq!(
@@ -302,7 +313,11 @@ fn on(slices: &[Value]) -> Vec<String> {
 
 /// Polls until the job is Running with its progress in `percent` (its
 /// copy under way: some of it copied, not all), returning it.
-async fn wait_mid_copy(app: &TestApp, job_id: &str, percent: std::ops::Range<u64>) -> Value {
+pub(crate) async fn wait_mid_copy(
+    app: &TestApp,
+    job_id: &str,
+    percent: std::ops::Range<u64>,
+) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let (_, job) = app.get(&format!("/jobs/{job_id}")).await;

@@ -1,5 +1,6 @@
 //! `svs serve` on a PostgreSQL store: its data outlives the process in the
-//! database, one instance per database, and databases it cannot use are
+//! database, an instance keeping volume bytes is the database's only one,
+//! and databases it cannot use are
 //! refused at start with a message that names the problem.
 
 use crate::harness::*;
@@ -58,18 +59,54 @@ async fn the_service_keeps_its_users_policies_volumes_and_jobs_in_postgresql() {
 }
 
 #[tokio::test]
-async fn a_second_instance_on_the_same_database_is_refused_at_start() {
+async fn an_instance_keeping_volume_bytes_is_the_only_one_on_its_database() {
     let db = TestDatabase::new().await;
-    let _first = TestApp::start_with(on(&db)).await;
+    // Media of its host: it must be alone.
+    let first = TestApp::start_with(on(&db)).await;
     let mut second = TestApp::configured(on(&db));
     let refused = second.launch().expect_err("a second instance");
     assert!(
         refused.contains(
-            "the PostgreSQL database is in use by another svs serve (one instance per database \
-             for now: see docs/postgresql.md)"
+            "the PostgreSQL database is in use by another svs serve; an instance with media of \
+             its host or fronts = \"serve\" must be the database's only one (several instances \
+             need storage_nodes_only = true and fronts = \"nodes\": see docs/postgresql.md)"
         ),
         "{refused}"
     );
+    // Nor may a clustered one start beside it.
+    let mut clustered = TestApp::configured(clustered_on(&db));
+    let refused = clustered
+        .launch()
+        .expect_err("beside an instance that is alone");
+    assert!(
+        refused.contains(
+            "the PostgreSQL database is in use by an svs serve that must be its only one (it \
+             has media of its host or fronts = \"serve\": see docs/postgresql.md)"
+        ),
+        "{refused}"
+    );
+    drop(first);
+    // Clustered instances run side by side; one that must be alone cannot
+    // join them.
+    let mut clustered = TestApp::configured(clustered_on(&db));
+    clustered.launch().expect("a clustered instance");
+    let mut another = TestApp::configured(clustered_on(&db));
+    another.launch().expect("another clustered instance");
+    let mut alone = TestApp::configured(on(&db));
+    assert!(alone.launch().is_err(), "an instance that must be alone");
+}
+
+/// An instance that keeps no volume bytes: every copy on storage nodes,
+/// fronts on them.
+pub(crate) fn clustered_on(db: &TestDatabase) -> TestConfig {
+    TestConfig {
+        settings: vec![
+            format!("store = \"{}\"", db.url),
+            "storage_nodes_only = true".into(),
+            "fronts = \"nodes\"".into(),
+        ],
+        ..TestConfig::default()
+    }
 }
 
 /// `url` with its password replaced by `password`.
@@ -245,7 +282,12 @@ async fn a_stopped_sqlite_service_moves_to_postgresql_with_all_its_state() {
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for line in ["users: 1 rows", "volumes: 1 rows", "policies: 1 rows"] {
+    for line in [
+        "users: 1 rows",
+        "volumes: 1 rows",
+        "policies: 1 rows",
+        "signing_keys: 1 rows",
+    ] {
         assert!(stdout.contains(line), "{line}: {stdout}");
     }
 
@@ -275,5 +317,97 @@ async fn a_stopped_sqlite_service_moves_to_postgresql_with_all_its_state() {
             .contains("holds no database (svs.db): nothing to migrate"),
         "{}",
         String::from_utf8_lossy(&again.stderr)
+    );
+}
+
+/// The kid a token names.
+fn kid_of(token: &str) -> String {
+    jwt_parts(token).0["kid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_key_rotation_in_postgresql_reaches_a_running_instance_and_old_tokens_still_verify() {
+    let db = TestDatabase::new().await;
+    let app = TestApp::start_with(on(&db)).await;
+    let old_token = app.token.clone();
+    let old_kid = kid_of(&old_token);
+
+    // From another data directory (another machine): the keys are the
+    // database's, and the rotation needs no lock of the running instance.
+    let elsewhere = tempfile::tempdir().expect("dir");
+    let out = std::process::Command::new(svs_bin())
+        .args(["keys", "rotate", "--config"])
+        .arg(app.config_path())
+        .arg("--data-dir")
+        .arg(elsewhere.path())
+        .output()
+        .expect("svs keys rotate runs");
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let store = svs_store::PgStore::open(&db.url, &svs_store::PgSettings::default())
+        .await
+        .expect("store opens");
+    let keys = {
+        use svs_store::prelude::*;
+        let keys = store.signing_keys().await.expect("keys");
+        store.close().await;
+        keys
+    };
+    assert_eq!(keys.len(), 2);
+    let new_kid = keys[0].kid.clone();
+    assert_eq!(
+        (keys[1].kid.as_str(), keys[0].retired_ms),
+        (old_kid.as_str(), None)
+    );
+    assert!(
+        said.contains(&format!("new signing key {new_kid}")),
+        "{said}"
+    );
+    assert!(said.contains(&format!("retired key {old_kid}")), "{said}");
+
+    // At once, before the instance looks at its keys again: a token of the
+    // new key verifies (an unknown kid reloads them), and so does the old one.
+    let fresh = crate::forge::signed_with_key(&keys[0], &old_token, |_| {});
+    for token in [&fresh, &old_token] {
+        let (status, body) = app
+            .request(Some(token), reqwest::Method::GET, "/volumes", None)
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+
+    // New sign-ins are signed with the new key, and verify.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(4);
+    let signed_in = loop {
+        let t = app.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD).await["IdToken"]
+            .as_str()
+            .expect("IdToken")
+            .to_string();
+        if kid_of(&t) == new_kid {
+            break t;
+        }
+        assert!(std::time::Instant::now() < deadline, "still the old key");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    let (status, body) = app
+        .request(Some(&signed_in), reqwest::Method::GET, "/volumes", None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, jwks) = app
+        .request(None, reqwest::Method::GET, "/.well-known/jwks.json", None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{jwks}");
+    assert_eq!(jwks["keys"][0]["kid"], new_kid.as_str());
+    assert_eq!(jwks["keys"][1]["kid"], old_kid.as_str());
+    assert_eq!(
+        std::fs::read_dir(elsewhere.path()).expect("dir").count(),
+        0,
+        "nothing written to the other data directory"
     );
 }

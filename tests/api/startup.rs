@@ -1,3 +1,4 @@
+use crate::forge::stored_signing_keys;
 use crate::harness::*;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
@@ -207,9 +208,11 @@ async fn serve_with_no_configuration_keeps_its_data_in_svs_data_of_the_current_d
     assert!(proc.base.starts_with("http://127.0.0.1:"), "{}", proc.base);
 
     let data = cwd.path().join("svs-data");
-    for file in ["svs.db", "token-signing.key", "svs.lock"] {
+    for file in ["svs.db", "svs.lock"] {
         assert!(data.join(file).is_file(), "{file} in ./svs-data");
     }
+    // The signing keys are in the database.
+    assert!(!data.join("token-signing.key").exists());
     let (status, signin) = proc.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD).await;
     assert_eq!(status, StatusCode::OK, "{signin}");
     assert_eq!(signin["ExpiresIn"], 3600);
@@ -746,20 +749,28 @@ fn key_path(app: &TestApp) -> PathBuf {
     app.data_dir().join("token-signing.key")
 }
 
-#[tokio::test]
-async fn the_signing_key_is_private_and_the_same_after_a_restart() {
-    let mut app = TestApp::start().await;
-    let key = std::fs::read(key_path(&app)).expect("token-signing.key in the data directory");
-    assert_eq!(key.len(), 32);
-    let mode = std::fs::metadata(key_path(&app))
-        .unwrap()
-        .permissions()
-        .mode()
-        & 0o777;
-    assert_eq!(mode, 0o600, "mode {mode:o}");
-    let (_, jwks_before) = app
+/// The JWKS of the service.
+async fn jwks(app: &TestApp) -> Value {
+    let (status, jwks) = app
         .request(None, Method::GET, "/.well-known/jwks.json", None)
         .await;
+    assert_eq!(status, StatusCode::OK, "{jwks}");
+    jwks
+}
+
+#[tokio::test]
+async fn the_signing_key_is_kept_in_the_database_and_the_same_after_a_restart() {
+    let mut app = TestApp::start().await;
+    // In svs.db (owner-only, see below), not in a file of its own; never
+    // served.
+    assert!(!key_path(&app).exists());
+    let keys = stored_signing_keys(&app).await;
+    assert_eq!(keys.len(), 1);
+    assert_eq!(keys[0].seed.len(), 32);
+    let jwks_before = jwks(&app).await;
+    assert_eq!(jwks_before["keys"][0]["kid"], keys[0].kid.as_str());
+    let served = jwks_before.to_string();
+    assert!(!served.contains("\"d\""), "{served}");
     let tokens = app.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD).await;
     let old_id = app.token.clone();
 
@@ -768,16 +779,9 @@ async fn the_signing_key_is_private_and_the_same_after_a_restart() {
     app.stop();
     app.launch().expect("relaunch");
 
-    assert_eq!(std::fs::read(key_path(&app)).unwrap(), key);
-    let mode = std::fs::metadata(key_path(&app))
-        .unwrap()
-        .permissions()
-        .mode()
-        & 0o777;
-    assert_eq!(mode, 0o600, "mode {mode:o}");
-    let (_, jwks_after) = app
-        .request(None, Method::GET, "/.well-known/jwks.json", None)
-        .await;
+    assert_eq!(stored_signing_keys(&app).await, keys);
+    assert!(!key_path(&app).exists());
+    let jwks_after = jwks(&app).await;
     assert_eq!(jwks_after, jwks_before);
     let (_, claims) = jwt_parts(&old_id);
     let (header, _) = jwt_parts(&old_id);
@@ -822,23 +826,49 @@ async fn each_data_directory_gets_its_own_signing_key() {
     let a = TestApp::start().await;
     let b = TestApp::start().await;
     assert_ne!(
-        std::fs::read(key_path(&a)).unwrap(),
-        std::fs::read(key_path(&b)).unwrap()
+        stored_signing_keys(&a).await[0].seed,
+        stored_signing_keys(&b).await[0].seed
     );
-    let (_, ja) = a
-        .request(None, Method::GET, "/.well-known/jwks.json", None)
-        .await;
-    let (_, jb) = b
-        .request(None, Method::GET, "/.well-known/jwks.json", None)
-        .await;
-    assert_ne!(ja["keys"][0]["kid"], jb["keys"][0]["kid"]);
+    assert_ne!(
+        jwks(&a).await["keys"][0]["kid"],
+        jwks(&b).await["keys"][0]["kid"]
+    );
+}
+
+/// A key file of an svs from before the keys moved into the database,
+/// from the seed `seed`, with `mode`; returns the key's kid.
+fn old_key_file(app: &TestApp, seed: [u8; 32], mode: u32) -> String {
+    std::fs::create_dir_all(app.data_dir()).unwrap();
+    std::fs::write(key_path(app), seed).unwrap();
+    std::fs::set_permissions(key_path(app), std::fs::Permissions::from_mode(mode)).unwrap();
+    let public = ed25519_dalek::SigningKey::from_bytes(&seed)
+        .verifying_key()
+        .to_bytes();
+    hex::encode(&<sha2::Sha256 as sha2::Digest>::digest(public)[..8])
 }
 
 #[tokio::test]
-async fn a_signing_key_readable_by_others_stops_start_up() {
-    let mut app = TestApp::start().await;
-    app.stop();
-    std::fs::set_permissions(key_path(&app), std::fs::Permissions::from_mode(0o644)).unwrap();
+async fn the_key_file_of_an_older_svs_is_imported_into_the_database_then_removed() {
+    let mut app = TestApp::configured(TestConfig::default());
+    let kid = old_key_file(&app, [42; 32], 0o600);
+    app.launch().expect("starts");
+    let keys = stored_signing_keys(&app).await;
+    assert_eq!(keys.len(), 1);
+    assert_eq!(
+        (keys[0].kid.as_str(), keys[0].seed.as_slice()),
+        (kid.as_str(), &[42u8; 32][..])
+    );
+    assert_eq!(jwks(&app).await["keys"][0]["kid"], kid.as_str());
+    assert!(!key_path(&app).exists());
+    assert!(app
+        .log()
+        .contains("the token signing keys of the data directory are in the store"));
+}
+
+#[tokio::test]
+async fn a_signing_key_file_readable_by_others_stops_start_up() {
+    let mut app = TestApp::configured(TestConfig::default());
+    let kid = old_key_file(&app, [43; 32], 0o644);
     let err = app.launch().expect_err("a world-readable key is refused");
     assert!(
         err.contains(&format!(
@@ -849,6 +879,9 @@ async fn a_signing_key_readable_by_others_stops_start_up() {
     );
     std::fs::set_permissions(key_path(&app), std::fs::Permissions::from_mode(0o600)).unwrap();
     app.launch().expect("starts again with mode 0600");
+    assert_eq!(jwks(&app).await["keys"][0]["kid"], kid.as_str());
+    let tokens = app.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD).await;
+    app.token = tokens["IdToken"].as_str().expect("IdToken").to_string();
     let (status, body) = app.get("/volumes").await;
     assert_eq!(status, StatusCode::OK, "{body}");
 }

@@ -100,7 +100,8 @@ async fn workers_list_the_job_runner_and_each_reconciler_with_their_state() {
     let app = TestApp::start().await;
     let list = workers(&app).await;
     let names: Vec<&str> = list.iter().filter_map(|w| w["name"].as_str()).collect();
-    let expected: Vec<&str> = std::iter::once(JOB_RUNNER)
+    let expected: Vec<&str> = [JOB_RUNNER, "leader"]
+        .into_iter()
         .chain(RECONCILERS.iter().map(|(name, _)| *name))
         .collect();
     assert_eq!(names, expected);

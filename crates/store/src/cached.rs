@@ -301,6 +301,14 @@ impl<S: Store> FrontStore for CachedStore<S> {
     async fn front_counts(&self) -> StoreResult<HashMap<String, u64>> {
         self.inner.front_counts().await
     }
+
+    async fn set_front_report(&self, node: &str, open: &str, now_ms: i64) -> StoreResult<()> {
+        self.inner.set_front_report(node, open, now_ms).await
+    }
+
+    async fn front_reports(&self) -> StoreResult<Vec<(String, String)>> {
+        self.inner.front_reports().await
+    }
 }
 
 #[async_trait]
@@ -525,6 +533,30 @@ impl<S: Store> JobStore for CachedStore<S> {
     async fn finish_job(&self, id: i64, end: &JobEnd) -> StoreResult<()> {
         self.changed(self.inner.finish_job(id, end).await)
     }
+
+    async fn claim_jobs(&self, terms: &LeaseTerms<'_>, limit: usize) -> StoreResult<Vec<JobLease>> {
+        self.inner.claim_jobs(terms, limit).await
+    }
+
+    async fn claim_job(&self, id: i64, terms: &LeaseTerms<'_>) -> StoreResult<Option<JobLease>> {
+        self.inner.claim_job(id, terms).await
+    }
+
+    async fn renew_job_leases(
+        &self,
+        leases: &[JobLease],
+        terms: &LeaseTerms<'_>,
+    ) -> StoreResult<Vec<i64>> {
+        self.inner.renew_job_leases(leases, terms).await
+    }
+
+    async fn release_job_lease(&self, lease: &JobLease) -> StoreResult<()> {
+        self.inner.release_job_lease(lease).await
+    }
+
+    async fn end_all_job_leases(&self) -> StoreResult<u64> {
+        self.inner.end_all_job_leases().await
+    }
 }
 
 #[async_trait]
@@ -677,5 +709,45 @@ impl<S: Store> StoreLifecycle for CachedStore<S> {
 
     async fn ping(&self) -> StoreResult<()> {
         self.inner.ping().await
+    }
+
+    async fn announce(&self, topic: &str) -> StoreResult<()> {
+        self.inner.announce(topic).await
+    }
+
+    async fn announcements(&self, topics: &[&str]) -> StoreResult<Option<Announcements>> {
+        self.inner.announcements(topics).await
+    }
+}
+
+// Leases: no volume read shows them.
+#[async_trait]
+impl<S: Store> LeaseStore for CachedStore<S> {
+    async fn acquire_lease(&self, name: &str, terms: &LeaseTerms<'_>) -> StoreResult<Option<i64>> {
+        self.inner.acquire_lease(name, terms).await
+    }
+
+    async fn release_lease(&self, name: &str, owner: &str) -> StoreResult<()> {
+        self.inner.release_lease(name, owner).await
+    }
+}
+
+// Signing keys: no volume read shows them.
+#[async_trait]
+impl<S: Store> SigningKeyStore for CachedStore<S> {
+    async fn signing_keys(&self) -> StoreResult<Vec<SigningKeyRecord>> {
+        self.inner.signing_keys().await
+    }
+
+    async fn ensure_signing_key(&self, key: &SigningKeyRecord) -> StoreResult<SigningKeyRecord> {
+        self.inner.ensure_signing_key(key).await
+    }
+
+    async fn rotate_signing_key(
+        &self,
+        key: &SigningKeyRecord,
+        drop_before_ms: i64,
+    ) -> StoreResult<()> {
+        self.inner.rotate_signing_key(key, drop_before_ms).await
     }
 }

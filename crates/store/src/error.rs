@@ -31,6 +31,11 @@ pub enum StoreError {
         transient: bool,
         source: Box<dyn StdError + Send + Sync>,
     },
+    /// A job's write refused: its lease (this epoch) was taken over by
+    /// another claim, so this instance no longer works on the job (see
+    /// `fence`). Never transient: the work must stop.
+    #[error("job {job_id}'s lease (epoch {epoch}) was taken over by another instance")]
+    Fenced { job_id: i64, epoch: i64 },
     /// The schema could not be brought up to date.
     #[error("database migration failed: {0}")]
     Migrate(String),

@@ -29,6 +29,7 @@
 
 mod cached;
 mod error;
+pub mod fence;
 mod postgres;
 mod records;
 mod rows;
@@ -38,19 +39,21 @@ mod traits;
 
 pub use cached::CachedStore;
 pub use error::{StoreError, StoreResult};
-pub use postgres::{CopiedTable, PgSettings, PgStore, SingleInstanceLock};
+pub use postgres::{CopiedTable, InstanceLock, InstanceRole, PgSettings, PgStore};
 pub use records::*;
 pub use sqlite::SqliteStore;
 pub use traits::{
-    AttachmentStore, FrontStore, JobStore, MediaStore, NodeAgentStore, PolicyStore, SnapshotStore,
-    StorageNodeStore, Store, StoreLifecycle, UserStore, VolumeStore,
+    AnnouncementStream, Announcements, AttachmentStore, FrontStore, JobStore, LeaseStore,
+    MediaStore, NodeAgentStore, PolicyStore, SigningKeyStore, SnapshotStore, StorageNodeStore,
+    Store, StoreLifecycle, UserStore, VolumeStore,
 };
 
 /// The store traits, so that methods can be called on an `Arc<dyn Store>`.
 pub mod prelude {
     pub use crate::traits::{
-        AttachmentStore, FrontStore, JobStore, MediaStore, NodeAgentStore, PolicyStore,
-        SnapshotStore, StorageNodeStore, Store, StoreLifecycle, UserStore, VolumeStore,
+        AttachmentStore, FrontStore, JobStore, LeaseStore, MediaStore, NodeAgentStore, PolicyStore,
+        SigningKeyStore, SnapshotStore, StorageNodeStore, Store, StoreLifecycle, UserStore,
+        VolumeStore,
     };
 }
 

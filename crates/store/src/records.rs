@@ -616,6 +616,45 @@ pub struct NodeAgentRecord {
     pub last_seen_ms: Option<i64>,
 }
 
+/// One instance's claim on a job: while its lease runs (renewed by its
+/// owner), no other instance works on the job, and every store write the
+/// job makes under `fence::fenced` is refused once a newer claim (a higher
+/// epoch) took it over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobLease {
+    pub job_id: i64,
+    /// The instance holding it (`svs serve`'s instance id).
+    pub owner: String,
+    /// The claim's number, one more than the job's previous claim.
+    pub epoch: i64,
+    /// The owner whose lease ran out when this claim took the job (None:
+    /// nobody held it: new, released, or its lease ended at a sole
+    /// owner's start).
+    pub taken_over_from: Option<String>,
+}
+
+/// How long a lease lasts and by whom it is taken or renewed.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseTerms<'a> {
+    pub owner: &'a str,
+    /// Now, in ms since the Unix epoch (instances' clocks must agree to well
+    /// under `ttl_ms`: see docs/postgresql.md).
+    pub now_ms: i64,
+    pub ttl_ms: i64,
+}
+
+/// A key that signs tokens, as stored: shared by every instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SigningKeyRecord {
+    pub kid: String,
+    /// The private Ed25519 seed (32 bytes).
+    pub seed: Vec<u8>,
+    pub created_ms: i64,
+    /// None: the current key; else when it was retired (it still verifies
+    /// the tokens it signed until they expire).
+    pub retired_ms: Option<i64>,
+}
+
 /// How a job ends.
 #[derive(Debug, Clone)]
 pub struct JobEnd {
@@ -700,4 +739,13 @@ pub struct NodeFront {
     pub size: Gib,
     /// Its attachments (of the live volume and of its snapshots).
     pub attachments: Vec<Attachment>,
+}
+
+/// What a listener heard (see `StoreLifecycle::announcements`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Heard {
+    /// Another instance announced a change of this topic.
+    Topic(String),
+    /// The listener lost its connection: announcements may have been missed.
+    Missed,
 }

@@ -31,6 +31,33 @@ mod postgres {
     }
 
     crate::store_contract_tests!(open, two_handles: open_two);
+
+    #[tokio::test]
+    async fn an_announcement_on_one_instance_is_heard_by_the_others() {
+        use crate::prelude::*;
+        use crate::Heard;
+        use std::time::Duration;
+        let (_db, first, second) = open_two().await;
+        let mut heard = second
+            .announcements(&["svs_test_a", "svs_test_b"])
+            .await
+            .expect("listen")
+            .expect("PostgreSQL hears announcements");
+        first.announce("svs_test_b").await.expect("announce");
+        let got = tokio::time::timeout(Duration::from_secs(5), heard.next())
+            .await
+            .expect("heard in time")
+            .expect("heard");
+        assert_eq!(got, Heard::Topic("svs_test_b".into()));
+        // A topic nobody listens to is not heard.
+        first.announce("svs_test_c").await.expect("announce");
+        first.announce("svs_test_a").await.expect("announce");
+        let got = tokio::time::timeout(Duration::from_secs(5), heard.next())
+            .await
+            .expect("heard in time")
+            .expect("heard");
+        assert_eq!(got, Heard::Topic("svs_test_a".into()));
+    }
 }
 
 mod cached_sqlite {

@@ -186,6 +186,11 @@ pub trait FrontStore: Send + Sync {
     async fn unattached_fronts(&self) -> StoreResult<Vec<String>>;
     /// How many volumes' fronts each node runs (nodes running none: absent).
     async fn front_counts(&self) -> StoreResult<HashMap<String, u64>>;
+    /// Replaces what `node` last reported of its open fronts (`open`: the
+    /// service's own encoding), for every instance to see.
+    async fn set_front_report(&self, node: &str, open: &str, now_ms: i64) -> StoreResult<()>;
+    /// Every node's last report: (node, open), by node.
+    async fn front_reports(&self) -> StoreResult<Vec<(String, String)>>;
 }
 
 /// Policies of a tenant.
@@ -336,6 +341,60 @@ pub trait JobStore: Send + Sync {
     /// its reservations; the volume it worked on is no longer busy with it
     /// and takes its state after the job (`svs_domain::volume_state_after_job`).
     async fn finish_job(&self, id: i64, end: &JobEnd) -> StoreResult<()>;
+    /// Claims up to `limit` unfinished jobs nobody holds (never claimed,
+    /// released, or whose lease ran out before `terms.now_ms`), oldest first:
+    /// each gets `terms.owner`, its next epoch and a lease until `now_ms +
+    /// ttl_ms`. Several instances claiming at once never claim one job twice.
+    async fn claim_jobs(&self, terms: &LeaseTerms<'_>, limit: usize) -> StoreResult<Vec<JobLease>>;
+    /// Claims one job the same way; None when it is finished, gone or held.
+    async fn claim_job(&self, id: i64, terms: &LeaseTerms<'_>) -> StoreResult<Option<JobLease>>;
+    /// Extends every lease of `leases` that `terms.owner` still holds, and
+    /// returns the ids of those it no longer holds (taken over, or the job
+    /// ended): their work must stop.
+    async fn renew_job_leases(
+        &self,
+        leases: &[JobLease],
+        terms: &LeaseTerms<'_>,
+    ) -> StoreResult<Vec<i64>>;
+    /// Gives a job's lease up, leaving the job unfinished for any instance to
+    /// claim at once (a pause at shutdown). Nothing when not held any more.
+    async fn release_job_lease(&self, lease: &JobLease) -> StoreResult<()>;
+    /// Ends every job lease. Only for the one process a database can have
+    /// (SQLite: its data directory lock proves an earlier owner is dead),
+    /// so that its jobs resume at start without waiting out the leases.
+    async fn end_all_job_leases(&self) -> StoreResult<u64>;
+}
+
+/// Named leases held by one instance at a time (the reconcilers' leader).
+#[async_trait]
+pub trait LeaseStore: Send + Sync {
+    /// Takes or renews the lease `name` for `terms.owner` until `now_ms +
+    /// ttl_ms` when it is free, ran out, or is already the owner's. Returns
+    /// its epoch when granted (bumped whenever it changes hands), None while
+    /// another owner's lease runs.
+    async fn acquire_lease(&self, name: &str, terms: &LeaseTerms<'_>) -> StoreResult<Option<i64>>;
+    /// Gives the lease up if `owner` holds it (another instance may take it
+    /// at once).
+    async fn release_lease(&self, name: &str, owner: &str) -> StoreResult<()>;
+}
+
+/// The keys that sign tokens, in the database so that every instance signs
+/// and verifies with the same ones.
+#[async_trait]
+pub trait SigningKeyStore: Send + Sync {
+    /// Every stored key, the current one first.
+    async fn signing_keys(&self) -> StoreResult<Vec<SigningKeyRecord>>;
+    /// Stores `key` as the current key unless there is one already, and
+    /// returns the current key either way (instances starting at once on a
+    /// new database agree on one key).
+    async fn ensure_signing_key(&self, key: &SigningKeyRecord) -> StoreResult<SigningKeyRecord>;
+    /// In one transaction: retires the current key at `key.created_ms`,
+    /// makes `key` current, and drops keys retired before `drop_before_ms`.
+    async fn rotate_signing_key(
+        &self,
+        key: &SigningKeyRecord,
+        drop_before_ms: i64,
+    ) -> StoreResult<()>;
 }
 
 /// Attachments of volumes to nodes.
@@ -433,6 +492,17 @@ pub trait SnapshotStore: Send + Sync {
     async fn delete_snapshot(&self, id: &str) -> StoreResult<()>;
 }
 
+/// What one instance hears of the others' announcements (see
+/// `StoreLifecycle::announcements`).
+#[async_trait]
+pub trait AnnouncementStream: Send {
+    /// The next announcement; `Heard::Missed` when some may have been lost.
+    async fn next(&mut self) -> StoreResult<Heard>;
+}
+
+/// The announcements one instance hears from the others.
+pub type Announcements = Box<dyn AnnouncementStream>;
+
 /// The store as a whole: opened at start-up, closed at shutdown.
 #[async_trait]
 pub trait StoreLifecycle: Send + Sync {
@@ -441,6 +511,17 @@ pub trait StoreLifecycle: Send + Sync {
     async fn close(&self) {}
     /// Answers once the database does (a trivial query), for `GET /readyz`.
     async fn ping(&self) -> StoreResult<()>;
+    /// Tells every other instance on this database that `topic` changed
+    /// (after the change committed). Nothing where no other instance can
+    /// be (SQLite).
+    async fn announce(&self, _topic: &str) -> StoreResult<()> {
+        Ok(())
+    }
+    /// Hears the other instances' announcements on `topics`; None where no
+    /// other instance can be.
+    async fn announcements(&self, _topics: &[&str]) -> StoreResult<Option<Announcements>> {
+        Ok(None)
+    }
 }
 
 /// Everything svs keeps: every object's trait, in one. Implemented for any
@@ -456,6 +537,8 @@ pub trait Store:
     + NodeAgentStore
     + StorageNodeStore
     + FrontStore
+    + LeaseStore
+    + SigningKeyStore
     + StoreLifecycle
     + 'static
 {
@@ -472,6 +555,8 @@ impl<T> Store for T where
         + NodeAgentStore
         + StorageNodeStore
         + FrontStore
+        + LeaseStore
+        + SigningKeyStore
         + StoreLifecycle
         + 'static
 {

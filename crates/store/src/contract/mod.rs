@@ -23,14 +23,20 @@ use svs_domain::{
     SliceMove, SnapshotArgs, SnapshotState, VolumeState, VolumeType,
 };
 
+mod claims;
 mod infrastructure;
+mod keys;
+mod leases;
 mod pairs;
 mod snapshots;
 mod storage_nodes;
 mod users;
 mod volumes;
 
+pub use claims::*;
 pub use infrastructure::*;
+pub use keys::*;
+pub use leases::*;
 pub use pairs::*;
 pub use snapshots::*;
 pub use storage_nodes::*;
@@ -52,6 +58,10 @@ macro_rules! store_contract_tests {
             two_handles_never_both_disable_one_of_the_last_two_administrators,
             two_handles_never_both_issue_a_live_credential_for_one_node,
             two_handles_never_get_the_same_front_epoch,
+            two_handles_never_both_make_a_current_signing_key,
+            two_handles_rotating_at_once_leave_one_current_key,
+            two_handles_never_both_acquire_one_free_lease,
+            two_handles_never_both_claim_one_job,
         );
     };
     (@pairs $open_two:path; $($name:ident),+ $(,)?) => {
@@ -66,6 +76,19 @@ macro_rules! store_contract_tests {
     ($open:path) => {
         $crate::store_contract_tests!(@each $open;
             a_medium_holding_slices_cannot_disappear_or_shrink,
+            the_first_signing_key_ensured_stays_current,
+            a_rotation_retires_the_current_key_and_drops_keys_retired_before_the_limit,
+            a_rotation_to_a_stored_kid_is_refused_and_changes_nothing,
+            a_rotation_on_a_store_without_keys_makes_the_key_current,
+            a_free_lease_is_granted_and_refused_to_others_while_it_runs,
+            an_expired_lease_goes_to_another_owner_with_a_higher_epoch,
+            renewing_a_lease_keeps_its_epoch_and_extends_it,
+            a_lease_released_by_its_owner_is_free_at_once,
+            a_release_by_another_owner_changes_nothing,
+            a_job_is_claimed_by_one_owner_until_its_lease_runs_out,
+            a_node_s_front_report_replaces_its_last_one,
+            a_write_under_a_taken_over_lease_is_refused_and_changes_nothing,
+            a_released_job_is_claimable_at_once_and_a_finished_one_never,
             a_movement_books_switches_and_releases_space_atomically,
             a_copy_checkpoint_is_kept_until_its_step_switches,
             a_failed_job_releases_its_reservations_and_frees_the_volume,

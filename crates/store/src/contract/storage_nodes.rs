@@ -505,3 +505,26 @@ pub async fn a_volume_front_node_is_wanted_of_it_while_the_volume_is_attached(st
     );
     assert!(store.front_counts().await.expect("counts").is_empty());
 }
+
+pub async fn a_node_s_front_report_replaces_its_last_one(store: &dyn Store) {
+    assert!(store.front_reports().await.expect("reports").is_empty());
+    store
+        .set_front_report("sn-b", "[1]", 1)
+        .await
+        .expect("report");
+    store
+        .set_front_report("sn-a", "[2]", 2)
+        .await
+        .expect("report");
+    store
+        .set_front_report("sn-b", "[3]", 3)
+        .await
+        .expect("report");
+    assert_eq!(
+        store.front_reports().await.expect("reports"),
+        vec![
+            ("sn-a".to_string(), "[2]".to_string()),
+            ("sn-b".into(), "[3]".into())
+        ]
+    );
+}

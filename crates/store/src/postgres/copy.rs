@@ -8,7 +8,7 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, ValueRef};
 
 /// Every table, parents before the tables that refer to them.
-const TABLES: [&str; 14] = [
+const TABLES: [&str; 15] = [
     "tenants",
     "users",
     "refresh_tokens",
@@ -23,6 +23,7 @@ const TABLES: [&str; 14] = [
     "snapshots",
     "attachments",
     "node_agents",
+    "signing_keys",
 ];
 
 /// The tables whose ids PostgreSQL numbers (identity columns), with that
@@ -96,6 +97,13 @@ impl PgStore {
                                     StoreError::Corrupt(format!("{table}.{name}: {e}"))
                                 })?)
                             }),
+                            ColumnKind::Bytes => query.bind(if null {
+                                None
+                            } else {
+                                Some(row.try_get::<Vec<u8>, _>(i).map_err(|e| {
+                                    StoreError::Corrupt(format!("{table}.{name}: {e}"))
+                                })?)
+                            }),
                         };
                 }
                 query.execute(&mut *tx).await?;
@@ -122,6 +130,11 @@ impl PgStore {
             .execute(&mut *tx)
             .await?;
         }
+        // The stopped service's job claims died with it: its jobs are
+        // claimable at once by the first instance on PostgreSQL.
+        sqlx::query("UPDATE jobs SET lease_owner = NULL, lease_expires_ms = NULL")
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(copied)
     }
@@ -130,10 +143,12 @@ impl PgStore {
 enum ColumnKind {
     Integer,
     Text,
+    Bytes,
 }
 
 /// The columns of `table` in PostgreSQL, in order, with their kind (the
-/// schema has only BIGINT and TEXT columns).
+/// schema has only BIGINT and TEXT columns, and the signing keys' BYTEA
+/// seeds).
 async fn pg_columns(
     conn: &mut sqlx::PgConnection,
     table: &str,
@@ -151,6 +166,7 @@ async fn pg_columns(
             let kind = match row.try_get::<String, _>("data_type")?.as_str() {
                 "bigint" => ColumnKind::Integer,
                 "text" => ColumnKind::Text,
+                "bytea" => ColumnKind::Bytes,
                 other => {
                     return Err(StoreError::Corrupt(format!(
                         "{table}.{name}: unexpected column type {other}"

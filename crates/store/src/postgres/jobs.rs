@@ -1,7 +1,7 @@
 //! Jobs, and the steps shared by every write that starts or ends one.
 
 use super::{job_row, PgStore};
-use crate::records::{Job, JobEnd, JobFilter, NewJob, Page};
+use crate::records::{Job, JobEnd, JobFilter, JobLease, LeaseTerms, NewJob, Page};
 use crate::rows::JOB_COLUMNS;
 use crate::{JobStore, StoreError, StoreResult};
 use async_trait::async_trait;
@@ -223,5 +223,131 @@ impl JobStore for PgStore {
         finish_job_tx(&mut tx, id, end).await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn claim_jobs(&self, terms: &LeaseTerms<'_>, limit: usize) -> StoreResult<Vec<JobLease>> {
+        self.claim(None, terms, limit).await
+    }
+
+    async fn claim_job(&self, id: i64, terms: &LeaseTerms<'_>) -> StoreResult<Option<JobLease>> {
+        Ok(self.claim(Some(id), terms, 1).await?.pop())
+    }
+
+    async fn renew_job_leases(
+        &self,
+        leases: &[JobLease],
+        terms: &LeaseTerms<'_>,
+    ) -> StoreResult<Vec<i64>> {
+        let mut tx = self.begin_write().await?;
+        let mut lost = Vec::new();
+        for lease in leases {
+            let renewed = sqlx::query(
+                "UPDATE jobs SET lease_expires_ms = $1 WHERE id = $2 AND lease_owner = $3 \
+                 AND lease_epoch = $4 AND state IN ('Pending', 'Running')",
+            )
+            .bind(terms.now_ms.saturating_add(terms.ttl_ms))
+            .bind(lease.job_id)
+            .bind(terms.owner)
+            .bind(lease.epoch)
+            .execute(&mut *tx)
+            .await?;
+            if renewed.rows_affected() == 0 {
+                lost.push(lease.job_id);
+            }
+        }
+        tx.commit().await?;
+        Ok(lost)
+    }
+
+    async fn release_job_lease(&self, lease: &JobLease) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        sqlx::query(
+            "UPDATE jobs SET lease_owner = NULL, lease_expires_ms = NULL \
+             WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3",
+        )
+        .bind(lease.job_id)
+        .bind(&lease.owner)
+        .bind(lease.epoch)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn end_all_job_leases(&self) -> StoreResult<u64> {
+        let mut tx = self.begin_write().await?;
+        let ended = sqlx::query(
+            "UPDATE jobs SET lease_owner = NULL, lease_expires_ms = NULL \
+             WHERE lease_owner IS NOT NULL",
+        )
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(ended.rows_affected())
+    }
+}
+
+impl PgStore {
+    /// Claims unfinished jobs nobody holds (`only`: that one job), oldest
+    /// first. `SKIP LOCKED` passes over rows another transaction is
+    /// claiming; the write lock already orders claims against the fence
+    /// checks of jobs' writes, so a claim and a fenced write never overlap.
+    async fn claim(
+        &self,
+        only: Option<i64>,
+        terms: &LeaseTerms<'_>,
+        limit: usize,
+    ) -> StoreResult<Vec<JobLease>> {
+        let mut tx = self.begin_write().await?;
+        let rows = sqlx::query(
+            "WITH picked AS (SELECT id, lease_owner AS previous FROM jobs \
+             WHERE state IN ('Pending', 'Running') \
+             AND (lease_owner IS NULL OR lease_expires_ms < $3) \
+             AND ($4::BIGINT IS NULL OR id = $4) ORDER BY id LIMIT $5 FOR UPDATE SKIP LOCKED) \
+             UPDATE jobs SET lease_owner = $1, lease_epoch = lease_epoch + 1, \
+             lease_expires_ms = $2 FROM picked WHERE jobs.id = picked.id \
+             RETURNING jobs.id, jobs.lease_epoch, picked.previous",
+        )
+        .bind(terms.owner)
+        .bind(terms.now_ms.saturating_add(terms.ttl_ms))
+        .bind(terms.now_ms)
+        .bind(only)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        let mut leases = rows
+            .iter()
+            .map(|row| {
+                Ok(JobLease {
+                    job_id: row.try_get("id")?,
+                    owner: terms.owner.to_string(),
+                    epoch: row.try_get("lease_epoch")?,
+                    taken_over_from: row.try_get("previous")?,
+                })
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        leases.sort_by_key(|l| l.job_id);
+        Ok(leases)
+    }
+
+    /// Refuses a write made under a lease that was taken over (see
+    /// `crate::fence`), inside the write transaction, under the write lock.
+    pub(super) async fn check_fence(conn: &mut PgConnection) -> StoreResult<()> {
+        let Some(lease) = crate::fence::current() else {
+            return Ok(());
+        };
+        let held: Option<i32> = sqlx::query_scalar(
+            "SELECT 1 FROM jobs WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3",
+        )
+        .bind(lease.job_id)
+        .bind(&lease.owner)
+        .bind(lease.epoch)
+        .fetch_optional(&mut *conn)
+        .await?;
+        match held {
+            Some(_) => Ok(()),
+            None => Err(crate::fence::taken_over(&lease)),
+        }
     }
 }

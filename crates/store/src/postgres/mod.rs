@@ -16,10 +16,13 @@
 //! rows by `rows.rs`, shared with SQLite.
 
 mod agents;
+mod announce;
 mod attachments;
 mod copy;
 mod fronts;
 mod jobs;
+mod keys;
+mod leases;
 mod lost;
 mod media;
 mod policies;
@@ -48,32 +51,50 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations-postgres
 /// The advisory lock every write transaction holds ("svsw").
 const WRITE_LOCK: i64 = 0x7376_7377;
 
-/// The advisory lock `svs serve` holds for as long as it runs ("svsi"),
-/// while one instance per database is all svs supports (see
-/// [`SingleInstanceLock`]).
+/// The advisory lock every `svs serve` holds for as long as it runs
+/// ("svsi"): shared by instances that keep no volume bytes, exclusive for
+/// one that does (see [`InstanceLock`]).
 const INSTANCE_LOCK: i64 = 0x7376_7369;
 
-/// Held by the one `svs serve` of a database: a connection of its own that
-/// holds a session advisory lock, released when the process ends (or its
-/// connection does). Jobs and reconcilers still belong to the process that
-/// runs them, so a second instance on the same database must not start.
-pub struct SingleInstanceLock {
+/// How an instance shares its database with others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstanceRole {
+    /// One of several instances: it keeps no volume bytes (every copy on
+    /// storage nodes, fronts on them), so any number may run at once.
+    Clustered,
+    /// The only instance: it keeps volume bytes itself (media of its host, or
+    /// fronts in svs serve), which no other instance could reach.
+    Alone,
+}
+
+/// Held by `svs serve` for the life of the process: a connection of its own
+/// holding a session advisory lock, released when the process ends (or its
+/// connection does). Clustered instances hold it shared, an instance that
+/// must be alone holds it exclusive, so neither starts beside the other.
+/// Session locks need a direct connection (or session pooling), not a
+/// transaction-pooling PgBouncer.
+pub struct InstanceLock {
     _conn: sqlx::PgConnection,
 }
 
-impl SingleInstanceLock {
-    /// Takes the lock, or `Ok(None)` when another `svs serve` holds it.
-    pub async fn take(url: &str) -> StoreResult<Option<SingleInstanceLock>> {
+impl InstanceLock {
+    /// Takes the lock, or `Ok(None)` when instances that cannot run beside
+    /// one of this `role` hold it.
+    pub async fn take(url: &str, role: InstanceRole) -> StoreResult<Option<InstanceLock>> {
         use sqlx::Connection;
         let mut conn = sqlx::PgConnection::connect_with(
             &PgConnectOptions::from_str(url)?.application_name("svs instance lock"),
         )
         .await?;
-        let taken: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+        let take = match role {
+            InstanceRole::Clustered => "SELECT pg_try_advisory_lock_shared($1)",
+            InstanceRole::Alone => "SELECT pg_try_advisory_lock($1)",
+        };
+        let taken: bool = sqlx::query_scalar(take)
             .bind(INSTANCE_LOCK)
             .fetch_one(&mut conn)
             .await?;
-        Ok(taken.then_some(SingleInstanceLock { _conn: conn }))
+        Ok(taken.then_some(InstanceLock { _conn: conn }))
     }
 }
 
@@ -142,6 +163,8 @@ impl PgStore {
             .bind(WRITE_LOCK)
             .execute(&mut *tx)
             .await?;
+        // A job's writes stop once its lease is taken over (`crate::fence`).
+        PgStore::check_fence(&mut tx).await?;
         Ok(tx)
     }
 }
@@ -155,5 +178,13 @@ impl StoreLifecycle for PgStore {
     async fn ping(&self) -> StoreResult<()> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
+    }
+
+    async fn announce(&self, topic: &str) -> StoreResult<()> {
+        self.notify_topic(topic).await
+    }
+
+    async fn announcements(&self, topics: &[&str]) -> StoreResult<Option<crate::Announcements>> {
+        Ok(Some(Box::new(self.listen_topics(topics).await?)))
     }
 }

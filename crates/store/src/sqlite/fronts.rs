@@ -108,4 +108,29 @@ impl FrontStore for SqliteStore {
             })
             .collect()
     }
+
+    async fn set_front_report(&self, node: &str, open: &str, now_ms: i64) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        sqlx::query(
+            "INSERT INTO front_reports (node, open, reported_ms) VALUES (?, ?, ?) \
+             ON CONFLICT (node) DO UPDATE SET open = excluded.open, \
+             reported_ms = excluded.reported_ms",
+        )
+        .bind(node)
+        .bind(open)
+        .bind(now_ms)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn front_reports(&self) -> StoreResult<Vec<(String, String)>> {
+        let rows = sqlx::query("SELECT node, open FROM front_reports ORDER BY node")
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("node")?, r.try_get("open")?)))
+            .collect()
+    }
 }

@@ -1,7 +1,7 @@
 //! Jobs, and the steps shared by every write that starts or ends one.
 
 use super::{job_row, SqliteStore};
-use crate::records::{Job, JobEnd, JobFilter, NewJob, Page};
+use crate::records::{Job, JobEnd, JobFilter, JobLease, LeaseTerms, NewJob, Page};
 use crate::rows::JOB_COLUMNS;
 use crate::{JobStore, StoreError, StoreResult};
 use async_trait::async_trait;
@@ -186,25 +186,31 @@ impl JobStore for SqliteStore {
         row.as_ref().map(job_row).transpose()
     }
 
+    // The job's own record is written in fenced transactions, as on
+    // PostgreSQL (`crate::fence`).
     async fn set_job_running(&self, id: i64, now_ms: i64) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
         sqlx::query(
             "UPDATE jobs SET state = 'Running', status = 'Running', \
              starttime_ms = COALESCE(starttime_ms, ?) WHERE id = ?",
         )
         .bind(now_ms)
         .bind(id)
-        .execute(&self.writer)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(())
     }
 
     async fn set_job_progress(&self, id: i64, progress: u8, status: &str) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
         sqlx::query("UPDATE jobs SET progress = ?, status = ? WHERE id = ?")
             .bind(i64::from(progress.min(100)))
             .bind(status)
             .bind(id)
-            .execute(&self.writer)
+            .execute(&mut *tx)
             .await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -220,5 +226,145 @@ impl JobStore for SqliteStore {
         finish_job_tx(&mut tx, id, end).await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn claim_jobs(&self, terms: &LeaseTerms<'_>, limit: usize) -> StoreResult<Vec<JobLease>> {
+        self.claim(None, terms, limit).await
+    }
+
+    async fn claim_job(&self, id: i64, terms: &LeaseTerms<'_>) -> StoreResult<Option<JobLease>> {
+        Ok(self.claim(Some(id), terms, 1).await?.pop())
+    }
+
+    async fn renew_job_leases(
+        &self,
+        leases: &[JobLease],
+        terms: &LeaseTerms<'_>,
+    ) -> StoreResult<Vec<i64>> {
+        self.renew(leases, terms).await
+    }
+
+    async fn release_job_lease(&self, lease: &JobLease) -> StoreResult<()> {
+        self.release(lease).await
+    }
+
+    async fn end_all_job_leases(&self) -> StoreResult<u64> {
+        self.end_all_leases().await
+    }
+}
+
+/// Which jobs a claim may take (bound: now).
+const CLAIMABLE: &str = "state IN ('Pending', 'Running') \
+ AND (lease_owner IS NULL OR lease_expires_ms < ?)";
+
+impl SqliteStore {
+    async fn claim(
+        &self,
+        only: Option<i64>,
+        terms: &LeaseTerms<'_>,
+        limit: usize,
+    ) -> StoreResult<Vec<JobLease>> {
+        let mut tx = self.begin_write().await?;
+        let picked = sqlx::query(&format!(
+            "SELECT id, lease_owner FROM jobs WHERE {CLAIMABLE} AND (? IS NULL OR id = ?) \
+             ORDER BY id LIMIT ?"
+        ))
+        .bind(terms.now_ms)
+        .bind(only)
+        .bind(only)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut leases = Vec::with_capacity(picked.len());
+        for row in &picked {
+            let job_id: i64 = row.try_get("id")?;
+            let epoch: i64 = sqlx::query_scalar(
+                "UPDATE jobs SET lease_owner = ?, lease_epoch = lease_epoch + 1, \
+                 lease_expires_ms = ? WHERE id = ? RETURNING lease_epoch",
+            )
+            .bind(terms.owner)
+            .bind(terms.now_ms.saturating_add(terms.ttl_ms))
+            .bind(job_id)
+            .fetch_one(&mut *tx)
+            .await?;
+            leases.push(JobLease {
+                job_id,
+                owner: terms.owner.to_string(),
+                epoch,
+                taken_over_from: row.try_get("lease_owner")?,
+            });
+        }
+        tx.commit().await?;
+        leases.sort_by_key(|l| l.job_id);
+        Ok(leases)
+    }
+
+    async fn renew(&self, leases: &[JobLease], terms: &LeaseTerms<'_>) -> StoreResult<Vec<i64>> {
+        let mut tx = self.begin_write().await?;
+        let mut lost = Vec::new();
+        for lease in leases {
+            let renewed = sqlx::query(
+                "UPDATE jobs SET lease_expires_ms = ? WHERE id = ? AND lease_owner = ? \
+                 AND lease_epoch = ? AND state IN ('Pending', 'Running')",
+            )
+            .bind(terms.now_ms.saturating_add(terms.ttl_ms))
+            .bind(lease.job_id)
+            .bind(terms.owner)
+            .bind(lease.epoch)
+            .execute(&mut *tx)
+            .await?;
+            if renewed.rows_affected() == 0 {
+                lost.push(lease.job_id);
+            }
+        }
+        tx.commit().await?;
+        Ok(lost)
+    }
+
+    async fn release(&self, lease: &JobLease) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        sqlx::query(
+            "UPDATE jobs SET lease_owner = NULL, lease_expires_ms = NULL \
+             WHERE id = ? AND lease_owner = ? AND lease_epoch = ?",
+        )
+        .bind(lease.job_id)
+        .bind(&lease.owner)
+        .bind(lease.epoch)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn end_all_leases(&self) -> StoreResult<u64> {
+        let mut tx = self.begin_write().await?;
+        let ended = sqlx::query(
+            "UPDATE jobs SET lease_owner = NULL, lease_expires_ms = NULL \
+             WHERE lease_owner IS NOT NULL",
+        )
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(ended.rows_affected())
+    }
+
+    /// Refuses a write made under a lease that was taken over (see
+    /// `crate::fence`), inside the write transaction.
+    pub(super) async fn check_fence(conn: &mut SqliteConnection) -> StoreResult<()> {
+        let Some(lease) = crate::fence::current() else {
+            return Ok(());
+        };
+        let held: Option<i64> = sqlx::query_scalar(
+            "SELECT 1 FROM jobs WHERE id = ? AND lease_owner = ? AND lease_epoch = ?",
+        )
+        .bind(lease.job_id)
+        .bind(&lease.owner)
+        .bind(lease.epoch)
+        .fetch_optional(&mut *conn)
+        .await?;
+        match held {
+            Some(_) => Ok(()),
+            None => Err(crate::fence::taken_over(&lease)),
+        }
     }
 }

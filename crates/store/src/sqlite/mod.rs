@@ -18,6 +18,8 @@ mod attachments;
 mod backup;
 mod fronts;
 mod jobs;
+mod keys;
+mod leases;
 mod lost;
 mod media;
 mod policies;
@@ -82,7 +84,10 @@ impl SqliteStore {
     /// A write transaction holding the database's write lock from its start
     /// (see the module doc).
     async fn begin_write(&self) -> StoreResult<Transaction<'static, Sqlite>> {
-        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+        // A job's writes stop once its lease is taken over (`crate::fence`).
+        SqliteStore::check_fence(&mut tx).await?;
+        Ok(tx)
     }
 }
 

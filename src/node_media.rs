@@ -1,0 +1,145 @@
+//! Which storage nodes' media this process's data plane reaches.
+//!
+//! The instance a storage node registers with (or heartbeats to) serves
+//! the node's media at once (`Services::serve_node_media`). At start, and
+//! with several instances on one database all along, the store's record of
+//! the nodes is what every other instance goes by: [`NodeMediaSync`] serves
+//! every node medium the store knows that the data plane does not reach yet,
+//! or reaches at an address or with a credential the node no longer has.
+//! A node that does not answer is tried again at the next pass.
+
+use crate::slice_tls::SliceTls;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use svs_dataplane::{DataPlane, NodeEndpoint};
+use svs_store::{ManagedBy, Store};
+use tokio_util::sync::CancellationToken;
+
+/// A node as last served: its slice address, credential and media.
+type ServedNode = (String, String, Vec<String>);
+
+pub struct NodeMediaSync {
+    store: Arc<dyn Store>,
+    media: Arc<dyn DataPlane>,
+    slice_tls: Arc<SliceTls>,
+    /// Each node's (slice address, credential, media) as last served: a
+    /// node whose record is unchanged and whose media are all served is
+    /// left alone (no round trip to it).
+    served: Mutex<HashMap<String, ServedNode>>,
+}
+
+impl NodeMediaSync {
+    pub fn new(
+        store: Arc<dyn Store>,
+        media: Arc<dyn DataPlane>,
+        slice_tls: Arc<SliceTls>,
+    ) -> NodeMediaSync {
+        NodeMediaSync {
+            store,
+            media,
+            slice_tls,
+            served: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// One pass: serves what the store knows and the data plane does not.
+    pub async fn sync(&self) {
+        let (nodes, usage) = match (
+            self.store.storage_nodes().await,
+            self.store.media_usage().await,
+        ) {
+            (Ok(nodes), Ok(usage)) => (nodes, usage),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::warn!(error = %e, "storage nodes not read");
+                return;
+            }
+        };
+        for node in nodes {
+            let (Some(credential), Ok(address)) = (
+                node.slice_credential.clone(),
+                node.slice_address.parse::<std::net::SocketAddr>(),
+            ) else {
+                continue;
+            };
+            let node_media: Vec<String> = usage
+                .iter()
+                .filter(|u| u.managed_by == ManagedBy::Node && u.record.medium.node == node.name)
+                .map(|u| u.record.medium.id.clone())
+                .collect();
+            let record = (
+                node.slice_address.clone(),
+                credential.clone(),
+                node_media.clone(),
+            );
+            let all_served = node_media
+                .iter()
+                .all(|m| self.media.node_of(m).as_deref() == Some(node.name.as_str()));
+            let unchanged = self
+                .served
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&node.name)
+                == Some(&record);
+            if unchanged && all_served {
+                continue;
+            }
+            let tls = match self.slice_tls.client_tls(address.ip()) {
+                Ok(tls) => tls,
+                Err(e) => {
+                    tracing::error!(node = node.name, error = %e, "no TLS for the storage node's slice server");
+                    continue;
+                }
+            };
+            let endpoint = NodeEndpoint {
+                node: node.name.clone(),
+                address,
+                credential,
+                tls,
+            };
+            let data_plane = Arc::clone(&self.media);
+            let name = node.name.clone();
+            let added = tokio::task::spawn_blocking(move || {
+                let mut all = true;
+                for medium in node_media {
+                    match data_plane.add_node_medium(&medium, endpoint.clone()) {
+                        Ok(true) => {
+                            tracing::info!(node = name, medium, "serving a storage node's medium");
+                        }
+                        Ok(false) => {}
+                        // Tried again at the next pass (a node not up yet).
+                        Err(e) => {
+                            tracing::debug!(medium, error = %e, "a storage node's medium is not served yet");
+                            all = false;
+                        }
+                    }
+                }
+                all
+            })
+            .await;
+            match added {
+                Ok(true) => {
+                    self.served
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(node.name.clone(), record);
+                }
+                Ok(false) => {}
+                Err(e) => tracing::error!(error = %e, "serving storage nodes' media stopped"),
+            }
+        }
+    }
+
+    /// Passes every `period` until `stop`: how an instance learns of nodes
+    /// that registered with another instance.
+    pub fn keep_in_sync(self: Arc<Self>, period: Duration, stop: CancellationToken) {
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(period) => self.sync().await,
+                }
+            }
+        });
+    }
+}
