@@ -225,3 +225,43 @@ check_svs_log() {
         exit 1
     fi
 }
+
+# Sets PG_BIN to Debian's PostgreSQL binaries, installing `postgresql` when
+# they are missing.
+require_postgres() {
+    PG_BIN="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)"
+    if [[ -z "$PG_BIN" || ! -x "$PG_BIN/initdb" ]]; then
+        apt_install postgresql
+        PG_BIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
+    fi
+}
+
+# Starts a PostgreSQL server of $PG_BIN for the run in $WORK/pg (initdb as
+# the postgres user when root, on a free port of 127.0.0.1, reached over TCP
+# with a password) with its durable defaults (fsync, synchronous_commit and
+# full_page_writes on), and creates the database `svs`; sets PG_PID, PG_PORT
+# and PG_URL. The caller lists PG_PID in `stop_on_exit`.
+start_postgres() {
+    local dir="$WORK/pg" password="bench-pg-$$"
+    mkdir -p "$dir"
+    echo "$password" >"$dir/password"
+    local as_postgres=()
+    if [[ "$(id -u)" == 0 ]]; then
+        chown -R postgres:postgres "$dir"
+        chmod 755 "$WORK"
+        as_postgres=(runuser -u postgres --)
+    fi
+    "${as_postgres[@]}" "$PG_BIN/initdb" -U svs --auth-local=trust --auth-host=scram-sha-256 \
+        --pwfile="$dir/password" -E UTF8 --locale=C -D "$dir/data" >"$WORK/initdb.log"
+    PG_PORT="$(free_port 127.0.0.1)"
+    "${as_postgres[@]}" "$PG_BIN/postgres" -D "$dir/data" -p "$PG_PORT" -h 127.0.0.1 -k "$dir" \
+        -c max_connections=200 >"$WORK/postgres.log" 2>&1 &
+    PG_PID=$!
+    for _ in $(seq 100); do
+        "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" && break
+        sleep 0.1
+    done
+    "$PG_BIN/pg_isready" -h 127.0.0.1 -p "$PG_PORT"
+    "$PG_BIN/psql" -q "postgres://svs:$password@127.0.0.1:$PG_PORT/postgres" -c "CREATE DATABASE svs"
+    PG_URL="postgres://svs:$password@127.0.0.1:$PG_PORT/svs"
+}

@@ -15,8 +15,8 @@
 # work directory, as the postgres user, on a free port of 127.0.0.1, reached over
 # TCP with a password) with its durable defaults (fsync on, synchronous_commit
 # on, full_page_writes on): a committed change survives a crash, as SQLite's
-# `synchronous = FULL` keeps it. Several instances on one database are not
-# measured yet (one `svs serve` per database for now: docs/postgresql.md).
+# `synchronous = FULL` keeps it. Several instances on one database:
+# bench/instances.sh.
 #
 # Everything lives in a temporary directory (TMPDIR, default /tmp) removed on
 # exit. Environment: BENCH_SVS_BIN (an svs binary instead of building one),
@@ -29,7 +29,6 @@ RESIZES="${BENCH_RESIZES:-50}"
 WRK_SECS="${BENCH_WRK_SECS:-10}"
 ADMIN_EMAIL="bench@example.com"
 ADMIN_PASSWORD="bench-password-$$"
-PG_PASSWORD="bench-pg-$$"
 
 PG_PID=""
 # shellcheck source=bench/lib.sh
@@ -40,11 +39,7 @@ stop_on_exit PG_PID
 phase "prerequisites"
 command -v python3 >/dev/null || { echo "python3 is required" >&2; exit 1; }
 command -v wrk >/dev/null || apt_install wrk
-PG_BIN="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)"
-if [[ -z "$PG_BIN" || ! -x "$PG_BIN/initdb" ]]; then
-    apt_install postgresql
-    PG_BIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
-fi
+require_postgres
 echo "wrk: $(command -v wrk); PostgreSQL: $("$PG_BIN/postgres" --version); $(nproc) CPUs"
 
 # ---- build ----
@@ -56,28 +51,7 @@ RESULTS="$WORK/results"
 
 # ---- PostgreSQL ----
 phase "start PostgreSQL (initdb, durable defaults, TCP with a password)"
-PG_DIR="$WORK/pg"
-mkdir -p "$PG_DIR"
-echo "$PG_PASSWORD" >"$PG_DIR/password"
-as_postgres=()
-if [[ "$(id -u)" == 0 ]]; then
-    chown -R postgres:postgres "$PG_DIR"
-    chmod 755 "$WORK"
-    as_postgres=(runuser -u postgres --)
-fi
-"${as_postgres[@]}" "$PG_BIN/initdb" -U svs --auth-local=trust --auth-host=scram-sha-256 \
-    --pwfile="$PG_DIR/password" -E UTF8 --locale=C -D "$PG_DIR/data" >"$WORK/initdb.log"
-PG_PORT="$(free_port 127.0.0.1)"
-"${as_postgres[@]}" "$PG_BIN/postgres" -D "$PG_DIR/data" -p "$PG_PORT" -h 127.0.0.1 -k "$PG_DIR" \
-    -c max_connections=100 >"$WORK/postgres.log" 2>&1 &
-PG_PID=$!
-for _ in $(seq 100); do
-    "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" && break
-    sleep 0.1
-done
-"$PG_BIN/pg_isready" -h 127.0.0.1 -p "$PG_PORT"
-"$PG_BIN/psql" -q "postgres://svs:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres" -c "CREATE DATABASE svs"
-PG_URL="postgres://svs:$PG_PASSWORD@127.0.0.1:$PG_PORT/svs"
+start_postgres
 echo "PostgreSQL on 127.0.0.1:$PG_PORT (pid $PG_PID): fsync, synchronous_commit, full_page_writes on"
 
 # ---- figures, one store after the other ----

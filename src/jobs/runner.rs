@@ -201,7 +201,7 @@ impl JobRunner {
         loop {
             tokio::select! {
                 () = self.ctx.shutdown.cancelled() => return,
-                () = tokio::time::sleep(self.leases.claim_interval) => {}
+                () = tokio::time::sleep(self.leases.claim_interval.min(renew_every)) => {}
                 () = self.wake.notified() => {}
             }
             if last_renewal.elapsed() >= renew_every {
@@ -236,12 +236,21 @@ impl JobRunner {
         if leases.is_empty() {
             return true;
         }
-        match self
-            .ctx
-            .store
-            .renew_job_leases(&leases, &self.terms())
-            .await
-        {
+        // A renewal that cannot be answered within a third of the lease is
+        // a failed one (a pool waiting for a connection must not hold the
+        // loop past the lease).
+        let renewed = tokio::time::timeout(
+            self.leases.ttl / 3,
+            self.ctx.store.renew_job_leases(&leases, &self.terms()),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(StoreError::backend(
+                true,
+                "the renewal took longer than a third of the lease",
+            ))
+        });
+        match renewed {
             Ok(lost) => {
                 let held = lock(&self.held);
                 for id in lost {
@@ -518,6 +527,13 @@ impl JobRunner {
             }
             Err(JobError::Stopping | JobError::Store(StoreError::Fenced { .. })) => {
                 info!("job's lease lost; the instance that claimed it goes on with it");
+                return;
+            }
+            // Stopped meanwhile (the lease lost, or the service stopping):
+            // whatever failed, the job is left as it is, its undo not run,
+            // for whoever holds it next to go on with.
+            Err(e) if ctx.shutdown.is_cancelled() => {
+                info!(error = %e, "job stopped with an error; left for its next run");
                 return;
             }
             Err(JobError::Failed(message) | JobError::Transient(message)) => message,

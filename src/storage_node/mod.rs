@@ -328,10 +328,16 @@ impl Backoff {
         }
     }
 
+    /// The next pause, doubling up to [`MAX_BACKOFF`].
     fn step(&mut self) -> Duration {
+        self.step_up_to(MAX_BACKOFF)
+    }
+
+    /// The next pause, doubling up to `cap`.
+    fn step_up_to(&mut self, cap: Duration) -> Duration {
         let jitter = Duration::from_millis(rand::random::<u64>() % 100);
-        let now = self.next + jitter;
-        self.next = (self.next * 2).min(MAX_BACKOFF);
+        let now = self.next.min(cap) + jitter;
+        self.next = (self.next * 2).min(cap);
         now
     }
 }
@@ -385,6 +391,11 @@ pub async fn run(config_file: &Path) -> Result<(), StorageNodeError> {
     let mut failing_media = Vec::new();
     let mut last_failure: Option<String> = None;
     let mut backoff = Backoff::new();
+    // Once the control plane told the heartbeat period, a failing node
+    // still tries at least that often: the control plane judges it by its
+    // heartbeats as soon as it can record them again (after its database
+    // came back, say), and a longer pause would make it Offline.
+    let mut heartbeat: Option<Duration> = None;
     loop {
         let media_config = config.media.clone();
         let failing = std::mem::take(&mut failing_media);
@@ -414,6 +425,7 @@ pub async fn run(config_file: &Path) -> Result<(), StorageNodeError> {
                     );
                 }
                 backoff = Backoff::new();
+                heartbeat = Some(Duration::from_secs(registered.heartbeatseconds.max(1)));
                 let sent_key = public_key.is_some();
                 follow_answer(
                     &config,
@@ -440,7 +452,7 @@ pub async fn run(config_file: &Path) -> Result<(), StorageNodeError> {
                 pause
             }
             Err(e) => {
-                let pause = backoff.step();
+                let pause = backoff.step_up_to(heartbeat.unwrap_or(MAX_BACKOFF));
                 let state = e.state();
                 if last_failure.as_deref() != Some(state.as_str()) {
                     tracing::warn!(error = %e, "cannot register with the control plane; retrying");
@@ -482,6 +494,19 @@ fn stop_signal() -> Result<impl std::future::Future<Output = ()>, StorageNodeErr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failing_node_backs_off_no_longer_than_its_heartbeat_once_known() {
+        let mut backoff = Backoff::new();
+        let pauses: Vec<Duration> = (0..10).map(|_| backoff.step()).collect();
+        assert!(pauses[0] < Duration::from_millis(400));
+        assert!(pauses[9] >= MAX_BACKOFF, "{pauses:?}");
+        let mut backoff = Backoff::new();
+        let heartbeat = Duration::from_secs(2);
+        for _ in 0..10 {
+            assert!(backoff.step_up_to(heartbeat) < heartbeat + Duration::from_millis(100));
+        }
+    }
 
     fn medium(dir: &Path, size: Option<u64>) -> StorageNodeMedium {
         StorageNodeMedium {

@@ -12,7 +12,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use svs_store::test_postgres::TestDatabase;
+use svs_store::test_postgres::{TestDatabase, TestServer};
 
 const ACCOUNT_DISABLED: &str = "This account is disabled; ask an administrator to enable it";
 const BOB: &str = "bob@example.com";
@@ -21,10 +21,10 @@ const BOB_PASSWORD: &str = "bob-password";
 /// An instance of the cluster on `db`: no media of its own, fronts on the
 /// storage nodes, short leases so that a dead instance's work moves on in
 /// seconds.
-fn cluster_config(db: &TestDatabase) -> TestConfig {
+fn cluster_config(db: &str) -> TestConfig {
     TestConfig {
         settings: vec![
-            format!("store = \"{}\"", db.url),
+            format!("store = \"{db}\""),
             "storage_nodes_only = true".into(),
             "fronts = \"nodes\"".into(),
             "movement_checkpoint = \"1 MiB\"".into(),
@@ -50,13 +50,13 @@ async fn more_instances_with(count: usize, config: impl Fn() -> TestConfig) -> V
     instances
 }
 
-async fn more_instances(db: &TestDatabase, count: usize) -> Vec<TestApp> {
+async fn more_instances(db: &str, count: usize) -> Vec<TestApp> {
     more_instances_with(count, || cluster_config(db)).await
 }
 
 /// As [`cluster_config`], copies throttled to 4 MiB/s (a kill lands
 /// mid-copy), as `Moving` runs its first instance.
-fn throttled(db: &TestDatabase) -> TestConfig {
+fn throttled(db: &str) -> TestConfig {
     TestConfig {
         movement_rate: "4 MiB".into(),
         ..cluster_config(db)
@@ -84,7 +84,7 @@ async fn refresh(app: &TestApp, token: &str) -> (StatusCode, Value) {
 #[tokio::test]
 async fn what_one_instance_does_to_a_user_or_the_keys_every_instance_applies_at_once() {
     let db = TestDatabase::new().await;
-    let all = more_instances(&db, 3).await;
+    let all = more_instances(&db.url, 3).await;
     let (status, body) = all[0]
         .post("/users", json!({"email": BOB, "password": BOB_PASSWORD}))
         .await;
@@ -221,9 +221,9 @@ async fn running_instance(job_id: &str, instances: &[&TestApp]) -> usize {
 #[tokio::test]
 async fn the_instance_running_a_data_movement_is_killed_twice_and_another_finishes_it() {
     let db = TestDatabase::new().await;
-    let mut moving = Moving::start_with(Front::Node, cluster_config(&db)).await;
+    let mut moving = Moving::start_with(Front::Node, cluster_config(&db.url)).await;
     moving.app.pin_ports();
-    let mut others = more_instances_with(2, || throttled(&db)).await;
+    let mut others = more_instances_with(2, || throttled(&db.url)).await;
     for app in &mut others {
         app.pin_ports();
         wait_served(app, &["sn1-d0", "sn2-d0", "sn3-d0"]).await;
@@ -282,7 +282,7 @@ fn gib(v: &Value) -> u64 {
 #[tokio::test]
 async fn two_hundred_creations_and_resizes_over_three_instances_never_over_book_or_overlap() {
     let db = TestDatabase::new().await;
-    let mut all = more_instances(&db, 1).await;
+    let mut all = more_instances(&db.url, 1).await;
     let mut nodes = Vec::new();
     for (name, ip, zone, media) in [
         ("sn-1", "127.0.0.2", "z1", vec![("a1", 20), ("a2", 15)]),
@@ -294,7 +294,7 @@ async fn two_hundred_creations_and_resizes_over_three_instances_never_over_book_
         node.start();
         nodes.push(node);
     }
-    all.extend(more_instances(&db, 2).await);
+    all.extend(more_instances(&db.url, 2).await);
     for app in &all {
         wait_served(app, &["a1", "a2", "b1", "c1"]).await;
     }
@@ -411,32 +411,26 @@ fn time_of(v: &Value) -> Option<i64> {
     i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
 }
 
-/// The database goes away for 20 s (every connection of the services cut,
-/// no new one let in, as while it restarts) in the middle of a data
-/// movement run by one of two instances, under a live qemu-io writer:
-/// meanwhile both instances answer requests at once with 503 and the
-/// message, and are alive but not ready; once it is back they are ready
-/// again by themselves, and the movement ends Done, its move made once,
-/// every acknowledged write on the volume and both copies.
+/// The database server stops for 20 s (every connection of the services
+/// cut, none taken meanwhile) in the middle of a data movement run by one of
+/// two instances, under a live qemu-io writer: meanwhile both instances
+/// answer requests at once with 503 and the message, and are alive but not
+/// ready; once the server is back they are ready again by themselves, and
+/// the movement ends Done, its move made once, every acknowledged write on
+/// the volume and both copies.
 #[tokio::test]
 async fn a_database_away_for_twenty_seconds_stops_nothing_for_good_and_doubles_nothing() {
-    let db = TestDatabase::new().await;
-    let moving = Moving::start_with(Front::Node, cluster_config(&db)).await;
-    let other = more_instances_with(1, || throttled(&db)).await.remove(0);
+    let db = TestServer::new().await;
+    let moving = Moving::start_with(Front::Node, cluster_config(&db.url)).await;
+    let other = more_instances_with(1, || throttled(&db.url))
+        .await
+        .remove(0);
     wait_served(&other, &["sn1-d0", "sn2-d0", "sn3-d0"]).await;
     let writer = moving.writer(0, 250, 100);
     let job_id = other.start_resize("data", 3, true).await;
     wait_mid_copy(&moving.app, &job_id, 10..60).await;
 
-    let name = db.name().to_string();
-    db.admin(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS false"))
-        .await
-        .expect("close the database");
-    db.admin(&format!(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
-    ))
-    .await
-    .expect("cut its connections");
+    db.stop();
     let away = Instant::now();
     while away.elapsed() < Duration::from_secs(20) {
         for app in [&moving.app, &other] {
@@ -462,9 +456,7 @@ async fn a_database_away_for_twenty_seconds_stops_nothing_for_good_and_doubles_n
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    db.admin(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS true"))
-        .await
-        .expect("open the database");
+    db.start().await;
 
     let back = Instant::now();
     for app in [&moving.app, &other] {
@@ -474,7 +466,13 @@ async fn a_database_away_for_twenty_seconds_stops_nothing_for_good_and_doubles_n
         }
     }
     let job = moving.app.wait_job(&job_id).await;
-    assert_eq!(job["state"], "Done", "{job}");
+    assert_eq!(
+        job["state"],
+        "Done",
+        "{job}\n--- instance 1:\n{}\n--- instance 2:\n{}",
+        moving.app.log(),
+        other.log()
+    );
     let details = details(&job);
     let count = |prefix: &str| details.iter().filter(|d| d.starts_with(prefix)).count();
     assert_eq!(count(&format!("Moved {MOVED} while in use")), 1, "{job}");
@@ -533,7 +531,7 @@ impl Drop for Balancer {
 #[tokio::test]
 async fn two_instances_behind_the_repository_s_haproxy_serve_as_one() {
     let db = TestDatabase::new().await;
-    let mut all = more_instances(&db, 2).await;
+    let mut all = more_instances(&db.url, 2).await;
     let listen = format!("127.0.0.1:{}", crate::storage_nodes::free_port("127.0.0.1"));
     let balancer = Balancer::start(&listen, [&all[0], &all[1]]);
     let client = reqwest::Client::new();

@@ -206,15 +206,7 @@ async fn readiness_follows_the_database_and_liveness_does_not() {
 
     // The database goes away for this service: no new connection is let in
     // and those it holds are cut.
-    let name = db.name().to_string();
-    db.admin(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS false"))
-        .await
-        .expect("close the database");
-    db.admin(&format!(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
-    ))
-    .await
-    .expect("cut its connections");
+    db.take_away().await;
     let (status, body) = probe("/readyz").await;
     assert_eq!(
         (status, body),
@@ -233,9 +225,7 @@ async fn readiness_follows_the_database_and_liveness_does_not() {
     );
 
     // It comes back: ready again without a restart.
-    db.admin(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS true"))
-        .await
-        .expect("open the database");
+    db.give_back().await;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         if probe("/readyz").await.0 == StatusCode::OK {

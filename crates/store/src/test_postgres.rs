@@ -85,9 +85,33 @@ impl TestDatabase {
     }
 
     /// Runs `sql` as the server's administrator, on its `postgres`
-    /// database (to take this database away and give it back, say).
+    /// database.
     pub async fn admin(&self, sql: &str) -> Result<(), String> {
         admin(&self.admin_url, sql).await
+    }
+
+    /// Takes the database away from its clients, as while its server
+    /// restarts: no new connection is let in and those open are cut.
+    pub async fn take_away(&self) {
+        let name = &self.name;
+        self.admin(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS false"))
+            .await
+            .expect("close the database");
+        self.admin(&format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
+        ))
+        .await
+        .expect("cut its connections");
+    }
+
+    /// Lets clients connect again after [`TestDatabase::take_away`].
+    pub async fn give_back(&self) {
+        self.admin(&format!(
+            "ALTER DATABASE {} ALLOW_CONNECTIONS true",
+            self.name
+        ))
+        .await
+        .expect("open the database");
     }
 }
 
@@ -161,113 +185,250 @@ fn start_server() -> Result<Server, String> {
     started
 }
 
-fn start_in(bin: &Path, dir: &Path) -> Result<Server, String> {
-    let dir = dir.to_path_buf();
-    let data = dir.join("data");
-    // PostgreSQL refuses to run as root: run it as `postgres` then.
-    let owner = if unsafe { libc::geteuid() } == 0 {
-        let ids = user_ids("postgres").ok_or(
-            "the tests run as root and there is no `postgres` user to run PostgreSQL as \
-             (install Debian's postgresql, or set SVS_TEST_DATABASE_URL)",
-        )?;
-        std::os::unix::fs::chown(&dir, Some(ids.0), Some(ids.1))
-            .map_err(|e| format!("chown {}: {e}", dir.display()))?;
-        Some(ids)
-    } else {
-        None
-    };
-    let as_owner = |program: &str| {
-        let mut cmd = Command::new(bin.join(program));
+/// A server's files and how it is run: its data directory under `dir`,
+/// the user it runs as, its port and its role's password.
+struct Cluster {
+    bin: PathBuf,
+    dir: PathBuf,
+    owner: Option<(u32, u32)>,
+    port: u16,
+    password: String,
+}
+
+impl Cluster {
+    /// `initdb` into `dir` (a fresh directory), on a free port.
+    fn init(bin: &Path, dir: &Path) -> Result<Cluster, String> {
+        let dir = dir.to_path_buf();
+        // PostgreSQL refuses to run as root: run it as `postgres` then.
+        let owner = if unsafe { libc::geteuid() } == 0 {
+            let ids = user_ids("postgres").ok_or(
+                "the tests run as root and there is no `postgres` user to run PostgreSQL as \
+                 (install Debian's postgresql, or set SVS_TEST_DATABASE_URL)",
+            )?;
+            std::os::unix::fs::chown(&dir, Some(ids.0), Some(ids.1))
+                .map_err(|e| format!("chown {}: {e}", dir.display()))?;
+            Some(ids)
+        } else {
+            None
+        };
+        // Connections over TCP need the password, as on a real server (so a
+        // wrong one is refused); the socket in the directory trusts.
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let password = format!(
+            "svs-test-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let pwfile = dir.join("password");
+        std::fs::write(&pwfile, &password).map_err(|e| format!("password file: {e}"))?;
         if let Some((uid, gid)) = owner {
+            std::os::unix::fs::chown(&pwfile, Some(uid), Some(gid))
+                .map_err(|e| format!("chown {}: {e}", pwfile.display()))?;
+        }
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("free port: {e}"))?
+            .port();
+        let cluster = Cluster {
+            bin: bin.to_path_buf(),
+            dir,
+            owner,
+            port,
+            password,
+        };
+        let out = cluster
+            .as_owner("initdb")
+            .args([
+                "-U",
+                "svs",
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+            ])
+            .arg(format!("--pwfile={}", pwfile.display()))
+            .args(["--no-sync", "-E", "UTF8", "--locale=C", "-D"])
+            .arg(cluster.dir.join("data"))
+            .output()
+            .map_err(|e| format!("initdb: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "initdb failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(cluster)
+    }
+
+    fn as_owner(&self, program: &str) -> Command {
+        let mut cmd = Command::new(self.bin.join(program));
+        if let Some((uid, gid)) = self.owner {
             cmd.uid(uid).gid(gid);
         }
         cmd
-    };
-    // Connections over TCP need the password, as on a real server (so a
-    // wrong one is refused); the socket in the directory trusts.
-    let password = format!("svs-test-{}", std::process::id());
-    let pwfile = dir.join("password");
-    std::fs::write(&pwfile, &password).map_err(|e| format!("password file: {e}"))?;
-    if let Some((uid, gid)) = owner {
-        std::os::unix::fs::chown(&pwfile, Some(uid), Some(gid))
-            .map_err(|e| format!("chown {}: {e}", pwfile.display()))?;
     }
-    let out = as_owner("initdb")
-        .args([
-            "-U",
-            "svs",
-            "--auth-local=trust",
-            "--auth-host=scram-sha-256",
-        ])
-        .arg(format!("--pwfile={}", pwfile.display()))
-        .args(["--no-sync", "-E", "UTF8", "--locale=C", "-D"])
-        .arg(&data)
-        .output()
-        .map_err(|e| format!("initdb: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "initdb failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
+
+    fn admin_url(&self) -> String {
+        format!(
+            "postgres://svs:{}@127.0.0.1:{}/postgres",
+            self.password, self.port
+        )
     }
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| format!("free port: {e}"))?
-        .port();
-    let mut postgres = as_owner("postgres");
-    postgres
-        .arg("-D")
-        .arg(&data)
-        .args(["-p", &port.to_string(), "-h", "127.0.0.1", "-k"])
-        .arg(&dir)
-        .args(["-c", "fsync=off", "-c", "synchronous_commit=off"])
-        .args(["-c", "full_page_writes=off", "-c", "max_connections=300"])
-        .stdout(std::process::Stdio::null())
-        .stderr(
-            std::fs::File::create(dir.join("postgres.log"))
-                .map_err(|e| format!("log file: {e}"))?,
-        );
-    unsafe {
-        // A fast shutdown when the thread that started it (alive as long as
-        // the process) goes: the server never outlives its tests.
-        postgres.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT) == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let (tx, rx) = mpsc::channel();
-    std::thread::Builder::new()
-        .name("test-postgres".into())
-        .spawn(move || {
-            let started = postgres.spawn();
-            let child = match started {
-                Ok(child) => child,
-                Err(e) => {
-                    let _ = tx.send(Err(format!("postgres: {e}")));
-                    return;
+
+    /// Starts `postgres` on the cluster and waits until it takes
+    /// connections; returns its pid, registered for the exit handler.
+    fn spawn(&self) -> Result<u32, String> {
+        let mut postgres = self.as_owner("postgres");
+        postgres
+            .arg("-D")
+            .arg(self.dir.join("data"))
+            .args(["-p", &self.port.to_string(), "-h", "127.0.0.1", "-k"])
+            .arg(&self.dir)
+            .args(["-c", "fsync=off", "-c", "synchronous_commit=off"])
+            .args(["-c", "full_page_writes=off", "-c", "max_connections=300"])
+            .stdout(std::process::Stdio::null())
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(self.dir.join("postgres.log"))
+                    .map_err(|e| format!("log file: {e}"))?,
+            );
+        unsafe {
+            // A fast shutdown when the thread that started it (alive as long as
+            // the process) goes: the server never outlives its tests.
+            postgres.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT) == -1 {
+                    return Err(std::io::Error::last_os_error());
                 }
-            };
-            let _ = tx.send(Ok(child.id()));
-            // Lives as long as the process: its end is the server's signal.
-            loop {
-                std::thread::park();
-            }
-        })
-        .map_err(|e| format!("thread: {e}"))?;
-    let pid = rx.recv().map_err(|e| format!("postgres: {e}"))??;
-    if let Ok(mut started) = STARTED.lock() {
-        if started.is_empty() {
-            unsafe {
-                libc::atexit(stop_servers);
-            }
+                Ok(())
+            });
         }
-        started.push((dir.clone(), pid));
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("test-postgres".into())
+            .spawn(move || {
+                let started = postgres.spawn();
+                let mut child = match started {
+                    Ok(child) => child,
+                    Err(e) => {
+                        let _ = tx.send(Err(format!("postgres: {e}")));
+                        return;
+                    }
+                };
+                let _ = tx.send(Ok(child.id()));
+                // Lives as long as the server: its end (the process's) is
+                // the server's signal; a server stopped by its test is
+                // reaped here.
+                let _ = child.wait();
+            })
+            .map_err(|e| format!("thread: {e}"))?;
+        let pid = rx.recv().map_err(|e| format!("postgres: {e}"))??;
+        if let Ok(mut started) = STARTED.lock() {
+            if started.is_empty() {
+                unsafe {
+                    libc::atexit(stop_servers);
+                }
+            }
+            started.retain(|(d, _)| *d != self.dir);
+            started.push((self.dir.clone(), pid));
+        }
+        wait_ready(&self.admin_url(), &self.dir.join("postgres.log"))?;
+        Ok(pid)
     }
-    let admin_url = format!("postgres://svs:{password}@127.0.0.1:{port}/postgres");
-    wait_ready(&admin_url, &dir.join("postgres.log"))?;
-    Ok(Server { admin_url })
+}
+
+fn start_in(bin: &Path, dir: &Path) -> Result<Server, String> {
+    let cluster = Cluster::init(bin, dir)?;
+    cluster.spawn()?;
+    Ok(Server {
+        admin_url: cluster.admin_url(),
+    })
+}
+
+/// A PostgreSQL server of one test's own, which the test may stop and
+/// start again (same port, same data), with one database `svs`: to take the
+/// whole database server away, as the shared server cannot be. Stopped and
+/// removed when dropped. Needs Debian's binaries even with
+/// `SVS_TEST_DATABASE_URL` set.
+pub struct TestServer {
+    cluster: Cluster,
+    pid: Mutex<Option<u32>>,
+    /// The URL of its database `svs`.
+    pub url: String,
+}
+
+impl TestServer {
+    pub async fn new() -> TestServer {
+        let made = std::thread::spawn(|| -> Result<TestServer, String> {
+            let bin = bin_dir()?;
+            let dir = tempfile::Builder::new()
+                .prefix("svs-test-pg-own-")
+                .tempdir()
+                .map_err(|e| format!("temporary directory: {e}"))?
+                .keep();
+            let cluster = Cluster::init(&bin, &dir)?;
+            let pid = cluster.spawn()?;
+            let url = with_database(&cluster.admin_url(), "svs");
+            Ok(TestServer {
+                cluster,
+                pid: Mutex::new(Some(pid)),
+                url,
+            })
+        })
+        .join();
+        let server = match made {
+            Ok(Ok(server)) => server,
+            Ok(Err(why)) => panic!("no PostgreSQL server of the test's own: {why}"),
+            Err(_) => panic!("no PostgreSQL server of the test's own: starting it panicked"),
+        };
+        admin(&server.cluster.admin_url(), "CREATE DATABASE svs")
+            .await
+            .unwrap_or_else(|e| panic!("CREATE DATABASE svs: {e}"));
+        server
+    }
+
+    /// Stops the server (a fast shutdown: clients are cut) and waits until
+    /// it is gone.
+    pub fn stop(&self) {
+        let Some(pid) = self.pid.lock().ok().and_then(|mut p| p.take()) else {
+            return;
+        };
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGINT);
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        // Gone when its pid no longer answers (its thread reaps it).
+        while unsafe { libc::kill(pid as libc::pid_t, 0) } == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts the stopped server again, on the same port with the same data.
+    pub async fn start(&self) {
+        let cluster = Cluster {
+            bin: self.cluster.bin.clone(),
+            dir: self.cluster.dir.clone(),
+            owner: self.cluster.owner,
+            port: self.cluster.port,
+            password: self.cluster.password.clone(),
+        };
+        let pid = std::thread::spawn(move || cluster.spawn())
+            .join()
+            .unwrap_or_else(|_| Err("starting it panicked".into()))
+            .unwrap_or_else(|why| panic!("the test's PostgreSQL does not start again: {why}"));
+        if let Ok(mut p) = self.pid.lock() {
+            *p = Some(pid);
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.stop();
+        if let Ok(mut started) = STARTED.lock() {
+            started.retain(|(d, _)| *d != self.cluster.dir);
+        }
+        let _ = std::fs::remove_dir_all(&self.cluster.dir);
+    }
 }
 
 /// At exit: stops the servers this process started and removes their files.

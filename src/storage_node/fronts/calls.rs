@@ -381,14 +381,32 @@ impl FrontCalls {
                         super::add_nodes(media.as_ref(), &volume, &[node], &roots);
                     }
                     // Its control plane's earlier copy of the slice (left
-                    // by a restart) goes first: one copy of a slice at a
-                    // time.
+                    // by a restart, or by another instance that lost the
+                    // job) goes first: one copy of a slice at a time. One
+                    // whose running phase has not ended yet is kept, and
+                    // this begin refused as transient, so that no two
+                    // copies ever write the slice's target at once.
+                    let mut stopping = Vec::new();
                     for old in take_copies(&copies, |s| {
                         s.volume == volume
                             && matches!(s.what, Copying::Slice { copy: c, column: k, .. }
                                 if c == copy && k == column)
                     }) {
                         old.forget();
+                        if !old.dropped.load(Ordering::SeqCst) {
+                            stopping.push(old);
+                        }
+                    }
+                    if !stopping.is_empty() {
+                        let mut sessions = lock(&copies);
+                        for (n, old) in stopping.into_iter().enumerate() {
+                            sessions.insert(format!("{id}-stopping-{n}"), old);
+                        }
+                        return Err(io::Error::new(
+                            io::ErrorKind::Interrupted,
+                            "an earlier copy of this slice is still stopping on this node's \
+                             front; try again",
+                        ));
                     }
                     let kind = if rebuild {
                         SliceCopyKind::Rebuild

@@ -22,6 +22,25 @@ fn existing_kid(kid: &str) -> impl FnOnce() -> String + '_ {
     move || format!("a signing key with kid {kid} is stored already")
 }
 
+/// Stores `key` as the current key (the caller retired the one before).
+async fn insert_current(
+    conn: &mut sqlx::SqliteConnection,
+    key: &SigningKeyRecord,
+) -> StoreResult<()> {
+    conflict_on_unique(
+        sqlx::query(
+            "INSERT INTO signing_keys (kid, seed, created_ms, retired_ms) VALUES (?, ?, ?, NULL)",
+        )
+        .bind(&key.kid)
+        .bind(&key.seed)
+        .bind(key.created_ms)
+        .execute(&mut *conn)
+        .await,
+        existing_kid(&key.kid),
+    )?;
+    Ok(())
+}
+
 #[async_trait]
 impl SigningKeyStore for SqliteStore {
     async fn signing_keys(&self) -> StoreResult<Vec<SigningKeyRecord>> {
@@ -43,18 +62,7 @@ impl SigningKeyStore for SqliteStore {
         if let Some(row) = current {
             return key_row(&row);
         }
-        conflict_on_unique(
-            sqlx::query(
-                "INSERT INTO signing_keys (kid, seed, created_ms, retired_ms) \
-                 VALUES (?, ?, ?, NULL)",
-            )
-            .bind(&key.kid)
-            .bind(&key.seed)
-            .bind(key.created_ms)
-            .execute(&mut *tx)
-            .await,
-            existing_kid(&key.kid),
-        )?;
+        insert_current(&mut tx, key).await?;
         tx.commit().await?;
         Ok(SigningKeyRecord {
             retired_ms: None,
@@ -72,18 +80,7 @@ impl SigningKeyStore for SqliteStore {
             .bind(key.created_ms)
             .execute(&mut *tx)
             .await?;
-        conflict_on_unique(
-            sqlx::query(
-                "INSERT INTO signing_keys (kid, seed, created_ms, retired_ms) \
-                 VALUES (?, ?, ?, NULL)",
-            )
-            .bind(&key.kid)
-            .bind(&key.seed)
-            .bind(key.created_ms)
-            .execute(&mut *tx)
-            .await,
-            existing_kid(&key.kid),
-        )?;
+        insert_current(&mut tx, key).await?;
         sqlx::query("DELETE FROM signing_keys WHERE retired_ms < ?")
             .bind(drop_before_ms)
             .execute(&mut *tx)
