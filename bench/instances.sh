@@ -19,7 +19,8 @@
 #   3. in-place resize -> job Done on each instance (resize_latency.py, as
 #      bench/store.sh): median
 #
-# Environment: BENCH_SVS_BIN (an svs binary instead of building one),
+# Environment: BENCH_SETTINGS (more lines of every instance's svs.toml),
+# BENCH_SVS_BIN (an svs binary instead of building one),
 # BENCH_WRK_SECS (default 10), BENCH_JOBS (default 200), BENCH_RESIZES
 # (default 30).
 set -euo pipefail
@@ -64,6 +65,7 @@ start_instance() {
 store = "$PG_URL"
 storage_nodes_only = true
 fronts = "nodes"
+${BENCH_SETTINGS:-}
 TOML
     SVS_LOG=warn SVS_ADMIN_EMAIL="$ADMIN_EMAIL" SVS_ADMIN_PASSWORD="$ADMIN_PASSWORD" \
         "$SVS" serve --listen 127.0.0.1:0 --nbd-listen 127.0.0.1:0 \
@@ -121,13 +123,20 @@ cpu_of() {
     echo "$total"
 }
 
-# CPU ticks of the PostgreSQL server's processes (the postmaster's children
-# are the backends).
+# Every process below $1 (children, grandchildren, ...).
+descendants() {
+    local child
+    for child in $(pgrep -P "$1"); do
+        echo "$child"
+        descendants "$child"
+    done
+}
+
+# CPU ticks of the PostgreSQL server's processes: the postmaster (under
+# runuser when root) and every backend it forked.
 pg_cpu() {
-    local pids
-    pids="$(pgrep -P "$PG_PID" | tr '\n' ' ')"
-    # shellcheck disable=SC2086
-    cpu_of "$PG_PID" $pids
+    # shellcheck disable=SC2046
+    cpu_of $(descendants "$PG_PID")
 }
 
 # `measure_get LABEL INSTANCE_PIDS...`: wrk through the balancer, with the
@@ -231,7 +240,8 @@ rows = [
 print(f"{'figure':<44} {'1 instance':>11} {'3 instances':>12} {'3/1':>7}")
 for label, key, fmt in rows:
     one, three = r[f"one_{key}"], r[f"three_{key}"]
-    print(f"{label:<44} {fmt.format(one):>11} {fmt.format(three):>12} {three / one:>6.2f}x")
+    ratio = f"{three / one:>6.2f}x" if one else "      -"
+    print(f"{label:<44} {fmt.format(one):>11} {fmt.format(three):>12} {ratio}")
 print(f"\nin-place resize -> Done, median (ms): 1 instance {r['one_resize_median_ms']:.1f}; "
       + "3 instances: " + ", ".join(f"on {k} {r[f'three_{k}_resize_median_ms']:.1f}" for k in (1, 2, 3)))
 ratio = r["three_get_rps"] / r["one_get_rps"]
