@@ -5,7 +5,8 @@ creations (1 GiB, policy `bench`, names PREFIX-0 ...) through BASE as fast
 as they are answered, then poll the job list until every one of those jobs
 is Done. Appends `<PREFIX>_jobs_per_s` (jobs Done per second, from the first
 request to the last Done) and `<PREFIX>_accept_per_s` (creations accepted per
-second) to RESULTS. Any refusal or failed job fails the run.
+second) to RESULTS, then deletes the volumes again (untimed). Any refusal or
+failed job fails the run.
 """
 
 import sys
@@ -72,6 +73,13 @@ def main():
     print(f"  {n} creations accepted in {accepted:.2f} s, all Done in {done:.2f} s")
     with open(results, "a") as f:
         f.write(f"{prefix}_jobs_per_s {n / done:.1f}\n{prefix}_accept_per_s {n / accepted:.1f}\n")
+    # Untimed: the volumes go again, so that the next figures run beside as
+    # many volumes as before (a job's work grows with the volumes of its
+    # medium).
+    for i in range(n):
+        deleted = api.request("DELETE", f"/volumes/{prefix}-{i}")
+        api.wait_job(deleted["JobID"], poll=0.005)
+    print(f"  the {n} volumes deleted again")
 
 
 if __name__ == "__main__":
