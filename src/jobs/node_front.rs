@@ -316,8 +316,12 @@ impl SliceMove for NodeFrontMove {
             grant: first,
         };
         let filled = self.io.call_as(id.clone(), op, &mut |answer| {
-            if let Some(p) = &answer.progress {
-                take(p);
+            // Stopped (the job's lease lost, the service stopping): the
+            // node is told at once, before anything else is recorded.
+            if !options.cancel.is_cancelled() {
+                if let Some(p) = &answer.progress {
+                    take(p);
+                }
             }
             if options.cancel.is_cancelled() {
                 if !cancel_sent {

@@ -413,7 +413,8 @@ fn time_of(v: &Value) -> Option<i64> {
 
 /// The database server stops for 20 s (every connection of the services
 /// cut, none taken meanwhile) in the middle of a data movement run by one of
-/// two instances, under a live qemu-io writer: meanwhile both instances
+/// two instances (its lease outlasts the outage), under a live qemu-io
+/// writer: meanwhile both instances
 /// answer requests at once with 503 and the message, and are alive but not
 /// ready; once the server is back they are ready again by themselves, and
 /// the movement ends Done, its move made once, every acknowledged write on
@@ -421,8 +422,25 @@ fn time_of(v: &Value) -> Option<i64> {
 #[tokio::test]
 async fn a_database_away_for_twenty_seconds_stops_nothing_for_good_and_doubles_nothing() {
     let db = TestServer::new().await;
-    let moving = Moving::start_with(Front::Node, cluster_config(&db.url)).await;
-    let other = more_instances_with(1, || throttled(&db.url))
+    // Leases longer than the outage: the instance running the job keeps it
+    // across (its writes wait, its copy goes on), and no other takes it
+    // over meanwhile.
+    let config = |base: TestConfig| TestConfig {
+        settings: base
+            .settings
+            .into_iter()
+            .map(|s| {
+                if s.starts_with("job_lease") {
+                    "job_lease = \"30s\"".to_string()
+                } else {
+                    s
+                }
+            })
+            .collect(),
+        ..base
+    };
+    let moving = Moving::start_with(Front::Node, config(cluster_config(&db.url))).await;
+    let other = more_instances_with(1, || config(throttled(&db.url)))
         .await
         .remove(0);
     wait_served(&other, &["sn1-d0", "sn2-d0", "sn3-d0"]).await;
