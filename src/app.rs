@@ -397,7 +397,7 @@ impl Application {
             .share_through(Arc::clone(&store), shutdown.clone())
             .await
             .map_err(|e| format!("cannot listen to other instances: {e}"))?;
-        if !matches!(config.store, StoreBackend::Sqlite) {
+        if config.store.is_shared() {
             // Storage nodes register with one instance: the others learn
             // of them from the store.
             node_media.keep_in_sync(NODE_MEDIA_SYNC, shutdown.clone());
@@ -431,7 +431,7 @@ impl Application {
             nbd_base,
         )?;
         services.storage_node_timeout = config.storage_node_timeout;
-        if !matches!(config.store, StoreBackend::Sqlite) {
+        if config.store.is_shared() {
             services.share_user_state();
         }
         services.storage_nodes_only = config.storage_nodes_only;
@@ -439,7 +439,7 @@ impl Application {
         let services = Arc::new(services);
         // On SQLite this process is the database's only user (the data
         // directory lock): every job lease in it is an earlier run's.
-        let sole_owner = matches!(config.store, StoreBackend::Sqlite);
+        let sole_owner = !config.store.is_shared();
         let resumed = runner
             .resume_unfinished(sole_owner)
             .await
@@ -653,7 +653,7 @@ fn background_work(
                 ttl: config.leader_lease,
             },
             // SQLite: the data directory's lock makes this the only instance.
-            sole: config.store == StoreBackend::Sqlite,
+            sole: !config.store.is_shared(),
         },
     );
     let mut reconcilers: Vec<(Scope, Arc<dyn Reconciler>)> = vec![

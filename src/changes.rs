@@ -15,7 +15,7 @@
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-use svs_store::{Heard, Store, StoreResult};
+use svs_store::{Announcements, Heard, Store, StoreResult};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
@@ -77,30 +77,15 @@ impl DesiredStateChanges {
         store: Arc<dyn Store>,
         stop: CancellationToken,
     ) -> StoreResult<()> {
-        let Some(mut heard) = store.announcements(&[DESIRED_STATE_TOPIC]).await? else {
+        let Some(heard) = store.announcements(&[DESIRED_STATE_TOPIC]).await? else {
             return Ok(());
         };
         let _ = self.shared.set(store);
         let changes = Arc::clone(self);
-        tokio::spawn(async move {
-            loop {
-                let next = tokio::select! {
-                    () = stop.cancelled() => return,
-                    next = heard.next() => next,
-                };
-                match next {
-                    Ok(Heard::Topic(_)) => changes.wake_here(),
-                    // Whatever was missed: every poll reads the store again.
-                    Ok(Heard::Missed) => changes.wake_here(),
-                    Err(e) => {
-                        debug!(error = %e, "cannot hear other instances now");
-                        tokio::select! {
-                            () = stop.cancelled() => return,
-                            () = tokio::time::sleep(Duration::from_secs(1)) => {}
-                        }
-                    }
-                }
-            }
+        // Whatever was announced or missed: every poll reads the store again.
+        follow(heard, stop, "changes", move || {
+            changes.wake_here();
+            std::future::ready(Ok(()))
         });
         Ok(())
     }
@@ -109,6 +94,39 @@ impl DesiredStateChanges {
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.generation.subscribe()
     }
+}
+
+/// Runs `on_heard` at every announcement `heard` brings, and after a lost
+/// connection (announcements may have been missed), until `stop`. A failure
+/// (to hear, or of `on_heard`) is logged with `what` and waits a second.
+pub fn follow<F, Fut>(
+    mut heard: Announcements,
+    stop: CancellationToken,
+    what: &'static str,
+    mut on_heard: F,
+) where
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = StoreResult<()>> + Send,
+{
+    tokio::spawn(async move {
+        loop {
+            let next = tokio::select! {
+                () = stop.cancelled() => return,
+                next = heard.next() => next,
+            };
+            let done = match next {
+                Ok(Heard::Topic(_) | Heard::Missed) => on_heard().await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = done {
+                debug!(error = %e, what, "cannot follow other instances now");
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        }
+    });
 }
 
 #[cfg(test)]

@@ -416,6 +416,14 @@ pub enum StoreBackend {
 }
 
 impl StoreBackend {
+    /// Whether other `svs serve` may use the same database: its state
+    /// (jobs' leases, users, changes) is then shared through the database,
+    /// never assumed from this process's memory. SQLite's file is one
+    /// process's (the data directory lock).
+    pub fn is_shared(&self) -> bool {
+        matches!(self, StoreBackend::Postgres(_))
+    }
+
     /// The setting's value: "sqlite", or the database's URL.
     pub fn as_str(&self) -> &str {
         match self {

@@ -15,10 +15,10 @@ use crate::fronts_wire::FrontOpen;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-use svs_store::{Heard, Store, StoreResult};
+use svs_store::{Store, StoreResult};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::warn;
 
 /// The announcement topic of front reports.
 pub const FRONT_REPORTS_TOPIC: &str = "svs_front_reports";
@@ -141,31 +141,16 @@ impl FrontReports {
         store: Arc<dyn Store>,
         stop: CancellationToken,
     ) -> StoreResult<()> {
-        let Some(mut heard) = store.announcements(&[FRONT_REPORTS_TOPIC]).await? else {
+        let Some(heard) = store.announcements(&[FRONT_REPORTS_TOPIC]).await? else {
             return Ok(());
         };
         self.load(store.as_ref()).await?;
         let _ = self.shared.set(Arc::clone(&store));
         let reports = Arc::clone(self);
-        tokio::spawn(async move {
-            loop {
-                let next = tokio::select! {
-                    () = stop.cancelled() => return,
-                    next = heard.next() => next,
-                };
-                let loaded = match next {
-                    // Announced, or perhaps missed: read them all again.
-                    Ok(Heard::Topic(_) | Heard::Missed) => reports.load(store.as_ref()).await,
-                    Err(e) => Err(e),
-                };
-                if let Err(e) = loaded {
-                    debug!(error = %e, "cannot read other instances' front reports now");
-                    tokio::select! {
-                        () = stop.cancelled() => return,
-                        () = tokio::time::sleep(Duration::from_secs(1)) => {}
-                    }
-                }
-            }
+        // Announced, or perhaps missed: read them all again.
+        crate::changes::follow(heard, stop, "front reports", move || {
+            let (reports, store) = (Arc::clone(&reports), Arc::clone(&store));
+            async move { reports.load(store.as_ref()).await }
         });
         Ok(())
     }
@@ -267,10 +252,7 @@ impl FrontReports {
 async fn publish(store: &dyn Store, node: &str, open: &[FrontOpen]) -> StoreResult<()> {
     let encoded = serde_json::to_string(open)
         .map_err(|e| svs_store::StoreError::Corrupt(format!("front report: {e}")))?;
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0);
+    let now_ms = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
     store.set_front_report(node, &encoded, now_ms).await?;
     store.announce(FRONT_REPORTS_TOPIC).await
 }

@@ -84,52 +84,74 @@ impl NodeMediaSync {
             if unchanged && all_served {
                 continue;
             }
-            let tls = match self.slice_tls.client_tls(address.ip()) {
-                Ok(tls) => tls,
-                Err(e) => {
-                    tracing::error!(node = node.name, error = %e, "no TLS for the storage node's slice server");
-                    continue;
-                }
-            };
-            let endpoint = NodeEndpoint {
-                node: node.name.clone(),
+            let media = Arc::clone(&self.media);
+            let added = serve(
+                media,
+                &self.slice_tls,
+                &node.name,
                 address,
-                credential,
-                tls,
-            };
-            let data_plane = Arc::clone(&self.media);
-            let name = node.name.clone();
-            let added = tokio::task::spawn_blocking(move || {
-                let mut all = true;
-                for medium in node_media {
-                    match data_plane.add_node_medium(&medium, endpoint.clone()) {
-                        Ok(true) => {
-                            tracing::info!(node = name, medium, "serving a storage node's medium");
-                        }
-                        Ok(false) => {}
-                        // Tried again at the next pass (a node not up yet).
-                        Err(e) => {
-                            tracing::debug!(medium, error = %e, "a storage node's medium is not served yet");
-                            all = false;
-                        }
-                    }
-                }
-                all
-            })
+                &credential,
+                node_media,
+            )
             .await;
-            match added {
-                Ok(true) => {
-                    self.served
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(node.name.clone(), record);
-                }
-                Ok(false) => {}
-                Err(e) => tracing::error!(error = %e, "serving storage nodes' media stopped"),
+            if added {
+                self.served
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(node.name.clone(), record);
             }
         }
     }
+}
 
+/// Makes `data_plane` serve `media` of storage node `node` over its slice
+/// server at `address` (a medium served already takes the endpoint, if it
+/// changed); true when it serves them all. A medium not served (the node
+/// not up yet) is tried again by the next call.
+pub async fn serve(
+    data_plane: Arc<dyn DataPlane>,
+    slice_tls: &SliceTls,
+    node: &str,
+    address: std::net::SocketAddr,
+    credential: &str,
+    media: Vec<String>,
+) -> bool {
+    let tls = match slice_tls.client_tls(address.ip()) {
+        Ok(tls) => tls,
+        Err(e) => {
+            tracing::error!(node, error = %e, "no TLS for the storage node's slice server");
+            return false;
+        }
+    };
+    let endpoint = NodeEndpoint {
+        node: node.to_string(),
+        address,
+        credential: credential.to_string(),
+        tls,
+    };
+    let node = node.to_string();
+    let served = tokio::task::spawn_blocking(move || {
+        let mut all = true;
+        for medium in media {
+            match data_plane.add_node_medium(&medium, endpoint.clone()) {
+                Ok(true) => tracing::info!(node, medium, "serving a storage node's medium"),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::debug!(node, medium, error = %e, "a storage node's medium is not served yet");
+                    all = false;
+                }
+            }
+        }
+        all
+    })
+    .await;
+    served.unwrap_or_else(|e| {
+        tracing::error!(error = %e, "serving a storage node's media stopped");
+        false
+    })
+}
+
+impl NodeMediaSync {
     /// Passes every `period` until `stop`: how an instance learns of nodes
     /// that registered with another instance.
     pub fn keep_in_sync(self: Arc<Self>, period: Duration, stop: CancellationToken) {

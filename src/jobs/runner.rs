@@ -24,7 +24,7 @@ use crate::exports::ExportRegistry;
 use crate::workers::{WorkerBoard, WorkerHandle, WorkerState, WorkerStatus};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use svs_dataplane::DataPlane;
 use svs_store::{Job, JobEnd, JobLease, LeaseTerms, Store, StoreError};
 use tokio::sync::{Notify, Semaphore};
@@ -295,13 +295,9 @@ impl JobRunner {
     /// This instance's lease terms as of now (the system clock: leases are
     /// compared across instances, not against the service's own clock).
     fn terms(&self) -> LeaseTerms<'_> {
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-            .unwrap_or(0);
         LeaseTerms {
             owner: &self.instance_id,
-            now_ms,
+            now_ms: crate::clock::SystemClock.now_ms(),
             ttl_ms: i64::try_from(self.leases.ttl.as_millis()).unwrap_or(i64::MAX),
         }
     }

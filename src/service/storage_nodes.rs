@@ -15,7 +15,6 @@ use super::{Administrator, Caller, ServiceError, ServiceResult, Services};
 use crate::slice_tls::{IssuedCertificate, SliceTlsMode};
 use std::net::IpAddr;
 use std::time::Duration;
-use svs_dataplane::NodeEndpoint;
 use svs_domain::{BlockedOperation, JobSpec, RecoveryArgs, GIB};
 use svs_store::{NodeCopy, StorageMedium, StorageRegistration, StoreError};
 
@@ -220,40 +219,20 @@ impl Services {
         media: Vec<String>,
     ) {
         let data_plane = std::sync::Arc::clone(self.exports.data_plane());
-        let tls = match self.slice_tls.client_tls(address.ip()) {
-            Ok(tls) => tls,
-            Err(e) => {
-                tracing::error!(node, error = %e, "no TLS for the storage node's slice server");
-                return;
-            }
-        };
-        let endpoint = NodeEndpoint {
-            node: node.to_string(),
+        // Every heartbeat comes here: media served already cost nothing.
+        let media = media
+            .into_iter()
+            .filter(|m| data_plane.node_of(m).is_none())
+            .collect();
+        crate::node_media::serve(
+            data_plane,
+            &self.slice_tls,
+            node,
             address,
-            credential: credential.to_string(),
-            tls,
-        };
-        let node = node.to_string();
-        let joined = tokio::task::spawn_blocking(move || {
-            for medium in media {
-                if data_plane.node_of(&medium).is_some() {
-                    continue;
-                }
-                match data_plane.add_node_medium(&medium, endpoint.clone()) {
-                    Ok(_) => tracing::info!(node, medium, "serving a storage node's medium"),
-                    Err(e) => tracing::debug!(
-                        node,
-                        medium,
-                        error = %e,
-                        "a storage node's medium is not served yet"
-                    ),
-                }
-            }
-        })
+            credential,
+            media,
+        )
         .await;
-        if let Err(e) = joined {
-            tracing::error!(error = %e, "serving a storage node's media stopped");
-        }
     }
 
     /// Starts a recovery job for a volume with copies lost on a returning
