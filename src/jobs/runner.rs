@@ -181,15 +181,22 @@ impl JobRunner {
         } else {
             self.free_slots()
         };
-        let claimed = self.ctx.store.claim_jobs(&self.terms(), limit).await?;
-        for lease in &claimed {
-            info!(job = lease.job_id, claim = lease.epoch, "resuming job");
-            self.spawn_held(lease.clone());
-        }
+        let claimed = self.claim_and_run(limit).await?;
         let runner = Arc::clone(self);
         let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
         tasks.spawn(async move { runner.keep_claiming().await });
-        Ok(claimed.len())
+        Ok(claimed)
+    }
+
+    /// Claims up to `limit` jobs nobody holds and runs them; how many.
+    async fn claim_and_run(self: &Arc<Self>, limit: usize) -> Result<usize, StoreError> {
+        let claimed = self.ctx.store.claim_jobs(&self.terms(), limit).await?;
+        let count = claimed.len();
+        for lease in claimed {
+            info!(job = lease.job_id, claim = lease.epoch, "claimed job");
+            self.spawn_held(lease);
+        }
+        Ok(count)
     }
 
     /// Claims jobs nobody holds while slots are free, and renews the leases
@@ -217,14 +224,8 @@ impl JobRunner {
             if free == 0 {
                 continue;
             }
-            match self.ctx.store.claim_jobs(&self.terms(), free).await {
-                Ok(claimed) => {
-                    for lease in claimed {
-                        info!(job = lease.job_id, claim = lease.epoch, "claimed job");
-                        self.spawn_held(lease);
-                    }
-                }
-                Err(e) => debug!(error = %e, "cannot claim jobs now"),
+            if let Err(e) = self.claim_and_run(free).await {
+                debug!(error = %e, "cannot claim jobs now");
             }
         }
     }
