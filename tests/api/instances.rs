@@ -232,6 +232,22 @@ async fn the_instance_running_a_data_movement_is_killed_twice_and_another_finish
     let job_id = others[0].start_resize("data", 3, true).await;
     let mut killed = Vec::new();
     for percent in [15..45, 50..85] {
+        // After a kill: the instance that took the job over copies again
+        // (from its checkpoint) before the next kill.
+        let resumed = format!("Resuming the copy of {MOVED} from its checkpoint");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (_, job) = moving.app.get(&format!("/jobs/{job_id}")).await;
+            let seen = details(&job)
+                .iter()
+                .filter(|d| d.starts_with(&resumed))
+                .count();
+            if seen >= killed.len() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the copy did not resume: {job}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         wait_mid_copy(&moving.app, &job_id, percent).await;
         let running = running_instance(&job_id, &[&moving.app, &others[0], &others[1]]).await;
         killed.push(running);
