@@ -26,7 +26,22 @@ pub struct FrontCall {
     /// epoch (or none) refuses with `ENOTCONN` (the caller finds where the
     /// front runs now and tries again).
     pub epoch: u64,
+    /// The job's claim the call is made under (None: no job's, such as a
+    /// test's): the front refuses calls of a claim older than one it has
+    /// seen for the job, so an instance that lost a job can never steer
+    /// its copy again (see `storage_node::fronts::calls`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<JobClaim>,
     pub op: FrontOp,
+}
+
+/// A job's claim: the job, and the claim's number (`JobLease::epoch`, one
+/// more at each claim of the job).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobClaim {
+    pub job: i64,
+    pub epoch: u64,
 }
 
 /// What a call asks of the front.
@@ -157,6 +172,7 @@ mod tests {
         let call = FrontCall {
             call: "serve-1-7".into(),
             epoch: 4,
+            claim: Some(JobClaim { job: 12, epoch: 3 }),
             op: FrontOp::Fill {
                 copy: "serve-1-6".into(),
                 checkpointbytes: 1 << 20,
@@ -166,7 +182,7 @@ mod tests {
         let json = serde_json::to_string(&call).expect("encode");
         assert_eq!(
             json,
-            r#"{"call":"serve-1-7","epoch":4,"op":{"do":"fill","copy":"serve-1-6","checkpointbytes":1048576,"grant":8388608}}"#
+            r#"{"call":"serve-1-7","epoch":4,"claim":{"job":12,"epoch":3},"op":{"do":"fill","copy":"serve-1-6","checkpointbytes":1048576,"grant":8388608}}"#
         );
         assert_eq!(
             serde_json::from_str::<FrontCall>(&json).expect("decode"),

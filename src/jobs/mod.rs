@@ -129,6 +129,9 @@ pub(crate) struct JobContext {
     /// The job's stop signal: the service's shutdown, or this instance
     /// losing the job's lease. Jobs pause at their next safe point.
     pub shutdown: CancellationToken,
+    /// The claim the job runs under (None outside a job): carried in the
+    /// calls to a storage node's front, which refuses an older claim's.
+    pub claim: Option<crate::front_calls_wire::JobClaim>,
 }
 
 impl JobContext {

@@ -13,7 +13,7 @@
 //! and paces it with grants (`CopyGrants`: `movement_rate` and the nodes'
 //! shared budgets stay here).
 
-use crate::front_calls_wire::{CopyProgress, FrontAnswer, FrontCall, FrontOp};
+use crate::front_calls_wire::{CopyProgress, FrontAnswer, FrontCall, FrontOp, JobClaim};
 use crate::fronts_wire::FrontNode;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,6 +28,8 @@ pub(crate) struct NodeFrontIo {
     node: String,
     volume_id: String,
     epoch: u64,
+    /// The job's claim, carried in every call.
+    claim: Option<JobClaim>,
     size: AtomicU64,
     /// Every storage node with its slice address, credential and media: a
     /// copy to a medium gives the front its node.
@@ -63,12 +65,14 @@ impl NodeFrontIo {
         volume_id: &str,
         (epoch, size): (u64, u64),
         nodes: Vec<FrontNode>,
+        claim: Option<JobClaim>,
     ) -> NodeFrontIo {
         NodeFrontIo {
             media,
             node: node.to_string(),
             volume_id: volume_id.to_string(),
             epoch,
+            claim,
             size: AtomicU64::new(size),
             nodes,
         }
@@ -85,6 +89,7 @@ impl NodeFrontIo {
         let mut call = FrontCall {
             call: id,
             epoch: self.epoch,
+            claim: self.claim,
             op,
         };
         loop {
@@ -448,6 +453,7 @@ pub(super) async fn steered_front(
         &volume.id,
         (front.epoch, volume.size * svs_domain::GIB),
         nodes,
+        ctx.claim,
     ))))
 }
 

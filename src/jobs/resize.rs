@@ -53,7 +53,10 @@ pub(super) async fn resize_volume(
         ctx.check_stopping()?;
         let mut moved = copy_step(ctx, job, &volume, step, (i, move_count), StepCopy::Move).await;
         let failed = moved.as_ref().err();
-        if let Some(e) = failed.filter(|e| !matches!(e, JobError::Stopping)) {
+        // Stopped (the lease lost, the service stopping): the copies are
+        // left as they are for whoever holds the job next to go on with.
+        let stopped = |e: &JobError| matches!(e, JobError::Stopping) || ctx.shutdown.is_cancelled();
+        if let Some(e) = failed.filter(|e| !stopped(e)) {
             if let Some(step) = source_lost(ctx, &volume.id, job.id, step).await? {
                 // The moved copy died under the move (its node or its
                 // medium): the move goes on as a rebuild of that copy onto
@@ -69,7 +72,7 @@ pub(super) async fn resize_volume(
             }
         }
         if let Err(e) = moved {
-            if !matches!(e, JobError::Stopping) {
+            if !stopped(&e) {
                 discard_unswitched_copies(ctx, &volume.id, job.id).await;
             }
             return Err(e);
@@ -220,6 +223,9 @@ async fn discard_unswitched_copies(ctx: &JobContext, volume_id: &str, job_id: i6
     };
     let slices = ctx.store.volume_slices(volume_id).await.unwrap_or_default();
     for step in current.iter().filter(|s| s.state == StepState::Switched) {
+        if ctx.shutdown.is_cancelled() {
+            return;
+        }
         // The slice lives on the target; its old copy must not linger.
         if let Some(row) = slices.iter().find(|r| r.slice.id == step.slice_id) {
             let (from, key) = (step.from_medium.clone(), slice_key(volume_id, &row.slice));
@@ -239,6 +245,10 @@ async fn discard_unswitched_copies(ctx: &JobContext, volume_id: &str, job_id: i6
         ) else {
             continue;
         };
+        if ctx.shutdown.is_cancelled() {
+            // Stopped: the copy is the next holder's to resume.
+            return;
+        }
         let key = slice_key(volume_id, &row.slice);
         if let Err(e) = ctx.blocking(move |dp| dp.delete_slice(&target, &key)).await {
             warn!(error = %e, "cannot remove an abandoned copy");

@@ -144,6 +144,7 @@ impl JobRunner {
                 allocation: Arc::new(tokio::sync::Mutex::new(())),
                 activity: Arc::clone(&parts.activity),
                 shutdown: parts.shutdown,
+                claim: None,
             }),
             instance_id: parts.instance_id,
             leases: settings.leases,
@@ -415,6 +416,10 @@ impl JobRunner {
         let _running = Counted::new(self, Counter::Running);
         let ctx = JobContext {
             shutdown: stop,
+            claim: Some(crate::front_calls_wire::JobClaim {
+                job: lease.job_id,
+                epoch: u64::try_from(lease.epoch).unwrap_or_default(),
+            }),
             ..JobContext::clone(&self.ctx)
         };
         svs_store::fence::fenced(lease.clone(), async {

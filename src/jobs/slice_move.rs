@@ -359,7 +359,11 @@ impl StepCopyRun<'_> {
 
     fn failed(&self, e: DataPlaneError) -> JobError {
         match e {
+            // Stopped meanwhile (its lease lost: the node's front refuses
+            // the calls of an older claim): whatever failed, the step is
+            // left for whoever holds the job next.
             DataPlaneError::Cancelled => JobError::Stopping,
+            _ if self.ctx.shutdown.is_cancelled() => JobError::Stopping,
             e => JobError::DataPlane(e).context(format!("{} failed", self.what.doing(self.label))),
         }
     }

@@ -108,6 +108,19 @@ pub(crate) enum Front {
 }
 
 impl Moving {
+    /// The storage nodes' logs, for a failure's message.
+    pub(crate) fn node_logs(&self) -> String {
+        [
+            ("sn-1", &self.sn1),
+            ("sn-2", &self.sn2),
+            ("sn-3", &self.sn3),
+        ]
+        .iter()
+        .map(|(name, node)| format!("--- {name}:\n{}", node.log()))
+        .collect::<Vec<_>>()
+        .join("\n")
+    }
+
     /// The service copies at 4 MiB/s with a checkpoint every MiB; "data"
     /// (2 GiB, mirrored over two nodes) is attached to host-0 and holds
     /// [`PREFILL_MIB`] MiB of known data; its front runs at `front`.

@@ -15,8 +15,16 @@
 //! begins the slice's copy again, or the front closes: its old place takes
 //! every write until then, so whichever place the store names holds every
 //! acknowledged write.
+//!
+//! A job's calls carry its claim (the job, and the claim's number): the
+//! front keeps the newest claim it has seen of each job and refuses the
+//! calls of an older one, so an instance that lost a job (its lease ran
+//! out and another instance claimed it) can never steer the job's copies
+//! again. A newer claim's first call stops the older claim's copies, their
+//! targets kept for the newer one to resume from; a copy of a slice is
+//! never begun over a later job's copy of it.
 
-use crate::front_calls_wire::{BeganCopy, CopyProgress, FrontAnswer, FrontCall, FrontOp};
+use crate::front_calls_wire::{BeganCopy, CopyProgress, FrontAnswer, FrontCall, FrontOp, JobClaim};
 use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,6 +52,9 @@ const GRANT_POLL: Duration = Duration::from_millis(100);
 /// Most a copy paced by grants moves at once (an unpaced copy to a node
 /// moves 4 MiB).
 const GRANTED_CHUNK: u64 = 1 << 20;
+/// Jobs whose newest claim is remembered, per node (the least recently
+/// heard of is forgotten past this).
+const CLAIMS_KEPT: usize = 4096;
 
 /// A front open here, as calls find it.
 struct OpenFront {
@@ -81,6 +92,8 @@ pub struct FrontCalls {
     calls: Mutex<HashMap<String, Arc<Call>>>,
     /// Shared with the calls' threads (a begin replaces a slice's copy).
     copies: Arc<Mutex<HashMap<String, Arc<CopySession>>>>,
+    /// The newest claim seen of each job, and when it was last heard of.
+    claims: Mutex<HashMap<i64, (u64, Instant)>>,
 }
 
 /// One call running (or answered and not asked again yet).
@@ -112,6 +125,11 @@ enum Copying {
 struct CopySession {
     volume: String,
     what: Copying,
+    /// The job's claim that began it (None: no job's).
+    claim: Option<JobClaim>,
+    /// Taken over by a newer claim of its job: dropped, its target stays
+    /// for that claim's copy to resume from.
+    keep: AtomicBool,
     /// The copy, while no phase runs.
     slot: Mutex<Option<Box<dyn SliceMove>>>,
     cancel: CancellationToken,
@@ -155,6 +173,7 @@ impl FrontCalls {
             fronts: Arc::default(),
             calls: Mutex::default(),
             copies: Arc::default(),
+            claims: Mutex::default(),
         }
     }
 
@@ -217,6 +236,12 @@ impl FrontCalls {
     /// Answers one call (see the module docs).
     fn answer(&self, volume: &str, call: FrontCall) -> io::Result<FrontAnswer> {
         self.reap();
+        // A cancel only stops: an older claim's is harmless.
+        if call.op != FrontOp::Cancel {
+            if let Some(claim) = call.claim {
+                self.admit(claim)?;
+            }
+        }
         match call.op {
             FrontOp::Poll { grant } => {
                 let running = lock(&self.calls).get(&call.call).cloned().ok_or_else(|| {
@@ -245,7 +270,7 @@ impl FrontCalls {
         }
         let (io, roots) = self.front(volume, call.epoch)?;
         let id = call.call.clone();
-        let (work, fill) = self.work(volume, &id, io, &roots, call.op)?;
+        let (work, fill) = self.work(volume, (&id, call.claim), io, &roots, call.op)?;
         let running = Arc::new(Call {
             fill,
             result: Mutex::new(None),
@@ -302,6 +327,46 @@ impl FrontCalls {
         }
     }
 
+    /// Admits a call made under `claim`: refused when a newer claim of the
+    /// job was seen (the caller lost the job); a newer one than the newest
+    /// seen stops the older claims' copies, keeping their targets.
+    fn admit(&self, claim: JobClaim) -> io::Result<()> {
+        let mut claims = lock(&self.claims);
+        let seen = claims.get(&claim.job).map(|(epoch, _)| *epoch);
+        if let Some(newer) = seen.filter(|&seen| seen > claim.epoch) {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "job {}'s claim {} was taken over by its claim {newer}: the instance \
+                     that made this call no longer runs the job",
+                    claim.job, claim.epoch
+                ),
+            ));
+        }
+        claims.insert(claim.job, (claim.epoch, Instant::now()));
+        if claims.len() > CLAIMS_KEPT {
+            let oldest = claims
+                .iter()
+                .min_by_key(|(_, (_, heard))| *heard)
+                .map(|(job, _)| *job);
+            if let Some(job) = oldest {
+                claims.remove(&job);
+            }
+        }
+        drop(claims);
+        if seen != Some(claim.epoch) {
+            for session in lock(&self.copies).values() {
+                if session
+                    .claim
+                    .is_some_and(|c| c.job == claim.job && c.epoch < claim.epoch)
+                {
+                    session.taken_over();
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The volume's front here, if open at `epoch`.
     fn front(&self, volume: &str, epoch: u64) -> io::Result<(Arc<dyn VolumeIo>, Vec<String>)> {
         match lock(&self.fronts).get(volume) {
@@ -342,7 +407,7 @@ impl FrontCalls {
     fn work(
         &self,
         volume: &str,
-        id: &str,
+        (id, claim): (&str, Option<JobClaim>),
         io: Arc<dyn VolumeIo>,
         roots: &[String],
         op: FrontOp,
@@ -380,18 +445,32 @@ impl FrontCalls {
                         // The node a copy goes to (asked for its media).
                         super::add_nodes(media.as_ref(), &volume, &[node], &roots);
                     }
+                    let this_slice = |s: &CopySession| {
+                        s.volume == volume
+                            && matches!(s.what, Copying::Slice { copy: c, column: k, .. }
+                                if c == copy && k == column)
+                    };
+                    // A later job's copy of the slice is never replaced by
+                    // an earlier job's (a movement is begun only once the
+                    // one before it on the volume ended).
+                    if let Some(later) = later_job(&copies, claim, this_slice) {
+                        return Err(io::Error::new(
+                            io::ErrorKind::PermissionDenied,
+                            format!(
+                                "job {later} copies this slice on this node's front: the \
+                                 instance that made this call no longer runs its job"
+                            ),
+                        ));
+                    }
                     // Its control plane's earlier copy of the slice (left
                     // by a restart, or by another instance that lost the
-                    // job) goes first: one copy of a slice at a time. One
+                    // job: its target stays for this one to resume from)
+                    // goes first: one copy of a slice at a time. One
                     // whose running phase has not ended yet is kept, and
                     // this begin refused as transient, so that no two
                     // copies ever write the slice's target at once.
                     let mut stopping = Vec::new();
-                    for old in take_copies(&copies, |s| {
-                        s.volume == volume
-                            && matches!(s.what, Copying::Slice { copy: c, column: k, .. }
-                                if c == copy && k == column)
-                    }) {
+                    for old in take_copies(&copies, this_slice) {
                         old.forget();
                         if !old.dropped.load(Ordering::SeqCst) {
                             stopping.push(old);
@@ -427,7 +506,8 @@ impl FrontCalls {
                         to: medium,
                         rebuild,
                     };
-                    Ok(begun(&copies, id, CopySession::new(&volume, what, moving)))
+                    let session = CopySession::new(&volume, (what, claim), moving);
+                    Ok(begun(&copies, id, session))
                 };
                 (Box::new(work), None)
             }
@@ -450,7 +530,8 @@ impl FrontCalls {
                     let view = io.snapshot_view(snapshot, size)?;
                     let moving = Box::new(CloneFill::new(view, into, size));
                     let what = Copying::Clone { into: target };
-                    Ok(begun(&copies, id, CopySession::new(&volume, what, moving)))
+                    let session = CopySession::new(&volume, (what, claim), moving);
+                    Ok(begun(&copies, id, session))
                 };
                 (Box::new(work), None)
             }
@@ -579,6 +660,20 @@ fn take_copies(
     ids.iter().filter_map(|id| copies.remove(id)).collect()
 }
 
+/// The job of a copy `which` selects that is later than `claim`'s job.
+fn later_job(
+    copies: &Mutex<HashMap<String, Arc<CopySession>>>,
+    claim: Option<JobClaim>,
+    which: impl Fn(&CopySession) -> bool,
+) -> Option<i64> {
+    let job = claim?.job;
+    lock(copies)
+        .values()
+        .filter(|s| which(s))
+        .filter_map(|s| s.claim.map(|c| c.job))
+        .find(|&other| other > job)
+}
+
 /// Keeps a begun copy as a session under its begin call's id; the begin's
 /// answer.
 fn begun(
@@ -611,10 +706,16 @@ impl svs_sliceproto::FrontControl for FrontCalls {
 }
 
 impl CopySession {
-    fn new(volume: &str, what: Copying, moving: Box<dyn SliceMove>) -> CopySession {
+    fn new(
+        volume: &str,
+        (what, claim): (Copying, Option<JobClaim>),
+        moving: Box<dyn SliceMove>,
+    ) -> CopySession {
         CopySession {
             volume: volume.to_string(),
             what,
+            claim,
+            keep: AtomicBool::new(false),
             slot: Mutex::new(Some(moving)),
             cancel: CancellationToken::new(),
             grant: Mutex::new(None),
@@ -693,17 +794,34 @@ impl CopySession {
     /// was forgotten meanwhile).
     fn put_back(&self, moving: Box<dyn SliceMove>) {
         if self.forgotten.load(Ordering::SeqCst) {
-            drop(moving);
-            self.dropped.store(true, Ordering::SeqCst);
+            self.drop_copy(moving);
             return;
         }
         *lock(&self.slot) = Some(moving);
         // Forgotten between the check and the put: dropped after all.
         if self.forgotten.load(Ordering::SeqCst) {
-            let moving = lock(&self.slot).take();
-            drop(moving);
-            self.dropped.store(true, Ordering::SeqCst);
+            if let Some(moving) = lock(&self.slot).take() {
+                self.drop_copy(moving);
+            }
         }
+    }
+
+    /// Drops the copy (its target kept when a newer claim took it over).
+    fn drop_copy(&self, mut moving: Box<dyn SliceMove>) {
+        if self.keep.load(Ordering::SeqCst) {
+            moving.keep_target();
+        }
+        drop(moving);
+        self.dropped.store(true, Ordering::SeqCst);
+    }
+
+    /// A newer claim of its job was heard of: a fill running stops, and
+    /// the copy's target stays when it is dropped (the newer claim's copy
+    /// of the slice drops it, and resumes from its checkpoint).
+    fn taken_over(&self) {
+        self.keep.store(true, Ordering::SeqCst);
+        self.cancel.cancel();
+        self.granted.notify_all();
     }
 
     /// The control plane asked about the copy; its fill may reach `grant`.
@@ -760,9 +878,8 @@ impl CopySession {
         let until = Instant::now() + FORGET_WAIT;
         loop {
             let moving = lock(&self.slot).take();
-            if moving.is_some() {
-                drop(moving);
-                self.dropped.store(true, Ordering::SeqCst);
+            if let Some(moving) = moving {
+                self.drop_copy(moving);
             }
             if self.dropped.load(Ordering::SeqCst) || Instant::now() >= until {
                 return;

@@ -467,3 +467,148 @@ async fn calls_take_a_snapshot_and_move_a_slice_on_the_open_front() {
     follow(&registry, &mut fronts, &answer(vec![]), None).await;
     assert!(calls.layout("v1").is_none(), "closed");
 }
+
+/// [`ask`] at epoch 3 under claim `epoch` of job `job`.
+async fn ask_as(
+    calls: &Arc<FrontCalls>,
+    (job, epoch): (i64, u64),
+    call: &str,
+    op: serde_json::Value,
+) -> std::io::Result<serde_json::Value> {
+    let calls = Arc::clone(calls);
+    let request = serde_json::json!({"call": call, "epoch": 3,
+        "claim": {"job": job, "epoch": epoch}, "op": op});
+    off(move || {
+        use svs_sliceproto::FrontControl;
+        let reply = calls.call("v1", request.to_string().as_bytes())?;
+        Ok(serde_json::from_slice(&reply).expect("an answer"))
+    })
+    .await
+}
+
+/// A job's copy, taken over by the job's next claim (another instance's):
+/// the older claim's fill stops and its calls are refused from then on,
+/// its target stays for the newer claim to resume from, and the newer
+/// claim's copy ends the move with every byte; an earlier job never begins
+/// a copy of the slice over a later job's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_claim_of_a_job_takes_its_copy_over_and_the_older_claim_is_refused() {
+    let node = node();
+    let (registry, _media, _failed) = front_registry();
+    let calls = Arc::new(FrontCalls::new(Arc::clone(registry.data_plane())));
+    let mut fronts = Fronts::new(Arc::clone(&calls));
+    let old = spec(&node, 3, &["e1"]);
+    create_slices(&registry, &old).await;
+    follow(&registry, &mut fronts, &answer(vec![old.clone()]), None).await;
+    let io = registry.volume_io("v1").expect("open");
+    let data: Vec<u8> = (0..SIZE).map(|i| (i % 253) as u8).collect();
+    {
+        let (io, data) = (Arc::clone(&io), data.clone());
+        off(move || io.write(0, &data, true))
+            .await
+            .expect("written");
+    }
+    let begin = |resumefrom: u64| {
+        serde_json::json!({"do": "begincopy", "rebuild": false, "copy": 1, "column": 0,
+        "medium": "d3", "resumefrom": resumefrom, "node": {"node": "sn-1",
+        "sliceaddress": node.server.local_addr().to_string(), "slicecredential": SECRET,
+        "media": ["d3"]}})
+    };
+    let fill = |copy: &str| {
+        serde_json::json!({"do": "fill", "copy": copy, "checkpointbytes": 1 << 20,
+            "grant": null})
+    };
+
+    // Claim 1 of job 7 copies the slice to d3 (filled, not switched).
+    ask_as(&calls, (7, 1), "c1-begin", begin(0))
+        .await
+        .expect("begun");
+    let filled = loop {
+        let a = ask_as(&calls, (7, 1), "c1-fill", fill("c1-begin"))
+            .await
+            .expect("filled");
+        if a["running"] == false {
+            break a;
+        }
+    };
+    assert_eq!(filled["progress"]["copied"], SIZE, "{filled}");
+
+    // Claim 2 (the instance that took the job over) begins the slice's
+    // copy at a checkpoint: the target claim 1 filled is still there.
+    let began = ask_as(&calls, (7, 2), "c2-begin", begin(2 << 20))
+        .await
+        .expect("begun again");
+    assert_eq!(
+        began["began"],
+        serde_json::json!({"startsat": 2 << 20, "inplace": false})
+    );
+    // Claim 1 steers nothing any more.
+    let e = ask_as(
+        &calls,
+        (7, 1),
+        "c1-switch",
+        serde_json::json!({"do": "switch", "copy": "c1-begin"}),
+    )
+    .await
+    .expect_err("an older claim");
+    assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
+    assert_eq!(
+        e.to_string(),
+        "job 7's claim 1 was taken over by its claim 2: the instance that made this call \
+         no longer runs the job"
+    );
+    // An earlier job (a stale instance's) never replaces job 9's copy.
+    ask_as(&calls, (9, 1), "j9-begin", begin(0))
+        .await
+        .expect("a later job's copy");
+    let e = ask_as(&calls, (7, 2), "c2-again", begin(0))
+        .await
+        .expect_err("an earlier job");
+    assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
+    assert_eq!(
+        e.to_string(),
+        "job 9 copies this slice on this node's front: the instance that made this call no \
+         longer runs its job"
+    );
+    // Job 9's copy (the test's stand-in for a later movement) is aborted;
+    // claim 2 of job 7 begins again (from the start: job 9's begin dropped
+    // its copy) and ends the move.
+    ask_as(
+        &calls,
+        (9, 1),
+        "j9-abort",
+        serde_json::json!({"do": "abort", "copy": "j9-begin"}),
+    )
+    .await
+    .expect("aborted");
+    ask_as(&calls, (7, 2), "c2-begin-2", begin(0))
+        .await
+        .expect("begun");
+    loop {
+        let a = ask_as(&calls, (7, 2), "c2-fill", fill("c2-begin-2"))
+            .await
+            .expect("filled");
+        if a["running"] == false {
+            break;
+        }
+    }
+    for (call, op) in [("c2-switch", "switch"), ("c2-finish", "finish")] {
+        ask_as(
+            &calls,
+            (7, 2),
+            call,
+            serde_json::json!({"do": op, "copy": "c2-begin-2"}),
+        )
+        .await
+        .expect(op);
+    }
+    let moved = vec![vec!["d1".to_string()], vec!["d3".to_string()]];
+    assert_eq!(calls.layout("v1").expect("open").media, moved);
+    let back = off(move || {
+        let mut back = vec![0; SIZE as usize];
+        io.read(0, &mut back).map(|()| back)
+    })
+    .await
+    .expect("read");
+    assert!(back == data, "the moved copy reads back what was written");
+}

@@ -278,6 +278,12 @@ pub trait SliceMove: Send {
     /// the target's files are removed, except a partial file that a
     /// checkpoint of a cancelled fill covers.
     fn abort(self: Box<Self>) -> Result<(), DataPlaneError>;
+
+    /// Dropped before its switch, its target's files stay (a partial
+    /// file, a node's slice) for a later copy of the slice to resume
+    /// from: another claim of the same job takes the copy over. The
+    /// orphan reconciler removes them once no job works on the volume.
+    fn keep_target(&mut self) {}
 }
 
 #[cfg(test)]

@@ -718,6 +718,20 @@ impl SliceMove for LocalSliceMove {
         self.stage = Stage::Ended;
         result
     }
+
+    fn keep_target(&mut self) {
+        let Some(target) = self.target.as_mut() else {
+            return;
+        };
+        match &mut target.place {
+            Place::Node(node) => node.keep = true,
+            Place::Local(local) => {
+                if let Some(guard) = local.partial_guard.as_mut() {
+                    guard.disarm();
+                }
+            }
+        }
+    }
 }
 
 impl Drop for LocalSliceMove {
