@@ -312,6 +312,47 @@ async fn ask(
     off(move || front_call(&calls, epoch, &call, op)).await
 }
 
+/// Volume v1's front open on `node` at epoch 3 (export e1), as the node's
+/// fronts follow the control plane's answer, with `len` bytes of known data
+/// written through it from 0.
+struct OpenFrontV1 {
+    registry: Arc<ExportRegistry>,
+    calls: Arc<FrontCalls>,
+    fronts: Fronts,
+    spec: FrontSpec,
+    io: Arc<dyn svs_dataplane::VolumeIo>,
+    data: Vec<u8>,
+    _media: svs_dataplane::ClusterMedia,
+    _failed: tokio::sync::mpsc::UnboundedReceiver<Failed>,
+}
+
+async fn open_front_v1(node: &Node, len: u64) -> OpenFrontV1 {
+    let (registry, _media, _failed) = front_registry();
+    let calls = Arc::new(FrontCalls::new(Arc::clone(registry.data_plane())));
+    let mut fronts = Fronts::new(Arc::clone(&calls));
+    let spec = spec(node, 3, &["e1"]);
+    create_slices(&registry, &spec).await;
+    follow(&registry, &mut fronts, &answer(vec![spec.clone()]), None).await;
+    let io = registry.volume_io("v1").expect("open");
+    let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+    {
+        let (io, data) = (Arc::clone(&io), data.clone());
+        off(move || io.write(0, &data, true))
+            .await
+            .expect("written");
+    }
+    OpenFrontV1 {
+        registry,
+        calls,
+        fronts,
+        spec,
+        io,
+        data,
+        _media,
+        _failed,
+    }
+}
+
 /// The control plane's calls on a front open here: refused at another
 /// epoch or when not JSON; a snapshot taken; a move of a slice with
 /// snapshots refused (not yet), then, the snapshot gone, a live move of
@@ -322,21 +363,16 @@ async fn ask(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_take_a_snapshot_and_move_a_slice_on_the_open_front() {
     let node = node();
-    let (registry, _media, _failed) = front_registry();
-    let calls = Arc::new(FrontCalls::new(Arc::clone(registry.data_plane())));
-    let mut fronts = Fronts::new(Arc::clone(&calls));
-    let old = spec(&node, 3, &["e1"]);
-    create_slices(&registry, &old).await;
-    follow(&registry, &mut fronts, &answer(vec![old.clone()]), None).await;
+    let OpenFrontV1 {
+        registry,
+        calls,
+        mut fronts,
+        spec: old,
+        io,
+        data,
+        ..
+    } = open_front_v1(&node, 3 << 20).await;
     assert_eq!(open_report(&fronts), vec![("v1".into(), 3, String::new())]);
-    let io = registry.volume_io("v1").expect("open");
-    let data: Vec<u8> = (0..3 << 20).map(|i| (i % 251) as u8).collect();
-    {
-        let (io, data) = (Arc::clone(&io), data.clone());
-        off(move || io.write(0, &data, true))
-            .await
-            .expect("written");
-    }
 
     let e = ask(
         &calls,
@@ -494,20 +530,12 @@ async fn ask_as(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_newer_claim_of_a_job_takes_its_copy_over_and_the_older_claim_is_refused() {
     let node = node();
-    let (registry, _media, _failed) = front_registry();
-    let calls = Arc::new(FrontCalls::new(Arc::clone(registry.data_plane())));
-    let mut fronts = Fronts::new(Arc::clone(&calls));
-    let old = spec(&node, 3, &["e1"]);
-    create_slices(&registry, &old).await;
-    follow(&registry, &mut fronts, &answer(vec![old.clone()]), None).await;
-    let io = registry.volume_io("v1").expect("open");
-    let data: Vec<u8> = (0..SIZE).map(|i| (i % 253) as u8).collect();
-    {
-        let (io, data) = (Arc::clone(&io), data.clone());
-        off(move || io.write(0, &data, true))
-            .await
-            .expect("written");
-    }
+    let front = open_front_v1(&node, SIZE).await;
+    let (calls, io, data) = (
+        Arc::clone(&front.calls),
+        Arc::clone(&front.io),
+        front.data.clone(),
+    );
     let begin = |resumefrom: u64| {
         serde_json::json!({"do": "begincopy", "rebuild": false, "copy": 1, "column": 0,
         "medium": "d3", "resumefrom": resumefrom, "node": {"node": "sn-1",
