@@ -123,8 +123,14 @@ test("resize with data movement shows progress until Done", async () => {
   const page = await newPage();
   await signIn(page, server.base);
   await page.waitForSelector('tr[data-volume="data"]');
-  const { state, seen, statuses } = await resizeInUi(page, "data", 18, true);
+  const { state, seen, statuses, previewText, planned } = await resizeInUi(page, "data", 18, true, { preview: true });
   assert.equal(state, "Done");
+  // The preview named the move and its time before anything changed, and
+  // the resize carried out that plan.
+  assert.match(previewText, /With data movement: GetMovementModificationPlan: Found movement plan/);
+  assert.match(previewText, /c1-k0: m2 \(n2\) → m3 \(n3\), 32\.0 MiB of data/);
+  assert.match(previewText, /Data to copy: 32\.0 MiB, about 4 s at 8\.0 MiB\/s\./);
+  assert.ok(planned && /^[0-9a-f]+$/.test(planned), `the resize was sent with the previewed plan: ${planned}`);
   const midway = seen.filter((p) => p > 0 && p < 100);
   assert.ok(midway.length > 0, `progress between 0 and 100 shown (seen: ${[...new Set(seen)]})`);
   // The moving slice with its bytes, rate and time left.

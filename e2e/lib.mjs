@@ -244,12 +244,23 @@ export async function waitText(page, selector, text, timeout = 30_000) {
 }
 
 /** Opens the resize dialog of a volume, submits, and follows the job to its end. */
-export async function resizeInUi(page, volume, size, move) {
+export async function resizeInUi(page, volume, size, move, { preview = false } = {}) {
   await page.click(`tr[data-volume="${volume}"] button.resize`);
   await page.waitForSelector("#resize-dialog[open]");
   await page.fill("#resize-size", String(size));
   if (move) await page.check("#resize-move");
+  // With `preview`: the dry run first (its panel's text is returned), and
+  // the resize then carries out that plan.
+  let previewText = null;
+  let sent = null;
+  if (preview) {
+    await page.click("#resize-preview-button");
+    await page.waitForSelector("#resize-preview:not([hidden])");
+    previewText = await page.textContent("#resize-preview");
+    sent = page.waitForRequest((r) => r.method() === "PATCH" && r.url().includes(`/volumes/${volume}`));
+  }
   await page.click("#resize-submit");
+  const planned = sent && new URL((await sent).url()).searchParams.get("plan");
   const seen = [];
   const statuses = new Set(); // what the running job said it was doing
   for (let i = 0; i < 600; i++) {
@@ -258,7 +269,7 @@ export async function resizeInUi(page, volume, size, move) {
     const status = (await page.textContent("#job-status").catch(() => "")) || "";
     seen.push(progress);
     if (status) statuses.add(status);
-    if (state === "Done" || state === "Error") return { state, seen, statuses: [...statuses] };
+    if (state === "Done" || state === "Error") return { state, seen, statuses: [...statuses], previewText, planned };
     await page.waitForTimeout(100);
   }
   throw new Error(`resize job of ${volume} did not end; progress seen: ${seen}`);

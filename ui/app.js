@@ -431,6 +431,33 @@ function jobObject(j) {
   return h("a", { href: `#/volumes/${encodeURIComponent(j.objectname)}`, class: "job-object", title: j.object }, j.objectname);
 }
 
+// What a resize's dry run answered, as lines of the preview panel: the
+// outcome and its message, each move (bytes of data, nodes), each growth,
+// and the time the moves take at the movement rate.
+function planView(plan) {
+  const outcome = { inplace: "In place", movement: "With data movement", refused: "Refused" }[plan.outcome] || plan.outcome;
+  const parts = [
+    h("p", { class: "preview-outcome" }, h("strong", {}, `${outcome}: `), plan.message),
+  ];
+  if (plan.moves.length) {
+    parts.push(h("p", {}, "Slices that move:"), h("ul", { class: "preview-moves" },
+      ...plan.moves.map((m) => h("li", {},
+        `${m.slice}: ${m.from} (${m.fromnode}) → ${m.to} (${m.tonode}), ${fmtBytes(m.bytes)}${m.measured ? "" : " at most"} of data`))));
+  }
+  if (plan.growths.length) {
+    parts.push(h("p", {}, "Slices that grow where they are:"), h("ul", { class: "preview-growths" },
+      ...plan.growths.map((g) => h("li", {}, `${g.slice} on ${g.medium}: ${g.from} → ${g.to} GiB`))));
+  }
+  if (plan.moves.length) {
+    const time = plan.estimatedseconds == null
+      ? "unthrottled (no movement rate set)"
+      : `about ${plan.estimatedseconds} s at ${fmtBytes(plan.movementrate)}/s`;
+    parts.push(h("p", { class: "preview-estimate" }, `Data to copy: ${fmtBytes(plan.bytestocopy)}, ${time}.`));
+  }
+  parts.push(h("p", { class: "hint" }, "Resize now carries out this plan, or is refused if it changed meanwhile."));
+  return parts;
+}
+
 // The resize dialog of volume `v`: checks the range before sending, follows
 // the job, and once it is Done shows the volume's new size (a further resize
 // starts from it). `onClose` runs once it is gone.
@@ -447,6 +474,44 @@ function resizeDialog(v, onClose) {
   const move = h("input", { id: "resize-move", type: "checkbox" });
   const jobPanel = h("div", { id: "resize-job", class: "job", hidden: true });
   const submit = h("button", { type: "submit", id: "resize-submit" }, "Resize");
+  // The last preview (a dry run) and the inputs it was made for: a resize
+  // with the same inputs carries out exactly that plan, or is refused
+  // naming what changed since.
+  const previewPanel = h("div", { id: "resize-preview", class: "preview", hidden: true });
+  let previewed = null;
+  const inputs = () => ({ size: Number(input.value), allowdatamovement: move.checked });
+  const samePlan = () =>
+    previewed && previewed.size === Number(input.value) && previewed.allowdatamovement === move.checked;
+  const preview = h("button", {
+    type: "button", class: "secondary", id: "resize-preview-button",
+    onclick: async () => {
+      dErr.show(null);
+      const wrong = problem();
+      if (wrong) {
+        dErr.show(new Error(wrong));
+        return;
+      }
+      try {
+        const asked = inputs();
+        const plan = await api.patch(`${volumePath(v.name)}?dryrun=true`, asked);
+        previewed = { ...asked, token: plan.plan };
+        previewPanel.replaceChildren(...planView(plan));
+        previewPanel.hidden = false;
+      } catch (e) {
+        previewed = null;
+        previewPanel.hidden = true;
+        dErr.show(e);
+      }
+    },
+  }, "Preview");
+  // A changed input makes the shown preview stale.
+  const staleIfChanged = () => {
+    if (previewed && !samePlan()) {
+      previewed = null;
+      previewPanel.hidden = true;
+    }
+  };
+  move.addEventListener("change", staleIfChanged);
   const problem = () => {
     const n = Number(input.value);
     const { min, max } = bounds();
@@ -463,6 +528,7 @@ function resizeDialog(v, onClose) {
   // A corrected value takes the old complaint away at once.
   input.addEventListener("input", () => {
     if (!problem()) dErr.show(null);
+    staleIfChanged();
   });
   const dialog = h(
     "dialog",
@@ -482,7 +548,10 @@ function resizeDialog(v, onClose) {
           submit.disabled = true;
           done.show(null);
           try {
-            const r = await api.patch(volumePath(v.name), { size: Number(input.value), allowdatamovement: move.checked });
+            const planned = samePlan() ? `?plan=${encodeURIComponent(previewed.token)}` : "";
+            const r = await api.patch(`${volumePath(v.name)}${planned}`, inputs());
+            previewed = null;
+            previewPanel.hidden = true;
             followJob(r.JobID, jobPanel, async (j) => {
               if (j.state === "Done") {
                 try {
@@ -513,9 +582,11 @@ function resizeDialog(v, onClose) {
       h("label", { class: "toggle" }, move, h("span", {}, "Allow Data Movement")),
       h("p", { class: "hint" }, "Lets slices move to other media when the ones they are on lack room."),
       dErr,
+      previewPanel,
       jobPanel,
       h("div", { class: "buttons" },
         submit,
+        preview,
         h("button", { type: "button", class: "secondary", id: "resize-close", onclick: () => dialog.close() }, "Close"),
       ),
     ),

@@ -16,6 +16,7 @@ mod jobs;
 mod media;
 mod nodes;
 mod parse;
+mod plans;
 mod policies;
 mod requests;
 mod signin;

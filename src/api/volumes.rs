@@ -3,6 +3,7 @@
 
 use super::extract::{Parsed, ParsedQuery};
 use super::parse::{bad, opt_bool, opt_str, req_gib, req_str, req_uint, Body, ParseResult};
+use super::plans::{self, CreateAnswer, PlanQuery, ResizeAnswer};
 use super::requests::{force_query, opt_non_empty, page_number, query_bool, FromBody, FromQuery};
 use super::views::{self, non_empty, ErrorBody, JobStarted};
 use super::{ApiError, ApiResult, AppState};
@@ -74,25 +75,38 @@ pub async fn list_volumes(
 #[utoipa::path(
     post, path = "/volumes", tag = "Volumes", operation_id = "VolumeCreate",
     summary = "Create a volume",
-    description = "Answers at once with the `volume_create` job. `type` may be left out (`block`). A name in use is a 409.",
+    description = "Answers at once with the `volume_create` job. `type` may be left out (`block`). A name in use is a 409. svs extensions: `?dryrun=true` answers where each slice would be placed (a `CreatePlan`), or the refusal the job would end with, after the same checks, changing nothing; `?plan=<token>` (the dry run's `plan`) makes the creation place the volume so, or be refused with 409 naming what changed.",
+    params(
+        ("dryrun" = Option<bool>, Query, description = "Answer the placement, change nothing"),
+        ("plan" = Option<String>, Query, description = "A dry run's plan token: that placement or 409"),
+    ),
     request_body = VolumeCreateRequest,
     security(("storage.io-authorizer" = [])),
     responses(
-        (status = 200, description = "Creation started", body = JobStarted),
-        (status = 400, description = "Invalid volume, unknown policy or zone", body = ErrorBody),
+        (status = 200, description = "Creation started (or, with dryrun, its placement)", body = CreateAnswer),
+        (status = 400, description = "Invalid volume, unknown policy or zone, or a malformed plan token", body = ErrorBody),
         (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 408, description = "Body not received in time", body = ErrorBody),
-        (status = 409, description = "A volume of that name exists", body = ErrorBody),
+        (status = 409, description = "A volume of that name exists, or the placement changed since its dry run", body = ErrorBody),
         (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]
 pub async fn create_volume(
     State(app): State<AppState>,
     caller: Caller,
+    ParsedQuery(query): ParsedQuery<PlanQuery>,
     Parsed(request): Parsed<CreateVolume>,
-) -> ApiResult<JobStarted> {
-    let started = app.create_volume(&caller, &request).await?;
-    Ok(Json(views::started("Volume creation started", &started)))
+) -> ApiResult<CreateAnswer> {
+    if query.dryrun {
+        let preview = app.preview_create(&caller, &request).await?;
+        let plan = plans::create_plan(request.name.as_str(), request.size, &preview);
+        return Ok(Json(CreateAnswer::Plan(plan)));
+    }
+    let started = app
+        .create_volume(&caller, &request, query.plan.as_ref())
+        .await?;
+    let started = views::started("Volume creation started", &started);
+    Ok(Json(CreateAnswer::Started(started)))
 }
 
 #[utoipa::path(
@@ -118,17 +132,21 @@ pub async fn get_volume(
 #[utoipa::path(
     patch, path = "/volumes/{volume}", tag = "Volumes", operation_id = "VolumeModify",
     summary = "Resize a volume",
-    description = "`size` must be a whole number of GiB, greater than the current size and at most 10× it (400 naming the bound). Answers at once with the `volume_modify_extend` job. svs answers 409 (not in the reference) while another job works on the volume or a data movement runs.",
-    params(("volume" = String, Path, description = "The volume's name or id")),
+    description = "`size` must be a whole number of GiB, greater than the current size and at most 10× it (400 naming the bound). Answers at once with the `volume_modify_extend` job. svs answers 409 (not in the reference) while another job works on the volume or a data movement runs. svs extensions: `?dryrun=true` answers the plan (a `ResizePlan`: in place, each slice that would move with its bytes of data, or the refusal the job would end with, and the time the moves take at `movement_rate`) after the same checks, changing nothing; `?plan=<token>` (the dry run's `plan`) makes the resize carry out that plan, or be refused with 409 naming what changed.",
+    params(
+        ("volume" = String, Path, description = "The volume's name or id"),
+        ("dryrun" = Option<bool>, Query, description = "Answer the plan, change nothing"),
+        ("plan" = Option<String>, Query, description = "A dry run's plan token: that plan or 409"),
+    ),
     request_body = VolumeModifyRequest,
     security(("storage.io-authorizer" = [])),
     responses(
-        (status = 200, description = "Resize started", body = JobStarted),
-        (status = 400, description = "Invalid size or a changed fixed field", body = ErrorBody),
+        (status = 200, description = "Resize started (or, with dryrun, its plan)", body = ResizeAnswer),
+        (status = 400, description = "Invalid size, a changed fixed field, or a malformed plan token", body = ErrorBody),
         (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such volume", body = ErrorBody),
         (status = 408, description = "Body not received in time", body = ErrorBody),
-        (status = 409, description = "Another job works on the volume", body = ErrorBody),
+        (status = 409, description = "Another job works on the volume, or the plan changed since its dry run", body = ErrorBody),
         (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]
@@ -136,10 +154,19 @@ pub async fn resize_volume(
     State(app): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
+    ParsedQuery(query): ParsedQuery<PlanQuery>,
     Parsed(request): Parsed<ResizeVolume>,
-) -> ApiResult<JobStarted> {
-    let started = app.resize_volume(&caller, &name, &request).await?;
-    Ok(Json(views::started("Volume resize started", &started)))
+) -> ApiResult<ResizeAnswer> {
+    if query.dryrun {
+        let (volume, preview) = app.preview_resize(&caller, &name, &request).await?;
+        let plan = plans::resize_plan(&volume, request.size, &preview);
+        return Ok(Json(ResizeAnswer::Plan(plan)));
+    }
+    let started = app
+        .resize_volume(&caller, &name, &request, query.plan.as_ref())
+        .await?;
+    let started = views::started("Volume resize started", &started);
+    Ok(Json(ResizeAnswer::Started(started)))
 }
 
 #[utoipa::path(

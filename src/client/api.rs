@@ -140,14 +140,41 @@ impl Api {
             .await
     }
 
-    pub async fn create_volume(&self, body: &Value) -> Result<Value> {
-        self.call(Method::POST, "/volumes", &[], Some(body)).await
+    /// `POST /volumes`; `plan`: the dry run's plan token to hold it to.
+    pub async fn create_volume(&self, body: &Value, plan: Option<&str>) -> Result<Value> {
+        let query = plan_query(plan);
+        self.call(Method::POST, "/volumes", &query, Some(body))
+            .await
     }
 
-    pub async fn resize_volume(&self, name: &str, size: u64, movement: bool) -> Result<Value> {
+    /// `POST /volumes?dryrun=true`: where the creation would place its
+    /// slices.
+    pub async fn preview_create(&self, body: &Value) -> Result<Value> {
+        let query = [("dryrun", "true".to_string())];
+        self.call(Method::POST, "/volumes", &query, Some(body))
+            .await
+    }
+
+    /// `PATCH /volumes/{name}`; `plan`: the dry run's plan token to hold
+    /// it to.
+    pub async fn resize_volume(
+        &self,
+        name: &str,
+        (size, movement): (u64, bool),
+        plan: Option<&str>,
+    ) -> Result<Value> {
         let body = json!({"size": size, "allowdatamovement": movement});
         let path = format!("/volumes/{}", segment(name));
-        self.call(Method::PATCH, &path, &[], Some(&body)).await
+        self.call(Method::PATCH, &path, &plan_query(plan), Some(&body))
+            .await
+    }
+
+    /// `PATCH /volumes/{name}?dryrun=true`: what the resize would do.
+    pub async fn preview_resize(&self, name: &str, size: u64, movement: bool) -> Result<Value> {
+        let body = json!({"size": size, "allowdatamovement": movement});
+        let path = format!("/volumes/{}", segment(name));
+        let query = [("dryrun", "true".to_string())];
+        self.call(Method::PATCH, &path, &query, Some(&body)).await
     }
 
     pub async fn delete_volume(&self, name: &str, force: bool) -> Result<Value> {
@@ -512,6 +539,12 @@ impl Session {
             other => other,
         }
     }
+}
+
+/// `?plan=<token>` when a dry run's plan is given.
+fn plan_query(plan: Option<&str>) -> Vec<(&'static str, String)> {
+    plan.map(|p| vec![("plan", p.to_string())])
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

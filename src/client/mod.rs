@@ -15,6 +15,7 @@ pub mod jobs;
 pub mod media;
 pub mod nodes;
 pub mod output;
+pub mod plans;
 pub mod policies;
 pub mod sessions;
 pub mod snapshots;

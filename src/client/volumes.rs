@@ -1,11 +1,13 @@
 //! `svs volume ...`: the subcommands and what each does through the API.
 
+use super::api::Api;
 use super::args::{parse_size_gib, AttachTo, SnapshotRef, WaitArgs};
 use super::context::{emit, Context, Print, Shown};
 use super::error::Result;
 use super::output::{self, OutputFormat};
+use super::plans;
 use clap::Subcommand;
-use serde_json::json;
+use serde_json::{json, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum VolumeType {
@@ -20,6 +22,19 @@ impl VolumeType {
             VolumeType::File => "file",
         }
     }
+}
+
+/// `--dry-run` and `--plan` of a creation or a resize.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PlanArgs {
+    /// Print what the request would do (the plan, or why there is none)
+    /// and change nothing.
+    #[arg(long, conflicts_with_all = ["plan", "wait"])]
+    pub dry_run: bool,
+    /// Carry out exactly this plan (the `Plan:` a dry run printed), or be
+    /// refused naming what changed since.
+    #[arg(long, value_name = "PLAN")]
+    pub plan: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -55,6 +70,8 @@ pub enum VolumeCommand {
         #[arg(long, value_name = "VOLUME/SNAPSHOT")]
         from_snapshot: Option<SnapshotRef>,
         #[command(flatten)]
+        plan: PlanArgs,
+        #[command(flatten)]
         wait: WaitArgs,
     },
     /// Grow a volume; prints the job id.
@@ -68,6 +85,8 @@ pub enum VolumeCommand {
         /// Allow moving slices off media that lack room.
         #[arg(long)]
         allow_data_movement: bool,
+        #[command(flatten)]
+        plan: PlanArgs,
         #[command(flatten)]
         wait: WaitArgs,
     },
@@ -137,6 +156,7 @@ impl VolumeCommand {
                 filesystem,
                 zone,
                 from_snapshot,
+                plan,
                 wait,
             } => {
                 let mut body =
@@ -151,8 +171,15 @@ impl VolumeCommand {
                     body["contentvolume"] = json!(from.volume);
                     body["contentsnapshot"] = json!(from.snapshot);
                 }
+                if plan.dry_run {
+                    return dry_run(ctx, plans::render_create_plan, |api| async move {
+                        api.preview_create(&body).await
+                    })
+                    .await;
+                }
+                let token = plan.plan.as_deref();
                 ctx.start_job(wait.wait, Shown::Volume(name), |api| async move {
-                    api.create_volume(&body).await
+                    api.create_volume(&body, token).await
                 })
                 .await
             }
@@ -160,10 +187,19 @@ impl VolumeCommand {
                 name,
                 size,
                 allow_data_movement,
+                plan,
                 wait,
             } => {
+                if plan.dry_run {
+                    return dry_run(ctx, plans::render_resize_plan, |api| async move {
+                        api.preview_resize(name, *size, *allow_data_movement).await
+                    })
+                    .await;
+                }
+                let token = plan.plan.as_deref();
                 ctx.start_job(wait.wait, Shown::Volume(name), |api| async move {
-                    api.resize_volume(name, *size, *allow_data_movement).await
+                    api.resize_volume(name, (*size, *allow_data_movement), token)
+                        .await
                 })
                 .await
             }
@@ -209,6 +245,23 @@ impl VolumeCommand {
 
 /// A readable summary (placement and attachments too), or with
 /// `--output json` the server's volume object alone.
+/// Prints a dry run's plan: as the API answers it with `--output json`,
+/// else as `render` says it.
+async fn dry_run<F, Fut>(ctx: &Context, render: fn(&Value) -> String, ask: F) -> Result<()>
+where
+    F: FnOnce(Api) -> Fut,
+    Fut: std::future::Future<Output = Result<Value>>,
+{
+    let s = ctx.session().await?;
+    let plan = s.hint(ask(s.api.clone()).await)?;
+    if ctx.output == OutputFormat::Json {
+        ctx.one(&plan);
+    } else {
+        emit(&render(&plan));
+    }
+    Ok(())
+}
+
 async fn get(ctx: &Context, name: &str) -> Result<()> {
     let s = ctx.session().await?;
     let item = s.hint(s.api.get_volume(name).await)?;

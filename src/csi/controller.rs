@@ -521,7 +521,7 @@ impl Controller for ControllerService {
             body["contentvolume"] = json!(volume);
             body["contentsnapshot"] = json!(snapshot);
         }
-        let answer = match api.create_volume(&body).await {
+        let answer = match api.create_volume(&body, None).await {
             Ok(a) => a,
             Err(e) => return Err(self.fail(e).await),
         };

@@ -6,7 +6,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use svs_dataplane::{CloneFill, CopyOptions, CopyStats, SliceMove};
-use svs_domain::{place_volume, CloneSource, JobSpec, PlacementRequest, GIB};
+use svs_domain::{
+    place_volume, plan_changed_message, plan_changes, CloneSource, JobSpec, PlacementRequest,
+    PlanShape, GIB,
+};
 use svs_store::{Job, Volume};
 use tracing::{error, warn};
 
@@ -21,7 +24,21 @@ pub(super) async fn create_volume(ctx: &JobContext, job: &Job) -> Result<(), Job
             resiliency: volume.resiliency,
             zone: volume.zone.clone(),
         };
-        match place_volume(&media, &request) {
+        let placed = place_volume(&media, &request);
+        let expected = match job.spec() {
+            Ok(JobSpec::VolumeCreate(args)) => args.plan.as_deref().and_then(PlanShape::from_token),
+            _ => None,
+        };
+        // Given a dry run's placement: that placement, or nothing.
+        let changes = expected.map_or_else(Vec::new, |expected| {
+            let now = PlanShape::of_placement(&placed);
+            plan_changes(&expected, &now, &|id| id.to_string())
+        });
+        if !changes.is_empty() {
+            ctx.store.delete_volume(&volume.id).await?;
+            return Err(JobError::Failed(plan_changed_message(&changes)));
+        }
+        match placed {
             Ok(placements) => {
                 slices = ctx.store.place_slices(&volume.id, &placements).await?;
             }

@@ -23,6 +23,7 @@ mod front;
 mod growth;
 mod kinds;
 mod node_front;
+mod preview;
 mod recovery;
 mod resize;
 mod retry;
@@ -34,6 +35,8 @@ mod tests;
 
 pub use activity::{VolumeActivity, VolumeQuiet};
 pub use front::FrontMover;
+pub use preview::{CreatePreview, ResizePreview};
+pub(crate) use resize::slice_label;
 pub use retry::RetryPolicy;
 pub use runner::{JobRunner, LeaseSettings, RunnerParts, RunnerSettings, JOB_RUNNER};
 

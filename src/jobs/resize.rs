@@ -7,10 +7,10 @@ use super::slice_move::{copy_step, StepCopy};
 use super::{slice_key, JobContext, JobError};
 use std::collections::BTreeSet;
 use svs_domain::{
-    column_size, plan_resize, validate_new_size, ResizeRequest, ResizeVolumeArgs, Slice, GIB,
-    MOVEMENT_PLAN_FOUND,
+    column_size, plan_changed_message, plan_changes, plan_resize, validate_new_size, PlanError,
+    PlanShape, ResizePlan, ResizeRequest, ResizeVolumeArgs, Slice, GIB, MOVEMENT_PLAN_FOUND,
 };
-use svs_store::{Job, JobEnd, ResizeStep, StepState};
+use svs_store::{Job, JobEnd, ResizeStep, SliceRow, StepState, StoreError, Volume};
 use tracing::{info, warn};
 
 pub(super) async fn resize_volume(
@@ -26,22 +26,16 @@ pub(super) async fn resize_volume(
         // The size the request was checked against may have changed.
         validate_new_size(volume.size, new_size).map_err(|e| JobError::Failed(e.to_string()))?;
         let _booking = ctx.allocation.lock().await;
-        let media = ctx.media_states().await?;
-        let slices: Vec<Slice> = ctx
-            .store
-            .volume_slices(&volume.id)
-            .await?
-            .into_iter()
-            .map(|r| r.slice)
-            .collect();
-        let request = ResizeRequest {
-            current_size: volume.size,
-            new_size,
-            slices: &slices,
-            resiliency: volume.resiliency,
-            allow_data_movement: args.allow_data_movement,
-        };
-        let plan = plan_resize(&media, &request).map_err(|e| JobError::Failed(e.to_string()))?;
+        let (planned, rows) = plan_now(ctx, &volume, new_size, args.allow_data_movement).await?;
+        // Given a dry run's plan: that plan, or nothing.
+        if let Some(expected) = args.plan.as_deref().and_then(PlanShape::from_token) {
+            let label = |id: i64| slice_label(&rows, id);
+            let changes = plan_changes(&expected, &PlanShape::of_resize(&planned), &label);
+            if !changes.is_empty() {
+                return Err(JobError::Failed(plan_changed_message(&changes)));
+            }
+        }
+        let plan = planned.map_err(|e| JobError::Failed(e.to_string()))?;
         let detail = (!plan.is_in_place()).then_some(MOVEMENT_PLAN_FOUND);
         ctx.store.save_resize_plan(job.id, &plan, detail).await?;
         steps = ctx.store.resize_steps(job.id).await?;
@@ -211,6 +205,36 @@ async fn source_lost(
         }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
+}
+
+/// The resize's plan from the store's figures now (the free space of
+/// every healthy medium, the volume's slices), and the volume's slices:
+/// what the job plans with, and a dry run too.
+pub(super) async fn plan_now(
+    ctx: &JobContext,
+    volume: &Volume,
+    new_size: u64,
+    allow_data_movement: bool,
+) -> Result<(Result<ResizePlan, PlanError>, Vec<SliceRow>), StoreError> {
+    let media = ctx.media_states().await?;
+    let rows = ctx.store.volume_slices(&volume.id).await?;
+    let slices: Vec<Slice> = rows.iter().map(|r| r.slice.clone()).collect();
+    let request = ResizeRequest {
+        current_size: volume.size,
+        new_size,
+        slices: &slices,
+        resiliency: volume.resiliency,
+        allow_data_movement,
+    };
+    Ok((plan_resize(&media, &request), rows))
+}
+
+/// A slice's label (`c1-k0`) among `rows`, from its id.
+pub(crate) fn slice_label(rows: &[SliceRow], id: i64) -> String {
+    rows.iter().find(|r| r.slice.id == id).map_or_else(
+        || id.to_string(),
+        |r| format!("c{}-k{}", r.slice.copy, r.slice.column),
+    )
 }
 
 /// After a failed movement: remove any copy on a target that never became

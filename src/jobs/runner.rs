@@ -440,6 +440,11 @@ impl JobRunner {
         .await;
     }
 
+    /// What every job works with (a dry run plans with it too).
+    pub(super) fn context(&self) -> &JobContext {
+        &self.ctx
+    }
+
     /// Stops every task of this runner at once, as if the process were
     /// killed: no lease is released or renewed, and no job writes again.
     #[cfg(test)]

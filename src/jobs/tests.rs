@@ -120,6 +120,10 @@ impl DataPlane for TestMedia {
         self.local.stored_slices(medium)
     }
 
+    fn slice_data_bytes(&self, medium: &str, slice: &SliceKey) -> Result<u64, DataPlaneError> {
+        self.local.slice_data_bytes(medium, slice)
+    }
+
     fn open_volume(&self, layout: &VolumeLayout) -> Result<Arc<dyn VolumeIo>, DataPlaneError> {
         if self.refuse_opens.load(Ordering::SeqCst) {
             return Err(DataPlaneError::Io {

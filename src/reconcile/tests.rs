@@ -180,6 +180,7 @@ async fn copies_of_a_volume_with_a_job_running_or_unfinished_are_left_alone() {
         size: 2,
         allow_data_movement: true,
         from_size: 1,
+        plan: None,
     });
     let job = f
         .base

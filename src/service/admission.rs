@@ -4,9 +4,14 @@
 //! way: look the volume up, take the lock, refuse it if a job works on it,
 //! read it again as stored now (and, for most, require it Ready).
 
-use super::volumes::volume_not_found;
+use super::attributes::VolumeAttributes;
+use super::commands::ResizeVolume;
+use super::volumes::{fixed_field_value, volume_not_found};
+use super::Caller;
 use super::{ServiceError, ServiceResult, Services};
-use svs_domain::{ensure_not_moving, ActiveMovement, BlockedOperation, VolumeState};
+use svs_domain::{
+    ensure_not_moving, validate_new_size, ActiveMovement, BlockedOperation, VolumeState,
+};
 use svs_store::Volume;
 use tokio::sync::MutexGuard;
 
@@ -80,6 +85,50 @@ impl Services {
             "volume '{volume_name}' is busy with job {} ({}); try again when it ends",
             job.id, job.kind
         )))
+    }
+
+    /// The checks of a resize request: fixed fields unchanged, the size,
+    /// nothing blocking, the volume Ready and whole. Answers the admission
+    /// (held while a job is started) and the volume as it is now.
+    pub(super) async fn admit_resize(
+        &self,
+        caller: &Caller,
+        name: &str,
+        request: &ResizeVolume,
+    ) -> ServiceResult<(Admission<'_>, Volume)> {
+        let volume = self.get_volume(caller, name).await?;
+        let attributes = VolumeAttributes::from_record(&volume.attributes);
+        for (field, given) in &request.repeated {
+            if *given != fixed_field_value(&volume, &attributes, *field) {
+                return Err(ServiceError::BadRequest(format!(
+                    "{} cannot be changed: only size and allowdatamovement can be modified",
+                    field.wire_name()
+                )));
+            }
+        }
+        let size = request.size;
+        validate_new_size(volume.size, size)
+            .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
+
+        // Checked again against the volume as it is now: another resize may
+        // have finished while this request waited.
+        let (admission, volume) = self.admit(&volume, BlockedOperation::DataMovement).await?;
+        if volume.state != VolumeState::Ready {
+            return Err(ServiceError::Conflict(format!(
+                "volume '{}' is {} and cannot be resized",
+                volume.name,
+                volume.state.as_str()
+            )));
+        }
+        if volume.lost_slices > 0 {
+            return Err(ServiceError::Conflict(format!(
+                "volume '{}' lost {} slice(s) on failed media; recover it before resizing",
+                volume.name, volume.lost_slices
+            )));
+        }
+        validate_new_size(volume.size, size)
+            .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
+        Ok((admission, volume))
     }
 }
 

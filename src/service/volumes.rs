@@ -6,16 +6,27 @@
 use super::attributes::VolumeAttributes;
 use super::commands::{CreateVolume, DeleteVolume, FixedVolumeField, ResizeVolume};
 use super::{Caller, ServiceError, ServiceResult, Services};
+use crate::jobs::{CreatePreview, ResizePreview};
 use svs_domain::{
-    validate_new_size, BlockedOperation, CloneSource, CreateVolumeArgs, DeleteVolumeArgs,
-    GrowFilesystemArgs, JobSpec, RecoveryArgs, ResizeVolumeArgs, SnapshotState, VolumeState,
+    plan_changed_message, plan_changes, BlockedOperation, CloneSource, CreateVolumeArgs,
+    DeleteVolumeArgs, GrowFilesystemArgs, JobSpec, PlacementRequest, PlanShape, RecoveryArgs,
+    ResizeVolumeArgs, SnapshotState, VolumeState,
 };
-use svs_store::{NewJob, NewVolume, Page, SliceRow, Volume};
+use svs_store::{NewJob, NewVolume, Page, Policy, SliceRow, Volume};
 
 /// What a mutating call started.
 pub struct Started {
     pub job_id: i64,
     pub object_id: String,
+}
+
+/// The placement a creation asks for (what its job places).
+fn placement_of(request: &CreateVolume, policy: &Policy) -> PlacementRequest {
+    PlacementRequest {
+        size: request.size,
+        resiliency: policy.resiliency,
+        zone: request.zone.clone(),
+    }
 }
 
 /// The zone a volume shows: the requested one, else its first slice's.
@@ -87,7 +98,76 @@ impl Services {
         &self,
         caller: &Caller,
         request: &CreateVolume,
+        plan: Option<&PlanShape>,
     ) -> ServiceResult<Started> {
+        let (policy, source) = self.check_create(caller, request).await?;
+        if let Some(expected) = plan {
+            let preview = self
+                .jobs
+                .preview_create(&placement_of(request, &policy))
+                .await?;
+            let changes = plan_changes(expected, &preview.shape, &|id| id.to_string());
+            if !changes.is_empty() {
+                return Err(ServiceError::Conflict(plan_changed_message(&changes)));
+            }
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        let spec = JobSpec::VolumeCreate(CreateVolumeArgs {
+            name: request.name.as_str().to_string(),
+            size: request.size,
+            policy: policy.name.clone(),
+            kind: request.kind,
+            source,
+            plan: plan.map(PlanShape::token),
+        });
+        let job = self.new_job(caller, spec, &id);
+        let volume = NewVolume {
+            id: id.clone(),
+            tenant_id: caller.tenant_id,
+            name: request.name.as_str().to_string(),
+            kind: request.kind,
+            size: request.size,
+            policy_id: policy.id,
+            zone: request.zone.clone(),
+            attributes: request.attributes.to_record(),
+            now_ms: job.now_ms,
+        };
+        let job_id = self.store.create_volume(&volume, &job).await?;
+        self.jobs.submit(job_id);
+        Ok(Started {
+            job_id,
+            object_id: id,
+        })
+    }
+
+    /// `POST /volumes?dryrun=true`: where the creation would place its
+    /// slices now (the same checks and refusals as the request, a name in
+    /// use too), changing nothing.
+    pub async fn preview_create(
+        &self,
+        caller: &Caller,
+        request: &CreateVolume,
+    ) -> ServiceResult<CreatePreview> {
+        let (policy, _source) = self.check_create(caller, request).await?;
+        let name = request.name.as_str();
+        if self.get_volume(caller, name).await.is_ok() {
+            return Err(ServiceError::Conflict(format!(
+                "a volume named '{name}' already exists"
+            )));
+        }
+        Ok(self
+            .jobs
+            .preview_create(&placement_of(request, &policy))
+            .await?)
+    }
+
+    /// The checks of a creation that need the store: the policy, the
+    /// zone, the clone's source. Answers the policy and the source.
+    async fn check_create(
+        &self,
+        caller: &Caller,
+        request: &CreateVolume,
+    ) -> ServiceResult<(Policy, Option<CloneSource>)> {
         let policy = self
             .store
             .get_policy(caller.tenant_id, &request.policy)
@@ -146,32 +226,7 @@ impl Services {
                 })
             }
         };
-        let id = uuid::Uuid::new_v4().to_string();
-        let spec = JobSpec::VolumeCreate(CreateVolumeArgs {
-            name: request.name.as_str().to_string(),
-            size: request.size,
-            policy: policy.name.clone(),
-            kind: request.kind,
-            source,
-        });
-        let job = self.new_job(caller, spec, &id);
-        let volume = NewVolume {
-            id: id.clone(),
-            tenant_id: caller.tenant_id,
-            name: request.name.as_str().to_string(),
-            kind: request.kind,
-            size: request.size,
-            policy_id: policy.id,
-            zone: request.zone.clone(),
-            attributes: request.attributes.to_record(),
-            now_ms: job.now_ms,
-        };
-        let job_id = self.store.create_volume(&volume, &job).await?;
-        self.jobs.submit(job_id);
-        Ok(Started {
-            job_id,
-            object_id: id,
-        })
+        Ok((policy, source))
     }
 
     pub async fn delete_volume(
@@ -234,49 +289,35 @@ impl Services {
 
     /// `PATCH /volumes/{volume}`: validates, then starts a
     /// `volume_modify_extend` job that plans and carries out the resize.
+    /// Given a dry run's plan (`plan`), the resize is refused (409, naming
+    /// what changed) unless it still plans the same, and its job carries
+    /// out that plan or ends in Error.
     pub async fn resize_volume(
         &self,
         caller: &Caller,
         name: &str,
         request: &ResizeVolume,
+        plan: Option<&PlanShape>,
     ) -> ServiceResult<Started> {
-        let volume = self.get_volume(caller, name).await?;
-        let attributes = VolumeAttributes::from_record(&volume.attributes);
-        for (field, given) in &request.repeated {
-            if *given != fixed_field_value(&volume, &attributes, *field) {
-                return Err(ServiceError::BadRequest(format!(
-                    "{} cannot be changed: only size and allowdatamovement can be modified",
-                    field.wire_name()
-                )));
-            }
-        }
+        let (_admission, volume) = self.admit_resize(caller, name, request).await?;
         let size = request.size;
         let allow_movement = request.allow_data_movement;
-        validate_new_size(volume.size, size)
-            .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
-
-        // Checked again against the volume as it is now: another resize may
-        // have finished while this request waited.
-        let (_admission, volume) = self.admit(&volume, BlockedOperation::DataMovement).await?;
-        if volume.state != VolumeState::Ready {
-            return Err(ServiceError::Conflict(format!(
-                "volume '{}' is {} and cannot be resized",
-                volume.name,
-                volume.state.as_str()
-            )));
+        if let Some(expected) = plan {
+            let (now, rows) = self
+                .jobs
+                .resize_shape(&volume, size, allow_movement)
+                .await?;
+            let label = |id: i64| crate::jobs::slice_label(&rows, id);
+            let changes = plan_changes(expected, &now, &label);
+            if !changes.is_empty() {
+                return Err(ServiceError::Conflict(plan_changed_message(&changes)));
+            }
         }
-        if volume.lost_slices > 0 {
-            return Err(ServiceError::Conflict(format!(
-                "volume '{}' lost {} slice(s) on failed media; recover it before resizing",
-                volume.name, volume.lost_slices
-            )));
-        }
-        validate_new_size(volume.size, size)
-            .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
         let spec = JobSpec::VolumeModifyExtend(ResizeVolumeArgs {
             size,
             allow_data_movement: allow_movement,
             from_size: volume.size,
+            plan: plan.map(PlanShape::token),
         });
         let job = self.new_job(caller, spec, &volume.id);
         let job_id = self
@@ -289,6 +330,25 @@ impl Services {
             job_id,
             object_id: volume.id,
         })
+    }
+
+    /// `PATCH /volumes/{volume}?dryrun=true`: what the resize would do now
+    /// (the same checks and refusals as the request, then the plan),
+    /// changing nothing.
+    pub async fn preview_resize(
+        &self,
+        caller: &Caller,
+        name: &str,
+        request: &ResizeVolume,
+    ) -> ServiceResult<(Volume, ResizePreview)> {
+        let (admission, volume) = self.admit_resize(caller, name, request).await?;
+        // Planning reads the figures; nothing is booked, so others may go on.
+        drop(admission);
+        let preview = self
+            .jobs
+            .preview_resize(&volume, request.size, request.allow_data_movement)
+            .await?;
+        Ok((volume, preview))
     }
 
     /// `POST /volumes/{volume}/recover`: starts a `volume_recovery` job.

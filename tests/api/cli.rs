@@ -420,8 +420,39 @@ async fn a_resize_whose_job_fails_exits_1_with_the_reason() {
         "volume", "create", "spread", "--size", "16", "--policy", "none", "--wait",
     ]);
 
+    // A dry run says what would happen and changes nothing; its plan,
+    // given back, is what the resize carries out.
+    let dry = home.ok(&["volume", "resize", "spread", "--size", "22GiB", "--dry-run"]);
+    assert!(
+        dry.starts_with(&format!(
+            "Resize of volume 'spread' from 16 GiB to 22 GiB: refused\n{NO_IN_PLACE}\nPlan: "
+        )),
+        "{dry}"
+    );
+    let plan = home.json(&["volume", "resize", "spread", "--size", "22", "--dry-run"]);
+    assert_eq!(plan["outcome"], "refused", "{plan}");
+    // The creation's job only: a dry run starts none.
+    assert_eq!(
+        home.json(&["job", "list"]).as_array().map(Vec::len),
+        Some(1)
+    );
+    let token = plan["plan"].as_str().expect("plan").to_string();
+    let out = home.run(&[
+        "volume",
+        "resize",
+        "spread",
+        "--size",
+        "22GiB",
+        "--dry-run",
+        "--plan",
+        &token,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+
     // Sizes take a unit; the failure is printed once, with the way out.
-    let out = home.run(&["volume", "resize", "spread", "--size", "22GiB", "--wait"]);
+    let out = home.run(&[
+        "volume", "resize", "spread", "--size", "22GiB", "--plan", &token, "--wait",
+    ]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
     assert_eq!(err.matches(NO_IN_PLACE).count(), 1, "{err}");

@@ -14,6 +14,7 @@ mod contract;
 mod csi_controller;
 mod csi_lifecycle;
 mod csi_node;
+mod dry_run;
 mod filesystem;
 mod forge;
 mod front_on_node;

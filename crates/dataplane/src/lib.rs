@@ -301,6 +301,13 @@ pub trait DataPlane: Send + Sync + 'static {
     /// particular order. Files that are not slices are ignored.
     fn stored_slices(&self, medium: &str) -> Result<Vec<StoredSlice>, DataPlaneError>;
 
+    /// Bytes of data in slice `slice` on `medium`: what a copy of it
+    /// reads and writes (holes, never written, are not copied), in one
+    /// pass over its extents (SEEK_DATA/SEEK_HOLE on a file, the slice
+    /// protocol's `DataBytes` on a storage node). The slice file only:
+    /// its snapshots are not counted.
+    fn slice_data_bytes(&self, medium: &str, slice: &SliceKey) -> Result<u64, DataPlaneError>;
+
     /// Opens a volume for I/O: every slice of the layout, shared by every
     /// connection and by live slice moves.
     fn open_volume(&self, layout: &VolumeLayout) -> Result<Arc<dyn VolumeIo>, DataPlaneError>;

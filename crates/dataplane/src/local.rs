@@ -1,6 +1,7 @@
 //! Local media: each medium is a directory; each slice a sparse file at
 //! `<dir>/<volume_id>/c<copy>-k<column>.slice`.
 
+use crate::copier::CopySource;
 use crate::copy::{copy_file, CopyError};
 use crate::fsutil::{create_dir_durable, fsync_dir, partial_path, remove_if_exists};
 use crate::snapshot::remove_snapshot_files;
@@ -538,6 +539,18 @@ impl DataPlane for LocalMedia {
             }
         }
         Ok(found)
+    }
+
+    /// Counted as a copy counts it ([`CopySource::data_bytes`]), so the
+    /// two agree on what a copy moves.
+    fn slice_data_bytes(&self, medium: &str, slice: &SliceKey) -> Result<u64, DataPlaneError> {
+        let path = self.slice_path(medium, slice)?;
+        let file = File::open(&path).map_err(io_err(medium, slice, "open"))?;
+        let len = file
+            .metadata()
+            .map_err(io_err(medium, slice, "stat"))?
+            .len();
+        CopySource::data_bytes(&file, 0, len).map_err(io_err(medium, slice, "seek"))
     }
 
     fn open_volume(&self, layout: &VolumeLayout) -> Result<Arc<dyn VolumeIo>, DataPlaneError> {

@@ -781,6 +781,41 @@ fn stored_slices_lists_complete_and_partial_copies_and_nothing_else() {
 }
 
 #[test]
+fn slice_data_bytes_counts_written_extents_not_holes() {
+    let (_tmp, media) = media();
+    let slice = key("v1", 0, 0);
+    media.create_slice("a", &slice, 16 * MIB).unwrap();
+    assert_eq!(media.slice_data_bytes("a", &slice).unwrap(), 0);
+    let file = OpenOptions::new()
+        .write(true)
+        .open(path(&media, "a", &slice))
+        .unwrap();
+    file.write_all_at(&vec![7; MIB as usize], 4 * MIB).unwrap();
+    file.write_all_at(&[9; 4096], 12 * MIB).unwrap();
+    let written = MIB + 4 * KIB;
+    // Extents come in whole filesystem blocks (exact on ext4's 4 KiB):
+    // allow up to a 64 KiB block per write elsewhere.
+    let data = media.slice_data_bytes("a", &slice).unwrap();
+    assert!(
+        (written..=MIB + 2 * 64 * KIB).contains(&data),
+        "{data} data bytes for {written} written"
+    );
+
+    let missing = media
+        .slice_data_bytes("a", &key("v1", 1, 0))
+        .expect_err("no such slice");
+    assert!(
+        matches!(&missing, DataPlaneError::Io { op: "open", source, .. }
+            if source.kind() == io::ErrorKind::NotFound),
+        "{missing}"
+    );
+    assert!(matches!(
+        media.slice_data_bytes("zz", &slice),
+        Err(DataPlaneError::UnknownMedium(_))
+    ));
+}
+
+#[test]
 fn a_medium_added_at_runtime_takes_slices_and_its_removal_leaves_foreign_files() {
     let (root, media) = media();
     let clone = media.clone();

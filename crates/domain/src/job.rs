@@ -19,6 +19,11 @@ pub struct CreateVolumeArgs {
     /// A clone: the snapshot whose content fills the new volume.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<CloneSource>,
+    /// The placement a dry run answered, given back with the request (its
+    /// `PlanShape` token): the job places the volume so, or ends in Error
+    /// naming what changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
 }
 
 /// Where a clone's content comes from: a snapshot of another volume.
@@ -54,6 +59,11 @@ pub struct ResizeVolumeArgs {
     pub allow_data_movement: bool,
     #[serde(rename = "fromsize")]
     pub from_size: Gib,
+    /// The plan a dry run answered, given back with the request (its
+    /// `PlanShape` token): the job carries out that plan or ends in Error
+    /// naming what changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
 }
 
 /// `volume_recovery`: rebuild every lost copy of the volume's slices.
@@ -217,6 +227,7 @@ mod tests {
             size: 25,
             allow_data_movement: true,
             from_size: 10,
+            plan: None,
         });
         assert_eq!(
             spec.args_json(),
@@ -228,6 +239,7 @@ mod tests {
             policy: "mirror".into(),
             kind: VolumeType::File,
             source: None,
+            plan: None,
         });
         assert_eq!(
             create.args_json(),
@@ -247,6 +259,7 @@ mod tests {
                     volume_id: "v0".into(),
                     snapshot_id: "s0".into(),
                 }),
+                plan: Some("7b7d".into()),
             }),
             JobSpec::VolumeDelete(DeleteVolumeArgs {
                 name: "v".into(),
@@ -256,6 +269,7 @@ mod tests {
                 size: 2,
                 allow_data_movement: false,
                 from_size: 1,
+                plan: None,
             }),
             JobSpec::AttachmentCreate(AttachmentArgs {
                 node: "n".into(),
@@ -304,6 +318,7 @@ mod tests {
                 size: 2,
                 allow_data_movement: allow,
                 from_size: 1,
+                plan: None,
             })
         };
         assert!(resize(true).is_data_movement());

@@ -11,6 +11,7 @@ pub mod guard;
 pub mod job;
 pub mod model;
 pub mod planner;
+pub mod preview;
 pub mod recovery;
 pub mod rules;
 pub mod units;
@@ -29,6 +30,7 @@ pub use planner::{
     place_volume, plan_resize, PlacementRequest, PlanError, Reservation, ResizePlan, ResizeRequest,
     SliceGrowth, SliceMove, MOVEMENT_PLAN_FOUND,
 };
+pub use preview::{plan_changed_message, plan_changes, PlanShape};
 pub use recovery::{plan_recovery, volume_health, PlacedSlice, RecoveryError, VolumeHealth};
 pub use rules::{
     check_medium_removal, check_medium_resize, check_node_removal, check_policy_delete,

@@ -132,6 +132,7 @@ pub fn create_spec(name: &str, size: u64) -> JobSpec {
         policy: "p".into(),
         kind: VolumeType::Block,
         source: None,
+        plan: None,
     })
 }
 

@@ -481,6 +481,18 @@ impl DataPlane for ClusterMedia {
         }
     }
 
+    /// A node's medium: the node counts them (its `Size`, then one
+    /// `DataBytes` over the whole slice), so no byte travels.
+    fn slice_data_bytes(&self, medium: &str, slice: &SliceKey) -> Result<u64, DataPlaneError> {
+        let Some(at) = self.node_medium(medium) else {
+            return self.local.slice_data_bytes(medium, slice);
+        };
+        self.on_node_slice(&at, medium, slice, "measure", |c, s| {
+            let size = c.size(s)?;
+            c.data_bytes(s, 0, size)
+        })
+    }
+
     fn open_volume(&self, layout: &VolumeLayout) -> Result<Arc<dyn VolumeIo>, DataPlaneError> {
         Ok(Arc::new(LocalVolumeIo::open(self, layout)?))
     }

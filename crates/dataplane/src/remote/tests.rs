@@ -283,6 +283,29 @@ fn slice_management_is_routed_to_the_node_or_the_local_medium() {
 }
 
 #[test]
+fn slice_data_bytes_is_counted_by_the_node_or_on_the_local_medium() {
+    let s = setup();
+    let node = node_medium(&s, "n0", "node-a");
+    s.media.create_slice("n0", &key(0), SIZE).expect("remote");
+    s.media.create_slice("m0", &key(1), SIZE).expect("local");
+    assert_eq!(s.media.slice_data_bytes("n0", &key(0)).expect("n0"), 0);
+    node.backend
+        .write(&SliceName::new("n0", VOLUME, 0, 0), MIB, &pattern(3, 8192))
+        .expect("write on the node");
+    assert_eq!(s.media.slice_data_bytes("n0", &key(0)).expect("n0"), 8192);
+    assert_eq!(s.media.slice_data_bytes("m0", &key(1)).expect("m0"), 0);
+
+    let e = s
+        .media
+        .slice_data_bytes("n0", &key(2))
+        .expect_err("no such slice");
+    assert!(
+        matches!(&e, DataPlaneError::Io { op: "measure", source, .. } if is_missing(source)),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_node_medium_that_cannot_be_reached_or_refuses_the_credential_is_not_added() {
     let s = setup();
     let mut node = TestNode::start();

@@ -275,6 +275,7 @@ pub(crate) fn resize_spec(allow_data_movement: bool) -> JobSpec {
         size: 20,
         allow_data_movement,
         from_size: 10,
+        plan: None,
     })
 }
 
