@@ -11,6 +11,8 @@ const NO_IN_PLACE: &str = "GetModificationPlan: Could not find an in-place modif
 const NO_TARGET: &str =
     "GetModificationPlan: Failed to get modificationPlan for resizing volumeGroup";
 const MOVEMENT_FOUND: &str = "GetMovementModificationPlan: Found movement plan. Data Movement is enabled. The operation is now being attempted";
+const NO_RESILIENCY: &str =
+    "GetModificationPlan: Data movement is not supported for volumes with no resiliency";
 const MIB: u64 = 1 << 20;
 
 async fn dry_resize(app: &TestApp, size: u64, movement: bool) -> Value {
@@ -167,7 +169,8 @@ async fn a_resize_does_what_its_dry_run_said_or_is_refused_naming_what_changed()
 }
 
 /// A dry run is refused as the request is (the same status and message),
-/// and a plan that is not a dry run's token is a 400.
+/// and a plan that is not a dry run's token is a 400; movement for a
+/// volume without resiliency is refused by the dry run as by its job.
 #[tokio::test]
 async fn a_dry_run_is_refused_as_its_request_is_and_a_bad_plan_token_is_a_400() {
     let app = TestApp::start_with(movement_topology("0")).await;
@@ -210,6 +213,26 @@ async fn a_dry_run_is_refused_as_its_request_is_and_a_bad_plan_token_is_a_400() 
         );
     }
     assert_eq!(app.get("/volumes/data").await.1["size"], 15);
+
+    // A volume without resiliency: movement refused by the dry run, and by
+    // the job its plan then starts.
+    let body = json!({"size": 25, "allowdatamovement": true});
+    let (status, plan) = app.patch("/volumes/filler?dryrun=true", body.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{plan}");
+    assert_eq!(
+        (&plan["outcome"], &plan["message"]),
+        (&json!("refused"), &json!(NO_RESILIENCY))
+    );
+    let token = plan["plan"].as_str().expect("token");
+    let (status, started) = app
+        .patch(&format!("/volumes/filler?plan={token}"), body)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{started}");
+    let job = app.wait_job_of(&started).await;
+    assert_eq!(
+        details(&job).last().map(String::as_str),
+        Some(NO_RESILIENCY)
+    );
 }
 
 /// A creation's dry run names where each slice would go; the creation
