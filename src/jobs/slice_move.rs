@@ -606,12 +606,7 @@ fn copy_status(base: &str, seen: &CopySeen, elapsed: Duration) -> String {
 
 /// Seconds for people, rounded up: "3 s", "2 min 5 s", "1 h 4 min".
 fn human_duration(secs: f64) -> String {
-    let secs = secs.max(0.0).ceil() as u64;
-    match secs {
-        0..=59 => format!("{secs} s"),
-        60..=3599 => format!("{} min {} s", secs / 60, secs % 60),
-        _ => format!("{} h {} min", secs / 3600, secs % 3600 / 60),
-    }
+    svs_domain::human_duration(secs.max(0.0).ceil() as u64)
 }
 
 /// The latest `(done, total)` bytes a copy thread reported.

@@ -10,7 +10,8 @@ use super::volumes::{fixed_field_value, volume_not_found};
 use super::Caller;
 use super::{ServiceError, ServiceResult, Services};
 use svs_domain::{
-    ensure_not_moving, validate_new_size, ActiveMovement, BlockedOperation, VolumeState,
+    ensure_not_moving, time_left_secs, validate_new_size, ActiveMovement, BlockedOperation,
+    VolumeState,
 };
 use svs_store::Volume;
 use tokio::sync::MutexGuard;
@@ -80,7 +81,8 @@ impl Services {
         let Some(job) = self.store.active_volume_job(volume_id).await? else {
             return Ok(());
         };
-        ensure_not_moving(op, moving(&job, volume_name).as_ref())?;
+        let now_ms = self.clock.now_ms();
+        ensure_not_moving(op, moving(&job, volume_name, now_ms).as_ref())?;
         Err(ServiceError::Conflict(format!(
             "volume '{volume_name}' is busy with job {} ({}); try again when it ends",
             job.id, job.kind
@@ -132,10 +134,15 @@ impl Services {
     }
 }
 
-/// The data movement a volume's active job is carrying, if it is one.
-fn moving(job: &svs_store::Job, volume_name: &str) -> Option<ActiveMovement> {
+/// The data movement a volume's active job is carrying, if it is one, with
+/// the time it still needs at the pace it kept since it started (its
+/// progress counts the bytes its copies moved).
+fn moving(job: &svs_store::Job, volume_name: &str, now_ms: i64) -> Option<ActiveMovement> {
     job.data_movement.then(|| ActiveMovement {
         volume_name: volume_name.to_string(),
         job_id: job.id,
+        left_secs: job
+            .starttime_ms
+            .and_then(|started| time_left_secs(job.progress, now_ms - started)),
     })
 }

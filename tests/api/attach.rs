@@ -459,12 +459,12 @@ async fn writes_during_a_live_data_movement_are_all_kept() {
         )
         .await;
     assert_eq!(status, StatusCode::CONFLICT, "{err}");
-    assert_eq!(err["message"], format!("attachment create {blocked}"));
+    assert_blocked(&err["message"], &format!("attachment create {blocked}"));
     let (status, err) = app
         .delete("/volumes/data/snapshots/top/attachments/host-1")
         .await;
     assert_eq!(status, StatusCode::CONFLICT, "{err}");
-    assert_eq!(err["message"], format!("attachment delete {blocked}"));
+    assert_blocked(&err["message"], &format!("attachment delete {blocked}"));
     let (status, err) = app
         .patch(
             "/volumes/data/snapshots/top/attachments/host-1",
@@ -472,7 +472,7 @@ async fn writes_during_a_live_data_movement_are_all_kept() {
         )
         .await;
     assert_eq!(status, StatusCode::CONFLICT, "{err}");
-    assert_eq!(err["message"], format!("attachment modify {blocked}"));
+    assert_blocked(&err["message"], &format!("attachment modify {blocked}"));
 
     let job = app.wait_job(&job_id).await;
     assert_eq!(job["state"], "Done", "{job}");

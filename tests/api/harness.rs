@@ -722,3 +722,31 @@ pub fn details(job: &Value) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// A 409 for an operation blocked by a data movement: exactly `refusal`
+/// (`<operation> is not allowed on volume '<v>' while data movement job
+/// <id> is in progress`), followed, once the job's pace says how long it
+/// still takes, by `; about <time> left`.
+pub fn assert_blocked(message: &Value, refusal: &str) {
+    let text = message.as_str().unwrap_or_default();
+    let Some(rest) = text.strip_prefix(refusal) else {
+        panic!("{text:?} is not {refusal:?}");
+    };
+    let time = is_time_left(rest);
+    assert!(rest.is_empty() || time, "{text:?}: not a time left");
+}
+
+/// `; about 3 s left`, `; about 2 min 10 s left`, `; about 1 h 5 min left`.
+fn is_time_left(rest: &str) -> bool {
+    let Some(time) = rest
+        .strip_prefix("; about ")
+        .and_then(|r| r.strip_suffix(" left"))
+    else {
+        return false;
+    };
+    let words: Vec<&str> = time.split(' ').collect();
+    words.len().is_multiple_of(2)
+        && words
+            .chunks(2)
+            .all(|w| w[0].parse::<u64>().is_ok() && ["s", "min", "h"].contains(&w[1]))
+}

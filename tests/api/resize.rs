@@ -432,11 +432,11 @@ async fn a_running_data_movement_blocks_another_resize_and_shows_progress() {
             )
             .await;
         assert_eq!(status, StatusCode::CONFLICT, "{err}");
-        assert_eq!(
-            err["message"],
-            format!(
+        assert_blocked(
+            &err["message"],
+            &format!(
                 "another data movement is not allowed on volume 'data' while data movement job {job_id} is in progress"
-            )
+            ),
         );
     }
     let job = app.wait_job(&job_id).await;

@@ -46,19 +46,25 @@ impl BlockedOperation {
     }
 }
 
-/// A data movement in progress on a volume: the job carrying it.
+/// A data movement in progress on a volume: the job carrying it, and the
+/// seconds it still needs at the pace it kept (None: not known yet).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActiveMovement {
     pub volume_name: String,
     pub job_id: i64,
+    pub left_secs: Option<u64>,
 }
 
+/// `<operation> is not allowed on volume '<v>' while data movement job <id>
+/// is in progress`, and when the job's pace says it, `; about <time> left`.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("{operation} is not allowed on volume '{volume}' while data movement job {job_id} is in progress")]
+#[error("{operation} is not allowed on volume '{volume}' while data movement job {job_id} is in progress{}",
+    .left_secs.map(|s| format!("; about {} left", crate::units::human_duration(s))).unwrap_or_default())]
 pub struct MovementBlocked {
     pub operation: &'static str,
     pub volume: String,
     pub job_id: i64,
+    pub left_secs: Option<u64>,
 }
 
 /// Refuses `op` when the volume has a data movement running.
@@ -72,6 +78,7 @@ pub fn ensure_not_moving(
             operation: op.describe(),
             volume: m.volume_name.clone(),
             job_id: m.job_id,
+            left_secs: m.left_secs,
         }),
     }
 }
@@ -85,6 +92,7 @@ mod tests {
         let m = ActiveMovement {
             volume_name: "db".into(),
             job_id: 7,
+            left_secs: None,
         };
         for op in BlockedOperation::ALL {
             let err = ensure_not_moving(op, Some(&m)).unwrap_err();
@@ -92,6 +100,24 @@ mod tests {
             assert!(err.to_string().contains("job 7"), "{err}");
             assert!(err.to_string().contains(op.describe()), "{err}");
         }
+    }
+
+    #[test]
+    fn the_refusal_says_how_long_the_movement_still_takes_once_known() {
+        let m = ActiveMovement {
+            volume_name: "db".into(),
+            job_id: 7,
+            left_secs: Some(130),
+        };
+        let err = ensure_not_moving(BlockedOperation::ALL[0], Some(&m)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{} is not allowed on volume 'db' while data movement job 7 is in progress; \
+                 about 2 min 10 s left",
+                BlockedOperation::ALL[0].describe()
+            )
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod preview;
 pub mod recovery;
 pub mod rules;
 pub mod units;
+pub use units::{human_duration, time_left_secs};
 pub mod validate;
 
 pub use capacity::{
