@@ -148,6 +148,10 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
     }
 }
 
+/// How long a start waits for a database's instance lock that another
+/// svs serve holds (one just killed releases it within moments).
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// With a PostgreSQL store, takes the database's instance lock (see
 /// docs/postgresql.md), or explains who holds it. Several instances may
 /// share a database when none keeps volume bytes: every copy on storage
@@ -157,7 +161,16 @@ async fn lock_database(config: &Config) -> Result<Option<InstanceLock>, String> 
         return Ok(None);
     };
     let role = instance_role(config);
-    match InstanceLock::take(url, role).await {
+    // The lock of an instance that was just killed goes once PostgreSQL has
+    // seen its connection close: a restart right after a crash waits for
+    // that (briefly) rather than refuse.
+    let mut taken = InstanceLock::take(url, role).await;
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    while matches!(taken, Ok(None)) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        taken = InstanceLock::take(url, role).await;
+    }
+    match taken {
         Ok(Some(lock)) => Ok(Some(lock)),
         Ok(None) => Err(match role {
             InstanceRole::Alone => "the PostgreSQL database is in use by another svs serve; \

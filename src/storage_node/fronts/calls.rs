@@ -385,11 +385,13 @@ impl FrontCalls {
         }
     }
 
-    /// Takes copy `copy` out of the sessions, for its last phase.
+    /// Copy `copy` for its last phase. The session stays among the copies
+    /// until that phase ends ([`CopySession::ended`]): a begin of the same
+    /// slice meanwhile waits for it (the copy holds the slice's claim).
     fn end_session(&self, copy: &str) -> io::Result<(Arc<CopySession>, Box<dyn SliceMove>)> {
         let session = self.session(copy)?;
         let moving = session.take()?;
-        lock(&self.copies).remove(copy);
+        session.forgotten.store(true, Ordering::SeqCst);
         Ok((session, moving))
     }
 
@@ -584,24 +586,26 @@ impl FrontCalls {
             }
             FrontOp::Finish { copy } => {
                 let (session, moving) = self.end_session(&copy)?;
-                let fronts = Arc::clone(&self.fronts);
+                let (fronts, copies) = (Arc::clone(&self.fronts), Arc::clone(&self.copies));
                 let work = move || {
                     let finished = moving.finish();
                     // The store names the new place by now; the answers
                     // catch up.
                     session.placed(&fronts, true);
+                    session.ended(&copies, &copy);
                     finished.map(|()| none()).map_err(data_plane_error)
                 };
                 (Box::new(work), None)
             }
             FrontOp::Abort { copy } => {
                 let (session, moving) = self.end_session(&copy)?;
-                let fronts = Arc::clone(&self.fronts);
+                let (fronts, copies) = (Arc::clone(&self.fronts), Arc::clone(&self.copies));
                 let work = move || {
                     let aborted = moving.abort();
                     if session.switched.load(Ordering::SeqCst) {
                         session.placed(&fronts, false);
                     }
+                    session.ended(&copies, &copy);
                     aborted.map(|()| none()).map_err(data_plane_error)
                 };
                 (Box::new(work), None)
@@ -803,6 +807,16 @@ impl CopySession {
             if let Some(moving) = lock(&self.slot).take() {
                 self.drop_copy(moving);
             }
+        }
+    }
+
+    /// Its last phase (finish, abort) ended and let the copy go: it leaves
+    /// the copies (unless a begin took it out already).
+    fn ended(self: &Arc<Self>, copies: &Mutex<HashMap<String, Arc<CopySession>>>, id: &str) {
+        self.dropped.store(true, Ordering::SeqCst);
+        let mut copies = lock(copies);
+        if copies.get(id).is_some_and(|s| Arc::ptr_eq(s, self)) {
+            copies.remove(id);
         }
     }
 
