@@ -9,7 +9,7 @@ use super::views::JobStarted;
 use crate::jobs::{CreatePreview, ResizePreview};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use svs_domain::{PlanShape, MOVEMENT_PLAN_FOUND};
+use svs_domain::{slice_label, PlanShape, MOVEMENT_PLAN_FOUND};
 use svs_store::Volume;
 use utoipa::ToSchema;
 
@@ -124,9 +124,9 @@ pub fn resize_plan(volume: &Volume, size: u64, p: &ResizePreview) -> ResizePlanV
                 .map(|(m, (bytes, measured))| PlannedMoveView {
                     slice: p.label(m.slice_id),
                     from: m.from_medium.clone(),
-                    fromnode: p.node_of(&m.from_medium).to_string(),
+                    fromnode: p.nodes.node_of(&m.from_medium).to_string(),
                     to: m.to_medium.clone(),
-                    tonode: p.node_of(&m.to_medium).to_string(),
+                    tonode: p.nodes.node_of(&m.to_medium).to_string(),
                     size: m.new_size,
                     bytes: *bytes,
                     measured: *measured,
@@ -195,12 +195,6 @@ pub struct PlannedSliceView {
 }
 
 pub fn create_plan(name: &str, size: u64, p: &CreatePreview) -> CreatePlanView {
-    let node_of = |medium: &str| {
-        p.nodes
-            .iter()
-            .find(|(m, _)| m == medium)
-            .map_or_else(String::new, |(_, n)| n.clone())
-    };
     let (outcome, message, slices) = match &p.placed {
         Err(e) => (
             "refused",
@@ -213,9 +207,9 @@ pub fn create_plan(name: &str, size: u64, p: &CreatePreview) -> CreatePlanView {
             placed
                 .iter()
                 .map(|s| PlannedSliceView {
-                    slice: format!("c{}-k{}", s.copy, s.column),
+                    slice: slice_label(s.copy, s.column),
                     medium: s.medium.clone(),
-                    node: node_of(&s.medium),
+                    node: p.nodes.node_of(&s.medium).to_string(),
                     size: s.size,
                 })
                 .collect(),

@@ -15,6 +15,10 @@ use tracing::{error, warn};
 
 pub(super) async fn create_volume(ctx: &JobContext, job: &Job) -> Result<(), JobError> {
     let volume = ctx.volume(job).await?;
+    let args = match job.spec() {
+        Ok(JobSpec::VolumeCreate(args)) => Some(args),
+        _ => None,
+    };
     let mut slices = ctx.store.volume_slices(&volume.id).await?;
     if slices.is_empty() {
         let _booking = ctx.allocation.lock().await;
@@ -25,10 +29,10 @@ pub(super) async fn create_volume(ctx: &JobContext, job: &Job) -> Result<(), Job
             zone: volume.zone.clone(),
         };
         let placed = place_volume(&media, &request);
-        let expected = match job.spec() {
-            Ok(JobSpec::VolumeCreate(args)) => args.plan.as_deref().and_then(PlanShape::from_token),
-            _ => None,
-        };
+        let expected = args
+            .as_ref()
+            .and_then(|a| a.plan.as_deref())
+            .and_then(PlanShape::from_token);
         // Given a dry run's placement: that placement, or nothing.
         let changes = expected.map_or_else(Vec::new, |expected| {
             let now = PlanShape::of_placement(&placed);
@@ -52,10 +56,7 @@ pub(super) async fn create_volume(ctx: &JobContext, job: &Job) -> Result<(), Job
             }
         }
     }
-    let source = match job.spec() {
-        Ok(JobSpec::VolumeCreate(args)) => args.source,
-        _ => None,
-    };
+    let source = args.and_then(|a| a.source);
     // A clone's slices are a tenth of its job; the copy is the rest.
     let slices_share: usize = if source.is_some() { 10 } else { 100 };
     let total = slices.len().max(1);

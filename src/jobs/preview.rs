@@ -5,25 +5,49 @@
 //! real request (its [`PlanShape`] token) is compared there, and the job
 //! ends in Error naming what changed when it is no longer the plan.
 
+use super::resize::{plan_now, PlannedResize};
 use super::{slice_key, JobRunner};
 use svs_domain::{
-    place_volume, PlacementRequest, PlanError, PlanShape, ResizePlan, SlicePlacement, GIB,
+    place_volume, MediumState, PlacementRequest, PlanError, PlanShape, ResizePlan, SlicePlacement,
+    GIB,
 };
 use svs_store::{SliceRow, StoreError, Volume};
+
+/// The node of each medium a plan may name.
+#[derive(Debug, Clone, Default)]
+pub struct MediaNodes(Vec<(String, String)>);
+
+impl MediaNodes {
+    fn of(media: &[MediumState]) -> MediaNodes {
+        MediaNodes(
+            media
+                .iter()
+                .map(|m| (m.medium.id.clone(), m.medium.node.clone()))
+                .collect(),
+        )
+    }
+
+    /// The node of `medium` ("" when unknown).
+    pub fn node_of(&self, medium: &str) -> &str {
+        self.0
+            .iter()
+            .find(|(m, _)| m == medium)
+            .map_or("", |(_, n)| n.as_str())
+    }
+}
 
 /// A resize planned without being carried out.
 #[derive(Debug, Clone)]
 pub struct ResizePreview {
     pub planned: Result<ResizePlan, PlanError>,
     pub shape: PlanShape,
-    /// The volume's slices now (their labels and nodes).
+    /// The volume's slices now (their labels).
     pub slices: Vec<SliceRow>,
     /// Per move (in the plan's order): the bytes of data its copy reads,
     /// and whether they were measured (else the slice's size, the most it
     /// can be: its medium did not answer).
     pub move_bytes: Vec<(u64, bool)>,
-    /// The node of each medium the plan names.
-    pub nodes: Vec<(String, String)>,
+    pub nodes: MediaNodes,
     /// `movement_rate` in bytes per second (None: unthrottled).
     pub rate: Option<u64>,
 }
@@ -40,14 +64,6 @@ impl ResizePreview {
     pub fn label(&self, slice_id: i64) -> String {
         super::resize::slice_label(&self.slices, slice_id)
     }
-
-    /// The node of `medium` ("" when unknown).
-    pub fn node_of(&self, medium: &str) -> &str {
-        self.nodes
-            .iter()
-            .find(|(m, _)| m == medium)
-            .map_or("", |(_, n)| n.as_str())
-    }
 }
 
 /// A creation placed without being carried out.
@@ -55,8 +71,7 @@ impl ResizePreview {
 pub struct CreatePreview {
     pub placed: Result<Vec<SlicePlacement>, PlanError>,
     pub shape: PlanShape,
-    /// The node of each medium the placement names.
-    pub nodes: Vec<(String, String)>,
+    pub nodes: MediaNodes,
 }
 
 impl JobRunner {
@@ -69,16 +84,14 @@ impl JobRunner {
         allow_data_movement: bool,
     ) -> Result<ResizePreview, StoreError> {
         let ctx = self.context();
-        let (planned, slices) =
-            super::resize::plan_now(ctx, volume, size, allow_data_movement).await?;
-        let media = ctx.store.media_usage().await?;
-        let nodes = media
-            .into_iter()
-            .map(|u| (u.record.medium.id, u.record.medium.node))
-            .collect();
+        let PlannedResize {
+            planned,
+            rows,
+            media,
+        } = plan_now(ctx, volume, size, allow_data_movement).await?;
         let mut move_bytes = Vec::new();
         for m in planned.as_ref().map(|p| p.moves.as_slice()).unwrap_or(&[]) {
-            let Some(row) = slices.iter().find(|r| r.slice.id == m.slice_id) else {
+            let Some(row) = rows.iter().find(|r| r.slice.id == m.slice_id) else {
                 continue;
             };
             let (medium, key) = (m.from_medium.clone(), slice_key(&volume.id, &row.slice));
@@ -97,9 +110,9 @@ impl JobRunner {
         Ok(ResizePreview {
             shape: PlanShape::of_resize(&planned),
             planned,
-            slices,
+            slices: rows,
             move_bytes,
-            nodes,
+            nodes: MediaNodes::of(&media),
             rate: ctx.rate_limit,
         })
     }
@@ -113,9 +126,8 @@ impl JobRunner {
         size: u64,
         allow_data_movement: bool,
     ) -> Result<(PlanShape, Vec<SliceRow>), StoreError> {
-        let (planned, slices) =
-            super::resize::plan_now(self.context(), volume, size, allow_data_movement).await?;
-        Ok((PlanShape::of_resize(&planned), slices))
+        let planned = plan_now(self.context(), volume, size, allow_data_movement).await?;
+        Ok((PlanShape::of_resize(&planned.planned), planned.rows))
     }
 
     /// Where a new volume of `request` would be placed now.
@@ -123,15 +135,11 @@ impl JobRunner {
         &self,
         request: &PlacementRequest,
     ) -> Result<CreatePreview, StoreError> {
-        let ctx = self.context();
-        let media = ctx.media_states().await?;
+        let media = self.context().media_states().await?;
         let placed = place_volume(&media, request);
         Ok(CreatePreview {
             shape: PlanShape::of_placement(&placed),
-            nodes: media
-                .into_iter()
-                .map(|m| (m.medium.id, m.medium.node))
-                .collect(),
+            nodes: MediaNodes::of(&media),
             placed,
         })
     }

@@ -7,8 +7,9 @@ use super::slice_move::{copy_step, StepCopy};
 use super::{slice_key, JobContext, JobError};
 use std::collections::BTreeSet;
 use svs_domain::{
-    column_size, plan_changed_message, plan_changes, plan_resize, validate_new_size, PlanError,
-    PlanShape, ResizePlan, ResizeRequest, ResizeVolumeArgs, Slice, GIB, MOVEMENT_PLAN_FOUND,
+    column_size, plan_changed_message, plan_changes, plan_resize, validate_new_size, MediumState,
+    PlanError, PlanShape, ResizePlan, ResizeRequest, ResizeVolumeArgs, Slice, GIB,
+    MOVEMENT_PLAN_FOUND,
 };
 use svs_store::{Job, JobEnd, ResizeStep, SliceRow, StepState, StoreError, Volume};
 use tracing::{info, warn};
@@ -26,7 +27,8 @@ pub(super) async fn resize_volume(
         // The size the request was checked against may have changed.
         validate_new_size(volume.size, new_size).map_err(|e| JobError::Failed(e.to_string()))?;
         let _booking = ctx.allocation.lock().await;
-        let (planned, rows) = plan_now(ctx, &volume, new_size, args.allow_data_movement).await?;
+        let PlannedResize { planned, rows, .. } =
+            plan_now(ctx, &volume, new_size, args.allow_data_movement).await?;
         // Given a dry run's plan: that plan, or nothing.
         if let Some(expected) = args.plan.as_deref().and_then(PlanShape::from_token) {
             let label = |id: i64| slice_label(&rows, id);
@@ -207,15 +209,24 @@ async fn source_lost(
     }
 }
 
-/// The resize's plan from the store's figures now (the free space of
-/// every healthy medium, the volume's slices), and the volume's slices:
-/// what the job plans with, and a dry run too.
+/// A resize planned from the store's figures now: what the job plans
+/// with, and a dry run too.
+pub(super) struct PlannedResize {
+    pub planned: Result<ResizePlan, PlanError>,
+    /// The volume's slices.
+    pub rows: Vec<SliceRow>,
+    /// Every healthy medium with its use (the planner's input).
+    pub media: Vec<MediumState>,
+}
+
+/// Plans the resize from the free space of every healthy medium and the
+/// volume's slices.
 pub(super) async fn plan_now(
     ctx: &JobContext,
     volume: &Volume,
     new_size: u64,
     allow_data_movement: bool,
-) -> Result<(Result<ResizePlan, PlanError>, Vec<SliceRow>), StoreError> {
+) -> Result<PlannedResize, StoreError> {
     let media = ctx.media_states().await?;
     let rows = ctx.store.volume_slices(&volume.id).await?;
     let slices: Vec<Slice> = rows.iter().map(|r| r.slice.clone()).collect();
@@ -226,14 +237,18 @@ pub(super) async fn plan_now(
         resiliency: volume.resiliency,
         allow_data_movement,
     };
-    Ok((plan_resize(&media, &request), rows))
+    Ok(PlannedResize {
+        planned: plan_resize(&media, &request),
+        rows,
+        media,
+    })
 }
 
 /// A slice's label (`c1-k0`) among `rows`, from its id.
 pub(crate) fn slice_label(rows: &[SliceRow], id: i64) -> String {
     rows.iter().find(|r| r.slice.id == id).map_or_else(
         || id.to_string(),
-        |r| format!("c{}-k{}", r.slice.copy, r.slice.column),
+        |r| svs_domain::slice_label(r.slice.copy, r.slice.column),
     )
 }
 

@@ -111,6 +111,12 @@ pub struct Slice {
     pub size: Gib,
 }
 
+/// A slice's name for people (`c1-k0`: copy 1, column 0), as the API, the
+/// jobs' details and the console write it.
+pub fn slice_label(copy: u32, column: u32) -> String {
+    format!("c{copy}-k{column}")
+}
+
 /// Where a new slice goes, as chosen by the planner.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlicePlacement {

@@ -3,7 +3,7 @@
 //! and what changed between a dry run's plan and the one the real request
 //! makes, said so that the operator knows why it was refused.
 
-use crate::{PlanError, ResizePlan, SlicePlacement};
+use crate::{slice_label, PlanError, ResizePlan, SlicePlacement};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -136,7 +136,10 @@ pub fn plan_changes(
                 .zip(is)
                 .filter(|(w, i)| w != i)
                 .map(|((_, _, wm), (copy, column, m))| {
-                    format!("slice c{copy}-k{column} now goes to {m}, not {wm}")
+                    format!(
+                        "slice {} now goes to {m}, not {wm}",
+                        slice_label(*copy, *column)
+                    )
                 })
                 .collect()
         }

@@ -834,6 +834,11 @@ impl CopySession {
     /// of the slice drops it, and resumes from its checkpoint).
     fn taken_over(&self) {
         self.keep.store(true, Ordering::SeqCst);
+        self.stop_fill();
+    }
+
+    /// A fill running (or waiting for a grant) stops.
+    fn stop_fill(&self) {
         self.cancel.cancel();
         self.granted.notify_all();
     }
@@ -885,8 +890,7 @@ impl CopySession {
     /// between phases is dropped now (blocking).
     fn forget(&self) {
         self.forgotten.store(true, Ordering::SeqCst);
-        self.cancel.cancel();
-        self.granted.notify_all();
+        self.stop_fill();
         // A phase running drops it as it ends (a cancelled fill soon): the
         // slice is free for another copy once it did.
         let until = Instant::now() + FORGET_WAIT;
