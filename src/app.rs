@@ -652,6 +652,8 @@ fn background_work(
                 ttl: config.job_lease,
                 claim_interval: config.job_claim_interval,
             },
+            // Checked when the configuration was read.
+            movement_window: config.movement_window().ok().flatten(),
         },
     );
     // One leader at a time runs the reconcilers of shared state; those of

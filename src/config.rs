@@ -163,6 +163,11 @@ pub struct Config {
     /// copy interrupted by a crash or a stop resumes there instead of from
     /// zero. `SVS_MOVEMENT_CHECKPOINT`.
     pub movement_checkpoint: ByteSize,
+    /// When data movements may copy: daily ranges in UTC, e.g.
+    /// "22:00-06:00" or "01:00-05:00, 13:00-14:00"; outside them a
+    /// movement holds its copies at their last checkpoint and goes on by
+    /// itself when a range opens. Empty: always. `SVS_MOVEMENT_WINDOW`.
+    pub movement_window: String,
     /// Jobs that run at once; more wait for a free slot. Generous, so a long
     /// data movement never holds up short jobs. `SVS_MAX_CONCURRENT_JOBS`.
     pub max_concurrent_jobs: usize,
@@ -533,6 +538,7 @@ impl Default for Config {
             password_check_queue: 32,
             movement_rate: ByteSize::mib(200),
             movement_checkpoint: ByteSize::mib(64),
+            movement_window: String::new(),
             max_concurrent_jobs: 16,
             job_retries: 5,
             reconcile_period: Duration::from_secs(60),
@@ -619,6 +625,8 @@ impl Config {
         if self.token_lifetime.as_secs() == 0 {
             return Err("configuration: token_lifetime must be at least 1s".into());
         }
+        self.movement_window()
+            .map_err(|e| format!("configuration: {e}"))?;
         if self.max_concurrent_jobs == 0 {
             return Err("configuration: max_concurrent_jobs must be at least 1".into());
         }
@@ -819,6 +827,16 @@ impl Config {
             }
         }
         nodes
+    }
+
+    /// Setting `movement_window`, None when movements may copy at any time.
+    pub fn movement_window(
+        &self,
+    ) -> Result<Option<svs_domain::MovementWindow>, svs_domain::WindowError> {
+        if self.movement_window.trim().is_empty() {
+            return Ok(None);
+        }
+        svs_domain::MovementWindow::parse(&self.movement_window).map(Some)
     }
 
     /// Bytes per second for data movement, `None` when unthrottled.

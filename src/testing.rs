@@ -108,5 +108,6 @@ pub fn runner_settings(max_concurrent_jobs: usize, retry: RetryPolicy) -> Runner
         agent_wait: std::time::Duration::from_secs(5),
         fronts: crate::config::FrontsMode::Serve,
         leases: crate::jobs::LeaseSettings::default(),
+        movement_window: None,
     }
 }

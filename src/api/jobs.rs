@@ -1,12 +1,15 @@
 //! Job routes: the tenant's jobs, listed and read.
 
+use super::extract::Parsed;
 use super::extract::ParsedQuery;
 use super::parse::{bad, ParseResult};
-use super::requests::{page_number, query_bool, FromQuery};
+use super::parse::{opt_bool, Body};
+use super::requests::{only_fields, page_number, query_bool, FromBody, FromQuery};
 use super::views::{self, ErrorBody};
 use super::{ApiResult, AppState};
 use crate::service::commands::ListJobs;
 use crate::service::format_ms;
+use crate::service::jobs::JobRemoval;
 use crate::service::Caller;
 use axum::extract::{Path, State};
 use axum::Json;
@@ -14,7 +17,7 @@ use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use svs_domain::JobState;
-use svs_store::Job;
+use svs_store::{Job, JobSteering};
 use utoipa::ToSchema;
 
 #[utoipa::path(
@@ -64,6 +67,111 @@ pub async fn get_job(
     Path(id): Path<String>,
 ) -> ApiResult<JobView> {
     Ok(Json(job(&app.get_job(&caller, &id).await?)))
+}
+
+#[utoipa::path(
+    delete, path = "/jobs/{job}", tag = "Jobs", operation_id = "JobDelete",
+    summary = "Cancel a pending or running job, or remove the record of one that ended",
+    description = "A volume's creation, resize (with its data movement) or recovery can be \
+        cancelled while it is pending or running: the job stops at its next safe point, undoes \
+        what it did (a movement's copies are removed and every moved slice goes back; the volume \
+        keeps its size) and ends in `Error` with status `Cancelled`. A resize past its point of \
+        no return (growing its slices) finishes instead: 409. On a job that ended, the record \
+        is removed.",
+    params(("job" = String, Path, description = "The job's id")),
+    security(("storage.io-authorizer" = [])),
+    responses(
+        (status = 200, description = "Cancel under way, or record removed", body = views::Done),
+        (status = 400, description = "Malformed path", body = ErrorBody),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 404, description = "No such job (or another tenant's)", body = ErrorBody),
+        (status = 409, description = "The job cannot be cancelled (its kind, or past its point of no return)", body = ErrorBody),
+    ),
+)]
+pub async fn delete_job(
+    State(app): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<views::Done> {
+    let message = match app.remove_job(&caller, &id).await? {
+        JobRemoval::Cancelling => {
+            format!("Job {id} is being cancelled: follow it with GET /jobs/{id}")
+        }
+        JobRemoval::Deleted => format!("Job {id} deleted"),
+    };
+    Ok(Json(views::done(&message, &id)))
+}
+
+#[utoipa::path(
+    patch, path = "/jobs/{job}", tag = "Jobs", operation_id = "JobModify",
+    summary = "Pause or resume a data movement or a recovery, or set its copy rate",
+    description = "svs extension. `{\"paused\": true}`: the job's copies stop at their last \
+        checkpoint (writes to the volume go on; the nine blocked operations stay blocked and \
+        their 409 says the job is paused); `{\"paused\": false}` resumes them from there. \
+        `{\"movementrate\": \"64 MiB\"}` (or bytes per second as a number; `\"0\"`: \
+        unthrottled; `null`: back to the service's `movement_rate`) sets the job's own copy \
+        rate; a running copy goes on at it from its last checkpoint. Only a \
+        `volume_modify_extend` or a `volume_recovery` that has not ended.",
+    params(("job" = String, Path, description = "The job's id")),
+    request_body = JobModifyRequest,
+    security(("storage.io-authorizer" = [])),
+    responses(
+        (status = 200, description = "The job, as it is now", body = JobView),
+        (status = 400, description = "Malformed body", body = ErrorBody),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 404, description = "No such job (or another tenant's)", body = ErrorBody),
+        (status = 409, description = "Another kind of job, one that ended, is being cancelled or is past its point of no return", body = ErrorBody),
+    ),
+)]
+pub async fn modify_job(
+    State(app): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Parsed(request): Parsed<JobSteering>,
+) -> ApiResult<JobView> {
+    Ok(Json(job(&app.steer_job(&caller, &id, &request).await?)))
+}
+
+/// `PATCH /jobs/{job}`.
+#[derive(Debug, serde::Deserialize, ToSchema)]
+#[allow(dead_code)] // The schema of the request; parsed by `FromBody`.
+pub struct JobModifyRequest {
+    /// true: pause the job's copies; false: resume them.
+    pub paused: Option<bool>,
+    /// The job's own copy rate: `"64 MiB"` (per second), a number of bytes
+    /// per second, `"0"` (unthrottled) or null (the service's rate).
+    #[schema(value_type = Option<String>)]
+    pub movementrate: Option<Value>,
+}
+
+impl FromBody for JobSteering {
+    fn from_body(body: &Body) -> ParseResult<JobSteering> {
+        only_fields(body, &["paused", "movementrate"])?;
+        let paused = opt_bool(body, "paused")?;
+        let movement_rate = match body.get("movementrate") {
+            None => None,
+            Some(Value::Null) => Some(None),
+            Some(Value::Number(n)) => Some(Some(n.as_u64().ok_or_else(rate_error)?)),
+            Some(Value::String(s)) => Some(Some(
+                s.trim()
+                    .parse::<bytesize::ByteSize>()
+                    .map_err(|_| rate_error())?
+                    .as_u64(),
+            )),
+            Some(_) => return Err(rate_error()),
+        };
+        if paused.is_none() && movement_rate.is_none() {
+            return Err(bad("paused or movementrate is required"));
+        }
+        Ok(JobSteering {
+            paused,
+            movement_rate,
+        })
+    }
+}
+
+fn rate_error() -> super::ApiError {
+    bad("movementrate must be a rate like \"64 MiB\" (per second), a number of bytes per second, \"0\" (unthrottled) or null (the service's movement_rate)")
 }
 
 impl FromQuery for ListJobs {
@@ -119,6 +227,14 @@ pub struct JobView {
     pub useremail: String,
     /// The messages the job reported, oldest first.
     pub details: Vec<String>,
+    /// svs extension: a cancel was asked for (the job is being undone, or
+    /// was: it then ends in `Error` with status `Cancelled`).
+    pub cancelrequested: bool,
+    /// svs extension: paused on request (`PATCH /jobs/{job}`).
+    pub paused: bool,
+    /// svs extension: the job's own copy rate in bytes per second (0:
+    /// unthrottled); null: the service's `movement_rate`.
+    pub movementrate: Option<u64>,
 }
 
 pub fn job(j: &Job) -> JobView {
@@ -136,5 +252,8 @@ pub fn job(j: &Job) -> JobView {
         username: j.username.clone(),
         useremail: j.useremail.clone(),
         details: j.details.clone(),
+        cancelrequested: j.cancel_requested,
+        paused: j.paused,
+        movementrate: j.movement_rate,
     }
 }

@@ -172,7 +172,7 @@ fn documented_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(snapshots::rollback_snapshot))
         .routes(routes!(snapshots::list_all_snapshots))
         .routes(routes!(jobs::list_jobs))
-        .routes(routes!(jobs::get_job))
+        .routes(routes!(jobs::get_job, jobs::delete_job, jobs::modify_job))
         .merge(workers::routes())
         .merge(users::routes())
 }

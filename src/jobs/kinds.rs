@@ -2,7 +2,9 @@
 //! ended in Error leaves undone, side by side, so a new kind is one type in
 //! one place rather than a line in the dispatch and another in the undo.
 
-use super::{attach, create, delete, growth, recovery, resize, snapshot, JobContext, JobError};
+use super::{
+    attach, create, delete, growth, recovery, resize, snapshot, undo, JobContext, JobError,
+};
 use async_trait::async_trait;
 use svs_domain::{
     AttachmentArgs, DetachArgs, GrowFilesystemArgs, JobSpec, RecoveryArgs, ResizeVolumeArgs,
@@ -18,6 +20,16 @@ pub(super) trait JobHandler: Send + Sync {
     /// After the job ended in Error: removes what its tries left behind that
     /// nothing else owns. Most kinds clean up inside `run` and leave nothing.
     async fn undo(&self, _ctx: &JobContext, _job: &Job) {}
+
+    /// After a cancel stopped the job (its `run` no longer runs): undoes
+    /// what it did; the job's last detail. Only kinds that
+    /// `JobKind::cancellable` names are ever cancelled.
+    async fn cancel(&self, _ctx: &JobContext, job: &Job) -> Result<String, JobError> {
+        Err(JobError::Failed(format!(
+            "a {} job cannot be cancelled",
+            job.kind
+        )))
+    }
 }
 
 /// The handler of the job's kind, with its arguments as recorded.
@@ -49,6 +61,9 @@ impl JobHandler for CreateVolume {
     async fn undo(&self, ctx: &JobContext, job: &Job) {
         create::discard_volume(ctx, &job.object).await
     }
+    async fn cancel(&self, ctx: &JobContext, job: &Job) -> Result<String, JobError> {
+        undo::cancel_create(ctx, job).await
+    }
 }
 
 struct DeleteVolume;
@@ -68,6 +83,9 @@ struct ResizeVolume(ResizeVolumeArgs);
 impl JobHandler for ResizeVolume {
     async fn run(&self, ctx: &JobContext, job: &Job) -> Result<(), JobError> {
         resize::resize_volume(ctx, job, &self.0).await
+    }
+    async fn cancel(&self, ctx: &JobContext, job: &Job) -> Result<String, JobError> {
+        undo::cancel_resize(ctx, job).await
     }
 }
 
@@ -135,6 +153,9 @@ struct RecoverVolume(RecoveryArgs);
 impl JobHandler for RecoverVolume {
     async fn run(&self, ctx: &JobContext, job: &Job) -> Result<(), JobError> {
         recovery::recover_volume(ctx, job, &self.0).await
+    }
+    async fn cancel(&self, ctx: &JobContext, job: &Job) -> Result<String, JobError> {
+        undo::cancel_recovery(ctx, job).await
     }
 }
 

@@ -30,8 +30,10 @@ mod retry;
 mod runner;
 mod slice_move;
 mod snapshot;
+mod steering;
 #[cfg(test)]
 mod tests;
+mod undo;
 
 pub use activity::{VolumeActivity, VolumeQuiet};
 pub use front::FrontMover;
@@ -68,6 +70,10 @@ pub(crate) enum JobError {
     /// The service is stopping: leave the job as it is for the next start.
     #[error("service is stopping")]
     Stopping,
+    /// A cancel was asked for before the job committed: it stops here and
+    /// the runner undoes it.
+    #[error("the job was cancelled")]
+    Cancelled,
 }
 
 impl JobError {
@@ -77,7 +83,7 @@ impl JobError {
             JobError::Transient(_) => true,
             JobError::Store(e) => store_error_is_transient(e),
             JobError::DataPlane(e) => e.is_transient(),
-            JobError::Failed(_) | JobError::Stopping => false,
+            JobError::Failed(_) | JobError::Stopping | JobError::Cancelled => false,
         }
     }
 
@@ -86,7 +92,7 @@ impl JobError {
     /// their text is not for clients, or there is no message at all.
     pub(crate) fn context(self, context: impl std::fmt::Display) -> JobError {
         match self {
-            JobError::Stopping | JobError::Store(_) => self,
+            JobError::Stopping | JobError::Cancelled | JobError::Store(_) => self,
             e if e.is_transient() => JobError::Transient(format!("{context}: {e}")),
             e => JobError::Failed(format!("{context}: {e}")),
         }
@@ -135,6 +141,9 @@ pub(crate) struct JobContext {
     /// The claim the job runs under (None outside a job): carried in the
     /// calls to a storage node's front, which refuses an older claim's.
     pub claim: Option<crate::front_calls_wire::JobClaim>,
+    /// How the job's run is steered (None outside a job): a copy checks the
+    /// movement window with it.
+    pub steering: Option<Arc<steering::Steering>>,
 }
 
 impl JobContext {
@@ -252,6 +261,16 @@ impl JobContext {
             .map_err(|e| JobError::Failed(format!("data plane task failed: {e}")))
     }
 
+    /// The job's point of no return: from here it finishes, and a cancel is
+    /// refused. `Cancelled` when a cancel was asked for first.
+    async fn commit(&self, job: &Job) -> Result<(), JobError> {
+        if self.store.commit_job(job.id).await? {
+            Ok(())
+        } else {
+            Err(JobError::Cancelled)
+        }
+    }
+
     async fn progress(&self, job: &Job, progress: u8, status: &str) -> Result<(), JobError> {
         self.store
             .set_job_progress(job.id, progress, status)
@@ -262,6 +281,9 @@ impl JobContext {
     /// Ends the job Done. Figures of space it changed are current by then
     /// (a client waiting for Done sees them).
     async fn done(&self, job: &Job, detail: String) -> Result<(), JobError> {
+        if job.kind().is_some_and(|k| k.cancellable()) {
+            self.commit(job).await?;
+        }
         if changes_space(job.kind()) {
             self.refresh_snapshot_space().await;
         }

@@ -4,6 +4,7 @@
 use super::agents::agent_growers;
 use super::growth::{grow_by_agents, grow_unattached, provisioned};
 use super::slice_move::{copy_step, StepCopy};
+use super::undo::discard_unswitched_copies;
 use super::{slice_key, JobContext, JobError};
 use std::collections::BTreeSet;
 use svs_domain::{
@@ -69,13 +70,21 @@ pub(super) async fn resize_volume(
         }
         if let Err(e) = moved {
             if !stopped(&e) {
-                discard_unswitched_copies(ctx, &volume.id, job.id).await;
+                // What this misses (the store unreachable, say), the
+                // orphaned-copies reconciler removes later.
+                if let Err(e) = discard_unswitched_copies(ctx, &volume.id, job.id).await {
+                    warn!(error = %e, "cannot remove every copy the failed movement left");
+                }
             }
             return Err(e);
         }
     }
 
-    // Every slice now sits where it stays: grow each to the new size.
+    // Every slice now sits where it stays. The point of no return: the
+    // slices grow and the volume takes its new size; a cancel asked for
+    // before it moves every slice back instead.
+    ctx.commit(job).await?;
+    // Grow each slice to the new size.
     ctx.progress(job, if move_count > 0 { 95 } else { 50 }, "Growing slices")
         .await?;
     let slices = ctx.store.volume_slices(&volume.id).await?;
@@ -250,47 +259,4 @@ pub(crate) fn slice_label(rows: &[SliceRow], id: i64) -> String {
         || id.to_string(),
         |r| svs_domain::slice_label(r.slice.copy, r.slice.column),
     )
-}
-
-/// After a failed movement: remove any copy on a target that never became
-/// the slice's placement (complete or partial), and the old copy of a slice
-/// that did switch. What this misses (the store was unreachable, say), the
-/// orphaned-copies reconciler removes later.
-async fn discard_unswitched_copies(ctx: &JobContext, volume_id: &str, job_id: i64) {
-    let Ok(current) = ctx.store.resize_steps(job_id).await else {
-        return;
-    };
-    let slices = ctx.store.volume_slices(volume_id).await.unwrap_or_default();
-    for step in current.iter().filter(|s| s.state == StepState::Switched) {
-        if ctx.shutdown.is_cancelled() {
-            return;
-        }
-        // The slice lives on the target; its old copy must not linger.
-        if let Some(row) = slices.iter().find(|r| r.slice.id == step.slice_id) {
-            let (from, key) = (step.from_medium.clone(), slice_key(volume_id, &row.slice));
-            if ctx
-                .blocking(move |dp| dp.delete_slice(&from, &key))
-                .await
-                .is_ok()
-            {
-                let _ = ctx.store.finish_step(step.id).await;
-            }
-        }
-    }
-    for step in current.iter().filter(|s| s.state == StepState::Planned) {
-        let (Some(target), Some(row)) = (
-            step.to_medium.clone(),
-            slices.iter().find(|r| r.slice.id == step.slice_id),
-        ) else {
-            continue;
-        };
-        if ctx.shutdown.is_cancelled() {
-            // Stopped: the copy is the next holder's to resume.
-            return;
-        }
-        let key = slice_key(volume_id, &row.slice);
-        if let Err(e) = ctx.blocking(move |dp| dp.delete_slice(&target, &key)).await {
-            warn!(error = %e, "cannot remove an abandoned copy");
-        }
-    }
 }

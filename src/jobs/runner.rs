@@ -17,6 +17,7 @@
 use super::activity::VolumeActivity;
 use super::kinds::{handler, JobHandler};
 use super::retry::{with_retries, RetryPolicy};
+use super::steering::{Change, Steering};
 use super::{JobContext, JobError};
 use crate::changes::DesiredStateChanges;
 use crate::clock::Clock;
@@ -26,7 +27,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use svs_dataplane::DataPlane;
-use svs_store::{Job, JobEnd, JobLease, LeaseTerms, Store, StoreError};
+use svs_store::{Job, JobControl, JobEnd, JobLease, LeaseTerms, Store, StoreError};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -36,7 +37,7 @@ use tracing::{debug, error, info, warn, Instrument};
 pub const JOB_RUNNER: &str = "jobs";
 
 /// How the runner runs jobs.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct RunnerSettings {
     /// Jobs executing at once; more wait for a free slot.
     pub max_concurrent_jobs: usize,
@@ -51,6 +52,8 @@ pub struct RunnerSettings {
     /// Setting `fronts`.
     pub fronts: crate::config::FrontsMode,
     pub leases: LeaseSettings,
+    /// Setting `movement_window`: when copies may run (None: always).
+    pub movement_window: Option<svs_domain::MovementWindow>,
 }
 
 /// How jobs are claimed (settings `job_lease`, `job_claim_interval`).
@@ -101,6 +104,9 @@ struct HeldJob {
     /// Cancelled when the lease is lost (or the service stops): the job
     /// stops at its next safe point.
     stop: CancellationToken,
+    /// Its cancel, pause, rate and window: each run's own token under
+    /// `stop`, stopped alone by them.
+    steering: Arc<Steering>,
 }
 
 pub struct JobRunner {
@@ -108,6 +114,8 @@ pub struct JobRunner {
     instance_id: String,
     leases: LeaseSettings,
     max_concurrent_jobs: usize,
+    /// Setting `movement_window`.
+    window: Option<svs_domain::MovementWindow>,
     held: Mutex<HashMap<i64, HeldJob>>,
     /// Raised when a slot frees: the poller claims at once.
     wake: Notify,
@@ -145,10 +153,12 @@ impl JobRunner {
                 activity: Arc::clone(&parts.activity),
                 shutdown: parts.shutdown,
                 claim: None,
+                steering: None,
             }),
             instance_id: parts.instance_id,
             leases: settings.leases,
             max_concurrent_jobs: max,
+            window: settings.movement_window.clone(),
             held: Mutex::new(HashMap::new()),
             wake: Notify::new(),
             retry: settings.retry,
@@ -221,6 +231,7 @@ impl JobRunner {
                     self.stop_all_held("its lease could not be renewed in time");
                 }
             }
+            self.watch_steering().await;
             let free = self.free_slots();
             if free == 0 {
                 continue;
@@ -270,6 +281,62 @@ impl JobRunner {
         }
     }
 
+    /// Applies to every job held here what steers it now (its cancel,
+    /// pause and rate, asked for on any instance, and the movement window):
+    /// a job whose run must stop stops at its next safe point.
+    async fn watch_steering(&self) {
+        let held: HashMap<i64, Arc<Steering>> = lock(&self.held)
+            .iter()
+            .map(|(id, h)| (*id, Arc::clone(&h.steering)))
+            .collect();
+        if held.is_empty() {
+            return;
+        }
+        let ids: Vec<i64> = held.keys().copied().collect();
+        match self.ctx.store.job_controls(&ids).await {
+            Ok(controls) => {
+                let now_ms = self.ctx.clock.now_ms();
+                for control in controls {
+                    if let Some(steering) = held.get(&control.id) {
+                        let change = steering.apply(&control, now_ms);
+                        if change.cancel {
+                            info!(
+                                job = control.id,
+                                "cancel asked for: the job stops and is undone"
+                            );
+                        }
+                        report_change(self.ctx.store.as_ref(), control.id, &change).await;
+                    }
+                }
+            }
+            Err(e) => debug!(error = %e, "cannot read how jobs are steered now"),
+        }
+    }
+
+    /// Stops the run of a job held here whose cancel is recorded; false
+    /// when this instance does not hold it (its holder sees the cancel in
+    /// the store, and a job nobody holds is undone when it is claimed).
+    pub fn cancel(&self, job_id: i64) -> bool {
+        let held = lock(&self.held);
+        let Some(job) = held.get(&job_id) else {
+            return false;
+        };
+        if !job.steering.is_cancelled() {
+            info!(
+                job = job_id,
+                "cancel asked for: the job stops and is undone"
+            );
+            job.steering.cancel();
+        }
+        true
+    }
+
+    /// A job's pause or rate changed in the store: the jobs held here are
+    /// steered again now rather than at the next poll.
+    pub fn steer_now(&self) {
+        self.wake.notify_one();
+    }
+
     fn stop_all_held(&self, why: &str) {
         for (id, job) in lock(&self.held).iter() {
             if !job.stop.is_cancelled() {
@@ -307,12 +374,14 @@ impl JobRunner {
     /// Registers a claimed job as held and runs it in the background.
     fn spawn_held(self: &Arc<Self>, lease: JobLease) {
         let stop = self.ctx.shutdown.child_token();
+        let steering = Arc::new(Steering::new(&stop, self.window.clone()));
         self.change_held(|held| {
             held.insert(
                 lease.job_id,
                 HeldJob {
                     lease: lease.clone(),
                     stop: stop.clone(),
+                    steering: Arc::clone(&steering),
                 },
             );
         });
@@ -320,7 +389,7 @@ impl JobRunner {
         let span = tracing::info_span!("job", job = lease.job_id);
         let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
         while tasks.try_join_next().is_some() {}
-        tasks.spawn(async move { runner.run(lease, stop).await }.instrument(span));
+        tasks.spawn(async move { runner.run(lease, stop, steering).await }.instrument(span));
     }
 
     /// Raised whenever what node agents should do may have changed: when a
@@ -381,8 +450,13 @@ impl JobRunner {
         self.status.update(|s| s.state = WorkerState::Done);
     }
 
-    async fn run(self: Arc<Self>, lease: JobLease, stop: CancellationToken) {
-        self.run_held(&lease, stop).await;
+    async fn run(
+        self: Arc<Self>,
+        lease: JobLease,
+        stop: CancellationToken,
+        steering: Arc<Steering>,
+    ) {
+        self.run_held(&lease, stop, steering).await;
         self.change_held(|held| {
             held.remove(&lease.job_id);
         });
@@ -397,7 +471,7 @@ impl JobRunner {
         self.wake.notify_one();
     }
 
-    async fn run_held(&self, lease: &JobLease, stop: CancellationToken) {
+    async fn run_held(&self, lease: &JobLease, stop: CancellationToken, steering: Arc<Steering>) {
         let _slot = match Arc::clone(&self.slots).try_acquire_owned() {
             Ok(slot) => slot,
             Err(_) => {
@@ -435,7 +509,7 @@ impl JobRunner {
                     debug!(error = %e, "cannot record the take-over");
                 }
             }
-            self.execute(&ctx, lease.job_id).await;
+            self.execute(&ctx, &steering, lease.job_id).await;
         })
         .await;
     }
@@ -460,8 +534,13 @@ impl JobRunner {
         });
     }
 
-    async fn execute(&self, ctx: &JobContext, job_id: i64) {
-        let job = match ctx.store.job_by_id(job_id).await {
+    /// Runs the job: `base` works under the lease's stop signal, the job's
+    /// run under its steering's token (a cancel stops it), its copies
+    /// paced through its steering's gate (pause, rate, window). A cancelled
+    /// job is undone.
+    async fn execute(&self, base: &JobContext, steering: &Arc<Steering>, job_id: i64) {
+        let stop = base.shutdown.clone();
+        let job = match base.store.job_by_id(job_id).await {
             Ok(Some(job)) if !job.state.is_finished() => job,
             Ok(_) => return,
             Err(e) => {
@@ -471,7 +550,11 @@ impl JobRunner {
         };
         // Reconcilers leave the volume alone while the job runs.
         let _busy = self.activity.job_started(&job.object).await;
-        if let Err(e) = ctx.store.set_job_running(job.id, ctx.clock.now_ms()).await {
+        if let Err(e) = base
+            .store
+            .set_job_running(job.id, base.clock.now_ms())
+            .await
+        {
             error!(error = %e, "cannot mark job running");
             return;
         }
@@ -479,10 +562,52 @@ impl JobRunner {
         let handler = match handler(&job) {
             Ok(handler) => handler,
             Err(e) => {
-                self.finish(ctx, &job, None, Err(e)).await;
+                self.finish(base, &job, None, Err(e)).await;
                 return;
             }
         };
+        let control = JobControl {
+            id: job.id,
+            cancel_requested: job.cancel_requested,
+            paused: job.paused,
+            movement_rate: job.movement_rate,
+        };
+        let change = steering.apply(&control, base.clock.now_ms());
+        report_change(base.store.as_ref(), job.id, &change).await;
+        // Undone, not run, once a cancel was asked for (before it started,
+        // or before a restart or a take-over).
+        if steering.is_cancelled() {
+            self.undo_cancelled(base, &job, handler.as_ref()).await;
+            base.changes.notify();
+            return;
+        }
+        let ctx = JobContext {
+            shutdown: steering.work(),
+            steering: Some(Arc::clone(steering)),
+            ..base.clone()
+        };
+        let result = self.run_with_retries(&ctx, &job, handler.as_ref()).await;
+        if result.is_err()
+            && !stop.is_cancelled()
+            && self.cancel_asked(steering, &ctx, &job, &result).await
+        {
+            self.undo_cancelled(base, &job, handler.as_ref()).await;
+        } else {
+            self.finish(&ctx, &job, Some(handler.as_ref()), result)
+                .await;
+        }
+        // Whatever the job changed (attachments, the volume's size or
+        // filesystem) is in the store now.
+        base.changes.notify();
+    }
+
+    /// The job's tries, a transient error tried again after a back-off.
+    async fn run_with_retries(
+        &self,
+        ctx: &JobContext,
+        job: &Job,
+        handler: &dyn JobHandler,
+    ) -> Result<(), JobError> {
         // Counts the job as retrying while it waits out a back-off.
         let backing_off: Mutex<Option<Counted>> = Mutex::new(None);
         let result = with_retries(
@@ -502,15 +627,80 @@ impl JobRunner {
             },
             || {
                 lock(&backing_off).take();
-                handler.run(ctx, &job)
+                handler.run(ctx, job)
             },
         )
         .await;
         drop(backing_off);
-        self.finish(ctx, &job, Some(handler.as_ref()), result).await;
-        // Whatever the job changed (attachments, the volume's size or
-        // filesystem) is in the store now.
-        ctx.changes.notify();
+        result
+    }
+
+    /// Whether a job that did not end well stopped for a cancel: its work
+    /// was stopped alone, it met the cancel at its commit, or (a failure
+    /// crossing a cancel not yet seen here) the store has one.
+    async fn cancel_asked(
+        &self,
+        steering: &Steering,
+        ctx: &JobContext,
+        job: &Job,
+        result: &Result<(), JobError>,
+    ) -> bool {
+        if matches!(result, Err(JobError::Cancelled)) || steering.is_cancelled() {
+            return true;
+        }
+        matches!(ctx.store.job_by_id(job.id).await, Ok(Some(j)) if j.cancel_requested)
+    }
+
+    /// Undoes a cancelled job (under the lease's stop signal: a lost lease
+    /// leaves the undo for the next holder, which sees the cancel recorded)
+    /// and ends it cancelled; a cancel that cannot be carried out ends it in
+    /// Error saying so.
+    async fn undo_cancelled(&self, ctx: &JobContext, job: &Job, handler: &dyn JobHandler) {
+        info!("job cancelled: undoing it");
+        if let Err(e) = ctx
+            .store
+            .set_job_progress(job.id, job.progress, "Cancelling")
+            .await
+        {
+            debug!(error = %e, "cannot record the cancel's status");
+        }
+        let result = with_retries(
+            self.retry,
+            &ctx.shutdown.clone(),
+            |e, retry, delay| {
+                warn!(error = %e, retry, delay_secs = delay.as_secs_f64(), "transient error; the cancel will be tried again");
+            },
+            || handler.cancel(ctx, job),
+        )
+        .await;
+        let end = match result {
+            Ok(detail) => {
+                info!(detail = %detail, "job cancelled");
+                JobEnd::cancelled(detail, ctx.clock.now_ms())
+            }
+            Err(e) if ctx.shutdown.is_cancelled() => {
+                info!(error = %e, "cancel stopped; the job's next holder goes on with it");
+                return;
+            }
+            Err(JobError::Stopping | JobError::Store(StoreError::Fenced { .. })) => return,
+            Err(JobError::Failed(m) | JobError::Transient(m)) => {
+                JobEnd::error(format!("Cancel failed: {m}"), ctx.clock.now_ms())
+            }
+            Err(e) => {
+                error!(error = %e, "cancel failed");
+                JobEnd::error(
+                    "Cancel failed: internal error: see the service log".to_string(),
+                    ctx.clock.now_ms(),
+                )
+            }
+        };
+        if end.status != svs_store::JOB_CANCELLED {
+            let summary = format!("a {} job's cancel failed", job.kind);
+            self.count(|s| s.record_error(summary, ctx.clock.now_ms()));
+        }
+        if let Err(e) = ctx.store.finish_job(job.id, &end).await {
+            error!(error = %e, "cannot record the job's cancel");
+        }
     }
 
     /// Records how a try of the job ended, unless the service is stopping;
@@ -568,6 +758,42 @@ impl JobRunner {
         // before it failed (a Done job refreshed on its way out).
         if super::changes_space(job.kind()) {
             ctx.refresh_snapshot_space().await;
+        }
+    }
+}
+
+/// Says in the job what a change of its steering did: held (its status
+/// and a detail), resumed, or a new rate (a detail). Best effort.
+async fn report_change(store: &dyn Store, job_id: i64, change: &Change) {
+    let mut details = Vec::new();
+    if let Some((from, to)) = &change.hold {
+        match to {
+            Some(hold) => {
+                info!(job = job_id, hold = ?hold, "job's copies held");
+                if let Ok(Some(job)) = store.job_by_id(job_id).await {
+                    let _status = store
+                        .set_job_progress(job_id, job.progress, &hold.status(job_id))
+                        .await;
+                }
+                details.push(hold.detail());
+            }
+            None if from.is_some() => {
+                info!(job = job_id, "job's copies resumed");
+                details.push("Resumed: copies go on from their last checkpoint".to_string());
+            }
+            None => {}
+        }
+    }
+    if let Some(rate) = change.rate {
+        details.push(match rate {
+            None => "Copy rate back to the service's movement_rate".to_string(),
+            Some(0) => "Copies unthrottled".to_string(),
+            Some(r) => format!("Copy rate set to {}/s", svs_domain::units::human_bytes(r)),
+        });
+    }
+    for detail in details {
+        if let Err(e) = store.add_job_detail(job_id, &detail).await {
+            debug!(error = %e, "cannot record how the job is steered");
         }
     }
 }

@@ -56,12 +56,14 @@ pub(super) enum StepCopy {
     /// its column; the lost file is removed afterwards if its medium still
     /// lets us.
     Rebuild,
+    /// A cancel's move of a switched slice back to where it was: a move.
+    MoveBack,
 }
 
 impl StepCopy {
     fn kind(self) -> SliceCopyKind {
         match self {
-            StepCopy::Move => SliceCopyKind::Move,
+            StepCopy::Move | StepCopy::MoveBack => SliceCopyKind::Move,
             StepCopy::Rebuild => SliceCopyKind::Rebuild,
         }
     }
@@ -70,6 +72,9 @@ impl StepCopy {
         let (copy, column, from) = (slice.copy, slice.column, &step.from_medium);
         match self {
             StepCopy::Move => format!("slice c{copy}-k{column} from {from} to {target}"),
+            StepCopy::MoveBack => {
+                format!("slice c{copy}-k{column} back from {from} to {target}")
+            }
             StepCopy::Rebuild if *from == target => {
                 format!("slice c{copy}-k{column} on {target} in place")
             }
@@ -89,7 +94,7 @@ impl StepCopy {
     /// start of the message when it fails.
     fn doing(self, label: &str) -> String {
         match self {
-            StepCopy::Move => format!("Moving {label}"),
+            StepCopy::Move | StepCopy::MoveBack => format!("Moving {label}"),
             StepCopy::Rebuild => format!("Rebuilding {label}"),
         }
     }
@@ -98,10 +103,12 @@ impl StepCopy {
     /// had an export meanwhile.
     fn done(self, label: &str, attached: bool) -> String {
         match self {
-            StepCopy::Move if attached => {
+            StepCopy::Move | StepCopy::MoveBack if attached => {
                 format!("Moved {label} while in use: copy verified chunk by chunk")
             }
-            StepCopy::Move => format!("Moved {label}: copy verified chunk by chunk"),
+            StepCopy::Move | StepCopy::MoveBack => {
+                format!("Moved {label}: copy verified chunk by chunk")
+            }
             StepCopy::Rebuild => {
                 format!("Rebuilt {label} from a healthy copy: verified chunk by chunk")
             }
@@ -225,6 +232,8 @@ fn copy_options(ctx: &JobContext, nodes: &[&str]) -> (CopyOptions, tokio_util::s
             },
             budgets,
             cancel,
+            // Paused, the job's own rate, the movement window.
+            gate: ctx.steering.as_ref().map(|s| s.gate()),
             ..CopyOptions::default()
         },
         guard,
@@ -252,7 +261,7 @@ async fn step_nodes(
         .and_then(node_of)
         .into_iter()
         .collect();
-    if what == StepCopy::Move {
+    if what != StepCopy::Rebuild {
         nodes.extend(node_of(&step.from_medium));
     }
     Ok(nodes)
@@ -508,7 +517,10 @@ async fn follow_copy<T>(
                         resumed_at: stats.resumed_at(),
                         catch_up: stats.catch_up(),
                     };
-                    let text = copy_status(follow.status, &seen, started.elapsed());
+                    let text = match ctx.steering.as_ref().and_then(|s| s.hold()) {
+                        Some(hold) => hold.status(job.id),
+                        None => copy_status(follow.status, &seen, started.elapsed()),
+                    };
                     if let Err(e) = ctx.progress(job, progress, &text).await {
                         warn!(error = %e, "cannot record copy progress; the copy goes on");
                     }

@@ -144,5 +144,7 @@ fn moving(job: &svs_store::Job, volume_name: &str, now_ms: i64) -> Option<Active
         left_secs: job
             .starttime_ms
             .and_then(|started| time_left_secs(job.progress, now_ms - started)),
+        cancelling: job.cancel_requested,
+        paused: job.paused || job.status.starts_with("Paused"),
     })
 }

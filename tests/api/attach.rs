@@ -393,7 +393,7 @@ pub(crate) async fn attached_mirror(rate: &str) -> (TestApp, String, String) {
 
 /// qemu-io commands that write 4 KiB with distinct patterns at spread
 /// offsets, `pause_ms` apart, so they span a throttled move.
-fn spread_writes(count: u64, pause_ms: u64) -> (Vec<String>, Vec<(u64, u64)>) {
+pub(crate) fn spread_writes(count: u64, pause_ms: u64) -> (Vec<String>, Vec<(u64, u64)>) {
     let mut commands = Vec::new();
     let mut written = Vec::new();
     for i in 0..count {
@@ -409,7 +409,7 @@ fn spread_writes(count: u64, pause_ms: u64) -> (Vec<String>, Vec<(u64, u64)>) {
 }
 
 /// The last pattern written at each offset.
-fn expected(written: &[(u64, u64)]) -> Vec<(u64, u64)> {
+pub(crate) fn expected(written: &[(u64, u64)]) -> Vec<(u64, u64)> {
     let mut last = std::collections::BTreeMap::new();
     for (off, p) in written {
         last.insert(*off, *p);
@@ -417,7 +417,7 @@ fn expected(written: &[(u64, u64)]) -> Vec<(u64, u64)> {
     last.into_iter().collect()
 }
 
-fn read_back_commands(expected: &[(u64, u64)]) -> Vec<String> {
+pub(crate) fn read_back_commands(expected: &[(u64, u64)]) -> Vec<String> {
     expected
         .iter()
         .map(|(off, p)| format!("read -P {p} {off} 4k"))

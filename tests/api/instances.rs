@@ -285,6 +285,38 @@ async fn the_instance_running_a_data_movement_is_killed_twice_and_another_finish
     moving.assert_moved().await;
 }
 
+/// A data movement steered on the storage nodes, running on one instance,
+/// is cancelled through another: the instance holding the job sees the
+/// cancel in the database, stops the copy and removes the partial copy on
+/// the target node; the job ends cancelled with every acknowledged write
+/// kept and the volume as it was.
+#[tokio::test]
+async fn a_movement_cancelled_through_another_instance_is_undone_by_the_one_running_it() {
+    let db = TestDatabase::new().await;
+    let moving = Moving::start_with(Front::Node, cluster_config(&db.url)).await;
+    let others = more_instances_with(1, || throttled(&db.url)).await;
+    wait_served(&others[0], &["sn1-d0", "sn2-d0", "sn3-d0"]).await;
+    let writer = moving.writer(0, 60, 100);
+    let job_id = moving.start_resize().await;
+    wait_mid_copy(&moving.app, &job_id, 10..60).await;
+    let instances = [&moving.app, &others[0]];
+    let running = running_instance(&job_id, &instances).await;
+    let other = instances[1 - running];
+    let (status, body) = other.delete(&format!("/jobs/{job_id}")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let job = other.wait_job(&job_id).await;
+    assert_eq!(
+        (&job["state"], &job["status"]),
+        (&json!("Error"), &json!("Cancelled")),
+        "{job}\n{}",
+        moving.node_logs()
+    );
+    let (result, written) = writer.join().expect("writer thread");
+    result.expect("every write acknowledged during the cancel");
+    moving.acknowledged(&written);
+    moving.assert_left_as_it_was().await;
+}
+
 /// GiB of a size in a JSON answer.
 fn gib(v: &Value) -> u64 {
     v.as_u64().unwrap_or(0)

@@ -297,6 +297,29 @@ impl Moving {
     }
 }
 
+impl Moving {
+    /// The resize was cancelled: the volume Ready at its old size, its copies
+    /// where they were, its data and both copies exact, and nothing of it
+    /// left on sn3-d0 (no partial copy, no complete one).
+    pub(crate) async fn assert_left_as_it_was(&self) {
+        let volume = self.volume().await;
+        assert_eq!(
+            (&volume["size"], &volume["state"]),
+            (&json!(SIZE), &json!("Ready")),
+            "{volume}"
+        );
+        let slices = self.app.slices("data").await;
+        assert_eq!(on(&slices), ["sn1-d0", "sn2-d0"], "{slices:?}");
+        self.assert_data();
+        self.assert_copies().await;
+        let left: Vec<PathBuf> = std::fs::read_dir(self.sn3.medium_dir("sn3-d0").join(&self.id))
+            .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        assert_eq!(left, Vec::<PathBuf>::new(), "copies left on sn3-d0");
+        assert_eq!(self.app.free("sn3-d0").await, 8, "nothing stays booked");
+    }
+}
+
 /// A storage node of the test with one medium `(name, GiB)`, not started.
 async fn storage_node(
     app: &TestApp,

@@ -40,7 +40,7 @@ pub use resume::{CheckpointFn, CopyCounts, CopyResume, CopyStats, LatestCheckpoi
 pub use snapshot::{SliceSnapshots, SnapshotInfo, COW_CHUNK};
 /// The slice protocol's TLS settings, for [`NodeEndpoint::tls`].
 pub use svs_sliceproto::ClientTls;
-pub use throttle::{CopyGrants, MovementBudgets, RateBudget};
+pub use throttle::{CopyGate, CopyGrants, MovementBudgets, RateBudget};
 /// The one stop signal of a copy: the service's shutdown token (or a child
 /// of it) reaches every copy as it is.
 pub use tokio_util::sync::CancellationToken;
@@ -112,6 +112,9 @@ pub struct CopyOptions {
     /// storage node's copy, by the control plane's grants) sets it, so that
     /// it never runs far past what it was granted.
     pub max_chunk: Option<u64>,
+    /// The job's live control of its copies (pause, its own rate): read at
+    /// every step of the pacing. None: the options above alone.
+    pub gate: Option<Arc<CopyGate>>,
 }
 
 /// A slice file found on a medium (see [`DataPlane::stored_slices`]).

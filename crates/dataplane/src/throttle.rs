@@ -9,11 +9,15 @@
 use crate::CancellationToken;
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Longest sleep between checks of the cancel token.
 const CANCEL_POLL: Duration = Duration::from_millis(100);
+
+/// The grant step of an unthrottled copy under a [`CopyGate`].
+const UNTHROTTLED_GRANT: u64 = 16 << 20;
 
 #[derive(Debug)]
 pub(crate) struct Cancelled;
@@ -60,6 +64,47 @@ impl RateBudget {
         let due = start + cost;
         *until = Some(due);
         due
+    }
+}
+
+/// A live control of one job's copies, read at every step of their pacing:
+/// paused (each copy waits where it is; a live move's mirroring of writes
+/// goes on, so the copy resumes from there as if never stopped) and the
+/// job's own rate, which replaces the copy's rate and the shared budgets.
+#[derive(Debug, Default)]
+pub struct CopyGate {
+    paused: AtomicBool,
+    /// 0: no rate of its own; u64::MAX: unthrottled; else bytes per second.
+    rate: AtomicU64,
+}
+
+impl CopyGate {
+    pub fn set_paused(&self, paused: bool) {
+        self.paused.store(paused, Ordering::SeqCst);
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::SeqCst)
+    }
+
+    /// The job's own rate: None = the copy's options apply; Some(0) =
+    /// unthrottled; Some(n) = n bytes per second.
+    pub fn set_rate(&self, rate: Option<u64>) {
+        let stored = match rate {
+            None => 0,
+            Some(0) => u64::MAX,
+            Some(n) => n.min(u64::MAX - 1),
+        };
+        self.rate.store(stored, Ordering::SeqCst);
+    }
+
+    /// None: no rate of its own; Some(None): unthrottled; Some(Some(n)).
+    fn rate(&self) -> Option<Option<u64>> {
+        match self.rate.load(Ordering::SeqCst) {
+            0 => None,
+            u64::MAX => Some(None),
+            n => Some(Some(n)),
+        }
     }
 }
 
@@ -115,8 +160,13 @@ pub struct CopyGrants<'a> {
 impl<'a> CopyGrants<'a> {
     /// None when `options` leave the copy unthrottled: nothing to grant.
     pub fn new(options: &'a crate::CopyOptions) -> Option<CopyGrants<'a>> {
-        let pacer = Pacer::new(options.rate_limit, &options.budgets, &options.cancel);
-        let rate = pacer.rate()?;
+        let pacer = Pacer::new(options.rate_limit, &options.budgets, &options.cancel)
+            .gated(options.gate.as_deref());
+        // A gated copy is granted step by step even unthrottled: a pause
+        // must reach it.
+        let rate = pacer
+            .rate()
+            .or_else(|| options.gate.as_ref().map(|_| UNTHROTTLED_GRANT * 4))?;
         Some(CopyGrants {
             pacer,
             step: (rate / 4).max(64 * 1024),
@@ -170,6 +220,11 @@ pub(crate) struct Pacer<'a, C: PaceClock = RealTime> {
     booked: Cell<u64>,
     clock: C,
     cancel: &'a CancellationToken,
+    gate: Option<&'a CopyGate>,
+    /// Under the gate's own rate: where its timeline started (elapsed time,
+    /// bytes done then, and the rate), restarted at each change of rate and
+    /// after each pause, so that neither makes a burst.
+    gated_from: Cell<Option<(Duration, u64, Option<u64>)>>,
 }
 
 impl<'a> Pacer<'a, RealTime> {
@@ -197,11 +252,22 @@ impl<'a, C: PaceClock> Pacer<'a, C> {
             booked: Cell::new(0),
             clock,
             cancel,
+            gate: None,
+            gated_from: Cell::new(None),
         }
+    }
+
+    /// Paced under `gate` too (see [`CopyGate`]).
+    pub(crate) fn gated(mut self, gate: Option<&'a CopyGate>) -> Self {
+        self.gate = gate;
+        self
     }
 
     /// The lowest rate it keeps within, in bytes per second, if throttled.
     pub(crate) fn rate(&self) -> Option<u64> {
+        if let Some(own) = self.gate.and_then(CopyGate::rate) {
+            return own;
+        }
         self.budgets.iter().map(|b| b.rate()).chain(self.rate).min()
     }
 
@@ -218,11 +284,51 @@ impl<'a, C: PaceClock> Pacer<'a, C> {
     /// as it goes.
     pub(crate) fn pace(&self, done: u64) -> Result<(), Cancelled> {
         self.check()?;
+        if let Some(gate) = self.gate {
+            if gate.is_paused() {
+                while gate.is_paused() {
+                    self.clock.sleep(CANCEL_POLL);
+                    self.check()?;
+                }
+                // A new timeline after the pause: no burst to catch up.
+                self.gated_from.set(None);
+            }
+            if let Some(own) = gate.rate() {
+                return self.pace_own(done, own);
+            }
+            self.gated_from.set(None);
+        }
         self.pace_budgets(done)?;
         let Some(rate) = self.rate else {
             return Ok(());
         };
         let due = Duration::from_secs_f64(done as f64 / rate as f64);
+        loop {
+            let elapsed = self.clock.elapsed();
+            if elapsed >= due {
+                return Ok(());
+            }
+            self.clock.sleep((due - elapsed).min(CANCEL_POLL));
+            self.check()?;
+        }
+    }
+
+    /// Keeps to the gate's own rate (None: unthrottled) from where that
+    /// rate took over.
+    fn pace_own(&self, done: u64, rate: Option<u64>) -> Result<(), Cancelled> {
+        let elapsed = self.clock.elapsed();
+        let (start, base, _) = match self.gated_from.get() {
+            Some(from) if from.2 == rate => from,
+            _ => {
+                let from = (elapsed, done, rate);
+                self.gated_from.set(Some(from));
+                from
+            }
+        };
+        let Some(rate) = rate else {
+            return Ok(());
+        };
+        let due = start + Duration::from_secs_f64(done.saturating_sub(base) as f64 / rate as f64);
         loop {
             let elapsed = self.clock.elapsed();
             if elapsed >= due {
@@ -303,6 +409,50 @@ mod tests {
     }
 
     const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn a_paused_gate_holds_the_copy_until_resumed_then_paces_without_a_burst() {
+        let gate = Arc::new(CopyGate::default());
+        gate.set_rate(Some(MIB));
+        gate.set_paused(true);
+        let resume = Arc::clone(&gate);
+        let clock = FakeClock {
+            at: Some((
+                Duration::from_secs(5),
+                Box::new(move || resume.set_paused(false)),
+            )),
+            ..FakeClock::default()
+        };
+        let cancel = CancellationToken::new();
+        let pacer = Pacer::with_clock(None, &[], &cancel, &clock).gated(Some(&gate));
+        pacer.pace(MIB).expect("not cancelled");
+        // Held for the 5 s of the pause; the rate's timeline starts after it.
+        assert_eq!(clock.now.get(), Duration::from_secs(5));
+        pacer.pace(2 * MIB).expect("not cancelled");
+        assert_eq!(
+            clock.now.get(),
+            Duration::from_secs(6),
+            "1 MiB more at 1 MiB/s"
+        );
+        // A new rate takes over from where the copy is.
+        gate.set_rate(Some(4 * MIB));
+        pacer.pace(3 * MIB).expect("not cancelled");
+        pacer.pace(7 * MIB).expect("not cancelled");
+        assert_eq!(
+            clock.now.get(),
+            Duration::from_secs(7),
+            "4 MiB more at 4 MiB/s"
+        );
+        gate.set_rate(Some(0));
+        pacer.pace(1 << 40).expect("unthrottled");
+        assert_eq!(clock.now.get(), Duration::from_secs(7));
+        gate.set_paused(true);
+        cancel.cancel();
+        assert!(
+            pacer.pace((1 << 40) + 1).is_err(),
+            "a paused copy still stops when cancelled"
+        );
+    }
 
     #[test]
     fn an_unthrottled_pacer_never_sleeps() {

@@ -46,25 +46,45 @@ impl BlockedOperation {
     }
 }
 
-/// A data movement in progress on a volume: the job carrying it, and the
-/// seconds it still needs at the pace it kept (None: not known yet).
+/// A data movement in progress on a volume: the job carrying it, the
+/// seconds it still needs at the pace it kept (None: not known yet), and
+/// whether it is being cancelled (its undo's time is not that pace's).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActiveMovement {
     pub volume_name: String,
     pub job_id: i64,
     pub left_secs: Option<u64>,
+    pub cancelling: bool,
+    /// Paused on request or by the movement window.
+    pub paused: bool,
 }
 
 /// `<operation> is not allowed on volume '<v>' while data movement job <id>
-/// is in progress`, and when the job's pace says it, `; about <time> left`.
+/// is in progress`, and `; it is being cancelled`, `; it is paused`, or
+/// when the job's pace says it, `; about <time> left`.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("{operation} is not allowed on volume '{volume}' while data movement job {job_id} is in progress{}",
-    .left_secs.map(|s| format!("; about {} left", crate::units::human_duration(s))).unwrap_or_default())]
+    when(*.cancelling, *.paused, *.left_secs))]
 pub struct MovementBlocked {
     pub operation: &'static str,
     pub volume: String,
     pub job_id: i64,
     pub left_secs: Option<u64>,
+    pub cancelling: bool,
+    pub paused: bool,
+}
+
+/// The end of a refusal: what is known of when the movement ends.
+fn when(cancelling: bool, paused: bool, left_secs: Option<u64>) -> String {
+    if cancelling {
+        return "; it is being cancelled".to_string();
+    }
+    if paused {
+        return "; it is paused".to_string();
+    }
+    left_secs
+        .map(|s| format!("; about {} left", crate::units::human_duration(s)))
+        .unwrap_or_default()
 }
 
 /// Refuses `op` when the volume has a data movement running.
@@ -79,6 +99,8 @@ pub fn ensure_not_moving(
             volume: m.volume_name.clone(),
             job_id: m.job_id,
             left_secs: m.left_secs,
+            cancelling: m.cancelling,
+            paused: m.paused,
         }),
     }
 }
@@ -93,6 +115,8 @@ mod tests {
             volume_name: "db".into(),
             job_id: 7,
             left_secs: None,
+            cancelling: false,
+            paused: false,
         };
         for op in BlockedOperation::ALL {
             let err = ensure_not_moving(op, Some(&m)).unwrap_err();
@@ -108,6 +132,8 @@ mod tests {
             volume_name: "db".into(),
             job_id: 7,
             left_secs: Some(130),
+            cancelling: false,
+            paused: false,
         };
         let err = ensure_not_moving(BlockedOperation::ALL[0], Some(&m)).unwrap_err();
         assert_eq!(
@@ -115,6 +141,28 @@ mod tests {
             format!(
                 "{} is not allowed on volume 'db' while data movement job 7 is in progress; \
                  about 2 min 10 s left",
+                BlockedOperation::ALL[0].describe()
+            )
+        );
+        let paused = ActiveMovement {
+            paused: true,
+            ..m.clone()
+        };
+        let err = ensure_not_moving(BlockedOperation::ALL[0], Some(&paused)).unwrap_err();
+        assert!(
+            err.to_string().ends_with("is in progress; it is paused"),
+            "{err}"
+        );
+        let undoing = ActiveMovement {
+            cancelling: true,
+            ..m
+        };
+        let err = ensure_not_moving(BlockedOperation::ALL[0], Some(&undoing)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{} is not allowed on volume 'db' while data movement job 7 is in progress; \
+                 it is being cancelled",
                 BlockedOperation::ALL[0].describe()
             )
         );

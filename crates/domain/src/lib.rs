@@ -17,6 +17,8 @@ pub mod rules;
 pub mod units;
 pub use units::{human_duration, time_left_secs};
 pub mod validate;
+pub mod window;
+pub use window::{MovementWindow, WindowError};
 
 pub use capacity::{
     check_room, placement_bookings, reservation_after_switch, InsufficientSpace, MediumSpace,

@@ -217,6 +217,23 @@ impl JobKind {
             _ => None,
         }
     }
+
+    /// Whether a job of this kind can be cancelled while it runs: the kinds
+    /// that may take long and have an undo (a creation, a resize, a
+    /// recovery). The others end on their own within moments.
+    pub fn cancellable(&self) -> bool {
+        matches!(
+            self,
+            JobKind::VolumeCreate | JobKind::VolumeModifyExtend | JobKind::VolumeRecovery
+        )
+    }
+
+    /// Whether a job of this kind copies slices and can be paused, resumed
+    /// and given its own copy rate (a resize's data movement, a recovery's
+    /// rebuilds); the movement window holds their copies too.
+    pub fn steerable(&self) -> bool {
+        matches!(self, JobKind::VolumeModifyExtend | JobKind::VolumeRecovery)
+    }
 }
 
 /// Volume lifecycle states shown in the API.

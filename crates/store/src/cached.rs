@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
-use svs_domain::{Gib, ResizePlan, SlicePlacement, SnapshotState, VolumeState};
+use svs_domain::{Gib, ResizePlan, SliceMove, SlicePlacement, SnapshotState, VolumeState};
 
 /// Wraps a store and serves `get_volume` (the hottest call of the API) from
 /// memory; every other call goes to the wrapped store. The cache is dropped
@@ -433,6 +433,10 @@ impl<S: Store> VolumeStore for CachedStore<S> {
         self.changed(self.inner.switch_slice(step).await)
     }
 
+    async fn save_undo_steps(&self, job_id: i64, moves: &[SliceMove]) -> StoreResult<()> {
+        self.inner.save_undo_steps(job_id, moves).await
+    }
+
     async fn next_front_epoch(&self, volume_id: &str) -> StoreResult<u64> {
         self.changed(self.inner.next_front_epoch(volume_id).await)
     }
@@ -532,6 +536,37 @@ impl<S: Store> JobStore for CachedStore<S> {
 
     async fn finish_job(&self, id: i64, end: &JobEnd) -> StoreResult<()> {
         self.changed(self.inner.finish_job(id, end).await)
+    }
+
+    async fn request_job_cancel(
+        &self,
+        tenant_id: i64,
+        id: i64,
+        now_ms: i64,
+    ) -> StoreResult<Option<Job>> {
+        self.inner.request_job_cancel(tenant_id, id, now_ms).await
+    }
+
+    async fn commit_job(&self, id: i64) -> StoreResult<bool> {
+        self.inner.commit_job(id).await
+    }
+
+    async fn job_controls(&self, ids: &[i64]) -> StoreResult<Vec<JobControl>> {
+        self.inner.job_controls(ids).await
+    }
+
+    async fn steer_job(
+        &self,
+        tenant_id: i64,
+        id: i64,
+        steering: &JobSteering,
+        now_ms: i64,
+    ) -> StoreResult<Option<Job>> {
+        self.inner.steer_job(tenant_id, id, steering, now_ms).await
+    }
+
+    async fn delete_job(&self, tenant_id: i64, id: i64) -> StoreResult<bool> {
+        self.inner.delete_job(tenant_id, id).await
     }
 
     async fn claim_jobs(&self, terms: &LeaseTerms<'_>, limit: usize) -> StoreResult<Vec<JobLease>> {

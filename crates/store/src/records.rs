@@ -240,6 +240,33 @@ pub struct Job {
     pub details: Vec<String>,
     pub data_movement: bool,
     pub created_ms: i64,
+    /// A cancel was asked for: the job stops and undoes what it did.
+    pub cancel_requested: bool,
+    /// The job passed the point after which it finishes rather than being
+    /// undone: a cancel is refused.
+    pub committed: bool,
+    /// Paused on request: its copies stop until it is resumed.
+    pub paused: bool,
+    /// The job's own copy rate in bytes per second (0: unthrottled); None:
+    /// the service's `movement_rate`.
+    pub movement_rate: Option<u64>,
+}
+
+/// What steers a running job, as its holder polls it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobControl {
+    pub id: i64,
+    pub cancel_requested: bool,
+    pub paused: bool,
+    pub movement_rate: Option<u64>,
+}
+
+/// A change of how a job runs (`PATCH /jobs/{job}`): each field given is set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobSteering {
+    pub paused: Option<bool>,
+    /// Some(None): back to the service's rate.
+    pub movement_rate: Option<Option<u64>>,
 }
 
 impl Job {
@@ -320,6 +347,8 @@ pub struct ResizeStep {
     /// Where an interrupted copy of a move may resume; `None` copies from
     /// the start.
     pub checkpoint: Option<CopyCheckpoint>,
+    /// A step a cancel added: a switched slice moving back to where it was.
+    pub undo: bool,
 }
 
 /// A durable point of a slice copy: the target's slice-file bytes below
@@ -656,6 +685,9 @@ pub struct SigningKeyRecord {
 }
 
 /// How a job ends.
+/// The status of a job that ended because it was cancelled.
+pub const JOB_CANCELLED: &str = "Cancelled";
+
 #[derive(Debug, Clone)]
 pub struct JobEnd {
     pub state: JobState,
@@ -681,6 +713,17 @@ impl JobEnd {
             state: JobState::Error,
             status: "Error".into(),
             detail: Some(reason),
+            now_ms,
+        }
+    }
+
+    /// Cancelled: the seed's `Error` (the job did not do what it was asked),
+    /// with status `Cancelled` and what the cancel left as the last message.
+    pub fn cancelled(detail: String, now_ms: i64) -> JobEnd {
+        JobEnd {
+            state: JobState::Error,
+            status: JOB_CANCELLED.into(),
+            detail: Some(detail),
             now_ms,
         }
     }

@@ -214,6 +214,13 @@ pub(crate) fn slice_row(row: &impl Columns) -> StoreResult<SliceRow> {
     })
 }
 
+/// Whether a switch of `step` books the slice's old size on its source until
+/// the job ends (see `VolumeStore::switch_slice`): a forward move of a
+/// healthy copy. A lost copy (`lost_ms` set) is not moved back by a cancel.
+pub(crate) fn holds_source(step: &ResizeStep, lost_ms: Option<i64>) -> bool {
+    !step.undo && lost_ms.is_none() && step.to_medium.as_deref() != Some(&step.from_medium)
+}
+
 pub(crate) fn step_row(row: &impl Columns) -> StoreResult<ResizeStep> {
     let state: String = row.try_get("state")?;
     Ok(ResizeStep {
@@ -234,6 +241,7 @@ pub(crate) fn step_row(row: &impl Columns) -> StoreResult<ResizeStep> {
                 live: row.try_get::<i64, _>("copy_checkpoint_live")? != 0,
             }),
         },
+        undo: row.try_get::<i64, _>("undo")? != 0,
     })
 }
 
@@ -262,6 +270,27 @@ pub(crate) fn job_row(row: &impl Columns) -> StoreResult<Job> {
             .map_err(|e| StoreError::Corrupt(format!("job details: {e}")))?,
         data_movement: row.try_get::<i64, _>("data_movement")? != 0,
         created_ms: row.try_get("created_ms")?,
+        cancel_requested: row.try_get::<Option<i64>, _>("cancel_ms")?.is_some(),
+        committed: row.try_get::<i64, _>("committed")? != 0,
+        paused: row.try_get::<Option<i64>, _>("paused_ms")?.is_some(),
+        movement_rate: rate(row, "movement_rate")?,
+    })
+}
+
+/// A nullable byte rate column.
+fn rate(row: &impl Columns, column: &str) -> StoreResult<Option<u64>> {
+    row.try_get::<Option<i64>, _>(column)?
+        .map(|r| u64::try_from(r).map_err(|_| StoreError::Corrupt(format!("{column} {r}"))))
+        .transpose()
+}
+
+/// What steers a job, from `id, cancel_ms, paused_ms, movement_rate`.
+pub(crate) fn job_control_row(row: &impl Columns) -> StoreResult<JobControl> {
+    Ok(JobControl {
+        id: row.try_get("id")?,
+        cancel_requested: row.try_get::<Option<i64>, _>("cancel_ms")?.is_some(),
+        paused: row.try_get::<Option<i64>, _>("paused_ms")?.is_some(),
+        movement_rate: rate(row, "movement_rate")?,
     })
 }
 
@@ -366,7 +395,7 @@ pub(crate) fn node_attachment(row: &impl Columns) -> StoreResult<NodeAttachment>
 pub(crate) const JOB_COLUMNS: &str =
     "id, tenant_id, type, object, object_name, args, state, status, \
     progress, starttime_ms, endtime_ms, user_id, username, useremail, details, data_movement, \
-    created_ms";
+    created_ms, cancel_ms, committed, paused_ms, movement_rate";
 
 pub(crate) const SNAPSHOT_SELECT: &str = "SELECT s.seq, s.id, s.volume_id, v.name AS volume_name, \
     s.tenant_id, s.name, s.consistency, s.volume_size_gib, s.state, s.used_bytes, \

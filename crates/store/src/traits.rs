@@ -9,7 +9,7 @@ use crate::records::*;
 use crate::StoreResult;
 use async_trait::async_trait;
 use std::collections::HashMap;
-use svs_domain::{Gib, ResizePlan, SlicePlacement, SnapshotState, VolumeState};
+use svs_domain::{Gib, ResizePlan, SliceMove, SlicePlacement, SnapshotState, VolumeState};
 
 /// Users, their tenants, and refresh tokens.
 #[async_trait]
@@ -271,8 +271,14 @@ pub trait VolumeStore: Send + Sync {
     async fn resize_steps(&self, job_id: i64) -> StoreResult<Vec<ResizeStep>>;
     /// The slice now lives on the move's target (its copy there is verified):
     /// placement switches and the target's reservation shrinks by the old size,
-    /// atomically.
+    /// atomically. A forward move of a healthy slice books its old size on
+    /// the source until the job ends, so that a cancel can always move it
+    /// back (an undo step's switch uses that booking up).
     async fn switch_slice(&self, step: &ResizeStep) -> StoreResult<()>;
+    /// A cancel's steps moving each switched slice back (`from_medium`: where
+    /// it is now; `to_medium`: where it was), recorded unless the job already
+    /// has undo steps.
+    async fn save_undo_steps(&self, job_id: i64, moves: &[SliceMove]) -> StoreResult<()>;
     /// Records that copy `copy` of column `column` of the volume, on
     /// `medium`, is lost while the medium stays healthy (a file of it gone):
     /// it is listed lost and recovered like a slice on a failed medium. True
@@ -341,6 +347,35 @@ pub trait JobStore: Send + Sync {
     /// its reservations; the volume it worked on is no longer busy with it
     /// and takes its state after the job (`svs_domain::volume_state_after_job`).
     async fn finish_job(&self, id: i64, end: &JobEnd) -> StoreResult<()>;
+    /// Asks for the cancel of the tenant's job, unless it ended or committed
+    /// (asking twice changes nothing). The job as it is afterwards; None when
+    /// the tenant has no such job.
+    async fn request_job_cancel(
+        &self,
+        tenant_id: i64,
+        id: i64,
+        now_ms: i64,
+    ) -> StoreResult<Option<Job>>;
+    /// The job passes its point of no return unless a cancel was asked for
+    /// first: true when it committed (now or before), false when a cancel
+    /// came first. Atomic with `request_job_cancel`.
+    async fn commit_job(&self, id: i64) -> StoreResult<bool>;
+    /// What steers each of `ids` that exists (its cancel, pause and rate),
+    /// by id.
+    async fn job_controls(&self, ids: &[i64]) -> StoreResult<Vec<JobControl>>;
+    /// Pauses, resumes or sets the copy rate of the tenant's unfinished job
+    /// (nothing changes on an ended one). The job as it is afterwards; None
+    /// when the tenant has no such job.
+    async fn steer_job(
+        &self,
+        tenant_id: i64,
+        id: i64,
+        steering: &JobSteering,
+        now_ms: i64,
+    ) -> StoreResult<Option<Job>>;
+    /// Removes the tenant's ended job with its steps; false when it has no
+    /// such job or the job has not ended.
+    async fn delete_job(&self, tenant_id: i64, id: i64) -> StoreResult<bool>;
     /// Claims up to `limit` unfinished jobs nobody holds (never claimed,
     /// released, or whose lease ran out before `terms.now_ms`), oldest first:
     /// each gets `terms.owner`, its next epoch and a lease until `now_ms +

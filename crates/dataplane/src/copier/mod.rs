@@ -330,7 +330,8 @@ impl<'a, 'p> Copier<'a, 'p> {
         verify: Verify,
         progress: &'p mut dyn FnMut(u64, u64),
     ) -> Self {
-        let pacer = Pacer::new(options.rate_limit, &options.budgets, &options.cancel);
+        let pacer = Pacer::new(options.rate_limit, &options.budgets, &options.cancel)
+            .gated(options.gate.as_deref());
         // At most ~1/10 s of data per chunk when throttled; unthrottled,
         // the target's chunk (see `copy_data`).
         let chunk = pacer

@@ -25,6 +25,7 @@ use svs_domain::{
 
 mod claims;
 mod infrastructure;
+mod job_control;
 mod keys;
 mod leases;
 mod pairs;
@@ -35,6 +36,7 @@ mod volumes;
 
 pub use claims::*;
 pub use infrastructure::*;
+pub use job_control::*;
 pub use keys::*;
 pub use leases::*;
 pub use pairs::*;
@@ -127,6 +129,16 @@ macro_rules! store_contract_tests {
             a_volume_front_node_is_wanted_of_it_while_the_volume_is_attached,
             a_lost_copy_records_the_generation_it_missed,
             a_node_medium_failed_by_a_front_records_the_generation_its_copies_missed,
+            job_control_a_cancel_asked_for_first_wins_over_a_later_commit,
+            job_control_a_commit_first_refuses_a_later_cancel,
+            job_control_a_cancel_of_another_tenant_s_or_an_ended_job_changes_nothing,
+            job_control_the_jobs_asked_about_with_a_cancel_are_listed,
+            job_control_only_the_tenant_s_ended_job_is_deleted_with_its_steps,
+            job_control_a_cancel_s_undo_steps_are_recorded_once,
+            job_control_a_switched_slice_keeps_its_old_size_booked_on_its_source_until_the_job_ends,
+            job_control_an_undo_switch_uses_up_the_booking_on_the_original_medium,
+            job_control_a_lost_slice_moving_away_books_nothing_on_its_source,
+            job_control_a_job_is_paused_resumed_and_given_a_rate_until_it_ends,
         );
     };
     (@each $open:path; $($name:ident),+ $(,)?) => {

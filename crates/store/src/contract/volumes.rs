@@ -85,8 +85,8 @@ pub async fn a_movement_books_switches_and_releases_space_atomically(store: &dyn
     let media = store.media_usage().await.expect("usage");
     assert_eq!(
         usage(&media, "m1"),
-        (0, 0, 20),
-        "the source is free once switched"
+        (0, 10, 10),
+        "the source stays booked until the job ends (a cancel moves the slice back there)"
     );
     assert_eq!(
         usage(&media, "m2"),
@@ -104,6 +104,7 @@ pub async fn a_movement_books_switches_and_releases_space_atomically(store: &dyn
         .expect("complete");
     let media = store.media_usage().await.expect("usage");
     assert_eq!(usage(&media, "m2"), (12, 0, 8));
+    assert_eq!(usage(&media, "m1"), (0, 0, 20), "free once the job ended");
     let v = stored_volume(store, &volume).await;
     assert_eq!(
         (v.size, v.state, v.job.is_none()),

@@ -1,7 +1,10 @@
 //! Jobs, and the steps shared by every write that starts or ends one.
 
 use super::{job_row, PgStore};
-use crate::records::{Job, JobEnd, JobFilter, JobLease, LeaseTerms, NewJob, Page};
+use crate::records::{
+    Job, JobControl, JobEnd, JobFilter, JobLease, JobSteering, LeaseTerms, NewJob, Page,
+};
+use crate::rows::job_control_row;
 use crate::rows::JOB_COLUMNS;
 use crate::{JobStore, StoreError, StoreResult};
 use async_trait::async_trait;
@@ -223,6 +226,122 @@ impl JobStore for PgStore {
         finish_job_tx(&mut tx, id, end).await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn request_job_cancel(
+        &self,
+        tenant_id: i64,
+        id: i64,
+        now_ms: i64,
+    ) -> StoreResult<Option<Job>> {
+        sqlx::query(
+            "UPDATE jobs SET cancel_ms = COALESCE(cancel_ms, $1) WHERE tenant_id = $2 AND id = $3 \
+             AND state IN ('Pending', 'Running') AND committed = 0",
+        )
+        .bind(now_ms)
+        .bind(tenant_id)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        self.job_by_id(id)
+            .await
+            .map(|job| job.filter(|j| j.tenant_id == tenant_id))
+    }
+
+    async fn commit_job(&self, id: i64) -> StoreResult<bool> {
+        let mut tx = self.begin_write().await?;
+        // The row's lock orders this against a cancel asked for meanwhile.
+        let committed: Option<i64> = sqlx::query_scalar(
+            "UPDATE jobs SET committed = CASE WHEN cancel_ms IS NULL THEN 1 ELSE committed END \
+             WHERE id = $1 RETURNING committed",
+        )
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(committed == Some(1))
+    }
+
+    async fn job_controls(&self, ids: &[i64]) -> StoreResult<Vec<JobControl>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(
+            "SELECT id, cancel_ms, paused_ms, movement_rate FROM jobs WHERE id = ANY($1) \
+             ORDER BY id",
+        )
+        .bind(ids)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(job_control_row).collect()
+    }
+
+    async fn steer_job(
+        &self,
+        tenant_id: i64,
+        id: i64,
+        steering: &JobSteering,
+        now_ms: i64,
+    ) -> StoreResult<Option<Job>> {
+        let mut tx = self.begin_write().await?;
+        if let Some(paused) = steering.paused {
+            sqlx::query(
+                "UPDATE jobs SET paused_ms = CASE WHEN $1 THEN COALESCE(paused_ms, $2) END \
+                 WHERE tenant_id = $3 AND id = $4 AND state IN ('Pending', 'Running')",
+            )
+            .bind(paused)
+            .bind(now_ms)
+            .bind(tenant_id)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        if let Some(rate) = steering.movement_rate {
+            sqlx::query(
+                "UPDATE jobs SET movement_rate = $1 \
+                 WHERE tenant_id = $2 AND id = $3 AND state IN ('Pending', 'Running')",
+            )
+            .bind(
+                rate.map(i64::try_from)
+                    .transpose()
+                    .map_err(|_| StoreError::Corrupt("movement rate beyond i64".into()))?,
+            )
+            .bind(tenant_id)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        self.job_by_id(id)
+            .await
+            .map(|job| job.filter(|j| j.tenant_id == tenant_id))
+    }
+
+    async fn delete_job(&self, tenant_id: i64, id: i64) -> StoreResult<bool> {
+        let mut tx = self.begin_write().await?;
+        let ended: Option<i64> = sqlx::query_scalar(
+            "SELECT id FROM jobs WHERE tenant_id = $1 AND id = $2 AND state IN ('Done', 'Error') \
+             FOR UPDATE",
+        )
+        .bind(tenant_id)
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if ended.is_none() {
+            return Ok(false);
+        }
+        for table in ["resize_steps", "reservations"] {
+            sqlx::query(&format!("DELETE FROM {table} WHERE job_id = $1"))
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query("DELETE FROM jobs WHERE id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
     async fn claim_jobs(&self, terms: &LeaseTerms<'_>, limit: usize) -> StoreResult<Vec<JobLease>> {

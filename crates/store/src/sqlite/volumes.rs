@@ -6,14 +6,14 @@ use super::{conflict_on_unique, gib, slice_row, step_row, to_i64, volume_row, Sq
 use crate::records::{
     CopyCheckpoint, JobEnd, NewJob, NewVolume, Page, ResizeStep, SliceRow, Volume,
 };
-use crate::rows::STALE_GENERATION;
+use crate::rows::{holds_source, STALE_GENERATION};
 use crate::{StoreError, StoreResult, VolumeStore};
 use async_trait::async_trait;
 use serde_json::Value;
 use sqlx::SqliteConnection;
 use svs_domain::{
     check_room, placement_bookings, reservation_after_switch, Gib, Reservation, ResizePlan,
-    SlicePlacement, VolumeState,
+    SliceMove, SlicePlacement, VolumeState,
 };
 
 /// One volume by name, else by id, in a tenant (binds: tenant, then the
@@ -307,6 +307,11 @@ impl VolumeStore for SqliteStore {
             .as_deref()
             .ok_or_else(|| StoreError::Corrupt(format!("step {} is not a move", step.id)))?;
         let mut tx = self.begin_write().await?;
+        let source_lost: Option<Option<i64>> =
+            sqlx::query_scalar("SELECT lost_ms FROM slices WHERE id = ?")
+                .bind(step.slice_id)
+                .fetch_optional(&mut *tx)
+                .await?;
         // The copy on the target is a fresh one, verified: not lost.
         let moved = sqlx::query(
             "UPDATE slices SET medium_id = ?, lost_ms = NULL, stale_generation = NULL \
@@ -337,10 +342,49 @@ impl VolumeStore for SqliteStore {
                 .execute(&mut *tx)
                 .await?;
         }
+        if holds_source(step, source_lost.flatten()) {
+            sqlx::query(
+                "INSERT INTO reservations (job_id, medium_id, gib) VALUES (?, ?, ?) \
+                 ON CONFLICT (job_id, medium_id) DO UPDATE SET gib = reservations.gib + excluded.gib",
+            )
+            .bind(step.job_id)
+            .bind(&step.from_medium)
+            .bind(to_i64(step.old_size)?)
+            .execute(&mut *tx)
+            .await?;
+        }
         sqlx::query("UPDATE resize_steps SET state = 'switched' WHERE id = ?")
             .bind(step.id)
             .execute(&mut *tx)
             .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn save_undo_steps(&self, job_id: i64, moves: &[SliceMove]) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        let existing: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM resize_steps WHERE job_id = ? AND undo = 1")
+                .bind(job_id)
+                .fetch_one(&mut *tx)
+                .await?;
+        if existing > 0 {
+            return Ok(());
+        }
+        for m in moves {
+            sqlx::query(
+                "INSERT INTO resize_steps (job_id, slice_id, from_medium, to_medium, old_size, \
+                 new_size, state, undo) VALUES (?, ?, ?, ?, ?, ?, 'planned', 1)",
+            )
+            .bind(job_id)
+            .bind(m.slice_id)
+            .bind(&m.from_medium)
+            .bind(&m.to_medium)
+            .bind(to_i64(m.old_size)?)
+            .bind(to_i64(m.new_size)?)
+            .execute(&mut *tx)
+            .await?;
+        }
         tx.commit().await?;
         Ok(())
     }
