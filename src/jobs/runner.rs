@@ -572,6 +572,13 @@ impl JobRunner {
             paused: job.paused,
             movement_rate: job.movement_rate,
         };
+        // Pause, rate and window hold a job's copies: a data movement's or a
+        // recovery's.
+        steering.set_copies(
+            job.kind() == Some(svs_domain::JobKind::VolumeRecovery)
+                || (job.kind() == Some(svs_domain::JobKind::VolumeModifyExtend)
+                    && job.data_movement),
+        );
         let change = steering.apply(&control, base.clock.now_ms());
         report_change(base.store.as_ref(), job.id, &change).await;
         // Undone, not run, once a cancel was asked for (before it started,

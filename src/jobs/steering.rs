@@ -10,6 +10,7 @@
 //! resumed, and a service restarted meanwhile resumes it from its last
 //! checkpoint as after any stop.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use svs_dataplane::CopyGate;
 use svs_domain::MovementWindow;
@@ -62,6 +63,9 @@ pub(super) struct Change {
 /// The steering of one held job.
 pub(crate) struct Steering {
     window: Option<MovementWindow>,
+    /// Whether the job copies slices (a data movement, a recovery): only
+    /// such a job is paused, given a rate or held by the window.
+    copies: AtomicBool,
     gate: Arc<CopyGate>,
     state: Mutex<SteerState>,
 }
@@ -79,6 +83,7 @@ impl Steering {
     pub(super) fn new(stop: &CancellationToken, window: Option<MovementWindow>) -> Steering {
         Steering {
             window,
+            copies: AtomicBool::new(false),
             gate: Arc::new(CopyGate::default()),
             state: Mutex::new(SteerState {
                 work: stop.child_token(),
@@ -88,6 +93,11 @@ impl Steering {
                 hold: None,
             }),
         }
+    }
+
+    /// The job copies slices: pause, rate and window apply to it.
+    pub(super) fn set_copies(&self, copies: bool) {
+        self.copies.store(copies, Ordering::SeqCst);
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, SteerState> {
@@ -131,7 +141,7 @@ impl Steering {
             };
         }
         let mut s = self.state();
-        if s.cancelled {
+        if s.cancelled || !self.copies.load(Ordering::SeqCst) {
             return Change::default();
         }
         let mut change = Change::default();
@@ -179,6 +189,7 @@ mod tests {
     #[test]
     fn a_pause_closes_the_gate_until_resumed_and_says_so_once() {
         let steering = Steering::new(&CancellationToken::new(), None);
+        steering.set_copies(true);
         let change = steering.apply(&control(false, true, None), 0);
         assert_eq!(change.hold, Some((None, Some(Hold::Paused))));
         assert!(steering.gate().is_paused());
@@ -198,6 +209,7 @@ mod tests {
     #[test]
     fn a_new_rate_reaches_the_gate() {
         let steering = Steering::new(&CancellationToken::new(), None);
+        steering.set_copies(true);
         assert_eq!(
             steering.apply(&control(false, false, None), 0),
             Change::default()
@@ -210,6 +222,7 @@ mod tests {
     fn the_window_holds_the_copies_only_while_closed() {
         let window = MovementWindow::parse("00:00:00-00:00:10").expect("window");
         let steering = Steering::new(&CancellationToken::new(), Some(window));
+        steering.set_copies(true);
         assert_eq!(
             steering.apply(&control(false, false, None), 5_000),
             Change::default()
@@ -224,8 +237,24 @@ mod tests {
     }
 
     #[test]
+    fn a_job_that_copies_nothing_is_never_held() {
+        let window = MovementWindow::parse("00:00:00-00:00:10").expect("window");
+        let steering = Steering::new(&CancellationToken::new(), Some(window));
+        assert_eq!(
+            steering.apply(&control(false, true, Some(1)), 20_000),
+            Change::default()
+        );
+        assert!(!steering.gate().is_paused());
+        assert!(
+            steering.apply(&control(true, false, None), 0).cancel,
+            "a cancel still applies"
+        );
+    }
+
+    #[test]
     fn a_cancel_stops_the_run_opens_the_gate_and_is_new_once() {
         let steering = Steering::new(&CancellationToken::new(), None);
+        steering.set_copies(true);
         steering.apply(&control(false, true, Some(1)), 0);
         let work = steering.work();
         assert!(steering.apply(&control(true, true, Some(1)), 0).cancel);

@@ -99,10 +99,13 @@ impl Services {
                 job.state.as_str()
             )));
         }
-        if !job.kind().is_some_and(|k| k.steerable()) {
+        let moves_data =
+            job.kind() == Some(svs_domain::JobKind::VolumeRecovery) || job.data_movement;
+        if !job.kind().is_some_and(|k| k.steerable()) || !moves_data {
             return Err(ServiceError::Conflict(format!(
                 "job {} ({}) cannot be paused or given a rate: only a data movement \
-                 (volume_modify_extend) or a recovery (volume_recovery) can be",
+                 (volume_modify_extend with allowdatamovement) or a recovery \
+                 (volume_recovery) can be",
                 job.id, job.kind
             )));
         }

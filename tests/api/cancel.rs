@@ -98,6 +98,25 @@ pub(crate) fn copying(job: &Value) -> bool {
     job["state"] == "Running" && job["progress"].as_u64().unwrap_or(0) > 0
 }
 
+/// A snapshot of "data" is refused while job `job_id` moves its data, the
+/// refusal ending with `why`.
+pub(crate) async fn assert_snapshot_blocked(app: &TestApp, job_id: &str, why: &str) {
+    let (status, body) = app
+        .post(
+            "/volumes/data/snapshots",
+            json!({"name": "s1", "consistency": "crash"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(
+        body["message"],
+        format!(
+            "snapshot create is not allowed on volume 'data' while data movement job {job_id} \
+             is in progress; {why}"
+        )
+    );
+}
+
 /// Cancels the job over the API.
 async fn cancel(app: &TestApp, job_id: &str) {
     let (status, body) = app.delete(&format!("/jobs/{job_id}")).await;
@@ -281,20 +300,7 @@ async fn a_cancel_interrupted_by_a_restart_goes_on_from_where_it_was() {
     })
     .await;
     // Still blocked meanwhile, and the refusal says why.
-    let (status, body) = app
-        .post(
-            "/volumes/data/snapshots",
-            json!({"name": "s1", "consistency": "crash"}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CONFLICT, "{body}");
-    assert_eq!(
-        body["message"],
-        format!(
-            "snapshot create is not allowed on volume 'data' while data movement job {job_id} \
-             is in progress; it is being cancelled"
-        )
-    );
+    assert_snapshot_blocked(&app, &job_id, "it is being cancelled").await;
     // SIGKILL mid move back (a few checkpoints in: one every MiB, at 4
     // MiB/s): the undo is recorded, the restart resumes it.
     tokio::time::sleep(Duration::from_millis(1500)).await;

@@ -5,7 +5,7 @@
 //! one opens.
 
 use crate::attach::{expected, qemu_io, read_back_commands, spread_writes};
-use crate::cancel::{copying, placement, two_moves_with, wait_until};
+use crate::cancel::{assert_snapshot_blocked, copying, placement, two_moves_with, wait_until};
 use crate::harness::*;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -56,20 +56,7 @@ async fn a_paused_movement_survives_a_restart_and_resumes_from_its_checkpoint() 
         )
     );
     // The nine operations stay blocked, and say why.
-    let (status, body) = app
-        .post(
-            "/volumes/data/snapshots",
-            json!({"name": "s1", "consistency": "crash"}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CONFLICT, "{body}");
-    assert_eq!(
-        body["message"],
-        format!(
-            "snapshot create is not allowed on volume 'data' while data movement job {job_id} \
-             is in progress; it is paused"
-        )
-    );
+    assert_snapshot_blocked(&app, &job_id, "it is paused").await;
     // Writes go on while paused.
     let (commands, written) = spread_writes(20, 10);
     qemu_io(&uri, &commands).expect("writes acknowledged while paused");
