@@ -9,7 +9,7 @@ use super::views::{self, ErrorBody};
 use super::{ApiResult, AppState};
 use crate::service::commands::ListJobs;
 use crate::service::format_ms;
-use crate::service::jobs::JobRemoval;
+use crate::service::jobs::{JobRemoval, SliceOutcome};
 use crate::service::Caller;
 use axum::extract::{Path, State};
 use axum::Json;
@@ -66,7 +66,43 @@ pub async fn get_job(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<JobView> {
-    Ok(Json(job(&app.get_job(&caller, &id).await?)))
+    let found = app.get_job(&caller, &id).await?;
+    let slices = app.job_slices(&found).await?;
+    let moves_slices = found.kind().is_some_and(|k| k.steerable());
+    Ok(Json(JobView {
+        slices: moves_slices.then(|| slices.iter().map(slice_view).collect()),
+        ..job(&found)
+    }))
+}
+
+/// One slice of a movement or a recovery, with its outcome.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SliceOutcomeView {
+    /// `c1-k0`.
+    pub slice: String,
+    pub from: String,
+    pub to: String,
+    /// `moved` (`rebuilt`), `copying`, `not started`, `not moved` (`not
+    /// rebuilt`), `failed`, `moving back`, `moved back`.
+    pub outcome: &'static str,
+    /// Why its last copy failed: `target full`, `node unreachable`,
+    /// `source read error`, `target not writable`, `verification
+    /// mismatch`, `I/O error`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+    /// How many of its copies failed.
+    pub failures: u32,
+}
+
+fn slice_view(o: &SliceOutcome) -> SliceOutcomeView {
+    SliceOutcomeView {
+        slice: o.slice.clone(),
+        from: o.from.clone(),
+        to: o.to.clone(),
+        outcome: o.outcome,
+        cause: o.cause.clone(),
+        failures: o.failures,
+    }
 }
 
 #[utoipa::path(
@@ -235,6 +271,10 @@ pub struct JobView {
     /// svs extension: the job's own copy rate in bytes per second (0:
     /// unthrottled); null: the service's `movement_rate`.
     pub movementrate: Option<u64>,
+    /// svs extension, `GET /jobs/{job}` of a data movement or a recovery:
+    /// each moving slice with its own outcome.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slices: Option<Vec<SliceOutcomeView>>,
 }
 
 pub fn job(j: &Job) -> JobView {
@@ -255,5 +295,6 @@ pub fn job(j: &Job) -> JobView {
         cancelrequested: j.cancel_requested,
         paused: j.paused,
         movementrate: j.movement_rate,
+        slices: None,
     }
 }

@@ -300,9 +300,10 @@ impl StepCopyRun<'_> {
         let mut copying = {
             let (io, kind, to) = (Arc::clone(io), self.what.kind(), target.to_string());
             let (copy, column) = (key.copy, key.column);
-            off_workers(move || io.begin_slice_copy(kind, copy, column, &to, from))
-                .await?
-                .map_err(|e| self.failed(e))?
+            match off_workers(move || io.begin_slice_copy(kind, copy, column, &to, from)).await? {
+                Ok(copying) => copying,
+                Err(e) => return Err(self.failed(e).await),
+            }
         };
         let nodes = step_nodes(self.ctx, self.step, self.what).await?;
         let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
@@ -340,7 +341,7 @@ impl StepCopyRun<'_> {
             copying = back;
             if let Err(e) = filled {
                 abort(copying).await;
-                return Err(self.failed(e));
+                return Err(self.failed(e).await);
             }
             let (back, switched) = off_workers(move || {
                 let switched = copying.switch();
@@ -350,7 +351,7 @@ impl StepCopyRun<'_> {
             copying = back;
             if let Err(e) = switched {
                 abort(copying).await;
-                return Err(self.failed(e));
+                return Err(self.failed(e).await);
             }
         }
         // Every write since the switch is on both places: the store may
@@ -360,20 +361,59 @@ impl StepCopyRun<'_> {
             abort(copying).await;
             return Err(e.into());
         }
-        off_workers(move || copying.finish())
-            .await?
-            .map_err(|e| self.failed(e))?;
+        if let Err(e) = off_workers(move || copying.finish()).await? {
+            return Err(self.failed(e).await);
+        }
         Ok(stats)
     }
 
-    fn failed(&self, e: DataPlaneError) -> JobError {
+    /// The job's error for a failed copy, its cause recorded in the step
+    /// (the job's per-slice outcomes show it). A copy that failed
+    /// verification is made again from the start once; twice, the slice is
+    /// reported and never switched.
+    async fn failed(&self, e: DataPlaneError) -> JobError {
         match e {
             // Stopped meanwhile (its lease lost: the node's front refuses
             // the calls of an older claim): whatever failed, the step is
             // left for whoever holds the job next.
             DataPlaneError::Cancelled => JobError::Stopping,
             _ if self.ctx.shutdown.is_cancelled() => JobError::Stopping,
-            e => JobError::DataPlane(e).context(format!("{} failed", self.what.doing(self.label))),
+            e => {
+                let cause = failure_cause(&e);
+                let failures = match self
+                    .ctx
+                    .store
+                    .record_step_failure(self.step.id, cause)
+                    .await
+                {
+                    Ok(n) => n,
+                    Err(err) => {
+                        warn!(error = %err, "cannot record a copy's failure");
+                        0
+                    }
+                };
+                let doing = self.what.doing(self.label);
+                if matches!(e, DataPlaneError::VerifyFailed { .. }) {
+                    if failures < 2 {
+                        // Its checkpoint is not trusted either.
+                        if let Err(err) = self
+                            .ctx
+                            .store
+                            .record_copy_checkpoint(self.step.id, None)
+                            .await
+                        {
+                            warn!(error = %err, "cannot forget a failed copy's checkpoint");
+                        }
+                        return JobError::Transient(format!(
+                            "{doing} failed: {e}; the copy is made again from the start"
+                        ));
+                    }
+                    return JobError::Failed(format!(
+                        "{doing} failed verification twice: {e}; the slice stays where it was"
+                    ));
+                }
+                JobError::DataPlane(e).context(format!("{doing} failed"))
+            }
         }
     }
 
@@ -401,6 +441,27 @@ impl StepCopyRun<'_> {
             self.ctx.store.add_job_detail(self.job.id, &detail).await?;
         }
         Ok(from)
+    }
+}
+
+/// Why a copy failed, in a word a job's per-slice outcome shows: the target
+/// full, a node unreachable, the source unreadable, a verification
+/// mismatch, or another I/O error.
+pub(super) fn failure_cause(e: &DataPlaneError) -> &'static str {
+    use std::io::ErrorKind;
+    match e {
+        DataPlaneError::VerifyFailed { .. } => "verification mismatch",
+        _ => match e.source_kind() {
+            Some(ErrorKind::StorageFull | ErrorKind::QuotaExceeded) => "target full",
+            Some(kind) if svs_dataplane::is_passing(kind) => "node unreachable",
+            Some(ErrorKind::ReadOnlyFilesystem | ErrorKind::PermissionDenied) => {
+                "target not writable"
+            }
+            Some(_) if matches!(e, DataPlaneError::Io { op, .. } if op.contains("read")) => {
+                "source read error"
+            }
+            _ => "I/O error",
+        },
     }
 }
 

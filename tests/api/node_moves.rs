@@ -442,6 +442,26 @@ async fn target_node_killed_mid_copy(front: Front) {
         )),
         "{job}"
     );
+    // The job's per-slice outcome says which slice failed, and why.
+    let slices = &job["slices"];
+    assert_eq!(
+        (
+            &slices[0]["slice"],
+            &slices[0]["from"],
+            &slices[0]["to"],
+            &slices[0]["outcome"],
+            &slices[0]["cause"]
+        ),
+        (
+            &json!("c1-k0"),
+            &json!("sn2-d0"),
+            &json!("sn3-d0"),
+            &json!("failed"),
+            &json!("node unreachable")
+        ),
+        "{job}"
+    );
+    assert!(slices[0]["failures"].as_u64().unwrap_or(0) >= 1, "{job}");
     let volume = moving.volume().await;
     assert_eq!(
         (&volume["size"], &volume["state"]),
@@ -463,6 +483,10 @@ async fn target_node_killed_mid_copy(front: Front) {
     let job = moving.app.wait_job(&job_id).await;
     assert_eq!(job["state"], "Done", "{job}");
     assert!(details(&job).iter().any(|d| d == MOVEMENT_FOUND), "{job}");
+    assert_eq!(
+        job["slices"][0]["outcome"], "moved",
+        "the retry converged: {job}"
+    );
     let (result, written) = writer.join().expect("writer thread");
     result.expect("every write acknowledged during the second move");
     moving.acknowledged(&written);

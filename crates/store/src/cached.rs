@@ -433,6 +433,10 @@ impl<S: Store> VolumeStore for CachedStore<S> {
         self.changed(self.inner.switch_slice(step).await)
     }
 
+    async fn record_step_failure(&self, step_id: i64, cause: &str) -> StoreResult<u32> {
+        self.inner.record_step_failure(step_id, cause).await
+    }
+
     async fn save_undo_steps(&self, job_id: i64, moves: &[SliceMove]) -> StoreResult<()> {
         self.inner.save_undo_steps(job_id, moves).await
     }

@@ -349,6 +349,10 @@ pub struct ResizeStep {
     pub checkpoint: Option<CopyCheckpoint>,
     /// A step a cancel added: a switched slice moving back to where it was.
     pub undo: bool,
+    /// The cause of the step's last failed copy.
+    pub failure: Option<String>,
+    /// How many of its copies failed.
+    pub failures: u32,
 }
 
 /// A durable point of a slice copy: the target's slice-file bytes below

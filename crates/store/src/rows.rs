@@ -242,6 +242,8 @@ pub(crate) fn step_row(row: &impl Columns) -> StoreResult<ResizeStep> {
             }),
         },
         undo: row.try_get::<i64, _>("undo")? != 0,
+        failure: row.try_get("failure")?,
+        failures: u32::try_from(row.try_get::<i64, _>("failures")?).unwrap_or(u32::MAX),
     })
 }
 

@@ -307,6 +307,9 @@ pub trait VolumeStore: Send + Sync {
     ) -> StoreResult<()>;
     /// The move's source file is gone.
     async fn finish_step(&self, step_id: i64) -> StoreResult<()>;
+    /// A copy of the step failed with `cause`: recorded as its last failure,
+    /// its count of failures raised. The count now.
+    async fn record_step_failure(&self, step_id: i64, cause: &str) -> StoreResult<u32>;
     /// Every slice has grown: the volume takes its new size, while its job
     /// goes on (it waits for a host to grow the filesystem). Repeating it
     /// changes nothing.

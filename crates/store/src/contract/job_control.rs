@@ -435,3 +435,36 @@ pub async fn job_control_a_job_is_paused_resumed_and_given_a_rate_until_it_ends(
     assert!(!job.paused, "{job:?}");
     assert!(store.job_controls(&[]).await.expect("read").is_empty());
 }
+
+pub async fn job_control_a_step_s_failures_are_counted_with_the_last_cause(store: &dyn Store) {
+    let (_, _, _, job_id) = moving_job(store).await;
+    let step = store.resize_steps(job_id).await.expect("steps").remove(0);
+    assert_eq!((step.failure.as_deref(), step.failures), (None, 0));
+    assert_eq!(
+        store
+            .record_step_failure(step.id, "node unreachable")
+            .await
+            .expect("record"),
+        1
+    );
+    assert_eq!(
+        store
+            .record_step_failure(step.id, "verification mismatch")
+            .await
+            .expect("record"),
+        2
+    );
+    let step = store.resize_steps(job_id).await.expect("steps").remove(0);
+    assert_eq!(
+        (step.failure.as_deref(), step.failures),
+        (Some("verification mismatch"), 2)
+    );
+    assert_eq!(
+        store
+            .record_step_failure(step.id + 1000, "x")
+            .await
+            .expect("record"),
+        0,
+        "no such step"
+    );
+}

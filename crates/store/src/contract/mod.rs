@@ -139,6 +139,7 @@ macro_rules! store_contract_tests {
             job_control_an_undo_switch_uses_up_the_booking_on_the_original_medium,
             job_control_a_lost_slice_moving_away_books_nothing_on_its_source,
             job_control_a_job_is_paused_resumed_and_given_a_rate_until_it_ends,
+            job_control_a_step_s_failures_are_counted_with_the_last_cause,
         );
     };
     (@each $open:path; $($name:ident),+ $(,)?) => {

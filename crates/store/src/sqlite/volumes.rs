@@ -361,6 +361,18 @@ impl VolumeStore for SqliteStore {
         Ok(())
     }
 
+    async fn record_step_failure(&self, step_id: i64, cause: &str) -> StoreResult<u32> {
+        let failures: Option<i64> = sqlx::query_scalar(
+            "UPDATE resize_steps SET failure = ?, failures = failures + 1 WHERE id = ? \
+             RETURNING failures",
+        )
+        .bind(cause)
+        .bind(step_id)
+        .fetch_optional(&self.writer)
+        .await?;
+        Ok(failures.map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)))
+    }
+
     async fn save_undo_steps(&self, job_id: i64, moves: &[SliceMove]) -> StoreResult<()> {
         let mut tx = self.begin_write().await?;
         let existing: i64 =
