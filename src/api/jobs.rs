@@ -156,7 +156,9 @@ pub async fn delete_job(
         (status = 400, description = "Malformed body", body = ErrorBody),
         (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such job (or another tenant's)", body = ErrorBody),
+        (status = 408, description = "Body not received in time", body = ErrorBody),
         (status = 409, description = "Another kind of job, one that ended, is being cancelled or is past its point of no return", body = ErrorBody),
+        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]
 pub async fn modify_job(

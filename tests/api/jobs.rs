@@ -143,7 +143,9 @@ fn the_rfc3339_helper_reads_the_formats_it_should() {
 }
 
 /// The reference's fields, and svs's `objectname`.
-const JOB_KEYS: [&str; 13] = [
+/// The reference's fields and svs's extensions (`cancelrequested`,
+/// `paused`, `movementrate`; `slices` only on movements and recoveries).
+const JOB_KEYS: [&str; 16] = [
     "id",
     "type",
     "object",
@@ -157,6 +159,9 @@ const JOB_KEYS: [&str; 13] = [
     "username",
     "useremail",
     "details",
+    "cancelrequested",
+    "paused",
+    "movementrate",
 ];
 
 // ---- one job ----

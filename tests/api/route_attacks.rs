@@ -78,6 +78,7 @@ fn body_for(method: &Method, template: &str) -> Option<Value> {
         }
         ("PATCH", "/volumes/{volume}/snapshots/{snapshot}") => Some(json!({"name": "s"})),
         ("PATCH", "/media/{media}") => Some(json!({"state": "Failed"})),
+        ("PATCH", "/jobs/{job}") => Some(json!({"paused": true})),
         ("POST" | "PATCH" | "PUT", _) => Some(json!({})),
         _ => None,
     }
