@@ -3,7 +3,7 @@
 use super::serve::{console_url, startup_lines};
 use super::*;
 use crate::app::StartupFacts;
-use crate::client::{parse_size_gib, Consistency, SnapshotRef};
+use crate::client::{parse_size_gib, Consistency, CopyRate, SnapshotRef};
 
 fn parse(args: &[&str]) -> Result<Command, clap::Error> {
     Cli::try_parse_from(std::iter::once("svs").chain(args.iter().copied())).map(|c| c.command)
@@ -142,6 +142,105 @@ fn volume_recover_takes_a_name_and_wait() {
         parse(&["volume", "recover"]).is_err(),
         "the volume is required"
     );
+}
+
+#[test]
+fn job_cancel_takes_a_job_and_waits_unless_no_wait() {
+    match parse(&["job", "cancel", "12"]) {
+        Ok(Command::Job {
+            command: JobCommand::Cancel { id, no_wait },
+            ..
+        }) => {
+            assert_eq!(id, "12");
+            assert!(!no_wait, "it follows the job by default");
+        }
+        other => panic!("{other:?}"),
+    }
+    match parse(&["job", "cancel", "12", "--no-wait", "--output", "json"]) {
+        Ok(Command::Job {
+            command: JobCommand::Cancel { id, no_wait },
+            client,
+        }) => {
+            assert_eq!(id, "12");
+            assert!(no_wait);
+            assert_eq!(client.output, OutputFormat::Json);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(parse(&["job", "cancel"]).is_err(), "the job is required");
+    assert!(parse(&["job", "cancel", "1", "2"]).is_err());
+    assert!(
+        parse(&["job", "cancel", "12", "--wait"]).is_err(),
+        "waiting is the default: no --wait"
+    );
+}
+
+#[test]
+fn job_pause_and_resume_take_a_job() {
+    match parse(&["job", "pause", "12"]) {
+        Ok(Command::Job {
+            command: JobCommand::Pause { id },
+            ..
+        }) => assert_eq!(id, "12"),
+        other => panic!("{other:?}"),
+    }
+    match parse(&["job", "resume", "12", "--output", "json"]) {
+        Ok(Command::Job {
+            command: JobCommand::Resume { id },
+            client,
+        }) => {
+            assert_eq!(id, "12");
+            assert_eq!(client.output, OutputFormat::Json);
+        }
+        other => panic!("{other:?}"),
+    }
+    for command in ["pause", "resume"] {
+        assert!(
+            parse(&["job", command]).is_err(),
+            "{command}: the job is required"
+        );
+        assert!(parse(&["job", command, "1", "2"]).is_err(), "{command}");
+        assert!(
+            parse(&["job", command, "12", "--wait"]).is_err(),
+            "{command}: nothing to follow"
+        );
+    }
+}
+
+#[test]
+fn job_rate_takes_a_rate_per_second_zero_or_default() {
+    let rate = |text: &str| match parse(&["job", "rate", "12", text]) {
+        Ok(Command::Job {
+            command: JobCommand::Rate { id, rate },
+            ..
+        }) => {
+            assert_eq!(id, "12");
+            rate
+        }
+        other => panic!("{text}: {other:?}"),
+    };
+    assert_eq!(rate("64 MiB"), CopyRate::PerSecond(64 << 20));
+    assert_eq!(rate("64MiB"), CopyRate::PerSecond(64 << 20));
+    assert_eq!(rate("67108864"), CopyRate::PerSecond(67108864));
+    assert_eq!(rate("0"), CopyRate::PerSecond(0), "unthrottled");
+    assert_eq!(rate("default"), CopyRate::Default);
+    assert_eq!(rate("Default"), CopyRate::Default);
+    assert_eq!(CopyRate::Default.bytes_per_second(), None, "sent as null");
+    assert_eq!(CopyRate::PerSecond(0).bytes_per_second(), Some(0));
+    let err = parse(&["job", "rate", "12", "fast"]).expect_err("not a rate");
+    assert!(
+        err.to_string().contains(
+            "'fast' is not a rate: give bytes per second, e.g. \"64 MiB\" or 67108864, 0 \
+             (unthrottled) or default (the service's movement_rate)"
+        ),
+        "{err}"
+    );
+    assert!(
+        parse(&["job", "rate", "12"]).is_err(),
+        "the rate is required"
+    );
+    assert!(parse(&["job", "rate"]).is_err());
+    assert!(parse(&["job", "rate", "12", "1 MiB", "2 MiB"]).is_err());
 }
 
 #[test]

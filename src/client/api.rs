@@ -422,6 +422,31 @@ impl Api {
     pub async fn get_job(&self, id: &str) -> Result<Value> {
         self.get(&format!("/jobs/{}", segment(id))).await
     }
+
+    /// `DELETE /jobs/{job}`: asks a pending or running job to cancel, or
+    /// removes the record of one that ended (`{"Message", "ObjectID"}`).
+    pub async fn delete_job(&self, id: &str) -> Result<Value> {
+        let path = format!("/jobs/{}", segment(id));
+        self.call(Method::DELETE, &path, &[], None).await
+    }
+
+    /// `PATCH /jobs/{job}` `{"paused": ...}`: pauses (or resumes) the
+    /// copies of a data movement or a recovery; the job.
+    pub async fn pause_job(&self, id: &str, paused: bool) -> Result<Value> {
+        self.modify_job(id, &json!({"paused": paused})).await
+    }
+
+    /// `PATCH /jobs/{job}` `{"movementrate": ...}`: a data movement's or a
+    /// recovery's own copy rate in bytes per second (0: unthrottled; None:
+    /// null, the service's `movement_rate`); the job.
+    pub async fn set_job_rate(&self, id: &str, rate: Option<u64>) -> Result<Value> {
+        self.modify_job(id, &json!({"movementrate": rate})).await
+    }
+
+    async fn modify_job(&self, id: &str, body: &Value) -> Result<Value> {
+        let path = format!("/jobs/{}", segment(id));
+        self.call(Method::PATCH, &path, &[], Some(body)).await
+    }
 }
 
 /// Percent-encodes one path segment.
@@ -631,6 +656,38 @@ mod tests {
         );
         assert!(
             request.ends_with("\r\n\r\n{\"state\":\"Failed\"}"),
+            "{request}"
+        );
+    }
+
+    #[tokio::test]
+    async fn pausing_and_rating_a_job_patch_it() {
+        let (base, served) = one_request(r#"{"id":7,"paused":true}"#).await;
+        let api = Api::new(&base).expect("api").with_token("t0k");
+        let got = api.pause_job("7", true).await.expect("answer");
+        assert_eq!(got["paused"], true);
+        let request = served.await.expect("served");
+        assert!(
+            request.starts_with("PATCH /jobs/7 HTTP/1.1\r\n"),
+            "{request}"
+        );
+        assert!(request.ends_with("\r\n\r\n{\"paused\":true}"), "{request}");
+
+        let (base, served) = one_request(r#"{"id":7,"movementrate":null}"#).await;
+        let api = Api::new(&base).expect("api").with_token("t0k");
+        api.set_job_rate("7", None).await.expect("answer");
+        let request = served.await.expect("served");
+        assert!(
+            request.ends_with("\r\n\r\n{\"movementrate\":null}"),
+            "back to the service's rate: {request}"
+        );
+
+        let (base, served) = one_request(r#"{"id":7,"movementrate":0}"#).await;
+        let api = Api::new(&base).expect("api").with_token("t0k");
+        api.set_job_rate("7", Some(0)).await.expect("answer");
+        let request = served.await.expect("served");
+        assert!(
+            request.ends_with("\r\n\r\n{\"movementrate\":0}"),
             "{request}"
         );
     }

@@ -171,6 +171,22 @@ impl Context {
     /// progress on stderr: a bar on a terminal, else a line per change.
     /// Done → the job; Error → its details on stderr and `JobFailed`.
     pub(super) async fn follow(&self, s: &mut Session, id: &str) -> Result<Value> {
+        self.follow_until_end(s, id, false).await
+    }
+
+    /// [`Context::follow`] of a job asked to cancel: one that ends
+    /// cancelled (`Error` with status `Cancelled`) is an end like Done,
+    /// "job N Cancelled" on stderr and the job.
+    pub(super) async fn follow_cancel(&self, s: &mut Session, id: &str) -> Result<Value> {
+        self.follow_until_end(s, id, true).await
+    }
+
+    async fn follow_until_end(
+        &self,
+        s: &mut Session,
+        id: &str,
+        cancelled_ends: bool,
+    ) -> Result<Value> {
         let mut progress = Progress::new(id);
         loop {
             s.ensure_fresh().await?;
@@ -179,6 +195,10 @@ impl Context {
             match job["state"].as_str() {
                 Some("Done") => {
                     progress.finish(&format!("job {id} Done"));
+                    return Ok(job);
+                }
+                Some("Error") if cancelled_ends && job["status"] == CANCELLED => {
+                    progress.finish(&format!("job {id} {CANCELLED}"));
                     return Ok(job);
                 }
                 Some("Error") => {
@@ -229,6 +249,9 @@ fn with_hint(message: String) -> String {
         message
     }
 }
+
+/// The status of a job that ended in `Error` because it was cancelled.
+const CANCELLED: &str = "Cancelled";
 
 /// The seed's message of a resize that needs data movement.
 const IN_PLACE_FAILURE: &str = "Could not find an in-place modification plan";

@@ -43,6 +43,9 @@ pub enum ClientError {
     /// A followed job ended in `Error`; `message` is its last detail.
     #[error("{message}")]
     JobFailed { id: String, message: String },
+    /// `job cancel`: the job finished (Done) before the cancel stopped it.
+    #[error("job {id} finished (Done) before it could be cancelled: what it did stays")]
+    NotCancelled { id: String },
 }
 
 pub type Result<T> = std::result::Result<T, ClientError>;

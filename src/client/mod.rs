@@ -27,7 +27,7 @@ pub use attachments::AttachmentCommand;
 pub use context::Context;
 pub use credentials::{CredentialsStore, DEFAULT_PROFILE};
 pub use error::{ClientError, Result};
-pub use jobs::{JobCommand, JobFilter};
+pub use jobs::{parse_copy_rate, CopyRate, JobCommand, JobFilter};
 pub use media::MediaCommand;
 pub use nodes::NodeCommand;
 pub use output::OutputFormat;

@@ -1546,3 +1546,164 @@ async fn media_add_set_remove_and_node_remove_through_the_cli() {
         "svs: node 'n1' is defined in the configuration file; change it there and restart svs\n"
     );
 }
+
+/// Waits until the job runs with some progress; fails if it ends first.
+async fn wait_copying(app: &TestApp, job_id: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, job) = app.get(&format!("/jobs/{job_id}")).await;
+        if job["state"] == "Running" && job["progress"].as_u64().unwrap_or(0) > 0 {
+            return;
+        }
+        assert!(
+            job["state"] != "Done" && job["state"] != "Error",
+            "the movement ended before it copied: {job}"
+        );
+        assert!(std::time::Instant::now() < deadline, "never copying: {job}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The value of field `name` in a job printed as `job get` does ("field
+/// value" lines).
+fn job_field(text: &str, name: &str) -> String {
+    text.lines()
+        .find_map(|l| {
+            let (key, value) = l.split_once(' ')?;
+            (key == name).then(|| value.trim().to_string())
+        })
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+}
+
+/// `svs job cancel`: a running movement is cancelled and followed until it
+/// is undone (exit 0, the job shown Cancelled, the volume at its old size);
+/// on the ended job the same command removes its record, then 404.
+/// `--no-wait` returns with the server's message.
+#[tokio::test]
+async fn job_cancel_follows_a_cancelled_movement_then_removes_its_record() {
+    // 16 MiB to move at 1 MiB/s: about 16 s of copying.
+    let app = TestApp::start_with(movement_topology("1 MiB")).await;
+    app.mirror_with_16_mib_on_m2().await;
+    let home = Home::new(true);
+    home.login(&app);
+    let id = app.start_resize("data", 18, true).await;
+    wait_copying(&app, &id).await;
+
+    let out = home.run(&["job", "cancel", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let field = |name: &str| job_field(&text, name);
+    assert_eq!(
+        (field("id"), field("state"), field("status")),
+        (id.clone(), "Error".into(), "Cancelled".into()),
+        "{text}"
+    );
+    assert_eq!(field("cancelrequested"), "true", "{text}");
+    assert!(
+        stderr(&out).contains(&format!("job {id} Cancelled")),
+        "{}",
+        stderr(&out)
+    );
+    let (_, volume) = app.get("/volumes/data").await;
+    assert_eq!(
+        (&volume["size"], &volume["state"]),
+        (&serde_json::json!(15), &serde_json::json!("Ready")),
+        "{volume}"
+    );
+
+    // Ended: the same command removes the record; then there is none.
+    assert_eq!(
+        home.ok(&["job", "cancel", &id]),
+        format!("Job {id} deleted\n")
+    );
+    let (status, _) = app.get(&format!("/jobs/{id}")).await;
+    assert_eq!(status, reqwest::StatusCode::NOT_FOUND);
+    home.fails(&["job", "cancel", &id], &format!("job '{id}' not found"));
+
+    // --no-wait: the server's answer, and the job goes on being undone.
+    let id = app.start_resize("data", 18, true).await;
+    let answer = home.json(&["job", "cancel", &id, "--no-wait"]);
+    assert_eq!(
+        answer,
+        serde_json::json!({
+            "Message": format!("Job {id} is being cancelled: follow it with GET /jobs/{id}"),
+            "ObjectID": id,
+        })
+    );
+    let job = app.wait_job(&id).await;
+    assert_eq!(
+        (&job["state"], &job["status"]),
+        (&serde_json::json!("Error"), &serde_json::json!("Cancelled")),
+        "{job}"
+    );
+    assert_eq!(app.get("/volumes/data").await.1["size"], 15);
+}
+
+/// `svs job pause`, `resume` and `rate` on a running movement: each prints
+/// the job; paused, its status says so; resumed and given 64 MiB/s, it
+/// ends Done. An ended job is refused with the server's message.
+#[tokio::test]
+async fn job_pause_resume_and_rate_steer_a_running_movement() {
+    // 16 MiB to move at 1 MiB/s: about 16 s of copying.
+    let app = TestApp::start_with(movement_topology("1 MiB")).await;
+    app.mirror_with_16_mib_on_m2().await;
+    let home = Home::new(true);
+    home.login(&app);
+    let id = app.start_resize("data", 18, true).await;
+    wait_copying(&app, &id).await;
+
+    let text = home.ok(&["job", "pause", &id]);
+    assert_eq!(
+        (
+            job_field(&text, "id"),
+            job_field(&text, "state"),
+            job_field(&text, "paused")
+        ),
+        (id.clone(), "Running".into(), "true".into()),
+        "{text}"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, job) = app.get(&format!("/jobs/{id}")).await;
+        let status = job["status"].as_str().unwrap_or_default();
+        if status.starts_with("Paused:") {
+            assert_eq!(
+                (&job["state"], &job["paused"]),
+                (&serde_json::json!("Running"), &serde_json::json!(true)),
+                "{job}"
+            );
+            break;
+        }
+        assert!(
+            job["state"] == "Running" && std::time::Instant::now() < deadline,
+            "never paused: {job}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let job = home.json(&["job", "resume", &id]);
+    assert_eq!(
+        (&job["id"].to_string(), &job["paused"]),
+        (&id, &serde_json::json!(false)),
+        "{job}"
+    );
+    // Back to the service's rate (null), then 64 MiB/s.
+    let job = home.json(&["job", "rate", &id, "default"]);
+    assert_eq!(job["movementrate"], Value::Null, "{job}");
+    let text = home.ok(&["job", "rate", &id, "64 MiB"]);
+    assert_eq!(job_field(&text, "movementrate"), "67108864", "{text}");
+    assert_eq!(job_field(&text, "paused"), "false", "{text}");
+    let job = app.wait_job(&id).await;
+    assert_eq!(job["state"], "Done", "{job}");
+    assert_eq!(job["movementrate"], 64u64 << 20, "{job}");
+    assert_eq!(app.get("/volumes/data").await.1["size"], 18);
+
+    // Ended: nothing to steer (the server's 409); a rate the client
+    // cannot read is refused before any request.
+    home.fails(
+        &["job", "pause", &id],
+        &format!("job {id} has ended (Done): there is nothing to pause, resume or throttle"),
+    );
+    home.fails(&["job", "rate", &id, "0"], "has ended (Done)");
+    home.fails(&["job", "rate", &id, "fast"], "'fast' is not a rate");
+}
