@@ -5,7 +5,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
   EMAIL, PASSWORD, HOST, startServer, apiClient, shots, newPage, signIn, resizeInUi, jobEnd,
-  addUser, mediaOf, asAgent, fillSlice, volumeNeedingMovement,
+  addUser, mediaOf, asAgent, fillSlice, volumeNeedingMovement, waitText,
 } from "./lib.mjs";
 
 const NO_IN_PLACE = "GetModificationPlan: Could not find an in-place modification plan";
@@ -141,6 +141,204 @@ test("resize with data movement shows progress until Done", async () => {
   await page.waitForFunction(() => /18 GiB/.test(document.querySelector('tr[data-volume="data"]')?.textContent));
   const job = (await api.call("GET", "/jobs?type=volume_modify_extend"))[0];
   assert.ok(job.details.some((d) => d.startsWith("GetMovementModificationPlan: Found movement plan")), JSON.stringify(job));
+  await page.context().close();
+});
+
+test("Cancel on a running data movement: confirmed, the job ends Cancelled and the volume keeps its size", async () => {
+  // 32 MiB to move at 2 MiB/s: each movement runs ~16 s, time enough to cancel it.
+  const { server, api } = await volumeNeedingMovement("2 MiB");
+  const before = await mediaOf(api, "data");
+  const page = await newPage();
+  const asked = [];
+  page.on("dialog", (d) => asked.push(d.message()));
+  await signIn(page, server.base);
+  const moving = (sel) => page.waitForFunction(
+    (s) => /^Moving slice c1-k0 from m2 to m3/.test(document.querySelector(s)?.textContent || ""), sel);
+  const question = (id) => `Cancel job ${id} (volume_modify_extend on 'data')? ` +
+    "The data movement stops and every slice goes back where it was; the volume keeps its size of 15 GiB.";
+  const kept = async (id) => {
+    const job = await api.call("GET", `/jobs/${id}`);
+    assert.equal(job.state, "Error", JSON.stringify(job));
+    assert.equal(job.status, "Cancelled");
+    assert.equal(job.cancelrequested, true);
+    assert.match(job.details.at(-1), /^Cancelled: volume 'data' stays at 15 GiB, every slice on its original medium/);
+    assert.equal((await api.call("GET", "/volumes/data")).size, 15);
+    assert.deepEqual(await mediaOf(api, "data"), before, "every slice back where it was");
+    return job;
+  };
+
+  // The Jobs page: a resize started through the API offers Cancel while it moves data.
+  const first = await api.call("PATCH", "/volumes/data", { size: 18, allowdatamovement: true });
+  await page.click("nav a[data-page=jobs]");
+  const row = `tr[data-job="${first.JobID}"]`;
+  await moving(`${row} .job-status`);
+  assert.equal(await page.textContent(`${row} button.cancel-job`), "Cancel");
+  // Only that job: the volumes' creations and deletion ended.
+  assert.equal(await page.locator("button.cancel-job").count(), 1);
+  await shots(page, "27-jobs-cancel-offered");
+  const sent = page.waitForRequest((r) => r.method() === "DELETE" && r.url().endsWith(`/jobs/${first.JobID}`));
+  await page.click(`${row} button.cancel-job`);
+  await sent;
+  assert.equal(asked.at(-1), question(first.JobID));
+  await waitText(page, "#job-notice", `Job ${first.JobID} is being cancelled: follow it with GET /jobs/${first.JobID}.`);
+  await page.waitForSelector(`${row} .state-cancelled`, { timeout: 30_000 });
+  // Cancelled, not failed: its own word, a grey bar, no Cancel any more.
+  assert.equal(await page.textContent(`${row} td[data-label=State]`), "Cancelled");
+  assert.equal(await page.getAttribute(`${row} .progress`, "class"), "progress cancelled");
+  assert.match(await page.textContent(`${row} td[data-label=Details]`), /Cancelled: volume 'data' stays at 15 GiB/);
+  assert.equal(await page.isHidden("#job-action-error"), true);
+  await kept(first.JobID);
+  await shots(page, "28-jobs-cancelled");
+
+  // The volume's page lists it Cancelled; the resize dialog's job has Cancel too.
+  await page.goto(`${server.base}/ui/#/volumes/data`);
+  await page.waitForSelector(`#volume-jobs tr[data-job="${first.JobID}"] .state-cancelled`);
+  assert.equal(await page.textContent("#volume-size"), "15 GiB");
+  await page.click("#volume-actions button.resize");
+  await page.waitForSelector("#resize-dialog[open]");
+  await page.fill("#resize-size", "18");
+  await page.check("#resize-move");
+  await page.click("#resize-submit");
+  await moving("#resize-job #job-status");
+  await page.click("#resize-job #job-cancel");
+  const second = (await api.call("GET", "/jobs?type=volume_modify_extend"))[0];
+  assert.notEqual(second.id, Number(first.JobID));
+  assert.equal(asked.at(-1), question(second.id));
+  await waitText(page, "#job-cancel-notice", `Job ${second.id} is being cancelled: follow it with GET /jobs/${second.id}.`);
+  await waitText(page, "#resize-job #job-state", "Cancelled");
+  assert.equal(await page.isHidden("#resize-job #job-cancel"), true);
+  assert.equal(await page.isHidden("#resize-job #job-error"), true, "a cancel is not a failure");
+  assert.equal(await page.isHidden("#job-cancel-notice"), true, "the job has ended");
+  assert.match(await page.textContent("#resize-job #job-detail"), /^Cancelled: volume 'data' stays at 15 GiB/);
+  assert.equal(await page.$eval("#resize-job .fill", (f) => f.className), "fill cancelled");
+  await kept(second.id);
+  await shots(page, "29-resize-cancelled");
+  await page.click("#resize-close");
+  await page.waitForSelector(`#volume-jobs tr[data-job="${second.id}"] .state-cancelled`);
+  assert.equal(await page.textContent("#volume-size"), "15 GiB");
+
+  // A job that ends while its confirmation is open is left alone: no DELETE (which would
+  // remove its record), the console says it ended. Cancel from the volume's status line.
+  const third = await api.call("PATCH", "/volumes/data", { size: 18, allowdatamovement: true });
+  await page.waitForSelector("#volume-cancel-job");
+  await page.removeAllListeners("dialog");
+  page.on("dialog", async (d) => {
+    asked.push(d.message());
+    await api.waitJob(third.JobID);
+    await d.accept();
+  });
+  let deletes = 0;
+  page.on("request", (r) => { if (r.method() === "DELETE") deletes += 1; });
+  // The click returns once the confirmation is answered, when the job has ended.
+  await page.click("#volume-cancel-job", { timeout: 60_000 });
+  await waitText(page, "#volume-action-error .message",
+    `Could not cancel job ${third.JobID}: it ended (Done) before the cancel was sent.`, 60_000);
+  assert.equal(asked.at(-1), question(third.JobID));
+  assert.equal(deletes, 0);
+  assert.equal((await api.call("GET", `/jobs/${third.JobID}`)).state, "Done", "its record stays");
+  await page.waitForFunction(() => document.querySelector("#volume-size")?.textContent === "18 GiB");
+  assert.equal(await page.locator("#volume-cancel-job").count(), 0);
+  await page.context().close();
+});
+
+test("Pause, Resume and Rate on a running data movement: paused, resumed, then Done quickly at 64 MiB/s", async () => {
+  // 32 MiB to move at 1 MiB/s: ~32 s at the service's rate, well under a second at 64 MiB/s.
+  const { server, api } = await volumeNeedingMovement("1 MiB");
+  const page = await newPage();
+  // Prompts of the Rate button: a malformed rate first, then 64 MiB.
+  const asked = [];
+  const answers = ["fast", "64 MiB/s"];
+  page.removeAllListeners("dialog");
+  page.on("dialog", async (d) => {
+    asked.push({ type: d.type(), message: d.message(), value: d.defaultValue() });
+    await (d.type() === "prompt" ? d.accept(answers.shift()) : d.accept());
+  });
+  const patches = [];
+  page.on("request", (r) => {
+    if (r.method() === "PATCH" && /\/jobs\/\d+$/.test(r.url())) patches.push(JSON.parse(r.postData()));
+  });
+  await signIn(page, server.base);
+  const moving = (sel) => page.waitForFunction(
+    (s) => /^Moving slice c1-k0 from m2 to m3/.test(document.querySelector(s)?.textContent || ""), sel);
+
+  // The Jobs page: a data movement started through the API offers Pause and Rate beside Cancel.
+  const r = await api.call("PATCH", "/volumes/data", { size: 18, allowdatamovement: true });
+  const id = Number(r.JobID);
+  await page.click("nav a[data-page=jobs]");
+  const row = `tr[data-job="${id}"]`;
+  await moving(`${row} .job-status`);
+  assert.equal(await page.textContent(`${row} button.pause-job`), "Pause");
+  assert.equal(await page.textContent(`${row} button.rate-job`), "Rate");
+  assert.equal(await page.locator(`${row} button.resume-job`).count(), 0);
+  assert.equal(await page.locator("button.pause-job").count(), 1, "only the running data movement");
+  assert.equal(await page.locator(`${row} .job-rate`).count(), 0, "no rate of its own yet");
+
+  // Pause: no question asked, the job stays Running in the API but paused, shown Paused in amber.
+  await page.click(`${row} button.pause-job`);
+  await waitText(page, "#job-notice",
+    `Job ${id} paused: its copies stop at their last checkpoint (writes to the volume go on); Resume goes on from there.`);
+  assert.deepEqual(patches.at(-1), { paused: true });
+  assert.equal(asked.length, 0, "no confirmation for a pause");
+  await page.waitForSelector(`${row} .state-paused`, { timeout: 30_000 });
+  let job = await api.call("GET", `/jobs/${id}`);
+  assert.equal(job.state, "Running", JSON.stringify(job));
+  assert.equal(job.paused, true);
+  assert.match(job.status, /^Paused:/);
+  await page.waitForFunction((s) => /^Paused:/.test(document.querySelector(s)?.textContent || ""), `${row} .job-status`);
+  assert.equal(await page.textContent(`${row} .state-paused`), "Paused");
+  assert.equal(await page.$eval(`${row} .state-paused`, (e) => getComputedStyle(e).color), "rgb(138, 75, 0)");
+  assert.equal(await page.textContent(`${row} button.resume-job`), "Resume");
+  assert.equal(await page.locator(`${row} button.pause-job`).count(), 0);
+  assert.equal(await page.textContent(`${row} button.cancel-job`), "Cancel", "a paused job can still be cancelled");
+  assert.equal(await page.isHidden("#job-action-error"), true);
+  await shots(page, "37-jobs-paused");
+  // Paused: the copy does not move on.
+  const held = (await api.call("GET", `/jobs/${id}`)).progress;
+  await page.waitForTimeout(1500);
+  assert.equal((await api.call("GET", `/jobs/${id}`)).progress, held);
+
+  // The volume's page: the paused job beside the status line and in its Jobs table; Resume there.
+  await page.goto(`${server.base}/ui/#/volumes/data`);
+  await page.waitForSelector("#volume-resume-job");
+  await page.waitForSelector(`#volume-jobs ${row} .state-paused`);
+  assert.equal(await page.locator("#volume-pause-job").count(), 0);
+  await shots(page, "38-volume-paused");
+  await page.click("#volume-resume-job");
+  await waitText(page, "#volume-notice", `Job ${id} resumed: its copies go on from their last checkpoint.`);
+  assert.deepEqual(patches.at(-1), { paused: false });
+  job = await api.call("GET", `/jobs/${id}`);
+  assert.equal(job.paused, false, JSON.stringify(job));
+  await page.waitForSelector("#volume-pause-job");
+  await moving(`#volume-jobs ${row} .job-status`);
+
+  // Rate: a malformed rate is refused in the server's words, then 64 MiB/s is taken.
+  await page.click("#volume-rate-job");
+  await page.waitForFunction(() => /^Could not set the rate of job \d+: movementrate must be a rate like/
+    .test(document.querySelector("#volume-action-error .message")?.textContent || ""));
+  assert.deepEqual(patches.at(-1), { movementrate: "fast" });
+  assert.equal(asked.at(-1).type, "prompt");
+  assert.match(asked.at(-1).message, new RegExp(`^Copy rate of job ${id} \\(Resize data 15 → 18 GiB\\), per second: ` +
+    "e\\.g\\. 64 MiB; 0 for unthrottled; empty for the service's movement rate\\. Now: the service's movement rate\\.$"));
+  assert.equal(asked.at(-1).value, "", "no rate of its own yet");
+  assert.equal((await api.call("GET", `/jobs/${id}`)).movementrate, null);
+  await page.click("#volume-rate-job");
+  const rateSet = Date.now();
+  await waitText(page, "#volume-notice", `Job ${id} now copies at 64.0 MiB/s.`);
+  assert.deepEqual(patches.at(-1), { movementrate: "64 MiB" }, "the trailing /s dropped");
+  assert.equal(await page.isHidden("#volume-action-error"), true);
+  // Done within seconds, where 1 MiB/s would still take tens of seconds.
+  job = await api.waitJob(id);
+  assert.equal(job.state, "Done", JSON.stringify(job));
+  assert.ok(Date.now() - rateSet < 10_000, `Done ${Date.now() - rateSet} ms after the rate was set`);
+  assert.equal(job.movementrate, 67108864);
+  assert.equal(job.paused, false);
+  await page.waitForSelector(`#volume-jobs ${row} .state-done`);
+  assert.equal(await page.textContent(`#volume-jobs ${row} .job-rate`), "Rate: 64.0 MiB/s");
+  assert.equal(await page.locator(`#volume-jobs ${row} .job-buttons`).count(), 0, "no buttons once it ended");
+  await page.waitForFunction(() => document.querySelector("#volume-size")?.textContent === "18 GiB");
+  await page.locator("#volume-jobs").scrollIntoViewIfNeeded();
+  await shots(page, "39-volume-job-rate");
+  assert.deepEqual(await mediaOf(api, "data"), ["m1", "m3"]);
   await page.context().close();
 });
 

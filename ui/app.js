@@ -2,7 +2,8 @@
 import { api, session, isAdmin, signIn, signOut, scheduleRefresh, whenSignedOut, changeOwnPassword } from "./api.js";
 import {
   JOB_KINDS, jobKindLabel, jobTitle, resizeTarget, sizeText, sliceName, SLICE_HINT, staleNote, policyHint, policyCopies,
-  attachmentText, volumeMatches,
+  attachmentText, volumeMatches, jobCancellable, jobCancelled, jobStateText, cancelQuestion,
+  jobSteerable, jobPaused, jobRateText, rateQuestion, rateDefault, rateValue, steerVerb, steerNotice,
 } from "./text.js";
 import {
   h, every, stopTimers, errorBox, noticeBox, actionBox, progressBar, stateTag, table, cell, fmtBytes, fmtTime,
@@ -350,35 +351,91 @@ function followJob(id, panel, onEnd) {
   reason.id = "job-error";
   // What the job is and the volume it works on, once read.
   const what = h("p", { id: "job-what", class: "muted" });
+  // Cancel, while the job is one that can be; Pause / Resume and Rate while
+  // its copies can be steered: the server's answer, or its refusal, below them.
+  let job = null;
+  const cancelNote = noticeBox();
+  cancelNote.id = "job-cancel-notice";
+  const cancelErr = actionBox();
+  cancelErr.id = "job-cancel-error";
+  const cancel = h("button", {
+    type: "button", class: "secondary cancel-job", id: "job-cancel", hidden: true,
+    onclick: async () => {
+      if (job && await cancelJob(job, cancelNote, cancelErr)) cancel.hidden = true;
+    },
+  }, "Cancel");
+  const steer = async (change) => {
+    const now = job && await steerJob(job, change, cancelNote, cancelErr);
+    if (now) show(now);
+  };
+  const pause = h("button", {
+    type: "button", class: "secondary pause-job", id: "job-pause", hidden: true,
+    title: "Stop the job's copies at their last checkpoint; writes to the volume go on",
+    onclick: () => steer({ paused: true }),
+  }, "Pause");
+  const resume = h("button", {
+    type: "button", class: "secondary resume-job", id: "job-resume", hidden: true,
+    title: "Go on copying from the last checkpoint", onclick: () => steer({ paused: false }),
+  }, "Resume");
+  const rateButton = h("button", {
+    type: "button", class: "secondary rate-job", id: "job-set-rate", hidden: true,
+    title: "Set this job's own copy rate", onclick: () => {
+      const change = job && askRate(job);
+      if (change) steer(change);
+    },
+  }, "Rate");
+  // The job's own copy rate, when it has one.
+  const rate = h("span", { id: "job-rate", class: "job-rate", hidden: true });
   panel.replaceChildren(
     h("h3", {}, `Job ${id}`),
     what,
-    h("p", {}, "State: ", state, " · Progress: ", pct, "%"),
+    h("p", {}, "State: ", state, " · Progress: ", pct, "%", rate),
     h("span", { class: "bar wide" }, fill),
     status,
     detail,
     reason,
+    h("div", { class: "actions job-actions" }, pause, resume, rateButton, cancel),
+    cancelNote,
+    cancelErr,
   );
+  // Draws the job as last read (or as a PATCH answered it).
+  function show(j) {
+    job = j;
+    const ended = jobEnded(j);
+    state.replaceChildren(jobStateTag(j));
+    pct.textContent = String(j.progress);
+    fill.style.width = `${j.progress}%`;
+    for (const how of ["failed", "cancelled"]) {
+      fill.classList.toggle(how, ended === how);
+      fill.parentElement.classList.toggle(how, ended === how);
+    }
+    detail.textContent = (j.details || []).at(-1) || "";
+    status.textContent = runningStatus(j);
+    status.hidden = !status.textContent;
+    what.textContent = jobTitle(j);
+    what.title = j.type;
+    cancel.hidden = !jobCancellable(j);
+    const steerable = jobSteerable(j);
+    pause.hidden = !steerable || j.paused;
+    resume.hidden = !steerable || !j.paused;
+    rateButton.hidden = !steerable;
+    rate.textContent = jobRateText(j) ? ` · Rate: ${jobRateText(j)}` : "";
+    rate.hidden = !rate.textContent;
+  }
   let busy = false;
   const stop = every(500, async () => {
     if (busy) return;
     busy = true;
     try {
       const j = await api.get(`/jobs/${encodeURIComponent(id)}`);
-      state.replaceChildren(stateTag(j.state));
-      pct.textContent = String(j.progress);
-      fill.style.width = `${j.progress}%`;
-      fill.classList.toggle("failed", j.state === "Error");
-      fill.parentElement.classList.toggle("failed", j.state === "Error");
+      show(j);
+      const ended = jobEnded(j);
       const last = (j.details || []).at(-1) || "";
-      detail.textContent = last;
-      status.textContent = runningStatus(j);
-      status.hidden = !status.textContent;
-      what.textContent = jobTitle(j);
-      what.title = j.type;
       if (j.state === "Done" || j.state === "Error") {
         stop();
-        if (j.state === "Error") reason.show(new Error(`The job failed: ${last || j.status || "no reason given"}`));
+        // A cancelled job did not fail: its last message says what the cancel left.
+        cancelNote.show(null);
+        if (ended === "failed") reason.show(new Error(`The job failed: ${last || j.status || "no reason given"}`));
         onEnd && onEnd(j);
       }
     } catch (e) {
@@ -387,6 +444,123 @@ function followJob(id, panel, onEnd) {
       busy = false;
     }
   });
+}
+
+// How a job ended, for its bar: "failed" (red), "cancelled" (grey), or false.
+function jobEnded(j) {
+  if (j.state !== "Error") return false;
+  return jobCancelled(j) ? "cancelled" : "failed";
+}
+
+// A job's state tag: "Cancelled" (grey) rather than `Error` for a
+// cancelled job, "Cancelling" while its cancel is under way, "Paused"
+// (amber, its status on hover) while its copies wait.
+function jobStateTag(j) {
+  const tag = stateTag(jobStateText(j));
+  if (jobPaused(j)) tag.title = j.status;
+  return tag;
+}
+
+// The job's own copy rate under its state, when it has one ("Rate: 64.0 MiB/s").
+function jobRate(j) {
+  const text = jobRateText(j);
+  return text ? h("span", { class: "job-rate", title: "This job's own copy rate (the service's movement_rate otherwise)" }, `Rate: ${text}`) : null;
+}
+
+// A job's progress bar: red when it failed, grey when it was cancelled.
+function jobBar(j) {
+  return progressBar(j.progress, jobEnded(j));
+}
+
+// The Cancel button of a job that can be cancelled (else nothing).
+function cancelButton(j, onclick, id) {
+  if (!jobCancellable(j)) return null;
+  return h("button", {
+    type: "button", class: "secondary cancel-job", id,
+    title: `Stop job ${j.id} and undo what it did`, onclick,
+  }, "Cancel");
+}
+
+// Pause or Resume (as the job is) and Rate of a job whose copies can be
+// steered (else nothing); `onSteer(change)` sends the change. `ids` name
+// them where a page shows one job (`{ pause, resume, rate }`).
+function steerButtons(j, onSteer, ids = {}) {
+  if (!jobSteerable(j)) return [];
+  const pauseOrResume = j.paused
+    ? h("button", {
+      type: "button", class: "secondary resume-job", id: ids.resume,
+      title: `Go on copying job ${j.id}'s slices from their last checkpoint`, onclick: () => onSteer({ paused: false }),
+    }, "Resume")
+    : h("button", {
+      type: "button", class: "secondary pause-job", id: ids.pause,
+      title: `Stop job ${j.id}'s copies at their last checkpoint; writes to the volume go on`, onclick: () => onSteer({ paused: true }),
+    }, "Pause");
+  const rate = h("button", {
+    type: "button", class: "secondary rate-job", id: ids.rate,
+    title: `Set job ${j.id}'s own copy rate`, onclick: () => {
+      const change = askRate(j);
+      if (change) onSteer(change);
+    },
+  }, "Rate");
+  return [pauseOrResume, rate];
+}
+
+// A job's buttons, side by side: Pause / Resume, Rate and Cancel, those
+// that apply; null when none does.
+function jobButtons(j, onCancel, onSteer, ids = {}) {
+  const buttons = [...steerButtons(j, onSteer, ids), cancelButton(j, onCancel, ids.cancel)].filter(Boolean);
+  return buttons.length ? h("span", { class: "job-buttons" }, buttons) : null;
+}
+
+// Asks for a job's own copy rate ("64 MiB"; empty: the service's rate):
+// the change to send, or null when the question was dismissed.
+function askRate(j) {
+  const answer = prompt(rateQuestion(j), rateDefault(j));
+  return answer === null ? null : { movementrate: rateValue(answer) };
+}
+
+// Pauses, resumes or sets the rate of job `j` (`PATCH /jobs/{job}` with
+// `change`, no question asked): what the server took goes to `note`, a
+// refusal to `errBox`; `start` first clears what the page showed of its
+// last action. The job as the server answered it, or null.
+async function steerJob(j, change, note, errBox, start) {
+  if (start) start();
+  errBox.show(null);
+  note.show(null);
+  try {
+    const now = await api.patch(`/jobs/${encodeURIComponent(j.id)}`, change);
+    note.show(steerNotice(now, change));
+    return now;
+  } catch (e) {
+    errBox.show(new Error(`Could not ${steerVerb(change)} job ${j.id}: ${e.message}`));
+    return null;
+  }
+}
+
+// Asks first, then cancels job `j` (`DELETE /jobs/{job}`): the server's
+// message goes to `note`, a refusal to `errBox`; `start` (once confirmed)
+// clears what the page showed of its last action. Before sending, the job
+// is read again: one that ended meanwhile is left alone (a DELETE would
+// remove its record). True once the cancel is under way.
+async function cancelJob(j, note, errBox, start) {
+  if (!confirm(cancelQuestion(j))) return false;
+  if (start) start();
+  errBox.show(null);
+  note.show(null);
+  const path = `/jobs/${encodeURIComponent(j.id)}`;
+  try {
+    const now = await api.get(path);
+    if (now.state === "Done" || now.state === "Error") {
+      errBox.show(new Error(`Could not cancel job ${j.id}: it ended (${jobStateText(now)}) before the cancel was sent.`));
+      return false;
+    }
+    const r = await api.del(path);
+    note.show(`${r.Message}.`);
+    return true;
+  } catch (e) {
+    errBox.show(new Error(`Could not cancel job ${j.id}: ${e.message}`));
+    return false;
+  }
 }
 
 // ---- live lists, busy volumes, the resize dialog ----
@@ -666,6 +840,7 @@ function volumePage([volumeName]) {
 
   let volume = null;
   let resizingTo = null; // the size a running resize grows the volume to
+  let cancellable = null; // the running job that Cancel stops (and Pause / Rate steer), if any
   const shown = changeDetector();
 
   // A new action starts clean: no old message, no old job's panel.
@@ -704,6 +879,7 @@ function volumePage([volumeName]) {
     // Jobs of an earlier volume of the same name stay out.
     jobList = jobList.filter((j) => j.object === volume.volumeid);
     resizingTo = jobList.map(resizeTarget).find((t) => t !== null) ?? null;
+    cancellable = jobList.find(jobCancellable) || null;
     renderSummary(slices);
     renderCopies(slices);
     renderAttachments(attachments.filter((a) => a.snapshotid === "top"));
@@ -730,7 +906,10 @@ function volumePage([volumeName]) {
         h("dt", {}, "State"), h("dd", { id: "volume-state" }, stateTag(v.state)),
         h("dt", {}, "Health"), h("dd", { id: "volume-health" }, volumeHealth(v, slices)),
         h("dt", {}, "Status"), h("dd", {}, h("span", { id: "volume-status" }, v.status),
-          busy ? h("span", { class: "status-progress" }, " ", progressBar(v.progress)) : null),
+          busy ? h("span", { class: "status-progress" }, " ", progressBar(v.progress)) : null,
+          cancellable ? [" ", jobRate(cancellable), jobButtons(cancellable, () => cancel(cancellable), (c) => steer(cancellable, c), {
+            cancel: "volume-cancel-job", pause: "volume-pause-job", resume: "volume-resume-job", rate: "volume-rate-job",
+          })] : null),
         filesystemFact(v, growFilesystem),
         v.contentsnapshot ? [h("dt", {}, "Clone of"), h("dd", {}, `${v.contentvolume}@${v.contentsnapshot}`)] : null,
         h("dt", {}, "ID"), h("dd", {}, h("code", {}, v.volumeid)),
@@ -804,8 +983,8 @@ function volumePage([volumeName]) {
     const rows = jobList.map((j) => h("tr", { "data-job": j.id },
       cell("ID", j.id),
       jobCell(j),
-      cell("State", stateTag(j.state)),
-      cell("Progress", progressBar(j.progress, j.state === "Error")),
+      jobStateCell(j, () => cancel(j), (c) => steer(j, c)),
+      cell("Progress", jobBar(j)),
       jobDetailsCell(j),
       timeCell("Started", j.starttime),
       timeCell("Ended", j.endtime),
@@ -820,6 +999,22 @@ function volumePage([volumeName]) {
       shown.reset();
       load();
     });
+  }
+
+  // Cancels a running job of the volume (asked first), then follows it
+  // here until it ends `Cancelled`.
+  async function cancel(j) {
+    if (await cancelJob(j, note, actionErr, startAction)) followJob(j.id, jobPanel, () => load());
+    shown.reset();
+    load();
+  }
+
+  // Pauses, resumes or sets the rate of a running job of the volume; a job
+  // the panel follows stays followed.
+  async function steer(j, change) {
+    await steerJob(j, change, note, actionErr, () => attachErr.show(null));
+    shown.reset();
+    load();
   }
 
   async function remove(force) {
@@ -906,6 +1101,13 @@ function jobCell(j) {
   const td = cell("Job", h("span", { class: "job-title", title: j.type, "data-type": j.type }, jobTitle(j)));
   td.classList.add("wrap");
   return td;
+}
+
+// A job's State cell: its state, its own copy rate when it has one, and
+// below them Pause / Resume and Rate while its copies can be steered
+// (`onSteer(change)`) and Cancel while it can be cancelled (`onCancel`).
+function jobStateCell(j, onCancel, onSteer) {
+  return cell("State", jobStateTag(j), jobRate(j), jobButtons(j, onCancel, onSteer));
 }
 
 // A job's Details cell: what a running job does now, else its messages
@@ -1240,6 +1442,10 @@ const JOB_STATES = ["Pending", "Running", "Done", "Error"];
 
 function jobsPage() {
   const err = errorBox();
+  const actionErr = actionBox();
+  actionErr.id = "job-action-error";
+  const note = noticeBox();
+  note.id = "job-notice";
   const params = { type: "", state: "", object: "", page: 1, count: 25 };
   const type = h("select", { id: "job-type", onchange: () => { params.type = type.value; params.page = 1; load(); } },
     h("option", { value: "" }, "All jobs"), JOB_TYPES.map((t) => h("option", { value: t }, jobKindLabel(t))));
@@ -1258,6 +1464,8 @@ function jobsPage() {
     h("h1", {}, "Jobs"),
     h("div", { class: "toolbar" }, type, state, object, count, live),
     err,
+    actionErr,
+    note,
     list,
     h("div", { class: "pager" }, prev, pageNo, next),
   );
@@ -1284,13 +1492,29 @@ function jobsPage() {
         cell("ID", j.id),
         jobCell(j),
         cell("Volume", jobObject(j)),
-        cell("State", stateTag(j.state)),
-        cell("Progress", progressBar(j.progress, j.state === "Error")),
+        jobStateCell(j, () => cancel(j), (c) => steer(j, c)),
+        cell("Progress", jobBar(j)),
         jobDetailsCell(j),
         timeCell("Started", j.starttime),
         timeCell("Ended", j.endtime),
       ));
     list.replaceChildren(table(["ID", "Job", "Volume", "State", "Progress", "Details", "Started", "Ended"], rows, "No jobs match."));
+  }
+
+  // Cancels a running job (asked first); the list then shows it
+  // `Cancelling`, and `Cancelled` once it is undone.
+  async function cancel(j) {
+    await cancelJob(j, note, actionErr);
+    shown.reset();
+    load();
+  }
+
+  // Pauses, resumes or sets the rate of a running job; the list then shows
+  // it `Paused`, or running on at its rate.
+  async function steer(j, change) {
+    await steerJob(j, change, note, actionErr);
+    shown.reset();
+    load();
   }
   load();
   // Live: jobs started elsewhere show up, running ones move on.

@@ -52,12 +52,14 @@ export function noticeBox() {
   return box;
 }
 
-// `failed`: the job ended in Error, its bar is shown red.
-export function progressBar(value, failed = false) {
+// `ended`: true or "failed" when the job ended in Error (its bar is shown
+// red), "cancelled" when it was cancelled (grey).
+export function progressBar(value, ended = false) {
   const v = Math.max(0, Math.min(100, Number(value) || 0));
+  const how = ended === true ? "failed" : ended || "";
   return h(
     "span",
-    { class: failed ? "progress failed" : "progress", title: failed ? `failed at ${v}%` : `${v}%` },
+    { class: how ? `progress ${how}` : "progress", title: how ? `${how} at ${v}%` : `${v}%` },
     h("span", { class: "bar" }, h("span", { class: "fill", style: `width:${v}%` })),
     h("span", { class: "pct" }, `${v}%`),
   );

@@ -1,6 +1,8 @@
 // What the console says for what the API names in code: jobs, slices and
 // policies. Pure functions (no DOM, no calls), shared by the pages.
 
+import { fmtBytes } from "./dom.js";
+
 // Each job kind in words, e.g. for the Jobs page's filter.
 export const JOB_KINDS = {
   volume_create: "Create volume",
@@ -136,4 +138,121 @@ export function volumeMatches(v, attached, query) {
   if (!words.length) return true;
   const haystack = [v.name, v.type, v.filesystem, v.zone, v.policy, v.state, attached].join(" ").toLowerCase();
   return words.every((w) => haystack.includes(w));
+}
+
+// The kinds of job a cancel (DELETE /jobs/{job}) stops and undoes while
+// they are Pending or Running.
+export const CANCELLABLE_KINDS = ["volume_create", "volume_modify_extend", "volume_recovery"];
+
+export function jobRunning(j) {
+  return !!j && (j.state === "Pending" || j.state === "Running");
+}
+
+// A job that ended because it was cancelled: the API's `Error` with status `Cancelled`.
+export function jobCancelled(j) {
+  return !!j && j.state === "Error" && j.status === "Cancelled";
+}
+
+// Whether the console offers Cancel: a cancellable kind, not ended, no
+// cancel asked for yet.
+export function jobCancellable(j) {
+  return jobRunning(j) && CANCELLABLE_KINDS.includes(j.type) && !j.cancelrequested;
+}
+
+// A job's state as the console shows it: "Cancelled" rather than `Error`
+// for one that was cancelled, "Cancelling" while a cancel is under way,
+// "Paused" while its copies wait (paused on request, or outside the
+// service's movement window: the API's `Running` with a "Paused:" status),
+// else the API's state.
+export function jobStateText(j) {
+  if (jobCancelled(j)) return "Cancelled";
+  if (jobRunning(j) && j.cancelrequested) return "Cancelling";
+  if (jobPaused(j)) return "Paused";
+  return j.state;
+}
+
+// The confirmation before a cancel, saying what it undoes:
+// "Cancel job 12 (volume_modify_extend on 'data')? The data movement stops ...".
+export function cancelQuestion(j) {
+  const a = j.args && typeof j.args === "object" ? j.args : {};
+  const vol = j.objectname || a.name || (j.object ? String(j.object).slice(0, 8) : "a volume");
+  const what = {
+    volume_modify_extend: "The data movement stops and every slice goes back where it was; " +
+      `the volume keeps its size${a.fromsize !== undefined ? ` of ${a.fromsize} GiB` : ""}.`,
+    volume_recovery: "The rebuild stops: copies already rebuilt stay, the others stay lost until the volume is recovered again.",
+    volume_create: "The volume is not created: what was placed of it is removed.",
+  }[j.type] || "The job stops and what it did is undone.";
+  return `Cancel job ${j.id} (${j.type} on '${vol}')? ${what}`;
+}
+
+// The kinds of job whose copies can be paused, resumed and given a rate of
+// their own (PATCH /jobs/{job}): a resize's data movement, a recovery.
+export const STEERABLE_KINDS = ["volume_modify_extend", "volume_recovery"];
+
+// Whether the console offers Pause / Resume and Rate: a steerable kind that
+// copies data (an in-place resize has nothing to copy), not ended, no
+// cancel asked for.
+export function jobSteerable(j) {
+  if (!jobRunning(j) || !STEERABLE_KINDS.includes(j.type) || j.cancelrequested) return false;
+  return j.type !== "volume_modify_extend" || !j.args || j.args.allowdatamovement !== false;
+}
+
+// A running job whose copies wait: paused on request (`paused`), or held
+// by the movement window (its status then starts "Paused:" too).
+export function jobPaused(j) {
+  return jobRunning(j) && (j.paused === true || /^Paused:/.test(j.status || ""));
+}
+
+// A copy rate in bytes per second, for people: "64.0 MiB/s", "unthrottled".
+export function rateText(bytes) {
+  return Number(bytes) === 0 ? "unthrottled" : `${fmtBytes(bytes)}/s`;
+}
+
+// The job's own copy rate, when it has one ("64.0 MiB/s"), else "".
+export function jobRateText(j) {
+  return j && j.movementrate != null ? rateText(j.movementrate) : "";
+}
+
+// The question of the Rate button, and what its field starts with (the
+// job's own rate, in a form the server reads back).
+export function rateQuestion(j) {
+  const now = j.movementrate == null ? "the service's movement rate" : rateText(j.movementrate);
+  return `Copy rate of job ${j.id} (${jobTitle(j)}), per second: e.g. 64 MiB; 0 for unthrottled; ` +
+    `empty for the service's movement rate. Now: ${now}.`;
+}
+
+export function rateDefault(j) {
+  if (j.movementrate == null) return "";
+  return Number(j.movementrate) === 0 ? "0" : fmtBytes(j.movementrate);
+}
+
+// What the Rate field sends as `movementrate`: null (the service's rate)
+// for an empty field, else the text ("64 MiB"; a trailing "/s" dropped).
+export function rateValue(input) {
+  const text = String(input ?? "").trim().replace(/\s*\/\s*s$/i, "");
+  return text === "" ? null : text;
+}
+
+// What a PATCH /jobs/{job} is doing, for its refusal: "pause", "resume",
+// "set the rate of".
+export function steerVerb(change) {
+  if (change.paused === true) return "pause";
+  if (change.paused === false) return "resume";
+  return "set the rate of";
+}
+
+// The console's line once the server took a PATCH /jobs/{job}: from the
+// job it answered.
+export function steerNotice(j, change) {
+  if (change.paused === true) {
+    return `Job ${j.id} paused: its copies stop at their last checkpoint (writes to the volume go on); Resume goes on from there.`;
+  }
+  if (change.paused === false) {
+    return jobPaused(j) && /window/.test(j.status || "")
+      ? `Job ${j.id} resumed; its copies wait for the movement window to open.`
+      : `Job ${j.id} resumed: its copies go on from their last checkpoint.`;
+  }
+  return j.movementrate == null
+    ? `Job ${j.id} copies at the service's movement rate again.`
+    : `Job ${j.id} now copies ${Number(j.movementrate) === 0 ? "unthrottled" : `at ${rateText(j.movementrate)}`}.`;
 }
