@@ -1,5 +1,5 @@
-// Small DOM helpers shared by the console's pages (app.js, nodes.js). Text
-// is always set as text, never as HTML.
+// Small DOM helpers shared by the console's pages (app.js, jobs.js,
+// nodes.js, volumes.js). Text is always set as text, never as HTML.
 
 let timers = []; // cleared whenever the page changes
 

@@ -1,6 +1,6 @@
 // The console's Nodes page (every node: hosts and storage nodes, their
 // health and credentials) and one node's page (its media and the copies it
-// holds). Kept apart from app.js, which has the other pages.
+// holds). Kept apart from app.js, which routes to it.
 import { api, isAdmin } from "./api.js";
 import {
   h, errorBox, noticeBox, actionBox, stateTag, table, cell, fmtTime, copyField, changeDetector, livePoll,

@@ -37,6 +37,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../../ui/dom.js"),
     ),
     (
+        "jobs.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../ui/jobs.js"),
+    ),
+    (
         "nodes.js",
         "text/javascript; charset=utf-8",
         include_str!("../../ui/nodes.js"),
@@ -45,6 +50,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         "text.js",
         "text/javascript; charset=utf-8",
         include_str!("../../ui/text.js"),
+    ),
+    (
+        "volumes.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../ui/volumes.js"),
     ),
     (
         "favicon.svg",
