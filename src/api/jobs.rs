@@ -170,15 +170,19 @@ pub async fn modify_job(
     Ok(Json(job(&app.steer_job(&caller, &id, &request).await?)))
 }
 
-/// `PATCH /jobs/{job}`.
+/// `PATCH /jobs/{job}`: either field or both; none changes nothing.
 #[derive(Debug, serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = JobModify)]
 #[allow(dead_code)] // The schema of the request; parsed by `FromBody`.
 pub struct JobModifyRequest {
     /// true: pause the job's copies; false: resume them.
+    #[schema(nullable = false)]
     pub paused: Option<bool>,
-    /// The job's own copy rate: `"64 MiB"` (per second), a number of bytes
-    /// per second, `"0"` (unthrottled) or null (the service's rate).
-    #[schema(value_type = Option<String>)]
+    /// The job's own copy rate: `"64 MiB"` (per second), `"0"`
+    /// (unthrottled) or null (the service's rate); a number of bytes per
+    /// second is taken too.
+    #[schema(value_type = Option<String>, pattern = "^[0-9]{1,6}( ?(B|KB|KiB|MB|MiB|GB|GiB))?$")]
     pub movementrate: Option<Value>,
 }
 
@@ -198,9 +202,6 @@ impl FromBody for JobSteering {
             )),
             Some(_) => return Err(rate_error()),
         };
-        if paused.is_none() && movement_rate.is_none() {
-            return Err(bad("paused or movementrate is required"));
-        }
         Ok(JobSteering {
             paused,
             movement_rate,

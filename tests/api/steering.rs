@@ -114,8 +114,13 @@ async fn a_running_movement_takes_a_new_copy_rate_at_once() {
     let (app, _id, _uri) = two_moves_with("1 MiB", &[]).await;
     let job_id = app.start_resize("data", 21, true).await;
     wait_until(&app, &job_id, "copying", copying).await;
+    // Nothing asked: the job as it is.
+    let job = steer(&app, &job_id, json!({})).await;
+    assert_eq!(
+        (&job["paused"], &job["state"]),
+        (&json!(false), &json!("Running"))
+    );
     for (body, message) in [
-        (json!({}), "paused or movementrate is required"),
         (
             json!({"movementrate": "fast"}),
             "movementrate must be a rate like \"64 MiB\" (per second), a number of bytes per \
