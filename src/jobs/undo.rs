@@ -12,6 +12,7 @@
 
 use super::slice_move::{copy_step, StepCopy};
 use super::{slice_key, JobContext, JobError};
+use svs_dataplane::SliceKey;
 use svs_domain::SliceMove;
 use svs_store::{Job, ResizeStep, StepState};
 use tracing::warn;
@@ -174,14 +175,11 @@ pub(super) async fn discard_unswitched_copies(
         ctx.check_stopping()?;
         // The slice lives on the target; its old copy must not linger.
         if let Some(row) = slices.iter().find(|r| r.slice.id == step.slice_id) {
-            let (from, key) = (step.from_medium.clone(), slice_key(volume_id, &row.slice));
-            match ctx.blocking(move |dp| dp.delete_slice(&from, &key)).await {
-                Ok(()) => ctx.store.finish_step(step.id).await?,
-                Err(JobError::Stopping) => return Err(JobError::Stopping),
-                Err(e) => {
-                    warn!(error = %e, "cannot remove a switched slice's old copy");
-                    left += 1;
-                }
+            let key = slice_key(volume_id, &row.slice);
+            if remove_copy(ctx, &step.from_medium, key, "a switched slice's old copy").await? {
+                ctx.store.finish_step(step.id).await?;
+            } else {
+                left += 1;
             }
         }
     }
@@ -198,14 +196,28 @@ pub(super) async fn discard_unswitched_copies(
         }
         ctx.check_stopping()?;
         let key = slice_key(volume_id, &row.slice);
-        match ctx.blocking(move |dp| dp.delete_slice(&target, &key)).await {
-            Ok(()) => {}
-            Err(JobError::Stopping) => return Err(JobError::Stopping),
-            Err(e) => {
-                warn!(error = %e, "cannot remove an abandoned copy");
-                left += 1;
-            }
+        if !remove_copy(ctx, &target, key, "an abandoned copy").await? {
+            left += 1;
         }
     }
     Ok(left)
+}
+
+/// Removes a copy of a slice from a medium: true once gone, false when it
+/// cannot be now (logged); `Stopping` when the job's stop signal fired.
+async fn remove_copy(
+    ctx: &JobContext,
+    medium: &str,
+    key: SliceKey,
+    what: &str,
+) -> Result<bool, JobError> {
+    let medium = medium.to_string();
+    match ctx.blocking(move |dp| dp.delete_slice(&medium, &key)).await {
+        Ok(()) => Ok(true),
+        Err(JobError::Stopping) => Err(JobError::Stopping),
+        Err(e) => {
+            warn!(error = %e, "cannot remove {what}");
+            Ok(false)
+        }
+    }
 }

@@ -285,18 +285,7 @@ impl VolumeStore for PgStore {
             .await?;
         }
         for m in &plan.moves {
-            sqlx::query(
-                "INSERT INTO resize_steps (job_id, slice_id, from_medium, to_medium, old_size, \
-                 new_size, state) VALUES ($1, $2, $3, $4, $5, $6, 'planned')",
-            )
-            .bind(job_id)
-            .bind(m.slice_id)
-            .bind(&m.from_medium)
-            .bind(&m.to_medium)
-            .bind(to_i64(m.old_size)?)
-            .bind(to_i64(m.new_size)?)
-            .execute(&mut *tx)
-            .await?;
+            insert_move_step(&mut tx, job_id, m, false).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -399,18 +388,7 @@ impl VolumeStore for PgStore {
             return Ok(());
         }
         for m in moves {
-            sqlx::query(
-                "INSERT INTO resize_steps (job_id, slice_id, from_medium, to_medium, old_size, \
-                 new_size, state, undo) VALUES ($1, $2, $3, $4, $5, $6, 'planned', 1)",
-            )
-            .bind(job_id)
-            .bind(m.slice_id)
-            .bind(&m.from_medium)
-            .bind(&m.to_medium)
-            .bind(to_i64(m.old_size)?)
-            .bind(to_i64(m.new_size)?)
-            .execute(&mut *tx)
-            .await?;
+            insert_move_step(&mut tx, job_id, m, true).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -513,6 +491,29 @@ impl VolumeStore for PgStore {
         tx.commit().await?;
         Ok(())
     }
+}
+
+/// Records a planned move of a job's resize (a cancel's move back: `undo`).
+async fn insert_move_step(
+    conn: &mut PgConnection,
+    job_id: i64,
+    m: &SliceMove,
+    undo: bool,
+) -> StoreResult<()> {
+    sqlx::query(
+        "INSERT INTO resize_steps (job_id, slice_id, from_medium, to_medium, old_size, \
+         new_size, state, undo) VALUES ($1, $2, $3, $4, $5, $6, 'planned', $7)",
+    )
+    .bind(job_id)
+    .bind(m.slice_id)
+    .bind(&m.from_medium)
+    .bind(&m.to_medium)
+    .bind(to_i64(m.old_size)?)
+    .bind(to_i64(m.new_size)?)
+    .bind(i64::from(undo))
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
 }
 
 /// The volume and its slices take their new sizes; the job's steps are done.
