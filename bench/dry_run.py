@@ -89,12 +89,18 @@ def main():
          {"size": 150, "allowdatamovement": False}),
         ("creation", "POST", "/volumes?dryrun=true",
          {"name": "new", "type": "block", "size": 10, "policy": "mirror"}),
+        # Every volume but "data" sits on "big": the drain plans each of them.
+        ("drain of big", "PATCH", "/media/big?dryrun=true", {"state": "Draining"}),
+        ("rebalance, every medium", "POST", "/media/rebalance?dryrun=true", {}),
     ]
     print(f"\n  {'dry run':<24} {'volumes':>8} {'median ms':>10} {'best ms':>8}  answer")
     for name, method, path, body in cases:
         median, best, answer = timed(api, method, path, body)
         said = answer.get("outcome")
-        if answer.get("moves"):
+        if "scope" in answer:
+            said = (f"{len(answer['moves'])} move(s), {len(answer['stuck'])} stuck, "
+                    f"{answer['gib']} GiB")
+        elif answer.get("moves"):
             m = answer["moves"][0]
             said += f" ({m['slice']} {m['from']} -> {m['to']}, {m['bytes']} bytes)"
         print(f"  {name:<24} {count + 1:>8} {median:>10.2f} {best:>8.2f}  {said}")

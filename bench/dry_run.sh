@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # svs dry-run benchmark: how long `PATCH /volumes/{v}?dryrun=true` (a
 # resize's plan: in place, and with data movement, its moving slice's data
-# measured) and `POST /volumes?dryrun=true` (a creation's placement) take
-# with BENCH_VOLUMES (default 3000) volumes in the store. Target: < 20 ms.
+# measured), `POST /volumes?dryrun=true` (a creation's placement), and the
+# plans of a drain (`PATCH /media/big?dryrun=true`, every volume on it) and
+# of a rebalance of every medium take with BENCH_VOLUMES (default 3000)
+# volumes in the store. Target: < 20 ms.
 # Runs from a fresh clone on Debian as root:
 #
 #   bench/dry_run.sh

@@ -2,13 +2,16 @@
 //! removing are svs extensions of the reference, whose `DELETE` routes
 //! these follow), with their bodies and views.
 
-use super::extract::Parsed;
+use super::extract::{Parsed, ParsedQuery};
 use super::parse::{bad, opt_uint, req_str, req_uint, Body, ParseResult};
+use super::relocation::{relocation_plan, DryRunQuery, RelocationPlanView};
 use super::requests::{only_fields, FromBody};
+use super::views::JobStarted;
 use super::views::{self, Done, ErrorBody};
 use super::{ApiError, ApiResult, AppState};
 use crate::service::commands::{CreateMedium, ModifyMedium};
 use crate::service::media::{plain_directory, MediumReport};
+use crate::service::volumes::Started;
 use crate::service::{Administrator, Caller};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -54,19 +57,22 @@ pub async fn get_medium(
 /// a size is the configuration's business for media it lists.
 #[utoipa::path(
     patch, path = "/media/{media}", tag = "Media", operation_id = "MediaModify",
-    summary = "Declare a medium failed, or resize it (administrators only)",
-    description = "svs extension. One change per call. `{\"state\": \"Failed\"}` (any medium): every slice on the medium is lost at once; volumes with another copy of each column turn `Degraded` and keep serving, the others `Failed` (I/O on the lost ranges answers EIO). Rebuild with `POST /volumes/{volume}/recover`. A failed medium does not come back, except a storage node's (`managedby: node`) that failed because its node went Offline or stopped listing it: it comes back when the node lists it again, with every copy it held still lost until a recovery rebuilds it elsewhere (svs starts one). `{\"size\": N}` (GiB; media added through the API only, `managedby: api`): grows the medium, or shrinks it down to what is in use on it (slices, snapshots, running jobs' bookings), else 409. A medium listed in the configuration file, or registered by a storage node, answers 409: change it there.",
-    params(("media" = String, Path, description = "The medium's id")),
+    summary = "Declare a medium failed, drain it, or resize it (administrators only)",
+    description = "svs extension. One change per call. `{\"state\": \"Draining\"}`: the medium takes no new slice from now on, and one `media_drain` job moves every slice off it (answered as the job; asked again while it runs, the same job) with the mover a resize uses, keeping each volume's placement rules; the job holds one volume at a time (its nine blocked operations answer 409 naming the job meanwhile), and pause, rate, the movement window and cancel apply. Slices that cannot move (a lost copy, no medium with room) are listed and the job ends in Error once the rest moved; asking again moves what is left. With `?dryrun=true` it answers the plan, changing nothing. A drained medium stays `Draining` (empty, `freesize` 0) until `{\"state\": \"Ready\"}` (409 while its drain job runs). `{\"state\": \"Failed\"}` (any medium): every slice on the medium is lost at once; volumes with another copy of each column turn `Degraded` and keep serving, the others `Failed` (I/O on the lost ranges answers EIO). Rebuild with `POST /volumes/{volume}/recover`. A failed medium does not come back, except a storage node's (`managedby: node`) that failed because its node went Offline or stopped listing it: it comes back when the node lists it again, with every copy it held still lost until a recovery rebuilds it elsewhere (svs starts one). `{\"size\": N}` (GiB; media added through the API only, `managedby: api`): grows the medium, or shrinks it down to what is in use on it (slices, snapshots, running jobs' bookings), else 409. A medium listed in the configuration file, or registered by a storage node, answers 409: change it there.",
+    params(
+        ("media" = String, Path, description = "The medium's id"),
+        ("dryrun" = Option<bool>, Query, description = "With `Draining`: answer the plan, change nothing"),
+    ),
     request_body = MediaModifyRequest,
     security(("storage.io-authorizer" = [])),
     responses(
-        (status = 200, description = "The medium, changed", body = MediumView),
-        (status = 400, description = "Malformed body, another state, or both fields", body = ErrorBody),
+        (status = 200, description = "The medium, changed; a drain's job; or with dryrun a drain's plan", body = MediumAnswer),
+        (status = 400, description = "Malformed body, another state, both fields, or dryrun without Draining", body = ErrorBody),
         (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such medium", body = ErrorBody),
         (status = 408, description = "Body not received in time", body = ErrorBody),
-        (status = 409, description = "Shrinking below what is in use, a failed medium, or a medium of the configuration file", body = ErrorBody),
+        (status = 409, description = "Shrinking below what is in use, a failed medium, a medium of the configuration file, or Ready while its drain runs", body = ErrorBody),
         (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]
@@ -74,10 +80,45 @@ pub async fn update_medium(
     State(app): State<AppState>,
     admin: Administrator,
     Path(id): Path<String>,
+    ParsedQuery(query): ParsedQuery<DryRunQuery>,
     Parsed(request): Parsed<ModifyMedium>,
-) -> ApiResult<MediumView> {
+) -> ApiResult<MediumAnswer> {
+    if query.dryrun && request != ModifyMedium::Drain {
+        return Err(bad("dryrun is only for {\"state\": \"Draining\"}"));
+    }
+    if request == ModifyMedium::Drain {
+        if query.dryrun {
+            let preview = app.preview_drain(&admin, &id).await?;
+            return Ok(Json(MediumAnswer::Plan(relocation_plan(&preview))));
+        }
+        let drain = app.drain_medium(&admin, &id).await?;
+        let job = drain.job_id;
+        let message = if drain.started {
+            format!("Medium '{id}' is draining: follow job {job} with GET /jobs/{job}")
+        } else {
+            format!("Medium '{id}' is already draining under job {job}")
+        };
+        return Ok(Json(MediumAnswer::Started(views::started(
+            &message,
+            &Started {
+                job_id: job,
+                object_id: id,
+            },
+        ))));
+    }
     let medium = app.modify_medium(&admin, &id, &request).await?;
-    Ok(Json(medium_view(&app.report_medium(medium).await)))
+    Ok(Json(MediumAnswer::Medium(medium_view(
+        &app.report_medium(medium).await,
+    ))))
+}
+
+/// `PATCH /media/{media}`: the medium; a drain's job; or a drain's plan.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum MediumAnswer {
+    Medium(MediumView),
+    Started(JobStarted),
+    Plan(RelocationPlanView),
 }
 
 #[utoipa::path(
@@ -145,8 +186,10 @@ impl FromBody for ModifyMedium {
             (false, None) => Err(bad("state or size is required")),
             (true, None) => match req_str(body, "state")? {
                 "Failed" => Ok(ModifyMedium::Fail),
+                "Draining" => Ok(ModifyMedium::Drain),
+                "Ready" => Ok(ModifyMedium::Ready),
                 _ => Err(bad(
-                    "state can only be set to \"Failed\": a failed medium does not come back",
+                    "state must be \"Failed\", \"Draining\" or \"Ready\" (a failed medium does not come back)",
                 )),
             },
         }
@@ -221,15 +264,21 @@ pub fn medium_view(report: &MediumReport) -> MediumView {
         node: m.record.medium.node.clone(),
         zone: m.record.medium.zone.clone(),
         size: m.record.medium.size,
-        // Nothing more goes on a failed medium.
-        freesize: if m.failed { 0 } else { m.free() },
+        // Nothing more goes on a failed or a draining medium.
+        freesize: if m.failed || m.draining { 0 } else { m.free() },
         writtenbytes: report.written_bytes,
         volumescount: m.volumes_count,
         sectorsize: 4096,
         sed: false,
         assignment: "svs",
         state: if m.failed { "Failed" } else { "Online" },
-        status: if m.failed { "Failed" } else { "Ready" },
+        status: if m.failed {
+            "Failed"
+        } else if m.draining {
+            "Draining"
+        } else {
+            "Ready"
+        },
         progress: 100,
         capacitygroup: "",
         managedby: m.managed_by.as_str(),
@@ -243,8 +292,10 @@ pub fn medium_view(report: &MediumReport) -> MediumView {
 #[schema(as = MediaModify, min_properties = 1, max_properties = 1)]
 #[allow(dead_code, non_snake_case)]
 pub struct MediaModifyRequest {
-    /// `Failed`: declares the medium failed (any medium).
-    #[schema(pattern = "^Failed$", nullable = false)]
+    /// `Failed`: declares the medium failed (any medium). `Draining`: it
+    /// takes no new slice and one job moves every slice off it. `Ready`:
+    /// it takes slices again.
+    #[schema(pattern = "^(Failed|Draining|Ready)$", nullable = false)]
     pub state: Option<String>,
     /// New logical capacity in GiB (API-managed media only): any size down
     /// to what is in use on it.

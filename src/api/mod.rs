@@ -18,6 +18,7 @@ mod nodes;
 mod parse;
 mod plans;
 mod policies;
+mod relocation;
 mod requests;
 mod signin;
 mod snapshots;
@@ -116,6 +117,7 @@ fn documented_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(signin::jwks))
         .routes(routes!(openapi_json))
         .routes(routes!(media::list_media, media::create_medium))
+        .routes(routes!(relocation::rebalance_media))
         .routes(routes!(
             media::get_medium,
             media::update_medium,

@@ -323,6 +323,51 @@ impl Api {
         self.call(Method::PATCH, &path, &[], Some(&body)).await
     }
 
+    /// `PATCH /media/{m}` `{"state": "Draining"}` (administrators): the
+    /// drain's job, or with `dry_run` its plan.
+    pub async fn drain_medium(&self, medium: &str, dry_run: bool) -> Result<Value> {
+        let path = format!("/media/{}", segment(medium));
+        let body = json!({"state": "Draining"});
+        let query: Vec<(&str, String)> = if dry_run {
+            vec![("dryrun", "true".to_string())]
+        } else {
+            Vec::new()
+        };
+        self.call(Method::PATCH, &path, &query, Some(&body)).await
+    }
+
+    /// `PATCH /media/{m}` `{"state": "Ready"}` (administrators).
+    pub async fn undrain_medium(&self, medium: &str) -> Result<Value> {
+        let path = format!("/media/{}", segment(medium));
+        let body = json!({"state": "Ready"});
+        self.call(Method::PATCH, &path, &[], Some(&body)).await
+    }
+
+    /// `POST /media/rebalance` (administrators): the job, or with
+    /// `dry_run` the plan.
+    pub async fn rebalance_media(
+        &self,
+        node: Option<&str>,
+        zone: Option<&str>,
+        dry_run: bool,
+    ) -> Result<Value> {
+        let mut body = serde_json::Map::new();
+        if let Some(node) = node {
+            body.insert("node".into(), json!(node));
+        }
+        if let Some(zone) = zone {
+            body.insert("zone".into(), json!(zone));
+        }
+        let query: Vec<(&str, String)> = if dry_run {
+            vec![("dryrun", "true".to_string())]
+        } else {
+            Vec::new()
+        };
+        let body = Value::Object(body);
+        self.call(Method::POST, "/media/rebalance", &query, Some(&body))
+            .await
+    }
+
     /// `POST /media` (administrators): `size` in GiB, `directory` absolute.
     pub async fn create_medium(
         &self,

@@ -1,9 +1,11 @@
 //! `svs media ...`: the subcommands and what each does through the API.
 
-use super::args::parse_size_gib;
-use super::context::{Context, Print};
+use super::args::{parse_size_gib, WaitArgs};
+use super::context::{Context, Print, Shown};
 use super::error::Result;
 use super::output;
+use super::plans::render_relocation_plan;
+use super::volumes::dry_run;
 use clap::Subcommand;
 use std::path::PathBuf;
 
@@ -44,6 +46,44 @@ pub enum MediaCommand {
         /// New logical capacity in GiB (20, 20G, 20GiB, 1T).
         #[arg(long, value_parser = parse_size_gib)]
         size: u64,
+    },
+    /// Drain a medium (administrators): it takes no new slice, and one
+    /// job moves every slice off it with the data mover, keeping each
+    /// volume's placement rules.
+    ///
+    /// Prints the job (follow it with `svs job watch`, pause, resume or
+    /// cancel it with `svs job ...`). The medium stays Draining, empty,
+    /// until `svs media ready`; `svs media remove` then removes it.
+    Drain {
+        /// The medium's id.
+        medium: String,
+        /// Print what would move, changing nothing.
+        #[arg(long, conflicts_with = "wait")]
+        dry_run: bool,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Let a drained medium take slices again (administrators); refused
+    /// while its drain job runs (cancel it first).
+    Ready {
+        /// The medium's id.
+        medium: String,
+    },
+    /// Even the usage of media (administrators): one job moves whole
+    /// slices from fuller to emptier media of a node, a zone, or every
+    /// medium, moving few bytes.
+    Rebalance {
+        /// Only the media of this node.
+        #[arg(long, conflicts_with = "zone")]
+        node: Option<String>,
+        /// Only the media of this zone.
+        #[arg(long)]
+        zone: Option<String>,
+        /// Print what would move, changing nothing.
+        #[arg(long, conflicts_with = "wait")]
+        dry_run: bool,
+        #[command(flatten)]
+        wait: WaitArgs,
     },
     /// Remove a medium added through the API (administrators); refused
     /// while volumes have slices on it. Its directory stays.
@@ -90,6 +130,47 @@ impl MediaCommand {
             MediaCommand::Set { medium, size } => {
                 ctx.show(Print::One, |api| async move {
                     api.resize_medium(medium, *size).await
+                })
+                .await
+            }
+            MediaCommand::Drain {
+                medium,
+                dry_run: true,
+                ..
+            } => {
+                dry_run(ctx, render_relocation_plan, |api| async move {
+                    api.drain_medium(medium, true).await
+                })
+                .await
+            }
+            MediaCommand::Drain { medium, wait, .. } => {
+                ctx.start_job(wait.wait, Shown::Nothing, |api| async move {
+                    api.drain_medium(medium, false).await
+                })
+                .await
+            }
+            MediaCommand::Ready { medium } => {
+                ctx.show(
+                    Print::One,
+                    |api| async move { api.undrain_medium(medium).await },
+                )
+                .await
+            }
+            MediaCommand::Rebalance {
+                node,
+                zone,
+                dry_run: preview,
+                wait,
+            } => {
+                let (node, zone) = (node.as_deref(), zone.as_deref());
+                if *preview {
+                    return dry_run(ctx, render_relocation_plan, |api| async move {
+                        api.rebalance_media(node, zone, true).await
+                    })
+                    .await;
+                }
+                ctx.start_job(wait.wait, Shown::Nothing, |api| async move {
+                    api.rebalance_media(node, zone, false).await
                 })
                 .await
             }

@@ -109,6 +109,66 @@ fn plan_line(out: &mut String, plan: &Value) {
     );
 }
 
+/// A drain's or a rebalance's plan (`RelocationPlan`).
+pub fn render_relocation_plan(plan: &Value) -> String {
+    let mut out = String::new();
+    let moves = plan["moves"].as_array().cloned().unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "Plan for {}: {} slice(s) move ({} GiB at most)",
+        text(&plan["scope"]),
+        moves.len(),
+        text(&plan["gib"])
+    );
+    for m in &moves {
+        let _ = writeln!(
+            out,
+            "  {} of volume '{}'  {} -> {}  {} GiB",
+            text(&m["slice"]),
+            text(&m["volume"]),
+            text(&m["from"]),
+            text(&m["to"]),
+            text(&m["size"])
+        );
+    }
+    let stuck = plan["stuck"].as_array().cloned().unwrap_or_default();
+    if !stuck.is_empty() {
+        let _ = writeln!(out, "Cannot move:");
+        for s in &stuck {
+            let _ = writeln!(
+                out,
+                "  {} of volume '{}': {}",
+                text(&s["slice"]),
+                text(&s["volume"]),
+                text(&s["reason"])
+            );
+        }
+    }
+    let media = plan["media"].as_array().cloned().unwrap_or_default();
+    if !media.is_empty() {
+        let _ = writeln!(out, "Media (GiB used of size, now -> after):");
+        for m in &media {
+            let _ = writeln!(
+                out,
+                "  {} ({})  {} -> {} of {}",
+                text(&m["mediaid"]),
+                text(&m["node"]),
+                text(&m["used"]),
+                text(&m["usedafter"]),
+                text(&m["size"])
+            );
+        }
+    }
+    if let Some(secs) = plan["estimatedseconds"].as_u64() {
+        let _ = writeln!(
+            out,
+            "Estimated time at the movement rate: {}",
+            svs_domain::human_duration(secs)
+        );
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

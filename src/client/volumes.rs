@@ -243,11 +243,13 @@ impl VolumeCommand {
     }
 }
 
-/// A readable summary (placement and attachments too), or with
-/// `--output json` the server's volume object alone.
 /// Prints a dry run's plan: as the API answers it with `--output json`,
 /// else as `render` says it.
-async fn dry_run<F, Fut>(ctx: &Context, render: fn(&Value) -> String, ask: F) -> Result<()>
+pub(super) async fn dry_run<F, Fut>(
+    ctx: &Context,
+    render: fn(&Value) -> String,
+    ask: F,
+) -> Result<()>
 where
     F: FnOnce(Api) -> Fut,
     Fut: std::future::Future<Output = Result<Value>>,
@@ -262,6 +264,8 @@ where
     Ok(())
 }
 
+/// A readable summary (placement and attachments too), or with
+/// `--output json` the server's volume object alone.
 async fn get(ctx: &Context, name: &str) -> Result<()> {
     let s = ctx.session().await?;
     let item = s.hint(s.api.get_volume(name).await)?;

@@ -3,7 +3,8 @@
 //! one place rather than a line in the dispatch and another in the undo.
 
 use super::{
-    attach, create, delete, growth, recovery, resize, snapshot, undo, JobContext, JobError,
+    attach, create, delete, growth, recovery, relocate, resize, snapshot, undo, JobContext,
+    JobError,
 };
 use async_trait::async_trait;
 use svs_domain::{
@@ -47,6 +48,7 @@ pub(super) fn handler(job: &Job) -> Result<Box<dyn JobHandler>, JobError> {
         JobSpec::SnapshotRollback(args) => Box::new(Rollback(args)),
         JobSpec::VolumeRecovery(args) => Box::new(RecoverVolume(args)),
         JobSpec::VolumeGrowFilesystem(args) => Box::new(GrowFilesystem(args)),
+        JobSpec::MediaDrain(_) | JobSpec::MediaRebalance(_) => Box::new(Relocate),
     })
 }
 
@@ -167,5 +169,19 @@ struct GrowFilesystem(GrowFilesystemArgs);
 impl JobHandler for GrowFilesystem {
     async fn run(&self, ctx: &JobContext, job: &Job) -> Result<(), JobError> {
         growth::grow_filesystem_again(ctx, job, &self.0).await
+    }
+}
+
+/// `media_drain` / `media_rebalance`: a failed move removes its unfinished
+/// copies as it fails (`relocate`); a cancel keeps what moved.
+struct Relocate;
+
+#[async_trait]
+impl JobHandler for Relocate {
+    async fn run(&self, ctx: &JobContext, job: &Job) -> Result<(), JobError> {
+        relocate::relocate(ctx, job).await
+    }
+    async fn cancel(&self, ctx: &JobContext, job: &Job) -> Result<String, JobError> {
+        relocate::cancel_relocation(ctx, job).await
     }
 }

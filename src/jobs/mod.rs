@@ -25,6 +25,7 @@ mod kinds;
 mod node_front;
 mod preview;
 mod recovery;
+mod relocate;
 mod resize;
 mod retry;
 mod runner;
@@ -38,6 +39,7 @@ mod undo;
 pub use activity::{VolumeActivity, VolumeQuiet};
 pub use front::FrontMover;
 pub use preview::{CreatePreview, ResizePreview};
+pub use relocate::{PlannedRelocation, RelocationScope};
 pub(crate) use resize::slice_label;
 pub use retry::RetryPolicy;
 pub use runner::{JobRunner, LeaseSettings, RunnerParts, RunnerSettings, JOB_RUNNER};
@@ -161,8 +163,8 @@ impl JobContext {
             .media_usage()
             .await?
             .into_iter()
-            // Nothing new goes on a failed medium.
-            .filter(|u| !u.failed)
+            // Nothing new goes on a failed or a draining medium.
+            .filter(|u| !u.failed && !u.draining)
             .map(|u| MediumState {
                 used: u.used(),
                 medium: u.record.medium,

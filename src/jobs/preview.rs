@@ -5,6 +5,7 @@
 //! real request (its [`PlanShape`] token) is compared there, and the job
 //! ends in Error naming what changed when it is no longer the plan.
 
+use super::relocate::{PlannedRelocation, RelocationScope};
 use super::resize::{plan_now, PlannedResize};
 use super::{slice_key, JobRunner};
 use svs_domain::{
@@ -142,5 +143,21 @@ impl JobRunner {
             nodes: MediaNodes::of(&media),
             placed,
         })
+    }
+}
+
+impl JobRunner {
+    /// A drain's or a rebalance's plan as its job would make it now,
+    /// without booking or changing anything (a dry run).
+    pub(crate) async fn preview_relocation(
+        &self,
+        scope: &RelocationScope,
+    ) -> Result<PlannedRelocation, StoreError> {
+        super::relocate::plan_relocation(self.context().store.as_ref(), scope).await
+    }
+
+    /// `movement_rate` in bytes per second (None: unthrottled).
+    pub(crate) fn movement_rate(&self) -> Option<u64> {
+        self.context().rate_limit
     }
 }

@@ -576,8 +576,7 @@ impl JobRunner {
         // recovery's.
         steering.set_copies(
             job.kind() == Some(svs_domain::JobKind::VolumeRecovery)
-                || (job.kind() == Some(svs_domain::JobKind::VolumeModifyExtend)
-                    && job.data_movement),
+                || (job.kind().is_some_and(|k| k.steerable()) && job.data_movement),
         );
         let change = steering.apply(&control, base.clock.now_ms());
         report_change(base.store.as_ref(), job.id, &change).await;

@@ -68,17 +68,29 @@ impl StepCopy {
         }
     }
 
-    fn label(self, slice: &svs_domain::Slice, step: &ResizeStep, target: &str) -> String {
+    /// `volume`: named when the job moves slices of many volumes.
+    fn label(
+        self,
+        slice: &svs_domain::Slice,
+        step: &ResizeStep,
+        target: &str,
+        volume: Option<&str>,
+    ) -> String {
         let (copy, column, from) = (slice.copy, slice.column, &step.from_medium);
+        let of = volume
+            .map(|v| format!(" of volume '{v}'"))
+            .unwrap_or_default();
         match self {
-            StepCopy::Move => format!("slice c{copy}-k{column} from {from} to {target}"),
+            StepCopy::Move => format!("slice c{copy}-k{column}{of} from {from} to {target}"),
             StepCopy::MoveBack => {
-                format!("slice c{copy}-k{column} back from {from} to {target}")
+                format!("slice c{copy}-k{column}{of} back from {from} to {target}")
             }
             StepCopy::Rebuild if *from == target => {
-                format!("slice c{copy}-k{column} on {target} in place")
+                format!("slice c{copy}-k{column}{of} on {target} in place")
             }
-            StepCopy::Rebuild => format!("slice c{copy}-k{column} on {target} (lost on {from})"),
+            StepCopy::Rebuild => {
+                format!("slice c{copy}-k{column}{of} on {target} (lost on {from})")
+            }
         }
     }
 
@@ -129,7 +141,13 @@ pub(super) async fn copy_step(
 ) -> Result<(), JobError> {
     let target = step.to_medium.clone().unwrap_or_default();
     let (row, key) = step_slice(ctx, volume, step).await?;
-    let label = what.label(&row.slice, step, &target);
+    let many = job.kind().is_some_and(|k| k.moves_many_volumes());
+    let label = what.label(
+        &row.slice,
+        step,
+        &target,
+        many.then_some(volume.name.as_str()),
+    );
     if step.state == StepState::Planned {
         let band = ProgressBand::new(index, count);
         let status = format!("{} ({} of {count})", what.doing(&label), index + 1);

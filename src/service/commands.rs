@@ -294,6 +294,10 @@ pub enum ModifyMedium {
     Fail,
     /// A new logical capacity in GiB (API-managed media only).
     Resize(Gib),
+    /// Takes no new slice, and a job moves every slice off it.
+    Drain,
+    /// Takes slices again after a drain.
+    Ready,
 }
 
 /// `POST /media` (administrators only).

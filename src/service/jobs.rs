@@ -104,6 +104,23 @@ impl Services {
         if steps.iter().all(|s| s.to_medium.is_none()) {
             return Ok(Vec::new());
         }
+        if job.kind().is_some_and(|k| k.moves_many_volumes()) {
+            // Slices of many volumes: each named with its volume.
+            let slices = self.store.step_slices(job.id).await?;
+            let label = |id: i64| {
+                slices.iter().find(|s| s.slice_id == id).map_or_else(
+                    || id.to_string(),
+                    |s| {
+                        format!(
+                            "{} of volume '{}'",
+                            svs_domain::slice_label(s.copy, s.column),
+                            s.volume_name
+                        )
+                    },
+                )
+            };
+            return Ok(slice_outcomes(job, &steps, &label));
+        }
         let rows = self.store.volume_slices(&job.object).await?;
         let label = |id: i64| crate::jobs::slice_label(&rows, id);
         Ok(slice_outcomes(job, &steps, &label))
@@ -124,8 +141,9 @@ impl Services {
         }
         if !job.kind().is_some_and(|k| k.cancellable()) {
             return Err(ServiceError::Conflict(format!(
-                "job {} ({}) cannot be cancelled: only a volume's creation, resize or recovery \
-                 can be; it ends on its own, then DELETE removes its record",
+                "job {} ({}) cannot be cancelled: only a volume's creation, resize or recovery, \
+                 or a drain or rebalance of media can be; it ends on its own, then DELETE \
+                 removes its record",
                 job.id, job.kind
             )));
         }
@@ -182,8 +200,8 @@ impl Services {
         if !job.kind().is_some_and(|k| k.steerable()) || !moves_data {
             return Err(ServiceError::Conflict(format!(
                 "job {} ({}) cannot be paused or given a rate: only a data movement \
-                 (volume_modify_extend with allowdatamovement) or a recovery \
-                 (volume_recovery) can be",
+                 (volume_modify_extend with allowdatamovement, media_drain, media_rebalance) \
+                 or a recovery (volume_recovery) can be",
                 job.id, job.kind
             )));
         }

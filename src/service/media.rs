@@ -259,6 +259,11 @@ impl Services {
     ) -> ServiceResult<MediumUsage> {
         let size = match request {
             ModifyMedium::Fail => return self.set_medium_failed(admin, id).await,
+            ModifyMedium::Ready => return self.undrain_medium(admin, id).await,
+            ModifyMedium::Drain => {
+                self.drain_medium(admin, id).await?;
+                return self.get_medium(id).await;
+            }
             ModifyMedium::Resize(size) => *size,
         };
         let medium = self.get_medium(id).await?;

@@ -16,6 +16,7 @@ pub mod jobs;
 pub mod media;
 pub mod nodes;
 pub mod policies;
+pub mod relocation;
 pub mod snapshots;
 pub mod storage_nodes;
 #[cfg(test)]

@@ -15,6 +15,7 @@ mod contract;
 mod csi_controller;
 mod csi_lifecycle;
 mod csi_node;
+mod drain;
 mod dry_run;
 mod filesystem;
 mod forge;

@@ -142,7 +142,7 @@ async fn a_volume_that_lost_its_only_copy_answers_eio_never_zeros() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(
         body["message"],
-        "state can only be set to \"Failed\": a failed medium does not come back"
+        "state must be \"Failed\", \"Draining\" or \"Ready\" (a failed medium does not come back)"
     );
     assert_eq!(state(&app, "single").await, "Ready");
 

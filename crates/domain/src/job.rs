@@ -80,6 +80,35 @@ pub struct GrowFilesystemArgs {
     pub size: Gib,
 }
 
+/// `media_drain`: move every slice off `medium`, which takes no new slice
+/// meanwhile (svs extension).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrainArgs {
+    pub medium: String,
+}
+
+/// `media_rebalance`: even the usage of the media of one node, one zone,
+/// or (neither given) of every medium, moving the fewest bytes (svs
+/// extension).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RebalanceArgs {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+}
+
+impl RebalanceArgs {
+    /// The job's object: `node:<name>`, `zone:<name>` or `all`.
+    pub fn scope(&self) -> String {
+        match (&self.node, &self.zone) {
+            (Some(node), _) => format!("node:{node}"),
+            (None, Some(zone)) => format!("zone:{zone}"),
+            (None, None) => "all".to_string(),
+        }
+    }
+}
+
 /// `attachment_create` / `attachment_modify`: the attachment of the volume
 /// (or of one of its snapshots) to `node`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -123,6 +152,8 @@ pub enum JobSpec {
     SnapshotRollback(SnapshotArgs),
     VolumeRecovery(RecoveryArgs),
     VolumeGrowFilesystem(GrowFilesystemArgs),
+    MediaDrain(DrainArgs),
+    MediaRebalance(RebalanceArgs),
 }
 
 /// Stored arguments that do not fit their kind: a bug or a damaged record.
@@ -147,12 +178,19 @@ impl JobSpec {
             JobSpec::SnapshotRollback(_) => JobKind::SnapshotRollback,
             JobSpec::VolumeRecovery(_) => JobKind::VolumeRecovery,
             JobSpec::VolumeGrowFilesystem(_) => JobKind::VolumeGrowFilesystem,
+            JobSpec::MediaDrain(_) => JobKind::MediaDrain,
+            JobSpec::MediaRebalance(_) => JobKind::MediaRebalance,
         }
     }
 
-    /// A resize that may move data blocks the seed's nine operations.
+    /// A resize that may move data blocks the seed's nine operations; so
+    /// do a drain and a rebalance on each volume while they move its slices.
     pub fn is_data_movement(&self) -> bool {
-        matches!(self, JobSpec::VolumeModifyExtend(a) if a.allow_data_movement)
+        match self {
+            JobSpec::VolumeModifyExtend(a) => a.allow_data_movement,
+            JobSpec::MediaDrain(_) | JobSpec::MediaRebalance(_) => true,
+            _ => false,
+        }
     }
 
     /// The arguments as stored and shown (`args` of a job).
@@ -168,6 +206,8 @@ impl JobSpec {
             | JobSpec::SnapshotRollback(a) => serde_json::to_value(a),
             JobSpec::VolumeRecovery(a) => serde_json::to_value(a),
             JobSpec::VolumeGrowFilesystem(a) => serde_json::to_value(a),
+            JobSpec::MediaDrain(a) => serde_json::to_value(a),
+            JobSpec::MediaRebalance(a) => serde_json::to_value(a),
         };
         // Plain structs of strings, numbers and booleans always serialize.
         value.unwrap_or(serde_json::Value::Null)
@@ -194,6 +234,8 @@ impl JobSpec {
             Some(JobKind::SnapshotRollback) => parse(args).map(JobSpec::SnapshotRollback),
             Some(JobKind::VolumeRecovery) => parse(args).map(JobSpec::VolumeRecovery),
             Some(JobKind::VolumeGrowFilesystem) => parse(args).map(JobSpec::VolumeGrowFilesystem),
+            Some(JobKind::MediaDrain) => parse(args).map(JobSpec::MediaDrain),
+            Some(JobKind::MediaRebalance) => parse(args).map(JobSpec::MediaRebalance),
             None => Err("unknown job type".to_string()),
         };
         spec.map_err(invalid)
@@ -304,6 +346,13 @@ mod tests {
                 name: "v".into(),
                 size: 3,
             }),
+            JobSpec::MediaDrain(DrainArgs {
+                medium: "m1".into(),
+            }),
+            JobSpec::MediaRebalance(RebalanceArgs {
+                node: None,
+                zone: Some("z1".into()),
+            }),
         ];
         for spec in specs {
             let back = JobSpec::from_stored(spec.kind().as_str(), &spec.args_json());
@@ -323,6 +372,7 @@ mod tests {
         };
         assert!(resize(true).is_data_movement());
         assert!(!resize(false).is_data_movement());
+        assert!(JobSpec::MediaDrain(DrainArgs { medium: "m".into() }).is_data_movement());
     }
 
     #[test]

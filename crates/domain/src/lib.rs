@@ -13,6 +13,7 @@ pub mod model;
 pub mod planner;
 pub mod preview;
 pub mod recovery;
+pub mod relocation;
 pub mod rules;
 pub mod units;
 pub use units::{human_duration, time_left_secs};
@@ -25,8 +26,9 @@ pub use capacity::{
 };
 pub use guard::{ensure_not_moving, ActiveMovement, BlockedOperation, MovementBlocked};
 pub use job::{
-    AttachmentArgs, CloneSource, CreateVolumeArgs, DeleteVolumeArgs, DetachArgs,
-    GrowFilesystemArgs, JobSpec, JobSpecError, RecoveryArgs, ResizeVolumeArgs, SnapshotArgs,
+    AttachmentArgs, CloneSource, CreateVolumeArgs, DeleteVolumeArgs, DetachArgs, DrainArgs,
+    GrowFilesystemArgs, JobSpec, JobSpecError, RebalanceArgs, RecoveryArgs, ResizeVolumeArgs,
+    SnapshotArgs,
 };
 pub use model::*;
 pub use planner::{
@@ -35,6 +37,9 @@ pub use planner::{
 };
 pub use preview::{plan_changed_message, plan_changes, PlanShape};
 pub use recovery::{plan_recovery, volume_health, PlacedSlice, RecoveryError, VolumeHealth};
+pub use relocation::{
+    plan_drain, plan_rebalance, MovableVolume, Relocation, RelocationPlan, StuckReason, StuckSlice,
+};
 pub use rules::{
     check_medium_removal, check_medium_resize, check_node_removal, check_policy_delete,
     check_policy_update, media_to_forget, volume_state_after_job, InfrastructureInUse,

@@ -182,6 +182,8 @@ pub enum JobKind {
     SnapshotRollback,
     VolumeRecovery,
     VolumeGrowFilesystem,
+    MediaDrain,
+    MediaRebalance,
 }
 
 impl JobKind {
@@ -198,6 +200,8 @@ impl JobKind {
             JobKind::SnapshotRollback => "snapshot_rollback",
             JobKind::VolumeRecovery => "volume_recovery",
             JobKind::VolumeGrowFilesystem => "volume_grow_filesystem",
+            JobKind::MediaDrain => "media_drain",
+            JobKind::MediaRebalance => "media_rebalance",
         }
     }
 
@@ -214,17 +218,24 @@ impl JobKind {
             "snapshot_rollback" => Some(JobKind::SnapshotRollback),
             "volume_recovery" => Some(JobKind::VolumeRecovery),
             "volume_grow_filesystem" => Some(JobKind::VolumeGrowFilesystem),
+            "media_drain" => Some(JobKind::MediaDrain),
+            "media_rebalance" => Some(JobKind::MediaRebalance),
             _ => None,
         }
     }
 
     /// Whether a job of this kind can be cancelled while it runs: the kinds
     /// that may take long and have an undo (a creation, a resize, a
-    /// recovery). The others end on their own within moments.
+    /// recovery, a drain, a rebalance). The others end on their own within
+    /// moments.
     pub fn cancellable(&self) -> bool {
         matches!(
             self,
-            JobKind::VolumeCreate | JobKind::VolumeModifyExtend | JobKind::VolumeRecovery
+            JobKind::VolumeCreate
+                | JobKind::VolumeModifyExtend
+                | JobKind::VolumeRecovery
+                | JobKind::MediaDrain
+                | JobKind::MediaRebalance
         )
     }
 
@@ -232,7 +243,20 @@ impl JobKind {
     /// and given its own copy rate (a resize's data movement, a recovery's
     /// rebuilds); the movement window holds their copies too.
     pub fn steerable(&self) -> bool {
-        matches!(self, JobKind::VolumeModifyExtend | JobKind::VolumeRecovery)
+        matches!(
+            self,
+            JobKind::VolumeModifyExtend
+                | JobKind::VolumeRecovery
+                | JobKind::MediaDrain
+                | JobKind::MediaRebalance
+        )
+    }
+
+    /// Whether the job moves slices of many volumes, holding each volume
+    /// while it moves its slices (a drain, a rebalance): its object is a
+    /// medium or a scope, not a volume.
+    pub fn moves_many_volumes(&self) -> bool {
+        matches!(self, JobKind::MediaDrain | JobKind::MediaRebalance)
     }
 }
 

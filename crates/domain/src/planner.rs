@@ -295,7 +295,7 @@ struct Fixed<'a> {
 }
 
 /// Whether two copies of one column may sit on these two media's nodes/zones.
-fn compatible(
+pub(crate) fn compatible(
     resiliency: Resiliency,
     a_node: &str,
     a_zone: &str,

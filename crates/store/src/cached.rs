@@ -201,6 +201,14 @@ impl<S: Store> MediaStore for CachedStore<S> {
     async fn delete_node(&self, name: &str) -> StoreResult<()> {
         self.changed(self.inner.delete_node(name).await)
     }
+
+    async fn drain_medium(&self, id: &str, job: &NewJob) -> StoreResult<(i64, bool)> {
+        self.changed(self.inner.drain_medium(id, job).await)
+    }
+
+    async fn undrain_medium(&self, id: &str) -> StoreResult<()> {
+        self.changed(self.inner.undrain_medium(id).await)
+    }
 }
 
 /// Agents' credentials and reports: no volume read shows them.
@@ -524,6 +532,23 @@ impl<S: Store> JobStore for CachedStore<S> {
 
     async fn active_volume_job(&self, volume_id: &str) -> StoreResult<Option<Job>> {
         self.inner.active_volume_job(volume_id).await
+    }
+
+    async fn create_job(&self, job: &NewJob) -> StoreResult<i64> {
+        self.changed(self.inner.create_job(job).await)
+    }
+
+    // A volume read shows the job holding the volume.
+    async fn hold_volume(&self, volume_id: &str, job_id: i64) -> StoreResult<bool> {
+        self.changed(self.inner.hold_volume(volume_id, job_id).await)
+    }
+
+    async fn release_volume(&self, volume_id: &str, job_id: i64) -> StoreResult<()> {
+        self.changed(self.inner.release_volume(volume_id, job_id).await)
+    }
+
+    async fn step_slices(&self, job_id: i64) -> StoreResult<Vec<StepSlice>> {
+        self.inner.step_slices(job_id).await
     }
 
     async fn set_job_running(&self, id: i64, now_ms: i64) -> StoreResult<()> {

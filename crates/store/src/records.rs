@@ -101,6 +101,9 @@ pub struct MediumUsage {
     pub snapshot_bytes: u64,
     /// Its slices are lost; nothing is placed on it.
     pub failed: bool,
+    /// Being drained (state `Draining`): its slices move off and nothing
+    /// new is placed on it, until it is undrained.
+    pub draining: bool,
     /// The configuration file or the API.
     pub managed_by: ManagedBy,
 }
@@ -224,9 +227,11 @@ pub struct Job {
     pub id: i64,
     pub tenant_id: i64,
     pub kind: String,
-    /// The id of the volume the job works on.
+    /// The id of the volume the job works on (a drain's medium, a
+    /// rebalance's scope: `RebalanceArgs::scope`).
     pub object: String,
-    /// That volume's name, kept after the volume is deleted.
+    /// That volume's name, kept after the volume is deleted; the object
+    /// itself when it is no volume.
     pub object_name: String,
     pub args: Value,
     pub state: JobState,
@@ -353,6 +358,18 @@ pub struct ResizeStep {
     pub failure: Option<String>,
     /// How many of its copies failed.
     pub failures: u32,
+}
+
+/// A slice among a job's steps, with where it belongs
+/// (`JobStore::step_slices`): what a job moving slices of many volumes
+/// needs to name and hold each volume it touches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepSlice {
+    pub slice_id: i64,
+    pub volume_id: String,
+    pub volume_name: String,
+    pub copy: u32,
+    pub column: u32,
 }
 
 /// A durable point of a slice copy: the target's slice-file bytes below

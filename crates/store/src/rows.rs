@@ -247,6 +247,19 @@ pub(crate) fn step_row(row: &impl Columns) -> StoreResult<ResizeStep> {
     })
 }
 
+/// From `slice_id, volume_id, volume_name, copy, col`.
+pub(crate) fn step_slice_row(row: &impl Columns) -> StoreResult<StepSlice> {
+    Ok(StepSlice {
+        slice_id: row.try_get("slice_id")?,
+        volume_id: row.try_get("volume_id")?,
+        volume_name: row.try_get("volume_name")?,
+        copy: u32::try_from(row.try_get::<i64, _>("copy")?)
+            .map_err(|_| StoreError::Corrupt("slice copy".into()))?,
+        column: u32::try_from(row.try_get::<i64, _>("col")?)
+            .map_err(|_| StoreError::Corrupt("slice column".into()))?,
+    })
+}
+
 pub(crate) fn job_row(row: &impl Columns) -> StoreResult<Job> {
     let state: String = row.try_get("state")?;
     let args: String = row.try_get("args")?;

@@ -98,6 +98,18 @@ pub trait MediaStore: Send + Sync {
     async fn set_node_address(&self, name: &str, address: Option<&str>) -> StoreResult<()>;
     /// Adds a node (API-managed); Conflict when one of that name exists.
     async fn create_node(&self, node: &NodeRecord) -> StoreResult<()>;
+    /// In one transaction: the medium turns `Draining` (nothing new is
+    /// placed on it) and `job`, its `media_drain`, is recorded Pending;
+    /// returns (the job, true). While an unfinished drain of the medium
+    /// exists, returns (that job, false) and changes nothing, so asking
+    /// twice starts one drain. NotFound for an unknown medium; Conflict for
+    /// a failed one (its slices are lost: nothing to move).
+    async fn drain_medium(&self, id: &str, job: &NewJob) -> StoreResult<(i64, bool)>;
+    /// The medium takes new slices again (`Ready`; nothing changes when it
+    /// is). NotFound for an unknown medium; Conflict for a failed one, and
+    /// while an unfinished drain of it exists (naming the job to cancel:
+    /// the drain would go on moving slices off it).
+    async fn undrain_medium(&self, id: &str) -> StoreResult<()>;
 }
 
 /// Nodes' host agents: their credentials, and what they report.
@@ -341,14 +353,31 @@ pub trait JobStore: Send + Sync {
     async fn job_by_id(&self, id: i64) -> StoreResult<Option<Job>>;
     /// Pending and Running jobs of every tenant, oldest first (for resuming).
     async fn unfinished_jobs(&self) -> StoreResult<Vec<Job>>;
-    /// The unfinished job working on a volume, if any.
+    /// The unfinished job working on a volume, if any: one whose object it
+    /// is, or one holding it (`hold_volume`); the oldest first.
     async fn active_volume_job(&self, volume_id: &str) -> StoreResult<Option<Job>>;
+    /// Records a Pending job that holds no volume (a rebalance: it holds
+    /// each volume only while it moves that volume's slices). Returns its id.
+    async fn create_job(&self, job: &NewJob) -> StoreResult<i64>;
+    /// Makes `job_id` the volume's current job unless another job holds
+    /// it, so that no other job starts on the volume while `job_id` moves
+    /// its slices; the volume's state stays. True when the job holds it
+    /// (now or before); false when another job does or the volume is gone.
+    async fn hold_volume(&self, volume_id: &str, job_id: i64) -> StoreResult<bool>;
+    /// Frees the volume if `job_id` holds it (else nothing changes); its
+    /// state stays. `finish_job` frees whatever the job still holds.
+    async fn release_volume(&self, volume_id: &str, job_id: i64) -> StoreResult<()>;
+    /// Each distinct slice among the job's steps that still exists, with
+    /// its volume, in the order of the job's first step of it: the
+    /// volumes a job moving slices of many volumes touches.
+    async fn step_slices(&self, job_id: i64) -> StoreResult<Vec<StepSlice>>;
     async fn set_job_running(&self, id: i64, now_ms: i64) -> StoreResult<()>;
     async fn set_job_progress(&self, id: i64, progress: u8, status: &str) -> StoreResult<()>;
     async fn add_job_detail(&self, id: i64, detail: &str) -> StoreResult<()>;
     /// Ends a job: state, status, an optional last detail and end time; frees
-    /// its reservations; the volume it worked on is no longer busy with it
-    /// and takes its state after the job (`svs_domain::volume_state_after_job`).
+    /// its reservations; every volume it worked on or held is no longer busy
+    /// with it and takes its state after the job
+    /// (`svs_domain::volume_state_after_job`).
     async fn finish_job(&self, id: i64, end: &JobEnd) -> StoreResult<()>;
     /// Asks for the cancel of the tenant's job, unless it ended or committed
     /// (asking twice changes nothing). The job as it is afterwards; None when

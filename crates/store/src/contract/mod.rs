@@ -29,6 +29,7 @@ mod job_control;
 mod keys;
 mod leases;
 mod pairs;
+mod relocation;
 mod snapshots;
 mod storage_nodes;
 mod users;
@@ -40,6 +41,7 @@ pub use job_control::*;
 pub use keys::*;
 pub use leases::*;
 pub use pairs::*;
+pub use relocation::*;
 pub use snapshots::*;
 pub use storage_nodes::*;
 pub use users::*;
@@ -140,6 +142,11 @@ macro_rules! store_contract_tests {
             job_control_a_lost_slice_moving_away_books_nothing_on_its_source,
             job_control_a_job_is_paused_resumed_and_given_a_rate_until_it_ends,
             job_control_a_step_s_failures_are_counted_with_the_last_cause,
+            relocation_a_medium_has_one_drain_at_a_time_and_is_undrained_once_it_ends,
+            relocation_a_failed_or_unknown_medium_is_neither_drained_nor_undrained,
+            relocation_a_job_holds_a_free_volume_until_it_releases_it_or_ends,
+            relocation_a_job_on_no_volume_is_named_by_its_object,
+            relocation_step_slices_lists_each_slice_of_the_job_s_steps_once,
         );
     };
     (@each $open:path; $($name:ident),+ $(,)?) => {

@@ -2,22 +2,24 @@
 
 use super::{job_row, PgStore};
 use crate::records::{
-    Job, JobControl, JobEnd, JobFilter, JobLease, JobSteering, LeaseTerms, NewJob, Page,
+    Job, JobControl, JobEnd, JobFilter, JobLease, JobSteering, LeaseTerms, NewJob, Page, StepSlice,
 };
-use crate::rows::job_control_row;
 use crate::rows::JOB_COLUMNS;
+use crate::rows::{job_control_row, step_slice_row};
 use crate::{JobStore, StoreError, StoreResult};
 use async_trait::async_trait;
 use sqlx::{PgConnection, Row};
 use svs_domain::{volume_state_after_job, JobState, VolumeState};
 
-/// The job keeps its volume's name (every job works on a recorded volume),
-/// so that it is still shown and found by name after the volume is gone.
-async fn insert_job(conn: &mut PgConnection, job: &NewJob) -> StoreResult<i64> {
+/// Records `job` Pending. A job keeps its volume's name, so that it is
+/// still shown and found by name after the volume is gone; a job whose
+/// object is no volume (a drain's medium, a rebalance's scope) is named
+/// by the object itself.
+pub(super) async fn insert_job(conn: &mut PgConnection, job: &NewJob) -> StoreResult<i64> {
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO jobs (tenant_id, type, object, object_name, args, state, status, progress, \
          user_id, username, useremail, details, data_movement, created_ms) \
-         VALUES ($1, $2, $3, COALESCE((SELECT name FROM volumes WHERE id = $4), ''), $5, \
+         VALUES ($1, $2, $3, COALESCE((SELECT name FROM volumes WHERE id = $4), $4), $5, \
          'Pending', 'Pending', 0, $6, $7, $8, '[]', $9, $10) RETURNING id",
     )
     .bind(job.tenant_id)
@@ -178,14 +180,61 @@ impl JobStore for PgStore {
     }
 
     async fn active_volume_job(&self, volume_id: &str) -> StoreResult<Option<Job>> {
+        // A job holding the volume (`hold_volume`) has another object.
         let row = sqlx::query(&format!(
-            "SELECT {JOB_COLUMNS} FROM jobs WHERE object = $1 \
+            "SELECT {JOB_COLUMNS} FROM jobs \
+             WHERE (object = $1 OR id = (SELECT job_id FROM volumes WHERE id = $1)) \
              AND state IN ('Pending', 'Running') ORDER BY id LIMIT 1"
         ))
         .bind(volume_id)
         .fetch_optional(&self.pool)
         .await?;
         row.as_ref().map(job_row).transpose()
+    }
+
+    async fn create_job(&self, job: &NewJob) -> StoreResult<i64> {
+        let mut tx = self.begin_write().await?;
+        let id = insert_job(&mut tx, job).await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    async fn hold_volume(&self, volume_id: &str, job_id: i64) -> StoreResult<bool> {
+        let mut tx = self.begin_write().await?;
+        let held = sqlx::query(
+            "UPDATE volumes SET job_id = $1 WHERE id = $2 AND (job_id IS NULL OR job_id = $1)",
+        )
+        .bind(job_id)
+        .bind(volume_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(held.rows_affected() > 0)
+    }
+
+    async fn release_volume(&self, volume_id: &str, job_id: i64) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        sqlx::query("UPDATE volumes SET job_id = NULL WHERE id = $1 AND job_id = $2")
+            .bind(volume_id)
+            .bind(job_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn step_slices(&self, job_id: i64) -> StoreResult<Vec<StepSlice>> {
+        let rows = sqlx::query(
+            "SELECT s.id AS slice_id, s.volume_id, v.name AS volume_name, s.copy, s.col \
+             FROM (SELECT slice_id, MIN(id) AS first_step FROM resize_steps \
+                   WHERE job_id = $1 GROUP BY slice_id) r \
+             JOIN slices s ON s.id = r.slice_id JOIN volumes v ON v.id = s.volume_id \
+             ORDER BY r.first_step",
+        )
+        .bind(job_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(step_slice_row).collect()
     }
 
     async fn set_job_running(&self, id: i64, now_ms: i64) -> StoreResult<()> {

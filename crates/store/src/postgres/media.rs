@@ -1,14 +1,15 @@
 //! Media with their usage, and nodes.
 
+use super::jobs::insert_job;
 use super::lost::lose_slices_on;
 use super::{conflict_on_unique, gib, managed_by, medium_record, to_i64, PgStore};
-use crate::records::{ManagedBy, MediumRecord, MediumUsage, NodeRecord};
+use crate::records::{ManagedBy, MediumRecord, MediumUsage, NewJob, NodeRecord};
 use crate::{MediaStore, StoreError, StoreResult};
 use async_trait::async_trait;
 use sqlx::{PgConnection, Row};
 use std::collections::{BTreeSet, HashMap};
 use svs_domain::{
-    check_medium_removal, check_medium_resize, check_node_removal, media_to_forget, Gib,
+    check_medium_removal, check_medium_resize, check_node_removal, media_to_forget, Gib, JobKind,
     MediumSpace, StoredMedium,
 };
 
@@ -42,6 +43,28 @@ pub(super) async fn media_space(
         }
     }
     Ok(space)
+}
+
+/// The medium's state (`Ready`, `Draining` or `Failed`); NotFound for an
+/// unknown medium.
+async fn medium_state(conn: &mut PgConnection, id: &str) -> StoreResult<String> {
+    sqlx::query_scalar("SELECT state FROM media WHERE id = $1")
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?
+        .ok_or(StoreError::NotFound)
+}
+
+/// The unfinished `media_drain` of the medium, if any.
+async fn unfinished_drain(conn: &mut PgConnection, id: &str) -> StoreResult<Option<i64>> {
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM jobs WHERE type = $1 AND object = $2 \
+         AND state IN ('Pending', 'Running') ORDER BY id LIMIT 1",
+    )
+    .bind(JobKind::MediaDrain.as_str())
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?)
 }
 
 /// The first column of each row, as text.
@@ -174,6 +197,7 @@ impl MediaStore for PgStore {
                     volumes_count: gib(row, "volumes")?,
                     snapshot_bytes: gib(row, "snapshot_bytes")?,
                     failed: row.try_get::<String, _>("state")? == "Failed",
+                    draining: row.try_get::<String, _>("state")? == "Draining",
                     managed_by: managed_by(row)?,
                 })
             })
@@ -426,6 +450,43 @@ impl MediaStore for PgStore {
         }
         ensure_node_removable(&mut tx, name).await?;
         remove_node(&mut tx, name).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn drain_medium(&self, id: &str, job: &NewJob) -> StoreResult<(i64, bool)> {
+        let mut tx = self.begin_write().await?;
+        if medium_state(&mut tx, id).await? == "Failed" {
+            return Err(StoreError::Conflict(format!(
+                "medium '{id}' has failed; it holds nothing to drain"
+            )));
+        }
+        if let Some(running) = unfinished_drain(&mut tx, id).await? {
+            return Ok((running, false));
+        }
+        sqlx::query("UPDATE media SET state = 'Draining' WHERE id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        let job_id = insert_job(&mut tx, job).await?;
+        tx.commit().await?;
+        Ok((job_id, true))
+    }
+
+    async fn undrain_medium(&self, id: &str) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        if medium_state(&mut tx, id).await? == "Failed" {
+            return Err(StoreError::Conflict(format!("medium '{id}' has failed")));
+        }
+        if let Some(n) = unfinished_drain(&mut tx, id).await? {
+            return Err(StoreError::Conflict(format!(
+                "medium '{id}' is being drained by job {n}; cancel it first with DELETE /jobs/{n}"
+            )));
+        }
+        sqlx::query("UPDATE media SET state = 'Ready' WHERE id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(())
     }
