@@ -112,3 +112,36 @@ test("media: add, resize within what is in use, remove once empty; nodes: remove
   assert.equal(await page.isVisible("#node-action-error"), false);
   await shots(page, "infra-05-node-removed");
 });
+
+test("media: a drain from the console empties the medium; set ready takes slices again", async () => {
+  const server = await startServer([["d1", "node-a", "zone-a", 20], ["d2", "node-b", "zone-b", 20]], "0", "");
+  const api = await apiClient(server.base);
+  await api.policy("none", 0, 0, 0);
+  await api.volume("v", 4, "none");
+  assert.deepEqual([...new Set((await api.call("GET", "/volumes/v/slices")).map((s) => s.media))], ["d1"]);
+  const page = await newPage();
+  const asked = [];
+  page.on("dialog", (d) => asked.push(d.message())); // newPage accepts it
+  await signIn(page, server.base);
+  await openMedia(page);
+
+  const d1 = '[data-medium="d1"]';
+  await page.click(`${d1} button.drain`);
+  await page.waitForFunction(() => document.querySelector("#media-notice")?.textContent.startsWith("Medium 'd1' is draining: follow job "));
+  assert.match(asked[0], /^Drain medium "d1"\? It takes no new slices/);
+  const job = (await api.call("GET", "/jobs?type=media_drain"))[0];
+  assert.equal((await api.waitJob(String(job.id))).state, "Done");
+  assert.deepEqual([...new Set((await api.call("GET", "/volumes/v/slices")).map((s) => s.media))], ["d2"]);
+  await page.click("nav a[data-page=volumes]");
+  await openMedia(page);
+  await page.waitForFunction(() => document.querySelector('[data-medium="d1"] .usage')?.textContent
+    === "Draining: it takes no new slices · 0 GiB allocated · 0 volume(s) still on it · 20 GiB total");
+  await page.waitForSelector(`${d1} button.ready`);
+  assert.equal((await page.textContent(`${d1} .state`)).trim(), "Draining");
+  await shots(page, "infra-06-medium-drained");
+
+  await page.click(`${d1} button.ready`);
+  await waitText(page, "#media-notice", "Medium d1 takes new slices again (20 GiB free).");
+  await page.waitForSelector(`${d1} button.drain`);
+  assert.equal((await page.textContent(`${d1} .state`)).trim(), "Online");
+});

@@ -521,6 +521,7 @@ function mediaPage() {
             h("h3", {}, `Node ${node}`),
             zones.get(zone).get(node).map((m) => {
               const failed = m.state === "Failed";
+              const draining = m.status === "Draining";
               // Allocated: what slices, snapshots and running jobs booked; written: what the disk holds.
               const used = m.size - m.freesize;
               const pct = m.size ? Math.round((used / m.size) * 100) : 0;
@@ -528,8 +529,14 @@ function mediaPage() {
               const writtenPct = written !== null && used ? Math.min(100, (written / (used * 1024 ** 3)) * 100) : 0;
               return h("div", { class: failed ? "medium failed" : "medium", "data-medium": m.mediaid },
                 h("div", { class: "medium-head" },
-                  h("strong", {}, m.mediaid), " ", stateTag(m.state || "Online"), " ", managedBy(m),
-                  // Failing a medium is for administrators (the server says 403 to others).
+                  h("strong", {}, m.mediaid), " ", stateTag(draining ? "Draining" : (m.state || "Online")), " ", managedBy(m),
+                  // Draining and failing a medium are for administrators (the server says 403 to others).
+                  admin && !failed && !draining
+                    ? h("button", { type: "button", class: "drain", onclick: () => drain(m) }, "Drain")
+                    : null,
+                  admin && draining
+                    ? h("button", { type: "button", class: "ready", onclick: () => setReady(m) }, "Set ready")
+                    : null,
                   admin && !failed
                     ? h("button", { type: "button", class: "danger fail", onclick: () => markFailed(m) }, "Mark failed")
                     : null,
@@ -538,6 +545,8 @@ function mediaPage() {
                   h("span", { class: "fill", style: `width:${pct}%` }, h("span", { class: "written", style: `width:${writtenPct}%` }))),
                 h("div", { class: "muted usage" }, failed
                   ? `Failed: its slices are lost and it takes no new ones · ${m.size} GiB total · ${m.volumescount} volume(s)`
+                  : draining
+                  ? `Draining: it takes no new slices · ${used} GiB allocated · ${m.volumescount} volume(s) still on it · ${m.size} GiB total`
                   : `${used} GiB allocated · ${written !== null ? fmtBytes(written) : "unknown"} written · ` +
                     `${m.freesize} GiB free · ${m.size} GiB total · ${m.volumescount} volume(s)`),
                 failed ? null : apiActions(m),
@@ -548,6 +557,32 @@ function mediaPage() {
       ),
     );
     body.replaceChildren(...(sections.length ? sections : [h("p", {}, "No media configured.")]));
+  }
+
+  async function drain(m) {
+    const question = `Drain medium "${m.mediaid}"? It takes no new slices from now on, and one job moves ` +
+      `every slice off it while its volumes stay in use (each volume's snapshots, attachments and ` +
+      `recovery wait while its own slices move). Follow, pause or cancel the job on the Jobs page.`;
+    if (!confirm(question)) return;
+    startAction();
+    try {
+      const started = await api.patch(`/media/${encodeURIComponent(m.mediaid)}`, { state: "Draining" });
+      note.show(`${started.Message}.`);
+    } catch (e) {
+      actionErr.show(new Error(`Could not drain "${m.mediaid}": ${e.message}`));
+    }
+    load();
+  }
+
+  async function setReady(m) {
+    startAction();
+    try {
+      const medium = await api.patch(`/media/${encodeURIComponent(m.mediaid)}`, { state: "Ready" });
+      note.show(`Medium ${medium.mediaid} takes new slices again (${medium.freesize} GiB free).`);
+    } catch (e) {
+      actionErr.show(new Error(`Could not set "${m.mediaid}" ready: ${e.message}`));
+    }
+    load();
   }
 
   async function markFailed(m) {

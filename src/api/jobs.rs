@@ -243,12 +243,15 @@ pub struct JobView {
     pub id: i64,
     /// `volume_create`, `volume_delete`, `volume_modify_extend`,
     /// `volume_recovery`, `volume_grow_filesystem`, `attachment_create`,
-    /// `attachment_delete`, `attachment_modify`, `snapshot_*`.
+    /// `attachment_delete`, `attachment_modify`, `snapshot_*`,
+    /// `media_drain`, `media_rebalance`.
     #[serde(rename = "type")]
     pub kind: String,
-    /// The object the job works on (a volume id).
+    /// The object the job works on: a volume id; a drain's medium id; a
+    /// rebalance's `node:<name>`, `zone:<name>` or `all`.
     pub object: String,
-    /// svs extension: the name of that volume, kept after it is deleted.
+    /// svs extension: the name of that volume, kept after it is deleted
+    /// (the object itself for a drain or a rebalance).
     pub objectname: String,
     /// The job's arguments.
     #[schema(value_type = Object)]

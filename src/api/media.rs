@@ -58,7 +58,7 @@ pub async fn get_medium(
 #[utoipa::path(
     patch, path = "/media/{media}", tag = "Media", operation_id = "MediaModify",
     summary = "Declare a medium failed, drain it, or resize it (administrators only)",
-    description = "svs extension. One change per call. `{\"state\": \"Draining\"}`: the medium takes no new slice from now on, and one `media_drain` job moves every slice off it (answered as the job; asked again while it runs, the same job) with the mover a resize uses, keeping each volume's placement rules; the job holds one volume at a time (its nine blocked operations answer 409 naming the job meanwhile), and pause, rate, the movement window and cancel apply. Slices that cannot move (a lost copy, no medium with room) are listed and the job ends in Error once the rest moved; asking again moves what is left. With `?dryrun=true` it answers the plan, changing nothing. A drained medium stays `Draining` (empty, `freesize` 0) until `{\"state\": \"Ready\"}` (409 while its drain job runs). `{\"state\": \"Failed\"}` (any medium): every slice on the medium is lost at once; volumes with another copy of each column turn `Degraded` and keep serving, the others `Failed` (I/O on the lost ranges answers EIO). Rebuild with `POST /volumes/{volume}/recover`. A failed medium does not come back, except a storage node's (`managedby: node`) that failed because its node went Offline or stopped listing it: it comes back when the node lists it again, with every copy it held still lost until a recovery rebuilds it elsewhere (svs starts one). `{\"size\": N}` (GiB; media added through the API only, `managedby: api`): grows the medium, or shrinks it down to what is in use on it (slices, snapshots, running jobs' bookings), else 409. A medium listed in the configuration file, or registered by a storage node, answers 409: change it there.",
+    description = "svs extension. One change per call. `{\"state\": \"Draining\"}`: the medium takes no new slice from now on, and one `media_drain` job moves every slice off it (answered as the job; asked again while it runs, the same job) with the mover a resize uses, keeping each volume's placement rules; the job holds one volume at a time (its nine blocked operations answer 409 naming the job meanwhile), and pause, rate, the movement window and cancel apply. Slices that cannot move (a lost copy, no medium with room) are listed and the job ends in Error once the rest moved; asking again moves what is left. With `?dryrun=true` it answers the plan, changing nothing. A drained medium stays `Draining` (empty, `status: Draining`) until `{\"state\": \"Ready\"}` (409 while its drain job runs). `{\"state\": \"Failed\"}` (any medium): every slice on the medium is lost at once; volumes with another copy of each column turn `Degraded` and keep serving, the others `Failed` (I/O on the lost ranges answers EIO). Rebuild with `POST /volumes/{volume}/recover`. A failed medium does not come back, except a storage node's (`managedby: node`) that failed because its node went Offline or stopped listing it: it comes back when the node lists it again, with every copy it held still lost until a recovery rebuilds it elsewhere (svs starts one). `{\"size\": N}` (GiB; media added through the API only, `managedby: api`): grows the medium, or shrinks it down to what is in use on it (slices, snapshots, running jobs' bookings), else 409. A medium listed in the configuration file, or registered by a storage node, answers 409: change it there.",
     params(
         ("media" = String, Path, description = "The medium's id"),
         ("dryrun" = Option<bool>, Query, description = "With `Draining`: answer the plan, change nothing"),
@@ -264,8 +264,10 @@ pub fn medium_view(report: &MediumReport) -> MediumView {
         node: m.record.medium.node.clone(),
         zone: m.record.medium.zone.clone(),
         size: m.record.medium.size,
-        // Nothing more goes on a failed or a draining medium.
-        freesize: if m.failed || m.draining { 0 } else { m.free() },
+        // Nothing more goes on a failed medium. A draining one says so in
+        // `status`; its free space is still what it is (a console shows its
+        // use going down).
+        freesize: if m.failed { 0 } else { m.free() },
         writtenbytes: report.written_bytes,
         volumescount: m.volumes_count,
         sectorsize: 4096,
