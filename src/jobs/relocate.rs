@@ -150,58 +150,46 @@ pub(crate) async fn plan_relocation(
         .map(|m| m.medium.id.as_str())
         .collect();
 
-    // Every volume with a slice on a medium in scope.
-    let nodes: BTreeSet<&str> = media
-        .iter()
-        .filter(|m| scope_media.contains(m.medium.id.as_str()))
-        .map(|m| m.medium.node.as_str())
-        .collect();
-    let mut volume_ids = BTreeSet::new();
-    for node in nodes {
-        for copy in store.node_copies(node).await? {
-            if scope_media.contains(copy.medium.as_str()) {
-                volume_ids.insert(copy.volume_id);
-            }
-        }
-    }
-    struct Loaded {
-        volume: svs_store::Volume,
-        slices: Vec<Slice>,
-        lost: Vec<i64>,
-    }
-    let mut loaded = Vec::new();
+    // Every volume with a slice on a medium in scope, with all its slices
+    // (one read, whatever their count).
+    let scoped: Vec<String> = scope_media.iter().map(|m| m.to_string()).collect();
+    let placed = store.placed_volumes_on(&scoped).await?;
     let mut labels = BTreeMap::new();
     let mut volumes = BTreeMap::new();
-    for id in &volume_ids {
-        let Some(volume) = store.volume_by_id(id).await? else {
-            continue;
-        };
-        let rows = store.volume_slices(id).await?;
-        for r in &rows {
+    let mut loaded = Vec::with_capacity(placed.len());
+    for v in &placed {
+        for r in &v.slices {
             labels.insert(
                 r.slice.id,
                 format!(
                     "{} of volume '{}'",
                     svs_domain::slice_label(r.slice.copy, r.slice.column),
-                    volume.name
+                    v.name
                 ),
             );
         }
-        volumes.insert(volume.id.clone(), volume.name.clone());
-        loaded.push(Loaded {
-            lost: rows.iter().filter(|r| r.lost).map(|r| r.slice.id).collect(),
-            slices: rows.into_iter().map(|r| r.slice).collect(),
-            volume,
-        });
+        volumes.insert(v.volume_id.clone(), v.name.clone());
+        loaded.push((
+            v.slices
+                .iter()
+                .map(|r| r.slice.clone())
+                .collect::<Vec<Slice>>(),
+            v.slices
+                .iter()
+                .filter(|r| r.lost)
+                .map(|r| r.slice.id)
+                .collect::<Vec<i64>>(),
+        ));
     }
-    let movable: Vec<MovableVolume<'_>> = loaded
+    let movable: Vec<MovableVolume<'_>> = placed
         .iter()
-        .map(|l| MovableVolume {
-            volume_id: &l.volume.id,
-            resiliency: l.volume.resiliency,
-            zone: l.volume.zone.as_deref(),
-            slices: &l.slices,
-            lost: &l.lost,
+        .zip(&loaded)
+        .map(|(v, (slices, lost))| MovableVolume {
+            volume_id: &v.volume_id,
+            resiliency: v.resiliency,
+            zone: v.zone.as_deref(),
+            slices,
+            lost,
         })
         .collect();
     let plan = match scope {
@@ -311,7 +299,10 @@ pub(super) async fn relocate(ctx: &JobContext, job: &Job) -> Result<(), JobError
         for volume_id in waiting {
             ctx.check_stopping()?;
             if !ctx.store.hold_volume(volume_id, job.id).await? {
-                busy.push(volume_id);
+                // Deleted meanwhile: nothing of it is left to move.
+                if ctx.store.volume_by_id(volume_id).await?.is_some() {
+                    busy.push(volume_id);
+                }
                 continue;
             }
             let steps = by_volume.get(volume_id).map(Vec::as_slice).unwrap_or(&[]);

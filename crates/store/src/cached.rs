@@ -378,6 +378,10 @@ impl<S: Store> VolumeStore for CachedStore<S> {
         self.inner.volume_slices(volume_id).await
     }
 
+    async fn placed_volumes_on(&self, media: &[String]) -> StoreResult<Vec<PlacedVolume>> {
+        self.inner.placed_volumes_on(media).await
+    }
+
     async fn start_volume_job(
         &self,
         volume_id: &str,

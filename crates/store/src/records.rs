@@ -209,6 +209,21 @@ pub struct SliceRow {
     pub stale_generation: Option<u64>,
 }
 
+/// A volume with every one of its slices, as the drain and rebalance
+/// planners read it (`VolumeStore::placed_volumes_on`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacedVolume {
+    pub volume_id: String,
+    pub name: String,
+    /// Its policy's resiliency.
+    pub resiliency: Resiliency,
+    /// The zone copy 0 is kept in, if the volume has one.
+    pub zone: Option<String>,
+    /// Exactly what `volume_slices(volume_id)` answers for it (same
+    /// SliceRow values: node, zone, lost, stale_generation).
+    pub slices: Vec<SliceRow>,
+}
+
 #[derive(Debug, Clone)]
 pub struct NewJob {
     pub tenant_id: i64,

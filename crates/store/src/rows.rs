@@ -214,6 +214,34 @@ pub(crate) fn slice_row(row: &impl Columns) -> StoreResult<SliceRow> {
     })
 }
 
+/// The columns [`slice_row`] reads, of `slices s JOIN media m ON m.id =
+/// s.medium_id`.
+pub(crate) const SLICE_COLUMNS: &str = "s.id, s.copy, s.col, s.medium_id, s.size_gib, \
+    s.lost_ms, s.stale_generation, m.node, m.zone, m.state AS medium_state";
+
+/// Volumes with all their slices, from rows of [`SLICE_COLUMNS`] with the
+/// slice's `volume_id`, its volume's `volume_name` and `volume_zone` and its
+/// policy's `resiliency_*` columns, ordered by volume id, then copy and
+/// column: each volume once, its slices in the rows' order.
+pub(crate) fn placed_volumes<R: Columns>(rows: &[R]) -> StoreResult<Vec<PlacedVolume>> {
+    let mut volumes: Vec<PlacedVolume> = Vec::new();
+    for row in rows {
+        let volume_id: String = row.try_get("volume_id")?;
+        let slice = slice_row(row)?;
+        match volumes.last_mut() {
+            Some(volume) if volume.volume_id == volume_id => volume.slices.push(slice),
+            _ => volumes.push(PlacedVolume {
+                volume_id,
+                name: row.try_get("volume_name")?,
+                resiliency: resiliency(row)?,
+                zone: row.try_get("volume_zone")?,
+                slices: vec![slice],
+            }),
+        }
+    }
+    Ok(volumes)
+}
+
 /// Whether a switch of `step` books the slice's old size on its source until
 /// the job ends (see `VolumeStore::switch_slice`): a forward move of a
 /// healthy copy. A lost copy (`lost_ms` set) is not moved back by a cancel.

@@ -236,6 +236,10 @@ pub trait VolumeStore: Send + Sync {
     /// The tenant's volumes by name: all of them, or one page.
     async fn list_volumes(&self, tenant_id: i64, page: Option<Page>) -> StoreResult<Vec<Volume>>;
     async fn volume_slices(&self, volume_id: &str) -> StoreResult<Vec<SliceRow>>;
+    /// Every volume (any tenant) with a slice on one of `media`, with all of
+    /// its slices (on any medium), by volume id; its slices by (copy,
+    /// column). Two queries at most, whatever the count.
+    async fn placed_volumes_on(&self, media: &[String]) -> StoreResult<Vec<PlacedVolume>>;
     /// Inserts a job working on an existing volume and makes it the volume's
     /// current job, setting the volume's state.
     async fn start_volume_job(

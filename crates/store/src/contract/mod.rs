@@ -147,6 +147,7 @@ macro_rules! store_contract_tests {
             relocation_a_job_holds_a_free_volume_until_it_releases_it_or_ends,
             relocation_a_job_on_no_volume_is_named_by_its_object,
             relocation_step_slices_lists_each_slice_of_the_job_s_steps_once,
+            relocation_placed_volumes_on_media_equal_their_volume_slices,
         );
     };
     (@each $open:path; $($name:ident),+ $(,)?) => {

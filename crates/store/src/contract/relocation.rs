@@ -376,3 +376,138 @@ pub async fn relocation_step_slices_lists_each_slice_of_the_job_s_steps_once(sto
     store.delete_volume("vol-2").await.expect("delete");
     assert_eq!(store.step_slices(job).await.expect("slices"), vec![vol_1]);
 }
+
+/// What `volume_by_id` and `volume_slices` say of each of `ids`, as the
+/// planner's one read must answer it.
+async fn placed_one_by_one(store: &dyn Store, ids: &[&str]) -> Vec<PlacedVolume> {
+    let mut placed = Vec::new();
+    for id in ids {
+        let volume = stored_volume(store, id).await;
+        placed.push(PlacedVolume {
+            volume_id: volume.id,
+            name: volume.name,
+            resiliency: volume.resiliency,
+            zone: volume.zone,
+            slices: store.volume_slices(id).await.expect("slices"),
+        });
+    }
+    placed
+}
+
+/// The planner's read of the volumes on `media`.
+async fn placed_on(store: &dyn Store, media: &[&str]) -> Vec<PlacedVolume> {
+    let media: Vec<String> = media.iter().map(|m| m.to_string()).collect();
+    store
+        .placed_volumes_on(&media)
+        .await
+        .expect("placed volumes")
+}
+
+pub async fn relocation_placed_volumes_on_media_equal_their_volume_slices(store: &dyn Store) {
+    // vol-1 on m1 and vol-2 on m2, of tenant t (policy p, no zone).
+    vol_1_on_m1_and_vol_2_on_m2(store).await;
+    store
+        .sync_media(&[medium("m1", 20), medium("m2", 20), medium("m3", 20)])
+        .await
+        .expect("media");
+    // vol-3, of another tenant, under a resilient policy and kept in a
+    // zone: copy 0 on m3, copy 1 on m2 (recorded copy 1 first).
+    let (other, _) = testing::user_and_policy_in(store, "t2", "o@example.com", true).await;
+    let resilient = store
+        .create_policy(
+            other.tenant_id,
+            &PolicyWrite {
+                name: "r".into(),
+                resiliency: Resiliency {
+                    media: 1,
+                    node: 0,
+                    zone: 0,
+                },
+                attributes: Default::default(),
+                by_name: other.name.clone(),
+                by_email: other.email.clone(),
+                now_ms: 1,
+            },
+        )
+        .await
+        .expect("policy");
+    let mut vol_3 = testing::new_volume(&other, resilient.id, "vol-3", "v3", 4);
+    vol_3.zone = Some("zone-m3".into());
+    let create = store
+        .create_volume(&vol_3, &new_job(&other, create_spec("v3", 4), "vol-3"))
+        .await
+        .expect("volume");
+    let copy = |copy, medium: &str| SlicePlacement {
+        copy,
+        column: 0,
+        medium: medium.into(),
+        size: 4,
+    };
+    store
+        .place_slices("vol-3", &[copy(1, "m2"), copy(0, "m3")])
+        .await
+        .expect("slices");
+    finish(store, create).await;
+
+    let on_m3 = placed_on(store, &["m3"]).await;
+    assert_eq!(on_m3, placed_one_by_one(store, &["vol-3"]).await);
+    assert_eq!(
+        (
+            on_m3[0].name.as_str(),
+            on_m3[0].resiliency.media,
+            on_m3[0].zone.as_deref()
+        ),
+        ("v3", 1, Some("zone-m3")),
+        "its policy's resiliency and its own zone"
+    );
+    assert_eq!(
+        on_m3[0]
+            .slices
+            .iter()
+            .map(|s| (s.slice.copy, s.slice.medium.as_str(), s.node.as_str()))
+            .collect::<Vec<_>>(),
+        [(0, "m3", "node-m3"), (1, "m2", "node-m2")],
+        "every slice, on any medium, by copy"
+    );
+    assert_eq!(
+        placed_on(store, &["m1"]).await,
+        placed_one_by_one(store, &["vol-1"]).await
+    );
+    assert_eq!(
+        placed_on(store, &["m2"]).await,
+        placed_one_by_one(store, &["vol-2", "vol-3"]).await
+    );
+    assert_eq!(
+        placed_on(store, &["m3", "m1"]).await,
+        placed_one_by_one(store, &["vol-1", "vol-3"]).await,
+        "two media: by volume id"
+    );
+    assert_eq!(
+        placed_on(store, &["m2", "m9", "m1", "m2"]).await,
+        placed_one_by_one(store, &["vol-1", "vol-2", "vol-3"]).await,
+        "each volume once; an unknown medium holds nothing"
+    );
+    assert!(placed_on(store, &["m9"]).await.is_empty());
+    assert!(placed_on(store, &[]).await.is_empty());
+
+    // A copy marked lost, and a slice on a failed medium, are lost.
+    assert!(store
+        .mark_slice_lost("vol-3", 1, 0, "m2", 5)
+        .await
+        .expect("lost"));
+    assert!(store.set_medium_failed("m1", 6).await.expect("fail"));
+    let on_both = placed_on(store, &["m1", "m3"]).await;
+    assert_eq!(on_both, placed_one_by_one(store, &["vol-1", "vol-3"]).await);
+    assert_eq!(
+        on_both
+            .iter()
+            .flat_map(|v| &v.slices)
+            .map(|s| (s.slice.medium.as_str(), s.lost, s.stale_generation))
+            .collect::<Vec<_>>(),
+        [
+            ("m1", true, None),
+            ("m3", false, None),
+            ("m2", true, Some(0))
+        ]
+    );
+}

@@ -4,9 +4,9 @@ use super::jobs::{append_detail, claim_volume, finish_job_tx};
 use super::media::media_space;
 use super::{conflict_on_unique, gib, slice_row, step_row, to_i64, volume_row, PgStore};
 use crate::records::{
-    CopyCheckpoint, JobEnd, NewJob, NewVolume, Page, ResizeStep, SliceRow, Volume,
+    CopyCheckpoint, JobEnd, NewJob, NewVolume, Page, PlacedVolume, ResizeStep, SliceRow, Volume,
 };
-use crate::rows::{holds_source, STALE_GENERATION};
+use crate::rows::{holds_source, placed_volumes, SLICE_COLUMNS, STALE_GENERATION};
 use crate::{StoreError, StoreResult, VolumeStore};
 use async_trait::async_trait;
 use serde_json::Value;
@@ -128,16 +128,33 @@ impl VolumeStore for PgStore {
     }
 
     async fn volume_slices(&self, volume_id: &str) -> StoreResult<Vec<SliceRow>> {
-        let rows = sqlx::query(
-            "SELECT s.id, s.copy, s.col, s.medium_id, s.size_gib, s.lost_ms, s.stale_generation, \
-             m.node, m.zone, m.state AS medium_state \
-             FROM slices s JOIN media m ON m.id = s.medium_id \
-             WHERE s.volume_id = $1 ORDER BY s.copy, s.col",
-        )
+        let rows = sqlx::query(&format!(
+            "SELECT {SLICE_COLUMNS} FROM slices s JOIN media m ON m.id = s.medium_id \
+             WHERE s.volume_id = $1 ORDER BY s.copy, s.col"
+        ))
         .bind(volume_id)
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(slice_row).collect()
+    }
+
+    async fn placed_volumes_on(&self, media: &[String]) -> StoreResult<Vec<PlacedVolume>> {
+        if media.is_empty() {
+            return Ok(Vec::new());
+        }
+        // One query: the volumes and their slices read at one instant.
+        let rows = sqlx::query(&format!(
+            "SELECT {SLICE_COLUMNS}, s.volume_id, v.name AS volume_name, \
+             v.zone AS volume_zone, p.resiliency_media, p.resiliency_node, p.resiliency_zone \
+             FROM slices s JOIN media m ON m.id = s.medium_id \
+             JOIN volumes v ON v.id = s.volume_id JOIN policies p ON p.id = v.policy_id \
+             WHERE s.volume_id IN (SELECT o.volume_id FROM slices o WHERE o.medium_id = ANY($1)) \
+             ORDER BY s.volume_id, s.copy, s.col"
+        ))
+        .bind(media)
+        .fetch_all(&self.pool)
+        .await?;
+        placed_volumes(&rows)
     }
 
     async fn start_volume_job(
