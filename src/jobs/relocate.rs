@@ -364,8 +364,16 @@ pub(super) async fn relocate(ctx: &JobContext, job: &Job) -> Result<(), JobError
             left.join("; ")
         )));
     }
-    let moved = forward.len();
-    let gib: u64 = forward.iter().map(|s| s.new_size).sum();
+    // What this job moved (a slice another job moved first is not counted).
+    let finished: Vec<ResizeStep> = ctx
+        .store
+        .resize_steps(job.id)
+        .await?
+        .into_iter()
+        .filter(|s| s.to_medium.is_some() && !s.undo && s.state != StepState::Planned)
+        .collect();
+    let moved = finished.len();
+    let gib: u64 = finished.iter().map(|s| s.new_size).sum();
     let detail = match &scope {
         RelocationScope::Drain(m) => format!(
             "Medium '{m}' drained: {moved} slice(s) moved off it ({gib} GiB); it takes no new slice until it is set Ready"
@@ -443,6 +451,38 @@ async fn move_volume(
         if step.state == StepState::Done {
             continue;
         }
+        let label = slices
+            .iter()
+            .find(|s| s.slice_id == step.slice_id)
+            .map(|s| svs_domain::slice_label(s.copy, s.column))
+            .unwrap_or_else(|| step.slice_id.to_string());
+        if step.state == StepState::Planned {
+            // Another job may have moved the volume's slices since the plan
+            // (the job waited for it): a step no longer true is not carried
+            // out.
+            let rows = ctx.store.volume_slices(volume_id).await?;
+            let Some(row) = rows.iter().find(|r| r.slice.id == step.slice_id) else {
+                continue;
+            };
+            if row.slice.medium != step.from_medium {
+                let detail = format!(
+                    "Slice {label} of volume '{}' left {} meanwhile (another job moved it to {}); \
+                     this job leaves it there",
+                    volume.name, step.from_medium, row.slice.medium
+                );
+                ctx.store.add_job_detail(job.id, &detail).await?;
+                continue;
+            }
+            let target = step.to_medium.as_deref().unwrap_or_default();
+            if rows.iter().any(|r| r.slice.medium == target) {
+                return Err(JobError::Failed(format!(
+                    "slice {label} from {} to {target}: {target} holds another slice of the \
+                     volume since the plan (another job moved it there); repeat the request \
+                     to plan again",
+                    step.from_medium
+                )));
+            }
+        }
         let moved = copy_step(ctx, job, &volume, step, (*i, count), StepCopy::Move).await;
         if let Err(e) = moved {
             if !stopped(ctx, &e) {
@@ -450,11 +490,6 @@ async fn move_volume(
                     warn!(error = %e, "cannot remove every copy the failed move left");
                 }
             }
-            let label = slices
-                .iter()
-                .find(|s| s.slice_id == step.slice_id)
-                .map(|s| svs_domain::slice_label(s.copy, s.column))
-                .unwrap_or_else(|| step.slice_id.to_string());
             return Err(e.context(format!(
                 "slice {label} from {} to {}",
                 step.from_medium,

@@ -605,3 +605,74 @@ async fn a_drain_killed_mid_copy_resumes_after_the_restart_and_loses_nothing() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_drain_waits_for_a_volume_another_job_holds_and_leaves_what_that_job_moved() {
+    let mut config = TestConfig {
+        media: vec![
+            medium("m1", "n1", "z1", 20),
+            medium("m2", "n2", "z2", 16),
+            medium("m3", "n3", "z3", 60),
+            medium("m4", "n4", "z4", 60),
+        ],
+        movement_rate: "2 MiB".into(),
+        nodes: vec![("host-1", "127.0.0.1")],
+        ..TestConfig::default()
+    };
+    config
+        .settings
+        .push("movement_checkpoint = \"1 MiB\"".into());
+    let app = TestApp::start_with(config).await;
+    app.create_policy("none", 0, 0, 0).await;
+    app.create_policy("mirror", 1, 1, 0).await;
+    // Fillers take m3 and m4, so that "data" lands on m1 and m2.
+    app.create_volume("filler-1", 50, "none").await;
+    app.create_volume("filler-2", 50, "none").await;
+    let (_, job) = app.create_volume("data", 15, "mirror").await;
+    assert_eq!(job["state"], "Done", "{job}");
+    for filler in ["filler-1", "filler-2"] {
+        app.delete_volume(filler).await;
+    }
+    let a = attach(&app, "data", "host-1", false).await;
+    qemu_io(&uri(&a), &["write -P 0x44 0 24M".into(), "flush".into()]).expect("prefill");
+
+    // A resize moving both copies off m1 and m2, held paused.
+    let resize = app.start_resize("data", 21, true).await;
+    wait_until(&app, &resize, "copying", crate::cancel::copying).await;
+    let (status, _) = app
+        .patch(&format!("/jobs/{resize}"), json!({"paused": true}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+
+    // The drain plans "data"'s slice on m1 and waits for the resize.
+    let drain_job = drain(&app, "m1").await;
+    wait_until(&app, &drain_job, "waiting", |j| {
+        j["status"] == "Waiting for other jobs to end on volume(s) 'data'"
+    })
+    .await;
+    // The resize goes on, unthrottled, and moves the slice itself.
+    let (status, _) = app
+        .patch(
+            &format!("/jobs/{resize}"),
+            json!({"paused": false, "movementrate": "0"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let resized = app.wait_job(&resize).await;
+    assert_eq!(resized["state"], "Done", "{resized}");
+    // The drain finds the slice gone from m1 and leaves it where it is.
+    let done = app.wait_job(&drain_job).await;
+    assert_eq!(done["state"], "Done", "{done}");
+    assert!(
+        details(&done)
+            .iter()
+            .any(|d| d.contains("left m1 meanwhile (another job moved it to ")),
+        "{done}"
+    );
+    assert_eq!(
+        last_detail(&done),
+        "Medium 'm1' drained: 0 slice(s) moved off it (0 GiB); it takes no new slice until it is set Ready"
+    );
+    assert!(app.slices("data").await.iter().all(|s| s["media"] != "m1"));
+    qemu_io(&uri(&a), &["read -P 0x44 0 24M".into()]).expect("the data reads back");
+}
