@@ -93,35 +93,34 @@ pub struct MediumUseView {
 
 pub fn relocation_plan(p: &RelocationPreview) -> RelocationPlanView {
     let planned = &p.planned;
-    let volume = |id: &str| planned.volumes.get(id).cloned().unwrap_or_default();
-    let slice = |id: i64| {
-        planned
-            .label(id)
-            .split(" of volume")
-            .next()
-            .unwrap_or_default()
-            .to_string()
-    };
+    // (slice label, volume name) of a slice the plan names.
+    let named = |id: i64| planned.slices.get(&id).cloned().unwrap_or_default();
     let moves: Vec<RelocationMoveView> = planned
         .plan
         .moves
         .iter()
-        .map(|m| RelocationMoveView {
-            volume: volume(&m.volume_id),
-            slice: slice(m.slice_move.slice_id),
-            from: m.slice_move.from_medium.clone(),
-            to: m.slice_move.to_medium.clone(),
-            size: m.slice_move.new_size,
+        .map(|m| {
+            let (slice, volume) = named(m.slice_move.slice_id);
+            RelocationMoveView {
+                volume,
+                slice,
+                from: m.slice_move.from_medium.clone(),
+                to: m.slice_move.to_medium.clone(),
+                size: m.slice_move.new_size,
+            }
         })
         .collect();
     let stuck = planned
         .plan
         .stuck
         .iter()
-        .map(|s| StuckSliceView {
-            volume: volume(&s.volume_id),
-            slice: slice(s.slice_id),
-            reason: s.reason.to_string(),
+        .map(|s| {
+            let (slice, volume) = named(s.slice_id);
+            StuckSliceView {
+                volume,
+                slice,
+                reason: s.reason.to_string(),
+            }
         })
         .collect();
     let gib = planned.plan.bytes_gib();
@@ -130,20 +129,15 @@ pub fn relocation_plan(p: &RelocationPreview) -> RelocationPlanView {
         .iter()
         .map(|m| {
             let id = &m.medium.id;
-            let out: u64 = planned
-                .plan
-                .moves
-                .iter()
-                .filter(|r| &r.slice_move.from_medium == id)
-                .map(|r| r.slice_move.old_size)
-                .sum();
-            let gained: u64 = planned
-                .plan
-                .moves
-                .iter()
-                .filter(|r| &r.slice_move.to_medium == id)
-                .map(|r| r.slice_move.new_size)
-                .sum();
+            // What the moves bring to it and take from it.
+            let (gained, out) = planned.plan.moves.iter().map(|r| &r.slice_move).fold(
+                (0, 0),
+                |(gained, out), s| {
+                    let to = if &s.to_medium == id { s.new_size } else { 0 };
+                    let from = if &s.from_medium == id { s.old_size } else { 0 };
+                    (gained + to, out + from)
+                },
+            );
             MediumUseView {
                 mediaid: id.clone(),
                 node: m.medium.node.clone(),

@@ -48,7 +48,12 @@ pub(super) fn handler(job: &Job) -> Result<Box<dyn JobHandler>, JobError> {
         JobSpec::SnapshotRollback(args) => Box::new(Rollback(args)),
         JobSpec::VolumeRecovery(args) => Box::new(RecoverVolume(args)),
         JobSpec::VolumeGrowFilesystem(args) => Box::new(GrowFilesystem(args)),
-        JobSpec::MediaDrain(_) | JobSpec::MediaRebalance(_) => Box::new(Relocate),
+        JobSpec::MediaDrain(args) => {
+            Box::new(Relocate(relocate::RelocationScope::Drain(args.medium)))
+        }
+        JobSpec::MediaRebalance(args) => {
+            Box::new(Relocate(relocate::RelocationScope::Rebalance(args)))
+        }
     })
 }
 
@@ -174,14 +179,14 @@ impl JobHandler for GrowFilesystem {
 
 /// `media_drain` / `media_rebalance`: a failed move removes its unfinished
 /// copies as it fails (`relocate`); a cancel keeps what moved.
-struct Relocate;
+struct Relocate(relocate::RelocationScope);
 
 #[async_trait]
 impl JobHandler for Relocate {
     async fn run(&self, ctx: &JobContext, job: &Job) -> Result<(), JobError> {
-        relocate::relocate(ctx, job).await
+        relocate::relocate(ctx, job, &self.0).await
     }
     async fn cancel(&self, ctx: &JobContext, job: &Job) -> Result<String, JobError> {
-        relocate::cancel_relocation(ctx, job).await
+        relocate::cancel_relocation(ctx, job, &self.0).await
     }
 }

@@ -40,7 +40,7 @@ pub use activity::{VolumeActivity, VolumeQuiet};
 pub use front::FrontMover;
 pub use preview::{CreatePreview, ResizePreview};
 pub use relocate::{PlannedRelocation, RelocationScope};
-pub(crate) use resize::slice_label;
+pub(crate) use resize::{slice_label, slice_of_volume};
 pub use retry::RetryPolicy;
 pub use runner::{JobRunner, LeaseSettings, RunnerParts, RunnerSettings, JOB_RUNNER};
 

@@ -23,8 +23,7 @@ use super::{JobContext, JobError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 use svs_domain::{
-    plan_drain, plan_rebalance, DrainArgs, MediumState, MovableVolume, RebalanceArgs,
-    RelocationPlan, Slice,
+    plan_drain, plan_rebalance, MediumState, MovableVolume, RebalanceArgs, RelocationPlan, Slice,
 };
 use svs_store::{Job, ResizeStep, StepSlice, StepState, Store, StoreError};
 use tracing::{info, warn};
@@ -42,19 +41,6 @@ pub enum RelocationScope {
 }
 
 impl RelocationScope {
-    fn of(job: &Job) -> Result<RelocationScope, JobError> {
-        match job.spec().map_err(|e| JobError::Failed(e.to_string()))? {
-            svs_domain::JobSpec::MediaDrain(DrainArgs { medium }) => {
-                Ok(RelocationScope::Drain(medium))
-            }
-            svs_domain::JobSpec::MediaRebalance(args) => Ok(RelocationScope::Rebalance(args)),
-            _ => Err(JobError::Failed(format!(
-                "a {} job moves no slices of media",
-                job.kind
-            ))),
-        }
-    }
-
     /// `medium 'm1'`, `the media of node 'n1'`, ...
     pub fn describe(&self) -> String {
         match self {
@@ -74,20 +60,20 @@ impl RelocationScope {
 #[derive(Debug, Clone)]
 pub struct PlannedRelocation {
     pub plan: RelocationPlan,
-    /// `c0-k1 of volume 'db'` by slice id, for every slice the plan names.
-    pub labels: BTreeMap<i64, String>,
-    /// Volume names by id.
-    pub volumes: BTreeMap<String, String>,
+    /// Every slice of the volumes planned over, by id: its label
+    /// (`c0-k1`) and its volume's name.
+    pub slices: BTreeMap<i64, (String, String)>,
     /// The media planned over (in scope), with their use before the plan.
     pub media: Vec<MediumState>,
 }
 
 impl PlannedRelocation {
+    /// `c0-k1 of volume 'db'`.
     pub fn label(&self, slice_id: i64) -> String {
-        self.labels
-            .get(&slice_id)
-            .cloned()
-            .unwrap_or_else(|| format!("slice {slice_id}"))
+        self.slices.get(&slice_id).map_or_else(
+            || format!("slice {slice_id}"),
+            |(slice, volume)| format!("{slice} of volume '{volume}'"),
+        )
     }
 
     /// One line per move: `c0-k1 of volume 'db' from m1 to m3 (10 GiB)`.
@@ -154,21 +140,13 @@ pub(crate) async fn plan_relocation(
     // (one read, whatever their count).
     let scoped: Vec<String> = scope_media.iter().map(|m| m.to_string()).collect();
     let placed = store.placed_volumes_on(&scoped).await?;
-    let mut labels = BTreeMap::new();
-    let mut volumes = BTreeMap::new();
+    let mut slices = BTreeMap::new();
     let mut loaded = Vec::with_capacity(placed.len());
     for v in &placed {
         for r in &v.slices {
-            labels.insert(
-                r.slice.id,
-                format!(
-                    "{} of volume '{}'",
-                    svs_domain::slice_label(r.slice.copy, r.slice.column),
-                    v.name
-                ),
-            );
+            let label = svs_domain::slice_label(r.slice.copy, r.slice.column);
+            slices.insert(r.slice.id, (label, v.name.clone()));
         }
-        volumes.insert(v.volume_id.clone(), v.name.clone());
         loaded.push((
             v.slices
                 .iter()
@@ -207,17 +185,19 @@ pub(crate) async fn plan_relocation(
         .collect();
     Ok(PlannedRelocation {
         plan,
-        labels,
-        volumes,
+        slices,
         media: in_scope,
     })
 }
 
 /// One try of a drain or a rebalance: plan (once), then move volume by
 /// volume.
-pub(super) async fn relocate(ctx: &JobContext, job: &Job) -> Result<(), JobError> {
-    let scope = RelocationScope::of(job)?;
-    if let RelocationScope::Drain(medium) = &scope {
+pub(super) async fn relocate(
+    ctx: &JobContext,
+    job: &Job,
+    scope: &RelocationScope,
+) -> Result<(), JobError> {
+    if let RelocationScope::Drain(medium) = scope {
         let usage = ctx.store.media_usage().await?;
         match usage.iter().find(|u| &u.record.medium.id == medium) {
             None => return Err(JobError::Failed(format!("medium '{medium}' is gone"))),
@@ -233,12 +213,12 @@ pub(super) async fn relocate(ctx: &JobContext, job: &Job) -> Result<(), JobError
     let mut stuck = Vec::new();
     if steps.is_empty() {
         let _booking = ctx.allocation.lock().await;
-        let planned = plan_relocation(ctx.store.as_ref(), &scope).await?;
+        let planned = plan_relocation(ctx.store.as_ref(), scope).await?;
         stuck = planned.stuck_lines();
         if planned.plan.is_empty() {
             let what = scope.describe();
             return if stuck.is_empty() {
-                ctx.done(job, nothing_to_move(&scope)).await
+                ctx.done(job, nothing_to_move(scope)).await
             } else {
                 Err(JobError::Failed(format!(
                     "No slice of {what} can move: {}",
@@ -294,6 +274,7 @@ pub(super) async fn relocate(ctx: &JobContext, job: &Job) -> Result<(), JobError
 
     let mut failed: Vec<String> = Vec::new();
     let mut waiting: Vec<&str> = order;
+    let mut waiting_status = String::new();
     while !waiting.is_empty() {
         let mut busy = Vec::new();
         for volume_id in waiting {
@@ -305,6 +286,8 @@ pub(super) async fn relocate(ctx: &JobContext, job: &Job) -> Result<(), JobError
                 }
                 continue;
             }
+            // Its moves write their own status.
+            waiting_status.clear();
             let steps = by_volume.get(volume_id).map(Vec::as_slice).unwrap_or(&[]);
             match move_volume(ctx, job, volume_id, steps, count, &slices).await {
                 Ok(()) => {}
@@ -326,9 +309,12 @@ pub(super) async fn relocate(ctx: &JobContext, job: &Job) -> Result<(), JobError
                 "Waiting for other jobs to end on volume(s) {}",
                 names.join(", ")
             );
-            ctx.store
-                .set_job_progress(job.id, job_progress(ctx, job).await, &status)
-                .await?;
+            // Written when it changes, keeping the progress the moves reached.
+            if status != waiting_status {
+                ctx.progress(job, job_progress(ctx, job).await, &status)
+                    .await?;
+                waiting_status = status;
+            }
             tokio::select! {
                 _ = ctx.shutdown.cancelled() => return Err(JobError::Stopping),
                 _ = tokio::time::sleep(BUSY_VOLUME_RETRY) => {}
@@ -338,13 +324,13 @@ pub(super) async fn relocate(ctx: &JobContext, job: &Job) -> Result<(), JobError
     }
 
     let mut left = failed;
-    if let RelocationScope::Drain(_) = &scope {
+    if let RelocationScope::Drain(_) = scope {
         // Whatever is still on the medium, planned again from the store
         // (not from this try's plan: a retry does not have it, and a
         // creation planned just before the drain may have placed a slice
         // there since).
         let _booking = ctx.allocation.lock().await;
-        let now = plan_relocation(ctx.store.as_ref(), &scope).await?;
+        let now = plan_relocation(ctx.store.as_ref(), scope).await?;
         left.extend(now.stuck_lines());
         if left.is_empty() && !now.plan.is_empty() {
             left.extend(
@@ -374,7 +360,7 @@ pub(super) async fn relocate(ctx: &JobContext, job: &Job) -> Result<(), JobError
         .collect();
     let moved = finished.len();
     let gib: u64 = finished.iter().map(|s| s.new_size).sum();
-    let detail = match &scope {
+    let detail = match scope {
         RelocationScope::Drain(m) => format!(
             "Medium '{m}' drained: {moved} slice(s) moved off it ({gib} GiB); it takes no new slice until it is set Ready"
         ),
@@ -502,8 +488,11 @@ async fn move_volume(
 
 /// After a cancel stopped the drain or rebalance: every unfinished copy is
 /// removed; what moved stays moved. The job's last detail.
-pub(super) async fn cancel_relocation(ctx: &JobContext, job: &Job) -> Result<String, JobError> {
-    let scope = RelocationScope::of(job)?;
+pub(super) async fn cancel_relocation(
+    ctx: &JobContext,
+    job: &Job,
+    scope: &RelocationScope,
+) -> Result<String, JobError> {
     let slices = ctx.store.step_slices(job.id).await?;
     let volumes: BTreeSet<&str> = slices.iter().map(|s| s.volume_id.as_str()).collect();
     let mut left = 0;

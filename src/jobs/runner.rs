@@ -574,10 +574,7 @@ impl JobRunner {
         };
         // Pause, rate and window hold a job's copies: a data movement's or a
         // recovery's.
-        steering.set_copies(
-            job.kind() == Some(svs_domain::JobKind::VolumeRecovery)
-                || (job.kind().is_some_and(|k| k.steerable()) && job.data_movement),
-        );
+        steering.set_copies(job.copies_data());
         let change = steering.apply(&control, base.clock.now_ms());
         report_change(base.store.as_ref(), job.id, &change).await;
         // Undone, not run, once a cancel was asked for (before it started,

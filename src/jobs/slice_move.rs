@@ -76,21 +76,16 @@ impl StepCopy {
         target: &str,
         volume: Option<&str>,
     ) -> String {
-        let (copy, column, from) = (slice.copy, slice.column, &step.from_medium);
-        let of = volume
-            .map(|v| format!(" of volume '{v}'"))
-            .unwrap_or_default();
+        let from = &step.from_medium;
+        let name = match volume {
+            Some(v) => super::slice_of_volume(slice.copy, slice.column, v),
+            None => svs_domain::slice_label(slice.copy, slice.column),
+        };
         match self {
-            StepCopy::Move => format!("slice c{copy}-k{column}{of} from {from} to {target}"),
-            StepCopy::MoveBack => {
-                format!("slice c{copy}-k{column}{of} back from {from} to {target}")
-            }
-            StepCopy::Rebuild if *from == target => {
-                format!("slice c{copy}-k{column}{of} on {target} in place")
-            }
-            StepCopy::Rebuild => {
-                format!("slice c{copy}-k{column}{of} on {target} (lost on {from})")
-            }
+            StepCopy::Move => format!("slice {name} from {from} to {target}"),
+            StepCopy::MoveBack => format!("slice {name} back from {from} to {target}"),
+            StepCopy::Rebuild if *from == target => format!("slice {name} on {target} in place"),
+            StepCopy::Rebuild => format!("slice {name} on {target} (lost on {from})"),
         }
     }
 

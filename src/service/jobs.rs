@@ -110,13 +110,7 @@ impl Services {
             let label = |id: i64| {
                 slices.iter().find(|s| s.slice_id == id).map_or_else(
                     || id.to_string(),
-                    |s| {
-                        format!(
-                            "{} of volume '{}'",
-                            svs_domain::slice_label(s.copy, s.column),
-                            s.volume_name
-                        )
-                    },
+                    |s| crate::jobs::slice_of_volume(s.copy, s.column, &s.volume_name),
                 )
             };
             return Ok(slice_outcomes(job, &steps, &label));
@@ -195,9 +189,7 @@ impl Services {
                 job.state.as_str()
             )));
         }
-        let moves_data =
-            job.kind() == Some(svs_domain::JobKind::VolumeRecovery) || job.data_movement;
-        if !job.kind().is_some_and(|k| k.steerable()) || !moves_data {
+        if !job.copies_data() {
             return Err(ServiceError::Conflict(format!(
                 "job {} ({}) cannot be paused or given a rate: only a data movement \
                  (volume_modify_extend with allowdatamovement, media_drain, media_rebalance) \

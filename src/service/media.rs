@@ -50,6 +50,14 @@ fn medium_not_found(id: &str) -> ServiceError {
     ServiceError::NotFound(format!("media '{id}' not found"))
 }
 
+/// A store error about the medium `id`: its NotFound as the 404 naming it.
+pub(super) fn medium_error(e: StoreError, id: &str) -> ServiceError {
+    match e {
+        StoreError::NotFound => medium_not_found(id),
+        other => other.into(),
+    }
+}
+
 /// A medium's directory as the API takes it: absolute and without `..`
 /// (so that one spelling names one place), in its plain form (no `.`
 /// components, no trailing `/`).
@@ -276,10 +284,7 @@ impl Services {
         self.store
             .set_medium_size(id, size)
             .await
-            .map_err(|e| match e {
-                StoreError::NotFound => medium_not_found(id),
-                other => other.into(),
-            })?;
+            .map_err(|e| medium_error(e, id))?;
         set_snapshot_budgets(self.store.as_ref(), self.data_plane().as_ref()).await?;
         tracing::info!(
             medium = id,
@@ -296,10 +301,11 @@ impl Services {
     pub async fn delete_medium(&self, admin: &Administrator, id: &str) -> ServiceResult<()> {
         let medium = self.get_medium(id).await?;
         ensure_api_managed(&medium)?;
-        let record = self.store.delete_medium(id).await.map_err(|e| match e {
-            StoreError::NotFound => medium_not_found(id),
-            other => other.into(),
-        })?;
+        let record = self
+            .store
+            .delete_medium(id)
+            .await
+            .map_err(|e| medium_error(e, id))?;
         let dp = self.data_plane();
         let medium = id.to_string();
         match tokio::task::spawn_blocking(move || dp.remove_medium(&medium)).await {

@@ -3,11 +3,12 @@
 //! (`jobs::relocate`); pause, rate, window and cancel apply to it as to any
 //! data movement.
 
+use super::media::medium_error;
 use super::volumes::Started;
 use super::{Administrator, ServiceError, ServiceResult, Services};
 use crate::jobs::{PlannedRelocation, RelocationScope};
 use svs_domain::{DrainArgs, JobSpec, RebalanceArgs};
-use svs_store::{MediumUsage, StoreError};
+use svs_store::MediumUsage;
 
 /// A drain or a rebalance planned without being started (a dry run).
 #[derive(Debug, Clone)]
@@ -46,7 +47,8 @@ impl Services {
         admin: &Administrator,
         id: &str,
     ) -> ServiceResult<DrainStarted> {
-        self.drainable(id).await?;
+        // The store checks the medium (unknown, failed) in the drain's
+        // transaction.
         let spec = JobSpec::MediaDrain(DrainArgs {
             medium: id.to_string(),
         });
@@ -55,7 +57,7 @@ impl Services {
             .store
             .drain_medium(id, &job)
             .await
-            .map_err(|e| not_found_as(e, id))?;
+            .map_err(|e| medium_error(e, id))?;
         if started {
             self.jobs.submit(job_id);
             tracing::info!(
@@ -75,11 +77,10 @@ impl Services {
         admin: &Administrator,
         id: &str,
     ) -> ServiceResult<MediumUsage> {
-        self.get_medium(id).await?;
         self.store
             .undrain_medium(id)
             .await
-            .map_err(|e| not_found_as(e, id))?;
+            .map_err(|e| medium_error(e, id))?;
         tracing::info!(medium = id, by = admin.caller().user_id, "medium ready");
         self.get_medium(id).await
     }
@@ -159,12 +160,5 @@ impl Services {
             planned,
             rate: self.jobs.movement_rate(),
         })
-    }
-}
-
-fn not_found_as(e: StoreError, id: &str) -> ServiceError {
-    match e {
-        StoreError::NotFound => ServiceError::NotFound(format!("media '{id}' not found")),
-        other => other.into(),
     }
 }

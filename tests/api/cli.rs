@@ -1575,19 +1575,25 @@ fn job_field(text: &str, name: &str) -> String {
         .unwrap_or_else(|| panic!("no {name} in {text}"))
 }
 
-/// `svs job cancel`: a running movement is cancelled and followed until it
-/// is undone (exit 0, the job shown Cancelled, the volume at its old size);
-/// on the ended job the same command removes its record, then 404.
-/// `--no-wait` returns with the server's message.
-#[tokio::test]
-async fn job_cancel_follows_a_cancelled_movement_then_removes_its_record() {
-    // 16 MiB to move at 1 MiB/s: about 16 s of copying.
+/// A signed-in CLI home and a resize of "data" copying 16 MiB at 1 MiB/s
+/// (about 16 s of copying): the service, the home and the job's id.
+async fn copying_movement() -> (TestApp, Home, String) {
     let app = TestApp::start_with(movement_topology("1 MiB")).await;
     app.mirror_with_16_mib_on_m2().await;
     let home = Home::new(true);
     home.login(&app);
     let id = app.start_resize("data", 18, true).await;
     wait_copying(&app, &id).await;
+    (app, home, id)
+}
+
+/// `svs job cancel`: a running movement is cancelled and followed until it
+/// is undone (exit 0, the job shown Cancelled, the volume at its old size);
+/// on the ended job the same command removes its record, then 404.
+/// `--no-wait` returns with the server's message.
+#[tokio::test]
+async fn job_cancel_follows_a_cancelled_movement_then_removes_its_record() {
+    let (app, home, id) = copying_movement().await;
 
     let out = home.run(&["job", "cancel", &id]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -1644,13 +1650,7 @@ async fn job_cancel_follows_a_cancelled_movement_then_removes_its_record() {
 /// ends Done. An ended job is refused with the server's message.
 #[tokio::test]
 async fn job_pause_resume_and_rate_steer_a_running_movement() {
-    // 16 MiB to move at 1 MiB/s: about 16 s of copying.
-    let app = TestApp::start_with(movement_topology("1 MiB")).await;
-    app.mirror_with_16_mib_on_m2().await;
-    let home = Home::new(true);
-    home.login(&app);
-    let id = app.start_resize("data", 18, true).await;
-    wait_copying(&app, &id).await;
+    let (app, home, id) = copying_movement().await;
 
     let text = home.ok(&["job", "pause", &id]);
     assert_eq!(

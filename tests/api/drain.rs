@@ -9,6 +9,21 @@ use crate::harness::*;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
+/// `media` moving data at `rate`, checkpointing every MiB, with host-1
+/// allowed to attach.
+fn moving_config(media: Vec<TestMedium>, rate: &str) -> TestConfig {
+    let mut config = TestConfig {
+        media,
+        movement_rate: rate.into(),
+        nodes: vec![("host-1", "127.0.0.1")],
+        ..TestConfig::default()
+    };
+    config
+        .settings
+        .push("movement_checkpoint = \"1 MiB\"".into());
+    config
+}
+
 /// The volumes with a slice on `medium`, by name.
 async fn volumes_on(app: &TestApp, names: &[String], medium: &str) -> Vec<String> {
     let mut on = Vec::new();
@@ -51,21 +66,16 @@ async fn drain(app: &TestApp, medium: &str) -> String {
 #[tokio::test]
 async fn a_drain_of_a_medium_holding_ten_volumes_under_live_writers_empties_it_and_keeps_every_write(
 ) {
-    let mut config = TestConfig {
-        media: vec![
+    let app = TestApp::start_with(moving_config(
+        vec![
             medium("m1", "n1", "z1", 200),
             medium("m2", "n2", "z2", 60),
             medium("m3", "n3", "z3", 60),
             medium("m4", "n4", "z4", 60),
         ],
-        movement_rate: "8 MiB".into(),
-        nodes: vec![("host-1", "127.0.0.1")],
-        ..TestConfig::default()
-    };
-    config
-        .settings
-        .push("movement_checkpoint = \"1 MiB\"".into());
-    let app = TestApp::start_with(config).await;
+        "8 MiB",
+    ))
+    .await;
     app.create_policy("mirror", 1, 1, 0).await;
     let names: Vec<String> = (0..10).map(|i| format!("v{i}")).collect();
     let mut ids = Vec::new();
@@ -143,20 +153,15 @@ async fn a_drain_of_a_medium_holding_ten_volumes_under_live_writers_empties_it_a
 /// Two mirrored volumes "a" and "b" with a copy on m1 and 24 MiB written,
 /// moving at `rate`; with their attachments' URIs.
 async fn two_volumes_on_m1(rate: &str) -> (TestApp, Vec<String>) {
-    let mut config = TestConfig {
-        media: vec![
+    let app = TestApp::start_with(moving_config(
+        vec![
             medium("m1", "n1", "z1", 40),
             medium("m2", "n2", "z2", 20),
             medium("m3", "n3", "z3", 20),
         ],
-        movement_rate: rate.into(),
-        nodes: vec![("host-1", "127.0.0.1")],
-        ..TestConfig::default()
-    };
-    config
-        .settings
-        .push("movement_checkpoint = \"1 MiB\"".into());
-    let app = TestApp::start_with(config).await;
+        rate,
+    ))
+    .await;
     app.create_policy("mirror", 1, 1, 0).await;
     let mut uris = Vec::new();
     for name in ["a", "b"] {
@@ -608,21 +613,16 @@ async fn a_drain_killed_mid_copy_resumes_after_the_restart_and_loses_nothing() {
 
 #[tokio::test]
 async fn a_drain_waits_for_a_volume_another_job_holds_and_leaves_what_that_job_moved() {
-    let mut config = TestConfig {
-        media: vec![
+    let app = TestApp::start_with(moving_config(
+        vec![
             medium("m1", "n1", "z1", 20),
             medium("m2", "n2", "z2", 16),
             medium("m3", "n3", "z3", 60),
             medium("m4", "n4", "z4", 60),
         ],
-        movement_rate: "2 MiB".into(),
-        nodes: vec![("host-1", "127.0.0.1")],
-        ..TestConfig::default()
-    };
-    config
-        .settings
-        .push("movement_checkpoint = \"1 MiB\"".into());
-    let app = TestApp::start_with(config).await;
+        "2 MiB",
+    ))
+    .await;
     app.create_policy("none", 0, 0, 0).await;
     app.create_policy("mirror", 1, 1, 0).await;
     // Fillers take m3 and m4, so that "data" lands on m1 and m2.

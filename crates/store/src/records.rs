@@ -298,6 +298,15 @@ impl Job {
     pub fn spec(&self) -> Result<JobSpec, JobSpecError> {
         JobSpec::from_stored(&self.kind, &self.args)
     }
+
+    /// Whether the job copies slices, so that pause, its own rate and the
+    /// movement window apply: a recovery's rebuilds, or a data movement
+    /// (a resize allowing it, a drain, a rebalance).
+    pub fn copies_data(&self) -> bool {
+        let kind = self.kind();
+        kind == Some(JobKind::VolumeRecovery)
+            || (kind.is_some_and(|k| k.steerable()) && self.data_movement)
+    }
 }
 
 /// A 1-based page of `count` rows.
