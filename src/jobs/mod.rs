@@ -40,7 +40,7 @@ pub use activity::{VolumeActivity, VolumeQuiet};
 pub use front::FrontMover;
 pub use preview::{CreatePreview, ResizePreview};
 pub use relocate::{PlannedRelocation, RelocationScope};
-pub(crate) use resize::{slice_label, slice_of_volume};
+pub(crate) use resize::slice_label;
 pub use retry::RetryPolicy;
 pub use runner::{JobRunner, LeaseSettings, RunnerParts, RunnerSettings, JOB_RUNNER};
 
@@ -316,6 +316,15 @@ fn step_progress(done: usize, total: usize) -> u8 {
     u8::try_from(done * 100 / total.max(1))
         .unwrap_or(100)
         .min(99)
+}
+
+/// A slice named with its volume, as a job moving slices of many volumes
+/// names it: `c1-k0 of volume 'db'`.
+pub(crate) fn slice_of_volume(copy: u32, column: u32, volume: &str) -> String {
+    format!(
+        "{} of volume '{volume}'",
+        svs_domain::slice_label(copy, column)
+    )
 }
 
 /// The data plane's name for a slice of a volume.

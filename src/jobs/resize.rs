@@ -253,15 +253,6 @@ pub(super) async fn plan_now(
     })
 }
 
-/// A slice named with its volume, as a job moving slices of many volumes
-/// names it: `c1-k0 of volume 'db'`.
-pub(crate) fn slice_of_volume(copy: u32, column: u32, volume: &str) -> String {
-    format!(
-        "{} of volume '{volume}'",
-        svs_domain::slice_label(copy, column)
-    )
-}
-
 /// A slice's label (`c1-k0`) among `rows`, from its id.
 pub(crate) fn slice_label(rows: &[SliceRow], id: i64) -> String {
     rows.iter().find(|r| r.slice.id == id).map_or_else(
