@@ -57,6 +57,16 @@ if ! command -v haproxy >/dev/null && [ ! -x /usr/sbin/haproxy ]; then
     $SUDO apt-get install -y -q --no-install-recommends haproxy
 fi
 
+# Prometheus and promtool (Debian's prometheus): tests/deploy.rs tests the
+# alert rules with promtool, tests/api/metrics.rs has a real Prometheus
+# scrape svs.
+if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
+    if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo --preserve-env=DEBIAN_FRONTEND"; fi
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -q
+    $SUDO apt-get install -y -q --no-install-recommends prometheus
+fi
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 

@@ -75,6 +75,8 @@ pub struct StartupFacts {
 pub struct Application {
     facts: StartupFacts,
     listener: TcpListener,
+    /// `metrics_listen`: `GET /metrics` without a token.
+    metrics_listener: Option<TcpListener>,
     nbd_listener: TcpListener,
     exports: Arc<ExportRegistry>,
     services: Arc<Services>,
@@ -449,6 +451,10 @@ impl Application {
         }
         services.storage_nodes_only = config.storage_nodes_only;
         services.slice_tls = slice_tls;
+        services.metrics_token = config.metrics_token.clone();
+        crate::metrics::METRICS
+            .volume_io
+            .set_limit(config.metrics_volumes);
         let services = Arc::new(services);
         // On SQLite this process is the database's only user (the data
         // directory lock): every job lease in it is an earlier run's.
@@ -464,6 +470,12 @@ impl Application {
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+        let metrics_listener = match config.metrics_listen {
+            Some(address) => Some(TcpListener::bind(address).await.map_err(|e| {
+                format!("cannot listen for metrics (metrics_listen) on {address}: {e}")
+            })?),
+            None => None,
+        };
         let http_limits = HttpLimits {
             header_read_timeout: config.http_header_read_timeout,
             keep_alive_timeout: config.http_keep_alive_timeout,
@@ -494,6 +506,7 @@ impl Application {
         Ok(Application {
             facts,
             listener,
+            metrics_listener,
             nbd_listener,
             http_limits,
             http_tls,
@@ -532,8 +545,21 @@ impl Application {
             on_signal.cancel();
         });
         let router = api::router(Arc::clone(&self.services))
-            .layer(tower_http::trace::TraceLayer::new_for_http());
+            .layer(tower_http::trace::TraceLayer::new_for_http().make_span_with(request_span));
         let reconciling = self.reconcilers.spawn(shutdown.clone());
+        crate::metrics::sample_volume_io(shutdown.clone());
+        if let Some(listener) = self.metrics_listener {
+            if let Ok(address) = listener.local_addr() {
+                info!(%address, "serving metrics without a token (metrics_listen)");
+            }
+            let router = api::metrics_router(Arc::clone(&self.services));
+            let (limits, stop) = (self.http_limits, shutdown.clone());
+            tokio::spawn(async move {
+                if let Err(e) = crate::http::serve(listener, router, limits, None, stop).await {
+                    tracing::error!(error = %e, "the metrics server stopped");
+                }
+            });
+        }
         let nbd_thread = spawn_nbd_server(
             self.exports,
             self.nbd_listener,
@@ -558,6 +584,19 @@ impl Application {
         self.store.close().await;
         served.map_err(|e| format!("server error: {e}"))
     }
+}
+
+/// Each request's span (at INFO, so that the service's log lines while it
+/// is answered carry it): a number, the method and the path.
+fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    tracing::info_span!(
+        "request",
+        id,
+        method = %request.method(),
+        path = %request.uri().path(),
+    )
 }
 
 /// A warning for each server other machines can reach without TLS: the

@@ -168,6 +168,18 @@ pub struct Config {
     /// movement holds its copies at their last checkpoint and goes on by
     /// itself when a range opens. Empty: always. `SVS_MOVEMENT_WINDOW`.
     pub movement_window: String,
+    /// Also serve `GET /metrics` here, without a token (bind it where only
+    /// Prometheus reaches it); unset: only on the API port, to an
+    /// administrator's IdToken or `metrics_token`. `SVS_METRICS_LISTEN`.
+    pub metrics_listen: Option<SocketAddr>,
+    /// A token Prometheus sends (`Authorization: Bearer <token>`) to scrape
+    /// `GET /metrics` on the API port; at least 16 characters. Unset: only
+    /// administrators' IdTokens. `SVS_METRICS_TOKEN`.
+    pub metrics_token: Option<String>,
+    /// Volumes with series of their own in the metrics; the I/O of the
+    /// others is summed under `volume="_other"` (docs/metrics.md).
+    /// `SVS_METRICS_VOLUMES`.
+    pub metrics_volumes: usize,
     /// Jobs that run at once; more wait for a free slot. Generous, so a long
     /// data movement never holds up short jobs. `SVS_MAX_CONCURRENT_JOBS`.
     pub max_concurrent_jobs: usize,
@@ -539,6 +551,9 @@ impl Default for Config {
             movement_rate: ByteSize::mib(200),
             movement_checkpoint: ByteSize::mib(64),
             movement_window: String::new(),
+            metrics_listen: None,
+            metrics_token: None,
+            metrics_volumes: crate::metrics::DEFAULT_METRICS_VOLUMES,
             max_concurrent_jobs: 16,
             job_retries: 5,
             reconcile_period: Duration::from_secs(60),
@@ -646,6 +661,13 @@ impl Config {
                 "configuration: password_check_threads and password_check_queue must be at least 1"
                     .into(),
             );
+        }
+        if self
+            .metrics_token
+            .as_ref()
+            .is_some_and(|t| t.trim().len() < 16)
+        {
+            return Err("configuration: metrics_token must be at least 16 characters".into());
         }
         if self.agent_wait_secs == 0 {
             return Err("configuration: agent_wait_secs must be at least 1".into());

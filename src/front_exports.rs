@@ -6,10 +6,12 @@
 //! chunk maps, and one would read what the other overwrote). No store here:
 //! what to open comes from the caller ([`VolumeOpening`]).
 
+use crate::metrics::{IoOp, VolumeConnection, VolumeMeter, METRICS};
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Instant;
 use svs_dataplane::{is_front_fenced, DataPlane, DataPlaneError, VolumeIo, VolumeLayout};
 use svs_nbd::{BlockDevice, Exports, Extent, NbdConfig, NbdServer, OpenedExport};
 use tokio::net::TcpListener;
@@ -263,10 +265,13 @@ impl Exports for ExportRegistry {
                 }
             },
         };
+        let meter = METRICS.volume_io.meter(&export.volume_id);
         Some(OpenedExport {
             device: Arc::new(AttachedVolume {
                 io,
                 readonly: export.readonly,
+                _connection: meter.connected(),
+                meter,
             }),
             closed: export.closed.clone(),
         })
@@ -300,6 +305,10 @@ impl Exports for ExportRegistry {
 struct AttachedVolume {
     io: Arc<dyn VolumeIo>,
     readonly: bool,
+    /// The volume's I/O counters (`svs_volume_*`).
+    meter: Arc<VolumeMeter>,
+    /// Counts this connection open while it is.
+    _connection: VolumeConnection,
 }
 
 impl AttachedVolume {
@@ -349,30 +358,48 @@ impl BlockDevice for AttachedVolume {
 
     fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         self.refuse_if_fenced()?;
-        self.io.read(offset, buf)
+        let started = Instant::now();
+        let result = self.io.read(offset, buf);
+        let bytes = buf.len() as u64;
+        self.meter
+            .record(IoOp::Read, bytes, started.elapsed(), result.is_ok());
+        result
     }
 
     fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
         self.refuse_if_readonly()?;
         self.refuse_if_fenced()?;
-        Self::unless_fenced(self.io.write(offset, data, fua))
+        let started = Instant::now();
+        let result = Self::unless_fenced(self.io.write(offset, data, fua));
+        let bytes = data.len() as u64;
+        self.meter
+            .record(IoOp::Write, bytes, started.elapsed(), result.is_ok());
+        result
     }
 
     fn flush(&self) -> io::Result<()> {
         self.refuse_if_fenced()?;
-        Self::unless_fenced(self.io.flush())
+        let started = Instant::now();
+        let result = Self::unless_fenced(self.io.flush());
+        self.meter
+            .record(IoOp::Flush, 0, started.elapsed(), result.is_ok());
+        result
     }
 
     fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
         self.refuse_if_readonly()?;
         self.refuse_if_fenced()?;
-        Self::unless_fenced(self.io.discard(offset, len, false))
+        let result = Self::unless_fenced(self.io.discard(offset, len, false));
+        self.meter.trimmed(result.is_ok());
+        result
     }
 
     fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
         self.refuse_if_readonly()?;
         self.refuse_if_fenced()?;
-        Self::unless_fenced(self.io.discard(offset, len, fua))
+        let result = Self::unless_fenced(self.io.discard(offset, len, fua));
+        self.meter.trimmed(result.is_ok());
+        result
     }
 
     /// Not when a copy the request uses is on another storage node: it
@@ -530,9 +557,12 @@ mod tests {
     /// failed: its requests are served by the newer front.
     #[test]
     fn a_fenced_front_answers_every_request_eshutdown() {
+        let meter = Arc::new(crate::metrics::VolumeMeter::default());
         let volume = AttachedVolume {
             io: Arc::new(FencedOnWrite::default()),
             readonly: false,
+            _connection: meter.connected(),
+            meter,
         };
         let mut buf = [1u8; 512];
         // Not fenced yet: reads work, other errors stay what they are.

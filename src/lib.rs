@@ -32,6 +32,7 @@ pub mod http;
 pub mod jobs;
 pub mod logging;
 pub mod media_health;
+pub mod metrics;
 pub mod node_media;
 pub mod reconcile;
 pub mod secret_files;

@@ -8,7 +8,10 @@
 //! the plugins' command lines use only flags `svs csi controller|node` has;
 //! the kustomization lists every file. The systemd units (deploy/systemd)
 //! run `svs` with flags it has, and `systemd-analyze verify` accepts them
-//! where it is installed.
+//! where it is installed. The Prometheus configuration and alert rules
+//! (deploy/prometheus) pass `promtool`, every alert has a test where it fires
+//! and one where it does not, and the Grafana dashboard (deploy/grafana)
+//! queries only the metrics docs/metrics.md lists.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -827,5 +830,198 @@ fn systemd_analyze_verify_accepts_the_units() {
             out.status.success() && stderr.trim().is_empty(),
             "{file}: {stderr}"
         );
+    }
+}
+
+/// A file of the repository, by its path from the repository's root.
+fn repo_file(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// One YAML document of the repository, as a JSON value.
+fn yaml(path: &str) -> Value {
+    let text = fs::read_to_string(repo_file(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{path} does not parse: {e}"))
+}
+
+/// promtool: Debian's, or the first on PATH.
+fn promtool() -> PathBuf {
+    let debian = PathBuf::from("/usr/bin/promtool");
+    if debian.is_file() {
+        return debian;
+    }
+    std::env::var_os("PATH")
+        .and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|d| d.join("promtool"))
+                .find(|p| p.is_file())
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "promtool is not installed (neither /usr/bin/promtool nor on PATH): \
+                 scripts/test.sh installs it with Debian's `prometheus` package"
+            )
+        })
+}
+
+/// `promtool check rules` and `promtool check config` accept the alert rules
+/// and the scrape configuration, and `promtool test rules` passes the rules'
+/// unit tests.
+#[test]
+fn the_alert_rules_pass_promtool() {
+    let promtool = promtool();
+    for args in [
+        ["check", "rules", "deploy/prometheus/svs-alerts.yml"],
+        ["test", "rules", "deploy/prometheus/svs-alerts.test.yml"],
+        ["check", "config", "deploy/prometheus/prometheus.yml"],
+    ] {
+        let out = Command::new(&promtool)
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("promtool runs");
+        assert!(
+            out.status.success(),
+            "promtool {} failed ({}):\n{}\n{}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Every alert of svs-alerts.yml has a case in svs-alerts.test.yml where it
+/// fires (a non-empty `exp_alerts`) and one where it does not (an empty
+/// one), and the tests name no alert the rules lack (promtool would pass a
+/// test expecting nothing of an alert that does not exist).
+#[test]
+fn every_alert_rule_is_tested() {
+    let rules = yaml("deploy/prometheus/svs-alerts.yml");
+    let alerts: BTreeSet<String> = rules["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .flat_map(|group| group["rules"].as_array().cloned().unwrap_or_default())
+        .filter_map(|rule| rule["alert"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        alerts.len() >= 6,
+        "only {} alerts: {alerts:?}",
+        alerts.len()
+    );
+
+    let tests = yaml("deploy/prometheus/svs-alerts.test.yml");
+    assert_eq!(tests["rule_files"], serde_json::json!(["svs-alerts.yml"]));
+    let mut firing = BTreeSet::new();
+    let mut silent = BTreeSet::new();
+    for group in tests["tests"].as_array().expect("tests") {
+        for case in group["alert_rule_test"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+        {
+            let name = case["alertname"].as_str().expect("alertname").to_string();
+            assert!(alerts.contains(&name), "a test of unknown alert {name}");
+            // No `exp_alerts` at all expects no alert too, as for promtool.
+            let expected = case["exp_alerts"].as_array().map_or(0, Vec::len);
+            if expected == 0 {
+                silent.insert(name);
+            } else {
+                firing.insert(name);
+            }
+        }
+    }
+    for alert in &alerts {
+        assert!(firing.contains(alert), "no test where {alert} fires");
+        assert!(
+            silent.contains(alert),
+            "no test where {alert} does not fire"
+        );
+    }
+}
+
+/// Every panel of a dashboard, those inside rows too.
+fn all_panels(panels: &Value) -> Vec<&Value> {
+    let mut all = Vec::new();
+    for panel in panels.as_array().into_iter().flatten() {
+        all.push(panel);
+        all.extend(all_panels(&panel["panels"]));
+    }
+    all
+}
+
+/// The metric names a PromQL expression uses: `svs_*` and `process_*`
+/// identifiers.
+fn metric_names(expr: &str) -> Vec<String> {
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    let mut names = Vec::new();
+    for (i, _) in expr.char_indices() {
+        let rest = &expr[i..];
+        if !(rest.starts_with("svs_") || rest.starts_with("process_")) {
+            continue;
+        }
+        if expr[..i].chars().next_back().is_some_and(is_ident) {
+            continue;
+        }
+        let end = rest
+            .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+            .unwrap_or(rest.len());
+        names.push(rest[..end].to_string());
+    }
+    names
+}
+
+/// The dashboard queries only metrics docs/metrics.md lists (a histogram's
+/// `_bucket`, `_sum` and `_count` series by the histogram's name); its panel
+/// ids are unique and every panel has a gridPos.
+#[test]
+fn the_dashboard_uses_only_exported_metrics() {
+    let docs = fs::read_to_string(repo_file("docs/metrics.md")).expect("docs/metrics.md read");
+    // The words in backticks; the metrics among them.
+    let documented: BTreeSet<&str> = docs.split('`').skip(1).step_by(2).collect();
+    let is_histogram = |name: &str| docs.contains(&format!("| `{name}` | histogram |"));
+
+    let text = fs::read_to_string(repo_file("deploy/grafana/svs.json")).expect("dashboard read");
+    let dashboard: Value = serde_json::from_str(&text).expect("the dashboard is JSON");
+    assert_eq!(dashboard["uid"], "svs");
+    assert_eq!(dashboard["schemaVersion"], 39);
+    let panels = all_panels(&dashboard["panels"]);
+    assert!(panels.len() >= 20, "only {} panels", panels.len());
+
+    let mut ids = BTreeSet::new();
+    // Each metric used, with the first panel that uses it.
+    let mut used = BTreeMap::new();
+    for panel in &panels {
+        let title = panel["title"].as_str().unwrap_or("?");
+        let id = panel["id"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("panel {title} has no id"));
+        assert!(ids.insert(id), "panel id {id} twice ({title})");
+        let grid = &panel["gridPos"];
+        assert!(
+            ["h", "w", "x", "y"].iter().all(|k| grid[k].is_u64()),
+            "panel {title} has no gridPos: {grid}"
+        );
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"]
+                .as_str()
+                .unwrap_or_else(|| panic!("a target of panel {title} has no expr"));
+            for name in metric_names(expr) {
+                used.entry(name).or_insert(title);
+            }
+        }
+    }
+    assert!(used.len() >= 30, "only {} metrics used", used.len());
+    for (name, title) in used {
+        let histogram = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|suffix| name.strip_suffix(suffix))
+            .filter(|base| is_histogram(base));
+        let known = match histogram {
+            Some(base) => documented.contains(base),
+            None => documented.contains(name.as_str()),
+        };
+        assert!(known, "panel {title}: {name} is not in docs/metrics.md");
     }
 }

@@ -239,6 +239,12 @@ pub struct MediumView {
     /// Left out for a failed medium, or one that could not be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub writtenbytes: Option<u64>,
+    /// svs extension: the parts of `size - freesize`, in GiB: what the
+    /// slices placed on it take, what running jobs booked, what its
+    /// snapshots hold (the console's capacity bar).
+    pub allocatedsize: u64,
+    pub bookedsize: u64,
+    pub snapshotsize: u64,
     pub volumescount: u64,
     pub sectorsize: u32,
     pub sed: bool,
@@ -269,6 +275,9 @@ pub fn medium_view(report: &MediumReport) -> MediumView {
         // use going down).
         freesize: if m.failed { 0 } else { m.free() },
         writtenbytes: report.written_bytes,
+        allocatedsize: m.allocated,
+        bookedsize: m.reserved,
+        snapshotsize: m.snapshot_gib(),
         volumescount: m.volumes_count,
         sectorsize: 4096,
         sed: false,

@@ -14,6 +14,7 @@ mod extract;
 mod health;
 mod jobs;
 mod media;
+mod metrics;
 mod nodes;
 mod parse;
 mod plans;
@@ -32,6 +33,7 @@ mod workers;
 
 use axum::response::IntoResponse;
 pub use error::ApiError;
+pub use metrics::metrics_router;
 
 use crate::service::Services;
 use axum::body::Body;
@@ -73,7 +75,7 @@ pub const NODE_CREDENTIAL_SCHEME: &str = "node-credential";
         (name = "Volumes"), (name = "Policies"), (name = "Attachments"), (name = "Jobs"),
         (name = "Media"), (name = "Nodes"), (name = "Agents", description = "svs extension: the routes of nodes' host agents, which take a node credential"),
         (name = "Storage nodes", description = "svs extension: the routes of storage nodes (`svs storage-node`), which take a node's storage credential"),
-        (name = "Workers"), (name = "Users", description = "svs extension: user management (administrators) and each user's own password"), (name = "Version"),
+        (name = "Workers"), (name = "Metrics", description = "svs extension: the metrics Prometheus scrapes (docs/metrics.md)"), (name = "Users", description = "svs extension: user management (administrators) and each user's own password"), (name = "Version"),
     ),
 )]
 struct ApiDoc;
@@ -116,6 +118,7 @@ fn documented_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(health::readyz))
         .routes(routes!(signin::jwks))
         .routes(routes!(openapi_json))
+        .routes(routes!(metrics::metrics))
         .routes(routes!(media::list_media, media::create_medium))
         .routes(routes!(relocation::rebalance_media))
         .routes(routes!(
@@ -149,6 +152,7 @@ fn documented_routes() -> OpenApiRouter<AppState> {
             volumes::delete_volume
         ))
         .routes(routes!(volumes::volume_slices))
+        .routes(routes!(metrics::volume_iostats))
         .routes(routes!(volumes::recover_volume))
         .routes(routes!(volumes::grow_filesystem))
         .routes(routes!(attachments::volume_attachments))
@@ -275,6 +279,8 @@ pub fn router(state: AppState) -> Router {
         }))
         // Outside the panic catcher, so that its answer ends with a newline too.
         .layer(axum::middleware::from_fn(json_answers))
+        // Every answer counted (by route template), errors included.
+        .layer(axum::middleware::from_fn(crate::metrics::track_http))
         // On every response: no content-type sniffing; and no caching unless
         // the route chose otherwise (the console's assets): API answers carry
         // tokens and tenant data that must not stay in a browser or proxy.

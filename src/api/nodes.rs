@@ -184,6 +184,11 @@ pub struct NodeView {
     pub size: u64,
     /// GiB.
     pub freesize: u64,
+    /// svs extension: the parts of `size - freesize` on its media, in GiB:
+    /// slices placed, booked by running jobs, held by snapshots.
+    pub allocatedsize: u64,
+    pub bookedsize: u64,
+    pub snapshotsize: u64,
     pub volumescount: u64,
     /// svs extension: the node has a live node credential (its host
     /// agent's, its storage node's, or one for both).
@@ -228,6 +233,9 @@ pub fn node_view(n: &NodeSummary) -> NodeView {
         mediacount: n.media_count,
         size: n.size,
         freesize: n.free,
+        allocatedsize: n.allocated,
+        bookedsize: n.booked,
+        snapshotsize: n.snapshots,
         volumescount: n.volumes_count,
         agentcredential: n.credential_role.is_some(),
         credentialrole: n.credential_role.map(|r| r.as_str()),

@@ -81,10 +81,19 @@ impl PasswordCheckPool {
     }
 
     fn submit(&self, check: Check) -> Result<(), CheckError> {
+        // Counted before it is sent: a thread may take it at once.
+        let waiting = &crate::metrics::METRICS.password_checks_waiting;
+        waiting.inc();
         match self.queue.try_send(check) {
             Ok(()) => Ok(()),
-            Err(TrySendError::Full(_)) => Err(CheckError::Busy),
-            Err(TrySendError::Disconnected(_)) => Err(CheckError::Stopped),
+            Err(TrySendError::Full(_)) => {
+                waiting.dec();
+                Err(CheckError::Busy)
+            }
+            Err(TrySendError::Disconnected(_)) => {
+                waiting.dec();
+                Err(CheckError::Stopped)
+            }
         }
     }
 }
@@ -97,6 +106,7 @@ fn run(receiver: &Mutex<Receiver<Check>>) {
             Err(_) => return,
         };
         let Ok(check) = next else { return };
+        crate::metrics::METRICS.password_checks_waiting.dec();
         // The caller may have gone (client disconnected): skip the work.
         match check.work {
             Work::Verify { hash, reply } => {

@@ -22,6 +22,7 @@ use super::{JobContext, JobError};
 use crate::changes::DesiredStateChanges;
 use crate::clock::Clock;
 use crate::exports::ExportRegistry;
+use crate::metrics::{JobOutcome, METRICS};
 use crate::workers::{WorkerBoard, WorkerHandle, WorkerState, WorkerStatus};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -281,6 +282,31 @@ impl JobRunner {
         }
     }
 
+    /// Whether this instance still holds the job's lease, renewed now (so
+    /// it holds for a whole lease from here); false when the store cannot
+    /// say in time.
+    async fn still_holds(&self, job_id: i64) -> bool {
+        let Some(lease) = lock(&self.held).get(&job_id).map(|h| h.lease.clone()) else {
+            return false;
+        };
+        let renewed = tokio::time::timeout(
+            self.leases.ttl / 3,
+            self.ctx.store.renew_job_leases(&[lease], &self.terms()),
+        )
+        .await;
+        match renewed {
+            Ok(Ok(lost)) => lost.is_empty(),
+            Ok(Err(e)) => {
+                warn!(job = job_id, error = %e, "cannot confirm the job's lease");
+                false
+            }
+            Err(_) => {
+                warn!(job = job_id, "cannot confirm the job's lease in time");
+                false
+            }
+        }
+    }
+
     /// Applies to every job held here what steers it now (its cancel,
     /// pause and rate, asked for on any instance, and the movement window):
     /// a job whose run must stop stops at its next safe point.
@@ -386,7 +412,16 @@ impl JobRunner {
             );
         });
         let runner = Arc::clone(self);
-        let span = tracing::info_span!("job", job = lease.job_id);
+        // Every log line of the job names it, its kind and its volume (or
+        // the medium or scope a drain or rebalance works on): `execute`
+        // fills them in once it has read the job.
+        let span = tracing::info_span!(
+            "job",
+            job = lease.job_id,
+            kind = tracing::field::Empty,
+            volume = tracing::field::Empty,
+            object = tracing::field::Empty,
+        );
         let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
         while tasks.try_join_next().is_some() {}
         tasks.spawn(async move { runner.run(lease, stop, steering).await }.instrument(span));
@@ -548,6 +583,13 @@ impl JobRunner {
                 return;
             }
         };
+        let span = tracing::Span::current();
+        span.record("kind", job.kind.as_str());
+        if job.kind().is_some_and(|k| k.moves_many_volumes()) {
+            span.record("object", job.object.as_str());
+        } else {
+            span.record("volume", job.object.as_str());
+        }
         // Reconcilers leave the volume alone while the job runs.
         let _busy = self.activity.job_started(&job.object).await;
         if let Err(e) = base
@@ -559,6 +601,13 @@ impl JobRunner {
             return;
         }
         info!(kind = %job.kind, object = %job.object, "job running");
+        let _running = METRICS.job_started(&job.kind);
+        // Its duration counts from its first start (before a restart or a
+        // take-over too).
+        let job = Job {
+            starttime_ms: job.starttime_ms.or(Some(base.clock.now_ms())),
+            ..job
+        };
         let handler = match handler(&job) {
             Ok(handler) => handler,
             Err(e) => {
@@ -697,7 +746,10 @@ impl JobRunner {
                 )
             }
         };
-        if end.status != svs_store::JOB_CANCELLED {
+        if end.status == svs_store::JOB_CANCELLED {
+            job_ended(job, JobOutcome::Cancelled, ctx.clock.now_ms());
+        } else {
+            job_ended(job, JobOutcome::Error, ctx.clock.now_ms());
             let summary = format!("a {} job's cancel failed", job.kind);
             self.count(|s| s.record_error(summary, ctx.clock.now_ms()));
         }
@@ -719,6 +771,7 @@ impl JobRunner {
         let end = match result {
             Ok(()) => {
                 self.count(|s| s.record_success(ctx.clock.now_ms()));
+                job_ended(job, JobOutcome::Done, ctx.clock.now_ms());
                 return;
             }
             Err(JobError::Stopping) if self.ctx.shutdown.is_cancelled() => {
@@ -744,10 +797,18 @@ impl JobRunner {
                 "internal error: see the service log".to_string()
             }
         };
+        // An instance that lost the job (its calls refused by a front that
+        // heard of a newer claim, before its own renewal noticed) must not
+        // undo: the copies it would remove are the new holder's to finish.
+        if !self.still_holds(job.id).await {
+            info!(detail = %end, "job failed after its lease was lost; the instance that claimed it goes on with it");
+            return;
+        }
         if let Some(handler) = handler {
             handler.undo(ctx, job).await;
         }
         warn!(detail = %end, "job ended in Error");
+        job_ended(job, JobOutcome::Error, ctx.clock.now_ms());
         let summary = format!("a {} job ended in Error", job.kind);
         self.count(|s| s.record_error(summary, ctx.clock.now_ms()));
         if let Err(e) = ctx
@@ -763,6 +824,14 @@ impl JobRunner {
             ctx.refresh_snapshot_space().await;
         }
     }
+}
+
+/// Counts the job's end (its metrics), `now_ms`.
+fn job_ended(job: &Job, outcome: JobOutcome, now_ms: i64) {
+    let seconds = job
+        .starttime_ms
+        .map(|start| now_ms.saturating_sub(start) as f64 / 1000.0);
+    METRICS.job_finished(&job.kind, outcome, seconds);
 }
 
 /// Says in the job what a change of its steering did: held (its status

@@ -28,6 +28,7 @@
 //! nothing writes while the service is down). No dirty set needs persisting.
 
 use super::{slice_key, JobContext, JobError};
+use crate::metrics::{MovementMeter, METRICS};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use svs_dataplane::{
@@ -565,14 +566,18 @@ async fn follow_copy<T>(
     let mut last: Option<(u8, Instant)> = None;
     let mut recorded = 0;
     let mut tick = tokio::time::interval(PROGRESS_INTERVAL);
+    let mut meter = MovementMeter::default();
+    let held = || ctx.steering.as_ref().and_then(|s| s.hold()).is_some();
     loop {
         tokio::select! {
             finished = &mut copy => {
                 record_checkpoint(ctx, follow.checkpoints, &mut recorded).await;
+                meter.update(follow.stats.copied(), true);
                 return finished.map_err(|e| JobError::Failed(format!("copy task failed: {e}")));
             }
             _ = tick.tick() => {
                 record_checkpoint(ctx, follow.checkpoints, &mut recorded).await;
+                meter.update(follow.stats.copied(), held());
                 let (done, total) = follow.sampler.get();
                 let progress = follow.band.at(done, total);
                 // A new percentage at once; the byte counts at most once a
@@ -622,7 +627,10 @@ async fn record_checkpoint(
         .record_copy_checkpoint(step_id, Some(checkpoint))
         .await
     {
-        Ok(()) => *recorded = offset,
+        Ok(()) => {
+            *recorded = offset;
+            METRICS.copy_checkpoints.inc();
+        }
         Err(e) => warn!(step = step_id, offset, error = %e, "cannot record a copy checkpoint"),
     }
 }

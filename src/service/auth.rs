@@ -32,6 +32,7 @@ fn bad_token() -> ServiceError {
 }
 
 pub(crate) fn too_many(locked: Locked) -> ServiceError {
+    crate::metrics::METRICS.signin_lockouts.inc();
     let secs = locked.retry_after_secs.max(1);
     ServiceError::TooManyAttempts {
         message: format!(
@@ -100,6 +101,7 @@ impl Services {
             Some(user) if matches => user,
             _ => {
                 attempt.failed();
+                crate::metrics::METRICS.signin_failures.inc();
                 tracing::info!(client = ?client, "sign-in failed");
                 return Err(ServiceError::Unauthorized(BAD_CREDENTIALS.into()));
             }

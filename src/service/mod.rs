@@ -14,6 +14,7 @@ pub mod commands;
 pub mod fronts;
 pub mod jobs;
 pub mod media;
+pub mod metrics;
 pub mod nodes;
 pub mod policies;
 pub mod relocation;
@@ -157,6 +158,9 @@ pub struct Services {
     /// TLS of the slice protocol: how the data plane reaches storage
     /// nodes, and the slice certificates issued to them.
     pub slice_tls: Arc<crate::slice_tls::SliceTls>,
+    /// Setting `metrics_token`: scrapes of `GET /metrics` that send it need
+    /// no IdToken.
+    pub metrics_token: Option<String>,
     /// Serialises "check the volume is free, then start a job on it" so two
     /// requests can't both pass the check.
     admission: tokio::sync::Mutex<()>,
@@ -204,6 +208,7 @@ impl Services {
             storage_node_timeout: storage_nodes::DEFAULT_STORAGE_NODE_TIMEOUT,
             storage_nodes_only: false,
             slice_tls: Arc::new(crate::slice_tls::SliceTls::off()),
+            metrics_token: None,
             admission: tokio::sync::Mutex::new(()),
             dummy_hash,
             user_access: users::UserAccessCache::default(),

@@ -16,6 +16,11 @@ pub struct NodeSummary {
     pub media_count: usize,
     pub size: Gib,
     pub free: Gib,
+    /// The parts of `size - free` on its media: slices placed, booked by
+    /// running jobs, held by snapshots.
+    pub allocated: Gib,
+    pub booked: Gib,
+    pub snapshots: Gib,
     pub volumes_count: u64,
     /// The role of its live node credential (none: never issued, or revoked).
     pub credential_role: Option<CredentialRole>,
@@ -51,6 +56,9 @@ impl Services {
                 media_count: on_node.len(),
                 size: on_node.iter().map(|m| m.record.medium.size).sum(),
                 free: on_node.iter().map(|m| m.free()).sum(),
+                allocated: on_node.iter().map(|m| m.allocated).sum(),
+                booked: on_node.iter().map(|m| m.reserved).sum(),
+                snapshots: on_node.iter().map(|m| m.snapshot_gib()).sum(),
                 volumes_count,
                 credential_role: agent.and_then(|a| a.credential_role),
                 agent_seen_ms: agent.and_then(|a| a.last_seen_ms),

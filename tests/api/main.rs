@@ -31,6 +31,7 @@ mod instances;
 mod jobs;
 mod lost_disk;
 mod media_written;
+mod metrics;
 mod nbd_protocol;
 mod node_credentials;
 mod node_fronts;

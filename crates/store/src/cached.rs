@@ -374,6 +374,10 @@ impl<S: Store> VolumeStore for CachedStore<S> {
         self.inner.list_volumes(tenant_id, page).await
     }
 
+    async fn all_volumes(&self) -> StoreResult<Vec<Volume>> {
+        self.inner.all_volumes().await
+    }
+
     async fn volume_slices(&self, volume_id: &str) -> StoreResult<Vec<SliceRow>> {
         self.inner.volume_slices(volume_id).await
     }

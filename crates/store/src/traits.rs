@@ -235,6 +235,8 @@ pub trait VolumeStore: Send + Sync {
     async fn volume_by_id(&self, id: &str) -> StoreResult<Option<Volume>>;
     /// The tenant's volumes by name: all of them, or one page.
     async fn list_volumes(&self, tenant_id: i64, page: Option<Page>) -> StoreResult<Vec<Volume>>;
+    /// Every volume of every tenant, by tenant and name (the metrics).
+    async fn all_volumes(&self) -> StoreResult<Vec<Volume>>;
     async fn volume_slices(&self, volume_id: &str) -> StoreResult<Vec<SliceRow>>;
     /// Every volume (any tenant) with a slice on one of `media`, with all of
     /// its slices (on any medium), by volume id; its slices by (copy,

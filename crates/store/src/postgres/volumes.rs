@@ -127,6 +127,13 @@ impl VolumeStore for PgStore {
         rows.iter().map(volume_row).collect()
     }
 
+    async fn all_volumes(&self) -> StoreResult<Vec<Volume>> {
+        let rows = sqlx::query(&format!("{VOLUME_SELECT} ORDER BY v.tenant_id, v.name"))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(volume_row).collect()
+    }
+
     async fn volume_slices(&self, volume_id: &str) -> StoreResult<Vec<SliceRow>> {
         let rows = sqlx::query(&format!(
             "SELECT {SLICE_COLUMNS} FROM slices s JOIN media m ON m.id = s.medium_id \

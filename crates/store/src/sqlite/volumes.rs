@@ -124,6 +124,13 @@ impl VolumeStore for SqliteStore {
         rows.iter().map(volume_row).collect()
     }
 
+    async fn all_volumes(&self) -> StoreResult<Vec<Volume>> {
+        let rows = sqlx::query(&format!("{VOLUME_SELECT} ORDER BY v.tenant_id, v.name"))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter().map(volume_row).collect()
+    }
+
     async fn volume_slices(&self, volume_id: &str) -> StoreResult<Vec<SliceRow>> {
         let rows = sqlx::query(&format!(
             "SELECT {SLICE_COLUMNS} FROM slices s JOIN media m ON m.id = s.medium_id \

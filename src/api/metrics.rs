@@ -1,0 +1,97 @@
+//! `GET /metrics` (Prometheus) and a volume's recent I/O (the console's
+//! chart): docs/metrics.md.
+
+use super::views::ErrorBody;
+use super::{ApiResult, AppState};
+use crate::metrics::{IoSample, CONTENT_TYPE};
+use crate::service::{format_ms, Caller};
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap};
+use axum::response::IntoResponse;
+use axum::Json;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+#[utoipa::path(
+    get, path = "/metrics", tag = "Metrics", operation_id = "Metrics",
+    summary = "Metrics in the Prometheus text format",
+    description = "svs extension: every metric docs/metrics.md lists, in the Prometheus text format (0.0.4). Takes an administrator's IdToken, or the scrape token the `metrics_token` setting sets (`Authorization: Bearer <token>`); `metrics_listen` serves the same without a token on a separate address.",
+    security(("storage.io-authorizer" = [])),
+    responses(
+        (status = 200, description = "The metrics", content_type = "text/plain", body = String),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 503, description = "The database does not answer", body = ErrorBody),
+    ),
+)]
+pub async fn metrics(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+) -> Result<impl IntoResponse, super::ApiError> {
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let text = app.metrics_text(authorization).await?;
+    Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], text))
+}
+
+/// A volume's I/O per second over one sampling period.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct IoSampleView {
+    /// The end of the period (RFC 3339).
+    pub time: String,
+    pub readiops: f64,
+    pub writeiops: f64,
+    /// Bytes per second.
+    pub readthroughput: f64,
+    pub writethroughput: f64,
+}
+
+impl IoSampleView {
+    fn of(s: &IoSample) -> IoSampleView {
+        IoSampleView {
+            time: format_ms(s.time_ms),
+            readiops: s.read_iops,
+            writeiops: s.write_iops,
+            readthroughput: s.read_bytes_per_sec,
+            writethroughput: s.write_bytes_per_sec,
+        }
+    }
+}
+
+#[utoipa::path(
+    get, path = "/volumes/{volume}/iostats", tag = "Volumes", operation_id = "VolumeIoStats",
+    summary = "A volume's I/O over the last minutes",
+    description = "svs extension: the volume's NBD reads and writes per second and bytes per second, one sample every 5 s for the last 10 minutes, oldest first, as this instance served them (none when it did not serve the volume). The console's chart reads it.",
+    params(("volume" = String, Path, description = "The volume's name or id")),
+    security(("storage.io-authorizer" = [])),
+    responses(
+        (status = 200, description = "Samples", body = Vec<IoSampleView>),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 404, description = "No such volume", body = ErrorBody),
+    ),
+)]
+pub async fn volume_iostats(
+    State(app): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> ApiResult<Vec<IoSampleView>> {
+    let samples = app.volume_iostats(&caller, &name).await?;
+    Ok(Json(samples.iter().map(IoSampleView::of).collect()))
+}
+
+/// What `metrics_listen` serves: `GET /metrics` without a token, nothing
+/// else.
+pub fn metrics_router(state: AppState) -> axum::Router {
+    axum::Router::new()
+        .route("/metrics", axum::routing::get(unauthenticated_metrics))
+        .fallback(super::not_found)
+        .with_state(state)
+}
+
+async fn unauthenticated_metrics(
+    State(app): State<AppState>,
+) -> Result<impl IntoResponse, super::ApiError> {
+    let text = app.render_metrics().await?;
+    Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], text))
+}

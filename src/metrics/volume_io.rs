@@ -1,0 +1,572 @@
+//! Each volume's NBD I/O, counted on the request path with relaxed atomics
+//! (no lock, no allocation: see bench/nbd.sh for the cost), and sampled
+//! every few seconds for the console's charts.
+//!
+//! Every volume served here gets a meter; the scrape exports the first
+//! `limit` of them (in the order they were first served) as series of
+//! their own and sums the rest into `volume="_other"`, so that volume
+//! names, which are user input, cannot grow the scrape without bound.
+
+use prometheus::proto::MetricType;
+use prometheus::proto::{Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+/// Volumes with series of their own, unless `metrics_volumes` says.
+pub const DEFAULT_METRICS_VOLUMES: usize = 200;
+/// Upper bounds of the latency buckets: 50 µs doubling to ~3.3 s.
+const BUCKETS: usize = 17;
+const FIRST_BUCKET_NANOS: u64 = 50_000;
+/// Samples kept per volume for the console (10 minutes at 5 s).
+pub const SAMPLES_KEPT: usize = 120;
+
+/// How often the sampler runs (`super::SAMPLE_PERIOD`), in ms.
+pub(super) const SAMPLE_PERIOD_MS: i64 = 5_000;
+
+/// The label a volume beyond the limit is counted under.
+pub const OTHER_VOLUMES: &str = "_other";
+
+/// The operations whose latency is measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoOp {
+    Read,
+    Write,
+    Flush,
+}
+
+impl IoOp {
+    const ALL: [IoOp; 3] = [IoOp::Read, IoOp::Write, IoOp::Flush];
+
+    fn label(self) -> &'static str {
+        match self {
+            IoOp::Read => "read",
+            IoOp::Write => "write",
+            IoOp::Flush => "flush",
+        }
+    }
+}
+
+#[derive(Default)]
+struct LatencyHistogram {
+    /// Requests at or under each bound (not cumulative).
+    buckets: [AtomicU64; BUCKETS],
+    count: AtomicU64,
+    sum_nanos: AtomicU64,
+}
+
+impl LatencyHistogram {
+    fn observe(&self, elapsed: Duration) {
+        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        // Bucket i holds (bound(i-1), bound(i)]: bound(i) = 50 µs << i.
+        let over = nanos.saturating_sub(1) / FIRST_BUCKET_NANOS;
+        let index = if over == 0 {
+            0
+        } else {
+            (u64::BITS - over.leading_zeros()) as usize
+        };
+        if let Some(bucket) = self.buckets.get(index) {
+            bucket.fetch_add(1, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    fn add_to(&self, totals: &mut HistogramTotals) {
+        for (total, bucket) in totals.buckets.iter_mut().zip(&self.buckets) {
+            *total += bucket.load(Ordering::Relaxed);
+        }
+        totals.count += self.count.load(Ordering::Relaxed);
+        totals.sum_nanos += self.sum_nanos.load(Ordering::Relaxed);
+    }
+}
+
+#[derive(Default, Clone, Copy)]
+struct HistogramTotals {
+    buckets: [u64; BUCKETS],
+    count: u64,
+    sum_nanos: u64,
+}
+
+/// One volume's counters.
+#[derive(Default)]
+pub struct VolumeMeter {
+    /// In the order volumes were first served (which ones get series).
+    seq: u64,
+    reads: AtomicU64,
+    writes: AtomicU64,
+    read_bytes: AtomicU64,
+    written_bytes: AtomicU64,
+    flushes: AtomicU64,
+    trims: AtomicU64,
+    errors: AtomicU64,
+    connections: AtomicI64,
+    latency: [LatencyHistogram; 3],
+}
+
+impl VolumeMeter {
+    /// A request answered after `elapsed`: `bytes` read or written.
+    pub fn record(&self, op: IoOp, bytes: u64, elapsed: Duration, ok: bool) {
+        if !ok {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let (count, total) = match op {
+            IoOp::Read => (&self.reads, Some(&self.read_bytes)),
+            IoOp::Write => (&self.writes, Some(&self.written_bytes)),
+            IoOp::Flush => (&self.flushes, None),
+        };
+        count.fetch_add(1, Ordering::Relaxed);
+        if let Some(total) = total {
+            total.fetch_add(bytes, Ordering::Relaxed);
+        }
+        self.latency[op as usize].observe(elapsed);
+    }
+
+    /// A trim or write-zeroes answered.
+    pub fn trimmed(&self, ok: bool) {
+        let counter = if ok { &self.trims } else { &self.errors };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An NBD connection opened; the guard counts it until dropped.
+    pub fn connected(self: &Arc<Self>) -> VolumeConnection {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+        VolumeConnection(Arc::clone(self))
+    }
+
+    fn totals(&self) -> Totals {
+        Totals {
+            reads: self.reads.load(Ordering::Relaxed),
+            writes: self.writes.load(Ordering::Relaxed),
+            read_bytes: self.read_bytes.load(Ordering::Relaxed),
+            written_bytes: self.written_bytes.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Counts an NBD connection of a volume while it is open.
+pub struct VolumeConnection(Arc<VolumeMeter>);
+
+impl Drop for VolumeConnection {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[derive(Default, Clone, Copy, PartialEq, Eq)]
+struct Totals {
+    reads: u64,
+    writes: u64,
+    read_bytes: u64,
+    written_bytes: u64,
+}
+
+/// What a volume did in one sampling period, per second.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct IoSample {
+    /// The end of the period (ms since the epoch).
+    pub time_ms: i64,
+    pub read_iops: f64,
+    pub write_iops: f64,
+    pub read_bytes_per_sec: f64,
+    pub write_bytes_per_sec: f64,
+}
+
+#[derive(Default)]
+struct Samples {
+    last: Totals,
+    last_ms: i64,
+    kept: VecDeque<IoSample>,
+}
+
+/// The meters of every volume served here.
+pub struct VolumeIoMeters {
+    limit: AtomicUsize,
+    next_seq: AtomicU64,
+    meters: Mutex<HashMap<String, Arc<VolumeMeter>>>,
+    samples: Mutex<HashMap<String, Samples>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl VolumeIoMeters {
+    pub fn new(limit: usize) -> VolumeIoMeters {
+        VolumeIoMeters {
+            limit: AtomicUsize::new(limit),
+            next_seq: AtomicU64::new(0),
+            meters: Mutex::default(),
+            samples: Mutex::default(),
+        }
+    }
+
+    /// Volumes with series of their own (`metrics_volumes`).
+    pub fn set_limit(&self, limit: usize) {
+        self.limit.store(limit, Ordering::Relaxed);
+    }
+
+    pub fn limit(&self) -> usize {
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    /// The meter of volume `id` (made the first time it is served).
+    pub fn meter(&self, id: &str) -> Arc<VolumeMeter> {
+        let mut meters = lock(&self.meters);
+        if let Some(meter) = meters.get(id) {
+            return Arc::clone(meter);
+        }
+        let meter = Arc::new(VolumeMeter {
+            seq: self.next_seq.fetch_add(1, Ordering::Relaxed),
+            ..VolumeMeter::default()
+        });
+        meters.insert(id.to_string(), Arc::clone(&meter));
+        meter
+    }
+
+    /// Forgets the meters of volumes that are gone (not in `exists`) and
+    /// have no connection open.
+    pub fn retain(&self, exists: impl Fn(&str) -> bool) {
+        let mut meters = lock(&self.meters);
+        meters.retain(|id, m| exists(id) || m.connections.load(Ordering::Relaxed) > 0);
+        lock(&self.samples).retain(|id, _| meters.contains_key(id));
+    }
+
+    /// Whether volume `id` has I/O series of its own: it is among the
+    /// first `limit` volumes served here (of those still known).
+    pub fn has_series(&self, id: &str, limit: usize) -> bool {
+        let meters = lock(&self.meters);
+        let Some(seq) = meters.get(id).map(|m| m.seq) else {
+            return false;
+        };
+        meters.values().filter(|m| m.seq < seq).count() < limit
+    }
+
+    /// Takes a sample of every volume's I/O since the last one (at `now_ms`).
+    pub fn sample(&self, now_ms: i64) {
+        let meters: Vec<(String, Totals)> = lock(&self.meters)
+            .iter()
+            .map(|(id, m)| (id.clone(), m.totals()))
+            .collect();
+        let mut samples = lock(&self.samples);
+        for (id, totals) in meters {
+            // A volume first served since the last sample did all of its
+            // I/O within that period.
+            let kept = samples.entry(id).or_insert_with(|| Samples {
+                last_ms: now_ms - SAMPLE_PERIOD_MS,
+                ..Samples::default()
+            });
+            if kept.last_ms > 0 && now_ms > kept.last_ms {
+                let secs = (now_ms - kept.last_ms) as f64 / 1000.0;
+                let rate = |now: u64, before: u64| now.saturating_sub(before) as f64 / secs;
+                kept.kept.push_back(IoSample {
+                    time_ms: now_ms,
+                    read_iops: rate(totals.reads, kept.last.reads),
+                    write_iops: rate(totals.writes, kept.last.writes),
+                    read_bytes_per_sec: rate(totals.read_bytes, kept.last.read_bytes),
+                    write_bytes_per_sec: rate(totals.written_bytes, kept.last.written_bytes),
+                });
+                while kept.kept.len() > SAMPLES_KEPT {
+                    kept.kept.pop_front();
+                }
+            }
+            kept.last = totals;
+            kept.last_ms = now_ms;
+        }
+    }
+
+    /// The samples kept of volume `id`, oldest first (none: never served
+    /// here).
+    pub fn samples(&self, id: &str) -> Vec<IoSample> {
+        lock(&self.samples)
+            .get(id)
+            .map(|s| s.kept.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// The I/O families: a series for each of the first `limit` volumes
+    /// served that `labels_of` labels (`volume`, `tenant`; volumes it does
+    /// not know are gone), the rest summed as `_other`.
+    pub fn families(&self, labels_of: impl Fn(&str) -> Option<VolumeLabels>) -> Vec<MetricFamily> {
+        let mut meters: Vec<(String, Arc<VolumeMeter>)> = lock(&self.meters)
+            .iter()
+            .map(|(id, m)| (id.clone(), Arc::clone(m)))
+            .collect();
+        meters.sort_by_key(|(_, m)| m.seq);
+        let limit = self.limit.load(Ordering::Relaxed);
+        let mut rows: Vec<(VolumeLabels, Vec<Arc<VolumeMeter>>)> = Vec::new();
+        let mut others: Vec<Arc<VolumeMeter>> = Vec::new();
+        for (id, meter) in meters {
+            match labels_of(&id) {
+                Some(labels) if rows.len() < limit => rows.push((labels, vec![meter])),
+                Some(_) => others.push(meter),
+                None => {}
+            }
+        }
+        if !others.is_empty() {
+            let other = VolumeLabels {
+                volume: OTHER_VOLUMES.to_string(),
+                tenant: String::new(),
+            };
+            rows.push((other, others));
+        }
+        io_families(&rows)
+    }
+}
+
+type Read = fn(&VolumeMeter) -> u64;
+
+/// How a volume's series are labelled: its name, and its tenant's id
+/// (names are unique in a tenant only).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct VolumeLabels {
+    pub volume: String,
+    pub tenant: String,
+}
+
+impl VolumeLabels {
+    pub(super) fn pairs(&self) -> Vec<LabelPair> {
+        let mut pairs = Vec::with_capacity(2);
+        if !self.tenant.is_empty() {
+            pairs.push(label_pair("tenant", &self.tenant));
+        }
+        pairs.push(label_pair("volume", &self.volume));
+        pairs
+    }
+}
+
+/// The families of `rows`: a label value and the meters summed under it.
+fn io_families(rows: &[(VolumeLabels, Vec<Arc<VolumeMeter>>)]) -> Vec<MetricFamily> {
+    let counters: [(&str, &str, Read); 7] = [
+        (
+            "svs_volume_read_operations_total",
+            "NBD reads answered.",
+            |m| m.reads.load(Ordering::Relaxed),
+        ),
+        (
+            "svs_volume_write_operations_total",
+            "NBD writes answered.",
+            |m| m.writes.load(Ordering::Relaxed),
+        ),
+        (
+            "svs_volume_read_bytes_total",
+            "Bytes NBD reads returned.",
+            |m| m.read_bytes.load(Ordering::Relaxed),
+        ),
+        (
+            "svs_volume_written_bytes_total",
+            "Bytes NBD writes stored.",
+            |m| m.written_bytes.load(Ordering::Relaxed),
+        ),
+        (
+            "svs_volume_flush_operations_total",
+            "NBD flushes answered.",
+            |m| m.flushes.load(Ordering::Relaxed),
+        ),
+        (
+            "svs_volume_trim_operations_total",
+            "NBD trims and write-zeroes answered.",
+            |m| m.trims.load(Ordering::Relaxed),
+        ),
+        (
+            "svs_volume_io_errors_total",
+            "NBD requests that failed.",
+            |m| m.errors.load(Ordering::Relaxed),
+        ),
+    ];
+    let mut families = Vec::new();
+    for (name, help, read) in counters {
+        let metrics = rows
+            .iter()
+            .map(|(volume, meters)| {
+                let mut counter = Counter::default();
+                counter.set_value(meters.iter().map(|m| read(m)).sum::<u64>() as f64);
+                let mut metric = Metric::from_label(volume.pairs());
+                metric.set_counter(counter);
+                metric
+            })
+            .collect();
+        families.push(family(name, help, MetricType::COUNTER, metrics));
+    }
+    let connections = rows
+        .iter()
+        .map(|(volume, meters)| {
+            let open: i64 = meters
+                .iter()
+                .map(|m| m.connections.load(Ordering::Relaxed))
+                .sum();
+            let mut gauge = Gauge::default();
+            gauge.set_value(open as f64);
+            Metric::from_gauge(gauge).with_labels(volume.pairs())
+        })
+        .collect();
+    families.push(family(
+        "svs_volume_connections",
+        "NBD connections open now.",
+        MetricType::GAUGE,
+        connections,
+    ));
+    let mut histograms = Vec::new();
+    for (volume, meters) in rows {
+        for op in IoOp::ALL {
+            let mut totals = HistogramTotals::default();
+            for m in meters {
+                m.latency[op as usize].add_to(&mut totals);
+            }
+            let mut cumulative = 0;
+            let buckets = totals
+                .buckets
+                .iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    cumulative += n;
+                    let mut bucket = Bucket::default();
+                    bucket.set_cumulative_count(cumulative);
+                    bucket.set_upper_bound((FIRST_BUCKET_NANOS << i) as f64 / 1e9);
+                    bucket
+                })
+                .collect();
+            let mut histogram = Histogram::default();
+            histogram.set_bucket(buckets);
+            histogram.set_sample_count(totals.count);
+            histogram.set_sample_sum(totals.sum_nanos as f64 / 1e9);
+            let mut labels = vec![label_pair("op", op.label())];
+            labels.extend(volume.pairs());
+            let mut metric = Metric::from_label(labels);
+            metric.set_histogram(histogram);
+            histograms.push(metric);
+        }
+    }
+    families.push(family(
+        "svs_volume_io_duration_seconds",
+        "Time a volume took to answer an NBD request.",
+        MetricType::HISTOGRAM,
+        histograms,
+    ));
+    families
+}
+
+trait WithLabels {
+    fn with_labels(self, labels: Vec<LabelPair>) -> Self;
+}
+
+impl WithLabels for Metric {
+    fn with_labels(mut self, labels: Vec<LabelPair>) -> Metric {
+        self.set_label(labels);
+        self
+    }
+}
+
+pub(super) fn label_pair(name: &str, value: &str) -> LabelPair {
+    let mut pair = LabelPair::default();
+    pair.set_name(name.to_string());
+    pair.set_value(value.to_string());
+    pair
+}
+
+pub(super) fn family(
+    name: &str,
+    help: &str,
+    kind: MetricType,
+    metrics: Vec<Metric>,
+) -> MetricFamily {
+    let mut family = MetricFamily::default();
+    family.set_name(name.to_string());
+    family.set_help(help.to_string());
+    family.set_field_type(kind);
+    family.set_metric(metrics);
+    family
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn label(id: &str) -> Option<VolumeLabels> {
+        Some(VolumeLabels {
+            volume: id.to_string(),
+            tenant: "1".to_string(),
+        })
+    }
+
+    #[test]
+    fn latencies_land_in_their_buckets() {
+        let h = LatencyHistogram::default();
+        for micros in [1, 50, 51, 100, 101, 3_000_000, 60_000_000] {
+            h.observe(Duration::from_micros(micros));
+        }
+        let mut t = HistogramTotals::default();
+        h.add_to(&mut t);
+        // (0, 50 µs]: 1 and 50; (50, 100]: 51 and 100; (100, 200]: 101;
+        // 3 s in (1.6384, 3.2768]; 60 s beyond every bound (+Inf only).
+        assert_eq!(&t.buckets[..3], &[2, 2, 1]);
+        assert_eq!(t.buckets[16], 1);
+        assert_eq!(t.buckets.iter().sum::<u64>(), 6);
+        assert_eq!(t.count, 7);
+    }
+
+    #[test]
+    fn volumes_past_the_limit_are_summed_as_other() {
+        let meters = VolumeIoMeters::new(2);
+        for id in ["a", "b", "c", "d"] {
+            meters
+                .meter(id)
+                .record(IoOp::Write, 4096, Duration::from_micros(10), true);
+        }
+        let families = meters.families(label);
+        let writes = families
+            .iter()
+            .find(|f| f.name() == "svs_volume_write_operations_total")
+            .expect("writes");
+        let rows: Vec<(String, f64)> = writes
+            .get_metric()
+            .iter()
+            .map(|m| {
+                let volume = m.get_label().iter().find(|l| l.name() == "volume");
+                let volume = volume.map(|l| l.value().to_string()).unwrap_or_default();
+                (volume, m.get_counter().get_value())
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [("a".into(), 1.0), ("b".into(), 1.0), ("_other".into(), 2.0)]
+        );
+    }
+
+    #[test]
+    fn gone_volumes_are_forgotten_unless_connected() {
+        let meters = VolumeIoMeters::new(10);
+        let open = meters.meter("open");
+        let _connection = open.connected();
+        meters.meter("gone");
+        meters.retain(|_| false);
+        let families = meters.families(label);
+        let connections = families
+            .iter()
+            .find(|f| f.name() == "svs_volume_connections")
+            .expect("connections");
+        assert_eq!(connections.get_metric().len(), 1);
+        assert_eq!(connections.get_metric()[0].get_gauge().get_value(), 1.0);
+    }
+
+    #[test]
+    fn samples_are_rates_over_the_period() {
+        let meters = VolumeIoMeters::new(10);
+        let m = meters.meter("v");
+        // Served within the period before its first sample.
+        m.record(IoOp::Read, 512, Duration::from_micros(10), true);
+        meters.sample(6_000);
+        for _ in 0..10 {
+            m.record(IoOp::Write, 4096, Duration::from_micros(10), true);
+        }
+        meters.sample(11_000);
+        let samples = meters.samples("v");
+        assert_eq!(samples.len(), 2);
+        assert_eq!(samples[0].read_iops, 0.2);
+        assert_eq!(samples[0].write_iops, 0.0);
+        assert_eq!(samples[1].write_iops, 2.0);
+        assert_eq!(samples[1].write_bytes_per_sec, 8192.0);
+    }
+}
