@@ -135,6 +135,44 @@ export async function startStorageNode(server, node, ip, media, credential) {
   return storageNode;
 }
 
+/** Runs qemu-io against an NBD `uri` again and again (each run the
+ * qemu-io `commands`, e.g. "write -P 0x5a 0 4M", then `pauseMs` of rest)
+ * until `stop()`, which kills a run under way and resolves once the loop
+ * ended; stopped with the servers after the file's tests too, so a failed
+ * test leaves no writer behind. `runs`, `failures` and `lastOutput` say how
+ * it went. */
+export function startNbdWriter(uri, commands, pauseMs = 100) {
+  let child = null;
+  let stopped = false;
+  const writer = { runs: 0, failures: 0, lastOutput: "" };
+  const loop = (async () => {
+    while (!stopped) {
+      const { code, text } = await new Promise((resolve) => {
+        let out = "";
+        child = spawn("qemu-io", ["-f", "raw", ...commands.flatMap((c) => ["-c", c]), uri],
+          { stdio: ["ignore", "pipe", "pipe"] });
+        child.stdout.on("data", (d) => { out += d; });
+        child.stderr.on("data", (d) => { out += d; });
+        child.once("error", (e) => resolve({ code: -1, text: `qemu-io: ${e.message} (install qemu-utils)` }));
+        child.once("close", (c) => resolve({ code: c, text: out }));
+      });
+      child = null;
+      if (stopped && code !== 0) break; // the run stop() killed
+      writer.runs++;
+      writer.lastOutput = text;
+      if (code !== 0 || /failed|can't open/i.test(text)) writer.failures++;
+      if (!stopped) await new Promise((r) => setTimeout(r, pauseMs));
+    }
+  })();
+  writer.stop = () => {
+    stopped = true;
+    if (child && child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    return loop;
+  };
+  servers.push(writer);
+  return writer;
+}
+
 /** Polls `check` (async) every 200 ms until it is true; fails after `ms`
  * with `what()` in the message. */
 export async function eventually(ms, check, what = () => "") {

@@ -2,9 +2,9 @@
 // volume pages are in volumes.js, the Jobs page in jobs.js, the node pages
 // in nodes.js; this file routes to them and has the other pages.
 import { api, session, isAdmin, signIn, signOut, scheduleRefresh, whenSignedOut, changeOwnPassword } from "./api.js";
-import { policyHint, policyCopies } from "./text.js";
+import { policyHint, policyCopies, capacityParts, capacityText, CAPACITY_PARTS } from "./text.js";
 import {
-  h, every, stopTimers, errorBox, noticeBox, actionBox, stateTag, table, cell, fmtBytes, fmtTime,
+  h, every, stopTimers, errorBox, noticeBox, actionBox, stateTag, table, cell, fmtBytes, fmtTime, capacityBar, capacityLegend,
 } from "./dom.js";
 import { nodesPage, nodePage } from "./nodes.js";
 import { followJob, jobsPage } from "./jobs.js";
@@ -422,6 +422,10 @@ function snapshotsPage([volumeName]) {
 }
 
 // ---- media ----
+
+// The capacity bars' colours, and the written strip the media's bars add.
+const MEDIA_LEGEND = [...CAPACITY_PARTS, ["written", "Written to disk"]];
+
 function mediaPage() {
   const err = errorBox();
   const actionErr = actionBox();
@@ -541,8 +545,12 @@ function mediaPage() {
                     ? h("button", { type: "button", class: "danger fail", onclick: () => markFailed(m) }, "Mark failed")
                     : null,
                 ),
-                h("span", { class: "bar wide capacity", title: `${pct}% allocated` + (written !== null ? `, ${fmtBytes(written)} written` : "") },
-                  h("span", { class: "fill", style: `width:${pct}%` }, h("span", { class: "written", style: `width:${writtenPct}%` }))),
+                // Split into what slices, running jobs and snapshots hold, and free; the written
+                // part a dark strip along the bottom of what is allocated.
+                capacityBar(m.size, capacityParts(m), {
+                  title: `${pct}% in use: ${capacityText(m)}` + (written !== null ? `; ${fmtBytes(written)} written` : ""),
+                  inner: written !== null ? h("span", { class: "written", style: `width:${writtenPct}%`, title: `${fmtBytes(written)} written` }) : null,
+                }),
                 h("div", { class: "muted usage" }, failed
                   ? `Failed: its slices are lost and it takes no new ones · ${m.size} GiB total · ${m.volumescount} volume(s)`
                   : draining
@@ -556,7 +564,7 @@ function mediaPage() {
         ),
       ),
     );
-    body.replaceChildren(...(sections.length ? sections : [h("p", {}, "No media configured.")]));
+    body.replaceChildren(...(sections.length ? [capacityLegend(MEDIA_LEGEND), ...sections] : [h("p", {}, "No media configured.")]));
   }
 
   async function drain(m) {

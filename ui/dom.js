@@ -34,6 +34,29 @@ export function every(ms, fn) {
   return () => clearInterval(id);
 }
 
+// Runs `fn` once the page is left (with the timers), e.g. to stop watching
+// an element's size.
+export function onLeave(fn) {
+  timers.push(fn);
+}
+
+// An SVG element, like `h` (attributes are SVG presentation attributes, not
+// inline style, which the Content-Security-Policy would block; colours
+// come from style.css through `class`).
+const SVG_NS = "http://www.w3.org/2000/svg";
+export function svg(tag, attrs = {}, ...children) {
+  const el = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
 export function errorBox() {
   const box = h("div", { class: "error", role: "alert", hidden: true });
   box.show = (e) => {
@@ -181,4 +204,77 @@ export function livePoll(ms, when, load) {
       busy = false;
     }
   });
+}
+
+
+// A line chart over time, drawn in SVG: `series` are [{ name, class,
+// points: [[ms, value]] }] over [start, end] (ms), the y axis from 0 to
+// `scale.max` with `scale.ticks` ([{ value, label }]) and `scale.title`
+// (the unit) over it. `width` is the chart's width in pixels (its box's),
+// the drawing scales with the box in between redraws. `attrs` go on the
+// <svg> (ids, data-*).
+export function lineChart({ width, height = 180, start, end, series, scale, xLabels, title, attrs = {} }) {
+  const w = Math.max(240, Math.round(width) || 600);
+  const m = { left: 64, right: 14, top: 18, bottom: 24 };
+  const x = (t) => m.left + ((t - start) / Math.max(1, end - start)) * (w - m.left - m.right);
+  const y = (v) => height - m.bottom - (Math.min(v, scale.max) / scale.max) * (height - m.top - m.bottom);
+  const grid = scale.ticks.map((t) => [
+    svg("line", { class: "grid", x1: m.left, x2: w - m.right, y1: y(t.value), y2: y(t.value) }),
+    svg("text", { class: "tick", x: m.left - 6, y: y(t.value) + 4, "text-anchor": "end" }, t.label),
+  ]);
+  const xTicks = xLabels.map(([t, label], i) =>
+    svg("text", { class: "tick", x: x(t), y: height - 6, "text-anchor": i === 0 ? "start" : i === xLabels.length - 1 ? "end" : "middle" }, label));
+  const lines = series.map((s) => {
+    const pts = s.points.filter(([t]) => t >= start && t <= end);
+    const last = pts.at(-1);
+    return svg("g", { class: `series ${s.class}`, "data-series": s.name },
+      svg("polyline", { points: pts.map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`).join(" ") }),
+      // The latest value stands out (and a single sample shows at all).
+      last ? svg("circle", { cx: x(last[0]).toFixed(1), cy: y(last[1]).toFixed(1), r: 3 },
+        svg("title", {}, `${s.name}: ${s.format ? s.format(last[1]) : last[1]}`)) : null);
+  });
+  return svg("svg", {
+    class: "chart", viewBox: `0 0 ${w} ${height}`, width: w, height, role: "img", "aria-label": title, ...attrs,
+  },
+  svg("title", {}, title),
+  svg("text", { class: "axis-title", x: 4, y: 11 }, scale.title),
+  grid,
+  svg("line", { class: "axis", x1: m.left, x2: m.left, y1: m.top - 4, y2: height - m.bottom }),
+  xTicks,
+  lines);
+}
+
+// A capacity bar of `size` GiB split into its parts ([{ part, label, gib }],
+// each drawn with the class `part-<part>`), free last: `data-testid`
+// "capacity-bar", `data-size` and `data-<part>` in GiB, each part's figure on
+// hover. The parts but free sit in a `.used` box (`size − free`), which
+// `inner` (e.g. a written marker) is drawn over.
+export function capacityBar(size, parts, { inner = null, title = "", compact = false } = {}) {
+  const total = Math.max(Number(size) || 0, parts.reduce((sum, p) => sum + (Number(p.gib) || 0), 0));
+  const pct = (gib) => (total ? (gib / total) * 100 : 0);
+  const share = (gib) => `${gib} GiB (${Math.round(pct(gib))}%)`;
+  const span = (p) => h("span", {
+    class: `part part-${p.part}`, "data-part": p.part, title: `${p.label}: ${share(p.gib)}`,
+  });
+  const usedParts = parts.filter((p) => p.part !== "free");
+  const free = parts.find((p) => p.part === "free");
+  const used = usedParts.reduce((sum, p) => sum + p.gib, 0);
+  const usedBox = h("span", { class: "used", style: `width:${pct(used)}%` }, usedParts.filter((p) => p.gib > 0).map((p) => {
+    const el = span(p);
+    el.style.width = `${used ? (p.gib / used) * 100 : 0}%`;
+    return el;
+  }), inner);
+  const freeBox = free ? span(free) : null;
+  if (freeBox) freeBox.style.width = `${pct(free.gib)}%`;
+  const attrs = Object.fromEntries(parts.map((p) => [`data-${p.part}`, p.gib]));
+  return h("span", {
+    class: compact ? "capacity-bar compact" : "capacity-bar", "data-testid": "capacity-bar", "data-size": size, ...attrs,
+    role: "img", "aria-label": title || parts.map((p) => `${p.label} ${p.gib} GiB`).join(", "), title: title || undefined,
+  }, usedBox, freeBox);
+}
+
+// What each colour of a capacity bar means (once per page).
+export function capacityLegend(parts) {
+  return h("p", { class: "capacity-legend muted" },
+    parts.map(([part, label]) => h("span", { class: "legend-item" }, h("span", { class: `swatch part-${part}` }), label)));
 }

@@ -3,8 +3,9 @@
 // holds). Kept apart from app.js, which routes to it.
 import { api, isAdmin } from "./api.js";
 import {
-  h, errorBox, noticeBox, actionBox, stateTag, table, cell, fmtTime, copyField, changeDetector, livePoll,
+  h, errorBox, noticeBox, actionBox, stateTag, table, cell, fmtTime, copyField, changeDetector, livePoll, capacityBar, capacityLegend,
 } from "./dom.js";
+import { CAPACITY_PARTS, capacityParts, capacityText } from "./text.js";
 
 const main = document.getElementById("main");
 
@@ -28,6 +29,16 @@ function credentialRole(n) {
 }
 
 const ROLE_TITLES = { agent: "Agent", storage: "Storage", "agent+storage": "Agent and storage node" };
+
+// A node's capacity (the sum of its media): a bar split into what slices,
+// running jobs and snapshots hold and what is free, with the free GiB under
+// it; "—" for a node without media.
+function nodeCapacity(n, compact) {
+  if (!n.size) return h("span", { class: "muted" }, "—");
+  return h("span", { class: "node-capacity" },
+    capacityBar(n.size, capacityParts(n), { title: capacityText(n), compact }),
+    h("span", { class: "capacity-free muted" }, `${n.freesize} GiB free of ${n.size} GiB`));
+}
 
 // A storage node's last heartbeat; other nodes have none. `short`: only
 // the time of day when it was today (the list is wide), the whole date on
@@ -124,6 +135,7 @@ export function nodesPage() {
         cell("Agent seen", h("span", { class: "agent-seen" }, n.agentseen ? fmtTime(n.agentseen) : "never")),
         cell("Last heartbeat", h("span", { class: "heartbeat" }, heartbeat(n, true))),
         cell("Slice address", n.sliceaddress ? h("code", { class: "slice-address" }, n.sliceaddress) : "—"),
+        cell("Capacity", nodeCapacity(n, true)),
         cell("Managed by", h("span", { class: "managed-by" }, n.managedby === "api" ? "API" : "configuration file")),
         admin
           ? cell("", h("span", { class: "actions" },
@@ -140,8 +152,8 @@ export function nodesPage() {
       ),
     );
     const headers = ["Name", "Role", "State", "Zone", "Address", "Media", "Copies", "Volumes", "Agent", "Agent seen",
-      "Last heartbeat", "Slice address", "Managed by"];
-    list.replaceChildren(table(admin ? [...headers, ""] : headers, rows, "No nodes."));
+      "Last heartbeat", "Slice address", "Capacity", "Managed by"];
+    list.replaceChildren(table(admin ? [...headers, ""] : headers, rows, "No nodes."), capacityLegend(CAPACITY_PARTS));
   }
 
   async function issue(n) {
@@ -262,7 +274,9 @@ export function nodePage([nodeName]) {
       h("dt", {}, "Address"), h("dd", {}, n.address || "—"),
       h("dt", {}, "Copies"), h("dd", { id: "node-copies-count" }, n.copiescount),
       h("dt", {}, "Volumes"), h("dd", {}, n.volumescount),
-      h("dt", {}, "Capacity"), h("dd", {}, `${n.freesize} GiB free of ${n.size} GiB`),
+      h("dt", {}, "Capacity"), h("dd", { id: "node-capacity" }, n.size
+        ? [capacityBar(n.size, capacityParts(n), { title: capacityText(n) }), h("span", { class: "capacity-text" }, capacityText(n))]
+        : `${n.freesize} GiB free of ${n.size} GiB`),
     ));
   }
 
@@ -273,8 +287,10 @@ export function nodePage([nodeName]) {
       cell("Size", `${m.size} GiB`),
       cell("Free", `${m.freesize} GiB`),
       cell("Directory", h("code", {}, m.media || "—")),
+      cell("Capacity", m.size ? capacityBar(m.size, capacityParts(m), { title: capacityText(m), compact: true }) : "—"),
     ));
-    media.replaceChildren(h("h2", {}, "Media"), table(["Medium", "State", "Size", "Free", "Directory"], rows, "No media."));
+    media.replaceChildren(h("h2", {}, "Media"), table(["Medium", "State", "Size", "Free", "Directory", "Capacity"], rows, "No media."),
+      rows.length ? capacityLegend(CAPACITY_PARTS) : null);
   }
 
   function renderCopies(held) {

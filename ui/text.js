@@ -256,3 +256,83 @@ export function steerNotice(j, change) {
     ? `Job ${j.id} copies at the service's movement rate again.`
     : `Job ${j.id} now copies ${Number(j.movementrate) === 0 ? "unthrottled" : `at ${rateText(j.movementrate)}`}.`;
 }
+
+// ---- capacity and I/O ----
+
+// The parts of a medium's or node's capacity (GiB), as its capacity bar
+// draws them: slices placed, booked by running jobs, held by snapshots,
+// free. What a failed medium no longer offers (its `freesize` is 0) is
+// "unavailable".
+export const CAPACITY_PARTS = [
+  ["allocated", "Allocated to slices"],
+  ["booked", "Booked by running jobs"],
+  ["snapshot", "Snapshots"],
+  ["free", "Free"],
+];
+
+export function capacityParts(x) {
+  const gib = { allocated: x.allocatedsize, booked: x.bookedsize, snapshot: x.snapshotsize, free: x.freesize };
+  const parts = CAPACITY_PARTS.map(([part, label]) => ({ part, label, gib: Number(gib[part]) || 0 }));
+  const rest = (Number(x.size) || 0) - parts.reduce((sum, p) => sum + p.gib, 0);
+  if (rest > 0) parts.splice(3, 0, { part: "unavailable", label: "Unavailable", gib: rest });
+  return parts;
+}
+
+// A capacity in one line: "12 GiB allocated to slices · 2 GiB booked · 1 GiB
+// snapshots · 85 GiB free of 100 GiB".
+export function capacityText(x) {
+  const [allocated, booked, snapshot] = [x.allocatedsize, x.bookedsize, x.snapshotsize].map((n) => Number(n) || 0);
+  return `${allocated} GiB allocated to slices · ${booked} GiB booked · ${snapshot} GiB snapshots · ` +
+    `${x.freesize} GiB free of ${x.size} GiB`;
+}
+
+// The top of a chart's axis: 1, 2 or 5 × 10^k at or above `v` (1 for nothing).
+export function niceMax(v) {
+  if (!(v > 0)) return 1;
+  const exp = 10 ** Math.floor(Math.log10(v));
+  const f = v / exp;
+  return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * exp;
+}
+
+// Operations per second: "812", "3.5", "12.4k".
+export function iopsText(n) {
+  const v = Number(n) || 0;
+  if (v >= 10_000) return `${(v / 1000).toFixed(1)}k`;
+  if (v >= 10 || Number.isInteger(v)) return String(Math.round(v));
+  return v.toFixed(1);
+}
+
+// Bytes per second: "0 B/s", "512 B/s", "3.2 MiB/s".
+export function throughputText(n) {
+  const v = Number(n) || 0;
+  return v < 1024 ? `${Math.round(v)} B/s` : `${fmtBytes(v)}/s`;
+}
+
+const RATE_UNITS = ["B/s", "KiB/s", "MiB/s", "GiB/s", "TiB/s"];
+
+// A chart's y axis: its top, three ticks (0, half, top) and its unit.
+// IOPS as they are; bytes per second in the unit of the largest value
+// ("MiB/s"), each tick a plain number of it.
+export function ioScale(max, bytes) {
+  let unit = 1;
+  let title = "IOPS";
+  if (bytes) {
+    let k = 0;
+    while (k < RATE_UNITS.length - 1 && max >= 1024 ** (k + 1)) k++;
+    unit = 1024 ** k;
+    title = RATE_UNITS[k];
+  }
+  const top = niceMax(max / unit);
+  const label = (v) => (Number.isInteger(v) ? String(v) : v.toFixed(1));
+  return {
+    max: top * unit,
+    title,
+    ticks: [0, top / 2, top].map((v) => ({ value: v * unit, label: label(v) })),
+  };
+}
+
+// The latest I/O sample in words: "read 0 IOPS, 0 B/s · write 812 IOPS, 3.2 MiB/s".
+export function ioLatestText(s) {
+  return `read ${iopsText(s.readiops)} IOPS, ${throughputText(s.readthroughput)} · ` +
+    `write ${iopsText(s.writeiops)} IOPS, ${throughputText(s.writethroughput)}`;
+}

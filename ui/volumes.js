@@ -5,9 +5,11 @@
 import { api } from "./api.js";
 import {
   resizeTarget, sizeText, sliceName, SLICE_HINT, staleNote, attachmentText, volumeMatches, jobCancellable,
+  iopsText, throughputText, ioScale, ioLatestText,
 } from "./text.js";
 import {
   h, errorBox, noticeBox, actionBox, progressBar, stateTag, table, cell, fmtBytes, fmtTime, changeDetector, livePoll,
+  lineChart, onLeave,
 } from "./dom.js";
 import {
   followJob, cancelJob, steerJob, jobRate, jobButtons, jobBar, timeCell, jobCell, jobStateCell, jobDetailsCell,
@@ -455,6 +457,99 @@ function volumeHealth(v, slices) {
   return slices.length ? `Healthy: ${shape}` : "No slices yet";
 }
 
+// ---- a volume's I/O ----
+
+// What GET /volumes/{v}/iostats covers: one sample every 5 s for 10 minutes.
+const IO_WINDOW_MS = 10 * 60 * 1000;
+const IO_POLL_MS = 5000;
+
+// The volume page's I/O section: an IOPS chart and a throughput chart (read
+// and write lines) over the last 10 minutes, the latest sample in words,
+// asked for again every 5 s while the page is shown. Returns the section.
+function ioSection(vPath) {
+  const latest = h("p", { id: "io-latest", "data-testid": "io-latest", class: "io-latest" }, "Loading I/O…");
+  const iopsBox = h("figure", { class: "io-chart", id: "io-iops" });
+  const rateBox = h("figure", { class: "io-chart", id: "io-throughput" });
+  const charts = h("div", { class: "io-charts", hidden: true }, iopsBox, rateBox);
+  const legend = h("p", { class: "io-legend muted", hidden: true },
+    h("span", { class: "legend-item" }, h("span", { class: "swatch io-read" }), "read"),
+    h("span", { class: "legend-item" }, h("span", { class: "swatch io-write" }), "write"),
+    " · the last 10 minutes of NBD reads and writes this service served, one sample every 5 s");
+  const section = h("section", { id: "volume-io", "data-testid": "volume-io" }, h("h2", {}, "I/O"), latest, legend, charts);
+  let samples = null;
+  let drawnWidth = 0;
+
+  async function load() {
+    try {
+      samples = await api.get(`${vPath}/iostats`);
+    } catch (e) {
+      // A deleted volume has no I/O to show; its page says it is gone.
+      section.hidden = e.status === 404;
+      if (e.status !== 404) latest.textContent = `Could not load the volume's I/O: ${e.message}`;
+      return;
+    }
+    section.hidden = false;
+    draw();
+  }
+
+  function draw() {
+    if (!samples) return;
+    if (!samples.length) {
+      charts.hidden = true;
+      legend.hidden = true;
+      latest.textContent = "No I/O served yet.";
+      return;
+    }
+    charts.hidden = false;
+    legend.hidden = false;
+    const points = samples.map((s) => ({ ...s, t: Date.parse(s.time) }));
+    const last = points.at(-1);
+    // The newest sample is the right edge: the server's clock, not the browser's.
+    const end = last.t;
+    const start = end - IO_WINDOW_MS;
+    const at = new Date(end).toLocaleTimeString();
+    latest.textContent = `${ioLatestText(last)} (at ${at})`;
+    const xLabels = [[start, "10 min ago"], [start + IO_WINDOW_MS / 2, "5 min ago"], [end, at]];
+    const series = (key, name, format) => ({ name, class: `io-${name}`, format, points: points.map((p) => [p.t, Number(p[key]) || 0]) });
+    const peak = (a, b) => Math.max(0, ...points.map((p) => Math.max(Number(p[a]) || 0, Number(p[b]) || 0)));
+    const rate = ioScale(peak("readthroughput", "writethroughput"), true);
+    drawnWidth = charts.clientWidth;
+    iopsBox.replaceChildren(h("figcaption", {}, "Operations per second"), lineChart({
+      width: iopsBox.clientWidth, start, end, xLabels,
+      title: `Read and write operations per second, last 10 minutes; latest: read ${iopsText(last.readiops)}, write ${iopsText(last.writeiops)}`,
+      scale: ioScale(peak("readiops", "writeiops"), false),
+      series: [series("readiops", "read", iopsText), series("writeiops", "write", iopsText)],
+      attrs: {
+        id: "iops-chart", "data-testid": "iops-chart", "data-points": points.length,
+        "data-latest-read-iops": last.readiops, "data-latest-write-iops": last.writeiops, "data-latest-time": last.time,
+      },
+    }));
+    rateBox.replaceChildren(h("figcaption", {}, "Throughput"), lineChart({
+      width: rateBox.clientWidth, start, end, xLabels,
+      title: `Read and write bytes per second, last 10 minutes; latest: read ${throughputText(last.readthroughput)}, write ${throughputText(last.writethroughput)}`,
+      scale: rate,
+      series: [series("readthroughput", "read", throughputText), series("writethroughput", "write", throughputText)],
+      attrs: {
+        id: "throughput-chart", "data-testid": "throughput-chart", "data-points": points.length, "data-unit": rate.title,
+        "data-latest-read-bps": last.readthroughput, "data-latest-write-bps": last.writethroughput, "data-latest-time": last.time,
+      },
+    }));
+  }
+
+  // Drawn again at the width of its box when the window changes (a phone
+  // turned, a narrower window), not only on the next sample.
+  if (typeof ResizeObserver === "function") {
+    const watch = new ResizeObserver(() => {
+      if (!charts.hidden && charts.clientWidth && charts.clientWidth !== drawnWidth) draw();
+    });
+    watch.observe(charts);
+    onLeave(() => watch.disconnect());
+  }
+  load();
+  livePoll(IO_POLL_MS, () => true, load);
+  return section;
+}
+
 export function volumePage([volumeName]) {
   const vPath = volumePath(volumeName);
   const err = errorBox();
@@ -505,6 +600,8 @@ export function volumePage([volumeName]) {
     h("h1", {}, h("a", { href: "#/volumes" }, "Storage › Volumes"), ` › ${volumeName}`),
     err, actionErr, note, summary, jobPanel, copies, attached, attachForm, snaps, jobs,
   );
+  // Under the summary; live every 5 s.
+  jobPanel.after(ioSection(vPath));
 
   let volume = null;
   let resizingTo = null; // the size a running resize grows the volume to

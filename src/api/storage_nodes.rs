@@ -8,6 +8,7 @@ use super::requests::{only_fields, FromBody};
 use super::views::ErrorBody;
 use super::{ApiError, AppState};
 use crate::fronts_wire::{FailuresBody, FailuresRecorded, FrontsAnswer, FrontsPoll};
+use crate::metrics::{IoTotals, MAX_IO_REPORTS};
 use crate::service::commands::{RegisterStorageNode, StorageMediumSpec};
 use crate::service::storage_nodes::StorageNode;
 use crate::service::Administrator;
@@ -30,7 +31,7 @@ const MAX_DIRECTORY: usize = 4096;
 #[utoipa::path(
     put, path = "/nodes/{node}/storage", tag = "Storage nodes", operation_id = "StorageNodeRegister",
     summary = "Register a storage node, or heartbeat (storage credential only)",
-    description = "svs extension, for `svs storage-node`. The node becomes (or stays) an Online storage node whose slice server listens at `sliceaddress`; each listed medium is created or updated as a medium the node manages (in the node's zone; shown in GET /media with `managedby: node`). A medium it no longer lists is removed when it holds nothing, else failed (its copies lost). A medium that exists and is not this node's (another node's, the configuration file's, the API's) refuses the whole request with 409, nothing changed. Answers the node's slice credential (what fronts present to its slice server) and how often to heartbeat. An agent credential or a user's IdToken gets 403.",
+    description = "svs extension, for `svs storage-node`. The node becomes (or stays) an Online storage node whose slice server listens at `sliceaddress`; each listed medium is created or updated as a medium the node manages (in the node's zone; shown in GET /media with `managedby: node`). A medium it no longer lists is removed when it holds nothing, else failed (its copies lost). A medium that exists and is not this node's (another node's, the configuration file's, the API's) refuses the whole request with 409, nothing changed. Answers the node's slice credential (what fronts present to its slice server) and how often to heartbeat. `io` carries what the node's fronts served, for the metrics of their volumes. An agent credential or a user's IdToken gets 403.",
     params(("node" = String, Path, description = "The credential's node")),
     request_body = StorageNodeRequest,
     security(("node-credential" = [])),
@@ -93,7 +94,13 @@ impl FromBody for RegisterStorageNode {
     fn from_body(body: &Body) -> ParseResult<RegisterStorageNode> {
         only_fields(
             body,
-            &["sliceaddress", "media", "slicepublickey", "frontaddress"],
+            &[
+                "sliceaddress",
+                "media",
+                "slicepublickey",
+                "frontaddress",
+                "io",
+            ],
         )?;
         let address = req_str(body, "sliceaddress")?;
         let slice_address = address.parse::<SocketAddr>().map_err(|_| {
@@ -134,13 +141,34 @@ impl FromBody for RegisterStorageNode {
                     .map_err(|_| bad(format!("frontaddress '{a}' is not an IP:PORT address")))
             })
             .transpose()?;
+        let io = match body.get("io") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(v) => io_report(v)?,
+        };
         Ok(RegisterStorageNode {
             slice_address,
             media,
             slice_public_key,
             front_address,
+            io,
         })
     }
+}
+
+/// `io`: what the node's fronts served, by volume id (bounded).
+fn io_report(value: &Value) -> ParseResult<Vec<IoTotals>> {
+    let report: Vec<IoTotals> =
+        serde_json::from_value(value.clone()).map_err(|e| bad(format!("io: {e}")))?;
+    if report.len() > MAX_IO_REPORTS {
+        return Err(bad(format!("io: at most {MAX_IO_REPORTS} volumes")));
+    }
+    if report
+        .iter()
+        .any(|t| t.volume.is_empty() || t.volume.len() > 64)
+    {
+        return Err(bad("io: each volume must be a volume id"));
+    }
+    Ok(report)
 }
 
 fn storage_medium(item: &Value) -> ParseResult<StorageMediumSpec> {
@@ -192,6 +220,13 @@ pub struct StorageNodeRequest {
     /// IP:PORT where attaching hosts reach the node's NBD server of
     /// volumes' fronts (setting `fronts = "nodes"` of svs serve).
     pub frontaddress: Option<String>,
+    /// What the fronts the node runs served, one object per volume id
+    /// (at most 1024): `{volume, reads, writes, readbytes, writtenbytes,
+    /// flushes, trims, errors, connections, latency}`, `latency` three
+    /// histograms (read, write, flush) of `{buckets: [17 counts], count,
+    /// sumnanos}`; the metrics of those volumes (docs/metrics.md).
+    #[schema(value_type = Option<Vec<Object>>, max_items = 1024)]
+    pub io: Option<Vec<serde_json::Value>>,
 }
 
 /// One medium of a storage node.

@@ -15,8 +15,8 @@ mod volume_io;
 pub use http::track_http;
 pub use scrape::{scrape_families, ScrapeError};
 pub use volume_io::{
-    IoOp, IoSample, VolumeConnection, VolumeIoMeters, VolumeLabels, VolumeMeter,
-    DEFAULT_METRICS_VOLUMES,
+    IoOp, IoSample, IoTotals, VolumeConnection, VolumeIoMeters, VolumeLabels, VolumeMeter,
+    DEFAULT_METRICS_VOLUMES, MAX_IO_REPORTS,
 };
 
 use prometheus::proto::MetricFamily;

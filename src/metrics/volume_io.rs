@@ -9,6 +9,7 @@
 
 use prometheus::proto::MetricType;
 use prometheus::proto::{Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily};
+use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -16,6 +17,9 @@ use std::time::Duration;
 
 /// Volumes with series of their own, unless `metrics_volumes` says.
 pub const DEFAULT_METRICS_VOLUMES: usize = 200;
+/// Most volumes a storage node reports in one heartbeat (its body stays
+/// well under the API's 1 MiB).
+pub const MAX_IO_REPORTS: usize = 1024;
 /// Upper bounds of the latency buckets: 50 µs doubling to ~3.3 s.
 const BUCKETS: usize = 17;
 const FIRST_BUCKET_NANOS: u64 = 50_000;
@@ -78,15 +82,63 @@ impl LatencyHistogram {
             *total += bucket.load(Ordering::Relaxed);
         }
         totals.count += self.count.load(Ordering::Relaxed);
-        totals.sum_nanos += self.sum_nanos.load(Ordering::Relaxed);
+        totals.sumnanos += self.sum_nanos.load(Ordering::Relaxed);
     }
 }
 
-#[derive(Default, Clone, Copy)]
-struct HistogramTotals {
+/// One operation's latencies: requests per bucket (not cumulative), how
+/// many, and their sum.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistogramTotals {
     buckets: [u64; BUCKETS],
     count: u64,
-    sum_nanos: u64,
+    sumnanos: u64,
+}
+
+impl HistogramTotals {
+    fn add(&mut self, other: &HistogramTotals) {
+        for (total, n) in self.buckets.iter_mut().zip(&other.buckets) {
+            *total = total.saturating_add(*n);
+        }
+        self.count = self.count.saturating_add(other.count);
+        self.sumnanos = self.sumnanos.saturating_add(other.sumnanos);
+    }
+}
+
+/// What a volume's meter has counted, as numbers: what a storage node
+/// running volumes' fronts reports in its heartbeat (`volume`: the volume's
+/// id), and what the scrape sums.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IoTotals {
+    pub volume: String,
+    pub reads: u64,
+    pub writes: u64,
+    pub readbytes: u64,
+    pub writtenbytes: u64,
+    pub flushes: u64,
+    pub trims: u64,
+    pub errors: u64,
+    pub connections: u64,
+    /// Read, write, flush.
+    pub latency: [HistogramTotals; 3],
+}
+
+impl IoTotals {
+    fn add(&mut self, other: &IoTotals) {
+        self.reads = self.reads.saturating_add(other.reads);
+        self.writes = self.writes.saturating_add(other.writes);
+        self.readbytes = self.readbytes.saturating_add(other.readbytes);
+        self.writtenbytes = self.writtenbytes.saturating_add(other.writtenbytes);
+        self.flushes = self.flushes.saturating_add(other.flushes);
+        self.trims = self.trims.saturating_add(other.trims);
+        self.errors = self.errors.saturating_add(other.errors);
+        self.connections = self.connections.saturating_add(other.connections);
+        for (mine, theirs) in self.latency.iter_mut().zip(&other.latency) {
+            mine.add(theirs);
+        }
+    }
 }
 
 /// One volume's counters.
@@ -136,12 +188,22 @@ impl VolumeMeter {
         VolumeConnection(Arc::clone(self))
     }
 
-    fn totals(&self) -> Totals {
-        Totals {
+    fn totals(&self, volume: &str) -> IoTotals {
+        let mut latency = [HistogramTotals::default(); 3];
+        for (totals, histogram) in latency.iter_mut().zip(&self.latency) {
+            histogram.add_to(totals);
+        }
+        IoTotals {
+            volume: volume.to_string(),
             reads: self.reads.load(Ordering::Relaxed),
             writes: self.writes.load(Ordering::Relaxed),
-            read_bytes: self.read_bytes.load(Ordering::Relaxed),
-            written_bytes: self.written_bytes.load(Ordering::Relaxed),
+            readbytes: self.read_bytes.load(Ordering::Relaxed),
+            writtenbytes: self.written_bytes.load(Ordering::Relaxed),
+            flushes: self.flushes.load(Ordering::Relaxed),
+            trims: self.trims.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+            connections: u64::try_from(self.connections.load(Ordering::Relaxed)).unwrap_or(0),
+            latency,
         }
     }
 }
@@ -155,16 +217,8 @@ impl Drop for VolumeConnection {
     }
 }
 
-#[derive(Default, Clone, Copy, PartialEq, Eq)]
-struct Totals {
-    reads: u64,
-    writes: u64,
-    read_bytes: u64,
-    written_bytes: u64,
-}
-
 /// What a volume did in one sampling period, per second.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct IoSample {
     /// The end of the period (ms since the epoch).
     pub time_ms: i64,
@@ -176,7 +230,7 @@ pub struct IoSample {
 
 #[derive(Default)]
 struct Samples {
-    last: Totals,
+    last: IoTotals,
     last_ms: i64,
     kept: VecDeque<IoSample>,
 }
@@ -186,6 +240,8 @@ pub struct VolumeIoMeters {
     limit: AtomicUsize,
     next_seq: AtomicU64,
     meters: Mutex<HashMap<String, Arc<VolumeMeter>>>,
+    /// What each storage node running fronts reported last, by node.
+    nodes: Mutex<HashMap<String, Vec<IoTotals>>>,
     samples: Mutex<HashMap<String, Samples>>,
 }
 
@@ -199,6 +255,7 @@ impl VolumeIoMeters {
             limit: AtomicUsize::new(limit),
             next_seq: AtomicU64::new(0),
             meters: Mutex::default(),
+            nodes: Mutex::default(),
             samples: Mutex::default(),
         }
     }
@@ -231,7 +288,62 @@ impl VolumeIoMeters {
     pub fn retain(&self, exists: impl Fn(&str) -> bool) {
         let mut meters = lock(&self.meters);
         meters.retain(|id, m| exists(id) || m.connections.load(Ordering::Relaxed) > 0);
+        for report in lock(&self.nodes).values_mut() {
+            report.retain(|t| meters.contains_key(&t.volume));
+        }
         lock(&self.samples).retain(|id, _| meters.contains_key(id));
+    }
+
+    /// Forgets volume `id`'s meter (a storage node whose front of it
+    /// closed: the control plane keeps what it reported).
+    pub fn forget(&self, id: &str) {
+        lock(&self.meters).remove(id);
+        lock(&self.samples).remove(id);
+    }
+
+    /// What storage node `node` reports of the fronts it runs (replacing
+    /// its last report). Each volume gets its place in the order of first
+    /// served, as one served here.
+    pub fn set_node_report(&self, node: &str, report: Vec<IoTotals>) {
+        for totals in &report {
+            self.meter(&totals.volume);
+        }
+        lock(&self.nodes).insert(node.to_string(), report);
+    }
+
+    /// The totals of every volume served here, for a storage node's
+    /// heartbeat: at most `most`, the first served first.
+    pub fn report(&self, most: usize) -> Vec<IoTotals> {
+        let mut meters: Vec<(String, Arc<VolumeMeter>)> = lock(&self.meters)
+            .iter()
+            .map(|(id, m)| (id.clone(), Arc::clone(m)))
+            .collect();
+        meters.sort_by_key(|(_, m)| m.seq);
+        meters.truncate(most);
+        meters.iter().map(|(id, m)| m.totals(id)).collect()
+    }
+
+    /// Each volume's totals: its meter here and what storage nodes
+    /// reported of it, in the order volumes were first served.
+    fn all_totals(&self) -> Vec<IoTotals> {
+        let mut meters: Vec<(String, Arc<VolumeMeter>)> = lock(&self.meters)
+            .iter()
+            .map(|(id, m)| (id.clone(), Arc::clone(m)))
+            .collect();
+        meters.sort_by_key(|(_, m)| m.seq);
+        let nodes = lock(&self.nodes);
+        meters
+            .iter()
+            .map(|(id, m)| {
+                let mut totals = m.totals(id);
+                for report in nodes.values() {
+                    for node_totals in report.iter().filter(|t| &t.volume == id) {
+                        totals.add(node_totals);
+                    }
+                }
+                totals
+            })
+            .collect()
     }
 
     /// Whether volume `id` has I/O series of its own: it is among the
@@ -246,27 +358,26 @@ impl VolumeIoMeters {
 
     /// Takes a sample of every volume's I/O since the last one (at `now_ms`).
     pub fn sample(&self, now_ms: i64) {
-        let meters: Vec<(String, Totals)> = lock(&self.meters)
-            .iter()
-            .map(|(id, m)| (id.clone(), m.totals()))
-            .collect();
+        let totals = self.all_totals();
         let mut samples = lock(&self.samples);
-        for (id, totals) in meters {
+        for totals in totals {
             // A volume first served since the last sample did all of its
             // I/O within that period.
-            let kept = samples.entry(id).or_insert_with(|| Samples {
-                last_ms: now_ms - SAMPLE_PERIOD_MS,
-                ..Samples::default()
-            });
-            if kept.last_ms > 0 && now_ms > kept.last_ms {
+            let kept = samples
+                .entry(totals.volume.clone())
+                .or_insert_with(|| Samples {
+                    last_ms: now_ms - SAMPLE_PERIOD_MS,
+                    ..Samples::default()
+                });
+            if now_ms > kept.last_ms {
                 let secs = (now_ms - kept.last_ms) as f64 / 1000.0;
                 let rate = |now: u64, before: u64| now.saturating_sub(before) as f64 / secs;
                 kept.kept.push_back(IoSample {
                     time_ms: now_ms,
                     read_iops: rate(totals.reads, kept.last.reads),
                     write_iops: rate(totals.writes, kept.last.writes),
-                    read_bytes_per_sec: rate(totals.read_bytes, kept.last.read_bytes),
-                    write_bytes_per_sec: rate(totals.written_bytes, kept.last.written_bytes),
+                    read_bytes_per_sec: rate(totals.readbytes, kept.last.readbytes),
+                    write_bytes_per_sec: rate(totals.writtenbytes, kept.last.writtenbytes),
                 });
                 while kept.kept.len() > SAMPLES_KEPT {
                     kept.kept.pop_front();
@@ -290,22 +401,17 @@ impl VolumeIoMeters {
     /// served that `labels_of` labels (`volume`, `tenant`; volumes it does
     /// not know are gone), the rest summed as `_other`.
     pub fn families(&self, labels_of: impl Fn(&str) -> Option<VolumeLabels>) -> Vec<MetricFamily> {
-        let mut meters: Vec<(String, Arc<VolumeMeter>)> = lock(&self.meters)
-            .iter()
-            .map(|(id, m)| (id.clone(), Arc::clone(m)))
-            .collect();
-        meters.sort_by_key(|(_, m)| m.seq);
         let limit = self.limit.load(Ordering::Relaxed);
-        let mut rows: Vec<(VolumeLabels, Vec<Arc<VolumeMeter>>)> = Vec::new();
-        let mut others: Vec<Arc<VolumeMeter>> = Vec::new();
-        for (id, meter) in meters {
-            match labels_of(&id) {
-                Some(labels) if rows.len() < limit => rows.push((labels, vec![meter])),
-                Some(_) => others.push(meter),
+        let mut rows: Vec<(VolumeLabels, IoTotals)> = Vec::new();
+        let mut others: Option<IoTotals> = None;
+        for totals in self.all_totals() {
+            match labels_of(&totals.volume) {
+                Some(labels) if rows.len() < limit => rows.push((labels, totals)),
+                Some(_) => others.get_or_insert_with(IoTotals::default).add(&totals),
                 None => {}
             }
         }
-        if !others.is_empty() {
+        if let Some(others) = others {
             let other = VolumeLabels {
                 volume: OTHER_VOLUMES.to_string(),
                 tenant: String::new(),
@@ -316,7 +422,7 @@ impl VolumeIoMeters {
     }
 }
 
-type Read = fn(&VolumeMeter) -> u64;
+type Read = fn(&IoTotals) -> u64;
 
 /// How a volume's series are labelled: its name, and its tenant's id
 /// (names are unique in a tenant only).
@@ -338,51 +444,51 @@ impl VolumeLabels {
 }
 
 /// The families of `rows`: a label value and the meters summed under it.
-fn io_families(rows: &[(VolumeLabels, Vec<Arc<VolumeMeter>>)]) -> Vec<MetricFamily> {
+fn io_families(rows: &[(VolumeLabels, IoTotals)]) -> Vec<MetricFamily> {
     let counters: [(&str, &str, Read); 7] = [
         (
             "svs_volume_read_operations_total",
             "NBD reads answered.",
-            |m| m.reads.load(Ordering::Relaxed),
+            |t| t.reads,
         ),
         (
             "svs_volume_write_operations_total",
             "NBD writes answered.",
-            |m| m.writes.load(Ordering::Relaxed),
+            |t| t.writes,
         ),
         (
             "svs_volume_read_bytes_total",
             "Bytes NBD reads returned.",
-            |m| m.read_bytes.load(Ordering::Relaxed),
+            |t| t.readbytes,
         ),
         (
             "svs_volume_written_bytes_total",
             "Bytes NBD writes stored.",
-            |m| m.written_bytes.load(Ordering::Relaxed),
+            |t| t.writtenbytes,
         ),
         (
             "svs_volume_flush_operations_total",
             "NBD flushes answered.",
-            |m| m.flushes.load(Ordering::Relaxed),
+            |t| t.flushes,
         ),
         (
             "svs_volume_trim_operations_total",
             "NBD trims and write-zeroes answered.",
-            |m| m.trims.load(Ordering::Relaxed),
+            |t| t.trims,
         ),
         (
             "svs_volume_io_errors_total",
             "NBD requests that failed.",
-            |m| m.errors.load(Ordering::Relaxed),
+            |t| t.errors,
         ),
     ];
     let mut families = Vec::new();
     for (name, help, read) in counters {
         let metrics = rows
             .iter()
-            .map(|(volume, meters)| {
+            .map(|(volume, totals)| {
                 let mut counter = Counter::default();
-                counter.set_value(meters.iter().map(|m| read(m)).sum::<u64>() as f64);
+                counter.set_value(read(totals) as f64);
                 let mut metric = Metric::from_label(volume.pairs());
                 metric.set_counter(counter);
                 metric
@@ -392,13 +498,9 @@ fn io_families(rows: &[(VolumeLabels, Vec<Arc<VolumeMeter>>)]) -> Vec<MetricFami
     }
     let connections = rows
         .iter()
-        .map(|(volume, meters)| {
-            let open: i64 = meters
-                .iter()
-                .map(|m| m.connections.load(Ordering::Relaxed))
-                .sum();
+        .map(|(volume, totals)| {
             let mut gauge = Gauge::default();
-            gauge.set_value(open as f64);
+            gauge.set_value(totals.connections as f64);
             Metric::from_gauge(gauge).with_labels(volume.pairs())
         })
         .collect();
@@ -409,14 +511,11 @@ fn io_families(rows: &[(VolumeLabels, Vec<Arc<VolumeMeter>>)]) -> Vec<MetricFami
         connections,
     ));
     let mut histograms = Vec::new();
-    for (volume, meters) in rows {
+    for (volume, totals) in rows {
         for op in IoOp::ALL {
-            let mut totals = HistogramTotals::default();
-            for m in meters {
-                m.latency[op as usize].add_to(&mut totals);
-            }
+            let latency = &totals.latency[op as usize];
             let mut cumulative = 0;
-            let buckets = totals
+            let buckets = latency
                 .buckets
                 .iter()
                 .enumerate()
@@ -430,8 +529,8 @@ fn io_families(rows: &[(VolumeLabels, Vec<Arc<VolumeMeter>>)]) -> Vec<MetricFami
                 .collect();
             let mut histogram = Histogram::default();
             histogram.set_bucket(buckets);
-            histogram.set_sample_count(totals.count);
-            histogram.set_sample_sum(totals.sum_nanos as f64 / 1e9);
+            histogram.set_sample_count(latency.count);
+            histogram.set_sample_sum(latency.sumnanos as f64 / 1e9);
             let mut labels = vec![label_pair("op", op.label())];
             labels.extend(volume.pairs());
             let mut metric = Metric::from_label(labels);
@@ -549,6 +648,43 @@ mod tests {
             .expect("connections");
         assert_eq!(connections.get_metric().len(), 1);
         assert_eq!(connections.get_metric()[0].get_gauge().get_value(), 1.0);
+    }
+
+    #[test]
+    fn storage_nodes_reports_add_to_what_was_served_here() {
+        let meters = VolumeIoMeters::new(10);
+        meters
+            .meter("v")
+            .record(IoOp::Write, 4096, Duration::from_micros(10), true);
+        let report = |writes| IoTotals {
+            volume: "v".into(),
+            writes,
+            ..IoTotals::default()
+        };
+        meters.set_node_report("sn-1", vec![report(5)]);
+        meters.set_node_report("sn-2", vec![report(7)]);
+        // A node's next report replaces its last.
+        meters.set_node_report("sn-1", vec![report(6)]);
+        let totals = meters.all_totals();
+        assert_eq!(totals.len(), 1);
+        assert_eq!(totals[0].writes, 1 + 6 + 7);
+        // A volume only a node served gets its place too.
+        meters.set_node_report(
+            "sn-3",
+            vec![IoTotals {
+                volume: "w".into(),
+                reads: 2,
+                ..IoTotals::default()
+            }],
+        );
+        let totals = meters.all_totals();
+        assert_eq!(
+            totals.iter().map(|t| t.volume.as_str()).collect::<Vec<_>>(),
+            ["v", "w"]
+        );
+        // Gone volumes leave the reports too.
+        meters.retain(|id| id == "v");
+        assert_eq!(meters.all_totals().len(), 1);
     }
 
     #[test]

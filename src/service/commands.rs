@@ -322,6 +322,8 @@ pub struct RegisterStorageNode {
     pub slice_public_key: Option<String>,
     /// Where attaching hosts reach its NBD server for fronts (advertised).
     pub front_address: Option<std::net::SocketAddr>,
+    /// What its fronts served, by volume (the metrics).
+    pub io: Vec<crate::metrics::IoTotals>,
 }
 
 /// One medium a storage node offers.

@@ -153,6 +153,10 @@ impl Services {
                 StoreError::NotFound => ServiceError::Unauthorized(BAD_CREDENTIAL.into()),
                 other => other.into(),
             })?;
+        // Its fronts' I/O, for the metrics of their volumes.
+        crate::metrics::METRICS
+            .volume_io
+            .set_node_report(node, request.io.clone());
         for medium in &done.failed_media {
             // The store has it Failed already (with its copies lost); open
             // volumes stop using it now.
@@ -319,6 +323,7 @@ mod tests {
                     directory: format!("/srv/{m}"),
                 })
                 .collect(),
+            io: Vec::new(),
             slice_public_key: None,
             front_address: None,
         }

@@ -5,6 +5,7 @@
 
 use super::StorageNodeError;
 use crate::fronts_wire::{FailuresBody, FailuresRecorded, FrontsAnswer, FrontsPoll};
+use crate::metrics::{IoTotals, MAX_IO_REPORTS, METRICS};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
@@ -29,6 +30,10 @@ struct RegisterBody<'a> {
     /// Where attaching nodes reach the fronts this node runs (its NBD
     /// server).
     frontaddress: String,
+    /// What the fronts this node runs served (the control plane's
+    /// metrics of their volumes).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    io: Vec<IoTotals>,
 }
 
 /// The control plane's answer.
@@ -100,6 +105,7 @@ impl ControlPlaneClient {
                 media,
                 slicepublickey: public_key,
                 frontaddress: addresses.front.to_string(),
+                io: METRICS.volume_io.report(MAX_IO_REPORTS),
             });
         answer(request).await
     }
@@ -185,6 +191,7 @@ mod tests {
             media: &media,
             slicepublickey: None,
             frontaddress: "127.0.0.2:10809".into(),
+            io: Vec::new(),
         };
         assert_eq!(
             serde_json::to_value(&body).expect("json"),

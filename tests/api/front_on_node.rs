@@ -27,7 +27,7 @@ use std::time::Duration;
 /// volume: every copy goes to the storage nodes) and three storage nodes,
 /// one medium each, in three zones; a policy with three copies on three
 /// nodes; host-1 (127.0.0.1) to attach to.
-async fn three_nodes(more: &[&str]) -> (TestApp, Vec<Node>) {
+pub(crate) async fn three_nodes(more: &[&str]) -> (TestApp, Vec<Node>) {
     let mut settings = vec!["fronts = \"nodes\"", "agent_wait_secs = 60"];
     settings.extend_from_slice(more);
     let app = TestApp::start_with(storage_nodes_config(&settings)).await;

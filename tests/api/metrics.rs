@@ -398,6 +398,48 @@ async fn a_real_prometheus_scrapes_volume_io_jobs_and_media() {
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
 }
 
+/// A volume whose front runs on a storage node (`fronts = "nodes"`): the
+/// node counts its NBD I/O and reports it in its heartbeat, and `svs
+/// serve`'s scrape has it under the volume's name.
+#[tokio::test]
+async fn a_front_on_a_storage_node_reports_its_volume_s_io() {
+    let (app, nodes) =
+        crate::front_on_node::three_nodes(&[&format!("metrics_token = \"{SCRAPE_TOKEN}\"")]).await;
+    app.create_volume_done(json!({"name": "v", "size": 1, "policy": "three"}))
+        .await;
+    let a = attach(&app, "v", "host-1", false).await;
+    let nbd = uri(&a);
+    assert!(
+        !nbd.contains(app.nbd_base.trim_start_matches("nbd://")),
+        "the front is on a storage node: {nbd}"
+    );
+    let commands: Vec<String> = (0..WRITES)
+        .map(|i| format!("write -P 0x5a {} {WRITE_SIZE}", i * WRITE_SIZE))
+        .collect();
+    let written = qemu_io(&nbd, &commands);
+    assert!(written.is_ok(), "{written:?}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = scrape(&app).await;
+        let writes = value(
+            &text,
+            "svs_volume_write_operations_total",
+            &[("volume", "v")],
+        );
+        let bytes = value(&text, "svs_volume_written_bytes_total", &[("volume", "v")]);
+        if writes == Some(WRITES as f64) {
+            assert_eq!(bytes, Some((WRITES * WRITE_SIZE) as f64), "{text}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the node's report never came: {writes:?}\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    drop(nodes);
+}
+
 /// The series of a scrape: names and label sets, without values.
 fn series(text: &str) -> BTreeSet<(String, BTreeMap<String, String>)> {
     samples(text).into_keys().collect()

@@ -550,6 +550,8 @@ async fn close(registry: &Arc<ExportRegistry>, fronts: &mut Fronts, volume: &str
     // its slices: off the runtime's threads.
     let _ = tokio::task::spawn_blocking(move || {
         calls.closed(&volume);
+        // What it served was reported; it starts again if it reopens here.
+        crate::metrics::METRICS.volume_io.forget(&volume);
         drop(io)
     })
     .await;

@@ -17,6 +17,11 @@ pub async fn volumes_are_listed_by_name_whole_or_a_page_at_a_time(store: &dyn St
         )
     };
     assert_eq!(list(None).await, ["a", "b", "c", "d", "e"]);
+    // Every tenant's, for the metrics.
+    assert_eq!(
+        names(store.all_volumes().await.expect("all")),
+        ["a", "b", "c", "d", "e"]
+    );
     let page = |page, count| Some(Page { page, count });
     assert_eq!(list(page(1, 2)).await, ["a", "b"]);
     assert_eq!(list(page(2, 2)).await, ["c", "d"]);
