@@ -81,14 +81,23 @@ pub async fn volume_iostats(
 }
 
 /// What `metrics_listen` serves: `GET /metrics` without a token, nothing
-/// else.
+/// else (declared like the API's routes, in a document of its own).
 pub fn metrics_router(state: AppState) -> axum::Router {
-    axum::Router::new()
-        .route("/metrics", axum::routing::get(unauthenticated_metrics))
-        .fallback(super::not_found)
-        .with_state(state)
+    let (router, _) = utoipa_axum::router::OpenApiRouter::new()
+        .routes(utoipa_axum::routes!(unauthenticated_metrics))
+        .split_for_parts();
+    router.fallback(super::not_found).with_state(state)
 }
 
+#[utoipa::path(
+    get, path = "/metrics", tag = "Metrics", operation_id = "MetricsListen",
+    summary = "Metrics on metrics_listen",
+    description = "The same as `GET /metrics`, without a token, on the separate address `metrics_listen` sets; nothing else is served there.",
+    responses(
+        (status = 200, description = "The metrics", content_type = "text/plain", body = String),
+        (status = 503, description = "The database does not answer", body = ErrorBody),
+    ),
+)]
 async fn unauthenticated_metrics(
     State(app): State<AppState>,
 ) -> Result<impl IntoResponse, super::ApiError> {

@@ -121,6 +121,22 @@ async fn media_families(store: &dyn Store) -> Result<Vec<MetricFamily>, ScrapeEr
     .collect())
 }
 
+/// The volume a series of the I/O families names (not `_other`).
+fn labels_of(metric: &Metric) -> Option<VolumeLabels> {
+    let value = |name: &str| {
+        metric
+            .get_label()
+            .iter()
+            .find(|l| l.name() == name)
+            .map(|l| l.value().to_string())
+    };
+    let volume = value("volume")?;
+    (volume != super::volume_io::OTHER_VOLUMES).then(|| VolumeLabels {
+        volume,
+        tenant: value("tenant").unwrap_or_default(),
+    })
+}
+
 async fn volume_families(store: &dyn Store) -> Result<Vec<MetricFamily>, ScrapeError> {
     let volumes = store.all_volumes().await?;
     let labels: HashMap<&str, VolumeLabels> = volumes
@@ -139,14 +155,12 @@ async fn volume_families(store: &dyn Store) -> Result<Vec<MetricFamily>, ScrapeE
     // The volumes with I/O series get the per-volume gauges too, and so
     // does every degraded volume (an alert names it), within the same bound.
     let limit = meters.limit();
-    let mut shown: HashSet<&VolumeLabels> = HashSet::new();
-    let mut with_io = 0;
-    for v in &volumes {
-        if meters.has_series(&v.id, limit) {
-            with_io += 1;
-            shown.insert(&labels[v.id.as_str()]);
-        }
-    }
+    let shown: HashSet<VolumeLabels> = io
+        .iter()
+        .find(|f| f.name() == "svs_volume_connections")
+        .map(|f| f.get_metric().iter().filter_map(labels_of).collect())
+        .unwrap_or_default();
+    let with_io = shown.len();
     let mut degraded_shown = 0;
     let mut size = Gauges::new("svs_volume_size_bytes", "A volume's size.");
     let mut degraded = Gauges::new(

@@ -332,28 +332,23 @@ impl VolumeIoMeters {
             .collect();
         meters.sort_by_key(|(_, m)| m.seq);
         let nodes = lock(&self.nodes);
+        let mut reported: HashMap<&str, Vec<&IoTotals>> = HashMap::new();
+        for totals in nodes.values().flatten() {
+            reported
+                .entry(totals.volume.as_str())
+                .or_default()
+                .push(totals);
+        }
         meters
             .iter()
             .map(|(id, m)| {
                 let mut totals = m.totals(id);
-                for report in nodes.values() {
-                    for node_totals in report.iter().filter(|t| &t.volume == id) {
-                        totals.add(node_totals);
-                    }
+                for node_totals in reported.get(id.as_str()).into_iter().flatten() {
+                    totals.add(node_totals);
                 }
                 totals
             })
             .collect()
-    }
-
-    /// Whether volume `id` has I/O series of its own: it is among the
-    /// first `limit` volumes served here (of those still known).
-    pub fn has_series(&self, id: &str, limit: usize) -> bool {
-        let meters = lock(&self.meters);
-        let Some(seq) = meters.get(id).map(|m| m.seq) else {
-            return false;
-        };
-        meters.values().filter(|m| m.seq < seq).count() < limit
     }
 
     /// Takes a sample of every volume's I/O since the last one (at `now_ms`).
