@@ -69,7 +69,10 @@
 # broke. All data lives in a temporary directory (TMPDIR, default /tmp)
 # removed on exit; every server is stopped on exit. Environment:
 # BENCH_ROUNDS (default 5); BENCH_SVS_BIN (an svs binary to run instead of
-# building one). Takes about 6-8 minutes after the build.
+# building one); BENCH_SVS_BEFORE (another svs binary, e.g. one built from an
+# earlier commit: it serves a one-copy volume too, measured in the same
+# rotation as `svs-before`, so that a change's cost on the data path reads
+# as svs against svs-before). Takes about 6-8 minutes after the build.
 set -euo pipefail
 
 BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -82,9 +85,10 @@ ADMIN_PASSWORD="bench-password-$$"
 
 QNBD_PID=""
 NBDKIT_PID=""
+BEFORE_PID=""
 # shellcheck source=bench/lib.sh
 source "$BENCH_DIR/lib.sh"
-stop_on_exit QNBD_PID NBDKIT_PID
+stop_on_exit QNBD_PID NBDKIT_PID BEFORE_PID
 
 # ---- prerequisites ----
 phase "prerequisites"
@@ -109,6 +113,23 @@ MIRROR_URI="$(cd "$BENCH_DIR" &&
     python3 nbd_attach.py "$BASE" "$ADMIN_EMAIL" "$ADMIN_PASSWORD" nbd-mirror "$VOLUME_GIB" 2)"
 echo "svs export (two copies): $MIRROR_URI"
 echo "slice files: $(find "$WORK/data" -name '*.slice' -printf '%p (%s bytes) ')"
+
+# ---- svs-before (BENCH_SVS_BEFORE) ----
+BEFORE_SERVER=()
+if [[ -n "${BENCH_SVS_BEFORE:-}" ]]; then
+    phase "start svs-before ($BENCH_SVS_BEFORE), its own data directory, one ${VOLUME_GIB} GiB volume"
+    main=("$WORK" "$SERVER_PID" "$BASE" "$SVS")
+    WORK="${main[0]}/before"
+    SVS="$BENCH_SVS_BEFORE"
+    mkdir -p "$WORK"
+    start_svs
+    BEFORE_PID=$SERVER_PID
+    BEFORE_URI="$(cd "$BENCH_DIR" &&
+        python3 nbd_attach.py "$BASE" "$ADMIN_EMAIL" "$ADMIN_PASSWORD" nbd-bench "$VOLUME_GIB" 1)"
+    echo "svs-before export (one copy): $BEFORE_URI"
+    WORK="${main[0]}" SERVER_PID="${main[1]}" BASE="${main[2]}" SVS="${main[3]}"
+    BEFORE_SERVER=(svs-before "$BEFORE_PID" "$BEFORE_URI")
+fi
 
 # ---- nbdkit ----
 phase "start nbdkit (file plugin) on a ${VOLUME_GIB} GiB raw file (same filesystem)"
@@ -141,10 +162,11 @@ done
 
 # ---- figures ----
 phase "figures, $ROUNDS rounds per figure, rotating svs / svs-2-copies / nbdkit / qemu-nbd"
-NBD_BENCH_FILES="$(find "$WORK/data" -name '*.slice' -printf '%p ') $NBDKIT_FILE $QNBD_FILE" \
+NBD_BENCH_FILES="$(find "$WORK" -name '*.slice' -printf '%p ') $NBDKIT_FILE $QNBD_FILE" \
     python3 "$BENCH_DIR/nbd_bench.py" "$VOLUME_BYTES" "$ROUNDS" \
     svs "$SERVER_PID" "$SVS_URI" \
     svs-2-copies "$SERVER_PID" "$MIRROR_URI" \
+    "${BEFORE_SERVER[@]}" \
     nbdkit "$NBDKIT_PID" "$NBDKIT_URI" \
     qemu-nbd "$QNBD_PID" "$QNBD_URI"
 

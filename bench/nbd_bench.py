@@ -139,6 +139,10 @@ FIGURES = (
         "IOPS",
     ),
 )
+# NBD_BENCH_FIGURES (e.g. "rand-read,rand-write"): only those figures, for
+# a longer A/B of a few of them; empty: every figure.
+ONLY = [f for f in os.environ.get("NBD_BENCH_FIGURES", "").split(",") if f]
+
 # Multi-connection figures: name, unit (run by `multi_conn`).
 MULTI = (("copy-4conn", "MB/s"), ("rand-read-4conn", "IOPS"))
 RAND_READ_4CONN_COUNT = scaled(50000)
@@ -377,6 +381,8 @@ def main():
     print(f"  CPU accounting: {NCPU} CPUs, {CLK_TCK} ticks per second; processes: " + "; ".join(
         f"{n} {','.join(map(str, pids))}" for n, (pids, _) in servers.items()), flush=True)
     for fig, args, req_bytes, count, unit in FIGURES:
+        if ONLY and fig not in ONLY:
+            continue
         units[fig] = unit
         print(f"  {fig}: qemu-img bench -f raw -c {count} {' '.join(args)} URI", flush=True)
         residency("before")
@@ -392,6 +398,8 @@ def main():
     exports = {n: v for n, v in servers.items() if not client_side(v[1])}
     skipped = [n for n in servers if n not in exports]
     for fig, unit in MULTI:
+        if ONLY and fig not in ONLY:
+            continue
         units[fig] = unit
         if skipped:
             print(f"  {fig}: skipped for {', '.join(skipped)} (client-side, not one NBD export)",

@@ -141,11 +141,15 @@ impl IoTotals {
     }
 }
 
-/// One volume's counters.
+/// Counters of one volume that the threads serving it share out: each
+/// thread counts in its own shard (its own cache lines), so the request
+/// path never waits on another core for a counter; a read sums them.
+const SHARDS: usize = 8;
+
+/// One shard of a volume's counters.
 #[derive(Default)]
-pub struct VolumeMeter {
-    /// In the order volumes were first served (which ones get series).
-    seq: u64,
+#[repr(align(128))]
+struct Shard {
     reads: AtomicU64,
     writes: AtomicU64,
     read_bytes: AtomicU64,
@@ -153,32 +157,51 @@ pub struct VolumeMeter {
     flushes: AtomicU64,
     trims: AtomicU64,
     errors: AtomicU64,
-    connections: AtomicI64,
     latency: [LatencyHistogram; 3],
+}
+
+/// The shard of the calling thread (threads take them in turn).
+fn shard_index() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
+    }
+    INDEX.with(|i| *i)
+}
+
+/// One volume's counters.
+#[derive(Default)]
+pub struct VolumeMeter {
+    /// In the order volumes were first served (which ones get series).
+    seq: u64,
+    connections: AtomicI64,
+    shards: [Shard; SHARDS],
 }
 
 impl VolumeMeter {
     /// A request answered after `elapsed`: `bytes` read or written.
     pub fn record(&self, op: IoOp, bytes: u64, elapsed: Duration, ok: bool) {
+        let shard = &self.shards[shard_index()];
         if !ok {
-            self.errors.fetch_add(1, Ordering::Relaxed);
+            shard.errors.fetch_add(1, Ordering::Relaxed);
             return;
         }
         let (count, total) = match op {
-            IoOp::Read => (&self.reads, Some(&self.read_bytes)),
-            IoOp::Write => (&self.writes, Some(&self.written_bytes)),
-            IoOp::Flush => (&self.flushes, None),
+            IoOp::Read => (&shard.reads, Some(&shard.read_bytes)),
+            IoOp::Write => (&shard.writes, Some(&shard.written_bytes)),
+            IoOp::Flush => (&shard.flushes, None),
         };
         count.fetch_add(1, Ordering::Relaxed);
         if let Some(total) = total {
             total.fetch_add(bytes, Ordering::Relaxed);
         }
-        self.latency[op as usize].observe(elapsed);
+        shard.latency[op as usize].observe(elapsed);
     }
 
     /// A trim or write-zeroes answered.
     pub fn trimmed(&self, ok: bool) {
-        let counter = if ok { &self.trims } else { &self.errors };
+        let shard = &self.shards[shard_index()];
+        let counter = if ok { &shard.trims } else { &shard.errors };
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -189,22 +212,27 @@ impl VolumeMeter {
     }
 
     fn totals(&self, volume: &str) -> IoTotals {
-        let mut latency = [HistogramTotals::default(); 3];
-        for (totals, histogram) in latency.iter_mut().zip(&self.latency) {
-            histogram.add_to(totals);
-        }
-        IoTotals {
+        let mut totals = IoTotals {
             volume: volume.to_string(),
-            reads: self.reads.load(Ordering::Relaxed),
-            writes: self.writes.load(Ordering::Relaxed),
-            readbytes: self.read_bytes.load(Ordering::Relaxed),
-            writtenbytes: self.written_bytes.load(Ordering::Relaxed),
-            flushes: self.flushes.load(Ordering::Relaxed),
-            trims: self.trims.load(Ordering::Relaxed),
-            errors: self.errors.load(Ordering::Relaxed),
             connections: u64::try_from(self.connections.load(Ordering::Relaxed)).unwrap_or(0),
-            latency,
+            ..IoTotals::default()
+        };
+        let sum = |counter: &AtomicU64, total: &mut u64| {
+            *total = total.saturating_add(counter.load(Ordering::Relaxed));
+        };
+        for shard in &self.shards {
+            sum(&shard.reads, &mut totals.reads);
+            sum(&shard.writes, &mut totals.writes);
+            sum(&shard.read_bytes, &mut totals.readbytes);
+            sum(&shard.written_bytes, &mut totals.writtenbytes);
+            sum(&shard.flushes, &mut totals.flushes);
+            sum(&shard.trims, &mut totals.trims);
+            sum(&shard.errors, &mut totals.errors);
+            for (total, histogram) in totals.latency.iter_mut().zip(&shard.latency) {
+                histogram.add_to(total);
+            }
         }
+        totals
     }
 }
 
@@ -599,6 +627,28 @@ mod tests {
         assert_eq!(t.buckets[16], 1);
         assert_eq!(t.buckets.iter().sum::<u64>(), 6);
         assert_eq!(t.count, 7);
+    }
+
+    #[test]
+    fn every_thread_s_counts_are_summed() {
+        let meter = Arc::new(VolumeMeter::default());
+        let threads: Vec<_> = (0..12)
+            .map(|_| {
+                let meter = Arc::clone(&meter);
+                std::thread::spawn(move || {
+                    for _ in 0..1000 {
+                        meter.record(IoOp::Read, 512, Duration::from_micros(70), true);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("thread");
+        }
+        let totals = meter.totals("v");
+        assert_eq!((totals.reads, totals.readbytes), (12_000, 12_000 * 512));
+        assert_eq!(totals.latency[IoOp::Read as usize].count, 12_000);
+        assert_eq!(totals.latency[IoOp::Read as usize].buckets[1], 12_000);
     }
 
     #[test]
