@@ -19,6 +19,7 @@ pub use volume_io::{
     DEFAULT_METRICS_VOLUMES, MAX_IO_REPORTS,
 };
 
+use crate::clock::Clock;
 use prometheus::proto::MetricFamily;
 use prometheus::{
     exponential_buckets, Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
@@ -288,10 +289,7 @@ pub fn sample_volume_io(shutdown: tokio_util::sync::CancellationToken) {
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 _ = tick.tick() => {
-                    let now_ms = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-                    METRICS.volume_io.sample(now_ms);
+                    METRICS.volume_io.sample(crate::clock::SystemClock.now_ms());
                 }
             }
         }

@@ -150,11 +150,9 @@ const SHARDS: usize = 8;
 #[derive(Default)]
 #[repr(align(128))]
 struct Shard {
-    reads: AtomicU64,
-    writes: AtomicU64,
+    // Reads, writes and flushes are the counts of their latencies.
     read_bytes: AtomicU64,
     written_bytes: AtomicU64,
-    flushes: AtomicU64,
     trims: AtomicU64,
     errors: AtomicU64,
     latency: [LatencyHistogram; 3],
@@ -186,12 +184,11 @@ impl VolumeMeter {
             shard.errors.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let (count, total) = match op {
-            IoOp::Read => (&shard.reads, Some(&shard.read_bytes)),
-            IoOp::Write => (&shard.writes, Some(&shard.written_bytes)),
-            IoOp::Flush => (&shard.flushes, None),
+        let total = match op {
+            IoOp::Read => Some(&shard.read_bytes),
+            IoOp::Write => Some(&shard.written_bytes),
+            IoOp::Flush => None,
         };
-        count.fetch_add(1, Ordering::Relaxed);
         if let Some(total) = total {
             total.fetch_add(bytes, Ordering::Relaxed);
         }
@@ -221,17 +218,17 @@ impl VolumeMeter {
             *total = total.saturating_add(counter.load(Ordering::Relaxed));
         };
         for shard in &self.shards {
-            sum(&shard.reads, &mut totals.reads);
-            sum(&shard.writes, &mut totals.writes);
             sum(&shard.read_bytes, &mut totals.readbytes);
             sum(&shard.written_bytes, &mut totals.writtenbytes);
-            sum(&shard.flushes, &mut totals.flushes);
             sum(&shard.trims, &mut totals.trims);
             sum(&shard.errors, &mut totals.errors);
             for (total, histogram) in totals.latency.iter_mut().zip(&shard.latency) {
                 histogram.add_to(total);
             }
         }
+        totals.reads = totals.latency[IoOp::Read as usize].count;
+        totals.writes = totals.latency[IoOp::Write as usize].count;
+        totals.flushes = totals.latency[IoOp::Flush as usize].count;
         totals
     }
 }

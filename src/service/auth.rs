@@ -31,6 +31,15 @@ fn bad_token() -> ServiceError {
     ServiceError::Unauthorized(BAD_TOKEN.into())
 }
 
+/// The token of an `authorization` header value: raw, or after `Bearer `.
+pub(crate) fn bearer_token(header: &str) -> &str {
+    let header = header.trim();
+    match header.split_once(' ') {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
+        _ => header,
+    }
+}
+
 pub(crate) fn too_many(locked: Locked) -> ServiceError {
     crate::metrics::METRICS.signin_lockouts.inc();
     let secs = locked.retry_after_secs.max(1);
@@ -262,10 +271,7 @@ impl Services {
             .map(str::trim)
             .filter(|h| !h.is_empty())
             .ok_or_else(|| ServiceError::Unauthorized(NOT_SIGNED_IN.into()))?;
-        let token = match raw.split_once(' ') {
-            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
-            _ => raw,
-        };
+        let token = bearer_token(raw);
         let claims = self
             .tokens
             .verify(token, TokenUse::Id, self.clock.now_secs())

@@ -27,10 +27,7 @@ impl Services {
         let (Some(token), Some(header)) = (&self.metrics_token, authorization) else {
             return false;
         };
-        let sent = match header.trim().split_once(' ') {
-            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
-            _ => header.trim(),
-        };
+        let sent = super::auth::bearer_token(header);
         Sha256::digest(sent.as_bytes()) == Sha256::digest(token.trim().as_bytes())
     }
 

@@ -18,20 +18,15 @@ async fn two_moves(rate: &str) -> (TestApp, String, String) {
 
 /// As [`two_moves`], with more settings.
 pub(crate) async fn two_moves_with(rate: &str, settings: &[String]) -> (TestApp, String, String) {
-    let mut config = TestConfig {
-        media: vec![
+    let mut config = crate::drain::moving_config(
+        vec![
             medium("m1", "n1", "z1", 20),
             medium("m2", "n2", "z2", 16),
             medium("m3", "n3", "z3", 30),
             medium("m4", "n4", "z4", 30),
         ],
-        movement_rate: rate.into(),
-        nodes: vec![("host-1", "127.0.0.1")],
-        ..TestConfig::default()
-    };
-    config
-        .settings
-        .push("movement_checkpoint = \"1 MiB\"".into());
+        rate,
+    );
     config.settings.extend(settings.iter().cloned());
     let app = TestApp::start_with(config).await;
     app.create_policy("none", 0, 0, 0).await;

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 /// `media` moving data at `rate`, checkpointing every MiB, with host-1
 /// allowed to attach.
-fn moving_config(media: Vec<TestMedium>, rate: &str) -> TestConfig {
+pub(crate) fn moving_config(media: Vec<TestMedium>, rate: &str) -> TestConfig {
     let mut config = TestConfig {
         media,
         movement_rate: rate.into(),
