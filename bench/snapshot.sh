@@ -19,6 +19,8 @@
 #      after a snapshot, the first write to each 64 KiB chunk, (c) later
 #      writes to chunks already saved: IOPS medians of BENCH_ROUNDS rounds
 #      (default 7) and the ratio to (a). Snapshots are deleted before (a).
+#   3. a clone of the 64 GiB volume (256 MiB of data) from its newest
+#      snapshot -> job Done, BENCH_CLONE_ROUNDS rounds (default 5).
 #
 # Exits 0 when the benchmark ran, whatever the figures; non-zero if something
 # broke. All data lives in a temporary directory (TMPDIR, default /tmp)

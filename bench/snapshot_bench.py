@@ -42,6 +42,14 @@ topology) and written with `qemu-img bench -f raw` over their nbd:// URIs
    request as in bench/nbd.sh. The snapshot's delta files must grow by at
    least 8192 * 64 KiB during (b) and not at all during (c), else the run
    fails.
+
+3. Clones: CLONE_ROUNDS times (env BENCH_CLONE_ROUNDS, default 5), a clone
+   of `snap-64g` from its newest snapshot (64 GiB holding the 256 MiB of
+   figure 1 and the rounds' 4 KiB writes): POST /volumes {contentvolume,
+   contentsnapshot} -> job Done, timed as in figure 1, then the clone is
+   deleted (untimed). The clone's slice files must hold at least the
+   256 MiB written and less than 1 GiB on disk (holes stay holes), else
+   the run fails. Target: < 5 s.
 """
 
 import os
@@ -257,6 +265,51 @@ def write_cost(api, pid, data_dir, rounds):
     return iops, cpu
 
 
+def volume_bytes(data_dir, volume_id):
+    """Bytes allocated on disk by the volume's slice files."""
+    total = 0
+    for root, _, files in os.walk(data_dir):
+        if volume_id not in root.split(os.sep):
+            continue
+        for name in files:
+            if name.endswith(".slice"):
+                total += os.stat(os.path.join(root, name)).st_blocks * 512
+    return total
+
+
+def clones(api, data_dir, rounds):
+    """Figure 3; returns [ms, ...]."""
+    source = "snap-64g"
+    snapshot = api.request("GET", f"/volumes/{source}/snapshots")[-1]["name"]
+    times = []
+    for r in range(rounds):
+        name = f"clone-{r + 1}"
+        body = {
+            "name": name,
+            "type": "block",
+            "size": 64,
+            "policy": POLICY,
+            "contentvolume": source,
+            "contentsnapshot": snapshot,
+        }
+        started = time.perf_counter()
+        job = api.request("POST", "/volumes", body)
+        api.wait_job(job["JobID"], poll=0.001, timeout=600)
+        ms = (time.perf_counter() - started) * 1000
+        times.append(ms)
+        on_disk = volume_bytes(data_dir, api.request("GET", f"/volumes/{name}")["volumeid"])
+        if not WRITTEN_MIB * MIB <= on_disk < GIB:
+            sys.exit(f"{name}: {on_disk} bytes on disk, expected the data only")
+        print(
+            f"    round {r + 1}: clone of {source}/{snapshot} -> Done in {ms:.0f} ms, "
+            f"{on_disk / MIB:.0f} MiB on disk",
+            flush=True,
+        )
+        job = api.request("DELETE", f"/volumes/{name}")
+        api.wait_job(job["JobID"], poll=0.01)
+    return times
+
+
 def table(head, rows):
     widths = [max(len(row[i]) for row in rows + [head]) for i in range(len(head))]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
@@ -289,6 +342,10 @@ def main():
     with tempfile.TemporaryDirectory(dir=data_dir) as tmp:
         check_step(tmp)
     iops, cpu = write_cost(api, pid, data_dir, rounds)
+
+    clone_rounds = int(os.environ.get("BENCH_CLONE_ROUNDS", "5"))
+    print(f"\n== 3. a clone of a 64 GiB volume -> job Done, {clone_rounds} rounds", flush=True)
+    clone_ms = clones(api, data_dir, clone_rounds)
 
     print(f"\n== summary: medians of {snapshot_rounds} and {rounds} rounds")
     labels = {
@@ -327,6 +384,11 @@ def main():
             )
             for p in ("a", "b", "c")
         ],
+    )
+    print(
+        f"\nclone of a 64 GiB volume ({WRITTEN_MIB} MiB of data) -> Done: "
+        f"median {statistics.median(clone_ms):,.0f} ms, min {min(clone_ms):,.0f} ms, "
+        f"max {max(clone_ms):,.0f} ms"
     )
 
 
