@@ -29,12 +29,17 @@ use crate::extents::{allocation, punch_hole, DataExtents, BLOCK};
 use crate::fsutil::{fsync_dir, remove_if_exists, slice_stem};
 use crate::space::SpaceAccount;
 
-use std::collections::{BTreeSet, HashMap};
+mod held;
+
+pub(crate) use held::journal_name;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use xxhash_rust::xxh3::xxh3_64;
 
 /// Copy-on-write unit: 64 KiB. Small enough that a 4 KiB random write after
@@ -68,6 +73,16 @@ struct Snapshot {
     log: File,
     log_len: u64,
     chunks: HashMap<u64, Saved>,
+    /// Chunks claimed for a save not made yet (so not in the map, nor in
+    /// `chunks`), with the bytes of each the live slice has (0: a hole):
+    /// their live bytes are still the snapshot's, because every write to
+    /// them is held until the save is durable (the newest only).
+    pending: HashMap<u64, u64>,
+    /// Budget taken for the pending saves, settled when they are made.
+    reserved: Vec<crate::space::Reservation>,
+    /// Chunks a held write touches: every later write to them is held too,
+    /// and a read of them commits first (the newest only).
+    held_chunks: HashSet<u64>,
     /// Marked for deletion: finished by the next `delete` or `open`.
     deleting: bool,
 }
@@ -158,6 +173,10 @@ pub(crate) fn remove_snapshot_files(slice_path: &Path, partial_only: bool) -> io
             removed = true;
         }
     }
+    // A journal of held writes goes with its slice.
+    if !partial_only {
+        remove_if_exists(&dir.join(journal_name(stem)))?;
+    }
     Ok(removed)
 }
 
@@ -213,6 +232,14 @@ pub struct SliceSnapshots {
     snapshots: RwLock<Vec<Snapshot>>,
     /// The medium's snapshot budget, when it has one: saves take from it.
     account: Option<SpaceAccount>,
+    /// Writes that need a save are held (see `held`) instead of waiting
+    /// for the save to be durable: set by [`SliceSnapshots::hold_writes`].
+    hold_enabled: AtomicBool,
+    /// Some write is held: reads and syncs commit first.
+    holding: AtomicBool,
+    /// The held writes and their journal; locked only under the snapshot
+    /// write lock.
+    held: Mutex<held::Held>,
     #[cfg(test)]
     fault: std::sync::Mutex<Option<Fault>>,
 }
@@ -323,6 +350,9 @@ impl SliceSnapshots {
             stem,
             snapshots: RwLock::new(Vec::new()),
             account,
+            hold_enabled: AtomicBool::new(false),
+            holding: AtomicBool::new(false),
+            held: Mutex::new(held::Held::default()),
             #[cfg(test)]
             fault: std::sync::Mutex::new(None),
         };
@@ -372,6 +402,8 @@ impl SliceSnapshots {
             store.files_changed();
         }
         *store.write_lock()? = snapshots;
+        // Writes held when the process stopped: saved, then written.
+        store.replay(slice_path)?;
         Ok(store)
     }
 
@@ -506,6 +538,9 @@ impl SliceSnapshots {
             log,
             log_len: good as u64,
             chunks,
+            pending: HashMap::new(),
+            reserved: Vec::new(),
+            held_chunks: HashSet::new(),
             deleting,
         })
     }
@@ -580,6 +615,8 @@ impl SliceSnapshots {
         if snaps.iter().any(|s| s.id == id && !s.deleting) {
             return Ok(());
         }
+        // Held writes belong before the snapshot.
+        self.commit_locked(&mut snaps, live)?;
         if snaps.iter().any(|s| s.id >= id) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -622,6 +659,9 @@ impl SliceSnapshots {
             log,
             log_len: HEADER_LEN as u64,
             chunks: HashMap::new(),
+            pending: HashMap::new(),
+            reserved: Vec::new(),
+            held_chunks: HashSet::new(),
             deleting: false,
         });
         self.files_changed();
@@ -664,32 +704,51 @@ impl SliceSnapshots {
         Ok(())
     }
 
-    /// Whether writing `[offset, offset + len)` must first save chunks.
+    /// Whether writing `[offset, offset + len)` must first save chunks (or
+    /// be held behind a held write).
     fn needs_save(snaps: &[Snapshot], offset: u64, len: u64) -> bool {
         let Some(newest) = snaps.last() else {
             return false;
         };
-        chunk_range(offset, len)
-            .any(|c| c * COW_CHUNK < newest.size && !newest.chunks.contains_key(&c))
+        chunk_range(offset, len).any(|c| {
+            (c * COW_CHUNK < newest.size && !newest.chunks.contains_key(&c))
+                || newest.held_chunks.contains(&c)
+        })
     }
 
     /// Saves into the newest snapshot every chunk of the range it does not
     /// hold yet, durably (one fsync of the delta and one of the map for the
-    /// whole range). On error nothing of the range counts as saved. With a
-    /// budget, the space the save may need (every chunk that is not a hole,
-    /// and the map's growth) is taken from it before anything is written:
-    /// ENOSPC then leaves the snapshot and the live slice as they were.
+    /// whole range, with any save staged before). On error nothing of the
+    /// range counts as saved.
     fn save(&self, snaps: &mut [Snapshot], live: &File, offset: u64, len: u64) -> io::Result<()> {
+        self.stage(snaps, live, offset, len)?;
+        match snaps.last_mut() {
+            Some(newest) => self.persist(newest, live),
+            None => Ok(()),
+        }
+    }
+
+    /// Claims for the newest snapshot every chunk of the range it neither
+    /// holds nor has pending: pending, the live slice must not change there
+    /// until [`SliceSnapshots::persist`] saved them (nothing is copied
+    /// yet: the live slice keeps the old bytes meanwhile). With a budget,
+    /// the space the saves may need (every chunk that is not a hole, and
+    /// the map's growth) is taken from it now: ENOSPC then leaves the
+    /// snapshot and the live slice as they were.
+    fn stage(&self, snaps: &mut [Snapshot], live: &File, offset: u64, len: u64) -> io::Result<()> {
         let Some(newest) = snaps.last_mut() else {
             return Ok(());
         };
         let live_len = live.metadata()?.len();
         // The chunks to save and how many bytes of each the live slice has
         // (0: a hole, recorded as zero without reading).
-        let mut pending = Vec::new();
+        let mut wanted = Vec::new();
         for c in chunk_range(offset, len) {
             let start = c * COW_CHUNK;
-            if start >= newest.size || newest.chunks.contains_key(&c) {
+            if start >= newest.size
+                || newest.chunks.contains_key(&c)
+                || newest.pending.contains_key(&c)
+            {
                 continue;
             }
             let n = COW_CHUNK.min(live_len.saturating_sub(start));
@@ -698,55 +757,77 @@ impl SliceSnapshots {
             } else {
                 n
             };
-            pending.push((c, n));
+            wanted.push((c, n));
         }
-        // Blocks the map gains by `records` more records.
-        let log_len = newest.log_len;
-        let map_growth = |records: usize| {
-            let end = log_len + (records * RECORD_LEN) as u64;
-            end.div_ceil(BLOCK).saturating_sub(log_len.div_ceil(BLOCK)) * BLOCK
-        };
-        let reservation = match &self.account {
-            Some(account) => {
-                let data: u64 = pending.iter().map(|(_, n)| n.div_ceil(BLOCK) * BLOCK).sum();
-                Some((account, account.reserve(data + map_growth(pending.len()))?))
-            }
-            None => None,
-        };
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        if let Some(account) = &self.account {
+            // Blocks the map gains by the records after the pending ones.
+            let log_len = newest.log_len + (newest.pending.len() * RECORD_LEN) as u64;
+            let end = log_len + (wanted.len() * RECORD_LEN) as u64;
+            let growth = end.div_ceil(BLOCK).saturating_sub(log_len.div_ceil(BLOCK)) * BLOCK;
+            let data: u64 = wanted.iter().map(|(_, n)| n.div_ceil(BLOCK) * BLOCK).sum();
+            newest.reserved.push(account.reserve(data + growth)?);
+        }
+        newest.pending.extend(wanted);
+        Ok(())
+    }
+
+    /// Makes the newest snapshot's pending saves, durably: each chunk's
+    /// bytes copied from the live slice into the delta (an all-zero one
+    /// recorded as zero), the delta synced, then their map records
+    /// appended and synced; the budget they took settled with what they
+    /// used. On error they stay pending (a retry copies them again: the
+    /// live slice has not changed there).
+    fn persist(&self, newest: &mut Snapshot, live: &File) -> io::Result<()> {
+        if newest.pending.is_empty() {
+            return Ok(());
+        }
+        let mut pending: Vec<(u64, u64)> = newest.pending.iter().map(|(c, n)| (*c, *n)).collect();
+        pending.sort_unstable();
         let mut buf = vec![0u8; COW_CHUNK as usize];
         let mut records = Vec::with_capacity(pending.len());
         let mut data_bytes = 0;
-        let saved = (|| {
-            for &(c, n) in &pending {
-                let start = c * COW_CHUNK;
-                let tag = if n == 0 {
+        for (c, n) in pending {
+            let start = c * COW_CHUNK;
+            let tag = if n == 0 {
+                TAG_ZERO
+            } else {
+                let data = &mut buf[..n as usize];
+                read_zero_fill(live, data, start)?;
+                if is_zero(data) {
                     TAG_ZERO
                 } else {
-                    let data = &mut buf[..n as usize];
-                    read_zero_fill(live, data, start)?;
-                    if is_zero(data) {
-                        TAG_ZERO
-                    } else {
-                        self.step()?;
-                        newest.delta.write_all_at(data, start)?;
-                        data_bytes += n.div_ceil(BLOCK) * BLOCK;
-                        TAG_DATA
-                    }
-                };
-                records.push((tag, c));
-            }
-            if data_bytes > 0 {
-                self.step()?;
-                newest.delta.sync_data()?;
-            }
-            let growth = map_growth(records.len());
-            self.append(newest, &records)?;
-            Ok(data_bytes + growth)
-        })();
-        if let Some((account, reservation)) = reservation {
-            account.settle(reservation, *saved.as_ref().unwrap_or(&0));
+                    self.step()?;
+                    newest.delta.write_all_at(data, start)?;
+                    data_bytes += n.div_ceil(BLOCK) * BLOCK;
+                    TAG_DATA
+                }
+            };
+            records.push((tag, c));
         }
-        saved.map(|_| ())
+        if data_bytes > 0 {
+            self.step()?;
+            newest.delta.sync_data()?;
+        }
+        let log_len = newest.log_len;
+        self.append(newest, &records)?;
+        let growth = newest
+            .log_len
+            .div_ceil(BLOCK)
+            .saturating_sub(log_len.div_ceil(BLOCK))
+            * BLOCK;
+        newest.pending.clear();
+        if let Some(account) = &self.account {
+            let mut used = data_bytes + growth;
+            for reservation in newest.reserved.drain(..) {
+                let share = used.min(reservation.bytes());
+                used -= share;
+                account.settle(reservation, share);
+            }
+        }
+        Ok(())
     }
 
     /// Writes `data` at `offset` of the live slice, first saving what the
@@ -760,6 +841,9 @@ impl SliceSnapshots {
             }
         }
         let mut snaps = self.write_lock()?;
+        if self.hold_enabled.load(Ordering::Relaxed) {
+            return self.hold(&mut snaps, live, offset, held::Change::Write(data));
+        }
         self.save(&mut snaps, live, offset, data.len() as u64)?;
         self.step()?;
         live.write_all_at(data, offset)
@@ -779,6 +863,10 @@ impl SliceSnapshots {
             }
         }
         let mut snaps = self.write_lock()?;
+        if self.hold_enabled.load(Ordering::Relaxed) {
+            // The write that follows is held: staged is enough.
+            return self.stage(&mut snaps, live, offset, len);
+        }
         self.save(&mut snaps, live, offset, len)
     }
 
@@ -792,6 +880,9 @@ impl SliceSnapshots {
             }
         }
         let mut snaps = self.write_lock()?;
+        if self.hold_enabled.load(Ordering::Relaxed) {
+            return self.hold(&mut snaps, live, offset, held::Change::Discard(len));
+        }
         self.save(&mut snaps, live, offset, len)?;
         self.step()?;
         punch_hole(live, offset, len)
@@ -912,6 +1003,7 @@ impl SliceSnapshots {
     /// Idempotent: re-running after an interruption finishes the job.
     pub fn rollback(&self, id: u64, live: &File) -> io::Result<()> {
         let mut snaps = self.write_lock()?;
+        self.commit_locked(&mut snaps, live)?;
         let idx = Self::index(&snaps, id)?;
         let size = snaps[idx].size;
         let live_len = live.metadata()?.len();
@@ -956,11 +1048,13 @@ impl SliceSnapshots {
     /// that the next older snapshot needs and does not hold move there
     /// first. Missing ids are fine (a retried deletion). Crash-safe: a
     /// deletion is marked in the map first and finished on the next open.
-    pub fn delete(&self, id: u64) -> io::Result<()> {
+    pub fn delete(&self, id: u64, live: &File) -> io::Result<()> {
         let mut snaps = self.write_lock()?;
         let Some(idx) = snaps.iter().position(|s| s.id == id) else {
             return Ok(());
         };
+        // The held writes' saves go to the snapshot they were made for.
+        self.commit_locked(&mut snaps, live)?;
         if !snaps[idx].deleting {
             self.append(&mut snaps[idx], &[(TAG_DELETING, 0)])?;
         }

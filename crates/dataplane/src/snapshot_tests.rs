@@ -220,7 +220,7 @@ fn several_snapshots_stay_exact_through_writes_deletes_and_rollbacks() {
             8 if !model.snaps.is_empty() => {
                 let ids: Vec<u64> = model.snaps.keys().copied().collect();
                 let id = ids[rng.next(ids.len() as u64) as usize];
-                store.delete(id).expect("delete");
+                store.delete(id, &f.live).expect("delete");
                 model.snaps.remove(&id);
             }
             9 if !model.snaps.is_empty() => {
@@ -241,7 +241,7 @@ fn several_snapshots_stay_exact_through_writes_deletes_and_rollbacks() {
     assert!(next_id > 20, "the test took snapshots");
     // Deleting everything leaves no snapshot file behind.
     for id in model.snaps.keys() {
-        store.delete(*id).expect("delete");
+        store.delete(*id, &f.live).expect("delete");
     }
     let left: Vec<String> = fs::read_dir(f.path.parent().expect("dir"))
         .expect("list")
@@ -389,7 +389,7 @@ fn run(op: Op, store: &SliceSnapshots, f: &Fixture, model: &Model) -> (io::Resul
                 after.snaps.insert(3, after.live.clone());
             }
             after.snaps.remove(&id);
-            store.delete(id)
+            store.delete(id, &f.live)
         }
         Op::Rollback => {
             after.live = after.snaps[&1].clone();
@@ -562,4 +562,204 @@ fn a_map_read_in_pages_is_the_whole_map_cut_at_record_boundaries() {
     assert_eq!(map_page_end(32, 50), 80);
     // No overflow near the end of the range.
     assert!((map_page_end(u64::MAX - 10, 100) - 32).is_multiple_of(24));
+}
+
+fn journal_path(f: &Fixture) -> PathBuf {
+    f.path.with_file_name("c0-k0.journal")
+}
+
+/// `start`, then writes held from now on.
+fn start_holding() -> (Fixture, SliceSnapshots, Model) {
+    let (f, store, model) = start();
+    store.hold_writes();
+    (f, store, model)
+}
+
+#[test]
+fn held_writes_change_nothing_on_disk_but_their_journal_until_a_commit() {
+    let (f, store, mut model) = start_holding();
+    store.create(3, &f.live).expect("snapshot 3");
+    model.snaps.insert(3, model.live.clone());
+    let before = model.clone();
+    // Spans a data chunk, a hole and a chunk snapshot 2 holds; then a
+    // write over part of it, and a discard of the first chunk.
+    let a = pattern(31, 3 * COW_CHUNK as usize);
+    store
+        .write(&f.live, 5 * COW_CHUNK + 7, &a)
+        .expect("write a");
+    model.write(5 * COW_CHUNK + 7, &a);
+    let b = pattern(32, 5000);
+    store
+        .write(&f.live, 6 * COW_CHUNK + 3, &b)
+        .expect("write b");
+    model.write(6 * COW_CHUNK + 3, &b);
+    store.discard(&f.live, 0, COW_CHUNK).expect("discard");
+    model.live[..COW_CHUNK as usize].fill(0);
+
+    // Nothing reached the live slice, the delta or the map; every
+    // snapshot reads as taken.
+    assert!(live_bytes(&f) == before.live, "the live slice changed");
+    assert_eq!(map_len(&f, 3), HEADER_LEN as u64);
+    assert_eq!(delta_blocks(&f, 3), 0, "nothing saved before the commit");
+    assert!(journal_path(&f).is_file());
+    for (id, bytes) in &model.snaps {
+        assert!(
+            &snap_bytes(&store, &f, *id, SLICE) == bytes,
+            "snapshot {id}"
+        );
+    }
+    // A read elsewhere leaves them held; a read where they are commits.
+    store
+        .commit_range(&f.live, 10 * COW_CHUNK, COW_CHUNK)
+        .expect("read elsewhere");
+    assert!(live_bytes(&f) == before.live);
+    store
+        .commit_range(&f.live, 6 * COW_CHUNK, 10)
+        .expect("read there");
+    check(&store, &f, &model);
+    assert!(!journal_path(&f).exists(), "the journal goes at the commit");
+    assert!(map_len(&f, 3) > HEADER_LEN as u64);
+    assert!(delta_blocks(&f, 3) > 0, "the old bytes saved at the commit");
+
+    // Writes to chunks saved already go straight to the live slice again.
+    let c = pattern(33, 100);
+    store.write(&f.live, 6 * COW_CHUNK, &c).expect("write c");
+    model.write(6 * COW_CHUNK, &c);
+    check(&store, &f, &model);
+    assert!(!journal_path(&f).exists());
+}
+
+#[test]
+fn a_slice_commits_by_itself_once_it_holds_its_bound_of_writes() {
+    let (f, store, mut model) = start_holding();
+    store.create(3, &f.live).expect("snapshot 3");
+    model.snaps.insert(3, model.live.clone());
+    for i in 0..held::HELD_WRITES as u64 {
+        let data = [(i % 251) as u8 + 1; 8];
+        let at = 9 * COW_CHUNK + (i * 8) % COW_CHUNK;
+        store.write(&f.live, at, &data).expect("write");
+        model.write(at, &data);
+    }
+    // The last write reached the bound: all of them are in place.
+    assert!(!journal_path(&f).exists());
+    check(&store, &f, &model);
+}
+
+/// Held writes, then their commit: the ops of the fault tests below, run
+/// until one fails (a crashed process runs nothing more). Their results,
+/// and the model after each op.
+fn held_ops(
+    store: &SliceSnapshots,
+    f: &Fixture,
+    model: &Model,
+) -> (Vec<io::Result<()>>, Vec<Model>) {
+    let a = pattern(41, 3 * COW_CHUNK as usize);
+    let b = pattern(42, 6000);
+    let ops: [&dyn Fn(&mut Model) -> io::Result<()>; 4] = [
+        &|m| {
+            m.write(5 * COW_CHUNK + 7, &a);
+            store.write(&f.live, 5 * COW_CHUNK + 7, &a)
+        },
+        &|m| {
+            m.live[..2 * COW_CHUNK as usize].fill(0);
+            store.discard(&f.live, 0, 2 * COW_CHUNK)
+        },
+        &|m| {
+            m.write(6 * COW_CHUNK + 100, &b);
+            store.write(&f.live, 6 * COW_CHUNK + 100, &b)
+        },
+        &|_| store.commit(&f.live),
+    ];
+    let (mut results, mut models) = (Vec::new(), Vec::new());
+    let mut m = model.clone();
+    for op in ops {
+        let r = op(&mut m);
+        let failed = r.is_err();
+        results.push(r);
+        models.push(m.clone());
+        if failed {
+            break;
+        }
+    }
+    (results, models)
+}
+
+#[test]
+fn a_crash_at_any_step_of_held_writes_or_their_commit_loses_nothing_answered() {
+    let steps = {
+        let (f, store, model) = start_holding();
+        store.inject(Some(Fault {
+            at: usize::MAX,
+            crash: true,
+            seen: 0,
+        }));
+        let (results, models) = held_ops(&store, &f, &model);
+        assert!(results.len() == 4 && results.iter().all(|r| r.is_ok()));
+        let steps = store.steps_seen();
+        store.inject(None);
+        check(&store, &f, &models[3]);
+        steps
+    };
+    for at in 0..steps {
+        let (f, store, before) = start_holding();
+        store.inject(Some(Fault {
+            at,
+            crash: true,
+            seen: 0,
+        }));
+        let (results, models) = held_ops(&store, &f, &before);
+        // The writes answered before the crash (the process dies there).
+        let answered = results.iter().take(3).take_while(|r| r.is_ok()).count();
+        assert!(
+            results.last().is_some_and(|r| r.is_err()),
+            "crashed at step {at}"
+        );
+        drop(store);
+        let store = SliceSnapshots::open(&f.path).expect("reopen replays the journal");
+        let want = if answered == 0 {
+            &before
+        } else {
+            &models[answered - 1]
+        };
+        check(&store, &f, want);
+        assert!(!journal_path(&f).exists(), "step {at}: journal left");
+    }
+}
+
+#[test]
+fn a_held_write_whose_save_finds_no_space_fails_and_changes_nothing() {
+    let (f, store, model) = start_holding();
+    store.inject(Some(Fault {
+        at: usize::MAX,
+        crash: false,
+        seen: 0,
+    }));
+    let (_, models) = held_ops(&store, &f, &model);
+    let steps = store.steps_seen();
+    check(&store, &f, &models[3]);
+    for at in 0..steps {
+        let (f, store, before) = start_holding();
+        store.inject(Some(Fault {
+            at,
+            crash: false,
+            seen: 0,
+        }));
+        let (results, models) = held_ops(&store, &f, &before);
+        let failed = results.len() - 1;
+        let err = results[failed].as_ref().expect_err("one op fails");
+        assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "step {at}");
+        store.inject(None);
+        // The ops before the failing one stand, a failing write or discard
+        // changed nothing; a failed commit is tried again.
+        let want = match failed {
+            0 => before.clone(),
+            3 => models[3].clone(),
+            n => models[n - 1].clone(),
+        };
+        store.commit(&f.live).expect("commit with space");
+        check(&store, &f, &want);
+        drop(store);
+        let store = SliceSnapshots::open(&f.path).expect("reopen");
+        check(&store, &f, &want);
+    }
 }

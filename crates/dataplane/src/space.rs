@@ -86,6 +86,13 @@ pub(crate) struct Reservation {
     generation: u64,
 }
 
+impl Reservation {
+    /// The bytes taken.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
 impl SpaceAccount {
     /// Takes `bytes` from the medium's budget for a save, or fails with
     /// ENOSPC (`StorageFull`) when its snapshots would hold more than the

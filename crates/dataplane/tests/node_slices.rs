@@ -238,6 +238,8 @@ fn snapshots_keep_the_old_bytes_and_a_rollback_restores_them() {
     let new = pattern(2, 4096);
     c.write(&s, 1, 8192, &new)
         .expect("write after the snapshot");
+    // Held until its save is durable: in the slice file after a sync.
+    c.sync(&s, 1).expect("sync");
     same(&node.file_bytes(&s, 8192, 4096), &new);
     let mut snap = vec![0u8; old.len()];
     c.read_snapshot(&s, 7, 4096, &mut snap)

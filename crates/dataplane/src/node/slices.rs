@@ -360,7 +360,7 @@ impl SliceBackend for NodeSlices {
     fn start_writeback(&self, slice: &SliceName, offset: u64, len: u64) {
         // A hint, as above.
         let _ = self.with_slice(slice, |s| {
-            CopyTarget::start_writeback(s.file(), offset, len);
+            CopyTarget::start_writeback(s.file()?, offset, len);
             Ok(())
         });
     }
@@ -535,8 +535,9 @@ impl SliceBackend for NodeSlices {
 
     /// The local data plane's digest of the slice's bytes.
     fn digest(&self, slice: &SliceName) -> io::Result<u128> {
-        let digest =
-            self.with_slice(slice, |s| digest_open_file(s.file(), &mut vec![0u8; CHUNK]))?;
+        let digest = self.with_slice(slice, |s| {
+            digest_open_file(s.file()?, &mut vec![0u8; CHUNK])
+        })?;
         Ok(digest.0)
     }
 

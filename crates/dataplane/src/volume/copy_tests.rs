@@ -332,6 +332,7 @@ fn a_live_move_takes_the_snapshots_along_exactly_while_writes_go_on() {
     })
     .expect("move");
     let model = writer.stop();
+    io.flush().expect("flush");
     assert!(committed);
     f.media
         .delete_slice("m0", &key(0, 0))
@@ -515,6 +516,7 @@ fn a_degraded_volume_keeps_serving_and_a_rebuild_restores_the_copy_with_its_snap
     )
     .expect("rebuild");
     let model = writer.stop();
+    io.flush().expect("flush");
     assert!(committed && progress.0 > 4 * MIB, "{progress:?}");
     assert_eq!(io.lost_slices(), Vec::<(u32, u32)>::new());
     assert_eq!(
@@ -785,6 +787,8 @@ fn under_writes(io: &Arc<LocalVolumeIo>, model: &mut [u8], op: impl FnOnce(), ch
         let part = w.join().expect("writer");
         model[q * quarter..(q + 1) * quarter].copy_from_slice(&part);
     }
+    // Writes held after a snapshot reach the files at a flush.
+    io.flush().expect("flush");
     for path in check {
         let mut got = vec![0u8; model.len()];
         File::open(path)

@@ -147,7 +147,10 @@ pub(crate) struct LocalSlice {
 }
 
 impl LocalSlice {
+    /// A slice being served: its writes after a snapshot are held until
+    /// their saves are durable (see the `snapshot` module's `held`).
     pub(crate) fn new(file: Arc<File>, snapshots: SliceSnapshots, path: PathBuf) -> LocalSlice {
+        snapshots.hold_writes();
         LocalSlice {
             file,
             snapshots,
@@ -155,14 +158,17 @@ impl LocalSlice {
         }
     }
 
-    /// The open slice file (a storage node digests it).
-    pub(crate) fn file(&self) -> &File {
-        &self.file
+    /// The open slice file (a storage node digests it), its held writes
+    /// committed first.
+    pub(crate) fn file(&self) -> io::Result<&File> {
+        self.snapshots.commit(&self.file)?;
+        Ok(&self.file)
     }
 
     /// [`SliceDevice::snapshot_map_since`], at most about `max` bytes of it
     /// (see [`SliceSnapshots::map_page`]).
     pub(crate) fn snapshot_map_page(&self, id: u64, from: u64, max: u64) -> io::Result<MapTail> {
+        self.snapshots.commit(&self.file)?;
         self.snapshots.map_page(id, from, max)
     }
 
@@ -178,6 +184,8 @@ impl SliceDevice for LocalSlice {
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.snapshots
+            .commit_range(&self.file, offset, buf.len() as u64)?;
         self.file.read_exact_at(buf, offset)
     }
 
@@ -194,11 +202,13 @@ impl SliceDevice for LocalSlice {
     }
 
     fn sync(&self) -> io::Result<()> {
+        self.snapshots.commit(&self.file)?;
         self.file.sync_data()
     }
 
     /// From the file's holes (SEEK_HOLE / SEEK_DATA).
     fn allocation(&self, offset: u64, len: u64) -> io::Result<Vec<(u64, bool)>> {
+        self.snapshots.commit(&self.file)?;
         allocation(&self.file, offset, len)
     }
 
@@ -208,10 +218,12 @@ impl SliceDevice for LocalSlice {
     }
 
     fn next_data(&self, from: u64, len: u64) -> io::Result<Option<(u64, u64)>> {
+        self.snapshots.commit(&self.file)?;
         DataExtents::from(&self.file, from, len).next().transpose()
     }
 
     fn data_bytes(&self, from: u64, len: u64) -> io::Result<u64> {
+        self.snapshots.commit(&self.file)?;
         let mut total = 0;
         for extent in DataExtents::from(&self.file, from, len) {
             let (start, end) = extent?;
@@ -239,7 +251,7 @@ impl SliceDevice for LocalSlice {
     }
 
     fn delete_snapshot(&self, id: u64) -> io::Result<()> {
-        self.snapshots.delete(id)
+        self.snapshots.delete(id, &self.file)
     }
 
     fn rollback(&self, id: u64) -> io::Result<()> {
@@ -254,20 +266,36 @@ impl SliceDevice for LocalSlice {
         self.snapshots.allocation(id, &self.file, offset, len)
     }
 
+    // A copy of the snapshot files sees every save its target's mirrored
+    // writes need: held writes are committed first.
     fn snapshot_ids(&self) -> io::Result<Vec<u64>> {
+        self.snapshots.commit(&self.file)?;
         self.snapshots.ids()
     }
 
     fn snapshot_map_since(&self, id: u64, from: u64) -> io::Result<MapTail> {
+        self.snapshots.commit(&self.file)?;
         self.snapshots.map_since(id, from)
     }
 
     fn read_snapshot_chunk(&self, id: u64, chunk: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.snapshots.commit(&self.file)?;
         self.snapshots.read_delta_chunk(id, chunk, buf)
     }
 
     #[cfg(test)]
     fn as_local(&self) -> Option<&LocalSlice> {
         Some(self)
+    }
+}
+
+/// Closing the slice commits what it holds; if that fails, the next open
+/// replays the journal.
+impl Drop for LocalSlice {
+    fn drop(&mut self) {
+        if let Err(e) = self.snapshots.commit(&self.file) {
+            tracing::warn!(error = %e, path = %self.path.display(),
+                "cannot commit a slice's held writes on close; the next open replays them");
+        }
     }
 }

@@ -485,6 +485,8 @@ fn the_budget_count_follows_saves_without_scanning_and_is_re_measured_after_chan
     // what the saves allocated.
     io.write(0, &pattern(2, (4 * COW_CHUNK) as usize), false)
         .expect("write");
+    // Held until a flush makes the saves (their space was taken at once).
+    io.flush().expect("flush");
     let counted = media.space.figures("m0").1.expect("counted");
     let measured: u64 = media
         .medium_snapshot_usage("m0")
@@ -503,7 +505,9 @@ fn the_budget_count_follows_saves_without_scanning_and_is_re_measured_after_chan
     io.write(4 * COW_CHUNK, &pattern(3, 4096), false)
         .expect("write");
     assert_eq!(media.space.figures("m0").1, Some(counted + COW_CHUNK));
-    // ...a new budget makes the next save measure the files again.
+    // ...a new budget makes the next save measure the files again (the
+    // held save made first, so that the files hold it).
+    io.flush().expect("flush");
     media.set_snapshot_budget("m0", Some(64 * MIB));
     io.write(5 * COW_CHUNK, &pattern(3, 4096), false)
         .expect("write");
