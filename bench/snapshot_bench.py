@@ -132,17 +132,22 @@ def delete_snapshots(api, volume):
         api.wait_job(job["JobID"], poll=0.01)
 
 
-def delta_bytes(data_dir, volume_id):
-    """Bytes allocated by the volume's snapshot delta files (what the data
-    plane reports as a snapshot's `used`, less its chunk maps)."""
+def allocated_bytes(data_dir, volume_id, suffix):
+    """Bytes allocated on disk by the volume's files named *SUFFIX."""
     total = 0
     for root, _, files in os.walk(data_dir):
         if volume_id not in root.split(os.sep):
             continue
         for name in files:
-            if name.endswith(".delta"):
+            if name.endswith(suffix):
                 total += os.stat(os.path.join(root, name)).st_blocks * 512
     return total
+
+
+def delta_bytes(data_dir, volume_id):
+    """Bytes allocated by the volume's snapshot delta files (what the data
+    plane reports as a snapshot's `used`, less its chunk maps)."""
+    return allocated_bytes(data_dir, volume_id, ".delta")
 
 
 def check_step(tmp):
@@ -273,18 +278,6 @@ def write_cost(api, pid, data_dir, rounds):
     return iops, walls, cpu
 
 
-def volume_bytes(data_dir, volume_id):
-    """Bytes allocated on disk by the volume's slice files."""
-    total = 0
-    for root, _, files in os.walk(data_dir):
-        if volume_id not in root.split(os.sep):
-            continue
-        for name in files:
-            if name.endswith(".slice"):
-                total += os.stat(os.path.join(root, name)).st_blocks * 512
-    return total
-
-
 def clones(api, data_dir, rounds):
     """Figure 3; returns [ms, ...]."""
     source = "snap-64g"
@@ -305,7 +298,8 @@ def clones(api, data_dir, rounds):
         api.wait_job(job["JobID"], poll=0.001, timeout=600)
         ms = (time.perf_counter() - started) * 1000
         times.append(ms)
-        on_disk = volume_bytes(data_dir, api.request("GET", f"/volumes/{name}")["volumeid"])
+        clone_id = api.request("GET", f"/volumes/{name}")["volumeid"]
+        on_disk = allocated_bytes(data_dir, clone_id, ".slice")
         if not WRITTEN_MIB * MIB <= on_disk < GIB:
             sys.exit(f"{name}: {on_disk} bytes on disk, expected the data only")
         print(

@@ -237,6 +237,9 @@ pub struct SliceSnapshots {
     hold_enabled: AtomicBool,
     /// Some write is held: reads and syncs commit first.
     holding: AtomicBool,
+    /// A replay runs: its saves are for writes answered before, so the
+    /// budget does not refuse them (it counts them still).
+    replaying: AtomicBool,
     /// The held writes and their journal; locked only under the snapshot
     /// write lock.
     held: Mutex<held::Held>,
@@ -352,6 +355,7 @@ impl SliceSnapshots {
             account,
             hold_enabled: AtomicBool::new(false),
             holding: AtomicBool::new(false),
+            replaying: AtomicBool::new(false),
             held: Mutex::new(held::Held::default()),
             #[cfg(test)]
             fault: std::sync::Mutex::new(None),
@@ -768,7 +772,12 @@ impl SliceSnapshots {
             let end = log_len + (wanted.len() * RECORD_LEN) as u64;
             let growth = end.div_ceil(BLOCK).saturating_sub(log_len.div_ceil(BLOCK)) * BLOCK;
             let data: u64 = wanted.iter().map(|(_, n)| n.div_ceil(BLOCK) * BLOCK).sum();
-            newest.reserved.push(account.reserve(data + growth)?);
+            match account.reserve(data + growth) {
+                Ok(reservation) => newest.reserved.push(reservation),
+                Err(e) if !self.replaying.load(Ordering::Relaxed) => return Err(e),
+                // The count gets the saves when the next measure sees them.
+                Err(_) => account.space.forget(&account.medium),
+            }
         }
         newest.pending.extend(wanted);
         Ok(())

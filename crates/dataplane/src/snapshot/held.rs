@@ -334,6 +334,8 @@ impl SliceSnapshots {
         if !records.is_empty() {
             let live = OpenOptions::new().read(true).write(true).open(slice_path)?;
             let mut snaps = self.write_lock()?;
+            // Answered writes: a full snapshot budget does not refuse them.
+            self.replaying.store(true, Ordering::Relaxed);
             for (kind, offset, len, data) in records {
                 self.save(&mut snaps, &live, offset, len)?;
                 if kind == KIND_DISCARD {
@@ -343,6 +345,7 @@ impl SliceSnapshots {
                 }
             }
             live.sync_data()?;
+            self.replaying.store(false, Ordering::Relaxed);
         }
         remove_if_exists(&path)?;
         fsync_dir(&self.dir)

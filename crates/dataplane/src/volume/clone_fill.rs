@@ -263,6 +263,25 @@ mod tests {
         }
     }
 
+    /// Runs `fill_from_view`; the bytes written and the progress seen.
+    fn fill(
+        view: &Arc<Memory>,
+        target: &Arc<Memory>,
+        size: usize,
+        options: &CopyOptions,
+    ) -> (u64, Vec<(u64, u64)>) {
+        let mut seen = Vec::new();
+        let written = fill_from_view(
+            view.as_ref(),
+            target.as_ref(),
+            size as u64,
+            options,
+            &mut |done, total| seen.push((done, total)),
+        )
+        .expect("clone");
+        (written, seen)
+    }
+
     #[test]
     fn a_clone_copies_data_extents_and_flushes() {
         let size = 3 * CLONE_PIECE + 4096;
@@ -277,15 +296,7 @@ mod tests {
             stats: stats.clone(),
             ..CopyOptions::default()
         };
-        let mut seen = Vec::new();
-        let written = fill_from_view(
-            view.as_ref(),
-            target.as_ref(),
-            size as u64,
-            &options,
-            &mut |done, total| seen.push((done, total)),
-        )
-        .expect("clone");
+        let (written, seen) = fill(&view, &target, size, &options);
         // Three data extents: the first and third pieces' first blocks, and
         // the last (short) block.
         assert_eq!(written, (2 * BLOCK + 4096) as u64);
@@ -305,16 +316,7 @@ mod tests {
         source[3 * CLONE_PIECE - 5] = 2;
         let view = Memory::new(source.clone());
         let target = Memory::new(vec![0u8; size]);
-        let options = CopyOptions::default();
-        let mut seen = Vec::new();
-        let written = fill_from_view(
-            view.as_ref(),
-            target.as_ref(),
-            size as u64,
-            &options,
-            &mut |done, total| seen.push((done, total)),
-        )
-        .expect("clone");
+        let (written, seen) = fill(&view, &target, size, &CopyOptions::default());
         assert_eq!(*target.bytes.lock().expect("bytes"), source);
         assert_eq!(written, 2 * BLOCK as u64);
         // Only the two data blocks were read, nothing of the holes.
