@@ -645,6 +645,9 @@ fn a_slice_commits_by_itself_once_it_holds_its_bound_of_writes() {
     check(&store, &f, &model);
 }
 
+/// One op of [`held_ops`]: it updates the model and runs on the store.
+type HeldOp<'a> = &'a dyn Fn(&mut Model) -> io::Result<()>;
+
 /// Held writes, then their commit: the ops of the fault tests below, run
 /// until one fails (a crashed process runs nothing more). Their results,
 /// and the model after each op.
@@ -655,7 +658,7 @@ fn held_ops(
 ) -> (Vec<io::Result<()>>, Vec<Model>) {
     let a = pattern(41, 3 * COW_CHUNK as usize);
     let b = pattern(42, 6000);
-    let ops: [&dyn Fn(&mut Model) -> io::Result<()>; 4] = [
+    let ops: [HeldOp<'_>; 4] = [
         &|m| {
             m.write(5 * COW_CHUNK + 7, &a);
             store.write(&f.live, 5 * COW_CHUNK + 7, &a)

@@ -48,7 +48,7 @@
 //! checksummed with a generation of its own, so no bytes of another file
 //! can pass for one of its records.
 
-use super::{chunk_range, SliceSnapshots, Snapshot};
+use super::{chunk_range, le_u64, SliceSnapshots, Snapshot};
 use crate::extents::punch_hole;
 use crate::fsutil::{fsync_dir, remove_if_exists};
 use std::fs::{self, File, OpenOptions};
@@ -132,12 +132,6 @@ fn record_sum(generation: u64, record: &[u8]) -> u64 {
         &record[RECORD_HEADER..],
         xxh3_64_with_seed(&head, generation),
     )
-}
-
-fn le_u64(bytes: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&bytes[..8]);
-    u64::from_le_bytes(a)
 }
 
 /// The valid records of a journal's bytes, in order: those of the header's
