@@ -348,6 +348,8 @@ async fn snapshot_space_is_measured_recorded_and_budgets_follow_the_store() {
     store.sync_media(&sized(2)).await.expect("m1 at 2 GiB");
     reconciler.reconcile().await.expect("pass");
     io.write(0, &[9u8; 4096], false).expect("room now");
+    // The save is made (on disk, to be measured) at the flush.
+    io.flush().expect("flush");
     assert_eq!(reconciler.reconcile().await.expect("pass"), 2);
     let (medium, snapshot) = held(Arc::clone(store)).await;
     assert!(medium >= 65536, "one saved chunk: {medium}");
