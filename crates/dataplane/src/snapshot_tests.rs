@@ -687,30 +687,46 @@ fn held_ops(
     (results, models)
 }
 
+/// The I/O steps of [`held_ops`] without faults (all of them succeed).
+fn held_steps() -> usize {
+    let (f, store, model) = start_holding();
+    store.inject(Some(Fault {
+        at: usize::MAX,
+        crash: true,
+        seen: 0,
+    }));
+    let (results, models) = held_ops(&store, &f, &model);
+    assert!(results.len() == 4 && results.iter().all(|r| r.is_ok()));
+    let steps = store.steps_seen();
+    store.inject(None);
+    check(&store, &f, &models[3]);
+    steps
+}
+
+/// [`held_ops`] on a fresh store whose step `at` fails (a crash: every
+/// later step too; else ENOSPC): the store, the state before, and the ops'
+/// results and models.
+#[allow(clippy::type_complexity)]
+fn held_ops_failing_at(
+    at: usize,
+    crash: bool,
+) -> (
+    Fixture,
+    SliceSnapshots,
+    Model,
+    Vec<io::Result<()>>,
+    Vec<Model>,
+) {
+    let (f, store, before) = start_holding();
+    store.inject(Some(Fault { at, crash, seen: 0 }));
+    let (results, models) = held_ops(&store, &f, &before);
+    (f, store, before, results, models)
+}
+
 #[test]
 fn a_crash_at_any_step_of_held_writes_or_their_commit_loses_nothing_answered() {
-    let steps = {
-        let (f, store, model) = start_holding();
-        store.inject(Some(Fault {
-            at: usize::MAX,
-            crash: true,
-            seen: 0,
-        }));
-        let (results, models) = held_ops(&store, &f, &model);
-        assert!(results.len() == 4 && results.iter().all(|r| r.is_ok()));
-        let steps = store.steps_seen();
-        store.inject(None);
-        check(&store, &f, &models[3]);
-        steps
-    };
-    for at in 0..steps {
-        let (f, store, before) = start_holding();
-        store.inject(Some(Fault {
-            at,
-            crash: true,
-            seen: 0,
-        }));
-        let (results, models) = held_ops(&store, &f, &before);
+    for at in 0..held_steps() {
+        let (f, store, before, results, models) = held_ops_failing_at(at, true);
         // The writes answered before the crash (the process dies there).
         let answered = results.iter().take(3).take_while(|r| r.is_ok()).count();
         assert!(
@@ -731,23 +747,8 @@ fn a_crash_at_any_step_of_held_writes_or_their_commit_loses_nothing_answered() {
 
 #[test]
 fn a_held_write_whose_save_finds_no_space_fails_and_changes_nothing() {
-    let (f, store, model) = start_holding();
-    store.inject(Some(Fault {
-        at: usize::MAX,
-        crash: false,
-        seen: 0,
-    }));
-    let (_, models) = held_ops(&store, &f, &model);
-    let steps = store.steps_seen();
-    check(&store, &f, &models[3]);
-    for at in 0..steps {
-        let (f, store, before) = start_holding();
-        store.inject(Some(Fault {
-            at,
-            crash: false,
-            seen: 0,
-        }));
-        let (results, models) = held_ops(&store, &f, &before);
+    for at in 0..held_steps() {
+        let (f, store, before, results, models) = held_ops_failing_at(at, false);
         let failed = results.len() - 1;
         let err = results[failed].as_ref().expect_err("one op fails");
         assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "step {at}");
