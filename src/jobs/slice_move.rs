@@ -42,6 +42,8 @@ use tracing::{info, warn};
 
 /// How often a running copy's progress is written to the job.
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
+/// How often a switch whose commit went unanswered asks the store again.
+const SWITCH_OUTCOME_RETRY: Duration = Duration::from_millis(500);
 
 /// Share of the job's progress (0..90) that the moves cover; growing the
 /// slices takes the rest.
@@ -150,32 +152,30 @@ pub(super) async fn copy_step(
         ctx.progress(job, band.at(0, 0), &status).await?;
         let started = Instant::now();
         let io = ctx.front_io(volume).await?;
-        let attached_at_start = is_attached(ctx, volume).await?;
         let copy = StepCopyRun {
             ctx,
             job,
+            volume,
             step,
             what,
             label: &label,
             status: &status,
             band,
+            attached_at_start: is_attached(ctx, volume).await?,
         };
-        let stats = copy.run(&io, &key, &target).await?;
-        // Said of an attached volume only: a job's own I/O is not use.
-        let attached = attached_at_start || is_attached(ctx, volume).await?;
+        let details = |stats: &CopyStats, attached: bool| {
+            let copied = if stats.compared() > 0 {
+                resynced_detail(&row, &target, stats)
+            } else {
+                copied_detail(&label, stats)
+            };
+            [copied, what.done(&label, attached)]
+        };
+        let stats = copy.run(&io, &key, &target, &details).await?;
         drop(io);
         info!(slice = %label, secs = started.elapsed().as_secs_f64(), copied = stats.copied(),
             compared = stats.compared(), rewritten = stats.rewritten(),
             resumed_at = stats.resumed_at(), "slice copied, verified and switched");
-        let detail = if stats.compared() > 0 {
-            resynced_detail(&row, &target, &stats)
-        } else {
-            copied_detail(&label, &stats)
-        };
-        ctx.store.add_job_detail(job.id, &detail).await?;
-        ctx.store
-            .add_job_detail(job.id, &what.done(&label, attached))
-            .await?;
     }
     if step.state != StepState::Done && what.resyncs(step) {
         // The rebuilt slice is the one on `from_medium`: nothing to remove.
@@ -294,21 +294,27 @@ async fn off_workers<T: Send + 'static>(
 struct StepCopyRun<'a> {
     ctx: &'a JobContext,
     job: &'a Job,
+    volume: &'a Volume,
     step: &'a ResizeStep,
     what: StepCopy,
     label: &'a str,
     status: &'a str,
     band: ProgressBand,
+    /// The volume had an export when the step began.
+    attached_at_start: bool,
 }
 
 impl StepCopyRun<'_> {
-    /// Begin, fill, switch, commit in the store, finish; on failure the
-    /// data plane goes back to the place the store still names.
+    /// Begin, fill, switch, commit in the store (with the job details
+    /// `details` makes of the copy's figures and whether the volume was
+    /// attached meanwhile), finish; on failure the data plane goes back to
+    /// the place the store still names.
     async fn run(
         &self,
         io: &Arc<dyn VolumeIo>,
         key: &SliceKey,
         target: &str,
+        details: &(dyn Fn(&CopyStats, bool) -> [String; 2] + Sync),
     ) -> Result<CopyStats, JobError> {
         let from = self.resume_point().await?;
         let mut copying = {
@@ -371,14 +377,55 @@ impl StepCopyRun<'_> {
         // Every write since the switch is on both places: the store may
         // name either. Dropped here (the service stopping), the data plane
         // keeps both until the step runs again.
-        if let Err(e) = self.ctx.store.switch_slice(self.step).await {
-            abort(copying).await;
-            return Err(e.into());
+        // Said of an attached volume only: a job's own I/O is not use.
+        let attached = match self.attached_at_start {
+            true => Ok(true),
+            false => is_attached(self.ctx, self.volume).await,
+        };
+        let attached = match attached {
+            Ok(attached) => attached,
+            Err(e) => {
+                abort(copying).await;
+                return Err(e);
+            }
+        };
+        let details = details(&stats, attached);
+        if let Err(e) = self.ctx.store.switch_slice(self.step, &details).await {
+            // A commit whose answer was lost may have been made: undoing the
+            // copy then would leave the store naming files just removed.
+            match self.switch_outcome().await {
+                Some(true) => {}
+                Some(false) => {
+                    abort(copying).await;
+                    return Err(e.into());
+                }
+                // Both places keep every write until the step runs again
+                // and finds out (a move in place, or the switch made).
+                None => return Err(JobError::Stopping),
+            }
         }
         if let Err(e) = off_workers(move || copying.finish()).await? {
             return Err(self.failed(e).await);
         }
         Ok(stats)
+    }
+
+    /// Whether the step's switch was committed, asked of the store until it
+    /// answers; None if the job stops first.
+    async fn switch_outcome(&self) -> Option<bool> {
+        loop {
+            match self.ctx.store.resize_steps(self.step.job_id).await {
+                Ok(steps) => {
+                    let step = steps.iter().find(|s| s.id == self.step.id);
+                    return Some(step.is_some_and(|s| s.state != StepState::Planned));
+                }
+                Err(e) => warn!(error = %e, "cannot tell whether a slice's switch was committed"),
+            }
+            tokio::select! {
+                _ = self.ctx.shutdown.cancelled() => return None,
+                _ = tokio::time::sleep(SWITCH_OUTCOME_RETRY) => {}
+            }
+        }
     }
 
     /// The job's error for a failed copy, its cause recorded in the step

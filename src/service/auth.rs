@@ -109,7 +109,7 @@ impl Services {
         let user = match user {
             Some(user) if matches => user,
             _ => {
-                attempt.failed();
+                attempt.failed(self.clock.now_ms());
                 crate::metrics::METRICS.signin_failures.inc();
                 tracing::info!(client = ?client, "sign-in failed");
                 return Err(ServiceError::Unauthorized(BAD_CREDENTIALS.into()));
@@ -197,11 +197,11 @@ impl Services {
                     client = ?client,
                     "a retired refresh token was presented again: every refresh token of its sign-in is revoked"
                 );
-                attempt.failed();
+                attempt.failed(self.clock.now_ms());
                 return Err(bad_token());
             }
             RefreshRotation::Invalid => {
-                attempt.failed();
+                attempt.failed(self.clock.now_ms());
                 return Err(bad_token());
             }
         };
@@ -248,7 +248,7 @@ impl Services {
                         "a retired refresh token was presented again: every refresh token of its sign-in is revoked"
                     );
                 }
-                attempt.failed();
+                attempt.failed(self.clock.now_ms());
                 return Err(bad_token());
             }
         };

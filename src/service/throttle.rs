@@ -1,6 +1,8 @@
 //! Brute-force protection for sign-in and refresh, in the spirit of
 //! Cognito's lockout: a few failures are free, each further one locks the
-//! key (an account or a client address) for 1 s, 2 s, 4 s, ... up to a cap.
+//! key (an account or a client address) for 1 s, 2 s, 4 s, ... up to a cap,
+//! counted from the answer to the failed attempt (a slow password check
+//! does not eat into the lock it sets).
 //! While a key is locked, attempts are refused before any password is
 //! hashed and are not counted, so one lock never outlasts the cap. Failures
 //! are forgotten once `window` has passed since the last one.
@@ -85,12 +87,26 @@ impl<K: Hash + Eq + Clone> Counters<K> {
         entry.last_ms = now_ms;
         let mut reserved = Reserved { lock: None };
         if entry.count > self.free {
-            let lock = lockout(entry.count - self.free, s.max_lockout);
-            let until = now_ms.saturating_add(duration_ms(lock));
-            reserved.lock = Some((until, entry.locked_until_ms));
+            let length_ms = duration_ms(lockout(entry.count - self.free, s.max_lockout));
+            let until = now_ms.saturating_add(length_ms);
+            reserved.lock = Some(ReservedLock {
+                until,
+                before: entry.locked_until_ms,
+                length_ms,
+            });
             entry.locked_until_ms = until;
         }
         reserved
+    }
+
+    /// The failure is answered at `now_ms`: the lock it set, unless a later
+    /// failure set another since, runs its whole length from now.
+    fn confirm(&mut self, key: &K, reserved: Reserved, now_ms: i64) {
+        if let (Some(entry), Some(lock)) = (self.entries.get_mut(key), reserved.lock) {
+            if entry.locked_until_ms == lock.until {
+                entry.locked_until_ms = lock.until.max(now_ms.saturating_add(lock.length_ms));
+            }
+        }
     }
 
     /// Takes back a failure counted by `record_failure`, and the lock it
@@ -98,9 +114,9 @@ impl<K: Hash + Eq + Clone> Counters<K> {
     fn release(&mut self, key: &K, reserved: Reserved) {
         if let Some(entry) = self.entries.get_mut(key) {
             entry.count = entry.count.saturating_sub(1);
-            if let Some((until, before)) = reserved.lock {
-                if entry.locked_until_ms == until {
-                    entry.locked_until_ms = before;
+            if let Some(lock) = reserved.lock {
+                if entry.locked_until_ms == lock.until {
+                    entry.locked_until_ms = lock.before;
                 }
             }
         }
@@ -136,11 +152,19 @@ fn duration_ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// What a reservation did to one key: the lock it set, if any, as (its
-/// end, the end of the lock before it).
+/// What a reservation did to one key: the lock it set, if any.
 #[derive(Debug, Clone, Copy)]
 struct Reserved {
-    lock: Option<(i64, i64)>,
+    lock: Option<ReservedLock>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ReservedLock {
+    /// When the lock ends, counted from the reservation.
+    until: i64,
+    /// The end of the lock before it, put back if the password was right.
+    before: i64,
+    length_ms: i64,
 }
 
 /// One attempt let past the locks, counted as a failure of its account and
@@ -155,8 +179,20 @@ pub struct Attempt<'a> {
 }
 
 impl Attempt<'_> {
-    /// The password was wrong: the failure stays counted.
-    pub fn failed(self) {}
+    /// The password was wrong, answered at `now_ms`: the failure stays
+    /// counted and a lock it set lasts its whole length from now.
+    pub fn failed(self, now_ms: i64) {
+        if let Some((account, reserved)) = &self.account {
+            if let Some(mut c) = lock(&self.throttle.accounts) {
+                c.confirm(account, *reserved, now_ms);
+            }
+        }
+        if let Some((address, reserved)) = &self.address {
+            if let Some(mut c) = lock(&self.throttle.addresses) {
+                c.confirm(address, *reserved, now_ms);
+            }
+        }
+    }
 
     /// The password was right: the account's failures are cleared (see
     /// `SignInThrottle::record_success`) and the address's reservation is
@@ -484,7 +520,7 @@ mod tests {
                 retry_after_secs: 1
             })
         )));
-        passed.into_iter().flatten().for_each(Attempt::failed);
+        passed.into_iter().flatten().for_each(|a| a.failed(0));
         // As after six wrong passwords one after another: locked for 1 s,
         // then one more check locks for 2 s.
         assert!(t.reserve(Some("a@x"), None, 999).is_err());
@@ -531,7 +567,9 @@ mod tests {
         // The address keeps only its first 5 failures (the right password's
         // and the unchecked ones' were taken back): 15 more are free.
         for i in 0..15 {
-            t.reserve(None, Some(ADDR), 20 + i).expect("free").failed();
+            t.reserve(None, Some(ADDR), 20 + i)
+                .expect("free")
+                .failed(20 + i);
         }
         let locking = t.reserve(None, Some(ADDR), 40).expect("the 21st");
         assert!(t.reserve(None, Some(ADDR), 40).is_err());
@@ -552,9 +590,39 @@ mod tests {
         // Its 1 s lock ends while it still waits; another attempt locks again.
         t.reserve(Some("a@x"), None, 1010)
             .expect("the seventh")
-            .failed();
+            .failed(1010);
         slow.not_checked();
         assert!(t.check(Some("a@x"), None, 1011).is_err());
+    }
+
+    #[test]
+    fn a_lock_runs_its_whole_length_from_the_answer_to_a_slow_check() {
+        let t = SignInThrottle::new(settings());
+        for i in 0..5 {
+            fail(&t, "a@x", ADDR, i);
+        }
+        // The sixth attempt's check takes 900 ms: its 1 s lock starts at
+        // the answer, not when the check began.
+        let slow = t.reserve(Some("a@x"), Some(ADDR), 100).expect("the sixth");
+        slow.failed(1000);
+        assert_eq!(
+            t.check(Some("a@x"), Some(OTHER), 1999)
+                .map_err(|l| l.retry_after_secs),
+            Err(1)
+        );
+        assert!(t.check(Some("a@x"), Some(OTHER), 2000).is_ok());
+        // A failure answered after a later one locked again leaves that
+        // later lock alone.
+        let slow = t.reserve(Some("a@x"), None, 2000).expect("the seventh");
+        let later = t.reserve(Some("a@x"), None, 4000).expect("the eighth");
+        later.failed(4000);
+        slow.failed(4500);
+        assert_eq!(
+            t.check(Some("a@x"), None, 4000)
+                .map_err(|l| l.retry_after_secs),
+            Err(4)
+        );
+        assert!(t.check(Some("a@x"), None, 8000).is_ok());
     }
 
     #[test]

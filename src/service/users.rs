@@ -462,7 +462,7 @@ impl Services {
             }
         };
         if !matches {
-            attempt.failed();
+            attempt.failed(self.clock.now_ms());
             return Err(ServiceError::BadRequest(WRONG_CURRENT_PASSWORD.into()));
         }
         attempt.succeeded();

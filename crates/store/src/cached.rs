@@ -445,8 +445,8 @@ impl<S: Store> VolumeStore for CachedStore<S> {
         self.inner.resize_steps(job_id).await
     }
 
-    async fn switch_slice(&self, step: &ResizeStep) -> StoreResult<()> {
-        self.changed(self.inner.switch_slice(step).await)
+    async fn switch_slice(&self, step: &ResizeStep, details: &[String]) -> StoreResult<()> {
+        self.changed(self.inner.switch_slice(step, details).await)
     }
 
     async fn record_step_failure(&self, step_id: i64, cause: &str) -> StoreResult<u32> {

@@ -291,8 +291,10 @@ pub trait VolumeStore: Send + Sync {
     /// placement switches and the target's reservation shrinks by the old size,
     /// atomically. A forward move of a healthy slice books its old size on
     /// the source until the job ends, so that a cancel can always move it
-    /// back (an undo step's switch uses that booking up).
-    async fn switch_slice(&self, step: &ResizeStep) -> StoreResult<()>;
+    /// back (an undo step's switch uses that booking up). `details` are
+    /// added to the job's in the same transaction: a switch is never
+    /// recorded without what it says of the copy.
+    async fn switch_slice(&self, step: &ResizeStep, details: &[String]) -> StoreResult<()>;
     /// A cancel's steps moving each switched slice back (`from_medium`: where
     /// it is now; `to_medium`: where it was), recorded unless the job already
     /// has undo steps.

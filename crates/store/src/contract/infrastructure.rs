@@ -81,7 +81,7 @@ pub async fn a_lost_copy_is_lost_alone_until_it_moves(store: &dyn Store) {
         .await
         .expect("plan");
     let steps = store.resize_steps(job_id).await.expect("steps");
-    store.switch_slice(&steps[0]).await.expect("switch");
+    store.switch_slice(&steps[0], &[]).await.expect("switch");
     let slices = store.volume_slices(&volume).await.expect("slices");
     assert_eq!(
         slices

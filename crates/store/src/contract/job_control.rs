@@ -33,7 +33,7 @@ async fn switch_forward(store: &dyn Store, job_id: i64) -> ResizeStep {
     let steps = store.resize_steps(job_id).await.expect("steps");
     assert_eq!(steps.len(), 1);
     assert!(!steps[0].undo, "a plan's step moves forward");
-    store.switch_slice(&steps[0]).await.expect("switch");
+    store.switch_slice(&steps[0], &[]).await.expect("switch");
     steps[0].clone()
 }
 
@@ -317,7 +317,7 @@ pub async fn job_control_an_undo_switch_uses_up_the_booking_on_the_original_medi
         .expect("undo steps");
     let undo = store.resize_steps(job_id).await.expect("steps")[1].clone();
     assert!(undo.undo);
-    store.switch_slice(&undo).await.expect("switch back");
+    store.switch_slice(&undo, &[]).await.expect("switch back");
     let media = store.media_usage().await.expect("usage");
     assert_eq!(
         usage(&media, "m1"),

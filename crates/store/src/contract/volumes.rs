@@ -55,7 +55,7 @@ pub async fn a_copy_checkpoint_is_kept_until_its_step_switches(store: &dyn Store
         let steps = store.resize_steps(job_id).await.expect("steps");
         assert_eq!(steps[0].checkpoint, checkpoint);
     }
-    store.switch_slice(&step).await.expect("switch");
+    store.switch_slice(&step, &[]).await.expect("switch");
     store
         .record_copy_checkpoint(step.id, at(2 << 20, true))
         .await
@@ -86,7 +86,8 @@ pub async fn a_movement_books_switches_and_releases_space_atomically(store: &dyn
 
     let steps = store.resize_steps(job_id).await.expect("steps");
     assert_eq!(steps.len(), 1);
-    store.switch_slice(&steps[0]).await.expect("switch");
+    let moved = ["Copied c0-k0".to_string(), "Moved c0-k0".to_string()];
+    store.switch_slice(&steps[0], &moved).await.expect("switch");
     let media = store.media_usage().await.expect("usage");
     assert_eq!(
         usage(&media, "m1"),
@@ -99,7 +100,7 @@ pub async fn a_movement_books_switches_and_releases_space_atomically(store: &dyn
         "only the growth stays booked"
     );
     assert!(
-        store.switch_slice(&steps[0]).await.is_err(),
+        store.switch_slice(&steps[0], &moved).await.is_err(),
         "a slice is never switched from a medium it is not on"
     );
 
@@ -117,8 +118,11 @@ pub async fn a_movement_books_switches_and_releases_space_atomically(store: &dyn
     );
     let job = stored_job(store, &user, job_id).await;
     assert_eq!(job.state, JobState::Done);
-    assert_eq!(job.details.first().map(String::as_str), Some("found"));
-    assert_eq!(job.details.len(), 1, "the plan's detail is recorded once");
+    assert_eq!(
+        job.details,
+        ["found", "Copied c0-k0", "Moved c0-k0"],
+        "the plan's detail once; the switch's with it, not again when refused"
+    );
 }
 
 pub async fn a_failed_job_releases_its_reservations_and_frees_the_volume(store: &dyn Store) {

@@ -323,7 +323,7 @@ impl VolumeStore for PgStore {
         rows.iter().map(step_row).collect()
     }
 
-    async fn switch_slice(&self, step: &ResizeStep) -> StoreResult<()> {
+    async fn switch_slice(&self, step: &ResizeStep, details: &[String]) -> StoreResult<()> {
         let target = step
             .to_medium
             .as_deref()
@@ -380,6 +380,9 @@ impl VolumeStore for PgStore {
             .bind(step.id)
             .execute(&mut *tx)
             .await?;
+        for detail in details {
+            append_detail(&mut tx, step.job_id, detail).await?;
+        }
         tx.commit().await?;
         Ok(())
     }

@@ -317,7 +317,7 @@ impl VolumeStore for SqliteStore {
         rows.iter().map(step_row).collect()
     }
 
-    async fn switch_slice(&self, step: &ResizeStep) -> StoreResult<()> {
+    async fn switch_slice(&self, step: &ResizeStep, details: &[String]) -> StoreResult<()> {
         let target = step
             .to_medium
             .as_deref()
@@ -373,6 +373,9 @@ impl VolumeStore for SqliteStore {
             .bind(step.id)
             .execute(&mut *tx)
             .await?;
+        for detail in details {
+            append_detail(&mut tx, step.job_id, detail).await?;
+        }
         tx.commit().await?;
         Ok(())
     }
