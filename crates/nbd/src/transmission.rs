@@ -29,8 +29,12 @@ pub const IN_FLIGHT_BYTES: u32 = 64 * 1024 * 1024;
 const ZERO_CHUNK: usize = 256 * 1024;
 /// Payload buffers one connection keeps for its next requests (see
 /// [`BufferPool`]): at most this many bytes of capacity, and this many buffers.
-const POOLED_BYTES: usize = 4 * 1024 * 1024;
-const POOLED_BUFFERS: usize = 16;
+/// Enough for a client keeping `MAX_IN_FLIGHT` 256 KiB requests in flight
+/// (`nbdcopy`'s default size): below that, each request past the pool got
+/// a fresh buffer, zeroed by the allocator. These bytes were in use at the
+/// connection's busiest; the pool only keeps them for its next requests.
+const POOLED_BYTES: usize = 8 * 1024 * 1024;
+const POOLED_BUFFERS: usize = MAX_IN_FLIGHT;
 /// How long a soft disconnect or a server shutdown waits for the requests in
 /// flight to be answered before closing anyway.
 const DRAIN_GRACE: Duration = Duration::from_secs(10);
@@ -671,33 +675,31 @@ impl Transmission {
             let closed = self.closed.clone();
             let abandoned = abandoned.clone();
             let tx = tx.clone();
-            tasks.spawn(
-                async move {
-                    let outcome = tokio::task::spawn_blocking(move || {
-                        // A request queued behind others when its export went
-                        // away, or its connection was abandoned, does not
-                        // touch the device any more.
-                        if closed.is_cancelled() {
-                            return Err(io::Error::other("export closed").into());
-                        }
-                        if abandoned.is_cancelled() {
-                            return Err(io::Error::other("connection gone").into());
-                        }
-                        execute(op, payload, &*device, &buffers)
-                    })
-                    .await;
-                    let body = answer(handle, op, outcome.map_err(|_| "panicked"));
-                    let _ = tx
-                        .send(Reply {
-                            handle,
-                            structured,
-                            body,
-                            _permits: permits,
-                        })
-                        .await;
-                }
-                .instrument(tracing::Span::current()),
-            );
+            let span = tracing::Span::current();
+            // The blocking thread hands its reply to the writer itself: one
+            // wake-up per request fewer than an async task awaiting it.
+            tasks.spawn_blocking(move || {
+                let _entered = span.enter();
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    // A request queued behind others when its export went
+                    // away, or its connection was abandoned, does not touch
+                    // the device any more.
+                    if closed.is_cancelled() {
+                        return Err(io::Error::other("export closed").into());
+                    }
+                    if abandoned.is_cancelled() {
+                        return Err(io::Error::other("connection gone").into());
+                    }
+                    execute(op, payload, &*device, &buffers)
+                }));
+                let body = answer(handle, op, outcome.map_err(|_| "panicked"));
+                let _ = tx.blocking_send(Reply {
+                    handle,
+                    structured,
+                    body,
+                    _permits: permits,
+                });
+            });
         }
     }
 }
