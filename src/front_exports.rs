@@ -366,6 +366,19 @@ impl BlockDevice for AttachedVolume {
         result
     }
 
+    /// Counted only when answered (else `read` runs and counts it).
+    fn read_cached(&self, offset: u64, buf: &mut [u8]) -> io::Result<bool> {
+        self.refuse_if_fenced()?;
+        let started = Instant::now();
+        let result = self.io.read_cached(offset, buf);
+        if !matches!(result, Ok(false)) {
+            let bytes = buf.len() as u64;
+            self.meter
+                .record(IoOp::Read, bytes, started.elapsed(), result.is_ok());
+        }
+        result
+    }
+
     fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
         self.refuse_if_readonly()?;
         self.refuse_if_fenced()?;

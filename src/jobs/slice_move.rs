@@ -378,9 +378,10 @@ impl StepCopyRun<'_> {
         // name either. Dropped here (the service stopping), the data plane
         // keeps both until the step runs again.
         // Said of an attached volume only: a job's own I/O is not use.
-        let attached = match self.attached_at_start {
-            true => Ok(true),
-            false => is_attached(self.ctx, self.volume).await,
+        let attached = if self.attached_at_start {
+            Ok(true)
+        } else {
+            is_attached(self.ctx, self.volume).await
         };
         let attached = match attached {
             Ok(attached) => attached,

@@ -181,6 +181,44 @@ pub(crate) fn will_need(file: &File, offset: u64, len: u64) {
     }
 }
 
+/// Reads `buf` at `offset` only if every byte is in the page cache
+/// (`preadv2` with `RWF_NOWAIT`): `false`, with `buf` partly overwritten,
+/// when some of it would wait for the disk, when the kernel or the
+/// filesystem cannot tell, or at the end of the file (a plain read then
+/// reports what is wrong).
+pub(crate) fn read_cached_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<bool> {
+    let mut done = 0;
+    while done < buf.len() {
+        let at = offset
+            .checked_add(done as u64)
+            .and_then(|at| libc::off_t::try_from(at).ok())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
+        let rest = &mut buf[done..];
+        let iov = libc::iovec {
+            iov_base: rest.as_mut_ptr().cast(),
+            iov_len: rest.len(),
+        };
+        // SAFETY: one iovec over `rest`, a live slice borrowed mutably for
+        // the whole call, so the kernel writes only bytes we own.
+        let n = unsafe { libc::preadv2(file.as_raw_fd(), &iov, 1, at, libc::RWF_NOWAIT) };
+        match n {
+            0 => return Ok(false),
+            n if n > 0 => done += n as usize,
+            _ => {
+                let e = io::Error::last_os_error();
+                return match e.raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    Some(libc::EAGAIN | libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS) => {
+                        Ok(false)
+                    }
+                    _ => Err(e),
+                };
+            }
+        }
+    }
+    Ok(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,5 +262,32 @@ mod tests {
             vec![(4096, true)]
         );
         assert_eq!(allocation(&file, 0, 0).expect("allocation"), vec![]);
+    }
+
+    #[test]
+    fn a_cached_read_answers_from_the_page_cache_or_says_it_cannot() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![7u8; 64 * 1024]).expect("write");
+        let file = File::open(&path).expect("open");
+        // Just written: in the page cache.
+        let mut buf = vec![0u8; 64 * 1024];
+        assert!(read_cached_at(&file, &mut buf, 0).expect("read"));
+        assert!(buf.iter().all(|&b| b == 7));
+        // Past the end: not answered here (a plain read reports it).
+        let mut past = vec![0u8; 4096];
+        assert!(!read_cached_at(&file, &mut past, 62 * 1024).expect("read"));
+        assert!(!read_cached_at(&file, &mut past, 1 << 20).expect("read"));
+        // Dropped from the cache, it would wait for the disk.
+        file.sync_all().expect("sync");
+        // SAFETY: plain syscall on a valid descriptor; a hint only.
+        unsafe {
+            libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
+        }
+        let mut again = vec![0u8; 64 * 1024];
+        if !read_cached_at(&file, &mut again, 0).expect("read") {
+            file.read_exact_at(&mut again, 0).expect("plain read");
+        }
+        assert!(again.iter().all(|&b| b == 7));
     }
 }

@@ -97,6 +97,15 @@ pub trait BlockDevice: Send + Sync + 'static {
     /// Fills `buf` with the bytes at `offset`: every byte of it (the server
     /// reuses buffers, which hold an earlier request's bytes).
     fn read(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()>;
+    /// `read` if every byte is in memory and the call will not wait (for a
+    /// disk, the network or a lock held long): `Ok(false)` otherwise, with
+    /// `buf` partly written. The server tries it on its own task before
+    /// handing a read to a blocking thread, so it must be cheap to refuse.
+    /// Default: never.
+    fn read_cached(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<bool> {
+        let _ = (offset, buf);
+        Ok(false)
+    }
     /// Writes `data` at `offset`; with `fua`, returns only once it is durable.
     fn write(&self, offset: u64, data: &[u8], fua: bool) -> std::io::Result<()>;
     /// Makes every completed write durable.

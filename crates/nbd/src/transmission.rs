@@ -295,6 +295,65 @@ pub(crate) fn read_pieces(device: &dyn BlockDevice, offset: u64, len: usize) -> 
     pieces
 }
 
+/// A read's reply body: its holes looked up when `sparse`, its data pieces
+/// read into a buffer of `buffers` with `read(offset, buf)`. `None` as soon
+/// as `read` answers false (not read: see [`BlockDevice::read_cached`]).
+fn read_request(
+    offset: u64,
+    len: u32,
+    sparse: bool,
+    device: &dyn BlockDevice,
+    buffers: &BufferPool,
+    mut read: impl FnMut(u64, &mut [u8]) -> io::Result<bool>,
+) -> Option<Result<Body, Failure>> {
+    let len = len as usize;
+    let mut pieces = if sparse {
+        read_pieces(device, offset, len)
+    } else {
+        Vec::new()
+    };
+    if let [only] = pieces.as_slice() {
+        if !only.hole {
+            pieces.clear();
+        }
+    }
+    // A reused buffer: the bytes of holes are stale, but holes are sent as
+    // hole chunks, never as data.
+    let mut buf = buffers.take(len);
+    let whole = [Piece {
+        start: 0,
+        len,
+        hole: false,
+    }];
+    let data = if pieces.is_empty() {
+        &whole[..]
+    } else {
+        &pieces
+    };
+    for p in data.iter().filter(|p| !p.hole) {
+        let at = offset + p.start as u64;
+        match read(at, &mut buf[p.start..p.start + p.len]) {
+            Ok(true) => {}
+            Ok(false) => {
+                buffers.give(buf);
+                return None;
+            }
+            Err(error) => {
+                buffers.give(buf);
+                return Some(Err(Failure {
+                    error,
+                    offset: Some(at),
+                }));
+            }
+        }
+    }
+    Some(Ok(Body::Data {
+        offset,
+        buf,
+        pieces,
+    }))
+}
+
 /// Runs a checked request on the device (blocking). `payload` is the data of
 /// a write, empty otherwise (given back to `buffers` once written). A read's
 /// data is in a buffer of `buffers`.
@@ -309,47 +368,10 @@ fn execute(
             offset,
             len,
             sparse,
-        } => {
-            let len = len as usize;
-            let mut pieces = if sparse {
-                read_pieces(device, offset, len)
-            } else {
-                Vec::new()
-            };
-            if let [only] = pieces.as_slice() {
-                if !only.hole {
-                    pieces.clear();
-                }
-            }
-            // A reused buffer: the bytes of holes are stale, but holes are
-            // sent as hole chunks, never as data.
-            let mut buf = buffers.take(len);
-            let whole = [Piece {
-                start: 0,
-                len,
-                hole: false,
-            }];
-            let data = if pieces.is_empty() {
-                &whole[..]
-            } else {
-                &pieces
-            };
-            for p in data.iter().filter(|p| !p.hole) {
-                let at = offset + p.start as u64;
-                if let Err(error) = device.read(at, &mut buf[p.start..p.start + p.len]) {
-                    buffers.give(buf);
-                    return Err(Failure {
-                        error,
-                        offset: Some(at),
-                    });
-                }
-            }
-            Ok(Body::Data {
-                offset,
-                buf,
-                pieces,
-            })
-        }
+        } => read_request(offset, len, sparse, device, buffers, |at, buf| {
+            device.read(at, buf).map(|()| true)
+        })
+        .unwrap_or_else(|| Err(io::Error::other("read not answered").into())),
         Op::Write { offset, fua } => {
             let written = device.write(offset, &payload, fua);
             buffers.give(payload);
@@ -669,6 +691,37 @@ impl Transmission {
                     return Ok(End::WriteFailed);
                 }
                 continue;
+            }
+            // Any other read is tried from memory first, here (see
+            // `BlockDevice::read_cached`): only one that would wait is
+            // handed to a blocking thread, which costs two wake-ups. Without
+            // a hole lookup, which may wait (a device may commit first): a
+            // hole is rarely in memory, and one that is reads as zeroes.
+            if let Op::Read { offset, len, .. } = op {
+                if self.inline_max > 0 && device.runs_inline(false) {
+                    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        read_request(offset, len, false, &**device, &budget.buffers, |at, buf| {
+                            device.read_cached(at, buf)
+                        })
+                    }));
+                    let answered = match outcome {
+                        Ok(Some(outcome)) => Some(Ok(outcome)),
+                        Ok(None) => None,
+                        Err(_) => Some(Err("panicked")),
+                    };
+                    if let Some(outcome) = answered {
+                        let reply = Reply {
+                            handle,
+                            structured,
+                            body: answer(handle, op, outcome),
+                            _permits: permits,
+                        };
+                        if guard!(tx.send(reply)).is_err() {
+                            return Ok(End::WriteFailed);
+                        }
+                        continue;
+                    }
+                }
             }
             let device = Arc::clone(device);
             let buffers = Arc::clone(&budget.buffers);

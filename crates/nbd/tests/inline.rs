@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -108,4 +109,107 @@ async fn writes_of_a_device_that_does_not_run_inline_overlap_on_one_connection()
     // Inline, the same writes wait for each other: none meets the others.
     let inline = pipelined_writes(true).await;
     assert!(inline.iter().all(|&e| e != 0), "{inline:?}");
+}
+
+const BLOCK: usize = 128 * 1024;
+
+/// Every other 128 KiB block is "in memory": `read_cached` answers it;
+/// for the others it writes a few wrong bytes and says false, and only
+/// `read` has them, slowly (as from a disk), so they stay in flight.
+struct HalfCached {
+    data: Vec<u8>,
+    cached: AtomicUsize,
+    read: AtomicUsize,
+}
+
+impl BlockDevice for HalfCached {
+    fn size(&self) -> u64 {
+        self.data.len() as u64
+    }
+
+    fn read_only(&self) -> bool {
+        true
+    }
+
+    fn read(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.read.fetch_add(1, Ordering::SeqCst);
+        let at = offset as usize;
+        if (at / BLOCK) % 2 == 1 {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        buf.copy_from_slice(&self.data[at..at + buf.len()]);
+        Ok(())
+    }
+
+    fn read_cached(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<bool> {
+        let at = offset as usize;
+        if (at / BLOCK) % 2 == 1 {
+            buf[..16].fill(0xff);
+            return Ok(false);
+        }
+        self.cached.fetch_add(1, Ordering::SeqCst);
+        buf.copy_from_slice(&self.data[at..at + buf.len()]);
+        Ok(true)
+    }
+
+    fn write(&self, _offset: u64, _data: &[u8], _fua: bool) -> std::io::Result<()> {
+        Err(std::io::Error::from_raw_os_error(1))
+    }
+
+    fn flush(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn trim(&self, _offset: u64, _len: u64) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn write_zeroes(&self, _offset: u64, _len: u64, _fua: bool) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_in_memory_are_answered_at_once_and_the_others_read_where_they_may_wait() {
+    let data: Vec<u8> = (0..8 * BLOCK).map(|i| (i / 4096 % 251) as u8).collect();
+    let device = Arc::new(HalfCached {
+        data: data.clone(),
+        cached: AtomicUsize::new(0),
+        read: AtomicUsize::new(0),
+    });
+    let exports = TestExports::new();
+    exports.add("vol", Arc::clone(&device) as Arc<dyn BlockDevice>);
+    let config = NbdConfig {
+        inline_max: 64 * 1024,
+        ..NbdConfig::default()
+    };
+    let server = TestServer::start_with(exports, config).await;
+    let mut s = connect(server.addr, "vol").await;
+    // Eight 128 KiB reads at once (over inline_max, several in flight).
+    let mut burst = Vec::new();
+    for block in 0..8u64 {
+        burst.extend(request(
+            CMD_READ,
+            0,
+            block,
+            block * BLOCK as u64,
+            BLOCK as u32,
+        ));
+    }
+    s.write_all(&burst).await.expect("send");
+    for _ in 0..8 {
+        let (error, handle) = read_reply(&mut s).await;
+        assert_eq!(error, 0);
+        let got = read_n(&mut s, BLOCK).await.expect("data");
+        let at = handle as usize * BLOCK;
+        assert!(got == data[at..at + BLOCK], "block {handle}");
+    }
+    // The first read was alone on its connection: inline, with `read`.
+    // The other even ones came while an odd one was in flight.
+    assert_eq!(device.cached.load(Ordering::SeqCst), 3, "blocks 2, 4, 6");
+    assert_eq!(
+        device.read.load(Ordering::SeqCst),
+        5,
+        "block 0 and the odd ones"
+    );
 }

@@ -259,19 +259,22 @@ impl SliceSnapshots {
     /// Commits the held writes if one touches `[offset, offset + len)`:
     /// before the live slice's bytes there are read.
     pub fn commit_range(&self, live: &File, offset: u64, len: u64) -> io::Result<()> {
+        if self.holds_in(offset, len)? {
+            self.commit(live)?;
+        }
+        Ok(())
+    }
+
+    /// Whether writes are held in `[offset, offset + len)`: a read there
+    /// must commit first.
+    pub fn holds_in(&self, offset: u64, len: u64) -> io::Result<bool> {
         if !self.holding.load(Ordering::Acquire) {
-            return Ok(());
+            return Ok(false);
         }
-        {
-            let snaps = self.read_lock()?;
-            let touched = snaps.last().is_some_and(|newest| {
-                chunk_range(offset, len).any(|c| newest.held_chunks.contains(&c))
-            });
-            if !touched {
-                return Ok(());
-            }
-        }
-        self.commit(live)
+        let snaps = self.read_lock()?;
+        Ok(snaps.last().is_some_and(|newest| {
+            chunk_range(offset, len).any(|c| newest.held_chunks.contains(&c))
+        }))
     }
 
     /// [`SliceSnapshots::commit`] under the write lock. On error what is

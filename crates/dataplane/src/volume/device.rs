@@ -27,6 +27,14 @@ pub(crate) trait SliceDevice: Send + Sync {
     /// Reads exactly `buf.len()` bytes at `offset`.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
 
+    /// [`SliceDevice::read_at`] if it can be answered at once, from memory:
+    /// `false` (with `buf` partly written) when it would wait for a disk,
+    /// the network or a commit. Default: never.
+    fn read_cached(&self, buf: &mut [u8], offset: u64) -> io::Result<bool> {
+        let _ = (buf, offset);
+        Ok(false)
+    }
+
     /// Saves what the snapshots need before `[offset, offset + len)`
     /// changes (copy-on-write), without changing the slice: every copy of a
     /// column does this before any copy is written, so a save that fails
@@ -187,6 +195,15 @@ impl SliceDevice for LocalSlice {
         self.snapshots
             .commit_range(&self.file, offset, buf.len() as u64)?;
         self.file.read_exact_at(buf, offset)
+    }
+
+    /// From the page cache (`RWF_NOWAIT`), unless writes held there need
+    /// their commit first.
+    fn read_cached(&self, buf: &mut [u8], offset: u64) -> io::Result<bool> {
+        if self.snapshots.holds_in(offset, buf.len() as u64)? {
+            return Ok(false);
+        }
+        crate::extents::read_cached_at(&self.file, buf, offset)
     }
 
     fn prepare_write(&self, offset: u64, len: u64) -> io::Result<()> {

@@ -283,7 +283,7 @@ impl LocalVolumeIo {
         &self,
         offset: u64,
         buf: &mut [u8],
-        read: impl Fn(&Live, &mut [u8], u64) -> io::Result<()>,
+        mut read: impl FnMut(&Live, &mut [u8], u64) -> io::Result<()>,
     ) -> io::Result<()> {
         self.on_serving_copies(offset, buf.len(), |live, seg| {
             read(
@@ -608,6 +608,21 @@ impl VolumeIo for LocalVolumeIo {
     fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         self.check_range(offset, buf.len() as u64)?;
         self.read_copies(offset, buf, |live, out, at| live.read_at(out, at))
+    }
+
+    /// Each stripe segment from the copy `read` would use, while every one
+    /// is in memory; the first that is not ends the attempt (`false` is
+    /// not a failure: no copy is lost for it).
+    fn read_cached(&self, offset: u64, buf: &mut [u8]) -> io::Result<bool> {
+        self.check_range(offset, buf.len() as u64)?;
+        let mut cached = true;
+        self.read_copies(offset, buf, |live, out, at| {
+            if cached {
+                cached = live.read_cached(out, at)?;
+            }
+            Ok(())
+        })?;
+        Ok(cached)
     }
 
     fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {

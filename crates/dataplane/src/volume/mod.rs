@@ -105,6 +105,15 @@ pub trait VolumeIo: Send + Sync + 'static {
     /// fails is lost and the next one is tried. EIO when no copy can serve.
     fn read(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()>;
 
+    /// `read` if it can be answered at once from memory (the page cache):
+    /// `false`, with `buf` partly written, when it would wait for a disk,
+    /// the network or a commit of held writes; the caller then reads where
+    /// waiting is fine. Failures as for `read`. Default: never.
+    fn read_cached(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<bool> {
+        let _ = (offset, buf);
+        Ok(false)
+    }
+
     /// Writes to every healthy copy; `fua` makes the bytes durable before
     /// returning. A copy whose write fails is lost; EIO unless a healthy
     /// copy of every touched column took it.

@@ -699,3 +699,32 @@ fn a_snapshot_views_extents_are_the_data_it_holds_not_the_live_holes() {
     );
     assert!(view.extents(4 * MIB - 1, 2).is_err());
 }
+
+#[test]
+fn reads_from_memory_match_plain_reads_and_leave_held_writes_to_them() {
+    let (_d, media, layout) = volume(2, 2, 4);
+    let io = LocalVolumeIo::open(&media, &layout).expect("open");
+    io.write(MIB - 100, &pattern(1, (3 * MIB) as usize), false)
+        .expect("write");
+    // Just written, so in the page cache: across stripes and columns.
+    let mut cached = vec![0u8; (2 * MIB) as usize];
+    assert!(io.read_cached(MIB / 2, &mut cached).expect("cached read"));
+    let mut plain = vec![0u8; cached.len()];
+    io.read(MIB / 2, &mut plain).expect("read");
+    assert!(cached == plain);
+    assert!(io.read_cached(layout.size, &mut [0u8; 1]).is_err());
+
+    // A write after a snapshot is held until a commit: a read there must
+    // commit first, which waits for the disk; a read elsewhere need not.
+    io.snapshot(1).expect("snapshot");
+    let newer = pattern(2, 4096);
+    io.write(MIB, &newer, false).expect("held write");
+    let mut buf = vec![0u8; 4096];
+    assert!(!io.read_cached(MIB, &mut buf).expect("cached read"));
+    assert!(io.read_cached(2 * MIB, &mut buf).expect("cached read"));
+    io.read(MIB, &mut buf).expect("read, committing");
+    assert!(buf == newer);
+    let mut again = vec![0u8; 4096];
+    assert!(io.read_cached(MIB, &mut again).expect("cached read"));
+    assert!(again == newer);
+}
