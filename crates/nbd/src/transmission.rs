@@ -677,51 +677,50 @@ impl Transmission {
                     }
                     _ => false,
                 };
-            if inline {
+            // Answered here: an inline request, or any other read that
+            // memory can answer (see `BlockDevice::read_cached`); only one
+            // that would wait is handed to a blocking thread, which costs
+            // two wake-ups. The memory attempt skips the hole lookup, which
+            // may wait (a device may commit first): a hole is rarely in
+            // memory, and one that is reads as zeroes.
+            let answered_here = if inline {
+                let payload = std::mem::take(&mut payload);
                 let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     execute(op, payload, &**device, &budget.buffers)
                 }));
+                Some(outcome.map_err(|_| "panicked"))
+            } else {
+                match op {
+                    Op::Read { offset, len, .. }
+                        if self.inline_max > 0 && device.runs_inline(false) =>
+                    {
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            read_request(
+                                offset,
+                                len,
+                                false,
+                                &**device,
+                                &budget.buffers,
+                                |at, buf| device.read_cached(at, buf),
+                            )
+                        }))
+                        .map_err(|_| "panicked")
+                        .transpose()
+                    }
+                    _ => None,
+                }
+            };
+            if let Some(outcome) = answered_here {
                 let reply = Reply {
                     handle,
                     structured,
-                    body: answer(handle, op, outcome.map_err(|_| "panicked")),
+                    body: answer(handle, op, outcome),
                     _permits: permits,
                 };
                 if guard!(tx.send(reply)).is_err() {
                     return Ok(End::WriteFailed);
                 }
                 continue;
-            }
-            // Any other read is tried from memory first, here (see
-            // `BlockDevice::read_cached`): only one that would wait is
-            // handed to a blocking thread, which costs two wake-ups. Without
-            // a hole lookup, which may wait (a device may commit first): a
-            // hole is rarely in memory, and one that is reads as zeroes.
-            if let Op::Read { offset, len, .. } = op {
-                if self.inline_max > 0 && device.runs_inline(false) {
-                    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        read_request(offset, len, false, &**device, &budget.buffers, |at, buf| {
-                            device.read_cached(at, buf)
-                        })
-                    }));
-                    let answered = match outcome {
-                        Ok(Some(outcome)) => Some(Ok(outcome)),
-                        Ok(None) => None,
-                        Err(_) => Some(Err("panicked")),
-                    };
-                    if let Some(outcome) = answered {
-                        let reply = Reply {
-                            handle,
-                            structured,
-                            body: answer(handle, op, outcome),
-                            _permits: permits,
-                        };
-                        if guard!(tx.send(reply)).is_err() {
-                            return Ok(End::WriteFailed);
-                        }
-                        continue;
-                    }
-                }
             }
             let device = Arc::clone(device);
             let buffers = Arc::clone(&budget.buffers);
