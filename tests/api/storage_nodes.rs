@@ -23,9 +23,20 @@ pub(crate) const MARGIN: Duration = Duration::from_secs(8);
 
 /// A free port on `ip` (a loopback alias: binding it proves it works).
 pub(crate) fn free_port(ip: &str) -> u16 {
-    let listener = std::net::TcpListener::bind((ip, 0))
-        .unwrap_or_else(|e| panic!("loopback address {ip} cannot be bound: {e}"));
-    listener.local_addr().map(|a| a.port()).unwrap_or(0)
+    let [port] = free_ports(ip);
+    port
+}
+
+/// `N` distinct free ports on `ip`: each listener is held until all are
+/// picked (a port freed at once may be handed out again).
+pub(crate) fn free_ports<const N: usize>(ip: &str) -> [u16; N] {
+    let listeners: Vec<std::net::TcpListener> = (0..N)
+        .map(|_| {
+            std::net::TcpListener::bind((ip, 0))
+                .unwrap_or_else(|e| panic!("loopback address {ip} cannot be bound: {e}"))
+        })
+        .collect();
+    std::array::from_fn(|i| listeners[i].local_addr().map(|a| a.port()).unwrap_or(0))
 }
 
 /// One `svs storage-node` process with its own directory, configuration,
@@ -49,9 +60,11 @@ impl StorageNodeProcess {
         credential: &str,
     ) -> Self {
         let dir = tempfile::tempdir().expect("node dir");
-        let slice_address = format!("{ip}:{}", free_port(ip));
-        // Its own port: nodes of parallel tests share IPs.
-        let front_address = format!("{ip}:{}", free_port(ip));
+        // Two ports of their own (nodes of parallel tests share IPs), both
+        // bound while the second is picked so that they differ.
+        let [slice_port, front_port] = free_ports(ip);
+        let slice_address = format!("{ip}:{slice_port}");
+        let front_address = format!("{ip}:{front_port}");
         let credential_file = dir.path().join("node.credential");
         std::fs::write(&credential_file, credential).expect("credential written");
         let mut toml = format!(
