@@ -68,7 +68,7 @@ test("sign in, policy, volume, in-place resize, pages, sign out", async () => {
   assert.match(await page.textContent("#resize-range"), /11 – 100 GiB/);
   await page.fill("#resize-size", "101");
   await page.click("#resize-submit");
-  assert.match(await page.textContent("#resize-dialog .error"), /from 11 to 100/);
+  assert.match(await page.textContent("#resize-dialog .error"), /from 11 \(more than the current 10\) to 100 \(ten times the current size\)/);
   assert.equal(await page.isHidden("#resize-job"), true, "nothing was sent");
   await shots(page, "04-resize-dialog");
   await page.click("#resize-close");
@@ -86,7 +86,7 @@ test("sign in, policy, volume, in-place resize, pages, sign out", async () => {
   const zones = await page.$$eval("section.zone h2", (hs) => hs.map((x) => x.textContent));
   assert.deepEqual(zones, ["Zone zone-a", "Zone zone-b"]);
   // Allocated (slices) beside written (what the sparse slices hold: nothing yet).
-  assert.match(await page.textContent('[data-medium="d1"]'), /12 GiB allocated · [\d.]+ (B|KiB|MiB) written · 88 GiB free · 100 GiB total/);
+  assert.match(await page.textContent('[data-medium="d1"]'), /12\.0 GiB allocated to slices · (.* held by snapshots \(1 GiB of free space set aside for them\) · )?[\d.]+ (B|KiB|MiB) written · 88\.0 GiB free · 100\.0 GiB total/);
   await shots(page, "07-media");
 
   // Jobs: the create and resize jobs, filterable.
@@ -101,9 +101,10 @@ test("sign in, policy, volume, in-place resize, pages, sign out", async () => {
   await page.waitForFunction(() => document.querySelectorAll("tr[data-job]").length === 2);
   await shots(page, "08-jobs");
 
-  // Delete the volume (confirm accepted).
+  // Delete the volume (confirmed in the page's dialog).
   await page.click("nav a[data-page=volumes]");
   await page.click('tr[data-volume="db"] button.danger');
+  await page.click("#confirm-ok");
   await page.waitForSelector('tr[data-volume="db"]', { state: "detached", timeout: 20_000 });
 
   // Sign out: the server is told, storage is cleared, the sign-in page is back.
@@ -542,10 +543,14 @@ test("a refused delete keeps its message, with force offered", async () => {
   assert.equal((await api.waitJob(r.JobID)).state, "Done");
 
   const page = await newPage();
+  // The list has not seen the snapshot (held stale, as when it was taken meanwhile): a plain
+  // delete is sent, which the server refuses.
+  await page.route("**/snapshots", (route) => route.fulfill({ json: [] }));
   await signIn(page, server.base);
   await page.waitForSelector('tr[data-volume="v"]');
-  const reloaded = page.waitForResponse((res) => res.url().endsWith("/volumes") && res.request().method() === "GET");
   await page.click('tr[data-volume="v"] button.danger');
+  const reloaded = page.waitForResponse((res) => res.url().endsWith("/volumes") && res.request().method() === "GET");
+  await page.click("#confirm-ok");
   await reloaded;
   await page.waitForSelector("#volume-action-error:not([hidden])");
   const refused = await page.textContent("#volume-action-error .message");
@@ -565,10 +570,15 @@ test("a refused delete keeps its message, with force offered", async () => {
   await page.waitForTimeout(300);
   assert.equal(await page.isVisible("#policy-action-error"), true);
 
+  // Delete anyway (force): the confirmation now says the snapshot goes with it.
   await page.click("nav a[data-page=volumes]");
   await page.click('tr[data-volume="v"] button.danger');
+  await page.click("#confirm-ok");
   await page.waitForSelector("#volume-action-error button.force");
   await page.click("#volume-action-error button.force");
+  await page.waitForSelector("#confirm-dialog[open]");
+  assert.equal(await page.textContent("#confirm-ok"), "Delete with its attachments and snapshots");
+  await page.click("#confirm-ok");
   await page.waitForSelector('tr[data-volume="v"]', { state: "detached", timeout: 20_000 });
   await page.context().close();
 });
@@ -681,6 +691,9 @@ test("nodes: add a node, issue its agent credential once, see the agent, revoke 
   await userPage.waitForSelector('tr[data-node="node-a"]');
   assert.equal(await userPage.locator("#add-node").count(), 0);
   assert.equal(await userPage.locator("button.issue").count(), 0);
+  await userPage.click('tr[data-node="node-a"] a.node-link');
+  await userPage.waitForSelector("#node-managed-by");
+  assert.equal(await userPage.locator("#node-actions").count(), 0, "no credential or removal for users");
   await userPage.context().close();
 
   const page = await newPage();
@@ -698,10 +711,9 @@ test("nodes: add a node, issue its agent credential once, see the agent, revoke 
   await page.click("#add-node button[type=submit]");
   await page.waitForSelector('tr[data-node="host-7"]');
   assert.equal(await page.textContent("#node-notice"),
-    "Node host-7 added (address 10.0.0.7). Issue its agent credential to run the agent on it.");
+    "Node host-7 added (address 10.0.0.7). Issue its agent credential on its page to run the agent on it.");
   const cells = await page.$$eval('tr[data-node="host-7"] td', (tds) => tds.map((t) => t.textContent));
-  assert.deepEqual(cells.slice(0, 12), ["host-7", "host", "Online", "zone-b", "10.0.0.7", "0", "0", "0", "no", "never", "—", "—"]);
-  assert.equal(await page.locator('tr[data-node="host-7"] button.revoke').count(), 0, "nothing to revoke");
+  assert.deepEqual(cells, ["host-7", "host", "Online", "zone-b", "10.0.0.7", "0", "0", "0", "—", "no agent"]);
   // The same name again: the server's words.
   await page.fill("#node-name", "host-7");
   await page.fill("#node-address", "10.0.0.8");
@@ -709,8 +721,14 @@ test("nodes: add a node, issue its agent credential once, see the agent, revoke 
   await page.waitForSelector("#add-node .error:not([hidden])");
   assert.equal(await page.textContent("#add-node .error"), "node 'host-7' already exists");
 
+  // Its page: no credential yet, nothing to revoke.
+  await page.click('tr[data-node="host-7"] a.node-link');
+  await waitText(page, "#node-credential-state", "none");
+  assert.equal(await page.textContent("#node-agent-seen"), "never");
+  assert.equal(await page.locator("#node-actions button.revoke").count(), 0, "nothing to revoke");
+
   // Issue: the credential and the agent's command line, each with Copy.
-  await page.click('tr[data-node="host-7"] button.issue');
+  await page.click("#node-actions button.issue");
   await page.waitForSelector("#node-credential:not([hidden])");
   const credential = await page.inputValue("#credential-value");
   assert.match(credential, /^svsnode\.[0-9a-f]{16}\.\S+$/);
@@ -727,14 +745,19 @@ test("nodes: add a node, issue its agent credential once, see the agent, revoke 
   assert.equal(desired.body.node, "host-7");
   assert.deepEqual(desired.body.attachments, []);
   await page.reload();
-  await page.waitForSelector('tr[data-node="host-7"] .agent.yes');
-  assert.notEqual(await page.textContent('tr[data-node="host-7"] .agent-seen'), "never");
+  await page.waitForSelector("#node-credential-state .agent.yes");
+  assert.notEqual(await page.textContent("#node-agent-seen"), "never");
   assert.equal(await page.isHidden("#node-credential"), true, "shown only once");
   await shots(page, "24-nodes");
+  await page.click('nav.breadcrumb a[href="#/nodes"]');
+  await page.waitForSelector('tr[data-node="host-7"]');
+  assert.notEqual(await page.textContent('tr[data-node="host-7"] .last-seen'), "never");
+  await page.click('tr[data-node="host-7"] a.node-link');
+  await page.waitForSelector("#node-actions button.revoke");
 
   // Issuing again, confirmed, revokes the first credential.
   asked.length = 0;
-  await page.click('tr[data-node="host-7"] button.issue');
+  await page.click("#node-actions button.issue");
   await page.waitForSelector("#node-credential:not([hidden])");
   assert.match(asked[0], /^Issue a new agent credential for node host-7\? The one it has stops working at once\./);
   const second = await page.inputValue("#credential-value");
@@ -746,10 +769,10 @@ test("nodes: add a node, issue its agent credential once, see the agent, revoke 
 
   // Revoke: the agent is refused, the node has no agent any more.
   await page.click("#credential-done");
-  await page.click('tr[data-node="host-7"] button.revoke');
+  await page.click("#node-actions button.revoke");
   await page.waitForFunction(() => document.querySelector("#node-notice")?.textContent === "The agent credential of node host-7 is revoked.");
-  await page.waitForSelector('tr[data-node="host-7"] .agent.no');
-  assert.equal(await page.locator('tr[data-node="host-7"] button.revoke').count(), 0);
+  await page.waitForSelector("#node-credential-state .agent.no");
+  assert.equal(await page.locator("#node-actions button.revoke").count(), 0);
   assert.equal((await asAgent(server.base, second, "GET", "/nodes/host-7/agent/attachments")).status, 401);
   const node = await (await apiClient(server.base)).call("GET", "/nodes/host-7");
   assert.equal(node.agentcredential, false);

@@ -74,7 +74,7 @@ test("media: add, resize within what is in use, remove once empty; nodes: remove
   await page.click(`${d2} button.set-size`);
   await waitText(page, "#media-notice", "Medium d2 is now 30 GiB (20 GiB free).");
   assert.equal(await page.isVisible("#media-action-error"), false);
-  await page.waitForFunction(() => document.querySelector('[data-medium="d2"] .muted')?.textContent.includes("30 GiB total"));
+  await page.waitForFunction(() => document.querySelector('[data-medium="d2"] .muted')?.textContent.includes("30.0 GiB total"));
 
   // Removal is refused while the volume is on it, naming it.
   await page.click(`${d2} button.remove`);
@@ -94,19 +94,26 @@ test("media: add, resize within what is in use, remove once empty; nodes: remove
   await api.call("POST", "/media", { mediaid: "d3", node: "node-c", zone: "zone-c", media: path.join(server.dir, "api-media", "d3"), size: 5 });
   await page.click("nav a[data-page=nodes]");
   await page.waitForSelector('tr[data-node="node-b"]');
-  const managed = await page.$$eval("tr[data-node]", (rows) =>
-    rows.map((r) => [r.dataset.node, r.querySelector(".managed-by").textContent, !!r.querySelector("button.remove")]));
+  // Each node's page says who manages it; only the API's nodes are removed here.
+  const managed = [];
+  for (const name of await page.$$eval("tr[data-node]", (rows) => rows.map((r) => r.dataset.node))) {
+    await page.goto(`${server.base}/ui/#/nodes/${name}`);
+    await page.waitForSelector("#node-managed-by");
+    managed.push([name, await page.textContent("#node-managed-by"), await page.locator("#node-actions button.remove").count() === 1]);
+  }
   assert.deepEqual(managed, [
     ["host-1", "configuration file", false],
     ["node-a", "configuration file", false],
     ["node-b", "API", true],
     ["node-c", "API", true],
   ]);
-  await page.click('tr[data-node="node-c"] button.remove');
+  await page.goto(`${server.base}/ui/#/nodes/node-c`);
+  await page.click("#node-actions button.remove");
   await waitText(page, "#node-action-error",
     "Could not remove node node-c: node 'node-c' has media 'd3'; remove them first");
   await shots(page, "infra-04-node-remove-refused");
-  await page.click('tr[data-node="node-b"] button.remove');
+  await page.goto(`${server.base}/ui/#/nodes/node-b`);
+  await page.click("#node-actions button.remove");
   await waitText(page, "#node-notice", "Node node-b removed.");
   await page.waitForSelector('tr[data-node="node-b"]', { state: "detached" });
   assert.equal(await page.isVisible("#node-action-error"), false);
@@ -126,16 +133,29 @@ test("media: a drain from the console empties the medium; set ready takes slices
   await openMedia(page);
 
   const d1 = '[data-medium="d1"]';
+  // Drain is a small outline button, not the page's main action.
+  const look = await page.$eval(`${d1} button.drain`, (b) => [b.textContent, getComputedStyle(b).backgroundColor]);
+  assert.deepEqual(look, ["Drain…", "rgb(255, 255, 255)"]);
+  // Its confirmation says what the dry run would move; Cancel leaves the medium as it is.
   await page.click(`${d1} button.drain`);
+  await page.waitForSelector("#confirm-dialog[open]");
+  assert.equal(await page.textContent("#confirm-title"), 'Drain medium "d1"?');
+  assert.equal(await page.textContent("#drain-plan"), "It moves 1 slice of 1 volume (v), 4.0 GiB of data at most, to d2; unthrottled.");
+  await shots(page, "infra-05b-drain-confirmation");
+  await page.click("#confirm-cancel");
+  await page.waitForSelector("#confirm-dialog", { state: "detached" });
+  assert.equal((await api.call("GET", "/jobs?type=media_drain")).length, 0, "nothing drains after Cancel");
+  await page.click(`${d1} button.drain`);
+  await page.click("#confirm-ok");
   await page.waitForFunction(() => document.querySelector("#media-notice")?.textContent.startsWith("Medium 'd1' is draining: follow job "));
-  assert.match(asked[0], /^Drain medium "d1"\? It takes no new slices/);
+  assert.deepEqual(asked, [], "no browser confirm()");
   const job = (await api.call("GET", "/jobs?type=media_drain"))[0];
   assert.equal((await api.waitJob(String(job.id))).state, "Done");
   assert.deepEqual([...new Set((await api.call("GET", "/volumes/v/slices")).map((s) => s.media))], ["d2"]);
   await page.click("nav a[data-page=volumes]");
   await openMedia(page);
   await page.waitForFunction(() => document.querySelector('[data-medium="d1"] .usage')?.textContent
-    === "Draining: it takes no new slices · 0 GiB allocated · 0 volume(s) still on it · 20 GiB total");
+    === "Draining: it takes no new slices · 0 B allocated · 0 volumes still on it · 20.0 GiB total");
   await page.waitForSelector(`${d1} button.ready`);
   assert.equal((await page.textContent(`${d1} .state`)).trim(), "Draining");
   await shots(page, "infra-06-medium-drained");

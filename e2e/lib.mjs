@@ -264,12 +264,19 @@ export async function newPage({ bypassCSP = true } = {}) {
   return page;
 }
 
-export async function signIn(page, base, email = EMAIL, password = PASSWORD) {
+/** Signs in; the console lands on its Overview, and (unless `overview`)
+ * the test goes on from the volume list, one click away. */
+export async function signIn(page, base, email = EMAIL, password = PASSWORD, { overview = false } = {}) {
   await page.goto(`${base}/ui/`);
   await page.fill("#email", email);
   await page.fill("#password", password);
   await page.click("button[type=submit]");
   await page.waitForSelector("header#top:not([hidden])");
+  await page.waitForSelector("nav a[data-page=overview].active");
+  if (!overview) {
+    await page.click("nav a[data-page=volumes]");
+    await page.waitForSelector("nav a[data-page=volumes].active");
+  }
 }
 
 /** Waits for `selector` to show exactly `text` (trimmed). */

@@ -98,8 +98,11 @@ test("a volume's I/O charts move while qemu-io writes; media and nodes show thei
     assert.ok(samples.length >= after, `the API has ${samples.length} samples, the chart ${after}`);
 
     // The numbers in words, the lines drawn point by point, the throughput in binary units.
+    // The headline says what it shows: the last sample, and the window's peak beside it.
     const latestText = await text(page, "#io-latest");
-    assert.match(latestText, /^read [\d.]+k? IOPS, [\d.]+ (B|KiB|MiB|GiB)\/s · write [\d.]+k? IOPS, [\d.]+ (KiB|MiB|GiB)\/s \(at .+\)$/);
+    assert.match(latestText, /^Last 5 s: read [\d.]+k? IOPS, [\d.]+ (B|KiB|MiB|GiB)\/s · write [\d.]+k? IOPS, [\d.]+ (KiB|MiB|GiB)\/s$/);
+    assert.match(await text(page, "#io-peak"),
+      /^Peak of the last 10 min \(highest 5-s sample\): read [\d.]+k? IOPS, [\d.]+ (B|KiB|MiB|GiB)\/s · write [1-9][\d.]*k? IOPS, [\d.]+ (KiB|MiB|GiB)\/s$/);
     const writeIops = Number(await attr(page, iops, "data-latest-write-iops"));
     assert.ok(writeIops > 0, `latest write IOPS ${writeIops}`);
     const throughput = '[data-testid="throughput-chart"]';
@@ -112,17 +115,42 @@ test("a volume's I/O charts move while qemu-io writes; media and nodes show thei
       axis: c.querySelector(".axis-title").textContent,
       ticks: [...c.querySelectorAll("text.tick")].map((t) => t.textContent),
       vertices: Object.fromEntries([...c.querySelectorAll("[data-series]")].map((g) =>
-        [g.dataset.series, g.querySelector("polyline").getAttribute("points").trim().split(/\s+/).length])),
+        [g.dataset.series, (g.querySelector("polyline").getAttribute("points").trim().match(/\S+/g) || []).length])),
+      // Drawing order (the last is on top) and each line's dashes.
+      order: [...c.querySelectorAll("[data-series]")].map((g) => g.dataset.series),
+      dashes: Object.fromEntries([...c.querySelectorAll("[data-series]")].map((g) =>
+        [g.dataset.series, getComputedStyle(g.querySelector("polyline")).strokeDasharray])),
     }));
+    const XTICKS = ["10 min ago", "5 min ago", "now"];
     const iopsChart = await chartOf(iops);
     assert.equal(iopsChart.axis, "IOPS");
     assert.deepEqual(iopsChart.vertices, { read: iopsChart.points, write: iopsChart.points });
+    // Whole-number IOPS ticks, then the one time axis style of every chart.
+    const yTicks = iopsChart.ticks.slice(0, -3);
+    assert.ok(yTicks.length >= 2 && yTicks.every((t) => /^\d+$/.test(t)), `IOPS ticks ${iopsChart.ticks}`);
+    assert.deepEqual(iopsChart.ticks.slice(-3), XTICKS);
+    // Read is drawn over write, dashed, so that equal lines both show.
+    assert.deepEqual(iopsChart.order, ["write", "read"]);
+    assert.equal(iopsChart.dashes.write, "none");
+    assert.notEqual(iopsChart.dashes.read, "none");
+    assert.deepEqual(await page.$$eval("#volume-io .io-legend .legend-item", (items) => items.map((i) => i.textContent)),
+      ["write", "read (dashed)"]);
     const rateChart = await chartOf(throughput);
     assert.match(rateChart.unit, /^(B|KiB|MiB|GiB)\/s$/);
     assert.equal(rateChart.axis, rateChart.unit);
     assert.equal(rateChart.ticks[0], "0");
     assert.ok(rateChart.ticks.slice(0, 3).every((t) => /^\d+(\.\d)?$/.test(t)) && Number(rateChart.ticks[2]) > 0, `ticks ${rateChart.ticks}`);
     assert.deepEqual(rateChart.vertices, { read: rateChart.points, write: rateChart.points });
+    assert.deepEqual(rateChart.ticks.slice(-3), XTICKS);
+    // Latency: the mean per request, in a unit of time, a point per period that had such requests.
+    const latency = await chartOf('[data-testid="latency-chart"]');
+    assert.match(latency.unit, /^(µs|ms|s)$/);
+    assert.equal(latency.axis, latency.unit);
+    assert.deepEqual(latency.ticks.slice(-3), XTICKS);
+    const withWrites = (await api.call("GET", "/volumes/io/iostats")).filter((x) => x.writelatencyus != null);
+    assert.ok(withWrites.length > 0 && withWrites.every((x) => x.writelatencyus > 0), JSON.stringify(withWrites.slice(-2)));
+    assert.ok(latency.vertices.write >= 1 && latency.vertices.write <= latency.points, JSON.stringify(latency));
+    assert.equal(await text(page, "#io-latency figcaption"), "Latency (mean per request)");
     await page.screenshot({ path: path.join(ARTIFACTS, "volume-io-chart.png"), fullPage: true });
     await shots(page, "metrics-01-volume-io");
   } finally {
@@ -149,7 +177,7 @@ test("a volume's I/O charts move while qemu-io writes; media and nodes show thei
   assert.ok(holder, JSON.stringify(media));
   assert.equal(holder.allocatedsize, 2, JSON.stringify(holder));
   assert.deepEqual(await page.$$eval(".capacity-legend .legend-item", (items) => items.map((i) => i.textContent)),
-    ["Allocated to slices", "Booked by running jobs", "Snapshots", "Free", "Written to disk"]);
+    ["Allocated to slices", "Booked by running jobs", "Set aside for snapshots", "Free", "Written to disk"]);
   await shots(page, "metrics-02-media-capacity");
 
   // Nodes: a bar for each node with media, the same way; none for a host without.

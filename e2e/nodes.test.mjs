@@ -29,11 +29,13 @@ test("nodes: a storage node Online with the copies it holds, then Offline once k
   await page.waitForSelector(row);
   const cells = await page.$$eval(`${row} td`, (tds) => tds.map((t) => t.textContent));
   assert.deepEqual(cells.slice(0, 8), ["sn-1", "storage", "Online", "z1", "127.0.0.2", "1", "1", "1"]);
-  assert.equal(cells[11], sn1.sliceAddress);
-  assert.notEqual(cells[10], "never");
-  // A storage node is offered its own kind of credential, never the agent's.
-  assert.equal(await page.textContent(`${row} button.issue`), "Issue storage credential");
+  assert.equal(await page.$eval(`${row} td[data-label="Capacity"] .capacity-free`, (e) => e.textContent), "2 GiB free of 4 GiB");
+  // Last seen: its last heartbeat, today's as a time of day.
+  assert.match(cells[9], /^\d{1,2}:\d{2}:\d{2}/);
   assert.equal(await page.textContent('tr[data-node="host-0"] td[data-label="Role"]'), "host");
+  // The table fits; the slice address, credential and who manages it are on the node's page.
+  const wrap = await page.$eval("#main .table-wrap", (el) => [el.scrollWidth, el.clientWidth]);
+  assert.ok(wrap[0] <= wrap[1], `the table is ${wrap[0]} px wide in ${wrap[1]} px`);
   await shots(page, "nodes-01-storage-node-online");
 
   // Its page: the facts and the copy it holds.
@@ -42,7 +44,12 @@ test("nodes: a storage node Online with the copies it holds, then Offline once k
   assert.equal(await page.textContent("#node-role"), "storage");
   assert.equal(await page.textContent("#node-state"), "Online");
   assert.equal(await page.textContent("#node-slice-address"), sn1.sliceAddress);
+  assert.notEqual(await page.textContent("#node-heartbeat"), "never");
   assert.equal(await page.textContent("#node-copies-count"), "1");
+  assert.equal(await page.textContent("#node-managed-by"), "API");
+  assert.equal(await page.textContent("#node-credential-state"), "yes (storage)");
+  // A storage node is offered its own kind of credential, never the agent's.
+  assert.equal(await page.textContent("#node-actions button.issue"), "Issue storage credential");
   assert.deepEqual(await page.$$eval('tr[data-copy="data/c0-k0"] td', (tds) => tds.map((t) => t.textContent)),
     ["data", "c0-k0", "a1", "2 GiB", "Healthy"]);
   assert.equal(await page.textContent('#node-media tr[data-medium="a1"] td[data-label="State"]'), "Online");

@@ -28,18 +28,19 @@ test("volume list: zone, attachments, search, no bar when settled; live behind t
   const att = await api.call("POST", "/volumes/web/snapshots/top/attachments", { node: "host-1", readonly: true });
   assert.equal((await api.waitJob(att.JobID)).state, "Done");
   fillSlice(server, "m2", id, 1, 0, 0xab); // the copy that must move holds 32 MiB
-  const zoneOf = async (v) => (await api.call("GET", `/volumes/${v}`)).zone;
+  const zonesOf = async (v) => (await api.call("GET", `/volumes/${v}`)).zones.join(", ");
 
   const page = await newPage();
   await signIn(page, server.base);
   await page.waitForSelector('tr[data-volume="web"] .state-ready');
   // Zone and attachment of each volume; a settled volume has no progress bar.
   const row = (v, label) => page.textContent(`tr[data-volume="${v}"] td[data-label="${label}"]`);
-  assert.equal(await row("web", "Zone"), await zoneOf("web"));
-  assert.equal(await row("data", "Zone"), await zoneOf("data"));
+  // Every zone a volume's copies are in: the mirrored one's two.
+  assert.equal(await row("web", "Zones"), await zonesOf("web"));
+  assert.equal(await row("data", "Zones"), "z1, z2");
   assert.equal(await row("web", "Attached"), "host-1 read-only");
   assert.equal(await row("data", "Attached"), "—");
-  assert.equal(await row("data", "Progress"), "—");
+  assert.equal(await row("data", "State"), "Ready");
   assert.equal(await page.locator("tr[data-volume] .progress").count(), 0, "no 100 % bar on Ready volumes");
 
   // The search box narrows the list by name, node, zone, policy.
@@ -80,7 +81,8 @@ test("volume list: zone, attachments, search, no bar when settled; live behind t
   assert.equal(await page.inputValue("#resize-size"), "19");
   assert.equal(await page.textContent("#resize-current"), "Current size: 18 GiB.");
   await page.waitForFunction(() => document.querySelector('tr[data-volume="data"] td[data-label="Size"]')?.textContent === "18 GiB");
-  await page.waitForFunction(() => document.querySelector('tr[data-volume="data"] td[data-label="Progress"]')?.textContent === "—");
+  await page.waitForFunction(() => document.querySelector('tr[data-volume="data"] td[data-label="State"]')?.textContent === "Ready");
+  assert.equal(await page.locator('tr[data-volume="data"] .progress').count(), 0, "no bar once settled");
   await shots(page, "42-resize-dialog-reset");
   await page.click("#resize-close");
   await page.context().close();
@@ -157,9 +159,10 @@ test("a failed job's bar is red, in the dialog, on the volume page and on the Jo
     assert.equal(await page.textContent(`${sel} .job-title`), "Resize spread 16 → 22 GiB");
     assert.equal(await page.$eval(`${sel} .progress .fill`, (f) => getComputedStyle(f).backgroundColor), RED, where);
     assert.equal(await page.$eval(`${sel} .progress .bar`, (b) => getComputedStyle(b).backgroundColor), RED_TRACK, where);
-    // A finished job's bar keeps the accent colour.
-    const created = `${where} tr[data-job]:not([data-job="${job.id}"]) .progress .fill`;
-    assert.notEqual(await page.$eval(created, (f) => getComputedStyle(f).backgroundColor), RED);
+    // A finished job has a Done badge, not a full bar.
+    const created = `${where} tr[data-job]:not([data-job="${job.id}"])`;
+    assert.equal(await page.textContent(`${created} td[data-label=Progress]`), "✓ Done");
+    assert.equal(await page.locator(`${created} .progress`).count(), 0, where);
   }
   await shots(page, "45-jobs-error-red");
   await page.context().close();
@@ -182,9 +185,9 @@ test("media show written bytes beside allocated; the policy form says how many c
   await page.click("nav a[data-page=media]");
   await page.waitForSelector(`[data-medium="${medium}"] .usage`);
   assert.equal(await page.textContent(`[data-medium="${medium}"] .usage`),
-    "2 GiB allocated · 32.0 MiB written · 98 GiB free · 100 GiB total · 1 volume(s)");
+    "2.0 GiB allocated to slices · 32.0 MiB written · 98.0 GiB free · 100.0 GiB total · 1 volume");
   assert.equal(await page.textContent(`[data-medium="${other}"] .usage`),
-    "0 GiB allocated · 0 B written · 100 GiB free · 100 GiB total · 0 volume(s)");
+    "0 B allocated to slices · 0 B written · 100.0 GiB free · 100.0 GiB total · 0 volumes");
   // The written part fills the allocated one: 32 MiB of 2 GiB.
   const share = await page.$eval(`[data-medium="${medium}"] .written`, (w) => w.getBoundingClientRect().width / w.parentElement.getBoundingClientRect().width);
   assert.ok(share > 0.01 && share < 0.03, `written share of the allocated bar: ${share}`);

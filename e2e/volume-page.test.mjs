@@ -85,16 +85,19 @@ test("a volume's page: summary, copies, attach and detach, snapshots, jobs, a re
     ["Create v (2 GiB, policy mirror)", "volume_create"]]);
   await shots(page, "30-volume-page");
 
-  // Delete while attached: refused, and the message outlives the live refreshes.
-  const refreshed = page.waitForResponse((r) => r.url().endsWith("/volumes/v") && r.request().method() === "GET");
+  // Delete while attached and with a snapshot: the in-page confirmation says what goes with it;
+  // cancelled, nothing is sent.
+  let deletes = 0;
+  page.on("request", (r) => { if (r.method() === "DELETE") deletes += 1; });
   await page.click("#volume-actions button.delete");
-  await page.waitForSelector("#volume-action-error:not([hidden])");
-  assert.equal(await page.textContent("#volume-action-error .message"), `Could not delete "v": ${ATTACHED_REFUSAL}`);
-  await refreshed;
-  await page.waitForResponse((r) => r.url().endsWith("/volumes/v") && r.request().method() === "GET");
-  assert.equal(await page.isVisible("#volume-action-error"), true, "kept through the refreshes");
-  assert.equal(await page.locator("#volume-action-error button.force").count(), 1);
-  await shots(page, "31-volume-delete-refused");
+  await page.waitForSelector("#confirm-dialog[open]");
+  assert.equal(await page.textContent("#confirm-attached"), "It is attached to host-1: it is detached first, their NBD connections are closed.");
+  assert.equal(await page.textContent("#confirm-snapshots"), "It has 1 snapshot (s1): it is deleted with it.");
+  await shots(page, "31-volume-delete-confirmation");
+  await page.click("#confirm-cancel");
+  await page.waitForSelector("#confirm-dialog", { state: "detached" });
+  await page.waitForTimeout(300);
+  assert.equal(deletes, 0);
 
   // Detach from the page.
   asked.length = 0;
@@ -125,9 +128,14 @@ test("a refused delete of an attached volume keeps its message on the live list"
   assert.equal((await api.waitJob(attached.JobID)).state, "Done");
 
   const page = await newPage();
+  // The list has not seen the attachment (its attachments held stale, as when it was made
+  // meanwhile): the confirmation asks for a plain delete, which the server refuses.
+  await page.route("**/attachments", (route) => route.fulfill({ json: [] }));
   await signIn(page, server.base);
   await page.waitForSelector('tr[data-volume="v"]');
   await page.click('tr[data-volume="v"] button.danger');
+  assert.equal(await page.textContent("#confirm-ok"), "Delete");
+  await page.click("#confirm-ok");
   await page.waitForSelector("#volume-action-error:not([hidden])");
   assert.equal(await page.textContent("#volume-action-error .message"), `Could not delete "v": ${ATTACHED_REFUSAL}`);
   // Two list loads later (the one after the refusal and a live one) it is still there.
@@ -153,7 +161,8 @@ test("the resize dialog drops a corrected error and shows the new size after Don
   assert.equal(await page.textContent("#resize-current"), "Current size: 10 GiB.");
   await page.fill("#resize-size", "101");
   await page.click("#resize-submit");
-  assert.equal(await page.textContent("#resize-dialog .error"), "The new size must be a whole number of GiB from 11 to 100.");
+  assert.equal(await page.textContent("#resize-dialog .error"),
+    "A resize grows a volume to at most ten times its size: enter a whole number of GiB from 11 (more than the current 10) to 100 (ten times the current size).");
   // Corrected: the complaint goes at once, before anything is sent.
   await page.fill("#resize-size", "12");
   assert.equal(await page.isHidden("#resize-dialog .error"), true);

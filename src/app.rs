@@ -391,8 +391,11 @@ impl Application {
         let (runner, reconcilers) = background_work(
             &config,
             &store,
-            &media,
-            &exports,
+            DataPath {
+                media: &media,
+                exports: &exports,
+                node_media: &node_media,
+            },
             &clock,
             &shutdown,
             &instance_id,
@@ -652,14 +655,25 @@ fn refuse_shared_directories(media: &[crate::config::MediumConfig]) -> Result<()
     Ok(())
 }
 
+/// What background work reaches media through: the data plane, the
+/// exports over it, and what serves storage nodes' media to it.
+struct DataPath<'a> {
+    media: &'a Arc<dyn DataPlane>,
+    exports: &'a Arc<ExportRegistry>,
+    node_media: &'a Arc<NodeMediaSync>,
+}
+
 /// The job runner and the reconcilers. They share the worker board (their
 /// status), the clock, which volumes jobs work on (so a repair never races a
 /// job), and the shutdown token.
 fn background_work(
     config: &Config,
     store: &Arc<dyn Store>,
-    media: &Arc<dyn DataPlane>,
-    exports: &Arc<ExportRegistry>,
+    DataPath {
+        media,
+        exports,
+        node_media,
+    }: DataPath<'_>,
     clock: &Arc<dyn Clock>,
     shutdown: &CancellationToken,
     instance_id: &str,
@@ -671,6 +685,7 @@ fn background_work(
             store: Arc::clone(store),
             media: Arc::clone(media),
             exports: Arc::clone(exports),
+            node_media: Arc::clone(node_media),
             clock: Arc::clone(clock),
             board: Arc::clone(&board),
             activity: Arc::clone(&activity),
@@ -727,6 +742,7 @@ fn background_work(
             Arc::new(ExportsReconciler {
                 store: Arc::clone(store),
                 exports: Arc::clone(exports),
+                node_media: Arc::clone(node_media),
                 activity: Arc::clone(&activity),
                 period: config.reconcile_period,
             }),
@@ -774,6 +790,7 @@ fn background_work(
                 mover: FrontMover {
                     store: Arc::clone(store),
                     exports: Arc::clone(exports),
+                    node_media: Arc::clone(node_media),
                     changes: runner.changes(),
                     reports: runner.fronts(),
                 },

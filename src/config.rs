@@ -58,12 +58,13 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Address the NBD server (attached volumes) listens on. `SVS_NBD_LISTEN`.
     pub nbd_listen: SocketAddr,
-    /// HTTPS for the API and console: "off" (plain HTTP, the default) or
-    /// "auto": on first start svs makes a private CA and a server
+    /// HTTPS for the API and console: "off" (plain HTTP) or "auto": on
+    /// first start svs makes a private CA and a server
     /// certificate signed by it under `<data_dir>/tls/` and uses them from
     /// then on (clients trust `<data_dir>/tls/ca.pem`, e.g. `svs --ca-cert`).
     /// With `tls_cert` and `tls_key` TLS is on with those files instead.
-    /// `SVS_TLS`.
+    /// Unless written: "auto" when the API or NBD server listens beyond
+    /// loopback (other machines connect), else "off". `SVS_TLS`.
     pub tls: TlsMode,
     /// The server's certificate chain (PEM: the server certificate first,
     /// then any intermediates) for HTTPS and NBD over TLS; needs `tls_key`.
@@ -629,6 +630,15 @@ impl Config {
         if let Some(nbd) = overrides.nbd_listen {
             config.nbd_listen = nbd;
         }
+        // Plain text by default only where no other machine connects: a
+        // service other hosts reach carries their passwords, tokens, slice
+        // credentials and volume data (docs/tls.md).
+        if given.find_value("tls").is_err()
+            && config.tls_cert.is_none()
+            && config.reached_beyond_loopback()
+        {
+            config.tls = TlsMode::Auto;
+        }
         config.validate()?;
         Ok(config)
     }
@@ -778,6 +788,12 @@ impl Config {
     }
 
     /// Whether the API (and possibly NBD) is served over TLS.
+    /// Whether the API or the NBD server listens where other machines
+    /// can connect.
+    pub fn reached_beyond_loopback(&self) -> bool {
+        !self.listen.ip().is_loopback() || !self.nbd_listen.ip().is_loopback()
+    }
+
     pub fn tls_enabled(&self) -> bool {
         self.tls == TlsMode::Auto || self.tls_cert.is_some()
     }
@@ -1193,6 +1209,42 @@ mod tests {
         assert_eq!(config.signin_max_lockout, Duration::from_secs(300));
         assert!(config.password_check_threads >= 1);
         assert_eq!(config.password_check_queue, 32);
+    }
+
+    #[test]
+    fn tls_is_on_by_default_only_where_other_machines_connect() {
+        // Loopback: plain text, as the demo always was.
+        assert_eq!(load_file("demo = true\n").unwrap().tls, TlsMode::Off);
+        // Beyond loopback (either server): TLS unless `tls = "off"` is written.
+        for listen in [
+            "listen = \"0.0.0.0:8443\"",
+            "nbd_listen = \"0.0.0.0:10809\"",
+            "listen = \"10.0.0.5:8443\"",
+        ] {
+            let config = load_file(&format!("demo = true\n{listen}\n")).unwrap();
+            assert_eq!(config.tls, TlsMode::Auto, "{listen}");
+            assert_eq!(config.effective_nbd_tls(), NbdTlsMode::Optional, "{listen}");
+            let config = load_file(&format!("demo = true\n{listen}\ntls = \"off\"\n")).unwrap();
+            assert_eq!(config.tls, TlsMode::Off, "{listen}");
+        }
+        // Its own certificate is TLS already: no CA of svs's beside it.
+        let config = load_file(
+            "demo = true\nlisten = \"0.0.0.0:8443\"\ntls_cert = \"/c.pem\"\ntls_key = \"/k.pem\"\n",
+        )
+        .unwrap();
+        assert_eq!(config.tls, TlsMode::Off);
+        assert!(config.tls_enabled());
+        // The command line's address counts as the file's does.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("svs.toml");
+        std::fs::write(&file, "demo = true\n").unwrap();
+        let config = Config::load(&Overrides {
+            config_file: Some(file),
+            listen: Some(SocketAddr::from(([0, 0, 0, 0], 0))),
+            ..Overrides::default()
+        })
+        .unwrap();
+        assert_eq!(config.tls, TlsMode::Auto);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use crate::clock::{Clock, SystemClock};
 pub use crate::front_exports::{ExportRegistry, SnapshotView, VolumeOpening};
+use crate::node_media::{NodeMediaSync, REACH_WAIT};
 use std::sync::Arc;
 use svs_dataplane::VolumeLayout;
 use svs_domain::GIB;
@@ -60,13 +61,14 @@ pub async fn attachment_view(
 pub async fn export_attachment(
     store: &dyn Store,
     exports: &Arc<ExportRegistry>,
+    node_media: &NodeMediaSync,
     volume: &Volume,
     a: &svs_store::Attachment,
 ) -> StoreResult<Result<(), String>> {
     let view = attachment_view(store, &a.snapshot)
         .await?
         .map(|(view, _)| view);
-    let opening = layout_for_open(store, exports, volume).await?;
+    let opening = layout_for_open(store, exports, node_media, volume).await?;
     let exports = Arc::clone(exports);
     let (name, node, readonly) = (a.export_name.clone(), a.node.clone(), a.readonly);
     let opened =
@@ -102,9 +104,13 @@ pub fn volume_layout(volume: &Volume, slices: &[SliceRow]) -> VolumeLayout {
 pub async fn layout_for_open(
     store: &dyn Store,
     exports: &ExportRegistry,
+    node_media: &NodeMediaSync,
     volume: &Volume,
 ) -> StoreResult<VolumeOpening> {
     let slices = store.volume_slices(&volume.id).await?;
+    // A storage node's medium listed a moment ago may not be reached yet.
+    let media: Vec<String> = slices.iter().map(|r| r.slice.medium.clone()).collect();
+    node_media.reach(&media, REACH_WAIT).await;
     let mut layout = volume_layout(volume, &slices);
     if exports.volume_io(&volume.id).is_none() {
         layout.epoch = store.next_front_epoch(&volume.id).await?;

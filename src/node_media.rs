@@ -9,12 +9,21 @@
 //! A node that does not answer is tried again at the next pass.
 
 use crate::slice_tls::SliceTls;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use svs_dataplane::{DataPlane, NodeEndpoint};
 use svs_store::{ManagedBy, Store};
 use tokio_util::sync::CancellationToken;
+
+/// How long an operation waits for a storage node's medium that the store
+/// lists and this process does not reach yet (see [`NodeMediaSync::reach`]):
+/// normally well under a second; a node that does not answer for this long
+/// is not coming up.
+pub const REACH_WAIT: Duration = Duration::from_secs(10);
+
+/// How often [`NodeMediaSync::reach`] tries again.
+const REACH_RETRY: Duration = Duration::from_millis(100);
 
 /// A node as last served: its slice address, credential and media.
 type ServedNode = (String, String, Vec<String>);
@@ -45,6 +54,46 @@ impl NodeMediaSync {
 
     /// One pass: serves what the store knows and the data plane does not.
     pub async fn sync(&self) {
+        self.pass().await;
+    }
+
+    /// Makes the data plane reach each of `media` that the store lists on a
+    /// storage node and the data plane does not serve yet, trying again
+    /// every 100 ms for up to `within`: a node starts its slice server once
+    /// its first registration is answered, and another instance learns of a
+    /// node only at its next pass, so a job right after a registration may
+    /// find the medium listed but not reached. True when every one is
+    /// served (at once, with no store read, when they already are); false
+    /// when one is no storage node's medium or its node did not answer in
+    /// time (the caller's operation then fails with its own error).
+    pub async fn reach(&self, media: &[String], within: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let missing: Vec<&String> = media
+                .iter()
+                .filter(|m| !self.media.serves_medium(m))
+                .collect();
+            if missing.is_empty() {
+                return true;
+            }
+            match self.pass().await {
+                // Not a storage node's medium: nothing to wait for.
+                Some(listed) if missing.iter().any(|m| !listed.contains(m.as_str())) => {
+                    return false
+                }
+                _ if tokio::time::Instant::now() >= deadline => return false,
+                _ => {}
+            }
+            if missing.iter().all(|m| self.media.serves_medium(m)) {
+                return true;
+            }
+            tokio::time::sleep(REACH_RETRY).await;
+        }
+    }
+
+    /// One pass; the storage-node media the store lists (None when the
+    /// store could not be read).
+    async fn pass(&self) -> Option<HashSet<String>> {
         let (nodes, usage) = match (
             self.store.storage_nodes().await,
             self.store.media_usage().await,
@@ -52,9 +101,14 @@ impl NodeMediaSync {
             (Ok(nodes), Ok(usage)) => (nodes, usage),
             (Err(e), _) | (_, Err(e)) => {
                 tracing::warn!(error = %e, "storage nodes not read");
-                return;
+                return None;
             }
         };
+        let listed = usage
+            .iter()
+            .filter(|u| u.managed_by == ManagedBy::Node)
+            .map(|u| u.record.medium.id.clone())
+            .collect();
         for node in nodes {
             let (Some(credential), Ok(address)) = (
                 node.slice_credential.clone(),
@@ -101,6 +155,7 @@ impl NodeMediaSync {
                     .insert(node.name.clone(), record);
             }
         }
+        Some(listed)
     }
 }
 

@@ -86,6 +86,11 @@ pub fn runner_parts(
     clock: Arc<dyn Clock>,
 ) -> RunnerParts {
     RunnerParts {
+        node_media: Arc::new(crate::node_media::NodeMediaSync::new(
+            Arc::clone(&store),
+            Arc::clone(&media),
+            Arc::new(crate::slice_tls::SliceTls::off()),
+        )),
         store,
         exports: Arc::new(ExportRegistry::new(Arc::clone(&media))),
         media,

@@ -372,3 +372,276 @@ fn links_between_the_readme_and_the_docs_pages_resolve() {
     }
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
+
+/// The docs page whose multi-host walk-through runs as written.
+const WALK_THROUGH: &str = "docs/storage-nodes.md";
+
+/// The walk-through's time limit (two 15 s waits for a node to go
+/// Offline, a resync and a rebuild: about a minute).
+const WALK_THROUGH_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// What the walk-through's text has the reader do, in order.
+#[derive(Debug)]
+enum Step {
+    /// A block of the main terminal (`sh`).
+    Main(Block),
+    /// A block another terminal runs (`sh terminal=N`): a process that
+    /// keeps running (the service, a storage node).
+    Terminal(u32, Block),
+    /// "Ctrl+C in terminal N" (`<!-- walk-through: stop terminal N -->`).
+    Stop(u32),
+}
+
+/// The steps of the section `## Walk-through…` of `markdown`. Every shell
+/// block there must run: `sh` or `sh terminal=N`, nothing left out.
+fn walk_through(markdown: &str) -> Vec<Step> {
+    let lines: Vec<&str> = markdown.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| l.starts_with("## Walk-through"))
+        .expect("a ## Walk-through section");
+    let end = lines[start + 1..]
+        .iter()
+        .position(|l| l.starts_with("## "))
+        .map_or(lines.len(), |i| start + 1 + i);
+    // (line, step) of the directives, then of the blocks, merged by line.
+    let mut steps: Vec<(usize, Step)> = Vec::new();
+    for (i, line) in lines.iter().enumerate().take(end).skip(start) {
+        if let Some(rest) = line
+            .trim()
+            .strip_prefix("<!-- walk-through: stop terminal ")
+        {
+            let n = rest.trim_end_matches("-->").trim();
+            steps.push((i + 1, Step::Stop(n.parse().expect("a terminal number"))));
+        }
+    }
+    for block in blocks(markdown) {
+        if block.line <= start || block.line > end || !is_shell(&block.info) {
+            continue;
+        }
+        let line = block.line;
+        let step = match block.info.strip_prefix("sh terminal=") {
+            Some(n) => Step::Terminal(n.parse().expect("a terminal number"), block),
+            None if block.info == "sh" => Step::Main(block),
+            None => panic!(
+                "{WALK_THROUGH}:{line}: the walk-through's shell blocks run in CI: fence them \
+                 `sh` (the main terminal) or `sh terminal=N` (another terminal), not `{}`",
+                block.info
+            ),
+        };
+        steps.push((line, step));
+    }
+    steps.sort_by_key(|(line, _)| *line);
+    steps.into_iter().map(|(_, step)| step).collect()
+}
+
+/// The walk-through as one bash script: the main terminal's blocks in
+/// order, the other terminals' blocks written to files in `dir` and started
+/// there in a session of their own (so Ctrl+C reaches the process group),
+/// each awaited until it says it is up.
+fn walk_through_script(dir: &Path) -> String {
+    let mut script = String::from(
+        r#"start_terminal() {  # N FILE READY-LINE
+  local log="$TERMINALS/terminal-$1.log"
+  echo "--- terminal $1: $(tail -n 1 "$2")" >>"$log"
+  setsid bash -euo pipefail "$2" >>"$log" 2>&1 </dev/null &
+  echo $! >"$TERMINALS/terminal-$1.pid"
+  for _ in $(seq 600); do
+    grep -q "$3" "$log" && return 0
+    kill -0 $! 2>/dev/null || { echo "terminal $1 exited:"; cat "$log"; return 1; }
+    sleep 0.1
+  done
+  echo "terminal $1 never said '$3':"; cat "$log"; return 1
+}
+stop_terminal() {  # N: Ctrl+C, then wait for it to end
+  local pid; pid=$(cat "$TERMINALS/terminal-$1.pid")
+  kill -INT -- -"$pid"
+  for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  echo "terminal $1 did not stop on Ctrl+C"; return 1
+}
+"#,
+    );
+    for (i, step) in walk_through(&read(WALK_THROUGH)).into_iter().enumerate() {
+        match step {
+            Step::Main(block) => script.push_str(&format!(
+                "echo '=== {WALK_THROUGH}:{} ==='\n{}\n",
+                block.line, block.text
+            )),
+            Step::Terminal(n, block) => {
+                let file = dir.join(format!("step-{i}-terminal-{n}.sh"));
+                std::fs::write(&file, &block.text).expect("terminal script written");
+                let (env, ready) = if block.text.contains("svs serve") {
+                    // Where this test's service listens (SVS), not 8080.
+                    (
+                        "SVS_LISTEN=${SVS#http://} SVS_NBD_LISTEN=$SVS_NBD ",
+                        "svs listening on",
+                    )
+                } else if block.text.contains("svs storage-node") {
+                    ("", "slice server started")
+                } else {
+                    panic!("{WALK_THROUGH}:{}: what does terminal {n} run?", block.line)
+                };
+                script.push_str(&format!(
+                    "echo '=== {WALK_THROUGH}:{} (terminal {n}) ==='\n{env}start_terminal {n} {} '{ready}'\n",
+                    block.line,
+                    file.display()
+                ));
+            }
+            Step::Stop(n) => script.push_str(&format!(
+                "echo '=== Ctrl+C in terminal {n} ==='\nstop_terminal {n}\n"
+            )),
+        }
+    }
+    script
+}
+
+/// Kills what the walk-through's terminals still run, whatever happened.
+struct Terminals(PathBuf);
+
+impl Drop for Terminals {
+    fn drop(&mut self) {
+        let Ok(entries) = std::fs::read_dir(&self.0) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if !name.to_string_lossy().ends_with(".pid") {
+                continue;
+            }
+            if let Ok(pid) = std::fs::read_to_string(entry.path()) {
+                let _ = Command::new("kill")
+                    .args(["-KILL", "--", &format!("-{}", pid.trim())])
+                    .status();
+            }
+        }
+    }
+}
+
+/// The terminals' logs, for a failure report.
+fn terminal_logs(dir: &Path) -> String {
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    logs.retain(|p| p.extension().is_some_and(|e| e == "log"));
+    logs.sort();
+    logs.iter()
+        .map(|p| {
+            format!(
+                "--- {}\n{}",
+                p.display(),
+                std::fs::read_to_string(p).unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+fn free_local_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+#[test]
+fn the_storage_node_walk_through_runs_as_written_with_its_terminals() {
+    require_tools();
+    let home = tempfile::tempdir().expect("temporary directory");
+    let terminals = home.path().join("terminals");
+    std::fs::create_dir(&terminals).expect("terminals directory");
+    let _guard = Terminals(terminals.clone());
+    let script = walk_through_script(&terminals);
+    let path = terminals.join("walk-through.sh");
+    std::fs::write(&path, &script).expect("script written");
+    let bin = Path::new(env!("CARGO_BIN_EXE_svs"))
+        .parent()
+        .expect("the binary's directory");
+    let path_var = std::env::join_paths(
+        std::iter::once(bin.to_path_buf()).chain(
+            std::env::var_os("PATH")
+                .iter()
+                .flat_map(std::env::split_paths),
+        ),
+    )
+    .expect("PATH");
+    let mut child = Command::new("bash")
+        .args(["-euo", "pipefail"])
+        .arg(&path)
+        .current_dir(home.path())
+        .env("SVS", format!("http://127.0.0.1:{}", free_local_port()))
+        .env("SVS_NBD", format!("127.0.0.1:{}", free_local_port()))
+        .env("TERMINALS", &terminals)
+        .env("PATH", path_var)
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path().join("config"))
+        .env_remove("SVS_PROFILE")
+        .env_remove("SVS_URL")
+        .env_remove("SVS_CA_CERT")
+        .env_remove("SVS_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bash runs");
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for bash") {
+            break Some(status);
+        }
+        if started.elapsed() > WALK_THROUGH_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let stdout = out_reader.join().unwrap_or_default();
+    let stderr = err_reader.join().unwrap_or_default();
+    let report = format!(
+        "--- stdout\n{stdout}\n--- stderr\n{stderr}\n{}",
+        terminal_logs(&terminals)
+    );
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the walk-through failed (the last === line is the step)\n{report}"
+    );
+    for expected in [
+        // Step 6: the copy that missed a write is resynced in place.
+        "Resynced slice c1-k0 on sn2-d0 in place",
+        // Step 7: the recovery rebuilds the lost copy on the third node.
+        "sn3-d0",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "the walk-through's output lacks {expected:?}\n{report}"
+        );
+    }
+    // Every read of step 5, 6 and 7 checked its pattern.
+    assert_eq!(
+        stdout.matches("read 4194304/4194304 bytes").count(),
+        2,
+        "{report}"
+    );
+    assert_eq!(
+        stdout.matches("read 1048576/1048576 bytes").count(),
+        3,
+        "{report}"
+    );
+    assert_eq!(
+        stdout.matches("read 2097152/2097152 bytes").count(),
+        1,
+        "{report}"
+    );
+    assert!(!stdout.contains("Pattern verification failed"), "{report}");
+}

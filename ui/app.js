@@ -2,11 +2,13 @@
 // volume pages are in volumes.js, the Jobs page in jobs.js, the node pages
 // in nodes.js; this file routes to them and has the other pages.
 import { api, session, isAdmin, signIn, signOut, scheduleRefresh, whenSignedOut, changeOwnPassword } from "./api.js";
-import { policyHint, policyCopies, capacityParts, capacityText, CAPACITY_PARTS } from "./text.js";
+import { policyHint, policyCopies, capacityParts, capacityText, CAPACITY_PARTS, plural, snapshotSpaceText, SNAPSHOT_USED_HINT } from "./text.js";
 import {
   h, every, stopTimers, errorBox, noticeBox, actionBox, stateTag, table, cell, fmtBytes, fmtTime, capacityBar, capacityLegend,
+  pageTitle, confirmDialog,
 } from "./dom.js";
 import { nodesPage, nodePage } from "./nodes.js";
+import { overviewPage } from "./overview.js";
 import { followJob, jobsPage } from "./jobs.js";
 import {
   volumePath, snapshotPath, SETTLED_VOLUME_STATES, volumeType, hostDetail, hostState, volumesPage, volumePage,
@@ -17,18 +19,19 @@ const top = document.getElementById("top");
 let signInNotice = "";
 
 // ---- routing ----
-const pages = { signin: signInPage, volumes: volumesPage, snapshots: snapshotsPage, jobs: jobsPage, media: mediaPage, nodes: nodesPage, policies: policiesPage, users: usersPage, account: accountPage };
+const pages = { signin: signInPage, overview: overviewPage, volumes: volumesPage, snapshots: snapshotsPage, jobs: jobsPage, media: mediaPage, nodes: nodesPage, policies: policiesPage, users: usersPage, account: accountPage };
 
 function route() {
   stopTimers();
-  const [name, ...rest] = (location.hash.replace(/^#\/?/, "") || "volumes").split("/");
+  // The overview is the first page; the volume list is one click away.
+  const [name, ...rest] = (location.hash.replace(/^#\/?/, "") || "overview").split("/");
   const signedIn = !!session();
   if (!signedIn && name !== "signin") {
     location.hash = "#/signin";
     return;
   }
   if (signedIn && name === "signin") {
-    location.hash = "#/volumes";
+    location.hash = "#/overview";
     return;
   }
   // #/volumes/<name> and #/nodes/<name> are one volume's, one node's page.
@@ -88,7 +91,7 @@ function signInPage() {
         button.disabled = true;
         try {
           await signIn(email.value.trim(), password.value);
-          location.hash = "#/volumes";
+          location.hash = "#/overview";
         } catch (e) {
           err.show(e);
         } finally {
@@ -197,7 +200,7 @@ function snapshotsPage([volumeName]) {
     takeErr,
   );
   main.append(
-    h("h1", {}, h("a", { href: "#/volumes" }, "Storage › Volumes"), ` › ${volumeName} › Snapshots`),
+    ...pageTitle([["Volumes", "#/volumes"], [volumeName, `#/volumes/${encodeURIComponent(volumeName)}`]], "Snapshots", `Snapshots of ${volumeName}`),
     info, err, actionErr, note, jobPanel, live, h("h2", {}, "Snapshots"), list, take,
   );
 
@@ -248,7 +251,7 @@ function snapshotsPage([volumeName]) {
         cell("Name", s.name),
         cell("Time", fmtTime(s.time)),
         cell("Volume size", `${s.volumesize} GiB`),
-        cell("Used", h("span", { class: "used", title: `${s.used} bytes` }, fmtBytes(s.used))),
+        cell("Space", h("span", { class: "used", title: `${s.used} bytes` }, fmtBytes(s.used))),
         cell("State", stateTag(s.state)),
         cell("Attachments", on.length
           ? h("div", { class: "attachments" }, on.map((a) =>
@@ -264,7 +267,8 @@ function snapshotsPage([volumeName]) {
         )),
       );
     });
-    list.replaceChildren(table(["Name", "Time", "Volume size", "Used", "State", "Attachments", ""], rows, "No snapshots yet."));
+    list.replaceChildren(table(["Name", "Time", "Volume size", "Space", "State", "Attachments", ""], rows, "No snapshots yet."),
+      h("p", { class: "hint snapshot-space-hint" }, SNAPSHOT_USED_HINT));
   }
 
   async function remove(s, force) {
@@ -423,6 +427,34 @@ function snapshotsPage([volumeName]) {
 
 // ---- media ----
 
+const GIB = 1024 ** 3;
+const gib = (n) => fmtBytes((Number(n) || 0) * GIB);
+
+// A drain's dry run (RelocationPlan) in sentences, for its confirmation.
+function drainPlanText(plan) {
+  const moves = plan.moves || [];
+  const stuck = plan.stuck || [];
+  const volumes = [...new Set(moves.map((mv) => mv.volume))];
+  const to = [...new Set(moves.map((mv) => mv.to))];
+  const lines = ["It takes no new slices from now on, and one job moves every slice off it while its volumes stay in use " +
+    "(each volume's snapshots, attachments and recovery wait while its own slices move)."];
+  if (moves.length) {
+    const time = plan.estimatedseconds != null && plan.movementrate
+      ? `about ${plan.estimatedseconds} s at most at ${fmtBytes(plan.movementrate)}/s`
+      : "unthrottled";
+    lines.push(`It moves ${plural(moves.length, "slice")} of ${plural(volumes.length, "volume")} (${volumes.join(", ")}), ` +
+      `${gib(plan.gib)} of data at most, to ${to.join(", ")}; ${time}.`);
+  } else {
+    lines.push("It holds no slice: nothing moves.");
+  }
+  if (stuck.length) {
+    lines.push(`${plural(stuck.length, "slice")} cannot move and stay on it: ` +
+      stuck.map((st) => `${st.volume} ${st.slice} (${st.reason})`).join("; ") + ".");
+  }
+  lines.push("Follow, pause or cancel the job on the Jobs page.");
+  return lines.map((text, i) => h("p", { id: i === 1 ? "drain-plan" : undefined }, text));
+}
+
 // The capacity bars' colours, and the written strip the media's bars add.
 const MEDIA_LEGEND = [...CAPACITY_PARTS, ["written", "Written to disk"]];
 
@@ -534,15 +566,14 @@ function mediaPage() {
               return h("div", { class: failed ? "medium failed" : "medium", "data-medium": m.mediaid },
                 h("div", { class: "medium-head" },
                   h("strong", {}, m.mediaid), " ", stateTag(draining ? "Draining" : (m.state || "Online")), " ", managedBy(m),
-                  // Draining and failing a medium are for administrators (the server says 403 to others).
-                  admin && !failed && !draining
-                    ? h("button", { type: "button", class: "drain", onclick: () => drain(m) }, "Drain")
-                    : null,
-                  admin && draining
-                    ? h("button", { type: "button", class: "ready", onclick: () => setReady(m) }, "Set ready")
-                    : null,
+                  // Draining and failing a medium are for administrators (the server says 403 to others):
+                  // small outline buttons at the row's end, not the page's main action.
                   admin && !failed
-                    ? h("button", { type: "button", class: "danger fail", onclick: () => markFailed(m) }, "Mark failed")
+                    ? h("span", { class: "medium-actions" },
+                      draining
+                        ? h("button", { type: "button", class: "secondary ready", onclick: () => setReady(m) }, "Set ready")
+                        : h("button", { type: "button", class: "secondary drain", onclick: () => drain(m) }, "Drain…"),
+                      h("button", { type: "button", class: "danger fail", onclick: () => markFailed(m) }, "Mark failed"))
                     : null,
                 ),
                 // Split into what slices, running jobs and snapshots hold, and free; the written
@@ -551,12 +582,16 @@ function mediaPage() {
                   title: `${pct}% in use: ${capacityText(m)}` + (written !== null ? `; ${fmtBytes(written)} written` : ""),
                   inner: written !== null ? h("span", { class: "written", style: `width:${writtenPct}%`, title: `${fmtBytes(written)} written` }) : null,
                 }),
+                // Every size through one formatter (the API gives GiB, written bytes).
                 h("div", { class: "muted usage" }, failed
-                  ? `Failed: its slices are lost and it takes no new ones · ${m.size} GiB total · ${m.volumescount} volume(s)`
+                  ? `Failed: its slices are lost and it takes no new ones · ${gib(m.size)} total · ${plural(m.volumescount, "volume")}`
                   : draining
-                  ? `Draining: it takes no new slices · ${used} GiB allocated · ${m.volumescount} volume(s) still on it · ${m.size} GiB total`
-                  : `${used} GiB allocated · ${written !== null ? fmtBytes(written) : "unknown"} written · ` +
-                    `${m.freesize} GiB free · ${m.size} GiB total · ${m.volumescount} volume(s)`),
+                  ? `Draining: it takes no new slices · ${gib(used)} allocated · ${plural(m.volumescount, "volume")} still on it · ${gib(m.size)} total`
+                  // Slices and snapshots apart: a 20 GiB volume reads "20 GiB allocated to slices", its
+                  // snapshots' bytes (and the whole GiB of free space they set aside) beside it.
+                  : `${gib(m.allocatedsize)} allocated to slices · ${m.bookedsize ? `${gib(m.bookedsize)} booked by running jobs · ` : ""}` +
+                    `${m.snapshotbytes || m.snapshotsize ? `${snapshotSpaceText(m)} · ` : ""}${written !== null ? fmtBytes(written) : "unknown"} written · ` +
+                    `${gib(m.freesize)} free · ${gib(m.size)} total · ${plural(m.volumescount, "volume")}`),
                 failed ? null : apiActions(m),
               );
             }),
@@ -567,14 +602,26 @@ function mediaPage() {
     body.replaceChildren(...(sections.length ? [capacityLegend(MEDIA_LEGEND), ...sections] : [h("p", {}, "No media configured.")]));
   }
 
+  // The drain's dry run first: the confirmation says what would move
+  // (slices, volumes, data, where to, how long) and what could not.
   async function drain(m) {
-    const question = `Drain medium "${m.mediaid}"? It takes no new slices from now on, and one job moves ` +
-      `every slice off it while its volumes stay in use (each volume's snapshots, attachments and ` +
-      `recovery wait while its own slices move). Follow, pause or cancel the job on the Jobs page.`;
-    if (!confirm(question)) return;
     startAction();
+    const path = `/media/${encodeURIComponent(m.mediaid)}`;
+    let plan;
     try {
-      const started = await api.patch(`/media/${encodeURIComponent(m.mediaid)}`, { state: "Draining" });
+      plan = await api.patch(`${path}?dryrun=true`, { state: "Draining" });
+    } catch (e) {
+      actionErr.show(new Error(`Could not plan the drain of "${m.mediaid}": ${e.message}`));
+      return;
+    }
+    const ok = await confirmDialog({
+      title: `Drain medium "${m.mediaid}"?`,
+      body: drainPlanText(plan),
+      confirmLabel: "Drain",
+    });
+    if (!ok) return;
+    try {
+      const started = await api.patch(path, { state: "Draining" });
       note.show(`${started.Message}.`);
     } catch (e) {
       actionErr.show(new Error(`Could not drain "${m.mediaid}": ${e.message}`));

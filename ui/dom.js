@@ -149,6 +149,34 @@ export function fmtTime(t) {
 }
 
 
+// An in-page confirmation (a modal <dialog>, not the browser's confirm()):
+// `body` is text or nodes (an array for several). Resolves true when the
+// confirm button is pressed, false on Cancel, Escape or closing it. The
+// dialog has id "confirm-dialog", its buttons "confirm-ok" / "confirm-cancel".
+export function confirmDialog({ title, body = "", confirmLabel = "OK", cancelLabel = "Cancel", danger = false }) {
+  return new Promise((resolve) => {
+    document.getElementById("confirm-dialog")?.remove();
+    const ok = h("button", { type: "button", id: "confirm-ok", class: danger ? "danger" : undefined }, confirmLabel);
+    const cancel = h("button", { type: "button", id: "confirm-cancel", class: "secondary" }, cancelLabel);
+    const content = (Array.isArray(body) ? body : [body]).map((b) => (b instanceof Node ? b : h("p", {}, b)));
+    const dialog = h("dialog", { id: "confirm-dialog", class: "card confirm", "aria-labelledby": "confirm-title" },
+      h("h2", { id: "confirm-title" }, title),
+      h("div", { class: "confirm-body" }, content),
+      h("div", { class: "buttons" }, ok, cancel));
+    let answer = false;
+    ok.addEventListener("click", () => { answer = true; dialog.close(); });
+    cancel.addEventListener("click", () => dialog.close());
+    dialog.addEventListener("close", () => {
+      dialog.remove();
+      resolve(answer);
+    });
+    document.body.append(dialog);
+    dialog.showModal();
+    // The safe choice has the focus: Enter does not delete.
+    cancel.focus();
+  });
+}
+
 // A read-only text field with a Copy button (the clipboard API needs a
 // secure context: elsewhere the text is selected and copied the old way).
 export function copyField(id, value) {
@@ -278,3 +306,15 @@ export function capacityLegend(parts) {
   return h("p", { class: "capacity-legend muted" },
     parts.map(([part, label]) => h("span", { class: "legend-item" }, h("span", { class: `swatch part-${part}` }), label)));
 }
+
+// A detail page's head: a breadcrumb of the pages above it (`trail`:
+// [[label, href]], each linked) ending with the page itself, then its
+// heading (`heading`, else `current`). Every detail page starts this way.
+export function pageTitle(trail, current, heading = current) {
+  const crumbs = trail.flatMap(([label, href]) => [h("a", { href }, label), h("span", { class: "sep", "aria-hidden": "true" }, "›")]);
+  return [
+    h("nav", { class: "breadcrumb", "aria-label": "Breadcrumb" }, crumbs, h("span", { "aria-current": "page" }, current)),
+    h("h1", {}, heading),
+  ];
+}
+

@@ -5,7 +5,7 @@
 import { api } from "./api.js";
 import {
   JOB_KINDS, jobKindLabel, jobTitle, jobCancellable, jobCancelled, jobStateText, cancelQuestion,
-  jobSteerable, jobPaused, jobRateText, rateQuestion, rateDefault, rateValue, steerVerb, steerNotice,
+  jobSteerable, jobPaused, jobRateText, rateQuestion, rateDefault, rateValue, steerVerb, steerNotice, durationText,
 } from "./text.js";
 import {
   h, every, errorBox, noticeBox, actionBox, progressBar, stateTag, table, cell, fmtTime, changeDetector, livePoll,
@@ -142,8 +142,11 @@ export function jobRate(j) {
   return text ? h("span", { class: "job-rate", title: "This job's own copy rate (the service's movement_rate otherwise)" }, `Rate: ${text}`) : null;
 }
 
-// A job's progress bar: red when it failed, grey when it was cancelled.
+// A job's progress: a bar while it runs, red where it stopped when it
+// failed, grey when it was cancelled; a finished job has a "Done" badge,
+// not a full bar.
 export function jobBar(j) {
+  if (j.state === "Done") return h("span", { class: "state state-done job-done", title: `Done at ${fmtTime(j.endtime)}` }, "✓ Done");
   return progressBar(j.progress, jobEnded(j));
 }
 
@@ -249,6 +252,8 @@ function runningStatus(j) {
 // linked to the volume's page, with its id on hover.
 function jobObject(j) {
   if (!j.objectname) return h("code", { title: j.object }, String(j.object).slice(0, 8));
+  // A drain's or a rebalance's object is a medium or a scope of media.
+  if (String(j.type).startsWith("media_")) return h("a", { href: "#/media", class: "job-object", title: j.object }, j.objectname);
   return h("a", { href: `#/volumes/${encodeURIComponent(j.objectname)}`, class: "job-object", title: j.object }, j.objectname);
 }
 
@@ -288,7 +293,30 @@ export function jobDetailsCell(j) {
   return td;
 }
 
+// A job's Duration cell: how long it ran ("3 min 12 s"), "… so far"
+// while it runs; its start and end on hover.
+function durationCell(j) {
+  const running = j.state === "Pending" || j.state === "Running";
+  const text = durationText(j.starttime, running ? null : j.endtime, Date.now());
+  const td = cell("Duration", h("span", {
+    class: "job-duration", title: `Started ${fmtTime(j.starttime)}${j.endtime ? `, ended ${fmtTime(j.endtime)}` : ""}`,
+  }, text && running ? `${text} so far` : text || "—"));
+  td.classList.add("time");
+  return td;
+}
+
+// The pager's line: "Page 2 of 3 · jobs 26–50 of 57"; without a total,
+// what the page shows ("Page 2 · jobs 26–50").
+function pagerText(first, shownCount, total, page, perPage) {
+  const range = !shownCount ? "no jobs" : shownCount === 1 ? `job ${first + 1}` : `jobs ${first + 1}–${first + shownCount}`;
+  if (!total || !shownCount) return `Page ${page} · ${range}`;
+  if (total.atLeast) return `Page ${page} · ${range} of ${total.n} or more`;
+  const pages = Math.max(1, Math.ceil(total.n / perPage));
+  return `Page ${page} of ${pages} · ${range} of ${total.n}`;
+}
+
 // ---- jobs ----
+const COUNT_MAX = 1000; // GET /jobs's largest page
 const JOB_TYPES = Object.keys(JOB_KINDS);
 const JOB_STATES = ["Pending", "Running", "Done", "Error"];
 
@@ -310,6 +338,11 @@ export function jobsPage() {
   const object = h("input", { id: "job-object", type: "search", placeholder: "Volume name or id",
     onchange: () => { params.object = object.value.trim(); params.page = 1; load(); } });
   const pageNo = h("span", { id: "job-page" });
+  // The API gives no total: it is counted with one list of up to
+  // COUNT_MAX jobs, asked for again only when the filters or the page's
+  // jobs change (a new job, a removed one), not on every live refresh.
+  let total = null;
+  let countedFor = null;
   const live = h("span", { class: "muted", id: "job-live" });
   const list = h("div", {}, h("p", { class: "muted" }, "Loading jobs…"));
   main.append(
@@ -335,22 +368,45 @@ export function jobsPage() {
     }
     active = jobs.some((j) => j.state === "Pending" || j.state === "Running");
     live.textContent = active ? "Jobs running: following them live" : "";
-    pageNo.textContent = `Page ${params.page}`;
+    await countJobs(jobs);
+    const first = (params.page - 1) * params.count;
+    pageNo.textContent = pagerText(first, jobs.length, total, params.page, params.count);
     prev.disabled = params.page <= 1;
-    next.disabled = jobs.length < params.count;
+    next.disabled = total === null || total.atLeast ? jobs.length < params.count : first + jobs.length >= total.n;
     if (!shown.changed(jobs)) return;
     const rows = jobs.map((j) =>
       h("tr", { "data-job": j.id },
         cell("ID", j.id),
         jobCell(j),
         cell("Volume", jobObject(j)),
+        cell("User", h("span", { class: "job-user", title: j.useremail || undefined }, j.username || j.useremail || "—")),
         jobStateCell(j, () => cancel(j), (c) => steer(j, c)),
         cell("Progress", jobBar(j)),
         jobDetailsCell(j),
         timeCell("Started", j.starttime),
-        timeCell("Ended", j.endtime),
+        durationCell(j),
       ));
-    list.replaceChildren(table(["ID", "Job", "Volume", "State", "Progress", "Details", "Started", "Ended"], rows, "No jobs match."));
+    list.replaceChildren(table(["ID", "Job", "Volume", "User", "State", "Progress", "Details", "Started", "Duration"], rows, "No jobs match."));
+  }
+
+  // The number of jobs the filters match: this page's own when it is the
+  // first and not full, else counted (see `total`).
+  async function countJobs(jobs) {
+    if (params.page === 1 && jobs.length < params.count) {
+      total = { n: jobs.length, atLeast: false };
+      countedFor = null;
+      return;
+    }
+    const key = JSON.stringify([params, jobs.map((j) => j.id)]);
+    if (key === countedFor) return;
+    const q = new URLSearchParams({ page: 1, count: COUNT_MAX, type: params.type, state: params.state, object: params.object });
+    try {
+      const all = await api.get(`/jobs?${q}`);
+      total = { n: all.length, atLeast: all.length >= COUNT_MAX };
+      countedFor = key;
+    } catch {
+      total = null; // the pager says what it knows without it
+    }
   }
 
   // Cancels a running job (asked first); the list then shows it

@@ -4,6 +4,7 @@
 import { api, isAdmin } from "./api.js";
 import {
   h, errorBox, noticeBox, actionBox, stateTag, table, cell, fmtTime, copyField, changeDetector, livePoll, capacityBar, capacityLegend,
+  pageTitle,
 } from "./dom.js";
 import { CAPACITY_PARTS, capacityParts, capacityText } from "./text.js";
 
@@ -51,18 +52,34 @@ function heartbeat(n, short = false) {
   return h("span", { title: fmtTime(n.lastheartbeat) }, d.toLocaleTimeString());
 }
 
+// When the node was last heard of, for the list: a storage node's last
+// heartbeat, a host's agent's last request ("no agent" without a credential).
+function lastSeen(n) {
+  if (n.role === "storage") return heartbeat(n, true);
+  if (!n.agentcredential) return h("span", { class: "muted" }, "no agent");
+  if (!n.agentseen) return "never";
+  const d = new Date(n.agentseen);
+  return d.toDateString() === new Date().toDateString()
+    ? h("span", { title: fmtTime(n.agentseen) }, d.toLocaleTimeString())
+    : fmtTime(n.agentseen);
+}
+
+// What the Nodes page shows once when it opens: the outcome of removing a
+// node on its own page (which is gone with it).
+let flash = "";
+
 export function nodesPage() {
   const err = errorBox();
   const actionErr = actionBox();
   actionErr.id = "node-action-error";
   const note = noticeBox();
   note.id = "node-notice";
-  // A credential issued here: shown once, until dismissed or the page changes.
-  const issued = h("div", { id: "node-credential", class: "card credential", hidden: true });
+  note.show(flash);
+  flash = "";
   const list = h("div", {}, h("p", { class: "muted" }, "Loading nodes…"));
   const admin = isAdmin();
   const addErr = errorBox();
-  main.append(h("h1", {}, "Nodes"), err, actionErr, note, issued, list);
+  main.append(h("h1", {}, "Nodes"), err, actionErr, note, list);
 
   if (admin) {
     const name = h("input", { id: "node-name", required: true, maxlength: 63, pattern: "[A-Za-z0-9._\\-]+", placeholder: "host-7" });
@@ -79,7 +96,7 @@ export function nodesPage() {
         if (zone.value.trim()) body.zone = zone.value.trim();
         try {
           const n = await api.post("/nodes", body);
-          note.show(`Node ${n.name} added (address ${n.address}). Issue its agent credential to run the agent on it.`);
+          note.show(`Node ${n.name} added (address ${n.address}). Issue its agent credential on its page to run the agent on it.`);
           name.value = "";
           address.value = "";
           zone.value = "";
@@ -101,13 +118,11 @@ export function nodesPage() {
     addErr));
   }
 
-  // A new action starts clean, and a credential shown before is gone.
+  // A new action starts clean.
   function startAction() {
     actionErr.show(null);
     addErr.show(null);
     note.show(null);
-    issued.hidden = true;
-    issued.replaceChildren();
   }
 
   const shown = changeDetector();
@@ -121,6 +136,9 @@ export function nodesPage() {
       return;
     }
     if (!shown.changed(nodes)) return;
+    // Few columns, so that the table fits a 1280-px window: what tells nodes
+    // apart and their health. The rest (credentials, slice address, who
+    // manages the node) and the actions are on the node's page.
     const rows = nodes.map((n) =>
       h("tr", { "data-node": n.name },
         cell("Name", h("a", { href: `#/nodes/${encodeURIComponent(n.name)}`, class: "node-link" }, n.name)),
@@ -131,29 +149,113 @@ export function nodesPage() {
         cell("Media", n.mediacount),
         cell("Copies", h("span", { class: "copies" }, n.copiescount)),
         cell("Volumes", n.volumescount),
-        cell("Agent", h("span", { class: n.agentcredential ? "agent yes" : "agent no" }, n.agentcredential ? "yes" : "no")),
-        cell("Agent seen", h("span", { class: "agent-seen" }, n.agentseen ? fmtTime(n.agentseen) : "never")),
-        cell("Last heartbeat", h("span", { class: "heartbeat" }, heartbeat(n, true))),
-        cell("Slice address", n.sliceaddress ? h("code", { class: "slice-address" }, n.sliceaddress) : "—"),
         cell("Capacity", nodeCapacity(n, true)),
-        cell("Managed by", h("span", { class: "managed-by" }, n.managedby === "api" ? "API" : "configuration file")),
-        admin
-          ? cell("", h("span", { class: "actions" },
-            h("button", { type: "button", class: "secondary issue", onclick: () => issue(n) }, `Issue ${credentialRole(n)} credential`),
-            n.agentcredential
-              ? h("button", { type: "button", class: "danger revoke", onclick: () => revoke(n) }, "Revoke")
-              : null,
-            // Nodes of the configuration file are removed there.
-            n.managedby === "api"
-              ? h("button", { type: "button", class: "danger remove", onclick: () => remove(n) }, "Remove")
-              : null,
-          ))
-          : null,
+        cell("Last seen", h("span", { class: "last-seen" }, lastSeen(n))),
       ),
     );
-    const headers = ["Name", "Role", "State", "Zone", "Address", "Media", "Copies", "Volumes", "Agent", "Agent seen",
-      "Last heartbeat", "Slice address", "Capacity", "Managed by"];
-    list.replaceChildren(table(admin ? [...headers, ""] : headers, rows, "No nodes."), capacityLegend(CAPACITY_PARTS));
+    const headers = ["Name", "Role", "State", "Zone", "Address", "Media", "Copies", "Volumes", "Capacity", "Last seen"];
+    list.replaceChildren(table(headers, rows, "No nodes."), capacityLegend(CAPACITY_PARTS),
+      h("p", { class: "hint" }, "Last seen: a storage node's last heartbeat, a host's agent's last request. " +
+        "A node's credentials, slice address and who manages it are on its page."));
+  }
+
+  load();
+  // Heartbeats, agents' requests and node states move on by themselves.
+  livePoll(2000, () => true, load);
+}
+
+// #/nodes/<name>: one node (every fact of it, and for administrators its
+// credential and removal), its media and (administrators) every copy of a
+// slice its media hold, of every tenant, live.
+export function nodePage([nodeName]) {
+  const err = errorBox();
+  err.id = "node-error";
+  const actionErr = actionBox();
+  actionErr.id = "node-action-error";
+  const note = noticeBox();
+  note.id = "node-notice";
+  // A credential issued here: shown once, until dismissed or the page changes.
+  const issued = h("div", { id: "node-credential", class: "card credential", hidden: true });
+  const summary = h("div", { id: "node-summary", class: "card summary" }, h("p", { class: "muted" }, "Loading…"));
+  const media = h("section", { id: "node-media" });
+  const copies = h("section", { id: "node-copies" });
+  const admin = isAdmin();
+  main.append(
+    ...pageTitle([["Nodes", "#/nodes"]], nodeName, `Node ${nodeName}`),
+    err, actionErr, note, summary, issued, media, copies);
+  const path = `/nodes/${encodeURIComponent(nodeName)}`;
+  const shown = changeDetector();
+
+  async function load() {
+    let node, all, held;
+    try {
+      [node, all, held] = await Promise.all([
+        api.get(path),
+        api.get("/media"),
+        // Only administrators may see every tenant's copies.
+        admin ? api.get(`${path}/copies`) : Promise.resolve(null),
+      ]);
+      err.show(null);
+    } catch (e) {
+      if (e.status === 404) {
+        if (shown.changed("gone")) {
+          summary.replaceChildren(h("p", { id: "node-gone" }, `There is no node named "${nodeName}" (any more).`));
+          media.replaceChildren();
+          copies.replaceChildren();
+        }
+        return;
+      }
+      err.show(new Error(`Could not load node ${nodeName}: ${e.message}`));
+      return;
+    }
+    const mine = all.filter((m) => m.node === nodeName);
+    if (!shown.changed(node, mine, held)) return;
+    renderSummary(node);
+    renderMedia(mine);
+    renderCopies(held);
+  }
+
+  function renderSummary(n) {
+    const agentSeen = n.agentseen ? fmtTime(n.agentseen) : "never";
+    summary.replaceChildren(h("dl", { class: "facts" },
+      h("dt", {}, "Role"), h("dd", { id: "node-role" }, n.role),
+      h("dt", {}, "State"), h("dd", { id: "node-state" }, stateTag(n.state)),
+      n.role === "storage"
+        ? [h("dt", {}, "Last heartbeat"), h("dd", { id: "node-heartbeat" }, heartbeat(n)),
+          h("dt", {}, "Slice address"), h("dd", {}, h("code", { id: "node-slice-address" }, n.sliceaddress || "—"))]
+        : null,
+      h("dt", {}, "Zone"), h("dd", { id: "node-zone" }, n.zone || "—"),
+      h("dt", {}, "Address"), h("dd", { id: "node-address" }, n.address || "—"),
+      h("dt", {}, "Credential"), h("dd", { id: "node-credential-state" },
+        h("span", { class: n.agentcredential ? "agent yes" : "agent no" }, n.agentcredential ? `yes (${credentialRole(n)})` : "none")),
+      h("dt", {}, "Agent seen"), h("dd", { id: "node-agent-seen" }, agentSeen),
+      h("dt", {}, "Managed by"), h("dd", { id: "node-managed-by" }, n.managedby === "api" ? "API" : "configuration file"),
+      h("dt", {}, "Media"), h("dd", {}, n.mediacount),
+      h("dt", {}, "Copies"), h("dd", { id: "node-copies-count" }, n.copiescount),
+      h("dt", {}, "Volumes"), h("dd", {}, n.volumescount),
+      h("dt", {}, "Capacity"), h("dd", { id: "node-capacity" }, n.size
+        ? [capacityBar(n.size, capacityParts(n), { title: capacityText(n) }), h("span", { class: "capacity-text" }, capacityText(n))]
+        : "— (no media)"),
+    ),
+    admin
+      ? h("div", { class: "actions", id: "node-actions" },
+        h("button", { type: "button", class: "secondary issue", onclick: () => issue(n) }, `Issue ${credentialRole(n)} credential`),
+        n.agentcredential
+          ? h("button", { type: "button", class: "danger revoke", onclick: () => revoke(n) }, "Revoke credential")
+          : null,
+        // Nodes of the configuration file are removed there.
+        n.managedby === "api"
+          ? h("button", { type: "button", class: "danger remove", onclick: () => remove(n) }, "Remove node")
+          : h("span", { class: "muted" }, "Removed in the configuration file."))
+      : null);
+  }
+
+  // A new action starts clean, and a credential shown before is gone.
+  function startAction() {
+    actionErr.show(null);
+    note.show(null);
+    issued.hidden = true;
+    issued.replaceChildren();
   }
 
   async function issue(n) {
@@ -200,84 +302,20 @@ export function nodesPage() {
     load();
   }
 
+  // Removed: back to the list, which says so.
   async function remove(n) {
     if (!confirm(`Remove node ${n.name}? Its agent credential is revoked with it.`)) return;
     startAction();
     try {
       await api.del(`/nodes/${encodeURIComponent(n.name)}`);
-      note.show(`Node ${n.name} removed.`);
+      flash = `Node ${n.name} removed.`;
+      location.hash = "#/nodes";
+      return;
     } catch (e) {
       actionErr.show(new Error(`Could not remove node ${n.name}: ${e.message}`));
     }
     shown.reset();
     load();
-  }
-
-  load();
-  // Heartbeats, agents' requests and node states move on by themselves.
-  livePoll(2000, () => true, load);
-}
-
-// #/nodes/<name>: one node, its media and (administrators) every copy of a
-// slice its media hold, of every tenant, live.
-export function nodePage([nodeName]) {
-  const err = errorBox();
-  err.id = "node-error";
-  const summary = h("div", { id: "node-summary", class: "card summary" }, h("p", { class: "muted" }, "Loading…"));
-  const media = h("section", { id: "node-media" });
-  const copies = h("section", { id: "node-copies" });
-  const admin = isAdmin();
-  main.append(
-    h("p", {}, h("a", { href: "#/nodes" }, "← Nodes")),
-    h("h1", {}, `Node ${nodeName}`), err, summary, media, copies);
-  const path = `/nodes/${encodeURIComponent(nodeName)}`;
-  const shown = changeDetector();
-
-  async function load() {
-    let node, all, held;
-    try {
-      [node, all, held] = await Promise.all([
-        api.get(path),
-        api.get("/media"),
-        // Only administrators may see every tenant's copies.
-        admin ? api.get(`${path}/copies`) : Promise.resolve(null),
-      ]);
-      err.show(null);
-    } catch (e) {
-      if (e.status === 404) {
-        if (shown.changed("gone")) {
-          summary.replaceChildren(h("p", { id: "node-gone" }, `There is no node named "${nodeName}" (any more).`));
-          media.replaceChildren();
-          copies.replaceChildren();
-        }
-        return;
-      }
-      err.show(new Error(`Could not load node ${nodeName}: ${e.message}`));
-      return;
-    }
-    const mine = all.filter((m) => m.node === nodeName);
-    if (!shown.changed(node, mine, held)) return;
-    renderSummary(node);
-    renderMedia(mine);
-    renderCopies(held);
-  }
-
-  function renderSummary(n) {
-    summary.replaceChildren(h("dl", { class: "facts" },
-      h("dt", {}, "Role"), h("dd", { id: "node-role" }, n.role),
-      h("dt", {}, "State"), h("dd", { id: "node-state" }, stateTag(n.state)),
-      n.role === "storage"
-        ? [h("dt", {}, "Last heartbeat"), h("dd", { id: "node-heartbeat" }, heartbeat(n)),
-          h("dt", {}, "Slice address"), h("dd", {}, h("code", { id: "node-slice-address" }, n.sliceaddress || "—"))]
-        : null,
-      h("dt", {}, "Zone"), h("dd", {}, n.zone || "—"),
-      h("dt", {}, "Address"), h("dd", {}, n.address || "—"),
-      h("dt", {}, "Copies"), h("dd", { id: "node-copies-count" }, n.copiescount),
-      h("dt", {}, "Volumes"), h("dd", {}, n.volumescount),
-      h("dt", {}, "Capacity"), h("dd", { id: "node-capacity" }, n.size
-        ? [capacityBar(n.size, capacityParts(n), { title: capacityText(n) }), h("span", { class: "capacity-text" }, capacityText(n))]
-        : `${n.freesize} GiB free of ${n.size} GiB`),
-    ));
   }
 
   function renderMedia(mine) {
@@ -290,7 +328,7 @@ export function nodePage([nodeName]) {
       cell("Capacity", m.size ? capacityBar(m.size, capacityParts(m), { title: capacityText(m), compact: true }) : "—"),
     ));
     media.replaceChildren(h("h2", {}, "Media"), table(["Medium", "State", "Size", "Free", "Directory", "Capacity"], rows, "No media."),
-      rows.length ? capacityLegend(CAPACITY_PARTS) : null);
+      ...(rows.length ? [capacityLegend(CAPACITY_PARTS)] : []));
   }
 
   function renderCopies(held) {

@@ -136,7 +136,7 @@ export function attachmentText(list) {
 export function volumeMatches(v, attached, query) {
   const words = String(query || "").toLowerCase().split(/\s+/).filter(Boolean);
   if (!words.length) return true;
-  const haystack = [v.name, v.type, v.filesystem, v.zone, v.policy, v.state, attached].join(" ").toLowerCase();
+  const haystack = [v.name, v.type, v.filesystem, v.zone, ...(v.zones || []), v.policy, v.state, attached].join(" ").toLowerCase();
   return words.every((w) => haystack.includes(w));
 }
 
@@ -266,7 +266,8 @@ export function steerNotice(j, change) {
 export const CAPACITY_PARTS = [
   ["allocated", "Allocated to slices"],
   ["booked", "Booked by running jobs"],
-  ["snapshot", "Snapshots"],
+  // Whole GiB of free space, rounded up from what the snapshots hold.
+  ["snapshot", "Set aside for snapshots"],
   ["free", "Free"],
 ];
 
@@ -281,9 +282,19 @@ export function capacityParts(x) {
 // A capacity in one line: "12 GiB allocated to slices · 2 GiB booked · 1 GiB
 // snapshots · 85 GiB free of 100 GiB".
 export function capacityText(x) {
-  const [allocated, booked, snapshot] = [x.allocatedsize, x.bookedsize, x.snapshotsize].map((n) => Number(n) || 0);
-  return `${allocated} GiB allocated to slices · ${booked} GiB booked · ${snapshot} GiB snapshots · ` +
+  const [allocated, booked] = [x.allocatedsize, x.bookedsize].map((n) => Number(n) || 0);
+  return `${allocated} GiB allocated to slices · ${booked} GiB booked · ${snapshotSpaceText(x)} · ` +
     `${x.freesize} GiB free of ${x.size} GiB`;
+}
+
+// What snapshots hold on a medium or node, in the unit a snapshot's own
+// space is shown in (its `used`: the sum of them), with the whole GiB of
+// free space that sets aside: "112.2 MiB held by snapshots (1 GiB of free
+// space set aside for them)".
+export function snapshotSpaceText(x) {
+  const gib = Number(x.snapshotsize) || 0;
+  const held = x.snapshotbytes == null ? `${gib} GiB` : fmtBytes(x.snapshotbytes);
+  return `${held} held by snapshots` + (gib ? ` (${gib} GiB of free space set aside for them)` : "");
 }
 
 // The top of a chart's axis: 1, 2 or 5 × 10^k at or above `v` (1 for nothing).
@@ -310,29 +321,142 @@ export function throughputText(n) {
 
 const RATE_UNITS = ["B/s", "KiB/s", "MiB/s", "GiB/s", "TiB/s"];
 
-// A chart's y axis: its top, three ticks (0, half, top) and its unit.
-// IOPS as they are; bytes per second in the unit of the largest value
-// ("MiB/s"), each tick a plain number of it.
+// A chart's y axis: its top, its ticks and its unit. IOPS as they are,
+// from 0 to at least 1 with whole-number ticks only (a fraction of an
+// operation per second reads as noise); bytes per second in the unit of
+// the largest value ("MiB/s"), ticks 0, half and top as plain numbers of it.
 export function ioScale(max, bytes) {
-  let unit = 1;
-  let title = "IOPS";
-  if (bytes) {
-    let k = 0;
-    while (k < RATE_UNITS.length - 1 && max >= 1024 ** (k + 1)) k++;
-    unit = 1024 ** k;
-    title = RATE_UNITS[k];
+  if (!bytes) {
+    const top = Math.max(1, niceMax(max));
+    // 1 → 0, 1; 2 → 0, 1, 2; 5 → 0 … 5; 10 → 0, 5, 10; 50 → 0, 25, 50.
+    const step = Number.isInteger(top / 2) ? top / 2 : Number.isInteger(top / 5) ? top / 5 : top;
+    const ticks = [];
+    for (let v = 0; v <= top; v += step) ticks.push({ value: v, label: String(v) });
+    return { max: top, title: "IOPS", ticks };
   }
-  const top = niceMax(max / unit);
+  let k = 0;
+  while (k < RATE_UNITS.length - 1 && max >= 1024 ** (k + 1)) k++;
+  return unitScale(max, 1024 ** k, RATE_UNITS[k]);
+}
+
+// An axis in `unit` (`per` of the raw value): 0, half and a nice top.
+function unitScale(max, per, title) {
+  const top = niceMax(max / per);
   const label = (v) => (Number.isInteger(v) ? String(v) : v.toFixed(1));
-  return {
-    max: top * unit,
-    title,
-    ticks: [0, top / 2, top].map((v) => ({ value: v * unit, label: label(v) })),
-  };
+  return { max: top * per, title, ticks: [0, top / 2, top].map((v) => ({ value: v * per, label: label(v) })) };
+}
+
+// A latency axis from microseconds: in µs, ms or s, as the largest value needs.
+export function latencyScale(maxUs) {
+  if (maxUs >= 1e6) return unitScale(maxUs, 1e6, "s");
+  if (maxUs >= 1e3) return unitScale(maxUs, 1e3, "ms");
+  return unitScale(maxUs, 1, "µs");
+}
+
+// A latency in microseconds, for people: "85 µs", "1.2 ms", "2.05 s"; "—"
+// for none (a period without such requests).
+export function latencyText(us) {
+  if (us === null || us === undefined || us === "") return "—";
+  const v = Number(us) || 0;
+  if (v >= 1e6) return `${(v / 1e6).toFixed(2)} s`;
+  if (v >= 1e3) return `${(v / 1e3).toFixed(1)} ms`;
+  return `${Math.round(v)} µs`;
+}
+
+// The highest sample of each measure over `samples`, in words: "read 12
+// IOPS, 1.0 MiB/s · write 900 IOPS, 3.5 MiB/s".
+export function ioPeakText(samples) {
+  const most = (key) => Math.max(0, ...samples.map((s) => Number(s[key]) || 0));
+  return ioLatestText({
+    readiops: most("readiops"), writeiops: most("writeiops"),
+    readthroughput: most("readthroughput"), writethroughput: most("writethroughput"),
+  });
 }
 
 // The latest I/O sample in words: "read 0 IOPS, 0 B/s · write 812 IOPS, 3.2 MiB/s".
 export function ioLatestText(s) {
   return `read ${iopsText(s.readiops)} IOPS, ${throughputText(s.readthroughput)} · ` +
     `write ${iopsText(s.writeiops)} IOPS, ${throughputText(s.writethroughput)}`;
+}
+
+// "1 volume", "2 volumes", "0 slices": a count with its noun, singular
+// only for one (`many` for irregular nouns: "copy" → "copies").
+export function plural(n, noun, many = `${noun}s`) {
+  return `${n} ${Number(n) === 1 ? noun : many}`;
+}
+
+// How long from `start` to `end` (RFC 3339; `end` null: until `now`, ms):
+// "0 s", "42 s", "3 min 12 s", "2 h 5 min"; "" before the start.
+export function durationText(start, end, now) {
+  const from = Date.parse(start);
+  const to = end ? Date.parse(end) : now;
+  if (!start || isNaN(from) || isNaN(to)) return "";
+  const secs = Math.max(0, Math.round((to - from) / 1000));
+  if (secs < 60) return `${secs} s`;
+  if (secs < 3600) return `${Math.floor(secs / 60)} min ${secs % 60} s`;
+  return `${Math.floor(secs / 3600)} h ${Math.floor((secs % 3600) / 60)} min`;
+}
+
+// ---- the volume list and a volume's page ----
+
+// Why a resize size is refused, with the bounds' reasons: a volume only
+// grows, and by at most ten times its current size at once.
+export function resizeRefusal(n, current, min, max) {
+  const range = `enter a whole number of GiB from ${min} (more than the current ${current}) ` +
+    `to ${max} (ten times the current size)`;
+  if (Number.isFinite(n) && n < min) return `Volumes cannot shrink: ${range}.`;
+  if (Number.isFinite(n) && n > max) return `A resize grows a volume to at most ten times its size: ${range}.`;
+  return `${range.charAt(0).toUpperCase()}${range.slice(1)}.`;
+}
+
+// Every zone a volume's copies are in ("zone-a, zone-b"); the API's `zones`,
+// else its `zone`.
+export function zonesText(v) {
+  return (v.zones && v.zones.length ? v.zones.join(", ") : v.zone) || "—";
+}
+
+// The health of a volume's copies, from its state: `Degraded` (it lost
+// copies, every column still has one), `Failed` (a column lost every copy),
+// else `Healthy` once placed.
+export function healthText(v) {
+  if (v.state === "Degraded" || v.state === "Failed") return v.state;
+  return v.state === "Creating" ? "—" : "Healthy";
+}
+
+// What a snapshot's `used` means, said beside it wherever it is shown.
+export const SNAPSHOT_USED_HINT =
+  "Snapshot space: the bytes its saved chunks take on disk (data overwritten since it was taken, on every copy).";
+
+// The commands that connect a Linux host to an attachment's NBD URI
+// (`nbd://host:port/export`, `nbds://` with TLS): nbd-client and qemu-nbd,
+// read-only for a read-only attachment. With TLS both need svs's CA
+// (docs/tls.md): nbd-client as a file, qemu as a directory holding it as
+// ca-cert.pem. [] for a URI they cannot read.
+export function connectCommands(a) {
+  const m = /^(nbds?):\/\/(\[[^\]]+\]|[^:/]+):(\d+)\/(.+)$/.exec(a.uri || "");
+  if (!m) return [];
+  const [, scheme, host, port, exportName] = m;
+  const bare = host.replace(/^\[|\]$/g, "");
+  const tls = scheme === "nbds";
+  const ro = a.readonly;
+  const nbdClient = ["nbd-client", "-N", exportName, ...(tls ? ["-cacertfile", "/etc/svs/ca.pem", "-tlshostname", bare] : []),
+    ...(ro ? ["-readonly"] : []), bare, port, "/dev/nbd0"].join(" ");
+  const qemuNbd = tls
+    ? ["qemu-nbd", "--connect=/dev/nbd0", ...(ro ? ["--read-only"] : []),
+      "--object", "tls-creds-x509,id=tls0,dir=/etc/svs/qemu-tls,endpoint=client",
+      "--image-opts", `driver=nbd,host=${bare},port=${port},export=${exportName},tls-creds=tls0`].join(" ")
+    : ["qemu-nbd", "--connect=/dev/nbd0", ...(ro ? ["--read-only"] : []), `${scheme}://${host}:${port}/${exportName}`].join(" ");
+  return [{ tool: "nbd-client", command: nbdClient }, { tool: "qemu-nbd", command: qemuNbd }];
+}
+
+// Sorts `items` by `key(item)` (numbers as numbers, text in the page's
+// collation; missing values last), ascending or not, without changing them.
+export function sortedBy(items, key, ascending) {
+  const missing = (x) => x === null || x === undefined || x === "";
+  return [...items].sort((a, b) => {
+    const [x, y] = [key(a), key(b)];
+    if (missing(x) || missing(y)) return missing(x) - missing(y);
+    const order = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
+    return ascending ? order : -order;
+  });
 }

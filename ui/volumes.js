@@ -5,12 +5,13 @@
 import { api } from "./api.js";
 import {
   resizeTarget, sizeText, sliceName, SLICE_HINT, staleNote, attachmentText, volumeMatches, jobCancellable,
-  iopsText, throughputText, ioScale, ioLatestText,
+  resizeRefusal, zonesText, healthText, SNAPSHOT_USED_HINT, connectCommands, sortedBy,
 } from "./text.js";
 import {
   h, errorBox, noticeBox, actionBox, progressBar, stateTag, table, cell, fmtBytes, fmtTime, changeDetector, livePoll,
-  lineChart, onLeave,
+  pageTitle, confirmDialog,
 } from "./dom.js";
+import { ioSection } from "./io.js";
 import {
   followJob, cancelJob, steerJob, jobRate, jobButtons, jobBar, timeCell, jobCell, jobStateCell, jobDetailsCell,
 } from "./jobs.js";
@@ -131,7 +132,7 @@ export function volumesPage() {
   // Narrows the list as one types; the live refreshes keep it.
   const search = h("input", { id: "vol-search", type: "search", placeholder: "Search name, zone, node, policy, state",
     "aria-label": "Search volumes", oninput: () => draw() });
-  main.append(h("h1", {}, "Storage › Volumes"), err, actionErr, note, recoveryPanel,
+  main.append(h("h1", {}, "Volumes"), err, actionErr, note, recoveryPanel,
     h("div", { class: "toolbar" }, search), list, create);
 
   api.get("/policies").then(
@@ -145,11 +146,13 @@ export function volumesPage() {
 
   let volumes = [];
   let attachments = [];
+  let snapshots = [];
   let targets = new Map(); // volume id → size its running resize grows it to
+  let sort = null; // { column, ascending } once a header was clicked; else the API's order (by name)
   const shown = changeDetector();
   async function load() {
     try {
-      [volumes, attachments] = await Promise.all([api.get("/volumes"), api.get("/attachments")]);
+      [volumes, attachments, snapshots] = await Promise.all([api.get("/volumes"), api.get("/attachments"), api.get("/snapshots")]);
       targets = await resizeTargets(volumes);
       err.show(null);
     } catch (e) {
@@ -159,11 +162,21 @@ export function volumesPage() {
     draw();
   }
 
+  const snapshotCount = (v) => snapshots.filter((s) => s.volumeid === v.volumeid).length;
+  // The sortable columns: what each sorts by.
+  const sortKeys = {
+    Name: (v) => v.name, Type: (v) => volumeType(v), Size: (v) => v.size, Used: (v) => v.writtenbytes,
+    Policy: (v) => v.policy, Zones: (v) => zonesText(v), Health: (v) => healthText(v), Snapshots: snapshotCount,
+    State: (v) => v.state,
+  };
+
   function draw() {
     const query = search.value.trim();
-    if (!shown.changed(volumes, attachments, [...targets], query)) return;
+    if (!shown.changed(volumes, attachments, snapshots, [...targets], query, sort)) return;
     const attachedTo = (v) => attachmentText(attachments.filter((a) => a.volumeid === v.volumeid));
-    const rows = volumes.filter((v) => volumeMatches(v, attachedTo(v), query)).map((v) =>
+    const matching = volumes.filter((v) => volumeMatches(v, attachedTo(v), query));
+    const ordered = sort ? sortedBy(matching, sortKeys[sort.column], sort.ascending) : matching;
+    const rows = ordered.map((v) =>
       h("tr", { "data-volume": v.name },
         cell("Name",
           h("a", { href: `#/volumes/${encodeURIComponent(v.name)}`, class: "vol-link" }, v.name),
@@ -173,12 +186,15 @@ export function volumesPage() {
         ),
         cell("Type", volumeType(v)),
         cell("Size", h("span", { class: "size" }, sizeText(v.size, targets.get(v.volumeid)))),
+        cell("Used", h("span", { class: "used", title: v.writtenbytes == null ? "Not measured" : `${v.writtenbytes} bytes of data` },
+          v.writtenbytes == null ? "—" : fmtBytes(v.writtenbytes))),
         cell("Policy", v.policy),
-        cell("Zone", v.zone || "—"),
+        cell("Zones", h("span", { class: "zones" }, zonesText(v))),
         cell("Attached", h("span", { class: "attached" }, attachedTo(v) || "—")),
-        cell("State", stateTag(v.state)),
-        // Only a job in progress has a bar: a settled volume's "100 %" says nothing.
-        cell("Progress", volumeBusy(v) ? progressBar(v.progress) : h("span", { class: "muted" }, "—")),
+        cell("Health", h("span", { class: "health" }, stateTag(healthText(v)))),
+        cell("Snapshots", h("span", { class: "snapshot-count" }, String(snapshotCount(v)))),
+        // Only a job in progress has a bar (under its state): a settled volume's "100 %" says nothing.
+        cell("State", stateTag(v.state), volumeBusy(v) ? h("div", {}, progressBar(v.progress)) : null),
         cell("", h("span", { class: "actions" },
           busyButton(v, { class: "secondary resize", onclick: () => openResize(v) }, "Resize"),
           h("a", { class: "button secondary snapshots", href: `#/snapshots/${encodeURIComponent(v.name)}` }, "Snapshots"),
@@ -189,15 +205,24 @@ export function volumesPage() {
         )),
       ),
     );
-    list.replaceChildren(table(["Name", "Type", "Size", "Policy", "Zone", "Attached", "State", "Progress", ""], rows,
-      volumes.length ? `No volume matches "${query}".` : "No volumes yet."));
+    const headers = ["Name", "Type", "Size", "Used", "Policy", "Zones", "Attached", "Health", "Snapshots", "State", ""];
+    const wrap = table(headers, rows, volumes.length ? `No volume matches "${query}".` : "No volumes yet.");
+    sortableHeaders(wrap, sortKeys, sort, (column) => {
+      sort = sort && sort.column === column ? { column, ascending: !sort.ascending } : { column, ascending: true };
+      draw();
+    });
+    list.replaceChildren(wrap, h("p", { class: "hint", id: "volume-list-hint" },
+      "Used: the bytes of data written to the volume (one copy; never-written space, other copies and snapshots not counted). " +
+      "Zones: every zone its copies are in. Health: its copies' state."));
   }
 
   async function remove(v) {
-    if (!confirm(`Delete volume "${v.name}"? Its data is lost.`)) return;
+    const of = (list) => list.filter((x) => x.volumeid === v.volumeid);
+    if (!await confirmDelete(v.name, of(attachments), of(snapshots))) return;
     actionErr.show(null);
+    const force = of(attachments).length > 0 || of(snapshots).length > 0;
     try {
-      const r = await api.del(volumePath(v.name));
+      const r = await api.del(`${volumePath(v.name)}${force ? "?force=true" : ""}`);
       note.show(`${r.Message} (job ${r.JobID}).`);
     } catch (e) {
       note.show(null);
@@ -208,7 +233,8 @@ export function volumesPage() {
   }
 
   async function forceRemove(v) {
-    if (!confirm(`Delete volume "${v.name}" with its attachments and snapshots? Its data is lost.`)) return;
+    const of = (list) => list.filter((x) => x.volumeid === v.volumeid);
+    if (!await confirmDelete(v.name, of(attachments), of(snapshots), true)) return;
     actionErr.show(null);
     try {
       const r = await api.del(`${volumePath(v.name)}?force=true`);
@@ -247,6 +273,85 @@ export function volumesPage() {
   livePoll(2000, () => true, load);
 }
 
+// Asks before deleting volume `name`, saying what goes with it: the nodes
+// it is attached to (detached: their NBD connections close) and its
+// snapshots (deleted with it). With either, the delete is sent with
+// `force` (without it the server refuses: 409). Resolves true to delete.
+export function confirmDelete(name, attachments, snapshots, forced = false) {
+  const nodes = [...new Set(attachments.map((a) => a.snapshotid && a.snapshotid !== "top"
+    ? `${a.node} (snapshot ${a.snapshotname || a.snapshotid})` : a.node))];
+  const n = snapshots.length;
+  const body = [h("p", {}, `Delete volume "${name}"? Its data is lost.`)];
+  if (nodes.length) {
+    body.push(h("p", { id: "confirm-attached" },
+      `It is attached to ${nodes.join(", ")}: it is detached first, their NBD connections are closed.`));
+  }
+  if (n) {
+    body.push(h("p", { id: "confirm-snapshots" },
+      `It has ${n} ${n === 1 ? "snapshot" : "snapshots"} (${snapshots.map((s) => s.name).join(", ")}): ` +
+      `${n === 1 ? "it is" : "they are"} deleted with it.`));
+  }
+  const force = forced || nodes.length > 0 || n > 0;
+  return confirmDialog({
+    title: `Delete ${name}`,
+    body,
+    confirmLabel: force ? "Delete with its attachments and snapshots" : "Delete",
+    danger: true,
+  });
+}
+
+// Makes the headers of `wrap` (a table()) that `keys` names sort buttons:
+// `aria-sort` on the sorted one, an arrow beside its label; `onSort(label)`
+// on a click.
+function sortableHeaders(wrap, keys, sort, onSort) {
+  for (const th of wrap.querySelectorAll("thead th")) {
+    const label = th.textContent;
+    if (!keys[label]) continue;
+    const sorted = sort && sort.column === label;
+    th.setAttribute("aria-sort", sorted ? (sort.ascending ? "ascending" : "descending") : "none");
+    th.replaceChildren(h("button", { type: "button", class: "sort", "data-sort": label, onclick: () => onSort(label) },
+      label, h("span", { class: "sort-mark", "aria-hidden": "true" }, sorted ? (sort.ascending ? " ▲" : " ▼") : "")));
+  }
+}
+
+// Under an attachment: the commands that connect a Linux host to its NBD
+// export, each with a Copy button.
+function connectBox(a) {
+  const commands = connectCommands(a);
+  if (!commands.length) return null;
+  return h("div", { class: "connect", "data-connect": a.node },
+    h("h3", {}, `Connect from ${a.node}`),
+    commands.map(({ tool, command }) => copyCommand(`connect-${a.node}-${tool}`, command)),
+    a.uri.startsWith("nbds:")
+      ? h("p", { class: "hint" }, "TLS: both need svs's CA certificate (/etc/svs/ca.pem; for qemu copied to /etc/svs/qemu-tls/ca-cert.pem), see docs/tls.md.")
+      : null);
+}
+
+// A command in a code box with a Copy button (the clipboard API where the
+// page may use it; else the text is selected and copied the old way).
+function copyCommand(id, command) {
+  const code = h("code", { class: "command", id }, command);
+  const done = h("span", { class: "muted copied", role: "status" });
+  const copy = h("button", {
+    type: "button", class: "secondary copy", "aria-label": `Copy: ${command}`,
+    onclick: async () => {
+      let ok = false;
+      try {
+        await navigator.clipboard.writeText(command);
+        ok = true;
+      } catch {
+        const range = document.createRange();
+        range.selectNodeContents(code);
+        getSelection().removeAllRanges();
+        getSelection().addRange(range);
+        ok = document.execCommand && document.execCommand("copy");
+      }
+      done.textContent = ok ? "Copied" : "Press Ctrl+C to copy";
+    },
+  }, "Copy");
+  return h("div", { class: "command-line" }, code, copy, done);
+}
+
 // ---- live lists, busy volumes, the resize dialog ----
 
 // A volume is busy while a job works on it (Pending or Running): its state
@@ -280,8 +385,11 @@ function busyButton(v, attrs, label) {
 // and the time the moves take at the movement rate.
 function planView(plan) {
   const outcome = { inplace: "In place", movement: "With data movement", refused: "Refused" }[plan.outcome] || plan.outcome;
+  // The in-place message already starts with its outcome ("In place: ..."): said once.
+  const lead = `${outcome}:`;
+  const message = plan.message.startsWith(lead) ? plan.message.slice(lead.length).trim() : plan.message;
   const parts = [
-    h("p", { class: "preview-outcome" }, h("strong", {}, `${outcome}: `), plan.message),
+    h("p", { class: "preview-outcome" }, h("strong", {}, `${lead} `), message),
   ];
   if (plan.moves.length) {
     parts.push(h("p", {}, "Slices that move:"), h("ul", { class: "preview-moves" },
@@ -359,7 +467,7 @@ function resizeDialog(v, onClose) {
   const problem = () => {
     const n = Number(input.value);
     const { min, max } = bounds();
-    return !Number.isInteger(n) || n < min || n > max ? `The new size must be a whole number of GiB from ${min} to ${max}.` : null;
+    return !Number.isInteger(n) || n < min || n > max ? resizeRefusal(n, current, min, max) : null;
   };
   const showSize = (size) => {
     current = size;
@@ -457,99 +565,6 @@ function volumeHealth(v, slices) {
   return slices.length ? `Healthy: ${shape}` : "No slices yet";
 }
 
-// ---- a volume's I/O ----
-
-// What GET /volumes/{v}/iostats covers: one sample every 5 s for 10 minutes.
-const IO_WINDOW_MS = 10 * 60 * 1000;
-const IO_POLL_MS = 5000;
-
-// The volume page's I/O section: an IOPS chart and a throughput chart (read
-// and write lines) over the last 10 minutes, the latest sample in words,
-// asked for again every 5 s while the page is shown. Returns the section.
-function ioSection(vPath) {
-  const latest = h("p", { id: "io-latest", "data-testid": "io-latest", class: "io-latest" }, "Loading I/O…");
-  const iopsBox = h("figure", { class: "io-chart", id: "io-iops" });
-  const rateBox = h("figure", { class: "io-chart", id: "io-throughput" });
-  const charts = h("div", { class: "io-charts", hidden: true }, iopsBox, rateBox);
-  const legend = h("p", { class: "io-legend muted", hidden: true },
-    h("span", { class: "legend-item" }, h("span", { class: "swatch io-read" }), "read"),
-    h("span", { class: "legend-item" }, h("span", { class: "swatch io-write" }), "write"),
-    " · the last 10 minutes of NBD reads and writes this service served, one sample every 5 s");
-  const section = h("section", { id: "volume-io", "data-testid": "volume-io" }, h("h2", {}, "I/O"), latest, legend, charts);
-  let samples = null;
-  let drawnWidth = 0;
-
-  async function load() {
-    try {
-      samples = await api.get(`${vPath}/iostats`);
-    } catch (e) {
-      // A deleted volume has no I/O to show; its page says it is gone.
-      section.hidden = e.status === 404;
-      if (e.status !== 404) latest.textContent = `Could not load the volume's I/O: ${e.message}`;
-      return;
-    }
-    section.hidden = false;
-    draw();
-  }
-
-  function draw() {
-    if (!samples) return;
-    if (!samples.length) {
-      charts.hidden = true;
-      legend.hidden = true;
-      latest.textContent = "No I/O served yet.";
-      return;
-    }
-    charts.hidden = false;
-    legend.hidden = false;
-    const points = samples.map((s) => ({ ...s, t: Date.parse(s.time) }));
-    const last = points.at(-1);
-    // The newest sample is the right edge: the server's clock, not the browser's.
-    const end = last.t;
-    const start = end - IO_WINDOW_MS;
-    const at = new Date(end).toLocaleTimeString();
-    latest.textContent = `${ioLatestText(last)} (at ${at})`;
-    const xLabels = [[start, "10 min ago"], [start + IO_WINDOW_MS / 2, "5 min ago"], [end, at]];
-    const series = (key, name, format) => ({ name, class: `io-${name}`, format, points: points.map((p) => [p.t, Number(p[key]) || 0]) });
-    const peak = (a, b) => Math.max(0, ...points.map((p) => Math.max(Number(p[a]) || 0, Number(p[b]) || 0)));
-    const rate = ioScale(peak("readthroughput", "writethroughput"), true);
-    drawnWidth = charts.clientWidth;
-    iopsBox.replaceChildren(h("figcaption", {}, "Operations per second"), lineChart({
-      width: iopsBox.clientWidth, start, end, xLabels,
-      title: `Read and write operations per second, last 10 minutes; latest: read ${iopsText(last.readiops)}, write ${iopsText(last.writeiops)}`,
-      scale: ioScale(peak("readiops", "writeiops"), false),
-      series: [series("readiops", "read", iopsText), series("writeiops", "write", iopsText)],
-      attrs: {
-        id: "iops-chart", "data-testid": "iops-chart", "data-points": points.length,
-        "data-latest-read-iops": last.readiops, "data-latest-write-iops": last.writeiops, "data-latest-time": last.time,
-      },
-    }));
-    rateBox.replaceChildren(h("figcaption", {}, "Throughput"), lineChart({
-      width: rateBox.clientWidth, start, end, xLabels,
-      title: `Read and write bytes per second, last 10 minutes; latest: read ${throughputText(last.readthroughput)}, write ${throughputText(last.writethroughput)}`,
-      scale: rate,
-      series: [series("readthroughput", "read", throughputText), series("writethroughput", "write", throughputText)],
-      attrs: {
-        id: "throughput-chart", "data-testid": "throughput-chart", "data-points": points.length, "data-unit": rate.title,
-        "data-latest-read-bps": last.readthroughput, "data-latest-write-bps": last.writethroughput, "data-latest-time": last.time,
-      },
-    }));
-  }
-
-  // Drawn again at the width of its box when the window changes (a phone
-  // turned, a narrower window), not only on the next sample.
-  if (typeof ResizeObserver === "function") {
-    const watch = new ResizeObserver(() => {
-      if (!charts.hidden && charts.clientWidth && charts.clientWidth !== drawnWidth) draw();
-    });
-    watch.observe(charts);
-    onLeave(() => watch.disconnect());
-  }
-  load();
-  livePoll(IO_POLL_MS, () => true, load);
-  return section;
-}
-
 export function volumePage([volumeName]) {
   const vPath = volumePath(volumeName);
   const err = errorBox();
@@ -597,7 +612,7 @@ export function volumePage([volumeName]) {
   attachErr);
 
   main.append(
-    h("h1", {}, h("a", { href: "#/volumes" }, "Storage › Volumes"), ` › ${volumeName}`),
+    ...pageTitle([["Volumes", "#/volumes"]], volumeName, `Volume ${volumeName}`),
     err, actionErr, note, summary, jobPanel, copies, attached, attachForm, snaps, jobs,
   );
   // Under the summary; live every 5 s.
@@ -606,6 +621,9 @@ export function volumePage([volumeName]) {
   let volume = null;
   let resizingTo = null; // the size a running resize grows the volume to
   let cancellable = null; // the running job that Cancel stops (and Pause / Rate steer), if any
+  let allAttachments = []; // every attachment of the volume (live and snapshots), as last loaded
+  let allSnapshots = [];
+  let nodeList = null; // GET /nodes, for the Attach form
   const shown = changeDetector();
 
   // A new action starts clean: no old message, no old job's panel.
@@ -647,7 +665,10 @@ export function volumePage([volumeName]) {
     cancellable = jobList.find(jobCancellable) || null;
     renderSummary(slices);
     renderCopies(slices);
+    allAttachments = attachments;
+    allSnapshots = snapshots;
     renderAttachments(attachments.filter((a) => a.snapshotid === "top"));
+    renderNodeChoices();
     renderSnapshots(snapshots);
     renderJobs(jobList);
   }
@@ -724,7 +745,8 @@ export function volumePage([volumeName]) {
       );
     });
     attached.replaceChildren(h("h2", {}, "Attachments"),
-      table(["Node", "State", "Access", "Host", "NBD URI", ""], rows, "Not attached."));
+      table(["Node", "State", "Access", "Host", "NBD URI", ""], rows, "Not attached."),
+      ...live.filter((a) => a.state === "Attached").map(connectBox));
   }
 
   function renderSnapshots(snapshots) {
@@ -736,12 +758,13 @@ export function volumePage([volumeName]) {
       cell("Name", s.name),
       cell("Time", fmtTime(s.time)),
       cell("Volume size", `${s.volumesize} GiB`),
-      cell("Used", fmtBytes(s.used)),
+      cell("Space", h("span", { class: "used", title: `${s.used} bytes` }, fmtBytes(s.used))),
       cell("State", stateTag(s.state)),
     ));
     snaps.replaceChildren(
       h("h2", {}, "Snapshots ", h("a", { class: "manage", href: `#/snapshots/${encodeURIComponent(volumeName)}` }, "manage")),
-      table(["Name", "Time", "Volume size", "Used", "State"], rows, ""));
+      table(["Name", "Time", "Volume size", "Space", "State"], rows, ""),
+      h("p", { class: "hint snapshot-space-hint" }, SNAPSHOT_USED_HINT));
   }
 
   function renderJobs(jobList) {
@@ -782,11 +805,9 @@ export function volumePage([volumeName]) {
     load();
   }
 
-  async function remove(force) {
-    const question = force
-      ? `Delete volume "${volumeName}" with its attachments and snapshots? Its data is lost.`
-      : `Delete volume "${volumeName}"? Its data is lost.`;
-    if (!confirm(question)) return;
+  async function remove(forced) {
+    if (!await confirmDelete(volumeName, allAttachments, allSnapshots, forced)) return;
+    const force = forced || allAttachments.length > 0 || allSnapshots.length > 0;
     startAction();
     try {
       const r = await api.del(`${vPath}${force ? "?force=true" : ""}`);
@@ -839,12 +860,25 @@ export function volumePage([volumeName]) {
     load();
   }
 
+  // The Attach form's nodes: those with an address; a node the volume is
+  // attached to already is shown disabled, "(attached)".
+  function renderNodeChoices() {
+    if (!nodeList) return;
+    const usable = nodeList.filter((n) => n.address);
+    const taken = new Set(allAttachments.filter((a) => a.snapshotid === "top").map((a) => a.node));
+    const before = attachNode.value;
+    const options = usable.map((n) => h("option", { value: n.name, disabled: taken.has(n.name) },
+      `${n.name} (${n.address})${taken.has(n.name) ? " (attached)" : ""}`));
+    const free = usable.filter((n) => !taken.has(n.name));
+    if (!usable.length) options.push(h("option", { value: "" }, "— no node has an address —"));
+    else if (!free.length) options.unshift(h("option", { value: "" }, "— attached to every node —"));
+    attachNode.replaceChildren(...options);
+    attachNode.value = free.some((n) => n.name === before) ? before : (free[0]?.name ?? "");
+  }
   api.get("/nodes").then(
     (nodes) => {
-      const usable = nodes.filter((n) => n.address);
-      attachNode.replaceChildren(...(usable.length
-        ? usable.map((n) => h("option", { value: n.name }, `${n.name} (${n.address})`))
-        : [h("option", { value: "" }, "— no node has an address —")]));
+      nodeList = nodes;
+      renderNodeChoices();
     },
     (e) => attachErr.show(new Error(`Could not load nodes: ${e.message}`)),
   );

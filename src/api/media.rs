@@ -245,6 +245,10 @@ pub struct MediumView {
     pub allocatedsize: u64,
     pub bookedsize: u64,
     pub snapshotsize: u64,
+    /// svs extension: bytes its snapshots' files hold on it (the sum of
+    /// their `used` on this medium); `snapshotsize` is what that takes of
+    /// its free space, in whole GiB rounded up.
+    pub snapshotbytes: u64,
     pub volumescount: u64,
     pub sectorsize: u32,
     pub sed: bool,
@@ -278,6 +282,7 @@ pub fn medium_view(report: &MediumReport) -> MediumView {
         allocatedsize: m.allocated,
         bookedsize: m.reserved,
         snapshotsize: m.snapshot_gib(),
+        snapshotbytes: m.snapshot_bytes,
         volumescount: m.volumes_count,
         sectorsize: 4096,
         sed: false,

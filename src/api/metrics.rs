@@ -45,6 +45,11 @@ pub struct IoSampleView {
     /// Bytes per second.
     pub readthroughput: f64,
     pub writethroughput: f64,
+    /// svs extension: the mean time a read took to answer over the period,
+    /// in microseconds; null when there was no read.
+    pub readlatencyus: Option<f64>,
+    /// The same for writes.
+    pub writelatencyus: Option<f64>,
 }
 
 impl IoSampleView {
@@ -55,6 +60,8 @@ impl IoSampleView {
             writeiops: s.write_iops,
             readthroughput: s.read_bytes_per_sec,
             writethroughput: s.write_bytes_per_sec,
+            readlatencyus: s.read_latency_us,
+            writelatencyus: s.write_latency_us,
         }
     }
 }
@@ -62,7 +69,7 @@ impl IoSampleView {
 #[utoipa::path(
     get, path = "/volumes/{volume}/iostats", tag = "Volumes", operation_id = "VolumeIoStats",
     summary = "A volume's I/O over the last minutes",
-    description = "svs extension: the volume's NBD reads and writes per second and bytes per second, one sample every 5 s for the last 10 minutes, oldest first, as this instance served them (none when it did not serve the volume). The console's chart reads it.",
+    description = "svs extension: the volume's NBD reads and writes per second, bytes per second and mean latency (µs), one sample every 5 s for the last 10 minutes, oldest first, as this instance served them (none when it did not serve the volume). The console's chart reads it.",
     params(("volume" = String, Path, description = "The volume's name or id")),
     security(("storage.io-authorizer" = [])),
     responses(

@@ -189,6 +189,10 @@ pub struct NodeView {
     pub allocatedsize: u64,
     pub bookedsize: u64,
     pub snapshotsize: u64,
+    /// svs extension: bytes the snapshots on its media hold (the sum of
+    /// their `used`); `snapshotsize` is what that takes of its free space,
+    /// in whole GiB per medium, rounded up.
+    pub snapshotbytes: u64,
     pub volumescount: u64,
     /// svs extension: the node has a live node credential (its host
     /// agent's, its storage node's, or one for both).
@@ -236,6 +240,7 @@ pub fn node_view(n: &NodeSummary) -> NodeView {
         allocatedsize: n.allocated,
         bookedsize: n.booked,
         snapshotsize: n.snapshots,
+        snapshotbytes: n.snapshot_bytes,
         volumescount: n.volumes_count,
         agentcredential: n.credential_role.is_some(),
         credentialrole: n.credential_role.map(|r| r.as_str()),

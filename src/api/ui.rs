@@ -37,6 +37,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../../ui/dom.js"),
     ),
     (
+        "io.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../ui/io.js"),
+    ),
+    (
         "jobs.js",
         "text/javascript; charset=utf-8",
         include_str!("../../ui/jobs.js"),
@@ -45,6 +50,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         "nodes.js",
         "text/javascript; charset=utf-8",
         include_str!("../../ui/nodes.js"),
+    ),
+    (
+        "overview.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../ui/overview.js"),
     ),
     (
         "text.js",

@@ -11,6 +11,7 @@ use crate::service::attributes::{Filesystem, Flavor, StoredField, VolumeAttribut
 use crate::service::commands::{
     CloneFrom, CreateVolume, DeleteVolume, FixedVolumeField, ResizeVolume,
 };
+use crate::service::volume_facts::VolumeFacts;
 use crate::service::volumes::volume_zone;
 use crate::service::Caller;
 use axum::extract::{Path, State};
@@ -66,10 +67,11 @@ pub async fn list_volumes(
     caller: Caller,
     ParsedQuery(query): ParsedQuery<VolumeListQuery>,
 ) -> ApiResult<Vec<VolumeView>> {
-    Ok(Json(views::list(
-        &app.list_volumes(&caller, query.page).await?,
-        volume,
-    )))
+    let mut shown = Vec::new();
+    for v in app.list_volumes(&caller, query.page).await? {
+        shown.push(volume(&v, &app.volume_facts(&v).await?));
+    }
+    Ok(Json(shown))
 }
 
 #[utoipa::path(
@@ -126,7 +128,8 @@ pub async fn get_volume(
     caller: Caller,
     Path(name): Path<String>,
 ) -> ApiResult<VolumeView> {
-    Ok(Json(volume(&app.get_volume(&caller, &name).await?)))
+    let v = app.get_volume(&caller, &name).await?;
+    Ok(Json(volume(&v, &app.volume_facts(&v).await?)))
 }
 
 #[utoipa::path(
@@ -410,6 +413,14 @@ pub struct VolumeView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 1)]
     pub zone: Option<String>,
+    /// svs extension: every zone the volume's slices (all copies) are on,
+    /// sorted; empty before placement.
+    pub zones: Vec<String>,
+    /// svs extension: bytes of data the volume holds: what was written to
+    /// it, summed over its columns on one healthy copy each (never-written
+    /// ranges, other copies and snapshots not counted); null when a column
+    /// has no healthy copy or a slice could not be measured.
+    pub writtenbytes: Option<u64>,
     pub zonereplica: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 1)]
@@ -474,7 +485,7 @@ fn volume_state(v: &Volume) -> &'static str {
     }
 }
 
-pub fn volume(v: &Volume) -> VolumeView {
+pub fn volume(v: &Volume, facts: &VolumeFacts) -> VolumeView {
     let attributes = VolumeAttributes::from_record(&v.attributes);
     let stored = |field: StoredField| attributes.get(field).to_string();
     let optional = |field: StoredField| non_empty(attributes.get(field));
@@ -494,6 +505,8 @@ pub fn volume(v: &Volume) -> VolumeView {
         consistencygroup: stored(StoredField::ConsistencyGroup),
         node: v.first_node.clone().unwrap_or_default(),
         zone: non_empty(volume_zone(v)),
+        zones: facts.zones.clone(),
+        writtenbytes: facts.written_bytes,
         zonereplica: stored(StoredField::ZoneReplica),
         volumegroupname: optional(StoredField::VolumeGroupName),
         volumegroupid: v.id.clone(),
@@ -692,16 +705,25 @@ mod tests {
     #[test]
     fn a_volume_that_lost_slices_shows_its_health_as_its_state() {
         let mut v = volume_record();
-        assert_eq!(json_of(&volume(&v))["state"], "Ready");
+        assert_eq!(
+            json_of(&volume(&v, &VolumeFacts::default()))["state"],
+            "Ready"
+        );
         v.lost_slices = 1;
         v.recovery_job = Some(7);
-        let shown = json_of(&volume(&v));
+        let shown = json_of(&volume(&v, &VolumeFacts::default()));
         assert_eq!(shown["state"], "Degraded");
         assert_eq!(shown["volumerecoveryjob"], "7");
         v.lost_columns = 1;
-        assert_eq!(json_of(&volume(&v))["state"], "Failed");
+        assert_eq!(
+            json_of(&volume(&v, &VolumeFacts::default()))["state"],
+            "Failed"
+        );
         v.state = VolumeState::Deleting;
-        assert_eq!(json_of(&volume(&v))["state"], "Deleting");
+        assert_eq!(
+            json_of(&volume(&v, &VolumeFacts::default()))["state"],
+            "Deleting"
+        );
     }
 
     fn json_of(v: &VolumeView) -> Value {
@@ -710,7 +732,7 @@ mod tests {
 
     #[test]
     fn a_volume_shows_its_stored_fields_first_zone_and_default_flavor() {
-        let v = json_of(&volume(&volume_record()));
+        let v = json_of(&volume(&volume_record(), &VolumeFacts::default()));
         assert_eq!(v["capacitygroup"], "cg");
         assert_eq!(v["consistencygroup"], "");
         assert_eq!(v["zone"], "zone-a");
@@ -724,11 +746,25 @@ mod tests {
     }
 
     #[test]
+    fn a_volume_names_every_zone_of_its_copies_beside_its_first_zone() {
+        let facts = VolumeFacts {
+            zones: vec!["zone-a".into(), "zone-b".into()],
+            written_bytes: Some(4096),
+        };
+        let v = json_of(&volume(&volume_record(), &facts));
+        assert_eq!(v["zone"], "zone-a");
+        assert_eq!(v["zones"], json!(["zone-a", "zone-b"]));
+        assert_eq!(v["writtenbytes"], 4096);
+        let unmeasured = json_of(&volume(&volume_record(), &VolumeFacts::default()));
+        assert_eq!(unmeasured["writtenbytes"], Value::Null);
+    }
+
+    #[test]
     fn unset_fields_the_reference_requires_non_empty_are_omitted() {
         let mut record = volume_record();
         record.attributes = Map::new();
         record.first_zone = None;
-        let v = json_of(&volume(&record));
+        let v = json_of(&volume(&record, &VolumeFacts::default()));
         for key in [
             "capacitygroup",
             "volumegroupname",
@@ -754,7 +790,7 @@ mod tests {
             .attributes
             .insert("flavor".into(), json!("filedirect"));
         for record in [volume_record(), record] {
-            let shown = json_of(&volume(&record));
+            let shown = json_of(&volume(&record, &VolumeFacts::default()));
             let attributes = VolumeAttributes::from_record(&record.attributes);
             for field in FixedVolumeField::ALL {
                 let expected = fixed_field_value(&record, &attributes, field);
@@ -769,7 +805,7 @@ mod tests {
         let mut record = volume_record();
         record.state = VolumeState::Resizing;
         record.job = Some((7, 40, "Copying".into()));
-        let v = json_of(&volume(&record));
+        let v = json_of(&volume(&record, &VolumeFacts::default()));
         assert_eq!(v["state"], "Resizing");
         assert_eq!(v["status"], "Copying");
         assert_eq!(v["progress"], 40);

@@ -154,6 +154,78 @@ fn staged_device(host: &Host, key: &str) -> Result<PathBuf, Status> {
         .ok_or_else(|| Status::not_found(format!("volume {key} is not staged on this node")))
 }
 
+/// NodeGetVolumeStats' `volume_path`: `..` is refused (INVALID_ARGUMENT,
+/// as for every path argument); any other path the volume is not at is the
+/// spec's NOT_FOUND row ("does not exist on specified volume_path"). A
+/// relative path is one of those (csi-sanity asks "some/path"): the volume
+/// is only ever staged and published at absolute paths, and it is not
+/// resolved against the plugin's working directory.
+fn stats_path(key: &str, value: &str) -> Result<PathBuf, Status> {
+    let path = PathBuf::from(value);
+    if path
+        .components()
+        .any(|c| c == std::path::Component::ParentDir)
+    {
+        return Err(Status::invalid_argument(
+            "volume_path must be an absolute path without '..'",
+        ));
+    }
+    if !path.is_absolute() {
+        return Err(not_at(key, &path));
+    }
+    Ok(path)
+}
+
+fn not_at(key: &str, path: &Path) -> Status {
+    Status::not_found(format!(
+        "volume {key} is not staged or published at {}",
+        path.display()
+    ))
+}
+
+/// How a staged volume is at `path`.
+#[derive(Debug, PartialEq, Eq)]
+enum At {
+    /// Its device, or the read-only loop device a read-only block publish
+    /// put over it.
+    Block,
+    /// A file or directory in its filesystem (the staging mount or a bind
+    /// mount of it).
+    Filesystem,
+}
+
+/// Whether the volume staged on `device` is at `path`: NOT_FOUND when the
+/// path is missing or belongs to something else (another volume, the
+/// host's own filesystem).
+fn volume_at(key: &str, device: &Path, path: &Path) -> Result<At, Status> {
+    use std::os::unix::fs::MetadataExt;
+    let ours = std::fs::metadata(device).map_err(internal)?.rdev();
+    let meta = std::fs::metadata(path).map_err(|_| not_at(key, path))?;
+    if meta.file_type().is_block_device() {
+        let over_ours = || {
+            read_only_loop_at(path).is_some_and(|dev| {
+                hd::loop_devices()
+                    .ok()
+                    .into_iter()
+                    .flatten()
+                    .any(|(d, back)| d == dev && back == device)
+            })
+        };
+        return if meta.rdev() == ours || over_ours() {
+            Ok(At::Block)
+        } else {
+            Err(not_at(key, path))
+        };
+    }
+    // ext4 and XFS report their block device's number as every file's
+    // st_dev, bind mounts included.
+    if meta.dev() == ours {
+        Ok(At::Filesystem)
+    } else {
+        Err(not_at(key, path))
+    }
+}
+
 /// Takes every mount off `target` (a stack of them included).
 fn unmount_all(target: &Path) -> Result<(), Status> {
     // Bounded: a mount that will not go is an error, not a spin.
@@ -482,10 +554,8 @@ impl Node for NodeService {
         let usage = self
             .on_host(move |host| {
                 let device = staged_device(host, &key)?;
-                let path = judge_path(&r.volume_path, "volume_path")?;
-                let meta = std::fs::metadata(&path)
-                    .map_err(|_| Status::not_found(format!("{} does not exist", path.display())))?;
-                if meta.file_type().is_block_device() {
+                let path = stats_path(&key, &r.volume_path)?;
+                if volume_at(&key, &device, &path)? == At::Block {
                     let total = hd::block_size(&device).map_err(internal)?;
                     return Ok(vec![VolumeUsage {
                         total: to_i64(total),
@@ -607,6 +677,30 @@ mod tests {
         assert_eq!(path_arg("", "t").unwrap_err().message(), "t is required");
         assert!(path_arg("a/b", "t").is_err());
         assert!(path_arg("/a/../b", "t").is_err());
+    }
+
+    #[test]
+    fn a_stats_path_refuses_parent_steps_and_is_not_found_relative() {
+        assert_eq!(stats_path("v", "/a/b").unwrap(), Path::new("/a/b"));
+        for dotted in ["/a/../b", "../b", "a/.."] {
+            let e = stats_path("v", dotted).unwrap_err();
+            assert_eq!(
+                (e.code(), e.message()),
+                (
+                    svs_csi::tonic::Code::InvalidArgument,
+                    "volume_path must be an absolute path without '..'"
+                ),
+                "{dotted}"
+            );
+        }
+        let e = stats_path("v", "some/path").unwrap_err();
+        assert_eq!(
+            (e.code(), e.message()),
+            (
+                svs_csi::tonic::Code::NotFound,
+                "volume v is not staged or published at some/path"
+            )
+        );
     }
 
     #[test]

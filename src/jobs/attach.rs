@@ -67,7 +67,8 @@ pub(super) async fn attach(
             )
             .await;
     }
-    let opening = layout_for_open(ctx.store.as_ref(), &ctx.exports, &volume).await?;
+    let opening =
+        layout_for_open(ctx.store.as_ref(), &ctx.exports, &ctx.node_media, &volume).await?;
     let exports = Arc::clone(&ctx.exports);
     let (name, owner, readonly) = (
         attachment.export_name.clone(),

@@ -33,6 +33,7 @@ const CLOSE_WAIT: Duration = Duration::from_secs(10);
 pub struct FrontMover {
     pub store: Arc<dyn Store>,
     pub exports: Arc<ExportRegistry>,
+    pub node_media: Arc<crate::node_media::NodeMediaSync>,
     pub changes: Arc<DesiredStateChanges>,
     pub reports: Arc<FrontReports>,
 }
@@ -121,7 +122,15 @@ impl FrontMover {
             if a.state != "Attached" {
                 continue;
             }
-            match export_attachment(self.store.as_ref(), &self.exports, volume, &a).await {
+            match export_attachment(
+                self.store.as_ref(),
+                &self.exports,
+                &self.node_media,
+                volume,
+                &a,
+            )
+            .await
+            {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
                     warn!(volume = %volume.name, node = %a.node, error = %e, "cannot export the attached volume here yet")

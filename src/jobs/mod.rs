@@ -46,6 +46,7 @@ pub use runner::{JobRunner, LeaseSettings, RunnerParts, RunnerSettings, JOB_RUNN
 
 use crate::clock::Clock;
 use crate::exports::{layout_for_open, ExportRegistry};
+use crate::node_media::{NodeMediaSync, REACH_WAIT};
 use crate::snapshot_space::refresh_snapshot_space;
 use std::sync::Arc;
 use svs_dataplane::{DataPlane, DataPlaneError, SliceKey, VolumeIo};
@@ -125,6 +126,8 @@ pub(crate) struct JobContext {
     pub checkpoint_bytes: u64,
     /// How long a job waits for a node's agent to act.
     pub agent_wait: std::time::Duration,
+    /// Serves storage nodes' media the data plane does not reach yet.
+    pub node_media: Arc<NodeMediaSync>,
     /// Raised when what node agents should do may have changed.
     pub changes: Arc<crate::changes::DesiredStateChanges>,
     /// Setting `fronts`: where attached volumes' fronts run.
@@ -179,19 +182,43 @@ impl JobContext {
             .ok_or_else(|| JobError::Failed(format!("volume {} no longer exists", job.object)))
     }
 
-    /// Runs blocking data-plane work off the async workers.
+    /// Runs blocking data-plane work off the async workers. A medium the
+    /// data plane does not know yet is reached (a storage node's medium
+    /// listed a moment ago, see [`NodeMediaSync::reach`]) and the work
+    /// tried once more.
     async fn blocking<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&dyn DataPlane) -> Result<T, DataPlaneError> + Send + 'static,
+        f: impl Fn(&dyn DataPlane) -> Result<T, DataPlaneError> + Send + Sync + 'static,
     ) -> Result<T, JobError> {
-        let media = Arc::clone(&self.media);
-        match tokio::task::spawn_blocking(move || f(media.as_ref())).await {
+        let f = Arc::new(f);
+        let run = || {
+            let (media, f) = (Arc::clone(&self.media), Arc::clone(&f));
+            tokio::task::spawn_blocking(move || f(media.as_ref()))
+        };
+        let mut result = run().await;
+        if let Ok(Err(DataPlaneError::UnknownMedium(medium))) = &result {
+            if self
+                .node_media
+                .reach(std::slice::from_ref(medium), REACH_WAIT)
+                .await
+            {
+                result = run().await;
+            }
+        }
+        match result {
             Ok(r) => r.map_err(|e| match e {
                 DataPlaneError::Cancelled => JobError::Stopping,
                 other => JobError::DataPlane(other),
             }),
             Err(e) => Err(JobError::Failed(format!("data plane task failed: {e}"))),
         }
+    }
+
+    /// Waits (bounded) until the data plane reaches `media` (see
+    /// [`NodeMediaSync::reach`]); a medium still unreached fails the step
+    /// that uses it with the data plane's own error.
+    pub(super) async fn reach(&self, media: &[String]) {
+        self.node_media.reach(media, REACH_WAIT).await;
     }
 
     /// Records what snapshots hold (each snapshot's `used`, each medium's
@@ -219,7 +246,8 @@ impl JobContext {
         }
         // The store's lost copies stay lost in this opening (see
         // `VolumeOpening`).
-        let opening = layout_for_open(self.store.as_ref(), &self.exports, volume).await?;
+        let opening =
+            layout_for_open(self.store.as_ref(), &self.exports, &self.node_media, volume).await?;
         let exports = Arc::clone(&self.exports);
         tokio::task::spawn_blocking(move || exports.open_io(&opening))
             .await
@@ -246,6 +274,7 @@ impl JobContext {
         FrontMover {
             store: Arc::clone(&self.store),
             exports: Arc::clone(&self.exports),
+            node_media: Arc::clone(&self.node_media),
             changes: Arc::clone(&self.changes),
             reports: Arc::clone(&self.fronts),
         }

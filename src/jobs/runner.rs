@@ -90,6 +90,8 @@ pub struct RunnerParts {
     pub store: Arc<dyn Store>,
     pub media: Arc<dyn DataPlane>,
     pub exports: Arc<ExportRegistry>,
+    /// Serves storage nodes' media the data plane does not reach yet.
+    pub node_media: Arc<crate::node_media::NodeMediaSync>,
     pub clock: Arc<dyn Clock>,
     pub board: Arc<WorkerBoard>,
     pub activity: Arc<VolumeActivity>,
@@ -142,6 +144,7 @@ impl JobRunner {
                 store: parts.store,
                 media: parts.media,
                 exports: parts.exports,
+                node_media: parts.node_media,
                 clock: parts.clock,
                 rate_limit: settings.rate_limit,
                 movement: Arc::new(svs_dataplane::MovementBudgets::new(settings.rate_limit)),

@@ -151,6 +151,8 @@ pub(super) async fn copy_step(
         let status = format!("{} ({} of {count})", what.doing(&label), index + 1);
         ctx.progress(job, band.at(0, 0), &status).await?;
         let started = Instant::now();
+        // A storage node's medium listed a moment ago may not be reached yet.
+        ctx.reach(std::slice::from_ref(&target)).await;
         let io = ctx.front_io(volume).await?;
         let copy = StepCopyRun {
             ctx,

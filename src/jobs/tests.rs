@@ -50,6 +50,10 @@ impl DataPlane for TestMedia {
         self.local.check_medium(medium)
     }
 
+    fn serves_medium(&self, medium: &str) -> bool {
+        self.local.serves_medium(medium)
+    }
+
     fn add_medium(
         &self,
         medium: &str,

@@ -251,6 +251,10 @@ pub struct IoSample {
     pub write_iops: f64,
     pub read_bytes_per_sec: f64,
     pub write_bytes_per_sec: f64,
+    /// The mean time a read (a write) took to answer over the period, in
+    /// microseconds; None when there was none.
+    pub read_latency_us: Option<f64>,
+    pub write_latency_us: Option<f64>,
 }
 
 #[derive(Default)]
@@ -392,12 +396,24 @@ impl VolumeIoMeters {
             if now_ms > kept.last_ms {
                 let secs = (now_ms - kept.last_ms) as f64 / 1000.0;
                 let rate = |now: u64, before: u64| now.saturating_sub(before) as f64 / secs;
+                let mean_us = |op: IoOp| {
+                    let (now, before) = (
+                        &totals.latency[op as usize],
+                        &kept.last.latency[op as usize],
+                    );
+                    let count = now.count.saturating_sub(before.count);
+                    (count > 0).then(|| {
+                        now.sumnanos.saturating_sub(before.sumnanos) as f64 / count as f64 / 1000.0
+                    })
+                };
                 kept.kept.push_back(IoSample {
                     time_ms: now_ms,
                     read_iops: rate(totals.reads, kept.last.reads),
                     write_iops: rate(totals.writes, kept.last.writes),
                     read_bytes_per_sec: rate(totals.readbytes, kept.last.readbytes),
                     write_bytes_per_sec: rate(totals.writtenbytes, kept.last.writtenbytes),
+                    read_latency_us: mean_us(IoOp::Read),
+                    write_latency_us: mean_us(IoOp::Write),
                 });
                 while kept.kept.len() > SAMPLES_KEPT {
                     kept.kept.pop_front();
@@ -736,8 +752,8 @@ mod tests {
         // Served within the period before its first sample.
         m.record(IoOp::Read, 512, Duration::from_micros(10), true);
         meters.sample(6_000);
-        for _ in 0..10 {
-            m.record(IoOp::Write, 4096, Duration::from_micros(10), true);
+        for i in 0..10 {
+            m.record(IoOp::Write, 4096, Duration::from_micros(10 + 20 * i), true);
         }
         meters.sample(11_000);
         let samples = meters.samples("v");
@@ -746,5 +762,11 @@ mod tests {
         assert_eq!(samples[0].write_iops, 0.0);
         assert_eq!(samples[1].write_iops, 2.0);
         assert_eq!(samples[1].write_bytes_per_sec, 8192.0);
+        // Latency: the mean of the period's own requests (10 to 190 µs),
+        // none for an operation the period did not see.
+        assert_eq!(samples[0].read_latency_us, Some(10.0));
+        assert_eq!(samples[0].write_latency_us, None);
+        assert_eq!(samples[1].read_latency_us, None);
+        assert_eq!(samples[1].write_latency_us, Some(100.0));
     }
 }

@@ -14,6 +14,7 @@ use tracing::error;
 pub struct ExportsReconciler {
     pub store: Arc<dyn Store>,
     pub exports: Arc<ExportRegistry>,
+    pub node_media: Arc<crate::node_media::NodeMediaSync>,
     pub activity: Arc<VolumeActivity>,
     pub period: Duration,
 }
@@ -55,7 +56,15 @@ impl ExportsReconciler {
         if !self.needs_export(&a) {
             return Ok(Outcome::LeftAlone);
         }
-        match export_attachment(self.store.as_ref(), &self.exports, &volume, &a).await {
+        match export_attachment(
+            self.store.as_ref(),
+            &self.exports,
+            &self.node_media,
+            &volume,
+            &a,
+        )
+        .await
+        {
             Ok(Ok(())) => Ok(Outcome::Opened),
             Ok(Err(e)) => {
                 error!(volume = %a.volume_id, node = %a.node, error = %e, "cannot export attached volume");

@@ -82,6 +82,11 @@ impl Attached {
         ExportsReconciler {
             store: Arc::clone(&self.base.store),
             exports: Arc::clone(&self.exports),
+            node_media: Arc::new(crate::node_media::NodeMediaSync::new(
+                Arc::clone(&self.base.store),
+                self.base.media(),
+                Arc::new(crate::slice_tls::SliceTls::off()),
+            )),
             activity: Arc::clone(&self.activity),
             period: Duration::from_secs(60),
         }

@@ -88,6 +88,34 @@ pub struct MediumReport {
     pub written_bytes: Option<u64>,
 }
 
+/// What a measurement found; `None` (logged) when there is none.
+async fn written_or_none(
+    usage: &MediumUsage,
+    measure: Option<tokio::task::JoinHandle<Result<u64, DataPlaneError>>>,
+) -> Option<u64> {
+    let medium = &usage.record.medium.id;
+    match measure?.await {
+        Ok(Ok(bytes)) => Some(bytes),
+        // A storage node's medium this instance's data plane is not wired
+        // to yet (its node's record is being read): no figure this time.
+        Ok(Err(DataPlaneError::UnknownMedium(_))) if usage.managed_by == ManagedBy::Node => None,
+        // An unreachable node is logged by its link, and its liveness shown
+        // on the node: not once more on every read of the list.
+        Ok(Err(e)) if usage.managed_by == ManagedBy::Node => {
+            tracing::debug!(medium = %medium, error = %e, "cannot ask the node for written bytes");
+            None
+        }
+        Ok(Err(e)) => {
+            warn!(medium = %medium, error = %e, "cannot measure written bytes");
+            None
+        }
+        Err(e) => {
+            warn!(medium = %medium, error = %e, "written bytes task failed");
+            None
+        }
+    }
+}
+
 impl Services {
     pub async fn list_media(&self) -> ServiceResult<Vec<MediumUsage>> {
         Ok(self.store.media_usage().await?)
@@ -101,11 +129,25 @@ impl Services {
             .ok_or_else(|| ServiceError::NotFound(format!("media '{id}' not found")))
     }
 
-    /// Every medium with what is written on it.
+    /// Every medium with what is written on it, measured side by side (a
+    /// storage node's media are asked over the network).
     pub async fn media_reports(&self) -> ServiceResult<Vec<MediumReport>> {
-        let mut reports = Vec::new();
-        for usage in self.list_media().await? {
-            reports.push(self.report_medium(usage).await);
+        let measuring: Vec<_> = self
+            .list_media()
+            .await?
+            .into_iter()
+            .map(|usage| {
+                let measure = self.measure_written(&usage);
+                (usage, measure)
+            })
+            .collect();
+        let mut reports = Vec::with_capacity(measuring.len());
+        for (usage, measure) in measuring {
+            let written_bytes = written_or_none(&usage, measure).await;
+            reports.push(MediumReport {
+                usage,
+                written_bytes,
+            });
         }
         Ok(reports)
     }
@@ -115,35 +157,34 @@ impl Services {
         Ok(self.report_medium(self.get_medium(id).await?).await)
     }
 
-    /// Measures what is written on the medium (a stat per file of its
-    /// volume directories, off the async threads). A failed medium is not
+    /// Measures what is written on the medium. A failed medium is not
     /// read; one that cannot be read is logged and shown without the figure.
     pub async fn report_medium(&self, usage: MediumUsage) -> MediumReport {
-        // A storage node's medium is not this data plane's to measure (the
-        // node's slice server will report it).
-        let written_bytes = if usage.failed || usage.managed_by == ManagedBy::Node {
-            None
-        } else {
-            let dp = Arc::clone(self.exports.data_plane());
-            let medium = usage.record.medium.id.clone();
-            match tokio::task::spawn_blocking(move || dp.medium_written_bytes(&medium)).await {
-                Ok(Ok(bytes)) => Some(bytes),
-                Ok(Err(e)) => {
-                    warn!(medium = %usage.record.medium.id, error = %e, "cannot measure written bytes");
-                    None
-                }
-                Err(e) => {
-                    warn!(medium = %usage.record.medium.id, error = %e, "written bytes task failed");
-                    None
-                }
-            }
-        };
+        let written_bytes = written_or_none(&usage, self.measure_written(&usage)).await;
         MediumReport {
             usage,
             written_bytes,
         }
     }
 
+    /// The measurement, started now (off the async threads): a stat per
+    /// file of a local medium's volume directories; for a storage node's
+    /// medium, the node's own count of each slice's data and snapshot bytes
+    /// over the slice protocol (the data plane's link to the node, which
+    /// fails at once while the node is unreachable).
+    fn measure_written(
+        &self,
+        usage: &MediumUsage,
+    ) -> Option<tokio::task::JoinHandle<Result<u64, DataPlaneError>>> {
+        if usage.failed {
+            return None;
+        }
+        let dp = Arc::clone(self.exports.data_plane());
+        let medium = usage.record.medium.id.clone();
+        Some(tokio::task::spawn_blocking(move || {
+            dp.medium_written_bytes(&medium)
+        }))
+    }
     /// `PATCH /media/{media}` with `{"state": "Failed"}`: only an
     /// administrator may fail a medium; its slices are lost at once for
     /// every volume.

@@ -24,6 +24,7 @@ pub mod storage_nodes;
 pub(crate) mod testing;
 pub mod throttle;
 pub mod users;
+pub mod volume_facts;
 pub mod volumes;
 
 use crate::auth::{PasswordCheckPool, TokenIssuer};

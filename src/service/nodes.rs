@@ -21,6 +21,9 @@ pub struct NodeSummary {
     pub allocated: Gib,
     pub booked: Gib,
     pub snapshots: Gib,
+    /// Bytes its media's snapshots hold (`snapshots` is their GiB, each
+    /// medium's rounded up, as its free space counts them).
+    pub snapshot_bytes: u64,
     pub volumes_count: u64,
     /// The role of its live node credential (none: never issued, or revoked).
     pub credential_role: Option<CredentialRole>,
@@ -59,6 +62,7 @@ impl Services {
                 allocated: on_node.iter().map(|m| m.allocated).sum(),
                 booked: on_node.iter().map(|m| m.reserved).sum(),
                 snapshots: on_node.iter().map(|m| m.snapshot_gib()).sum(),
+                snapshot_bytes: on_node.iter().map(|m| m.snapshot_bytes).sum(),
                 volumes_count,
                 credential_role: agent.and_then(|a| a.credential_role),
                 agent_seen_ms: agent.and_then(|a| a.last_seen_ms),

@@ -178,6 +178,19 @@ impl Services {
         for medium in &done.added_media {
             tracing::info!(node, medium, "storage node registered a medium");
         }
+        if (!done.added_media.is_empty() || done.came_back)
+            && self.slice_tls.mode() == SliceTlsMode::Off
+            && !request.slice_address.ip().is_loopback()
+        {
+            // tls = "off" was written (beyond loopback it is the default
+            // otherwise): say what that costs, once per registration.
+            tracing::warn!(
+                node,
+                address = %request.slice_address,
+                "storage node serves slices beyond loopback without TLS: its slice credential and \
+                 volume data cross the network in plain text (set tls = \"auto\"; docs/tls.md)"
+            );
+        }
         for medium in &done.removed_media {
             tracing::info!(
                 node,

@@ -413,8 +413,7 @@ async fn the_node_plugin_stages_publishes_grows_and_takes_down_a_file_volume() {
         staging_target_path: String::new(),
     };
     // An unknown volume is NOT_FOUND whatever its path (csi-sanity passes
-    // "some/path"); a known one's path is judged: relative or with `..` is
-    // INVALID_ARGUMENT.
+    // "some/path"); a known one's path with `..` is INVALID_ARGUMENT.
     for path in [
         rw.display().to_string(),
         "some/path".into(),
@@ -430,7 +429,10 @@ async fn the_node_plugin_stages_publishes_grows_and_takes_down_a_file_volume() {
             "volume not-staged is not staged on this node"
         );
     }
-    for path in ["some/path".to_string(), format!("{}/../rw", rw.display())] {
+    for path in [
+        "../some/path".to_string(),
+        format!("{}/../rw", rw.display()),
+    ] {
         let status = node
             .node_get_volume_stats(stats_of(&id, &path))
             .await
@@ -443,6 +445,35 @@ async fn the_node_plugin_stages_publishes_grows_and_takes_down_a_file_volume() {
             ),
             "{path}"
         );
+    }
+    // A staged and published volume asked at a path it is not at is the
+    // spec's NOT_FOUND row, relative (csi-sanity's "some/path"; `rw`
+    // without its leading `/`: never resolved against the plugin's working
+    // directory) or absolute (the host's own filesystem).
+    let relative_rw = rw.strip_prefix("/").unwrap().display().to_string();
+    for path in [
+        "some/path".to_string(),
+        relative_rw,
+        host.path().display().to_string(),
+    ] {
+        let status = node
+            .node_get_volume_stats(stats_of(&id, &path))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (status.code(), status.message()),
+            (
+                Code::NotFound,
+                format!("volume {id} is not staged or published at {path}").as_str()
+            ),
+            "{path}"
+        );
+    }
+    // Its staging path and a read-only publish are where it is.
+    for path in [&staging, &ro] {
+        node.node_get_volume_stats(stats_of(&id, &path.display().to_string()))
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e:?}", path.display()));
     }
     for volume in [id.as_str(), "not-staged"] {
         let status = node
@@ -589,6 +620,24 @@ async fn a_raw_block_volume_is_published_as_a_device_file_and_grows() {
     assert_eq!(stats.usage.len(), 1, "{stats:?}");
     assert_eq!(stats.usage[0].total as u64, GIB);
     assert_eq!(stats.usage[0].unit, Unit::Bytes as i32);
+    // Not its device file: the spec's NOT_FOUND.
+    for path in ["some/path".to_string(), host.path().display().to_string()] {
+        let status = node
+            .node_get_volume_stats(NodeGetVolumeStatsRequest {
+                volume_id: id.clone(),
+                volume_path: path.clone(),
+                staging_target_path: String::new(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (status.code(), status.message()),
+            (
+                Code::NotFound,
+                format!("volume {id} is not staged or published at {path}").as_str()
+            )
+        );
+    }
 
     resize_in_place(&app, "b", 2).await;
     let grown = node
@@ -646,6 +695,17 @@ async fn a_raw_block_volume_is_published_as_a_device_file_and_grows() {
             .count()
     };
     assert_eq!(over_staged(), 1, "{:?}", hd::loop_devices().unwrap());
+    // That loop device is where the volume is, too: its size in stats.
+    let stats = node
+        .node_get_volume_stats(NodeGetVolumeStatsRequest {
+            volume_id: id.clone(),
+            volume_path: ro_target.display().to_string(),
+            staging_target_path: String::new(),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"))
+        .into_inner();
+    assert_eq!(stats.usage[0].total as u64, 2 * GIB, "{stats:?}");
     node.node_unpublish_volume(unpublish_request(&id, &ro_target))
         .await
         .unwrap();

@@ -21,7 +21,7 @@ const BOB_PASSWORD: &str = "bob-password";
 /// An instance of the cluster on `db`: no media of its own, fronts on the
 /// storage nodes, short leases so that a dead instance's work moves on in
 /// seconds.
-fn cluster_config(db: &str) -> TestConfig {
+pub(crate) fn cluster_config(db: &str) -> TestConfig {
     TestConfig {
         settings: vec![
             format!("store = \"{db}\""),

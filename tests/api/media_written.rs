@@ -65,3 +65,78 @@ async fn media_show_the_bytes_written_on_them_beside_what_is_allocated() {
     assert!(body.get("writtenbytes").is_none(), "{body}");
     assert_eq!(written(&app, &on).await, None);
 }
+
+/// The WRITTEN cell of `medium`'s row in `svs media list`'s table (the
+/// text under the header, up to the next column).
+fn written_cell(table: &str, medium: &str) -> String {
+    let mut lines = table.lines();
+    let header = lines.next().expect("header line");
+    let from = header.find("WRITTEN").expect("WRITTEN column");
+    let to = header.find("VOLUMES").expect("VOLUMES column");
+    let row = lines
+        .find(|l| l.split_whitespace().next() == Some(medium))
+        .unwrap_or_else(|| panic!("no row of {medium}:\n{table}"));
+    row.chars()
+        .skip(from)
+        .take(to - from)
+        .collect::<String>()
+        .trim()
+        .to_string()
+}
+
+/// A storage node's medium shows what is written on it too (issue 49:
+/// the walk-through's `svs media list` had an empty WRITTEN column for
+/// them): the service asks the node, over the slice protocol, for its
+/// count of each slice's bytes.
+#[tokio::test]
+async fn a_storage_node_s_medium_shows_the_bytes_written_on_it() {
+    use crate::storage_nodes::{
+        node_with_credential, start_for_storage_nodes, wait_served, StorageNodeProcess,
+    };
+    let app = start_for_storage_nodes().await;
+    let credential = node_with_credential(&app, "sn-w", "127.0.0.2", "z1", "storage").await;
+    let mut node = StorageNodeProcess::new(&app, "sn-w", "127.0.0.2", &[("w1", 4)], &credential);
+    node.start();
+    wait_served(&app, &["w1"]).await;
+    // Too large for the service's own 1 GiB medium: the node's holds it.
+    app.create_policy("none", 0, 0, 0).await;
+    let (_, job) = app.create_volume("v", 2, "none").await;
+    assert_eq!(job["state"], "Done", "{job}");
+    assert_eq!(app.slices("v").await[0]["media"], "w1");
+    assert!(written(&app, "w1").await.expect("measured") < MIB);
+
+    let (status, body) = app
+        .patch("/nodes/host-0", json!({"address": "127.0.0.1"}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let a = crate::attach::attach(&app, "v", "host-0", false).await;
+    crate::attach::qemu_io(
+        &crate::attach::uri(&a),
+        &["write -P 0x5a 0 4M".into(), "flush".into()],
+    )
+    .expect("write");
+
+    let bytes = written(&app, "w1").await.expect("measured");
+    assert!((4 * MIB..5 * MIB).contains(&bytes), "{bytes}");
+    let (_, media) = app.get("/media").await;
+    let listed = media
+        .as_array()
+        .and_then(|list| list.iter().find(|m| m["mediaid"] == "w1"))
+        .unwrap_or_else(|| panic!("w1 listed: {media}"));
+    assert_eq!(
+        (&listed["managedby"], &listed["writtenbytes"]),
+        (&json!("node"), &json!(bytes)),
+        "{listed}"
+    );
+    assert_eq!(written(&app, "m1").await, Some(0));
+
+    let home = crate::cli::Home::new(false);
+    home.login(&app);
+    let table = home.ok(&["media", "list"]);
+    assert_eq!(
+        written_cell(&table, "w1"),
+        svs_domain::units::human_bytes(bytes),
+        "{table}"
+    );
+    assert_eq!(written_cell(&table, "m1"), "0 B", "{table}");
+}

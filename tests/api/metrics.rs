@@ -389,6 +389,12 @@ async fn a_real_prometheus_scrapes_volume_io_jobs_and_media() {
             .map(|s| s["writeiops"].as_f64().unwrap_or(0.0))
             .sum();
         if written > 0.0 {
+            // Each period with writes has their mean latency, one without none.
+            for s in samples.as_array().cloned().unwrap_or_default() {
+                let writes = s["writeiops"].as_f64().unwrap_or(0.0);
+                let latency = s["writelatencyus"].as_f64();
+                assert_eq!(writes > 0.0, latency.is_some_and(|us| us > 0.0), "{s}");
+            }
             break;
         }
         assert!(Instant::now() < deadline, "no I/O in {samples}");

@@ -321,10 +321,10 @@ impl Drop for Killed {
 }
 
 #[test]
-fn listening_beyond_loopback_without_tls_warns_on_stdout_and_in_the_log() {
+fn beyond_loopback_tls_is_on_unless_tls_off_is_written_which_warns_on_stdout_and_in_the_log() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (_child, lines, stderr) =
-        serve_by_hand(dir.path(), "demo = true\n", "0.0.0.0:0").expect("starts");
+        serve_by_hand(dir.path(), "demo = true\ntls = \"off\"\n", "0.0.0.0:0").expect("starts");
     let warning = "warning: the API listens on 0.0.0.0:0 without TLS, so passwords and tokens \
                    cross the network in plain text: set tls = \"auto\"";
     assert!(
@@ -336,10 +336,11 @@ fn listening_beyond_loopback_without_tls_warns_on_stdout_and_in_the_log() {
     let log = std::fs::read_to_string(stderr).expect("stderr");
     assert!(log.contains(warning), "{log}");
 
-    // With TLS there is no warning, and the start-up lines name the CA.
+    // Without `tls` written, TLS is on beyond loopback (as with tls =
+    // "auto"): no warning, and the start-up lines name the CA.
     let dir = tempfile::tempdir().expect("temp dir");
     let (_child, lines, stderr) =
-        serve_by_hand(dir.path(), "demo = true\ntls = \"auto\"\n", "0.0.0.0:0").expect("starts");
+        serve_by_hand(dir.path(), "demo = true\n", "0.0.0.0:0").expect("starts");
     assert!(
         lines[0].starts_with("svs listening on https://0.0.0.0:"),
         "{lines:#?}"

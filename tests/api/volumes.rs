@@ -243,7 +243,7 @@ async fn a_volume_is_read_by_name_or_by_id_with_every_reference_field() {
     let expected = json!({
         "name": "full", "volumeid": id, "type": "block", "contentvolume": "", "contentsnapshot": "",
         "size": 10, "maxsize": 100, "policy": "plain", "consistencygroup": "cg1",
-        "node": "n1", "zone": "z1", "zonereplica": "zr", "volumegroupname": "vg",
+        "node": "n1", "zone": "z1", "zones": ["z1"], "writtenbytes": 0, "zonereplica": "zr", "volumegroupname": "vg",
         "volumegroupid": id, "replicationnode": "rn", "replicationvolumegroupname": "rvg",
         "state": "Ready",
         "status": "Online", "progress": 100, "capacitygroup": "cap", "throttlingscheme": "ts",
@@ -271,7 +271,7 @@ async fn unset_optional_volume_fields_are_empty_or_omitted_and_the_flavor_is_reg
         json!({
             "name": "bare", "volumeid": id, "type": "block", "contentvolume": "", "contentsnapshot": "",
             "size": 3, "maxsize": 30, "policy": "plain", "consistencygroup": "", "node": "n1",
-            "zone": "z1", "zonereplica": "", "volumegroupid": id,
+            "zone": "z1", "zones": ["z1"], "writtenbytes": 0, "zonereplica": "", "volumegroupid": id,
             "replicationnode": "", "state": "Ready", "status": "Online", "progress": 100,
             "allowdatamovement": false, "flavor": "regular", "filesystemprovisioned": false
         })

@@ -237,6 +237,11 @@ pub trait DataPlane: Send + Sync + 'static {
     /// (write, fsync and remove a probe file).
     fn check_medium(&self, medium: &str) -> Result<(), DataPlaneError>;
 
+    /// Whether slices can be placed on `medium` here now: a local medium
+    /// this data plane has, or a storage node's medium it reaches. Costs no
+    /// I/O (a lookup).
+    fn serves_medium(&self, medium: &str) -> bool;
+
     /// Starts serving a medium added at runtime: its directory is created if
     /// needed and proven writable (as [`DataPlane::check_medium`]), else the
     /// medium is not added. The same medium and directory again is fine;

@@ -336,6 +336,10 @@ fn probe(dir: &Path) -> io::Result<()> {
 }
 
 impl DataPlane for LocalMedia {
+    fn serves_medium(&self, medium: &str) -> bool {
+        self.medium_dir(medium).is_ok()
+    }
+
     fn check_medium(&self, medium: &str) -> Result<(), DataPlaneError> {
         let dir = self.medium_dir(medium)?;
         create_dir_durable(&dir)

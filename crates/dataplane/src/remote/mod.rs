@@ -362,6 +362,10 @@ impl DataPlane for ClusterMedia {
         ClusterMedia::node_of(self, medium)
     }
 
+    fn serves_medium(&self, medium: &str) -> bool {
+        self.node_of(medium).is_some() || self.local.serves_medium(medium)
+    }
+
     /// Over the node's connection (the one its media's slices use).
     fn front_call(&self, node: &str, volume: &str, request: &[u8]) -> io::Result<Vec<u8>> {
         let link = self.nodes.links().get(node).cloned().ok_or_else(|| {
