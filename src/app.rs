@@ -543,7 +543,7 @@ impl Application {
         let shutdown = self.shutdown;
         let on_signal = shutdown.clone();
         tokio::spawn(async move {
-            shutdown_signal().await;
+            crate::stop_signal::stop_signal_or_never().await;
             info!("stopping");
             on_signal.cancel();
         });
@@ -805,24 +805,6 @@ fn background_work(
         runner,
         Reconcilers::new(&board, Arc::clone(clock), reconcilers).led_by(leadership),
     )
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
-    }
 }
 
 /// What to do when the store has no users (logged, and printed on stdout).

@@ -15,6 +15,7 @@ pub mod api;
 pub mod app;
 pub mod attributes;
 pub mod auth;
+pub mod backoff;
 pub mod backup;
 pub mod changes;
 pub mod cli;
@@ -39,6 +40,7 @@ pub mod secret_files;
 pub mod service;
 pub mod slice_tls;
 pub mod snapshot_space;
+pub mod stop_signal;
 pub mod storage_node;
 #[cfg(test)]
 mod testing;

@@ -171,8 +171,8 @@ pub async fn run_device(dir: PathBuf) -> Result<(), String> {
     let spec: DeviceSpec =
         serde_json::from_str(&text).map_err(|e| format!("bad device spec: {e}"))?;
     let mut hangup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
-    let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
-    let mut interrupt = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+    let stop = crate::stop_signal::stop_signal().map_err(|e| e.to_string())?;
+    tokio::pin!(stop);
 
     if spec.kernel {
         if spec.tls {
@@ -182,7 +182,7 @@ pub async fn run_device(dir: PathBuf) -> Result<(), String> {
                 spec.address
             ));
         }
-        return run_kernel_device(&dir, &spec, terminate, interrupt, hangup).await;
+        return run_kernel_device(&dir, &spec, stop, hangup).await;
     }
     let source = address_source(&dir, spec.address.clone());
     let address = source();
@@ -231,8 +231,7 @@ pub async fn run_device(dir: PathBuf) -> Result<(), String> {
                 },
                 Err(e) => tracing::warn!(error = %e, "device size not refreshed"),
             },
-            _ = terminate.recv() => break,
-            _ = interrupt.recv() => break,
+            () = &mut stop => break,
         }
     }
     // Nothing waits for a service that may never come back (a detach
@@ -253,8 +252,7 @@ pub async fn run_device(dir: PathBuf) -> Result<(), String> {
 async fn run_kernel_device(
     dir: &Path,
     spec: &DeviceSpec,
-    mut terminate: tokio::signal::unix::Signal,
-    mut interrupt: tokio::signal::unix::Signal,
+    mut stop: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
     mut hangup: tokio::signal::unix::Signal,
 ) -> Result<(), String> {
     use std::net::ToSocketAddrs;
@@ -282,8 +280,7 @@ async fn run_kernel_device(
             _ = hangup.recv() => tracing::warn!(
                 "a kernel NBD device keeps its size while connected: detach and attach again"
             ),
-            _ = terminate.recv() => break,
-            _ = interrupt.recv() => break,
+            () = &mut stop => break,
         }
     }
     tokio::task::spawn_blocking(move || device.disconnect())

@@ -12,6 +12,7 @@ pub mod device;
 pub mod host;
 pub mod service;
 
+use crate::backoff::Backoff;
 use host::{Host, HostConfig};
 use service::{HostReport, ServiceClient};
 use std::collections::HashMap;
@@ -56,29 +57,14 @@ fn read_credential(path: &Path) -> Result<String, AgentError> {
     crate::secret_files::read_credential_file(path).map_err(AgentError::Config)
 }
 
-/// Doubling back-off with a cap, and a little jitter so that many agents
-/// do not come back at the same instant after a service restart.
-struct Backoff {
-    next: Duration,
-}
-
-impl Backoff {
-    fn new() -> Backoff {
-        Backoff {
-            next: Duration::from_millis(500),
-        }
-    }
-
-    fn reset(&mut self) {
-        self.next = Duration::from_millis(500);
-    }
-
-    fn step(&mut self) -> Duration {
-        let jitter = Duration::from_millis(rand::random::<u64>() % 250);
-        let now = self.next + jitter;
-        self.next = (self.next * 2).min(MAX_BACKOFF);
-        now
-    }
+/// The agent's back-off after a failed call: 0.5 s doubling to
+/// [`MAX_BACKOFF`], up to 250 ms of jitter.
+fn agent_backoff() -> Backoff {
+    Backoff::new(
+        Duration::from_millis(500),
+        MAX_BACKOFF,
+        Duration::from_millis(250),
+    )
 }
 
 /// Runs the agent until SIGTERM or SIGINT. Stopping it leaves every device
@@ -109,11 +95,11 @@ pub async fn run(config: AgentConfig) -> Result<(), AgentError> {
     tracing::info!(node = config.node, url = config.url, "agent started");
     caps::warn_if_ext4_growth_blocked();
 
-    let stop = stop_signal()?;
+    let stop = crate::stop_signal::stop_signal().map_err(|e| AgentError::Config(e.to_string()))?;
     tokio::pin!(stop);
     let mut revision: Option<String> = None;
     let mut reported: HashMap<(String, String), HostReport> = HashMap::new();
-    let mut backoff = Backoff::new();
+    let mut backoff = agent_backoff();
     let mut wait = Duration::ZERO;
     loop {
         let desired = tokio::select! {
@@ -178,34 +164,18 @@ pub async fn run(config: AgentConfig) -> Result<(), AgentError> {
     Ok(())
 }
 
-fn stop_signal() -> Result<impl std::future::Future<Output = ()>, AgentError> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term =
-        signal(SignalKind::terminate()).map_err(|e| AgentError::Config(e.to_string()))?;
-    let mut int = signal(SignalKind::interrupt()).map_err(|e| AgentError::Config(e.to_string()))?;
-    Ok(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn back_off_doubles_up_to_its_cap() {
-        let mut b = Backoff::new();
+    fn the_agent_backs_off_from_half_a_second_to_its_cap() {
+        let mut b = agent_backoff();
         let first = b.step();
         assert!(first >= Duration::from_millis(500) && first < Duration::from_millis(750));
         for _ in 0..10 {
             b.step();
         }
-        let capped = b.step();
-        assert!(capped >= MAX_BACKOFF && capped < MAX_BACKOFF + Duration::from_millis(250));
-        b.reset();
-        assert!(b.step() < Duration::from_millis(750));
+        assert!(b.step() >= MAX_BACKOFF);
     }
 }

@@ -75,30 +75,12 @@ pub async fn run_node(config: NodeConfig) -> Result<(), String> {
             controller: None::<svs_csi::Absent>,
             node: Some(node::NodeService::new(config.node, config.zone, host)),
         },
-        stop_signal(),
+        crate::stop_signal::stop_signal_or_never(),
     )
     .await
     .map_err(|e| e.to_string())?;
     tracing::info!("CSI node plugin stopped; devices and mounts stay in place");
     Ok(())
-}
-
-/// Resolves when the process is asked to stop (SIGTERM, SIGINT).
-pub async fn stop_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-        }
-        // Without signal handlers, run until killed.
-        _ => std::future::pending::<()>().await,
-    }
 }
 
 /// What `svs csi controller` needs.
@@ -129,9 +111,13 @@ pub async fn run_controller(config: ControllerConfig) -> Result<(), String> {
         )),
         node: None::<svs_csi::Absent>,
     };
-    svs_csi::serve(&config.endpoint, services, stop_signal())
-        .await
-        .map_err(|e| e.to_string())
+    svs_csi::serve(
+        &config.endpoint,
+        services,
+        crate::stop_signal::stop_signal_or_never(),
+    )
+    .await
+    .map_err(|e| e.to_string())
 }
 
 /// A topology segment's value (`--zone`) as the CSI spec allows it: 1 to

@@ -19,6 +19,7 @@ pub mod config;
 pub mod fronts;
 pub mod tls;
 
+use crate::backoff::Backoff;
 use crate::slice_tls::SliceTlsMode;
 use client::{Addresses, ControlPlaneClient, OfferedMedium, Registered};
 use config::{StorageNodeConfig, StorageNodeMedium};
@@ -316,30 +317,15 @@ fn healthy_media(
     offered
 }
 
-/// Doubling back-off with a cap and a little jitter.
-struct Backoff {
-    next: Duration,
-}
-
-impl Backoff {
-    fn new() -> Backoff {
-        Backoff {
-            next: Duration::from_millis(250),
-        }
-    }
-
-    /// The next pause, doubling up to [`MAX_BACKOFF`].
-    fn step(&mut self) -> Duration {
-        self.step_up_to(MAX_BACKOFF)
-    }
-
-    /// The next pause, doubling up to `cap`.
-    fn step_up_to(&mut self, cap: Duration) -> Duration {
-        let jitter = Duration::from_millis(rand::random::<u64>() % 100);
-        let now = self.next.min(cap) + jitter;
-        self.next = (self.next * 2).min(cap);
-        now
-    }
+/// A storage node's back-off after a failed call to the API: 0.25 s doubling
+/// to [`MAX_BACKOFF`] (or the heartbeat period, once known), up to 100 ms
+/// of jitter.
+pub(crate) fn node_backoff() -> Backoff {
+    Backoff::new(
+        Duration::from_millis(250),
+        MAX_BACKOFF,
+        Duration::from_millis(100),
+    )
 }
 
 /// Runs the storage node until SIGTERM or SIGINT.
@@ -376,7 +362,8 @@ pub async fn run(config_file: &Path) -> Result<(), StorageNodeError> {
         slice: config.advertised(),
         front: config.front_advertised(),
     };
-    let stop = stop_signal()?;
+    let stop =
+        crate::stop_signal::stop_signal().map_err(|e| StorageNodeError::Config(e.to_string()))?;
     tokio::pin!(stop);
     tracing::info!(
         node = config.node,
@@ -390,7 +377,7 @@ pub async fn run(config_file: &Path) -> Result<(), StorageNodeError> {
     let mut slice = Slice::default();
     let mut failing_media = Vec::new();
     let mut last_failure: Option<String> = None;
-    let mut backoff = Backoff::new();
+    let mut backoff = node_backoff();
     // Once the control plane told the heartbeat period, a failing node
     // still tries at least that often: the control plane judges it by its
     // heartbeats as soon as it can record them again (after its database
@@ -424,7 +411,7 @@ pub async fn run(config_file: &Path) -> Result<(), StorageNodeError> {
                         "registered with the control plane"
                     );
                 }
-                backoff = Backoff::new();
+                backoff = node_backoff();
                 heartbeat = Some(Duration::from_secs(registered.heartbeatseconds.max(1)));
                 let sent_key = public_key.is_some();
                 follow_answer(
@@ -477,31 +464,17 @@ pub async fn run(config_file: &Path) -> Result<(), StorageNodeError> {
     Ok(())
 }
 
-fn stop_signal() -> Result<impl std::future::Future<Output = ()>, StorageNodeError> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term =
-        signal(SignalKind::terminate()).map_err(|e| StorageNodeError::Config(e.to_string()))?;
-    let mut int =
-        signal(SignalKind::interrupt()).map_err(|e| StorageNodeError::Config(e.to_string()))?;
-    Ok(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_failing_node_backs_off_no_longer_than_its_heartbeat_once_known() {
-        let mut backoff = Backoff::new();
+        let mut backoff = node_backoff();
         let pauses: Vec<Duration> = (0..10).map(|_| backoff.step()).collect();
         assert!(pauses[0] < Duration::from_millis(400));
         assert!(pauses[9] >= MAX_BACKOFF, "{pauses:?}");
-        let mut backoff = Backoff::new();
+        let mut backoff = node_backoff();
         let heartbeat = Duration::from_secs(2);
         for _ in 0..10 {
             assert!(backoff.step_up_to(heartbeat) < heartbeat + Duration::from_millis(100));

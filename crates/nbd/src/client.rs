@@ -27,8 +27,10 @@ use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use svs_stream::Sender;
 
 use rustls::pki_types::ServerName;
 use rustls::ClientConnection;
@@ -143,97 +145,6 @@ impl ClientTls {
     }
 }
 
-fn lock_session(session: &Mutex<ClientConnection>) -> MutexGuard<'_, ClientConnection> {
-    // Every use is a whole rustls call: a panic elsewhere leaves it usable.
-    session.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The sending side of a connection.
-enum Sender {
-    Plain(TcpStream),
-    Tls {
-        socket: TcpStream,
-        session: Arc<Mutex<ClientConnection>>,
-    },
-}
-
-impl Sender {
-    fn socket(&self) -> &TcpStream {
-        match self {
-            Sender::Plain(socket) | Sender::Tls { socket, .. } => socket,
-        }
-    }
-}
-
-impl Write for Sender {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Sender::Plain(socket) => socket.write(buf),
-            Sender::Tls { socket, session } => {
-                // Encrypt under the session lock, send without it: the
-                // reader thread never waits for a slow socket write.
-                let (n, records) = {
-                    let mut s = lock_session(session);
-                    let n = s.writer().write(buf)?;
-                    let mut records = Vec::with_capacity(n + 64);
-                    while s.wants_write() {
-                        s.write_tls(&mut records)?;
-                    }
-                    (n, records)
-                };
-                socket.write_all(&records)?;
-                Ok(n)
-            }
-        }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-/// The receiving side of a TLS connection (the reader thread's).
-struct TlsReceiver {
-    socket: TcpStream,
-    session: Arc<Mutex<ClientConnection>>,
-    /// Bytes read from the socket and not yet given to the session.
-    raw: Vec<u8>,
-    start: usize,
-    end: usize,
-}
-
-impl Read for TlsReceiver {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        loop {
-            {
-                let mut s = lock_session(&self.session);
-                match s.reader().read(buf) {
-                    // 0: the server closed the TLS session.
-                    Ok(n) => return Ok(n),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => return Err(e),
-                }
-                // Given a piece at a time, between reads of the plaintext,
-                // so the session's plaintext buffer never overflows.
-                if self.start < self.end {
-                    let mut input = &self.raw[self.start..self.end];
-                    let taken = s.read_tls(&mut input)?;
-                    self.start += taken;
-                    s.process_new_packets()
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-                    continue;
-                }
-            }
-            let n = self.socket.read(&mut self.raw)?;
-            if n == 0 {
-                return Ok(0);
-            }
-            self.start = 0;
-            self.end = n;
-        }
-    }
-}
-
 /// A connection to one export of an NBD server.
 pub struct NbdClient {
     info: ExportInfo,
@@ -334,33 +245,12 @@ impl NbdClient {
             }),
             replied: Condvar::new(),
         });
-        let read_half = stream.try_clone()?;
         let socket = stream.try_clone()?;
         let reader_shared = Arc::clone(&shared);
-        let builder = std::thread::Builder::new().name("nbd-client-reader".into());
-        let (reader, sender) = match session {
-            None => (
-                builder.spawn(move || read_replies(read_half, &reader_shared))?,
-                Sender::Plain(stream),
-            ),
-            Some(session) => {
-                let session = Arc::new(Mutex::new(session));
-                let receiver = TlsReceiver {
-                    socket: read_half,
-                    session: Arc::clone(&session),
-                    raw: vec![0u8; 64 * 1024],
-                    start: 0,
-                    end: 0,
-                };
-                (
-                    builder.spawn(move || read_replies(receiver, &reader_shared))?,
-                    Sender::Tls {
-                        socket: stream,
-                        session,
-                    },
-                )
-            }
-        };
+        let (sender, receiver) = svs_stream::split(stream, session.map(Into::into))?;
+        let reader = std::thread::Builder::new()
+            .name("nbd-client-reader".into())
+            .spawn(move || read_replies(receiver, &reader_shared))?;
         Ok(NbdClient {
             info,
             writer: Mutex::new(sender),

@@ -28,12 +28,12 @@ use std::time::{Duration, Instant};
 
 use rustls::pki_types::ServerName;
 
-use crate::stream::{self, Receiver, Sender};
 use crate::wire::{
     self, protocol_error, Hello, HelloReply, Op, RemoteError, ReplyHeader, RequestHeader, Status,
     MAX_NAME, MAX_PAYLOAD_LIMIT, PROTOCOL_VERSION, REPLY_LEN,
 };
 use crate::{MapTail, SliceName, SnapshotInfo, SnapshotPart, StoredSlice};
+use svs_stream::{self as stream, Receiver, Sender};
 
 /// A slice server of this very process, as its in-process client calls it
 /// (implemented by the server: the client does not depend on it).

@@ -118,7 +118,6 @@ mod backend;
 mod client;
 mod fence;
 mod server;
-mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod wire;

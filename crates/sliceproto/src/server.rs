@@ -22,12 +22,12 @@ use crate::backend::{dispatch, op_failed, Authenticator, FrontControl, Refusal, 
 use crate::client::InProcessServer;
 use crate::fence::EpochFence;
 use crate::fence::EpochStore;
-use crate::stream::{self, Sender};
 use crate::wire::{
     self, Hello, HelloReply, Op, RemoteError, ReplyHeader, RequestHeader, Status,
     MAX_PAYLOAD_LIMIT, PROTOCOL_VERSION, REQUEST_LEN,
 };
 use crate::{SliceClient, SliceName};
+use svs_stream::{self as stream, Sender};
 
 /// How the server runs.
 #[derive(Clone)]

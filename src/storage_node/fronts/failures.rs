@@ -8,7 +8,7 @@
 use super::FAILURES_TIMEOUT;
 use crate::fronts_wire::{FailuresBody, FrontFailure};
 use crate::storage_node::client::ControlPlaneClient;
-use crate::storage_node::Backoff;
+use crate::storage_node::node_backoff;
 use std::sync::Arc;
 use svs_dataplane::{CopyFailure, LossRecord};
 use tokio::sync::mpsc;
@@ -48,7 +48,7 @@ async fn report_until_stopped(
     pending: &mut Vec<Pending>,
     stop: &CancellationToken,
 ) {
-    let mut backoff = Backoff::new();
+    let mut backoff = node_backoff();
     let mut last_failure: Option<String> = None;
     loop {
         if pending.is_empty() {
@@ -93,7 +93,7 @@ async fn report_until_stopped(
                         p.records.iter().for_each(LossRecord::recorded);
                     }
                 }
-                backoff = Backoff::new();
+                backoff = node_backoff();
                 last_failure = None;
             }
             Err(e) => {

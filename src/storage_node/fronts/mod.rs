@@ -20,7 +20,7 @@ pub mod plan;
 pub use calls::FrontCalls;
 
 use super::client::ControlPlaneClient;
-use super::Backoff;
+use super::node_backoff;
 use crate::front_exports::{ExportRegistry, SnapshotView, VolumeOpening};
 use crate::fronts_wire::{FrontExport, FrontNode, FrontOpen, FrontSpec, FrontsAnswer, FrontsPoll};
 use failures::{report_failures, Failed};
@@ -303,7 +303,7 @@ async fn poll_fronts(
 ) {
     let mut fronts = Fronts::new(calls);
     let mut version = String::new();
-    let mut backoff = Backoff::new();
+    let mut backoff = node_backoff();
     let mut last_failure: Option<String> = None;
     loop {
         let poll = FrontsPoll {
@@ -319,7 +319,7 @@ async fn poll_fronts(
                 if last_failure.take().is_some() {
                     tracing::info!("the fronts' poll answers again");
                 }
-                backoff = Backoff::new();
+                backoff = node_backoff();
                 let down = nbd_down
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)

@@ -2,7 +2,8 @@
 //! session serves both: a sender encrypts under the session lock and writes
 //! the records itself (under its writer lock, so records go out in order);
 //! the reading thread reads the socket without any lock and takes the
-//! session's lock only to decrypt what arrived (the NBD client's design).
+//! session's lock only to decrypt what arrived. Shared by the NBD client
+//! (`svs-nbd`) and the slice protocol's client and server (`svs-sliceproto`).
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -16,7 +17,7 @@ fn lock_session(session: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
 }
 
 /// Runs the TLS handshake on `socket` (within its timeouts).
-pub(crate) fn handshake(socket: &mut TcpStream, mut session: Connection) -> io::Result<Connection> {
+pub fn handshake(socket: &mut TcpStream, mut session: Connection) -> io::Result<Connection> {
     while session.is_handshaking() {
         session
             .complete_io(socket)
@@ -27,10 +28,7 @@ pub(crate) fn handshake(socket: &mut TcpStream, mut session: Connection) -> io::
 
 /// Splits a connected (and, with TLS, handshaken) socket into its sending
 /// and receiving sides.
-pub(crate) fn split(
-    socket: TcpStream,
-    session: Option<Connection>,
-) -> io::Result<(Sender, Receiver)> {
+pub fn split(socket: TcpStream, session: Option<Connection>) -> io::Result<(Sender, Receiver)> {
     let read_half = socket.try_clone()?;
     Ok(match session {
         None => (Sender::Plain(socket), Receiver::Plain(read_half)),
@@ -54,12 +52,21 @@ pub(crate) fn split(
 }
 
 /// The sending side of a connection.
-pub(crate) enum Sender {
+pub enum Sender {
     Plain(TcpStream),
     Tls {
         socket: TcpStream,
         session: Arc<Mutex<Connection>>,
     },
+}
+
+impl Sender {
+    /// The socket it writes to (for its timeouts, or a shutdown).
+    pub fn socket(&self) -> &TcpStream {
+        match self {
+            Sender::Plain(socket) | Sender::Tls { socket, .. } => socket,
+        }
+    }
 }
 
 impl Write for Sender {
@@ -90,7 +97,7 @@ impl Write for Sender {
 }
 
 /// The receiving side of a connection (one thread's).
-pub(crate) enum Receiver {
+pub enum Receiver {
     Plain(TcpStream),
     Tls {
         socket: TcpStream,
