@@ -6,7 +6,7 @@
 //! ends in Error naming what changed when it is no longer the plan.
 
 use super::relocate::{PlannedRelocation, RelocationScope};
-use super::resize::{plan_now, PlannedResize};
+use super::resize::{plan_changed, plan_now, PlannedResize};
 use super::{slice_key, JobRunner};
 use svs_domain::{
     place_volume, MediumState, PlacementRequest, PlanError, PlanShape, ResizePlan, SlicePlacement,
@@ -118,17 +118,18 @@ impl JobRunner {
         })
     }
 
-    /// The shape of the plan resizing `volume` to `size` GiB would carry
-    /// out now, with the volume's slices (for a request given a dry run's
-    /// plan to compare).
-    pub(crate) async fn resize_shape(
+    /// Whether resizing `volume` to `size` GiB would now carry out the
+    /// dry run's plan `expected`: the message naming what changed, or None
+    /// (for a request given that plan).
+    pub(crate) async fn resize_plan_changed(
         &self,
         volume: &Volume,
         size: u64,
         allow_data_movement: bool,
-    ) -> Result<(PlanShape, Vec<SliceRow>), StoreError> {
+        expected: &PlanShape,
+    ) -> Result<Option<String>, StoreError> {
         let planned = plan_now(self.context(), volume, size, allow_data_movement).await?;
-        Ok((PlanShape::of_resize(&planned.planned), planned.rows))
+        Ok(plan_changed(expected, &planned.planned, &planned.rows))
     }
 
     /// Where a new volume of `request` would be placed now.

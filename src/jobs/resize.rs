@@ -8,12 +8,24 @@ use super::undo::discard_unswitched_copies;
 use super::{slice_key, JobContext, JobError};
 use std::collections::BTreeSet;
 use svs_domain::{
-    column_size, plan_changed_message, plan_changes, plan_resize, validate_new_size, MediumState,
-    PlanError, PlanShape, ResizePlan, ResizeRequest, ResizeVolumeArgs, Slice, GIB,
-    MOVEMENT_PLAN_FOUND,
+    column_size, plan_changed_message, plan_changes, plan_resize, MediumState, PlanError,
+    PlanShape, ResizePlan, ResizeRequest, ResizeVolumeArgs, Slice, GIB, MOVEMENT_PLAN_FOUND,
 };
 use svs_store::{Job, JobEnd, ResizeStep, SliceRow, StepState, StoreError, Volume};
 use tracing::{info, warn};
+
+/// A dry run's plan (`expected`) against the plan made now: the message
+/// naming what changed, or None when it plans the same. The one comparison
+/// of the request (409) and of its job (Error).
+pub(super) fn plan_changed(
+    expected: &PlanShape,
+    planned: &Result<ResizePlan, PlanError>,
+    rows: &[SliceRow],
+) -> Option<String> {
+    let label = |id: i64| slice_label(rows, id);
+    let changes = plan_changes(expected, &PlanShape::of_resize(planned), &label);
+    (!changes.is_empty()).then(|| plan_changed_message(&changes))
+}
 
 pub(super) async fn resize_volume(
     ctx: &JobContext,
@@ -25,17 +37,13 @@ pub(super) async fn resize_volume(
 
     let mut steps = ctx.store.resize_steps(job.id).await?;
     if steps.is_empty() {
-        // The size the request was checked against may have changed.
-        validate_new_size(volume.size, new_size).map_err(|e| JobError::Failed(e.to_string()))?;
         let _booking = ctx.allocation.lock().await;
         let PlannedResize { planned, rows, .. } =
             plan_now(ctx, &volume, new_size, args.allow_data_movement).await?;
         // Given a dry run's plan: that plan, or nothing.
         if let Some(expected) = args.plan.as_deref().and_then(PlanShape::from_token) {
-            let label = |id: i64| slice_label(&rows, id);
-            let changes = plan_changes(&expected, &PlanShape::of_resize(&planned), &label);
-            if !changes.is_empty() {
-                return Err(JobError::Failed(plan_changed_message(&changes)));
+            if let Some(changed) = plan_changed(&expected, &planned, &rows) {
+                return Err(JobError::Failed(changed));
             }
         }
         let plan = planned.map_err(|e| JobError::Failed(e.to_string()))?;

@@ -89,9 +89,12 @@ impl Services {
         )))
     }
 
-    /// The checks of a resize request: fixed fields unchanged, the size,
-    /// nothing blocking, the volume Ready and whole. Answers the admission
-    /// (held while a job is started) and the volume as it is now.
+    /// The checks of a resize request: fixed fields unchanged, nothing
+    /// blocking, the volume Ready and whole, then the size against the
+    /// volume as it is now (another resize may have finished while this
+    /// request waited; once the job is started the volume is Resizing, so
+    /// its size cannot change under the job). Answers the admission (held
+    /// while a job is started) and the volume as it is now.
     pub(super) async fn admit_resize(
         &self,
         caller: &Caller,
@@ -108,12 +111,6 @@ impl Services {
                 )));
             }
         }
-        let size = request.size;
-        validate_new_size(volume.size, size)
-            .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
-
-        // Checked again against the volume as it is now: another resize may
-        // have finished while this request waited.
         let (admission, volume) = self.admit(&volume, BlockedOperation::DataMovement).await?;
         if volume.state != VolumeState::Ready {
             return Err(ServiceError::Conflict(format!(
@@ -128,7 +125,7 @@ impl Services {
                 volume.name, volume.lost_slices
             )));
         }
-        validate_new_size(volume.size, size)
+        validate_new_size(volume.size, request.size)
             .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
         Ok((admission, volume))
     }

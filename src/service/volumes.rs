@@ -303,14 +303,12 @@ impl Services {
         let size = request.size;
         let allow_movement = request.allow_data_movement;
         if let Some(expected) = plan {
-            let (now, rows) = self
+            if let Some(changed) = self
                 .jobs
-                .resize_shape(&volume, size, allow_movement)
-                .await?;
-            let label = |id: i64| crate::jobs::slice_label(&rows, id);
-            let changes = plan_changes(expected, &now, &label);
-            if !changes.is_empty() {
-                return Err(ServiceError::Conflict(plan_changed_message(&changes)));
+                .resize_plan_changed(&volume, size, allow_movement, expected)
+                .await?
+            {
+                return Err(ServiceError::Conflict(changed));
             }
         }
         let spec = JobSpec::VolumeModifyExtend(ResizeVolumeArgs {
