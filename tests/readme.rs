@@ -200,28 +200,46 @@ fn run(script: &str, service: &Service) -> (bool, String, String) {
     let work = tempfile::tempdir().expect("temporary directory");
     let path = work.path().join("readme.sh");
     std::fs::write(&path, script).expect("script written");
+    run_bash(
+        &path,
+        work.path(),
+        &[("SVS", service.base.clone())],
+        TIMEOUT,
+    )
+}
+
+/// Runs the bash script `path` (`set -euo pipefail`) in `home` (also its
+/// HOME, with no CLI profile yet), this build's `svs` first on PATH, with
+/// `env` set, killed after `timeout`; returns (success, stdout, stderr).
+fn run_bash(
+    path: &Path,
+    home: &Path,
+    env: &[(&str, String)],
+    timeout: Duration,
+) -> (bool, String, String) {
     let bin = Path::new(env!("CARGO_BIN_EXE_svs"))
         .parent()
         .expect("the binary's directory");
-    let path_var = match std::env::var_os("PATH") {
-        Some(p) => {
-            let mut dirs = vec![bin.to_path_buf()];
-            dirs.extend(std::env::split_paths(&p));
-            std::env::join_paths(dirs).expect("PATH")
-        }
-        None => bin.as_os_str().to_owned(),
-    };
+    let path_var = std::env::join_paths(
+        std::iter::once(bin.to_path_buf()).chain(
+            std::env::var_os("PATH")
+                .iter()
+                .flat_map(std::env::split_paths),
+        ),
+    )
+    .expect("PATH");
     let mut child = Command::new("bash")
         .args(["-euo", "pipefail"])
-        .arg(&path)
-        .current_dir(work.path())
-        .env("SVS", &service.base)
+        .arg(path)
+        .current_dir(home)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .env("PATH", path_var)
-        .env("HOME", work.path())
-        .env("XDG_CONFIG_HOME", work.path().join("config"))
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
         .env_remove("SVS_PROFILE")
         .env_remove("SVS_URL")
         .env_remove("SVS_CA_CERT")
+        .env_remove("SVS_LOG")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -244,7 +262,7 @@ fn run(script: &str, service: &Service) -> (bool, String, String) {
         if let Some(status) = child.try_wait().expect("wait for bash") {
             break Some(status);
         }
-        if started.elapsed() > TIMEOUT {
+        if started.elapsed() > timeout {
             let _ = child.kill();
             let _ = child.wait();
             break None;
@@ -552,68 +570,18 @@ fn the_storage_node_walk_through_runs_as_written_with_its_terminals() {
     let script = walk_through_script(&terminals);
     let path = terminals.join("walk-through.sh");
     std::fs::write(&path, &script).expect("script written");
-    let bin = Path::new(env!("CARGO_BIN_EXE_svs"))
-        .parent()
-        .expect("the binary's directory");
-    let path_var = std::env::join_paths(
-        std::iter::once(bin.to_path_buf()).chain(
-            std::env::var_os("PATH")
-                .iter()
-                .flat_map(std::env::split_paths),
-        ),
-    )
-    .expect("PATH");
-    let mut child = Command::new("bash")
-        .args(["-euo", "pipefail"])
-        .arg(&path)
-        .current_dir(home.path())
-        .env("SVS", format!("http://127.0.0.1:{}", free_local_port()))
-        .env("SVS_NBD", format!("127.0.0.1:{}", free_local_port()))
-        .env("TERMINALS", &terminals)
-        .env("PATH", path_var)
-        .env("HOME", home.path())
-        .env("XDG_CONFIG_HOME", home.path().join("config"))
-        .env_remove("SVS_PROFILE")
-        .env_remove("SVS_URL")
-        .env_remove("SVS_CA_CERT")
-        .env_remove("SVS_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("bash runs");
-    let mut out = child.stdout.take().expect("stdout");
-    let mut err = child.stderr.take().expect("stderr");
-    let out_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for bash") {
-            break Some(status);
-        }
-        if started.elapsed() > WALK_THROUGH_TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let stdout = out_reader.join().unwrap_or_default();
-    let stderr = err_reader.join().unwrap_or_default();
+    let env = [
+        ("SVS", format!("http://127.0.0.1:{}", free_local_port())),
+        ("SVS_NBD", format!("127.0.0.1:{}", free_local_port())),
+        ("TERMINALS", terminals.display().to_string()),
+    ];
+    let (ok, stdout, stderr) = run_bash(&path, home.path(), &env, WALK_THROUGH_TIMEOUT);
     let report = format!(
         "--- stdout\n{stdout}\n--- stderr\n{stderr}\n{}",
         terminal_logs(&terminals)
     );
     assert!(
-        status.is_some_and(|s| s.success()),
+        ok,
         "the walk-through failed (the last === line is the step)\n{report}"
     );
     for expected in [
