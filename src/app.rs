@@ -34,8 +34,8 @@ use svs_dataplane::{ClusterMedia, DataPlane, LocalMedia, DEFAULT_REQUEST_TIMEOUT
 use svs_domain::Medium;
 use svs_nbd::NbdConfig;
 use svs_store::{
-    CachedStore, InstanceLock, InstanceRole, ManagedBy, MediumRecord, MediumUsage, NodeRecord,
-    PgSettings, PgStore, SqliteStore, Store,
+    InstanceLock, InstanceRole, ManagedBy, MediumRecord, MediumUsage, NodeRecord, PgSettings,
+    SqlStore, Store,
 };
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -127,13 +127,13 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
                     config.data_dir.display()
                 )
             })?;
-            let sqlite = SqliteStore::open(&config.data_dir.join(DB_FILE))
+            let sqlite = SqlStore::open_sqlite(&config.data_dir.join(DB_FILE))
                 .await
                 .map_err(|e| format!("cannot open the database: {e}"))?;
             // `svs serve` owns the data directory (its lock) and makes every
             // change a volume read shows (`svs user add` only adds users), so
             // those reads may be cached.
-            Ok(Arc::new(CachedStore::new(sqlite)))
+            Ok(Arc::new(sqlite.with_volume_cache()))
         }
         StoreBackend::Postgres(url) => {
             let settings = PgSettings {
@@ -142,7 +142,7 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
             };
             // No cache: the CLI (and, later, other instances) write to the
             // same database.
-            let postgres = PgStore::open(url, &settings)
+            let postgres = SqlStore::open_postgres(url, &settings)
                 .await
                 .map_err(|e| format!("cannot open the PostgreSQL database: {e}"))?;
             Ok(Arc::new(postgres))

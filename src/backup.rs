@@ -1,6 +1,6 @@
 //! `svs backup` and `svs restore`: the service's own state in one tar
 //! archive. It holds `manifest.json` (first), an online copy of the database
-//! (`svs.db`, see `SqliteStore::copy_database`) and the token signing keys
+//! (`svs.db`, see `SqlStore::copy_sqlite_database`) and the token signing keys
 //! (`token-signing.key`, `token-keys/*`), and the TLS files of `tls =
 //! "auto"` (`tls/*`: the private CA, so restored clients keep trusting the
 //! service). Slice data is not in it: it lives
@@ -16,7 +16,7 @@ use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use svs_store::SqliteStore;
+use svs_store::SqlStore;
 
 pub const MANIFEST_FILE: &str = "manifest.json";
 const FORMAT: &str = "svs-backup";
@@ -79,7 +79,7 @@ pub async fn backup(data_dir: &Path, out: &Path) -> Result<Manifest, String> {
         .tempdir_in(&parent)
         .map_err(|e| format!("cannot write in {}: {e}", parent.display()))?;
     let db_copy = work.path().join(DB_FILE);
-    let schema_version = SqliteStore::copy_database(&db, &db_copy)
+    let schema_version = SqlStore::copy_sqlite_database(&db, &db_copy)
         .await
         .map_err(|e| format!("cannot copy the database {}: {e}", db.display()))?;
     let created = crate::service::format_ms(SystemClock.now_ms());
@@ -271,7 +271,7 @@ async fn unpack(data_dir: &Path, archive: File, from: &Path) -> Result<Manifest,
             manifest.format, manifest.format_version
         )));
     }
-    let latest = SqliteStore::latest_schema_version();
+    let latest = SqlStore::sqlite_schema_version();
     if manifest.schema_version > latest {
         return Err(format!(
             "{} was taken by svs {} with database schema {}, newer than this svs knows ({latest}); restore it with that svs version or newer",
@@ -312,7 +312,7 @@ async fn unpack(data_dir: &Path, archive: File, from: &Path) -> Result<Manifest,
         }
     }
     let db = data_dir.join(DB_FILE);
-    let version = SqliteStore::check_copy(&db)
+    let version = SqlStore::check_sqlite_copy(&db)
         .await
         .map_err(|e| format!("the restored database {}: {e}", db.display()))?;
     if version != manifest.schema_version {

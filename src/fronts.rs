@@ -392,7 +392,7 @@ mod tests {
         let mut instances = Vec::new();
         for _ in 0..2 {
             let store: Arc<dyn Store> = Arc::new(
-                svs_store::PgStore::open(&db.url, &settings)
+                svs_store::SqlStore::open_postgres(&db.url, &settings)
                     .await
                     .expect("store"),
             );

@@ -9,7 +9,7 @@ use crate::config::{Config, StoreBackend};
 use crate::service::users::add_user;
 use clap::Subcommand;
 use std::path::{Path, PathBuf};
-use svs_store::{PgSettings, PgStore, SqliteStore, StoreLifecycle};
+use svs_store::{PgSettings, SqlStore, StoreLifecycle};
 
 #[derive(Debug, Subcommand)]
 pub enum KeysCommand {
@@ -60,10 +60,10 @@ pub(super) async fn store_migrate(from: &Path, to: &str) -> Result<(), String> {
             "--to must be a PostgreSQL URL: postgres://user:password@host:port/database".into(),
         );
     }
-    let sqlite = SqliteStore::open(&db)
+    let sqlite = SqlStore::open_sqlite(&db)
         .await
         .map_err(|e| format!("cannot open {}: {e}", db.display()))?;
-    let postgres = PgStore::open(to, &PgSettings::default())
+    let postgres = SqlStore::open_postgres(to, &PgSettings::default())
         .await
         .map_err(|e| format!("cannot open the PostgreSQL database: {e}"))?;
     let copied = postgres.copy_from_sqlite(&sqlite).await;

@@ -478,10 +478,10 @@ async fn one_of_two_instances_leads_on_sqlite() {
 
 #[tokio::test]
 async fn one_of_two_instances_leads_on_postgresql() {
-    use svs_store::{PgSettings, PgStore};
+    use svs_store::{PgSettings, SqlStore};
     let db = svs_store::test_postgres::TestDatabase::new().await;
     let open = || async {
-        PgStore::open(&db.url, &PgSettings::default())
+        SqlStore::open_postgres(&db.url, &PgSettings::default())
             .await
             .expect("store opens")
     };

@@ -74,7 +74,7 @@ pub fn tampered(token: &str, change: impl FnOnce(&mut Value)) -> String {
 /// data directory), the current one first.
 pub async fn stored_signing_keys(app: &TestApp) -> Vec<svs_store::SigningKeyRecord> {
     use svs_store::prelude::*;
-    let store = svs_store::SqliteStore::open(&app.data_dir().join("svs.db"))
+    let store = svs_store::SqlStore::open_sqlite(&app.data_dir().join("svs.db"))
         .await
         .expect("the service's database opens");
     let keys = store.signing_keys().await.expect("signing keys");

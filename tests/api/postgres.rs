@@ -341,7 +341,7 @@ async fn a_key_rotation_in_postgresql_reaches_a_running_instance_and_old_tokens_
         "{said}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let store = svs_store::PgStore::open(&db.url, &svs_store::PgSettings::default())
+    let store = svs_store::SqlStore::open_postgres(&db.url, &svs_store::PgSettings::default())
         .await
         .expect("store opens");
     let keys = {

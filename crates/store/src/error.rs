@@ -1,5 +1,5 @@
-//! The store's one error type. It names no backend type: each backend turns
-//! its own errors into these kinds (the SQLite one in `sqlite/mod.rs`).
+//! The store's one error type. It names no database type: sqlx's errors
+//! become these kinds in `sql/errors.rs`.
 
 use std::error::Error as StdError;
 use svs_domain::{InsufficientSpace, MediaChangeRefused, PolicyInUse};

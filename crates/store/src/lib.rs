@@ -10,38 +10,35 @@
 //! need no import; on a concrete store, bring the traits into scope with
 //! `use svs_store::prelude::*;`.
 //!
-//! Backends keep atomicity and constraints; the domain rules they enforce
+//! The store keeps atomicity and constraints; the domain rules it enforces
 //! (media changes, policies in use, a volume's state after its job, space
-//! bookings) are pure functions of `svs_domain`, so every backend gives the
-//! same answers. Errors are [`StoreError`], which names no backend type.
+//! bookings) are pure functions of `svs_domain`. Errors are [`StoreError`],
+//! which names no database type.
 //!
-//! - [`SqliteStore`]: the embedded default, one SQLite file in the data
-//!   directory. It keeps no cache.
-//! - [`CachedStore`]: wraps a store and serves volume reads from memory;
-//!   sound only while one process owns the data (see its documentation).
+//! [`SqlStore`] is the one implementation, each operation written once over
+//! two dialects (see `sql/mod.rs`):
+//! - on SQLite ([`SqlStore::open_sqlite`]): the embedded default, one file
+//!   in the data directory; [`SqlStore::with_volume_cache`] serves volume
+//!   reads from memory while one process owns the file;
+//! - on PostgreSQL ([`SqlStore::open_postgres`]): several `svs serve`
+//!   instances on one database.
 //!
-//! A new backend (PostgreSQL) implements the small traits, maps its errors
-//! into [`StoreError`] (marking the transient ones), and runs the behaviour
-//! suite of [`contract`] in its tests with
-//! `store_contract_tests!(open, two_handles: open_two)`, as `tests.rs` does
-//! for SQLite (with and without the cache). The two-handles half races every
-//! booking rule across two connections to one database.
+//! The behaviour suite of [`contract`] runs on both in `tests.rs`
+//! (`store_contract_tests!(open, two_handles: open_two)`, SQLite with and
+//! without the cache); the two-handles half races every booking rule across
+//! two connections to one database.
 
-mod cached;
 mod error;
 pub mod fence;
-mod postgres;
 mod records;
 mod rows;
 mod sql;
-mod sqlite;
 mod traits;
 
-pub use cached::CachedStore;
 pub use error::{StoreError, StoreResult};
-pub use postgres::{CopiedTable, InstanceLock, InstanceRole, PgSettings, PgStore};
 pub use records::*;
-pub use sqlite::SqliteStore;
+pub use sql::postgres::{CopiedTable, InstanceLock, InstanceRole, PgSettings};
+pub use sql::SqlStore;
 pub use traits::{
     AnnouncementStream, Announcements, AttachmentStore, FrontStore, JobStore, LeaseStore,
     MediaStore, NodeAgentStore, PolicyStore, SigningKeyStore, SnapshotStore, StorageNodeStore,

@@ -7,8 +7,8 @@
 use crate::records::*;
 use crate::{StoreError, StoreResult};
 use serde_json::{Map, Value};
-use sqlx::postgres::{PgRow, Postgres};
-use sqlx::sqlite::{Sqlite, SqliteRow};
+use sqlx::postgres::Postgres;
+use sqlx::sqlite::Sqlite;
 use svs_domain::{
     AttachmentManager, Consistency, Gib, JobState, ManagedBy, Medium, Resiliency, Slice,
     SnapshotState, VolumeState, VolumeType,
@@ -31,21 +31,10 @@ impl<T> Column for T where
 {
 }
 
-/// A result row of either backend, its columns read by name.
+/// A result row of either database (`sql::db::Row`), its columns read by
+/// name.
 pub(crate) trait Columns {
     fn try_get<T: Column, I: AsRef<str>>(&self, column: I) -> Result<T, sqlx::Error>;
-}
-
-impl Columns for SqliteRow {
-    fn try_get<T: Column, I: AsRef<str>>(&self, column: I) -> Result<T, sqlx::Error> {
-        sqlx::Row::try_get(self, column.as_ref())
-    }
-}
-
-impl Columns for PgRow {
-    fn try_get<T: Column, I: AsRef<str>>(&self, column: I) -> Result<T, sqlx::Error> {
-        sqlx::Row::try_get(self, column.as_ref())
-    }
 }
 
 pub(crate) fn json_map(text: &str) -> StoreResult<Map<String, Value>> {

@@ -37,7 +37,7 @@ static SERVER: OnceLock<Result<Server, String>> = OnceLock::new();
 
 /// A new, empty database for one test; dropped with this value.
 pub struct TestDatabase {
-    /// Its URL, for `PgStore::open` or a service's `store` setting.
+    /// Its URL, for `SqlStore::open_postgres` or a service's `store` setting.
     pub url: String,
     name: String,
     admin_url: String,

@@ -4,7 +4,7 @@
 //! The one place the store layer's fixtures are written.
 
 use crate::{
-    JobEnd, MediumRecord, NewJob, NewUser, NewVolume, Policy, PolicyWrite, SqliteStore, Store, User,
+    JobEnd, MediumRecord, NewJob, NewUser, NewVolume, Policy, PolicyWrite, SqlStore, Store, User,
 };
 use svs_domain::{
     CreateVolumeArgs, JobSpec, JobState, Medium, Resiliency, SlicePlacement, VolumeType,
@@ -16,9 +16,9 @@ pub const DB_FILE: &str = "svs.db";
 
 /// An empty SQLite store in a new temporary directory, which lives as long
 /// as the returned guard.
-pub async fn temp_sqlite() -> (TempDir, SqliteStore) {
+pub async fn temp_sqlite() -> (TempDir, SqlStore) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let store = SqliteStore::open(&dir.path().join(DB_FILE))
+    let store = SqlStore::open_sqlite(&dir.path().join(DB_FILE))
         .await
         .expect("store opens");
     (dir, store)
@@ -26,9 +26,9 @@ pub async fn temp_sqlite() -> (TempDir, SqliteStore) {
 
 /// Two handles on one new SQLite file, each with connections of its own, as
 /// two processes would hold them.
-pub async fn temp_sqlite_twice() -> (TempDir, SqliteStore, SqliteStore) {
+pub async fn temp_sqlite_twice() -> (TempDir, SqlStore, SqlStore) {
     let (dir, first) = temp_sqlite().await;
-    let second = SqliteStore::open(&dir.path().join(DB_FILE))
+    let second = SqlStore::open_sqlite(&dir.path().join(DB_FILE))
         .await
         .expect("second store opens");
     (dir, first, second)

@@ -1,7 +1,6 @@
 //! The behaviour suite (`contract.rs`) run on every store this crate has.
 
 use crate::testing::temp_sqlite;
-use crate::CachedStore;
 
 mod sqlite {
     use crate::testing::{temp_sqlite as open, temp_sqlite_twice as open_two};
@@ -10,11 +9,11 @@ mod sqlite {
 
 mod postgres {
     use crate::test_postgres::TestDatabase;
-    use crate::{PgSettings, PgStore};
+    use crate::{PgSettings, SqlStore};
 
-    async fn open() -> (TestDatabase, PgStore) {
+    async fn open() -> (TestDatabase, SqlStore) {
         let db = TestDatabase::new().await;
-        let store = PgStore::open(&db.url, &PgSettings::default())
+        let store = SqlStore::open_postgres(&db.url, &PgSettings::default())
             .await
             .expect("store opens");
         (db, store)
@@ -22,9 +21,9 @@ mod postgres {
 
     /// Two handles on one database, each with a pool of its own, as two
     /// `svs serve` instances would hold them.
-    async fn open_two() -> (TestDatabase, PgStore, PgStore) {
+    async fn open_two() -> (TestDatabase, SqlStore, SqlStore) {
         let (db, first) = open().await;
-        let second = PgStore::open(&db.url, &PgSettings::default())
+        let second = SqlStore::open_postgres(&db.url, &PgSettings::default())
             .await
             .expect("second store opens");
         (db, first, second)
@@ -61,11 +60,11 @@ mod postgres {
 }
 
 mod cached_sqlite {
-    use crate::{CachedStore, SqliteStore};
+    use crate::SqlStore;
 
-    async fn open() -> (tempfile::TempDir, CachedStore<SqliteStore>) {
+    async fn open() -> (tempfile::TempDir, SqlStore) {
         let (dir, store) = super::temp_sqlite().await;
-        (dir, CachedStore::new(store))
+        (dir, store.with_volume_cache())
     }
 
     crate::store_contract_tests!(open);
@@ -77,8 +76,11 @@ async fn the_cache_serves_volumes_until_a_change_goes_through_it() {
     use crate::prelude::*;
     use svs_domain::VolumeState;
 
-    let (_dir, sqlite) = temp_sqlite().await;
-    let cached = CachedStore::new(sqlite);
+    let (dir, sqlite) = temp_sqlite().await;
+    let cached = sqlite.with_volume_cache();
+    let around = crate::SqlStore::open_sqlite(&dir.path().join(crate::testing::DB_FILE))
+        .await
+        .expect("second handle");
     let (user, volume, _) = volume_on_m1(&cached).await;
     let read = || async {
         cached
@@ -89,9 +91,9 @@ async fn the_cache_serves_volumes_until_a_change_goes_through_it() {
             .state
     };
     assert_eq!(read().await, VolumeState::Ready);
-    // A change made around the wrapper is not seen: that is why it is for a
-    // single process, whose every change goes through it.
-    let job_id = start_resize(cached.inner(), &user, &volume, false).await;
+    // A change made around the cached store is not seen: that is why it is
+    // for a single process, whose every change goes through it.
+    let job_id = start_resize(&around, &user, &volume, false).await;
     assert_eq!(read().await, VolumeState::Ready, "served from the cache");
     cached
         .set_job_progress(job_id, 1, "Growing slices")
@@ -136,16 +138,16 @@ async fn a_busy_database_is_a_transient_error() {
 /// refuses.
 mod postgres_start {
     use crate::test_postgres::TestDatabase;
-    use crate::{PgSettings, PgStore, StoreError};
+    use crate::{PgSettings, SqlStore, StoreError};
 
     #[tokio::test]
     async fn instances_starting_at_once_all_get_the_latest_schema() {
         let db = TestDatabase::new().await;
         let settings = PgSettings::default();
         let (a, b, c) = tokio::join!(
-            PgStore::open(&db.url, &settings),
-            PgStore::open(&db.url, &settings),
-            PgStore::open(&db.url, &settings),
+            SqlStore::open_postgres(&db.url, &settings),
+            SqlStore::open_postgres(&db.url, &settings),
+            SqlStore::open_postgres(&db.url, &settings),
         );
         for store in [a, b, c] {
             store.expect("opens");
@@ -158,10 +160,10 @@ mod postgres_start {
                 .fetch_one(&mut conn)
                 .await
                 .expect("migrations");
-        assert_eq!(newest, Some(PgStore::latest_schema_version()));
+        assert_eq!(newest, Some(SqlStore::postgres_schema_version()));
         assert_eq!(
             applied,
-            PgStore::latest_schema_version(),
+            SqlStore::postgres_schema_version(),
             "each migration once"
         );
     }
@@ -169,7 +171,7 @@ mod postgres_start {
     #[tokio::test]
     async fn a_database_with_a_newer_schema_is_refused_untouched() {
         let db = TestDatabase::new().await;
-        let store = PgStore::open(&db.url, &PgSettings::default())
+        let store = SqlStore::open_postgres(&db.url, &PgSettings::default())
             .await
             .expect("opens");
         crate::StoreLifecycle::close(&store).await;
@@ -183,7 +185,7 @@ mod postgres_start {
         .execute(&mut conn)
         .await
         .expect("a newer migration");
-        let refused = PgStore::open(&db.url, &PgSettings::default())
+        let refused = SqlStore::open_postgres(&db.url, &PgSettings::default())
             .await
             .map(|_| ())
             .expect_err("a newer schema");
@@ -213,10 +215,11 @@ mod postgres_start {
             acquire_timeout: std::time::Duration::from_secs(2),
             ..PgSettings::default()
         };
-        let refused = PgStore::open(&format!("postgres://svs@127.0.0.1:{port}/svs"), &settings)
-            .await
-            .map(|_| ())
-            .expect_err("nothing listens");
+        let refused =
+            SqlStore::open_postgres(&format!("postgres://svs@127.0.0.1:{port}/svs"), &settings)
+                .await
+                .map(|_| ())
+                .expect_err("nothing listens");
         assert!(refused.is_transient(), "{refused:?}");
         assert!(
             refused.to_string().starts_with("database error: "),
@@ -232,7 +235,7 @@ mod copy_to_postgres {
     use crate::prelude::*;
     use crate::test_postgres::TestDatabase;
     use crate::testing::temp_sqlite;
-    use crate::{PgSettings, PgStore, StoreError};
+    use crate::{PgSettings, SqlStore, StoreError};
     use svs_domain::VolumeState;
 
     #[tokio::test]
@@ -241,7 +244,7 @@ mod copy_to_postgres {
         let (user, volume, create_job) = volume_on_m1(&sqlite).await;
         let resize_job = start_resize(&sqlite, &user, &volume, true).await;
         let db = TestDatabase::new().await;
-        let pg = PgStore::open(&db.url, &PgSettings::default())
+        let pg = SqlStore::open_postgres(&db.url, &PgSettings::default())
             .await
             .expect("opens");
 

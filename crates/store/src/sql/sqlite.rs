@@ -1,4 +1,13 @@
-//! Online copies of the database for `svs backup` / `svs restore`.
+//! What only SQLite does: opening the embedded database, and the online
+//! copies of it for `svs backup` / `svs restore`.
+//!
+//! WAL journal with `synchronous = FULL`, so a committed change survives a
+//! crash or power loss. All writes go through a single connection, reads
+//! through a small pool that runs beside it. Write transactions start with
+//! `BEGIN IMMEDIATE`: they take the database's write lock before reading, so
+//! what a transaction checks (free space, say) cannot change before it
+//! commits, even when another process (`svs user add`) writes to the same
+//! file, and no transaction fails upgrading a read lock.
 //!
 //! `VACUUM INTO` writes a new database file from one read transaction of
 //! the source: a consistent snapshot even while `svs serve` keeps writing
@@ -6,25 +15,63 @@
 //! blocked for the length of the copy). The copy is compact and has no
 //! `-wal` file beside it, so it travels as one file.
 
-use super::{SqliteStore, MIGRATOR};
+use super::{Db, SqlStore};
 use crate::{StoreError, StoreResult};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteSynchronous,
+};
 use sqlx::{ConnectOptions, Connection, Row};
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-impl SqliteStore {
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+impl SqlStore {
+    /// Opens (creating if needed) the SQLite database file and applies
+    /// migrations.
+    pub async fn open_sqlite(path: &Path) -> StoreResult<SqlStore> {
+        let options = SqliteConnectOptions::from_str("sqlite://")?
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(10));
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .connect_with(options.clone())
+            .await?;
+        MIGRATOR.run(&writer).await?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(4)
+            .min_connections(1)
+            .connect_with(options.read_only(true))
+            .await?;
+        Ok(SqlStore::new(Db::Sqlite { writer, reader }))
+    }
+
+    /// The read pool of a SQLite store, for a copy of the whole database
+    /// (`svs store migrate`).
+    pub(crate) fn sqlite_reader(&self) -> Option<&SqlitePool> {
+        match &self.db {
+            Db::Sqlite { reader, .. } => Some(reader),
+            Db::Postgres { .. } => None,
+        }
+    }
+
     /// The schema version this build migrates a database to: its newest
     /// migration.
-    pub fn latest_schema_version() -> i64 {
+    pub fn sqlite_schema_version() -> i64 {
         MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
     }
 
     /// Copies the database at `db` (possibly in use by a running service)
     /// into the new file `out`, and answers the copy's schema version.
     /// Neither migrates nor writes to `db`.
-    pub async fn copy_database(db: &Path, out: &Path) -> StoreResult<i64> {
+    pub async fn copy_sqlite_database(db: &Path, out: &Path) -> StoreResult<i64> {
         let out_name = out
             .to_str()
             .ok_or_else(|| StoreError::Corrupt(format!("path {} is not UTF-8", out.display())))?;
@@ -35,12 +82,12 @@ impl SqliteStore {
             .await;
         source.close().await?;
         copied?;
-        SqliteStore::check_copy(out).await
+        SqlStore::check_sqlite_copy(out).await
     }
 
     /// The schema version of a database file that nothing else uses (a
     /// copy), after SQLite's integrity check passed on it.
-    pub async fn check_copy(db: &Path) -> StoreResult<i64> {
+    pub async fn check_sqlite_copy(db: &Path) -> StoreResult<i64> {
         let mut conn = connect(db, true).await?;
         let checked = check(&mut conn).await;
         conn.close().await?;
@@ -85,16 +132,16 @@ mod tests {
     async fn a_copy_has_the_latest_schema_and_the_rows_and_leaves_the_source_in_use() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("svs.db");
-        let store = SqliteStore::open(&db).await.unwrap();
+        let store = SqlStore::open_sqlite(&db).await.unwrap();
         let (user, _) = crate::testing::user_and_policy(&store).await;
         let out = dir.path().join("copy.db");
-        let version = SqliteStore::copy_database(&db, &out).await.unwrap();
-        assert_eq!(version, SqliteStore::latest_schema_version());
+        let version = SqlStore::copy_sqlite_database(&db, &out).await.unwrap();
+        assert_eq!(version, SqlStore::sqlite_schema_version());
         assert!(version >= 6, "{version}");
         // The source keeps working; the copy opens as a store of its own.
         assert_eq!(store.user_count().await.unwrap(), 1);
         store.close().await;
-        let copy = SqliteStore::open(&out).await.unwrap();
+        let copy = SqlStore::open_sqlite(&out).await.unwrap();
         let policies = copy.list_policies(user.tenant_id).await.unwrap();
         assert_eq!(policies.len(), 1);
         assert_eq!(copy.user_count().await.unwrap(), 1);
@@ -106,7 +153,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("svs.db");
         let out = dir.path().join("copy.db");
-        assert!(SqliteStore::copy_database(&db, &out).await.is_err());
+        assert!(SqlStore::copy_sqlite_database(&db, &out).await.is_err());
         assert!(!db.exists());
         assert!(!out.exists());
     }

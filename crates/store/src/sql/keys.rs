@@ -2,7 +2,8 @@
 //! NULL; a unique index allows one) and retired ones, shared by every
 //! instance on the database.
 
-use super::{conflict_on_unique, PgStore};
+use super::db::{query, Tx};
+use super::{conflict_on_unique, SqlStore};
 use crate::records::SigningKeyRecord;
 use crate::rows::Columns;
 use crate::{SigningKeyStore, StoreResult};
@@ -24,9 +25,9 @@ fn existing_kid(kid: &str) -> impl FnOnce() -> String + '_ {
 }
 
 /// Stores `key` as the current key (the caller retired the one before).
-async fn insert_current(conn: &mut sqlx::PgConnection, key: &SigningKeyRecord) -> StoreResult<()> {
+async fn insert_current(conn: &mut Tx, key: &SigningKeyRecord) -> StoreResult<()> {
     conflict_on_unique(
-        sqlx::query(
+        query(
             "INSERT INTO signing_keys (kid, seed, created_ms, retired_ms) VALUES ($1, $2, $3, NULL)",
         )
         .bind(&key.kid)
@@ -40,12 +41,12 @@ async fn insert_current(conn: &mut sqlx::PgConnection, key: &SigningKeyRecord) -
 }
 
 #[async_trait]
-impl SigningKeyStore for PgStore {
+impl SigningKeyStore for SqlStore {
     async fn signing_keys(&self) -> StoreResult<Vec<SigningKeyRecord>> {
-        let rows = sqlx::query(&format!(
+        let rows = query(format!(
             "{KEY_SELECT} ORDER BY retired_ms IS NOT NULL, retired_ms DESC, kid"
         ))
-        .fetch_all(&self.pool)
+        .fetch_all(self.reader())
         .await?;
         rows.iter().map(key_row).collect()
     }
@@ -54,8 +55,8 @@ impl SigningKeyStore for PgStore {
         // Under the write lock: two instances starting at once cannot both
         // find no current key and both insert one.
         let mut tx = self.begin_write().await?;
-        let current = sqlx::query(&format!("{KEY_SELECT} WHERE retired_ms IS NULL"))
-            .fetch_optional(&mut *tx)
+        let current = query(format!("{KEY_SELECT} WHERE retired_ms IS NULL"))
+            .fetch_optional(&mut tx)
             .await?;
         if let Some(row) = current {
             return key_row(&row);
@@ -74,14 +75,14 @@ impl SigningKeyStore for PgStore {
         drop_before_ms: i64,
     ) -> StoreResult<()> {
         let mut tx = self.begin_write().await?;
-        sqlx::query("UPDATE signing_keys SET retired_ms = $1 WHERE retired_ms IS NULL")
+        query("UPDATE signing_keys SET retired_ms = $1 WHERE retired_ms IS NULL")
             .bind(key.created_ms)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         insert_current(&mut tx, key).await?;
-        sqlx::query("DELETE FROM signing_keys WHERE retired_ms < $1")
+        query("DELETE FROM signing_keys WHERE retired_ms < $1")
             .bind(drop_before_ms)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         tx.commit().await?;
         Ok(())

@@ -1,16 +1,16 @@
 //! Nodes' host agents: credentials, and their reports on attachments.
 
-use super::attachments::ATTACHMENT_SELECT;
-use super::{node_attachment, SqliteStore};
+use super::attachments::attachment_select;
+use super::db::{query, scalar, Tx};
+use super::{node_attachment, SqlStore};
 use crate::records::{CredentialRole, HostReport, NodeAgentRecord, NodeAttachment, NodeCredential};
-use crate::sql::optional_i64;
+use crate::sql::errors::optional_i64;
 use crate::{NodeAgentStore, StoreError, StoreResult};
 use async_trait::async_trait;
-use sqlx::Row;
 
 /// Forgets the node's slice credential (its credential changed).
-async fn clear_slice_credential(conn: &mut sqlx::SqliteConnection, node: &str) -> StoreResult<()> {
-    sqlx::query("UPDATE nodes SET slice_credential = NULL WHERE name = ?")
+async fn clear_slice_credential(conn: &mut Tx, node: &str) -> StoreResult<()> {
+    query("UPDATE nodes SET slice_credential = NULL WHERE name = $1")
         .bind(node)
         .execute(&mut *conn)
         .await?;
@@ -18,19 +18,19 @@ async fn clear_slice_credential(conn: &mut sqlx::SqliteConnection, node: &str) -
 }
 
 #[async_trait]
-impl NodeAgentStore for SqliteStore {
+impl NodeAgentStore for SqlStore {
     async fn set_node_credential(&self, c: &NodeCredential) -> StoreResult<()> {
         let mut tx = self.begin_write().await?;
-        let exists: Option<String> = sqlx::query_scalar("SELECT name FROM nodes WHERE name = ?")
+        let exists: Option<String> = scalar("SELECT name FROM nodes WHERE name = $1")
             .bind(&c.node)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?;
         if exists.is_none() {
             return Err(StoreError::NotFound);
         }
-        sqlx::query(
+        query(
             "INSERT INTO node_agents (node, credential_id, secret_hash, created_ms, role) \
-             VALUES (?, ?, ?, ?, ?) ON CONFLICT(node) DO UPDATE SET \
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT(node) DO UPDATE SET \
              credential_id = excluded.credential_id, secret_hash = excluded.secret_hash, \
              created_ms = excluded.created_ms, role = excluded.role",
         )
@@ -39,7 +39,7 @@ impl NodeAgentStore for SqliteStore {
         .bind(&c.secret_hash)
         .bind(c.created_ms)
         .bind(c.role.as_str())
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await?;
         // A new credential: the node's slice server gets a new secret at
         // its next registration.
@@ -50,12 +50,12 @@ impl NodeAgentStore for SqliteStore {
 
     async fn revoke_node_credential(&self, node: &str) -> StoreResult<bool> {
         let mut tx = self.begin_write().await?;
-        let r = sqlx::query(
+        let r = query(
             "UPDATE node_agents SET credential_id = NULL, secret_hash = NULL, created_ms = NULL \
-             WHERE node = ? AND credential_id IS NOT NULL",
+             WHERE node = $1 AND credential_id IS NOT NULL",
         )
         .bind(node)
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await?;
         clear_slice_credential(&mut tx, node).await?;
         tx.commit().await?;
@@ -63,13 +63,14 @@ impl NodeAgentStore for SqliteStore {
     }
 
     async fn node_credential(&self, credential_id: &str) -> StoreResult<Option<NodeCredential>> {
-        // The writer: a revocation must take effect at the next request.
-        let row = sqlx::query(
+        // Every read sees what was committed before it started: a
+        // revocation takes effect at the next request.
+        let row = query(
             "SELECT node, credential_id, secret_hash, created_ms, role FROM node_agents \
-             WHERE credential_id = ? AND secret_hash IS NOT NULL",
+             WHERE credential_id = $1 AND secret_hash IS NOT NULL",
         )
         .bind(credential_id)
-        .fetch_optional(&self.writer)
+        .fetch_optional(self.writer())
         .await?;
         row.map(|r| {
             Ok(NodeCredential {
@@ -88,20 +89,23 @@ impl NodeAgentStore for SqliteStore {
     }
 
     async fn touch_node_agent(&self, node: &str, now_ms: i64) -> StoreResult<()> {
-        sqlx::query("UPDATE node_agents SET last_seen_ms = ? WHERE node = ?")
+        let mut tx = self.begin_write().await?;
+        query("UPDATE node_agents SET last_seen_ms = $1 WHERE node = $2")
             .bind(now_ms)
             .bind(node)
-            .execute(&self.writer)
+            .execute(&mut tx)
             .await?;
+        tx.commit().await?;
         Ok(())
     }
 
     async fn node_agents(&self) -> StoreResult<Vec<NodeAgentRecord>> {
-        let rows = sqlx::query(
-            "SELECT node, credential_id IS NOT NULL AS has_credential, role, last_seen_ms \
+        let rows = query(
+            "SELECT node, CAST(CASE WHEN credential_id IS NOT NULL THEN 1 ELSE 0 END AS BIGINT) \
+             AS has_credential, role, last_seen_ms \
              FROM node_agents ORDER BY node",
         )
-        .fetch_all(&self.writer)
+        .fetch_all(self.writer())
         .await?;
         rows.iter()
             .map(|r| {
@@ -122,11 +126,12 @@ impl NodeAgentStore for SqliteStore {
     }
 
     async fn node_attachments(&self, node: &str) -> StoreResult<Vec<NodeAttachment>> {
-        let rows = sqlx::query(&format!(
-            "{ATTACHMENT_SELECT} WHERE a.node = ? ORDER BY a.volume_id, a.snapshot"
+        let rows = query(format!(
+            "{select} WHERE a.node = $1 ORDER BY a.volume_id, a.snapshot",
+            select = attachment_select(self.dialect())
         ))
         .bind(node)
-        .fetch_all(&self.writer)
+        .fetch_all(self.writer())
         .await?;
         rows.iter().map(node_attachment).collect()
     }
@@ -138,10 +143,12 @@ impl NodeAgentStore for SqliteStore {
         node: &str,
         report: &HostReport,
     ) -> StoreResult<()> {
-        let r = sqlx::query(
-            "UPDATE attachments SET host_state = ?, host_detail = ?, host_device = ?, \
-             host_mountpath = ?, fs_bytes = ?, fs_size_gib = ?, grow_error = ?, \
-             grow_job = ?, host_updated_ms = ? WHERE volume_id = ? AND snapshot = ? AND node = ?",
+        let mut tx = self.begin_write().await?;
+        let r = query(
+            "UPDATE attachments SET host_state = $1, host_detail = $2, host_device = $3, \
+             host_mountpath = $4, fs_bytes = $5, fs_size_gib = $6, grow_error = $7, \
+             grow_job = $8, host_updated_ms = $9 \
+             WHERE volume_id = $10 AND snapshot = $11 AND node = $12",
         )
         .bind(&report.state)
         .bind(&report.detail)
@@ -155,11 +162,12 @@ impl NodeAgentStore for SqliteStore {
         .bind(volume_id)
         .bind(snapshot)
         .bind(node)
-        .execute(&self.writer)
+        .execute(&mut tx)
         .await?;
         if r.rows_affected() == 0 {
             return Err(StoreError::NotFound);
         }
+        tx.commit().await?;
         Ok(())
     }
 }

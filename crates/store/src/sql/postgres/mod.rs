@@ -1,55 +1,31 @@
-//! The PostgreSQL store: several `svs serve` instances on one database.
+//! What only PostgreSQL does: opening and migrating a shared database, the
+//! instance lock, announcements between instances (`announce.rs`) and the
+//! copy of a SQLite database into an empty one (`copy.rs`).
 //!
 //! Every write transaction starts by taking one transaction-scoped advisory
 //! lock (`pg_advisory_xact_lock`, [`WRITE_LOCK`]): writes are serialized, as
-//! SQLite's single writer serializes them, so every rule a transaction checks
-//! before it writes (a medium's free space, the last administrator, a
-//! refresh token not yet rotated) holds until it commits, whichever instance
-//! runs it. Reads take no lock and run in parallel on the pool. Row locks
-//! (or SERIALIZABLE with retries) would let unrelated writes run at once;
-//! the control plane's writes are small and short, so one lock keeps every
-//! rule obviously safe at a cost measured in `bench/` (see
-//! docs/postgresql.md).
-//!
-//! One file per kind of object implements that object's trait with the
-//! same SQL as `sqlite/`, in PostgreSQL's dialect; records are read from
-//! rows by `rows.rs`, shared with SQLite.
+//! SQLite's single writer serializes them, whichever instance runs them.
+//! Reads take no lock and run in parallel on the pool. Row locks (or
+//! SERIALIZABLE with retries) would let unrelated writes run at once; the
+//! control plane's writes are small and short, so one lock keeps every rule
+//! obviously safe at a cost measured in `bench/` (see docs/postgresql.md).
 
-mod agents;
 mod announce;
-mod attachments;
 mod copy;
-mod fronts;
-mod jobs;
-mod keys;
-mod leases;
-mod lost;
-mod media;
-mod policies;
-mod snapshots;
-mod storage_nodes;
-mod users;
-mod volumes;
 
+pub(super) use announce::{listen_topics, notify_topic};
 pub use copy::CopiedTable;
 
-use crate::rows::{
-    attachment_row, gib, job_row, managed_by, medium_record, node_attachment, policy_row,
-    refresh_row, resiliency, slice_row, snapshot_row, stale_generation, step_row, to_i64, user_row,
-    volume_row,
-};
-use crate::sql::conflict_on_unique;
-use crate::{StoreError, StoreLifecycle, StoreResult};
-use async_trait::async_trait;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::{Postgres, Transaction};
+use super::{Db, SqlStore};
+use crate::{StoreError, StoreResult};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use std::str::FromStr;
 use std::time::Duration;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations-postgres");
 
 /// The advisory lock every write transaction holds ("svsw").
-const WRITE_LOCK: i64 = 0x7376_7377;
+pub(super) const WRITE_LOCK: i64 = 0x7376_7377;
 
 /// The advisory lock every `svs serve` holds for as long as it runs
 /// ("svsi"): shared by instances that keep no volume bytes, exclusive for
@@ -117,17 +93,12 @@ impl Default for PgSettings {
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct PgStore {
-    pool: PgPool,
-}
-
-impl PgStore {
-    /// Connects to the database at `url` (`postgres://…`) and brings its
-    /// schema up to date. Several instances may start at once: one migrates
-    /// while the others wait on the migrator's lock. A database whose schema
-    /// is newer than this build is refused, untouched.
-    pub async fn open(url: &str, settings: &PgSettings) -> StoreResult<PgStore> {
+impl SqlStore {
+    /// Connects to the PostgreSQL database at `url` (`postgres://…`) and
+    /// brings its schema up to date. Several instances may start at once:
+    /// one migrates while the others wait on the migrator's lock. A
+    /// database whose schema is newer than this build is refused, untouched.
+    pub async fn open_postgres(url: &str, settings: &PgSettings) -> StoreResult<SqlStore> {
         let options = PgConnectOptions::from_str(url)?.application_name("svs");
         let pool = PgPoolOptions::new()
             .max_connections(settings.pool_size.max(1))
@@ -147,44 +118,11 @@ impl PgStore {
                 other => other.into(),
             });
         }
-        Ok(PgStore { pool })
+        Ok(SqlStore::new(Db::Postgres { pool }))
     }
 
-    /// The schema version this build migrates a database to.
-    pub fn latest_schema_version() -> i64 {
+    /// The schema version this build migrates a PostgreSQL database to.
+    pub fn postgres_schema_version() -> i64 {
         MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
-    }
-
-    /// A write transaction holding [`WRITE_LOCK`] from its start (see the
-    /// module doc).
-    async fn begin_write(&self) -> StoreResult<Transaction<'static, Postgres>> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(WRITE_LOCK)
-            .execute(&mut *tx)
-            .await?;
-        // A job's writes stop once its lease is taken over (`crate::fence`).
-        PgStore::check_fence(&mut tx).await?;
-        Ok(tx)
-    }
-}
-
-#[async_trait]
-impl StoreLifecycle for PgStore {
-    async fn close(&self) {
-        self.pool.close().await;
-    }
-
-    async fn ping(&self) -> StoreResult<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
-    }
-
-    async fn announce(&self, topic: &str) -> StoreResult<()> {
-        self.notify_topic(topic).await
-    }
-
-    async fn announcements(&self, topics: &[&str]) -> StoreResult<Option<crate::Announcements>> {
-        Ok(Some(Box::new(self.listen_topics(topics).await?)))
     }
 }

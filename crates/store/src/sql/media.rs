@@ -1,12 +1,12 @@
 //! Media with their usage, and nodes.
 
+use super::db::{query, scalar, Tx};
 use super::jobs::insert_job;
 use super::lost::lose_slices_on;
-use super::{conflict_on_unique, gib, managed_by, medium_record, to_i64, PgStore};
+use super::{conflict_on_unique, gib, managed_by, medium_record, to_i64, SqlStore};
 use crate::records::{ManagedBy, MediumRecord, MediumUsage, NewJob, NodeRecord};
 use crate::{MediaStore, StoreError, StoreResult};
 use async_trait::async_trait;
-use sqlx::{PgConnection, Row};
 use std::collections::{BTreeSet, HashMap};
 use svs_domain::{
     check_medium_removal, check_medium_resize, check_node_removal, media_to_forget, Gib, JobKind,
@@ -17,16 +17,16 @@ use svs_domain::{
 /// on the transaction's connection (for checking a booking before it is
 /// written).
 pub(super) async fn media_space(
-    conn: &mut PgConnection,
+    conn: &mut Tx,
     media: impl IntoIterator<Item = &str>,
 ) -> StoreResult<Vec<MediumSpace>> {
     let ids: BTreeSet<&str> = media.into_iter().collect();
     let mut space = Vec::with_capacity(ids.len());
     for id in ids {
-        let row = sqlx::query(
+        let row = query(
             "SELECT m.size_gib, \
-             COALESCE((SELECT SUM(size_gib)::BIGINT FROM slices WHERE medium_id = m.id), 0) AS allocated, \
-             COALESCE((SELECT SUM(gib)::BIGINT FROM reservations WHERE medium_id = m.id), 0) \
+             COALESCE((SELECT CAST(SUM(size_gib) AS BIGINT) FROM slices WHERE medium_id = m.id), 0) AS allocated, \
+             COALESCE((SELECT CAST(SUM(gib) AS BIGINT) FROM reservations WHERE medium_id = m.id), 0) \
                + (m.snapshot_bytes + 1073741823) / 1073741824 AS reserved \
              FROM media m WHERE m.id = $1",
         )
@@ -47,8 +47,8 @@ pub(super) async fn media_space(
 
 /// The medium's state (`Ready`, `Draining` or `Failed`); NotFound for an
 /// unknown medium.
-async fn medium_state(conn: &mut PgConnection, id: &str) -> StoreResult<String> {
-    sqlx::query_scalar("SELECT state FROM media WHERE id = $1")
+async fn medium_state(conn: &mut Tx, id: &str) -> StoreResult<String> {
+    scalar("SELECT state FROM media WHERE id = $1")
         .bind(id)
         .fetch_optional(&mut *conn)
         .await?
@@ -56,8 +56,8 @@ async fn medium_state(conn: &mut PgConnection, id: &str) -> StoreResult<String> 
 }
 
 /// The unfinished `media_drain` of the medium, if any.
-async fn unfinished_drain(conn: &mut PgConnection, id: &str) -> StoreResult<Option<i64>> {
-    Ok(sqlx::query_scalar(
+async fn unfinished_drain(conn: &mut Tx, id: &str) -> StoreResult<Option<i64>> {
+    Ok(scalar(
         "SELECT id FROM jobs WHERE type = $1 AND object = $2 \
          AND state IN ('Pending', 'Running') ORDER BY id LIMIT 1",
     )
@@ -68,16 +68,13 @@ async fn unfinished_drain(conn: &mut PgConnection, id: &str) -> StoreResult<Opti
 }
 
 /// The first column of each row, as text.
-async fn names(conn: &mut PgConnection, sql: &str, key: &str) -> StoreResult<Vec<String>> {
-    Ok(sqlx::query_scalar(sql)
-        .bind(key)
-        .fetch_all(&mut *conn)
-        .await?)
+async fn names(conn: &mut Tx, sql: &str, key: &str) -> StoreResult<Vec<String>> {
+    Ok(scalar(sql).bind(key).fetch_all(&mut *conn).await?)
 }
 
 /// Refuses to remove a node while something depends on it: the volumes
 /// with slices on its media, the volumes attached to it, its media.
-async fn ensure_node_removable(conn: &mut PgConnection, node: &str) -> StoreResult<()> {
+async fn ensure_node_removable(conn: &mut Tx, node: &str) -> StoreResult<()> {
     let slice_volumes = names(
         conn,
         "SELECT DISTINCT v.name FROM slices s JOIN media m ON m.id = s.medium_id \
@@ -103,12 +100,12 @@ async fn ensure_node_removable(conn: &mut PgConnection, node: &str) -> StoreResu
 }
 
 /// Removes a node and its agent credential.
-async fn remove_node(conn: &mut PgConnection, node: &str) -> StoreResult<u64> {
-    sqlx::query("DELETE FROM node_agents WHERE node = $1")
+async fn remove_node(conn: &mut Tx, node: &str) -> StoreResult<u64> {
+    query("DELETE FROM node_agents WHERE node = $1")
         .bind(node)
         .execute(&mut *conn)
         .await?;
-    let removed = sqlx::query("DELETE FROM nodes WHERE name = $1")
+    let removed = query("DELETE FROM nodes WHERE name = $1")
         .bind(node)
         .execute(&mut *conn)
         .await?;
@@ -116,16 +113,16 @@ async fn remove_node(conn: &mut PgConnection, node: &str) -> StoreResult<u64> {
 }
 
 #[async_trait]
-impl MediaStore for PgStore {
+impl MediaStore for SqlStore {
     async fn sync_media(&self, media: &[MediumRecord]) -> StoreResult<()> {
         let mut tx = self.begin_write().await?;
-        let rows = sqlx::query(
+        let rows = query(
             "SELECT m.id, m.directory, m.node, m.zone, m.size_gib, m.managed_by, \
-             COALESCE((SELECT SUM(size_gib)::BIGINT FROM slices WHERE medium_id = m.id), 0) \
-             + COALESCE((SELECT SUM(gib)::BIGINT FROM reservations WHERE medium_id = m.id), 0) \
+             COALESCE((SELECT CAST(SUM(size_gib) AS BIGINT) FROM slices WHERE medium_id = m.id), 0) \
+             + COALESCE((SELECT CAST(SUM(gib) AS BIGINT) FROM reservations WHERE medium_id = m.id), 0) \
              AS held FROM media m",
         )
-        .fetch_all(&mut *tx)
+        .fetch_all(&mut tx)
         .await?;
         let mut stored = Vec::new();
         for row in &rows {
@@ -152,13 +149,13 @@ impl MediaStore for PgStore {
             }
         }
         for id in media_to_forget(&stored, media)? {
-            sqlx::query("DELETE FROM media WHERE id = $1")
+            query("DELETE FROM media WHERE id = $1")
                 .bind(&id)
-                .execute(&mut *tx)
+                .execute(&mut tx)
                 .await?;
         }
         for m in media {
-            sqlx::query(
+            query(
                 "INSERT INTO media (id, node, zone, directory, size_gib, managed_by) \
                  VALUES ($1, $2, $3, $4, $5, 'config') \
                  ON CONFLICT(id) DO UPDATE SET node = excluded.node, zone = excluded.zone, \
@@ -170,7 +167,7 @@ impl MediaStore for PgStore {
             .bind(&m.medium.zone)
             .bind(&m.directory)
             .bind(to_i64(m.medium.size)?)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         }
         tx.commit().await?;
@@ -178,15 +175,15 @@ impl MediaStore for PgStore {
     }
 
     async fn media_usage(&self) -> StoreResult<Vec<MediumUsage>> {
-        let rows = sqlx::query(
+        let rows = query(
             "SELECT m.id, m.node, m.zone, m.directory, m.size_gib, \
-             COALESCE((SELECT SUM(size_gib)::BIGINT FROM slices WHERE medium_id = m.id), 0) AS allocated, \
-             COALESCE((SELECT SUM(gib)::BIGINT FROM reservations WHERE medium_id = m.id), 0) AS reserved, \
+             COALESCE((SELECT CAST(SUM(size_gib) AS BIGINT) FROM slices WHERE medium_id = m.id), 0) AS allocated, \
+             COALESCE((SELECT CAST(SUM(gib) AS BIGINT) FROM reservations WHERE medium_id = m.id), 0) AS reserved, \
              (SELECT COUNT(DISTINCT volume_id) FROM slices WHERE medium_id = m.id) AS volumes, \
              m.snapshot_bytes, m.state, m.managed_by \
              FROM media m ORDER BY m.id",
         )
-        .fetch_all(&self.pool)
+        .fetch_all(self.writer())
         .await?;
         rows.iter()
             .map(|row| {
@@ -205,11 +202,11 @@ impl MediaStore for PgStore {
     }
 
     async fn node_volume_counts(&self) -> StoreResult<HashMap<String, u64>> {
-        let rows = sqlx::query(
+        let rows = query(
             "SELECT m.node, COUNT(DISTINCT s.volume_id) AS volumes FROM slices s \
              JOIN media m ON m.id = s.medium_id GROUP BY m.node",
         )
-        .fetch_all(&self.pool)
+        .fetch_all(self.reader())
         .await?;
         rows.iter()
             .map(|row| Ok((row.try_get("node")?, gib(row, "volumes")?)))
@@ -219,7 +216,7 @@ impl MediaStore for PgStore {
     async fn sync_nodes(&self, nodes: &[NodeRecord]) -> StoreResult<()> {
         let mut tx = self.begin_write().await?;
         for n in nodes {
-            sqlx::query(
+            query(
                 "INSERT INTO nodes (name, zone, address, managed_by) VALUES ($1, $2, $3, 'config') \
                  ON CONFLICT(name) DO UPDATE SET zone = excluded.zone, \
                  address = COALESCE(excluded.address, nodes.address), managed_by = 'config'",
@@ -227,12 +224,12 @@ impl MediaStore for PgStore {
             .bind(&n.name)
             .bind(&n.zone)
             .bind(&n.address)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         }
         let configured: Vec<String> =
-            sqlx::query_scalar("SELECT name FROM nodes WHERE managed_by = 'config' ORDER BY name")
-                .fetch_all(&mut *tx)
+            scalar("SELECT name FROM nodes WHERE managed_by = 'config' ORDER BY name")
+                .fetch_all(&mut tx)
                 .await?;
         let mut problems = Vec::new();
         for name in configured {
@@ -257,8 +254,8 @@ impl MediaStore for PgStore {
     }
 
     async fn list_nodes(&self) -> StoreResult<Vec<NodeRecord>> {
-        let rows = sqlx::query("SELECT name, zone, address, managed_by FROM nodes ORDER BY name")
-            .fetch_all(&self.pool)
+        let rows = query("SELECT name, zone, address, managed_by FROM nodes ORDER BY name")
+            .fetch_all(self.reader())
             .await?;
         rows.iter()
             .map(|r| {
@@ -274,17 +271,17 @@ impl MediaStore for PgStore {
 
     async fn set_medium_failed(&self, id: &str, now_ms: i64) -> StoreResult<bool> {
         let mut tx = self.begin_write().await?;
-        let current = sqlx::query("SELECT state, managed_by FROM media WHERE id = $1")
+        let current = query("SELECT state, managed_by FROM media WHERE id = $1")
             .bind(id)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?
             .ok_or(StoreError::NotFound)?;
         if current.try_get::<String, _>("state")? == "Failed" {
             return Ok(false);
         }
-        sqlx::query("UPDATE media SET state = 'Failed' WHERE id = $1")
+        query("UPDATE media SET state = 'Failed' WHERE id = $1")
             .bind(id)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         if current.try_get::<String, _>("managed_by")? == "node" {
             lose_slices_on(&mut tx, id, now_ms).await?;
@@ -295,14 +292,13 @@ impl MediaStore for PgStore {
 
     async fn create_node(&self, node: &NodeRecord) -> StoreResult<()> {
         let mut tx = self.begin_write().await?;
-        let inserted = sqlx::query(
-            "INSERT INTO nodes (name, zone, address, managed_by) VALUES ($1, $2, $3, 'api')",
-        )
-        .bind(&node.name)
-        .bind(&node.zone)
-        .bind(&node.address)
-        .execute(&mut *tx)
-        .await;
+        let inserted =
+            query("INSERT INTO nodes (name, zone, address, managed_by) VALUES ($1, $2, $3, 'api')")
+                .bind(&node.name)
+                .bind(&node.zone)
+                .bind(&node.address)
+                .execute(&mut tx)
+                .await;
         conflict_on_unique(inserted, || format!("node '{}' already exists", node.name))?;
         tx.commit().await?;
         Ok(())
@@ -310,10 +306,10 @@ impl MediaStore for PgStore {
 
     async fn set_node_address(&self, name: &str, address: Option<&str>) -> StoreResult<()> {
         let mut tx = self.begin_write().await?;
-        let r = sqlx::query("UPDATE nodes SET address = $1 WHERE name = $2")
+        let r = query("UPDATE nodes SET address = $1 WHERE name = $2")
             .bind(address)
             .bind(name)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         if r.rows_affected() == 0 {
             return Err(StoreError::NotFound);
@@ -325,47 +321,45 @@ impl MediaStore for PgStore {
     async fn create_medium(&self, m: &MediumRecord) -> StoreResult<()> {
         let mut tx = self.begin_write().await?;
         let id = &m.medium.id;
-        let exists: Option<String> = sqlx::query_scalar("SELECT id FROM media WHERE id = $1")
+        let exists: Option<String> = scalar("SELECT id FROM media WHERE id = $1")
             .bind(id)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?;
         if exists.is_some() {
             return Err(StoreError::Conflict(format!(
                 "medium '{id}' already exists"
             )));
         }
-        let sharing: Option<String> =
-            sqlx::query_scalar("SELECT id FROM media WHERE directory = $1")
-                .bind(&m.directory)
-                .fetch_optional(&mut *tx)
-                .await?;
+        let sharing: Option<String> = scalar("SELECT id FROM media WHERE directory = $1")
+            .bind(&m.directory)
+            .fetch_optional(&mut tx)
+            .await?;
         if let Some(other) = sharing {
             return Err(StoreError::Conflict(format!(
                 "medium '{other}' already uses directory {}; each medium needs its own",
                 m.directory
             )));
         }
-        let node_zone: Option<String> =
-            sqlx::query_scalar("SELECT zone FROM nodes WHERE name = $1")
-                .bind(&m.medium.node)
-                .fetch_optional(&mut *tx)
-                .await?;
+        let node_zone: Option<String> = scalar("SELECT zone FROM nodes WHERE name = $1")
+            .bind(&m.medium.node)
+            .fetch_optional(&mut tx)
+            .await?;
         match node_zone.as_deref() {
             None => {
-                sqlx::query(
+                query(
                     "INSERT INTO nodes (name, zone, address, managed_by) VALUES ($1, $2, NULL, 'api')",
                 )
                 .bind(&m.medium.node)
                 .bind(&m.medium.zone)
-                .execute(&mut *tx)
+                .execute(&mut tx)
                 .await?;
             }
             // A node added without a zone learns it from its first medium.
             Some("") => {
-                sqlx::query("UPDATE nodes SET zone = $1 WHERE name = $2")
+                query("UPDATE nodes SET zone = $1 WHERE name = $2")
                     .bind(&m.medium.zone)
                     .bind(&m.medium.node)
-                    .execute(&mut *tx)
+                    .execute(&mut tx)
                     .await?;
             }
             Some(zone) if zone == m.medium.zone => {}
@@ -376,7 +370,7 @@ impl MediaStore for PgStore {
                 )))
             }
         }
-        sqlx::query(
+        query(
             "INSERT INTO media (id, node, zone, directory, size_gib, managed_by) \
              VALUES ($1, $2, $3, $4, $5, 'api')",
         )
@@ -385,7 +379,7 @@ impl MediaStore for PgStore {
         .bind(&m.medium.zone)
         .bind(&m.directory)
         .bind(to_i64(m.medium.size)?)
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await?;
         tx.commit().await?;
         Ok(())
@@ -399,10 +393,10 @@ impl MediaStore for PgStore {
         };
         check_medium_resize(id, size, space.allocated + space.reserved)
             .map_err(|e| StoreError::InUse(e.to_string()))?;
-        sqlx::query("UPDATE media SET size_gib = $1 WHERE id = $2")
+        query("UPDATE media SET size_gib = $1 WHERE id = $2")
             .bind(to_i64(size)?)
             .bind(id)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         tx.commit().await?;
         Ok(())
@@ -410,12 +404,11 @@ impl MediaStore for PgStore {
 
     async fn delete_medium(&self, id: &str) -> StoreResult<MediumRecord> {
         let mut tx = self.begin_write().await?;
-        let row =
-            sqlx::query("SELECT id, node, zone, directory, size_gib FROM media WHERE id = $1")
-                .bind(id)
-                .fetch_optional(&mut *tx)
-                .await?
-                .ok_or(StoreError::NotFound)?;
+        let row = query("SELECT id, node, zone, directory, size_gib FROM media WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&mut tx)
+            .await?
+            .ok_or(StoreError::NotFound)?;
         let record = medium_record(&row)?;
         let volumes = names(
             &mut tx,
@@ -424,16 +417,15 @@ impl MediaStore for PgStore {
             id,
         )
         .await?;
-        let jobs: Vec<i64> = sqlx::query_scalar(
-            "SELECT DISTINCT job_id FROM reservations WHERE medium_id = $1 ORDER BY job_id",
-        )
-        .bind(id)
-        .fetch_all(&mut *tx)
-        .await?;
+        let jobs: Vec<i64> =
+            scalar("SELECT DISTINCT job_id FROM reservations WHERE medium_id = $1 ORDER BY job_id")
+                .bind(id)
+                .fetch_all(&mut tx)
+                .await?;
         check_medium_removal(id, &volumes, &jobs).map_err(|e| StoreError::InUse(e.to_string()))?;
-        sqlx::query("DELETE FROM media WHERE id = $1")
+        query("DELETE FROM media WHERE id = $1")
             .bind(id)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         tx.commit().await?;
         Ok(record)
@@ -441,9 +433,9 @@ impl MediaStore for PgStore {
 
     async fn delete_node(&self, name: &str) -> StoreResult<()> {
         let mut tx = self.begin_write().await?;
-        let exists: Option<String> = sqlx::query_scalar("SELECT name FROM nodes WHERE name = $1")
+        let exists: Option<String> = scalar("SELECT name FROM nodes WHERE name = $1")
             .bind(name)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?;
         if exists.is_none() {
             return Err(StoreError::NotFound);
@@ -464,9 +456,9 @@ impl MediaStore for PgStore {
         if let Some(running) = unfinished_drain(&mut tx, id).await? {
             return Ok((running, false));
         }
-        sqlx::query("UPDATE media SET state = 'Draining' WHERE id = $1")
+        query("UPDATE media SET state = 'Draining' WHERE id = $1")
             .bind(id)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         let job_id = insert_job(&mut tx, job).await?;
         tx.commit().await?;
@@ -483,9 +475,9 @@ impl MediaStore for PgStore {
                 "medium '{id}' is being drained by job {n}; cancel it first with DELETE /jobs/{n}"
             )));
         }
-        sqlx::query("UPDATE media SET state = 'Ready' WHERE id = $1")
+        query("UPDATE media SET state = 'Ready' WHERE id = $1")
             .bind(id)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         tx.commit().await?;
         Ok(())

@@ -1,8 +1,8 @@
 //! `svs store migrate`: a stopped service's whole SQLite database copied
 //! into an empty PostgreSQL one, row for row, ids kept.
 
-use super::PgStore;
-use crate::{SqliteStore, StoreError, StoreResult};
+use crate::sql::SqlStore;
+use crate::{StoreError, StoreResult};
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, ValueRef};
@@ -47,18 +47,26 @@ pub struct CopiedTable {
     pub rows: u64,
 }
 
-impl PgStore {
+impl SqlStore {
     /// Copies every row of `from` (a database no process writes to: the
     /// caller holds its data directory's lock) into this store, which must
     /// hold no data yet, in one transaction: all of it or nothing. The
     /// SQLite database is brought to the latest schema first (as `svs
     /// serve` would), so both have the same tables and columns. Each
     /// table's rows are counted on both sides after the copy.
-    pub async fn copy_from_sqlite(&self, from: &SqliteStore) -> StoreResult<Vec<CopiedTable>> {
+    pub async fn copy_from_sqlite(&self, from: &SqlStore) -> StoreResult<Vec<CopiedTable>> {
+        let reader = from.sqlite_reader().ok_or_else(|| {
+            StoreError::Conflict("svs store migrate copies from a SQLite database".into())
+        })?;
         let mut tx = self.begin_write().await?;
+        let Some(pg) = tx.pg() else {
+            return Err(StoreError::Conflict(
+                "svs store migrate copies into a PostgreSQL database".into(),
+            ));
+        };
         for table in TABLES {
             let rows: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
-                .fetch_one(&mut *tx)
+                .fetch_one(&mut *pg)
                 .await?;
             if rows > 0 {
                 return Err(StoreError::Conflict(format!(
@@ -69,10 +77,10 @@ impl PgStore {
         }
         let mut copied = Vec::new();
         for table in TABLES {
-            let columns = pg_columns(&mut tx, table).await?;
+            let columns = pg_columns(&mut *pg, table).await?;
             let names: Vec<&str> = columns.iter().map(|(name, _)| name.as_str()).collect();
             let select = format!("SELECT {} FROM {table}", names.join(", "));
-            let rows: Vec<SqliteRow> = sqlx::query(&select).fetch_all(from.reader()).await?;
+            let rows: Vec<SqliteRow> = sqlx::query(&select).fetch_all(reader).await?;
             let placeholders: Vec<String> = (1..=names.len()).map(|i| format!("${i}")).collect();
             let insert = format!(
                 "INSERT INTO {table} ({}) VALUES ({})",
@@ -106,10 +114,10 @@ impl PgStore {
                             }),
                         };
                 }
-                query.execute(&mut *tx).await?;
+                query.execute(&mut *pg).await?;
             }
             let written: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
-                .fetch_one(&mut *tx)
+                .fetch_one(&mut *pg)
                 .await?;
             if written != rows.len() as i64 {
                 return Err(StoreError::Corrupt(format!(
@@ -127,13 +135,13 @@ impl PgStore {
                 "SELECT setval(pg_get_serial_sequence('{table}', '{column}'), \
                  COALESCE(MAX({column}), 1), MAX({column}) IS NOT NULL) FROM {table}"
             ))
-            .execute(&mut *tx)
+            .execute(&mut *pg)
             .await?;
         }
         // The stopped service's job claims died with it: its jobs are
         // claimable at once by the first instance on PostgreSQL.
         sqlx::query("UPDATE jobs SET lease_owner = NULL, lease_expires_ms = NULL")
-            .execute(&mut *tx)
+            .execute(&mut *pg)
             .await?;
         tx.commit().await?;
         Ok(copied)

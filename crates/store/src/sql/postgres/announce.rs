@@ -4,30 +4,30 @@
 //! them, so a listener that lost its connection is told (`Heard::Missed`)
 //! and its waiters read the store again; polling stays the fallback.
 
-use super::PgStore;
 use crate::{AnnouncementStream, Heard, StoreResult};
 use async_trait::async_trait;
-use sqlx::postgres::PgListener;
+use sqlx::postgres::{PgListener, PgPool};
 
 /// What one instance hears of the others' announcements.
 pub struct PgAnnouncements {
     listener: PgListener,
 }
 
-impl PgStore {
-    pub(super) async fn notify_topic(&self, topic: &str) -> StoreResult<()> {
-        sqlx::query("SELECT pg_notify($1, '')")
-            .bind(topic)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
+pub(in crate::sql) async fn notify_topic(pool: &PgPool, topic: &str) -> StoreResult<()> {
+    sqlx::query("SELECT pg_notify($1, '')")
+        .bind(topic)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
 
-    pub(super) async fn listen_topics(&self, topics: &[&str]) -> StoreResult<PgAnnouncements> {
-        let mut listener = PgListener::connect_with(&self.pool).await?;
-        listener.listen_all(topics.iter().copied()).await?;
-        Ok(PgAnnouncements { listener })
-    }
+pub(in crate::sql) async fn listen_topics(
+    pool: &PgPool,
+    topics: &[&str],
+) -> StoreResult<PgAnnouncements> {
+    let mut listener = PgListener::connect_with(pool).await?;
+    listener.listen_all(topics.iter().copied()).await?;
+    Ok(PgAnnouncements { listener })
 }
 
 #[async_trait]

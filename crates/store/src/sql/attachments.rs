@@ -1,12 +1,18 @@
 //! Attachments of volumes to nodes.
 
+use super::db::query;
+use super::dialect::Dialect;
 use super::jobs::claim_volume;
-use super::{attachment_row, conflict_on_unique, SqliteStore};
+use super::{attachment_row, conflict_on_unique, SqlStore};
 use crate::records::{Attachment, NewAttachment, NewJob};
 use crate::{AttachmentStore, StoreResult};
 use async_trait::async_trait;
 
-pub(super) const ATTACHMENT_SELECT: &str = "SELECT a.volume_id, v.name AS volume_name, a.node, \
+/// Attachments with their volume, snapshot, job and front (the dialect
+/// spells how a job's arguments name the volume's size).
+pub(super) fn attachment_select(dialect: Dialect) -> String {
+    format!(
+        "SELECT a.volume_id, v.name AS volume_name, a.node, \
     a.tenant_id, a.snapshot, COALESCE(s.name, a.snapshot) AS snapshot_name, a.readonly, \
     a.mountpoint, a.export_name, a.state, a.created_ms, \
     a.host_state, a.host_detail, a.host_device, a.host_mountpath, a.fs_bytes, a.fs_size_gib, \
@@ -15,21 +21,24 @@ pub(super) const ATTACHMENT_SELECT: &str = "SELECT a.volume_id, v.name AS volume
     s.volume_size_gib AS snapshot_size, \
     v.job_id, j.progress AS job_progress, j.status AS job_status, \
     CASE WHEN j.type = 'volume_grow_filesystem' OR (j.type = 'volume_modify_extend' \
-        AND json_extract(j.args, '$.size') = v.size_gib) THEN j.id END AS volume_grow_job, \
+        AND {}) THEN j.id END AS volume_grow_job, \
     v.front_node, fnode.front_address AS front_address \
     FROM attachments a JOIN volumes v ON v.id = a.volume_id \
     LEFT JOIN snapshots s ON s.id = a.snapshot \
     LEFT JOIN jobs j ON j.id = v.job_id \
-    LEFT JOIN nodes fnode ON fnode.name = v.front_node";
+    LEFT JOIN nodes fnode ON fnode.name = v.front_node",
+        dialect.job_asks_volume_size()
+    )
+}
 
 #[async_trait]
-impl AttachmentStore for SqliteStore {
+impl AttachmentStore for SqlStore {
     async fn create_attachment(&self, a: &NewAttachment, job: &NewJob) -> StoreResult<i64> {
         let mut tx = self.begin_write().await?;
-        let inserted = sqlx::query(
+        let inserted = query(
             "INSERT INTO attachments (volume_id, node, tenant_id, snapshot, readonly, mountpoint, \
              export_name, state, created_ms, manager) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, 'Attaching', ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 'Attaching', $8, $9)",
         )
         .bind(&a.volume_id)
         .bind(&a.node)
@@ -40,7 +49,7 @@ impl AttachmentStore for SqliteStore {
         .bind(&a.export_name)
         .bind(a.now_ms)
         .bind(a.manager.as_str())
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await;
         conflict_on_unique(inserted, || {
             if a.snapshot == svs_domain::LIVE_SNAPSHOT_NAME {
@@ -59,23 +68,25 @@ impl AttachmentStore for SqliteStore {
         tenant_id: i64,
         volume_id: Option<&str>,
     ) -> StoreResult<Vec<Attachment>> {
-        let rows = sqlx::query(&format!(
-            "{ATTACHMENT_SELECT} WHERE a.tenant_id = ? AND (? IS NULL OR a.volume_id = ?) \
-             ORDER BY v.name, a.snapshot <> 'top', snapshot_name, a.node"
+        let rows = query(format!(
+            "{select} WHERE a.tenant_id = $1 AND ($2 IS NULL OR a.volume_id = $3) \
+             ORDER BY v.name, a.snapshot <> 'top', snapshot_name, a.node",
+            select = attachment_select(self.dialect())
         ))
         .bind(tenant_id)
         .bind(volume_id)
         .bind(volume_id)
-        .fetch_all(&self.reader)
+        .fetch_all(self.reader())
         .await?;
         rows.iter().map(attachment_row).collect()
     }
 
     async fn all_attachments(&self) -> StoreResult<Vec<Attachment>> {
-        let rows = sqlx::query(&format!(
-            "{ATTACHMENT_SELECT} ORDER BY a.volume_id, a.snapshot, a.node"
+        let rows = query(format!(
+            "{select} ORDER BY a.volume_id, a.snapshot, a.node",
+            select = attachment_select(self.dialect())
         ))
-        .fetch_all(&self.writer)
+        .fetch_all(self.writer())
         .await?;
         rows.iter().map(attachment_row).collect()
     }
@@ -86,13 +97,14 @@ impl AttachmentStore for SqliteStore {
         snapshot: &str,
         node: &str,
     ) -> StoreResult<Option<Attachment>> {
-        let row = sqlx::query(&format!(
-            "{ATTACHMENT_SELECT} WHERE a.volume_id = ? AND a.snapshot = ? AND a.node = ?"
+        let row = query(format!(
+            "{select} WHERE a.volume_id = $1 AND a.snapshot = $2 AND a.node = $3",
+            select = attachment_select(self.dialect())
         ))
         .bind(volume_id)
         .bind(snapshot)
         .bind(node)
-        .fetch_optional(&self.writer)
+        .fetch_optional(self.writer())
         .await?;
         row.as_ref().map(attachment_row).transpose()
     }
@@ -104,15 +116,18 @@ impl AttachmentStore for SqliteStore {
         node: &str,
         state: &str,
     ) -> StoreResult<()> {
-        sqlx::query(
-            "UPDATE attachments SET state = ? WHERE volume_id = ? AND snapshot = ? AND node = ?",
+        let mut tx = self.begin_write().await?;
+        query(
+            "UPDATE attachments SET state = $1 \
+             WHERE volume_id = $2 AND snapshot = $3 AND node = $4",
         )
         .bind(state)
         .bind(volume_id)
         .bind(snapshot)
         .bind(node)
-        .execute(&self.writer)
+        .execute(&mut tx)
         .await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -124,17 +139,19 @@ impl AttachmentStore for SqliteStore {
         readonly: bool,
         mountpoint: &str,
     ) -> StoreResult<()> {
-        sqlx::query(
-            "UPDATE attachments SET readonly = ?, mountpoint = ? \
-             WHERE volume_id = ? AND snapshot = ? AND node = ?",
+        let mut tx = self.begin_write().await?;
+        query(
+            "UPDATE attachments SET readonly = $1, mountpoint = $2 \
+             WHERE volume_id = $3 AND snapshot = $4 AND node = $5",
         )
         .bind(i64::from(readonly))
         .bind(mountpoint)
         .bind(volume_id)
         .bind(snapshot)
         .bind(node)
-        .execute(&self.writer)
+        .execute(&mut tx)
         .await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -144,12 +161,14 @@ impl AttachmentStore for SqliteStore {
         snapshot: &str,
         node: &str,
     ) -> StoreResult<()> {
-        sqlx::query("DELETE FROM attachments WHERE volume_id = ? AND snapshot = ? AND node = ?")
+        let mut tx = self.begin_write().await?;
+        query("DELETE FROM attachments WHERE volume_id = $1 AND snapshot = $2 AND node = $3")
             .bind(volume_id)
             .bind(snapshot)
             .bind(node)
-            .execute(&self.writer)
+            .execute(&mut tx)
             .await?;
+        tx.commit().await?;
         Ok(())
     }
 }

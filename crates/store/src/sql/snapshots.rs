@@ -1,23 +1,24 @@
 //! Snapshots of volumes.
 
+use super::db::{query, scalar};
 use super::jobs::claim_volume;
-use super::{conflict_on_unique, snapshot_row, to_i64, SqliteStore};
+use super::{conflict_on_unique, snapshot_row, to_i64, SqlStore};
 use crate::records::{NewJob, NewSnapshot, Snapshot};
 use crate::rows::SNAPSHOT_SELECT;
-use crate::sql::duplicate_name;
+use crate::sql::errors::duplicate_name;
 use crate::{SnapshotStore, StoreError, StoreResult};
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 use svs_domain::SnapshotState;
 
 #[async_trait]
-impl SnapshotStore for SqliteStore {
+impl SnapshotStore for SqlStore {
     async fn create_snapshot(&self, s: &NewSnapshot, job: &NewJob) -> StoreResult<i64> {
         let mut tx = self.begin_write().await?;
-        let inserted = sqlx::query(
+        let inserted = query(
             "INSERT INTO snapshots (id, volume_id, tenant_id, name, consistency, \
              volume_size_gib, state, attributes, created_ms) \
-             VALUES (?, ?, ?, ?, ?, ?, 'Creating', ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6, 'Creating', $7, $8)",
         )
         .bind(&s.id)
         .bind(&s.volume_id)
@@ -27,7 +28,7 @@ impl SnapshotStore for SqliteStore {
         .bind(to_i64(s.volume_size)?)
         .bind(Value::Object(s.attributes.clone()).to_string())
         .bind(s.now_ms)
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await;
         conflict_on_unique(inserted, duplicate_name(&s.name))?;
         let job_id = claim_volume(&mut tx, &s.volume_id, None, job).await?;
@@ -40,24 +41,24 @@ impl SnapshotStore for SqliteStore {
         tenant_id: i64,
         volume_id: Option<&str>,
     ) -> StoreResult<Vec<Snapshot>> {
-        let rows = sqlx::query(&format!(
-            "{SNAPSHOT_SELECT} WHERE s.tenant_id = ? AND (? IS NULL OR s.volume_id = ?) \
+        let rows = query(format!(
+            "{SNAPSHOT_SELECT} WHERE s.tenant_id = $1 AND ($2 IS NULL OR s.volume_id = $3) \
              ORDER BY v.name, s.seq"
         ))
         .bind(tenant_id)
         .bind(volume_id)
         .bind(volume_id)
-        .fetch_all(&self.reader)
+        .fetch_all(self.reader())
         .await?;
         rows.iter().map(snapshot_row).collect()
     }
 
     async fn volume_snapshots(&self, volume_id: &str) -> StoreResult<Vec<Snapshot>> {
-        let rows = sqlx::query(&format!(
-            "{SNAPSHOT_SELECT} WHERE s.volume_id = ? ORDER BY s.seq"
+        let rows = query(format!(
+            "{SNAPSHOT_SELECT} WHERE s.volume_id = $1 ORDER BY s.seq"
         ))
         .bind(volume_id)
-        .fetch_all(&self.writer)
+        .fetch_all(self.writer())
         .await?;
         rows.iter().map(snapshot_row).collect()
     }
@@ -67,23 +68,23 @@ impl SnapshotStore for SqliteStore {
         volume_id: &str,
         name_or_id: &str,
     ) -> StoreResult<Option<Snapshot>> {
-        let row = sqlx::query(&format!(
-            "{SNAPSHOT_SELECT} WHERE s.volume_id = ? AND (s.name = ? OR s.id = ?) \
-             ORDER BY (s.name = ?) DESC LIMIT 1"
+        let row = query(format!(
+            "{SNAPSHOT_SELECT} WHERE s.volume_id = $1 AND (s.name = $2 OR s.id = $3) \
+             ORDER BY (s.name = $4) DESC LIMIT 1"
         ))
         .bind(volume_id)
         .bind(name_or_id)
         .bind(name_or_id)
         .bind(name_or_id)
-        .fetch_optional(&self.writer)
+        .fetch_optional(self.writer())
         .await?;
         row.as_ref().map(snapshot_row).transpose()
     }
 
     async fn snapshot_by_id(&self, id: &str) -> StoreResult<Option<Snapshot>> {
-        let row = sqlx::query(&format!("{SNAPSHOT_SELECT} WHERE s.id = ?"))
+        let row = query(format!("{SNAPSHOT_SELECT} WHERE s.id = $1"))
             .bind(id)
-            .fetch_optional(&self.writer)
+            .fetch_optional(self.writer())
             .await?;
         row.as_ref().map(snapshot_row).transpose()
     }
@@ -95,18 +96,17 @@ impl SnapshotStore for SqliteStore {
         job: &NewJob,
     ) -> StoreResult<i64> {
         let mut tx = self.begin_write().await?;
-        let volume_id: Option<String> =
-            sqlx::query_scalar("SELECT volume_id FROM snapshots WHERE id = ?")
-                .bind(snapshot_id)
-                .fetch_optional(&mut *tx)
-                .await?;
+        let volume_id: Option<String> = scalar("SELECT volume_id FROM snapshots WHERE id = $1")
+            .bind(snapshot_id)
+            .fetch_optional(&mut tx)
+            .await?;
         let volume_id = volume_id.ok_or(StoreError::NotFound)?;
         let job_id = claim_volume(&mut tx, &volume_id, None, job).await?;
         if let Some(state) = state {
-            sqlx::query("UPDATE snapshots SET state = ? WHERE id = ?")
+            query("UPDATE snapshots SET state = $1 WHERE id = $2")
                 .bind(state.as_str())
                 .bind(snapshot_id)
-                .execute(&mut *tx)
+                .execute(&mut tx)
                 .await?;
         }
         tx.commit().await?;
@@ -114,11 +114,13 @@ impl SnapshotStore for SqliteStore {
     }
 
     async fn set_snapshot_state(&self, id: &str, state: SnapshotState) -> StoreResult<()> {
-        sqlx::query("UPDATE snapshots SET state = ? WHERE id = ?")
+        let mut tx = self.begin_write().await?;
+        query("UPDATE snapshots SET state = $1 WHERE id = $2")
             .bind(state.as_str())
             .bind(id)
-            .execute(&self.writer)
+            .execute(&mut tx)
             .await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -128,16 +130,18 @@ impl SnapshotStore for SqliteStore {
         name: &str,
         attributes: &Map<String, Value>,
     ) -> StoreResult<()> {
-        let updated = sqlx::query("UPDATE snapshots SET name = ?, attributes = ? WHERE id = ?")
+        let mut tx = self.begin_write().await?;
+        let updated = query("UPDATE snapshots SET name = $1, attributes = $2 WHERE id = $3")
             .bind(name)
             .bind(Value::Object(attributes.clone()).to_string())
             .bind(id)
-            .execute(&self.writer)
+            .execute(&mut tx)
             .await;
         let updated = conflict_on_unique(updated, duplicate_name(name))?;
         if updated.rows_affected() == 0 {
             return Err(StoreError::NotFound);
         }
+        tx.commit().await?;
         Ok(())
     }
 
@@ -148,17 +152,17 @@ impl SnapshotStore for SqliteStore {
     ) -> StoreResult<()> {
         let mut tx = self.begin_write().await?;
         for (id, bytes) in per_snapshot {
-            sqlx::query("UPDATE snapshots SET used_bytes = ? WHERE id = ?")
+            query("UPDATE snapshots SET used_bytes = $1 WHERE id = $2")
                 .bind(to_i64(*bytes)?)
                 .bind(id)
-                .execute(&mut *tx)
+                .execute(&mut tx)
                 .await?;
         }
         for (medium, bytes) in per_medium {
-            sqlx::query("UPDATE media SET snapshot_bytes = ? WHERE id = ?")
+            query("UPDATE media SET snapshot_bytes = $1 WHERE id = $2")
                 .bind(to_i64(*bytes)?)
                 .bind(medium)
-                .execute(&mut *tx)
+                .execute(&mut tx)
                 .await?;
         }
         tx.commit().await?;
@@ -167,13 +171,13 @@ impl SnapshotStore for SqliteStore {
 
     async fn delete_snapshot(&self, id: &str) -> StoreResult<()> {
         let mut tx = self.begin_write().await?;
-        sqlx::query("DELETE FROM attachments WHERE snapshot = ?")
+        query("DELETE FROM attachments WHERE snapshot = $1")
             .bind(id)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
-        sqlx::query("DELETE FROM snapshots WHERE id = ?")
+        query("DELETE FROM snapshots WHERE id = $1")
             .bind(id)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         tx.commit().await?;
         Ok(())
