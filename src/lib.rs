@@ -1,48 +1,28 @@
 //! svs: a self-hosted storage volume service with a Volumez-compatible API.
 //!
-//! Layers, lowest first: `svs-domain` (model, planner; pure) ← `svs-store`
-//! (persistence) and `svs-dataplane` (media) ← `exports` (NBD exports) ←
-//! `jobs` (runner) ← `reconcile` (periodic repairs) ← `service` (use cases) ←
-//! `api` (HTTP) ← `app` / `cli` (the binary). `client` (the CLI's HTTP
-//! client) and `agent` (the host agent) talk to the service over HTTP only.
-//! `workers` (status of background work), `clock` and `changes` (what wakes
-//! node agents' long polls) sit beside them, used by all; `snapshot_space`
-//! (snapshot usage and the media's snapshot budgets) serves `jobs`,
-//! `reconcile` and `app`.
+//! The tree is by role (docs/layout.md draws it, `tests/layers.rs` keeps
+//! its arrows):
+//! - [`control`]: the control plane, `svs serve` (start-up, HTTP, the API,
+//!   the use cases, jobs, reconcilers, auth, backup);
+//! - [`front`]: a volume's front, wherever it runs (`svs serve` or a
+//!   storage node): its NBD exports and the wire the two share;
+//! - [`storage_node`]: `svs storage-node`, slices and fronts on a host;
+//! - [`agent`]: the host agent; [`csi`]: the CSI plugins; [`client`] and
+//!   [`cli`]: the HTTP client and the commands. All of them talk to the
+//!   control plane over HTTP only;
+//! - [`common`]: what every process uses (TLS, logging, clock, secret
+//!   files, stop signal, back-off).
+//!
+//! Below them, the crates: `svs-domain` (model, planner; pure) ←
+//! `svs-store` (persistence) and `svs-dataplane` (media) ← this crate.
 
 pub mod agent;
-pub mod api;
-pub mod app;
-pub mod attributes;
-pub mod auth;
-pub mod backoff;
-pub mod backup;
-pub mod changes;
 pub mod cli;
 pub mod client;
-pub mod clock;
-pub mod cluster;
-pub mod config;
+pub mod common;
+pub mod control;
 pub mod csi;
-pub mod exports;
-pub mod front_calls_wire;
-pub mod front_exports;
-pub mod fronts;
-pub mod fronts_wire;
-pub mod http;
-pub mod jobs;
-pub mod logging;
-pub mod media_health;
-pub mod metrics;
-pub mod node_media;
-pub mod reconcile;
-pub mod secret_files;
-pub mod service;
-pub mod slice_tls;
-pub mod snapshot_space;
-pub mod stop_signal;
+pub mod front;
 pub mod storage_node;
 #[cfg(test)]
 mod testing;
-pub mod tls;
-pub mod workers;

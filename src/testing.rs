@@ -3,10 +3,10 @@
 //! media in a temporary directory, with a tenant, a user and a policy, and a
 //! job runner around them.
 
-use crate::clock::Clock;
-use crate::exports::ExportRegistry;
-use crate::jobs::{RetryPolicy, RunnerParts, RunnerSettings, VolumeActivity};
-use crate::workers::WorkerBoard;
+use crate::common::clock::Clock;
+use crate::control::front_layout::ExportRegistry;
+use crate::control::jobs::{RetryPolicy, RunnerParts, RunnerSettings, VolumeActivity};
+use crate::control::workers::WorkerBoard;
 use std::path::PathBuf;
 use std::sync::Arc;
 use svs_dataplane::{DataPlane, LocalMedia};
@@ -86,10 +86,10 @@ pub fn runner_parts(
     clock: Arc<dyn Clock>,
 ) -> RunnerParts {
     RunnerParts {
-        node_media: Arc::new(crate::node_media::NodeMediaSync::new(
+        node_media: Arc::new(crate::control::node_media::NodeMediaSync::new(
             Arc::clone(&store),
             Arc::clone(&media),
-            Arc::new(crate::slice_tls::SliceTls::off()),
+            Arc::new(crate::common::slice_tls::SliceTls::off()),
         )),
         store,
         exports: Arc::new(ExportRegistry::new(Arc::clone(&media))),
@@ -98,7 +98,7 @@ pub fn runner_parts(
         board: Arc::new(WorkerBoard::default()),
         activity: Arc::new(VolumeActivity::default()),
         shutdown: CancellationToken::new(),
-        instance_id: crate::cluster::new_instance_id(),
+        instance_id: crate::control::cluster::new_instance_id(),
     }
 }
 
@@ -111,8 +111,8 @@ pub fn runner_settings(max_concurrent_jobs: usize, retry: RetryPolicy) -> Runner
         rate_limit: None,
         checkpoint_bytes: 64 << 20,
         agent_wait: std::time::Duration::from_secs(5),
-        fronts: crate::config::FrontsMode::Serve,
-        leases: crate::jobs::LeaseSettings::default(),
+        fronts: crate::control::config::FrontsMode::Serve,
+        leases: crate::control::jobs::LeaseSettings::default(),
         movement_window: None,
     }
 }

@@ -1,6 +1,8 @@
 //! The layering rule, checked on the source: domain ← store / dataplane ←
-//! jobs / services ← api ← app. Nothing lower imports anything higher, so no
-//! module cycle can form between the layers. Inside every crate, and inside
+//! the roles of this crate (common ← front ← control and storage node; the
+//! agent, CSI and the client beside them, over HTTP only), and inside the
+//! control plane jobs / services ← api ← app. Nothing lower imports anything
+//! higher, so no module cycle can form between the layers. Inside every crate, and inside
 //! every folder module, the modules import each other without cycles.
 
 use std::fs;
@@ -56,15 +58,41 @@ fn assert_layer(part: &str, forbidden: &[&str]) {
     );
 }
 
-const ABOVE_SERVICES: [&str; 7] = [
+/// What the control plane's services must not import: the layers above
+/// them, and the other roles.
+const ABOVE_SERVICES: [&str; 9] = [
     "crate::agent",
     "crate::storage_node",
-    "crate::api",
-    "crate::app",
+    "crate::csi",
+    "crate::control::api",
+    "crate::control::app",
+    "crate::control::http",
     "crate::cli",
     "crate::client",
-    "crate::reconcile",
+    "crate::control::reconcile",
 ];
+
+/// The roles of the tree (docs/layout.md): each imports only `common`, the
+/// roles beside it named here, and the crates below.
+const ROLES: [&str; 8] = [
+    "crate::control::",
+    "crate::front::",
+    "crate::storage_node::",
+    "crate::agent::",
+    "crate::csi::",
+    "crate::client::",
+    "crate::cli::",
+    "crate::common::",
+];
+
+/// Every role but `allowed` (and itself), as forbidden imports.
+fn other_roles(own: &str, allowed: &[&str]) -> Vec<&'static str> {
+    ROLES
+        .iter()
+        .copied()
+        .filter(|r| *r != own && *r != "crate::common::" && !allowed.contains(r))
+        .collect()
+}
 
 #[test]
 fn the_pure_crates_import_no_other_svs_crate_above_them() {
@@ -77,107 +105,98 @@ fn the_pure_crates_import_no_other_svs_crate_above_them() {
     assert_layer("crates/nbd/src", &["svs_store", "svs_dataplane", "svs::"]);
 }
 
+/// What every process uses imports no role, and no store.
+#[test]
+fn the_common_part_imports_no_role() {
+    let mut forbidden = other_roles("crate::common::", &[]);
+    forbidden.push("svs_store");
+    assert_layer("src/common", &forbidden);
+}
+
+#[test]
+fn the_control_plane_imports_no_other_process() {
+    assert_layer(
+        "src/control",
+        &other_roles("crate::control::", &["crate::front::"]),
+    );
+}
+
 #[test]
 fn jobs_and_reconcilers_import_neither_services_nor_the_api() {
-    let mut forbidden = vec!["crate::service"];
-    forbidden.extend(ABOVE_SERVICES.iter().filter(|m| **m != "crate::reconcile"));
-    assert_layer("src/jobs", &forbidden);
-    assert_layer("src/reconcile", &forbidden);
-    assert_layer(
-        "src/exports.rs",
-        &["crate::jobs", "crate::service", "crate::api"],
+    let mut forbidden = vec!["crate::control::service"];
+    forbidden.extend(
+        ABOVE_SERVICES
+            .iter()
+            .filter(|m| **m != "crate::control::reconcile"),
     );
-    assert_layer("src/clock.rs", &["crate::"]);
-    assert_layer("src/changes.rs", &["crate::"]);
+    assert_layer("src/control/jobs", &forbidden);
+    assert_layer("src/control/reconcile", &forbidden);
+    assert_layer(
+        "src/control/front_layout.rs",
+        &[
+            "crate::control::jobs",
+            "crate::control::service",
+            "crate::control::api",
+        ],
+    );
+    assert_layer("src/common/clock.rs", &["crate::control", "crate::front"]);
+    assert_layer("src/control/changes.rs", &["crate::"]);
 }
 
 #[test]
 fn services_do_not_import_the_api_or_the_binary() {
-    assert_layer("src/service", &ABOVE_SERVICES);
+    assert_layer("src/control/service", &ABOVE_SERVICES);
 }
 
 #[test]
 fn the_api_does_not_import_the_binary() {
-    assert_layer("src/api", &["crate::app", "crate::cli", "crate::client"]);
+    assert_layer(
+        "src/control/api",
+        &["crate::control::app", "crate::cli", "crate::client"],
+    );
 }
 
 #[test]
 fn the_agent_talks_to_the_service_over_http_only() {
-    assert_layer(
-        "src/agent",
-        &[
-            "crate::api",
-            "crate::app",
-            "crate::cli",
-            "crate::client",
-            "crate::service",
-            "crate::jobs",
-            "crate::reconcile",
-            "crate::exports",
-            "svs_store",
-            "svs_dataplane",
-        ],
-    );
+    let mut forbidden = other_roles("crate::agent::", &[]);
+    forbidden.extend(["svs_store", "svs_dataplane"]);
+    assert_layer("src/agent", &forbidden);
 }
 
 /// A volume's front exports run in `svs serve` and on storage nodes alike:
 /// nothing of the control plane in them.
 #[test]
-fn the_front_exports_know_no_store() {
-    assert_layer(
-        "src/front_exports.rs",
-        &[
-            "crate::api",
-            "crate::app",
-            "crate::service",
-            "crate::jobs",
-            "crate::reconcile",
-            "crate::exports",
-            "crate::storage_node",
-            "svs_store",
-        ],
-    );
+fn the_front_knows_no_store_and_no_control_plane() {
+    let mut forbidden = other_roles("crate::front::", &[]);
+    forbidden.push("svs_store");
+    assert_layer("src/front", &forbidden);
 }
 
 #[test]
 fn the_storage_node_talks_to_the_control_plane_over_http_only() {
-    assert_layer(
-        "src/storage_node",
-        &[
-            "crate::api",
-            "crate::app",
-            "crate::cli",
-            "crate::client",
-            "crate::service",
-            "crate::jobs",
-            "crate::reconcile",
-            "crate::exports",
-            "crate::agent",
-            "svs_store",
-        ],
-    );
+    let mut forbidden = other_roles("crate::storage_node::", &["crate::front::"]);
+    forbidden.push("svs_store");
+    assert_layer("src/storage_node", &forbidden);
 }
 
 #[test]
 fn the_csi_driver_talks_to_the_service_over_http_only() {
-    assert_layer(
-        "src/csi",
-        &[
-            "crate::service",
-            "crate::api",
-            "crate::jobs",
-            "crate::app",
-            "crate::reconcile",
-            "svs_store",
-            "svs_dataplane",
-        ],
-    );
+    let mut forbidden = other_roles("crate::csi::", &["crate::agent::", "crate::client::"]);
+    forbidden.extend(["svs_store", "svs_dataplane"]);
+    assert_layer("src/csi", &forbidden);
+}
+
+#[test]
+fn the_client_is_http_only() {
+    let mut forbidden = other_roles("crate::client::", &[]);
+    forbidden.extend(["svs_store", "svs_dataplane"]);
+    assert_layer("src/client", &forbidden);
 }
 
 #[test]
 #[should_panic(expected = "layer check of")]
 fn a_layer_check_of_a_path_that_does_not_exist_fails() {
-    assert_layer("src/no_such_module", &["crate::api"]);
+    assert_layer("src/no_such_module", &["crate::control::api"]);
 }
 
 /// The data plane's modules, lowest first, each with the names `lib.rs`
@@ -456,6 +475,55 @@ fn module_tree(dir: &Path) -> ModuleTree {
 /// `a → b` when a file of `a` names `b` (or an item only `b` declares)
 /// through `prefix` (`crate::` for a crate's root folder, `super::` for a
 /// folder module's children).
+/// The first name of each path after `prefix` (of each path of a group,
+/// `prefix{a::X, b}`): the module it enters, or an item re-exported there.
+/// What follows the first name lies inside that module.
+fn path_heads(text: &str, prefix: &str) -> Vec<String> {
+    let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
+    let code: Vec<&str> = code
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect();
+    let joined = code.join("\n");
+    let mut heads = Vec::new();
+    let mut rest = joined.as_str();
+    while let Some(at) = rest.find(prefix) {
+        let after = &rest[at + prefix.len()..];
+        let word = |s: &str| -> String {
+            s.trim_start()
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect()
+        };
+        if let Some(group) = after.strip_prefix('{') {
+            let (mut depth, mut start) = (0, 0);
+            let mut end = group.len();
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => {
+                        end = i;
+                        break;
+                    }
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        heads.push(word(&group[start..i]));
+                        start = i + 1;
+                    }
+                    _ => {}
+                }
+            }
+            heads.push(word(&group[start..end]));
+            rest = &group[end..];
+        } else {
+            heads.push(word(after));
+            rest = after;
+        }
+    }
+    heads.retain(|h| !h.is_empty());
+    heads
+}
+
 fn import_graph(
     dir: &Path,
     prefix: &str,
@@ -477,15 +545,15 @@ fn import_graph(
                 continue;
             }
             let text = fs::read_to_string(path).unwrap_or_default();
-            let mut words = paths_after(&text, prefix);
+            let mut words = path_heads(&text, prefix);
             if prefix == "crate::" && root_file {
-                words.extend(paths_after(&text, "super::"));
+                words.extend(path_heads(&text, "super::"));
             }
             if prefix == "super::" {
                 // `crate::a::b::sibling` from inside folder module `a::b`.
-                words.extend(paths_after(&text, absolute));
+                words.extend(path_heads(&text, absolute));
             }
-            for (_, word) in words {
+            for word in words {
                 let target = if tree.files.contains_key(&word) {
                     Some(word.clone())
                 } else {

@@ -156,9 +156,9 @@ pub fn uri_uses_tls(uri: &str) -> bool {
 /// the reconnecting client does that).
 fn client_tls(spec: &DeviceSpec, address: &str) -> Result<svs_nbd::ClientTls, String> {
     if let Some(ca) = &spec.ca_cert {
-        crate::tls::trust_ca_file(ca)?;
+        crate::common::tls::trust_ca_file(ca)?;
     }
-    let config = crate::tls::client_config()?;
+    let config = crate::common::tls::client_config()?;
     svs_nbd::ClientTls::new(config, svs_nbd::address_host(address)).map_err(|e| e.to_string())
 }
 
@@ -171,7 +171,7 @@ pub async fn run_device(dir: PathBuf) -> Result<(), String> {
     let spec: DeviceSpec =
         serde_json::from_str(&text).map_err(|e| format!("bad device spec: {e}"))?;
     let mut hangup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
-    let stop = crate::stop_signal::stop_signal().map_err(|e| e.to_string())?;
+    let stop = crate::common::stop_signal::stop_signal().map_err(|e| e.to_string())?;
     tokio::pin!(stop);
 
     if spec.kernel {

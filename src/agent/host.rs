@@ -353,7 +353,7 @@ impl Host {
                     readonly: c.readonly,
                     kernel: self.config.mode == BlockDeviceMode::KernelNbd,
                     tls: uri_uses_tls(c.uri),
-                    ca_cert: crate::tls::ca_cert_file().map(Path::to_path_buf),
+                    ca_cert: crate::common::tls::ca_cert_file().map(Path::to_path_buf),
                 },
             )?;
             rec.device_pid = Some(pid);

@@ -12,7 +12,7 @@ pub mod device;
 pub mod host;
 pub mod service;
 
-use crate::backoff::Backoff;
+use crate::common::backoff::Backoff;
 use host::{Host, HostConfig};
 use service::{HostReport, ServiceClient};
 use std::collections::HashMap;
@@ -54,7 +54,7 @@ pub struct AgentConfig {
 }
 
 fn read_credential(path: &Path) -> Result<String, AgentError> {
-    crate::secret_files::read_credential_file(path).map_err(AgentError::Config)
+    crate::common::secret_files::read_credential_file(path).map_err(AgentError::Config)
 }
 
 /// The agent's back-off after a failed call: 0.5 s doubling to
@@ -95,7 +95,8 @@ pub async fn run(config: AgentConfig) -> Result<(), AgentError> {
     tracing::info!(node = config.node, url = config.url, "agent started");
     caps::warn_if_ext4_growth_blocked();
 
-    let stop = crate::stop_signal::stop_signal().map_err(|e| AgentError::Config(e.to_string()))?;
+    let stop =
+        crate::common::stop_signal::stop_signal().map_err(|e| AgentError::Config(e.to_string()))?;
     tokio::pin!(stop);
     let mut revision: Option<String> = None;
     let mut reported: HashMap<(String, String), HostReport> = HashMap::new();

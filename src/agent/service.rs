@@ -126,7 +126,7 @@ impl ServiceClient {
                 "the service URL must start with http:// or https://: {base}"
             )));
         }
-        let http = crate::tls::trusting_ca_cert(reqwest::Client::builder())
+        let http = crate::common::tls::trusting_ca_cert(reqwest::Client::builder())
             .user_agent(concat!("svs-agent/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(Duration::from_secs(10))
             // Shorter than the service's keep-alive, so a request never

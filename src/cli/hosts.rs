@@ -2,8 +2,8 @@
 //! device process, and the CSI driver's plugins.
 
 use super::CaCertArgs;
-use crate::config::LogFormat;
-use crate::logging::init_tracing;
+use crate::common::logging::init_tracing;
+use crate::control::config::LogFormat;
 use clap::Subcommand;
 use std::path::PathBuf;
 

@@ -10,7 +10,7 @@ mod passwords;
 mod serve;
 mod users;
 
-pub use crate::logging::report_failure;
+pub use crate::common::logging::report_failure;
 pub use hosts::CsiCommand;
 pub use offline::KeysCommand;
 pub use passwords::NewPasswordArgs;
@@ -21,7 +21,7 @@ use crate::client::{
     AttachmentCommand, Context, CredentialsStore, JobCommand, MediaCommand, NodeCommand,
     OutputFormat, PolicyCommand, SnapshotCommand, VolumeCommand, DEFAULT_PROFILE,
 };
-use crate::config::{Config, Overrides};
+use crate::control::config::{Config, Overrides};
 use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -308,7 +308,7 @@ fn private_files() {
 pub async fn run(cli: Cli) -> Result<(), String> {
     private_files();
     if let Some(ca) = cli.command.ca_cert() {
-        crate::tls::trust_ca_file(ca)?;
+        crate::common::tls::trust_ca_file(ca)?;
     }
     match cli.command {
         Command::Serve {

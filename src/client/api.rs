@@ -24,7 +24,7 @@ impl Api {
                 "the URL must start with http:// or https://: {base}"
             )));
         }
-        let http = crate::tls::trusting_ca_cert(reqwest::Client::builder())
+        let http = crate::common::tls::trusting_ca_cert(reqwest::Client::builder())
             .user_agent(concat!("svs-cli/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|source| ClientError::Http {

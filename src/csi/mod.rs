@@ -75,7 +75,7 @@ pub async fn run_node(config: NodeConfig) -> Result<(), String> {
             controller: None::<svs_csi::Absent>,
             node: Some(node::NodeService::new(config.node, config.zone, host)),
         },
-        crate::stop_signal::stop_signal_or_never(),
+        crate::common::stop_signal::stop_signal_or_never(),
     )
     .await
     .map_err(|e| e.to_string())?;
@@ -114,7 +114,7 @@ pub async fn run_controller(config: ControllerConfig) -> Result<(), String> {
     svs_csi::serve(
         &config.endpoint,
         services,
-        crate::stop_signal::stop_signal_or_never(),
+        crate::common::stop_signal::stop_signal_or_never(),
     )
     .await
     .map_err(|e| e.to_string())

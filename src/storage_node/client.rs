@@ -4,8 +4,8 @@
 //! the same credential.
 
 use super::StorageNodeError;
-use crate::fronts_wire::{FailuresBody, FailuresRecorded, FrontsAnswer, FrontsPoll};
-use crate::metrics::{IoTotals, MAX_IO_REPORTS, METRICS};
+use crate::common::metrics::{IoTotals, MAX_IO_REPORTS, METRICS};
+use crate::front::wire::{FailuresBody, FailuresRecorded, FrontsAnswer, FrontsPoll};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
@@ -74,7 +74,7 @@ impl ControlPlaneClient {
     ) -> Result<ControlPlaneClient, StorageNodeError> {
         let base = api.trim_end_matches('/');
         // The CA of `--ca-cert` / SVS_CA_CERT (issue 13's), as the agent.
-        let http = crate::tls::trusting_ca_cert(reqwest::Client::builder())
+        let http = crate::common::tls::trusting_ca_cert(reqwest::Client::builder())
             .user_agent(concat!("svs-storage-node/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(Duration::from_secs(5))
             .pool_idle_timeout(Duration::from_secs(20))

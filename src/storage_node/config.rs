@@ -57,7 +57,7 @@ pub struct StorageNodeConfig {
 }
 
 fn default_nbd_tcp_congestion() -> String {
-    crate::config::DEFAULT_NBD_TCP_CONGESTION.to_string()
+    crate::front::tcp::DEFAULT_NBD_TCP_CONGESTION.to_string()
 }
 
 /// One `[[media]]` entry.
@@ -116,7 +116,7 @@ impl StorageNodeConfig {
         if self.node.is_empty() {
             return bad("node must not be empty".into());
         }
-        if let Err(e) = crate::config::nbd_tcp_congestion(&self.nbd_tcp_congestion) {
+        if let Err(e) = crate::front::tcp::nbd_tcp_congestion(&self.nbd_tcp_congestion) {
             return bad(format!("nbd_tcp_congestion: {e}"));
         }
         if self.slice_tls_cert.is_some() != self.slice_tls_key.is_some() {

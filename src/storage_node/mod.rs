@@ -19,8 +19,8 @@ pub mod config;
 pub mod fronts;
 pub mod tls;
 
-use crate::backoff::Backoff;
-use crate::slice_tls::SliceTlsMode;
+use crate::common::backoff::Backoff;
+use crate::common::slice_tls::SliceTlsMode;
 use client::{Addresses, ControlPlaneClient, OfferedMedium, Registered};
 use config::{StorageNodeConfig, StorageNodeMedium};
 use fronts::FrontServices;
@@ -250,7 +250,7 @@ async fn follow_answer(
 }
 
 fn read_credential(path: &Path) -> Result<String, StorageNodeError> {
-    crate::secret_files::read_credential_file(path).map_err(StorageNodeError::Config)
+    crate::common::secret_files::read_credential_file(path).map_err(StorageNodeError::Config)
 }
 
 /// The medium as it can be offered now, or why not: its directory exists,
@@ -354,7 +354,7 @@ pub async fn run(config_file: &Path) -> Result<(), StorageNodeError> {
                 .map_err(|e| format!("cannot listen for NBD on {}: {e}", config.front_listen())),
         ),
         // Checked when the configuration was loaded.
-        tcp_congestion: crate::config::nbd_tcp_congestion(&config.nbd_tcp_congestion)
+        tcp_congestion: crate::front::tcp::nbd_tcp_congestion(&config.nbd_tcp_congestion)
             .unwrap_or_default(),
         services: None,
     };
@@ -362,8 +362,8 @@ pub async fn run(config_file: &Path) -> Result<(), StorageNodeError> {
         slice: config.advertised(),
         front: config.front_advertised(),
     };
-    let stop =
-        crate::stop_signal::stop_signal().map_err(|e| StorageNodeError::Config(e.to_string()))?;
+    let stop = crate::common::stop_signal::stop_signal()
+        .map_err(|e| StorageNodeError::Config(e.to_string()))?;
     tokio::pin!(stop);
     tracing::info!(
         node = config.node,

@@ -1,4 +1,4 @@
-//! The storage node's half of slice TLS (see `crate::slice_tls`): its key
+//! The storage node's half of slice TLS (see `crate::common::slice_tls`): its key
 //! pair and the certificate its slice server presents, either issued by
 //! the control plane's CA (`slicetls: issued`) or the operator's own
 //! (`slice_tls_cert`/`slice_tls_key`, `slicetls: own`).
@@ -11,7 +11,7 @@
 use super::client::Registered;
 use super::config::StorageNodeConfig;
 use super::StorageNodeError;
-use crate::slice_tls::{SliceTlsMode, RENEW_BEFORE_DAYS};
+use crate::common::slice_tls::{SliceTlsMode, RENEW_BEFORE_DAYS};
 use rcgen::KeyPair;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
@@ -89,7 +89,8 @@ impl NodeTls {
         let resolver = Arc::new(SwappableCert::default());
         let state_dir = config.state_dir.clone();
         if let (Some(cert), Some(key)) = (&config.slice_tls_cert, &config.slice_tls_key) {
-            let chain = crate::tls::load_chain(cert, "slice_tls_cert").map_err(config_error)?;
+            let chain =
+                crate::common::tls::load_chain(cert, "slice_tls_cert").map_err(config_error)?;
             let pem = std::fs::read(key).map_err(|e| {
                 config_error(format!(
                     "slice_tls_key {}: cannot read it: {e}",
@@ -238,11 +239,12 @@ impl NodeTls {
             return Ok(None);
         }
         let resolver: Arc<dyn ResolvesServerCert> = self.resolver.clone();
-        let config = rustls::ServerConfig::builder_with_provider(crate::tls::crypto_provider())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| config_error(format!("TLS: {e}")))?
-            .with_no_client_auth()
-            .with_cert_resolver(resolver);
+        let config =
+            rustls::ServerConfig::builder_with_provider(crate::common::tls::crypto_provider())
+                .with_safe_default_protocol_versions()
+                .map_err(|e| config_error(format!("TLS: {e}")))?
+                .with_no_client_auth()
+                .with_cert_resolver(resolver);
         Ok(Some(Arc::new(config)))
     }
 
@@ -283,7 +285,7 @@ fn certified(
             "a slice certificate without a certificate".into(),
         ));
     }
-    let provider = crate::tls::crypto_provider();
+    let provider = crate::common::tls::crypto_provider();
     let signing = provider
         .key_provider
         .load_private_key(key)
@@ -318,18 +320,21 @@ fn load_or_make_key(path: &Path) -> Result<KeyPair, StorageNodeError> {
     }
 }
 
-/// An owner-only file (see [`crate::secret_files::write_private`]).
+/// An owner-only file (see [`crate::common::secret_files::write_private`]).
 fn write_private(path: &Path, bytes: &[u8]) -> Result<(), StorageNodeError> {
-    crate::secret_files::write_private(path, bytes)
+    crate::common::secret_files::write_private(path, bytes)
         .map_err(|e| StorageNodeError::Io(format!("cannot write {}: {e}", path.display())))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::slice_tls::SliceTls;
+    use crate::common::slice_tls::SliceTls;
 
-    fn answer(tls: &SliceTls, issued: Option<crate::slice_tls::IssuedCertificate>) -> Registered {
+    fn answer(
+        tls: &SliceTls,
+        issued: Option<crate::common::slice_tls::IssuedCertificate>,
+    ) -> Registered {
         Registered {
             slicecredential: "c".into(),
             heartbeatseconds: 3,
@@ -369,7 +374,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let ca_dir = tempfile::tempdir().expect("dir");
         let tls_dir = ca_dir.path().join("tls");
-        crate::tls::auto_certificates(&tls_dir, &["localhost".into()]).expect("CA");
+        crate::common::tls::auto_certificates(&tls_dir, &["localhost".into()]).expect("CA");
         let service = SliceTls::with_ca(&tls_dir, Vec::new()).expect("slice tls");
         let state = tempfile::tempdir().expect("state");
         let config = node_config(state.path());
@@ -398,7 +403,7 @@ mod tests {
         // Another address, or the end near: asks again.
         let moved: SocketAddr = "127.0.0.2:7450".parse().expect("address");
         assert!(node.wanted_public_key(moved, now).is_some());
-        let later = now + time::Duration::days(crate::slice_tls::SLICE_CERT_DAYS - 29);
+        let later = now + time::Duration::days(crate::common::slice_tls::SLICE_CERT_DAYS - 29);
         assert!(node.wanted_public_key(address, later).is_some());
 
         // A restart keeps the key and the certificate.
@@ -419,7 +424,7 @@ mod tests {
         // The control plane has a new CA: the old certificate is worthless.
         let mut again = again;
         std::fs::remove_dir_all(&tls_dir).expect("CA removed");
-        crate::tls::auto_certificates(&tls_dir, &["localhost".into()]).expect("new CA");
+        crate::common::tls::auto_certificates(&tls_dir, &["localhost".into()]).expect("new CA");
         let renewed = SliceTls::with_ca(&tls_dir, Vec::new()).expect("slice tls");
         again
             .accept(&answer(&renewed, None), address)
@@ -432,7 +437,7 @@ mod tests {
     fn a_certificate_for_another_key_is_refused() {
         let ca_dir = tempfile::tempdir().expect("dir");
         let tls_dir = ca_dir.path().join("tls");
-        crate::tls::auto_certificates(&tls_dir, &["localhost".into()]).expect("CA");
+        crate::common::tls::auto_certificates(&tls_dir, &["localhost".into()]).expect("CA");
         let service = SliceTls::with_ca(&tls_dir, Vec::new()).expect("slice tls");
         let state = tempfile::tempdir().expect("state");
         let mut node = NodeTls::load(&node_config(state.path())).expect("node tls");

@@ -1,5 +1,5 @@
 //! The control plane's calls to the fronts this node runs (the slice
-//! protocol's `FrontCall`; the JSON is `crate::front_calls_wire`): a job's
+//! protocol's `FrontCall`; the JSON is `crate::front::calls_wire`): a job's
 //! snapshot, rollback, or live slice move runs here, on the front that
 //! serves the volume, so its bytes go between storage nodes and never
 //! through `svs serve`.
@@ -24,7 +24,9 @@
 //! targets kept for the newer one to resume from; a copy of a slice is
 //! never begun over a later job's copy of it.
 
-use crate::front_calls_wire::{BeganCopy, CopyProgress, FrontAnswer, FrontCall, FrontOp, JobClaim};
+use crate::front::calls_wire::{
+    BeganCopy, CopyProgress, FrontAnswer, FrontCall, FrontOp, JobClaim,
+};
 use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -6,7 +6,7 @@
 //! in its store, and fail (as fenced) if it refuses it.
 
 use super::FAILURES_TIMEOUT;
-use crate::fronts_wire::{FailuresBody, FrontFailure};
+use crate::front::wire::{FailuresBody, FrontFailure};
 use crate::storage_node::client::ControlPlaneClient;
 use crate::storage_node::node_backoff;
 use std::sync::Arc;
@@ -189,7 +189,7 @@ mod tests {
                             .into_iter()
                             .filter(|f| f.volume == "gone")
                             .collect();
-                        Ok(Json(crate::fronts_wire::FailuresRecorded {
+                        Ok(Json(crate::front::wire::FailuresRecorded {
                             recorded: 1,
                             refused,
                         }))

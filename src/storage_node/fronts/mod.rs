@@ -21,8 +21,8 @@ pub use calls::FrontCalls;
 
 use super::client::ControlPlaneClient;
 use super::node_backoff;
-use crate::front_exports::{ExportRegistry, SnapshotView, VolumeOpening};
-use crate::fronts_wire::{FrontExport, FrontNode, FrontOpen, FrontSpec, FrontsAnswer, FrontsPoll};
+use crate::front::exports::{ExportRegistry, SnapshotView, VolumeOpening};
+use crate::front::wire::{FrontExport, FrontNode, FrontOpen, FrontSpec, FrontsAnswer, FrontsPoll};
 use failures::{report_failures, Failed};
 use plan::{plan, Held, Step};
 use rustls_pki_types::pem::PemObject;
@@ -238,8 +238,13 @@ fn start_nbd(
     let stop = CancellationToken::new();
     let started = listener.and_then(|listener| {
         let address = listener.local_addr().map_err(|e| e.to_string())?;
-        crate::front_exports::spawn_nbd_server(Arc::clone(registry), listener, config, stop.clone())
-            .map(|thread| (thread, address))
+        crate::front::exports::spawn_nbd_server(
+            Arc::clone(registry),
+            listener,
+            config,
+            stop.clone(),
+        )
+        .map(|thread| (thread, address))
     });
     let mut down = nbd_down.lock().unwrap_or_else(PoisonError::into_inner);
     match started {
@@ -551,7 +556,7 @@ async fn close(registry: &Arc<ExportRegistry>, fronts: &mut Fronts, volume: &str
     let _ = tokio::task::spawn_blocking(move || {
         calls.closed(&volume);
         // What it served was reported; it starts again if it reopens here.
-        crate::metrics::METRICS.volume_io.forget(&volume);
+        crate::common::metrics::METRICS.volume_io.forget(&volume);
         drop(io)
     })
     .await;
@@ -698,7 +703,9 @@ fn add_nodes(media: &dyn DataPlane, volume: &str, nodes: &[FrontNode], roots: &[
 
 /// How to verify slice servers: by `roots` (PEM), or plain TCP when there
 /// are none.
-fn slice_client_tls(roots: &[String]) -> Result<Option<crate::slice_tls::SliceTls>, String> {
+fn slice_client_tls(
+    roots: &[String],
+) -> Result<Option<crate::common::slice_tls::SliceTls>, String> {
     if roots.is_empty() {
         return Ok(None);
     }
@@ -711,7 +718,7 @@ fn slice_client_tls(roots: &[String]) -> Result<Option<crate::slice_tls::SliceTl
     if certificates.is_empty() {
         return Err("the slice TLS roots hold no certificate".into());
     }
-    crate::slice_tls::SliceTls::trusting(certificates).map(Some)
+    crate::common::slice_tls::SliceTls::trusting(certificates).map(Some)
 }
 
 /// Runs blocking data-plane work off the runtime's threads.

@@ -3,7 +3,7 @@
 //! fronts wanted, so every decision is testable without I/O
 //! ([`super`] carries the steps out).
 
-use crate::fronts_wire::{FrontExport, FrontSpec};
+use crate::front::wire::{FrontExport, FrontSpec};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A front as the node holds it: the spec it was opened with (kept up to
@@ -117,7 +117,7 @@ pub fn plan(held: &BTreeMap<String, Held>, wanted: &[FrontSpec]) -> Vec<Step> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fronts_wire::{FrontNode, FrontSnapshot};
+    use crate::front::wire::{FrontNode, FrontSnapshot};
 
     fn export(name: &str, host: &str) -> FrontExport {
         FrontExport {

@@ -3,7 +3,7 @@
 //! plane: opened, written through, reopened at a new epoch, closed.
 
 use super::*;
-use crate::fronts_wire::FrontNode;
+use crate::front::wire::FrontNode;
 use svs_dataplane::{start_slice_server, SharedSecret, SliceKey};
 
 const SECRET: &str = "slice-secret";
@@ -222,7 +222,7 @@ fn copy_failures_go_on_the_wire_as_the_contract_names_them() {
         },
         medium_failed: true,
     };
-    let body = crate::fronts_wire::FailuresBody {
+    let body = crate::front::wire::FailuresBody {
         failures: vec![failures::wire_failure(&failure)],
     };
     assert_eq!(

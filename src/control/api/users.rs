@@ -1,0 +1,353 @@
+//! User management (svs extension; the reference has no user routes beyond
+//! sign-in): administrators list, create, change (disable / enable, grant
+//! or take the administrator role), delete users and reset passwords; every
+//! user reads itself and changes its own password.
+//!
+//! A user in a path is its id or its e-mail. `/users/me` is the caller.
+
+use super::extract::Parsed;
+use super::parse::{bad, opt_bool, opt_str, req_str, Body, ParseResult};
+use super::requests::FromBody;
+use super::signin::SignedInView;
+use super::views::{self, Done, ErrorBody};
+use super::{ApiError, AppState};
+use crate::control::service::format_ms;
+use crate::control::service::users::{ChangeOwnPassword, CreateUser, UpdateUser, UserKey};
+use crate::control::service::{Administrator, Caller};
+use axum::extract::{Path, State};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use svs_store::User;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+type ApiResult<T> = Result<Json<T>, ApiError>;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_users, create_user))
+        .routes(routes!(get_me))
+        .routes(routes!(change_own_password))
+        .routes(routes!(get_user, update_user, delete_user))
+        .routes(routes!(reset_password))
+}
+
+/// A user as the API shows it (never its password hash).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = User)]
+pub struct UserView {
+    pub userid: i64,
+    pub email: String,
+    pub name: String,
+    /// The tenant whose volumes and policies the user works with.
+    pub tenant: String,
+    /// A service administrator: manages users, media and nodes.
+    pub admin: bool,
+    /// Cannot sign in; its tokens are refused.
+    pub disabled: bool,
+    /// RFC 3339 UTC.
+    pub createdtime: String,
+}
+
+pub fn user(u: &User) -> UserView {
+    UserView {
+        userid: u.id,
+        email: u.email.clone(),
+        name: u.name.clone(),
+        tenant: u.tenant.clone(),
+        admin: u.is_admin,
+        disabled: u.disabled,
+        createdtime: format_ms(u.created_ms),
+    }
+}
+
+/// `POST /users`.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = UserCreate)]
+#[allow(dead_code)]
+pub struct UserCreateRequest {
+    #[schema(min_length = 3, max_length = 254, pattern = "^[^\\s@]+@[^\\s]+$")]
+    pub email: String,
+    /// At least 8 characters.
+    #[schema(min_length = 8)]
+    pub password: String,
+    /// Display name (default: the part of the e-mail before '@').
+    #[schema(min_length = 1, max_length = 50, nullable = false)]
+    pub name: Option<String>,
+    /// The user's tenant, created if new (default: the administrator's own).
+    #[schema(min_length = 1, max_length = 63, nullable = false)]
+    pub tenant: Option<String>,
+    /// Make the user a service administrator (default false).
+    #[schema(nullable = false)]
+    pub admin: Option<bool>,
+}
+
+/// `PATCH /users/{user}`: at least one field.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = UserModify)]
+#[allow(dead_code)]
+pub struct UserModifyRequest {
+    /// true disables the user (its sessions end), false enables it.
+    #[schema(nullable = false)]
+    pub disabled: Option<bool>,
+    /// Grant (true) or take away (false) the administrator role.
+    #[schema(nullable = false)]
+    pub admin: Option<bool>,
+}
+
+/// `POST /users/{user}/password`.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = UserPasswordReset)]
+#[allow(dead_code)]
+pub struct PasswordResetRequest {
+    /// The new password, at least 8 characters.
+    #[schema(min_length = 8)]
+    pub password: String,
+}
+
+/// `PUT /users/me/password`.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = OwnPasswordChange)]
+#[allow(dead_code)]
+pub struct OwnPasswordRequest {
+    #[schema(min_length = 1)]
+    pub currentpassword: String,
+    /// At least 8 characters.
+    #[schema(min_length = 8)]
+    pub newpassword: String,
+}
+
+impl FromBody for CreateUser {
+    fn from_body(body: &Body) -> ParseResult<CreateUser> {
+        Ok(CreateUser {
+            email: req_str(body, "email")?.to_string(),
+            password: req_str(body, "password")?.to_string(),
+            name: opt_str(body, "name")?.map(str::to_string),
+            tenant: opt_str(body, "tenant")?.map(str::to_string),
+            is_admin: opt_bool(body, "admin")?.unwrap_or(false),
+        })
+    }
+}
+
+impl FromBody for UpdateUser {
+    fn from_body(body: &Body) -> ParseResult<UpdateUser> {
+        let update = UpdateUser {
+            disabled: opt_bool(body, "disabled")?,
+            is_admin: opt_bool(body, "admin")?,
+        };
+        if update.disabled.is_none() && update.is_admin.is_none() {
+            return Err(bad("nothing to change: send disabled or admin"));
+        }
+        Ok(update)
+    }
+}
+
+/// The new password of an administrator's reset.
+pub struct NewPassword(String);
+
+impl FromBody for NewPassword {
+    fn from_body(body: &Body) -> ParseResult<NewPassword> {
+        Ok(NewPassword(req_str(body, "password")?.to_string()))
+    }
+}
+
+impl FromBody for ChangeOwnPassword {
+    fn from_body(body: &Body) -> ParseResult<ChangeOwnPassword> {
+        Ok(ChangeOwnPassword {
+            current_password: req_str(body, "currentpassword")?.to_string(),
+            new_password: req_str(body, "newpassword")?.to_string(),
+        })
+    }
+}
+
+#[utoipa::path(
+    get, path = "/users", tag = "Users", operation_id = "UsersList",
+    summary = "List users (administrators only)",
+    description = "svs extension. Every user of every tenant: administrators are service-wide.",
+    security(("storage.io-authorizer" = [])),
+    responses(
+        (status = 200, description = "Users, by id", body = Vec<UserView>),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+    ),
+)]
+async fn list_users(State(app): State<AppState>, admin: Administrator) -> ApiResult<Vec<UserView>> {
+    Ok(Json(views::list(&app.list_users(&admin).await?, user)))
+}
+
+#[utoipa::path(
+    post, path = "/users", tag = "Users", operation_id = "UserCreate",
+    summary = "Create a user (administrators only)",
+    description = "svs extension. The password follows the sign-in rules (at least 8 characters); the tenant is created when it is new.",
+    request_body = UserCreateRequest,
+    security(("storage.io-authorizer" = [])),
+    responses(
+        (status = 200, description = "The new user", body = UserView),
+        (status = 400, description = "Malformed body, not an e-mail address, password too short", body = ErrorBody),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 408, description = "Body not received in time", body = ErrorBody),
+        (status = 409, description = "A user with this e-mail exists", body = ErrorBody),
+        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
+        (status = 503, description = "Too many password checks waiting: retry after `Retry-After` seconds", body = ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+)]
+async fn create_user(
+    State(app): State<AppState>,
+    admin: Administrator,
+    Parsed(request): Parsed<CreateUser>,
+) -> ApiResult<UserView> {
+    Ok(Json(user(&app.create_user(&admin, &request).await?)))
+}
+
+#[utoipa::path(
+    get, path = "/users/me", tag = "Users", operation_id = "UserMe",
+    summary = "The signed-in user",
+    description = "svs extension. The caller as the service has it now (its role included).",
+    security(("storage.io-authorizer" = [])),
+    responses(
+        (status = 200, description = "The caller", body = UserView),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+    ),
+)]
+async fn get_me(State(app): State<AppState>, caller: Caller) -> ApiResult<UserView> {
+    Ok(Json(user(&app.get_me(&caller).await?)))
+}
+
+#[utoipa::path(
+    put, path = "/users/me/password", tag = "Users", operation_id = "UserPasswordChange",
+    summary = "Change your own password",
+    description = "svs extension. Needs the current password (a wrong one counts as a failed sign-in of the account). Every session of the user ends, this one included: the answer carries new tokens, as `POST /signin` does.",
+    request_body = OwnPasswordRequest,
+    security(("storage.io-authorizer" = [])),
+    responses(
+        (status = 200, description = "Changed; the new session's tokens", body = SignedInView),
+        (status = 400, description = "Malformed body, wrong current password, new password too short", body = ErrorBody),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 408, description = "Body not received in time", body = ErrorBody),
+        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
+        (status = 429, description = "Too many wrong passwords for this account: retry after `Retry-After` seconds", body = ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        (status = 503, description = "Too many password checks waiting: retry after `Retry-After` seconds", body = ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+)]
+async fn change_own_password(
+    State(app): State<AppState>,
+    caller: Caller,
+    Parsed(request): Parsed<ChangeOwnPassword>,
+) -> ApiResult<SignedInView> {
+    Ok(Json(super::signin::signed_in(
+        &app.change_own_password(&caller, &request).await?,
+    )))
+}
+
+#[utoipa::path(
+    get, path = "/users/{user}", tag = "Users", operation_id = "UserGet",
+    summary = "Get a user (administrators only)",
+    params(("user" = String, Path, description = "The user's id or e-mail")),
+    security(("storage.io-authorizer" = [])),
+    responses(
+        (status = 200, description = "The user", body = UserView),
+        (status = 400, description = "Malformed path", body = ErrorBody),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 404, description = "No such user", body = ErrorBody),
+    ),
+)]
+async fn get_user(
+    State(app): State<AppState>,
+    admin: Administrator,
+    Path(key): Path<String>,
+) -> ApiResult<UserView> {
+    Ok(Json(user(
+        &app.get_user(&admin, &UserKey::parse(&key)).await?,
+    )))
+}
+
+#[utoipa::path(
+    patch, path = "/users/{user}", tag = "Users", operation_id = "UserModify",
+    summary = "Disable, enable, grant or take the administrator role (administrators only)",
+    description = "svs extension. Disabling revokes the user's refresh tokens and its IdTokens are refused from its next request. 409 when disabling yourself, or when no enabled administrator would remain.",
+    params(("user" = String, Path, description = "The user's id or e-mail")),
+    request_body = UserModifyRequest,
+    security(("storage.io-authorizer" = [])),
+    responses(
+        (status = 200, description = "The user, changed", body = UserView),
+        (status = 400, description = "Malformed body or nothing to change", body = ErrorBody),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 404, description = "No such user", body = ErrorBody),
+        (status = 408, description = "Body not received in time", body = ErrorBody),
+        (status = 409, description = "Yourself, or the last enabled administrator", body = ErrorBody),
+        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
+    ),
+)]
+async fn update_user(
+    State(app): State<AppState>,
+    admin: Administrator,
+    Path(key): Path<String>,
+    Parsed(request): Parsed<UpdateUser>,
+) -> ApiResult<UserView> {
+    Ok(Json(user(
+        &app.update_user(&admin, &UserKey::parse(&key), &request)
+            .await?,
+    )))
+}
+
+#[utoipa::path(
+    delete, path = "/users/{user}", tag = "Users", operation_id = "UserDelete",
+    summary = "Delete a user (administrators only)",
+    description = "svs extension. The user's tokens are refused from its next request. Its tenant's volumes, policies and snapshots stay (they belong to the tenant); its jobs keep its name and e-mail. 409 for yourself and for the last enabled administrator.",
+    params(("user" = String, Path, description = "The user's id or e-mail")),
+    security(("storage.io-authorizer" = [])),
+    responses(
+        (status = 200, description = "Deleted", body = Done),
+        (status = 400, description = "Malformed path", body = ErrorBody),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 404, description = "No such user", body = ErrorBody),
+        (status = 409, description = "Yourself, or the last enabled administrator", body = ErrorBody),
+    ),
+)]
+async fn delete_user(
+    State(app): State<AppState>,
+    admin: Administrator,
+    Path(key): Path<String>,
+) -> ApiResult<Done> {
+    let deleted = app.delete_user(&admin, &UserKey::parse(&key)).await?;
+    Ok(Json(views::done("User deleted", &deleted.email)))
+}
+
+#[utoipa::path(
+    post, path = "/users/{user}/password", tag = "Users", operation_id = "UserPasswordReset",
+    summary = "Set a user's password (administrators only)",
+    description = "svs extension. Every session of the user ends: its refresh tokens are revoked and its IdTokens refused from its next request.",
+    params(("user" = String, Path, description = "The user's id or e-mail")),
+    request_body = PasswordResetRequest,
+    security(("storage.io-authorizer" = [])),
+    responses(
+        (status = 200, description = "Password set", body = Done),
+        (status = 400, description = "Malformed body or password too short", body = ErrorBody),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 404, description = "No such user", body = ErrorBody),
+        (status = 408, description = "Body not received in time", body = ErrorBody),
+        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
+        (status = 503, description = "Too many password checks waiting: retry after `Retry-After` seconds", body = ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+)]
+async fn reset_password(
+    State(app): State<AppState>,
+    admin: Administrator,
+    Path(key): Path<String>,
+    Parsed(NewPassword(password)): Parsed<NewPassword>,
+) -> ApiResult<Done> {
+    let u = app
+        .reset_password(&admin, &UserKey::parse(&key), &password)
+        .await?;
+    Ok(Json(views::done("Password reset", &u.email)))
+}
