@@ -247,7 +247,7 @@ done
 (cd "$BENCH_DIR" && python3 rebuild_bench.py summary "$DATA_BYTES" "$RESULTS")
 # Caused on purpose: the nodes this script kills going Offline. (Reconciler
 # passes that meet a killed node are WARN lines: they try again.)
-EXPECTED_ERRORS='ERROR svs::reconcile::storage_nodes: storage node is Offline'
+EXPECTED_ERRORS='ERROR svs::control::reconcile::storage_nodes: storage node is Offline'
 echo "svs serve's log: $(grep -cE "$EXPECTED_ERRORS" "$WORK/svs.log" || true) ERROR line(s) caused by the killed nodes"
 check_svs_log svs "$WORK/svs.log" "$EXPECTED_ERRORS"
 for k in $(seq "$NODES"); do

@@ -23,6 +23,7 @@ pub mod jobs;
 pub mod media_health;
 pub mod metrics_scrape;
 pub mod node_media;
+pub mod planning;
 pub mod reconcile;
 pub mod service;
 pub mod snapshot_space;

@@ -1,5 +1,6 @@
 //! Unit tests of `host`: no device is made (nothing here needs root).
 
+use super::processes::is_device_cmdline;
 use super::*;
 
 #[test]

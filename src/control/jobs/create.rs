@@ -22,7 +22,7 @@ pub(super) async fn create_volume(ctx: &JobContext, job: &Job) -> Result<(), Job
     let mut slices = ctx.store.volume_slices(&volume.id).await?;
     if slices.is_empty() {
         let _booking = ctx.allocation.lock().await;
-        let media = ctx.media_states().await?;
+        let media = crate::control::planning::media_states(ctx.store.as_ref()).await?;
         let request = PlacementRequest {
             size: volume.size,
             resiliency: volume.resiliency,

@@ -6,6 +6,7 @@ use super::{
     attach, create, delete, growth, recovery, relocate, resize, snapshot, undo, JobContext,
     JobError,
 };
+use crate::control::planning::RelocationScope;
 use async_trait::async_trait;
 use svs_domain::{
     AttachmentArgs, DetachArgs, GrowFilesystemArgs, JobSpec, RecoveryArgs, ResizeVolumeArgs,
@@ -48,12 +49,8 @@ pub(super) fn handler(job: &Job) -> Result<Box<dyn JobHandler>, JobError> {
         JobSpec::SnapshotRollback(args) => Box::new(Rollback(args)),
         JobSpec::VolumeRecovery(args) => Box::new(RecoverVolume(args)),
         JobSpec::VolumeGrowFilesystem(args) => Box::new(GrowFilesystem(args)),
-        JobSpec::MediaDrain(args) => {
-            Box::new(Relocate(relocate::RelocationScope::Drain(args.medium)))
-        }
-        JobSpec::MediaRebalance(args) => {
-            Box::new(Relocate(relocate::RelocationScope::Rebalance(args)))
-        }
+        JobSpec::MediaDrain(args) => Box::new(Relocate(RelocationScope::Drain(args.medium))),
+        JobSpec::MediaRebalance(args) => Box::new(Relocate(RelocationScope::Rebalance(args))),
     })
 }
 
@@ -179,7 +176,7 @@ impl JobHandler for GrowFilesystem {
 
 /// `media_drain` / `media_rebalance`: a failed move removes its unfinished
 /// copies as it fails (`relocate`); a cancel keeps what moved.
-struct Relocate(relocate::RelocationScope);
+struct Relocate(RelocationScope);
 
 #[async_trait]
 impl JobHandler for Relocate {

@@ -36,11 +36,11 @@ mod steering;
 mod tests;
 mod undo;
 
+pub(crate) use crate::control::planning::slice_label;
+pub use crate::control::planning::{CreatePreview, ResizePreview};
+pub use crate::control::planning::{PlannedRelocation, RelocationScope};
 pub use activity::{VolumeActivity, VolumeQuiet};
 pub use front::FrontMover;
-pub use preview::{CreatePreview, ResizePreview};
-pub use relocate::{PlannedRelocation, RelocationScope};
-pub(crate) use resize::slice_label;
 pub use retry::RetryPolicy;
 pub use runner::{JobRunner, LeaseSettings, RunnerParts, RunnerSettings, JOB_RUNNER};
 
@@ -50,7 +50,7 @@ use crate::control::node_media::{NodeMediaSync, REACH_WAIT};
 use crate::control::snapshot_space::refresh_snapshot_space;
 use std::sync::Arc;
 use svs_dataplane::{DataPlane, DataPlaneError, SliceKey, VolumeIo};
-use svs_domain::{JobKind, MediumState, Slice};
+use svs_domain::{JobKind, Slice};
 use svs_store::{Job, JobEnd, Store, StoreError, Volume};
 use thiserror::Error;
 use tokio_util::sync::CancellationToken;
@@ -158,21 +158,6 @@ impl JobContext {
         } else {
             Ok(())
         }
-    }
-
-    async fn media_states(&self) -> Result<Vec<MediumState>, StoreError> {
-        Ok(self
-            .store
-            .media_usage()
-            .await?
-            .into_iter()
-            // Nothing new goes on a failed or a draining medium.
-            .filter(|u| !u.failed && !u.draining)
-            .map(|u| MediumState {
-                used: u.used(),
-                medium: u.record.medium,
-            })
-            .collect())
     }
 
     async fn volume(&self, job: &Job) -> Result<Volume, JobError> {

@@ -56,7 +56,7 @@ pub(super) async fn recover_volume(
                 .await;
         }
         let _booking = ctx.allocation.lock().await;
-        let media = ctx.media_states().await?;
+        let media = crate::control::planning::media_states(ctx.store.as_ref()).await?;
         let plan = plan_recovery(&media, &slices, volume.resiliency).map_err(|e| {
             JobError::Failed(format!("Could not recover volume '{}': {e}", volume.name))
         })?;

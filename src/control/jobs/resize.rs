@@ -6,26 +6,11 @@ use super::growth::{grow_by_agents, grow_unattached, provisioned};
 use super::slice_move::{copy_step, StepCopy};
 use super::undo::discard_unswitched_copies;
 use super::{slice_key, JobContext, JobError};
+use crate::control::planning::{plan_changed, plan_resize_now, PlannedResize};
 use std::collections::BTreeSet;
-use svs_domain::{
-    column_size, plan_changed_message, plan_changes, plan_resize, MediumState, PlanError,
-    PlanShape, ResizePlan, ResizeRequest, ResizeVolumeArgs, Slice, GIB, MOVEMENT_PLAN_FOUND,
-};
-use svs_store::{Job, JobEnd, ResizeStep, SliceRow, StepState, StoreError, Volume};
+use svs_domain::{column_size, PlanShape, ResizeVolumeArgs, GIB, MOVEMENT_PLAN_FOUND};
+use svs_store::{Job, JobEnd, ResizeStep, StepState};
 use tracing::{info, warn};
-
-/// A dry run's plan (`expected`) against the plan made now: the message
-/// naming what changed, or None when it plans the same. The one comparison
-/// of the request (409) and of its job (Error).
-pub(super) fn plan_changed(
-    expected: &PlanShape,
-    planned: &Result<ResizePlan, PlanError>,
-    rows: &[SliceRow],
-) -> Option<String> {
-    let label = |id: i64| slice_label(rows, id);
-    let changes = plan_changes(expected, &PlanShape::of_resize(planned), &label);
-    (!changes.is_empty()).then(|| plan_changed_message(&changes))
-}
 
 pub(super) async fn resize_volume(
     ctx: &JobContext,
@@ -38,8 +23,13 @@ pub(super) async fn resize_volume(
     let mut steps = ctx.store.resize_steps(job.id).await?;
     if steps.is_empty() {
         let _booking = ctx.allocation.lock().await;
-        let PlannedResize { planned, rows, .. } =
-            plan_now(ctx, &volume, new_size, args.allow_data_movement).await?;
+        let PlannedResize { planned, rows, .. } = plan_resize_now(
+            ctx.store.as_ref(),
+            &volume,
+            new_size,
+            args.allow_data_movement,
+        )
+        .await?;
         // Given a dry run's plan: that plan, or nothing.
         if let Some(expected) = args.plan.as_deref().and_then(PlanShape::from_token) {
             if let Some(changed) = plan_changed(&expected, &planned, &rows) {
@@ -224,47 +214,4 @@ async fn source_lost(
         }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
-}
-
-/// A resize planned from the store's figures now: what the job plans
-/// with, and a dry run too.
-pub(super) struct PlannedResize {
-    pub planned: Result<ResizePlan, PlanError>,
-    /// The volume's slices.
-    pub rows: Vec<SliceRow>,
-    /// Every healthy medium with its use (the planner's input).
-    pub media: Vec<MediumState>,
-}
-
-/// Plans the resize from the free space of every healthy medium and the
-/// volume's slices.
-pub(super) async fn plan_now(
-    ctx: &JobContext,
-    volume: &Volume,
-    new_size: u64,
-    allow_data_movement: bool,
-) -> Result<PlannedResize, StoreError> {
-    let media = ctx.media_states().await?;
-    let rows = ctx.store.volume_slices(&volume.id).await?;
-    let slices: Vec<Slice> = rows.iter().map(|r| r.slice.clone()).collect();
-    let request = ResizeRequest {
-        current_size: volume.size,
-        new_size,
-        slices: &slices,
-        resiliency: volume.resiliency,
-        allow_data_movement,
-    };
-    Ok(PlannedResize {
-        planned: plan_resize(&media, &request),
-        rows,
-        media,
-    })
-}
-
-/// A slice's label (`c1-k0`) among `rows`, from its id.
-pub(crate) fn slice_label(rows: &[SliceRow], id: i64) -> String {
-    rows.iter().find(|r| r.slice.id == id).map_or_else(
-        || id.to_string(),
-        |r| svs_domain::slice_label(r.slice.copy, r.slice.column),
-    )
 }

@@ -154,7 +154,8 @@ impl Services {
     }
 
     async fn preview_relocation(&self, scope: RelocationScope) -> ServiceResult<RelocationPreview> {
-        let planned = self.jobs.preview_relocation(&scope).await?;
+        let planned =
+            crate::control::planning::plan_relocation(self.store.as_ref(), &scope).await?;
         Ok(RelocationPreview {
             scope,
             planned,

@@ -102,10 +102,11 @@ impl Services {
     ) -> ServiceResult<Started> {
         let (policy, source) = self.check_create(caller, request).await?;
         if let Some(expected) = plan {
-            let preview = self
-                .jobs
-                .preview_create(&placement_of(request, &policy))
-                .await?;
+            let preview = crate::control::planning::preview_create(
+                self.store.as_ref(),
+                &placement_of(request, &policy),
+            )
+            .await?;
             let changes = plan_changes(expected, &preview.shape, &|id| id.to_string());
             if !changes.is_empty() {
                 return Err(ServiceError::Conflict(plan_changed_message(&changes)));
@@ -155,10 +156,11 @@ impl Services {
                 "a volume named '{name}' already exists"
             )));
         }
-        Ok(self
-            .jobs
-            .preview_create(&placement_of(request, &policy))
-            .await?)
+        Ok(crate::control::planning::preview_create(
+            self.store.as_ref(),
+            &placement_of(request, &policy),
+        )
+        .await?)
     }
 
     /// The checks of a creation that need the store: the policy, the
@@ -303,10 +305,14 @@ impl Services {
         let size = request.size;
         let allow_movement = request.allow_data_movement;
         if let Some(expected) = plan {
-            if let Some(changed) = self
-                .jobs
-                .resize_plan_changed(&volume, size, allow_movement, expected)
-                .await?
+            if let Some(changed) = crate::control::planning::resize_plan_changed(
+                self.store.as_ref(),
+                &volume,
+                size,
+                allow_movement,
+                expected,
+            )
+            .await?
             {
                 return Err(ServiceError::Conflict(changed));
             }
