@@ -2,7 +2,7 @@
 //! credentials, the agent's long-polled desired state and host reports, and
 //! the jobs that wait for the agent. The agent is played by plain HTTP.
 
-use crate::attach::{attach, topology};
+use crate::harness::attach::{attach, topology};
 use crate::harness::*;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};

@@ -3,7 +3,7 @@
 //! clients wait rather than fail, and idle NBD connections from one peer (or
 //! from a stranger) cannot lock attached hosts out.
 
-use crate::attach::{attach, run_qemu_io};
+use crate::harness::attach::{attach, run_qemu_io};
 use crate::harness::*;
 use reqwest::StatusCode;
 use std::net::SocketAddr;

@@ -5,10 +5,10 @@
 //! snapshot, a clone from it with the files read back, and everything torn
 //! down with nothing left mounted, looped or running.
 
-use crate::attach::topology;
-use crate::csi_controller::{mode, Plugin};
+use crate::harness::attach::topology;
+use crate::harness::csi_controller::{mode, Plugin};
+use crate::harness::host_side::HostSide;
 use crate::harness::*;
-use crate::host_side::HostSide;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;

@@ -6,8 +6,8 @@
 //! online expansion after an in-place resize, a plugin restart, and
 //! idempotent teardown, leaving nothing mounted, looped or running.
 
+use crate::harness::host_side::HostSide;
 use crate::harness::*;
-use crate::host_side::HostSide;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -223,7 +223,7 @@ async fn resize_in_place(app: &TestApp, volume: &str, size: u64) {
 
 #[tokio::test]
 async fn the_node_plugin_stages_publishes_grows_and_takes_down_a_file_volume() {
-    let app = TestApp::start_with(crate::attach::topology("0")).await;
+    let app = TestApp::start_with(crate::harness::attach::topology("0")).await;
     let mut host = HostSide::new();
     app.create_policy("mirror", 1, 1, 0).await;
     let id = app
@@ -560,7 +560,7 @@ async fn the_node_plugin_stages_publishes_grows_and_takes_down_a_file_volume() {
     assert_eq!(host.leftovers(), Vec::<String>::new());
     // Formatted, grown online and unmounted through its FUSE file: none of
     // the FUSE library's expected warnings in the plugin's log.
-    crate::filesystem::fuse_library_stayed_quiet(&host.node_log());
+    crate::harness::filesystem::fuse_library_stayed_quiet(&host.node_log());
 
     // The attachment goes without waiting for any agent.
     let job = app
@@ -571,7 +571,7 @@ async fn the_node_plugin_stages_publishes_grows_and_takes_down_a_file_volume() {
 
 #[tokio::test]
 async fn a_raw_block_volume_is_published_as_a_device_file_and_grows() {
-    let app = TestApp::start_with(crate::attach::topology("0")).await;
+    let app = TestApp::start_with(crate::harness::attach::topology("0")).await;
     let mut host = HostSide::new();
     app.create_policy("mirror", 1, 1, 0).await;
     let id = app
@@ -736,7 +736,7 @@ async fn a_raw_block_volume_is_published_as_a_device_file_and_grows() {
 
 #[tokio::test]
 async fn a_blank_volume_is_formatted_once_and_stays_staged_where_it_is() {
-    let app = TestApp::start_with(crate::attach::topology("0")).await;
+    let app = TestApp::start_with(crate::harness::attach::topology("0")).await;
     let mut host = HostSide::new();
     app.create_policy("mirror", 1, 1, 0).await;
     // A `block` volume has no filesystem: a mount capability formats it.
@@ -791,7 +791,7 @@ async fn a_blank_volume_is_formatted_once_and_stays_staged_where_it_is() {
 #[tokio::test]
 async fn both_plugins_answer_the_same_plugin_capabilities() {
     let app = TestApp::start().await;
-    let controller = crate::csi_controller::Plugin::start(&app).await;
+    let controller = crate::harness::csi_controller::Plugin::start(&app).await;
     let mut host = HostSide::new();
     let mut node = host.start_node_plugin().await;
     let node_caps = host
@@ -807,11 +807,11 @@ async fn both_plugins_answer_the_same_plugin_capabilities() {
         .await
         .unwrap()
         .into_inner();
-    let names = crate::csi_controller::plugin_capability_names;
+    let names = crate::harness::csi_controller::plugin_capability_names;
     assert_eq!(names(&node_caps), names(&controller_caps));
     assert_eq!(
         names(&node_caps),
-        crate::csi_controller::PLUGIN_CAPABILITIES
+        crate::harness::csi_controller::PLUGIN_CAPABILITIES
     );
     let info = node
         .node_get_info(NodeGetInfoRequest {})

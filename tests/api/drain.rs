@@ -3,26 +3,12 @@
 //! many volumes with the data mover, under live writers, steerable and
 //! cancellable like any data movement.
 
-use crate::attach::{attach, expected, qemu_io, read_back_commands, spread_writes, uri};
-use crate::cancel::wait_until;
+use crate::harness::attach::{attach, expected, qemu_io, read_back_commands, spread_writes, uri};
+use crate::harness::cancel::wait_until;
+use crate::harness::drain::*;
 use crate::harness::*;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-
-/// `media` moving data at `rate`, checkpointing every MiB, with host-1
-/// allowed to attach.
-pub(crate) fn moving_config(media: Vec<TestMedium>, rate: &str) -> TestConfig {
-    let mut config = TestConfig {
-        media,
-        movement_rate: rate.into(),
-        nodes: vec![("host-1", "127.0.0.1")],
-        ..TestConfig::default()
-    };
-    config
-        .settings
-        .push("movement_checkpoint = \"1 MiB\"".into());
-    config
-}
 
 /// The volumes with a slice on `medium`, by name.
 async fn volumes_on(app: &TestApp, names: &[String], medium: &str) -> Vec<String> {
@@ -199,7 +185,7 @@ async fn a_drain_plans_dry_blocks_steers_and_cancels_like_a_data_movement() {
     assert_eq!(m1["status"], "Ready", "a dry run changed the medium: {m1}");
 
     let job = drain(&app, "m1").await;
-    wait_until(&app, &job, "copying", crate::cancel::copying).await;
+    wait_until(&app, &job, "copying", crate::harness::cancel::copying).await;
     // Asked again: the same job.
     let (status, again) = app.patch("/media/m1", json!({"state": "Draining"})).await;
     assert_eq!(status, StatusCode::OK, "{again}");
@@ -422,7 +408,7 @@ async fn the_cli_plans_drains_readies_and_rebalances_media() {
     let (_, job) = app.create_volume("v", 2, "none").await;
     assert_eq!(job["state"], "Done", "{job}");
     assert_eq!(app.slices("v").await[0]["media"], "m3", "the most free");
-    let home = crate::cli::Home::new(true);
+    let home = crate::harness::cli::Home::new(true);
     home.login(&app);
 
     let plan = home.ok(&["media", "drain", "m3", "--dry-run"]);
@@ -583,7 +569,7 @@ async fn a_drain_killed_mid_copy_resumes_after_the_restart_and_loses_nothing() {
         ids.push(v["volumeid"].as_str().unwrap_or_default().to_string());
     }
     let job = drain(&app, "m1").await;
-    wait_until(&app, &job, "copying", crate::cancel::copying).await;
+    wait_until(&app, &job, "copying", crate::harness::cancel::copying).await;
     app.kill();
     app.launch().expect("restarts after SIGKILL");
     let done = app.wait_job(&job).await;
@@ -638,7 +624,7 @@ async fn a_drain_waits_for_a_volume_another_job_holds_and_leaves_what_that_job_m
 
     // A resize moving both copies off m1 and m2, held paused.
     let resize = app.start_resize("data", 21, true).await;
-    wait_until(&app, &resize, "copying", crate::cancel::copying).await;
+    wait_until(&app, &resize, "copying", crate::harness::cancel::copying).await;
     let (status, _) = app
         .patch(&format!("/jobs/{resize}"), json!({"paused": true}))
         .await;

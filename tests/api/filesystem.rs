@@ -2,7 +2,8 @@
 //! against the real `svs serve`; checked over NBD through svs's own client,
 //! a FUSE file, a loop device and a mount.
 
-use crate::attach::{attach, topology, uri};
+use crate::harness::attach::{attach, topology, uri};
+use crate::harness::filesystem::*;
 use crate::harness::*;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -164,21 +165,6 @@ async fn file_volume_filesystem_grows(fs: FsType, requested: Option<&str>) {
     assert!(nothing_left_of(dirs.path().to_str().unwrap()));
     assert!(nothing_left_of(created["ObjectID"].as_str().unwrap()));
     fuse_library_stayed_quiet(&app.log());
-}
-
-/// svs formatted and grew the volume through its FUSE file (mkfs and the
-/// grow tools check access and probe ioctls and xattrs, and every FUSE file
-/// is unmounted): the FUSE library's "[Not Implemented] ..." and "Unmount failed: ..."
-/// warnings are expected noise and must not reach the service log.
-pub(crate) fn fuse_library_stayed_quiet(log: &str) {
-    for noise in ["Not Implemented", "Unmount failed", "Failed to umount"] {
-        assert!(!log.contains(noise), "{noise:?} in the service log:\n{log}");
-    }
-    let fuser_warnings: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("fuser") && (l.contains("WARN") || l.contains("ERROR")))
-        .collect();
-    assert!(fuser_warnings.is_empty(), "{fuser_warnings:#?}");
 }
 
 #[tokio::test]

@@ -4,9 +4,11 @@
 //! embedded store and with two instances on PostgreSQL (nodes registering
 //! with one, volumes created through the other).
 
+use crate::harness::instances::cluster_config;
+use crate::harness::storage_nodes::{
+    node_with_credential, storage_nodes_config, StorageNodeProcess,
+};
 use crate::harness::{TestApp, TestConfig};
-use crate::instances::cluster_config;
-use crate::storage_nodes::{node_with_credential, storage_nodes_config, StorageNodeProcess};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};

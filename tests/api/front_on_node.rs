@@ -6,47 +6,21 @@
 //! the front's node dies, the front opens on another node holding a copy
 //! and the host's device follows it.
 
-use crate::attach::{attach, qemu_io, uri};
-use crate::harness::TestApp;
-use crate::host_agent::{
+use crate::harness::attach::{attach, qemu_io, uri};
+use crate::harness::front_on_node::*;
+use crate::harness::host_agent::{
     assert_copies_identical, attach_mounted, check_files, issue_credential, Writer,
 };
-use crate::host_side::HostSide;
-use crate::snapshots::{rollback_done, snapshot};
-use crate::storage_nodes::{
-    assert_jobs_on_node_fronts, copies, eventually, snapshot_files, start_node,
-    storage_nodes_config, volume_state, wait_served, wait_written, Node, JOB_ON_NODE_FRONT, MARGIN,
-    TIMEOUT,
+use crate::harness::host_side::HostSide;
+use crate::harness::snapshots::{rollback_done, snapshot};
+use crate::harness::storage_nodes::{
+    assert_jobs_on_node_fronts, copies, eventually, snapshot_files, start_node, volume_state,
+    wait_served, wait_written, Node, JOB_ON_NODE_FRONT, MARGIN, TIMEOUT,
 };
 use reqwest::StatusCode;
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
-
-/// `svs serve` with `fronts = "nodes"` (no medium large enough for a
-/// volume: every copy goes to the storage nodes) and three storage nodes,
-/// one medium each, in three zones; a policy with three copies on three
-/// nodes; host-1 (127.0.0.1) to attach to.
-pub(crate) async fn three_nodes(more: &[&str]) -> (TestApp, Vec<Node>) {
-    let mut settings = vec!["fronts = \"nodes\"", "agent_wait_secs = 60"];
-    settings.extend_from_slice(more);
-    let app = TestApp::start_with(storage_nodes_config(&settings)).await;
-    let nodes = vec![
-        start_node(&app, "sn-1", "127.0.0.2", "z1", "a1").await,
-        start_node(&app, "sn-2", "127.0.0.3", "z2", "b1").await,
-        start_node(&app, "sn-3", "127.0.0.4", "z3", "c1").await,
-    ];
-    wait_served(&app, &["a1", "b1", "c1"]).await;
-    app.create_policy("three", 2, 1, 0).await;
-    let (status, body) = app
-        .post(
-            "/nodes",
-            json!({"name": "host-1", "address": "127.0.0.1", "zone": "z0"}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
-    (app, nodes)
-}
 
 /// `host:port` of an `nbd://host:port/export` URI.
 fn address_of(uri: &str) -> String {
@@ -143,7 +117,7 @@ async fn an_attached_mirror_is_served_by_a_storage_node_not_by_svs_serve() {
     // Restarted, the control plane leaves the front where it is.
     let (status, a) = app.get("/volumes/v/snapshots/top/attachments/host-1").await;
     assert_eq!(status, StatusCode::OK, "{a}");
-    assert_eq!(crate::attach::uri(&a), uri);
+    assert_eq!(crate::harness::attach::uri(&a), uri);
     let out = qemu_io(&uri, &["read -P 0xcd 1M 64k".into()]);
     assert!(out.is_ok(), "{out:?}\n{}", front.process.log());
 
@@ -366,7 +340,7 @@ async fn snapshots_and_a_rollback_run_on_the_front_s_node() {
         crate::harness::last_detail(&job),
         "Volume 'v' rolled back to snapshot 's1'"
     );
-    let out = crate::attach::qemu_io_ro(&readonly, &["read -P 0x11 0 1M".into()]);
+    let out = crate::harness::attach::qemu_io_ro(&readonly, &["read -P 0x11 0 1M".into()]);
     assert!(out.is_ok(), "{out:?}");
     let job = app.delete_and_wait("/volumes/v/snapshots/s2").await;
     assert_eq!(job["state"], "Done", "{job}\n{}", app.log());

@@ -8,11 +8,11 @@
 //! The agent runs without `CAP_SYS_RESOURCE` (dropped from its bounding
 //! set before exec), so the kernel refuses online ext4 growth on any host.
 
-use crate::attach::topology;
-use crate::cli::Home;
+use crate::harness::attach::topology;
+use crate::harness::cli::Home;
+use crate::harness::host_agent::{attachment, service_and_credential, wait_host};
+use crate::harness::host_side::HostSide;
 use crate::harness::*;
-use crate::host_agent::{attachment, service_and_credential, wait_host};
-use crate::host_side::HostSide;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::os::unix::process::CommandExt;

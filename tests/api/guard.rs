@@ -2,7 +2,7 @@
 //! runs on a volume, each is refused with 409 and a message naming the
 //! running job; once the movement ends, the same call succeeds.
 
-use crate::attach::{attached_mirror, qemu_io, qemu_io_ro};
+use crate::harness::attach::{attached_mirror, qemu_io, qemu_io_ro};
 use crate::harness::{assert_blocked, TestApp};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};

@@ -2,7 +2,7 @@
 //! volume through svs's own NBD client, a FUSE file and a loop device, with
 //! a real filesystem on it that grows when the volume does.
 
-use crate::attach::{attach, topology, uri};
+use crate::harness::attach::{attach, topology, uri};
 use crate::harness::*;
 use reqwest::StatusCode;
 use serde_json::json;

@@ -2,7 +2,7 @@
 //! manages what: the configuration file for what it lists, the API (and the
 //! database) for the rest.
 
-use crate::attach::attach;
+use crate::harness::attach::attach;
 use crate::harness::*;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};

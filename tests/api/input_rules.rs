@@ -3,7 +3,7 @@
 //! other resource names that are all dots or start with '-' are refused;
 //! e-mails of new users with control or bidi characters are refused.
 
-use crate::attach::{attach, topology};
+use crate::harness::attach::{attach, topology};
 use crate::harness::*;
 use reqwest::StatusCode;
 use serde_json::{json, Value};

@@ -5,9 +5,10 @@
 //! is SIGKILLed and another finishes it under a live qemu-io writer; two
 //! hundred requests spread over three instances never over-book a medium.
 
+use crate::harness::instances::*;
+use crate::harness::node_moves::{wait_mid_copy, Front, Moving, MOVED, MOVEMENT_FOUND};
+use crate::harness::storage_nodes::{node_with_credential, wait_served, StorageNodeProcess};
 use crate::harness::*;
-use crate::node_moves::{wait_mid_copy, Front, Moving, MOVED, MOVEMENT_FOUND};
-use crate::storage_nodes::{node_with_credential, wait_served, StorageNodeProcess, TIMEOUT};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -17,28 +18,6 @@ use svs_store::test_postgres::{TestDatabase, TestServer};
 const ACCOUNT_DISABLED: &str = "This account is disabled; ask an administrator to enable it";
 const BOB: &str = "bob@example.com";
 const BOB_PASSWORD: &str = "bob-password";
-
-/// An instance of the cluster on `db`: no media of its own, fronts on the
-/// storage nodes, short leases so that a dead instance's work moves on in
-/// seconds.
-pub(crate) fn cluster_config(db: &str) -> TestConfig {
-    TestConfig {
-        settings: vec![
-            format!("store = \"{db}\""),
-            "storage_nodes_only = true".into(),
-            "fronts = \"nodes\"".into(),
-            "movement_checkpoint = \"1 MiB\"".into(),
-            "job_lease = \"2s\"".into(),
-            "job_claim_interval = \"200ms\"".into(),
-            "leader_lease = \"2s\"".into(),
-            format!("storage_node_timeout = \"{}s\"", TIMEOUT.as_secs()),
-            "media_check_period = \"1h\"".into(),
-        ],
-        // The host that attaches volumes.
-        nodes: vec![("host-0", "127.0.0.1")],
-        ..TestConfig::default()
-    }
-}
 
 /// `count` more instances on `db` configured by `config`, each signed in
 /// as the administrator.
@@ -588,7 +567,10 @@ impl Drop for Balancer {
 async fn two_instances_behind_the_repository_s_haproxy_serve_as_one() {
     let db = TestDatabase::new().await;
     let mut all = more_instances(&db.url, 2).await;
-    let listen = format!("127.0.0.1:{}", crate::storage_nodes::free_port("127.0.0.1"));
+    let listen = format!(
+        "127.0.0.1:{}",
+        crate::harness::storage_nodes::free_port("127.0.0.1")
+    );
     let balancer = Balancer::start(&listen, [&all[0], &all[1]]);
     let client = reqwest::Client::new();
     let token = all[0].token.clone();

@@ -4,7 +4,7 @@
 //! copy is unreadable. The media-health reconciler is set to an hour here:
 //! nothing in these tests may wait for it.
 
-use crate::attach::{attach, qemu_io, topology, uri};
+use crate::harness::attach::{attach, qemu_io, topology, uri};
 use crate::harness::*;
 use reqwest::StatusCode;
 use serde_json::{json, Value};

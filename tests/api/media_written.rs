@@ -90,7 +90,7 @@ fn written_cell(table: &str, medium: &str) -> String {
 /// count of each slice's bytes.
 #[tokio::test]
 async fn a_storage_node_s_medium_shows_the_bytes_written_on_it() {
-    use crate::storage_nodes::{
+    use crate::harness::storage_nodes::{
         node_with_credential, start_for_storage_nodes, wait_served, StorageNodeProcess,
     };
     let app = start_for_storage_nodes().await;
@@ -109,9 +109,9 @@ async fn a_storage_node_s_medium_shows_the_bytes_written_on_it() {
         .patch("/nodes/host-0", json!({"address": "127.0.0.1"}))
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let a = crate::attach::attach(&app, "v", "host-0", false).await;
-    crate::attach::qemu_io(
-        &crate::attach::uri(&a),
+    let a = crate::harness::attach::attach(&app, "v", "host-0", false).await;
+    crate::harness::attach::qemu_io(
+        &crate::harness::attach::uri(&a),
         &["write -P 0x5a 0 4M".into(), "flush".into()],
     )
     .expect("write");
@@ -130,7 +130,7 @@ async fn a_storage_node_s_medium_shows_the_bytes_written_on_it() {
     );
     assert_eq!(written(&app, "m1").await, Some(0));
 
-    let home = crate::cli::Home::new(false);
+    let home = crate::harness::cli::Home::new(false);
     home.login(&app);
     let table = home.ok(&["media", "list"]);
     assert_eq!(

@@ -2,9 +2,9 @@
 //! writes to a volume, checked by `promtool`, guarded like the rest of the
 //! API, and bounded whatever clients send.
 
-use crate::attach::{attach, qemu_io, topology, uri};
+use crate::harness::attach::{attach, qemu_io, topology, uri};
+use crate::harness::storage_nodes::free_port;
 use crate::harness::*;
-use crate::storage_nodes::free_port;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -409,8 +409,10 @@ async fn a_real_prometheus_scrapes_volume_io_jobs_and_media() {
 /// serve`'s scrape has it under the volume's name.
 #[tokio::test]
 async fn a_front_on_a_storage_node_reports_its_volume_s_io() {
-    let (app, nodes) =
-        crate::front_on_node::three_nodes(&[&format!("metrics_token = \"{SCRAPE_TOKEN}\"")]).await;
+    let (app, nodes) = crate::harness::front_on_node::three_nodes(&[&format!(
+        "metrics_token = \"{SCRAPE_TOKEN}\""
+    )])
+    .await;
     app.create_volume_done(json!({"name": "v", "size": 1, "policy": "three"}))
         .await;
     let a = attach(&app, "v", "host-1", false).await;

@@ -3,7 +3,7 @@
 //! convert`, and several connections at once from `nbdcopy` (Debian's
 //! libnbd-bin), with the bytes on the wire counted by a relay in between.
 
-use crate::attach::{attach, qemu_img, qemu_io, run_tool as run, uri};
+use crate::harness::attach::{attach, qemu_img, qemu_io, run_tool as run, uri};
 use crate::harness::*;
 use serde_json::Value;
 

@@ -3,9 +3,9 @@
 //! and the agent's routes take it too; each single-role credential still
 //! gets 403 on the other's routes (tests/api/storage_nodes.rs).
 
-use crate::cli::Home;
+use crate::harness::cli::Home;
+use crate::harness::storage_nodes::{eventually, StorageNodeProcess, TIMEOUT};
 use crate::harness::{medium, TestApp, TestConfig};
-use crate::storage_nodes::{eventually, StorageNodeProcess, TIMEOUT};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 use std::time::Duration;

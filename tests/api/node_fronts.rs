@@ -4,11 +4,11 @@
 //! attached volume, and the attach job waiting for the node's report.
 //! The node's side is played by the test itself.
 
-use crate::harness::{TestApp, GIB};
-use crate::storage_nodes::{
+use crate::harness::storage_nodes::{
     free_port, node_with_credential, register, storage_nodes_config, wait_served,
     StorageNodeProcess,
 };
+use crate::harness::{TestApp, GIB};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use std::time::Duration;

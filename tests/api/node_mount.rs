@@ -4,14 +4,14 @@
 //! storage-node` processes on 127.0.0.2..127.0.0.5. One node is SIGKILLed
 //! while files are written through the mount.
 
-use crate::harness::{medium, TestApp, TestConfig};
-use crate::host_agent::{
+use crate::harness::host_agent::{
     assert_copies_identical, attach_mounted, check_files, issue_credential, wait_host, Writer,
 };
-use crate::host_side::HostSide;
-use crate::storage_nodes::{
+use crate::harness::host_side::HostSide;
+use crate::harness::storage_nodes::{
     copies, eventually, start_node, volume_state, wait_served, wait_written, MARGIN, TIMEOUT,
 };
+use crate::harness::{medium, TestApp, TestConfig};
 use reqwest::StatusCode;
 use serde_json::json;
 use std::path::PathBuf;

@@ -3,17 +3,11 @@
 //! and databases it cannot use are
 //! refused at start with a message that names the problem.
 
+use crate::harness::postgres::*;
 use crate::harness::*;
 use reqwest::StatusCode;
 use serde_json::json;
 use svs_store::test_postgres::TestDatabase;
-
-fn on(db: &TestDatabase) -> TestConfig {
-    TestConfig {
-        settings: vec![format!("store = \"{}\"", db.url)],
-        ..TestConfig::default()
-    }
-}
 
 /// Volume `v` of policy `p`, made with 2 GiB and grown to 3: its id and
 /// the resize's job id.
@@ -94,19 +88,6 @@ async fn an_instance_keeping_volume_bytes_is_the_only_one_on_its_database() {
     another.launch().expect("another clustered instance");
     let mut alone = TestApp::configured(on(&db));
     assert!(alone.launch().is_err(), "an instance that must be alone");
-}
-
-/// An instance that keeps no volume bytes: every copy on storage nodes,
-/// fronts on them.
-pub(crate) fn clustered_on(db: &TestDatabase) -> TestConfig {
-    TestConfig {
-        settings: vec![
-            format!("store = \"{}\"", db.url),
-            "storage_nodes_only = true".into(),
-            "fronts = \"nodes\"".into(),
-        ],
-        ..TestConfig::default()
-    }
 }
 
 /// `url` with its password replaced by `password`.
@@ -364,7 +345,7 @@ async fn a_key_rotation_in_postgresql_reaches_a_running_instance_and_old_tokens_
 
     // At once, before the instance looks at its keys again: a token of the
     // new key verifies (an unknown kid reloads them), and so does the old one.
-    let fresh = crate::forge::signed_with_key(&keys[0], &old_token, |_| {});
+    let fresh = crate::harness::forge::signed_with_key(&keys[0], &old_token, |_| {});
     for token in [&fresh, &old_token] {
         let (status, body) = app
             .request(Some(token), reqwest::Method::GET, "/volumes", None)

@@ -2,8 +2,8 @@
 //! left behind is repaired at the next start, and a pass never touches what
 //! a running job works on.
 
+use crate::harness::workers::start_slow_movement;
 use crate::harness::*;
-use crate::workers::start_slow_movement;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

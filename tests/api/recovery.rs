@@ -1,7 +1,7 @@
 //! Media failure and volume recovery over real NBD clients (`qemu-io`)
 //! against the real `svs serve`.
 
-use crate::attach::{attach, qemu_io, topology, uri};
+use crate::harness::attach::{attach, qemu_io, topology, uri};
 use crate::harness::TestApp;
 use reqwest::StatusCode;
 use serde_json::{json, Value};

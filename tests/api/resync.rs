@@ -6,10 +6,10 @@
 //! `svs serve`, real `svs storage-node` processes on 127.0.0.2-4, qemu-io
 //! over NBD.
 
-use crate::harness::{details, TestApp, TestConfig};
-use crate::storage_nodes::{
+use crate::harness::storage_nodes::{
     eventually, node_with_credential, storage_nodes_config, wait_served, StorageNodeProcess,
 };
+use crate::harness::{details, TestApp, TestConfig};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -62,9 +62,10 @@ async fn a_rebuild_onto_a_node_resumes_from_its_checkpoint_after_svs_is_killed()
         .patch("/nodes/host-0", json!({"address": "127.0.0.1"}))
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let a = crate::attach::attach(&app, "data", "host-0", false).await;
-    let uri = crate::attach::uri(&a);
-    crate::attach::qemu_io(&uri, &["write -P 0x11 0 32M".into(), "flush".into()]).expect("write");
+    let a = crate::harness::attach::attach(&app, "data", "host-0", false).await;
+    let uri = crate::harness::attach::uri(&a);
+    crate::harness::attach::qemu_io(&uri, &["write -P 0x11 0 32M".into(), "flush".into()])
+        .expect("write");
 
     // The node of copy 0 dies for good: its copy is rebuilt on the third.
     let lost = on[0].clone();
@@ -74,7 +75,7 @@ async fn a_rebuild_onto_a_node_resumes_from_its_checkpoint_after_svs_is_killed()
         .expect("node")
         .1
         .kill();
-    crate::attach::qemu_io(&uri, &["write -P 0x22 4M 2M".into(), "flush".into()])
+    crate::harness::attach::qemu_io(&uri, &["write -P 0x22 4M 2M".into(), "flush".into()])
         .expect("writes go on with one copy");
     let degraded = eventually(Duration::from_secs(30), || async {
         app.get("/volumes/data").await.1["state"] == "Degraded"
@@ -101,7 +102,7 @@ async fn a_rebuild_onto_a_node_resumes_from_its_checkpoint_after_svs_is_killed()
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // A write while the copy runs, behind its cursor.
-    crate::attach::qemu_io(&uri, &["write -P 0x33 1M 1M".into(), "flush".into()])
+    crate::harness::attach::qemu_io(&uri, &["write -P 0x33 1M 1M".into(), "flush".into()])
         .expect("a write during the rebuild");
     app.kill();
     app.launch().expect("svs serve restarts after SIGKILL");
@@ -155,8 +156,8 @@ async fn a_rebuild_onto_a_node_resumes_from_its_checkpoint_after_svs_is_killed()
     let (_, a) = app
         .get("/volumes/data/snapshots/top/attachments/host-0")
         .await;
-    let uri = crate::attach::uri(&a);
-    let out = crate::attach::qemu_io(
+    let uri = crate::harness::attach::uri(&a);
+    let out = crate::harness::attach::qemu_io(
         &uri,
         &[
             "read -P 0x11 0 1M".into(),

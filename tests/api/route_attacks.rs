@@ -6,7 +6,7 @@
 //! operations comes from `/openapi.json`, so a new route is covered as soon
 //! as it exists (the contract test keeps router and document equal).
 
-use crate::forge::{forged_id_tokens, other_tenant_id_token};
+use crate::harness::forge::{forged_id_tokens, other_tenant_id_token};
 use crate::harness::*;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};

@@ -6,12 +6,12 @@
 //! requests with a wrong credential or a stale front epoch, its disk
 //! untouched.
 
-use crate::cli::Home;
-use crate::harness::{read_at, TestApp};
-use crate::storage_nodes::{
+use crate::harness::cli::Home;
+use crate::harness::storage_nodes::{
     eventually, node, node_with_credential, register, start_for_storage_nodes, wait_served,
     StorageNodeProcess, MARGIN, TIMEOUT,
 };
+use crate::harness::{read_at, TestApp};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
@@ -73,8 +73,8 @@ impl Mirror {
             .patch("/nodes/host-0", json!({"address": "127.0.0.1"}))
             .await;
         assert_eq!(status, StatusCode::OK, "{body}");
-        let a = crate::attach::attach(&app, "data", "host-0", false).await;
-        let uri = crate::attach::uri(&a);
+        let a = crate::harness::attach::attach(&app, "data", "host-0", false).await;
+        let uri = crate::harness::attach::uri(&a);
         Mirror {
             app,
             nodes,
@@ -258,7 +258,7 @@ async fn slice_credential(app: &TestApp, n: &Node) -> String {
 /// succeeded.
 fn io(uri: &str, commands: &[&str]) -> Result<String, String> {
     let commands: Vec<String> = commands.iter().map(|c| c.to_string()).collect();
-    crate::attach::qemu_io(uri, &commands)
+    crate::harness::attach::qemu_io(uri, &commands)
 }
 
 /// Whether two (sparse) files hold the same bytes, read 1 MiB at a time.
@@ -628,7 +628,7 @@ async fn a_stale_copy_is_never_read_even_when_its_node_is_the_only_one_answering
     let (_, attachment) = app
         .get("/volumes/data/snapshots/top/attachments/host-0")
         .await;
-    let uri = crate::attach::uri(&attachment);
+    let uri = crate::harness::attach::uri(&attachment);
     // Exported again once a read reaches the volume: EIO, or A's bytes.
     let eio = |out: &str| out.contains("Input/output error");
     let reopened = eventually(Duration::from_secs(30), || async {
@@ -663,7 +663,7 @@ async fn a_stale_copy_is_never_read_even_when_its_node_is_the_only_one_answering
 async fn a_node_refuses_slice_requests_with_a_wrong_credential_or_a_stale_epoch() {
     let mirror = Mirror::start([&["a1"], &["b1"]]).await;
     let app = &mirror.app;
-    crate::attach::qemu_io(&mirror.uri, &["write -P 0x11 0 8M".into(), "flush".into()])
+    crate::harness::attach::qemu_io(&mirror.uri, &["write -P 0x11 0 8M".into(), "flush".into()])
         .expect("write");
     let target = mirror.node_of(0).await;
     let other = mirror.node_of(1).await;
@@ -770,7 +770,7 @@ async fn a_node_refuses_slice_requests_with_a_wrong_credential_or_a_stale_epoch(
     assert!(before.1 == after.1, "the node's file changed");
     assert_eq!(mirror.node_epoch(target), epoch);
     assert_eq!(mirror.state().await, "Ready");
-    let out = crate::attach::qemu_io(&mirror.uri, &["read -P 0x11 0 8M".into()])
+    let out = crate::harness::attach::qemu_io(&mirror.uri, &["read -P 0x11 0 8M".into()])
         .expect("the volume reads as before");
     assert!(!out.contains("Pattern verification failed"), "{out}");
 }

@@ -1,4 +1,4 @@
-use crate::forge::stored_signing_keys;
+use crate::harness::forge::stored_signing_keys;
 use crate::harness::*;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};

@@ -4,8 +4,10 @@
 //! held by `movement_window` outside its ranges, going on by itself when
 //! one opens.
 
-use crate::attach::{expected, qemu_io, read_back_commands, spread_writes};
-use crate::cancel::{assert_snapshot_blocked, copying, placement, two_moves_with, wait_until};
+use crate::harness::attach::{expected, qemu_io, read_back_commands, spread_writes};
+use crate::harness::cancel::{
+    assert_snapshot_blocked, copying, placement, two_moves_with, wait_until,
+};
 use crate::harness::*;
 use reqwest::StatusCode;
 use serde_json::{json, Value};

@@ -3,8 +3,10 @@
 //! slice server speaks only TLS, and the service's data plane reaches the
 //! node's copy over it.
 
+use crate::harness::storage_nodes::{
+    node, node_with_credential, wait_served, StorageNodeProcess, TIMEOUT,
+};
 use crate::harness::{medium, read_at, TestApp, TestConfig};
-use crate::storage_nodes::{node, node_with_credential, wait_served, StorageNodeProcess, TIMEOUT};
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
@@ -75,16 +77,17 @@ async fn with_tls_auto_a_storage_node_serves_its_slices_over_tls_only() {
         .patch("/nodes/host-0", serde_json::json!({"address": "127.0.0.1"}))
         .await;
     assert_eq!(status, reqwest::StatusCode::OK, "{body}");
-    let a = crate::attach::attach(&app, "data", "host-0", false).await;
-    let uri = crate::attach::uri(&a);
+    let a = crate::harness::attach::attach(&app, "data", "host-0", false).await;
+    let uri = crate::harness::attach::uri(&a);
     assert!(uri.starts_with("nbd://"), "{uri}");
-    crate::attach::qemu_io(&uri, &["write -P 0x5a 1M 2M".into(), "flush".into()])
+    crate::harness::attach::qemu_io(&uri, &["write -P 0x5a 1M 2M".into(), "flush".into()])
         .expect("written through the service");
     // The bytes are on the node's disk.
     let file = sn1.medium_dir("a1").join(&id).join("c0-k0.slice");
     let bytes = read_at(&file, 1 << 20, 2 << 20);
     assert!(bytes.iter().all(|b| *b == 0x5a), "{}", file.display());
-    let out = crate::attach::qemu_io(&uri, &["read -P 0x5a 1M 2M".into()]).expect("read back");
+    let out =
+        crate::harness::attach::qemu_io(&uri, &["read -P 0x5a 1M 2M".into()]).expect("read back");
     assert!(!out.contains("Pattern verification failed"), "{out}");
 
     // A plain-text client is refused by the node's slice server (it does
@@ -109,7 +112,8 @@ async fn with_tls_auto_a_storage_node_serves_its_slices_over_tls_only() {
         ),
     }
     // The service still serves the volume after that.
-    let out = crate::attach::qemu_io(&uri, &["read -P 0x5a 1M 2M".into()]).expect("read again");
+    let out =
+        crate::harness::attach::qemu_io(&uri, &["read -P 0x5a 1M 2M".into()]).expect("read again");
     assert!(!out.contains("Pattern verification failed"), "{out}");
 }
 

@@ -3,7 +3,7 @@
 //! clients' `--ca-cert`, the plain-text warnings and refusals, the TLS
 //! files in backups, and NBD over TLS with qemu.
 
-use crate::attach::{attach, topology, uri};
+use crate::harness::attach::{attach, topology, uri};
 use crate::harness::*;
 use reqwest::StatusCode;
 use rustls_pki_types::pem::PemObject;
@@ -511,7 +511,7 @@ async fn nbd_tls_require_serves_qemu_over_tls_and_refuses_plain_text() {
 
     // The same export in plain text: refused, for want of TLS.
     let plain = format!("nbd://127.0.0.1:{port}/{export}");
-    let err = crate::attach::qemu_io(&plain, &["read 0 4k".into()]).expect_err("refused");
+    let err = crate::harness::attach::qemu_io(&plain, &["read 0 4k".into()]).expect_err("refused");
     assert!(
         err.contains("TLS negotiation required before option 7 (go)")
             && err.contains(
@@ -578,8 +578,8 @@ async fn nbd_tls_require_serves_qemu_over_tls_and_refuses_plain_text() {
 /// are the volume's (read back by qemu over TLS).
 #[tokio::test]
 async fn the_agent_with_ca_cert_connects_a_volume_of_a_service_requiring_tls() {
-    use crate::host_agent::{issue_credential, wait_host};
-    use crate::host_side::HostSide;
+    use crate::harness::host_agent::{issue_credential, wait_host};
+    use crate::harness::host_side::HostSide;
     use serde_json::json;
     use std::io::{Seek, SeekFrom, Write};
 
@@ -649,7 +649,7 @@ async fn the_csi_controller_with_ca_cert_creates_a_volume_over_https() {
 
     let app = TestApp::start_with(auto_tls()).await;
     app.create_policy("none", 0, 0, 0).await;
-    let plugin = crate::csi_controller::Plugin::start(&app).await;
+    let plugin = crate::harness::csi_controller::Plugin::start(&app).await;
     let created = plugin
         .controller()
         .create_volume(CreateVolumeRequest {

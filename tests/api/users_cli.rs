@@ -2,7 +2,7 @@
 //! binary, HOME in a temporary directory): passwords come from a file, an
 //! environment variable or stdin, never from a flag.
 
-use crate::cli::{stderr, stdout, Home};
+use crate::harness::cli::{stderr, stdout, Home};
 use crate::harness::*;
 use reqwest::StatusCode;
 use serde_json::json;

@@ -1,5 +1,30 @@
-//! `TestApp`: the real `svs serve` binary on a random port with its own
-//! temporary data directory, and a signed-in HTTP client.
+//! The test harness, in one place. This file: `TestApp`, the real `svs
+//! serve` binary on a random port with its own temporary data directory,
+//! and a signed-in HTTP client. Beside it, one file per area holds what the
+//! tests of that area share with the others (NBD clients and attachments in
+//! `attach.rs`, storage-node processes in `storage_nodes.rs`, hosts and
+//! agents in `host_side.rs` and `host_agent.rs`, the CSI plugins in
+//! `csi_controller.rs`, forged tokens in `forge.rs`, live moves in
+//! `node_moves.rs` and `cancel.rs`, PostgreSQL and several instances in
+//! `postgres.rs` and `instances.rs`, ...); a test file keeps only its tests
+//! and what no other file uses.
+
+pub mod attach;
+pub mod cancel;
+pub mod cli;
+pub mod csi_controller;
+pub mod drain;
+pub mod filesystem;
+pub mod forge;
+pub mod front_on_node;
+pub mod host_agent;
+pub mod host_side;
+pub mod instances;
+pub mod node_moves;
+pub mod postgres;
+pub mod snapshots;
+pub mod storage_nodes;
+pub mod workers;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
