@@ -1,9 +1,8 @@
 //! Sign-in and tokens: `POST /signin`, `/signout`, the two refresh routes
 //! and the token-signing keys (`GET /jwks`), with their bodies and views.
 
+use super::body::Typed;
 use super::extract::{ClientAddress, Parsed, RefreshTokenHeader};
-use super::parse::{req_str, Body, ParseResult};
-use super::requests::FromBody;
 use super::views::{Empty, ErrorBody};
 use super::{ApiResult, AppState};
 use crate::auth::TokenSet;
@@ -36,8 +35,9 @@ use utoipa::ToSchema;
 pub async fn sign_in(
     State(app): State<AppState>,
     ClientAddress(client): ClientAddress,
-    Parsed(request): Parsed<SignIn>,
+    Parsed(SignInRequest { email, password }): Parsed<SignInRequest>,
 ) -> ApiResult<SignedInView> {
+    let request = SignIn { email, password };
     Ok(Json(signed_in(&app.sign_in(&request, client).await?)))
 }
 
@@ -56,9 +56,10 @@ pub async fn sign_in(
 )]
 pub async fn sign_out(
     State(app): State<AppState>,
-    Parsed(request): Parsed<SignOut>,
+    Parsed(request): Parsed<SignOutRequest>,
 ) -> ApiResult<Empty> {
-    app.sign_out(&request).await?;
+    let access_token = request.AccessToken;
+    app.sign_out(&SignOut { access_token }).await?;
     Ok(Json(Empty {}))
 }
 
@@ -80,9 +81,11 @@ pub async fn sign_out(
 pub async fn refresh(
     State(app): State<AppState>,
     ClientAddress(client): ClientAddress,
-    Parsed(request): Parsed<Refresh>,
+    Parsed(request): Parsed<RefreshRequest>,
 ) -> ApiResult<SignedInView> {
-    Ok(Json(signed_in(&app.refresh(&request, client).await?)))
+    let refresh_token = request.RefreshToken;
+    let tokens = app.refresh(&Refresh { refresh_token }, client).await?;
+    Ok(Json(signed_in(&tokens)))
 }
 
 /// The Volumez refresh call: the token in the `refreshtoken` header; it
@@ -116,31 +119,6 @@ pub async fn volumez_refresh(
 )]
 pub async fn jwks(State(app): State<AppState>) -> Json<Jwks> {
     Json(key_set(&app.tokens.public_keys(app.clock.now_secs())))
-}
-
-impl FromBody for SignIn {
-    fn from_body(body: &Body) -> ParseResult<SignIn> {
-        Ok(SignIn {
-            email: req_str(body, "email")?.to_string(),
-            password: req_str(body, "password")?.to_string(),
-        })
-    }
-}
-
-impl FromBody for SignOut {
-    fn from_body(body: &Body) -> ParseResult<SignOut> {
-        Ok(SignOut {
-            access_token: req_str(body, "AccessToken")?.to_string(),
-        })
-    }
-}
-
-impl FromBody for Refresh {
-    fn from_body(body: &Body) -> ParseResult<Refresh> {
-        Ok(Refresh {
-            refresh_token: req_str(body, "RefreshToken")?.to_string(),
-        })
-    }
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -242,8 +220,7 @@ pub fn key_set(keys: &[(String, String)]) -> Jwks {
     }
 }
 
-#[derive(Deserialize, ToSchema)]
-#[allow(dead_code, non_snake_case)]
+#[derive(Deserialize, Serialize, ToSchema)]
 pub struct SignInRequest {
     #[schema(min_length = 1)]
     pub email: String,
@@ -251,18 +228,22 @@ pub struct SignInRequest {
     pub password: String,
 }
 
-#[derive(Deserialize, ToSchema)]
-#[allow(dead_code, non_snake_case)]
+#[derive(Deserialize, Serialize, ToSchema)]
+#[allow(non_snake_case)]
 pub struct SignOutRequest {
     /// The AccessToken of the session (it authenticates this call).
     #[schema(min_length = 1)]
     pub AccessToken: String,
 }
 
-#[derive(Deserialize, ToSchema)]
-#[allow(dead_code, non_snake_case)]
+#[derive(Deserialize, Serialize, ToSchema)]
+#[allow(non_snake_case)]
 pub struct RefreshRequest {
     /// The RefreshToken from `POST /signin`.
     #[schema(min_length = 1)]
     pub RefreshToken: String,
 }
+
+impl Typed for SignInRequest {}
+impl Typed for SignOutRequest {}
+impl Typed for RefreshRequest {}
