@@ -11,6 +11,7 @@
 //! `reconcile` and `app`.
 
 pub mod agent;
+pub mod agent_wire;
 pub mod api;
 pub mod app;
 pub mod attributes;
