@@ -1,8 +1,9 @@
 //! Attachment routes: a volume (or snapshot) exported to a node, with
 //! their bodies and views.
 
+use super::body::{opt_whole, typed};
 use super::extract::{Parsed, ParsedQuery};
-use super::parse::{bad, opt_bool, opt_str, opt_uint, req_str, Body, ParseResult};
+use super::parse::{bad, Body, ParseResult};
 use super::requests::{FromBody, FromQuery};
 use super::views::{self, ErrorBody, JobStarted};
 use super::{ApiResult, AppState};
@@ -12,6 +13,7 @@ use crate::service::format_ms;
 use crate::service::Caller;
 use axum::extract::{Path, State};
 use axum::Json;
+use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use svs_domain::AttachmentManager;
@@ -226,48 +228,41 @@ impl FromQuery for AttachmentDeleteQuery {
     }
 }
 
-/// Reference Attachment fields svs does not use (the volume and snapshot
-/// are in the path; it has no performance allocation): checked for their
-/// type, so a mistyped one is not silently dropped, and ignored.
-fn unused_attachment_fields(body: &Body) -> ParseResult<()> {
-    opt_str(body, "volumename")?;
-    opt_str(body, "snapshotname")?;
-    opt_uint(body, "allocated_resources", 1, 100)?;
-    Ok(())
-}
-
 impl FromBody for CreateAttachment {
     fn from_body(body: &Body) -> ParseResult<CreateAttachment> {
-        unused_attachment_fields(body)?;
+        let request: AttachmentCreateRequest = typed(body)?;
         Ok(CreateAttachment {
-            node: req_str(body, "node")?.to_string(),
-            readonly: opt_bool(body, "readonly")?.unwrap_or(false),
-            mountpoint: opt_str(body, "mountpoint")?.unwrap_or("").to_string(),
-            manager: match opt_str(body, "manager")? {
-                None => AttachmentManager::Agent,
-                Some(m) => AttachmentManager::parse(m)
-                    .ok_or_else(|| bad("manager must be 'agent' or 'csi'"))?,
-            },
+            node: request.node,
+            readonly: request.readonly.unwrap_or(false),
+            mountpoint: request.mountpoint.unwrap_or_default(),
+            manager: request.manager.unwrap_or(AttachmentManager::Agent),
         })
     }
+}
+
+/// `manager`: `agent` or `csi`.
+fn manager<'de, D: Deserializer<'de>>(d: D) -> Result<Option<AttachmentManager>, D::Error> {
+    Option::<String>::deserialize(d)?
+        .map(|m| {
+            AttachmentManager::parse(&m)
+                .ok_or_else(|| de::Error::custom("manager must be 'agent' or 'csi'"))
+        })
+        .transpose()
 }
 
 pub const NOTHING_TO_CHANGE: &str = "nothing to change: send readonly or mountpoint (or both)";
 
 impl FromBody for ModifyAttachment {
     fn from_body(body: &Body) -> ParseResult<ModifyAttachment> {
-        unused_attachment_fields(body)?;
-        opt_str(body, "node")?;
-        let readonly = opt_bool(body, "readonly")?;
-        let mountpoint = opt_str(body, "mountpoint")?.map(str::to_string);
+        let request: AttachmentModifyRequest = typed(body)?;
         // A body naming neither (`{}`, only ignored fields) changes nothing:
         // no job for it.
-        if readonly.is_none() && mountpoint.is_none() {
+        if request.readonly.is_none() && request.mountpoint.is_none() {
             return Err(bad(NOTHING_TO_CHANGE));
         }
         Ok(ModifyAttachment {
-            readonly,
-            mountpoint,
+            readonly: request.readonly,
+            mountpoint: request.mountpoint,
         })
     }
 }
@@ -357,54 +352,59 @@ pub fn attachment(a: &Attachment, nbd_base: &str) -> AttachmentView {
 /// `POST /volumes/{volume}/snapshots/{snapshot}/attachments`.
 #[derive(Deserialize, ToSchema)]
 #[schema(as = AttachmentCreate)]
-#[allow(dead_code, non_snake_case)]
 pub struct AttachmentCreateRequest {
+    /// Ignored (the volume is in the path).
+    #[allow(dead_code)] // Checked for its type, then ignored.
+    #[schema(nullable = false)]
+    pub volumename: Option<String>,
+    /// Ignored (the snapshot is in the path).
+    #[allow(dead_code)] // Checked for its type, then ignored.
+    #[schema(nullable = false)]
+    pub snapshotname: Option<String>,
+    /// Ignored: svs has no performance allocation.
+    #[allow(dead_code)] // Checked for its type, then ignored.
+    #[schema(value_type = Option<u8>, nullable = false, minimum = 1, maximum = 100)]
+    #[serde(deserialize_with = "opt_whole::<1, 100, _>")]
+    pub allocated_resources: Option<u64>,
     /// The node that opens the volume over NBD.
     #[schema(min_length = 1)]
     pub node: String,
     /// Default false.
-    #[serde(default)]
-    pub readonly: bool,
-    #[serde(default)]
-    pub mountpoint: String,
+    #[schema(nullable = false)]
+    pub readonly: Option<bool>,
+    #[schema(nullable = false)]
+    pub mountpoint: Option<String>,
     /// svs extension: who makes the attachment real on the node, `agent`
     /// (the node's host agent; the default) or `csi` (the CSI node plugin;
     /// the host agent leaves it alone).
     #[schema(value_type = Option<String>, nullable = false, pattern = "^(agent|csi)$")]
-    #[serde(default)]
-    pub manager: Option<String>,
-    /// Ignored (the volume is in the path).
-    #[serde(default)]
-    pub volumename: String,
-    /// Ignored (the snapshot is in the path).
-    #[serde(default)]
-    pub snapshotname: String,
-    /// Ignored: svs has no performance allocation.
-    #[schema(minimum = 1, maximum = 100)]
-    #[serde(default)]
-    pub allocated_resources: u8,
+    #[serde(deserialize_with = "manager")]
+    pub manager: Option<AttachmentManager>,
 }
 
 /// `PATCH .../attachments/{node}`: only what is sent changes.
 #[derive(Deserialize, ToSchema)]
 #[schema(as = AttachmentModify)]
-#[allow(dead_code, non_snake_case)]
 pub struct AttachmentModifyRequest {
-    #[serde(default)]
-    pub readonly: bool,
-    #[serde(default)]
-    pub mountpoint: String,
-    /// Ignored (the node is in the path).
-    #[serde(default)]
-    pub node: String,
     /// Ignored (the volume is in the path).
-    #[serde(default)]
-    pub volumename: String,
+    #[allow(dead_code)] // Checked for its type, then ignored.
+    #[schema(nullable = false)]
+    pub volumename: Option<String>,
     /// Ignored (the snapshot is in the path).
-    #[serde(default)]
-    pub snapshotname: String,
+    #[allow(dead_code)] // Checked for its type, then ignored.
+    #[schema(nullable = false)]
+    pub snapshotname: Option<String>,
     /// Ignored: svs has no performance allocation.
-    #[schema(minimum = 1, maximum = 100)]
-    #[serde(default)]
-    pub allocated_resources: u8,
+    #[allow(dead_code)] // Checked for its type, then ignored.
+    #[schema(value_type = Option<u8>, nullable = false, minimum = 1, maximum = 100)]
+    #[serde(deserialize_with = "opt_whole::<1, 100, _>")]
+    pub allocated_resources: Option<u64>,
+    /// Ignored (the node is in the path).
+    #[allow(dead_code)] // Checked for its type, then ignored.
+    #[schema(nullable = false)]
+    pub node: Option<String>,
+    #[schema(nullable = false)]
+    pub readonly: Option<bool>,
+    #[schema(nullable = false)]
+    pub mountpoint: Option<String>,
 }

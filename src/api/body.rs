@@ -27,6 +27,7 @@ use serde::de::{self, DeserializeOwned, DeserializeSeed, IntoDeserializer, MapAc
 use serde::Deserialize;
 use serde_json::Value;
 use std::fmt;
+use svs_domain::ResourceName;
 
 /// `body` read into `T`.
 pub fn typed<T: DeserializeOwned>(body: &Body) -> ParseResult<T> {
@@ -300,6 +301,27 @@ pub fn opt_whole<'de, const MIN: u64, const MAX: u64, D: de::Deserializer<'de>>(
             .map(Some)
             .map_err(|m| de::Error::custom(format!("{FIELD} {m}"))),
     }
+}
+
+/// A required name of a `kind` of resource (`ResourceName`'s rules and
+/// message).
+fn name<'de, D: de::Deserializer<'de>>(d: D, kind: &str) -> Result<ResourceName, D::Error> {
+    ResourceName::parse(kind, &String::deserialize(d)?).map_err(de::Error::custom)
+}
+
+/// A medium's name (`deserialize_with`).
+pub fn medium_name<'de, D: de::Deserializer<'de>>(d: D) -> Result<ResourceName, D::Error> {
+    name(d, "medium")
+}
+
+/// A node's name (`deserialize_with`).
+pub fn node_name<'de, D: de::Deserializer<'de>>(d: D) -> Result<ResourceName, D::Error> {
+    name(d, "node")
+}
+
+/// A zone's name (`deserialize_with`).
+pub fn zone_name<'de, D: de::Deserializer<'de>>(d: D) -> Result<ResourceName, D::Error> {
+    name(d, "zone")
 }
 
 #[cfg(test)]

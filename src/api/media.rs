@@ -2,8 +2,9 @@
 //! removing are svs extensions of the reference, whose `DELETE` routes
 //! these follow), with their bodies and views.
 
+use super::body::{medium_name, node_name, typed, whole, zone_name};
 use super::extract::{Parsed, ParsedQuery};
-use super::parse::{bad, opt_uint, req_str, req_uint, Body, ParseResult};
+use super::parse::{bad, opt_uint, req_str, Body, ParseResult};
 use super::relocation::{relocation_plan, DryRunQuery, RelocationPlanView};
 use super::requests::{only_fields, FromBody};
 use super::views::JobStarted;
@@ -16,7 +17,9 @@ use crate::service::{Administrator, Caller};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
+use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 use svs_domain::ResourceName;
 use utoipa::ToSchema;
 
@@ -201,21 +204,20 @@ impl FromBody for CreateMedium {
     /// "/srv/disk7", "size": 100}`: the fields as `GET /media` shows them
     /// (`media` is the directory, `size` GiB).
     fn from_body(body: &Body) -> ParseResult<CreateMedium> {
-        only_fields(body, &["mediaid", "node", "zone", "media", "size"])?;
-        let id = ResourceName::parse("medium", req_str(body, "mediaid")?).map_err(bad)?;
-        let node = ResourceName::parse("node", req_str(body, "node")?).map_err(bad)?;
-        let zone = ResourceName::parse("zone", req_str(body, "zone")?).map_err(bad)?;
-        let directory =
-            plain_directory(std::path::Path::new(req_str(body, "media")?)).map_err(bad)?;
-        let size = req_uint(body, "size", 1, MAX_MEDIUM_GIB)?;
+        let request: MediaCreateRequest = typed(body)?;
         Ok(CreateMedium {
-            id,
-            node,
-            zone,
-            directory,
-            size,
+            id: request.mediaid,
+            node: request.node,
+            zone: request.zone,
+            directory: request.media,
+            size: request.size,
         })
     }
+}
+
+/// `media`: an absolute directory without `..`.
+fn directory<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+    plain_directory(std::path::Path::new(&String::deserialize(d)?)).map_err(de::Error::custom)
 }
 
 /// A medium: `size`, `freesize` (GiB) and `volumescount` are true to the
@@ -324,31 +326,38 @@ pub struct MediaModifyRequest {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = MediaCreate)]
-#[allow(dead_code, non_snake_case)]
 pub struct MediaCreateRequest {
     #[schema(
         pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
         max_length = 63
     )]
-    pub mediaid: String,
+    #[schema(value_type = String)]
+    #[serde(deserialize_with = "medium_name")]
+    pub mediaid: ResourceName,
     /// The node the medium is attached to; made (API-managed, no address)
     /// when it does not exist yet.
     #[schema(
         pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
         max_length = 63
     )]
-    pub node: String,
+    #[schema(value_type = String)]
+    #[serde(deserialize_with = "node_name")]
+    pub node: ResourceName,
     /// The node's zone.
     #[schema(
         pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
         max_length = 63
     )]
-    pub zone: String,
+    #[schema(value_type = String)]
+    #[serde(deserialize_with = "zone_name")]
+    pub zone: ResourceName,
     /// The directory holding the slice files: an absolute path without
     /// `..`; created if missing, and it must be writable.
-    #[schema(min_length = 1)]
-    pub media: String,
+    #[schema(value_type = String, min_length = 1)]
+    #[serde(deserialize_with = "directory")]
+    pub media: PathBuf,
     /// Logical capacity in GiB (slices are sparse; nothing is preallocated).
     #[schema(minimum = 1, maximum = 1073741824)]
+    #[serde(deserialize_with = "whole::<1, MAX_MEDIUM_GIB, _>")]
     pub size: u64,
 }
