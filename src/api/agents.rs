@@ -2,6 +2,7 @@
 //! credentials (administrators), and the agent's own two routes, which
 //! take only the node's credential.
 
+use super::body::typed;
 use super::extract::{OptionalParsed, Parsed, ParsedQuery};
 use super::parse::{bad, opt_uint, req_str, Body, ParseResult};
 use super::requests::{only_fields, FromBody, FromQuery};
@@ -16,6 +17,7 @@ use crate::service::Administrator;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
+use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -142,15 +144,21 @@ pub struct IssueCredential {
 
 impl FromBody for IssueCredential {
     fn from_body(body: &Body) -> ParseResult<IssueCredential> {
-        only_fields(body, &["role"])?;
-        let role = match body.get("role") {
-            None | Some(Value::Null) => CredentialRole::Agent,
-            Some(Value::String(r)) => {
-                CredentialRole::parse(r).ok_or_else(|| bad(format!("{ROLES} (got '{r}')")))?
-            }
-            Some(_) => return Err(bad(ROLES)),
-        };
-        Ok(IssueCredential { role })
+        let NodeCredentialCreateRequest { role } = typed(body)?;
+        Ok(IssueCredential {
+            role: role.unwrap_or(CredentialRole::Agent),
+        })
+    }
+}
+
+/// `role`: absent or null is `agent`.
+fn role<'de, D: Deserializer<'de>>(d: D) -> Result<Option<CredentialRole>, D::Error> {
+    match Option::<Value>::deserialize(d)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(r)) => CredentialRole::parse(&r)
+            .map(Some)
+            .ok_or_else(|| de::Error::custom(format!("{ROLES} (got '{r}')"))),
+        Some(_) => Err(de::Error::custom(ROLES)),
     }
 }
 
@@ -287,9 +295,9 @@ pub fn agent_state(d: &DesiredState) -> wire::DesiredState {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = NodeCredentialCreate)]
-#[allow(dead_code, non_snake_case)]
 pub struct NodeCredentialCreateRequest {
     /// `agent` (the default), `storage` or `agent+storage`.
-    #[schema(pattern = "^(agent|storage|agent\\+storage)$")]
-    pub role: Option<String>,
+    #[schema(value_type = Option<String>, pattern = "^(agent|storage|agent\\+storage)$")]
+    #[serde(deserialize_with = "role")]
+    pub role: Option<CredentialRole>,
 }

@@ -324,6 +324,30 @@ pub fn zone_name<'de, D: de::Deserializer<'de>>(d: D) -> Result<ResourceName, D:
     name(d, "zone")
 }
 
+/// An optional name of a `kind` of resource.
+fn opt_name<'de, D: de::Deserializer<'de>>(
+    d: D,
+    kind: &str,
+) -> Result<Option<ResourceName>, D::Error> {
+    Option::<String>::deserialize(d)?
+        .map(|s| ResourceName::parse(kind, &s).map_err(de::Error::custom))
+        .transpose()
+}
+
+/// An optional node name (`deserialize_with`).
+pub fn opt_node_name<'de, D: de::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<ResourceName>, D::Error> {
+    opt_name(d, "node")
+}
+
+/// An optional zone name (`deserialize_with`).
+pub fn opt_zone_name<'de, D: de::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<ResourceName>, D::Error> {
+    opt_name(d, "zone")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

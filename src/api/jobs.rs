@@ -1,10 +1,10 @@
 //! Job routes: the tenant's jobs, listed and read.
 
+use super::body::typed;
 use super::extract::Parsed;
 use super::extract::ParsedQuery;
-use super::parse::{bad, ParseResult};
-use super::parse::{opt_bool, Body};
-use super::requests::{only_fields, page_number, query_bool, FromBody, FromQuery};
+use super::parse::{bad, Body, ParseResult};
+use super::requests::{page_number, query_bool, FromBody, FromQuery};
 use super::views::{self, ErrorBody};
 use super::{ApiResult, AppState};
 use crate::service::commands::ListJobs;
@@ -174,7 +174,6 @@ pub async fn modify_job(
 #[derive(Debug, serde::Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = JobModify)]
-#[allow(dead_code)] // The schema of the request; parsed by `FromBody`.
 pub struct JobModifyRequest {
     /// true: pause the job's copies; false: resume them.
     #[schema(nullable = false)]
@@ -188,9 +187,11 @@ pub struct JobModifyRequest {
 
 impl FromBody for JobSteering {
     fn from_body(body: &Body) -> ParseResult<JobSteering> {
-        only_fields(body, &["paused", "movementrate"])?;
-        let paused = opt_bool(body, "paused")?;
-        let movement_rate = match body.get("movementrate") {
+        let JobModifyRequest {
+            paused,
+            movementrate,
+        } = typed(body)?;
+        let movement_rate = match movementrate {
             None => None,
             Some(Value::Null) => Some(None),
             Some(Value::Number(n)) => Some(Some(n.as_u64().ok_or_else(rate_error)?)),
