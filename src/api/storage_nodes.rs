@@ -315,10 +315,10 @@ const MAX_FRONT_TEXT: usize = 4096;
     summary = "The volumes' fronts a storage node runs: a long poll (storage credential only)",
     description = "svs extension, for `svs storage-node` (setting `fronts = \"nodes\"` of svs serve). Records `open`, what the node has open (an attachment waits for its volume to be reported open at its epoch), then answers the fronts wanted of the node as soon as their `version` differs from the one sent, or after 20 s with the same. An agent credential or a user's IdToken gets 403.",
     params(("node" = String, Path, description = "The credential's node")),
-    request_body = StorageFrontsPollSchema,
+    request_body = FrontsPoll,
     security(("node-credential" = [])),
     responses(
-        (status = 200, description = "The fronts wanted of the node", body = StorageFrontsSchema),
+        (status = 200, description = "The fronts wanted of the node", body = FrontsAnswer),
         (status = 400, description = "Malformed body", body = ErrorBody),
         (status = 401, description = "Invalid or revoked node credential", body = ErrorBody),
         (status = 403, description = "Another node's credential, or not a storage credential", body = ErrorBody),
@@ -340,10 +340,10 @@ pub async fn storage_node_fronts(
     summary = "Copy failures the fronts of a storage node met (storage credential only)",
     description = "svs extension, for `svs storage-node`. Each failure is recorded as one svs serve's own I/O met: `mediumfailed` fails the medium (every copy on it lost), else that copy alone is lost. Only failures of volumes whose front the node runs, on media holding a copy of the volume, count. `recorded`: how many changed what svs knew; `refused`: the failures not taken (the volume is gone, or its front is not the node's; the node's front fails the writes that skipped them, as fenced), every other one is in the store when the answer is sent. An agent credential or a user's IdToken gets 403.",
     params(("node" = String, Path, description = "The credential's node")),
-    request_body = StorageFailuresSchema,
+    request_body = FailuresBody,
     security(("node-credential" = [])),
     responses(
-        (status = 200, description = "Recorded", body = StorageFailuresRecordedSchema),
+        (status = 200, description = "Recorded", body = FailuresRecorded),
         (status = 400, description = "Malformed body", body = ErrorBody),
         (status = 401, description = "Invalid or revoked node credential", body = ErrorBody),
         (status = 403, description = "Another node's credential, or not a storage credential", body = ErrorBody),
@@ -407,115 +407,4 @@ impl FromBody for FailuresBody {
         }
         Ok(failures)
     }
-}
-
-/// `POST /nodes/{node}/storage/fronts` (documentation of `FrontsPoll`).
-#[derive(ToSchema)]
-#[schema(as = StorageFrontsPoll)]
-#[allow(dead_code, non_snake_case)]
-pub struct StorageFrontsPollSchema {
-    /// The version of the last answer; empty on the first call.
-    pub version: String,
-    pub open: Vec<StorageFrontOpenSchema>,
-}
-
-/// One front as the node has it.
-#[derive(ToSchema)]
-#[schema(as = StorageFrontOpen)]
-#[allow(dead_code, non_snake_case)]
-pub struct StorageFrontOpenSchema {
-    pub volume: String,
-    pub epoch: u64,
-    /// Empty when open, else why it failed.
-    pub error: String,
-}
-
-/// The fronts wanted of a node (documentation of `FrontsAnswer`).
-#[derive(ToSchema)]
-#[schema(as = StorageFronts)]
-#[allow(dead_code, non_snake_case)]
-pub struct StorageFrontsSchema {
-    /// A digest of `fronts`.
-    pub version: String,
-    pub fronts: Vec<StorageFrontSpecSchema>,
-}
-
-/// One volume whose front the node runs.
-#[derive(ToSchema)]
-#[schema(as = StorageFrontSpec)]
-#[allow(dead_code, non_snake_case)]
-pub struct StorageFrontSpecSchema {
-    pub volume: String,
-    pub epoch: u64,
-    /// Bytes.
-    pub size: u64,
-    /// Per copy, the medium of each column.
-    pub media: Vec<Vec<String>>,
-    pub lostmedia: Vec<String>,
-    pub nodes: Vec<StorageFrontNodeSchema>,
-    /// PEM certificates; empty: the slice protocol without TLS.
-    pub slicetlsroots: Vec<String>,
-    pub exports: Vec<StorageFrontExportSchema>,
-}
-
-/// A slice server holding media of the volume.
-#[derive(ToSchema)]
-#[schema(as = StorageFrontNode)]
-#[allow(dead_code, non_snake_case)]
-pub struct StorageFrontNodeSchema {
-    pub node: String,
-    pub sliceaddress: String,
-    pub slicecredential: String,
-    pub media: Vec<String>,
-}
-
-/// An export (attachment) of the volume.
-#[derive(ToSchema)]
-#[schema(as = StorageFrontExport)]
-#[allow(dead_code, non_snake_case)]
-pub struct StorageFrontExportSchema {
-    pub name: String,
-    pub host: String,
-    pub hostaddress: String,
-    pub readonly: bool,
-    pub snapshot: Option<StorageFrontSnapshotSchema>,
-}
-
-/// The snapshot an export shows.
-#[derive(ToSchema)]
-#[schema(as = StorageFrontSnapshot)]
-#[allow(dead_code, non_snake_case)]
-pub struct StorageFrontSnapshotSchema {
-    pub seq: u64,
-    /// Bytes.
-    pub size: u64,
-}
-
-/// `POST /nodes/{node}/storage/failures` (documentation of `FailuresBody`).
-#[derive(ToSchema)]
-#[schema(as = StorageFailures)]
-#[allow(dead_code, non_snake_case)]
-pub struct StorageFailuresSchema {
-    pub failures: Vec<StorageFailureSchema>,
-}
-
-/// One copy failure.
-#[derive(ToSchema)]
-#[schema(as = StorageFailure)]
-#[allow(dead_code, non_snake_case)]
-pub struct StorageFailureSchema {
-    pub medium: String,
-    pub volume: String,
-    pub copy: u32,
-    pub column: u32,
-    pub mediumfailed: bool,
-}
-
-/// How many failures changed what svs knew.
-#[derive(ToSchema)]
-#[schema(as = StorageFailuresRecorded)]
-#[allow(dead_code, non_snake_case)]
-pub struct StorageFailuresRecordedSchema {
-    pub recorded: u64,
-    pub refused: Vec<StorageFailureSchema>,
 }
