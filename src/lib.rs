@@ -43,6 +43,7 @@ pub mod slice_tls;
 pub mod snapshot_space;
 pub mod stop_signal;
 pub mod storage_node;
+pub mod storage_wire;
 #[cfg(test)]
 mod testing;
 pub mod tls;

@@ -8,7 +8,7 @@
 //! server (a certificate resolver), so a renewal needs no restart and no
 //! connection is cut.
 
-use super::client::Registered;
+use super::client::StorageNodeRegistered;
 use super::config::StorageNodeConfig;
 use super::StorageNodeError;
 use crate::slice_tls::{SliceTlsMode, RENEW_BEFORE_DAYS};
@@ -162,7 +162,7 @@ impl NodeTls {
     /// unusable (a certificate not for this node's key).
     pub fn accept(
         &mut self,
-        answer: &Registered,
+        answer: &StorageNodeRegistered,
         address: SocketAddr,
     ) -> Result<(), StorageNodeError> {
         if !answer.sliceca.is_empty() {
@@ -329,8 +329,11 @@ mod tests {
     use super::*;
     use crate::slice_tls::SliceTls;
 
-    fn answer(tls: &SliceTls, issued: Option<crate::slice_tls::IssuedCertificate>) -> Registered {
-        Registered {
+    fn answer(
+        tls: &SliceTls,
+        issued: Option<crate::slice_tls::IssuedCertificate>,
+    ) -> StorageNodeRegistered {
+        StorageNodeRegistered {
             slicecredential: "c".into(),
             heartbeatseconds: 3,
             slicetls: tls.mode().as_str().into(),
