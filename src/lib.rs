@@ -47,4 +47,5 @@ pub mod storage_wire;
 #[cfg(test)]
 mod testing;
 pub mod tls;
+pub mod views_wire;
 pub mod workers;

@@ -11,10 +11,11 @@ use crate::service::attachments::attachment_uri;
 use crate::service::commands::{CreateAttachment, DeleteVolume, ModifyAttachment};
 use crate::service::format_ms;
 use crate::service::Caller;
+pub use crate::views_wire::AttachmentView;
 use axum::extract::{Path, State};
 use axum::Json;
 use serde::de::{self, Deserializer};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::collections::BTreeMap;
 use svs_domain::AttachmentManager;
 use svs_store::Attachment;
@@ -267,54 +268,6 @@ impl FromBody for ModifyAttachment {
     }
 }
 
-/// An attachment of a volume (`top`) to a node; `exportname` and `uri` are
-/// svs extensions: where the node opens it over NBD.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = Attachment)]
-pub struct AttachmentView {
-    pub volumename: String,
-    pub volumeid: String,
-    /// `top` (the live volume) or the snapshot's name.
-    pub snapshotname: String,
-    /// `top` or the snapshot's id.
-    pub snapshotid: String,
-    pub node: String,
-    pub state: String,
-    pub status: String,
-    pub progress: u8,
-    pub mountpoint: String,
-    pub readonly: bool,
-    pub exportname: String,
-    /// `nbd://host:port/exportname`.
-    pub uri: String,
-    /// svs extension: who makes it real on the node, `agent` (its host
-    /// agent) or `csi` (the CSI node plugin; the agent leaves it alone).
-    #[schema(pattern = "^(agent|csi)$")]
-    pub manager: &'static str,
-    /// svs extension: what the node's host agent last reported:
-    /// `Connected`, `Mounted`, `Error` or `Disconnected`; null until it
-    /// reports.
-    pub hoststate: Option<String>,
-    /// The reason for `Error`, or a note.
-    pub hostdetail: Option<String>,
-    /// The block device on the host, e.g. `/dev/loop3`.
-    pub hostdevice: Option<String>,
-    /// Where the host mounted the filesystem.
-    pub hostmountpath: Option<String>,
-    /// Total bytes of the mounted filesystem.
-    pub filesystembytes: Option<u64>,
-    /// GiB: the volume's size, to compare with `filesystemsize`.
-    pub volumesize: u64,
-    /// GiB: the volume size the host's filesystem fills, as the agent last
-    /// reported; below `volumesize` when a growth failed (`growerror` says
-    /// why; `POST /volumes/{volume}/grow-filesystem` tries again).
-    pub filesystemsize: Option<u64>,
-    /// Why the host's last growth of the filesystem failed.
-    pub growerror: Option<String>,
-    /// When the agent reported (RFC 3339).
-    pub hostupdated: Option<String>,
-}
-
 /// `nbd_base` is `nbd://host:port` of the NBD server.
 pub fn attachment(a: &Attachment, nbd_base: &str) -> AttachmentView {
     // A finished attachment job leaves its status behind; only a
@@ -336,7 +289,7 @@ pub fn attachment(a: &Attachment, nbd_base: &str) -> AttachmentView {
         readonly: a.readonly,
         exportname: a.export_name.clone(),
         uri: attachment_uri(a, nbd_base),
-        manager: a.manager.as_str(),
+        manager: a.manager.as_str().into(),
         hoststate: a.host.as_ref().map(|h| h.state.clone()),
         hostdetail: a.host.as_ref().and_then(|h| h.detail.clone()),
         hostdevice: a.host.as_ref().and_then(|h| h.device.clone()),

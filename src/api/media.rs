@@ -14,6 +14,7 @@ use crate::service::commands::{CreateMedium, ModifyMedium};
 use crate::service::media::{plain_directory, MediumReport};
 use crate::service::volumes::Started;
 use crate::service::{Administrator, Caller};
+pub use crate::views_wire::MediumView;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
@@ -220,58 +221,13 @@ fn directory<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
     plain_directory(std::path::Path::new(&String::deserialize(d)?)).map_err(de::Error::custom)
 }
 
-/// A medium: `size`, `freesize` (GiB) and `volumescount` are true to the
-/// allocations; `writtenbytes` to what is on its disk.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = Media)]
-pub struct MediumView {
-    pub mediaid: String,
-    /// The medium's directory.
-    pub media: String,
-    pub model: &'static str,
-    pub bus: &'static str,
-    pub location: String,
-    pub node: String,
-    pub zone: String,
-    pub size: u64,
-    pub freesize: u64,
-    /// svs extension: bytes written on the medium, as its disk holds them
-    /// (slices, their snapshots, copies in progress; what a volume never
-    /// wrote takes nothing), where `size - freesize` is what is allocated.
-    /// Left out for a failed medium, or one that could not be read.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub writtenbytes: Option<u64>,
-    /// svs extension: the parts of `size - freesize`, in GiB: what the
-    /// slices placed on it take, what running jobs booked, what its
-    /// snapshots hold (the console's capacity bar).
-    pub allocatedsize: u64,
-    pub bookedsize: u64,
-    pub snapshotsize: u64,
-    /// svs extension: bytes its snapshots' files hold on it (the sum of
-    /// their `used` on this medium); `snapshotsize` is what that takes of
-    /// its free space, in whole GiB rounded up.
-    pub snapshotbytes: u64,
-    pub volumescount: u64,
-    pub sectorsize: u32,
-    pub sed: bool,
-    pub assignment: &'static str,
-    pub state: &'static str,
-    pub status: &'static str,
-    pub progress: u8,
-    pub capacitygroup: &'static str,
-    /// svs extension: `config` (listed in the configuration file: change it
-    /// there), `api` (added through the API) or `node` (registered by its
-    /// storage node, `node`: change it there).
-    pub managedby: &'static str,
-}
-
 pub fn medium_view(report: &MediumReport) -> MediumView {
     let m = &report.usage;
     MediumView {
         mediaid: m.record.medium.id.clone(),
         media: m.record.directory.clone(),
-        model: "svs sparse-file medium",
-        bus: "file",
+        model: "svs sparse-file medium".into(),
+        bus: "file".into(),
         location: m.record.directory.clone(),
         node: m.record.medium.node.clone(),
         zone: m.record.medium.zone.clone(),
@@ -288,18 +244,19 @@ pub fn medium_view(report: &MediumReport) -> MediumView {
         volumescount: m.volumes_count,
         sectorsize: 4096,
         sed: false,
-        assignment: "svs",
-        state: if m.failed { "Failed" } else { "Online" },
+        assignment: "svs".into(),
+        state: if m.failed { "Failed" } else { "Online" }.into(),
         status: if m.failed {
             "Failed"
         } else if m.draining {
             "Draining"
         } else {
             "Ready"
-        },
+        }
+        .into(),
         progress: 100,
-        capacitygroup: "",
-        managedby: m.managed_by.as_str(),
+        capacitygroup: String::new(),
+        managedby: m.managed_by.as_str().into(),
     }
 }
 

@@ -3,6 +3,7 @@
 use super::credentials::{now_secs, CredentialsStore, Profile};
 use super::error::{ClientError, Result};
 use reqwest::Method;
+use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 /// Renew the IdToken when it expires within this many seconds.
@@ -47,14 +48,15 @@ impl Api {
         &self.base
     }
 
-    /// One call: the answer's JSON on 2xx, else the server's `message`.
-    pub async fn call(
+    /// One call: the answer on 2xx (its JSON as it is, `Value`, or a typed
+    /// view), else the server's `message`.
+    pub async fn call<T: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,
         query: &[(&str, String)],
         body: Option<&Value>,
-    ) -> Result<Value> {
+    ) -> Result<T> {
         let url = format!("{}{}", self.base, path);
         let mut req = self.http.request(method, &url);
         if !query.is_empty() {
@@ -75,14 +77,20 @@ impl Api {
         let text = resp.text().await.map_err(http_err)?;
         let value: Option<Value> = serde_json::from_str(&text).ok();
         if status.is_success() {
-            return match value {
-                Some(v) => Ok(v),
-                None if text.trim().is_empty() => Ok(Value::Null),
-                None => Err(ClientError::InvalidResponse {
-                    url,
-                    detail: format!("not JSON: {text}"),
-                }),
+            let value = match value {
+                Some(v) => v,
+                None if text.trim().is_empty() => Value::Null,
+                None => {
+                    return Err(ClientError::InvalidResponse {
+                        url,
+                        detail: format!("not JSON: {text}"),
+                    })
+                }
             };
+            return serde_json::from_value(value).map_err(|e| ClientError::InvalidResponse {
+                url,
+                detail: e.to_string(),
+            });
         }
         let message = value
             .as_ref()
@@ -103,7 +111,7 @@ impl Api {
         })
     }
 
-    pub async fn get(&self, path: &str) -> Result<Value> {
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
         self.call(Method::GET, path, &[], None).await
     }
 
@@ -126,11 +134,13 @@ impl Api {
 
     // --- volumes ---
 
-    pub async fn list_volumes(&self) -> Result<Value> {
+    /// `GET /volumes`; `T`: `Value` (as it is, to print) or `Vec<VolumeView>`,
+    /// as every getter below.
+    pub async fn list_volumes<T: DeserializeOwned>(&self) -> Result<T> {
         self.get("/volumes").await
     }
 
-    pub async fn get_volume(&self, name: &str) -> Result<Value> {
+    pub async fn get_volume<T: DeserializeOwned>(&self, name: &str) -> Result<T> {
         self.get(&format!("/volumes/{}", segment(name))).await
     }
 
@@ -207,16 +217,20 @@ impl Api {
         )
     }
 
-    pub async fn list_snapshots(&self, volume: &str) -> Result<Value> {
+    pub async fn list_snapshots<T: DeserializeOwned>(&self, volume: &str) -> Result<T> {
         self.get(&format!("/volumes/{}/snapshots", segment(volume)))
             .await
     }
 
-    pub async fn list_all_snapshots(&self) -> Result<Value> {
+    pub async fn list_all_snapshots<T: DeserializeOwned>(&self) -> Result<T> {
         self.get("/snapshots").await
     }
 
-    pub async fn get_snapshot(&self, volume: &str, snapshot: &str) -> Result<Value> {
+    pub async fn get_snapshot<T: DeserializeOwned>(
+        &self,
+        volume: &str,
+        snapshot: &str,
+    ) -> Result<T> {
         self.get(&Api::snapshot_path(volume, snapshot)).await
     }
 
@@ -282,7 +296,12 @@ impl Api {
         self.call(Method::DELETE, &path, &[], None).await
     }
 
-    pub async fn get_attachment(&self, volume: &str, snapshot: &str, node: &str) -> Result<Value> {
+    pub async fn get_attachment<T: DeserializeOwned>(
+        &self,
+        volume: &str,
+        snapshot: &str,
+        node: &str,
+    ) -> Result<T> {
         let path = format!(
             "{}/attachments/{}",
             Api::snapshot_path(volume, snapshot),
@@ -312,7 +331,7 @@ impl Api {
 
     // --- media, nodes, jobs ---
 
-    pub async fn list_media(&self) -> Result<Value> {
+    pub async fn list_media<T: DeserializeOwned>(&self) -> Result<T> {
         self.get("/media").await
     }
 
@@ -450,7 +469,7 @@ impl Api {
     }
 
     /// The attachments of one volume, or of the whole tenant.
-    pub async fn list_attachments(&self, volume: Option<&str>) -> Result<Value> {
+    pub async fn list_attachments<T: DeserializeOwned>(&self, volume: Option<&str>) -> Result<T> {
         match volume {
             Some(v) => {
                 self.get(&format!("/volumes/{}/attachments", segment(v)))
@@ -464,7 +483,8 @@ impl Api {
         self.call(Method::GET, "/jobs", query, None).await
     }
 
-    pub async fn get_job(&self, id: &str) -> Result<Value> {
+    /// `GET /jobs/{job}`: as it is (`Value`, to print) or a `JobView`.
+    pub async fn get_job<T: DeserializeOwned>(&self, id: &str) -> Result<T> {
         self.get(&format!("/jobs/{}", segment(id))).await
     }
 
