@@ -301,3 +301,22 @@ pub struct MediumView {
     /// storage node, `node`: change it there).
     pub managedby: String,
 }
+
+// The tokens of a session: `POST /signin`, `POST /refresh`, `PUT
+// /users/me/password` (no `///`: the document has no description for it).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = SignInResponse)]
+#[allow(non_snake_case)]
+pub struct SignedInView {
+    pub AccessToken: String,
+    /// Authorizes every protected call, in the `authorization` header.
+    pub IdToken: String,
+    /// Gets new tokens from `POST /refresh`. Each refresh answers a new one
+    /// and retires the one used: present a retired one again and every
+    /// token of that sign-in is revoked.
+    pub RefreshToken: String,
+    /// Lifetime of the AccessToken and IdToken, in seconds.
+    pub ExpiresIn: u64,
+    /// Always `Bearer`.
+    pub TokenType: String,
+}

@@ -9,6 +9,7 @@ use crate::auth::TokenSet;
 use crate::service::auth::SignedIn;
 use crate::service::commands::{Refresh, SignIn, SignOut};
 use crate::service::format_ms;
+pub use crate::views_wire::SignedInView;
 use axum::extract::State;
 use axum::Json;
 use serde::{Deserialize, Serialize};
@@ -121,30 +122,13 @@ pub async fn jwks(State(app): State<AppState>) -> Json<Jwks> {
     Json(key_set(&app.tokens.public_keys(app.clock.now_secs())))
 }
 
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = SignInResponse)]
-#[allow(non_snake_case)]
-pub struct SignedInView {
-    pub AccessToken: String,
-    /// Authorizes every protected call, in the `authorization` header.
-    pub IdToken: String,
-    /// Gets new tokens from `POST /refresh`. Each refresh answers a new one
-    /// and retires the one used: present a retired one again and every
-    /// token of that sign-in is revoked.
-    pub RefreshToken: String,
-    /// Lifetime of the AccessToken and IdToken, in seconds.
-    pub ExpiresIn: u64,
-    /// Always `Bearer`.
-    pub TokenType: &'static str,
-}
-
 pub fn signed_in(s: &SignedIn) -> SignedInView {
     SignedInView {
         AccessToken: s.tokens.access_token.clone(),
         IdToken: s.tokens.id_token.clone(),
         RefreshToken: s.refresh_token.clone(),
         ExpiresIn: s.tokens.expires_in,
-        TokenType: "Bearer",
+        TokenType: "Bearer".into(),
     }
 }
 
@@ -174,7 +158,7 @@ pub fn volumez_refreshed(t: &TokenSet) -> VolumezRefreshed {
         IdToken: t.id_token.clone(),
         AccessTokenExpiration: expiry.clone(),
         IdTokenExpiration: expiry,
-        TokenType: "Bearer",
+        TokenType: "Bearer".into(),
     }
 }
 

@@ -2,6 +2,7 @@
 
 use super::credentials::{now_secs, CredentialsStore, Profile};
 use super::error::{ClientError, Result};
+use crate::views_wire::SignedInView;
 use reqwest::Method;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
@@ -117,12 +118,12 @@ impl Api {
 
     // --- authentication ---
 
-    pub async fn sign_in(&self, email: &str, password: &str) -> Result<Value> {
+    pub async fn sign_in(&self, email: &str, password: &str) -> Result<SignedInView> {
         let body = json!({"email": email, "password": password});
         self.call(Method::POST, "/signin", &[], Some(&body)).await
     }
 
-    pub async fn refresh(&self, refresh_token: &str) -> Result<Value> {
+    pub async fn refresh(&self, refresh_token: &str) -> Result<SignedInView> {
         let body = json!({"RefreshToken": refresh_token});
         self.call(Method::POST, "/refresh", &[], Some(&body)).await
     }
@@ -527,34 +528,28 @@ pub(super) fn segment(s: &str) -> String {
     out
 }
 
-/// Reads a required string field of a token answer.
-pub(super) fn token_field(answer: &Value, field: &str, url: &str) -> Result<String> {
-    answer
-        .get(field)
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .ok_or_else(|| ClientError::InvalidResponse {
-            url: url.to_string(),
-            detail: format!("no {field} in the answer"),
-        })
-}
-
-pub(super) fn expires_at(answer: &Value) -> u64 {
-    now_secs().saturating_add(answer.get("ExpiresIn").and_then(Value::as_u64).unwrap_or(0))
+/// `profile` signed in with `tokens`.
+pub(super) fn with_tokens(profile: &mut Profile, tokens: SignedInView) {
+    profile.id_token = tokens.IdToken;
+    profile.access_token = tokens.AccessToken;
+    profile.refresh_token = tokens.RefreshToken;
+    profile.expires_at = now_secs().saturating_add(tokens.ExpiresIn);
 }
 
 /// Signs in and builds the profile to store.
 pub async fn sign_in(url: &str, email: &str, password: &str) -> Result<Profile> {
     let api = Api::new(url)?;
-    let answer = api.sign_in(email, password).await?;
-    Ok(Profile {
+    let tokens = api.sign_in(email, password).await?;
+    let mut profile = Profile {
         url: api.base().to_string(),
         email: email.to_string(),
-        id_token: token_field(&answer, "IdToken", api.base())?,
-        access_token: token_field(&answer, "AccessToken", api.base())?,
-        refresh_token: token_field(&answer, "RefreshToken", api.base())?,
-        expires_at: expires_at(&answer),
-    })
+        id_token: String::new(),
+        access_token: String::new(),
+        refresh_token: String::new(),
+        expires_at: 0,
+    };
+    with_tokens(&mut profile, tokens);
+    Ok(profile)
 }
 
 /// A stored, signed-in session: the profile and an authorized client.
@@ -598,17 +593,12 @@ impl Session {
             return Ok(());
         }
         let anonymous = Api::new(&self.profile.url)?;
-        let answer = anonymous
+        let tokens = anonymous
             .refresh(&self.profile.refresh_token)
             .await
             .map_err(|e| self.auth_hint(e))?;
         let mut profile = self.profile.clone();
-        profile.id_token = token_field(&answer, "IdToken", anonymous.base())?;
-        profile.access_token = token_field(&answer, "AccessToken", anonymous.base())?;
-        if let Some(rt) = answer.get("RefreshToken").and_then(Value::as_str) {
-            profile.refresh_token = rt.to_string();
-        }
-        profile.expires_at = expires_at(&answer);
+        with_tokens(&mut profile, tokens);
         self.store.put(&self.name, profile.clone())?;
         self.api = anonymous.with_token(&profile.id_token);
         self.profile = profile;
