@@ -225,7 +225,7 @@ impl<'de> de::Deserializer<'de> for Field<'de> {
 
     fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Refused> {
         match self.value {
-            Some(Value::String(s)) if !(s.is_empty() && !self.optional) => {
+            Some(Value::String(s)) if !s.is_empty() || self.optional => {
                 visitor.visit_borrowed_str(s)
             }
             None | Some(Value::Null | Value::String(_)) if !self.optional => Err(self.required()),

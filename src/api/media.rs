@@ -111,16 +111,16 @@ pub async fn update_medium(
         ))));
     }
     let medium = app.modify_medium(&admin, &id, &request).await?;
-    Ok(Json(MediumAnswer::Medium(medium_view(
+    Ok(Json(MediumAnswer::Medium(Box::new(medium_view(
         &app.report_medium(medium).await,
-    ))))
+    )))))
 }
 
 /// `PATCH /media/{media}`: the medium; a drain's job; or a drain's plan.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(untagged)]
 pub enum MediumAnswer {
-    Medium(MediumView),
+    Medium(Box<MediumView>),
     Started(JobStarted),
     Plan(RelocationPlanView),
 }

@@ -158,7 +158,7 @@ pub fn volumez_refreshed(t: &TokenSet) -> VolumezRefreshed {
         IdToken: t.id_token.clone(),
         AccessTokenExpiration: expiry.clone(),
         IdTokenExpiration: expiry,
-        TokenType: "Bearer".into(),
+        TokenType: "Bearer",
     }
 }
 
