@@ -186,7 +186,7 @@ impl Field<'_> {
 
 /// `value` as a whole number in `min..=max`, or what is wrong with it
 /// (without the field's name).
-fn whole_number(value: &Value, min: u64, max: u64) -> Result<u64, String> {
+pub(super) fn whole_number(value: &Value, min: u64, max: u64) -> Result<u64, String> {
     let n = value
         .as_u64()
         .or_else(|| {

@@ -1,5 +1,6 @@
 //! Reading fields of a JSON request object with clear 400 messages.
 
+use super::body::whole_number;
 use super::ApiError;
 use axum::http::StatusCode;
 use serde_json::{Map, Value};
@@ -45,31 +46,11 @@ pub fn opt_bool(body: &Body, key: &str) -> ParseResult<Option<bool>> {
     }
 }
 
-/// An optional whole number in `min..=max`.
+/// An optional whole number in `min..=max` (20.0 is taken as 20).
 pub fn opt_uint(body: &Body, key: &str, min: u64, max: u64) -> ParseResult<Option<u64>> {
-    let value = match body.get(key) {
-        None => return Ok(None),
-        Some(v) => v,
-    };
-    let n = value
-        .as_u64()
-        .or_else(|| {
-            // Accept 20.0 from clients that send every number as a float.
-            value
-                .as_f64()
-                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u64::MAX as f64)
-                .map(|f| f as u64)
-        })
-        .ok_or_else(|| match value {
-            Value::Number(_) => bad(format!("{key} must be a whole number from {min} to {max}")),
-            _ => bad(format!("{key} must be a number")),
-        })?;
-    if n < min || n > max {
-        return Err(bad(format!(
-            "{key} must be a whole number from {min} to {max}"
-        )));
-    }
-    Ok(Some(n))
+    body.get(key)
+        .map(|v| whole_number(v, min, max).map_err(|m| bad(format!("{key} {m}"))))
+        .transpose()
 }
 
 pub fn req_uint(body: &Body, key: &str, min: u64, max: u64) -> ParseResult<u64> {
