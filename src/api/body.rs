@@ -21,7 +21,7 @@
 //! A `deserialize_with` function's error may start with [`FIELD`], which
 //! becomes the field's name.
 
-use super::parse::{bad, Body, ParseResult};
+use super::parse::{bad, whole_number, Body, ParseResult};
 use super::requests::FromBody;
 use serde::de::{self, DeserializeOwned, DeserializeSeed, IntoDeserializer, MapAccess, Visitor};
 use serde::Deserialize;
@@ -182,28 +182,6 @@ impl Field<'_> {
             None => Err(self.required()),
         }
     }
-}
-
-/// `value` as a whole number in `min..=max`, or what is wrong with it
-/// (without the field's name).
-pub(super) fn whole_number(value: &Value, min: u64, max: u64) -> Result<u64, String> {
-    let n = value
-        .as_u64()
-        .or_else(|| {
-            // Accept 20.0 from clients that send every number as a float.
-            value
-                .as_f64()
-                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u64::MAX as f64)
-                .map(|f| f as u64)
-        })
-        .ok_or_else(|| match value {
-            Value::Number(_) => format!("must be a whole number from {min} to {max}"),
-            _ => "must be a number".to_string(),
-        })?;
-    if n < min || n > max {
-        return Err(format!("must be a whole number from {min} to {max}"));
-    }
-    Ok(n)
 }
 
 impl<'de> de::Deserializer<'de> for Field<'de> {
