@@ -43,13 +43,17 @@ pub struct DesiredAttachment {
     pub kind: String,
     /// `ext4` or `xfs` for a `file` volume; null otherwise.
     pub filesystem: Option<String>,
+    // Absent from an older control plane's answer, as `manager`.
+    #[serde(default)]
+    #[schema(required = true)]
     pub filesystemprovisioned: bool,
     /// GiB: the volume's current size for `top`, the snapshot's
     /// `volumesize` for a snapshot.
     pub size: u64,
     /// `agent` or `csi`: an agent skips `csi` attachments (the CSI node
     /// plugin makes them real).
-    #[schema(pattern = "^(agent|csi)$")]
+    #[schema(pattern = "^(agent|csi)$", required = true)]
+    #[serde(default = "agent_manager")]
     pub manager: String,
     /// The running job that asks the agent to grow the filesystem to
     /// `size` (a `volume_grow_filesystem`, or a resize once the volume has
@@ -57,6 +61,10 @@ pub struct DesiredAttachment {
     /// attempt even at the same size; the agent names it as `growjob` in
     /// its report. Null when no job asks (`top` read-write attachments only).
     pub growjob: Option<i64>,
+}
+
+fn agent_manager() -> String {
+    "agent".into()
 }
 
 impl DesiredAttachment {
