@@ -26,3 +26,4 @@ pub mod front;
 pub mod storage_node;
 #[cfg(test)]
 mod testing;
+pub mod wire;

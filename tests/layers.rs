@@ -73,8 +73,9 @@ const ABOVE_SERVICES: [&str; 9] = [
 ];
 
 /// The roles of the tree (docs/layout.md): each imports only `common`, the
-/// roles beside it named here, and the crates below.
-const ROLES: [&str; 8] = [
+/// API's shared JSON (`wire`), the roles beside it named here, and the
+/// crates below.
+const ROLES: [&str; 9] = [
     "crate::control::",
     "crate::front::",
     "crate::storage_node::",
@@ -83,6 +84,7 @@ const ROLES: [&str; 8] = [
     "crate::client::",
     "crate::cli::",
     "crate::common::",
+    "crate::wire::",
 ];
 
 /// Every role but `allowed` (and itself), as forbidden imports.
@@ -90,7 +92,9 @@ fn other_roles(own: &str, allowed: &[&str]) -> Vec<&'static str> {
     ROLES
         .iter()
         .copied()
-        .filter(|r| *r != own && *r != "crate::common::" && !allowed.contains(r))
+        .filter(|r| {
+            *r != own && *r != "crate::common::" && *r != "crate::wire::" && !allowed.contains(r)
+        })
         .collect()
 }
 
@@ -111,6 +115,15 @@ fn the_common_part_imports_no_role() {
     let mut forbidden = other_roles("crate::common::", &[]);
     forbidden.push("svs_store");
     assert_layer("src/common", &forbidden);
+}
+
+/// The API's JSON, shared by the control plane and its clients, imports no
+/// role and no store.
+#[test]
+fn the_wire_imports_no_role() {
+    let mut forbidden = other_roles("crate::wire::", &[]);
+    forbidden.push("svs_store");
+    assert_layer("src/wire", &forbidden);
 }
 
 #[test]

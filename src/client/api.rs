@@ -2,7 +2,9 @@
 
 use super::credentials::{now_secs, CredentialsStore, Profile};
 use super::error::{ClientError, Result};
+use crate::wire::views::SignedInView;
 use reqwest::Method;
+use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 /// Renew the IdToken when it expires within this many seconds.
@@ -47,14 +49,15 @@ impl Api {
         &self.base
     }
 
-    /// One call: the answer's JSON on 2xx, else the server's `message`.
-    pub async fn call(
+    /// One call: the answer on 2xx (its JSON as it is, `Value`, or a typed
+    /// view), else the server's `message`.
+    pub async fn call<T: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,
         query: &[(&str, String)],
         body: Option<&Value>,
-    ) -> Result<Value> {
+    ) -> Result<T> {
         let url = format!("{}{}", self.base, path);
         let mut req = self.http.request(method, &url);
         if !query.is_empty() {
@@ -75,14 +78,20 @@ impl Api {
         let text = resp.text().await.map_err(http_err)?;
         let value: Option<Value> = serde_json::from_str(&text).ok();
         if status.is_success() {
-            return match value {
-                Some(v) => Ok(v),
-                None if text.trim().is_empty() => Ok(Value::Null),
-                None => Err(ClientError::InvalidResponse {
-                    url,
-                    detail: format!("not JSON: {text}"),
-                }),
+            let value = match value {
+                Some(v) => v,
+                None if text.trim().is_empty() => Value::Null,
+                None => {
+                    return Err(ClientError::InvalidResponse {
+                        url,
+                        detail: format!("not JSON: {text}"),
+                    })
+                }
             };
+            return serde_json::from_value(value).map_err(|e| ClientError::InvalidResponse {
+                url,
+                detail: e.to_string(),
+            });
         }
         let message = value
             .as_ref()
@@ -103,18 +112,18 @@ impl Api {
         })
     }
 
-    pub async fn get(&self, path: &str) -> Result<Value> {
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
         self.call(Method::GET, path, &[], None).await
     }
 
     // --- authentication ---
 
-    pub async fn sign_in(&self, email: &str, password: &str) -> Result<Value> {
+    pub async fn sign_in(&self, email: &str, password: &str) -> Result<SignedInView> {
         let body = json!({"email": email, "password": password});
         self.call(Method::POST, "/signin", &[], Some(&body)).await
     }
 
-    pub async fn refresh(&self, refresh_token: &str) -> Result<Value> {
+    pub async fn refresh(&self, refresh_token: &str) -> Result<SignedInView> {
         let body = json!({"RefreshToken": refresh_token});
         self.call(Method::POST, "/refresh", &[], Some(&body)).await
     }
@@ -126,11 +135,13 @@ impl Api {
 
     // --- volumes ---
 
-    pub async fn list_volumes(&self) -> Result<Value> {
+    /// `GET /volumes`; `T`: `Value` (as it is, to print) or `Vec<VolumeView>`,
+    /// as every getter below.
+    pub async fn list_volumes<T: DeserializeOwned>(&self) -> Result<T> {
         self.get("/volumes").await
     }
 
-    pub async fn get_volume(&self, name: &str) -> Result<Value> {
+    pub async fn get_volume<T: DeserializeOwned>(&self, name: &str) -> Result<T> {
         self.get(&format!("/volumes/{}", segment(name))).await
     }
 
@@ -207,16 +218,20 @@ impl Api {
         )
     }
 
-    pub async fn list_snapshots(&self, volume: &str) -> Result<Value> {
+    pub async fn list_snapshots<T: DeserializeOwned>(&self, volume: &str) -> Result<T> {
         self.get(&format!("/volumes/{}/snapshots", segment(volume)))
             .await
     }
 
-    pub async fn list_all_snapshots(&self) -> Result<Value> {
+    pub async fn list_all_snapshots<T: DeserializeOwned>(&self) -> Result<T> {
         self.get("/snapshots").await
     }
 
-    pub async fn get_snapshot(&self, volume: &str, snapshot: &str) -> Result<Value> {
+    pub async fn get_snapshot<T: DeserializeOwned>(
+        &self,
+        volume: &str,
+        snapshot: &str,
+    ) -> Result<T> {
         self.get(&Api::snapshot_path(volume, snapshot)).await
     }
 
@@ -282,7 +297,12 @@ impl Api {
         self.call(Method::DELETE, &path, &[], None).await
     }
 
-    pub async fn get_attachment(&self, volume: &str, snapshot: &str, node: &str) -> Result<Value> {
+    pub async fn get_attachment<T: DeserializeOwned>(
+        &self,
+        volume: &str,
+        snapshot: &str,
+        node: &str,
+    ) -> Result<T> {
         let path = format!(
             "{}/attachments/{}",
             Api::snapshot_path(volume, snapshot),
@@ -312,7 +332,7 @@ impl Api {
 
     // --- media, nodes, jobs ---
 
-    pub async fn list_media(&self) -> Result<Value> {
+    pub async fn list_media<T: DeserializeOwned>(&self) -> Result<T> {
         self.get("/media").await
     }
 
@@ -450,7 +470,7 @@ impl Api {
     }
 
     /// The attachments of one volume, or of the whole tenant.
-    pub async fn list_attachments(&self, volume: Option<&str>) -> Result<Value> {
+    pub async fn list_attachments<T: DeserializeOwned>(&self, volume: Option<&str>) -> Result<T> {
         match volume {
             Some(v) => {
                 self.get(&format!("/volumes/{}/attachments", segment(v)))
@@ -464,7 +484,8 @@ impl Api {
         self.call(Method::GET, "/jobs", query, None).await
     }
 
-    pub async fn get_job(&self, id: &str) -> Result<Value> {
+    /// `GET /jobs/{job}`: as it is (`Value`, to print) or a `JobView`.
+    pub async fn get_job<T: DeserializeOwned>(&self, id: &str) -> Result<T> {
         self.get(&format!("/jobs/{}", segment(id))).await
     }
 
@@ -507,34 +528,28 @@ pub(super) fn segment(s: &str) -> String {
     out
 }
 
-/// Reads a required string field of a token answer.
-pub(super) fn token_field(answer: &Value, field: &str, url: &str) -> Result<String> {
-    answer
-        .get(field)
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .ok_or_else(|| ClientError::InvalidResponse {
-            url: url.to_string(),
-            detail: format!("no {field} in the answer"),
-        })
-}
-
-pub(super) fn expires_at(answer: &Value) -> u64 {
-    now_secs().saturating_add(answer.get("ExpiresIn").and_then(Value::as_u64).unwrap_or(0))
+/// `profile` signed in with `tokens`.
+pub(super) fn with_tokens(profile: &mut Profile, tokens: SignedInView) {
+    profile.id_token = tokens.IdToken;
+    profile.access_token = tokens.AccessToken;
+    profile.refresh_token = tokens.RefreshToken;
+    profile.expires_at = now_secs().saturating_add(tokens.ExpiresIn);
 }
 
 /// Signs in and builds the profile to store.
 pub async fn sign_in(url: &str, email: &str, password: &str) -> Result<Profile> {
     let api = Api::new(url)?;
-    let answer = api.sign_in(email, password).await?;
-    Ok(Profile {
+    let tokens = api.sign_in(email, password).await?;
+    let mut profile = Profile {
         url: api.base().to_string(),
         email: email.to_string(),
-        id_token: token_field(&answer, "IdToken", api.base())?,
-        access_token: token_field(&answer, "AccessToken", api.base())?,
-        refresh_token: token_field(&answer, "RefreshToken", api.base())?,
-        expires_at: expires_at(&answer),
-    })
+        id_token: String::new(),
+        access_token: String::new(),
+        refresh_token: String::new(),
+        expires_at: 0,
+    };
+    with_tokens(&mut profile, tokens);
+    Ok(profile)
 }
 
 /// A stored, signed-in session: the profile and an authorized client.
@@ -578,17 +593,12 @@ impl Session {
             return Ok(());
         }
         let anonymous = Api::new(&self.profile.url)?;
-        let answer = anonymous
+        let tokens = anonymous
             .refresh(&self.profile.refresh_token)
             .await
             .map_err(|e| self.auth_hint(e))?;
         let mut profile = self.profile.clone();
-        profile.id_token = token_field(&answer, "IdToken", anonymous.base())?;
-        profile.access_token = token_field(&answer, "AccessToken", anonymous.base())?;
-        if let Some(rt) = answer.get("RefreshToken").and_then(Value::as_str) {
-            profile.refresh_token = rt.to_string();
-        }
-        profile.expires_at = expires_at(&answer);
+        with_tokens(&mut profile, tokens);
         self.store.put(&self.name, profile.clone())?;
         self.api = anonymous.with_token(&profile.id_token);
         self.profile = profile;

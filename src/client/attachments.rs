@@ -171,7 +171,7 @@ impl Context {
     /// `filesystembytes` also in binary units).
     async fn attachment_get(&self, volume: &str, snapshot: &str, node: &str) -> Result<()> {
         let s = self.session().await?;
-        let mut item = s.hint(s.api.get_attachment(volume, snapshot, node).await)?;
+        let mut item: Value = s.hint(s.api.get_attachment(volume, snapshot, node).await)?;
         if self.output == OutputFormat::Table {
             if let Some(n) = item["filesystembytes"].as_u64() {
                 item["filesystembytes"] = json!(format!("{n} ({})", output::human_bytes(n)));

@@ -6,6 +6,8 @@ use super::api::{Api, Session};
 use super::credentials::CredentialsStore;
 use super::error::{ClientError, Result};
 use super::output::{self, Column, OutputFormat};
+use crate::wire::views::JobView;
+use serde::Deserialize;
 use serde_json::Value;
 use std::future::Future;
 use std::io::{IsTerminal, Write};
@@ -190,22 +192,21 @@ impl Context {
         let mut progress = Progress::new(id);
         loop {
             s.ensure_fresh().await?;
-            let job = s.hint(s.api.get_job(id).await)?;
-            progress.update(&job);
-            match job["state"].as_str() {
-                Some("Done") => {
+            // As it is, to print; read through its view.
+            let job: Value = s.hint(s.api.get_job(id).await)?;
+            let view = job_view(&job, id)?;
+            progress.update(&view);
+            match view.state.as_str() {
+                "Done" => {
                     progress.finish(&format!("job {id} Done"));
                     return Ok(job);
                 }
-                Some("Error") if cancelled_ends && job["status"] == CANCELLED => {
+                "Error" if cancelled_ends && view.status == CANCELLED => {
                     progress.finish(&format!("job {id} {CANCELLED}"));
                     return Ok(job);
                 }
-                Some("Error") => {
-                    let details: Vec<String> = job["details"]
-                        .as_array()
-                        .map(|d| d.iter().map(output::text).collect())
-                        .unwrap_or_default();
+                "Error" => {
+                    let details = view.details;
                     // The last detail is the error itself, which ends the
                     // command's output (printed once, there).
                     let mut report = format!("job {id} ended in Error");
@@ -218,7 +219,7 @@ impl Context {
                         .last()
                         .cloned()
                         .filter(|m| !m.is_empty())
-                        .unwrap_or_else(|| output::text(&job["status"]));
+                        .unwrap_or(view.status);
                     return Err(ClientError::JobFailed {
                         id: id.to_string(),
                         message: with_hint(message),
@@ -228,6 +229,14 @@ impl Context {
             }
         }
     }
+}
+
+/// A job as `GET /jobs/{job}` answered it, read through its view.
+pub(super) fn job_view(job: &Value, id: &str) -> Result<JobView> {
+    JobView::deserialize(job).map_err(|e| ClientError::InvalidResponse {
+        url: format!("/jobs/{id}"),
+        detail: e.to_string(),
+    })
 }
 
 impl Session {
@@ -283,13 +292,13 @@ impl Progress {
         }
     }
 
-    fn update(&mut self, job: &Value) {
-        let state = output::text(&job["state"]);
-        let mut status = output::text(&job["status"]);
-        if status == state {
+    fn update(&mut self, job: &JobView) {
+        let state = &job.state;
+        let mut status = job.status.clone();
+        if status == *state {
             status.clear();
         }
-        let pct = job["progress"].as_u64().unwrap_or(0).min(100);
+        let pct = u64::from(job.progress).min(100);
         match self {
             Progress::Bar(bar) => {
                 bar.set_position(pct);

@@ -1,6 +1,6 @@
 //! `svs job ...`: the subcommands and what each does through the API.
 
-use super::context::{emit, Context, Print};
+use super::context::{emit, job_view, Context, Print};
 use super::error::{ClientError, Result};
 use super::output::{self, OutputFormat};
 use clap::Subcommand;
@@ -241,7 +241,7 @@ async fn cancel(ctx: &Context, id: &str, wait: bool) -> Result<()> {
         return Ok(());
     }
     // The job had ended and its record is gone: nothing to follow.
-    match s.api.get_job(id).await {
+    match s.api.get_job::<serde_json::Value>(id).await {
         Err(ClientError::Api { status: 404, .. }) => {
             ctx.message(&answer);
             return Ok(());
@@ -252,7 +252,7 @@ async fn cancel(ctx: &Context, id: &str, wait: bool) -> Result<()> {
     }
     let job = ctx.follow_cancel(&mut s, id).await?;
     ctx.one(&job);
-    if job["state"] == "Done" {
+    if job_view(&job, id)?.state == "Done" {
         return Err(ClientError::NotCancelled { id: id.to_string() });
     }
     Ok(())

@@ -315,7 +315,7 @@ pub fn storage_node_command() -> String {
 async fn get(ctx: &Context, name: &str) -> Result<()> {
     let s = ctx.session().await?;
     let node = s.hint(s.api.get_node(name).await)?;
-    let media = s.hint(s.api.list_media().await)?;
+    let media: serde_json::Value = s.hint(s.api.list_media().await)?;
     let media: Vec<serde_json::Value> = media
         .as_array()
         .map(|all| {

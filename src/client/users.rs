@@ -2,10 +2,11 @@
 //! (administrators) and `svs user passwd` (any user). `svs user add` is not
 //! here: it works on the data directory, without a running service.
 
-use super::api::{expires_at, segment, token_field, Api};
+use super::api::{segment, with_tokens, Api};
 use super::context::{emit, Context, Print};
 use super::error::Result;
 use super::output::{self, col, yes_no, Column, OutputFormat};
+use crate::wire::views::SignedInView;
 use reqwest::Method;
 use serde_json::{json, Map, Value};
 
@@ -50,7 +51,7 @@ impl Api {
     }
 
     /// `PUT /users/me/password`: answers new tokens (the old ones end).
-    pub async fn change_own_password(&self, current: &str, new: &str) -> Result<Value> {
+    pub async fn change_own_password(&self, current: &str, new: &str) -> Result<SignedInView> {
         let body = json!({ "currentpassword": current, "newpassword": new });
         self.call(Method::PUT, "/users/me/password", &[], Some(&body))
             .await
@@ -167,12 +168,8 @@ impl Context {
     /// ends, so the profile keeps the new session the answer carries.
     pub async fn user_passwd(&self, current: &str, new: &str) -> Result<()> {
         let mut s = self.session().await?;
-        let answer = s.hint(s.api.change_own_password(current, new).await)?;
-        let base = s.api.base().to_string();
-        s.profile.id_token = token_field(&answer, "IdToken", &base)?;
-        s.profile.access_token = token_field(&answer, "AccessToken", &base)?;
-        s.profile.refresh_token = token_field(&answer, "RefreshToken", &base)?;
-        s.profile.expires_at = expires_at(&answer);
+        let tokens = s.hint(s.api.change_own_password(current, new).await)?;
+        with_tokens(&mut s.profile, tokens);
         s.store.put(&s.name, s.profile.clone())?;
         match self.output {
             OutputFormat::Json => emit(&output::render_json(

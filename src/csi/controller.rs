@@ -12,6 +12,10 @@ use super::{
 };
 use crate::client::api::Api;
 use crate::client::ClientError;
+use crate::wire::views::{
+    AttachmentView, JobStarted, JobView, MediumView, SnapshotView, VolumeView,
+};
+use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -92,26 +96,21 @@ fn check_capability(capability: &VolumeCapability) -> Result<(), String> {
     }
 }
 
-fn str_field<'a>(value: &'a Value, key: &str) -> &'a str {
-    value.get(key).and_then(Value::as_str).unwrap_or_default()
-}
-
+/// The job an answer started, if it started one.
 fn job_id(answer: &Value) -> Option<String> {
-    answer
-        .get("JobID")
-        .and_then(Value::as_str)
+    JobStarted::deserialize(answer)
+        .ok()
+        .map(|started| started.JobID)
         .filter(|id| !id.is_empty())
-        .map(str::to_string)
 }
 
 /// A svs volume as a CSI volume.
-fn csi_volume(v: &Value) -> Volume {
-    let kind = str_field(v, "type");
-    let mut context = HashMap::from([("type".to_string(), kind.to_string())]);
-    if let Some(fs) = v.get("filesystem").and_then(Value::as_str) {
-        context.insert("filesystem".to_string(), fs.to_string());
+fn csi_volume(v: &VolumeView) -> Volume {
+    let mut context = HashMap::from([("type".to_string(), v.kind.clone())]);
+    if let Some(fs) = &v.filesystem {
+        context.insert("filesystem".to_string(), fs.clone());
     }
-    let zone = str_field(v, "zone");
+    let zone = v.zone.as_deref().unwrap_or_default();
     let accessible_topology = if zone.is_empty() {
         Vec::new()
     } else {
@@ -121,10 +120,7 @@ fn csi_volume(v: &Value) -> Volume {
     };
     // The clone's source as named at creation: the CSI side created it
     // with ids.
-    let (source_volume, source_snapshot) = (
-        str_field(v, "contentvolume"),
-        str_field(v, "contentsnapshot"),
-    );
+    let (source_volume, source_snapshot) = (v.contentvolume.as_str(), v.contentsnapshot.as_str());
     let content_source =
         (!source_volume.is_empty() && !source_snapshot.is_empty()).then(|| VolumeContentSource {
             r#type: Some(SourceType::Snapshot(SnapshotSource {
@@ -132,31 +128,29 @@ fn csi_volume(v: &Value) -> Volume {
             })),
         });
     Volume {
-        capacity_bytes: gib_bytes(v.get("size").and_then(Value::as_u64).unwrap_or(0)),
-        volume_id: str_field(v, "volumeid").to_string(),
+        capacity_bytes: gib_bytes(v.size),
+        volume_id: v.volumeid.clone(),
         volume_context: context,
         content_source,
         accessible_topology,
     }
 }
 
-fn csi_snapshot(s: &Value) -> Snapshot {
-    let volume = str_field(s, "volumeid");
-    let creation_time = time::OffsetDateTime::parse(
-        str_field(s, "time"),
-        &time::format_description::well_known::Rfc3339,
-    )
-    .ok()
-    .map(|t| svs_csi::prost_types::Timestamp {
-        seconds: t.unix_timestamp(),
-        nanos: i32::try_from(t.nanosecond()).unwrap_or(0),
-    });
+fn csi_snapshot(s: &SnapshotView) -> Snapshot {
+    let volume = s.volumeid.as_str();
+    let creation_time =
+        time::OffsetDateTime::parse(&s.time, &time::format_description::well_known::Rfc3339)
+            .ok()
+            .map(|t| svs_csi::prost_types::Timestamp {
+                seconds: t.unix_timestamp(),
+                nanos: i32::try_from(t.nanosecond()).unwrap_or(0),
+            });
     Snapshot {
-        size_bytes: gib_bytes(s.get("volumesize").and_then(Value::as_u64).unwrap_or(0)),
-        snapshot_id: snapshot_id(volume, str_field(s, "snapshotid")),
+        size_bytes: gib_bytes(s.volumesize),
+        snapshot_id: snapshot_id(volume, &s.snapshotid),
         source_volume_id: volume.to_string(),
         creation_time,
-        ready_to_use: str_field(s, "state") == "Ready",
+        ready_to_use: s.state == "Ready",
         group_snapshot_id: String::new(),
     }
 }
@@ -195,18 +189,11 @@ fn page<T>(items: Vec<T>, start: usize, max_entries: i32) -> Result<(Vec<T>, Str
     Ok((entries, next))
 }
 
-fn not_found_is_none(result: Result<Value, ClientError>) -> Result<Option<Value>, Status> {
+fn not_found_is_none<T>(result: Result<T, ClientError>) -> Result<Option<T>, Status> {
     match result {
         Ok(v) => Ok(Some(v)),
         Err(ClientError::Api { status: 404, .. }) => Ok(None),
         Err(e) => Err(status_of(e)),
-    }
-}
-
-fn list_of(value: Value) -> Vec<Value> {
-    match value {
-        Value::Array(items) => items,
-        _ => Vec::new(),
     }
 }
 
@@ -243,23 +230,21 @@ impl ControllerService {
     /// Error (with its last message) or takes too long.
     ///
     /// A job can outlast an IdToken: each poll takes the session's current one.
-    async fn wait_job(&self, id: &str) -> Result<Value, Status> {
+    async fn wait_job(&self, id: &str) -> Result<JobView, Status> {
         let deadline = Instant::now() + self.job_timeout;
         loop {
-            let job = match self.api().await?.get_job(id).await {
+            let job: JobView = match self.api().await?.get_job(id).await {
                 Ok(job) => job,
                 Err(e) => return Err(self.fail(e).await),
             };
-            match str_field(&job, "state") {
+            match job.state.as_str() {
                 "Done" => return Ok(job),
                 "Error" => {
                     let message = job
-                        .get("details")
-                        .and_then(Value::as_array)
-                        .and_then(|d| d.last())
-                        .and_then(Value::as_str)
-                        .unwrap_or("the job failed")
-                        .to_string();
+                        .details
+                        .last()
+                        .cloned()
+                        .unwrap_or_else(|| "the job failed".to_string());
                     return Err(status_of(ClientError::JobFailed {
                         id: id.to_string(),
                         message,
@@ -286,7 +271,7 @@ impl ControllerService {
         self.api().await
     }
 
-    async fn volume(&self, api: &Api, id: &str) -> Result<Option<Value>, Status> {
+    async fn volume(&self, api: &Api, id: &str) -> Result<Option<VolumeView>, Status> {
         not_found_is_none(api.get_volume(id).await)
     }
 
@@ -353,31 +338,31 @@ impl ControllerService {
     /// Why an existing volume of the same name does not match the request;
     /// None when it does.
     fn mismatch(
-        existing: &Value,
+        existing: &VolumeView,
         gib: u64,
         range: Option<&CapacityRange>,
         policy: &str,
         shape: &Shape,
         source: Option<(&str, &str)>,
     ) -> Option<String> {
-        let size = existing.get("size").and_then(Value::as_u64).unwrap_or(0);
+        let size = existing.size;
         let limit = range.map_or(0, |r| r.limit_bytes);
         if size < gib || (limit > 0 && gib_bytes(size) > limit) {
             return Some(format!("it has {size} GiB"));
         }
-        if str_field(existing, "policy") != policy {
-            return Some(format!("its policy is {}", str_field(existing, "policy")));
+        if existing.policy != policy {
+            return Some(format!("its policy is {}", existing.policy));
         }
-        if str_field(existing, "type") != shape.kind {
-            return Some(format!("its type is {}", str_field(existing, "type")));
+        if existing.kind != shape.kind {
+            return Some(format!("its type is {}", existing.kind));
         }
-        let fs = existing.get("filesystem").and_then(Value::as_str);
+        let fs = existing.filesystem.as_deref();
         if fs != shape.filesystem.as_deref() {
             return Some(format!("its filesystem is {}", fs.unwrap_or("none")));
         }
         let content = (
-            str_field(existing, "contentvolume"),
-            str_field(existing, "contentsnapshot"),
+            existing.contentvolume.as_str(),
+            existing.contentsnapshot.as_str(),
         );
         let wanted = source.unwrap_or(("", ""));
         if content != wanted {
@@ -392,25 +377,15 @@ impl ControllerService {
         api: &Api,
         volume: &str,
         node: &str,
-    ) -> Result<Option<Value>, Status> {
+    ) -> Result<Option<AttachmentView>, Status> {
         not_found_is_none(api.get_attachment(volume, "top", node).await)
     }
 
-    fn publish_context(attachment: &Value) -> HashMap<String, String> {
+    fn publish_context(attachment: &AttachmentView) -> HashMap<String, String> {
         HashMap::from([
-            ("uri".to_string(), str_field(attachment, "uri").to_string()),
-            (
-                "exportname".to_string(),
-                str_field(attachment, "exportname").to_string(),
-            ),
-            (
-                "readonly".to_string(),
-                attachment
-                    .get("readonly")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false)
-                    .to_string(),
-            ),
+            ("uri".to_string(), attachment.uri.clone()),
+            ("exportname".to_string(), attachment.exportname.clone()),
+            ("readonly".to_string(), attachment.readonly.to_string()),
         ])
     }
 }
@@ -486,7 +461,7 @@ impl Controller for ControllerService {
                     r.name
                 )));
             }
-            let state = str_field(&existing, "state");
+            let state = existing.state.as_str();
             if matches!(state, "Creating" | "Deleting") {
                 return Err(Status::aborted(format!(
                     "volume {:?} is {state}; try again when its job ends",
@@ -499,7 +474,9 @@ impl Controller for ControllerService {
         }
 
         if let Some((volume, snapshot)) = source_ref {
-            if not_found_is_none(api.get_snapshot(volume, snapshot).await)?.is_none() {
+            if not_found_is_none(api.get_snapshot::<SnapshotView>(volume, snapshot).await)?
+                .is_none()
+            {
                 return Err(Status::not_found(format!(
                     "snapshot {volume}:{snapshot} not found"
                 )));
@@ -526,7 +503,8 @@ impl Controller for ControllerService {
             Err(e) => return Err(self.fail(e).await),
         };
         let api = self.wait_started(&answer).await?;
-        let id = str_field(&answer, "ObjectID");
+        let started = JobStarted::deserialize(&answer).ok();
+        let id = started.as_ref().map_or("", |s| s.ObjectID.as_str());
         let created = self
             .volume(&api, if id.is_empty() { &name } else { id })
             .await?
@@ -584,22 +562,17 @@ impl Controller for ControllerService {
             return Err(Status::not_found(format!("node {} not found", r.node_id)));
         }
         if let Some(existing) = self.attachment(&api, &r.volume_id, &r.node_id).await? {
-            let readonly = existing
-                .get("readonly")
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
+            let readonly = existing.readonly;
             if readonly != r.readonly {
                 return Err(Status::already_exists(format!(
                     "volume {} is published to node {} with readonly={readonly}",
                     r.volume_id, r.node_id
                 )));
             }
-            if str_field(&existing, "state") != "Attached" {
+            if existing.state != "Attached" {
                 return Err(Status::aborted(format!(
                     "the attachment of volume {} to node {} is {}",
-                    r.volume_id,
-                    r.node_id,
-                    str_field(&existing, "state")
+                    r.volume_id, r.node_id, existing.state
                 )));
             }
             return Ok(Response::new(ControllerPublishVolumeResponse {
@@ -638,14 +611,14 @@ impl Controller for ControllerService {
         let api = self.api().await?;
         let nodes: Vec<String> = if r.node_id.is_empty() {
             // No node: unpublish from every node.
-            match not_found_is_none(api.list_attachments(Some(&r.volume_id)).await)? {
-                None => Vec::new(),
-                Some(list) => list_of(list)
-                    .iter()
-                    .filter(|a| str_field(a, "snapshotid") == "top")
-                    .map(|a| str_field(a, "node").to_string())
-                    .collect(),
-            }
+            let listed: Option<Vec<AttachmentView>> =
+                not_found_is_none(api.list_attachments(Some(&r.volume_id)).await)?;
+            listed
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|a| a.snapshotid == "top")
+                .map(|a| a.node)
+                .collect()
         } else {
             vec![r.node_id.clone()]
         };
@@ -707,12 +680,12 @@ impl Controller for ControllerService {
     ) -> Result<Response<ListVolumesResponse>, Status> {
         let r = request.into_inner();
         let api = self.api().await?;
-        let mut volumes = match api.list_volumes().await {
-            Ok(v) => list_of(v),
+        let mut volumes: Vec<VolumeView> = match api.list_volumes().await {
+            Ok(v) => v,
             Err(e) => return Err(self.fail(e).await),
         };
         // A stable order for offsets: by id.
-        volumes.sort_by(|a, b| str_field(a, "volumeid").cmp(str_field(b, "volumeid")));
+        volumes.sort_by(|a, b| a.volumeid.cmp(&b.volumeid));
         let start = page_start(&r.starting_token, volumes.len())?;
         let (volumes, next_token) = page(volumes, start, r.max_entries)?;
         let entries = volumes
@@ -738,15 +711,15 @@ impl Controller for ControllerService {
             .as_ref()
             .and_then(|t| t.segments.get(ZONE_TOPOLOGY_KEY));
         let api = self.api().await?;
-        let media = match api.list_media().await {
-            Ok(m) => list_of(m),
+        let media: Vec<MediumView> = match api.list_media().await {
+            Ok(m) => m,
             Err(e) => return Err(self.fail(e).await),
         };
         let free: Vec<u64> = media
             .iter()
-            .filter(|m| zone.is_none_or(|z| str_field(m, "zone") == z))
-            .filter(|m| str_field(m, "state") != "Failed")
-            .map(|m| m.get("freesize").and_then(Value::as_u64).unwrap_or(0))
+            .filter(|m| zone.is_none_or(|z| m.zone == *z))
+            .filter(|m| m.state != "Failed")
+            .map(|m| m.freesize)
             .collect();
         let total: u64 = free.iter().sum();
         Ok(Response::new(GetCapacityResponse {
@@ -792,12 +765,12 @@ impl Controller for ControllerService {
         let api = self.api().await?;
         // CSI snapshot names are unique over all volumes; svs names are
         // unique per volume.
-        let all = match api.list_all_snapshots().await {
-            Ok(list) => list_of(list),
+        let all: Vec<SnapshotView> = match api.list_all_snapshots().await {
+            Ok(list) => list,
             Err(e) => return Err(self.fail(e).await),
         };
-        if let Some(existing) = all.iter().find(|s| str_field(s, "name") == name) {
-            if str_field(existing, "volumeid") != r.source_volume_id {
+        if let Some(existing) = all.iter().find(|s| s.name == name) {
+            if existing.volumeid != r.source_volume_id {
                 return Err(Status::already_exists(format!(
                     "snapshot {:?} exists for another volume",
                     r.name
@@ -855,7 +828,7 @@ impl Controller for ControllerService {
     ) -> Result<Response<ListSnapshotsResponse>, Status> {
         let r = request.into_inner();
         let api = self.api().await?;
-        let mut snapshots = if !r.snapshot_id.is_empty() {
+        let mut snapshots: Vec<SnapshotView> = if !r.snapshot_id.is_empty() {
             match parse_snapshot_id(&r.snapshot_id) {
                 None => Vec::new(),
                 Some((volume, snapshot)) => {
@@ -865,22 +838,17 @@ impl Controller for ControllerService {
                 }
             }
         } else if !r.source_volume_id.is_empty() {
-            not_found_is_none(api.list_snapshots(&r.source_volume_id).await)?
-                .map(list_of)
-                .unwrap_or_default()
+            not_found_is_none(api.list_snapshots(&r.source_volume_id).await)?.unwrap_or_default()
         } else {
             match api.list_all_snapshots().await {
-                Ok(list) => list_of(list),
+                Ok(list) => list,
                 Err(e) => return Err(self.fail(e).await),
             }
         };
         if !r.source_volume_id.is_empty() {
-            snapshots.retain(|s| str_field(s, "volumeid") == r.source_volume_id);
+            snapshots.retain(|s| s.volumeid == r.source_volume_id);
         }
-        snapshots.sort_by(|a, b| {
-            (str_field(a, "volumeid"), str_field(a, "snapshotid"))
-                .cmp(&(str_field(b, "volumeid"), str_field(b, "snapshotid")))
-        });
+        snapshots.sort_by(|a, b| (&a.volumeid, &a.snapshotid).cmp(&(&b.volumeid, &b.snapshotid)));
         let start = page_start(&r.starting_token, snapshots.len())?;
         let (snapshots, next_token) = page(snapshots, start, r.max_entries)?;
         let entries = snapshots
@@ -918,9 +886,9 @@ impl Controller for ControllerService {
         };
         let node_expansion_required = match &r.volume_capability {
             Some(c) => !is_block(c),
-            None => str_field(&volume, "type") == "file",
+            None => volume.kind == "file",
         };
-        let size = volume.get("size").and_then(Value::as_u64).unwrap_or(0);
+        let size = volume.size;
         if gib > size {
             let body = json!({"size": gib, "allowdatamovement": false});
             let path = format!("/volumes/{}", r.volume_id);
@@ -942,8 +910,7 @@ impl Controller for ControllerService {
         let now = self
             .volume(&api, &r.volume_id)
             .await?
-            .and_then(|v| v.get("size").and_then(Value::as_u64))
-            .unwrap_or(size.max(gib));
+            .map_or(size.max(gib), |v| v.size);
         Ok(Response::new(ControllerExpandVolumeResponse {
             capacity_bytes: gib_bytes(now),
             node_expansion_required,

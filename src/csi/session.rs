@@ -4,8 +4,8 @@
 
 use crate::client::api::{Api, REFRESH_MARGIN_SECS};
 use crate::client::credentials::now_secs;
-use crate::client::{ClientError, Result};
-use serde_json::Value;
+use crate::client::Result;
+use crate::wire::views::SignedInView;
 use tokio::sync::Mutex;
 
 /// The tokens of one sign-in.
@@ -23,17 +23,6 @@ pub struct Session {
     tokens: Mutex<Option<Tokens>>,
 }
 
-fn field(answer: &Value, name: &str, url: &str) -> Result<String> {
-    answer
-        .get(name)
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .ok_or_else(|| ClientError::InvalidResponse {
-            url: url.to_string(),
-            detail: format!("no {name} in the answer"),
-        })
-}
-
 impl Session {
     /// Checks the URL; signs in on first use.
     pub fn new(url: &str, email: &str, password: &str) -> Result<Session> {
@@ -46,20 +35,11 @@ impl Session {
         })
     }
 
-    fn tokens_from(&self, answer: &Value, old_refresh: Option<&str>) -> Result<Tokens> {
-        let id_token = field(answer, "IdToken", &self.url)?;
-        let refresh_token = match answer.get("RefreshToken").and_then(Value::as_str) {
-            Some(rt) => rt.to_string(),
-            None => match old_refresh {
-                Some(rt) => rt.to_string(),
-                None => field(answer, "RefreshToken", &self.url)?,
-            },
-        };
-        let lifetime = answer.get("ExpiresIn").and_then(Value::as_u64).unwrap_or(0);
+    fn tokens_from(&self, answer: SignedInView) -> Result<Tokens> {
         Ok(Tokens {
-            api: Api::new(&self.url)?.with_token(&id_token),
-            refresh_token,
-            expires_at: now_secs().saturating_add(lifetime),
+            api: Api::new(&self.url)?.with_token(&answer.IdToken),
+            refresh_token: answer.RefreshToken,
+            expires_at: now_secs().saturating_add(answer.ExpiresIn),
         })
     }
 
@@ -67,7 +47,7 @@ impl Session {
         let answer = Api::new(&self.url)?
             .sign_in(&self.email, &self.password)
             .await?;
-        self.tokens_from(&answer, None)
+        self.tokens_from(answer)
     }
 
     /// A client with a valid IdToken: renewed when it expires within
@@ -80,7 +60,7 @@ impl Session {
             Some(t) if now_secs().saturating_add(REFRESH_MARGIN_SECS) < t.expires_at => t,
             Some(t) => {
                 let refreshed = match Api::new(&self.url)?.refresh(&t.refresh_token).await {
-                    Ok(answer) => self.tokens_from(&answer, Some(&t.refresh_token)),
+                    Ok(answer) => self.tokens_from(answer),
                     Err(e) => Err(e),
                 };
                 match refreshed {

@@ -4,56 +4,14 @@
 //! the same credential.
 
 use super::StorageNodeError;
-use crate::common::metrics::{IoTotals, MAX_IO_REPORTS, METRICS};
+use crate::common::metrics::{MAX_IO_REPORTS, METRICS};
 use crate::front::wire::{FailuresBody, FailuresRecorded, FrontsAnswer, FrontsPoll};
+use crate::wire::storage_node::StorageNodeRegistration;
+pub use crate::wire::storage_node::{StorageMedium, StorageNodeRegistered};
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::net::SocketAddr;
 use std::time::Duration;
-
-/// One medium as the node offers it.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct OfferedMedium {
-    pub name: String,
-    /// Bytes.
-    pub size: u64,
-    pub directory: String,
-}
-
-#[derive(Debug, Serialize)]
-struct RegisterBody<'a> {
-    sliceaddress: String,
-    media: &'a [OfferedMedium],
-    /// The node's slice public key (PEM), when it needs a certificate.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    slicepublickey: Option<&'a str>,
-    /// Where attaching nodes reach the fronts this node runs (its NBD
-    /// server).
-    frontaddress: String,
-    /// What the fronts this node runs served (the control plane's
-    /// metrics of their volumes).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    io: Vec<IoTotals>,
-}
-
-/// The control plane's answer.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-pub struct Registered {
-    pub slicecredential: String,
-    pub heartbeatseconds: u64,
-    /// How fronts connect: `off`, `issued` or `own` (`SliceTlsMode`).
-    #[serde(default)]
-    pub slicetls: String,
-    /// Fingerprint of the CA issuing slice certificates (`issued`).
-    #[serde(default)]
-    pub sliceca: String,
-    /// The certificate issued for the public key sent (PEM), if any.
-    #[serde(default)]
-    pub slicecertificate: String,
-    /// Its end (RFC 3339).
-    #[serde(default)]
-    pub slicecertificateexpires: String,
-}
 
 #[derive(Deserialize)]
 struct Message {
@@ -91,20 +49,20 @@ impl ControlPlaneClient {
     pub async fn register(
         &self,
         addresses: Addresses,
-        media: &[OfferedMedium],
+        media: &[StorageMedium],
         public_key: Option<&str>,
         timeout: Duration,
-    ) -> Result<Registered, StorageNodeError> {
+    ) -> Result<StorageNodeRegistered, StorageNodeError> {
         let request = self
             .http
             .put(&self.url)
             .bearer_auth(&self.credential)
             .timeout(timeout)
-            .json(&RegisterBody {
+            .json(&StorageNodeRegistration {
                 sliceaddress: addresses.slice.to_string(),
-                media,
-                slicepublickey: public_key,
-                frontaddress: addresses.front.to_string(),
+                media: media.to_vec(),
+                slicepublickey: public_key.map(str::to_string),
+                frontaddress: Some(addresses.front.to_string()),
                 io: METRICS.volume_io.report(MAX_IO_REPORTS),
             });
         answer(request).await
@@ -181,16 +139,16 @@ mod tests {
 
     #[test]
     fn the_registration_says_where_the_slice_server_and_the_fronts_are() {
-        let media = [OfferedMedium {
+        let media = [StorageMedium {
             name: "d1".into(),
             size: 1 << 30,
             directory: "/srv/d1".into(),
         }];
-        let body = RegisterBody {
+        let body = StorageNodeRegistration {
             sliceaddress: "127.0.0.2:7450".into(),
-            media: &media,
+            media: media.to_vec(),
             slicepublickey: None,
-            frontaddress: "127.0.0.2:10809".into(),
+            frontaddress: Some("127.0.0.2:10809".into()),
             io: Vec::new(),
         };
         assert_eq!(

@@ -21,7 +21,7 @@ pub mod tls;
 
 use crate::common::backoff::Backoff;
 use crate::common::slice_tls::SliceTlsMode;
-use client::{Addresses, ControlPlaneClient, OfferedMedium, Registered};
+use client::{Addresses, ControlPlaneClient, StorageMedium, StorageNodeRegistered};
 use config::{StorageNodeConfig, StorageNodeMedium};
 use fronts::FrontServices;
 use std::io::Write;
@@ -190,7 +190,7 @@ impl Fronts {
 async fn follow_answer(
     config: &StorageNodeConfig,
     node_tls: &mut NodeTls,
-    answer: &Registered,
+    answer: &StorageNodeRegistered,
     sent_key: bool,
     slice: &mut Slice,
     fronts: &mut Fronts,
@@ -255,7 +255,7 @@ fn read_credential(path: &Path) -> Result<String, StorageNodeError> {
 
 /// The medium as it can be offered now, or why not: its directory exists,
 /// is a directory, and takes a write and an fsync.
-fn check_medium(m: &StorageNodeMedium) -> Result<OfferedMedium, String> {
+fn check_medium(m: &StorageNodeMedium) -> Result<StorageMedium, String> {
     let meta = std::fs::metadata(&m.directory)
         .map_err(|e| format!("directory {}: {e}", m.directory.display()))?;
     if !meta.is_dir() {
@@ -279,7 +279,7 @@ fn check_medium(m: &StorageNodeMedium) -> Result<OfferedMedium, String> {
     if size < MIN_MEDIUM_BYTES {
         return Err(format!("size {size} bytes is under 1 GiB"));
     }
-    Ok(OfferedMedium {
+    Ok(StorageMedium {
         name: m.name.clone(),
         size,
         directory: m.directory.display().to_string(),
@@ -290,7 +290,7 @@ fn check_medium(m: &StorageNodeMedium) -> Result<OfferedMedium, String> {
 fn healthy_media(
     media: &[StorageNodeMedium],
     failing: &mut Vec<(String, String)>,
-) -> Vec<OfferedMedium> {
+) -> Vec<StorageMedium> {
     let mut offered = Vec::new();
     let mut now_failing = Vec::new();
     for m in media {

@@ -8,7 +8,7 @@
 //! server (a certificate resolver), so a renewal needs no restart and no
 //! connection is cut.
 
-use super::client::Registered;
+use super::client::StorageNodeRegistered;
 use super::config::StorageNodeConfig;
 use super::StorageNodeError;
 use crate::common::slice_tls::{SliceTlsMode, RENEW_BEFORE_DAYS};
@@ -163,7 +163,7 @@ impl NodeTls {
     /// unusable (a certificate not for this node's key).
     pub fn accept(
         &mut self,
-        answer: &Registered,
+        answer: &StorageNodeRegistered,
         address: SocketAddr,
     ) -> Result<(), StorageNodeError> {
         if !answer.sliceca.is_empty() {
@@ -334,8 +334,8 @@ mod tests {
     fn answer(
         tls: &SliceTls,
         issued: Option<crate::common::slice_tls::IssuedCertificate>,
-    ) -> Registered {
-        Registered {
+    ) -> StorageNodeRegistered {
+        StorageNodeRegistered {
             slicecredential: "c".into(),
             heartbeatseconds: 3,
             slicetls: tls.mode().as_str().into(),

@@ -2,6 +2,7 @@
 //! credentials (administrators), and the agent's own two routes, which
 //! take only the node's credential.
 
+use super::body::typed;
 use super::extract::{OptionalParsed, Parsed, ParsedQuery};
 use super::parse::{bad, opt_uint, req_str, Body, ParseResult};
 use super::requests::{only_fields, FromBody, FromQuery};
@@ -14,9 +15,11 @@ use crate::control::service::commands::{
 };
 use crate::control::service::format_ms;
 use crate::control::service::Administrator;
+use crate::wire::agent as wire;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
+use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -84,7 +87,7 @@ pub async fn revoke_credential(
     ),
     security(("node-credential" = [])),
     responses(
-        (status = 200, description = "The desired state", body = AgentStateView),
+        (status = 200, description = "The desired state", body = wire::DesiredState),
         (status = 400, description = "Malformed query", body = ErrorBody),
         (status = 401, description = "Invalid or revoked node credential", body = ErrorBody),
         (status = 403, description = "Another node's credential, or not a node credential", body = ErrorBody),
@@ -95,7 +98,7 @@ pub async fn agent_attachments(
     agent: NodeAgent,
     Path(node): Path<String>,
     ParsedQuery(request): ParsedQuery<AgentPoll>,
-) -> Result<Json<AgentStateView>, ApiError> {
+) -> Result<Json<wire::DesiredState>, ApiError> {
     let state = app.desired_state(&agent, &node, &request).await?;
     Ok(Json(agent_state(&state)))
 }
@@ -109,7 +112,7 @@ pub async fn agent_attachments(
         ("volumeid" = String, Path, description = "The volume's id"),
         ("snapshotid" = String, Path, description = "`top` or the snapshot's id"),
     ),
-    request_body = HostReportRequest,
+    request_body = wire::HostReport,
     security(("node-credential" = [])),
     responses(
         (status = 204, description = "Recorded"),
@@ -143,15 +146,21 @@ pub struct IssueCredential {
 
 impl FromBody for IssueCredential {
     fn from_body(body: &Body) -> ParseResult<IssueCredential> {
-        only_fields(body, &["role"])?;
-        let role = match body.get("role") {
-            None | Some(Value::Null) => CredentialRole::Agent,
-            Some(Value::String(r)) => {
-                CredentialRole::parse(r).ok_or_else(|| bad(format!("{ROLES} (got '{r}')")))?
-            }
-            Some(_) => return Err(bad(ROLES)),
-        };
-        Ok(IssueCredential { role })
+        let NodeCredentialCreateRequest { role } = typed(body)?;
+        Ok(IssueCredential {
+            role: role.unwrap_or(CredentialRole::Agent),
+        })
+    }
+}
+
+/// `role`: absent or null is `agent`.
+fn role<'de, D: Deserializer<'de>>(d: D) -> Result<Option<CredentialRole>, D::Error> {
+    match Option::<Value>::deserialize(d)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(r)) => CredentialRole::parse(&r)
+            .map(Some)
+            .ok_or_else(|| de::Error::custom(format!("{ROLES} (got '{r}')"))),
+        Some(_) => Err(de::Error::custom(ROLES)),
     }
 }
 
@@ -256,65 +265,14 @@ pub fn credential(c: &IssuedCredential) -> CredentialView {
     }
 }
 
-/// One attachment as a node's agent should have it (svs extension).
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = AgentAttachment)]
-pub struct AgentAttachmentView {
-    pub volumeid: String,
-    pub volumename: String,
-    /// `top` or the snapshot's id.
-    pub snapshotid: String,
-    /// `top` or the snapshot's name.
-    pub snapshotname: String,
-    /// `Attaching`, `Attached` or `Detaching`.
-    pub state: String,
-    pub readonly: bool,
-    /// As stored; may be empty.
-    pub mountpoint: String,
-    pub exportname: String,
-    /// `nbd://host:port/exportname`.
-    pub uri: String,
-    /// `block` or `file`.
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    /// `ext4` or `xfs` for a `file` volume; null otherwise.
-    pub filesystem: Option<&'static str>,
-    pub filesystemprovisioned: bool,
-    /// GiB: the volume's current size for `top`, the snapshot's
-    /// `volumesize` for a snapshot.
-    pub size: u64,
-    /// `agent` or `csi`: an agent skips `csi` attachments (the CSI node
-    /// plugin makes them real).
-    #[schema(pattern = "^(agent|csi)$")]
-    pub manager: &'static str,
-    /// The running job that asks the agent to grow the filesystem to
-    /// `size` (a `volume_grow_filesystem`, or a resize once the volume has
-    /// its new size, not while its data moves): a new id asks for a new
-    /// attempt even at the same size; the agent names it as `growjob` in
-    /// its report. Null when no job asks (`top` read-write attachments only).
-    pub growjob: Option<i64>,
-}
-
-/// What a node's agent should do (svs extension).
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = AgentDesiredState)]
-pub struct AgentStateView {
-    pub node: String,
-    /// Hex digest of `attachments`: send it back as `revision` to wait for
-    /// a change.
-    pub revision: String,
-    /// Of every tenant, ordered by (volumeid, snapshotid).
-    pub attachments: Vec<AgentAttachmentView>,
-}
-
-pub fn agent_state(d: &DesiredState) -> AgentStateView {
-    AgentStateView {
+pub fn agent_state(d: &DesiredState) -> wire::DesiredState {
+    wire::DesiredState {
         node: d.node.clone(),
         revision: d.revision.clone(),
         attachments: d
             .attachments
             .iter()
-            .map(|a| AgentAttachmentView {
+            .map(|a| wire::DesiredAttachment {
                 volumeid: a.volume_id.clone(),
                 volumename: a.volume_name.clone(),
                 snapshotid: a.snapshot_id.clone(),
@@ -324,11 +282,11 @@ pub fn agent_state(d: &DesiredState) -> AgentStateView {
                 mountpoint: a.mountpoint.clone(),
                 exportname: a.export_name.clone(),
                 uri: a.uri.clone(),
-                kind: a.kind.as_str(),
-                filesystem: a.filesystem.map(|f| f.as_str()),
+                kind: a.kind.as_str().to_string(),
+                filesystem: a.filesystem.map(|f| f.as_str().to_string()),
                 filesystemprovisioned: a.filesystem_provisioned,
                 size: a.size,
-                manager: a.manager.as_str(),
+                manager: a.manager.as_str().to_string(),
                 growjob: a.grow_job,
             })
             .collect(),
@@ -339,40 +297,9 @@ pub fn agent_state(d: &DesiredState) -> AgentStateView {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = NodeCredentialCreate)]
-#[allow(dead_code, non_snake_case)]
 pub struct NodeCredentialCreateRequest {
     /// `agent` (the default), `storage` or `agent+storage`.
-    #[schema(pattern = "^(agent|storage|agent\\+storage)$")]
-    pub role: Option<String>,
-}
-
-/// `PUT /nodes/{node}/agent/attachments/{volumeid}/{snapshotid}` (svs
-/// extension, node agents only): replaces the last report; a field left
-/// out or null is cleared.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = HostReport)]
-#[allow(dead_code, non_snake_case)]
-pub struct HostReportRequest {
-    #[schema(pattern = "^(Connected|Mounted|Error|Disconnected)$")]
-    pub hoststate: String,
-    /// The reason for `Error`, or a note.
-    pub hostdetail: Option<String>,
-    /// The block device on the host, e.g. `/dev/loop3`.
-    pub device: Option<String>,
-    /// Where the filesystem is mounted.
-    pub mountpath: Option<String>,
-    /// Total bytes of the mounted filesystem (`f_blocks * f_frsize`).
-    #[schema(maximum = 9_223_372_036_854_775_807_u64)]
-    pub filesystembytes: Option<u64>,
-    /// The volume size (GiB) the host's filesystem was last grown to fill.
-    #[schema(maximum = 1_048_576)]
-    pub filesystemsize: Option<u64>,
-    /// The last attempt to grow the filesystem to the volume's size failed
-    /// with this; null when the agent starts a new attempt.
-    pub growerror: Option<String>,
-    /// The growth request (`growjob` of the desired attachment) the last
-    /// attempt answered: a job waiting for the growth takes this report as
-    /// its answer even when it reads like the previous one.
-    pub growjob: Option<i64>,
+    #[schema(value_type = Option<String>, pattern = "^(agent|storage|agent\\+storage)$")]
+    #[serde(deserialize_with = "role")]
+    pub role: Option<CredentialRole>,
 }

@@ -1,8 +1,9 @@
 //! Attachment routes: a volume (or snapshot) exported to a node, with
 //! their bodies and views.
 
+use super::body::{opt_whole, typed};
 use super::extract::{Parsed, ParsedQuery};
-use super::parse::{bad, opt_bool, opt_str, opt_uint, req_str, Body, ParseResult};
+use super::parse::{bad, Body, ParseResult};
 use super::requests::{FromBody, FromQuery};
 use super::views::{self, ErrorBody, JobStarted};
 use super::{ApiResult, AppState};
@@ -10,9 +11,11 @@ use crate::control::service::attachments::attachment_uri;
 use crate::control::service::commands::{CreateAttachment, DeleteVolume, ModifyAttachment};
 use crate::control::service::format_ms;
 use crate::control::service::Caller;
+pub use crate::wire::views::AttachmentView;
 use axum::extract::{Path, State};
 use axum::Json;
-use serde::{Deserialize, Serialize};
+use serde::de::{self, Deserializer};
+use serde::Deserialize;
 use std::collections::BTreeMap;
 use svs_domain::AttachmentManager;
 use svs_store::Attachment;
@@ -226,98 +229,43 @@ impl FromQuery for AttachmentDeleteQuery {
     }
 }
 
-/// Reference Attachment fields svs does not use (the volume and snapshot
-/// are in the path; it has no performance allocation): checked for their
-/// type, so a mistyped one is not silently dropped, and ignored.
-fn unused_attachment_fields(body: &Body) -> ParseResult<()> {
-    opt_str(body, "volumename")?;
-    opt_str(body, "snapshotname")?;
-    opt_uint(body, "allocated_resources", 1, 100)?;
-    Ok(())
-}
-
 impl FromBody for CreateAttachment {
     fn from_body(body: &Body) -> ParseResult<CreateAttachment> {
-        unused_attachment_fields(body)?;
+        let request: AttachmentCreateRequest = typed(body)?;
         Ok(CreateAttachment {
-            node: req_str(body, "node")?.to_string(),
-            readonly: opt_bool(body, "readonly")?.unwrap_or(false),
-            mountpoint: opt_str(body, "mountpoint")?.unwrap_or("").to_string(),
-            manager: match opt_str(body, "manager")? {
-                None => AttachmentManager::Agent,
-                Some(m) => AttachmentManager::parse(m)
-                    .ok_or_else(|| bad("manager must be 'agent' or 'csi'"))?,
-            },
+            node: request.node,
+            readonly: request.readonly.unwrap_or(false),
+            mountpoint: request.mountpoint.unwrap_or_default(),
+            manager: request.manager.unwrap_or(AttachmentManager::Agent),
         })
     }
+}
+
+/// `manager`: `agent` or `csi`.
+fn manager<'de, D: Deserializer<'de>>(d: D) -> Result<Option<AttachmentManager>, D::Error> {
+    Option::<String>::deserialize(d)?
+        .map(|m| {
+            AttachmentManager::parse(&m)
+                .ok_or_else(|| de::Error::custom("manager must be 'agent' or 'csi'"))
+        })
+        .transpose()
 }
 
 pub const NOTHING_TO_CHANGE: &str = "nothing to change: send readonly or mountpoint (or both)";
 
 impl FromBody for ModifyAttachment {
     fn from_body(body: &Body) -> ParseResult<ModifyAttachment> {
-        unused_attachment_fields(body)?;
-        opt_str(body, "node")?;
-        let readonly = opt_bool(body, "readonly")?;
-        let mountpoint = opt_str(body, "mountpoint")?.map(str::to_string);
+        let request: AttachmentModifyRequest = typed(body)?;
         // A body naming neither (`{}`, only ignored fields) changes nothing:
         // no job for it.
-        if readonly.is_none() && mountpoint.is_none() {
+        if request.readonly.is_none() && request.mountpoint.is_none() {
             return Err(bad(NOTHING_TO_CHANGE));
         }
         Ok(ModifyAttachment {
-            readonly,
-            mountpoint,
+            readonly: request.readonly,
+            mountpoint: request.mountpoint,
         })
     }
-}
-
-/// An attachment of a volume (`top`) to a node; `exportname` and `uri` are
-/// svs extensions: where the node opens it over NBD.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = Attachment)]
-pub struct AttachmentView {
-    pub volumename: String,
-    pub volumeid: String,
-    /// `top` (the live volume) or the snapshot's name.
-    pub snapshotname: String,
-    /// `top` or the snapshot's id.
-    pub snapshotid: String,
-    pub node: String,
-    pub state: String,
-    pub status: String,
-    pub progress: u8,
-    pub mountpoint: String,
-    pub readonly: bool,
-    pub exportname: String,
-    /// `nbd://host:port/exportname`.
-    pub uri: String,
-    /// svs extension: who makes it real on the node, `agent` (its host
-    /// agent) or `csi` (the CSI node plugin; the agent leaves it alone).
-    #[schema(pattern = "^(agent|csi)$")]
-    pub manager: &'static str,
-    /// svs extension: what the node's host agent last reported:
-    /// `Connected`, `Mounted`, `Error` or `Disconnected`; null until it
-    /// reports.
-    pub hoststate: Option<String>,
-    /// The reason for `Error`, or a note.
-    pub hostdetail: Option<String>,
-    /// The block device on the host, e.g. `/dev/loop3`.
-    pub hostdevice: Option<String>,
-    /// Where the host mounted the filesystem.
-    pub hostmountpath: Option<String>,
-    /// Total bytes of the mounted filesystem.
-    pub filesystembytes: Option<u64>,
-    /// GiB: the volume's size, to compare with `filesystemsize`.
-    pub volumesize: u64,
-    /// GiB: the volume size the host's filesystem fills, as the agent last
-    /// reported; below `volumesize` when a growth failed (`growerror` says
-    /// why; `POST /volumes/{volume}/grow-filesystem` tries again).
-    pub filesystemsize: Option<u64>,
-    /// Why the host's last growth of the filesystem failed.
-    pub growerror: Option<String>,
-    /// When the agent reported (RFC 3339).
-    pub hostupdated: Option<String>,
 }
 
 /// `nbd_base` is `nbd://host:port` of the NBD server.
@@ -341,7 +289,7 @@ pub fn attachment(a: &Attachment, nbd_base: &str) -> AttachmentView {
         readonly: a.readonly,
         exportname: a.export_name.clone(),
         uri: attachment_uri(a, nbd_base),
-        manager: a.manager.as_str(),
+        manager: a.manager.as_str().into(),
         hoststate: a.host.as_ref().map(|h| h.state.clone()),
         hostdetail: a.host.as_ref().and_then(|h| h.detail.clone()),
         hostdevice: a.host.as_ref().and_then(|h| h.device.clone()),
@@ -357,54 +305,59 @@ pub fn attachment(a: &Attachment, nbd_base: &str) -> AttachmentView {
 /// `POST /volumes/{volume}/snapshots/{snapshot}/attachments`.
 #[derive(Deserialize, ToSchema)]
 #[schema(as = AttachmentCreate)]
-#[allow(dead_code, non_snake_case)]
 pub struct AttachmentCreateRequest {
+    /// Ignored (the volume is in the path).
+    #[allow(dead_code)] // Checked for its type, then ignored.
+    #[schema(nullable = false)]
+    pub volumename: Option<String>,
+    /// Ignored (the snapshot is in the path).
+    #[allow(dead_code)] // Checked for its type, then ignored.
+    #[schema(nullable = false)]
+    pub snapshotname: Option<String>,
+    /// Ignored: svs has no performance allocation.
+    #[allow(dead_code)] // Checked for its type, then ignored.
+    #[schema(value_type = Option<u8>, nullable = false, minimum = 1, maximum = 100)]
+    #[serde(deserialize_with = "opt_whole::<1, 100, _>")]
+    pub allocated_resources: Option<u64>,
     /// The node that opens the volume over NBD.
     #[schema(min_length = 1)]
     pub node: String,
     /// Default false.
-    #[serde(default)]
-    pub readonly: bool,
-    #[serde(default)]
-    pub mountpoint: String,
+    #[schema(nullable = false)]
+    pub readonly: Option<bool>,
+    #[schema(nullable = false)]
+    pub mountpoint: Option<String>,
     /// svs extension: who makes the attachment real on the node, `agent`
     /// (the node's host agent; the default) or `csi` (the CSI node plugin;
     /// the host agent leaves it alone).
     #[schema(value_type = Option<String>, nullable = false, pattern = "^(agent|csi)$")]
-    #[serde(default)]
-    pub manager: Option<String>,
-    /// Ignored (the volume is in the path).
-    #[serde(default)]
-    pub volumename: String,
-    /// Ignored (the snapshot is in the path).
-    #[serde(default)]
-    pub snapshotname: String,
-    /// Ignored: svs has no performance allocation.
-    #[schema(minimum = 1, maximum = 100)]
-    #[serde(default)]
-    pub allocated_resources: u8,
+    #[serde(deserialize_with = "manager")]
+    pub manager: Option<AttachmentManager>,
 }
 
 /// `PATCH .../attachments/{node}`: only what is sent changes.
 #[derive(Deserialize, ToSchema)]
 #[schema(as = AttachmentModify)]
-#[allow(dead_code, non_snake_case)]
 pub struct AttachmentModifyRequest {
-    #[serde(default)]
-    pub readonly: bool,
-    #[serde(default)]
-    pub mountpoint: String,
-    /// Ignored (the node is in the path).
-    #[serde(default)]
-    pub node: String,
     /// Ignored (the volume is in the path).
-    #[serde(default)]
-    pub volumename: String,
+    #[allow(dead_code)] // Checked for its type, then ignored.
+    #[schema(nullable = false)]
+    pub volumename: Option<String>,
     /// Ignored (the snapshot is in the path).
-    #[serde(default)]
-    pub snapshotname: String,
+    #[allow(dead_code)] // Checked for its type, then ignored.
+    #[schema(nullable = false)]
+    pub snapshotname: Option<String>,
     /// Ignored: svs has no performance allocation.
-    #[schema(minimum = 1, maximum = 100)]
-    #[serde(default)]
-    pub allocated_resources: u8,
+    #[allow(dead_code)] // Checked for its type, then ignored.
+    #[schema(value_type = Option<u8>, nullable = false, minimum = 1, maximum = 100)]
+    #[serde(deserialize_with = "opt_whole::<1, 100, _>")]
+    pub allocated_resources: Option<u64>,
+    /// Ignored (the node is in the path).
+    #[allow(dead_code)] // Checked for its type, then ignored.
+    #[schema(nullable = false)]
+    pub node: Option<String>,
+    #[schema(nullable = false)]
+    pub readonly: Option<bool>,
+    #[schema(nullable = false)]
+    pub mountpoint: Option<String>,
 }

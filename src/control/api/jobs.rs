@@ -1,19 +1,19 @@
 //! Job routes: the tenant's jobs, listed and read.
 
+use super::body::typed;
 use super::extract::Parsed;
 use super::extract::ParsedQuery;
-use super::parse::{bad, ParseResult};
-use super::parse::{opt_bool, Body};
-use super::requests::{only_fields, page_number, query_bool, FromBody, FromQuery};
+use super::parse::{bad, Body, ParseResult};
+use super::requests::{page_number, query_bool, FromBody, FromQuery};
 use super::views::{self, ErrorBody};
 use super::{ApiResult, AppState};
 use crate::control::service::commands::ListJobs;
 use crate::control::service::format_ms;
 use crate::control::service::jobs::{JobRemoval, SliceOutcome};
 use crate::control::service::Caller;
+pub use crate::wire::views::{JobView, SliceOutcomeView};
 use axum::extract::{Path, State};
 use axum::Json;
-use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use svs_domain::JobState;
@@ -75,31 +75,12 @@ pub async fn get_job(
     }))
 }
 
-/// One slice of a movement or a recovery, with its outcome.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct SliceOutcomeView {
-    /// `c1-k0`.
-    pub slice: String,
-    pub from: String,
-    pub to: String,
-    /// `moved` (`rebuilt`), `copying`, `not started`, `not moved` (`not
-    /// rebuilt`), `failed`, `moving back`, `moved back`.
-    pub outcome: &'static str,
-    /// Why its last copy failed: `target full`, `node unreachable`,
-    /// `source read error`, `target not writable`, `verification
-    /// mismatch`, `I/O error`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cause: Option<String>,
-    /// How many of its copies failed.
-    pub failures: u32,
-}
-
 fn slice_view(o: &SliceOutcome) -> SliceOutcomeView {
     SliceOutcomeView {
         slice: o.slice.clone(),
         from: o.from.clone(),
         to: o.to.clone(),
-        outcome: o.outcome,
+        outcome: o.outcome.to_string(),
         cause: o.cause.clone(),
         failures: o.failures,
     }
@@ -174,7 +155,6 @@ pub async fn modify_job(
 #[derive(Debug, serde::Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = JobModify)]
-#[allow(dead_code)] // The schema of the request; parsed by `FromBody`.
 pub struct JobModifyRequest {
     /// true: pause the job's copies; false: resume them.
     #[schema(nullable = false)]
@@ -188,9 +168,11 @@ pub struct JobModifyRequest {
 
 impl FromBody for JobSteering {
     fn from_body(body: &Body) -> ParseResult<JobSteering> {
-        only_fields(body, &["paused", "movementrate"])?;
-        let paused = opt_bool(body, "paused")?;
-        let movement_rate = match body.get("movementrate") {
+        let JobModifyRequest {
+            paused,
+            movementrate,
+        } = typed(body)?;
+        let movement_rate = match movementrate {
             None => None,
             Some(Value::Null) => Some(None),
             Some(Value::Number(n)) => Some(Some(n.as_u64().ok_or_else(rate_error)?)),
@@ -237,52 +219,6 @@ impl FromQuery for ListJobs {
     }
 }
 
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = Job)]
-pub struct JobView {
-    pub id: i64,
-    /// `volume_create`, `volume_delete`, `volume_modify_extend`,
-    /// `volume_recovery`, `volume_grow_filesystem`, `attachment_create`,
-    /// `attachment_delete`, `attachment_modify`, `snapshot_*`,
-    /// `media_drain`, `media_rebalance`.
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// The object the job works on: a volume id; a drain's medium id; a
-    /// rebalance's `node:<name>`, `zone:<name>` or `all`.
-    pub object: String,
-    /// svs extension: the name of that volume, kept after it is deleted
-    /// (the object itself for a drain or a rebalance).
-    pub objectname: String,
-    /// The job's arguments.
-    #[schema(value_type = Object)]
-    pub args: Value,
-    /// `Pending`, `Running`, `Done` or `Error`.
-    pub state: &'static str,
-    pub status: String,
-    /// 0–100.
-    pub progress: u8,
-    /// RFC 3339, `""` before the job starts.
-    pub starttime: String,
-    /// RFC 3339, `""` until the job ends.
-    pub endtime: String,
-    pub username: String,
-    pub useremail: String,
-    /// The messages the job reported, oldest first.
-    pub details: Vec<String>,
-    /// svs extension: a cancel was asked for (the job is being undone, or
-    /// was: it then ends in `Error` with status `Cancelled`).
-    pub cancelrequested: bool,
-    /// svs extension: paused on request (`PATCH /jobs/{job}`).
-    pub paused: bool,
-    /// svs extension: the job's own copy rate in bytes per second (0:
-    /// unthrottled); null: the service's `movement_rate`.
-    pub movementrate: Option<u64>,
-    /// svs extension, `GET /jobs/{job}` of a data movement or a recovery:
-    /// each moving slice with its own outcome.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub slices: Option<Vec<SliceOutcomeView>>,
-}
-
 pub fn job(j: &Job) -> JobView {
     JobView {
         id: j.id,
@@ -290,7 +226,7 @@ pub fn job(j: &Job) -> JobView {
         object: j.object.clone(),
         objectname: j.object_name.clone(),
         args: j.args.clone(),
-        state: j.state.as_str(),
+        state: j.state.as_str().to_string(),
         status: j.status.clone(),
         progress: j.progress,
         starttime: j.starttime_ms.map(format_ms).unwrap_or_default(),

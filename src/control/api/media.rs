@@ -2,8 +2,9 @@
 //! removing are svs extensions of the reference, whose `DELETE` routes
 //! these follow), with their bodies and views.
 
+use super::body::{medium_name, node_name, typed, whole, zone_name};
 use super::extract::{Parsed, ParsedQuery};
-use super::parse::{bad, opt_uint, req_str, req_uint, Body, ParseResult};
+use super::parse::{bad, opt_uint, req_str, Body, ParseResult};
 use super::relocation::{relocation_plan, DryRunQuery, RelocationPlanView};
 use super::requests::{only_fields, FromBody};
 use super::views::JobStarted;
@@ -13,10 +14,13 @@ use crate::control::service::commands::{CreateMedium, ModifyMedium};
 use crate::control::service::media::{plain_directory, MediumReport};
 use crate::control::service::volumes::Started;
 use crate::control::service::{Administrator, Caller};
+pub use crate::wire::views::MediumView;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
+use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 use svs_domain::ResourceName;
 use utoipa::ToSchema;
 
@@ -107,16 +111,16 @@ pub async fn update_medium(
         ))));
     }
     let medium = app.modify_medium(&admin, &id, &request).await?;
-    Ok(Json(MediumAnswer::Medium(medium_view(
+    Ok(Json(MediumAnswer::Medium(Box::new(medium_view(
         &app.report_medium(medium).await,
-    ))))
+    )))))
 }
 
 /// `PATCH /media/{media}`: the medium; a drain's job; or a drain's plan.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(untagged)]
 pub enum MediumAnswer {
-    Medium(MediumView),
+    Medium(Box<MediumView>),
     Started(JobStarted),
     Plan(RelocationPlanView),
 }
@@ -201,66 +205,20 @@ impl FromBody for CreateMedium {
     /// "/srv/disk7", "size": 100}`: the fields as `GET /media` shows them
     /// (`media` is the directory, `size` GiB).
     fn from_body(body: &Body) -> ParseResult<CreateMedium> {
-        only_fields(body, &["mediaid", "node", "zone", "media", "size"])?;
-        let id = ResourceName::parse("medium", req_str(body, "mediaid")?).map_err(bad)?;
-        let node = ResourceName::parse("node", req_str(body, "node")?).map_err(bad)?;
-        let zone = ResourceName::parse("zone", req_str(body, "zone")?).map_err(bad)?;
-        let directory =
-            plain_directory(std::path::Path::new(req_str(body, "media")?)).map_err(bad)?;
-        let size = req_uint(body, "size", 1, MAX_MEDIUM_GIB)?;
+        let request: MediaCreateRequest = typed(body)?;
         Ok(CreateMedium {
-            id,
-            node,
-            zone,
-            directory,
-            size,
+            id: request.mediaid,
+            node: request.node,
+            zone: request.zone,
+            directory: request.media,
+            size: request.size,
         })
     }
 }
 
-/// A medium: `size`, `freesize` (GiB) and `volumescount` are true to the
-/// allocations; `writtenbytes` to what is on its disk.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = Media)]
-pub struct MediumView {
-    pub mediaid: String,
-    /// The medium's directory.
-    pub media: String,
-    pub model: &'static str,
-    pub bus: &'static str,
-    pub location: String,
-    pub node: String,
-    pub zone: String,
-    pub size: u64,
-    pub freesize: u64,
-    /// svs extension: bytes written on the medium, as its disk holds them
-    /// (slices, their snapshots, copies in progress; what a volume never
-    /// wrote takes nothing), where `size - freesize` is what is allocated.
-    /// Left out for a failed medium, or one that could not be read.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub writtenbytes: Option<u64>,
-    /// svs extension: the parts of `size - freesize`, in GiB: what the
-    /// slices placed on it take, what running jobs booked, what its
-    /// snapshots hold (the console's capacity bar).
-    pub allocatedsize: u64,
-    pub bookedsize: u64,
-    pub snapshotsize: u64,
-    /// svs extension: bytes its snapshots' files hold on it (the sum of
-    /// their `used` on this medium); `snapshotsize` is what that takes of
-    /// its free space, in whole GiB rounded up.
-    pub snapshotbytes: u64,
-    pub volumescount: u64,
-    pub sectorsize: u32,
-    pub sed: bool,
-    pub assignment: &'static str,
-    pub state: &'static str,
-    pub status: &'static str,
-    pub progress: u8,
-    pub capacitygroup: &'static str,
-    /// svs extension: `config` (listed in the configuration file: change it
-    /// there), `api` (added through the API) or `node` (registered by its
-    /// storage node, `node`: change it there).
-    pub managedby: &'static str,
+/// `media`: an absolute directory without `..`.
+fn directory<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+    plain_directory(std::path::Path::new(&String::deserialize(d)?)).map_err(de::Error::custom)
 }
 
 pub fn medium_view(report: &MediumReport) -> MediumView {
@@ -268,8 +226,8 @@ pub fn medium_view(report: &MediumReport) -> MediumView {
     MediumView {
         mediaid: m.record.medium.id.clone(),
         media: m.record.directory.clone(),
-        model: "svs sparse-file medium",
-        bus: "file",
+        model: "svs sparse-file medium".into(),
+        bus: "file".into(),
         location: m.record.directory.clone(),
         node: m.record.medium.node.clone(),
         zone: m.record.medium.zone.clone(),
@@ -286,18 +244,19 @@ pub fn medium_view(report: &MediumReport) -> MediumView {
         volumescount: m.volumes_count,
         sectorsize: 4096,
         sed: false,
-        assignment: "svs",
-        state: if m.failed { "Failed" } else { "Online" },
+        assignment: "svs".into(),
+        state: if m.failed { "Failed" } else { "Online" }.into(),
         status: if m.failed {
             "Failed"
         } else if m.draining {
             "Draining"
         } else {
             "Ready"
-        },
+        }
+        .into(),
         progress: 100,
-        capacitygroup: "",
-        managedby: m.managed_by.as_str(),
+        capacitygroup: String::new(),
+        managedby: m.managed_by.as_str().into(),
     }
 }
 
@@ -324,31 +283,38 @@ pub struct MediaModifyRequest {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = MediaCreate)]
-#[allow(dead_code, non_snake_case)]
 pub struct MediaCreateRequest {
     #[schema(
         pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
         max_length = 63
     )]
-    pub mediaid: String,
+    #[schema(value_type = String)]
+    #[serde(deserialize_with = "medium_name")]
+    pub mediaid: ResourceName,
     /// The node the medium is attached to; made (API-managed, no address)
     /// when it does not exist yet.
     #[schema(
         pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
         max_length = 63
     )]
-    pub node: String,
+    #[schema(value_type = String)]
+    #[serde(deserialize_with = "node_name")]
+    pub node: ResourceName,
     /// The node's zone.
     #[schema(
         pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
         max_length = 63
     )]
-    pub zone: String,
+    #[schema(value_type = String)]
+    #[serde(deserialize_with = "zone_name")]
+    pub zone: ResourceName,
     /// The directory holding the slice files: an absolute path without
     /// `..`; created if missing, and it must be writable.
-    #[schema(min_length = 1)]
-    pub media: String,
+    #[schema(value_type = String, min_length = 1)]
+    #[serde(deserialize_with = "directory")]
+    pub media: PathBuf,
     /// Logical capacity in GiB (slices are sparse; nothing is preallocated).
     #[schema(minimum = 1, maximum = 1073741824)]
+    #[serde(deserialize_with = "whole::<1, MAX_MEDIUM_GIB, _>")]
     pub size: u64,
 }

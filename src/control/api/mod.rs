@@ -9,6 +9,7 @@
 
 mod agents;
 mod attachments;
+mod body;
 mod error;
 mod extract;
 mod health;

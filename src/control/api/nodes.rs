@@ -2,9 +2,10 @@
 //! change them; adding and removing are svs extensions), with their bodies
 //! and views. The agents' credentials and routes are in `agents`.
 
+use super::body::{node_name, typed};
 use super::extract::Parsed;
-use super::parse::{bad, opt_str, req_str, Body, ParseResult};
-use super::requests::{only_fields, FromBody};
+use super::parse::{Body, ParseResult};
+use super::requests::FromBody;
 use super::views::{self, Done, ErrorBody};
 use super::{ApiError, ApiResult, AppState};
 use crate::control::service::commands::{CreateNode, SetNodeAddress};
@@ -14,6 +15,7 @@ use crate::control::service::{Administrator, Caller};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
+use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 use svs_domain::ResourceName;
@@ -133,14 +135,7 @@ pub async fn create_node(
 impl FromBody for SetNodeAddress {
     /// `{"address": "10.0.0.5"}`; `""` removes the address.
     fn from_body(body: &Body) -> ParseResult<SetNodeAddress> {
-        let address = match opt_str(body, "address")? {
-            None => return Err(bad("address is required")),
-            Some("") => None,
-            Some(a) => Some(
-                a.parse::<IpAddr>()
-                    .map_err(|_| bad(format!("address '{a}' is not an IP address")))?,
-            ),
-        };
+        let NodeModifyRequest { address } = typed(body)?;
         Ok(SetNodeAddress { address })
     }
 }
@@ -148,21 +143,41 @@ impl FromBody for SetNodeAddress {
 impl FromBody for CreateNode {
     /// `{"name": "host-7", "address": "10.0.0.7", "zone": "zone-a"}`.
     fn from_body(body: &Body) -> ParseResult<CreateNode> {
-        only_fields(body, &["name", "address", "zone"])?;
-        let name = ResourceName::parse("node", req_str(body, "name")?).map_err(bad)?;
-        let address = req_str(body, "address")?;
-        let address = address
-            .parse::<IpAddr>()
-            .map_err(|_| bad(format!("address '{address}' is not an IP address")))?;
-        let zone = match opt_str(body, "zone")? {
-            None | Some("") => String::new(),
-            Some(z) => ResourceName::parse("zone", z).map_err(bad)?.into_string(),
-        };
+        let request: NodeCreateRequest = typed(body)?;
         Ok(CreateNode {
-            name,
-            zone,
-            address,
+            name: request.name,
+            zone: request.zone.unwrap_or_default(),
+            address: request.address,
         })
+    }
+}
+
+fn not_an_ip_address<E: de::Error>(a: &str) -> E {
+    de::Error::custom(format!("address '{a}' is not an IP address"))
+}
+
+/// A required IP address.
+fn ip_address<'de, D: Deserializer<'de>>(d: D) -> Result<IpAddr, D::Error> {
+    let a = String::deserialize(d)?;
+    a.parse().map_err(|_| not_an_ip_address(&a))
+}
+
+/// A required IP address or `""` (none).
+fn ip_address_or_none<'de, D: Deserializer<'de>>(d: D) -> Result<Option<IpAddr>, D::Error> {
+    match Option::<String>::deserialize(d)?.as_deref() {
+        None => Err(de::Error::custom("address is required")),
+        Some("") => Ok(None),
+        Some(a) => a.parse().map(Some).map_err(|_| not_an_ip_address(a)),
+    }
+}
+
+/// An optional zone name; `""`: none.
+fn zone_or_none<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    match Option::<String>::deserialize(d)? {
+        Some(z) if !z.is_empty() => ResourceName::parse("zone", &z)
+            .map(|z| Some(z.into_string()))
+            .map_err(de::Error::custom),
+        _ => Ok(None),
     }
 }
 
@@ -297,30 +312,33 @@ fn new_node_address() -> Schema {
 /// `PATCH /nodes/{node}` (svs extension, administrators only).
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NodeModify)]
-#[allow(dead_code, non_snake_case)]
 pub struct NodeModifyRequest {
-    #[schema(schema_with = new_node_address)]
-    pub address: String,
+    #[schema(schema_with = new_node_address, required = true)]
+    #[serde(deserialize_with = "ip_address_or_none")]
+    pub address: Option<IpAddr>,
 }
 
 /// `POST /nodes` (svs extension, administrators only).
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = NodeCreate)]
-#[allow(dead_code, non_snake_case)]
 pub struct NodeCreateRequest {
     #[schema(
         pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
         max_length = 63
     )]
-    pub name: String,
+    #[schema(value_type = String)]
+    #[serde(deserialize_with = "node_name")]
+    pub name: ResourceName,
     #[schema(schema_with = node_address)]
-    pub address: String,
+    #[serde(deserialize_with = "ip_address")]
+    pub address: IpAddr,
     /// Absent or `""`: no zone.
     #[schema(
         pattern = "^(([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*))?$",
         max_length = 63
     )]
-    #[serde(default)]
-    pub zone: String,
+    #[schema(value_type = Option<String>, nullable = false)]
+    #[serde(deserialize_with = "zone_or_none")]
+    pub zone: Option<String>,
 }

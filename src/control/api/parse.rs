@@ -45,12 +45,16 @@ pub fn opt_bool(body: &Body, key: &str) -> ParseResult<Option<bool>> {
     }
 }
 
-/// An optional whole number in `min..=max`.
+/// An optional whole number in `min..=max` (20.0 is taken as 20).
 pub fn opt_uint(body: &Body, key: &str, min: u64, max: u64) -> ParseResult<Option<u64>> {
-    let value = match body.get(key) {
-        None => return Ok(None),
-        Some(v) => v,
-    };
+    body.get(key)
+        .map(|v| whole_number(v, min, max).map_err(|m| bad(format!("{key} {m}"))))
+        .transpose()
+}
+
+/// `value` as a whole number in `min..=max`, or what is wrong with it
+/// (without the field's name).
+pub fn whole_number(value: &Value, min: u64, max: u64) -> Result<u64, String> {
     let n = value
         .as_u64()
         .or_else(|| {
@@ -61,15 +65,13 @@ pub fn opt_uint(body: &Body, key: &str, min: u64, max: u64) -> ParseResult<Optio
                 .map(|f| f as u64)
         })
         .ok_or_else(|| match value {
-            Value::Number(_) => bad(format!("{key} must be a whole number from {min} to {max}")),
-            _ => bad(format!("{key} must be a number")),
+            Value::Number(_) => format!("must be a whole number from {min} to {max}"),
+            _ => "must be a number".to_string(),
         })?;
     if n < min || n > max {
-        return Err(bad(format!(
-            "{key} must be a whole number from {min} to {max}"
-        )));
+        return Err(format!("must be a whole number from {min} to {max}"));
     }
-    Ok(Some(n))
+    Ok(n)
 }
 
 pub fn req_uint(body: &Body, key: &str, min: u64, max: u64) -> ParseResult<u64> {

@@ -3,9 +3,10 @@
 //! `?dryrun=true` its plan); `POST /media/rebalance` starts (or plans) a
 //! rebalance. Both are one job moving slices of many volumes.
 
+use super::body::{opt_node_name, opt_zone_name, typed};
 use super::extract::{Parsed, ParsedQuery};
-use super::parse::{bad, opt_str, ParseResult};
-use super::requests::{only_fields, query_bool, FromBody, FromQuery};
+use super::parse::{bad, ParseResult};
+use super::requests::{query_bool, FromBody, FromQuery};
 use super::views::{self, JobStarted};
 use super::{ApiResult, AppState};
 use crate::control::service::relocation::RelocationPreview;
@@ -166,21 +167,14 @@ pub fn relocation_plan(p: &RelocationPreview) -> RelocationPlanView {
 /// `{"zone": "z1"}`.
 impl FromBody for RebalanceArgs {
     fn from_body(body: &super::parse::Body) -> ParseResult<RebalanceArgs> {
-        only_fields(body, &["node", "zone"])?;
-        let name = |field: &str| -> ParseResult<Option<String>> {
-            opt_str(body, field)?
-                .map(|s| {
-                    ResourceName::parse(field, s)
-                        .map(|n| n.as_str().to_string())
-                        .map_err(bad)
-                })
-                .transpose()
-        };
-        let (node, zone) = (name("node")?, name("zone")?);
+        let MediaRebalanceRequest { node, zone } = typed(body)?;
         if node.is_some() && zone.is_some() {
             return Err(bad("give node or zone, not both"));
         }
-        Ok(RebalanceArgs { node, zone })
+        Ok(RebalanceArgs {
+            node: node.map(ResourceName::into_string),
+            zone: zone.map(ResourceName::into_string),
+        })
     }
 }
 
@@ -188,22 +182,25 @@ impl FromBody for RebalanceArgs {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = MediaRebalance, max_properties = 1)]
-#[allow(dead_code)]
 pub struct MediaRebalanceRequest {
     /// Even the media of this node.
     #[schema(
         pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
         max_length = 63,
-        nullable = false
+        nullable = false,
+        value_type = Option<String>
     )]
-    pub node: Option<String>,
+    #[serde(deserialize_with = "opt_node_name")]
+    pub node: Option<ResourceName>,
     /// Even the media of this zone.
     #[schema(
         pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
         max_length = 63,
-        nullable = false
+        nullable = false,
+        value_type = Option<String>
     )]
-    pub zone: Option<String>,
+    #[serde(deserialize_with = "opt_zone_name")]
+    pub zone: Option<ResourceName>,
 }
 
 #[utoipa::path(

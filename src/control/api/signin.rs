@@ -1,15 +1,15 @@
 //! Sign-in and tokens: `POST /signin`, `/signout`, the two refresh routes
 //! and the token-signing keys (`GET /jwks`), with their bodies and views.
 
+use super::body::Typed;
 use super::extract::{ClientAddress, Parsed, RefreshTokenHeader};
-use super::parse::{req_str, Body, ParseResult};
-use super::requests::FromBody;
 use super::views::{Empty, ErrorBody};
 use super::{ApiResult, AppState};
 use crate::control::auth::TokenSet;
 use crate::control::service::auth::SignedIn;
 use crate::control::service::commands::{Refresh, SignIn, SignOut};
 use crate::control::service::format_ms;
+pub use crate::wire::views::SignedInView;
 use axum::extract::State;
 use axum::Json;
 use serde::{Deserialize, Serialize};
@@ -36,8 +36,9 @@ use utoipa::ToSchema;
 pub async fn sign_in(
     State(app): State<AppState>,
     ClientAddress(client): ClientAddress,
-    Parsed(request): Parsed<SignIn>,
+    Parsed(SignInRequest { email, password }): Parsed<SignInRequest>,
 ) -> ApiResult<SignedInView> {
+    let request = SignIn { email, password };
     Ok(Json(signed_in(&app.sign_in(&request, client).await?)))
 }
 
@@ -56,9 +57,10 @@ pub async fn sign_in(
 )]
 pub async fn sign_out(
     State(app): State<AppState>,
-    Parsed(request): Parsed<SignOut>,
+    Parsed(request): Parsed<SignOutRequest>,
 ) -> ApiResult<Empty> {
-    app.sign_out(&request).await?;
+    let access_token = request.AccessToken;
+    app.sign_out(&SignOut { access_token }).await?;
     Ok(Json(Empty {}))
 }
 
@@ -80,9 +82,11 @@ pub async fn sign_out(
 pub async fn refresh(
     State(app): State<AppState>,
     ClientAddress(client): ClientAddress,
-    Parsed(request): Parsed<Refresh>,
+    Parsed(request): Parsed<RefreshRequest>,
 ) -> ApiResult<SignedInView> {
-    Ok(Json(signed_in(&app.refresh(&request, client).await?)))
+    let refresh_token = request.RefreshToken;
+    let tokens = app.refresh(&Refresh { refresh_token }, client).await?;
+    Ok(Json(signed_in(&tokens)))
 }
 
 /// The Volumez refresh call: the token in the `refreshtoken` header; it
@@ -118,55 +122,13 @@ pub async fn jwks(State(app): State<AppState>) -> Json<Jwks> {
     Json(key_set(&app.tokens.public_keys(app.clock.now_secs())))
 }
 
-impl FromBody for SignIn {
-    fn from_body(body: &Body) -> ParseResult<SignIn> {
-        Ok(SignIn {
-            email: req_str(body, "email")?.to_string(),
-            password: req_str(body, "password")?.to_string(),
-        })
-    }
-}
-
-impl FromBody for SignOut {
-    fn from_body(body: &Body) -> ParseResult<SignOut> {
-        Ok(SignOut {
-            access_token: req_str(body, "AccessToken")?.to_string(),
-        })
-    }
-}
-
-impl FromBody for Refresh {
-    fn from_body(body: &Body) -> ParseResult<Refresh> {
-        Ok(Refresh {
-            refresh_token: req_str(body, "RefreshToken")?.to_string(),
-        })
-    }
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = SignInResponse)]
-#[allow(non_snake_case)]
-pub struct SignedInView {
-    pub AccessToken: String,
-    /// Authorizes every protected call, in the `authorization` header.
-    pub IdToken: String,
-    /// Gets new tokens from `POST /refresh`. Each refresh answers a new one
-    /// and retires the one used: present a retired one again and every
-    /// token of that sign-in is revoked.
-    pub RefreshToken: String,
-    /// Lifetime of the AccessToken and IdToken, in seconds.
-    pub ExpiresIn: u64,
-    /// Always `Bearer`.
-    pub TokenType: &'static str,
-}
-
 pub fn signed_in(s: &SignedIn) -> SignedInView {
     SignedInView {
         AccessToken: s.tokens.access_token.clone(),
         IdToken: s.tokens.id_token.clone(),
         RefreshToken: s.refresh_token.clone(),
         ExpiresIn: s.tokens.expires_in,
-        TokenType: "Bearer",
+        TokenType: "Bearer".into(),
     }
 }
 
@@ -242,8 +204,7 @@ pub fn key_set(keys: &[(String, String)]) -> Jwks {
     }
 }
 
-#[derive(Deserialize, ToSchema)]
-#[allow(dead_code, non_snake_case)]
+#[derive(Deserialize, Serialize, ToSchema)]
 pub struct SignInRequest {
     #[schema(min_length = 1)]
     pub email: String,
@@ -251,18 +212,22 @@ pub struct SignInRequest {
     pub password: String,
 }
 
-#[derive(Deserialize, ToSchema)]
-#[allow(dead_code, non_snake_case)]
+#[derive(Deserialize, Serialize, ToSchema)]
+#[allow(non_snake_case)]
 pub struct SignOutRequest {
     /// The AccessToken of the session (it authenticates this call).
     #[schema(min_length = 1)]
     pub AccessToken: String,
 }
 
-#[derive(Deserialize, ToSchema)]
-#[allow(dead_code, non_snake_case)]
+#[derive(Deserialize, Serialize, ToSchema)]
+#[allow(non_snake_case)]
 pub struct RefreshRequest {
     /// The RefreshToken from `POST /signin`.
     #[schema(min_length = 1)]
     pub RefreshToken: String,
 }
+
+impl Typed for SignInRequest {}
+impl Typed for SignOutRequest {}
+impl Typed for RefreshRequest {}

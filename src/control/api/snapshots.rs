@@ -9,9 +9,10 @@ use super::{ApiResult, AppState};
 use crate::control::service::commands::{CreateSnapshot, DeleteSnapshot, ModifySnapshot};
 use crate::control::service::format_ms;
 use crate::control::service::Caller;
+pub use crate::wire::views::SnapshotView;
 use axum::extract::{Path, State};
 use axum::Json;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use svs_domain::{Consistency, ResourceName};
@@ -302,39 +303,6 @@ impl FromBody for ModifySnapshot {
     }
 }
 
-/// A snapshot of a volume. `used` is bytes it holds on media (every copy),
-/// `volumesize` the volume's size in GiB when it was taken.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = Snapshot)]
-pub struct SnapshotView {
-    #[schema(min_length = 1)]
-    pub name: String,
-    #[schema(min_length = 1)]
-    pub snapshotid: String,
-    pub volumename: String,
-    #[schema(min_length = 1)]
-    pub volumeid: String,
-    pub volumesize: u64,
-    /// `crash` or `application`.
-    #[schema(pattern = "^(crash|application)$")]
-    pub consistency: &'static str,
-    /// When it was taken, RFC 3339.
-    pub time: String,
-    pub used: u64,
-    /// `Creating`, `Ready` or `Deleting`.
-    pub state: &'static str,
-    pub status: &'static str,
-    /// 100 once taken.
-    pub progress: u8,
-    pub numberofattachments: u64,
-    pub policy: bool,
-    pub consistencygroup: bool,
-    pub consistencygroupname: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(min_length = 1)]
-    pub targetsecret: Option<String>,
-}
-
 pub fn snapshot_view(s: &Snapshot) -> SnapshotView {
     let text = |key: &str| {
         s.attributes
@@ -356,11 +324,11 @@ pub fn snapshot_view(s: &Snapshot) -> SnapshotView {
         volumename: s.volume_name.clone(),
         volumeid: s.volume_id.clone(),
         volumesize: s.volume_size,
-        consistency: s.consistency.as_str(),
+        consistency: s.consistency.as_str().into(),
         time: format_ms(s.created_ms),
         used: s.used_bytes,
-        state,
-        status: state,
+        state: state.into(),
+        status: state.into(),
         progress: if s.state == svs_domain::SnapshotState::Creating {
             0
         } else {

@@ -13,9 +13,10 @@ use crate::control::service::commands::{RegisterStorageNode, StorageMediumSpec};
 use crate::control::service::storage_nodes::StorageNode;
 use crate::control::service::Administrator;
 use crate::front::wire::{FailuresBody, FailuresRecorded, FrontsAnswer, FrontsPoll};
+use crate::wire::storage_node::{StorageNodeRegistered, StorageNodeRegistration};
 use axum::extract::{Path, State};
 use axum::Json;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 use std::net::SocketAddr;
 use svs_domain::{ResourceName, GIB};
@@ -33,7 +34,7 @@ const MAX_DIRECTORY: usize = 4096;
     summary = "Register a storage node, or heartbeat (storage credential only)",
     description = "svs extension, for `svs storage-node`. The node becomes (or stays) an Online storage node whose slice server listens at `sliceaddress`; each listed medium is created or updated as a medium the node manages (in the node's zone; shown in GET /media with `managedby: node`). A medium it no longer lists is removed when it holds nothing, else failed (its copies lost). A medium that exists and is not this node's (another node's, the configuration file's, the API's) refuses the whole request with 409, nothing changed. Answers the node's slice credential (what fronts present to its slice server) and how often to heartbeat. `io` carries what the node's fronts served, for the metrics of their volumes. An agent credential or a user's IdToken gets 403.",
     params(("node" = String, Path, description = "The credential's node")),
-    request_body = StorageNodeRequest,
+    request_body = StorageNodeRegistration,
     security(("node-credential" = [])),
     responses(
         (status = 200, description = "Registered", body = StorageNodeRegistered),
@@ -55,7 +56,7 @@ pub async fn register_storage_node(
     Ok(Json(StorageNodeRegistered {
         slicecredential: r.slice_credential,
         heartbeatseconds: r.heartbeat_seconds,
-        slicetls: r.slice_tls.as_str(),
+        slicetls: r.slice_tls.as_str().to_string(),
         sliceca: r.slice_ca.unwrap_or_default(),
         slicecertificateexpires: r
             .slice_certificate
@@ -201,79 +202,6 @@ fn storage_medium(item: &Value) -> ParseResult<StorageMediumSpec> {
     })
 }
 
-/// `PUT /nodes/{node}/storage` (svs extension, storage nodes only).
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = StorageNodeRegistration)]
-#[allow(dead_code, non_snake_case)]
-pub struct StorageNodeRequest {
-    /// IP:PORT where fronts reach the node's slice server.
-    #[schema(min_length = 1)]
-    pub sliceaddress: String,
-    #[serde(default)]
-    pub media: Vec<StorageMediumRequest>,
-    /// The node's slice public key (PEM "PUBLIC KEY", ECDSA P-256), sent
-    /// when it needs a slice certificate; with `tls = "auto"` the answer
-    /// carries one signed by svs's CA for the slice address.
-    #[schema(max_length = 4096)]
-    pub slicepublickey: Option<String>,
-    /// IP:PORT where attaching hosts reach the node's NBD server of
-    /// volumes' fronts (setting `fronts = "nodes"` of svs serve).
-    pub frontaddress: Option<String>,
-    /// What the fronts the node runs served, one object per volume id
-    /// (at most 1024): `{volume, reads, writes, readbytes, writtenbytes,
-    /// flushes, trims, errors, connections, latency}`, `latency` three
-    /// histograms (read, write, flush) of `{buckets: [17 counts], count,
-    /// sumnanos}`; the metrics of those volumes (docs/metrics.md).
-    #[schema(value_type = Option<Vec<Object>>, max_items = 1024)]
-    pub io: Option<Vec<serde_json::Value>>,
-}
-
-/// One medium of a storage node.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = StorageNodeMedium)]
-#[allow(dead_code, non_snake_case)]
-pub struct StorageMediumRequest {
-    #[schema(
-        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
-        max_length = 63
-    )]
-    pub name: String,
-    /// Bytes (whole GiB are offered); at least 1 GiB.
-    #[schema(minimum = 1073741824)]
-    pub size: u64,
-    /// The medium's directory on the node (shown only).
-    #[serde(default)]
-    #[schema(max_length = 4096)]
-    pub directory: String,
-}
-
-/// The answer to a storage node's registration or heartbeat.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct StorageNodeRegistered {
-    /// The secret fronts present to the node's slice server; its slice
-    /// server accepts only it. Changes when the node's credential is
-    /// reissued or revoked.
-    pub slicecredential: String,
-    /// Seconds between two heartbeats.
-    pub heartbeatseconds: u64,
-    /// How fronts connect to the node's slice server: `off` (plain TCP,
-    /// the service has no TLS), `issued` (TLS with a certificate svs's CA
-    /// issues: send `slicepublickey`), `own` (TLS with the node's own
-    /// `slice_tls_cert`).
-    #[schema(pattern = "^(off|issued|own)$")]
-    pub slicetls: &'static str,
-    /// SHA-256 fingerprint of the CA issuing slice certificates (`issued`;
-    /// else empty): a node whose certificate is from another CA asks again.
-    pub sliceca: String,
-    /// The certificate issued for `slicepublickey` (PEM); empty when none
-    /// was sent or the service issues none.
-    pub slicecertificate: String,
-    /// The end of its validity (RFC 3339); empty with no certificate.
-    pub slicecertificateexpires: String,
-}
-
 /// One copy of a slice on a node's media (svs extension).
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = NodeCopy)]
@@ -315,10 +243,10 @@ const MAX_FRONT_TEXT: usize = 4096;
     summary = "The volumes' fronts a storage node runs: a long poll (storage credential only)",
     description = "svs extension, for `svs storage-node` (setting `fronts = \"nodes\"` of svs serve). Records `open`, what the node has open (an attachment waits for its volume to be reported open at its epoch), then answers the fronts wanted of the node as soon as their `version` differs from the one sent, or after 20 s with the same. An agent credential or a user's IdToken gets 403.",
     params(("node" = String, Path, description = "The credential's node")),
-    request_body = StorageFrontsPollSchema,
+    request_body = FrontsPoll,
     security(("node-credential" = [])),
     responses(
-        (status = 200, description = "The fronts wanted of the node", body = StorageFrontsSchema),
+        (status = 200, description = "The fronts wanted of the node", body = FrontsAnswer),
         (status = 400, description = "Malformed body", body = ErrorBody),
         (status = 401, description = "Invalid or revoked node credential", body = ErrorBody),
         (status = 403, description = "Another node's credential, or not a storage credential", body = ErrorBody),
@@ -340,10 +268,10 @@ pub async fn storage_node_fronts(
     summary = "Copy failures the fronts of a storage node met (storage credential only)",
     description = "svs extension, for `svs storage-node`. Each failure is recorded as one svs serve's own I/O met: `mediumfailed` fails the medium (every copy on it lost), else that copy alone is lost. Only failures of volumes whose front the node runs, on media holding a copy of the volume, count. `recorded`: how many changed what svs knew; `refused`: the failures not taken (the volume is gone, or its front is not the node's; the node's front fails the writes that skipped them, as fenced), every other one is in the store when the answer is sent. An agent credential or a user's IdToken gets 403.",
     params(("node" = String, Path, description = "The credential's node")),
-    request_body = StorageFailuresSchema,
+    request_body = FailuresBody,
     security(("node-credential" = [])),
     responses(
-        (status = 200, description = "Recorded", body = StorageFailuresRecordedSchema),
+        (status = 200, description = "Recorded", body = FailuresRecorded),
         (status = 400, description = "Malformed body", body = ErrorBody),
         (status = 401, description = "Invalid or revoked node credential", body = ErrorBody),
         (status = 403, description = "Another node's credential, or not a storage credential", body = ErrorBody),
@@ -407,115 +335,4 @@ impl FromBody for FailuresBody {
         }
         Ok(failures)
     }
-}
-
-/// `POST /nodes/{node}/storage/fronts` (documentation of `FrontsPoll`).
-#[derive(ToSchema)]
-#[schema(as = StorageFrontsPoll)]
-#[allow(dead_code, non_snake_case)]
-pub struct StorageFrontsPollSchema {
-    /// The version of the last answer; empty on the first call.
-    pub version: String,
-    pub open: Vec<StorageFrontOpenSchema>,
-}
-
-/// One front as the node has it.
-#[derive(ToSchema)]
-#[schema(as = StorageFrontOpen)]
-#[allow(dead_code, non_snake_case)]
-pub struct StorageFrontOpenSchema {
-    pub volume: String,
-    pub epoch: u64,
-    /// Empty when open, else why it failed.
-    pub error: String,
-}
-
-/// The fronts wanted of a node (documentation of `FrontsAnswer`).
-#[derive(ToSchema)]
-#[schema(as = StorageFronts)]
-#[allow(dead_code, non_snake_case)]
-pub struct StorageFrontsSchema {
-    /// A digest of `fronts`.
-    pub version: String,
-    pub fronts: Vec<StorageFrontSpecSchema>,
-}
-
-/// One volume whose front the node runs.
-#[derive(ToSchema)]
-#[schema(as = StorageFrontSpec)]
-#[allow(dead_code, non_snake_case)]
-pub struct StorageFrontSpecSchema {
-    pub volume: String,
-    pub epoch: u64,
-    /// Bytes.
-    pub size: u64,
-    /// Per copy, the medium of each column.
-    pub media: Vec<Vec<String>>,
-    pub lostmedia: Vec<String>,
-    pub nodes: Vec<StorageFrontNodeSchema>,
-    /// PEM certificates; empty: the slice protocol without TLS.
-    pub slicetlsroots: Vec<String>,
-    pub exports: Vec<StorageFrontExportSchema>,
-}
-
-/// A slice server holding media of the volume.
-#[derive(ToSchema)]
-#[schema(as = StorageFrontNode)]
-#[allow(dead_code, non_snake_case)]
-pub struct StorageFrontNodeSchema {
-    pub node: String,
-    pub sliceaddress: String,
-    pub slicecredential: String,
-    pub media: Vec<String>,
-}
-
-/// An export (attachment) of the volume.
-#[derive(ToSchema)]
-#[schema(as = StorageFrontExport)]
-#[allow(dead_code, non_snake_case)]
-pub struct StorageFrontExportSchema {
-    pub name: String,
-    pub host: String,
-    pub hostaddress: String,
-    pub readonly: bool,
-    pub snapshot: Option<StorageFrontSnapshotSchema>,
-}
-
-/// The snapshot an export shows.
-#[derive(ToSchema)]
-#[schema(as = StorageFrontSnapshot)]
-#[allow(dead_code, non_snake_case)]
-pub struct StorageFrontSnapshotSchema {
-    pub seq: u64,
-    /// Bytes.
-    pub size: u64,
-}
-
-/// `POST /nodes/{node}/storage/failures` (documentation of `FailuresBody`).
-#[derive(ToSchema)]
-#[schema(as = StorageFailures)]
-#[allow(dead_code, non_snake_case)]
-pub struct StorageFailuresSchema {
-    pub failures: Vec<StorageFailureSchema>,
-}
-
-/// One copy failure.
-#[derive(ToSchema)]
-#[schema(as = StorageFailure)]
-#[allow(dead_code, non_snake_case)]
-pub struct StorageFailureSchema {
-    pub medium: String,
-    pub volume: String,
-    pub copy: u32,
-    pub column: u32,
-    pub mediumfailed: bool,
-}
-
-/// How many failures changed what svs knew.
-#[derive(ToSchema)]
-#[schema(as = StorageFailuresRecorded)]
-#[allow(dead_code, non_snake_case)]
-pub struct StorageFailuresRecordedSchema {
-    pub recorded: u64,
-    pub refused: Vec<StorageFailureSchema>,
 }

@@ -5,9 +5,9 @@
 //!
 //! A user in a path is its id or its e-mail. `/users/me` is the caller.
 
+use super::body::Typed;
 use super::extract::Parsed;
-use super::parse::{bad, opt_bool, opt_str, req_str, Body, ParseResult};
-use super::requests::FromBody;
+use super::parse::bad;
 use super::signin::SignedInView;
 use super::views::{self, Done, ErrorBody};
 use super::{ApiError, AppState};
@@ -63,9 +63,8 @@ pub fn user(u: &User) -> UserView {
 }
 
 /// `POST /users`.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, Serialize, ToSchema)]
 #[schema(as = UserCreate)]
-#[allow(dead_code)]
 pub struct UserCreateRequest {
     #[schema(min_length = 3, max_length = 254, pattern = "^[^\\s@]+@[^\\s]+$")]
     pub email: String,
@@ -84,9 +83,8 @@ pub struct UserCreateRequest {
 }
 
 /// `PATCH /users/{user}`: at least one field.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, Serialize, ToSchema)]
 #[schema(as = UserModify)]
-#[allow(dead_code)]
 pub struct UserModifyRequest {
     /// true disables the user (its sessions end), false enables it.
     #[schema(nullable = false)]
@@ -97,9 +95,8 @@ pub struct UserModifyRequest {
 }
 
 /// `POST /users/{user}/password`.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, Serialize, ToSchema)]
 #[schema(as = UserPasswordReset)]
-#[allow(dead_code)]
 pub struct PasswordResetRequest {
     /// The new password, at least 8 characters.
     #[schema(min_length = 8)]
@@ -107,9 +104,8 @@ pub struct PasswordResetRequest {
 }
 
 /// `PUT /users/me/password`.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, Serialize, ToSchema)]
 #[schema(as = OwnPasswordChange)]
-#[allow(dead_code)]
 pub struct OwnPasswordRequest {
     #[schema(min_length = 1)]
     pub currentpassword: String,
@@ -118,48 +114,10 @@ pub struct OwnPasswordRequest {
     pub newpassword: String,
 }
 
-impl FromBody for CreateUser {
-    fn from_body(body: &Body) -> ParseResult<CreateUser> {
-        Ok(CreateUser {
-            email: req_str(body, "email")?.to_string(),
-            password: req_str(body, "password")?.to_string(),
-            name: opt_str(body, "name")?.map(str::to_string),
-            tenant: opt_str(body, "tenant")?.map(str::to_string),
-            is_admin: opt_bool(body, "admin")?.unwrap_or(false),
-        })
-    }
-}
-
-impl FromBody for UpdateUser {
-    fn from_body(body: &Body) -> ParseResult<UpdateUser> {
-        let update = UpdateUser {
-            disabled: opt_bool(body, "disabled")?,
-            is_admin: opt_bool(body, "admin")?,
-        };
-        if update.disabled.is_none() && update.is_admin.is_none() {
-            return Err(bad("nothing to change: send disabled or admin"));
-        }
-        Ok(update)
-    }
-}
-
-/// The new password of an administrator's reset.
-pub struct NewPassword(String);
-
-impl FromBody for NewPassword {
-    fn from_body(body: &Body) -> ParseResult<NewPassword> {
-        Ok(NewPassword(req_str(body, "password")?.to_string()))
-    }
-}
-
-impl FromBody for ChangeOwnPassword {
-    fn from_body(body: &Body) -> ParseResult<ChangeOwnPassword> {
-        Ok(ChangeOwnPassword {
-            current_password: req_str(body, "currentpassword")?.to_string(),
-            new_password: req_str(body, "newpassword")?.to_string(),
-        })
-    }
-}
+impl Typed for UserCreateRequest {}
+impl Typed for UserModifyRequest {}
+impl Typed for PasswordResetRequest {}
+impl Typed for OwnPasswordRequest {}
 
 #[utoipa::path(
     get, path = "/users", tag = "Users", operation_id = "UsersList",
@@ -197,8 +155,15 @@ async fn list_users(State(app): State<AppState>, admin: Administrator) -> ApiRes
 async fn create_user(
     State(app): State<AppState>,
     admin: Administrator,
-    Parsed(request): Parsed<CreateUser>,
+    Parsed(request): Parsed<UserCreateRequest>,
 ) -> ApiResult<UserView> {
+    let request = CreateUser {
+        email: request.email,
+        password: request.password,
+        name: request.name,
+        tenant: request.tenant,
+        is_admin: request.admin.unwrap_or(false),
+    };
     Ok(Json(user(&app.create_user(&admin, &request).await?)))
 }
 
@@ -237,8 +202,12 @@ async fn get_me(State(app): State<AppState>, caller: Caller) -> ApiResult<UserVi
 async fn change_own_password(
     State(app): State<AppState>,
     caller: Caller,
-    Parsed(request): Parsed<ChangeOwnPassword>,
+    Parsed(request): Parsed<OwnPasswordRequest>,
 ) -> ApiResult<SignedInView> {
+    let request = ChangeOwnPassword {
+        current_password: request.currentpassword,
+        new_password: request.newpassword,
+    };
     Ok(Json(super::signin::signed_in(
         &app.change_own_password(&caller, &request).await?,
     )))
@@ -289,8 +258,15 @@ async fn update_user(
     State(app): State<AppState>,
     admin: Administrator,
     Path(key): Path<String>,
-    Parsed(request): Parsed<UpdateUser>,
+    Parsed(request): Parsed<UserModifyRequest>,
 ) -> ApiResult<UserView> {
+    if request.disabled.is_none() && request.admin.is_none() {
+        return Err(bad("nothing to change: send disabled or admin"));
+    }
+    let request = UpdateUser {
+        disabled: request.disabled,
+        is_admin: request.admin,
+    };
     Ok(Json(user(
         &app.update_user(&admin, &UserKey::parse(&key), &request)
             .await?,
@@ -344,7 +320,7 @@ async fn reset_password(
     State(app): State<AppState>,
     admin: Administrator,
     Path(key): Path<String>,
-    Parsed(NewPassword(password)): Parsed<NewPassword>,
+    Parsed(PasswordResetRequest { password }): Parsed<PasswordResetRequest>,
 ) -> ApiResult<Done> {
     let u = app
         .reset_password(&admin, &UserKey::parse(&key), &password)

@@ -3,6 +3,7 @@
 //! document at `/openapi.json` describes exactly what is sent.
 
 use crate::control::service::volumes::Started;
+pub use crate::wire::views::JobStarted;
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -12,18 +13,6 @@ use utoipa::ToSchema;
 pub struct ErrorBody {
     /// What went wrong, for people (the seed's messages are exact).
     pub message: String,
-}
-
-/// What a mutating call that runs as a job answers: follow the job with
-/// `GET /jobs/{JobID}`.
-#[derive(Debug, Serialize, ToSchema)]
-#[allow(non_snake_case)]
-pub struct JobStarted {
-    pub Message: String,
-    /// The job's id, a decimal string.
-    pub JobID: String,
-    /// The object the job works on (a volume id).
-    pub ObjectID: String,
 }
 
 pub fn started(message: &str, s: &Started) -> JobStarted {

@@ -14,6 +14,7 @@ use crate::control::service::commands::{
 use crate::control::service::volume_facts::VolumeFacts;
 use crate::control::service::volumes::volume_zone;
 use crate::control::service::Caller;
+pub use crate::wire::views::VolumeView;
 use axum::extract::{Path, State};
 use axum::Json;
 use serde::{Deserialize, Serialize};
@@ -383,98 +384,6 @@ impl FromQuery for DeleteVolume {
     }
 }
 
-/// A volume. Fields the reference requires to be non-empty are omitted
-/// when svs has no value for them.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = Volume)]
-pub struct VolumeView {
-    #[schema(min_length = 1)]
-    pub name: String,
-    #[schema(min_length = 1)]
-    pub volumeid: String,
-    /// `block` or `file`.
-    #[schema(pattern = "^(block|file)$")]
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    /// A clone: the volume its content came from, as named at creation.
-    pub contentvolume: String,
-    /// A clone: the snapshot its content came from, as named at creation.
-    pub contentsnapshot: String,
-    /// GiB.
-    pub size: u64,
-    /// 10 × `size`: the upper bound of a resize, GiB.
-    pub maxsize: u64,
-    #[schema(min_length = 1)]
-    pub policy: String,
-    pub consistencygroup: String,
-    /// The node of the first slice (`""` before placement).
-    pub node: String,
-    /// The zone asked for at creation, else the zone of the first slice.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(min_length = 1)]
-    pub zone: Option<String>,
-    /// svs extension: every zone the volume's slices (all copies) are on,
-    /// sorted; empty before placement.
-    pub zones: Vec<String>,
-    /// svs extension: bytes of data the volume holds: what was written to
-    /// it, summed over its columns on one healthy copy each (never-written
-    /// ranges, other copies and snapshots not counted); null when a column
-    /// has no healthy copy or a slice could not be measured.
-    pub writtenbytes: Option<u64>,
-    pub zonereplica: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(min_length = 1)]
-    pub volumegroupname: Option<String>,
-    /// The volume id.
-    #[schema(min_length = 1)]
-    pub volumegroupid: String,
-    pub replicationnode: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(min_length = 1)]
-    pub replicationvolumegroupname: Option<String>,
-    /// `Creating`, `Ready`, `Resizing` or `Deleting`; `Degraded` when it
-    /// lost slices on failed media but every column has a copy, `Failed`
-    /// when a column lost every copy (I/O there answers EIO).
-    pub state: &'static str,
-    /// The running job's status, else `Online`.
-    pub status: String,
-    /// Progress of the running job, 0–100 (100 when none runs).
-    pub progress: u8,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(min_length = 1)]
-    pub capacitygroup: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(min_length = 1)]
-    pub throttlingscheme: Option<String>,
-    /// A request to move data, never a state: always false when read.
-    pub allowdatamovement: bool,
-    /// `regular` or `filedirect`.
-    #[schema(pattern = "^(regular|filedirect)$")]
-    pub flavor: &'static str,
-    /// svs extension, `file` volumes only: the filesystem svs makes on it
-    /// (`ext4` or `xfs`); left out for `block` volumes.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(pattern = "^(ext4|xfs)$")]
-    pub filesystem: Option<&'static str>,
-    /// svs extension: true once svs made the filesystem; only such a
-    /// filesystem is grown by a resize.
-    pub filesystemprovisioned: bool,
-    /// svs extension: GiB the filesystem svs made fills: `size`, or less
-    /// when its last growth failed (the volume is bigger than its
-    /// filesystem until `POST /volumes/{volume}/grow-filesystem` succeeds);
-    /// left out without such a filesystem.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub filesystemsize: Option<u64>,
-    /// svs extension: why the last growth of the filesystem failed; left
-    /// out when it fills the volume.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub filesystemerror: Option<String>,
-    /// The running `volume_recovery` job's id; left out when none runs.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(min_length = 1)]
-    pub volumerecoveryjob: Option<String>,
-}
-
 /// What a volume shows as its state: its lifecycle state, or its health
 /// when it lost slices.
 fn volume_state(v: &Volume) -> &'static str {
@@ -496,7 +405,7 @@ pub fn volume(v: &Volume, facts: &VolumeFacts) -> VolumeView {
     VolumeView {
         name: v.name.clone(),
         volumeid: v.id.clone(),
-        kind: v.kind.as_str(),
+        kind: v.kind.as_str().into(),
         contentvolume: attributes.content().0.to_string(),
         contentsnapshot: attributes.content().1.to_string(),
         size: v.size,
@@ -512,14 +421,14 @@ pub fn volume(v: &Volume, facts: &VolumeFacts) -> VolumeView {
         volumegroupid: v.id.clone(),
         replicationnode: stored(StoredField::ReplicationNode),
         replicationvolumegroupname: optional(StoredField::ReplicationVolumeGroupName),
-        state: volume_state(v),
+        state: volume_state(v).into(),
         status,
         progress,
         capacitygroup: optional(StoredField::CapacityGroup),
         throttlingscheme: optional(StoredField::ThrottlingScheme),
         allowdatamovement: false,
-        flavor: attributes.flavor().as_str(),
-        filesystem: attributes.filesystem.map(Filesystem::as_str),
+        flavor: attributes.flavor().as_str().into(),
+        filesystem: attributes.filesystem.map(|f| f.as_str().into()),
         filesystemprovisioned: attributes.filesystem_provisioned,
         filesystemsize: (attributes.filesystem.is_some() && attributes.filesystem_provisioned)
             .then(|| v.filesystem_size.unwrap_or(v.size).min(v.size)),
