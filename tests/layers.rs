@@ -87,6 +87,14 @@ const ROLES: [&str; 9] = [
     "crate::wire::",
 ];
 
+/// Checks that the role `own` in `folder` imports no other role but
+/// `allowed`, and none of the crates `crates`.
+fn assert_role(folder: &str, own: &str, allowed: &[&str], crates: &[&'static str]) {
+    let mut forbidden = other_roles(own, allowed);
+    forbidden.extend(crates);
+    assert_layer(folder, &forbidden);
+}
+
 /// Every role but `allowed` (and itself), as forbidden imports.
 fn other_roles(own: &str, allowed: &[&str]) -> Vec<&'static str> {
     ROLES
@@ -112,26 +120,19 @@ fn the_pure_crates_import_no_other_svs_crate_above_them() {
 /// What every process uses imports no role, and no store.
 #[test]
 fn the_common_part_imports_no_role() {
-    let mut forbidden = other_roles("crate::common::", &[]);
-    forbidden.push("svs_store");
-    assert_layer("src/common", &forbidden);
+    assert_role("src/common", "crate::common::", &[], &["svs_store"]);
 }
 
 /// The API's JSON, shared by the control plane and its clients, imports no
 /// role and no store.
 #[test]
 fn the_wire_imports_no_role() {
-    let mut forbidden = other_roles("crate::wire::", &[]);
-    forbidden.push("svs_store");
-    assert_layer("src/wire", &forbidden);
+    assert_role("src/wire", "crate::wire::", &[], &["svs_store"]);
 }
 
 #[test]
 fn the_control_plane_imports_no_other_process() {
-    assert_layer(
-        "src/control",
-        &other_roles("crate::control::", &["crate::front::"]),
-    );
+    assert_role("src/control", "crate::control::", &["crate::front::"], &[]);
 }
 
 #[test]
@@ -171,39 +172,49 @@ fn the_api_does_not_import_the_binary() {
 
 #[test]
 fn the_agent_talks_to_the_service_over_http_only() {
-    let mut forbidden = other_roles("crate::agent::", &[]);
-    forbidden.extend(["svs_store", "svs_dataplane"]);
-    assert_layer("src/agent", &forbidden);
+    assert_role(
+        "src/agent",
+        "crate::agent::",
+        &[],
+        &["svs_store", "svs_dataplane"],
+    );
 }
 
 /// A volume's front exports run in `svs serve` and on storage nodes alike:
 /// nothing of the control plane in them.
 #[test]
 fn the_front_knows_no_store_and_no_control_plane() {
-    let mut forbidden = other_roles("crate::front::", &[]);
-    forbidden.push("svs_store");
-    assert_layer("src/front", &forbidden);
+    assert_role("src/front", "crate::front::", &[], &["svs_store"]);
 }
 
 #[test]
 fn the_storage_node_talks_to_the_control_plane_over_http_only() {
-    let mut forbidden = other_roles("crate::storage_node::", &["crate::front::"]);
-    forbidden.push("svs_store");
-    assert_layer("src/storage_node", &forbidden);
+    assert_role(
+        "src/storage_node",
+        "crate::storage_node::",
+        &["crate::front::"],
+        &["svs_store"],
+    );
 }
 
 #[test]
 fn the_csi_driver_talks_to_the_service_over_http_only() {
-    let mut forbidden = other_roles("crate::csi::", &["crate::agent::", "crate::client::"]);
-    forbidden.extend(["svs_store", "svs_dataplane"]);
-    assert_layer("src/csi", &forbidden);
+    assert_role(
+        "src/csi",
+        "crate::csi::",
+        &["crate::agent::", "crate::client::"],
+        &["svs_store", "svs_dataplane"],
+    );
 }
 
 #[test]
 fn the_client_is_http_only() {
-    let mut forbidden = other_roles("crate::client::", &[]);
-    forbidden.extend(["svs_store", "svs_dataplane"]);
-    assert_layer("src/client", &forbidden);
+    assert_role(
+        "src/client",
+        "crate::client::",
+        &[],
+        &["svs_store", "svs_dataplane"],
+    );
 }
 
 #[test]

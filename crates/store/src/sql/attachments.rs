@@ -7,28 +7,38 @@ use super::{attachment_row, conflict_on_unique, SqlStore};
 use crate::records::{Attachment, NewAttachment, NewJob};
 use crate::{AttachmentStore, StoreResult};
 use async_trait::async_trait;
+use std::sync::LazyLock;
 
 /// Attachments with their volume, snapshot, job and front (the dialect
 /// spells how a job's arguments name the volume's size).
-pub(super) fn attachment_select(dialect: Dialect) -> String {
-    format!(
-        "SELECT a.volume_id, v.name AS volume_name, a.node, \
-    a.tenant_id, a.snapshot, COALESCE(s.name, a.snapshot) AS snapshot_name, a.readonly, \
-    a.mountpoint, a.export_name, a.state, a.created_ms, \
-    a.host_state, a.host_detail, a.host_device, a.host_mountpath, a.fs_bytes, a.fs_size_gib, \
-    a.grow_error, a.grow_job, a.host_updated_ms, a.manager, \
-    v.type AS volume_type, v.size_gib AS volume_size, v.attributes AS volume_attributes, \
-    s.volume_size_gib AS snapshot_size, \
-    v.job_id, j.progress AS job_progress, j.status AS job_status, \
-    CASE WHEN j.type = 'volume_grow_filesystem' OR (j.type = 'volume_modify_extend' \
-        AND {}) THEN j.id END AS volume_grow_job, \
-    v.front_node, fnode.front_address AS front_address \
-    FROM attachments a JOIN volumes v ON v.id = a.volume_id \
-    LEFT JOIN snapshots s ON s.id = a.snapshot \
-    LEFT JOIN jobs j ON j.id = v.job_id \
-    LEFT JOIN nodes fnode ON fnode.name = v.front_node",
-        dialect.job_asks_volume_size()
-    )
+pub(super) fn attachment_select(dialect: Dialect) -> &'static str {
+    // Built once per dialect: the agents' and fronts' long polls read it.
+    static SQLITE: LazyLock<String> = LazyLock::new(|| build(Dialect::Sqlite));
+    static POSTGRES: LazyLock<String> = LazyLock::new(|| build(Dialect::Postgres));
+    fn build(dialect: Dialect) -> String {
+        format!(
+            "SELECT a.volume_id, v.name AS volume_name, a.node, \
+        a.tenant_id, a.snapshot, COALESCE(s.name, a.snapshot) AS snapshot_name, a.readonly, \
+        a.mountpoint, a.export_name, a.state, a.created_ms, \
+        a.host_state, a.host_detail, a.host_device, a.host_mountpath, a.fs_bytes, a.fs_size_gib, \
+        a.grow_error, a.grow_job, a.host_updated_ms, a.manager, \
+        v.type AS volume_type, v.size_gib AS volume_size, v.attributes AS volume_attributes, \
+        s.volume_size_gib AS snapshot_size, \
+        v.job_id, j.progress AS job_progress, j.status AS job_status, \
+        CASE WHEN j.type = 'volume_grow_filesystem' OR (j.type = 'volume_modify_extend' \
+            AND {}) THEN j.id END AS volume_grow_job, \
+        v.front_node, fnode.front_address AS front_address \
+        FROM attachments a JOIN volumes v ON v.id = a.volume_id \
+        LEFT JOIN snapshots s ON s.id = a.snapshot \
+        LEFT JOIN jobs j ON j.id = v.job_id \
+        LEFT JOIN nodes fnode ON fnode.name = v.front_node",
+            dialect.job_asks_volume_size()
+        )
+    }
+    match dialect {
+        Dialect::Sqlite => &SQLITE,
+        Dialect::Postgres => &POSTGRES,
+    }
 }
 
 #[async_trait]
