@@ -281,11 +281,14 @@ test("Pause, Resume and Rate on a running data movement: paused, resumed, then D
   assert.deepEqual(patches.at(-1), { paused: true });
   assert.equal(asked.length, 0, "no confirmation for a pause");
   await page.waitForSelector(`${row} .state-paused`, { timeout: 30_000 });
+  // The pause is recorded at once; the holder's copies take it at their next
+  // step and then the status reads "Paused:" (the page shows what the API says).
+  await page.waitForFunction((s) => /^Paused:/.test(document.querySelector(s)?.textContent || ""),
+    `${row} .job-status`, { timeout: 30_000 });
   let job = await api.call("GET", `/jobs/${id}`);
   assert.equal(job.state, "Running", JSON.stringify(job));
   assert.equal(job.paused, true);
   assert.match(job.status, /^Paused:/);
-  await page.waitForFunction((s) => /^Paused:/.test(document.querySelector(s)?.textContent || ""), `${row} .job-status`);
   assert.equal(await page.textContent(`${row} .state-paused`), "Paused");
   assert.equal(await page.$eval(`${row} .state-paused`, (e) => getComputedStyle(e).color), "rgb(138, 75, 0)");
   assert.equal(await page.textContent(`${row} button.resume-job`), "Resume");
