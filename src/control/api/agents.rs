@@ -2,6 +2,7 @@
 //! credentials (administrators), and the agent's own two routes, which
 //! take only the node's credential.
 
+use super::views::{AdminOnly, BodyLimits};
 use super::body::typed;
 use super::extract::{OptionalParsed, Parsed, ParsedQuery};
 use super::parse::{bad, opt_uint, req_str, Body, ParseResult};
@@ -34,14 +35,10 @@ use utoipa::ToSchema;
     params(("node" = String, Path, description = "The node's name")),
     request_body(content = Option<NodeCredentialCreateRequest>),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(AdminOnly, BodyLimits,
         (status = 201, description = "The new credential", body = CredentialView),
         (status = 400, description = "Malformed body", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
-        (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such node", body = ErrorBody),
-        (status = 408, description = "Body not received in time", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]
 pub async fn issue_credential(
@@ -60,10 +57,8 @@ pub async fn issue_credential(
     description = "svs extension. The agent's (or storage node's) next request gets 401.",
     params(("node" = String, Path, description = "The node's name")),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(AdminOnly,
         (status = 204, description = "Revoked"),
-        (status = 401, description = "Not signed in", body = ErrorBody),
-        (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "The node has no agent credential", body = ErrorBody),
     ),
 )]
@@ -114,14 +109,12 @@ pub async fn agent_attachments(
     ),
     request_body = wire::HostReport,
     security(("node-credential" = [])),
-    responses(
+    responses(BodyLimits,
         (status = 204, description = "Recorded"),
         (status = 400, description = "Malformed body", body = ErrorBody),
         (status = 401, description = "Invalid or revoked node credential", body = ErrorBody),
         (status = 403, description = "Another node's credential, or not a node credential", body = ErrorBody),
         (status = 404, description = "No such attachment on the node", body = ErrorBody),
-        (status = 408, description = "Body not received in time", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]
 pub async fn report_host_state(

@@ -1,6 +1,7 @@
 //! Attachment routes: a volume (or snapshot) exported to a node, with
 //! their bodies and views.
 
+use super::views::{BodyLimits, SignedIn};
 use super::body::{opt_whole, typed};
 use super::extract::{Parsed, ParsedQuery};
 use super::parse::{bad, Body, ParseResult};
@@ -26,10 +27,9 @@ use utoipa::ToSchema;
     summary = "Attachments of a volume",
     params(("volume" = String, Path, description = "The volume's name or id")),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "Attachments", body = Vec<AttachmentView>),
         (status = 400, description = "Malformed path", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such volume", body = ErrorBody),
     ),
 )]
@@ -50,10 +50,9 @@ pub async fn volume_attachments(
         ("snapshot" = String, Path, description = "`top`: the live volume; else a snapshot's name or id (attached read-only)"),
     ),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "Attachments", body = Vec<AttachmentView>),
         (status = 400, description = "Malformed path", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such volume or snapshot", body = ErrorBody),
     ),
 )]
@@ -72,9 +71,8 @@ pub async fn snapshot_attachments(
     get, path = "/attachments", tag = "Attachments", operation_id = "AttachmentsListAll",
     summary = "Attachments of the tenant",
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "Attachments", body = Vec<AttachmentView>),
-        (status = 401, description = "Not signed in", body = ErrorBody),
     ),
 )]
 pub async fn list_attachments(
@@ -95,14 +93,11 @@ pub async fn list_attachments(
     ),
     request_body = AttachmentCreateRequest,
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn, BodyLimits,
         (status = 200, description = "Attachment started", body = JobStarted),
         (status = 400, description = "Invalid attachment or unknown node", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such volume or snapshot", body = ErrorBody),
-        (status = 408, description = "Body not received in time", body = ErrorBody),
         (status = 409, description = "Already attached there, or blocked by a data movement", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]
 pub async fn create_attachment(
@@ -129,10 +124,9 @@ pub async fn create_attachment(
         ("node" = String, Path, description = "The node's name"),
     ),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "The attachment", body = AttachmentView),
         (status = 400, description = "Malformed path", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such attachment", body = ErrorBody),
     ),
 )]
@@ -158,14 +152,11 @@ pub async fn get_attachment(
     ),
     request_body = AttachmentModifyRequest,
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn, BodyLimits,
         (status = 200, description = "Modification started", body = JobStarted),
         (status = 400, description = "Invalid change", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such attachment", body = ErrorBody),
-        (status = 408, description = "Body not received in time", body = ErrorBody),
         (status = 409, description = "Blocked by another job", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]
 pub async fn modify_attachment(
@@ -194,10 +185,9 @@ pub async fn modify_attachment(
         ("force" = Option<bool>, Query, description = "Accepted for compatibility: a detach always closes the node's connections"),
     ),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "Detachment started", body = JobStarted),
         (status = 400, description = "Malformed path or query", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such attachment", body = ErrorBody),
         (status = 409, description = "Blocked by another job", body = ErrorBody),
     ),

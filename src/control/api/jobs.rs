@@ -1,5 +1,6 @@
 //! Job routes: the tenant's jobs, listed and read.
 
+use super::views::{BodyLimits, SignedIn};
 use super::body::typed;
 use super::extract::Parsed;
 use super::extract::ParsedQuery;
@@ -32,10 +33,9 @@ use utoipa::ToSchema;
         ("internal" = Option<bool>, Query, description = "Accepted for compatibility; svs has no internal jobs"),
     ),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "Jobs", body = Vec<JobView>),
         (status = 400, description = "Malformed query", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
     ),
 )]
 pub async fn list_jobs(
@@ -54,10 +54,9 @@ pub async fn list_jobs(
     summary = "Get a job",
     params(("job" = String, Path, description = "The job's id")),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "The job", body = JobView),
         (status = 400, description = "Malformed path", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such job (or another tenant's)", body = ErrorBody),
     ),
 )]
@@ -97,10 +96,9 @@ fn slice_view(o: &SliceOutcome) -> SliceOutcomeView {
         is removed.",
     params(("job" = String, Path, description = "The job's id")),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "Cancel under way, or record removed", body = views::Done),
         (status = 400, description = "Malformed path", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such job (or another tenant's)", body = ErrorBody),
         (status = 409, description = "The job cannot be cancelled (its kind, or past its point of no return)", body = ErrorBody),
     ),
@@ -132,14 +130,11 @@ pub async fn delete_job(
     params(("job" = String, Path, description = "The job's id")),
     request_body = JobModifyRequest,
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn, BodyLimits,
         (status = 200, description = "The job, as it is now", body = JobView),
         (status = 400, description = "Malformed body", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such job (or another tenant's)", body = ErrorBody),
-        (status = 408, description = "Body not received in time", body = ErrorBody),
         (status = 409, description = "Another kind of job, one that ended, is being cancelled or is past its point of no return", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]
 pub async fn modify_job(

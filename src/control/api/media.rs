@@ -2,6 +2,7 @@
 //! removing are svs extensions of the reference, whose `DELETE` routes
 //! these follow), with their bodies and views.
 
+use super::views::{AdminOnly, BodyLimits, SignedIn};
 use super::body::{medium_name, node_name, typed, whole, zone_name};
 use super::extract::{Parsed, ParsedQuery};
 use super::parse::{bad, opt_uint, req_str, Body, ParseResult};
@@ -28,9 +29,8 @@ use utoipa::ToSchema;
     get, path = "/media", tag = "Media", operation_id = "MediaList",
     summary = "List media",
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "Media", body = Vec<MediumView>),
-        (status = 401, description = "Not signed in", body = ErrorBody),
     ),
 )]
 pub async fn list_media(State(app): State<AppState>, _: Caller) -> ApiResult<Vec<MediumView>> {
@@ -42,10 +42,9 @@ pub async fn list_media(State(app): State<AppState>, _: Caller) -> ApiResult<Vec
     summary = "Get a medium",
     params(("media" = String, Path, description = "The medium's id")),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "The medium", body = MediumView),
         (status = 400, description = "Malformed path", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such medium", body = ErrorBody),
     ),
 )]
@@ -69,15 +68,11 @@ pub async fn get_medium(
     ),
     request_body = MediaModifyRequest,
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(AdminOnly, BodyLimits,
         (status = 200, description = "The medium, changed; a drain's job; or with dryrun a drain's plan", body = MediumAnswer),
         (status = 400, description = "Malformed body, another state, both fields, or dryrun without Draining", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
-        (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such medium", body = ErrorBody),
-        (status = 408, description = "Body not received in time", body = ErrorBody),
         (status = 409, description = "Shrinking below what is in use, a failed medium, a medium of the configuration file, or Ready while its drain runs", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]
 pub async fn update_medium(
@@ -131,14 +126,10 @@ pub enum MediumAnswer {
     description = "svs extension. The directory (`media`) is created if missing and must be writable; the planner places slices on the medium at once. The medium is API-managed (`managedby: api`): kept in the database across restarts, changed and removed through the API. Its node is added (API-managed, no address) when it does not exist yet.",
     request_body = MediaCreateRequest,
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(AdminOnly, BodyLimits,
         (status = 201, description = "The new medium", body = MediumView),
         (status = 400, description = "Malformed body, bad name or size, or a directory that is not absolute or cannot be created or written", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
-        (status = 403, description = "Not an administrator", body = ErrorBody),
-        (status = 408, description = "Body not received in time", body = ErrorBody),
         (status = 409, description = "A medium of that id exists, another medium uses the directory, the node is in another zone, or the service runs with `storage_nodes_only`", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]
 pub async fn create_medium(
@@ -159,10 +150,8 @@ pub async fn create_medium(
     description = "Refused with 409 while the medium holds slices (the message names their volumes) or running jobs booked space on it, and for a medium listed in the configuration file (remove it there). The directory stays on disk; svs removes only slice files of its own still in it. The reference's `force` is not supported.",
     params(("media" = String, Path, description = "The medium's id")),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(AdminOnly,
         (status = 200, description = "Removed", body = Done),
-        (status = 401, description = "Not signed in", body = ErrorBody),
-        (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such medium", body = ErrorBody),
         (status = 409, description = "The medium holds slices or bookings, or is defined in the configuration file", body = ErrorBody),
     ),

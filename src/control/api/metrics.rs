@@ -1,6 +1,7 @@
 //! `GET /metrics` (Prometheus) and a volume's recent I/O (the console's
 //! chart): docs/metrics.md.
 
+use super::views::{AdminOnly, SignedIn};
 use super::views::ErrorBody;
 use super::{ApiResult, AppState};
 use crate::common::metrics::{IoSample, CONTENT_TYPE};
@@ -17,10 +18,8 @@ use utoipa::ToSchema;
     summary = "Metrics in the Prometheus text format",
     description = "svs extension: every metric docs/metrics.md lists, in the Prometheus text format (0.0.4). Takes an administrator's IdToken, or the scrape token the `metrics_token` setting sets (`Authorization: Bearer <token>`); `metrics_listen` serves the same without a token on a separate address.",
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(AdminOnly,
         (status = 200, description = "The metrics", content_type = "text/plain", body = String),
-        (status = 401, description = "Not signed in", body = ErrorBody),
-        (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 503, description = "The database does not answer", body = ErrorBody),
     ),
 )]
@@ -72,9 +71,8 @@ impl IoSampleView {
     description = "svs extension: the volume's NBD reads and writes per second, bytes per second and mean latency (µs), one sample every 5 s for the last 10 minutes, oldest first, as this instance served them (none when it did not serve the volume). The console's chart reads it.",
     params(("volume" = String, Path, description = "The volume's name or id")),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "Samples", body = Vec<IoSampleView>),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such volume", body = ErrorBody),
     ),
 )]

@@ -2,6 +2,7 @@
 //! change them; adding and removing are svs extensions), with their bodies
 //! and views. The agents' credentials and routes are in `agents`.
 
+use super::views::{AdminOnly, BodyLimits, SignedIn};
 use super::body::{node_name, typed};
 use super::extract::Parsed;
 use super::parse::{Body, ParseResult};
@@ -27,9 +28,8 @@ use utoipa::ToSchema;
     summary = "List nodes",
     description = "Media nodes, storage nodes and configured hosts, with capacity and `address` (svs extension). A storage node's `state` is `Online` while it heartbeats and `Offline` once it missed them for `storage_node_timeout`; `role`, `lastheartbeat`, `sliceaddress` and `copiescount` are svs extensions.",
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "Nodes", body = Vec<NodeView>),
-        (status = 401, description = "Not signed in", body = ErrorBody),
     ),
 )]
 pub async fn list_nodes(State(app): State<AppState>, _: Caller) -> ApiResult<Vec<NodeView>> {
@@ -41,10 +41,9 @@ pub async fn list_nodes(State(app): State<AppState>, _: Caller) -> ApiResult<Vec
     summary = "Get a node",
     params(("node" = String, Path, description = "The node's name")),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "The node", body = NodeView),
         (status = 400, description = "Malformed path", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such node", body = ErrorBody),
     ),
 )]
@@ -64,14 +63,10 @@ pub async fn get_node(
     params(("node" = String, Path, description = "The node's name")),
     request_body = NodeModifyRequest,
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(AdminOnly, BodyLimits,
         (status = 200, description = "Updated", body = Done),
         (status = 400, description = "Malformed body or not an IP address", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
-        (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such node", body = ErrorBody),
-        (status = 408, description = "Body not received in time", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]
 pub async fn update_node(
@@ -90,10 +85,8 @@ pub async fn update_node(
     description = "Refused with 409 while the node has media (the message names the volumes with slices on them, else the media) or attachments (naming their volumes), and for a node listed in the configuration file (as `[[nodes]]` or the node of a `[[media]]`). Its agent credential is revoked with it. The reference's `force` and `delayDelete` are not supported.",
     params(("node" = String, Path, description = "The node's name")),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(AdminOnly,
         (status = 200, description = "Removed", body = Done),
-        (status = 401, description = "Not signed in", body = ErrorBody),
-        (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such node", body = ErrorBody),
         (status = 409, description = "The node has media or attachments, or is defined in the configuration file", body = ErrorBody),
     ),
@@ -113,14 +106,10 @@ pub async fn delete_node(
     description = "svs extension. Adds a host that may attach volumes and run a host agent. `zone` may be left out (`\"\"`).",
     request_body = NodeCreateRequest,
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(AdminOnly, BodyLimits,
         (status = 201, description = "The new node", body = NodeView),
         (status = 400, description = "Malformed body, bad name or not an IP address", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
-        (status = 403, description = "Not an administrator", body = ErrorBody),
-        (status = 408, description = "Body not received in time", body = ErrorBody),
         (status = 409, description = "A node of that name exists", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]
 pub async fn create_node(

@@ -1,5 +1,6 @@
 //! Policy routes, with the parsing of policy bodies and the policy view.
 
+use super::views::{BodyLimits, SignedIn};
 use super::extract::Parsed;
 use super::parse::{bad, opt_bool, opt_str, opt_uint, Body, ParseResult};
 use super::requests::FromBody;
@@ -21,9 +22,8 @@ use utoipa::ToSchema;
     get, path = "/policies", tag = "Policies", operation_id = "PoliciesList",
     summary = "List the tenant's policies",
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "Policies", body = Vec<PolicyView>),
-        (status = 401, description = "Not signed in", body = ErrorBody),
     ),
 )]
 pub async fn list_policies(
@@ -42,13 +42,10 @@ pub async fn list_policies(
     description = "Differs from the reference on purpose: `capacityoptimization` may be left out (it defaults to `performance`), and omitted resiliency fields take the reference defaults (media 2, node 1, zone 1).",
     request_body = PolicyCreateRequest,
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn, BodyLimits,
         (status = 200, description = "Created", body = Done),
         (status = 400, description = "Invalid policy", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
-        (status = 408, description = "Body not received in time", body = ErrorBody),
         (status = 409, description = "A policy of that name exists", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]
 pub async fn create_policy(
@@ -65,10 +62,9 @@ pub async fn create_policy(
     summary = "Get a policy",
     params(("policy" = String, Path, description = "The policy's name")),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "The policy", body = PolicyView),
         (status = 400, description = "Malformed path", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such policy (or another tenant's)", body = ErrorBody),
     ),
 )]
@@ -87,14 +83,11 @@ pub async fn get_policy(
     params(("policy" = String, Path, description = "The policy's name")),
     request_body = PolicyModifyRequest,
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn, BodyLimits,
         (status = 200, description = "Updated", body = Done),
         (status = 400, description = "Invalid change", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such policy", body = ErrorBody),
-        (status = 408, description = "Body not received in time", body = ErrorBody),
         (status = 409, description = "The new name is taken, or volumes use the policy", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]
 pub async fn update_policy(
@@ -113,10 +106,9 @@ pub async fn update_policy(
     description = "A policy used by volumes cannot be deleted (409).",
     params(("policy" = String, Path, description = "The policy's name")),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "Deleted", body = Done),
         (status = 400, description = "Malformed path", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such policy", body = ErrorBody),
         (status = 409, description = "Volumes use the policy", body = ErrorBody),
     ),

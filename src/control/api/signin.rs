@@ -1,6 +1,7 @@
 //! Sign-in and tokens: `POST /signin`, `/signout`, the two refresh routes
 //! and the token-signing keys (`GET /jwks`), with their bodies and views.
 
+use super::views::BodyLimits;
 use super::body::Typed;
 use super::extract::{ClientAddress, Parsed, RefreshTokenHeader};
 use super::views::{Empty, ErrorBody};
@@ -20,13 +21,11 @@ use utoipa::ToSchema;
     summary = "Sign in",
     description = "Returns the tokens of a session. svs differs from the reference on purpose: a wrong password or an unknown e-mail answers 401 `Incorrect email or password` (not 400/404), and repeated failures are throttled with 429 and `Retry-After`.",
     request_body = SignInRequest,
-    responses(
+    responses(BodyLimits,
         (status = 200, description = "Signed in", body = SignedInView),
         (status = 400, description = "Malformed body", body = ErrorBody),
         (status = 401, description = "Incorrect email or password", body = ErrorBody),
         (status = 403, description = "The password is right but the account is disabled (svs extension)", body = ErrorBody),
-        (status = 408, description = "Body not received in time", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
         (status = 429, description = "Too many failed sign-ins for this account or from this address: retry after `Retry-After` seconds", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
         (status = 503, description = "Too many password checks waiting: retry after `Retry-After` seconds", body = ErrorBody,
@@ -47,12 +46,10 @@ pub async fn sign_in(
     summary = "Sign out",
     description = "Revokes every refresh token of the user; the current AccessToken and IdToken stay valid until they expire. Authenticated by the AccessToken in the body, so it needs no `authorization` header.",
     request_body = SignOutRequest,
-    responses(
+    responses(BodyLimits,
         (status = 200, description = "Signed out", body = Empty),
         (status = 400, description = "Malformed body", body = ErrorBody),
         (status = 401, description = "Not a valid AccessToken", body = ErrorBody),
-        (status = 408, description = "Body not received in time", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]
 pub async fn sign_out(
@@ -69,12 +66,10 @@ pub async fn sign_out(
     summary = "New tokens from a RefreshToken",
     description = "svs extension. Rotates: the answer carries a new RefreshToken and the one sent is retired; sending a retired RefreshToken again revokes every token of that sign-in (reuse detection).",
     request_body = RefreshRequest,
-    responses(
+    responses(BodyLimits,
         (status = 200, description = "New tokens, with the next RefreshToken", body = SignedInView),
         (status = 400, description = "Malformed body", body = ErrorBody),
         (status = 401, description = "Unknown, expired, retired or revoked RefreshToken", body = ErrorBody),
-        (status = 408, description = "Body not received in time", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
         (status = 429, description = "Too many failed attempts from this address: retry after `Retry-After` seconds", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
     ),

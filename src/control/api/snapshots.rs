@@ -1,6 +1,7 @@
 //! Snapshot routes (thin, like `handlers`): a volume's snapshots, every
 //! snapshot of the tenant, and rollback.
 
+use super::views::{BodyLimits, SignedIn};
 use super::extract::{Parsed, ParsedQuery};
 use super::parse::{bad, opt_bool, opt_str, req_str, Body, ParseResult};
 use super::requests::{force_query, opt_non_empty, query_bool, FromBody, FromQuery};
@@ -24,10 +25,9 @@ use utoipa::ToSchema;
     summary = "Snapshots of a volume",
     params(("volume" = String, Path, description = "The volume's name or id")),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "Snapshots, oldest first", body = Vec<SnapshotView>),
         (status = 400, description = "Malformed path", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such volume", body = ErrorBody),
     ),
 )]
@@ -47,14 +47,11 @@ pub async fn list_snapshots(
     params(("volume" = String, Path, description = "The volume's name or id")),
     request_body = SnapshotCreateRequest,
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn, BodyLimits,
         (status = 200, description = "Snapshot started", body = JobStarted),
         (status = 400, description = "Invalid snapshot", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such volume", body = ErrorBody),
-        (status = 408, description = "Body not received in time", body = ErrorBody),
         (status = 409, description = "Duplicate name, or the volume is busy", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]
 pub async fn create_snapshot(
@@ -75,10 +72,9 @@ pub async fn create_snapshot(
         ("snapshot" = String, Path, description = "The snapshot's name or id"),
     ),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "The snapshot", body = SnapshotView),
         (status = 400, description = "Malformed path", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such volume or snapshot", body = ErrorBody),
     ),
 )]
@@ -101,14 +97,11 @@ pub async fn get_snapshot(
     ),
     request_body = SnapshotModifyRequest,
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn, BodyLimits,
         (status = 200, description = "Snapshot changed", body = Done),
         (status = 400, description = "Invalid change", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such volume or snapshot", body = ErrorBody),
-        (status = 408, description = "Body not received in time", body = ErrorBody),
         (status = 409, description = "Duplicate name, or blocked by a data movement", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]
 pub async fn modify_snapshot(
@@ -136,10 +129,9 @@ pub async fn modify_snapshot(
         ("force" = Option<bool>, Query, description = "Delete even while attached (its attachments go with it)"),
     ),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "Deletion started", body = JobStarted),
         (status = 400, description = "Malformed query", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such volume or snapshot", body = ErrorBody),
         (status = 409, description = "Attached, being cloned, or the volume is busy", body = ErrorBody),
     ),
@@ -165,10 +157,9 @@ pub async fn delete_snapshot(
         ("snapshot" = String, Path, description = "The snapshot's name or id"),
     ),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "Rollback started", body = JobStarted),
         (status = 400, description = "Malformed path", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such volume or snapshot", body = ErrorBody),
         (status = 409, description = "Attached read-write, or the volume is busy", body = ErrorBody),
     ),
@@ -187,10 +178,9 @@ pub async fn rollback_snapshot(
     summary = "Every snapshot of the tenant",
     params(("capacity" = Option<bool>, Query, description = "Accepted for compatibility: `used` is always filled")),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "Snapshots by volume, oldest first", body = Vec<SnapshotView>),
         (status = 400, description = "Malformed query", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
     ),
 )]
 pub async fn list_all_snapshots(

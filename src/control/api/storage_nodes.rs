@@ -2,6 +2,7 @@
 //! registration and heartbeat (its storage credential only), and the
 //! copies a node holds (administrators).
 
+use super::views::{AdminOnly, BodyLimits};
 use super::extract::Parsed;
 use super::parse::{bad, opt_str, req_str, Body, ParseResult};
 use super::requests::{only_fields, FromBody};
@@ -36,14 +37,12 @@ const MAX_DIRECTORY: usize = 4096;
     params(("node" = String, Path, description = "The credential's node")),
     request_body = StorageNodeRegistration,
     security(("node-credential" = [])),
-    responses(
+    responses(BodyLimits,
         (status = 200, description = "Registered", body = StorageNodeRegistered),
         (status = 400, description = "Malformed body", body = ErrorBody),
         (status = 401, description = "Invalid or revoked node credential", body = ErrorBody),
         (status = 403, description = "Another node's credential, or not a storage credential", body = ErrorBody),
-        (status = 408, description = "Body not received in time", body = ErrorBody),
         (status = 409, description = "A listed medium is not this node's", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]
 pub async fn register_storage_node(
@@ -73,10 +72,8 @@ pub async fn register_storage_node(
     description = "svs extension: every copy on the node's media, of every tenant, by volume name, copy and column. `state` is `Lost` when its medium failed or the copy missed writes (a storage node that was Offline), else `Healthy`.",
     params(("node" = String, Path, description = "The node's name")),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(AdminOnly,
         (status = 200, description = "The copies", body = Vec<NodeCopyView>),
-        (status = 401, description = "Not signed in", body = ErrorBody),
-        (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such node", body = ErrorBody),
     ),
 )]
@@ -245,13 +242,11 @@ const MAX_FRONT_TEXT: usize = 4096;
     params(("node" = String, Path, description = "The credential's node")),
     request_body = FrontsPoll,
     security(("node-credential" = [])),
-    responses(
+    responses(BodyLimits,
         (status = 200, description = "The fronts wanted of the node", body = FrontsAnswer),
         (status = 400, description = "Malformed body", body = ErrorBody),
         (status = 401, description = "Invalid or revoked node credential", body = ErrorBody),
         (status = 403, description = "Another node's credential, or not a storage credential", body = ErrorBody),
-        (status = 408, description = "Body not received in time", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]
 pub async fn storage_node_fronts(
@@ -270,13 +265,11 @@ pub async fn storage_node_fronts(
     params(("node" = String, Path, description = "The credential's node")),
     request_body = FailuresBody,
     security(("node-credential" = [])),
-    responses(
+    responses(BodyLimits,
         (status = 200, description = "Recorded", body = FailuresRecorded),
         (status = 400, description = "Malformed body", body = ErrorBody),
         (status = 401, description = "Invalid or revoked node credential", body = ErrorBody),
         (status = 403, description = "Another node's credential, or not a storage credential", body = ErrorBody),
-        (status = 408, description = "Body not received in time", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]
 pub async fn storage_node_failures(

@@ -5,6 +5,7 @@
 //!
 //! A user in a path is its id or its e-mail. `/users/me` is the caller.
 
+use super::views::{AdminOnly, BodyLimits, SignedIn};
 use super::body::Typed;
 use super::extract::Parsed;
 use super::parse::bad;
@@ -124,10 +125,8 @@ impl Typed for OwnPasswordRequest {}
     summary = "List users (administrators only)",
     description = "svs extension. Every user of every tenant: administrators are service-wide.",
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(AdminOnly,
         (status = 200, description = "Users, by id", body = Vec<UserView>),
-        (status = 401, description = "Not signed in", body = ErrorBody),
-        (status = 403, description = "Not an administrator", body = ErrorBody),
     ),
 )]
 async fn list_users(State(app): State<AppState>, admin: Administrator) -> ApiResult<Vec<UserView>> {
@@ -140,14 +139,10 @@ async fn list_users(State(app): State<AppState>, admin: Administrator) -> ApiRes
     description = "svs extension. The password follows the sign-in rules (at least 8 characters); the tenant is created when it is new.",
     request_body = UserCreateRequest,
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(AdminOnly, BodyLimits,
         (status = 200, description = "The new user", body = UserView),
         (status = 400, description = "Malformed body, not an e-mail address, password too short", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
-        (status = 403, description = "Not an administrator", body = ErrorBody),
-        (status = 408, description = "Body not received in time", body = ErrorBody),
         (status = 409, description = "A user with this e-mail exists", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
         (status = 503, description = "Too many password checks waiting: retry after `Retry-After` seconds", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
     ),
@@ -172,9 +167,8 @@ async fn create_user(
     summary = "The signed-in user",
     description = "svs extension. The caller as the service has it now (its role included).",
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "The caller", body = UserView),
-        (status = 401, description = "Not signed in", body = ErrorBody),
     ),
 )]
 async fn get_me(State(app): State<AppState>, caller: Caller) -> ApiResult<UserView> {
@@ -187,12 +181,9 @@ async fn get_me(State(app): State<AppState>, caller: Caller) -> ApiResult<UserVi
     description = "svs extension. Needs the current password (a wrong one counts as a failed sign-in of the account). Every session of the user ends, this one included: the answer carries new tokens, as `POST /signin` does.",
     request_body = OwnPasswordRequest,
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn, BodyLimits,
         (status = 200, description = "Changed; the new session's tokens", body = SignedInView),
         (status = 400, description = "Malformed body, wrong current password, new password too short", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
-        (status = 408, description = "Body not received in time", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
         (status = 429, description = "Too many wrong passwords for this account: retry after `Retry-After` seconds", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
         (status = 503, description = "Too many password checks waiting: retry after `Retry-After` seconds", body = ErrorBody,
@@ -218,11 +209,9 @@ async fn change_own_password(
     summary = "Get a user (administrators only)",
     params(("user" = String, Path, description = "The user's id or e-mail")),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(AdminOnly,
         (status = 200, description = "The user", body = UserView),
         (status = 400, description = "Malformed path", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
-        (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such user", body = ErrorBody),
     ),
 )]
@@ -243,15 +232,11 @@ async fn get_user(
     params(("user" = String, Path, description = "The user's id or e-mail")),
     request_body = UserModifyRequest,
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(AdminOnly, BodyLimits,
         (status = 200, description = "The user, changed", body = UserView),
         (status = 400, description = "Malformed body or nothing to change", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
-        (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such user", body = ErrorBody),
-        (status = 408, description = "Body not received in time", body = ErrorBody),
         (status = 409, description = "Yourself, or the last enabled administrator", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]
 async fn update_user(
@@ -279,11 +264,9 @@ async fn update_user(
     description = "svs extension. The user's tokens are refused from its next request. Its tenant's volumes, policies and snapshots stay (they belong to the tenant); its jobs keep its name and e-mail. 409 for yourself and for the last enabled administrator.",
     params(("user" = String, Path, description = "The user's id or e-mail")),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(AdminOnly,
         (status = 200, description = "Deleted", body = Done),
         (status = 400, description = "Malformed path", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
-        (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such user", body = ErrorBody),
         (status = 409, description = "Yourself, or the last enabled administrator", body = ErrorBody),
     ),
@@ -304,14 +287,10 @@ async fn delete_user(
     params(("user" = String, Path, description = "The user's id or e-mail")),
     request_body = PasswordResetRequest,
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(AdminOnly, BodyLimits,
         (status = 200, description = "Password set", body = Done),
         (status = 400, description = "Malformed body or password too short", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
-        (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such user", body = ErrorBody),
-        (status = 408, description = "Body not received in time", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
         (status = 503, description = "Too many password checks waiting: retry after `Retry-After` seconds", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
     ),

@@ -53,3 +53,32 @@ pub(super) fn non_empty(value: &str) -> Option<String> {
 pub fn list<T, V>(items: &[T], render: impl Fn(&T) -> V) -> Vec<V> {
     items.iter().map(render).collect()
 }
+
+/// The answer of every route that needs a signed-in caller, for the
+/// routes' `responses(...)`.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)] // Describes answers ApiError builds.
+pub enum SignedIn {
+    #[response(status = 401, description = "Not signed in")]
+    NotSignedIn(ErrorBody),
+}
+
+/// The answers of an administrator's route.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)] // Describes answers ApiError builds.
+pub enum AdminOnly {
+    #[response(status = 401, description = "Not signed in")]
+    NotSignedIn(ErrorBody),
+    #[response(status = 403, description = "Not an administrator")]
+    NotAnAdministrator(ErrorBody),
+}
+
+/// The answers of every route that reads a body.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)] // Describes answers ApiError builds.
+pub enum BodyLimits {
+    #[response(status = 408, description = "Body not received in time")]
+    TooSlow(ErrorBody),
+    #[response(status = 413, description = "Body over 1 MiB")]
+    TooLarge(ErrorBody),
+}

@@ -1,6 +1,7 @@
 //! Volume routes: list, create, read, resize, delete, slices, recovery and
 //! filesystem growth (svs extensions), with their bodies and views.
 
+use super::views::{BodyLimits, SignedIn};
 use super::extract::{Parsed, ParsedQuery};
 use super::parse::{bad, opt_bool, opt_str, req_gib, req_str, req_uint, Body, ParseResult};
 use super::plans::{self, CreateAnswer, PlanQuery, ResizeAnswer};
@@ -30,10 +31,9 @@ use utoipa::ToSchema;
     description = "Answers at once with the `volume_recovery` job, which rebuilds each slice lost on a failed medium from a healthy copy, on a medium chosen by the placement rules, paced by `movement_rate`; the volume's `volumerecoveryjob` names it while it runs. It ends `Error` when no medium can take a copy or a column has no healthy copy left, and `Done` at once when nothing was lost. 409 (not in the reference) while a data movement or another job runs.",
     params(("volume" = String, Path, description = "The volume's name or id")),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "Recovery started", body = JobStarted),
         (status = 400, description = "Malformed path", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such volume", body = ErrorBody),
         (status = 409, description = "Blocked by a data movement or another job", body = ErrorBody),
     ),
@@ -57,10 +57,9 @@ pub async fn recover_volume(
         ("count" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "Volumes per page (svs extension; default 100 when page is given)"),
     ),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "Volumes", body = Vec<VolumeView>),
         (status = 400, description = "Malformed query", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
     ),
 )]
 pub async fn list_volumes(
@@ -85,13 +84,10 @@ pub async fn list_volumes(
     ),
     request_body = VolumeCreateRequest,
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn, BodyLimits,
         (status = 200, description = "Creation started (or, with dryrun, its placement)", body = CreateAnswer),
         (status = 400, description = "Invalid volume, unknown policy or zone, or a malformed plan token", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
-        (status = 408, description = "Body not received in time", body = ErrorBody),
         (status = 409, description = "A volume of that name exists, or the placement changed since its dry run", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]
 pub async fn create_volume(
@@ -117,10 +113,9 @@ pub async fn create_volume(
     summary = "Get a volume",
     params(("volume" = String, Path, description = "The volume's name or id")),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "The volume", body = VolumeView),
         (status = 400, description = "Malformed path", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such volume (or another tenant's)", body = ErrorBody),
     ),
 )]
@@ -144,14 +139,11 @@ pub async fn get_volume(
     ),
     request_body = VolumeModifyRequest,
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn, BodyLimits,
         (status = 200, description = "Resize started (or, with dryrun, its plan)", body = ResizeAnswer),
         (status = 400, description = "Invalid size, a changed fixed field, or a malformed plan token", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such volume", body = ErrorBody),
-        (status = 408, description = "Body not received in time", body = ErrorBody),
         (status = 409, description = "Another job works on the volume, or the plan changed since its dry run", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
     ),
 )]
 pub async fn resize_volume(
@@ -182,10 +174,9 @@ pub async fn resize_volume(
         ("force" = Option<bool>, Query, description = "Delete even while attached"),
     ),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "Deletion started", body = JobStarted),
         (status = 400, description = "Malformed query", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such volume", body = ErrorBody),
         (status = 409, description = "Attached, or another job works on the volume", body = ErrorBody),
     ),
@@ -206,10 +197,9 @@ pub async fn delete_volume(
     description = "svs extension: copy, column, medium, node, zone and size of each slice.",
     params(("volume" = String, Path, description = "The volume's name or id")),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "Slices", body = Vec<SliceView>),
         (status = 400, description = "Malformed path", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such volume", body = ErrorBody),
     ),
 )]
@@ -230,10 +220,9 @@ pub async fn volume_slices(
     description = "svs extension, for a `file` volume whose filesystem svs made. After a growth failed, the volume shows `filesystemsize` below its `size` and why in `filesystemerror`; this answers at once with a `volume_grow_filesystem` job that tries again: the agents of the nodes that hold the volume mounted read-write grow it (the job ends with their error at once if they fail again), or svs grows it when nothing has the volume attached. A volume attached without an agent holding it mounted read-write is grown on its host (or detached first): the job says so in `Error`. `Done` at once when the filesystem already fills the volume. No body.",
     params(("volume" = String, Path, description = "The volume's name or id")),
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(SignedIn,
         (status = 200, description = "Growth started", body = JobStarted),
         (status = 400, description = "Malformed path", body = ErrorBody),
-        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 404, description = "No such volume", body = ErrorBody),
         (status = 409, description = "No filesystem made by svs, not Ready, or another job runs", body = ErrorBody),
     ),

@@ -3,7 +3,7 @@
 //! service-wide (every tenant's jobs), which tells one tenant how busy the
 //! others keep the service.
 
-use super::views::ErrorBody;
+use super::views::AdminOnly;
 use super::AppState;
 use crate::control::service::format_ms;
 use crate::control::service::Administrator;
@@ -24,10 +24,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
     summary = "Background workers",
     description = "svs extension, administrators only: the job runner `jobs` and each reconciler, with state, jobs running and queued (of every tenant), errors.",
     security(("storage.io-authorizer" = [])),
-    responses(
+    responses(AdminOnly,
         (status = 200, description = "Workers", body = Vec<WorkerView>),
-        (status = 401, description = "Not signed in", body = ErrorBody),
-        (status = 403, description = "Not an administrator", body = ErrorBody),
     ),
 )]
 async fn list_workers(State(app): State<AppState>, _: Administrator) -> Json<Vec<WorkerView>> {
