@@ -6,7 +6,7 @@ use super::passwords::{
 };
 use super::ClientArgs;
 use super::CommonArgs;
-use crate::client::users::NewUser;
+use crate::wire::requests::UserCreateRequest;
 use crate::client::{ClientError, Context};
 use clap::Subcommand;
 use std::path::PathBuf;
@@ -161,12 +161,12 @@ pub(super) async fn run(ctx: &Context, command: UserCommand) -> crate::client::R
             ..
         } => {
             let password = new_password(&password, &mut stdin).map_err(ClientError::Input)?;
-            ctx.user_create(&NewUser {
-                email: &email,
-                name: name.as_deref(),
-                tenant: tenant.as_deref(),
-                admin,
-                password: &password,
+            ctx.user_create(&UserCreateRequest {
+                email,
+                password,
+                name,
+                tenant,
+                admin: Some(admin),
             })
             .await
         }

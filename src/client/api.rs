@@ -2,10 +2,35 @@
 
 use super::credentials::{now_secs, CredentialsStore, Profile};
 use super::error::{ClientError, Result};
+use crate::wire::requests::{
+    JobModifyRequest, MediaModifyRequest, RefreshRequest, SignInRequest, SignOutRequest,
+    SnapshotCreateRequest, VolumeCreateRequest, VolumeModifyRequest,
+};
 use crate::wire::views::SignedInView;
 use reqwest::Method;
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::{json, Value};
+
+/// What a resize sends.
+fn resize(size: u64, movement: bool) -> VolumeModifyRequest {
+    VolumeModifyRequest {
+        size,
+        allowdatamovement: Some(movement),
+        ..VolumeModifyRequest::default()
+    }
+}
+
+/// What a change of a medium's state sends.
+fn medium_state(state: &str) -> MediaModifyRequest {
+    MediaModifyRequest {
+        state: Some(state.to_string()),
+        ..MediaModifyRequest::default()
+    }
+}
+
+/// A call without a body.
+pub const NO_BODY: Option<&Value> = None;
 
 /// Renew the IdToken when it expires within this many seconds.
 pub const REFRESH_MARGIN_SECS: u64 = 60;
@@ -51,12 +76,12 @@ impl Api {
 
     /// One call: the answer on 2xx (its JSON as it is, `Value`, or a typed
     /// view), else the server's `message`.
-    pub async fn call<T: DeserializeOwned>(
+    pub async fn call<T: DeserializeOwned, B: Serialize + ?Sized>(
         &self,
         method: Method,
         path: &str,
         query: &[(&str, String)],
-        body: Option<&Value>,
+        body: Option<&B>,
     ) -> Result<T> {
         let url = format!("{}{}", self.base, path);
         let mut req = self.http.request(method, &url);
@@ -113,23 +138,30 @@ impl Api {
     }
 
     pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
-        self.call(Method::GET, path, &[], None).await
+        self.call(Method::GET, path, &[], NO_BODY).await
     }
 
     // --- authentication ---
 
     pub async fn sign_in(&self, email: &str, password: &str) -> Result<SignedInView> {
-        let body = json!({"email": email, "password": password});
+        let body = SignInRequest {
+            email: email.to_string(),
+            password: password.to_string(),
+        };
         self.call(Method::POST, "/signin", &[], Some(&body)).await
     }
 
     pub async fn refresh(&self, refresh_token: &str) -> Result<SignedInView> {
-        let body = json!({"RefreshToken": refresh_token});
+        let body = RefreshRequest {
+            RefreshToken: refresh_token.to_string(),
+        };
         self.call(Method::POST, "/refresh", &[], Some(&body)).await
     }
 
     pub async fn sign_out(&self, access_token: &str) -> Result<Value> {
-        let body = json!({"AccessToken": access_token});
+        let body = SignOutRequest {
+            AccessToken: access_token.to_string(),
+        };
         self.call(Method::POST, "/signout", &[], Some(&body)).await
     }
 
@@ -152,7 +184,11 @@ impl Api {
     }
 
     /// `POST /volumes`; `plan`: the dry run's plan token to hold it to.
-    pub async fn create_volume(&self, body: &Value, plan: Option<&str>) -> Result<Value> {
+    pub async fn create_volume(
+        &self,
+        body: &VolumeCreateRequest,
+        plan: Option<&str>,
+    ) -> Result<Value> {
         let query = plan_query(plan);
         self.call(Method::POST, "/volumes", &query, Some(body))
             .await
@@ -160,7 +196,7 @@ impl Api {
 
     /// `POST /volumes?dryrun=true`: where the creation would place its
     /// slices.
-    pub async fn preview_create(&self, body: &Value) -> Result<Value> {
+    pub async fn preview_create(&self, body: &VolumeCreateRequest) -> Result<Value> {
         let query = [("dryrun", "true".to_string())];
         self.call(Method::POST, "/volumes", &query, Some(body))
             .await
@@ -174,7 +210,7 @@ impl Api {
         (size, movement): (u64, bool),
         plan: Option<&str>,
     ) -> Result<Value> {
-        let body = json!({"size": size, "allowdatamovement": movement});
+        let body = resize(size, movement);
         let path = format!("/volumes/{}", segment(name));
         self.call(Method::PATCH, &path, &plan_query(plan), Some(&body))
             .await
@@ -182,7 +218,7 @@ impl Api {
 
     /// `PATCH /volumes/{name}?dryrun=true`: what the resize would do.
     pub async fn preview_resize(&self, name: &str, size: u64, movement: bool) -> Result<Value> {
-        let body = json!({"size": size, "allowdatamovement": movement});
+        let body = resize(size, movement);
         let path = format!("/volumes/{}", segment(name));
         let query = [("dryrun", "true".to_string())];
         self.call(Method::PATCH, &path, &query, Some(&body)).await
@@ -195,17 +231,17 @@ impl Api {
         } else {
             Vec::new()
         };
-        self.call(Method::DELETE, &path, &query, None).await
+        self.call(Method::DELETE, &path, &query, NO_BODY).await
     }
 
     pub async fn recover_volume(&self, name: &str) -> Result<Value> {
         let path = format!("/volumes/{}/recover", segment(name));
-        self.call(Method::POST, &path, &[], None).await
+        self.call(Method::POST, &path, &[], NO_BODY).await
     }
 
     pub async fn grow_volume_filesystem(&self, name: &str) -> Result<Value> {
         let path = format!("/volumes/{}/grow-filesystem", segment(name));
-        self.call(Method::POST, &path, &[], None).await
+        self.call(Method::POST, &path, &[], NO_BODY).await
     }
 
     // --- snapshots ---
@@ -235,7 +271,11 @@ impl Api {
         self.get(&Api::snapshot_path(volume, snapshot)).await
     }
 
-    pub async fn create_snapshot(&self, volume: &str, body: &Value) -> Result<Value> {
+    pub async fn create_snapshot(
+        &self,
+        volume: &str,
+        body: &SnapshotCreateRequest,
+    ) -> Result<Value> {
         let path = format!("/volumes/{}/snapshots", segment(volume));
         self.call(Method::POST, &path, &[], Some(body)).await
     }
@@ -252,7 +292,7 @@ impl Api {
             Vec::new()
         };
         let path = Api::snapshot_path(volume, snapshot);
-        self.call(Method::DELETE, &path, &query, None).await
+        self.call(Method::DELETE, &path, &query, NO_BODY).await
     }
 
     pub async fn rollback_snapshot(&self, volume: &str, snapshot: &str) -> Result<Value> {
@@ -294,7 +334,7 @@ impl Api {
             Api::snapshot_path(volume, snapshot),
             segment(node)
         );
-        self.call(Method::DELETE, &path, &[], None).await
+        self.call(Method::DELETE, &path, &[], NO_BODY).await
     }
 
     pub async fn get_attachment<T: DeserializeOwned>(
@@ -327,7 +367,7 @@ impl Api {
 
     pub async fn delete_policy(&self, name: &str) -> Result<Value> {
         let path = format!("/policies/{}", segment(name));
-        self.call(Method::DELETE, &path, &[], None).await
+        self.call(Method::DELETE, &path, &[], NO_BODY).await
     }
 
     // --- media, nodes, jobs ---
@@ -339,7 +379,7 @@ impl Api {
     /// `PATCH /media/{m}` with `{"state": "Failed"}` (administrators).
     pub async fn fail_medium(&self, medium: &str) -> Result<Value> {
         let path = format!("/media/{}", segment(medium));
-        let body = json!({"state": "Failed"});
+        let body = medium_state("Failed");
         self.call(Method::PATCH, &path, &[], Some(&body)).await
     }
 
@@ -347,7 +387,7 @@ impl Api {
     /// drain's job, or with `dry_run` its plan.
     pub async fn drain_medium(&self, medium: &str, dry_run: bool) -> Result<Value> {
         let path = format!("/media/{}", segment(medium));
-        let body = json!({"state": "Draining"});
+        let body = medium_state("Draining");
         let query: Vec<(&str, String)> = if dry_run {
             vec![("dryrun", "true".to_string())]
         } else {
@@ -359,7 +399,7 @@ impl Api {
     /// `PATCH /media/{m}` `{"state": "Ready"}` (administrators).
     pub async fn undrain_medium(&self, medium: &str) -> Result<Value> {
         let path = format!("/media/{}", segment(medium));
-        let body = json!({"state": "Ready"});
+        let body = medium_state("Ready");
         self.call(Method::PATCH, &path, &[], Some(&body)).await
     }
 
@@ -406,20 +446,23 @@ impl Api {
     /// `PATCH /media/{m}` with `{"size"}` in GiB (administrators).
     pub async fn resize_medium(&self, medium: &str, size: u64) -> Result<Value> {
         let path = format!("/media/{}", segment(medium));
-        let body = json!({"size": size});
+        let body = MediaModifyRequest {
+            size: Some(size),
+            ..MediaModifyRequest::default()
+        };
         self.call(Method::PATCH, &path, &[], Some(&body)).await
     }
 
     /// `DELETE /media/{m}` (administrators).
     pub async fn delete_medium(&self, medium: &str) -> Result<Value> {
         let path = format!("/media/{}", segment(medium));
-        self.call(Method::DELETE, &path, &[], None).await
+        self.call(Method::DELETE, &path, &[], NO_BODY).await
     }
 
     /// `DELETE /nodes/{n}` (administrators).
     pub async fn delete_node(&self, name: &str) -> Result<Value> {
         let path = format!("/nodes/{}", segment(name));
-        self.call(Method::DELETE, &path, &[], None).await
+        self.call(Method::DELETE, &path, &[], NO_BODY).await
     }
 
     pub async fn list_nodes(&self) -> Result<Value> {
@@ -466,7 +509,7 @@ impl Api {
 
     pub async fn revoke_node_credential(&self, name: &str) -> Result<Value> {
         let path = format!("/nodes/{}/credentials", segment(name));
-        self.call(Method::DELETE, &path, &[], None).await
+        self.call(Method::DELETE, &path, &[], NO_BODY).await
     }
 
     /// The attachments of one volume, or of the whole tenant.
@@ -481,7 +524,7 @@ impl Api {
     }
 
     pub async fn list_jobs(&self, query: &[(&str, String)]) -> Result<Value> {
-        self.call(Method::GET, "/jobs", query, None).await
+        self.call(Method::GET, "/jobs", query, NO_BODY).await
     }
 
     /// `GET /jobs/{job}`: as it is (`Value`, to print) or a `JobView`.
@@ -493,23 +536,31 @@ impl Api {
     /// removes the record of one that ended (`{"Message", "ObjectID"}`).
     pub async fn delete_job(&self, id: &str) -> Result<Value> {
         let path = format!("/jobs/{}", segment(id));
-        self.call(Method::DELETE, &path, &[], None).await
+        self.call(Method::DELETE, &path, &[], NO_BODY).await
     }
 
     /// `PATCH /jobs/{job}` `{"paused": ...}`: pauses (or resumes) the
     /// copies of a data movement or a recovery; the job.
     pub async fn pause_job(&self, id: &str, paused: bool) -> Result<Value> {
-        self.modify_job(id, &json!({"paused": paused})).await
+        let body = JobModifyRequest {
+            paused: Some(paused),
+            ..JobModifyRequest::default()
+        };
+        self.modify_job(id, &body).await
     }
 
     /// `PATCH /jobs/{job}` `{"movementrate": ...}`: a data movement's or a
     /// recovery's own copy rate in bytes per second (0: unthrottled; None:
     /// null, the service's `movement_rate`); the job.
     pub async fn set_job_rate(&self, id: &str, rate: Option<u64>) -> Result<Value> {
-        self.modify_job(id, &json!({"movementrate": rate})).await
+        let body = JobModifyRequest {
+            movementrate: Some(json!(rate)),
+            ..JobModifyRequest::default()
+        };
+        self.modify_job(id, &body).await
     }
 
-    async fn modify_job(&self, id: &str, body: &Value) -> Result<Value> {
+    async fn modify_job(&self, id: &str, body: &JobModifyRequest) -> Result<Value> {
         let path = format!("/jobs/{}", segment(id));
         self.call(Method::PATCH, &path, &[], Some(body)).await
     }

@@ -4,8 +4,8 @@ use super::args::WaitArgs;
 use super::context::{emit, started_line, Context, Print, Shown};
 use super::error::Result;
 use super::output::{self, OutputFormat};
+use crate::wire::requests::SnapshotCreateRequest;
 use clap::Subcommand;
-use serde_json::json;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Consistency {
@@ -93,7 +93,11 @@ impl SnapshotCommand {
                 consistency,
                 wait,
             } => {
-                let body = json!({"name": name, "consistency": consistency.as_str()});
+                let body = SnapshotCreateRequest {
+                    name: name.clone(),
+                    consistency: consistency.as_str().to_string(),
+                    ..SnapshotCreateRequest::default()
+                };
                 ctx.start_job(
                     wait.wait,
                     Shown::Snapshot { volume, name },

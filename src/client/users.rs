@@ -2,13 +2,16 @@
 //! (administrators) and `svs user passwd` (any user). `svs user add` is not
 //! here: it works on the data directory, without a running service.
 
-use super::api::{segment, with_tokens, Api};
+use super::api::{segment, with_tokens, Api, NO_BODY};
 use super::context::{emit, Context, Print};
 use super::error::Result;
 use super::output::{self, col, yes_no, Column, OutputFormat};
+use crate::wire::requests::{
+    OwnPasswordRequest, PasswordResetRequest, UserCreateRequest, UserModifyRequest,
+};
 use crate::wire::views::SignedInView;
 use reqwest::Method;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 pub const USER_COLUMNS: &[Column] = &[
     col("ID", "userid"),
@@ -30,43 +33,39 @@ impl Api {
         self.get(&format!("/users/{}", segment(user))).await
     }
 
-    pub async fn create_user(&self, body: &Value) -> Result<Value> {
+    pub async fn create_user(&self, body: &UserCreateRequest) -> Result<Value> {
         self.call(Method::POST, "/users", &[], Some(body)).await
     }
 
-    pub async fn update_user(&self, user: &str, body: &Value) -> Result<Value> {
+    pub async fn update_user(&self, user: &str, body: &UserModifyRequest) -> Result<Value> {
         let path = format!("/users/{}", segment(user));
         self.call(Method::PATCH, &path, &[], Some(body)).await
     }
 
     pub async fn delete_user(&self, user: &str) -> Result<Value> {
         let path = format!("/users/{}", segment(user));
-        self.call(Method::DELETE, &path, &[], None).await
+        self.call(Method::DELETE, &path, &[], NO_BODY).await
     }
 
     pub async fn reset_password(&self, user: &str, password: &str) -> Result<Value> {
         let path = format!("/users/{}/password", segment(user));
-        let body = json!({ "password": password });
+        let body = PasswordResetRequest {
+            password: password.to_string(),
+        };
         self.call(Method::POST, &path, &[], Some(&body)).await
     }
 
     /// `PUT /users/me/password`: answers new tokens (the old ones end).
     pub async fn change_own_password(&self, current: &str, new: &str) -> Result<SignedInView> {
-        let body = json!({ "currentpassword": current, "newpassword": new });
+        let body = OwnPasswordRequest {
+            currentpassword: current.to_string(),
+            newpassword: new.to_string(),
+        };
         self.call(Method::PUT, "/users/me/password", &[], Some(&body))
             .await
     }
 }
 
-/// What `svs user create` sends.
-#[derive(Debug, Clone)]
-pub struct NewUser<'a> {
-    pub email: &'a str,
-    pub name: Option<&'a str>,
-    pub tenant: Option<&'a str>,
-    pub admin: bool,
-    pub password: &'a str,
-}
 
 impl Context {
     pub async fn user_list(&self) -> Result<()> {
@@ -81,19 +80,9 @@ impl Context {
             .await
     }
 
-    pub async fn user_create(&self, new: &NewUser<'_>) -> Result<()> {
-        let mut body = Map::new();
-        body.insert("email".into(), json!(new.email));
-        body.insert("password".into(), json!(new.password));
-        body.insert("admin".into(), json!(new.admin));
-        if let Some(name) = new.name {
-            body.insert("name".into(), json!(name));
-        }
-        if let Some(tenant) = new.tenant {
-            body.insert("tenant".into(), json!(tenant));
-        }
+    pub async fn user_create(&self, new: &UserCreateRequest) -> Result<()> {
         let s = self.session().await?;
-        let user = s.hint(s.api.create_user(&Value::Object(body)).await)?;
+        let user = s.hint(s.api.create_user(new).await)?;
         self.changed(
             &user,
             &format!(
@@ -101,7 +90,11 @@ impl Context {
                 output::text(&user["email"]),
                 output::text(&user["userid"]),
                 output::text(&user["tenant"]),
-                if new.admin { ", an administrator" } else { "" }
+                if new.admin == Some(true) {
+                    ", an administrator"
+                } else {
+                    ""
+                }
             ),
         );
         Ok(())
@@ -112,7 +105,13 @@ impl Context {
         let s = self.session().await?;
         let answer = s.hint(
             s.api
-                .update_user(user, &json!({ "disabled": disabled }))
+                .update_user(
+                    user,
+                    &UserModifyRequest {
+                        disabled: Some(disabled),
+                        admin: None,
+                    },
+                )
                 .await,
         )?;
         let email = output::text(&answer["email"]);
@@ -130,7 +129,11 @@ impl Context {
     /// Grants (`admin`) or takes away the administrator role.
     pub async fn user_set_admin(&self, user: &str, admin: bool) -> Result<()> {
         let s = self.session().await?;
-        let answer = s.hint(s.api.update_user(user, &json!({ "admin": admin })).await)?;
+        let change = UserModifyRequest {
+            disabled: None,
+            admin: Some(admin),
+        };
+        let answer = s.hint(s.api.update_user(user, &change).await)?;
         let email = output::text(&answer["email"]);
         self.changed(
             &answer,

@@ -6,8 +6,9 @@ use super::context::{emit, Context, Print, Shown};
 use super::error::Result;
 use super::output::{self, OutputFormat};
 use super::plans;
+use crate::wire::requests::VolumeCreateRequest;
 use clap::Subcommand;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum VolumeType {
@@ -159,18 +160,17 @@ impl VolumeCommand {
                 plan,
                 wait,
             } => {
-                let mut body =
-                    json!({"name": name, "size": size, "policy": policy, "type": kind.as_str()});
-                if let Some(filesystem) = filesystem {
-                    body["filesystem"] = json!(filesystem);
-                }
-                if let Some(zone) = zone {
-                    body["zone"] = json!(zone);
-                }
-                if let Some(from) = from_snapshot {
-                    body["contentvolume"] = json!(from.volume);
-                    body["contentsnapshot"] = json!(from.snapshot);
-                }
+                let body = VolumeCreateRequest {
+                    name: name.clone(),
+                    size: *size,
+                    policy: policy.clone(),
+                    kind: Some(kind.as_str().to_string()),
+                    filesystem: filesystem.clone(),
+                    zone: zone.clone(),
+                    contentvolume: from_snapshot.as_ref().map(|f| f.volume.clone()),
+                    contentsnapshot: from_snapshot.as_ref().map(|f| f.snapshot.clone()),
+                    ..VolumeCreateRequest::default()
+                };
                 if plan.dry_run {
                     return dry_run(ctx, plans::render_create_plan, |api| async move {
                         api.preview_create(&body).await

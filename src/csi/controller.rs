@@ -12,6 +12,7 @@ use super::{
 };
 use crate::client::api::Api;
 use crate::client::ClientError;
+use crate::wire::requests::{SnapshotCreateRequest, VolumeCreateRequest};
 use crate::wire::views::{
     AttachmentView, JobStarted, JobView, MediumView, SnapshotView, VolumeView,
 };
@@ -487,17 +488,17 @@ impl Controller for ControllerService {
                 "parameter policy: policy {policy:?} does not exist"
             )));
         }
-        let mut body = json!({"name": name, "type": shape.kind, "size": gib, "policy": policy});
-        if let Some(fs) = &shape.filesystem {
-            body["filesystem"] = json!(fs);
-        }
-        if let Some(zone) = ControllerService::zone(r.accessibility_requirements.as_ref()) {
-            body["zone"] = json!(zone);
-        }
-        if let Some((volume, snapshot)) = source_ref {
-            body["contentvolume"] = json!(volume);
-            body["contentsnapshot"] = json!(snapshot);
-        }
+        let body = VolumeCreateRequest {
+            name: name.clone(),
+            kind: Some(shape.kind.to_string()),
+            size: gib,
+            policy: policy.clone(),
+            filesystem: shape.filesystem.clone(),
+            zone: ControllerService::zone(r.accessibility_requirements.as_ref()),
+            contentvolume: source_ref.map(|(volume, _)| volume.to_string()),
+            contentsnapshot: source_ref.map(|(_, snapshot)| snapshot.to_string()),
+            ..VolumeCreateRequest::default()
+        };
         let answer = match api.create_volume(&body, None).await {
             Ok(a) => a,
             Err(e) => return Err(self.fail(e).await),
@@ -786,7 +787,11 @@ impl Controller for ControllerService {
                 r.source_volume_id
             )));
         }
-        let body = json!({"name": name, "consistency": "crash"});
+        let body = SnapshotCreateRequest {
+            name: name.clone(),
+            consistency: "crash".to_string(),
+            ..SnapshotCreateRequest::default()
+        };
         let answer = match api.create_snapshot(&r.source_volume_id, &body).await {
             Ok(a) => a,
             Err(e) => return Err(self.fail(e).await),

@@ -4,5 +4,6 @@
 //! read or send it. Imports only `common` and the crates below.
 
 pub mod agent;
+pub mod requests;
 pub mod storage_node;
 pub mod views;

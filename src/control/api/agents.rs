@@ -2,12 +2,11 @@
 //! credentials (administrators), and the agent's own two routes, which
 //! take only the node's credential.
 
-use super::views::{AdminOnly, BodyLimits};
 use super::body::typed;
 use super::extract::{OptionalParsed, Parsed, ParsedQuery};
 use super::parse::{bad, opt_uint, req_str, Body, ParseResult};
 use super::requests::{only_fields, FromBody, FromQuery};
-use super::views::ErrorBody;
+use super::views::{AdminOnly, BodyLimits, ErrorBody};
 use super::{ApiError, AppState};
 use crate::control::service::agents::NodeAgent;
 use crate::control::service::agents::{DesiredState, IssuedCredential};

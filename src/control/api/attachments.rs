@@ -1,12 +1,11 @@
 //! Attachment routes: a volume (or snapshot) exported to a node, with
 //! their bodies and views.
 
-use super::views::{BodyLimits, SignedIn};
 use super::body::{opt_whole, typed};
 use super::extract::{Parsed, ParsedQuery};
 use super::parse::{bad, Body, ParseResult};
 use super::requests::{FromBody, FromQuery};
-use super::views::{self, ErrorBody, JobStarted};
+use super::views::{self, BodyLimits, ErrorBody, JobStarted, SignedIn};
 use super::{ApiResult, AppState};
 use crate::control::service::attachments::attachment_uri;
 use crate::control::service::commands::{CreateAttachment, DeleteVolume, ModifyAttachment};

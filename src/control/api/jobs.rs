@@ -1,13 +1,13 @@
 //! Job routes: the tenant's jobs, listed and read.
 
-use super::views::{BodyLimits, SignedIn};
 use super::body::typed;
 use super::extract::Parsed;
 use super::extract::ParsedQuery;
 use super::parse::{bad, Body, ParseResult};
 use super::requests::{page_number, query_bool, FromBody, FromQuery};
-use super::views::{self, ErrorBody};
+use super::views::{self, BodyLimits, ErrorBody, SignedIn};
 use super::{ApiResult, AppState};
+use crate::wire::requests::JobModifyRequest;
 use crate::control::service::commands::ListJobs;
 use crate::control::service::format_ms;
 use crate::control::service::jobs::{JobRemoval, SliceOutcome};
@@ -19,7 +19,6 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use svs_domain::JobState;
 use svs_store::{Job, JobSteering};
-use utoipa::ToSchema;
 
 #[utoipa::path(
     get, path = "/jobs", tag = "Jobs", operation_id = "JobsList",
@@ -144,21 +143,6 @@ pub async fn modify_job(
     Parsed(request): Parsed<JobSteering>,
 ) -> ApiResult<JobView> {
     Ok(Json(job(&app.steer_job(&caller, &id, &request).await?)))
-}
-
-/// `PATCH /jobs/{job}`: either field or both; none changes nothing.
-#[derive(Debug, serde::Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = JobModify)]
-pub struct JobModifyRequest {
-    /// true: pause the job's copies; false: resume them.
-    #[schema(nullable = false)]
-    pub paused: Option<bool>,
-    /// The job's own copy rate: `"64 MiB"` (per second), `"0"`
-    /// (unthrottled) or null (the service's rate); a number of bytes per
-    /// second is taken too.
-    #[schema(value_type = Option<String>, pattern = "^[0-9]{1,6}( ?(B|KB|KiB|MB|MiB|GB|GiB))?$")]
-    pub movementrate: Option<Value>,
 }
 
 impl FromBody for JobSteering {

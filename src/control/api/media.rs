@@ -2,15 +2,14 @@
 //! removing are svs extensions of the reference, whose `DELETE` routes
 //! these follow), with their bodies and views.
 
-use super::views::{AdminOnly, BodyLimits, SignedIn};
 use super::body::{medium_name, node_name, typed, whole, zone_name};
 use super::extract::{Parsed, ParsedQuery};
 use super::parse::{bad, opt_uint, req_str, Body, ParseResult};
 use super::relocation::{relocation_plan, DryRunQuery, RelocationPlanView};
 use super::requests::{only_fields, FromBody};
-use super::views::JobStarted;
-use super::views::{self, Done, ErrorBody};
+use super::views::{self, AdminOnly, BodyLimits, Done, ErrorBody, JobStarted, SignedIn};
 use super::{ApiError, ApiResult, AppState};
+use crate::wire::requests::MediaModifyRequest;
 use crate::control::service::commands::{CreateMedium, ModifyMedium};
 use crate::control::service::media::{plain_directory, MediumReport};
 use crate::control::service::volumes::Started;
@@ -247,24 +246,6 @@ pub fn medium_view(report: &MediumReport) -> MediumView {
         capacitygroup: String::new(),
         managedby: m.managed_by.as_str().into(),
     }
-}
-
-/// `PATCH /media/{media}` (administrators only): `state` or `size`, one
-/// of them.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = MediaModify, min_properties = 1, max_properties = 1)]
-#[allow(dead_code, non_snake_case)]
-pub struct MediaModifyRequest {
-    /// `Failed`: declares the medium failed (any medium). `Draining`: it
-    /// takes no new slice and one job moves every slice off it. `Ready`:
-    /// it takes slices again.
-    #[schema(pattern = "^(Failed|Draining|Ready)$", nullable = false)]
-    pub state: Option<String>,
-    /// New logical capacity in GiB (API-managed media only): any size down
-    /// to what is in use on it.
-    #[schema(minimum = 1, maximum = 1073741824, nullable = false)]
-    pub size: Option<u64>,
 }
 
 /// `POST /media` (administrators only): the fields as `GET /media` shows

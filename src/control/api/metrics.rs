@@ -1,8 +1,7 @@
 //! `GET /metrics` (Prometheus) and a volume's recent I/O (the console's
 //! chart): docs/metrics.md.
 
-use super::views::{AdminOnly, SignedIn};
-use super::views::ErrorBody;
+use super::views::{AdminOnly, ErrorBody, SignedIn};
 use super::{ApiResult, AppState};
 use crate::common::metrics::{IoSample, CONTENT_TYPE};
 use crate::control::service::{format_ms, Caller};

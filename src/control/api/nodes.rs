@@ -2,12 +2,11 @@
 //! change them; adding and removing are svs extensions), with their bodies
 //! and views. The agents' credentials and routes are in `agents`.
 
-use super::views::{AdminOnly, BodyLimits, SignedIn};
 use super::body::{node_name, typed};
 use super::extract::Parsed;
 use super::parse::{Body, ParseResult};
 use super::requests::FromBody;
-use super::views::{self, Done, ErrorBody};
+use super::views::{self, AdminOnly, BodyLimits, Done, ErrorBody, SignedIn};
 use super::{ApiError, ApiResult, AppState};
 use crate::control::service::commands::{CreateNode, SetNodeAddress};
 use crate::control::service::format_ms;

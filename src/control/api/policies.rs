@@ -1,10 +1,9 @@
 //! Policy routes, with the parsing of policy bodies and the policy view.
 
-use super::views::{BodyLimits, SignedIn};
 use super::extract::Parsed;
 use super::parse::{bad, opt_bool, opt_str, opt_uint, Body, ParseResult};
 use super::requests::FromBody;
-use super::views::{self, Done, ErrorBody};
+use super::views::{self, BodyLimits, Done, ErrorBody, SignedIn};
 use super::{ApiResult, AppState};
 use crate::control::service::attributes::{CapacityOptimization, PolicySettings};
 use crate::control::service::commands::{CreatePolicy, ResiliencyLevels, UpdatePolicy};

@@ -1,10 +1,10 @@
 //! Sign-in and tokens: `POST /signin`, `/signout`, the two refresh routes
 //! and the token-signing keys (`GET /jwks`), with their bodies and views.
 
-use super::views::BodyLimits;
 use super::body::Typed;
+use crate::wire::requests::{RefreshRequest, SignInRequest, SignOutRequest};
 use super::extract::{ClientAddress, Parsed, RefreshTokenHeader};
-use super::views::{Empty, ErrorBody};
+use super::views::{BodyLimits, Empty, ErrorBody};
 use super::{ApiResult, AppState};
 use crate::control::auth::TokenSet;
 use crate::control::service::auth::SignedIn;
@@ -13,7 +13,7 @@ use crate::control::service::format_ms;
 pub use crate::wire::views::SignedInView;
 use axum::extract::State;
 use axum::Json;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use utoipa::ToSchema;
 
 #[utoipa::path(
@@ -197,30 +197,6 @@ pub fn key_set(keys: &[(String, String)]) -> Jwks {
             })
             .collect(),
     }
-}
-
-#[derive(Deserialize, Serialize, ToSchema)]
-pub struct SignInRequest {
-    #[schema(min_length = 1)]
-    pub email: String,
-    #[schema(min_length = 1)]
-    pub password: String,
-}
-
-#[derive(Deserialize, Serialize, ToSchema)]
-#[allow(non_snake_case)]
-pub struct SignOutRequest {
-    /// The AccessToken of the session (it authenticates this call).
-    #[schema(min_length = 1)]
-    pub AccessToken: String,
-}
-
-#[derive(Deserialize, Serialize, ToSchema)]
-#[allow(non_snake_case)]
-pub struct RefreshRequest {
-    /// The RefreshToken from `POST /signin`.
-    #[schema(min_length = 1)]
-    pub RefreshToken: String,
 }
 
 impl Typed for SignInRequest {}

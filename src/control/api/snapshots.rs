@@ -1,12 +1,12 @@
 //! Snapshot routes (thin, like `handlers`): a volume's snapshots, every
 //! snapshot of the tenant, and rollback.
 
-use super::views::{BodyLimits, SignedIn};
 use super::extract::{Parsed, ParsedQuery};
 use super::parse::{bad, opt_bool, opt_str, req_str, Body, ParseResult};
 use super::requests::{force_query, opt_non_empty, query_bool, FromBody, FromQuery};
-use super::views::{self, non_empty, Done, ErrorBody, JobStarted};
+use super::views::{self, BodyLimits, Done, ErrorBody, JobStarted, SignedIn, non_empty};
 use super::{ApiResult, AppState};
+use crate::wire::requests::SnapshotCreateRequest;
 use crate::control::service::commands::{CreateSnapshot, DeleteSnapshot, ModifySnapshot};
 use crate::control::service::format_ms;
 use crate::control::service::Caller;
@@ -330,30 +330,6 @@ pub fn snapshot_view(s: &Snapshot) -> SnapshotView {
         consistencygroupname: text("consistencygroupname"),
         targetsecret: non_empty(&text("targetsecret")),
     }
-}
-
-/// `POST /volumes/{volume}/snapshots`.
-#[derive(Deserialize, ToSchema)]
-#[schema(as = SnapshotCreate)]
-#[allow(dead_code, non_snake_case)]
-pub struct SnapshotCreateRequest {
-    /// Volume name rules; `top` is reserved for the live volume.
-    #[schema(
-        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
-        max_length = 63
-    )]
-    pub name: String,
-    /// `crash` or `application` (svs takes both at one write barrier).
-    #[schema(pattern = "^(crash|application)$")]
-    pub consistency: String,
-    #[serde(default)]
-    pub targetsecret: String,
-    #[serde(default)]
-    pub policy: bool,
-    #[serde(default)]
-    pub consistencygroup: bool,
-    #[serde(default)]
-    pub consistencygroupname: String,
 }
 
 /// `PATCH /volumes/{volume}/snapshots/{snapshot}`: a new name and the

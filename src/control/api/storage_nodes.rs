@@ -2,11 +2,10 @@
 //! registration and heartbeat (its storage credential only), and the
 //! copies a node holds (administrators).
 
-use super::views::{AdminOnly, BodyLimits};
 use super::extract::Parsed;
 use super::parse::{bad, opt_str, req_str, Body, ParseResult};
 use super::requests::{only_fields, FromBody};
-use super::views::ErrorBody;
+use super::views::{AdminOnly, BodyLimits, ErrorBody};
 use super::{ApiError, AppState};
 use crate::common::metrics::{IoTotals, MAX_IO_REPORTS};
 use crate::common::slice_tls::MAX_PUBLIC_KEY_PEM;

@@ -5,19 +5,19 @@
 //!
 //! A user in a path is its id or its e-mail. `/users/me` is the caller.
 
-use super::views::{AdminOnly, BodyLimits, SignedIn};
 use super::body::Typed;
+use crate::wire::requests::{OwnPasswordRequest, PasswordResetRequest, UserCreateRequest, UserModifyRequest};
 use super::extract::Parsed;
 use super::parse::bad;
 use super::signin::SignedInView;
-use super::views::{self, Done, ErrorBody};
+use super::views::{self, AdminOnly, BodyLimits, Done, ErrorBody, SignedIn};
 use super::{ApiError, AppState};
 use crate::control::service::format_ms;
 use crate::control::service::users::{ChangeOwnPassword, CreateUser, UpdateUser, UserKey};
 use crate::control::service::{Administrator, Caller};
 use axum::extract::{Path, State};
 use axum::Json;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use svs_store::User;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -61,58 +61,6 @@ pub fn user(u: &User) -> UserView {
         disabled: u.disabled,
         createdtime: format_ms(u.created_ms),
     }
-}
-
-/// `POST /users`.
-#[derive(Deserialize, Serialize, ToSchema)]
-#[schema(as = UserCreate)]
-pub struct UserCreateRequest {
-    #[schema(min_length = 3, max_length = 254, pattern = "^[^\\s@]+@[^\\s]+$")]
-    pub email: String,
-    /// At least 8 characters.
-    #[schema(min_length = 8)]
-    pub password: String,
-    /// Display name (default: the part of the e-mail before '@').
-    #[schema(min_length = 1, max_length = 50, nullable = false)]
-    pub name: Option<String>,
-    /// The user's tenant, created if new (default: the administrator's own).
-    #[schema(min_length = 1, max_length = 63, nullable = false)]
-    pub tenant: Option<String>,
-    /// Make the user a service administrator (default false).
-    #[schema(nullable = false)]
-    pub admin: Option<bool>,
-}
-
-/// `PATCH /users/{user}`: at least one field.
-#[derive(Deserialize, Serialize, ToSchema)]
-#[schema(as = UserModify)]
-pub struct UserModifyRequest {
-    /// true disables the user (its sessions end), false enables it.
-    #[schema(nullable = false)]
-    pub disabled: Option<bool>,
-    /// Grant (true) or take away (false) the administrator role.
-    #[schema(nullable = false)]
-    pub admin: Option<bool>,
-}
-
-/// `POST /users/{user}/password`.
-#[derive(Deserialize, Serialize, ToSchema)]
-#[schema(as = UserPasswordReset)]
-pub struct PasswordResetRequest {
-    /// The new password, at least 8 characters.
-    #[schema(min_length = 8)]
-    pub password: String,
-}
-
-/// `PUT /users/me/password`.
-#[derive(Deserialize, Serialize, ToSchema)]
-#[schema(as = OwnPasswordChange)]
-pub struct OwnPasswordRequest {
-    #[schema(min_length = 1)]
-    pub currentpassword: String,
-    /// At least 8 characters.
-    #[schema(min_length = 8)]
-    pub newpassword: String,
 }
 
 impl Typed for UserCreateRequest {}

@@ -1,13 +1,13 @@
 //! Volume routes: list, create, read, resize, delete, slices, recovery and
 //! filesystem growth (svs extensions), with their bodies and views.
 
-use super::views::{BodyLimits, SignedIn};
 use super::extract::{Parsed, ParsedQuery};
 use super::parse::{bad, opt_bool, opt_str, req_gib, req_str, req_uint, Body, ParseResult};
 use super::plans::{self, CreateAnswer, PlanQuery, ResizeAnswer};
 use super::requests::{force_query, opt_non_empty, page_number, query_bool, FromBody, FromQuery};
-use super::views::{self, non_empty, ErrorBody, JobStarted};
+use super::views::{self, BodyLimits, ErrorBody, JobStarted, SignedIn, non_empty};
 use super::{ApiError, ApiResult, AppState};
+use crate::wire::requests::{VolumeCreateRequest, VolumeModifyRequest};
 use crate::control::service::attributes::{Filesystem, Flavor, StoredField, VolumeAttributes};
 use crate::control::service::commands::{
     CloneFrom, CreateVolume, DeleteVolume, FixedVolumeField, ResizeVolume,
@@ -18,7 +18,7 @@ use crate::control::service::Caller;
 pub use crate::wire::views::VolumeView;
 use axum::extract::{Path, State};
 use axum::Json;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use svs_domain::{ResourceName, VolumeType, MAX_VOLUME_GIB, MIN_VOLUME_GIB};
@@ -473,97 +473,6 @@ pub fn slice(row: &SliceRow) -> SliceView {
         health: if row.lost { "Lost" } else { "Healthy" },
         stalegeneration: row.stale_generation,
     }
-}
-
-/// `POST /volumes`. Unknown fields are ignored; the reference's stored
-/// fields (`consistencygroup`, `capacitygroup`, ...) are kept and shown.
-#[derive(Deserialize, ToSchema)]
-#[schema(as = VolumeCreate)]
-#[allow(dead_code, non_snake_case)]
-pub struct VolumeCreateRequest {
-    #[schema(
-        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
-        max_length = 63
-    )]
-    pub name: String,
-    /// `block` (default when absent or `""`) or `file`.
-    #[schema(pattern = "^(block|file)?$")]
-    #[serde(default, rename = "type")]
-    pub kind: String,
-    /// GiB.
-    #[schema(minimum = 1, maximum = 1_048_576)]
-    pub size: u64,
-    /// Name of a policy of the caller's tenant.
-    #[schema(min_length = 1)]
-    pub policy: String,
-    /// Zone for the first copy; absent or `""`: any.
-    #[serde(default)]
-    pub zone: String,
-    /// A clone: the volume whose snapshot fills the new volume (with
-    /// `contentsnapshot`); absent or `""`: an empty volume.
-    #[serde(default)]
-    pub contentvolume: String,
-    /// A clone: the snapshot (name or id) of `contentvolume` whose content
-    /// fills the new volume; `size` must be at least its `volumesize`.
-    #[serde(default)]
-    pub contentsnapshot: String,
-    #[serde(default)]
-    pub consistencygroup: String,
-    #[serde(default)]
-    pub zonereplica: String,
-    #[serde(default)]
-    pub volumegroupname: String,
-    #[serde(default)]
-    pub replicationnode: String,
-    #[serde(default)]
-    pub replicationvolumegroupname: String,
-    #[serde(default)]
-    pub capacitygroup: String,
-    #[serde(default)]
-    pub throttlingscheme: String,
-    /// `regular` (default) or `filedirect`.
-    #[schema(pattern = "^(regular|filedirect)?$")]
-    #[serde(default)]
-    pub flavor: String,
-    /// svs extension: the filesystem svs makes on a `type: file` volume,
-    /// `ext4` (default) or `xfs`; refused (400) for `type: block`.
-    #[schema(pattern = "^(ext4|xfs)?$")]
-    #[serde(default)]
-    pub filesystem: String,
-    /// Ignored at creation (type-checked).
-    #[serde(default)]
-    pub allowdatamovement: bool,
-}
-
-/// `PATCH /volumes/{volume}`: the resize. A whole Volume object (as
-/// generated clients send it) is accepted: read-only fields are ignored,
-/// the writable ones must equal the volume's (null and `""` mean "not
-/// sent").
-#[derive(Deserialize, ToSchema)]
-#[schema(as = VolumeModify)]
-#[allow(dead_code, non_snake_case)]
-pub struct VolumeModifyRequest {
-    /// The new size in GiB: greater than the current size, at most 10× it.
-    #[schema(minimum = 0)]
-    pub size: u64,
-    /// Allow moving slices off media that lack room.
-    #[serde(default)]
-    pub allowdatamovement: bool,
-    pub name: Option<String>,
-    #[serde(rename = "type")]
-    pub kind: Option<String>,
-    pub policy: Option<String>,
-    pub zone: Option<String>,
-    pub contentvolume: Option<String>,
-    pub contentsnapshot: Option<String>,
-    pub consistencygroup: Option<String>,
-    pub zonereplica: Option<String>,
-    pub volumegroupname: Option<String>,
-    pub replicationnode: Option<String>,
-    pub replicationvolumegroupname: Option<String>,
-    pub capacitygroup: Option<String>,
-    pub throttlingscheme: Option<String>,
-    pub flavor: Option<String>,
 }
 
 #[cfg(test)]
