@@ -6,8 +6,8 @@ use super::passwords::{
 };
 use super::ClientArgs;
 use super::CommonArgs;
-use crate::wire::requests::UserCreateRequest;
 use crate::client::{ClientError, Context};
+use crate::wire::requests::UserCreateRequest;
 use clap::Subcommand;
 use std::path::PathBuf;
 

@@ -66,7 +66,6 @@ impl Api {
     }
 }
 
-
 impl Context {
     pub async fn user_list(&self) -> Result<()> {
         self.show(Print::List(USER_COLUMNS), |api| async move {

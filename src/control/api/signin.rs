@@ -2,7 +2,6 @@
 //! and the token-signing keys (`GET /jwks`), with their bodies and views.
 
 use super::body::Typed;
-use crate::wire::requests::{RefreshRequest, SignInRequest, SignOutRequest};
 use super::extract::{ClientAddress, Parsed, RefreshTokenHeader};
 use super::views::{BodyLimits, Empty, ErrorBody};
 use super::{ApiResult, AppState};
@@ -10,6 +9,7 @@ use crate::control::auth::TokenSet;
 use crate::control::service::auth::SignedIn;
 use crate::control::service::commands::{Refresh, SignIn, SignOut};
 use crate::control::service::format_ms;
+use crate::wire::requests::{RefreshRequest, SignInRequest, SignOutRequest};
 pub use crate::wire::views::SignedInView;
 use axum::extract::State;
 use axum::Json;

@@ -4,12 +4,12 @@
 use super::extract::{Parsed, ParsedQuery};
 use super::parse::{bad, opt_bool, opt_str, req_str, Body, ParseResult};
 use super::requests::{force_query, opt_non_empty, query_bool, FromBody, FromQuery};
-use super::views::{self, BodyLimits, Done, ErrorBody, JobStarted, SignedIn, non_empty};
+use super::views::{self, non_empty, BodyLimits, Done, ErrorBody, JobStarted, SignedIn};
 use super::{ApiResult, AppState};
-use crate::wire::requests::SnapshotCreateRequest;
 use crate::control::service::commands::{CreateSnapshot, DeleteSnapshot, ModifySnapshot};
 use crate::control::service::format_ms;
 use crate::control::service::Caller;
+use crate::wire::requests::SnapshotCreateRequest;
 pub use crate::wire::views::SnapshotView;
 use axum::extract::{Path, State};
 use axum::Json;

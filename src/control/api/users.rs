@@ -6,7 +6,6 @@
 //! A user in a path is its id or its e-mail. `/users/me` is the caller.
 
 use super::body::Typed;
-use crate::wire::requests::{OwnPasswordRequest, PasswordResetRequest, UserCreateRequest, UserModifyRequest};
 use super::extract::Parsed;
 use super::parse::bad;
 use super::signin::SignedInView;
@@ -15,6 +14,9 @@ use super::{ApiError, AppState};
 use crate::control::service::format_ms;
 use crate::control::service::users::{ChangeOwnPassword, CreateUser, UpdateUser, UserKey};
 use crate::control::service::{Administrator, Caller};
+use crate::wire::requests::{
+    OwnPasswordRequest, PasswordResetRequest, UserCreateRequest, UserModifyRequest,
+};
 use axum::extract::{Path, State};
 use axum::Json;
 use serde::Serialize;

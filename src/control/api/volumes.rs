@@ -5,9 +5,8 @@ use super::extract::{Parsed, ParsedQuery};
 use super::parse::{bad, opt_bool, opt_str, req_gib, req_str, req_uint, Body, ParseResult};
 use super::plans::{self, CreateAnswer, PlanQuery, ResizeAnswer};
 use super::requests::{force_query, opt_non_empty, page_number, query_bool, FromBody, FromQuery};
-use super::views::{self, BodyLimits, ErrorBody, JobStarted, SignedIn, non_empty};
+use super::views::{self, non_empty, BodyLimits, ErrorBody, JobStarted, SignedIn};
 use super::{ApiError, ApiResult, AppState};
-use crate::wire::requests::{VolumeCreateRequest, VolumeModifyRequest};
 use crate::control::service::attributes::{Filesystem, Flavor, StoredField, VolumeAttributes};
 use crate::control::service::commands::{
     CloneFrom, CreateVolume, DeleteVolume, FixedVolumeField, ResizeVolume,
@@ -15,6 +14,7 @@ use crate::control::service::commands::{
 use crate::control::service::volume_facts::VolumeFacts;
 use crate::control::service::volumes::volume_zone;
 use crate::control::service::Caller;
+use crate::wire::requests::{VolumeCreateRequest, VolumeModifyRequest};
 pub use crate::wire::views::VolumeView;
 use axum::extract::{Path, State};
 use axum::Json;

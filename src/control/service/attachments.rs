@@ -218,13 +218,7 @@ impl Services {
             mountpoint,
             snapshot: current.snapshot,
         });
-        let job = self.new_job(caller, spec, &v.id);
-        let job_id = self.store.start_volume_job(&v.id, v.state, &job).await?;
-        self.jobs.submit(job_id);
-        Ok(Started {
-            job_id,
-            object_id: v.id,
-        })
+        self.start_volume_job(caller, spec, &v.id, v.state).await
     }
 
     pub async fn delete_attachment(

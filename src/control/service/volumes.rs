@@ -94,6 +94,24 @@ impl Services {
         }
     }
 
+    /// Records a job on the volume, which takes `state`, and hands it to
+    /// the runner.
+    pub(super) async fn start_volume_job(
+        &self,
+        caller: &Caller,
+        spec: JobSpec,
+        volume_id: &str,
+        state: VolumeState,
+    ) -> ServiceResult<Started> {
+        let job = self.new_job(caller, spec, volume_id);
+        let job_id = self.store.start_volume_job(volume_id, state, &job).await?;
+        self.jobs.submit(job_id);
+        Ok(Started {
+            job_id,
+            object_id: volume_id.to_string(),
+        })
+    }
+
     pub async fn create_volume(
         &self,
         caller: &Caller,
@@ -277,16 +295,8 @@ impl Services {
             name: volume.name.clone(),
             force,
         });
-        let job = self.new_job(caller, spec, &volume.id);
-        let job_id = self
-            .store
-            .start_volume_job(&volume.id, VolumeState::Deleting, &job)
-            .await?;
-        self.jobs.submit(job_id);
-        Ok(Started {
-            job_id,
-            object_id: volume.id,
-        })
+        self.start_volume_job(caller, spec, &volume.id, VolumeState::Deleting)
+            .await
     }
 
     /// `PATCH /volumes/{volume}`: validates, then starts a
@@ -323,17 +333,11 @@ impl Services {
             from_size: volume.size,
             plan: plan.map(PlanShape::token),
         });
-        let job = self.new_job(caller, spec, &volume.id);
-        let job_id = self
-            .store
-            .start_volume_job(&volume.id, VolumeState::Resizing, &job)
+        let started = self
+            .start_volume_job(caller, spec, &volume.id, VolumeState::Resizing)
             .await?;
-        tracing::info!(job = job_id, volume = %volume.id, size, allow_movement, "resize requested");
-        self.jobs.submit(job_id);
-        Ok(Started {
-            job_id,
-            object_id: volume.id,
-        })
+        tracing::info!(job = started.job_id, volume = %volume.id, size, allow_movement, "resize requested");
+        Ok(started)
     }
 
     /// `PATCH /volumes/{volume}?dryrun=true`: what the resize would do now
@@ -365,13 +369,7 @@ impl Services {
         let spec = JobSpec::VolumeRecovery(RecoveryArgs {
             name: v.name.clone(),
         });
-        let job = self.new_job(caller, spec, &v.id);
-        let job_id = self.store.start_volume_job(&v.id, v.state, &job).await?;
-        self.jobs.submit(job_id);
-        Ok(Started {
-            job_id,
-            object_id: v.id,
-        })
+        self.start_volume_job(caller, spec, &v.id, v.state).await
     }
 
     /// Starts a `volume_grow_filesystem` job. 409 for a volume without a
@@ -408,12 +406,6 @@ impl Services {
             name: v.name.clone(),
             size: v.size,
         });
-        let job = self.new_job(caller, spec, &v.id);
-        let job_id = self.store.start_volume_job(&v.id, v.state, &job).await?;
-        self.jobs.submit(job_id);
-        Ok(Started {
-            job_id,
-            object_id: v.id,
-        })
+        self.start_volume_job(caller, spec, &v.id, v.state).await
     }
 }
