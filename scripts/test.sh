@@ -48,7 +48,7 @@ if [ -z "${SVS_TEST_DATABASE_URL:-}" ] && ! ls /usr/lib/postgresql/*/bin/initdb 
     $SUDO apt-get install -y -q --no-install-recommends postgresql
 fi
 
-# HAProxy, which tests/api/instances.rs runs in front of two instances with
+# HAProxy, which tests/api/control/instances.rs runs in front of two instances with
 # the repository's deploy/haproxy/svs.cfg.
 if ! command -v haproxy >/dev/null && [ ! -x /usr/sbin/haproxy ]; then
     if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo --preserve-env=DEBIAN_FRONTEND"; fi
@@ -58,7 +58,7 @@ if ! command -v haproxy >/dev/null && [ ! -x /usr/sbin/haproxy ]; then
 fi
 
 # Prometheus and promtool (Debian's prometheus): tests/deploy.rs tests the
-# alert rules with promtool, tests/api/metrics.rs has a real Prometheus
+# alert rules with promtool, tests/api/control/metrics.rs has a real Prometheus
 # scrape svs.
 if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
     if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo --preserve-env=DEBIAN_FRONTEND"; fi

@@ -1,63 +1,12 @@
-//! Integration tests: the real `svs serve` over HTTP.
+//! Integration tests: the real `svs serve` over HTTP, one folder per role
+//! (the process a test is about): the control plane, storage nodes, the
+//! host agent, CSI, the command-line client and a volume's front.
 
 mod harness;
 
-mod agents;
-mod attach;
-mod auth;
-mod backup;
-mod cancel;
+mod agent;
 mod cli;
-mod concurrency;
-mod connections;
-mod console;
-mod contract;
-mod csi_controller;
-mod csi_lifecycle;
-mod csi_node;
-mod drain;
-mod dry_run;
-mod filesystem;
-mod forge;
-mod fresh_nodes;
-mod front_on_node;
-mod fs_growth;
-mod guard;
-mod host_agent;
-mod host_side;
-mod hostdev;
-mod infrastructure;
-mod input_rules;
-mod instances;
-mod jobs;
-mod lost_disk;
-mod media_written;
-mod metrics;
-mod nbd_protocol;
-mod node_credentials;
-mod node_fronts;
-mod node_mount;
-mod node_moves;
-mod policies;
-mod postgres;
-mod reconcile;
-mod recovery;
-mod resize;
-mod resync;
-mod roles;
-mod route_attacks;
-mod signin_protection;
-mod snapshots;
-mod stale_copies;
-mod startup;
-mod steering;
-mod storage_node_tls;
-mod storage_nodes;
-mod tenants;
-mod tls;
-mod token_hygiene;
-mod users;
-mod users_cli;
-mod volume_facts;
-mod volumes;
-mod workers;
+mod control;
+mod csi;
+mod front;
+mod storage_node;

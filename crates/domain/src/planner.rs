@@ -15,6 +15,10 @@
 //!   exists (1, 2, 3, ...), each column `column_size(size, columns)` GiB;
 //! - among candidate media, the one with the most free space wins (ties: the
 //!   smallest id), spreading load and leaving room to grow.
+//!
+//! Each rule is a table of topologies, requests and the exact placement, plan
+//! or error in `planner/table_tests.rs`; the tests below check single cases and the
+//! corners of the search (backtracking, empty input, bounds).
 
 use crate::model::{column_size, Gib, MediumState, Resiliency, Slice, SlicePlacement};
 use std::collections::{BTreeMap, BTreeSet};
@@ -445,6 +449,9 @@ fn build_plan(new_col: Gib, staying: &[&Slice], moves: Vec<SliceMove>) -> Resize
         reservations,
     }
 }
+
+#[cfg(test)]
+mod table_tests;
 
 #[cfg(test)]
 mod tests {

@@ -107,7 +107,7 @@ impl utoipa::Modify for IdTokenSecurity {
 /// Every route of the API, each declared with its document entry: the
 /// router and `/openapi.json` come from these declarations, so they cannot
 /// drift. A route added any other way than `.routes(routes!(...))` here is
-/// caught by `tests/api/contract.rs`.
+/// caught by `tests/api/control/contract.rs`.
 fn documented_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(signin::sign_in))

@@ -87,7 +87,7 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'
 pub const PATHS: [&str; 5] = ["/", "/favicon.ico", "/ui", "/ui/", "/ui/{file}"];
 
 /// The routes of the console, merged into the API router. Each path is one
-/// of `PATHS` (`tests/api/contract.rs` checks that nothing else is routed).
+/// of `PATHS` (`tests/api/control/contract.rs` checks that nothing else is routed).
 pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     let [root, favicon, redirect, index, file] = PATHS;
     Router::new()

@@ -296,7 +296,7 @@ impl Services {
 }
 
 /// The expiry rules on a clock the tests move (the integration tests in
-/// tests/api/auth.rs check the same rules on the real binary, sleeping).
+/// tests/api/control/auth.rs check the same rules on the real binary, sleeping).
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -476,6 +476,13 @@ async fn the_smallest_size_and_a_whole_number_written_as_a_float_are_accepted() 
 }
 
 // ---- placement ----
+//
+// The placement rules themselves (columns, distinct media, nodes and zones,
+// the most free space, the copies a resiliency keeps, the refusals) are
+// tables of the planner's unit tests (crates/domain/src/planner/table_tests.rs).
+// Here, what only the whole service shows: a policy's levels and a
+// creation's zone reaching the planner, the slice files made, the space
+// booked, the job's details and the API's answers.
 
 #[tokio::test]
 async fn a_volume_spans_two_media_when_no_single_medium_has_room() {
@@ -508,131 +515,6 @@ async fn a_volume_spans_two_media_when_no_single_medium_has_room() {
     assert_eq!(v["maxsize"], 990);
     assert_eq!(v["node"], "n1");
     assert_eq!(usage(&app).await, vec![u("m1", 10, 1), u("m2", 10, 1)]);
-}
-
-#[tokio::test]
-async fn a_volume_is_cut_into_the_fewest_columns_that_fit() {
-    let app = TestApp::start_with(topology(vec![
-        medium("m1", "n1", "z1", 40),
-        medium("m2", "n1", "z1", 40),
-        medium("m3", "n1", "z1", 40),
-        medium("m4", "n1", "z1", 40),
-    ]))
-    .await;
-    app.create_policy("plain", 0, 0, 0).await;
-    let id = ready_volume(&app, "wide", 100, "plain").await;
-    // 1 × 100 and 2 × 50 do not fit on 40 GiB media; 3 × 34 does.
-    let slices = placement(&app, "wide").await;
-    assert_eq!(
-        slices,
-        vec![
-            sl(0, 0, "m1", "n1", "z1", 34),
-            sl(0, 1, "m2", "n1", "z1", 34),
-            sl(0, 2, "m3", "n1", "z1", 34)
-        ]
-    );
-    for s in &slices {
-        assert_sparse_slice(&app, &id, s);
-    }
-    assert_eq!(
-        usage(&app).await,
-        vec![u("m1", 6, 1), u("m2", 6, 1), u("m3", 6, 1), u("m4", 40, 0)]
-    );
-}
-
-#[tokio::test]
-async fn copies_of_each_column_are_placed_on_distinct_media() {
-    let app = TestApp::start_with(topology(vec![
-        medium("m1", "n1", "z1", 60),
-        medium("m2", "n2", "z1", 60),
-        medium("m3", "n3", "z1", 60),
-        medium("m4", "n4", "z1", 60),
-    ]))
-    .await;
-    app.create_policy("mirror", 1, 0, 0).await;
-    let id = ready_volume(&app, "v", 100, "mirror").await;
-    let slices = placement(&app, "v").await;
-    assert_eq!(
-        slices,
-        vec![
-            sl(0, 0, "m1", "n1", "z1", 50),
-            sl(0, 1, "m3", "n3", "z1", 50),
-            sl(1, 0, "m2", "n2", "z1", 50),
-            sl(1, 1, "m4", "n4", "z1", 50),
-        ]
-    );
-    for s in &slices {
-        assert_sparse_slice(&app, &id, s);
-    }
-    assert_eq!(
-        usage(&app).await,
-        vec![
-            u("m1", 10, 1),
-            u("m2", 10, 1),
-            u("m3", 10, 1),
-            u("m4", 10, 1)
-        ]
-    );
-}
-
-#[tokio::test]
-async fn the_medium_with_the_most_free_space_wins_and_ties_go_to_the_smallest_id() {
-    let app = TestApp::start_with(topology(vec![
-        medium("m1", "n1", "z1", 50),
-        medium("m2", "n1", "z1", 100),
-        medium("m3", "n1", "z1", 100),
-    ]))
-    .await;
-    app.create_policy("plain", 0, 0, 0).await;
-    ready_volume(&app, "a", 10, "plain").await;
-    assert_eq!(
-        placement(&app, "a").await,
-        vec![sl(0, 0, "m2", "n1", "z1", 10)]
-    );
-    ready_volume(&app, "b", 10, "plain").await;
-    assert_eq!(
-        placement(&app, "b").await,
-        vec![sl(0, 0, "m3", "n1", "z1", 10)]
-    );
-    ready_volume(&app, "c", 45, "plain").await;
-    assert_eq!(
-        placement(&app, "c").await,
-        vec![sl(0, 0, "m2", "n1", "z1", 45)]
-    );
-    assert_eq!(
-        usage(&app).await,
-        vec![u("m1", 50, 0), u("m2", 45, 2), u("m3", 90, 1)]
-    );
-}
-
-#[tokio::test]
-async fn node_resiliency_puts_the_copies_of_a_slice_on_distinct_nodes() {
-    let app = TestApp::start_with(topology(vec![
-        medium("m1", "n1", "z1", 100),
-        medium("m2", "n1", "z1", 90),
-        medium("m3", "n2", "z1", 50),
-    ]))
-    .await;
-    app.create_policy("node1", 0, 1, 0).await;
-    app.create_policy("media1", 1, 0, 0).await;
-    // m2 has more room than m3, but shares m1's node.
-    ready_volume(&app, "a", 10, "node1").await;
-    assert_eq!(
-        placement(&app, "a").await,
-        vec![
-            sl(0, 0, "m1", "n1", "z1", 10),
-            sl(1, 0, "m3", "n2", "z1", 10)
-        ]
-    );
-    // Without node resiliency, distinct media on one node are fine.
-    ready_volume(&app, "b", 10, "media1").await;
-    assert_eq!(
-        placement(&app, "b").await,
-        vec![
-            sl(0, 0, "m1", "n1", "z1", 10),
-            sl(1, 0, "m2", "n1", "z1", 10)
-        ]
-    );
 }
 
 #[tokio::test]
@@ -817,19 +699,6 @@ async fn a_volume_larger_than_any_placement_fails_and_its_name_can_be_used_again
     );
     let (_, v) = app.get("/volumes/v").await;
     assert_eq!(v["volumeid"], id.as_str());
-}
-
-#[tokio::test]
-async fn a_mirrored_volume_needs_two_media_even_when_one_has_room_for_both_copies() {
-    let app = TestApp::start_with(topology(vec![medium("m1", "n1", "z1", 1000)])).await;
-    app.create_policy("mirror", 1, 0, 0).await;
-    let (_, job) = app.create_volume("v", 10, "mirror").await;
-    assert_eq!(job["state"], "Error", "{job}");
-    assert_eq!(
-        job["details"],
-        json!(["Could not create volume 'v': no placement found for a volume of 10 GiB with 2 copies: not enough free space on media that satisfy the policy's resiliency"])
-    );
-    assert_eq!(usage(&app).await, vec![u("m1", 1000, 0)]);
 }
 
 #[tokio::test]

@@ -53,7 +53,7 @@ fn sha(data: &[u8]) -> String {
 async fn publish_and_stage(
     controller: &Plugin,
     host: &HostSide,
-    node: &mut crate::csi_node::Node,
+    node: &mut super::node::Node,
     volume_id: &str,
     pod: &str,
 ) -> (PathBuf, PathBuf) {
@@ -96,7 +96,7 @@ async fn publish_and_stage(
 /// NodeUnpublish, NodeUnstage, ControllerUnpublish.
 async fn take_down(
     controller: &Plugin,
-    node: &mut crate::csi_node::Node,
+    node: &mut super::node::Node,
     volume_id: &str,
     (staging, target): (&Path, &Path),
 ) {

@@ -508,7 +508,7 @@ async fn unknown_routes_and_methods_get_json_errors() {
         (Method::GET, "/nothing"),
         (Method::GET, "/policies/gold/extra"),
         (Method::POST, "/signin/again"),
-        // `/` itself leads to the console (tests/api/console.rs).
+        // `/` itself leads to the console (tests/api/control/console.rs).
         (Method::GET, "/index.html"),
     ] {
         for token in [None, Some(app.token.as_str())] {

@@ -1,7 +1,7 @@
 //! One credential for a host that runs both a storage node and the host
 //! agent (`agent+storage`): the real `svs storage-node` registers with it,
 //! and the agent's routes take it too; each single-role credential still
-//! gets 403 on the other's routes (tests/api/storage_nodes.rs).
+//! gets 403 on the other's routes (tests/api/storage_node/storage_nodes.rs).
 
 use crate::harness::cli::Home;
 use crate::harness::storage_nodes::{eventually, StorageNodeProcess, TIMEOUT};
