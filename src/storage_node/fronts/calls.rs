@@ -27,7 +27,7 @@
 use crate::front::calls_wire::{
     BeganCopy, CopyProgress, FrontAnswer, FrontCall, FrontOp, JobClaim,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -94,8 +94,12 @@ pub struct FrontCalls {
     calls: Mutex<HashMap<String, Arc<Call>>>,
     /// Shared with the calls' threads (a begin replaces a slice's copy).
     copies: Arc<Mutex<HashMap<String, Arc<CopySession>>>>,
-    /// The newest claim seen of each job, and when it was last heard of.
-    claims: Mutex<HashMap<i64, (u64, Instant)>>,
+    /// The newest claim seen of each job, and when it was last heard of
+    /// (shared with the begins' threads).
+    claims: Arc<Mutex<HashMap<i64, (u64, Instant)>>>,
+    /// The slices (volume, copy, column) whose copy a begin is setting up
+    /// now: one begin of a slice at a time.
+    beginning: Arc<Mutex<HashSet<BegunSlice>>>,
 }
 
 /// One call running (or answered and not asked again yet).
@@ -175,7 +179,8 @@ impl FrontCalls {
             fronts: Arc::default(),
             calls: Mutex::default(),
             copies: Arc::default(),
-            claims: Mutex::default(),
+            claims: Arc::default(),
+            beginning: Arc::default(),
         }
     }
 
@@ -435,16 +440,30 @@ impl FrontCalls {
                 resumefrom,
                 node,
             } => {
-                let (media, fronts, copies) = (
+                let (media, fronts, copies, claims) = (
                     Arc::clone(&self.media),
                     Arc::clone(&self.fronts),
                     Arc::clone(&self.copies),
+                    Arc::clone(&self.claims),
                 );
+                let beginning = Arc::clone(&self.beginning);
                 let (volume, id, roots) = (volume.to_string(), id.to_string(), roots.to_vec());
                 // On the call's thread: reaching a node, and a running
                 // phase of an earlier copy ending, may take longer than a
                 // request may.
                 let work = move || {
+                    // Two begins of a slice at once (an older claim's,
+                    // answered late, and a newer one's) would each set up
+                    // the target, one over the other's.
+                    let Some(_beginning) =
+                        BeginGuard::enter(&beginning, (volume.clone(), copy, column))
+                    else {
+                        return Err(io::Error::new(
+                            io::ErrorKind::Interrupted,
+                            "another begin of this slice's copy is under way on this node's \
+                             front; try again",
+                        ));
+                    };
                     if let Some(node) = node {
                         // The node a copy goes to (asked for its media).
                         super::add_nodes(media.as_ref(), &volume, &[node], &roots);
@@ -510,8 +529,28 @@ impl FrontCalls {
                         to: medium,
                         rebuild,
                     };
+                    // A newer claim of the job heard of while this one set
+                    // its copy up: this copy goes (its target with it, as it
+                    // may be fresh while the store's checkpoint is older),
+                    // and the newer claim begins again from what is there.
+                    let claims = lock(&claims);
+                    if let Some(newer) = superseded(&claims, claim) {
+                        drop(claims);
+                        drop(moving);
+                        return Err(io::Error::new(
+                            io::ErrorKind::PermissionDenied,
+                            format!(
+                                "the job's claim {newer} took over while this copy was begun: \
+                                 the instance that made this call no longer runs the job"
+                            ),
+                        ));
+                    }
                     let session = CopySession::new(&volume, (what, claim), moving);
-                    Ok(begun(&copies, id, session))
+                    // Inserted under the claims' lock: a newer claim
+                    // admitted after this finds the session to take over.
+                    let answer = begun(&copies, id, session);
+                    drop(claims);
+                    Ok(answer)
                 };
                 (Box::new(work), None)
             }
@@ -648,6 +687,39 @@ impl FrontCalls {
                 tracing::warn!(error = %e, "cannot drop the copies on a thread of their own");
             }
         }
+    }
+}
+
+/// A slice of a volume: (volume, copy, column).
+type BegunSlice = (String, u32, u32);
+
+/// The newer claim of `claim`'s job seen, if any.
+fn superseded(claims: &HashMap<i64, (u64, Instant)>, claim: Option<JobClaim>) -> Option<u64> {
+    let claim = claim?;
+    claims
+        .get(&claim.job)
+        .map(|(epoch, _)| *epoch)
+        .filter(|&seen| seen > claim.epoch)
+}
+
+/// A slice's begin under way: entered once at a time, left on drop.
+struct BeginGuard {
+    beginning: Arc<Mutex<HashSet<BegunSlice>>>,
+    slice: BegunSlice,
+}
+
+impl BeginGuard {
+    fn enter(beginning: &Arc<Mutex<HashSet<BegunSlice>>>, slice: BegunSlice) -> Option<BeginGuard> {
+        lock(beginning).insert(slice.clone()).then(|| BeginGuard {
+            beginning: Arc::clone(beginning),
+            slice,
+        })
+    }
+}
+
+impl Drop for BeginGuard {
+    fn drop(&mut self) {
+        lock(&self.beginning).remove(&self.slice);
     }
 }
 
