@@ -340,7 +340,7 @@ impl FrontCalls {
     fn admit(&self, claim: JobClaim) -> io::Result<()> {
         let mut claims = lock(&self.claims);
         let seen = claims.get(&claim.job).map(|(epoch, _)| *epoch);
-        if let Some(newer) = seen.filter(|&seen| seen > claim.epoch) {
+        if let Some(newer) = superseded(&claims, Some(claim)) {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
                 format!(
