@@ -1,9 +1,12 @@
-//! The layering rule, checked on the source: domain ← store / dataplane ←
-//! the roles of this crate (common ← front ← control and storage node; the
-//! agent, CSI and the client beside them, over HTTP only), and inside the
-//! control plane jobs / services ← api ← app. Nothing lower imports anything
-//! higher, so no module cycle can form between the layers. Inside every crate, and inside
-//! every folder module, the modules import each other without cycles.
+//! The layering rule: domain ← store / dataplane ← the roles, each a crate
+//! (common ← wire, front ← control ← api ← the binary; the storage node
+//! beside the control plane; the agent, CSI and the client over HTTP only).
+//! Cargo enforces the arrows a crate's manifest declares; this checks that
+//! every manifest declares only the arrows allowed (a new dependency is a
+//! change of the architecture, made here too), and what cargo cannot see:
+//! the layers inside the control plane (jobs / reconcilers ← services) and
+//! inside the data plane, and that no crate has an import cycle between its
+//! modules.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -58,52 +61,203 @@ fn assert_layer(part: &str, forbidden: &[&str]) {
     );
 }
 
-/// What the control plane's services must not import: the layers above
-/// them, and the other roles.
-const ABOVE_SERVICES: [&str; 9] = [
-    "crate::agent",
-    "crate::storage_node",
-    "crate::csi",
-    "crate::control::api",
-    "crate::control::app",
-    "crate::control::http",
-    "crate::cli",
-    "crate::client",
-    "crate::control::reconcile",
+/// Each role's crate (folder, package), the svs crates it may depend on,
+/// lowest first: the roles below it and the shared crates beneath them.
+/// Every crate of `crates/` is named (one missing fails the check).
+const CRATES: [(&str, &str, &[&str]); 19] = [
+    ("crates/domain", "svs-domain", &[]),
+    ("crates/buffers", "svs-buffers", &[]),
+    ("crates/stream", "svs-stream", &[]),
+    ("crates/store", "svs-store", &["svs-domain"]),
+    ("crates/nbd", "svs-nbd", &["svs-buffers", "svs-stream"]),
+    (
+        "crates/sliceproto",
+        "svs-sliceproto",
+        &["svs-buffers", "svs-stream"],
+    ),
+    (
+        "crates/hostdev",
+        "svs-hostdev",
+        &["svs-nbd", "svs-buffers", "svs-stream"],
+    ),
+    ("crates/csi", "svs-csi", &[]),
+    ("crates/dataplane", "svs-dataplane", DATAPLANE_BELOW),
+    ("crates/common", "svs-common", DATAPLANE_BELOW),
+    ("crates/wire", "svs-wire", &["svs-common", "svs-domain"]),
+    ("crates/front", "svs-front", FRONT_BELOW),
+    ("crates/control", "svs-control", CONTROL_BELOW),
+    ("crates/api", "svs-api", API_BELOW),
+    (
+        "crates/storage-node",
+        "svs-storage-node",
+        STORAGE_NODE_BELOW,
+    ),
+    ("crates/agent", "svs-agent", HTTP_CLIENT_BELOW),
+    ("crates/client", "svs-client", HTTP_CLIENT_BELOW),
+    ("crates/csi-driver", "svs-csi-driver", CSI_DRIVER_BELOW),
+    (".", "svs", BINARY_BELOW),
 ];
 
-/// The roles of the tree (docs/layout.md): each imports only `common`, the
-/// API's shared JSON (`wire`), the roles beside it named here, and the
-/// crates below.
-const ROLES: [&str; 9] = [
-    "crate::control::",
-    "crate::front::",
-    "crate::storage_node::",
-    "crate::agent::",
-    "crate::csi::",
-    "crate::client::",
-    "crate::cli::",
-    "crate::common::",
-    "crate::wire::",
+/// Beneath the data plane: the slice protocol, NBD, host devices.
+const DATAPLANE_BELOW: &[&str] = &[
+    "svs-domain",
+    "svs-buffers",
+    "svs-stream",
+    "svs-sliceproto",
+    "svs-nbd",
+    "svs-hostdev",
+    "svs-dataplane",
+];
+/// A volume's front knows no store and no control plane.
+const FRONT_BELOW: &[&str] = &[
+    "svs-domain",
+    "svs-buffers",
+    "svs-stream",
+    "svs-sliceproto",
+    "svs-nbd",
+    "svs-hostdev",
+    "svs-dataplane",
+    "svs-common",
+    "svs-wire",
+];
+const CONTROL_BELOW: &[&str] = &[
+    "svs-domain",
+    "svs-buffers",
+    "svs-stream",
+    "svs-sliceproto",
+    "svs-nbd",
+    "svs-hostdev",
+    "svs-dataplane",
+    "svs-store",
+    "svs-common",
+    "svs-wire",
+    "svs-front",
+];
+const API_BELOW: &[&str] = &[
+    "svs-domain",
+    "svs-buffers",
+    "svs-stream",
+    "svs-sliceproto",
+    "svs-nbd",
+    "svs-hostdev",
+    "svs-dataplane",
+    "svs-store",
+    "svs-common",
+    "svs-wire",
+    "svs-front",
+    "svs-control",
+];
+/// The storage node runs fronts, and talks to the control plane over HTTP
+/// only: no store.
+const STORAGE_NODE_BELOW: &[&str] = &[
+    "svs-domain",
+    "svs-buffers",
+    "svs-stream",
+    "svs-sliceproto",
+    "svs-nbd",
+    "svs-hostdev",
+    "svs-dataplane",
+    "svs-common",
+    "svs-wire",
+    "svs-front",
+];
+/// The agent and the client: over HTTP only, no store, no data plane.
+const HTTP_CLIENT_BELOW: &[&str] = &[
+    "svs-domain",
+    "svs-nbd",
+    "svs-hostdev",
+    "svs-common",
+    "svs-wire",
+];
+const CSI_DRIVER_BELOW: &[&str] = &[
+    "svs-domain",
+    "svs-nbd",
+    "svs-hostdev",
+    "svs-csi",
+    "svs-common",
+    "svs-wire",
+    "svs-agent",
+    "svs-client",
+];
+/// The binary: every role (its commands start them).
+const BINARY_BELOW: &[&str] = &[
+    "svs-domain",
+    "svs-store",
+    "svs-dataplane",
+    "svs-common",
+    "svs-wire",
+    "svs-control",
+    "svs-api",
+    "svs-storage-node",
+    "svs-agent",
+    "svs-client",
+    "svs-csi-driver",
 ];
 
-/// Checks that the role `own` in `folder` imports no other role but
-/// `allowed`, and none of the crates `crates`.
-fn assert_role(folder: &str, own: &str, allowed: &[&str], crates: &[&'static str]) {
-    let mut forbidden = other_roles(own, allowed);
-    forbidden.extend(crates);
-    assert_layer(folder, &forbidden);
+/// The svs crates a manifest's `[dependencies]` names.
+fn svs_dependencies(manifest: &str) -> Vec<String> {
+    let mut in_dependencies = false;
+    let mut found = Vec::new();
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_dependencies = line == "[dependencies]";
+            continue;
+        }
+        if !in_dependencies {
+            continue;
+        }
+        let name: String = line
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '-' || *c == '_')
+            .collect();
+        if name.starts_with("svs-") {
+            found.push(name);
+        }
+    }
+    found
 }
 
-/// Every role but `allowed` (and itself), as forbidden imports.
-fn other_roles(own: &str, allowed: &[&str]) -> Vec<&'static str> {
-    ROLES
-        .iter()
-        .copied()
-        .filter(|r| {
-            *r != own && *r != "crate::common::" && *r != "crate::wire::" && !allowed.contains(r)
-        })
-        .collect()
+#[test]
+fn every_crate_depends_only_on_the_crates_its_role_may_use() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut wrong = Vec::new();
+    for (folder, package, allowed) in CRATES {
+        let manifest = fs::read_to_string(root.join(folder).join("Cargo.toml"))
+            .unwrap_or_else(|e| panic!("{folder}/Cargo.toml: {e}"));
+        assert!(
+            manifest.contains(&format!("name = \"{package}\"")),
+            "{folder} is not the package {package}"
+        );
+        for dependency in svs_dependencies(&manifest) {
+            if !allowed.contains(&dependency.as_str()) {
+                wrong.push(format!("{package} depends on {dependency}"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "arrows not in the architecture:\n{}",
+        wrong.join("\n")
+    );
+    let mut unnamed = Vec::new();
+    for entry in fs::read_dir(root.join("crates"))
+        .expect("crates/")
+        .flatten()
+    {
+        let folder = format!("crates/{}", entry.file_name().to_string_lossy());
+        if !CRATES.iter().any(|(f, _, _)| *f == folder) {
+            unnamed.push(folder);
+        }
+    }
+    assert!(unnamed.is_empty(), "crates with no rule here: {unnamed:?}");
+}
+
+#[test]
+fn a_dependency_outside_the_dependencies_table_is_not_counted() {
+    let manifest = "[package]\nname = \"x\"\n[dependencies]\nsvs-common.workspace = true\n\
+                    tokio = \"1\"\n[dev-dependencies]\nsvs-store = { workspace = true }\n";
+    assert_eq!(svs_dependencies(manifest), ["svs-common"]);
 }
 
 #[test]
@@ -117,104 +271,31 @@ fn the_pure_crates_import_no_other_svs_crate_above_them() {
     assert_layer("crates/nbd/src", &["svs_store", "svs_dataplane", "svs::"]);
 }
 
-/// What every process uses imports no role, and no store.
+/// Inside the control plane: jobs and reconcilers below the services
+/// (which call them), the jobs below the reconcilers.
 #[test]
-fn the_common_part_imports_no_role() {
-    assert_role("src/common", "crate::common::", &[], &["svs_store"]);
-}
-
-/// The API's JSON, shared by the control plane and its clients, imports no
-/// role and no store.
-#[test]
-fn the_wire_imports_no_role() {
-    assert_role("src/wire", "crate::wire::", &[], &["svs_store"]);
-}
-
-#[test]
-fn the_control_plane_imports_no_other_process() {
-    assert_role("src/control", "crate::control::", &["crate::front::"], &[]);
-}
-
-#[test]
-fn jobs_and_reconcilers_import_neither_services_nor_the_api() {
-    let mut forbidden = vec!["crate::control::service"];
-    forbidden.extend(
-        ABOVE_SERVICES
-            .iter()
-            .filter(|m| **m != "crate::control::reconcile"),
-    );
-    assert_layer("src/control/jobs", &forbidden);
-    assert_layer("src/control/reconcile", &forbidden);
+fn jobs_and_reconcilers_import_no_service() {
     assert_layer(
-        "src/control/front_layout.rs",
-        &[
-            "crate::control::jobs",
-            "crate::control::service",
-            "crate::control::api",
-        ],
+        "crates/control/src/jobs",
+        &["crate::service", "crate::reconcile"],
     );
-    assert_layer("src/common/clock.rs", &["crate::control", "crate::front"]);
-    assert_layer("src/control/changes.rs", &["crate::"]);
-}
-
-#[test]
-fn services_do_not_import_the_api_or_the_binary() {
-    assert_layer("src/control/service", &ABOVE_SERVICES);
-}
-
-#[test]
-fn the_api_does_not_import_the_binary() {
+    assert_layer("crates/control/src/reconcile", &["crate::service"]);
     assert_layer(
-        "src/control/api",
-        &["crate::control::app", "crate::cli", "crate::client"],
+        "crates/control/src/front_layout.rs",
+        &["crate::jobs", "crate::service"],
     );
+    assert_layer("crates/control/src/changes.rs", &["crate::"]);
 }
 
 #[test]
-fn the_agent_talks_to_the_service_over_http_only() {
-    assert_role(
-        "src/agent",
-        "crate::agent::",
-        &[],
-        &["svs_store", "svs_dataplane"],
-    );
+fn services_do_not_import_the_reconcilers() {
+    assert_layer("crates/control/src/service", &["crate::reconcile"]);
 }
 
-/// A volume's front exports run in `svs serve` and on storage nodes alike:
-/// nothing of the control plane in them.
+/// The handlers do not reach into start-up (it wires them).
 #[test]
-fn the_front_knows_no_store_and_no_control_plane() {
-    assert_role("src/front", "crate::front::", &[], &["svs_store"]);
-}
-
-#[test]
-fn the_storage_node_talks_to_the_control_plane_over_http_only() {
-    assert_role(
-        "src/storage_node",
-        "crate::storage_node::",
-        &["crate::front::"],
-        &["svs_store"],
-    );
-}
-
-#[test]
-fn the_csi_driver_talks_to_the_service_over_http_only() {
-    assert_role(
-        "src/csi",
-        "crate::csi::",
-        &["crate::agent::", "crate::client::"],
-        &["svs_store", "svs_dataplane"],
-    );
-}
-
-#[test]
-fn the_client_is_http_only() {
-    assert_role(
-        "src/client",
-        "crate::client::",
-        &[],
-        &["svs_store", "svs_dataplane"],
-    );
+fn the_api_does_not_import_the_start_up() {
+    assert_layer("crates/api/src/api", &["crate::app"]);
 }
 
 #[test]

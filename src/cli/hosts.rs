@@ -2,10 +2,10 @@
 //! device process, and the CSI driver's plugins.
 
 use super::CaCertArgs;
-use crate::common::logging::init_tracing;
-use crate::control::config::LogFormat;
 use clap::Subcommand;
 use std::path::PathBuf;
+use svs_common::logging::init_tracing;
+use svs_control::config::LogFormat;
 
 /// `svs csi ...`.
 #[derive(Debug, Subcommand)]
@@ -23,11 +23,11 @@ pub enum CsiCommand {
         /// This host's zone, an svs zone with media: the topology the
         /// orchestrator places volumes by (required: the plugin advertises
         /// accessibility constraints, so NodeGetInfo must report one).
-        #[arg(long, env = "SVS_ZONE", value_parser = crate::csi::topology_value)]
+        #[arg(long, env = "SVS_ZONE", value_parser = svs_csi_driver::topology_value)]
         zone: String,
         /// Where the plugin records its devices and mounts (kept across
         /// restarts of the plugin).
-        #[arg(long, default_value = crate::csi::DEFAULT_NODE_STATE_DIR)]
+        #[arg(long, default_value = svs_csi_driver::DEFAULT_NODE_STATE_DIR)]
         state_dir: PathBuf,
         #[command(flatten)]
         tls: CaCertArgs,
@@ -65,21 +65,21 @@ fn init_host_tracing() {
     );
 }
 
-pub(super) async fn agent(config: crate::agent::AgentConfig) -> Result<(), String> {
+pub(super) async fn agent(config: svs_agent::AgentConfig) -> Result<(), String> {
     init_host_tracing();
-    crate::agent::run(config).await.map_err(|e| e.to_string())
+    svs_agent::run(config).await.map_err(|e| e.to_string())
 }
 
 pub(super) async fn storage_node(config: &std::path::Path) -> Result<(), String> {
     init_host_tracing();
-    crate::storage_node::run(config)
+    svs_storage_node::run(config)
         .await
         .map_err(|e| e.to_string())
 }
 
 pub(super) async fn agent_device(dir: PathBuf) -> Result<(), String> {
     init_host_tracing();
-    crate::agent::device::run_device(dir).await
+    svs_agent::device::run_device(dir).await
 }
 
 pub(super) async fn csi(command: CsiCommand) -> Result<(), String> {
@@ -92,7 +92,7 @@ pub(super) async fn csi(command: CsiCommand) -> Result<(), String> {
             state_dir,
             ..
         } => {
-            crate::csi::run_node(crate::csi::NodeConfig {
+            svs_csi_driver::run_node(svs_csi_driver::NodeConfig {
                 endpoint,
                 node,
                 zone,
@@ -109,7 +109,7 @@ pub(super) async fn csi(command: CsiCommand) -> Result<(), String> {
             ..
         } => {
             let password = csi_password(password_file.as_deref())?;
-            crate::csi::run_controller(crate::csi::ControllerConfig {
+            svs_csi_driver::run_controller(svs_csi_driver::ControllerConfig {
                 endpoint,
                 url,
                 email,

@@ -1,7 +1,7 @@
 //! The `svs` command line: `serve` runs the service ([`serve`]); `user add`,
 //! `keys`, `backup` and `restore` work on the data directory ([`offline`]);
 //! `agent`, `agent-device` and `csi` run on a host ([`hosts`]); the rest is
-//! the API client (`crate::client`, where each resource's subcommands live
+//! the API client (`svs_client`, where each resource's subcommands live
 //! beside what they do). This module parses and dispatches.
 
 mod hosts;
@@ -10,21 +10,21 @@ mod passwords;
 mod serve;
 mod users;
 
-pub use crate::common::logging::report_failure;
 pub use hosts::CsiCommand;
 pub use offline::KeysCommand;
 pub use passwords::NewPasswordArgs;
 pub use passwords::{CURRENT_PASSWORD_ENV, NEW_PASSWORD_ENV};
+pub use svs_common::logging::report_failure;
 pub use users::UserCommand;
 
-use crate::client::{
-    AttachmentCommand, Context, CredentialsStore, JobCommand, MediaCommand, NodeCommand,
-    OutputFormat, PolicyCommand, SnapshotCommand, VolumeCommand, DEFAULT_PROFILE,
-};
-use crate::control::config::{Config, Overrides};
 use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use svs_client::{
+    AttachmentCommand, Context, CredentialsStore, JobCommand, MediaCommand, NodeCommand,
+    OutputFormat, PolicyCommand, SnapshotCommand, VolumeCommand, DEFAULT_PROFILE,
+};
+use svs_control::config::{Config, Overrides};
 
 #[derive(Debug, Parser)]
 #[command(name = "svs", version, about = "Self-hosted storage volume service")]
@@ -145,18 +145,18 @@ pub enum Command {
         #[arg(long, env = "SVS_AGENT_CREDENTIAL_FILE")]
         credential_file: PathBuf,
         /// Where the agent records its devices and mounts.
-        #[arg(long, default_value = crate::agent::DEFAULT_STATE_DIR)]
+        #[arg(long, default_value = svs_agent::DEFAULT_STATE_DIR)]
         state_dir: PathBuf,
         /// `file` volumes without a mountpoint are mounted at
         /// <MOUNT_ROOT>/<volume>.
-        #[arg(long, default_value = crate::agent::DEFAULT_MOUNT_ROOT)]
+        #[arg(long, default_value = svs_agent::DEFAULT_MOUNT_ROOT)]
         mount_root: PathBuf,
         /// How attachments become block devices: `fuse` (svs's reconnecting
         /// NBD client, a FUSE file and a loop device; survives restarts of
         /// the service and sees volumes grow) or `kernel-nbd` (the kernel's
         /// driver, /dev/nbdN; no reconnect, no online growth).
         #[arg(long, value_enum, default_value = "fuse")]
-        block_device: crate::agent::device::BlockDeviceMode,
+        block_device: svs_agent::device::BlockDeviceMode,
         #[command(flatten)]
         tls: CaCertArgs,
     },
@@ -165,7 +165,7 @@ pub enum Command {
     StorageNode {
         /// The storage node's configuration file (TOML; see
         /// docs/storage-nodes.md).
-        #[arg(long, env = "SVS_STORAGE_NODE_CONFIG", default_value = crate::storage_node::DEFAULT_CONFIG)]
+        #[arg(long, env = "SVS_STORAGE_NODE_CONFIG", default_value = svs_storage_node::DEFAULT_CONFIG)]
         config: PathBuf,
         #[command(flatten)]
         tls: CaCertArgs,
@@ -308,7 +308,7 @@ fn private_files() {
 pub async fn run(cli: Cli) -> Result<(), String> {
     private_files();
     if let Some(ca) = cli.command.ca_cert() {
-        crate::common::tls::trust_ca_file(ca)?;
+        svs_common::tls::trust_ca_file(ca)?;
     }
     match cli.command {
         Command::Serve {
@@ -343,7 +343,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             block_device,
             ..
         } => {
-            hosts::agent(crate::agent::AgentConfig {
+            hosts::agent(svs_agent::AgentConfig {
                 url,
                 node,
                 credential_file,
@@ -376,7 +376,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
 }
 
 /// The API client's commands: each resource's own dispatch.
-async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()> {
+async fn run_client(ctx: &Context, command: Command) -> svs_client::Result<()> {
     match command {
         // Handled by `run`.
         Command::Serve { .. }
@@ -391,7 +391,7 @@ async fn run_client(ctx: &Context, command: Command) -> crate::client::Result<()
         Command::User { command } => users::run(ctx, command).await,
         Command::Login { url, email, .. } => {
             let password =
-                passwords::read_password(false).map_err(crate::client::ClientError::Input)?;
+                passwords::read_password(false).map_err(svs_client::ClientError::Input)?;
             ctx.login(&url, &email, &password).await
         }
         Command::Logout { .. } => ctx.logout().await,

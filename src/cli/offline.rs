@@ -3,12 +3,12 @@
 
 use super::passwords::read_password;
 use super::CommonArgs;
-use crate::common::clock::SystemClock;
-use crate::control::app::{lock_data_dir, open_store, DB_FILE};
-use crate::control::config::{Config, StoreBackend};
-use crate::control::service::users::add_user;
 use clap::Subcommand;
 use std::path::{Path, PathBuf};
+use svs_common::clock::SystemClock;
+use svs_control::config::{Config, StoreBackend};
+use svs_control::data_dir::{lock_data_dir, open_store, DB_FILE};
+use svs_control::service::users::add_user;
 use svs_store::{PgSettings, SqlStore, StoreLifecycle};
 
 #[derive(Debug, Subcommand)]
@@ -102,11 +102,11 @@ pub(super) async fn user_add(
 /// the store, and rotations take turns in its write transaction.
 pub(super) async fn keys_rotate(common: CommonArgs) -> Result<(), String> {
     let config = common.offline_config()?;
-    let now_ms = crate::common::clock::Clock::now_ms(&SystemClock);
+    let now_ms = svs_common::clock::Clock::now_ms(&SystemClock);
     let lifetime = config.token_lifetime.as_secs();
     let store = open_store(&config).await?;
     let ring =
-        crate::control::auth::rotate_keys(store.as_ref(), &config.data_dir, now_ms, lifetime).await;
+        svs_control::auth::rotate_keys(store.as_ref(), &config.data_dir, now_ms, lifetime).await;
     store.close().await;
     let ring = ring?;
     println!("new signing key {}", ring.current.kid);
@@ -114,7 +114,7 @@ pub(super) async fn keys_rotate(common: CommonArgs) -> Result<(), String> {
         println!(
             "retired key {} verifies tokens until {}",
             r.key.kid,
-            crate::control::service::format_ms(
+            svs_control::service::format_ms(
                 i64::try_from(r.live_until_secs(lifetime))
                     .unwrap_or(i64::MAX / 1000)
                     .saturating_mul(1000)
@@ -127,7 +127,7 @@ pub(super) async fn keys_rotate(common: CommonArgs) -> Result<(), String> {
 pub(super) async fn backup(common: CommonArgs, out: &Path) -> Result<(), String> {
     let config = common.offline_config()?;
     refuse_postgres(&config)?;
-    let manifest = crate::control::backup::backup(&config.data_dir, out).await?;
+    let manifest = svs_control::backup::backup(&config.data_dir, out).await?;
     println!(
         "backed up {} to {} (database schema {}; {})",
         config.data_dir.display(),
@@ -146,7 +146,7 @@ pub(super) async fn backup(common: CommonArgs, out: &Path) -> Result<(), String>
 pub(super) async fn restore(common: CommonArgs, from: &Path) -> Result<(), String> {
     let config = common.offline_config()?;
     refuse_postgres(&config)?;
-    let manifest = crate::control::backup::restore(&config.data_dir, from).await?;
+    let manifest = svs_control::backup::restore(&config.data_dir, from).await?;
     println!(
         "restored {} (taken {} by svs {}, database schema {}) into {}",
         from.display(),

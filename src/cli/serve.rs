@@ -1,10 +1,10 @@
 //! `svs serve`: runs the service and says where it is.
 
 use super::CommonArgs;
-use crate::common::logging::init_tracing;
-use crate::control::app::{Application, StartupFacts};
-use crate::control::config::{Config, Overrides};
 use std::net::SocketAddr;
+use svs_api::app::{Application, StartupFacts};
+use svs_common::logging::init_tracing;
+use svs_control::config::{Config, Overrides};
 
 pub(super) async fn run(
     common: CommonArgs,
@@ -85,7 +85,7 @@ pub(super) fn startup_lines(http: SocketAddr, nbd: SocketAddr, facts: &StartupFa
     if !facts.has_users {
         lines.push_str(&format!(
             "svs: {}\n",
-            crate::control::app::first_user_hint(&facts.data_dir)
+            svs_api::app::first_user_hint(&facts.data_dir)
         ));
     }
     lines
@@ -110,7 +110,7 @@ pub(super) fn console_url(scheme: &str, http: SocketAddr) -> String {
 /// stays visible without stopping the service).
 fn warn_unknown_env_settings() {
     let names = std::env::vars_os().filter_map(|(k, _)| k.into_string().ok());
-    let unknown = crate::control::config::unknown_env_settings(names);
+    let unknown = svs_control::config::unknown_env_settings(names);
     if !unknown.is_empty() {
         tracing::warn!(
             variables = %unknown.join(", "),

@@ -2,8 +2,8 @@
 
 use super::serve::{console_url, startup_lines};
 use super::*;
-use crate::client::{parse_size_gib, Consistency, CopyRate, SnapshotRef};
-use crate::control::app::StartupFacts;
+use svs_api::app::StartupFacts;
+use svs_client::{parse_size_gib, Consistency, CopyRate, SnapshotRef};
 
 fn parse(args: &[&str]) -> Result<Command, clap::Error> {
     Cli::try_parse_from(std::iter::once("svs").chain(args.iter().copied())).map(|c| c.command)
@@ -18,7 +18,7 @@ fn facts(demo: bool, has_users: bool) -> StartupFacts {
         storage_nodes_only: false,
         has_users,
         tls: None,
-        nbd_tls: crate::control::config::NbdTlsMode::Off,
+        nbd_tls: svs_control::config::NbdTlsMode::Off,
         plaintext_warnings: Vec::new(),
     }
 }
@@ -28,12 +28,12 @@ fn startup_lines_with_tls_say_https_and_the_ca_to_trust() {
     let http: SocketAddr = "0.0.0.0:8443".parse().unwrap();
     let nbd: SocketAddr = "127.0.0.1:10809".parse().unwrap();
     let mut facts = facts(true, true);
-    facts.tls = Some(crate::common::tls::TlsFacts {
+    facts.tls = Some(svs_common::tls::TlsFacts {
         certificate: PathBuf::from("/var/lib/svs/tls/ca.pem"),
         own_ca: true,
         fingerprint: "AB:CD".into(),
     });
-    facts.nbd_tls = crate::control::config::NbdTlsMode::Require;
+    facts.nbd_tls = svs_control::config::NbdTlsMode::Require;
     let text = startup_lines(http, nbd, &facts);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], "svs listening on https://0.0.0.0:8443");
@@ -449,7 +449,7 @@ fn node_add_needs_an_address_and_force_needs_a_file() {
             assert_eq!(zone, None);
             assert_eq!(credential_file, Some(PathBuf::from("/tmp/c")));
             assert!(force);
-            assert_eq!(role, crate::client::nodes::CredentialRole::Agent);
+            assert_eq!(role, svs_client::nodes::CredentialRole::Agent);
         }
         other => panic!("{other:?}"),
     }

@@ -1,15 +1,15 @@
 //! `svs user ...`: `add` works on the data directory (see `offline`); the
-//! others go through the API (`crate::client::users`).
+//! others go through the API (`svs_client::users`).
 
 use super::passwords::{
     new_password, password_from, NewPasswordArgs, StdinLines, CURRENT_PASSWORD_ENV,
 };
 use super::ClientArgs;
 use super::CommonArgs;
-use crate::client::{ClientError, Context};
-use crate::wire::requests::UserCreateRequest;
 use clap::Subcommand;
 use std::path::PathBuf;
+use svs_client::{ClientError, Context};
+use svs_wire::requests::UserCreateRequest;
 
 #[derive(Debug, Subcommand)]
 pub enum UserCommand {
@@ -145,7 +145,7 @@ impl UserCommand {
 }
 
 /// The user commands that go through the API.
-pub(super) async fn run(ctx: &Context, command: UserCommand) -> crate::client::Result<()> {
+pub(super) async fn run(ctx: &Context, command: UserCommand) -> svs_client::Result<()> {
     let mut stdin = StdinLines::default();
     match command {
         // Handled by `run`: works on the data directory.

@@ -4,7 +4,7 @@
 //! a socket ([`connect`]) for tests and tools.
 //!
 //! The controller and node services themselves live in the `svs` crate
-//! (`src/csi/`), which implements the traits in [`proto`] with the types
+//! (`crates/csi-driver/src/`), which implements the traits in [`proto`] with the types
 //! re-exported here, so that only this crate names tonic's version.
 
 mod absent;

@@ -766,7 +766,7 @@ fn row<'a>(table: &'a str, id: &str) -> &'a str {
 #[tokio::test]
 async fn media_fail_and_volume_recover_through_the_cli() {
     use crate::harness::attach::{attach, qemu_io, topology, uri};
-    use svs::client::output::render_object;
+    use svs_client::output::render_object;
     let app = TestApp::start_with(topology("0")).await;
     let home = Home::new(true);
     home.login(&app);
@@ -1320,7 +1320,7 @@ async fn job_list_filters_by_volume_name_and_shows_it() {
 
 #[tokio::test]
 async fn media_add_set_remove_and_node_remove_through_the_cli() {
-    use svs::client::output::render_object;
+    use svs_client::output::render_object;
     let app = TestApp::start_with(TestConfig {
         media: vec![medium("m1", "n1", "z1", 4)],
         ..TestConfig::default()

@@ -6,7 +6,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::Path;
-use svs::control::api::{route_table, Route, SECURITY_SCHEME};
+use svs_api::api::{route_table, Route, SECURITY_SCHEME};
 
 const METHODS: [&str; 8] = [
     "get", "post", "put", "patch", "delete", "head", "options", "trace",
@@ -122,7 +122,7 @@ async fn the_document_lists_exactly_the_routes_the_router_answers() {
 /// A route added with plain axum (`.route(...)` on the router, or on the
 /// OpenApiRouter, which routes without documenting) would be answered but
 /// missing from the document. Routes are only declared with
-/// `.routes(routes!(...))` in src/control/api; the console's static files, the one
+/// `.routes(routes!(...))` in crates/api/src/api; the console's static files, the one
 /// exception, are declared from `ui::PATHS`, which `route_table` lists.
 #[test]
 fn routes_are_only_added_through_the_documented_router() {
@@ -149,9 +149,9 @@ fn routes_are_only_added_through_the_documented_router() {
                 continue;
             }
             assert!(
-                file.ends_with("src/control/api/ui.rs") && needle == ".route(",
+                file.ends_with("crates/api/src/api/ui.rs") && needle == ".route(",
                 "{}: {needle} adds a route the API document does not see; declare it with \
-                 `.routes(routes!(handler))` and a #[utoipa::path] (src/control/api/mod.rs)",
+                 `.routes(routes!(handler))` and a #[utoipa::path] (crates/api/src/api/mod.rs)",
                 file.display()
             );
             console_routes += count;

@@ -44,8 +44,8 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 
 /// The SHA-256 fingerprint (`AB:CD:...`) of a PEM certificate file.
 fn fingerprint_of(pem: &Path) -> String {
-    let chain = svs::common::tls::load_chain(pem, "certificate").expect("a PEM certificate");
-    svs::common::tls::fingerprint(&chain[0])
+    let chain = svs_common::tls::load_chain(pem, "certificate").expect("a PEM certificate");
+    svs_common::tls::fingerprint(&chain[0])
 }
 
 /// Runs the `svs` CLI with its own HOME.
@@ -545,7 +545,7 @@ async fn nbd_tls_require_serves_qemu_over_tls_and_refuses_plain_text() {
             roots.add(cert.expect("PEM")).expect("a root");
         }
         std::sync::Arc::new(
-            rustls::ClientConfig::builder_with_provider(svs::common::tls::crypto_provider())
+            rustls::ClientConfig::builder_with_provider(svs_common::tls::crypto_provider())
                 .with_safe_default_protocol_versions()
                 .expect("TLS versions")
                 .with_root_certificates(roots)

@@ -989,7 +989,7 @@ fn the_controller_needs_a_password_and_a_unix_endpoint() {
 /// takes a movement flag).
 #[test]
 fn the_csi_code_never_asks_for_a_data_movement() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/csi");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/csi-driver/src");
     let mut named = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
