@@ -19,15 +19,13 @@ pub enum CredentialRole {
     AgentAndStorage,
 }
 
-impl CredentialRole {
-    fn as_str(self) -> &'static str {
-        match self {
-            CredentialRole::Agent => "agent",
-            CredentialRole::Storage => "storage",
-            CredentialRole::AgentAndStorage => "agent+storage",
-        }
-    }
+svs_domain::svs_names!(CredentialRole {
+    Agent = "agent",
+    Storage = "storage",
+    AgentAndStorage = "agent+storage",
+});
 
+impl CredentialRole {
     /// What runs with the credential, for people: "agent", "storage node".
     fn what(self) -> &'static str {
         match self {

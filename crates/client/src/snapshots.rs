@@ -13,14 +13,10 @@ pub enum Consistency {
     Application,
 }
 
-impl Consistency {
-    fn as_str(self) -> &'static str {
-        match self {
-            Consistency::Crash => "crash",
-            Consistency::Application => "application",
-        }
-    }
-}
+svs_domain::svs_names!(Consistency {
+    Crash = "crash",
+    Application = "application",
+});
 
 #[derive(Debug, Subcommand)]
 pub enum SnapshotCommand {

@@ -16,14 +16,10 @@ pub enum VolumeType {
     File,
 }
 
-impl VolumeType {
-    fn as_str(self) -> &'static str {
-        match self {
-            VolumeType::Block => "block",
-            VolumeType::File => "file",
-        }
-    }
-}
+svs_domain::svs_names!(VolumeType {
+    Block = "block",
+    File = "file",
+});
 
 /// `--dry-run` and `--plan` of a creation or a resize.
 #[derive(Debug, Clone, clap::Args)]

@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 use std::fmt::Debug;
 use std::io::IsTerminal;
+use svs_domain::svs_names;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Filter, SubscriberExt};
@@ -106,33 +107,10 @@ pub enum LogFormat {
     Json,
 }
 
-impl LogFormat {
-    pub const ALL: [LogFormat; 2] = [LogFormat::Text, LogFormat::Json];
-
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            LogFormat::Text => "text",
-            LogFormat::Json => "json",
-        }
-    }
-}
-
-impl TryFrom<String> for LogFormat {
-    type Error = String;
-
-    fn try_from(name: String) -> Result<LogFormat, String> {
-        LogFormat::ALL
-            .into_iter()
-            .find(|f| f.as_str() == name)
-            .ok_or_else(|| format!("log_format '{name}' is not supported (supported: text, json)"))
-    }
-}
-
-impl From<LogFormat> for String {
-    fn from(format: LogFormat) -> String {
-        format.as_str().to_string()
-    }
-}
+svs_names!(setting "log_format", LogFormat {
+    Text = "text",
+    Json = "json",
+});
 
 #[cfg(test)]
 mod tests {

@@ -58,21 +58,11 @@ pub enum SliceTlsMode {
     Own,
 }
 
-impl SliceTlsMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SliceTlsMode::Off => "off",
-            SliceTlsMode::Issued => "issued",
-            SliceTlsMode::Own => "own",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<SliceTlsMode> {
-        [SliceTlsMode::Off, SliceTlsMode::Issued, SliceTlsMode::Own]
-            .into_iter()
-            .find(|m| m.as_str() == s)
-    }
-}
+svs_domain::svs_names!(SliceTlsMode {
+    Off = "off",
+    Issued = "issued",
+    Own = "own",
+});
 
 /// A slice certificate issued to a node.
 #[derive(Debug, Clone, PartialEq, Eq)]

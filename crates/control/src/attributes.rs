@@ -4,6 +4,7 @@
 //! lenient (a value of the wrong type reads as absent).
 
 use serde_json::{Map, Value};
+use svs_domain::svs_names;
 use svs_store::Policy;
 
 /// A reference Volume field that svs stores and returns without
@@ -51,22 +52,10 @@ pub enum Flavor {
     FileDirect,
 }
 
-impl Flavor {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Flavor::Regular => "regular",
-            Flavor::FileDirect => "filedirect",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Flavor> {
-        match s {
-            "regular" => Some(Flavor::Regular),
-            "filedirect" => Some(Flavor::FileDirect),
-            _ => None,
-        }
-    }
-}
+svs_names!(Flavor {
+    Regular = "regular",
+    FileDirect = "filedirect",
+});
 
 /// The filesystem svs makes on a `file` volume (svs extension).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -76,22 +65,10 @@ pub enum Filesystem {
     Xfs,
 }
 
-impl Filesystem {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Filesystem::Ext4 => "ext4",
-            Filesystem::Xfs => "xfs",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Filesystem> {
-        match s {
-            "ext4" => Some(Filesystem::Ext4),
-            "xfs" => Some(Filesystem::Xfs),
-            _ => None,
-        }
-    }
-}
+svs_names!(Filesystem {
+    Ext4 = "ext4",
+    Xfs = "xfs",
+});
 
 const FLAVOR_KEY: &str = "flavor";
 const FILESYSTEM_KEY: &str = "filesystem";
@@ -202,24 +179,11 @@ pub enum CapacityOptimization {
     Performance,
 }
 
-impl CapacityOptimization {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CapacityOptimization::Capacity => "capacity",
-            CapacityOptimization::Balanced => "balanced",
-            CapacityOptimization::Performance => "performance",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<CapacityOptimization> {
-        match s {
-            "capacity" => Some(CapacityOptimization::Capacity),
-            "balanced" => Some(CapacityOptimization::Balanced),
-            "performance" => Some(CapacityOptimization::Performance),
-            _ => None,
-        }
-    }
-}
+svs_names!(CapacityOptimization {
+    Capacity = "capacity",
+    Balanced = "balanced",
+    Performance = "performance",
+});
 
 /// Policy fields other than name and resiliency, as a request sets them:
 /// None leaves the field as it is (or absent, on creation).

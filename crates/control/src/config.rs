@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 pub use svs_common::logging::LogFormat;
+use svs_domain::svs_names;
 pub use svs_front::tcp::{nbd_tcp_congestion, DEFAULT_NBD_TCP_CONGESTION};
 
 /// Everything `svs serve` can be told. Every field has a default, so no
@@ -262,33 +263,10 @@ pub enum TlsMode {
     Auto,
 }
 
-impl TlsMode {
-    pub const ALL: [TlsMode; 2] = [TlsMode::Off, TlsMode::Auto];
-
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            TlsMode::Off => "off",
-            TlsMode::Auto => "auto",
-        }
-    }
-}
-
-impl TryFrom<String> for TlsMode {
-    type Error = String;
-
-    fn try_from(name: String) -> Result<TlsMode, String> {
-        TlsMode::ALL
-            .into_iter()
-            .find(|m| m.as_str() == name)
-            .ok_or_else(|| format!("tls '{name}' is not supported (supported: off, auto)"))
-    }
-}
-
-impl From<TlsMode> for String {
-    fn from(mode: TlsMode) -> String {
-        mode.as_str().to_string()
-    }
-}
+svs_names!(setting "tls", TlsMode {
+    Off = "off",
+    Auto = "auto",
+});
 
 /// TLS on the NBD server (`nbd_tls`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -302,36 +280,11 @@ pub enum NbdTlsMode {
     Require,
 }
 
-impl NbdTlsMode {
-    pub const ALL: [NbdTlsMode; 3] = [NbdTlsMode::Off, NbdTlsMode::Optional, NbdTlsMode::Require];
-
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            NbdTlsMode::Off => "off",
-            NbdTlsMode::Optional => "optional",
-            NbdTlsMode::Require => "require",
-        }
-    }
-}
-
-impl TryFrom<String> for NbdTlsMode {
-    type Error = String;
-
-    fn try_from(name: String) -> Result<NbdTlsMode, String> {
-        NbdTlsMode::ALL
-            .into_iter()
-            .find(|m| m.as_str() == name)
-            .ok_or_else(|| {
-                format!("nbd_tls '{name}' is not supported (supported: off, optional, require)")
-            })
-    }
-}
-
-impl From<NbdTlsMode> for String {
-    fn from(mode: NbdTlsMode) -> String {
-        mode.as_str().to_string()
-    }
-}
+svs_names!(setting "nbd_tls", NbdTlsMode {
+    Off = "off",
+    Optional = "optional",
+    Require = "require",
+});
 
 /// Where volumes' fronts run (`fronts`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -344,33 +297,10 @@ pub enum FrontsMode {
     Nodes,
 }
 
-impl FrontsMode {
-    pub const ALL: [FrontsMode; 2] = [FrontsMode::Serve, FrontsMode::Nodes];
-
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            FrontsMode::Serve => "serve",
-            FrontsMode::Nodes => "nodes",
-        }
-    }
-}
-
-impl TryFrom<String> for FrontsMode {
-    type Error = String;
-
-    fn try_from(name: String) -> Result<FrontsMode, String> {
-        FrontsMode::ALL
-            .into_iter()
-            .find(|m| m.as_str() == name)
-            .ok_or_else(|| format!("fronts '{name}' is not supported (supported: serve, nodes)"))
-    }
-}
-
-impl From<FrontsMode> for String {
-    fn from(mode: FrontsMode) -> String {
-        mode.as_str().to_string()
-    }
-}
+svs_names!(setting "fronts", FrontsMode {
+    Serve = "serve",
+    Nodes = "nodes",
+});
 
 /// The store backends svs can keep its data in.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]

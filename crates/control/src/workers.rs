@@ -21,16 +21,12 @@ pub enum WorkerState {
     Done,
 }
 
-impl WorkerState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WorkerState::Busy => "Busy",
-            WorkerState::Throttled => "Throttled",
-            WorkerState::Idle => "Idle",
-            WorkerState::Done => "Done",
-        }
-    }
-}
+svs_domain::svs_names!(WorkerState {
+    Busy = "Busy",
+    Throttled = "Throttled",
+    Idle = "Idle",
+    Done = "Done",
+});
 
 /// One worker's status.
 #[derive(Debug, Clone)]

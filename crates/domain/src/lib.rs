@@ -6,6 +6,8 @@
 //! Everything here is pure logic: no I/O, no async, no clock. The store,
 //! data plane and API crates build on it; it depends on none of them.
 
+#[macro_use]
+mod names;
 pub mod capacity;
 pub mod guard;
 pub mod job;

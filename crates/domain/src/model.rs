@@ -46,24 +46,11 @@ pub enum ManagedBy {
     Node,
 }
 
-impl ManagedBy {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            ManagedBy::Config => "config",
-            ManagedBy::Api => "api",
-            ManagedBy::Node => "node",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<ManagedBy> {
-        match s {
-            "config" => Some(ManagedBy::Config),
-            "api" => Some(ManagedBy::Api),
-            "node" => Some(ManagedBy::Node),
-            _ => None,
-        }
-    }
-}
+svs_names!(ManagedBy {
+    Config = "config",
+    Api = "api",
+    Node = "node",
+});
 
 /// A medium together with how much of it is taken, as the planner sees it.
 /// `used` counts allocated slices plus space reserved by running jobs.
@@ -143,26 +130,14 @@ pub enum JobState {
     Error,
 }
 
+svs_names!(JobState {
+    Pending = "Pending",
+    Running = "Running",
+    Done = "Done",
+    Error = "Error",
+});
+
 impl JobState {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            JobState::Pending => "Pending",
-            JobState::Running => "Running",
-            JobState::Done => "Done",
-            JobState::Error => "Error",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<JobState> {
-        match s {
-            "Pending" => Some(JobState::Pending),
-            "Running" => Some(JobState::Running),
-            "Done" => Some(JobState::Done),
-            "Error" => Some(JobState::Error),
-            _ => None,
-        }
-    }
-
     pub fn is_finished(&self) -> bool {
         matches!(self, JobState::Done | JobState::Error)
     }
@@ -186,44 +161,23 @@ pub enum JobKind {
     MediaRebalance,
 }
 
+svs_names!(JobKind {
+    VolumeCreate = "volume_create",
+    VolumeDelete = "volume_delete",
+    VolumeModifyExtend = "volume_modify_extend",
+    AttachmentCreate = "attachment_create",
+    AttachmentDelete = "attachment_delete",
+    AttachmentModify = "attachment_modify",
+    SnapshotCreate = "snapshot_create",
+    SnapshotDelete = "snapshot_delete",
+    SnapshotRollback = "snapshot_rollback",
+    VolumeRecovery = "volume_recovery",
+    VolumeGrowFilesystem = "volume_grow_filesystem",
+    MediaDrain = "media_drain",
+    MediaRebalance = "media_rebalance",
+});
+
 impl JobKind {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            JobKind::VolumeCreate => "volume_create",
-            JobKind::VolumeDelete => "volume_delete",
-            JobKind::VolumeModifyExtend => "volume_modify_extend",
-            JobKind::AttachmentCreate => "attachment_create",
-            JobKind::AttachmentDelete => "attachment_delete",
-            JobKind::AttachmentModify => "attachment_modify",
-            JobKind::SnapshotCreate => "snapshot_create",
-            JobKind::SnapshotDelete => "snapshot_delete",
-            JobKind::SnapshotRollback => "snapshot_rollback",
-            JobKind::VolumeRecovery => "volume_recovery",
-            JobKind::VolumeGrowFilesystem => "volume_grow_filesystem",
-            JobKind::MediaDrain => "media_drain",
-            JobKind::MediaRebalance => "media_rebalance",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<JobKind> {
-        match s {
-            "volume_create" => Some(JobKind::VolumeCreate),
-            "volume_delete" => Some(JobKind::VolumeDelete),
-            "volume_modify_extend" => Some(JobKind::VolumeModifyExtend),
-            "attachment_create" => Some(JobKind::AttachmentCreate),
-            "attachment_delete" => Some(JobKind::AttachmentDelete),
-            "attachment_modify" => Some(JobKind::AttachmentModify),
-            "snapshot_create" => Some(JobKind::SnapshotCreate),
-            "snapshot_delete" => Some(JobKind::SnapshotDelete),
-            "snapshot_rollback" => Some(JobKind::SnapshotRollback),
-            "volume_recovery" => Some(JobKind::VolumeRecovery),
-            "volume_grow_filesystem" => Some(JobKind::VolumeGrowFilesystem),
-            "media_drain" => Some(JobKind::MediaDrain),
-            "media_rebalance" => Some(JobKind::MediaRebalance),
-            _ => None,
-        }
-    }
-
     /// Whether a job of this kind can be cancelled while it runs: the kinds
     /// that may take long and have an undo (a creation, a resize, a
     /// recovery, a drain, a rebalance). The others end on their own within
@@ -269,26 +223,12 @@ pub enum VolumeState {
     Deleting,
 }
 
-impl VolumeState {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            VolumeState::Creating => "Creating",
-            VolumeState::Ready => "Ready",
-            VolumeState::Resizing => "Resizing",
-            VolumeState::Deleting => "Deleting",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<VolumeState> {
-        match s {
-            "Creating" => Some(VolumeState::Creating),
-            "Ready" => Some(VolumeState::Ready),
-            "Resizing" => Some(VolumeState::Resizing),
-            "Deleting" => Some(VolumeState::Deleting),
-            _ => None,
-        }
-    }
-}
+svs_names!(VolumeState {
+    Creating = "Creating",
+    Ready = "Ready",
+    Resizing = "Resizing",
+    Deleting = "Deleting",
+});
 
 /// Snapshot lifecycle states shown in the API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -300,24 +240,11 @@ pub enum SnapshotState {
     Deleting,
 }
 
-impl SnapshotState {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            SnapshotState::Creating => "Creating",
-            SnapshotState::Ready => "Ready",
-            SnapshotState::Deleting => "Deleting",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<SnapshotState> {
-        match s {
-            "Creating" => Some(SnapshotState::Creating),
-            "Ready" => Some(SnapshotState::Ready),
-            "Deleting" => Some(SnapshotState::Deleting),
-            _ => None,
-        }
-    }
-}
+svs_names!(SnapshotState {
+    Creating = "Creating",
+    Ready = "Ready",
+    Deleting = "Deleting",
+});
 
 /// How consistent a snapshot's image is (`consistency` in the API). svs
 /// takes both the same way: every write acknowledged before the snapshot
@@ -329,22 +256,10 @@ pub enum Consistency {
     Application,
 }
 
-impl Consistency {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Consistency::Crash => "crash",
-            Consistency::Application => "application",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Consistency> {
-        match s {
-            "crash" => Some(Consistency::Crash),
-            "application" => Some(Consistency::Application),
-            _ => None,
-        }
-    }
-}
+svs_names!(Consistency {
+    Crash = "crash",
+    Application = "application",
+});
 
 /// The name that stands for a volume's live content where a snapshot name
 /// is expected (`/volumes/{v}/snapshots/top/attachments`): no snapshot may
@@ -358,22 +273,10 @@ pub enum VolumeType {
     File,
 }
 
-impl VolumeType {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            VolumeType::Block => "block",
-            VolumeType::File => "file",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<VolumeType> {
-        match s {
-            "block" => Some(VolumeType::Block),
-            "file" => Some(VolumeType::File),
-            _ => None,
-        }
-    }
-}
+svs_names!(VolumeType {
+    Block = "block",
+    File = "file",
+});
 
 /// Who makes an attachment real on its node: the node's host agent
 /// (`svs agent`), or the CSI node plugin (`svs csi node`), in which case the
@@ -385,22 +288,10 @@ pub enum AttachmentManager {
     Csi,
 }
 
-impl AttachmentManager {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            AttachmentManager::Agent => "agent",
-            AttachmentManager::Csi => "csi",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<AttachmentManager> {
-        match s {
-            "agent" => Some(AttachmentManager::Agent),
-            "csi" => Some(AttachmentManager::Csi),
-            _ => None,
-        }
-    }
-}
+svs_names!(AttachmentManager {
+    Agent = "agent",
+    Csi = "csi",
+});
 
 #[cfg(test)]
 mod tests {

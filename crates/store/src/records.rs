@@ -1,6 +1,7 @@
 //! Rows as the services see them.
 
 use serde_json::{Map, Value};
+use svs_domain::svs_names;
 use svs_domain::{
     AttachmentManager, Consistency, Gib, JobKind, JobSpec, JobSpecError, JobState, Resiliency,
     Slice, SnapshotState, VolumeState, VolumeType,
@@ -343,24 +344,11 @@ pub enum StepState {
     Done,
 }
 
-impl StepState {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            StepState::Planned => "planned",
-            StepState::Switched => "switched",
-            StepState::Done => "done",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<StepState> {
-        match s {
-            "planned" => Some(StepState::Planned),
-            "switched" => Some(StepState::Switched),
-            "done" => Some(StepState::Done),
-            _ => None,
-        }
-    }
-}
+svs_names!(StepState {
+    Planned = "planned",
+    Switched = "switched",
+    Done = "done",
+});
 
 /// One persisted step of a resize: a growth in place (`to_medium` None) or a move.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -542,24 +530,13 @@ pub enum CredentialRole {
     AgentAndStorage,
 }
 
+svs_names!(CredentialRole {
+    Agent = "agent",
+    Storage = "storage",
+    AgentAndStorage = "agent+storage",
+});
+
 impl CredentialRole {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            CredentialRole::Agent => "agent",
-            CredentialRole::Storage => "storage",
-            CredentialRole::AgentAndStorage => "agent+storage",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<CredentialRole> {
-        match s {
-            "agent" => Some(CredentialRole::Agent),
-            "storage" => Some(CredentialRole::Storage),
-            "agent+storage" => Some(CredentialRole::AgentAndStorage),
-            _ => None,
-        }
-    }
-
     /// May call the host agent's routes.
     pub fn allows_agent(&self) -> bool {
         matches!(
@@ -585,22 +562,10 @@ pub enum StorageNodeState {
     Offline,
 }
 
-impl StorageNodeState {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            StorageNodeState::Online => "Online",
-            StorageNodeState::Offline => "Offline",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<StorageNodeState> {
-        match s {
-            "Online" => Some(StorageNodeState::Online),
-            "Offline" => Some(StorageNodeState::Offline),
-            _ => None,
-        }
-    }
-}
+svs_names!(StorageNodeState {
+    Online = "Online",
+    Offline = "Offline",
+});
 
 /// A node that registered as a storage node.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -632,7 +632,7 @@ impl JobRunner {
         // Undone, not run, once a cancel was asked for (before it started,
         // or before a restart or a take-over).
         if steering.is_cancelled() {
-            self.undo_cancelled(base, &job, handler.as_ref()).await;
+            self.undo_cancelled(base, &job, &handler).await;
             base.changes.notify();
             return;
         }
@@ -641,15 +641,14 @@ impl JobRunner {
             steering: Some(Arc::clone(steering)),
             ..base.clone()
         };
-        let result = self.run_with_retries(&ctx, &job, handler.as_ref()).await;
+        let result = self.run_with_retries(&ctx, &job, &handler).await;
         if result.is_err()
             && !stop.is_cancelled()
             && self.cancel_asked(steering, &ctx, &job, &result).await
         {
-            self.undo_cancelled(base, &job, handler.as_ref()).await;
+            self.undo_cancelled(base, &job, &handler).await;
         } else {
-            self.finish(&ctx, &job, Some(handler.as_ref()), result)
-                .await;
+            self.finish(&ctx, &job, Some(&handler), result).await;
         }
         // Whatever the job changed (attachments, the volume's size or
         // filesystem) is in the store now.
@@ -661,7 +660,7 @@ impl JobRunner {
         &self,
         ctx: &JobContext,
         job: &Job,
-        handler: &dyn JobHandler,
+        handler: &JobHandler,
     ) -> Result<(), JobError> {
         // Counts the job as retrying while it waits out a back-off.
         let backing_off: Mutex<Option<Counted>> = Mutex::new(None);
@@ -710,7 +709,7 @@ impl JobRunner {
     /// leaves the undo for the next holder, which sees the cancel recorded)
     /// and ends it cancelled; a cancel that cannot be carried out ends it in
     /// Error saying so.
-    async fn undo_cancelled(&self, ctx: &JobContext, job: &Job, handler: &dyn JobHandler) {
+    async fn undo_cancelled(&self, ctx: &JobContext, job: &Job, handler: &JobHandler) {
         info!("job cancelled: undoing it");
         if let Err(e) = ctx
             .store
@@ -768,7 +767,7 @@ impl JobRunner {
         &self,
         ctx: &JobContext,
         job: &Job,
-        handler: Option<&dyn JobHandler>,
+        handler: Option<&JobHandler>,
         result: Result<(), JobError>,
     ) {
         let end = match result {

@@ -153,7 +153,7 @@ fn revision(attachments: &[DesiredAttachment]) -> String {
         field(&a.export_name);
         field(&a.uri);
         field(a.kind.as_str());
-        field(a.filesystem.map_or("", Filesystem::as_str));
+        field(a.filesystem.as_ref().map_or("", Filesystem::as_str));
         field(if a.filesystem_provisioned { "fs" } else { "" });
         field(&a.size.to_string());
         field(a.manager.as_str());

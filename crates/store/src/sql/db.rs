@@ -61,124 +61,38 @@ macro_rules! int_args {
 }
 int_args!(i64, i32, u32, u8, i16, u16);
 
-impl<'q> IntoArg<'q> for bool {
-    fn into_arg(self) -> Arg<'q> {
-        Arg::Bool(Some(self))
-    }
+/// `IntoArg` for each type, from the function that makes its `Arg`.
+macro_rules! args {
+    ($($t:ty => $make:expr;)*) => {$(
+        impl<'q> IntoArg<'q> for $t {
+            fn into_arg(self) -> Arg<'q> {
+                let make: fn($t) -> Arg<'q> = $make;
+                make(self)
+            }
+        }
+    )*};
 }
-
-impl<'q> IntoArg<'q> for Option<bool> {
-    fn into_arg(self) -> Arg<'q> {
-        Arg::Bool(self)
-    }
-}
-
-impl<'q> IntoArg<'q> for f64 {
-    fn into_arg(self) -> Arg<'q> {
-        Arg::Float(Some(self))
-    }
-}
-
-impl<'q> IntoArg<'q> for Option<f64> {
-    fn into_arg(self) -> Arg<'q> {
-        Arg::Float(self)
-    }
-}
-
-impl<'q> IntoArg<'q> for &'q str {
-    fn into_arg(self) -> Arg<'q> {
-        Arg::Text(Some(Cow::Borrowed(self)))
-    }
-}
-
-impl<'q> IntoArg<'q> for Option<&'q str> {
-    fn into_arg(self) -> Arg<'q> {
-        Arg::Text(self.map(Cow::Borrowed))
-    }
-}
-
-impl<'q> IntoArg<'q> for &'q String {
-    fn into_arg(self) -> Arg<'q> {
-        Arg::Text(Some(Cow::Borrowed(self.as_str())))
-    }
-}
-
-impl<'q> IntoArg<'q> for String {
-    fn into_arg(self) -> Arg<'q> {
-        Arg::Text(Some(Cow::Owned(self)))
-    }
-}
-
-impl<'q> IntoArg<'q> for Option<String> {
-    fn into_arg(self) -> Arg<'q> {
-        Arg::Text(self.map(Cow::Owned))
-    }
-}
-
-impl<'q> IntoArg<'q> for &'q Option<String> {
-    fn into_arg(self) -> Arg<'q> {
-        Arg::Text(self.as_deref().map(Cow::Borrowed))
-    }
-}
-
-impl<'q> IntoArg<'q> for Option<&'q String> {
-    fn into_arg(self) -> Arg<'q> {
-        Arg::Text(self.map(|s| Cow::Borrowed(s.as_str())))
-    }
-}
-
-impl<'q> IntoArg<'q> for &'q [u8] {
-    fn into_arg(self) -> Arg<'q> {
-        Arg::Bytes(Some(Cow::Borrowed(self)))
-    }
-}
-
-impl<'q> IntoArg<'q> for &'q Vec<u8> {
-    fn into_arg(self) -> Arg<'q> {
-        Arg::Bytes(Some(Cow::Borrowed(self.as_slice())))
-    }
-}
-
-impl<'q> IntoArg<'q> for Vec<u8> {
-    fn into_arg(self) -> Arg<'q> {
-        Arg::Bytes(Some(Cow::Owned(self)))
-    }
-}
-
-impl<'q> IntoArg<'q> for Option<Vec<u8>> {
-    fn into_arg(self) -> Arg<'q> {
-        Arg::Bytes(self.map(Cow::Owned))
-    }
-}
-
-impl<'q> IntoArg<'q> for &'q [String] {
-    fn into_arg(self) -> Arg<'q> {
-        Arg::Texts(Cow::Borrowed(self))
-    }
-}
-
-impl<'q> IntoArg<'q> for &'q Vec<String> {
-    fn into_arg(self) -> Arg<'q> {
-        Arg::Texts(Cow::Borrowed(self.as_slice()))
-    }
-}
-
-impl<'q> IntoArg<'q> for Vec<String> {
-    fn into_arg(self) -> Arg<'q> {
-        Arg::Texts(Cow::Owned(self))
-    }
-}
-
-impl<'q> IntoArg<'q> for &'q [i64] {
-    fn into_arg(self) -> Arg<'q> {
-        Arg::Ints(Cow::Borrowed(self))
-    }
-}
-
-impl<'q> IntoArg<'q> for &'q Vec<i64> {
-    fn into_arg(self) -> Arg<'q> {
-        Arg::Ints(Cow::Borrowed(self.as_slice()))
-    }
+args! {
+    bool => |v| Arg::Bool(Some(v));
+    Option<bool> => Arg::Bool;
+    f64 => |v| Arg::Float(Some(v));
+    Option<f64> => Arg::Float;
+    &'q str => |v| Arg::Text(Some(Cow::Borrowed(v)));
+    Option<&'q str> => |v| Arg::Text(v.map(Cow::Borrowed));
+    &'q String => |v| Arg::Text(Some(Cow::Borrowed(v.as_str())));
+    String => |v| Arg::Text(Some(Cow::Owned(v)));
+    Option<String> => |v| Arg::Text(v.map(Cow::Owned));
+    &'q Option<String> => |v| Arg::Text(v.as_deref().map(Cow::Borrowed));
+    Option<&'q String> => |v| Arg::Text(v.map(|s| Cow::Borrowed(s.as_str())));
+    &'q [u8] => |v| Arg::Bytes(Some(Cow::Borrowed(v)));
+    &'q Vec<u8> => |v| Arg::Bytes(Some(Cow::Borrowed(v.as_slice())));
+    Vec<u8> => |v| Arg::Bytes(Some(Cow::Owned(v)));
+    Option<Vec<u8>> => |v| Arg::Bytes(v.map(Cow::Owned));
+    &'q [String] => |v| Arg::Texts(Cow::Borrowed(v));
+    &'q Vec<String> => |v| Arg::Texts(Cow::Borrowed(v.as_slice()));
+    Vec<String> => |v| Arg::Texts(Cow::Owned(v));
+    &'q [i64] => |v| Arg::Ints(Cow::Borrowed(v));
+    &'q Vec<i64> => |v| Arg::Ints(Cow::Borrowed(v.as_slice()));
 }
 
 /// A JSON array of the list, as SQLite's `json_each` reads it.
