@@ -1,13 +1,8 @@
-use clap::Parser;
+//! The `svs` binary: the command line (`svs-cli`) with `svs serve` (here:
+//! the one command above `svs-api`).
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    let cli = svs::cli::Cli::parse();
-    match svs::cli::run(cli).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(message) => {
-            svs::cli::report_failure(&message);
-            std::process::ExitCode::FAILURE
-        }
-    }
+mod serve;
+
+fn main() -> std::process::ExitCode {
+    svs_cli::main(serve::run)
 }

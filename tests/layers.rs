@@ -64,7 +64,7 @@ fn assert_layer(part: &str, forbidden: &[&str]) {
 /// Each role's crate (folder, package), the svs crates it may depend on,
 /// lowest first: the roles below it and the shared crates beneath them.
 /// Every crate of `crates/` is named (one missing fails the check).
-const CRATES: [(&str, &str, &[&str]); 19] = [
+const CRATES: [(&str, &str, &[&str]); 20] = [
     ("crates/domain", "svs-domain", &[]),
     ("crates/buffers", "svs-buffers", &[]),
     ("crates/stream", "svs-stream", &[]),
@@ -95,6 +95,7 @@ const CRATES: [(&str, &str, &[&str]); 19] = [
     ("crates/agent", "svs-agent", HTTP_CLIENT_BELOW),
     ("crates/client", "svs-client", HTTP_CLIENT_BELOW),
     ("crates/csi-driver", "svs-csi-driver", CSI_DRIVER_BELOW),
+    ("crates/cli", "svs-cli", CLI_BELOW),
     (".", "svs", BINARY_BELOW),
 ];
 
@@ -179,20 +180,22 @@ const CSI_DRIVER_BELOW: &[&str] = &[
     "svs-agent",
     "svs-client",
 ];
-/// The binary: every role (its commands start them).
-const BINARY_BELOW: &[&str] = &[
+/// The command line: every role but `svs serve`'s HTTP face (its
+/// commands start them; the offline ones work on the store).
+const CLI_BELOW: &[&str] = &[
     "svs-domain",
     "svs-store",
     "svs-dataplane",
     "svs-common",
     "svs-wire",
     "svs-control",
-    "svs-api",
     "svs-storage-node",
     "svs-agent",
     "svs-client",
     "svs-csi-driver",
 ];
+/// The binary: the command line, and `svs serve` over `svs-api`.
+const BINARY_BELOW: &[&str] = &["svs-common", "svs-control", "svs-api", "svs-cli"];
 
 /// The svs crates a manifest's `[dependencies]` names.
 fn svs_dependencies(manifest: &str) -> Vec<String> {

@@ -139,8 +139,18 @@ fn instance_role(config: &Config) -> InstanceRole {
     }
 }
 
+/// A start-up step's future, boxed here: its state machine is compiled in
+/// this crate, not again in the binary that awaits it (which would then
+/// rebuild the whole start-up whenever a handler changes).
+pub type Boxed<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
 impl Application {
-    pub async fn build(config: Config) -> Result<Application, String> {
+    /// Starts everything but the servers' loops (see the module docs).
+    pub fn build(config: Config) -> Boxed<Result<Application, String>> {
+        Box::pin(Application::start_up(config))
+    }
+
+    async fn start_up(config: Config) -> Result<Application, String> {
         // Without configured media, media added through the API before may
         // be in the store: look (once it is open) before refusing. No store
         // yet means nothing was ever added, and nothing is made.
@@ -480,7 +490,11 @@ impl Application {
 
     /// Serves until SIGINT/SIGTERM, then lets running jobs pause at a safe
     /// point (they resume at the next start).
-    pub async fn run_until_stopped(self) -> Result<(), String> {
+    pub fn run_until_stopped(self) -> Boxed<Result<(), String>> {
+        Box::pin(self.serve_until_stopped())
+    }
+
+    async fn serve_until_stopped(self) -> Result<(), String> {
         let shutdown = self.shutdown;
         let on_signal = shutdown.clone();
         tokio::spawn(async move {

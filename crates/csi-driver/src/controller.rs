@@ -8,7 +8,7 @@
 use super::identity::Readiness;
 use super::session::Session;
 use super::{
-    capacity_gib, gib_bytes, parse_snapshot_id, required, snapshot_id, status_of, svs_name,
+    capacity_gib, gib_bytes, parse_snapshot_id, present, required, snapshot_id, status_of, svs_name,
 };
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -225,6 +225,14 @@ impl ControllerService {
         status_of(e)
     }
 
+    /// A client call's answer, or its error as `fail` maps it.
+    async fn ok<T>(&self, answer: Result<T, ClientError>) -> Result<T, Status> {
+        match answer {
+            Ok(value) => Ok(value),
+            Err(e) => Err(self.fail(e).await),
+        }
+    }
+
     /// Polls `GET /jobs/{id}` until the job ends; Err when it ends in
     /// Error (with its last message) or takes too long.
     ///
@@ -232,10 +240,7 @@ impl ControllerService {
     async fn wait_job(&self, id: &str) -> Result<JobView, Status> {
         let deadline = Instant::now() + self.job_timeout;
         loop {
-            let job: JobView = match self.api().await?.get_job(id).await {
-                Ok(job) => job,
-                Err(e) => return Err(self.fail(e).await),
-            };
+            let job: JobView = self.ok(self.api().await?.get_job(id).await).await?;
             match job.state.as_str() {
                 "Done" => return Ok(job),
                 "Error" => {
@@ -272,6 +277,13 @@ impl ControllerService {
 
     async fn volume(&self, api: &Api, id: &str) -> Result<Option<VolumeView>, Status> {
         not_found_is_none(api.get_volume(id).await)
+    }
+
+    /// The volume, which must exist (NOT_FOUND otherwise).
+    async fn existing_volume(&self, api: &Api, id: &str) -> Result<VolumeView, Status> {
+        self.volume(api, id)
+            .await?
+            .ok_or_else(|| Status::not_found(format!("volume {id} not found")))
     }
 
     /// The type and filesystem a CreateVolume asks for.
@@ -396,12 +408,8 @@ impl Controller for ControllerService {
         request: Request<CreateVolumeRequest>,
     ) -> Result<Response<CreateVolumeResponse>, Status> {
         let r = request.into_inner();
-        if r.name.is_empty() {
-            return Err(required("name"));
-        }
-        if r.volume_capabilities.is_empty() {
-            return Err(required("volume_capabilities"));
-        }
+        present(!r.name.is_empty(), "name")?;
+        present(!r.volume_capabilities.is_empty(), "volume_capabilities")?;
         for c in &r.volume_capabilities {
             check_capability(c).map_err(Status::invalid_argument)?;
         }
@@ -497,10 +505,7 @@ impl Controller for ControllerService {
             contentsnapshot: source_ref.map(|(_, snapshot)| snapshot.to_string()),
             ..VolumeCreateRequest::default()
         };
-        let answer = match api.create_volume(&body, None).await {
-            Ok(a) => a,
-            Err(e) => return Err(self.fail(e).await),
-        };
+        let answer = self.ok(api.create_volume(&body, None).await).await?;
         let api = self.wait_started(&answer).await?;
         let started = JobStarted::deserialize(&answer).ok();
         let id = started.as_ref().map_or("", |s| s.ObjectID.as_str());
@@ -518,9 +523,7 @@ impl Controller for ControllerService {
         request: Request<DeleteVolumeRequest>,
     ) -> Result<Response<DeleteVolumeResponse>, Status> {
         let r = request.into_inner();
-        if r.volume_id.is_empty() {
-            return Err(required("volume_id"));
-        }
+        present(!r.volume_id.is_empty(), "volume_id")?;
         let api = self.api().await?;
         if self.volume(&api, &r.volume_id).await?.is_none() {
             return Ok(Response::new(DeleteVolumeResponse {}));
@@ -540,23 +543,14 @@ impl Controller for ControllerService {
         request: Request<ControllerPublishVolumeRequest>,
     ) -> Result<Response<ControllerPublishVolumeResponse>, Status> {
         let r = request.into_inner();
-        if r.volume_id.is_empty() {
-            return Err(required("volume_id"));
-        }
-        if r.node_id.is_empty() {
-            return Err(required("node_id"));
-        }
+        present(!r.volume_id.is_empty(), "volume_id")?;
+        present(!r.node_id.is_empty(), "node_id")?;
         let Some(capability) = r.volume_capability.as_ref() else {
             return Err(required("volume_capability"));
         };
         check_capability(capability).map_err(Status::invalid_argument)?;
         let api = self.api().await?;
-        if self.volume(&api, &r.volume_id).await?.is_none() {
-            return Err(Status::not_found(format!(
-                "volume {} not found",
-                r.volume_id
-            )));
-        }
+        self.existing_volume(&api, &r.volume_id).await?;
         if not_found_is_none(api.get_node(&r.node_id).await)?.is_none() {
             return Err(Status::not_found(format!("node {} not found", r.node_id)));
         }
@@ -582,13 +576,11 @@ impl Controller for ControllerService {
         // `manager: csi`: the CSI node plugin makes this attachment real;
         // the host agent leaves it alone.
         let body = json!({"node": r.node_id, "readonly": r.readonly, "manager": "csi"});
-        let answer = match api
-            .call(reqwest::Method::POST, &path, &[], Some(&body))
-            .await
-        {
-            Ok(a) => a,
-            Err(e) => return Err(self.fail(e).await),
-        };
+        let answer = self
+            .ok(api
+                .call(reqwest::Method::POST, &path, &[], Some(&body))
+                .await)
+            .await?;
         let api = self.wait_started(&answer).await?;
         let attachment = self
             .attachment(&api, &r.volume_id, &r.node_id)
@@ -604,9 +596,7 @@ impl Controller for ControllerService {
         request: Request<ControllerUnpublishVolumeRequest>,
     ) -> Result<Response<ControllerUnpublishVolumeResponse>, Status> {
         let r = request.into_inner();
-        if r.volume_id.is_empty() {
-            return Err(required("volume_id"));
-        }
+        present(!r.volume_id.is_empty(), "volume_id")?;
         let api = self.api().await?;
         let nodes: Vec<String> = if r.node_id.is_empty() {
             // No node: unpublish from every node.
@@ -638,19 +628,10 @@ impl Controller for ControllerService {
         request: Request<ValidateVolumeCapabilitiesRequest>,
     ) -> Result<Response<ValidateVolumeCapabilitiesResponse>, Status> {
         let r = request.into_inner();
-        if r.volume_id.is_empty() {
-            return Err(required("volume_id"));
-        }
-        if r.volume_capabilities.is_empty() {
-            return Err(required("volume_capabilities"));
-        }
+        present(!r.volume_id.is_empty(), "volume_id")?;
+        present(!r.volume_capabilities.is_empty(), "volume_capabilities")?;
         let api = self.api().await?;
-        if self.volume(&api, &r.volume_id).await?.is_none() {
-            return Err(Status::not_found(format!(
-                "volume {} not found",
-                r.volume_id
-            )));
-        }
+        self.existing_volume(&api, &r.volume_id).await?;
         let refused: Vec<String> = r
             .volume_capabilities
             .iter()
@@ -679,10 +660,7 @@ impl Controller for ControllerService {
     ) -> Result<Response<ListVolumesResponse>, Status> {
         let r = request.into_inner();
         let api = self.api().await?;
-        let mut volumes: Vec<VolumeView> = match api.list_volumes().await {
-            Ok(v) => v,
-            Err(e) => return Err(self.fail(e).await),
-        };
+        let mut volumes: Vec<VolumeView> = self.ok(api.list_volumes().await).await?;
         // A stable order for offsets: by id.
         volumes.sort_by(|a, b| a.volumeid.cmp(&b.volumeid));
         let start = page_start(&r.starting_token, volumes.len())?;
@@ -710,10 +688,7 @@ impl Controller for ControllerService {
             .as_ref()
             .and_then(|t| t.segments.get(ZONE_TOPOLOGY_KEY));
         let api = self.api().await?;
-        let media: Vec<MediumView> = match api.list_media().await {
-            Ok(m) => m,
-            Err(e) => return Err(self.fail(e).await),
-        };
+        let media: Vec<MediumView> = self.ok(api.list_media().await).await?;
         let free: Vec<u64> = media
             .iter()
             .filter(|m| zone.is_none_or(|z| m.zone == *z))
@@ -754,20 +729,13 @@ impl Controller for ControllerService {
         request: Request<CreateSnapshotRequest>,
     ) -> Result<Response<CreateSnapshotResponse>, Status> {
         let r = request.into_inner();
-        if r.source_volume_id.is_empty() {
-            return Err(required("source_volume_id"));
-        }
-        if r.name.is_empty() {
-            return Err(required("name"));
-        }
+        present(!r.source_volume_id.is_empty(), "source_volume_id")?;
+        present(!r.name.is_empty(), "name")?;
         let name = svs_name(&r.name);
         let api = self.api().await?;
         // CSI snapshot names are unique over all volumes; svs names are
         // unique per volume.
-        let all: Vec<SnapshotView> = match api.list_all_snapshots().await {
-            Ok(list) => list,
-            Err(e) => return Err(self.fail(e).await),
-        };
+        let all: Vec<SnapshotView> = self.ok(api.list_all_snapshots().await).await?;
         if let Some(existing) = all.iter().find(|s| s.name == name) {
             if existing.volumeid != r.source_volume_id {
                 return Err(Status::already_exists(format!(
@@ -779,21 +747,15 @@ impl Controller for ControllerService {
                 snapshot: Some(csi_snapshot(existing)),
             }));
         }
-        if self.volume(&api, &r.source_volume_id).await?.is_none() {
-            return Err(Status::not_found(format!(
-                "volume {} not found",
-                r.source_volume_id
-            )));
-        }
+        self.existing_volume(&api, &r.source_volume_id).await?;
         let body = SnapshotCreateRequest {
             name: name.clone(),
             consistency: "crash".to_string(),
             ..SnapshotCreateRequest::default()
         };
-        let answer = match api.create_snapshot(&r.source_volume_id, &body).await {
-            Ok(a) => a,
-            Err(e) => return Err(self.fail(e).await),
-        };
+        let answer = self
+            .ok(api.create_snapshot(&r.source_volume_id, &body).await)
+            .await?;
         let api = self.wait_started(&answer).await?;
         let snapshot = not_found_is_none(api.get_snapshot(&r.source_volume_id, &name).await)?
             .ok_or_else(|| Status::internal("the snapshot vanished after its creation"))?;
@@ -807,9 +769,7 @@ impl Controller for ControllerService {
         request: Request<DeleteSnapshotRequest>,
     ) -> Result<Response<DeleteSnapshotResponse>, Status> {
         let r = request.into_inner();
-        if r.snapshot_id.is_empty() {
-            return Err(required("snapshot_id"));
-        }
+        present(!r.snapshot_id.is_empty(), "snapshot_id")?;
         // An id svs never made names no snapshot: already gone.
         let Some((volume, snapshot)) = parse_snapshot_id(&r.snapshot_id) else {
             return Ok(Response::new(DeleteSnapshotResponse {}));
@@ -873,20 +833,13 @@ impl Controller for ControllerService {
         request: Request<ControllerExpandVolumeRequest>,
     ) -> Result<Response<ControllerExpandVolumeResponse>, Status> {
         let r = request.into_inner();
-        if r.volume_id.is_empty() {
-            return Err(required("volume_id"));
-        }
+        present(!r.volume_id.is_empty(), "volume_id")?;
         let Some(range) = r.capacity_range.as_ref() else {
             return Err(required("capacity_range"));
         };
         let gib = capacity_gib(Some(range))?;
         let mut api = self.api().await?;
-        let Some(volume) = self.volume(&api, &r.volume_id).await? else {
-            return Err(Status::not_found(format!(
-                "volume {} not found",
-                r.volume_id
-            )));
-        };
+        let volume = self.existing_volume(&api, &r.volume_id).await?;
         let node_expansion_required = match &r.volume_capability {
             Some(c) => !is_block(c),
             None => volume.kind == "file",

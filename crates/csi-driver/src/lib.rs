@@ -147,6 +147,15 @@ pub fn required(field: &str) -> Status {
     Status::invalid_argument(format!("{field} is required"))
 }
 
+/// Ok when the request has `field` (`given`), else [`required`]'s answer.
+pub fn present(given: bool, field: &str) -> Result<(), Status> {
+    if given {
+        Ok(())
+    } else {
+        Err(required(field))
+    }
+}
+
 /// A CSI name (any characters, up to 128) → an svs name: itself when svs
 /// accepts it, else `csi-` + 40 hex digits of its SHA-256 (stable, so
 /// retries find the same object).

@@ -1,4 +1,5 @@
-//! The `svs` command line: `serve` runs the service ([`serve`]); `user add`,
+//! The `svs` command line: `serve` runs the service (the binary's, given to
+//! [`main`] as a [`ServeFn`]: it alone needs `svs-api`); `user add`,
 //! `keys`, `backup` and `restore` work on the data directory ([`offline`]);
 //! `agent`, `agent-device` and `csi` run on a host ([`hosts`]); the rest is
 //! the API client (`svs_client`, where each resource's subcommands live
@@ -7,7 +8,6 @@
 mod hosts;
 mod offline;
 mod passwords;
-mod serve;
 mod users;
 
 pub use hosts::CsiCommand;
@@ -18,8 +18,11 @@ pub use svs_common::logging::report_failure;
 pub use users::UserCommand;
 
 use clap::{Args, Parser, Subcommand};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::pin::Pin;
+use std::process::ExitCode;
 use svs_client::{
     AttachmentCommand, Context, CredentialsStore, JobCommand, MediaCommand, NodeCommand,
     OutputFormat, PolicyCommand, SnapshotCommand, VolumeCommand, DEFAULT_PROFILE,
@@ -305,7 +308,42 @@ fn private_files() {
     }
 }
 
-pub async fn run(cli: Cli) -> Result<(), String> {
+/// `svs serve`'s arguments.
+pub struct ServeArgs {
+    pub common: CommonArgs,
+    pub listen: Option<SocketAddr>,
+    pub nbd_listen: Option<SocketAddr>,
+}
+
+/// What runs `svs serve`: a boxed future, so that its state machine is
+/// compiled where it is written, not here.
+pub type ServeFn = fn(ServeArgs) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
+
+/// The `svs` command: the command line parsed and run on a tokio runtime
+/// (in this crate, not in the binary, which would compile every command's
+/// state machine again at each build).
+pub fn main(serve: ServeFn) -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            report_failure(&format!("cannot start the async runtime: {e}"));
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli, serve)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            report_failure(&message);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+pub async fn run(cli: Cli, serve: ServeFn) -> Result<(), String> {
     private_files();
     if let Some(ca) = cli.command.ca_cert() {
         svs_common::tls::trust_ca_file(ca)?;
@@ -315,7 +353,14 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             common,
             listen,
             nbd_listen,
-        } => serve::run(common, listen, nbd_listen).await,
+        } => {
+            serve(ServeArgs {
+                common,
+                listen,
+                nbd_listen,
+            })
+            .await
+        }
         Command::User {
             command:
                 UserCommand::Add {
