@@ -127,10 +127,12 @@ async fn the_document_lists_exactly_the_routes_the_router_answers() {
 #[test]
 fn routes_are_only_added_through_the_documented_router() {
     let mut sources = Vec::new();
-    collect_rust_files(
-        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src")),
-        &mut sources,
-    );
+    for tree in ["/src", "/crates"] {
+        collect_rust_files(
+            Path::new(&format!("{}{tree}", env!("CARGO_MANIFEST_DIR"))),
+            &mut sources,
+        );
+    }
     let plain_routing = [
         ".route(",
         ".route_service(",
