@@ -56,3 +56,37 @@ macro_rules! svs_names {
         }
     };
 }
+
+#[cfg(test)]
+mod tests {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Mode {
+        Off,
+        On,
+    }
+
+    crate::svs_names!(setting "mode", Mode {
+        Off = "off",
+        On = "on",
+    });
+
+    #[test]
+    fn every_name_reads_back_as_its_variant_and_no_other_name_does() {
+        for mode in Mode::ALL {
+            assert_eq!(Mode::parse(mode.as_str()), Some(*mode));
+        }
+        assert_eq!(Mode::ALL, &[Mode::Off, Mode::On]);
+        assert_eq!(Mode::parse("On"), None);
+        assert_eq!(Mode::parse(""), None);
+    }
+
+    #[test]
+    fn a_setting_refuses_another_name_listing_the_names_it_takes() {
+        assert_eq!(Mode::try_from("on".to_string()), Ok(Mode::On));
+        assert_eq!(String::from(Mode::Off), "off");
+        assert_eq!(
+            Mode::try_from("maybe".to_string()),
+            Err("mode 'maybe' is not supported (supported: off, on)".to_string())
+        );
+    }
+}
