@@ -50,8 +50,7 @@ pub(super) async fn resize_volume(
         let failed = moved.as_ref().err();
         // Stopped (the lease lost, the service stopping): the copies are
         // left as they are for whoever holds the job next to go on with.
-        let stopped = |e: &JobError| ctx.stopped_by(e);
-        if let Some(e) = failed.filter(|e| !stopped(e)) {
+        if let Some(e) = failed.filter(|e| !ctx.stopped_by(e)) {
             if let Some(step) = source_lost(ctx, &volume.id, job.id, step).await? {
                 // The moved copy died under the move (its node or its
                 // medium): the move goes on as a rebuild of that copy onto
@@ -67,7 +66,7 @@ pub(super) async fn resize_volume(
             }
         }
         if let Err(e) = moved {
-            if !stopped(&e) {
+            if !ctx.stopped_by(&e) {
                 // What this misses (the store unreachable, say), the
                 // orphaned-copies reconciler removes later.
                 if let Err(e) = discard_unswitched_copies(ctx, &volume.id, job.id).await {
