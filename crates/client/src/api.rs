@@ -6,11 +6,28 @@ use reqwest::Method;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
+use std::net::IpAddr;
+use svs_domain::{CredentialRole, ResourceName};
 use svs_wire::requests::{
-    JobModifyRequest, MediaModifyRequest, RefreshRequest, SignInRequest, SignOutRequest,
-    SnapshotCreateRequest, VolumeCreateRequest, VolumeModifyRequest,
+    AttachmentCreateRequest, JobModifyRequest, MediaCreateRequest, MediaModifyRequest,
+    MediaRebalanceRequest, NodeCreateRequest, NodeCredentialCreateRequest, NodeModifyRequest,
+    RefreshRequest, SignInRequest, SignOutRequest, SnapshotCreateRequest, VolumeCreateRequest,
+    VolumeModifyRequest,
 };
-use svs_wire::views::SignedInView;
+use svs_wire::views::{Done, SignedInView};
+
+/// A name the request carries, checked here by the server's rules (and
+/// message) before anything is sent.
+fn name(kind: &str, value: &str) -> Result<ResourceName> {
+    ResourceName::parse(kind, value).map_err(ClientError::Input)
+}
+
+/// An address the request carries, with the server's message.
+fn ip_address(value: &str) -> Result<IpAddr> {
+    value
+        .parse()
+        .map_err(|_| ClientError::Input(format!("address '{value}' is not an IP address")))
+}
 
 /// What a resize sends.
 fn resize(size: u64, movement: bool) -> VolumeModifyRequest {
@@ -72,6 +89,14 @@ impl Api {
 
     pub fn base(&self) -> &str {
         &self.base
+    }
+
+    /// An answer kept as JSON (to print it as it is) read as a typed view.
+    pub fn read_answer<T: DeserializeOwned>(&self, answer: Value) -> Result<T> {
+        serde_json::from_value(answer).map_err(|e| ClientError::InvalidResponse {
+            url: self.base.clone(),
+            detail: e.to_string(),
+        })
     }
 
     /// One call: the answer on 2xx (its JSON as it is, `Value`, or a typed
@@ -178,7 +203,7 @@ impl Api {
     }
 
     /// Where each copy of each column of the volume is placed.
-    pub async fn volume_slices(&self, name: &str) -> Result<Value> {
+    pub async fn volume_slices<T: DeserializeOwned>(&self, name: &str) -> Result<T> {
         self.get(&format!("/volumes/{}/slices", segment(name)))
             .await
     }
@@ -303,7 +328,11 @@ impl Api {
     /// Snapshots attach read-only (the server enforces it).
     pub async fn attach_snapshot(&self, volume: &str, snapshot: &str, node: &str) -> Result<Value> {
         let path = format!("{}/attachments", Api::snapshot_path(volume, snapshot));
-        let body = json!({"node": node, "readonly": true});
+        let body = AttachmentCreateRequest {
+            node: node.into(),
+            readonly: Some(true),
+            ..AttachmentCreateRequest::default()
+        };
         self.call(Method::POST, &path, &[], Some(&body)).await
     }
 
@@ -316,10 +345,12 @@ impl Api {
         readonly: bool,
     ) -> Result<Value> {
         let path = format!("{}/attachments", Api::snapshot_path(volume, snapshot));
-        let mut body = json!({"node": node, "readonly": readonly});
-        if let Some(m) = mountpoint {
-            body["mountpoint"] = json!(m);
-        }
+        let body = AttachmentCreateRequest {
+            node: node.into(),
+            readonly: Some(readonly),
+            mountpoint: mountpoint.map(Into::into),
+            ..AttachmentCreateRequest::default()
+        };
         self.call(Method::POST, &path, &[], Some(&body)).await
     }
 
@@ -411,19 +442,15 @@ impl Api {
         zone: Option<&str>,
         dry_run: bool,
     ) -> Result<Value> {
-        let mut body = serde_json::Map::new();
-        if let Some(node) = node {
-            body.insert("node".into(), json!(node));
-        }
-        if let Some(zone) = zone {
-            body.insert("zone".into(), json!(zone));
-        }
+        let body = MediaRebalanceRequest {
+            node: node.map(|n| name("node", n)).transpose()?,
+            zone: zone.map(|z| name("zone", z)).transpose()?,
+        };
         let query: Vec<(&str, String)> = if dry_run {
             vec![("dryrun", "true".to_string())]
         } else {
             Vec::new()
         };
-        let body = Value::Object(body);
         self.call(Method::POST, "/media/rebalance", &query, Some(&body))
             .await
     }
@@ -437,9 +464,13 @@ impl Api {
         directory: &str,
         size: u64,
     ) -> Result<Value> {
-        let body = json!({
-            "mediaid": id, "node": node, "zone": zone, "media": directory, "size": size,
-        });
+        let body = MediaCreateRequest {
+            mediaid: name("medium", id)?,
+            node: name("node", node)?,
+            zone: name("zone", zone)?,
+            media: directory.into(),
+            size,
+        };
         self.call(Method::POST, "/media", &[], Some(&body)).await
     }
 
@@ -469,7 +500,7 @@ impl Api {
         self.get("/nodes").await
     }
 
-    pub async fn get_node(&self, name: &str) -> Result<Value> {
+    pub async fn get_node<T: DeserializeOwned>(&self, name: &str) -> Result<T> {
         self.get(&format!("/nodes/{}", segment(name))).await
     }
 
@@ -480,26 +511,32 @@ impl Api {
         address: &str,
         zone: Option<&str>,
     ) -> Result<Value> {
-        let mut body = json!({"name": name, "address": address});
-        if let Some(zone) = zone {
-            body["zone"] = json!(zone);
-        }
+        let body = NodeCreateRequest {
+            name: self::name("node", name)?,
+            address: ip_address(address)?,
+            zone: zone.map(Into::into),
+        };
         self.call(Method::POST, "/nodes", &[], Some(&body)).await
     }
 
     /// `PATCH /nodes/{n}` with `{"address"}` (administrators).
     pub async fn set_node_address(&self, name: &str, address: &str) -> Result<Value> {
         let path = format!("/nodes/{}", segment(name));
-        let body = json!({"address": address});
+        let body = NodeModifyRequest {
+            address: match address {
+                "" => None,
+                a => Some(ip_address(a)?),
+            },
+        };
         self.call(Method::PATCH, &path, &[], Some(&body)).await
     }
 
     /// Issues the node's credential (`role`: `agent` or `storage`),
     /// revoking the one it had.
-    pub async fn issue_node_credential(&self, name: &str, role: &str) -> Result<Value> {
+    pub async fn issue_node_credential(&self, name: &str, role: CredentialRole) -> Result<Value> {
         let path = format!("/nodes/{}/credentials", segment(name));
-        self.call(Method::POST, &path, &[], Some(&json!({"role": role})))
-            .await
+        let body = NodeCredentialCreateRequest { role: Some(role) };
+        self.call(Method::POST, &path, &[], Some(&body)).await
     }
 
     /// `GET /nodes/{n}/copies` (administrators).
@@ -534,7 +571,7 @@ impl Api {
 
     /// `DELETE /jobs/{job}`: asks a pending or running job to cancel, or
     /// removes the record of one that ended (`{"Message", "ObjectID"}`).
-    pub async fn delete_job(&self, id: &str) -> Result<Value> {
+    pub async fn delete_job(&self, id: &str) -> Result<Done> {
         let path = format!("/jobs/{}", segment(id));
         self.call(Method::DELETE, &path, &[], NO_BODY).await
     }

@@ -8,6 +8,7 @@ use super::error::Result;
 use super::output::{self, OutputFormat};
 use clap::Subcommand;
 use serde_json::{json, Value};
+use svs_wire::views::JobStarted;
 
 #[derive(Debug, Subcommand)]
 pub enum AttachmentCommand {
@@ -132,14 +133,15 @@ impl Context {
     ) -> Result<()> {
         let mut s = self.session().await?;
         let answer = s.hint(s.api.delete_attachment(volume, snapshot, node).await)?;
-        let job_id = output::text(&answer["JobID"]);
+        let answer: JobStarted = s.api.read_answer(answer)?;
+        let job_id = &answer.JobID;
         match self.output {
-            OutputFormat::Json if !wait => emit(&output::render_json(&answer)),
+            OutputFormat::Json if !wait => emit(&output::render_view(&answer)),
             OutputFormat::Json => {}
             OutputFormat::Table => emit(&started_line(&answer)),
         }
         if wait {
-            let job = self.follow(&mut s, &job_id).await?;
+            let job = self.follow(&mut s, job_id).await?;
             if self.output == OutputFormat::Json {
                 emit(&output::render_json(&job));
             }
@@ -156,12 +158,12 @@ impl Context {
         snapshot: &str,
         node: &str,
     ) -> Result<()> {
-        let job_id = output::text(&answer["JobID"]);
+        let answer: JobStarted = s.api.read_answer(answer.clone())?;
         if !wait {
-            self.started(answer);
+            self.started(&answer);
             return Ok(());
         }
-        self.follow(s, &job_id).await?;
+        self.follow(s, &answer.JobID).await?;
         let attachment = s.hint(s.api.get_attachment(volume, snapshot, node).await)?;
         self.one(&attachment);
         Ok(())

@@ -11,7 +11,7 @@ use serde_json::Value;
 use std::future::Future;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
-use svs_wire::views::JobView;
+use svs_wire::views::{Done, JobStarted, JobView};
 
 /// How often a followed job is polled.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
@@ -45,12 +45,8 @@ pub struct Context {
 }
 
 /// The table line of a started job: "<Message>: job <JobID>".
-pub(super) fn started_line(answer: &Value) -> String {
-    format!(
-        "{}: job {}\n",
-        output::text(&answer["Message"]),
-        output::text(&answer["JobID"])
-    )
+pub(super) fn started_line(job: &JobStarted) -> String {
+    format!("{}: job {}\n", job.Message, job.JobID)
 }
 
 pub(super) fn emit(text: &str) {
@@ -86,18 +82,18 @@ impl Context {
 
     /// A started job the command does not follow: the answer's JSON, or
     /// its line.
-    pub(super) fn started(&self, answer: &Value) {
+    pub(super) fn started(&self, job: &JobStarted) {
         match self.output {
-            OutputFormat::Json => emit(&output::render_json(answer)),
-            OutputFormat::Table => emit(&started_line(answer)),
+            OutputFormat::Json => emit(&output::render_view(job)),
+            OutputFormat::Table => emit(&started_line(job)),
         }
     }
 
     /// A `{"Message", "ObjectID"}` answer.
-    pub(super) fn message(&self, answer: &Value) {
+    pub(super) fn message(&self, answer: &Done) {
         match self.output {
-            OutputFormat::Json => emit(&output::render_json(answer)),
-            OutputFormat::Table => emit(&format!("{}\n", output::text(&answer["Message"]))),
+            OutputFormat::Json => emit(&output::render_view(answer)),
+            OutputFormat::Table => emit(&format!("{}\n", answer.Message)),
         }
     }
 
@@ -113,7 +109,7 @@ impl Context {
         match print {
             Print::List(columns) => self.list(&answer, columns),
             Print::One => self.one(&answer),
-            Print::Message => self.message(&answer),
+            Print::Message => self.message(&s.api.read_answer(answer)?),
         }
         Ok(())
     }
@@ -127,7 +123,8 @@ impl Context {
     {
         let mut s = self.session().await?;
         let answer = s.hint(call(s.api.clone()).await)?;
-        self.after_job_start(&mut s, &answer, wait, show).await
+        let job = s.api.read_answer(answer)?;
+        self.after_job_start(&mut s, &job, wait, show).await
     }
 
     /// Prints the started job, and with `wait` follows it; what ends Done
@@ -135,11 +132,10 @@ impl Context {
     pub(super) async fn after_job_start(
         &self,
         s: &mut Session,
-        answer: &Value,
+        answer: &JobStarted,
         wait: bool,
         show: Shown<'_>,
     ) -> Result<()> {
-        let job_id = output::text(&answer["JobID"]);
         if !wait {
             self.started(answer);
             return Ok(());
@@ -147,7 +143,7 @@ impl Context {
         if self.output == OutputFormat::Table {
             emit(&started_line(answer));
         }
-        let job = self.follow(s, &job_id).await?;
+        let job = self.follow(s, &answer.JobID).await?;
         match (self.output, show) {
             (OutputFormat::Json, _) => emit(&output::render_json(&job)),
             (OutputFormat::Table, Shown::Volume(volume)) => {

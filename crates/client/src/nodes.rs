@@ -6,8 +6,9 @@ use super::context::{emit, Context, Print};
 use super::error::{ClientError, Result};
 use super::output::{self, OutputFormat};
 use clap::Subcommand;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
+use svs_wire::views::{CredentialView, MediumView, NodeView};
 
 /// The role of a node credential.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -19,11 +20,15 @@ pub enum CredentialRole {
     AgentAndStorage,
 }
 
-svs_domain::svs_names!(CredentialRole {
-    Agent = "agent",
-    Storage = "storage",
-    AgentAndStorage = "agent+storage",
-});
+impl From<CredentialRole> for svs_domain::CredentialRole {
+    fn from(role: CredentialRole) -> Self {
+        match role {
+            CredentialRole::Agent => svs_domain::CredentialRole::Agent,
+            CredentialRole::Storage => svs_domain::CredentialRole::Storage,
+            CredentialRole::AgentAndStorage => svs_domain::CredentialRole::AgentAndStorage,
+        }
+    }
+}
 
 impl CredentialRole {
     /// What runs with the credential, for people: "agent", "storage node".
@@ -161,8 +166,8 @@ async fn add(
     };
     if !added {
         if let Some(zone) = zone {
-            let node = s.hint(s.api.get_node(name).await)?;
-            let current = output::text(&node["zone"]);
+            let node: NodeView = s.hint(s.api.get_node(name).await)?;
+            let current = node.zone;
             if current != zone {
                 eprintln!(
                     "note: node {name} already exists in zone '{current}'; only its address was set"
@@ -170,15 +175,14 @@ async fn add(
             }
         }
     }
-    let issued = s.hint(s.api.issue_node_credential(name, role.as_str()).await)?;
-    let credential = issued["credential"]
-        .as_str()
+    let issued = s.hint(s.api.issue_node_credential(name, role.into()).await)?;
+    let view: CredentialView = s.api.read_answer(issued.clone())?;
+    let credential = Some(view.credential)
         .filter(|c| !c.is_empty())
         .ok_or_else(|| ClientError::InvalidResponse {
             url: s.api.base().to_string(),
             detail: "no credential in the answer".into(),
-        })?
-        .to_string();
+        })?;
     let done = if added {
         format!("Node {name} added (address {address})")
     } else {
@@ -285,7 +289,7 @@ async fn revoke(ctx: &Context, name: &str) -> Result<()> {
     s.hint(s.api.revoke_node_credential(name).await)?;
     match ctx.output {
         OutputFormat::Json => {
-            let node = s.hint(s.api.get_node(name).await)?;
+            let node: Value = s.hint(s.api.get_node(name).await)?;
             emit(&output::render_json(&node));
         }
         OutputFormat::Table => emit(&format!(
@@ -312,17 +316,9 @@ pub fn storage_node_command() -> String {
 /// copies on them (volume, copy, column, state).
 async fn get(ctx: &Context, name: &str) -> Result<()> {
     let s = ctx.session().await?;
-    let node = s.hint(s.api.get_node(name).await)?;
-    let media: serde_json::Value = s.hint(s.api.list_media().await)?;
-    let media: Vec<serde_json::Value> = media
-        .as_array()
-        .map(|all| {
-            all.iter()
-                .filter(|m| m["node"].as_str() == Some(name))
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default();
+    let node: Value = s.hint(s.api.get_node(name).await)?;
+    let mut media: Vec<MediumView> = s.hint(s.api.list_media().await)?;
+    media.retain(|m| m.node == name);
     // Copies span every tenant: administrators only.
     let copies = match s.api.node_copies(name).await {
         Ok(c) => Some(c),

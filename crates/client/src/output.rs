@@ -2,6 +2,7 @@
 //! as is for scripts.
 
 use serde_json::Value;
+use svs_wire::views::{AttachmentView, SliceView, VolumeView};
 
 /// `--output`: a table (default) or the server's JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -298,11 +299,11 @@ fn render_fields(rows: &[Vec<String>]) -> String {
 /// What `volume get` adds to a slice's line when the copy is not healthy:
 /// lost, and for a stale copy the generation it missed (it is not read
 /// until rebuilt).
-fn copy_health(slice: &Value) -> String {
-    if slice["health"].as_str() != Some("Lost") {
+fn copy_health(slice: &SliceView) -> String {
+    if slice.health != "Lost" {
         return String::new();
     }
-    match slice["stalegeneration"].as_u64() {
+    match slice.stalegeneration {
         Some(g) => format!(": Lost, stale (missed generation {g}; not read until rebuilt)"),
         None => ": Lost".to_string(),
     }
@@ -311,73 +312,67 @@ fn copy_health(slice: &Value) -> String {
 /// `volume get` for people: what the volume is, where each copy of each
 /// column lives, and where it is attached; `--output json` gives the
 /// server's object instead.
-pub fn render_volume_summary(volume: &Value, slices: &Value, attachments: &Value) -> String {
+pub fn render_volume_summary(
+    volume: &VolumeView,
+    slices: &[SliceView],
+    attachments: &[AttachmentView],
+) -> String {
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut row = |k: &str, v: String| rows.push(vec![k.to_string(), v]);
     row(
         "Volume",
-        format!(
-            "{} (id {})",
-            text(&volume["name"]),
-            text(&volume["volumeid"])
-        ),
+        format!("{} (id {})", volume.name, volume.volumeid),
     );
-    let kind = text(&volume["type"]);
-    match volume["filesystem"].as_str() {
-        Some(fs) => row("Type", format!("{kind}, {fs} filesystem")),
-        None => row("Type", kind),
+    match &volume.filesystem {
+        Some(fs) => row("Type", format!("{}, {fs} filesystem", volume.kind)),
+        None => row("Type", volume.kind.clone()),
     }
     row(
         "Size",
         format!(
             "{} GiB (a resize may grow it to {} GiB)",
-            text(&volume["size"]),
-            text(&volume["maxsize"])
+            volume.size, volume.maxsize
         ),
     );
     if let Some(line) = filesystem_line(volume) {
         row("Filesystem", line);
     }
-    row("Policy", text(&volume["policy"]));
-    if let Some(zone) = volume["zone"].as_str().filter(|z| !z.is_empty()) {
-        row("Zone", zone.to_string());
+    row("Policy", volume.policy.clone());
+    if let Some(zone) = volume.zone.as_ref().filter(|z| !z.is_empty()) {
+        row("Zone", zone.clone());
     }
-    let status = text(&volume["status"]);
-    let state = text(&volume["state"]);
     row(
         "State",
-        if status == "Online" {
-            state
+        if volume.status == "Online" {
+            volume.state.clone()
         } else {
-            format!("{state}: {status} ({}%)", text(&volume["progress"]))
+            format!("{}: {} ({}%)", volume.state, volume.status, volume.progress)
         },
     );
-    if let Some(job) = volume["volumerecoveryjob"].as_str() {
+    if let Some(job) = &volume.volumerecoveryjob {
         row("Recovery", format!("job {job}"));
     }
-    let source = text(&volume["contentvolume"]);
-    if !source.is_empty() {
+    if !volume.contentvolume.is_empty() {
         row(
             "Cloned from",
-            format!("{source}@{}", text(&volume["contentsnapshot"])),
+            format!("{}@{}", volume.contentvolume, volume.contentsnapshot),
         );
     }
-    let slices = slices.as_array().map(Vec::as_slice).unwrap_or_default();
-    let copies = slices.iter().filter_map(|s| s["copy"].as_u64()).max();
-    let columns = slices.iter().filter_map(|s| s["column"].as_u64()).max();
+    let copies = slices.iter().map(|s| s.copy).max();
+    let columns = slices.iter().map(|s| s.column).max();
     match (copies, columns) {
         (Some(copies), Some(columns)) => {
             let placement: Vec<String> = slices
                 .iter()
                 .map(|s| {
                     // Named as the API, job statuses and the console name it.
-                    let (copy, column) = (text(&s["copy"]), text(&s["column"]));
+                    let (copy, column) = (s.copy, s.column);
                     format!(
                         "slice c{copy}-k{column} (copy {copy}, column {column}): {} GiB on medium {} (node {}, zone {}){}",
-                        text(&s["size"]),
-                        text(&s["media"]),
-                        text(&s["node"]),
-                        text(&s["zone"]),
+                        s.size,
+                        s.media,
+                        s.node,
+                        s.zone,
                         copy_health(s),
                     )
                 })
@@ -396,44 +391,33 @@ pub fn render_volume_summary(volume: &Value, slices: &Value, attachments: &Value
         }
         _ => row("Slices", "none placed yet".to_string()),
     }
-    let attachments = attachments
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
     if attachments.is_empty() {
         row("Attached", "no".to_string());
     } else {
         let lines: Vec<String> = attachments
             .iter()
             .map(|a| {
-                let snapshot = text(&a["snapshotname"]);
+                let snapshot = &a.snapshotname;
                 let what = if snapshot.is_empty() || snapshot == "top" {
                     String::new()
                 } else {
                     format!("snapshot {snapshot} ")
                 };
-                let mode = if a["readonly"].as_bool() == Some(true) {
+                let mode = if a.readonly {
                     "read-only"
                 } else {
                     "read-write"
                 };
-                let mut host = match a["hoststate"].as_str() {
+                let mut host = match &a.hoststate {
                     Some(h) => format!(", host {h}"),
                     None => String::new(),
                 };
-                if let (Some(fs), Some(size)) =
-                    (a["filesystemsize"].as_u64(), a["volumesize"].as_u64())
-                {
-                    if fs < size {
-                        host.push_str(&format!(", filesystem {fs} GiB of {size} GiB"));
+                if let Some(fs) = a.filesystemsize {
+                    if fs < a.volumesize {
+                        host.push_str(&format!(", filesystem {fs} GiB of {} GiB", a.volumesize));
                     }
                 }
-                format!(
-                    "{what}to {} {mode}: {} {}{host}",
-                    text(&a["node"]),
-                    text(&a["state"]),
-                    text(&a["uri"])
-                )
+                format!("{what}to {} {mode}: {} {}{host}", a.node, a.state, a.uri)
             })
             .collect();
         row("Attached", lines.join("\n"));
@@ -443,21 +427,26 @@ pub fn render_volume_summary(volume: &Value, slices: &Value, attachments: &Value
 
 /// The filesystem's size against the volume's: a growth that failed
 /// leaves it smaller, which the summary says with the way out.
-fn filesystem_line(volume: &Value) -> Option<String> {
-    let fs = volume["filesystemsize"].as_u64()?;
-    let size = volume["size"].as_u64()?;
+fn filesystem_line(volume: &VolumeView) -> Option<String> {
+    let (fs, size) = (volume.filesystemsize?, volume.size);
     if fs >= size {
         return Some(format!("fills the volume ({fs} GiB)"));
     }
-    let why = volume["filesystemerror"]
-        .as_str()
+    let why = volume
+        .filesystemerror
+        .as_ref()
         .map(|e| format!(": {e}"))
         .unwrap_or_default();
     Some(format!(
         "{fs} GiB, smaller than the volume's {size} GiB (its growth failed{why}); \
          grow it with: svs volume grow-filesystem {}",
-        text(&volume["name"])
+        volume.name
     ))
+}
+
+/// A typed answer as the server sent it, pretty-printed.
+pub fn render_view<T: serde::Serialize>(view: &T) -> String {
+    render_json(&serde_json::to_value(view).unwrap_or_default())
 }
 
 /// The server's JSON, pretty-printed.
@@ -471,6 +460,41 @@ pub fn render_json(value: &Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// `fields` over a whole view's required ones, read as the client reads
+    /// the server's answer.
+    fn view<T: serde::de::DeserializeOwned>(base: Value, fields: &Value) -> T {
+        let mut whole = base;
+        for (k, v) in fields.as_object().expect("an object") {
+            whole[k] = v.clone();
+        }
+        serde_json::from_value(whole).expect("a whole view")
+    }
+
+    fn volume(fields: Value) -> VolumeView {
+        let base = json!({"name": "", "volumeid": "", "type": "block", "contentvolume": "",
+            "contentsnapshot": "", "size": 0, "maxsize": 0, "policy": "", "consistencygroup": "",
+            "node": "", "zones": [], "writtenbytes": null, "zonereplica": "", "volumegroupid": "",
+            "replicationnode": "", "state": "", "status": "", "progress": 0,
+            "allowdatamovement": false, "flavor": "regular", "filesystemprovisioned": false});
+        view(base, &fields)
+    }
+
+    fn slices(items: Value) -> Vec<SliceView> {
+        let base = json!({"sliceid": 0, "name": "", "copy": 0, "column": 0, "media": "",
+            "node": "", "zone": "", "size": 0, "health": "Healthy"});
+        let items = items.as_array().expect("an array");
+        items.iter().map(|s| view(base.clone(), s)).collect()
+    }
+
+    fn attachments(items: Value) -> Vec<AttachmentView> {
+        let base = json!({"volumename": "", "volumeid": "", "snapshotname": "top",
+            "snapshotid": "top", "node": "", "state": "", "status": "", "progress": 100,
+            "mountpoint": "", "readonly": false, "exportname": "", "uri": "", "manager": "agent",
+            "volumesize": 0});
+        let items = items.as_array().expect("an array");
+        items.iter().map(|a| view(base.clone(), a)).collect()
+    }
 
     #[test]
     fn tables_are_aligned() {
@@ -535,19 +559,19 @@ mod tests {
 
     #[test]
     fn a_volume_summary_shows_lost_and_stale_copies() {
-        let volume = json!({"name": "m", "volumeid": "i", "type": "block", "size": 2,
+        let volume_fields = json!({"name": "m", "volumeid": "i", "type": "block", "size": 2,
                             "maxsize": 20, "policy": "p", "state": "Degraded",
                             "status": "Online", "progress": 100});
         let slice = |copy: u64, media: &str, health: &str, stale: Value| {
             json!({"copy": copy, "column": 0, "size": 2, "media": media, "node": "n",
                    "zone": "z", "health": health, "stalegeneration": stale})
         };
-        let slices = json!([
+        let slice_items = json!([
             slice(0, "a1", "Lost", json!(3)),
             slice(1, "b1", "Healthy", Value::Null),
             slice(2, "c1", "Lost", Value::Null),
         ]);
-        let out = render_volume_summary(&volume, &slices, &json!([]));
+        let out = render_volume_summary(&volume(volume_fields), &slices(slice_items), &[]);
         assert!(
             out.contains(
                 "slice c0-k0 (copy 0, column 0): 2 GiB on medium a1 (node n, zone z): Lost, \
@@ -569,13 +593,13 @@ mod tests {
 
     #[test]
     fn a_volume_summary_shows_a_filesystem_smaller_than_the_volume_and_the_way_out() {
-        let volume = json!({"name": "g", "volumeid": "i", "type": "file", "filesystem": "ext4",
+        let volume_fields = json!({"name": "g", "volumeid": "i", "type": "file", "filesystem": "ext4",
                             "size": 4, "maxsize": 40, "policy": "p", "state": "Ready",
                             "status": "Online", "progress": 100, "filesystemsize": 2,
                             "filesystemerror": "resize2fs: Permission denied to resize filesystem"});
         let attached = json!([{"node": "host-1", "state": "Attached", "uri": "nbd://h:1/e",
                                "hoststate": "Mounted", "volumesize": 4, "filesystemsize": 2}]);
-        let out = render_volume_summary(&volume, &json!([]), &attached);
+        let out = render_volume_summary(&volume(volume_fields), &[], &attachments(attached));
         assert!(
             out.contains(
                 "2 GiB, smaller than the volume's 4 GiB (its growth failed: resize2fs: \
@@ -590,10 +614,13 @@ mod tests {
         );
         let grown = json!({"name": "g", "size": 4, "filesystemsize": 4});
         assert_eq!(
-            filesystem_line(&grown).as_deref(),
+            filesystem_line(&volume(grown)).as_deref(),
             Some("fills the volume (4 GiB)")
         );
-        assert_eq!(filesystem_line(&json!({"name": "b", "size": 4})), None);
+        assert_eq!(
+            filesystem_line(&volume(json!({"name": "b", "size": 4}))),
+            None
+        );
     }
 
     #[test]
@@ -644,14 +671,14 @@ mod tests {
 
     #[test]
     fn a_volume_summary_shows_a_running_job_a_clone_and_a_snapshot_attachment() {
-        let volume = json!({"name": "c", "volumeid": "id-1", "type": "file", "filesystem": "xfs",
+        let volume_fields = json!({"name": "c", "volumeid": "id-1", "type": "file", "filesystem": "xfs",
                             "size": 4, "maxsize": 40, "policy": "p", "zone": null, "state": "Resizing",
                             "status": "Moving slice 1 of 2", "progress": 40,
                             "contentvolume": "v", "contentsnapshot": "s1"});
-        let attachments = json!([{"snapshotname": "s2", "node": "h", "readonly": true,
+        let attached = json!([{"snapshotname": "s2", "node": "h", "readonly": true,
                                   "state": "Attached", "uri": "nbd://x/e", "hoststate": "Mounted"}]);
         assert_eq!(
-            render_volume_summary(&volume, &json!([]), &attachments),
+            render_volume_summary(&volume(volume_fields), &[], &attachments(attached)),
             "Volume       c (id id-1)\n\
              Type         file, xfs filesystem\n\
              Size         4 GiB (a resize may grow it to 40 GiB)\n\

@@ -1,32 +1,29 @@
 //! `svs volume create|resize --dry-run`: a dry run's plan as an operator
 //! reads it (JSON as the API answers it with `--output json`).
 
-use super::output::{human_bytes, text};
-use serde_json::Value;
+use super::output::human_bytes;
 use std::fmt::Write;
+use svs_wire::plans::{CreatePlanView, RelocationPlanView, ResizePlanView};
 
 /// A resize's plan (`ResizePlan`).
-pub fn render_resize_plan(plan: &Value) -> String {
+pub fn render_resize_plan(plan: &ResizePlanView) -> String {
     let mut out = String::new();
-    let outcome = match plan["outcome"].as_str() {
-        Some("inplace") => "in place",
-        Some("movement") => "with data movement",
+    let outcome = match plan.outcome.as_str() {
+        "inplace" => "in place",
+        "movement" => "with data movement",
         _ => "refused",
     };
     let _ = writeln!(
         out,
         "Resize of volume '{}' from {} GiB to {} GiB: {outcome}",
-        text(&plan["volume"]),
-        text(&plan["fromsize"]),
-        text(&plan["size"])
+        plan.volume, plan.fromsize, plan.size
     );
-    let _ = writeln!(out, "{}", text(&plan["message"]));
-    let moves = plan["moves"].as_array().cloned().unwrap_or_default();
-    if !moves.is_empty() {
+    let _ = writeln!(out, "{}", plan.message);
+    if !plan.moves.is_empty() {
         let _ = writeln!(out, "Moves:");
-        for m in &moves {
-            let bytes = human_bytes(m["bytes"].as_u64().unwrap_or(0));
-            let of = if m["measured"] == true {
+        for m in &plan.moves {
+            let bytes = human_bytes(m.bytes);
+            let of = if m.measured {
                 "of data"
             } else {
                 "at most (not measured)"
@@ -34,34 +31,23 @@ pub fn render_resize_plan(plan: &Value) -> String {
             let _ = writeln!(
                 out,
                 "  {}  {} ({}) -> {} ({})  {bytes} {of}",
-                text(&m["slice"]),
-                text(&m["from"]),
-                text(&m["fromnode"]),
-                text(&m["to"]),
-                text(&m["tonode"])
+                m.slice, m.from, m.fromnode, m.to, m.tonode
             );
         }
     }
-    let growths = plan["growths"].as_array().cloned().unwrap_or_default();
-    if !growths.is_empty() {
+    if !plan.growths.is_empty() {
         let _ = writeln!(out, "Grows in place:");
-        for g in &growths {
+        for g in &plan.growths {
             let _ = writeln!(
                 out,
                 "  {}  on {}  {} -> {} GiB",
-                text(&g["slice"]),
-                text(&g["medium"]),
-                text(&g["from"]),
-                text(&g["to"])
+                g.slice, g.medium, g.from, g.to
             );
         }
     }
-    if !moves.is_empty() {
-        let bytes = human_bytes(plan["bytestocopy"].as_u64().unwrap_or(0));
-        let time = match (
-            plan["estimatedseconds"].as_u64(),
-            plan["movementrate"].as_u64(),
-        ) {
+    if !plan.moves.is_empty() {
+        let bytes = human_bytes(plan.bytestocopy);
+        let time = match (plan.estimatedseconds, plan.movementrate) {
             (Some(secs), Some(rate)) => {
                 format!("about {secs} s at {}/s", human_bytes(rate))
             }
@@ -69,97 +55,74 @@ pub fn render_resize_plan(plan: &Value) -> String {
         };
         let _ = writeln!(out, "Data to copy: {bytes}, {time}");
     }
-    plan_line(&mut out, plan);
+    plan_line(&mut out, &plan.plan);
     out
 }
 
 /// A creation's placement (`CreatePlan`).
-pub fn render_create_plan(plan: &Value) -> String {
+pub fn render_create_plan(plan: &CreatePlanView) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
         "Creation of volume '{}' ({} GiB): {}",
-        text(&plan["volume"]),
-        text(&plan["size"]),
-        text(&plan["outcome"])
+        plan.volume, plan.size, plan.outcome
     );
-    if plan["outcome"] != "placed" {
-        let _ = writeln!(out, "{}", text(&plan["message"]));
+    if plan.outcome != "placed" {
+        let _ = writeln!(out, "{}", plan.message);
     }
-    for s in plan["slices"].as_array().cloned().unwrap_or_default() {
+    for s in &plan.slices {
         let _ = writeln!(
             out,
             "  {}  on {} ({})  {} GiB",
-            text(&s["slice"]),
-            text(&s["medium"]),
-            text(&s["node"]),
-            text(&s["size"])
+            s.slice, s.medium, s.node, s.size
         );
     }
-    plan_line(&mut out, plan);
+    plan_line(&mut out, &plan.plan);
     out
 }
 
-fn plan_line(out: &mut String, plan: &Value) {
+fn plan_line(out: &mut String, token: &str) {
     let _ = write!(
         out,
-        "Plan: {}\n(run the same command with --plan <this> instead of --dry-run to carry out \
-         exactly this plan, or be refused if it changed)",
-        text(&plan["plan"])
+        "Plan: {token}\n(run the same command with --plan <this> instead of --dry-run to carry out \
+         exactly this plan, or be refused if it changed)"
     );
 }
 
 /// A drain's or a rebalance's plan (`RelocationPlan`).
-pub fn render_relocation_plan(plan: &Value) -> String {
+pub fn render_relocation_plan(plan: &RelocationPlanView) -> String {
     let mut out = String::new();
-    let moves = plan["moves"].as_array().cloned().unwrap_or_default();
     let _ = writeln!(
         out,
         "Plan for {}: {} slice(s) move ({} GiB at most)",
-        text(&plan["scope"]),
-        moves.len(),
-        text(&plan["gib"])
+        plan.scope,
+        plan.moves.len(),
+        plan.gib
     );
-    for m in &moves {
+    for m in &plan.moves {
         let _ = writeln!(
             out,
             "  {} of volume '{}'  {} -> {}  {} GiB",
-            text(&m["slice"]),
-            text(&m["volume"]),
-            text(&m["from"]),
-            text(&m["to"]),
-            text(&m["size"])
+            m.slice, m.volume, m.from, m.to, m.size
         );
     }
-    let stuck = plan["stuck"].as_array().cloned().unwrap_or_default();
-    if !stuck.is_empty() {
+    if !plan.stuck.is_empty() {
         let _ = writeln!(out, "Cannot move:");
-        for s in &stuck {
-            let _ = writeln!(
-                out,
-                "  {} of volume '{}': {}",
-                text(&s["slice"]),
-                text(&s["volume"]),
-                text(&s["reason"])
-            );
+        for s in &plan.stuck {
+            let _ = writeln!(out, "  {} of volume '{}': {}", s.slice, s.volume, s.reason);
         }
     }
-    let media = plan["media"].as_array().cloned().unwrap_or_default();
-    if !media.is_empty() {
+    if !plan.media.is_empty() {
         let _ = writeln!(out, "Media (GiB used of size, now -> after):");
-        for m in &media {
+        for m in &plan.media {
             let _ = writeln!(
                 out,
                 "  {} ({})  {} -> {} of {}",
-                text(&m["mediaid"]),
-                text(&m["node"]),
-                text(&m["used"]),
-                text(&m["usedafter"]),
-                text(&m["size"])
+                m.mediaid, m.node, m.used, m.usedafter, m.size
             );
         }
     }
-    if let Some(secs) = plan["estimatedseconds"].as_u64() {
+    if let Some(secs) = plan.estimatedseconds {
         let _ = writeln!(
             out,
             "Estimated time at the movement rate: {}",
@@ -184,7 +147,7 @@ mod tests {
             "bytestocopy": 16777216, "movementrate": 4194304, "estimatedseconds": 4,
             "plan": "7b"});
         assert_eq!(
-            render_resize_plan(&plan),
+            render_resize_plan(&serde_json::from_value(plan).unwrap()),
             "Resize of volume 'data' from 15 GiB to 18 GiB: with data movement\n\
              GetMovementModificationPlan: Found movement plan. Data Movement is enabled. The operation is now being attempted\n\
              Moves:\n  c1-k0  m2 (n2) -> m3 (n3)  16.0 MiB of data\n\
@@ -197,10 +160,10 @@ mod tests {
 
     #[test]
     fn a_refused_creation_says_why() {
-        let plan = json!({"volume": "x", "size": 8, "outcome": "refused",
+        let plan = json!({"dryrun": true, "volume": "x", "size": 8, "outcome": "refused",
             "message": "Could not create volume 'x': zone 'z' has no media", "slices": [],
             "plan": "7c"});
-        assert!(render_create_plan(&plan).starts_with(
+        assert!(render_create_plan(&serde_json::from_value(plan).unwrap()).starts_with(
             "Creation of volume 'x' (8 GiB): refused\nCould not create volume 'x': zone 'z' has no media\nPlan: 7c\n"
         ));
     }

@@ -6,6 +6,7 @@ use super::error::Result;
 use super::output::{self, OutputFormat};
 use clap::Subcommand;
 use svs_wire::requests::SnapshotCreateRequest;
+use svs_wire::views::{AttachmentView, JobStarted};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Consistency {
@@ -152,21 +153,24 @@ impl SnapshotCommand {
 async fn attach(ctx: &Context, volume: &str, name: &str, node: &str, wait: bool) -> Result<()> {
     let mut s = ctx.session().await?;
     let answer = s.hint(s.api.attach_snapshot(volume, name, node).await)?;
-    let job_id = output::text(&answer["JobID"]);
+    let answer: JobStarted = s.api.read_answer(answer)?;
     if ctx.output == OutputFormat::Json && !wait {
-        emit(&output::render_json(&answer));
+        emit(&output::render_view(&answer));
         return Ok(());
     }
     if ctx.output == OutputFormat::Table {
         emit(&started_line(&answer));
     }
     if wait {
-        ctx.follow(&mut s, &job_id).await?;
+        ctx.follow(&mut s, &answer.JobID).await?;
     }
-    let attachment = s.hint(s.api.get_attachment(volume, name, node).await)?;
+    let attachment: serde_json::Value = s.hint(s.api.get_attachment(volume, name, node).await)?;
     match ctx.output {
         OutputFormat::Json => emit(&output::render_json(&attachment)),
-        OutputFormat::Table => emit(&format!("{}\n", output::text(&attachment["uri"]))),
+        OutputFormat::Table => {
+            let attachment: AttachmentView = s.api.read_answer(attachment)?;
+            emit(&format!("{}\n", attachment.uri))
+        }
     }
     Ok(())
 }

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use svs_wire::requests::{
     OwnPasswordRequest, PasswordResetRequest, UserCreateRequest, UserModifyRequest,
 };
-use svs_wire::views::SignedInView;
+use svs_wire::views::{Done, SignedInView, UserView};
 
 pub const USER_COLUMNS: &[Column] = &[
     col("ID", "userid"),
@@ -33,11 +33,11 @@ impl Api {
         self.get(&format!("/users/{}", segment(user))).await
     }
 
-    pub async fn create_user(&self, body: &UserCreateRequest) -> Result<Value> {
+    pub async fn create_user(&self, body: &UserCreateRequest) -> Result<UserView> {
         self.call(Method::POST, "/users", &[], Some(body)).await
     }
 
-    pub async fn update_user(&self, user: &str, body: &UserModifyRequest) -> Result<Value> {
+    pub async fn update_user(&self, user: &str, body: &UserModifyRequest) -> Result<UserView> {
         let path = format!("/users/{}", segment(user));
         self.call(Method::PATCH, &path, &[], Some(body)).await
     }
@@ -47,7 +47,7 @@ impl Api {
         self.call(Method::DELETE, &path, &[], NO_BODY).await
     }
 
-    pub async fn reset_password(&self, user: &str, password: &str) -> Result<Value> {
+    pub async fn reset_password(&self, user: &str, password: &str) -> Result<Done> {
         let path = format!("/users/{}/password", segment(user));
         let body = PasswordResetRequest {
             password: password.to_string(),
@@ -86,9 +86,9 @@ impl Context {
             &user,
             &format!(
                 "Created user {} (id {}) in tenant {}{}",
-                output::text(&user["email"]),
-                output::text(&user["userid"]),
-                output::text(&user["tenant"]),
+                user.email,
+                user.userid,
+                user.tenant,
                 if new.admin == Some(true) {
                     ", an administrator"
                 } else {
@@ -113,7 +113,7 @@ impl Context {
                 )
                 .await,
         )?;
-        let email = output::text(&answer["email"]);
+        let email = &answer.email;
         self.changed(
             &answer,
             &if disabled {
@@ -133,7 +133,7 @@ impl Context {
             admin: Some(admin),
         };
         let answer = s.hint(s.api.update_user(user, &change).await)?;
-        let email = output::text(&answer["email"]);
+        let email = &answer.email;
         self.changed(
             &answer,
             &if admin {
@@ -157,10 +157,10 @@ impl Context {
         let s = self.session().await?;
         let answer = s.hint(s.api.reset_password(user, password).await)?;
         match self.output {
-            OutputFormat::Json => emit(&output::render_json(&answer)),
+            OutputFormat::Json => emit(&output::render_view(&answer)),
             OutputFormat::Table => emit(&format!(
                 "Password of {} reset; its sessions have ended\n",
-                output::text(&answer["ObjectID"])
+                answer.ObjectID
             )),
         }
         Ok(())
@@ -186,9 +186,9 @@ impl Context {
     }
 
     /// A changed user: its JSON, or one line.
-    fn changed(&self, user: &Value, line: &str) {
+    fn changed(&self, user: &UserView, line: &str) {
         match self.output {
-            OutputFormat::Json => emit(&output::render_json(user)),
+            OutputFormat::Json => emit(&output::render_view(user)),
             OutputFormat::Table => emit(&format!("{line}\n")),
         }
     }

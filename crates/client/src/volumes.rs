@@ -9,6 +9,7 @@ use super::plans;
 use clap::Subcommand;
 use serde_json::Value;
 use svs_wire::requests::VolumeCreateRequest;
+use svs_wire::views::{AttachmentView, SliceView, VolumeView};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum VolumeType {
@@ -241,12 +242,13 @@ impl VolumeCommand {
 
 /// Prints a dry run's plan: as the API answers it with `--output json`,
 /// else as `render` says it.
-pub(super) async fn dry_run<F, Fut>(
+pub(super) async fn dry_run<P, F, Fut>(
     ctx: &Context,
-    render: fn(&Value) -> String,
+    render: fn(&P) -> String,
     ask: F,
 ) -> Result<()>
 where
+    P: serde::de::DeserializeOwned,
     F: FnOnce(Api) -> Fut,
     Fut: std::future::Future<Output = Result<Value>>,
 {
@@ -255,7 +257,7 @@ where
     if ctx.output == OutputFormat::Json {
         ctx.one(&plan);
     } else {
-        emit(&render(&plan));
+        emit(&render(&s.api.read_answer(plan)?));
     }
     Ok(())
 }
@@ -264,16 +266,21 @@ where
 /// `--output json` the server's volume object alone.
 async fn get(ctx: &Context, name: &str) -> Result<()> {
     let s = ctx.session().await?;
-    let item = s.hint(s.api.get_volume(name).await)?;
+    let item: Value = s.hint(s.api.get_volume(name).await)?;
     if ctx.output == OutputFormat::Json {
         ctx.one(&item);
         return Ok(());
     }
+    let volume: VolumeView = s.api.read_answer(item)?;
     // By id: a rename or another volume of the same name between the
     // calls cannot mix two volumes in one summary.
-    let id = output::text(&item["volumeid"]);
-    let slices = s.hint(s.api.volume_slices(&id).await)?;
-    let attachments = s.hint(s.api.list_attachments(Some(&id)).await)?;
-    emit(&output::render_volume_summary(&item, &slices, &attachments));
+    let id = &volume.volumeid;
+    let slices: Vec<SliceView> = s.hint(s.api.volume_slices(id).await)?;
+    let attachments: Vec<AttachmentView> = s.hint(s.api.list_attachments(Some(id)).await)?;
+    emit(&output::render_volume_summary(
+        &volume,
+        &slices,
+        &attachments,
+    ));
     Ok(())
 }

@@ -551,7 +551,8 @@ impl Controller for ControllerService {
         check_capability(capability).map_err(Status::invalid_argument)?;
         let api = self.api().await?;
         self.existing_volume(&api, &r.volume_id).await?;
-        if not_found_is_none(api.get_node(&r.node_id).await)?.is_none() {
+        if not_found_is_none(api.get_node::<svs_wire::views::NodeView>(&r.node_id).await)?.is_none()
+        {
             return Err(Status::not_found(format!("node {} not found", r.node_id)));
         }
         if let Some(existing) = self.attachment(&api, &r.volume_id, &r.node_id).await? {

@@ -48,6 +48,6 @@ pub use rules::{
     MediaChangeRefused, PolicyInUse, StoredMedium,
 };
 pub use validate::{
-    check_email, is_hidden_character, validate_new_size, ResourceName, SizeError,
+    check_email, is_hidden_character, plain_directory, validate_new_size, ResourceName, SizeError,
     HIDDEN_CHARACTERS_IN_EMAIL,
 };

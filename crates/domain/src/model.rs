@@ -293,6 +293,42 @@ svs_names!(AttachmentManager {
     Csi = "csi",
 });
 
+/// What a node credential allows: the host agent's routes, the storage
+/// node's, or both (a host that runs a storage node and attaches volumes
+/// too). One credential per node: issuing one of any role revokes the
+/// node's previous one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CredentialRole {
+    #[default]
+    Agent,
+    Storage,
+    AgentAndStorage,
+}
+
+svs_names!(CredentialRole {
+    Agent = "agent",
+    Storage = "storage",
+    AgentAndStorage = "agent+storage",
+});
+
+impl CredentialRole {
+    /// May call the host agent's routes.
+    pub fn allows_agent(&self) -> bool {
+        matches!(
+            self,
+            CredentialRole::Agent | CredentialRole::AgentAndStorage
+        )
+    }
+
+    /// May call the storage node's routes.
+    pub fn allows_storage(&self) -> bool {
+        matches!(
+            self,
+            CredentialRole::Storage | CredentialRole::AgentAndStorage
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

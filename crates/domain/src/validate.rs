@@ -1,13 +1,15 @@
 //! Validated input types, built before any domain code runs.
 
 use crate::model::Gib;
+use std::path::{Component, Path, PathBuf};
 use thiserror::Error;
 
 /// A volume, snapshot, policy, node, zone or medium name: 1–63 characters
 /// of `[A-Za-z0-9._-]`, not only dots (`.` and `..` are path segments that
 /// clients normalise away from URLs) and not starting with `-` (read as an
 /// option by shell tools).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(transparent)]
 pub struct ResourceName(String);
 
 impl ResourceName {
@@ -37,6 +39,22 @@ impl ResourceName {
     pub fn into_string(self) -> String {
         self.0
     }
+}
+
+/// A medium's directory as the API takes it: absolute and without `..`
+/// (so that one spelling names one place), in its plain form (no `.`
+/// components, no trailing `/`).
+pub fn plain_directory(directory: &Path) -> Result<PathBuf, String> {
+    let plain = directory
+        .components()
+        .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    if !directory.is_absolute() || !plain {
+        return Err(format!(
+            "media must be an absolute directory path without '..' (got '{}')",
+            directory.display()
+        ));
+    }
+    Ok(directory.components().collect())
 }
 
 /// Characters that change how text is shown rather than being shown:
@@ -101,6 +119,24 @@ pub fn validate_new_size(current: Gib, new: Gib) -> Result<(), SizeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_medium_directory_is_absolute_without_dot_dot_and_taken_in_its_plain_form() {
+        for (given, plain) in [
+            ("/srv/disk1", "/srv/disk1"),
+            ("/srv/./disk1/", "/srv/disk1"),
+            ("//srv//disk1", "/srv/disk1"),
+        ] {
+            assert_eq!(plain_directory(Path::new(given)), Ok(PathBuf::from(plain)));
+        }
+        for bad in ["disk1", "./disk1", "/srv/../etc", ""] {
+            let err = plain_directory(Path::new(bad)).unwrap_err();
+            assert!(
+                err.starts_with("media must be an absolute directory path without '..'"),
+                "{err}"
+            );
+        }
+    }
 
     #[test]
     fn names_accept_the_allowed_alphabet() {

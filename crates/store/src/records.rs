@@ -2,6 +2,7 @@
 
 use serde_json::{Map, Value};
 use svs_domain::svs_names;
+pub use svs_domain::CredentialRole;
 use svs_domain::{
     AttachmentManager, Consistency, Gib, JobKind, JobSpec, JobSpecError, JobState, Resiliency,
     Slice, SnapshotState, VolumeState, VolumeType,
@@ -516,42 +517,6 @@ pub struct NodeCredential {
     pub created_ms: i64,
     /// What the credential may call.
     pub role: CredentialRole,
-}
-
-/// What a node credential allows: the host agent's routes, the storage
-/// node's, or both (a host that runs a storage node and attaches volumes
-/// too). One credential per node: issuing one of any role revokes the
-/// node's previous one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CredentialRole {
-    #[default]
-    Agent,
-    Storage,
-    AgentAndStorage,
-}
-
-svs_names!(CredentialRole {
-    Agent = "agent",
-    Storage = "storage",
-    AgentAndStorage = "agent+storage",
-});
-
-impl CredentialRole {
-    /// May call the host agent's routes.
-    pub fn allows_agent(&self) -> bool {
-        matches!(
-            self,
-            CredentialRole::Agent | CredentialRole::AgentAndStorage
-        )
-    }
-
-    /// May call the storage node's routes.
-    pub fn allows_storage(&self) -> bool {
-        matches!(
-            self,
-            CredentialRole::Storage | CredentialRole::AgentAndStorage
-        )
-    }
 }
 
 /// A storage node is Online while it heartbeats, Offline once it missed

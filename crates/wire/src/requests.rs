@@ -2,9 +2,16 @@
 //! handlers that read and document them (`control::api`) and for the
 //! client and CSI that send them. An optional field is left out when None.
 
+use crate::fields::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use svs_domain::{AttachmentManager, CredentialRole, ResourceName};
 use utoipa::ToSchema;
+
+/// Largest medium accepted through the API, in GiB (1 EiB).
+pub const MAX_MEDIUM_GIB: u64 = 1 << 30;
 
 #[derive(Deserialize, Serialize, ToSchema)]
 pub struct SignInRequest {
@@ -250,4 +257,203 @@ pub struct MediaModifyRequest {
     #[schema(minimum = 1, maximum = 1073741824, nullable = false)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
+}
+
+/// `POST /volumes/{volume}/snapshots/{snapshot}/attachments`.
+#[derive(Default, Deserialize, Serialize, ToSchema)]
+#[schema(as = AttachmentCreate)]
+pub struct AttachmentCreateRequest {
+    /// Ignored (the volume is in the path).
+    #[schema(nullable = false)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub volumename: Option<String>,
+    /// Ignored (the snapshot is in the path).
+    #[schema(nullable = false)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshotname: Option<String>,
+    /// Ignored: svs has no performance allocation.
+    #[schema(value_type = Option<u8>, nullable = false, minimum = 1, maximum = 100)]
+    #[serde(
+        deserialize_with = "opt_whole::<1, 100, _>",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub allocated_resources: Option<u64>,
+    /// The node that opens the volume over NBD.
+    #[schema(min_length = 1)]
+    pub node: String,
+    /// Default false.
+    #[schema(nullable = false)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub readonly: Option<bool>,
+    #[schema(nullable = false)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mountpoint: Option<String>,
+    /// svs extension: who makes the attachment real on the node, `agent`
+    /// (the node's host agent; the default) or `csi` (the CSI node plugin;
+    /// the host agent leaves it alone).
+    #[schema(value_type = Option<String>, nullable = false, pattern = "^(agent|csi)$")]
+    #[serde(
+        deserialize_with = "manager",
+        serialize_with = "write_manager",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub manager: Option<AttachmentManager>,
+}
+
+/// `PATCH .../attachments/{node}`: only what is sent changes.
+#[derive(Default, Deserialize, Serialize, ToSchema)]
+#[schema(as = AttachmentModify)]
+pub struct AttachmentModifyRequest {
+    /// Ignored (the volume is in the path).
+    #[schema(nullable = false)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub volumename: Option<String>,
+    /// Ignored (the snapshot is in the path).
+    #[schema(nullable = false)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshotname: Option<String>,
+    /// Ignored: svs has no performance allocation.
+    #[schema(value_type = Option<u8>, nullable = false, minimum = 1, maximum = 100)]
+    #[serde(
+        deserialize_with = "opt_whole::<1, 100, _>",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub allocated_resources: Option<u64>,
+    /// Ignored (the node is in the path).
+    #[schema(nullable = false)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    #[schema(nullable = false)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub readonly: Option<bool>,
+    #[schema(nullable = false)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mountpoint: Option<String>,
+}
+
+/// `POST /nodes/{node}/credentials` (svs extension): no body, or `{}`.
+#[derive(Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = NodeCredentialCreate)]
+pub struct NodeCredentialCreateRequest {
+    /// `agent` (the default), `storage` or `agent+storage`.
+    #[schema(value_type = Option<String>, pattern = "^(agent|storage|agent\\+storage)$")]
+    #[serde(
+        deserialize_with = "role",
+        serialize_with = "write_role",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub role: Option<CredentialRole>,
+}
+
+/// `POST /nodes` (svs extension, administrators only).
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = NodeCreate)]
+pub struct NodeCreateRequest {
+    #[schema(
+        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
+        max_length = 63
+    )]
+    #[schema(value_type = String)]
+    #[serde(deserialize_with = "node_name")]
+    pub name: ResourceName,
+    #[schema(schema_with = node_address_schema)]
+    #[serde(deserialize_with = "ip_address")]
+    pub address: IpAddr,
+    /// Absent or `""`: no zone.
+    #[schema(
+        pattern = "^(([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*))?$",
+        max_length = 63
+    )]
+    #[schema(value_type = Option<String>, nullable = false)]
+    #[serde(
+        deserialize_with = "zone_or_none",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub zone: Option<String>,
+}
+
+/// `PATCH /nodes/{node}` (svs extension, administrators only).
+#[derive(Deserialize, Serialize, ToSchema)]
+#[schema(as = NodeModify)]
+pub struct NodeModifyRequest {
+    #[schema(schema_with = new_node_address_schema, required = true)]
+    #[serde(
+        deserialize_with = "ip_address_or_none",
+        serialize_with = "write_ip_address_or_none"
+    )]
+    pub address: Option<IpAddr>,
+}
+
+/// `POST /media` (administrators only): the fields as `GET /media` shows
+/// them.
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = MediaCreate)]
+pub struct MediaCreateRequest {
+    #[schema(
+        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
+        max_length = 63
+    )]
+    #[schema(value_type = String)]
+    #[serde(deserialize_with = "medium_name")]
+    pub mediaid: ResourceName,
+    /// The node the medium is attached to; made (API-managed, no address)
+    /// when it does not exist yet.
+    #[schema(
+        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
+        max_length = 63
+    )]
+    #[schema(value_type = String)]
+    #[serde(deserialize_with = "node_name")]
+    pub node: ResourceName,
+    /// The node's zone.
+    #[schema(
+        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
+        max_length = 63
+    )]
+    #[schema(value_type = String)]
+    #[serde(deserialize_with = "zone_name")]
+    pub zone: ResourceName,
+    /// The directory holding the slice files: an absolute path without
+    /// `..`; created if missing, and it must be writable.
+    #[schema(value_type = String, min_length = 1)]
+    #[serde(deserialize_with = "directory")]
+    pub media: PathBuf,
+    /// Logical capacity in GiB (slices are sparse; nothing is preallocated).
+    #[schema(minimum = 1, maximum = 1073741824)]
+    #[serde(deserialize_with = "whole::<1, MAX_MEDIUM_GIB, _>")]
+    pub size: u64,
+}
+
+/// `POST /media/rebalance` (administrators only).
+#[derive(Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = MediaRebalance, max_properties = 1)]
+pub struct MediaRebalanceRequest {
+    /// Even the media of this node.
+    #[schema(
+        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
+        max_length = 63,
+        nullable = false,
+        value_type = Option<String>
+    )]
+    #[serde(
+        deserialize_with = "opt_node_name",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub node: Option<ResourceName>,
+    /// Even the media of this zone.
+    #[schema(
+        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
+        max_length = 63,
+        nullable = false,
+        value_type = Option<String>
+    )]
+    #[serde(
+        deserialize_with = "opt_zone_name",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub zone: Option<ResourceName>,
 }

@@ -176,6 +176,37 @@ pub struct VolumeView {
     pub volumerecoveryjob: Option<String>,
 }
 
+/// One slice of a volume (svs extension): one column of one copy, on one
+/// medium.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = Slice)]
+pub struct SliceView {
+    pub sliceid: i64,
+    /// The slice's name, `c<copy>-k<column>` (`c1-k0`: column 0 of copy 1;
+    /// copies and columns count from 0), as jobs' statuses and details
+    /// name it.
+    #[schema(pattern = "^c[0-9]+-k[0-9]+$")]
+    pub name: String,
+    pub copy: u32,
+    pub column: u32,
+    /// The medium's id.
+    pub media: String,
+    pub node: String,
+    pub zone: String,
+    /// GiB.
+    pub size: u64,
+    /// `Healthy`, or `Lost` when its medium failed (until a recovery
+    /// rebuilds it elsewhere).
+    #[schema(pattern = "^(Healthy|Lost)$")]
+    pub health: String,
+    /// A stale copy (`Lost` while its medium stays in service: its storage
+    /// node stopped answering, or its file went missing): the generation
+    /// it missed, i.e. the volume's front epoch whose writes it lacks. It
+    /// is never read again until a recovery rebuilds it. `null` otherwise
+    /// (also for a copy lost with a failed medium).
+    pub stalegeneration: Option<u64>,
+}
+
 /// A snapshot of a volume. `used` is bytes it holds on media (every copy),
 /// `volumesize` the volume's size in GiB when it was taken.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -300,6 +331,106 @@ pub struct MediumView {
     /// there), `api` (added through the API) or `node` (registered by its
     /// storage node, `node`: change it there).
     pub managedby: String,
+}
+
+/// A user as the API shows it (never its password hash).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = User)]
+pub struct UserView {
+    pub userid: i64,
+    pub email: String,
+    pub name: String,
+    /// The tenant whose volumes and policies the user works with.
+    pub tenant: String,
+    /// A service administrator: manages users, media and nodes.
+    pub admin: bool,
+    /// Cannot sign in; its tokens are refused.
+    pub disabled: bool,
+    /// RFC 3339 UTC.
+    pub createdtime: String,
+}
+
+/// A node's new agent credential (svs extension), shown only here.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = NodeCredential)]
+pub struct CredentialView {
+    pub node: String,
+    /// `agent`, `storage` or `agent+storage`: the routes the credential
+    /// may call.
+    #[schema(pattern = "^(agent|storage|agent\\+storage)$")]
+    pub role: String,
+    /// 16 hex digits: the credential's public id.
+    pub credentialid: String,
+    /// `svsnode.<credentialid>.<secret>`: the agent's bearer token.
+    pub credential: String,
+    /// RFC 3339.
+    pub created: String,
+}
+
+/// A node: a media node or a configured host; `address` (svs extension) is
+/// the IP its NBD connections come from (`""`: none).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = Node)]
+pub struct NodeView {
+    #[schema(min_length = 1)]
+    pub name: String,
+    pub zone: String,
+    pub address: String,
+    pub os: String,
+    pub state: String,
+    pub status: String,
+    pub progress: u8,
+    pub mediacount: usize,
+    /// GiB.
+    pub size: u64,
+    /// GiB.
+    pub freesize: u64,
+    /// svs extension: the parts of `size - freesize` on its media, in GiB:
+    /// slices placed, booked by running jobs, held by snapshots.
+    pub allocatedsize: u64,
+    pub bookedsize: u64,
+    pub snapshotsize: u64,
+    /// svs extension: bytes the snapshots on its media hold (the sum of
+    /// their `used`); `snapshotsize` is what that takes of its free space,
+    /// in whole GiB per medium, rounded up.
+    pub snapshotbytes: u64,
+    pub volumescount: u64,
+    /// svs extension: the node has a live node credential (its host
+    /// agent's, its storage node's, or one for both).
+    pub agentcredential: bool,
+    /// svs extension: the role of that credential (`agent`, `storage` or
+    /// `agent+storage`); null when it has none.
+    #[schema(pattern = "^(agent|storage|agent\\+storage)$")]
+    pub credentialrole: Option<String>,
+    /// svs extension: the agent's last authenticated request (RFC 3339);
+    /// null when never.
+    pub agentseen: Option<String>,
+    /// svs extension: `config` (listed in the configuration file, as
+    /// `[[nodes]]` or the node of a `[[media]]`) or `api` (added through
+    /// the API).
+    pub managedby: String,
+    /// svs extension: `storage` (it registered as a storage node, `svs
+    /// storage-node`) or `host` (it holds configured media or attaches
+    /// volumes).
+    #[schema(pattern = "^(storage|host)$")]
+    pub role: String,
+    /// svs extension: a storage node's last heartbeat (RFC 3339); null for
+    /// other nodes.
+    pub lastheartbeat: Option<String>,
+    /// svs extension: where fronts reach a storage node's slice server
+    /// (IP:PORT); `""` for other nodes.
+    pub sliceaddress: String,
+    /// svs extension: copies of slices on the node's media.
+    pub copiescount: u64,
+}
+
+/// What a mutating call that is done at once answers.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[allow(non_snake_case)]
+pub struct Done {
+    pub Message: String,
+    /// The name of the object changed.
+    pub ObjectID: String,
 }
 
 // The tokens of a session: `POST /signin`, `POST /refresh`, `PUT

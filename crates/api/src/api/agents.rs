@@ -11,8 +11,6 @@ use super::{ApiError, AppState};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use serde::de::{self, Deserializer};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use svs_control::service::agents::NodeAgent;
@@ -23,7 +21,8 @@ use svs_control::service::Administrator;
 use svs_domain::MAX_VOLUME_GIB;
 use svs_store::CredentialRole;
 use svs_wire::agent as wire;
-use utoipa::ToSchema;
+use svs_wire::requests::NodeCredentialCreateRequest;
+use svs_wire::views::CredentialView;
 
 #[utoipa::path(
     post, path = "/nodes/{node}/credentials", tag = "Nodes", operation_id = "NodeCredentialCreate",
@@ -125,9 +124,6 @@ pub async fn report_host_state(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// The roles a node credential may have.
-const ROLES: &str = "role must be 'agent', 'storage' or 'agent+storage'";
-
 /// `POST /nodes/{node}/credentials`: no body, `{}`, or `{"role": ...}`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct IssueCredential {
@@ -140,17 +136,6 @@ impl FromBody for IssueCredential {
         Ok(IssueCredential {
             role: role.unwrap_or(CredentialRole::Agent),
         })
-    }
-}
-
-/// `role`: absent or null is `agent`.
-fn role<'de, D: Deserializer<'de>>(d: D) -> Result<Option<CredentialRole>, D::Error> {
-    match Option::<Value>::deserialize(d)? {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(r)) => CredentialRole::parse(&r)
-            .map(Some)
-            .ok_or_else(|| de::Error::custom(format!("{ROLES} (got '{r}')"))),
-        Some(_) => Err(de::Error::custom(ROLES)),
     }
 }
 
@@ -228,27 +213,10 @@ impl FromQuery for AgentPoll {
     }
 }
 
-/// A node's new agent credential (svs extension), shown only here.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = NodeCredential)]
-pub struct CredentialView {
-    pub node: String,
-    /// `agent`, `storage` or `agent+storage`: the routes the credential
-    /// may call.
-    #[schema(pattern = "^(agent|storage|agent\\+storage)$")]
-    pub role: &'static str,
-    /// 16 hex digits: the credential's public id.
-    pub credentialid: String,
-    /// `svsnode.<credentialid>.<secret>`: the agent's bearer token.
-    pub credential: String,
-    /// RFC 3339.
-    pub created: String,
-}
-
 pub fn credential(c: &IssuedCredential) -> CredentialView {
     CredentialView {
         node: c.node.clone(),
-        role: c.role.as_str(),
+        role: c.role.as_str().into(),
         credentialid: c.credential_id.clone(),
         credential: c.credential.clone(),
         created: format_ms(c.created_ms),
@@ -281,15 +249,4 @@ pub fn agent_state(d: &DesiredState) -> wire::DesiredState {
             })
             .collect(),
     }
-}
-
-/// `POST /nodes/{node}/credentials` (svs extension): no body, or `{}`.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = NodeCredentialCreate)]
-pub struct NodeCredentialCreateRequest {
-    /// `agent` (the default), `storage` or `agent+storage`.
-    #[schema(value_type = Option<String>, pattern = "^(agent|storage|agent\\+storage)$")]
-    #[serde(deserialize_with = "role")]
-    pub role: Option<CredentialRole>,
 }

@@ -1,7 +1,7 @@
 //! Attachment routes: a volume (or snapshot) exported to a node, with
 //! their bodies and views.
 
-use super::body::{opt_whole, typed};
+use super::body::typed;
 use super::extract::{Parsed, ParsedQuery};
 use super::parse::{bad, Body, ParseResult};
 use super::requests::{FromBody, FromQuery};
@@ -9,8 +9,6 @@ use super::views::{self, BodyLimits, ErrorBody, JobStarted, SignedIn};
 use super::{ApiResult, AppState};
 use axum::extract::{Path, State};
 use axum::Json;
-use serde::de::{self, Deserializer};
-use serde::Deserialize;
 use std::collections::BTreeMap;
 use svs_control::service::attachments::attachment_uri;
 use svs_control::service::commands::{CreateAttachment, DeleteVolume, ModifyAttachment};
@@ -18,8 +16,8 @@ use svs_control::service::format_ms;
 use svs_control::service::Caller;
 use svs_domain::AttachmentManager;
 use svs_store::Attachment;
+use svs_wire::requests::{AttachmentCreateRequest, AttachmentModifyRequest};
 pub use svs_wire::views::AttachmentView;
-use utoipa::ToSchema;
 
 #[utoipa::path(
     get, path = "/volumes/{volume}/attachments", tag = "Attachments", operation_id = "AttachmentsListForVolume",
@@ -230,16 +228,6 @@ impl FromBody for CreateAttachment {
     }
 }
 
-/// `manager`: `agent` or `csi`.
-fn manager<'de, D: Deserializer<'de>>(d: D) -> Result<Option<AttachmentManager>, D::Error> {
-    Option::<String>::deserialize(d)?
-        .map(|m| {
-            AttachmentManager::parse(&m)
-                .ok_or_else(|| de::Error::custom("manager must be 'agent' or 'csi'"))
-        })
-        .transpose()
-}
-
 pub const NOTHING_TO_CHANGE: &str = "nothing to change: send readonly or mountpoint (or both)";
 
 impl FromBody for ModifyAttachment {
@@ -289,64 +277,4 @@ pub fn attachment(a: &Attachment, nbd_base: &str) -> AttachmentView {
         growerror: a.host.as_ref().and_then(|h| h.grow_error.clone()),
         hostupdated: a.host.as_ref().map(|h| format_ms(h.updated_ms)),
     }
-}
-
-/// `POST /volumes/{volume}/snapshots/{snapshot}/attachments`.
-#[derive(Deserialize, ToSchema)]
-#[schema(as = AttachmentCreate)]
-pub struct AttachmentCreateRequest {
-    /// Ignored (the volume is in the path).
-    #[allow(dead_code)] // Checked for its type, then ignored.
-    #[schema(nullable = false)]
-    pub volumename: Option<String>,
-    /// Ignored (the snapshot is in the path).
-    #[allow(dead_code)] // Checked for its type, then ignored.
-    #[schema(nullable = false)]
-    pub snapshotname: Option<String>,
-    /// Ignored: svs has no performance allocation.
-    #[allow(dead_code)] // Checked for its type, then ignored.
-    #[schema(value_type = Option<u8>, nullable = false, minimum = 1, maximum = 100)]
-    #[serde(deserialize_with = "opt_whole::<1, 100, _>")]
-    pub allocated_resources: Option<u64>,
-    /// The node that opens the volume over NBD.
-    #[schema(min_length = 1)]
-    pub node: String,
-    /// Default false.
-    #[schema(nullable = false)]
-    pub readonly: Option<bool>,
-    #[schema(nullable = false)]
-    pub mountpoint: Option<String>,
-    /// svs extension: who makes the attachment real on the node, `agent`
-    /// (the node's host agent; the default) or `csi` (the CSI node plugin;
-    /// the host agent leaves it alone).
-    #[schema(value_type = Option<String>, nullable = false, pattern = "^(agent|csi)$")]
-    #[serde(deserialize_with = "manager")]
-    pub manager: Option<AttachmentManager>,
-}
-
-/// `PATCH .../attachments/{node}`: only what is sent changes.
-#[derive(Deserialize, ToSchema)]
-#[schema(as = AttachmentModify)]
-pub struct AttachmentModifyRequest {
-    /// Ignored (the volume is in the path).
-    #[allow(dead_code)] // Checked for its type, then ignored.
-    #[schema(nullable = false)]
-    pub volumename: Option<String>,
-    /// Ignored (the snapshot is in the path).
-    #[allow(dead_code)] // Checked for its type, then ignored.
-    #[schema(nullable = false)]
-    pub snapshotname: Option<String>,
-    /// Ignored: svs has no performance allocation.
-    #[allow(dead_code)] // Checked for its type, then ignored.
-    #[schema(value_type = Option<u8>, nullable = false, minimum = 1, maximum = 100)]
-    #[serde(deserialize_with = "opt_whole::<1, 100, _>")]
-    pub allocated_resources: Option<u64>,
-    /// Ignored (the node is in the path).
-    #[allow(dead_code)] // Checked for its type, then ignored.
-    #[schema(nullable = false)]
-    pub node: Option<String>,
-    #[schema(nullable = false)]
-    pub readonly: Option<bool>,
-    #[schema(nullable = false)]
-    pub mountpoint: Option<String>,
 }

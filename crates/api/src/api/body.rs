@@ -9,8 +9,8 @@
 //! - a string field of another type (`null` for an optional one):
 //!   `{key} must be a string`; a boolean: `{key} must be true or false`;
 //! - a number: `{key} must be a number`, or `{key} must be a whole number
-//!   from {min} to {max}` (20.0 is taken as 20); [`whole`] and
-//!   [`opt_whole`] give other bounds;
+//!   from {min} to {max}` (20.0 is taken as 20); `whole` and
+//!   `opt_whole` give other bounds;
 //! - an unknown field, with `deny_unknown_fields`: `unknown field '{key}'
 //!   (accepted: ...)`.
 //!
@@ -18,16 +18,15 @@
 //! `#[serde(default)]` of another type: an absent field is read in its
 //! turn, and only an `Option` takes it.
 //!
-//! A `deserialize_with` function's error may start with [`FIELD`], which
-//! becomes the field's name.
+//! A `deserialize_with` function's error (`svs_wire::fields`) may start
+//! with `FIELD`, which becomes the field's name.
 
-use super::parse::{bad, whole_number, Body, ParseResult};
+use super::parse::{bad, Body, ParseResult};
 use super::requests::FromBody;
 use serde::de::{self, DeserializeOwned, DeserializeSeed, IntoDeserializer, MapAccess, Visitor};
-use serde::Deserialize;
 use serde_json::Value;
 use std::fmt;
-use svs_domain::ResourceName;
+use svs_wire::fields::{whole_number, FIELD};
 
 /// `body` read into `T`.
 pub fn typed<T: DeserializeOwned>(body: &Body) -> ParseResult<T> {
@@ -42,9 +41,6 @@ impl<T: Typed> FromBody for T {
         typed(body)
     }
 }
-
-/// Stands for the field's name at the start of an error message.
-pub const FIELD: &str = "{field}";
 
 /// A refused body: the message of its 400.
 #[derive(Debug)]
@@ -259,78 +255,13 @@ impl<'de> de::Deserializer<'de> for Field<'de> {
     }
 }
 
-/// A required whole number in `MIN..=MAX` (`deserialize_with`).
-pub fn whole<'de, const MIN: u64, const MAX: u64, D: de::Deserializer<'de>>(
-    d: D,
-) -> Result<u64, D::Error> {
-    match Value::deserialize(d)? {
-        Value::Null => Err(de::Error::custom(format!("{FIELD} is required"))),
-        v => whole_number(&v, MIN, MAX).map_err(|m| de::Error::custom(format!("{FIELD} {m}"))),
-    }
-}
-
-/// An optional whole number in `MIN..=MAX` (`deserialize_with`).
-pub fn opt_whole<'de, const MIN: u64, const MAX: u64, D: de::Deserializer<'de>>(
-    d: D,
-) -> Result<Option<u64>, D::Error> {
-    match Option::<Value>::deserialize(d)? {
-        None => Ok(None),
-        Some(v) => whole_number(&v, MIN, MAX)
-            .map(Some)
-            .map_err(|m| de::Error::custom(format!("{FIELD} {m}"))),
-    }
-}
-
-/// A required name of a `kind` of resource (`ResourceName`'s rules and
-/// message).
-fn name<'de, D: de::Deserializer<'de>>(d: D, kind: &str) -> Result<ResourceName, D::Error> {
-    ResourceName::parse(kind, &String::deserialize(d)?).map_err(de::Error::custom)
-}
-
-/// A medium's name (`deserialize_with`).
-pub fn medium_name<'de, D: de::Deserializer<'de>>(d: D) -> Result<ResourceName, D::Error> {
-    name(d, "medium")
-}
-
-/// A node's name (`deserialize_with`).
-pub fn node_name<'de, D: de::Deserializer<'de>>(d: D) -> Result<ResourceName, D::Error> {
-    name(d, "node")
-}
-
-/// A zone's name (`deserialize_with`).
-pub fn zone_name<'de, D: de::Deserializer<'de>>(d: D) -> Result<ResourceName, D::Error> {
-    name(d, "zone")
-}
-
-/// An optional name of a `kind` of resource.
-fn opt_name<'de, D: de::Deserializer<'de>>(
-    d: D,
-    kind: &str,
-) -> Result<Option<ResourceName>, D::Error> {
-    Option::<String>::deserialize(d)?
-        .map(|s| ResourceName::parse(kind, &s).map_err(de::Error::custom))
-        .transpose()
-}
-
-/// An optional node name (`deserialize_with`).
-pub fn opt_node_name<'de, D: de::Deserializer<'de>>(
-    d: D,
-) -> Result<Option<ResourceName>, D::Error> {
-    opt_name(d, "node")
-}
-
-/// An optional zone name (`deserialize_with`).
-pub fn opt_zone_name<'de, D: de::Deserializer<'de>>(
-    d: D,
-) -> Result<Option<ResourceName>, D::Error> {
-    opt_name(d, "zone")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::api::parse::body;
+    use serde::Deserialize;
     use serde_json::json;
+    use svs_wire::fields::opt_whole;
 
     #[derive(Debug, Deserialize, PartialEq)]
     struct Sample {

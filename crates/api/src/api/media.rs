@@ -2,25 +2,24 @@
 //! removing are svs extensions of the reference, whose `DELETE` routes
 //! these follow), with their bodies and views.
 
-use super::body::{medium_name, node_name, typed, whole, zone_name};
+use super::body::typed;
 use super::extract::{Parsed, ParsedQuery};
 use super::parse::{bad, opt_uint, req_str, Body, ParseResult};
-use super::relocation::{relocation_plan, DryRunQuery, RelocationPlanView};
+use super::relocation::{relocation_plan, DryRunQuery};
 use super::requests::{only_fields, FromBody};
 use super::views::{self, AdminOnly, BodyLimits, Done, ErrorBody, JobStarted, SignedIn};
 use super::{ApiError, ApiResult, AppState};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use serde::de::{self, Deserializer};
-use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use serde::Serialize;
 use svs_control::service::commands::{CreateMedium, ModifyMedium};
-use svs_control::service::media::{plain_directory, MediumReport};
+use svs_control::service::media::MediumReport;
 use svs_control::service::volumes::Started;
 use svs_control::service::{Administrator, Caller};
-use svs_domain::ResourceName;
+use svs_wire::plans::RelocationPlanView;
 use svs_wire::requests::MediaModifyRequest;
+use svs_wire::requests::{MediaCreateRequest, MAX_MEDIUM_GIB};
 pub use svs_wire::views::MediumView;
 use utoipa::ToSchema;
 
@@ -164,9 +163,6 @@ pub async fn delete_medium(
     Ok(Json(views::done("Medium removed", &id)))
 }
 
-/// Largest medium accepted through the API, in GiB (1 EiB).
-pub const MAX_MEDIUM_GIB: u64 = 1 << 30;
-
 impl FromBody for ModifyMedium {
     /// `{"state": "Failed"}` or `{"size": N}`: one change per call.
     fn from_body(body: &Body) -> ParseResult<ModifyMedium> {
@@ -202,11 +198,6 @@ impl FromBody for CreateMedium {
             size: request.size,
         })
     }
-}
-
-/// `media`: an absolute directory without `..`.
-fn directory<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
-    plain_directory(std::path::Path::new(&String::deserialize(d)?)).map_err(de::Error::custom)
 }
 
 pub fn medium_view(report: &MediumReport) -> MediumView {
@@ -246,45 +237,4 @@ pub fn medium_view(report: &MediumReport) -> MediumView {
         capacitygroup: String::new(),
         managedby: m.managed_by.as_str().into(),
     }
-}
-
-/// `POST /media` (administrators only): the fields as `GET /media` shows
-/// them.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = MediaCreate)]
-pub struct MediaCreateRequest {
-    #[schema(
-        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
-        max_length = 63
-    )]
-    #[schema(value_type = String)]
-    #[serde(deserialize_with = "medium_name")]
-    pub mediaid: ResourceName,
-    /// The node the medium is attached to; made (API-managed, no address)
-    /// when it does not exist yet.
-    #[schema(
-        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
-        max_length = 63
-    )]
-    #[schema(value_type = String)]
-    #[serde(deserialize_with = "node_name")]
-    pub node: ResourceName,
-    /// The node's zone.
-    #[schema(
-        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
-        max_length = 63
-    )]
-    #[schema(value_type = String)]
-    #[serde(deserialize_with = "zone_name")]
-    pub zone: ResourceName,
-    /// The directory holding the slice files: an absolute path without
-    /// `..`; created if missing, and it must be writable.
-    #[schema(value_type = String, min_length = 1)]
-    #[serde(deserialize_with = "directory")]
-    pub media: PathBuf,
-    /// Logical capacity in GiB (slices are sparse; nothing is preallocated).
-    #[schema(minimum = 1, maximum = 1073741824)]
-    #[serde(deserialize_with = "whole::<1, MAX_MEDIUM_GIB, _>")]
-    pub size: u64,
 }

@@ -2,7 +2,7 @@
 //! change them; adding and removing are svs extensions), with their bodies
 //! and views. The agents' credentials and routes are in `agents`.
 
-use super::body::{node_name, typed};
+use super::body::typed;
 use super::extract::Parsed;
 use super::parse::{Body, ParseResult};
 use super::requests::FromBody;
@@ -11,16 +11,12 @@ use super::{ApiError, ApiResult, AppState};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use serde::de::{self, Deserializer};
-use serde::{Deserialize, Serialize};
-use std::net::IpAddr;
 use svs_control::service::commands::{CreateNode, SetNodeAddress};
 use svs_control::service::format_ms;
 use svs_control::service::nodes::NodeSummary;
 use svs_control::service::{Administrator, Caller};
-use svs_domain::ResourceName;
-use utoipa::openapi::schema::{AnyOfBuilder, ObjectBuilder, Schema, SchemaFormat, Type};
-use utoipa::ToSchema;
+use svs_wire::requests::{NodeCreateRequest, NodeModifyRequest};
+use svs_wire::views::NodeView;
 
 #[utoipa::path(
     get, path = "/nodes", tag = "Nodes", operation_id = "NodesList",
@@ -140,102 +136,20 @@ impl FromBody for CreateNode {
     }
 }
 
-fn not_an_ip_address<E: de::Error>(a: &str) -> E {
-    de::Error::custom(format!("address '{a}' is not an IP address"))
-}
-
-/// A required IP address.
-fn ip_address<'de, D: Deserializer<'de>>(d: D) -> Result<IpAddr, D::Error> {
-    let a = String::deserialize(d)?;
-    a.parse().map_err(|_| not_an_ip_address(&a))
-}
-
-/// A required IP address or `""` (none).
-fn ip_address_or_none<'de, D: Deserializer<'de>>(d: D) -> Result<Option<IpAddr>, D::Error> {
-    match Option::<String>::deserialize(d)?.as_deref() {
-        None => Err(de::Error::custom("address is required")),
-        Some("") => Ok(None),
-        Some(a) => a.parse().map(Some).map_err(|_| not_an_ip_address(a)),
-    }
-}
-
-/// An optional zone name; `""`: none.
-fn zone_or_none<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    match Option::<String>::deserialize(d)? {
-        Some(z) if !z.is_empty() => ResourceName::parse("zone", &z)
-            .map(|z| Some(z.into_string()))
-            .map_err(de::Error::custom),
-        _ => Ok(None),
-    }
-}
-
-/// A node: a media node or a configured host; `address` (svs extension) is
-/// the IP its NBD connections come from (`""`: none).
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = Node)]
-pub struct NodeView {
-    #[schema(min_length = 1)]
-    pub name: String,
-    pub zone: String,
-    pub address: String,
-    pub os: &'static str,
-    pub state: &'static str,
-    pub status: &'static str,
-    pub progress: u8,
-    pub mediacount: usize,
-    /// GiB.
-    pub size: u64,
-    /// GiB.
-    pub freesize: u64,
-    /// svs extension: the parts of `size - freesize` on its media, in GiB:
-    /// slices placed, booked by running jobs, held by snapshots.
-    pub allocatedsize: u64,
-    pub bookedsize: u64,
-    pub snapshotsize: u64,
-    /// svs extension: bytes the snapshots on its media hold (the sum of
-    /// their `used`); `snapshotsize` is what that takes of its free space,
-    /// in whole GiB per medium, rounded up.
-    pub snapshotbytes: u64,
-    pub volumescount: u64,
-    /// svs extension: the node has a live node credential (its host
-    /// agent's, its storage node's, or one for both).
-    pub agentcredential: bool,
-    /// svs extension: the role of that credential (`agent`, `storage` or
-    /// `agent+storage`); null when it has none.
-    #[schema(pattern = "^(agent|storage|agent\\+storage)$")]
-    pub credentialrole: Option<&'static str>,
-    /// svs extension: the agent's last authenticated request (RFC 3339);
-    /// null when never.
-    pub agentseen: Option<String>,
-    /// svs extension: `config` (listed in the configuration file, as
-    /// `[[nodes]]` or the node of a `[[media]]`) or `api` (added through
-    /// the API).
-    pub managedby: &'static str,
-    /// svs extension: `storage` (it registered as a storage node, `svs
-    /// storage-node`) or `host` (it holds configured media or attaches
-    /// volumes).
-    #[schema(pattern = "^(storage|host)$")]
-    pub role: &'static str,
-    /// svs extension: a storage node's last heartbeat (RFC 3339); null for
-    /// other nodes.
-    pub lastheartbeat: Option<String>,
-    /// svs extension: where fronts reach a storage node's slice server
-    /// (IP:PORT); `""` for other nodes.
-    pub sliceaddress: String,
-    /// svs extension: copies of slices on the node's media.
-    pub copiescount: u64,
-}
-
 pub fn node_view(n: &NodeSummary) -> NodeView {
     NodeView {
         name: n.record.name.clone(),
         zone: n.record.zone.clone(),
         address: n.record.address.clone().unwrap_or_default(),
-        os: std::env::consts::OS,
+        os: std::env::consts::OS.into(),
         // A storage node is Offline once it missed its heartbeats; other
         // nodes have no liveness of their own.
-        state: n.storage.as_ref().map_or("Online", |s| s.state.as_str()),
-        status: "Ready",
+        state: n
+            .storage
+            .as_ref()
+            .map_or("Online", |s| s.state.as_str())
+            .into(),
+        status: "Ready".into(),
         progress: 100,
         mediacount: n.media_count,
         size: n.size,
@@ -246,14 +160,15 @@ pub fn node_view(n: &NodeSummary) -> NodeView {
         snapshotbytes: n.snapshot_bytes,
         volumescount: n.volumes_count,
         agentcredential: n.credential_role.is_some(),
-        credentialrole: n.credential_role.map(|r| r.as_str()),
+        credentialrole: n.credential_role.map(|r| r.as_str().into()),
         agentseen: n.agent_seen_ms.map(format_ms),
-        managedby: n.record.managed_by.as_str(),
+        managedby: n.record.managed_by.as_str().into(),
         role: if n.storage.is_some() {
             "storage"
         } else {
             "host"
-        },
+        }
+        .into(),
         lastheartbeat: n.storage.as_ref().map(|s| format_ms(s.last_heartbeat_ms)),
         sliceaddress: n
             .storage
@@ -262,71 +177,4 @@ pub fn node_view(n: &NodeSummary) -> NodeView {
             .unwrap_or_default(),
         copiescount: n.copies,
     }
-}
-
-/// A string that is an IPv4 or IPv6 address (Rust's `IpAddr` syntax), or
-/// `""` when `or_empty`.
-fn ip_address_schema(description: &str, or_empty: bool) -> Schema {
-    let string = || ObjectBuilder::new().schema_type(Type::String);
-    let format = |f: &str| {
-        string()
-            .format(Some(SchemaFormat::Custom(f.into())))
-            .min_length(Some(1))
-    };
-    let mut any = AnyOfBuilder::new()
-        .description(Some(description))
-        .item(format("ipv4"))
-        .item(format("ipv6"));
-    if or_empty {
-        any = any.item(string().max_length(Some(0)));
-    }
-    Schema::AnyOf(any.build())
-}
-
-fn node_address() -> Schema {
-    ip_address_schema(
-        "The IP address the node's NBD connections come from.",
-        false,
-    )
-}
-
-fn new_node_address() -> Schema {
-    ip_address_schema(
-        "The IP address the node's NBD connections come from; `\"\"` removes it.",
-        true,
-    )
-}
-
-/// `PATCH /nodes/{node}` (svs extension, administrators only).
-#[derive(Deserialize, ToSchema)]
-#[schema(as = NodeModify)]
-pub struct NodeModifyRequest {
-    #[schema(schema_with = new_node_address, required = true)]
-    #[serde(deserialize_with = "ip_address_or_none")]
-    pub address: Option<IpAddr>,
-}
-
-/// `POST /nodes` (svs extension, administrators only).
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = NodeCreate)]
-pub struct NodeCreateRequest {
-    #[schema(
-        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
-        max_length = 63
-    )]
-    #[schema(value_type = String)]
-    #[serde(deserialize_with = "node_name")]
-    pub name: ResourceName,
-    #[schema(schema_with = node_address)]
-    #[serde(deserialize_with = "ip_address")]
-    pub address: IpAddr,
-    /// Absent or `""`: no zone.
-    #[schema(
-        pattern = "^(([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*))?$",
-        max_length = 63
-    )]
-    #[schema(value_type = Option<String>, nullable = false)]
-    #[serde(deserialize_with = "zone_or_none")]
-    pub zone: Option<String>,
 }

@@ -3,6 +3,7 @@
 use super::ApiError;
 use axum::http::StatusCode;
 use serde_json::{Map, Value};
+use svs_wire::fields::whole_number;
 
 pub type Body = Map<String, Value>;
 
@@ -50,28 +51,6 @@ pub fn opt_uint(body: &Body, key: &str, min: u64, max: u64) -> ParseResult<Optio
     body.get(key)
         .map(|v| whole_number(v, min, max).map_err(|m| bad(format!("{key} {m}"))))
         .transpose()
-}
-
-/// `value` as a whole number in `min..=max`, or what is wrong with it
-/// (without the field's name).
-pub fn whole_number(value: &Value, min: u64, max: u64) -> Result<u64, String> {
-    let n = value
-        .as_u64()
-        .or_else(|| {
-            // Accept 20.0 from clients that send every number as a float.
-            value
-                .as_f64()
-                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u64::MAX as f64)
-                .map(|f| f as u64)
-        })
-        .ok_or_else(|| match value {
-            Value::Number(_) => format!("must be a whole number from {min} to {max}"),
-            _ => "must be a number".to_string(),
-        })?;
-    if n < min || n > max {
-        return Err(format!("must be a whole number from {min} to {max}"));
-    }
-    Ok(n)
 }
 
 pub fn req_uint(body: &Body, key: &str, min: u64, max: u64) -> ParseResult<u64> {

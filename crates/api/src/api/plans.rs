@@ -11,6 +11,9 @@ use std::collections::BTreeMap;
 use svs_control::jobs::{CreatePreview, ResizePreview};
 use svs_domain::{slice_label, PlanShape, MOVEMENT_PLAN_FOUND};
 use svs_store::Volume;
+use svs_wire::plans::{
+    CreatePlanView, PlannedGrowthView, PlannedMoveView, PlannedSliceView, ResizePlanView,
+};
 use utoipa::ToSchema;
 
 /// `?dryrun=true|false` and `?plan=<token>` of a resize or a creation.
@@ -51,65 +54,6 @@ pub enum ResizeAnswer {
 pub enum CreateAnswer {
     Started(JobStarted),
     Plan(CreatePlanView),
-}
-
-/// What a resize would do (`PATCH /volumes/{volume}?dryrun=true`).
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = ResizePlan)]
-pub struct ResizePlanView {
-    pub dryrun: bool,
-    pub volume: String,
-    /// GiB now.
-    pub fromsize: u64,
-    /// GiB asked for.
-    pub size: u64,
-    /// `inplace`, `movement` or `refused`.
-    #[schema(pattern = "^(inplace|movement|refused)$")]
-    pub outcome: &'static str,
-    /// What the job would say: the seed's message for a movement plan or
-    /// for the refusal.
-    pub message: String,
-    /// Each slice that would move.
-    pub moves: Vec<PlannedMoveView>,
-    /// Each slice that would grow where it is.
-    pub growths: Vec<PlannedGrowthView>,
-    /// Bytes of data the moves copy (holes are not copied).
-    pub bytestocopy: u64,
-    /// `movement_rate` in bytes per second (null: unthrottled).
-    pub movementrate: Option<u64>,
-    /// Seconds the moves take at `movementrate`, one after another (null:
-    /// unthrottled, or nothing moves).
-    pub estimatedseconds: Option<u64>,
-    /// Give it back as `?plan=<token>` with the real request.
-    pub plan: String,
-}
-
-/// A slice that would move.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct PlannedMoveView {
-    /// `c<copy>-k<column>`.
-    pub slice: String,
-    pub from: String,
-    pub fromnode: String,
-    pub to: String,
-    pub tonode: String,
-    /// GiB once resized.
-    pub size: u64,
-    /// Bytes of data its copy reads.
-    pub bytes: u64,
-    /// `bytes` was measured on the medium (false: the slice's size, the
-    /// most it can be, as its medium did not answer).
-    pub measured: bool,
-}
-
-/// A slice that would grow where it is.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct PlannedGrowthView {
-    pub slice: String,
-    pub medium: String,
-    /// GiB.
-    pub from: u64,
-    pub to: u64,
 }
 
 pub fn resize_plan(volume: &Volume, size: u64, p: &ResizePreview) -> ResizePlanView {
@@ -155,7 +99,7 @@ pub fn resize_plan(volume: &Volume, size: u64, p: &ResizePreview) -> ResizePlanV
         volume: volume.name.clone(),
         fromsize: volume.size,
         size,
-        outcome,
+        outcome: outcome.into(),
         message,
         bytestocopy: moves.iter().map(|m| m.bytes).sum(),
         moves,
@@ -164,34 +108,6 @@ pub fn resize_plan(volume: &Volume, size: u64, p: &ResizePreview) -> ResizePlanV
         estimatedseconds: p.estimated_seconds().filter(|_| outcome == "movement"),
         plan: token,
     }
-}
-
-/// Where a creation would place its slices (`POST /volumes?dryrun=true`).
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = CreatePlan)]
-pub struct CreatePlanView {
-    pub dryrun: bool,
-    pub volume: String,
-    /// GiB.
-    pub size: u64,
-    /// `placed` or `refused`.
-    #[schema(pattern = "^(placed|refused)$")]
-    pub outcome: &'static str,
-    /// The refusal, as the job would end with it; empty when placed.
-    pub message: String,
-    pub slices: Vec<PlannedSliceView>,
-    /// Give it back as `?plan=<token>` with the real request.
-    pub plan: String,
-}
-
-/// Where a new slice would go.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct PlannedSliceView {
-    pub slice: String,
-    pub medium: String,
-    pub node: String,
-    /// GiB.
-    pub size: u64,
 }
 
 pub fn create_plan(name: &str, size: u64, p: &CreatePreview) -> CreatePlanView {
@@ -219,7 +135,7 @@ pub fn create_plan(name: &str, size: u64, p: &CreatePreview) -> CreatePlanView {
         dryrun: true,
         volume: name.to_string(),
         size,
-        outcome,
+        outcome: outcome.into(),
         message,
         slices,
         plan: p.shape.token(),

@@ -3,7 +3,7 @@
 //! `?dryrun=true` its plan); `POST /media/rebalance` starts (or plans) a
 //! rebalance. Both are one job moving slices of many volumes.
 
-use super::body::{opt_node_name, opt_zone_name, typed};
+use super::body::typed;
 use super::extract::{Parsed, ParsedQuery};
 use super::parse::{bad, ParseResult};
 use super::requests::{query_bool, FromBody, FromQuery};
@@ -11,11 +11,13 @@ use super::views::{self, JobStarted};
 use super::{ApiResult, AppState};
 use axum::extract::State;
 use axum::Json;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::BTreeMap;
 use svs_control::service::relocation::RelocationPreview;
 use svs_control::service::Administrator;
 use svs_domain::{RebalanceArgs, ResourceName, GIB};
+use svs_wire::plans::{MediumUseView, RelocationMoveView, RelocationPlanView, StuckSliceView};
+use svs_wire::requests::MediaRebalanceRequest;
 use utoipa::ToSchema;
 
 /// `?dryrun=true|false` of a drain or a rebalance.
@@ -38,58 +40,6 @@ impl FromQuery for DryRunQuery {
 pub enum RebalanceAnswer {
     Started(JobStarted),
     Plan(RelocationPlanView),
-}
-
-/// What a drain or a rebalance would move now (`?dryrun=true`).
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = RelocationPlan)]
-pub struct RelocationPlanView {
-    pub dryrun: bool,
-    /// `medium 'm1'`, `the media of node 'n1'`, `the media of zone 'z1'`,
-    /// `every medium`.
-    pub scope: String,
-    /// Each slice that would move, with its volume.
-    pub moves: Vec<RelocationMoveView>,
-    /// Each slice that would stay, with why (a drain: lost copies, or no
-    /// medium with room within its volume's policy).
-    pub stuck: Vec<StuckSliceView>,
-    /// GiB of slices the moves copy (at most: holes are not copied).
-    pub gib: u64,
-    /// The media in scope: GiB used now and once the moves are done.
-    pub media: Vec<MediumUseView>,
-    /// `movement_rate` in bytes per second (null: unthrottled).
-    pub movementrate: Option<u64>,
-    /// Seconds the moves take at most at `movementrate` (null: unthrottled,
-    /// or nothing moves).
-    pub estimatedseconds: Option<u64>,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct RelocationMoveView {
-    pub volume: String,
-    /// `c<copy>-k<column>`.
-    pub slice: String,
-    pub from: String,
-    pub to: String,
-    /// GiB.
-    pub size: u64,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct StuckSliceView {
-    pub volume: String,
-    pub slice: String,
-    pub reason: String,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct MediumUseView {
-    pub mediaid: String,
-    pub node: String,
-    /// GiB.
-    pub size: u64,
-    pub used: u64,
-    pub usedafter: u64,
 }
 
 pub fn relocation_plan(p: &RelocationPreview) -> RelocationPlanView {
@@ -176,31 +126,6 @@ impl FromBody for RebalanceArgs {
             zone: zone.map(ResourceName::into_string),
         })
     }
-}
-
-/// `POST /media/rebalance` (administrators only).
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = MediaRebalance, max_properties = 1)]
-pub struct MediaRebalanceRequest {
-    /// Even the media of this node.
-    #[schema(
-        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
-        max_length = 63,
-        nullable = false,
-        value_type = Option<String>
-    )]
-    #[serde(deserialize_with = "opt_node_name")]
-    pub node: Option<ResourceName>,
-    /// Even the media of this zone.
-    #[schema(
-        pattern = "^([A-Za-z0-9_][A-Za-z0-9._-]*|[.]+[A-Za-z0-9_-][A-Za-z0-9._-]*)$",
-        max_length = 63,
-        nullable = false,
-        value_type = Option<String>
-    )]
-    #[serde(deserialize_with = "opt_zone_name")]
-    pub zone: Option<ResourceName>,
 }
 
 #[utoipa::path(

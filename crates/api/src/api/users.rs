@@ -13,7 +13,6 @@ use super::views::{self, AdminOnly, BodyLimits, Done, ErrorBody, SignedIn};
 use super::{ApiError, AppState};
 use axum::extract::{Path, State};
 use axum::Json;
-use serde::Serialize;
 use svs_control::service::format_ms;
 use svs_control::service::users::{ChangeOwnPassword, CreateUser, UpdateUser, UserKey};
 use svs_control::service::{Administrator, Caller};
@@ -21,7 +20,7 @@ use svs_store::User;
 use svs_wire::requests::{
     OwnPasswordRequest, PasswordResetRequest, UserCreateRequest, UserModifyRequest,
 };
-use utoipa::ToSchema;
+use svs_wire::views::UserView;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -34,23 +33,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(change_own_password))
         .routes(routes!(get_user, update_user, delete_user))
         .routes(routes!(reset_password))
-}
-
-/// A user as the API shows it (never its password hash).
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = User)]
-pub struct UserView {
-    pub userid: i64,
-    pub email: String,
-    pub name: String,
-    /// The tenant whose volumes and policies the user works with.
-    pub tenant: String,
-    /// A service administrator: manages users, media and nodes.
-    pub admin: bool,
-    /// Cannot sign in; its tokens are refused.
-    pub disabled: bool,
-    /// RFC 3339 UTC.
-    pub createdtime: String,
 }
 
 pub fn user(u: &User) -> UserView {

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 use svs_control::service::volumes::Started;
-pub use svs_wire::views::JobStarted;
+pub use svs_wire::views::{Done, JobStarted};
 use utoipa::ToSchema;
 
 /// Every error: a status code and this body.
@@ -26,15 +26,6 @@ pub fn started(message: &str, s: &Started) -> JobStarted {
 /// What a call with nothing to report answers (`POST /signout`): `{}`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Empty {}
-
-/// What a mutating call that is done at once answers.
-#[derive(Debug, Serialize, ToSchema)]
-#[allow(non_snake_case)]
-pub struct Done {
-    pub Message: String,
-    /// The name of the object changed.
-    pub ObjectID: String,
-}
 
 pub fn done(message: &str, object_id: &str) -> Done {
     Done {

@@ -9,7 +9,6 @@ use super::views::{self, non_empty, BodyLimits, ErrorBody, JobStarted, SignedIn}
 use super::{ApiError, ApiResult, AppState};
 use axum::extract::{Path, State};
 use axum::Json;
-use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use svs_control::service::attributes::{Filesystem, Flavor, StoredField, VolumeAttributes};
@@ -22,8 +21,8 @@ use svs_control::service::Caller;
 use svs_domain::{ResourceName, VolumeType, MAX_VOLUME_GIB, MIN_VOLUME_GIB};
 use svs_store::{Page, SliceRow, Volume};
 use svs_wire::requests::{VolumeCreateRequest, VolumeModifyRequest};
+use svs_wire::views::SliceView;
 pub use svs_wire::views::VolumeView;
-use utoipa::ToSchema;
 
 #[utoipa::path(
     post, path = "/volumes/{volume}/recover", tag = "Volumes", operation_id = "VolumeRecoverInitiate",
@@ -429,37 +428,6 @@ pub fn volume(v: &Volume, facts: &VolumeFacts) -> VolumeView {
     }
 }
 
-/// One slice of a volume (svs extension): one column of one copy, on one
-/// medium.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = Slice)]
-pub struct SliceView {
-    pub sliceid: i64,
-    /// The slice's name, `c<copy>-k<column>` (`c1-k0`: column 0 of copy 1;
-    /// copies and columns count from 0), as jobs' statuses and details
-    /// name it.
-    #[schema(pattern = "^c[0-9]+-k[0-9]+$")]
-    pub name: String,
-    pub copy: u32,
-    pub column: u32,
-    /// The medium's id.
-    pub media: String,
-    pub node: String,
-    pub zone: String,
-    /// GiB.
-    pub size: u64,
-    /// `Healthy`, or `Lost` when its medium failed (until a recovery
-    /// rebuilds it elsewhere).
-    #[schema(pattern = "^(Healthy|Lost)$")]
-    pub health: &'static str,
-    /// A stale copy (`Lost` while its medium stays in service: its storage
-    /// node stopped answering, or its file went missing): the generation
-    /// it missed, i.e. the volume's front epoch whose writes it lacks. It
-    /// is never read again until a recovery rebuilds it. `null` otherwise
-    /// (also for a copy lost with a failed medium).
-    pub stalegeneration: Option<u64>,
-}
-
 pub fn slice(row: &SliceRow) -> SliceView {
     SliceView {
         sliceid: row.slice.id,
@@ -470,7 +438,7 @@ pub fn slice(row: &SliceRow) -> SliceView {
         node: row.node.clone(),
         zone: row.zone.clone(),
         size: row.slice.size,
-        health: if row.lost { "Lost" } else { "Healthy" },
+        health: if row.lost { "Lost" } else { "Healthy" }.into(),
         stalegeneration: row.stale_generation,
     }
 }

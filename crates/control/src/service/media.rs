@@ -14,7 +14,7 @@ use super::commands::{CreateMedium, ModifyMedium};
 use super::{Administrator, ServiceError, ServiceResult, Services};
 use crate::front_layout::fail_medium;
 use crate::snapshot_space::set_snapshot_budgets;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use svs_dataplane::{DataPlane, DataPlaneError};
 use svs_domain::{ManagedBy, Medium};
@@ -56,22 +56,6 @@ pub(super) fn medium_error(e: StoreError, id: &str) -> ServiceError {
         StoreError::NotFound => medium_not_found(id),
         other => other.into(),
     }
-}
-
-/// A medium's directory as the API takes it: absolute and without `..`
-/// (so that one spelling names one place), in its plain form (no `.`
-/// components, no trailing `/`).
-pub fn plain_directory(directory: &Path) -> Result<PathBuf, String> {
-    let plain = directory
-        .components()
-        .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
-    if !directory.is_absolute() || !plain {
-        return Err(format!(
-            "media must be an absolute directory path without '..' (got '{}')",
-            directory.display()
-        ));
-    }
-    Ok(directory.components().collect())
 }
 
 /// The directory with symbolic links resolved when it exists (two media
@@ -364,28 +348,5 @@ impl Services {
             "medium removed"
         );
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_medium_directory_is_absolute_without_dot_dot_and_taken_in_its_plain_form() {
-        for (given, plain) in [
-            ("/srv/disk1", "/srv/disk1"),
-            ("/srv/./disk1/", "/srv/disk1"),
-            ("//srv//disk1", "/srv/disk1"),
-        ] {
-            assert_eq!(plain_directory(Path::new(given)), Ok(PathBuf::from(plain)));
-        }
-        for bad in ["disk1", "./disk1", "/srv/../etc", ""] {
-            let err = plain_directory(Path::new(bad)).unwrap_err();
-            assert!(
-                err.starts_with("media must be an absolute directory path without '..'"),
-                "{err}"
-            );
-        }
     }
 }
