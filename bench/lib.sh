@@ -147,17 +147,30 @@ free_port() {
 # 127.0.0.(K+1), credential $WORK/sn-K.credential, registering with $BASE)
 # and starts it in the background; its pid is in SN<K>_PID, its NBD server of
 # volumes' fronts (`front_listen`) in SN<K>_FRONT, its log in $WORK/sn-K.log.
+# With SLICE_DELAY_US set, the node registers (`slice_advertise`) a relay on
+# its address that delays the slice connections by that much each way
+# (bench/delay_relay.py; its pid in RELAY<K>_PID): fronts reach the node as
+# over a longer network, its own copy in process as before.
 launch_storage_node() {
     local k="$1" gib="$2"
     local ip="127.0.0.$((k + 1))"
     mkdir -p "$WORK/sn-$k/disk0"
     printf -v "SN${k}_FRONT" '%s' "$ip:$(free_port "$ip")"
     local front="SN${k}_FRONT"
+    local slice="$ip:$(free_port "$ip")" advertise=""
+    if [[ -n "${SLICE_DELAY_US:-}" ]]; then
+        local relay_port
+        relay_port="$(free_port "$ip")"
+        python3 "$BENCH_DIR/delay_relay.py" "$ip" "$relay_port" "$ip" "${slice##*:}" "$SLICE_DELAY_US" &
+        printf -v "RELAY${k}_PID" '%s' "$!"
+        advertise="slice_advertise = \"$ip:$relay_port\""
+    fi
     cat >"$WORK/sn-$k.toml" <<TOML
 api = "$BASE"
 node = "sn-$k"
 credential_file = "$WORK/sn-$k.credential"
-slice_listen = "$ip:$(free_port "$ip")"
+slice_listen = "$slice"
+$advertise
 front_listen = "${!front}"
 state_dir = "$WORK/sn-$k/state"
 

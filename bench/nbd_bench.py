@@ -31,6 +31,9 @@ fan-out CPU is "-" (the client CPU column holds it).
      seq-write   1 MiB writes, depth 1,  1024 requests (1 GiB) from offset 0
      rand-read   4 KiB reads,  depth 16, 100000 requests
      rand-write  4 KiB writes, depth 16, 50000 requests
+     qd1-read    4 KiB reads,  depth 1,  20000 requests, `-t none`
+     qd1-write   4 KiB writes, depth 1,  20000 requests, `-t none` (the
+                 latency a database committing at depth 1 sees)
    with `qemu-img bench -f raw` (the qemu NBD client, one connection), and
    two multi-connection figures:
      copy-4conn  `nbdcopy --connections=4 --threads=4 --no-extents -S 0
@@ -132,6 +135,20 @@ FIGURES = (
     ),
     ("rand-read", ["-d", "16", "-s", "4K", "-S", str(RANDOM_STEP)], 4096, scaled(100000), "IOPS"),
     (
+        "qd1-read",
+        ["-t", "none", "-d", "1", "-s", "4K", "-S", str(RANDOM_STEP)],
+        4096,
+        scaled(20000),
+        "IOPS",
+    ),
+    (
+        "qd1-write",
+        ["-t", "none", "-w", "--pattern", "0x6b", "-d", "1", "-s", "4K", "-S", str(RANDOM_STEP)],
+        4096,
+        scaled(20000),
+        "IOPS",
+    ),
+    (
         "rand-write",
         ["-w", "--pattern", "0x3c", "-d", "16", "-s", "4K", "-S", str(RANDOM_STEP)],
         4096,
@@ -151,6 +168,8 @@ LABELS = {
     "seq-write": "sequential write, 1 MiB, depth 1",
     "rand-read": "random read, 4 KiB, depth 16",
     "rand-write": "random write, 4 KiB, depth 16",
+    "qd1-read": "random read, 4 KiB, depth 1",
+    "qd1-write": "random write, 4 KiB, depth 1",
     "copy-4conn": "nbdcopy read, 4 connections",
     "rand-read-4conn": "random read, 4 KiB, 4 x depth 16",
 }
@@ -506,7 +525,7 @@ def main():
                 )
             )
         print_table(head, rows)
-        if refs:
+        if refs and "rand-write" in results:
             r = results["rand-write"]
             print(
                 f"{LABELS['rand-write']}: "
@@ -516,6 +535,30 @@ def main():
                 + "; against it: "
                 + ", ".join(f"{v}/{q} {ratio_cell(r.get(v), r.get(q))}" for v, q in pairs)
             )
+
+    qd1 = [f for f in ("qd1-read", "qd1-write") if f in units]
+    if qd1:
+        # Depth 1: one request at a time, so the time of one is 1e6 / IOPS.
+        print("\n== depth 1: microseconds per 4 KiB request (medians); issue 51's targets:")
+        print("   write: nodes-3 <= 1.2x quorum-3 and <= 1.15x nodes-2, nodes-1 <= 1.1x nbdkit;")
+        print("   read through a node's front (nodes-N) <= 1.2x nbdkit")
+        usec = {f: {n: 1e6 / v for n, v in results[f].items() if v} for f in qd1}
+        head = ("figure", *names)
+        rows = [(LABELS[f], *(f"{usec[f][n]:.0f}" if n in usec[f] else "-" for n in names))
+                for f in qd1]
+        print_table(head, rows)
+        checks = (
+            ("qd1-write", "nodes-3", "quorum-3", 1.2),
+            ("qd1-write", "nodes-3", "nodes-2", 1.15),
+            ("qd1-write", "nodes-1", TARGET_REF, 1.1),
+            ("qd1-read", "nodes-1", TARGET_REF, 1.2),
+            ("qd1-read", "nodes-3", TARGET_REF, 1.2),
+        )
+        for f, a, b, limit in checks:
+            if f in usec and a in usec[f] and b in usec[f]:
+                ratio = usec[f][a] / usec[f][b]
+                verdict = "PASS" if ratio <= limit else "FAIL"
+                print(f"   {LABELS[f]}: {a}/{b} = {ratio:.2f}x (target <= {limit}x) {verdict}")
 
     print(f"\n== CPU accounting (medians of the rounds; user + system time; {NCPU} CPUs)")
     print("   fan-out point: the process serving the export (svs serve, or the front's")

@@ -74,6 +74,13 @@
 #    for each node volume, of the IOPS its fan-out point alone could
 #    sustain on one core of its own (1e6 / its CPU microseconds per request).
 #
+# 5. BENCH_SLICE_DELAY_US=N puts bench/delay_relay.py between the fronts and
+#    every storage node's slice server (the node registers the relay as its
+#    slice_advertise) and between the client and every quorum child, each
+#    delaying both directions by at least N microseconds: copies written
+#    one after another pay the delay once per copy, copies sent at once
+#    once (issue 51's "the copies really travel in parallel").
+#
 # Why: on a small machine the front, every storage node and the client
 # share the same cores, so a mirrored write pays two nodes' CPU on those
 # cores where real hosts give each node its own. When busy nears 100% the
@@ -114,7 +121,20 @@ QK2_PID=""
 QK3_PID=""
 # shellcheck source=bench/lib.sh
 source "$BENCH_DIR/lib.sh"
-stop_on_exit QNBD_PID NBDKIT_PID SN1_PID SN2_PID SN3_PID QK1_PID QK2_PID QK3_PID
+RELAY1_PID=""
+RELAY2_PID=""
+RELAY3_PID=""
+QR1_PID=""
+QR2_PID=""
+QR3_PID=""
+# BENCH_SLICE_DELAY_US (e.g. 500): the slice connections from fronts to the
+# nodes go through a relay delaying them that much each way
+# (bench/delay_relay.py), and so do the quorum children's NBD connections
+# (the same relay in front of each nbdkit): copies sent one after another
+# would pay it once per copy, copies sent at once once.
+export SLICE_DELAY_US="${BENCH_SLICE_DELAY_US:-}"
+stop_on_exit QNBD_PID NBDKIT_PID SN1_PID SN2_PID SN3_PID QK1_PID QK2_PID QK3_PID \
+    RELAY1_PID RELAY2_PID RELAY3_PID QR1_PID QR2_PID QR3_PID
 
 phase "prerequisites"
 require_tools
@@ -242,6 +262,15 @@ for k in $(seq "$NODES"); do
         nbdkit --threads 16 -f -p PORT -i "$ip" --exit-with-parent file "$file"
     printf -v "QK${k}_PID" '%s' "$REF_PID"
     printf -v "QK${k}_URI" '%s' "$REF_URI"
+    if [[ -n "$SLICE_DELAY_US" ]]; then
+        # The quorum child behind the same delay as the slice connections.
+        child_port="${REF_URI##*:}"
+        child_port="${child_port%%/*}"
+        relay_port="$(free_port "$ip")"
+        python3 "$BENCH_DIR/delay_relay.py" "$ip" "$relay_port" "$ip" "$child_port" "$SLICE_DELAY_US" &
+        printf -v "QR${k}_PID" '%s' "$!"
+        printf -v "QK${k}_URI" '%s' "nbd://$ip:$relay_port"
+    fi
     QUORUM_FILES+=" $file"
     echo "  child $k: $REF_URI (pid $REF_PID), $file"
 done

@@ -570,6 +570,7 @@ fn a_slice_file_gone_from_its_medium_is_not_present() {
     let s = slice();
     c.create_slice(&s, MIB).expect("create");
     c.check_present(&s).expect("present");
+    c.collect(c.send_sync(&s, 1, true)).expect("a checked sync");
     fs::remove_file(node.file(&s)).expect("remove behind the node's back");
     let (status, message) = refusal(&c.check_present(&s).expect_err("gone"));
     assert_eq!(status, Status::Errno(2), "{message}");
@@ -577,11 +578,45 @@ fn a_slice_file_gone_from_its_medium_is_not_present() {
         message,
         "CheckPresent vol-1/c0-k1 on m1: No such file or directory (os error 2)"
     );
+    // A flush's sync asks the same question first; a plain one does not.
+    c.sync(&s, 1).expect("the open file syncs");
+    let (status, message) = refusal(&c.collect(c.send_sync(&s, 1, true)).expect_err("gone"));
+    assert_eq!(status, Status::Errno(2), "{message}");
+    assert_eq!(
+        message,
+        "Sync vol-1/c0-k1 on m1: No such file or directory (os error 2)"
+    );
     // Made again: the new file is served, not the open one.
     c.create_slice(&s, MIB).expect("create again");
     c.check_present(&s).expect("present again");
     c.write(&s, 1, 0, &[8u8; 4096]).expect("write");
     same(&node.file_bytes(&s, 0, 4096), &[8u8; 4096]);
+}
+
+#[test]
+fn the_nodes_own_front_reads_from_the_page_cache_in_process_and_no_one_else_does() {
+    let node = Node::start();
+    let c = node.client();
+    let s = slice();
+    c.create_slice(&s, MIB).expect("create");
+    c.write(&s, 1, 0, &pattern(5, 8192)).expect("write");
+    let mut buf = vec![0u8; 8192];
+    // Over the network: never (every read is a request).
+    assert!(!c.read_cached(&s, 0, &mut buf));
+    let own = node
+        .server
+        .as_ref()
+        .expect("running")
+        .in_process_client(TIMEOUT);
+    assert!(
+        own.read_cached(&s, 0, &mut buf),
+        "just written: in the page cache"
+    );
+    same(&buf, &pattern(5, 8192));
+    // Past the end, or a slice that is not there: not from memory (the
+    // plain read answers the error).
+    assert!(!own.read_cached(&s, MIB - 4096, &mut buf));
+    assert!(!own.read_cached(&SliceName::new("m1", "other", 0, 0), 0, &mut buf));
 }
 
 #[test]

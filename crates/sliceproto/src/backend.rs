@@ -23,6 +23,15 @@ pub trait SliceBackend: Send + Sync + 'static {
     fn size(&self, slice: &SliceName) -> io::Result<u64>;
     /// Reads exactly `buf.len()` bytes at `offset`.
     fn read(&self, slice: &SliceName, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+    /// [`SliceBackend::read`] if memory can answer it at once (the page
+    /// cache, no disk): `false` when it cannot, `buf` then partly written.
+    /// Only a client in the server's process asks (see
+    /// [`SliceClient::read_cached`](crate::SliceClient::read_cached)).
+    /// Default: never.
+    fn read_cached(&self, slice: &SliceName, offset: u64, buf: &mut [u8]) -> io::Result<bool> {
+        let _ = (slice, offset, buf);
+        Ok(false)
+    }
     fn prepare_write(&self, slice: &SliceName, offset: u64, len: u64) -> io::Result<()>;
     fn write(&self, slice: &SliceName, offset: u64, data: &[u8]) -> io::Result<()>;
     fn discard(&self, slice: &SliceName, offset: u64, len: u64) -> io::Result<()>;
@@ -193,7 +202,12 @@ pub(crate) fn dispatch(
                 .map_err(done)?,
             Op::Write => b.write(s, a0, payload).map(|()| Vec::new()).map_err(done)?,
             Op::Discard => b.discard(s, a0, a1).map(|()| Vec::new()).map_err(done)?,
-            Op::Sync => b.sync(s).map(|()| Vec::new()).map_err(done)?,
+            Op::Sync => {
+                if a0 & wire::SYNC_CHECK_PRESENT != 0 {
+                    b.check_present(s).map_err(done)?;
+                }
+                b.sync(s).map(|()| Vec::new()).map_err(done)?
+            }
             Op::Allocation => wire::encode_runs(&b.allocation(s, a0, a1).map_err(done)?),
             Op::WillNeed => {
                 b.will_need(s, a0, a1);

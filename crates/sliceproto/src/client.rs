@@ -52,6 +52,11 @@ pub(crate) trait InProcessServer: Send + Sync {
         payload: &[u8],
     ) -> io::Result<Vec<u8>>;
 
+    /// [`SliceBackend::read_cached`](crate::SliceBackend::read_cached):
+    /// whether `buf` was read from memory (false on any failure: the
+    /// caller then reads as usual, and meets the failure there).
+    fn read_cached(&self, slice: &SliceName, offset: u64, buf: &mut [u8]) -> bool;
+
     /// Fills `buf` with `op`'s reply, in parts of at most the max payload
     /// (`args(at, len)` are a part's args).
     fn read(
@@ -110,6 +115,73 @@ pub(crate) enum Expect {
     Exact(usize),
     /// At most the max payload.
     Any,
+}
+
+/// Requests sent and not yet waited for ([`SliceClient::send_write`]):
+/// their ids, when their replies are due, and a failure met while sending
+/// (the requests sent before it are still waited for).
+#[must_use = "SliceClient::collect waits for the replies"]
+pub struct Sent {
+    ids: Ids,
+    deadline: Instant,
+    failed: Option<io::Error>,
+}
+
+/// The ids of a `Sent`: most are one request, which needs no allocation.
+enum Ids {
+    None,
+    One(u64),
+    Many(Vec<u64>),
+}
+
+impl Ids {
+    fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        let (one, many): (Option<u64>, &[u64]) = match self {
+            Ids::None => (None, &[]),
+            Ids::One(id) => (Some(*id), &[]),
+            Ids::Many(ids) => (None, ids),
+        };
+        one.into_iter().chain(many.iter().copied())
+    }
+}
+
+impl Sent {
+    fn new(deadline: Instant) -> Sent {
+        Sent {
+            ids: Ids::None,
+            deadline,
+            failed: None,
+        }
+    }
+
+    /// Already answered: run in process, or refused before it was sent.
+    pub fn done(result: io::Result<()>) -> Sent {
+        Sent {
+            failed: result.err(),
+            ..Sent::new(Instant::now())
+        }
+    }
+
+    /// Adds a sent request's id; false (send no more) on a failure to send.
+    fn add(&mut self, id: io::Result<u64>) -> bool {
+        match id {
+            Ok(id) => {
+                self.ids = match std::mem::replace(&mut self.ids, Ids::None) {
+                    Ids::None => Ids::One(id),
+                    Ids::One(first) => Ids::Many(vec![first, id]),
+                    Ids::Many(mut ids) => {
+                        ids.push(id);
+                        Ids::Many(ids)
+                    }
+                };
+                true
+            }
+            Err(e) => {
+                self.failed = Some(e);
+                false
+            }
+        }
+    }
 }
 
 /// The state of one request in flight.
@@ -330,6 +402,18 @@ impl SliceClient {
         self.read_split(Op::Read, slice, buf, |at, len| [offset + at, len, 0])
     }
 
+    /// Reads `buf` at `offset` if it can be answered at once from memory:
+    /// only a client in the server's own process can (a storage node's
+    /// front reading its own copy, answered without a thread hand-off);
+    /// false otherwise, and on any failure (the caller then reads as
+    /// usual).
+    pub fn read_cached(&self, slice: &SliceName, offset: u64, buf: &mut [u8]) -> bool {
+        match &self.conn {
+            Conn::InProcess(server) => server.read_cached(slice, offset, buf),
+            Conn::Tcp(_) => false,
+        }
+    }
+
     pub fn prepare_write(
         &self,
         slice: &SliceName,
@@ -344,16 +428,26 @@ impl SliceClient {
     /// Writes `data` at `offset` (in requests of at most the max payload,
     /// all in flight at once).
     pub fn write(&self, slice: &SliceName, epoch: u64, offset: u64, data: &[u8]) -> io::Result<()> {
+        let sent = self.send_write(slice, epoch, offset, data);
+        self.collect(sent)
+    }
+
+    /// Sends [`SliceClient::write`]'s requests without waiting for their
+    /// replies: [`SliceClient::collect`] waits. A caller writing several
+    /// copies sends to every node before it waits for any, so their round
+    /// trips overlap.
+    pub fn send_write(&self, slice: &SliceName, epoch: u64, offset: u64, data: &[u8]) -> Sent {
         if let Conn::InProcess(server) = &self.conn {
-            return server
-                .call(Op::Write, slice, epoch, [offset, 0, 0], data)
-                .map(drop);
+            return Sent::done(
+                server
+                    .call(Op::Write, slice, epoch, [offset, 0, 0], data)
+                    .map(drop),
+            );
         }
-        let deadline = self.deadline();
-        let mut ids = Vec::new();
+        let mut sent = Sent::new(self.deadline());
         let mut at = 0u64;
         for chunk in data.chunks(self.max_payload as usize) {
-            let sent = self.send(
+            let id = self.send(
                 Op::Write,
                 slice,
                 epoch,
@@ -361,25 +455,66 @@ impl SliceClient {
                 chunk,
                 Expect::Any,
             );
-            match sent {
-                Ok(id) => ids.push(id),
-                Err(e) => {
-                    let _ = self.wait_all(ids, deadline);
-                    return Err(e);
-                }
+            if !sent.add(id) {
+                break;
             }
             at += chunk.len() as u64;
         }
-        self.wait_all(ids, deadline)
+        sent
     }
 
     pub fn discard(&self, slice: &SliceName, epoch: u64, offset: u64, len: u64) -> io::Result<()> {
-        self.call(Op::Discard, slice, epoch, [offset, len, 0], &[])
-            .map(drop)
+        let sent = self.send_discard(slice, epoch, offset, len);
+        self.collect(sent)
+    }
+
+    /// [`SliceClient::discard`] sent, its reply not waited for (see
+    /// [`SliceClient::send_write`]).
+    pub fn send_discard(&self, slice: &SliceName, epoch: u64, offset: u64, len: u64) -> Sent {
+        self.send_one(Op::Discard, slice, epoch, [offset, len, 0])
+    }
+
+    /// [`SliceClient::sync`] sent, its reply not waited for (see
+    /// [`SliceClient::send_write`]); `check_present`: the node first checks
+    /// the slice is in place ([`SliceClient::check_present`]).
+    pub fn send_sync(&self, slice: &SliceName, epoch: u64, check_present: bool) -> Sent {
+        let check = if check_present {
+            wire::SYNC_CHECK_PRESENT
+        } else {
+            0
+        };
+        self.send_one(Op::Sync, slice, epoch, [check, 0, 0])
+    }
+
+    /// A request without payload whose reply carries none, sent.
+    fn send_one(&self, op: Op, slice: &SliceName, epoch: u64, args: [u64; 3]) -> Sent {
+        if let Conn::InProcess(server) = &self.conn {
+            return Sent::done(server.call(op, slice, epoch, args, &[]).map(drop));
+        }
+        let mut sent = Sent::new(self.deadline());
+        sent.add(self.send(op, slice, epoch, args, &[], Expect::Any));
+        sent
+    }
+
+    /// Waits for the replies of requests this client's `send_*` sent: the
+    /// first failure, once every reply is in (none is left behind).
+    pub fn collect(&self, sent: Sent) -> io::Result<()> {
+        let Sent {
+            ids,
+            deadline,
+            mut failed,
+        } = sent;
+        for id in ids.iter() {
+            if let Err(e) = self.wait(id, deadline) {
+                failed = failed.or(Some(e));
+            }
+        }
+        failed.map_or(Ok(()), Err)
     }
 
     pub fn sync(&self, slice: &SliceName, epoch: u64) -> io::Result<()> {
-        self.call(Op::Sync, slice, epoch, [0; 3], &[]).map(drop)
+        let sent = self.send_sync(slice, epoch, false);
+        self.collect(sent)
     }
 
     pub fn allocation(
@@ -692,16 +827,6 @@ impl SliceClient {
         failed.map_or(Ok(()), Err)
     }
 
-    fn wait_all(&self, ids: Vec<u64>, deadline: Instant) -> io::Result<()> {
-        let mut failed = None;
-        for id in ids {
-            if let Err(e) = self.wait(id, deadline) {
-                failed = failed.or(Some(e));
-            }
-        }
-        failed.map_or(Ok(()), Err)
-    }
-
     /// Registers an id and sends the request; returns the id.
     pub(crate) fn send(
         &self,
@@ -844,7 +969,9 @@ fn timed_out(e: io::Error) -> io::Error {
 
 /// The reader thread: takes replies off the socket until it closes or a
 /// reply breaks the framing.
-fn read_replies(mut stream: Receiver, shared: &Shared, max_payload: u32) {
+fn read_replies(stream: Receiver, shared: &Shared, max_payload: u32) {
+    // Buffered: a reply (header, message, payload) is one read.
+    let mut stream = io::BufReader::with_capacity(wire::READ_BUFFER, stream);
     let (kind, why) = loop {
         match read_reply(&mut stream, shared, max_payload) {
             Ok(()) => {}
@@ -863,7 +990,7 @@ fn read_replies(mut stream: Receiver, shared: &Shared, max_payload: u32) {
     shared.break_with(kind, why);
 }
 
-fn read_reply(stream: &mut Receiver, shared: &Shared, max_payload: u32) -> io::Result<()> {
+fn read_reply(stream: &mut impl Read, shared: &Shared, max_payload: u32) -> io::Result<()> {
     let mut raw = [0u8; REPLY_LEN];
     stream.read_exact(&mut raw)?;
     let header = ReplyHeader::decode(&raw)?;

@@ -149,7 +149,7 @@ impl SnapshotPart {
         }
     }
 }
-pub use client::{remote_error, ClientTls, SliceClient};
+pub use client::{remote_error, ClientTls, Sent, SliceClient};
 pub use fence::{EpochFence, EpochStore, Fenced};
 pub use server::{ServerConfig, SliceServer};
 pub use wire::{Op, RemoteError, Status, PROTOCOL_VERSION};

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver as JobReceiver};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
@@ -28,6 +28,10 @@ use crate::wire::{
 };
 use crate::{SliceClient, SliceName};
 use svs_stream::{self as stream, Sender};
+
+/// The largest write a connection's reader runs itself (see
+/// `read_requests`): a page-cache write of this size takes microseconds.
+const INLINE_MAX: usize = 64 << 10;
 
 /// How the server runs.
 #[derive(Clone)]
@@ -381,6 +385,7 @@ fn serve_connection(
     closer.set_write_timeout(Some(config.reply_timeout))?;
 
     let writer = Arc::new(Mutex::new(sender));
+    let busy = Arc::new(AtomicUsize::new(0));
     let (jobs, job_queue) = sync_channel::<Job>(config.queued_per_connection.max(1));
     let job_queue = Arc::new(Mutex::new(job_queue));
     let buffers = Arc::new(BufferPool::new(POOLED_BUFFERS, POOLED_BYTES));
@@ -390,10 +395,11 @@ fn serve_connection(
         let writer = Arc::clone(&writer);
         let job_queue = Arc::clone(&job_queue);
         let buffers = Arc::clone(&buffers);
+        let busy = Arc::clone(&busy);
         let closer = closer.try_clone()?;
         let spawned = std::thread::Builder::new()
             .name("slice-worker".into())
-            .spawn(move || work(&shared, &job_queue, &writer, &closer, &buffers));
+            .spawn(move || work(&shared, &job_queue, &writer, &closer, (&buffers, &busy)));
         match spawned {
             Ok(w) => workers.push(w),
             // Fewer workers is slower, not wrong; none at all cannot serve.
@@ -401,7 +407,9 @@ fn serve_connection(
             Err(e) => warn!("slice server: fewer workers for a connection: {e}"),
         }
     }
-    let ended = read_requests(shared, &mut receiver, &jobs, &writer, &buffers);
+    // Buffered: a small request (header, names, payload) is one read.
+    let mut receiver = io::BufReader::with_capacity(wire::READ_BUFFER, receiver);
+    let ended = read_requests(shared, &mut receiver, &jobs, &writer, (&buffers, &busy));
     // The workers finish what was queued, then stop.
     drop(jobs);
     for w in workers {
@@ -411,13 +419,18 @@ fn serve_connection(
     ended
 }
 
-/// Reads requests until the client leaves or breaks the framing.
+/// Reads requests until the client leaves or breaks the framing. A write
+/// or discard of at most [`INLINE_MAX`] bytes that is the only request the
+/// connection has (none buffered behind it, none queued or running) runs
+/// here, without the hand-off to a worker (a thread wake-up each way,
+/// which at depth 1 is a good part of the round trip); anything else, or
+/// anything while others are in flight, goes to the workers.
 fn read_requests(
     shared: &Shared,
-    receiver: &mut impl Read,
+    receiver: &mut io::BufReader<impl Read>,
     jobs: &std::sync::mpsc::SyncSender<Job>,
     writer: &Mutex<Sender>,
-    buffers: &BufferPool,
+    (buffers, busy): (&BufferPool, &AtomicUsize),
 ) -> io::Result<()> {
     let max_payload = shared.config.max_payload;
     loop {
@@ -456,6 +469,14 @@ fn read_requests(
             volume,
             payload,
         };
+        let small_change = (job.header.op == Op::Write as u16
+            || job.header.op == Op::Discard as u16)
+            && job.payload.len() <= INLINE_MAX;
+        if small_change && receiver.buffer().is_empty() && busy.load(Ordering::Acquire) == 0 {
+            answer(shared, job, writer, buffers)?;
+            continue;
+        }
+        busy.fetch_add(1, Ordering::AcqRel);
         if jobs.send(job).is_err() {
             // Every worker is gone (they stop on a broken socket).
             return Ok(());
@@ -469,7 +490,7 @@ fn work(
     queue: &Mutex<JobReceiver<Job>>,
     writer: &Mutex<Sender>,
     closer: &TcpStream,
-    buffers: &BufferPool,
+    (buffers, busy): (&BufferPool, &AtomicUsize),
 ) {
     loop {
         let job = {
@@ -479,13 +500,9 @@ fn work(
         let Ok(job) = job else {
             return;
         };
-        let id = job.header.id;
-        let (status, message, payload) = match run(shared, &job) {
-            Ok(payload) => (Status::Ok, String::new(), payload),
-            Err((status, message)) => (status, message, Vec::new()),
-        };
-        buffers.give(job.payload);
-        if let Err(e) = send_reply(writer, id, status, &message, &payload) {
+        let answered = answer(shared, job, writer, buffers);
+        busy.fetch_sub(1, Ordering::AcqRel);
+        if let Err(e) = answered {
             // A reply half sent (or not taken in time) leaves the stream
             // unusable: close it, which ends the reading thread.
             debug!("slice server: a reply could not be sent: {e}");
@@ -493,6 +510,22 @@ fn work(
             return;
         }
     }
+}
+
+/// Runs one request and sends its reply.
+fn answer(
+    shared: &Shared,
+    job: Job,
+    writer: &Mutex<Sender>,
+    buffers: &BufferPool,
+) -> io::Result<()> {
+    let id = job.header.id;
+    let (status, message, payload) = match run(shared, &job) {
+        Ok(payload) => (Status::Ok, String::new(), payload),
+        Err((status, message)) => (status, message, Vec::new()),
+    };
+    buffers.give(job.payload);
+    send_reply(writer, id, status, &message, &payload)
 }
 
 fn run(shared: &Shared, job: &Job) -> Result<Vec<u8>, (Status, String)> {
@@ -541,6 +574,15 @@ impl InProcessServer for InProcess {
         }
         let header = RequestHeader::for_slice(op, 0, epoch, args, slice, payload.len());
         self.shared.handle(&header, slice, payload).map_err(refused)
+    }
+
+    fn read_cached(&self, slice: &SliceName, offset: u64, buf: &mut [u8]) -> bool {
+        !self.is_stopped()
+            && self
+                .shared
+                .backend
+                .read_cached(slice, offset, buf)
+                .unwrap_or(false)
     }
 
     /// A plain read goes straight into `buf` (reads are not fenced).

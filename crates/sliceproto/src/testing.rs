@@ -29,6 +29,9 @@ pub struct MemBackend {
     slices: Mutex<HashMap<SliceName, MemSlice>>,
     /// Reads at these offsets sleep this long first (replies out of order).
     slow_reads: Mutex<HashMap<u64, Duration>>,
+    /// Writes, discards and syncs sleep this long first (a slow disk, or a
+    /// node far away).
+    change_delay: Mutex<Duration>,
     /// While set, every op waits (a node that stops answering).
     stalled: Mutex<bool>,
     unstalled: Condvar,
@@ -130,6 +133,18 @@ impl MemBackend {
             .insert(offset, delay);
     }
 
+    /// Every later write, discard and sync sleeps `delay` before it runs.
+    pub fn delay_changes(&self, delay: Duration) {
+        *self.change_delay.lock().unwrap_or_else(|e| e.into_inner()) = delay;
+    }
+
+    fn sleep_change_delay(&self) {
+        let delay = *self.change_delay.lock().unwrap_or_else(|e| e.into_inner());
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
+    }
+
     /// While `stalled`, every op waits.
     pub fn set_stalled(&self, stalled: bool) {
         *self.stalled.lock().unwrap_or_else(|e| e.into_inner()) = stalled;
@@ -185,6 +200,7 @@ impl SliceBackend for MemBackend {
     }
 
     fn write(&self, slice: &SliceName, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.sleep_change_delay();
         self.with(slice, |s| {
             let r = range(&s.data, offset, data.len() as u64)?;
             s.data[r].copy_from_slice(data);
@@ -197,6 +213,7 @@ impl SliceBackend for MemBackend {
     }
 
     fn discard(&self, slice: &SliceName, offset: u64, len: u64) -> io::Result<()> {
+        self.sleep_change_delay();
         self.with(slice, |s| {
             let r = range(&s.data, offset, len)?;
             s.data[r].fill(0);
@@ -207,6 +224,7 @@ impl SliceBackend for MemBackend {
     }
 
     fn sync(&self, slice: &SliceName) -> io::Result<()> {
+        self.sleep_change_delay();
         self.with(slice, |_| Ok(()))?;
         self.changed();
         Ok(())

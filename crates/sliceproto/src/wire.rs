@@ -20,6 +20,15 @@ pub(crate) const MAX_MESSAGE: usize = 4096;
 /// No server may announce a larger payload (what a client accepts).
 pub(crate) const MAX_PAYLOAD_LIMIT: u32 = 64 * 1024 * 1024;
 
+/// What a connection's reader (the node's of requests, the client's of
+/// replies) takes off the socket at once: a request or reply up to this
+/// size (header, names and payload) costs one `read`; a larger payload is
+/// read straight into its buffer.
+pub(crate) const READ_BUFFER: usize = 128 << 10;
+
+/// [`Op::Sync`]'s arg0: check that the slice is in place first.
+pub const SYNC_CHECK_PRESENT: u64 = 1;
+
 /// The operations, with their op codes and args (unused args are 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u16)]
@@ -34,7 +43,10 @@ pub enum Op {
     Write = 4,
     /// Fenced. arg0 offset, arg1 length: reads as zeros afterwards.
     Discard = 5,
-    /// Fenced. Makes every write so far durable.
+    /// Fenced. Makes every write so far durable; with arg0 =
+    /// [`SYNC_CHECK_PRESENT`], first fails (ENOENT) unless the slice is
+    /// where it belongs, as [`Op::CheckPresent`] (a flush's two questions in
+    /// one round trip).
     Sync = 6,
     /// arg0 offset, arg1 length. Reply: runs.
     Allocation = 7,

@@ -4,6 +4,7 @@ use crate::harness::storage_nodes::{start_node, storage_nodes_config, wait_serve
 use crate::harness::TestApp;
 use reqwest::StatusCode;
 use serde_json::json;
+use std::path::PathBuf;
 
 /// `svs serve` with `fronts = "nodes"` (no medium large enough for a
 /// volume: every copy goes to the storage nodes) and three storage nodes,
@@ -28,4 +29,44 @@ pub(crate) async fn three_nodes(more: &[&str]) -> (TestApp, Vec<Node>) {
         .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     (app, nodes)
+}
+
+/// `host:port` of an `nbd://host:port/export` URI.
+pub(crate) fn address_of(uri: &str) -> String {
+    uri.split("://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The node whose NBD server of fronts the URI names.
+pub(crate) fn front_node<'a>(nodes: &'a [Node], uri: &str) -> &'a Node {
+    let address = address_of(uri);
+    nodes
+        .iter()
+        .find(|n| n.process.front_address == address)
+        .unwrap_or_else(|| panic!("{uri} names no storage node's front"))
+}
+
+/// The file of copy `copy` (one column) on its node's disk.
+pub(crate) fn copy_file(nodes: &[Node], medium: &str, volume_id: &str, copy: u64) -> PathBuf {
+    let node = nodes
+        .iter()
+        .find(|n| n.medium == medium)
+        .expect("the node of a copy");
+    node.process
+        .medium_dir(medium)
+        .join(volume_id)
+        .join(format!("c{copy}-k0.slice"))
+}
+
+/// Bytes `[offset, offset + len)` of a file.
+pub(crate) fn bytes_at(path: &PathBuf, offset: u64, len: usize) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut buf = vec![0u8; len];
+    file.read_exact_at(&mut buf, offset)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    buf
 }

@@ -15,52 +15,12 @@ use crate::harness::host_side::HostSide;
 use crate::harness::snapshots::{rollback_done, snapshot};
 use crate::harness::storage_nodes::{
     assert_jobs_on_node_fronts, copies, eventually, snapshot_files, start_node, volume_state,
-    wait_served, wait_written, Node, JOB_ON_NODE_FRONT, MARGIN, TIMEOUT,
+    wait_served, wait_written, JOB_ON_NODE_FRONT, MARGIN, TIMEOUT,
 };
 use reqwest::StatusCode;
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
-
-/// `host:port` of an `nbd://host:port/export` URI.
-fn address_of(uri: &str) -> String {
-    uri.split("://")
-        .nth(1)
-        .and_then(|rest| rest.split('/').next())
-        .unwrap_or_default()
-        .to_string()
-}
-
-/// The node whose NBD server of fronts the URI names.
-fn front_node<'a>(nodes: &'a [Node], uri: &str) -> &'a Node {
-    let address = address_of(uri);
-    nodes
-        .iter()
-        .find(|n| n.process.front_address == address)
-        .unwrap_or_else(|| panic!("{uri} names no storage node's front"))
-}
-
-/// The file of copy `copy` (one column) on its node's disk.
-fn copy_file(nodes: &[Node], medium: &str, volume_id: &str, copy: u64) -> PathBuf {
-    let node = nodes
-        .iter()
-        .find(|n| n.medium == medium)
-        .expect("the node of a copy");
-    node.process
-        .medium_dir(medium)
-        .join(volume_id)
-        .join(format!("c{copy}-k0.slice"))
-}
-
-/// Bytes `[offset, offset + len)` of a file.
-fn bytes_at(path: &PathBuf, offset: u64, len: usize) -> Vec<u8> {
-    use std::os::unix::fs::FileExt;
-    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut buf = vec![0u8; len];
-    file.read_exact_at(&mut buf, offset)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    buf
-}
 
 /// A mirrored volume attached to host-1 is exported by a storage node
 /// holding one of its copies, not by `svs serve`: qemu-io writes through

@@ -3,6 +3,7 @@
 //! behind, resync and move between nodes, and volumes' fronts run on a node
 //! (the control plane's side of them and the node's).
 
+mod fan_out;
 mod fresh_nodes;
 mod front_on_node;
 mod node_credentials;

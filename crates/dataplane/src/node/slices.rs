@@ -324,6 +324,12 @@ impl SliceBackend for NodeSlices {
         })
     }
 
+    fn read_cached(&self, slice: &SliceName, offset: u64, buf: &mut [u8]) -> io::Result<bool> {
+        self.with_range(slice, "read", offset, buf.len() as u64, |s| {
+            s.read_cached(buf, offset)
+        })
+    }
+
     fn prepare_write(&self, slice: &SliceName, offset: u64, len: u64) -> io::Result<()> {
         self.with_range(slice, "prepare", offset, len, |s| {
             s.prepare_write(offset, len)

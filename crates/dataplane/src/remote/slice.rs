@@ -21,7 +21,7 @@ use crate::copier::{CopySource, CopyTarget, SnapshotParts, VerifiedWrites};
 use crate::digest::range_digest;
 use crate::fsutil::RemoveOnDrop;
 use crate::snapshot::MapTail;
-use crate::volume::{Front, NodeTarget, SliceDevice};
+use crate::volume::{Front, NodeTarget, SliceChange, SliceDevice, Started};
 use crate::{Digest, SliceKey, SnapshotInfo};
 
 /// An unthrottled copy's chunk to a slice on a node: 4 MiB, sent as
@@ -132,6 +132,18 @@ impl SliceDevice for RemoteSlice {
         self.call("read", |c, s, _| c.read(s, offset, buf))
     }
 
+    /// From the node's page cache when this is the node's own slice (in
+    /// process); never over the network.
+    fn read_cached(&self, buf: &mut [u8], offset: u64) -> io::Result<bool> {
+        if !self.link.is_in_process() {
+            return Ok(false);
+        }
+        Ok(self
+            .link
+            .client()
+            .is_ok_and(|client| client.read_cached(&self.name, offset, buf)))
+    }
+
     fn prepare_write(&self, offset: u64, len: u64) -> io::Result<()> {
         if !self.may_have_snapshots()? {
             return Ok(());
@@ -239,6 +251,33 @@ impl SliceDevice for RemoteSlice {
 
     fn is_near(&self) -> bool {
         self.link.is_in_process()
+    }
+
+    /// Sent, not waited for: the front sends a write to every copy's node
+    /// before it waits for any reply.
+    fn start(&self, change: SliceChange<'_>) -> Started {
+        let op = change.name();
+        let client = match self.link.client() {
+            Ok(client) => client,
+            Err(e) => return Started::Done(Err(device_error(&self.front, &self.name, op, e))),
+        };
+        let (name, epoch) = (&self.name, self.front.epoch);
+        let sent = match change {
+            SliceChange::Write(data, offset) => client.send_write(name, epoch, offset, data),
+            SliceChange::Discard(offset, len) => client.send_discard(name, epoch, offset, len),
+            SliceChange::Sync => client.send_sync(name, epoch, false),
+            SliceChange::CheckedSync => client.send_sync(name, epoch, true),
+        };
+        Started::Sent(client, sent, op)
+    }
+
+    fn finish(&self, started: Started) -> io::Result<()> {
+        match started {
+            Started::Done(outcome) => outcome,
+            Started::Sent(client, sent, op) => client
+                .collect(sent)
+                .map_err(|e| device_error(&self.front, &self.name, op, e)),
+        }
     }
 }
 

@@ -126,6 +126,15 @@ fn node_medium(s: &Setup, medium: &str, node: &str) -> TestNode {
     started
 }
 
+/// A node for each medium of `media`, named node-0, node-1, ...
+fn node_media(s: &Setup, media: &[&str]) -> Vec<TestNode> {
+    media
+        .iter()
+        .enumerate()
+        .map(|(i, m)| node_medium(s, m, &format!("node-{i}")))
+        .collect()
+}
+
 fn key(copy: u32) -> SliceKey {
     SliceKey {
         volume_id: VOLUME.into(),
@@ -1020,4 +1029,127 @@ fn reads_come_from_a_copy_in_this_process_before_one_over_the_network() {
     io.write(0, &pattern(4, 4096), false).expect("write");
     assert_eq!(node.bytes("n0", 0)[..4096], pattern(4, 4096)[..]);
     assert_eq!(local_bytes(&s, "m0", 1)[..4096], pattern(4, 4096)[..]);
+}
+
+/// Times `op` (the fastest of three tries: a loaded machine may stall one).
+fn fastest(mut op: impl FnMut()) -> Duration {
+    (0..3)
+        .map(|_| {
+            let start = Instant::now();
+            op();
+            start.elapsed()
+        })
+        .min()
+        .expect("three tries")
+}
+
+#[test]
+fn a_write_and_a_flush_to_three_nodes_wait_for_one_slow_reply_not_three() {
+    const DELAY: Duration = Duration::from_millis(50);
+    let s = setup();
+    let nodes = node_media(&s, &["n0", "n1", "n2"]);
+    let io = open(&s, &layout(&["n0", "n1", "n2"], 1));
+    let mut model = vec![0u8; SIZE as usize];
+    // Learns the slices have no snapshots (a round trip of its own).
+    write(io.as_ref(), &mut model, 0, &pattern(1, 4096));
+    for node in &nodes {
+        node.backend.delay_changes(DELAY);
+    }
+    let mut seed = 2;
+    let took = fastest(|| {
+        seed += 1;
+        write(io.as_ref(), &mut model, 8192, &pattern(seed, 4096));
+    });
+    assert!(
+        took >= DELAY,
+        "{took:?}: the write did not wait for its copies"
+    );
+    assert!(
+        took < 2 * DELAY,
+        "{took:?}: the copies were written one after another"
+    );
+    let took = fastest(|| io.flush().expect("flush"));
+    assert!(took >= DELAY && took < 2 * DELAY, "flush took {took:?}");
+    let took = fastest(|| io.write(12288, &pattern(9, 4096), true).expect("FUA write"));
+    model[12288..16384].copy_from_slice(&pattern(9, 4096));
+    // A FUA write: the write, then the sync, each to every node at once.
+    assert!(
+        took >= 2 * DELAY && took < 3 * DELAY,
+        "FUA write took {took:?}"
+    );
+    for (copy, (node, medium)) in nodes.iter().zip(["n0", "n1", "n2"]).enumerate() {
+        assert_eq!(node.bytes(medium, copy as u32), model, "copy {copy}");
+    }
+    assert_eq!(io.lost_slices(), []);
+}
+
+#[test]
+fn a_write_fans_out_to_the_nodes_while_the_local_copy_is_written() {
+    const DELAY: Duration = Duration::from_millis(50);
+    let s = setup();
+    let a = node_medium(&s, "n0", "node-a");
+    let b = node_medium(&s, "n1", "node-b");
+    let io = open(&s, &layout(&["m0", "n0", "n1"], 1));
+    let mut model = vec![0u8; SIZE as usize];
+    write(io.as_ref(), &mut model, 0, &pattern(1, 4096));
+    a.backend.delay_changes(DELAY);
+    b.backend.delay_changes(DELAY);
+    let took = fastest(|| write(io.as_ref(), &mut model, 4096, &pattern(2, 64 << 10)));
+    assert!(took >= DELAY && took < 2 * DELAY, "write took {took:?}");
+    // A node that stops answering mid-write loses its copy alone.
+    b.backend.set_stalled(true);
+    write(io.as_ref(), &mut model, 1 << 20, &pattern(3, 4096));
+    io.flush().expect("flush");
+    assert_eq!(io.lost_slices(), [(2, 0)]);
+    assert_eq!(local_bytes(&s, "m0", 0), model);
+    assert_eq!(a.bytes("n0", 1), model);
+}
+
+#[test]
+fn a_newer_front_fences_a_pipelined_write_on_every_node_and_no_copy_changes() {
+    let s = setup();
+    let nodes = node_media(&s, &["n0", "n1", "n2"]);
+    let media = ["n0", "n1", "n2"];
+    let old = open(&s, &layout(&media, 1));
+    let mut model = vec![0u8; SIZE as usize];
+    write(old.as_ref(), &mut model, 0, &pattern(1, 4096));
+    let new = s.media.open_volume(&layout(&media, 2)).expect("open");
+    write(new.as_ref(), &mut model, MIB, &pattern(2, 4096));
+    let before: Vec<(u64, Vec<u8>)> = nodes
+        .iter()
+        .zip(media)
+        .enumerate()
+        .map(|(copy, (n, m))| {
+            (
+                n.backend.changes.load(Ordering::SeqCst),
+                n.bytes(m, copy as u32),
+            )
+        })
+        .collect();
+
+    // Sent to the three nodes at once, refused by each: the front stops.
+    let e = old
+        .write(2 * MIB, &pattern(9, 64 << 10), false)
+        .expect_err("fenced");
+    assert!(crate::is_front_fenced(&e), "{e}");
+    assert!(old.is_fenced());
+    for later in [old.flush(), old.write(0, &pattern(9, 4096), true)] {
+        assert!(crate::is_front_fenced(&later.expect_err("still fenced")));
+    }
+    for (copy, ((n, m), (changes, bytes))) in nodes.iter().zip(media).zip(&before).enumerate() {
+        assert_eq!(
+            n.backend.changes.load(Ordering::SeqCst),
+            *changes,
+            "copy {copy}"
+        );
+        assert_eq!(&n.bytes(m, copy as u32), bytes, "copy {copy}");
+    }
+    assert_eq!(old.lost_slices(), []);
+    assert_eq!(s.heard.lock().expect("lock").len(), 0);
+    // The new front goes on, its copies alike.
+    write(new.as_ref(), &mut model, 2 * MIB, &pattern(3, 4096));
+    new.flush().expect("flush");
+    for (copy, (n, m)) in nodes.iter().zip(media).enumerate() {
+        assert_eq!(n.bytes(m, copy as u32), model, "copy {copy}");
+    }
 }

@@ -18,6 +18,37 @@ use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::PathBuf;
 use std::sync::Arc;
+use svs_sliceproto::{Sent, SliceClient};
+
+/// A change [`SliceDevice::start`] makes: a write of the bytes at the
+/// offset, a discard of `(offset, len)`, a sync of every write so far, or
+/// (a flush's) a sync after [`SliceDevice::check_present`].
+#[derive(Clone, Copy)]
+pub(crate) enum SliceChange<'a> {
+    Write(&'a [u8], u64),
+    Discard(u64, u64),
+    Sync,
+    CheckedSync,
+}
+
+impl SliceChange<'_> {
+    /// What the change is called in logs.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            SliceChange::Write(..) => "write",
+            SliceChange::Discard(..) => "discard",
+            SliceChange::Sync | SliceChange::CheckedSync => "sync",
+        }
+    }
+}
+
+/// A change started by [`SliceDevice::start`].
+pub(crate) enum Started {
+    /// Made already (or failed before it was sent).
+    Done(io::Result<()>),
+    /// Sent over this connection, its reply to come (and the change's name).
+    Sent(Arc<SliceClient>, Sent, &'static str),
+}
 
 /// One slice: its bytes and its copy-on-write snapshots.
 pub(crate) trait SliceDevice: Send + Sync {
@@ -102,6 +133,28 @@ pub(crate) trait SliceDevice: Send + Sync {
     /// copy to one over the network.
     fn is_near(&self) -> bool {
         true
+    }
+
+    /// Starts `change`; [`SliceDevice::finish`] waits for it. A slice on a
+    /// storage node sends it and returns at once, so that a write to several
+    /// copies waits for one round trip, not one per copy; a file of this
+    /// host is changed here (the default: a page-cache write costs less than
+    /// handing it to another thread).
+    fn start(&self, change: SliceChange<'_>) -> Started {
+        Started::Done(match change {
+            SliceChange::Write(data, offset) => self.write_at(data, offset),
+            SliceChange::Discard(offset, len) => self.discard(offset, len),
+            SliceChange::Sync => self.sync(),
+            SliceChange::CheckedSync => self.check_present().and_then(|()| self.sync()),
+        })
+    }
+
+    /// Waits for a change [`SliceDevice::start`] started: its outcome.
+    fn finish(&self, started: Started) -> io::Result<()> {
+        match started {
+            Started::Done(outcome) => outcome,
+            Started::Sent(client, sent, _) => client.collect(sent),
+        }
     }
 
     /// The local implementation, for tests that reach into its snapshots.

@@ -5,12 +5,12 @@ use super::hooks::{CopiesMode, SliceHooks, VolumeHooks};
 use super::layout::{label, push_extent, segments, Extent, Segment, VolumeLayout, STRIPE};
 use super::media::{Front, SliceMedia};
 use super::slice::{Live, SliceIo, SliceState, WrittenChunks};
-use super::{eio, is_media_failure, SliceCopyKind, SliceMove, VolumeIo};
+use super::{eio, is_media_failure, SliceChange, SliceCopyKind, SliceMove, Started, VolumeIo};
 use crate::loss_record::{NotRecorded, REFUSED};
 use crate::{DataPlaneError, SliceKey};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
 use std::time::Instant;
 
 /// Time between two checks by reads that a slice's file is still on its
@@ -383,7 +383,41 @@ impl LocalVolumeIo {
                     self.lose(slice, &state.medium, &e);
                 }
             }
-            // Each copy's write, made durable for FUA. A sync is worth a
+            let slice_change = match change {
+                Change::Write(data) => SliceChange::Write(
+                    &data[seg.buf_offset..seg.buf_offset + seg.len],
+                    seg.slice_offset,
+                ),
+                Change::Discard => SliceChange::Discard(seg.slice_offset, seg_len),
+            };
+            // Copies on other nodes first: sent to every node at once, their
+            // replies waited for after this process's own copies are written,
+            // so the request pays one round trip however many copies it has.
+            let mut far: Vec<(&SliceIo, Live, Started)> = Vec::new();
+            for slice in column {
+                if slice.is_lost() {
+                    continue;
+                }
+                let state = match slice.read_state() {
+                    Ok(state) => state,
+                    Err(e) => {
+                        // What was sent is still waited for.
+                        for (_, live, started) in far {
+                            let _ = live.finish(started);
+                        }
+                        return Err(e);
+                    }
+                };
+                let Some(live) = slice.healthy(&state).filter(|live| !live.is_near()) else {
+                    continue;
+                };
+                let started = match slice.fault() {
+                    Ok(()) => live.start(slice_change),
+                    Err(e) => Started::Done(Err(e)),
+                };
+                far.push((slice, Arc::clone(live), started));
+            }
+            // Each near copy's write, made durable for FUA. A sync is worth a
             // thread: the copies' syncs then overlap (see
             // docs/architecture.md); a page-cache write is not.
             let write_copy = |slice: &SliceIo| -> io::Result<bool> {
@@ -391,47 +425,52 @@ impl LocalVolumeIo {
                     return Ok(false);
                 }
                 let state = slice.read_state()?;
-                let Some(live) = slice.healthy(&state) else {
+                let Some(live) = slice.healthy(&state).filter(|live| live.is_near()) else {
                     return Ok(false);
                 };
                 let done = slice
                     .fault()
-                    .and_then(|()| match change {
-                        Change::Write(data) => live.write_at(
-                            &data[seg.buf_offset..seg.buf_offset + seg.len],
-                            seg.slice_offset,
-                        ),
-                        Change::Discard => live.discard(seg.slice_offset, seg_len),
-                    })
+                    .and_then(|()| live.finish(live.start(slice_change)))
                     .and_then(|()| if fua { live.sync() } else { Ok(()) });
-                match done {
-                    Ok(()) => {
-                        if !fua {
-                            slice.dirty.store(true, Ordering::Release);
-                        }
-                        Ok(true)
-                    }
-                    Err(e) if is_media_failure(&e) => {
-                        self.lose(slice, &state.medium, &e);
-                        Ok(false)
-                    }
-                    Err(e) => Err(e),
-                }
+                self.took_change(slice, &state.medium, fua, done)
             };
             let parallel = match self.hooks.copies_mode() {
                 CopiesMode::Serial => false,
                 CopiesMode::ParallelSyncs => fua,
                 CopiesMode::ParallelAll => true,
             };
-            let mut took = 0usize;
-            if parallel {
-                for took_it in run_each(column, write_copy) {
-                    took += usize::from(took_it?);
-                }
+            // Every copy sent is waited for, also after a failure: no reply
+            // is left behind, and no copy is left unaccounted for.
+            let (mut took, mut failed) = (0usize, None);
+            let mut tally = |outcome: io::Result<bool>| match outcome {
+                Ok(took_it) => took += usize::from(took_it),
+                Err(e) => failed = failed.take().or(Some(e)),
+            };
+            if parallel && far.is_empty() {
+                run_each(column, write_copy)
+                    .into_iter()
+                    .for_each(&mut tally);
             } else {
-                for slice in column {
-                    took += usize::from(write_copy(slice)?);
+                column.iter().map(write_copy).for_each(&mut tally);
+            }
+            // A FUA write is made durable on the far copies by a sync sent
+            // to each once its write is in (a node runs a connection's
+            // requests at once, in no set order).
+            let mut written = Vec::new();
+            for (slice, live, started) in far {
+                match live.finish(started) {
+                    Ok(()) if fua => {
+                        let sync = live.start(SliceChange::Sync);
+                        written.push((slice, live, sync));
+                    }
+                    done => tally(self.took_far_change(slice, fua, done)),
                 }
+            }
+            for (slice, live, sync) in written {
+                tally(self.took_far_change(slice, fua, live.finish(sync)));
+            }
+            if let Some(e) = failed {
+                return Err(e);
             }
             self.hooks.between_copies_and_mirrors();
             // Targets of live moves and rebuilds, after every copy they are
@@ -486,6 +525,117 @@ impl LocalVolumeIo {
                 return Err(eio());
             }
         }
+        Ok(())
+    }
+}
+
+impl LocalVolumeIo {
+    /// The outcome `done` of a change to one copy: whether the copy took
+    /// it. A media failure loses the copy (the request goes on with the
+    /// others); any other failure fails the request.
+    fn took_change(
+        &self,
+        slice: &SliceIo,
+        medium: &str,
+        fua: bool,
+        done: io::Result<()>,
+    ) -> io::Result<bool> {
+        match done {
+            Ok(()) => {
+                if !fua {
+                    slice.dirty.store(true, Ordering::Release);
+                }
+                Ok(true)
+            }
+            Err(e) if is_media_failure(&e) => {
+                self.lose(slice, medium, &e);
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`LocalVolumeIo::took_change`] of a copy on another node, whose
+    /// state is read again only when it failed.
+    fn took_far_change(
+        &self,
+        slice: &SliceIo,
+        fua: bool,
+        done: io::Result<()>,
+    ) -> io::Result<bool> {
+        match done {
+            Err(e) if is_media_failure(&e) => {
+                let state = slice.read_state()?;
+                self.took_change(slice, &state.medium, fua, Err(e))
+            }
+            done => self.took_change(slice, "", fua, done),
+        }
+    }
+}
+
+/// A flush's sync sent to a copy on another node: the slice's sync lock
+/// (a concurrent flush answers only once this sync is done), whether it
+/// had writes to make durable, and the request.
+struct FarFlush<'a> {
+    _syncing: MutexGuard<'a, ()>,
+    live: Live,
+    was_dirty: bool,
+    started: Started,
+}
+
+impl LocalVolumeIo {
+    /// Sends the flush of a healthy copy on another node that is neither
+    /// being copied nor a moved slice's (those flush by
+    /// [`LocalVolumeIo::flush_slice`]): one sync that checks the slice is in
+    /// place, as `flush_slice` checks a near one.
+    fn start_far_flush<'a>(&self, slice: &'a SliceIo) -> io::Result<Option<FarFlush<'a>>> {
+        if slice.is_lost() || slice.copying.load(Ordering::Acquire) {
+            return Ok(None);
+        }
+        let state = slice.read_state()?;
+        if state.retiring.is_some() || !self.media.serves(&state.medium) {
+            return Ok(None);
+        }
+        let Some(live) = slice.healthy(&state).filter(|live| !live.is_near()) else {
+            return Ok(None);
+        };
+        let live = Arc::clone(live);
+        drop(state);
+        // A poisoned lock guards nothing but ordering.
+        let syncing = slice.syncing.lock().unwrap_or_else(|p| p.into_inner());
+        let was_dirty = slice.dirty.swap(false, Ordering::AcqRel);
+        let started = match slice.fault() {
+            Ok(()) => live.start(SliceChange::CheckedSync),
+            Err(e) => Started::Done(Err(e)),
+        };
+        Ok(Some(FarFlush {
+            _syncing: syncing,
+            live,
+            was_dirty,
+            started,
+        }))
+    }
+
+    /// The outcome of a [`LocalVolumeIo::start_far_flush`], as
+    /// `flush_slice`'s: a media failure loses the copy.
+    fn finish_far_flush(&self, slice: &SliceIo, flush: FarFlush<'_>) -> io::Result<()> {
+        let FarFlush {
+            _syncing,
+            live,
+            was_dirty,
+            started,
+        } = flush;
+        let Err(e) = live.finish(started) else {
+            return Ok(());
+        };
+        if was_dirty {
+            slice.dirty.store(true, Ordering::Release);
+        }
+        if !is_media_failure(&e) {
+            return Err(e);
+        }
+        let state = slice.read_state()?;
+        self.lose(slice, &state.medium, &e);
         Ok(())
     }
 }
@@ -661,16 +811,27 @@ impl VolumeIo for LocalVolumeIo {
     /// file is no longer on its medium, is lost.
     fn flush(&self) -> io::Result<()> {
         self.not_fenced()?;
-        // The slices with writes to make durable sync at once, each on its
-        // own thread (see docs/architecture.md); the others (a link check
-        // each) and every outcome are taken in order, as one after another.
         let slices: Vec<&SliceIo> = self.all_slices().collect();
         let mut synced: Vec<Option<io::Result<()>>> = slices.iter().map(|_| None).collect();
+        // Copies on other nodes first: a sync sent to each at once (their
+        // nodes check the slices are in place as they sync), waited for
+        // after this process's own copies are synced.
+        let mut far = Vec::new();
+        for (i, slice) in slices.iter().enumerate() {
+            if let Some(sync) = self.start_far_flush(slice)? {
+                far.push((i, sync));
+            }
+        }
+        // The near slices with writes to make durable sync at once, each on
+        // its own thread (see docs/architecture.md); the others (a link
+        // check each) one after another.
+        let is_far = |i: usize| far.iter().any(|(f, _)| *f == i);
         if self.hooks.copies_mode() != CopiesMode::Serial {
             let to_sync: Vec<usize> = (0..slices.len())
                 .filter(|&i| {
-                    slices[i].dirty.load(Ordering::Acquire)
-                        || slices[i].copying.load(Ordering::Acquire)
+                    !is_far(i)
+                        && (slices[i].dirty.load(Ordering::Acquire)
+                            || slices[i].copying.load(Ordering::Acquire))
                 })
                 .collect();
             if to_sync.len() > 1 {
@@ -680,13 +841,18 @@ impl VolumeIo for LocalVolumeIo {
                 }
             }
         }
-        let mut next = synced.into_iter().zip(&slices);
+        for (i, slice) in slices.iter().enumerate() {
+            if synced[i].is_none() && !is_far(i) {
+                synced[i] = Some(self.flush_slice(slice));
+            }
+        }
+        for (i, sync) in far {
+            synced[i] = Some(self.finish_far_flush(slices[i], sync));
+        }
+        let mut next = synced.into_iter();
         for column in &self.slices {
-            for (outcome, slice) in next.by_ref().take(column.len()) {
-                match outcome {
-                    Some(outcome) => outcome?,
-                    None => self.flush_slice(slice)?,
-                }
+            for outcome in next.by_ref().take(column.len()) {
+                outcome.unwrap_or(Ok(()))?;
             }
             if !column.iter().any(SliceIo::usable) {
                 return Err(eio());

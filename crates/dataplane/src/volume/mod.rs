@@ -57,7 +57,7 @@ mod slice_move;
 mod snapshots;
 
 pub use clone_fill::CloneFill;
-pub(crate) use device::{LocalSlice, SliceDevice};
+pub(crate) use device::{LocalSlice, SliceChange, SliceDevice, Started};
 pub use io::LocalVolumeIo;
 pub(crate) use layout::label;
 pub use layout::{Extent, VolumeLayout, STRIPE};
