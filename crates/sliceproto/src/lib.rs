@@ -117,6 +117,7 @@
 mod backend;
 mod client;
 mod fence;
+mod sent;
 mod server;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -149,8 +150,9 @@ impl SnapshotPart {
         }
     }
 }
-pub use client::{remote_error, ClientTls, Sent, SliceClient};
+pub use client::{remote_error, ClientTls, SliceClient};
 pub use fence::{EpochFence, EpochStore, Fenced};
+pub use sent::Sent;
 pub use server::{ServerConfig, SliceServer};
 pub use wire::{Op, RemoteError, Status, PROTOCOL_VERSION};
 pub use write_digest::WriteDigests;
