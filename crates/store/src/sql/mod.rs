@@ -123,7 +123,18 @@ impl SqlStore {
             .map(|cache| cache as Arc<dyn db::OnCommit>);
         let mut tx = match &self.db {
             Db::Sqlite { writer, .. } => {
-                Tx::sqlite(writer.begin_with("BEGIN IMMEDIATE").await?, on_commit)
+                // sqlx's begin with a statement of its own awaits once more
+                // after the BEGIN ran and before the transaction exists: a
+                // caller cancelled there (a client gone) would leave the one
+                // writer connection inside a transaction nobody can end,
+                // and every later write refused. Begun in a task of its own,
+                // it always completes; one begun for a caller gone is
+                // dropped there, so rolled back.
+                let writer = writer.clone();
+                let begun = tokio::spawn(async move { writer.begin_with("BEGIN IMMEDIATE").await })
+                    .await
+                    .map_err(|e| crate::StoreError::backend(true, e))?;
+                Tx::sqlite(begun?, on_commit)
             }
             Db::Postgres { pool } => {
                 let mut tx = Tx::postgres(pool.begin().await?, on_commit);

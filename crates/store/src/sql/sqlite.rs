@@ -42,6 +42,7 @@ impl SqlStore {
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
             .min_connections(1)
+            .before_acquire(|conn, _| Box::pin(out_of_transaction(conn)))
             .connect_with(options.clone())
             .await?;
         MIGRATOR.run(&writer).await?;
@@ -95,6 +96,20 @@ impl SqlStore {
     }
 }
 
+/// Whether the writer connection may serve the next caller: not when sqlx
+/// still counts it inside a transaction nobody holds (one whose ROLLBACK
+/// failed after SQLite had already ended it, say), which would refuse every
+/// later `BEGIN`. Such a connection is closed and the pool opens a fresh
+/// one. The ping waits for any rollback a dropped transaction queued.
+async fn out_of_transaction(conn: &mut SqliteConnection) -> Result<bool, sqlx::Error> {
+    conn.ping().await?;
+    if conn.is_in_transaction() {
+        tracing::warn!("the store's writer connection was left inside a transaction; reopened");
+        return Ok(false);
+    }
+    Ok(true)
+}
+
 async fn connect(db: &Path, read_only: bool) -> StoreResult<SqliteConnection> {
     Ok(SqliteConnectOptions::from_str("sqlite://")?
         .filename(db)
@@ -146,6 +161,58 @@ mod tests {
         assert_eq!(policies.len(), 1);
         assert_eq!(copy.user_count().await.unwrap(), 1);
         copy.close().await;
+    }
+
+    /// Polls `write` `polls` times (or until it is done), then drops it: a
+    /// request whose client went away at that point.
+    async fn cancel_after<F: std::future::Future>(write: F, polls: usize) {
+        use std::task::Poll;
+        let mut write = std::pin::pin!(write);
+        for _ in 0..polls {
+            let done =
+                std::future::poll_fn(|cx| Poll::Ready(write.as_mut().poll(cx).is_ready())).await;
+            if done {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_write_cancelled_anywhere_leaves_the_writer_usable() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqlStore::open_sqlite(&dir.path().join("svs.db"))
+            .await
+            .unwrap();
+        for attempt in 0..400 {
+            let user = crate::testing::new_user("t", &format!("c{attempt}@example.com"), true, 1);
+            cancel_after(store.create_user(&user), 1 + attempt % 40).await;
+            // The next write is never refused for a transaction the cancelled
+            // one left open.
+            let next = crate::testing::new_user("t", &format!("n{attempt}@example.com"), true, 1);
+            store.create_user(&next).await.unwrap();
+        }
+        store.close().await;
+    }
+
+    #[tokio::test]
+    async fn a_writer_connection_left_in_a_transaction_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqlStore::open_sqlite(&dir.path().join("svs.db"))
+            .await
+            .unwrap();
+        let Db::Sqlite { writer, .. } = &store.db else {
+            unreachable!("a SQLite store")
+        };
+        // A transaction begun and never ended: its connection goes back to
+        // the pool still inside it.
+        let mut conn = writer.acquire().await.unwrap();
+        std::mem::forget(conn.begin_with("BEGIN IMMEDIATE").await.unwrap());
+        drop(conn);
+        let user = crate::testing::new_user("t", "u@example.com", true, 1);
+        store.create_user(&user).await.unwrap();
+        assert_eq!(store.user_count().await.unwrap(), 1);
+        store.close().await;
     }
 
     #[tokio::test]
