@@ -2,12 +2,18 @@
 //! nodes is sent to every node at once. A node SIGKILLed with 16 writes in
 //! flight loses its copy alone: the writer (qemu-img bench at depth 16)
 //! sees no error and every acknowledged write reads back, from the front
-//! and from the files of the copies left.
+//! and from the files of the copies left. A move, and a rebuild that takes
+//! it over, run under the same writer: the copy they fill takes every
+//! write in order, and both copies end exact.
 
 use crate::harness::attach::{attach, qemu_img, qemu_io, uri};
+use crate::harness::details;
 use crate::harness::front_on_node::*;
+use crate::harness::node_moves::{wait_mid_copy, Front, Moving, MIB};
 use crate::harness::storage_nodes::{copies, eventually, volume_state, MARGIN, TIMEOUT};
 use serde_json::json;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// 4 KiB writes at depth 16 over the first 64 MiB, pattern 0x5e.
@@ -97,5 +103,142 @@ async fn a_node_killed_with_sixteen_writes_in_flight_loses_its_copy_and_no_ackno
                 .all(|&b| b == 0x11),
             "{medium}: bytes past the writer's range changed"
         );
+    }
+}
+
+/// The range the depth-16 writer rewrites pass after pass: inside the
+/// prefill, so the move's copy carries it while the writer changes it.
+const PASS_MIB: u64 = 16;
+
+/// A qemu-img bench writer at depth 16 on its own thread: pass after pass
+/// over the first [`PASS_MIB`] MiB, each pass with a pattern of its own,
+/// until `stop` is set. Joined: the first error, or the passes done (the
+/// last one's pattern is what the range must hold).
+struct PassWriter {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Result<u8, String>>,
+}
+
+fn pattern(pass: u8) -> u8 {
+    0x60 + pass
+}
+
+impl PassWriter {
+    fn start(uri: &str) -> PassWriter {
+        let stop = Arc::new(AtomicBool::new(false));
+        let uri = uri.to_string();
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut passes = 0u8;
+            while !stopped.load(Ordering::SeqCst) && passes < 100 {
+                let count = (PASS_MIB * MIB / 4096).to_string();
+                let pattern = format!("{:#x}", pattern(passes));
+                qemu_img(&[
+                    "bench",
+                    "-f",
+                    "raw",
+                    "-w",
+                    "-t",
+                    "none",
+                    "-d",
+                    "16",
+                    "-s",
+                    "4K",
+                    "-S",
+                    "4K",
+                    "--pattern",
+                    &pattern,
+                    "-c",
+                    &count,
+                    &uri,
+                ])?;
+                passes += 1;
+            }
+            Ok(passes)
+        });
+        PassWriter { stop, thread }
+    }
+
+    /// Stops after the pass running; the pattern the range now holds.
+    fn finish(self, moving: &Moving) -> u8 {
+        self.stop.store(true, Ordering::SeqCst);
+        let passes = self.thread.join().expect("writer thread");
+        let passes = passes.unwrap_or_else(|e| {
+            panic!(
+                "a write was not acknowledged: {e}\n{}\n{}",
+                moving.node_logs(),
+                moving.app.log()
+            )
+        });
+        assert!(passes >= 2, "the writer ran {passes} passes only");
+        let last = pattern(passes - 1);
+        moving.reference.write(0, PASS_MIB * MIB, last);
+        last
+    }
+}
+
+/// A move of a copy under a depth-16 writer, the front on the node that
+/// keeps its copy (the copy runs node to node): the job is Done, and the
+/// volume and both copies' files hold exactly what was acknowledged.
+#[tokio::test]
+async fn a_move_under_a_depth_16_writer_ends_with_both_copies_exact() {
+    move_under_writer(Front::Node).await;
+}
+
+/// The same with the front in `svs serve`.
+#[tokio::test]
+async fn a_move_in_svs_serve_under_a_depth_16_writer_ends_with_both_copies_exact() {
+    move_under_writer(Front::Serve).await;
+}
+
+async fn move_under_writer(front: Front) {
+    let moving = Moving::start(front).await;
+    let writer = PassWriter::start(&moving.uri);
+    let job_id = moving.start_resize().await;
+    wait_mid_copy(&moving.app, &job_id, 20..70).await;
+    assert!(!writer.thread.is_finished(), "the writer stopped mid-move");
+    let job = moving.app.wait_job(&job_id).await;
+    writer.finish(&moving);
+    assert_eq!(job["state"], "Done", "{job}\n{}", moving.app.log());
+    assert_eq!(job["slices"][0]["outcome"], "moved", "{job}");
+    moving.assert_moved().await;
+    if front == Front::Node {
+        moving.assert_front_stayed().await;
+    }
+}
+
+/// The same with the move's source node SIGKILLed mid-copy: the job
+/// rebuilds the copy on the move's target from the front's healthy copy,
+/// still under the writer, which sees no error (nor does it when the
+/// rebuilt copy joins: the front stays open); both copies end exact.
+#[tokio::test]
+async fn a_rebuild_under_a_depth_16_writer_ends_with_both_copies_exact() {
+    rebuild_under_writer(Front::Node).await;
+}
+
+/// The same with the front in `svs serve`.
+#[tokio::test]
+async fn a_rebuild_in_svs_serve_under_a_depth_16_writer_ends_with_both_copies_exact() {
+    rebuild_under_writer(Front::Serve).await;
+}
+
+async fn rebuild_under_writer(front: Front) {
+    let mut moving = Moving::start(front).await;
+    let writer = PassWriter::start(&moving.uri);
+    let job_id = moving.start_resize().await;
+    wait_mid_copy(&moving.app, &job_id, 20..70).await;
+    moving.sn2.kill();
+    let job = moving.app.wait_job(&job_id).await;
+    writer.finish(&moving);
+    assert_eq!(job["state"], "Done", "{job}\n{}", moving.app.log());
+    assert!(
+        details(&job).iter().any(|d| d
+            == "Rebuilt slice c1-k0 on sn3-d0 (lost on sn2-d0) from a healthy copy: \
+                verified chunk by chunk"),
+        "{job}"
+    );
+    moving.assert_resized().await;
+    if front == Front::Node {
+        moving.assert_front_stayed().await;
     }
 }

@@ -39,8 +39,8 @@ pub enum Step {
 /// The steps that take `held` to `wanted`. Closes of volumes no longer
 /// wanted come first; then, per wanted volume in its order: a front not
 /// open (or whose opening failed: tried again) is opened; one open at
-/// another epoch, or over another layout, or with a lost copy back, is
-/// closed and opened again (the open I/O cannot take those back); else its
+/// another epoch, or over another layout, or with a lost copy back on a
+/// medium it still uses, is closed and opened again (the open I/O cannot take those back); else its
 /// node endpoints, size, lost media and exports follow the spec, new and
 /// changed exports attached before removed ones are detached. A volume
 /// listed twice counts once (its first spec).
@@ -65,7 +65,11 @@ pub fn plan(held: &BTreeMap<String, Held>, wanted: &[FrontSpec]) -> Vec<Step> {
             continue;
         }
         let was = &h.spec;
-        let lost_back = was.lostmedia.iter().any(|m| !spec.lostmedia.contains(m));
+        // A lost medium the layout no longer uses (its copy was rebuilt
+        // elsewhere) is not back: the open I/O goes on as it is.
+        let lost_back = was.lostmedia.iter().any(|m| {
+            !spec.lostmedia.contains(m) && spec.media.iter().flatten().any(|used| used == m)
+        });
         if was.epoch != spec.epoch || was.media != spec.media || lost_back {
             steps.push(Step::Close {
                 volume: spec.volume.clone(),
@@ -214,6 +218,23 @@ mod tests {
                 ]
             );
         }
+    }
+
+    #[test]
+    fn a_lost_copy_rebuilt_elsewhere_leaves_the_volume_open() {
+        // Lost on "b", rebuilt on "c" by this front (its live layout, which
+        // the held spec follows, has "c" already): no longer lost, nor used.
+        let mut rebuilt = spec("v1", 3, &[export("e1", "h1")]);
+        rebuilt.media[1][0] = "c".into();
+        let mut was = rebuilt.clone();
+        was.lostmedia = vec!["b".into()];
+        assert_eq!(
+            plan(
+                &held(std::slice::from_ref(&was)),
+                std::slice::from_ref(&rebuilt)
+            ),
+            vec![]
+        );
     }
 
     #[test]
