@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use rustls::pki_types::ServerName;
 
+use crate::outbox::Outbox;
 use crate::sent::Sent;
 use crate::wire::{
     self, protocol_error, Hello, HelloReply, Op, RemoteError, ReplyHeader, RequestHeader, Status,
@@ -179,7 +180,7 @@ enum Conn {
 }
 
 struct TcpConn {
-    writer: Mutex<Sender>,
+    writer: Outbox<Sender>,
     /// Another handle on the socket, to shut it down without the writer
     /// lock (a send may hold that lock, blocked on a hung node).
     socket: TcpStream,
@@ -283,7 +284,7 @@ impl SliceClient {
             .spawn(move || read_replies(receiver, &reader_shared, max_payload))?;
         Ok(SliceClient {
             conn: Conn::Tcp(TcpConn {
-                writer: Mutex::new(sender),
+                writer: Outbox::new(sender),
                 socket: handle,
                 shared,
                 reader: Some(reader),
@@ -800,21 +801,19 @@ impl SliceClient {
                 .insert(id, Slot::Waiting(expect, Arc::new(Condvar::new())));
             id
         };
-        let header = RequestHeader::for_slice(op, id, epoch, args, slice, payload.len());
-        let mut frame =
-            Vec::with_capacity(wire::REQUEST_LEN + 2 * MAX_NAME + payload.len().min(64 * 1024));
-        frame.extend_from_slice(&header.encode());
-        frame.extend_from_slice(slice.medium.as_bytes());
-        frame.extend_from_slice(slice.volume.as_bytes());
-        // Small payloads go in the same write (one segment, one record).
-        let small = payload.len() <= 64 * 1024;
-        if small {
-            frame.extend_from_slice(payload);
-        }
-        let sent = {
-            let mut w = tcp.writer.lock().unwrap_or_else(|e| e.into_inner());
-            w.write_all(&frame)
-                .and_then(|()| if small { Ok(()) } else { w.write_all(payload) })
+        let header = RequestHeader::for_slice(op, id, epoch, args, slice, payload.len()).encode();
+        let names = [
+            &header[..],
+            slice.medium.as_bytes(),
+            slice.volume.as_bytes(),
+        ];
+        // Small payloads go in the same write (one segment, one record),
+        // with whatever other threads queued meanwhile.
+        let sent = if payload.len() <= wire::COPIED_PAYLOAD {
+            tcp.writer
+                .send(&[names[0], names[1], names[2], payload], &[])
+        } else {
+            tcp.writer.send(&names, payload)
         };
         if let Err(e) = sent {
             // A half-written request leaves the stream unusable.

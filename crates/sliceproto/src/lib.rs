@@ -117,6 +117,7 @@
 mod backend;
 mod client;
 mod fence;
+mod outbox;
 mod sent;
 mod server;
 #[cfg(feature = "testing")]

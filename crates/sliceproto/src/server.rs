@@ -22,6 +22,7 @@ use crate::backend::{dispatch, op_failed, Authenticator, FrontControl, Refusal, 
 use crate::client::InProcessServer;
 use crate::fence::EpochFence;
 use crate::fence::EpochStore;
+use crate::outbox::Outbox;
 use crate::wire::{
     self, Hello, HelloReply, Op, RemoteError, ReplyHeader, RequestHeader, Status,
     MAX_PAYLOAD_LIMIT, PROTOCOL_VERSION, REQUEST_LEN,
@@ -384,7 +385,7 @@ fn serve_connection(
     closer.set_read_timeout(None)?;
     closer.set_write_timeout(Some(config.reply_timeout))?;
 
-    let writer = Arc::new(Mutex::new(sender));
+    let writer = Arc::new(Outbox::new(sender));
     let busy = Arc::new(AtomicUsize::new(0));
     let (jobs, job_queue) = sync_channel::<Job>(config.queued_per_connection.max(1));
     let job_queue = Arc::new(Mutex::new(job_queue));
@@ -429,7 +430,7 @@ fn read_requests(
     shared: &Shared,
     receiver: &mut io::BufReader<impl Read>,
     jobs: &std::sync::mpsc::SyncSender<Job>,
-    writer: &Mutex<Sender>,
+    writer: &Outbox<Sender>,
     (buffers, busy): (&BufferPool, &AtomicUsize),
 ) -> io::Result<()> {
     let max_payload = shared.config.max_payload;
@@ -488,7 +489,7 @@ fn read_requests(
 fn work(
     shared: &Shared,
     queue: &Mutex<JobReceiver<Job>>,
-    writer: &Mutex<Sender>,
+    writer: &Outbox<Sender>,
     closer: &TcpStream,
     (buffers, busy): (&BufferPool, &AtomicUsize),
 ) {
@@ -516,7 +517,7 @@ fn work(
 fn answer(
     shared: &Shared,
     job: Job,
-    writer: &Mutex<Sender>,
+    writer: &Outbox<Sender>,
     buffers: &BufferPool,
 ) -> io::Result<()> {
     let id = job.header.id;
@@ -621,7 +622,7 @@ impl InProcessServer for InProcess {
 }
 
 fn send_reply(
-    writer: &Mutex<Sender>,
+    writer: &Outbox<Sender>,
     id: u64,
     status: Status,
     message: &str,
@@ -634,15 +635,10 @@ fn send_reply(
         id,
         payload_len: payload.len() as u32,
     };
-    let mut head = Vec::with_capacity(wire::REPLY_LEN + message.len());
-    head.extend_from_slice(&header.encode());
-    head.extend_from_slice(message.as_bytes());
-    let mut w = writer.lock().unwrap_or_else(|e| e.into_inner());
-    if payload.len() <= 64 * 1024 {
-        // One write (one TLS record, one segment) for small replies.
-        head.extend_from_slice(payload);
-        return w.write_all(&head);
+    let header = header.encode();
+    if payload.len() <= wire::COPIED_PAYLOAD {
+        // One write for small replies, with those other workers queued.
+        return writer.send(&[&header, message.as_bytes(), payload], &[]);
     }
-    w.write_all(&head)?;
-    w.write_all(payload)
+    writer.send(&[&header, message.as_bytes()], payload)
 }

@@ -20,6 +20,11 @@ pub(crate) const MAX_MESSAGE: usize = 4096;
 /// No server may announce a larger payload (what a client accepts).
 pub(crate) const MAX_PAYLOAD_LIMIT: u32 = 64 * 1024 * 1024;
 
+/// The largest payload copied into a message's one write (one segment, one
+/// TLS record, several messages per write: see `outbox`); a larger one is
+/// written from where it is, after its header.
+pub(crate) const COPIED_PAYLOAD: usize = 64 * 1024;
+
 /// What a connection's reader (the node's of requests, the client's of
 /// replies) takes off the socket at once: a request or reply up to this
 /// size (header, names and payload) costs one `read`; a larger payload is

@@ -208,6 +208,52 @@ fn many_threads_keep_many_requests_in_flight_and_replies_come_out_of_order() {
     assert_eq!(c.data_bytes(&s, 0, 16 * MIB).unwrap(), 16 * 50 * 4096);
 }
 
+/// Threads sending at once share the connection's writes (small messages
+/// queued behind a write under way go out together, large payloads from
+/// where they are): every request arrives whole, and every reply.
+#[test]
+fn small_and_large_writes_from_many_threads_at_once_all_land_whole() {
+    let node = node();
+    let c = Arc::new(node.client());
+    let s = slice();
+    c.create_slice(&s, 128 * MIB).unwrap();
+    let threads: Vec<_> = (0..12u64)
+        .map(|t| {
+            let c = Arc::clone(&c);
+            let s = s.clone();
+            std::thread::spawn(move || {
+                for i in 0..40u64 {
+                    // Every fourth write is over what is copied into a write.
+                    let len = if i % 4 == 0 { 192 * 1024 } else { 4096 };
+                    let offset = (t * 40 + i) * 256 * 1024;
+                    let data = vec![(t as u8) << 4 | (i as u8 & 0xf) | 1; len];
+                    c.write(&s, 1, offset, &data).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    for t in 0..12u64 {
+        for i in 0..40u64 {
+            let len = if i % 4 == 0 { 192 * 1024 } else { 4096 };
+            let offset = (t * 40 + i) * 256 * 1024;
+            let mut back = vec![0u8; len + 4096];
+            c.read(&s, offset, &mut back).unwrap();
+            let want = (t as u8) << 4 | (i as u8 & 0xf) | 1;
+            assert!(
+                back[..len].iter().all(|&b| b == want),
+                "thread {t} write {i}"
+            );
+            assert!(
+                back[len..].iter().all(|&b| b == 0),
+                "past thread {t} write {i}"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_stale_epoch_is_refused_and_nothing_applied_and_a_higher_one_raises() {
     let node = node();
