@@ -1,8 +1,8 @@
 //! The blocking client: one connection to one storage node, shared by any
 //! number of threads.
 //!
-//! Each request gets a unique id, is written whole under the writer lock,
-//! and waits for its own reply; one reader thread takes replies off the
+//! Each request gets a unique id, is written whole (with those other
+//! threads queued meanwhile: see `outbox`), and waits for its own reply; one reader thread takes replies off the
 //! socket in whatever order the node sends them and hands each to the
 //! request with its id.
 //!
