@@ -25,6 +25,11 @@ const GROWN: u64 = 3;
 
 pub(crate) const MOVED: &str = "slice c1-k0 from sn2-d0 to sn3-d0";
 
+/// The job's detail once the lost copy being moved was rebuilt on the
+/// move's target instead.
+pub(crate) const REBUILT: &str =
+    "Rebuilt slice c1-k0 on sn3-d0 (lost on sn2-d0) from a healthy copy: verified chunk by chunk";
+
 /// The resize's messages (BRIEF, "The resize rules").
 pub(crate) const MOVEMENT_FOUND: &str = "GetMovementModificationPlan: Found movement plan. Data Movement is enabled. The operation is now being attempted";
 
