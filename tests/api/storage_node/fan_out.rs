@@ -170,7 +170,9 @@ impl PassWriter {
                 moving.app.log()
             )
         });
-        assert!(passes >= 2, "the writer ran {passes} passes only");
+        // At least the pass the move was checked to run beside (a loaded
+        // machine may run no other).
+        assert!(passes >= 1, "the writer ran no pass");
         let last = pattern(passes - 1);
         moving.reference.write(0, PASS_MIB * MIB, last);
         last
@@ -227,6 +229,7 @@ async fn rebuild_under_writer(front: Front) {
     let writer = PassWriter::start(&moving.uri);
     let job_id = moving.start_resize().await;
     wait_mid_copy(&moving.app, &job_id, 20..70).await;
+    assert!(!writer.thread.is_finished(), "the writer stopped mid-move");
     moving.sn2.kill();
     let job = moving.app.wait_job(&job_id).await;
     writer.finish(&moving);
