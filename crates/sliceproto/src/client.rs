@@ -2,9 +2,9 @@
 //! number of threads.
 //!
 //! Each request gets a unique id, is written whole (with those other
-//! threads queued meanwhile: see `outbox`), and waits for its own reply; one reader thread takes replies off the
-//! socket in whatever order the node sends them and hands each to the
-//! request with its id.
+//! threads queued meanwhile: see `outbox`), and waits for its own reply;
+//! one reader thread takes replies off the socket in whatever order the
+//! node sends them and hands each to the request with its id.
 //!
 //! Every request has a time limit (the `timeout` of
 //! [`SliceClient::connect`]). A request not sent or not answered in time

@@ -40,10 +40,10 @@ pub enum Step {
 /// wanted come first; then, per wanted volume in its order: a front not
 /// open (or whose opening failed: tried again) is opened; one open at
 /// another epoch, or over another layout, or with a lost copy back on a
-/// medium it still uses, is closed and opened again (the open I/O cannot take those back); else its
-/// node endpoints, size, lost media and exports follow the spec, new and
-/// changed exports attached before removed ones are detached. A volume
-/// listed twice counts once (its first spec).
+/// medium it still uses, is closed and opened again (the open I/O cannot
+/// take those back); else its node endpoints, size, lost media and exports
+/// follow the spec, new and changed exports attached before removed ones
+/// are detached. A volume listed twice counts once (its first spec).
 pub fn plan(held: &BTreeMap<String, Held>, wanted: &[FrontSpec]) -> Vec<Step> {
     let mut seen = BTreeSet::new();
     let wanted: Vec<&FrontSpec> = wanted
