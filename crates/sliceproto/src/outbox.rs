@@ -96,10 +96,23 @@ mod tests {
     use super::*;
     use std::sync::{Arc, Barrier};
 
+    /// Every write a recorder took, in order.
+    type Writes = Arc<Mutex<Vec<Vec<u8>>>>;
+
     /// A socket that records each write, holding the first one until told.
     struct Recorder {
-        writes: Arc<Mutex<Vec<Vec<u8>>>>,
+        writes: Writes,
         hold_first: Option<Arc<Barrier>>,
+    }
+
+    /// An outbox over a recorder, and the writes it records.
+    fn recorded(hold_first: Option<Arc<Barrier>>) -> (Outbox<Recorder>, Writes) {
+        let writes = Arc::new(Mutex::new(Vec::new()));
+        let recorder = Recorder {
+            writes: Arc::clone(&writes),
+            hold_first,
+        };
+        (Outbox::new(recorder), writes)
     }
 
     impl Write for Recorder {
@@ -118,11 +131,7 @@ mod tests {
 
     #[test]
     fn a_lone_message_is_written_at_once_and_whole() {
-        let writes = Arc::new(Mutex::new(Vec::new()));
-        let outbox = Outbox::new(Recorder {
-            writes: Arc::clone(&writes),
-            hold_first: None,
-        });
+        let (outbox, writes) = recorded(None);
         outbox.send(&[b"head", b"-tail"], &[]).unwrap();
         assert_eq!(*lock(&writes), vec![b"head-tail".to_vec()]);
         outbox.send(&[b"big:"], b"payload").unwrap();
@@ -131,12 +140,9 @@ mod tests {
 
     #[test]
     fn messages_queued_while_the_socket_is_held_go_in_one_write_in_order() {
-        let writes = Arc::new(Mutex::new(Vec::new()));
         let hold = Arc::new(Barrier::new(2));
-        let outbox = Arc::new(Outbox::new(Recorder {
-            writes: Arc::clone(&writes),
-            hold_first: Some(Arc::clone(&hold)),
-        }));
+        let (outbox, writes) = recorded(Some(Arc::clone(&hold)));
+        let outbox = Arc::new(outbox);
         let first = {
             let outbox = Arc::clone(&outbox);
             std::thread::spawn(move || outbox.send(&[b"1"], &[]))
@@ -153,11 +159,7 @@ mod tests {
 
     #[test]
     fn a_large_message_follows_what_was_queued_before_it() {
-        let writes = Arc::new(Mutex::new(Vec::new()));
-        let outbox = Outbox::new(Recorder {
-            writes: Arc::clone(&writes),
-            hold_first: None,
-        });
+        let (outbox, writes) = recorded(None);
         lock(&outbox.queued).extend_from_slice(b"queued;");
         outbox.send(&[b"head;"], b"large").unwrap();
         assert_eq!(lock(&writes).concat(), b"queued;head;large".to_vec());
