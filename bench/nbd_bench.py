@@ -498,9 +498,17 @@ def main():
     # the volumes against svs go their own cost over one copy (quorum-N /
     # nbdkit) and the volume of as many copies against them (nodes-N /
     # quorum-N), matched by the trailing -N.
+    # forward-N: the same mirror served by one process that forwards, as a
+    # front does (bench/nodes.sh): a reference too, beside quorum-N.
     refs = [n for n in mirrored if client_side(servers[n][1])]
-    volumes = [n for n in mirrored if n not in refs]
-    pairs = [(v, q) for q in refs for v in volumes if v.rsplit("-", 1)[-1] == q.rsplit("-", 1)[-1]]
+    forwards = [n for n in mirrored if n.startswith("forward-")]
+    volumes = [n for n in mirrored if n not in refs and n not in forwards]
+
+    def copies(name):
+        return name.rsplit("-", 1)[-1]
+
+    pairs = [(v, q) for q in refs + forwards for v in volumes if copies(v) == copies(q)]
+    pairs += [(f, q) for q in refs for f in forwards if copies(f) == copies(q)]
     if mirrored:
         print("\n== against svs (same figure, medians): issue 21's target is a mirrored")
         print("   volume's random write >= 0.8x a single copy's")
@@ -554,6 +562,12 @@ def main():
             ("qd1-read", "nodes-1", TARGET_REF, 1.2),
             ("qd1-read", "nodes-3", TARGET_REF, 1.2),
         )
+        # Information: svs against the forwarding twin, and that twin's own
+        # cost over the client-side mirror (the hop every front pays).
+        for f in qd1:
+            for a, b in [(v, w) for v, w in pairs if w.startswith("forward-") or v.startswith("forward-")]:
+                if a in usec[f] and b in usec[f]:
+                    print(f"   {LABELS[f]}: {a}/{b} = {usec[f][a] / usec[f][b]:.2f}x (information)")
         for f, a, b, limit in checks:
             if f in usec and a in usec[f] and b in usec[f]:
                 ratio = usec[f][a] / usec[f][b]

@@ -134,7 +134,7 @@ QR3_PID=""
 # would pay it once per copy, copies sent at once once.
 export SLICE_DELAY_US="${BENCH_SLICE_DELAY_US:-}"
 stop_on_exit QNBD_PID NBDKIT_PID SN1_PID SN2_PID SN3_PID QK1_PID QK2_PID QK3_PID \
-    RELAY1_PID RELAY2_PID RELAY3_PID QR1_PID QR2_PID QR3_PID
+    RELAY1_PID RELAY2_PID RELAY3_PID QR1_PID QR2_PID QR3_PID FW2_PID FW3_PID
 
 phase "prerequisites"
 require_tools
@@ -299,10 +299,69 @@ done
 echo "quorum-2: $QUORUM2_URI"
 echo "quorum-3: $QUORUM3_URI"
 
+phase "start the forwarding mirrors: qemu-storage-daemon on 127.0.0.2 over a file of its own and nbdkit on 127.0.0.3(-4)"
+# The off-the-shelf twin of a front on a storage node: one process serving
+# NBD that writes its own copy (a raw file beside it, buffered, threads) and
+# forwards every write to the other copies' servers over NBD (nbdkit, flags
+# as above, on the other nodes' addresses, behind the delay relay when there
+# is one), answering once all have: qemu's quorum driver in
+# qemu-storage-daemon rather than in the client. forward-N / quorum-N is
+# what the extra hop of any forwarding front costs here; nodes-N /
+# forward-N how svs compares with a front built the same way.
+# `forward_mirror COPIES`: FW<COPIES>_PID (the daemon), FW<COPIES>_URI,
+# FW<COPIES>_CHILD_PIDS, and the files appended to FORWARD_FILES.
+FORWARD_FILES=""
+FW2_PID=""
+FW3_PID=""
+# `stop_also PID`: stopped on exit with the others.
+stop_also() {
+    printf -v "EXTRA${#STOP_ON_EXIT[@]}_PID" '%s' "$1"
+    STOP_ON_EXIT+=("EXTRA${#STOP_ON_EXIT[@]}_PID")
+}
+forward_mirror() {
+    local copies="$1" local_file="$WORK/forward-$1-local.raw" children='"own"' blockdevs=() k ip file
+    truncate -s "$VOLUME_BYTES" "$local_file"
+    FORWARD_FILES+=" $local_file"
+    blockdevs+=(--blockdev "driver=file,node-name=own,filename=$local_file,aio=threads,cache.direct=off")
+    local child_pids=""
+    for k in $(seq 2 "$copies"); do
+        ip="127.0.0.$((k + 1))"
+        file="$WORK/forward-$copies-child-$k.raw"
+        truncate -s "$VOLUME_BYTES" "$file"
+        FORWARD_FILES+=" $file"
+        REF_ADDRESS="$ip" start_ref "$WORK/forward-$copies-child-$k.log" "" \
+            nbdkit --threads 16 -f -p PORT -i "$ip" --exit-with-parent file "$file"
+        stop_also "$REF_PID"
+        child_pids+=",$REF_PID"
+        local host="$ip" port="${REF_URI##*:}"
+        port="${port%%/*}"
+        if [[ -n "$SLICE_DELAY_US" ]]; then
+            local relay_port
+            relay_port="$(free_port "$ip")"
+            python3 "$BENCH_DIR/delay_relay.py" "$ip" "$relay_port" "$ip" "$port" "$SLICE_DELAY_US" &
+            stop_also "$!"
+            port="$relay_port"
+        fi
+        blockdevs+=(--blockdev "driver=nbd,node-name=c$k,server.type=inet,server.host=$host,server.port=$port")
+        children+=",\"c$k\""
+    done
+    blockdevs+=(--blockdev "{\"driver\":\"quorum\",\"node-name\":\"mirror\",\"vote-threshold\":1,\"read-pattern\":\"fifo\",\"children\":[$children]}")
+    REF_ADDRESS=127.0.0.2 start_ref "$WORK/forward-$copies.log" /mirror \
+        qemu-storage-daemon "${blockdevs[@]}" \
+        --nbd-server addr.type=inet,addr.host=127.0.0.2,addr.port=PORT \
+        --export type=nbd,id=export,node-name=mirror,name=mirror,writable=on
+    printf -v "FW${copies}_PID" '%s' "$REF_PID"
+    printf -v "FW${copies}_URI" '%s' "$REF_URI"
+    printf -v "FW${copies}_CHILD_PIDS" '%s' "$child_pids"
+    echo "  forward-$copies: $REF_URI (pid $REF_PID; children$child_pids)"
+}
+forward_mirror 2
+forward_mirror 3
+
 # ---- figures ----
 # Every figure reads or writes all devices: more data than memory evicts
 # some of it, and those figures measure the disk.
-data_gib=$(((1 + 1 + 2 + 3 + 2 + NODES) * VOLUME_GIB))
+data_gib=$(((1 + 1 + 2 + 3 + 2 + NODES + 5) * VOLUME_GIB))
 avail_gib=$(($(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo) >> 20))
 if ((data_gib > avail_gib)); then
     echo "WARNING: the devices hold ${data_gib} GiB, MemAvailable is ${avail_gib} GiB: the page cache" \
@@ -319,7 +378,7 @@ for k in $(seq "$NODES"); do
 done
 # A quorum's PIDS: its nbdkit processes, none a fan-out point (the client
 # fans out; nbd_bench.py knows a json: device).
-NBD_BENCH_FILES="$(find "$WORK"/local-d0 "$WORK"/sn-* -name '*.slice' -printf '%p ') $NBDKIT_FILE $QNBD_FILE$QUORUM_FILES" \
+NBD_BENCH_FILES="$(find "$WORK"/local-d0 "$WORK"/sn-* -name '*.slice' -printf '%p ') $NBDKIT_FILE $QNBD_FILE$QUORUM_FILES$FORWARD_FILES" \
     python3 "$BENCH_DIR/nbd_bench.py" "$VOLUME_BYTES" "$ROUNDS" \
     svs "$SERVER_PID,$ALL_SVS" "$URI_LOCAL" \
     nodes-1 "$(front_pid "$URI_1"),$ALL_SVS" "$URI_1" \
@@ -328,7 +387,9 @@ NBD_BENCH_FILES="$(find "$WORK"/local-d0 "$WORK"/sn-* -name '*.slice' -printf '%
     nbdkit "$NBDKIT_PID" "$NBDKIT_URI" \
     qemu-nbd "$QNBD_PID" "$QNBD_URI" \
     quorum-2 "$QK1_PID,$QK2_PID" "$QUORUM2_URI" \
-    quorum-3 "$QK1_PID,$QK2_PID,$QK3_PID" "$QUORUM3_URI"
+    quorum-3 "$QK1_PID,$QK2_PID,$QK3_PID" "$QUORUM3_URI" \
+    forward-2 "$FW2_PID,$FW2_PID$FW2_CHILD_PIDS" "$FW2_URI" \
+    forward-3 "$FW3_PID,$FW3_PID$FW3_CHILD_PIDS" "$FW3_URI"
 
 # nbd_bench.py's compare reads a quorum's first child only (fifo): every
 # child's file must hold what qemu-nbd's does, or the mirror dropped writes.

@@ -46,7 +46,7 @@ pub use throttle::{CopyGate, CopyGrants, MovementBudgets, RateBudget};
 pub use tokio_util::sync::CancellationToken;
 pub use volume::{
     is_front_fenced, CloneFill, Extent, FrontFenced, LocalVolumeIo, SliceCopyKind, SliceMove,
-    VolumeIo, VolumeLayout, STRIPE,
+    VolumeIo, VolumeLayout, WriteDone, STRIPE,
 };
 
 use std::path::{Path, PathBuf};

@@ -301,6 +301,11 @@ impl Exports for ExportRegistry {
     }
 }
 
+/// Takes what a shared slot holds (poisoning ignored: it is one value).
+fn take<T>(slot: &Mutex<Option<T>>) -> Option<T> {
+    slot.lock().unwrap_or_else(|e| e.into_inner()).take()
+}
+
 /// What one NBD connection sees: the volume, possibly read-only.
 struct AttachedVolume {
     io: Arc<dyn VolumeIo>,
@@ -388,6 +393,45 @@ impl BlockDevice for AttachedVolume {
         self.meter
             .record(IoOp::Write, bytes, started.elapsed(), result.is_ok());
         result
+    }
+
+    /// Pipelined where the volume can ([`VolumeIo::start_write`]): counted
+    /// and mapped as `write` is, by the thread that ends it.
+    fn start_write(
+        &self,
+        offset: u64,
+        data: Vec<u8>,
+        done: svs_nbd::WriteDone,
+    ) -> Result<(), (Vec<u8>, svs_nbd::WriteDone)> {
+        if self.readonly || self.io.is_fenced() {
+            return Err((data, done));
+        }
+        let started = Instant::now();
+        let meter = Arc::clone(&self.meter);
+        // Shared with the wrapper: a refused write gives `done` back.
+        let done = Arc::new(Mutex::new(Some(done)));
+        let counted: svs_dataplane::WriteDone = {
+            let done = Arc::clone(&done);
+            Box::new(move |result, data| {
+                let result = Self::unless_fenced(result);
+                meter.record(
+                    IoOp::Write,
+                    data.len() as u64,
+                    started.elapsed(),
+                    result.is_ok(),
+                );
+                if let Some(done) = take(&done) {
+                    done(result, data);
+                }
+            })
+        };
+        Arc::clone(&self.io)
+            .start_write(offset, data, counted)
+            .map_err(|(data, _)| match take(&done) {
+                Some(done) => (data, done),
+                // Cannot be: a refused write never called its wrapper.
+                None => (data, Box::new(|_, _| {}) as svs_nbd::WriteDone),
+            })
     }
 
     fn flush(&self) -> io::Result<()> {

@@ -89,6 +89,10 @@ pub use transmission::{IN_FLIGHT_BYTES, MAX_IN_FLIGHT};
 /// `size`, `read_only`, `shared_flush` and `fast_zeroes` are called on the
 /// async workers (at negotiation and for every request's checks): they must
 /// be cheap and must not block.
+/// What [`BlockDevice::start_write`] calls with a write's outcome and its
+/// buffer.
+pub type WriteDone = Box<dyn FnOnce(std::io::Result<()>, Vec<u8>) + Send>;
+
 pub trait BlockDevice: Send + Sync + 'static {
     /// Size of the device in bytes.
     fn size(&self) -> u64;
@@ -108,6 +112,22 @@ pub trait BlockDevice: Send + Sync + 'static {
     }
     /// Writes `data` at `offset`; with `fua`, returns only once it is durable.
     fn write(&self, offset: u64, data: &[u8], fua: bool) -> std::io::Result<()>;
+    /// Starts a plain (not FUA) write of `data` at `offset` whose outcome
+    /// another thread may deliver: `done` gets it and `data` back, once,
+    /// from whichever thread ends the write (possibly this one, before
+    /// this returns). Called on the async workers, so it must not wait;
+    /// `Err` gives both back, nothing done, when the write would wait to
+    /// start: the server then runs [`BlockDevice::write`] on a blocking
+    /// thread. Default: always `Err`.
+    fn start_write(
+        &self,
+        offset: u64,
+        data: Vec<u8>,
+        done: WriteDone,
+    ) -> Result<(), (Vec<u8>, WriteDone)> {
+        let _ = offset;
+        Err((data, done))
+    }
     /// Makes every completed write durable.
     fn flush(&self) -> std::io::Result<()>;
     /// The client no longer needs these bytes; their content afterwards is

@@ -25,6 +25,12 @@ pub const MAX_IN_FLIGHT: usize = 32;
 /// flight at once; raised to `max_payload` if that is larger, so one request
 /// of the largest size always fits.
 pub const IN_FLIGHT_BYTES: u32 = 64 * 1024 * 1024;
+/// The largest write the server offers the device to start without
+/// waiting ([`BlockDevice::start_write`]): small writes, whose sends fit a
+/// socket's buffers even towards a node that stopped reading, so the
+/// async worker that sends them never waits on the network. Larger ones
+/// run on a blocking thread.
+const STARTED_WRITE_MAX: usize = 64 * 1024;
 /// Zero buffer used for `WRITE_ZEROES` with `NO_HOLE`.
 const ZERO_CHUNK: usize = 256 * 1024;
 /// Payload buffers one connection keeps for its next requests (see
@@ -722,6 +728,53 @@ impl Transmission {
                 }
                 continue;
             }
+            // A small plain write the device can start without waiting: its
+            // reply is sent by whichever thread ends it (see
+            // `BlockDevice::start_write`), no blocking thread in between.
+            let mut permits = Some(permits);
+            if let Op::Write { offset, fua: false } = op {
+                if self.inline_max > 0 && payload.len() <= STARTED_WRITE_MAX {
+                    let reply = LateReply {
+                        tx: tx.clone(),
+                        handle,
+                        op,
+                        buffers: Arc::clone(&budget.buffers),
+                        permits: permits.take(),
+                    };
+                    let done: crate::WriteDone =
+                        Box::new(move |result, payload| reply.send(result, payload));
+                    let payload = std::mem::take(&mut payload);
+                    let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        device.start_write(offset, payload, done)
+                    }));
+                    match started {
+                        // Started, or panicked (its reply, EIO, went when
+                        // `done` was dropped).
+                        Ok(Ok(())) | Err(_) => continue,
+                        Ok(Err((refused, done))) => {
+                            let device = Arc::clone(device);
+                            let closed = self.closed.clone();
+                            let abandoned = abandoned.clone();
+                            let span = tracing::Span::current();
+                            tasks.spawn_blocking(move || {
+                                let _entered = span.enter();
+                                let result = if closed.is_cancelled() {
+                                    Err(io::Error::other("export closed"))
+                                } else if abandoned.is_cancelled() {
+                                    Err(io::Error::other("connection gone"))
+                                } else {
+                                    device.write(offset, &refused, false)
+                                };
+                                done(result, refused);
+                            });
+                            continue;
+                        }
+                    }
+                }
+            }
+            let Some(permits) = permits else {
+                continue;
+            };
             let device = Arc::clone(device);
             let buffers = Arc::clone(&budget.buffers);
             let closed = self.closed.clone();
@@ -753,6 +806,49 @@ impl Transmission {
                 });
             });
         }
+    }
+}
+
+/// The reply of a write another thread ends ([`BlockDevice::start_write`]):
+/// sent once, by `send`, or as EIO if it is dropped unsent (the device
+/// panicked, or lost the write), so that no request goes unanswered.
+struct LateReply {
+    tx: mpsc::Sender<Reply>,
+    handle: u64,
+    op: Op,
+    buffers: Arc<BufferPool>,
+    /// Taken when the reply is sent.
+    permits: Option<Permits>,
+}
+
+impl LateReply {
+    fn send(mut self, result: io::Result<()>, payload: Vec<u8>) {
+        self.buffers.give(payload);
+        self.reply(result.map(|()| Body::Done).map_err(Failure::from));
+    }
+
+    fn reply(&mut self, outcome: Result<Body, Failure>) {
+        let Some(permits) = self.permits.take() else {
+            return;
+        };
+        let reply = Reply {
+            handle: self.handle,
+            structured: false,
+            body: answer(self.handle, self.op, Ok(outcome)),
+            _permits: permits,
+        };
+        // Never full: the channel holds as many replies as the connection
+        // has requests in flight (each holds a permit until written).
+        // Closed: the connection is gone, nobody waits for the reply.
+        let _ = self.tx.try_send(reply);
+    }
+}
+
+impl Drop for LateReply {
+    fn drop(&mut self) {
+        self.reply(Err(
+            io::Error::other("the write was dropped unanswered").into()
+        ));
     }
 }
 

@@ -19,9 +19,10 @@
 //! (see [`remote_error`]): that is how a caller tells a failure of the
 //! slice from one of the connection.
 
-use std::collections::HashMap;
-use std::io::{self, Read, Write};
+use std::collections::{BTreeMap, HashMap};
+use std::io::{self, BufRead, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -119,11 +120,48 @@ pub(crate) enum Expect {
     Any,
 }
 
+/// Runs a callback once every reply it was registered for is in (see
+/// [`SliceClient::call_on_replies`]): a front writing several copies is
+/// answered by the thread that reads the last reply, with no thread of its
+/// own waiting. The callback runs on that reader thread (or in
+/// [`Replies::arm`] when every reply was in before): it must not wait for
+/// another reply of a connection.
+pub struct Replies {
+    /// Replies still to come, plus one until [`Replies::arm`].
+    remaining: AtomicUsize,
+    done: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+impl Replies {
+    pub fn new(done: impl FnOnce() + Send + 'static) -> Arc<Replies> {
+        Arc::new(Replies {
+            remaining: AtomicUsize::new(1),
+            done: Mutex::new(Some(Box::new(done))),
+        })
+    }
+
+    /// Every registration is made: the last reply runs the callback from
+    /// now on, or this call does when none is left to come.
+    pub fn arm(&self) {
+        self.one_in();
+    }
+
+    fn one_in(&self) {
+        if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let done = self.done.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(done) = done {
+                done();
+            }
+        }
+    }
+}
+
 /// The state of one request in flight.
 enum Slot {
     /// Waiting for its reply, woken by its own condition variable (with
-    /// the pending map's lock): a reply wakes one caller, not all.
-    Waiting(Expect, Arc<Condvar>),
+    /// the pending map's lock): a reply wakes one caller, not all; and
+    /// counted in by the [`Replies`] registered for it, if any.
+    Waiting(Expect, Arc<Condvar>, Option<Arc<Replies>>),
     /// Nobody waits (a hint): the reply is dropped.
     Ignored,
     Done(Result<Vec<u8>, RemoteError>),
@@ -132,6 +170,10 @@ enum Slot {
 struct Pending {
     next_id: u64,
     slots: HashMap<u64, Slot>,
+    /// The deadlines of the requests a [`Replies`] waits for (nobody else
+    /// watches them): the reader breaks the connection when the first
+    /// passes (ids grow with time, so the first is the earliest).
+    called: BTreeMap<u64, Instant>,
     /// Set once the connection is unusable: the kind of error and why.
     broken: Option<(io::ErrorKind, String)>,
 }
@@ -152,11 +194,27 @@ impl Shared {
         if p.broken.is_none() {
             p.broken = Some((kind, why));
         }
-        for slot in p.slots.values() {
-            if let Slot::Waiting(_, wake) = slot {
+        let mut calls = Vec::new();
+        for slot in p.slots.values_mut() {
+            if let Slot::Waiting(_, wake, call) = slot {
                 wake.notify_all();
+                calls.extend(call.take());
             }
         }
+        p.called.clear();
+        drop(p);
+        // Their requests fail now: collecting them finds the connection broken.
+        for call in calls {
+            call.one_in();
+        }
+    }
+
+    /// Whether a request a [`Replies`] waits for is past its deadline.
+    fn overdue(&self) -> bool {
+        self.lock()
+            .called
+            .first_key_value()
+            .is_some_and(|(_, deadline)| *deadline <= Instant::now())
     }
 
     fn broken_error(&self, kind: io::ErrorKind, why: &str) -> io::Error {
@@ -266,13 +324,15 @@ impl SliceClient {
                 reply.max_payload
             )));
         }
-        // The reader waits for replies as long as it takes; deadlines are
-        // kept by the requests.
-        handle.set_read_timeout(None)?;
+        // The reader wakes at least once a timeout to check the deadlines
+        // of requests nobody waits in (see `Replies`); the others keep
+        // their own.
+        handle.set_read_timeout(Some(timeout))?;
         let shared = Arc::new(Shared {
             pending: Mutex::new(Pending {
                 next_id: 1,
                 slots: HashMap::new(),
+                called: BTreeMap::new(),
                 broken: None,
             }),
             peer: addr,
@@ -445,6 +505,29 @@ impl SliceClient {
             }
         }
         failed.map_or(Ok(()), Err)
+    }
+
+    /// Counts `sent`'s replies into `replies`: its callback waits for them
+    /// too. Requests answered already (or run in process) are not waited
+    /// for; nor, once the connection broke, any (collecting them fails at
+    /// once). A request still unanswered at its deadline breaks the
+    /// connection, as one a caller waits for does. Collect `sent` (which
+    /// then does not wait) once the callback ran.
+    pub fn call_on_replies(&self, sent: &Sent, replies: &Arc<Replies>) {
+        let Conn::Tcp(tcp) = &self.conn else {
+            return;
+        };
+        let mut p = tcp.shared.lock();
+        if p.broken.is_some() {
+            return;
+        }
+        for id in sent.ids.iter() {
+            if let Some(Slot::Waiting(_, _, call @ None)) = p.slots.get_mut(&id) {
+                replies.remaining.fetch_add(1, Ordering::AcqRel);
+                *call = Some(Arc::clone(replies));
+                p.called.insert(id, sent.deadline);
+            }
+        }
     }
 
     pub fn sync(&self, slice: &SliceName, epoch: u64) -> io::Result<()> {
@@ -798,7 +881,7 @@ impl SliceClient {
             let id = p.next_id;
             p.next_id += 1;
             p.slots
-                .insert(id, Slot::Waiting(expect, Arc::new(Condvar::new())));
+                .insert(id, Slot::Waiting(expect, Arc::new(Condvar::new()), None));
             id
         };
         let header = RequestHeader::for_slice(op, id, epoch, args, slice, payload.len()).encode();
@@ -844,7 +927,7 @@ impl SliceClient {
         let tcp = self.tcp()?;
         let mut p = tcp.shared.lock();
         let wake = match p.slots.get(&id) {
-            Some(Slot::Waiting(_, wake)) => Some(Arc::clone(wake)),
+            Some(Slot::Waiting(_, wake, _)) => Some(Arc::clone(wake)),
             _ => None,
         };
         loop {
@@ -906,8 +989,44 @@ fn read_replies(stream: Receiver, shared: &Shared, max_payload: u32) {
     // Buffered: a reply (header, message, payload) is one read.
     let mut stream = io::BufReader::with_capacity(wire::READ_BUFFER, stream);
     let (kind, why) = loop {
+        // Between replies: a read timing out here only checks deadlines.
+        match stream.fill_buf() {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                if shared.overdue() {
+                    break (
+                        io::ErrorKind::TimedOut,
+                        "a request got no reply in time".to_string(),
+                    );
+                }
+                continue;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            _ => {}
+        }
         match read_reply(&mut stream, shared, max_payload) {
+            Ok(()) if shared.overdue() => {
+                break (
+                    io::ErrorKind::TimedOut,
+                    "a request got no reply in time".to_string(),
+                )
+            }
             Ok(()) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                break (
+                    io::ErrorKind::TimedOut,
+                    format!("a reply stopped half way: {e}"),
+                )
+            }
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
                 break (
                     io::ErrorKind::BrokenPipe,
@@ -931,7 +1050,7 @@ fn read_reply(stream: &mut impl Read, shared: &Shared, max_payload: u32) -> io::
     let status = Status::from_code(header.status);
     let len = header.payload_len as usize;
     let (expect, wake) = match shared.lock().slots.get(&header.id) {
-        Some(Slot::Waiting(expect, wake)) => (Some(*expect), Some(Arc::clone(wake))),
+        Some(Slot::Waiting(expect, wake, _)) => (Some(*expect), Some(Arc::clone(wake))),
         Some(Slot::Ignored) => (None, None),
         _ => {
             return Err(protocol_error(format!(
@@ -964,10 +1083,19 @@ fn read_reply(stream: &mut impl Read, shared: &Shared, max_payload: u32) -> io::
             message: String::from_utf8_lossy(&message).into_owned(),
         }),
     };
-    p.slots.insert(header.id, Slot::Done(result));
+    let call = match p.slots.insert(header.id, Slot::Done(result)) {
+        Some(Slot::Waiting(_, _, call)) => call,
+        _ => None,
+    };
+    if call.is_some() {
+        p.called.remove(&header.id);
+    }
     drop(p);
     if let Some(wake) = wake {
         wake.notify_all();
+    }
+    if let Some(call) = call {
+        call.one_in();
     }
     Ok(())
 }

@@ -151,7 +151,7 @@ impl SnapshotPart {
         }
     }
 }
-pub use client::{remote_error, ClientTls, SliceClient};
+pub use client::{remote_error, ClientTls, Replies, SliceClient};
 pub use fence::{EpochFence, EpochStore, Fenced};
 pub use sent::Sent;
 pub use server::{ServerConfig, SliceServer};

@@ -91,6 +91,12 @@ impl NodeLink {
             .is_some()
     }
 
+    /// Whether a call gets its connection without waiting: in process, or
+    /// a connection open and not broken.
+    pub(super) fn is_connected(&self) -> bool {
+        self.is_in_process() || self.state().client.as_ref().is_some_and(|c| !c.is_broken())
+    }
+
     /// Calls go to `client`, this process's own slice server, from now on.
     pub(super) fn set_in_process(&self, client: Arc<SliceClient>) {
         *self

@@ -732,4 +732,6 @@ fn not_here(medium: &str, key: &SliceKey) -> DataPlaneError {
 }
 
 #[cfg(test)]
+mod pipelined_tests;
+#[cfg(test)]
 mod tests;

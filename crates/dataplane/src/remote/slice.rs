@@ -253,6 +253,11 @@ impl SliceDevice for RemoteSlice {
         self.link.is_in_process()
     }
 
+    /// Known to have no snapshots (no save before a write) and connected.
+    fn starts_at_once(&self) -> bool {
+        self.snapshots.load(Ordering::Acquire) == SNAPSHOTS_NONE && self.link.is_connected()
+    }
+
     /// Sent, not waited for: the front sends a write to every copy's node
     /// before it waits for any reply.
     fn start(&self, change: SliceChange<'_>) -> Started {

@@ -11,17 +11,17 @@ use std::time::Instant;
 use svs_sliceproto::testing::{MemBackend, MemEpochs, OneCredential};
 use svs_sliceproto::{ServerConfig, SliceBackend, SliceName, SliceServer};
 
-const CREDENTIAL: &str = "node-secret";
-const MIB: u64 = 1 << 20;
+pub(super) const CREDENTIAL: &str = "node-secret";
+pub(super) const MIB: u64 = 1 << 20;
 /// Short, so a stalled node is given up on quickly.
-const TIMEOUT: Duration = Duration::from_millis(400);
-const VOLUME: &str = "v1";
-const SIZE: u64 = 4 * MIB;
+pub(super) const TIMEOUT: Duration = Duration::from_millis(400);
+pub(super) const VOLUME: &str = "v1";
+pub(super) const SIZE: u64 = 4 * MIB;
 
 /// A storage node: a slice server over in-memory slices. Dropping it lets
 /// a stalled backend go and stops the server.
-struct TestNode {
-    backend: Arc<MemBackend>,
+pub(super) struct TestNode {
+    pub(super) backend: Arc<MemBackend>,
     server: Option<SliceServer>,
 }
 
@@ -74,7 +74,7 @@ impl TestNode {
         }
     }
 
-    fn bytes(&self, medium: &str, copy: u32) -> Vec<u8> {
+    pub(super) fn bytes(&self, medium: &str, copy: u32) -> Vec<u8> {
         self.backend
             .bytes(&SliceName::new(medium, VOLUME, copy, 0))
             .expect("slice on the node")
@@ -89,13 +89,13 @@ impl Drop for TestNode {
 
 /// Local media `m0`, `m1` in a temporary directory, in a cluster data
 /// plane, and what its failure listener heard.
-struct Setup {
+pub(super) struct Setup {
     _dir: tempfile::TempDir,
-    media: ClusterMedia,
-    heard: Arc<Mutex<Vec<CopyFailure>>>,
+    pub(super) media: ClusterMedia,
+    pub(super) heard: Arc<Mutex<Vec<CopyFailure>>>,
 }
 
-fn setup() -> Setup {
+pub(super) fn setup() -> Setup {
     let dir = tempfile::tempdir().expect("temp dir");
     let local = LocalMedia::new(["m0", "m1"].map(|m| (m.to_string(), dir.path().join(m))));
     let media = ClusterMedia::new(local, TIMEOUT);
@@ -118,7 +118,7 @@ fn setup() -> Setup {
 }
 
 /// A node started as `node` serving medium `medium` to the setup's front.
-fn node_medium(s: &Setup, medium: &str, node: &str) -> TestNode {
+pub(super) fn node_medium(s: &Setup, medium: &str, node: &str) -> TestNode {
     let started = TestNode::start();
     s.media
         .add_node_medium(medium, started.endpoint(node))
@@ -127,7 +127,7 @@ fn node_medium(s: &Setup, medium: &str, node: &str) -> TestNode {
 }
 
 /// A node for each medium of `media`, named node-0, node-1, ...
-fn node_media(s: &Setup, media: &[&str]) -> Vec<TestNode> {
+pub(super) fn node_media(s: &Setup, media: &[&str]) -> Vec<TestNode> {
     media
         .iter()
         .enumerate()
@@ -135,7 +135,7 @@ fn node_media(s: &Setup, media: &[&str]) -> Vec<TestNode> {
         .collect()
 }
 
-fn key(copy: u32) -> SliceKey {
+pub(super) fn key(copy: u32) -> SliceKey {
     SliceKey {
         volume_id: VOLUME.into(),
         copy,
@@ -144,7 +144,7 @@ fn key(copy: u32) -> SliceKey {
 }
 
 /// One column, a copy on each medium of `media`, opened with `epoch`.
-fn layout(media: &[&str], epoch: u64) -> VolumeLayout {
+pub(super) fn layout(media: &[&str], epoch: u64) -> VolumeLayout {
     VolumeLayout {
         volume_id: VOLUME.into(),
         size: SIZE,
@@ -154,7 +154,7 @@ fn layout(media: &[&str], epoch: u64) -> VolumeLayout {
 }
 
 /// Creates the slices of `layout` and opens it.
-fn open(s: &Setup, layout: &VolumeLayout) -> Arc<dyn VolumeIo> {
+pub(super) fn open(s: &Setup, layout: &VolumeLayout) -> Arc<dyn VolumeIo> {
     for (copy, row) in layout.media.iter().enumerate() {
         s.media
             .create_slice(&row[0], &key(copy as u32), SIZE)
@@ -163,7 +163,7 @@ fn open(s: &Setup, layout: &VolumeLayout) -> Arc<dyn VolumeIo> {
     s.media.open_volume(layout).expect("open")
 }
 
-fn local_bytes(s: &Setup, medium: &str, copy: u32) -> Vec<u8> {
+pub(super) fn local_bytes(s: &Setup, medium: &str, copy: u32) -> Vec<u8> {
     let path = s
         .media
         .local()
@@ -173,19 +173,19 @@ fn local_bytes(s: &Setup, medium: &str, copy: u32) -> Vec<u8> {
 }
 
 /// `len` bytes of a pattern given by `seed`.
-fn pattern(seed: u8, len: usize) -> Vec<u8> {
+pub(super) fn pattern(seed: u8, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| seed.wrapping_add((i / 4096) as u8).wrapping_mul(31) | 1)
         .collect()
 }
 
 /// Writes `data` at `offset` to the volume and to `model`.
-fn write(io: &dyn VolumeIo, model: &mut [u8], offset: u64, data: &[u8]) {
+pub(super) fn write(io: &dyn VolumeIo, model: &mut [u8], offset: u64, data: &[u8]) {
     io.write(offset, data, false).expect("write");
     model[offset as usize..offset as usize + data.len()].copy_from_slice(data);
 }
 
-fn read_all(io: &dyn VolumeIo) -> Vec<u8> {
+pub(super) fn read_all(io: &dyn VolumeIo) -> Vec<u8> {
     let mut buf = vec![0u8; SIZE as usize];
     io.read(0, &mut buf).expect("read");
     buf

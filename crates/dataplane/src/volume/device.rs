@@ -135,6 +135,14 @@ pub(crate) trait SliceDevice: Send + Sync {
         true
     }
 
+    /// Whether [`SliceDevice::prepare_write`] and [`SliceDevice::start`] of
+    /// a write return without waiting (no round trip to learn about
+    /// snapshots, no connection to open), so a pipelined write may run
+    /// them on an async worker. A file of this host: yes (page cache).
+    fn starts_at_once(&self) -> bool {
+        true
+    }
+
     /// Starts `change`; [`SliceDevice::finish`] waits for it. A slice on a
     /// storage node sends it and returns at once, so that a write to several
     /// copies waits for one round trip, not one per copy; a file of this

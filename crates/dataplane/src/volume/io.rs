@@ -1,16 +1,19 @@
 //! The front end of an open volume: stripes over columns, copies, the
 //! barrier, degraded reads and writes.
 
+use super::gate::{Gate, Passing, Paused};
 use super::hooks::{CopiesMode, SliceHooks, VolumeHooks};
 use super::layout::{label, push_extent, segments, Extent, Segment, VolumeLayout, STRIPE};
 use super::media::{Front, SliceMedia};
 use super::slice::{Live, SliceIo, SliceState, WrittenChunks};
-use super::{eio, is_media_failure, SliceChange, SliceCopyKind, SliceMove, Started, VolumeIo};
+use super::{
+    eio, is_media_failure, SliceChange, SliceCopyKind, SliceMove, Started, VolumeIo, WriteDone,
+};
 use crate::loss_record::{NotRecorded, REFUSED};
 use crate::{DataPlaneError, SliceKey};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockWriteGuard, TryLockError};
 use std::time::Instant;
 
 /// Time between two checks by reads that a slice's file is still on its
@@ -30,8 +33,9 @@ pub struct LocalVolumeIo {
     pub(super) slices: Vec<Vec<SliceIo>>,
     /// `written[column]`: what was written since the volume was opened.
     pub(super) written: Vec<WrittenChunks>,
-    /// Held shared by every request, exclusively by snapshot and rollback.
-    pub(super) barrier: RwLock<()>,
+    /// Passed by every write-like request, paused by snapshot, rollback
+    /// and a move's switch.
+    pub(super) barrier: Arc<Gate>,
     /// Taken shared to begin a live move or rebuild; snapshot creation,
     /// deletion and rollback take it exclusively and are refused while
     /// `active_copies` is not zero (they would change the files being
@@ -51,6 +55,24 @@ pub struct LocalVolumeIo {
 pub(super) enum Change<'a> {
     Write(&'a [u8]),
     Discard,
+}
+
+/// A segment's change started on its copies ([`LocalVolumeIo::start_segment`]).
+pub(super) struct SegmentInFlight {
+    /// Sent to copies on other nodes: (copy, device, request).
+    pub(super) far: Vec<(usize, Live, Started)>,
+    /// Copies that took it so far.
+    pub(super) took: usize,
+    pub(super) failed: Option<io::Error>,
+}
+
+impl SegmentInFlight {
+    pub(super) fn tally(&mut self, outcome: io::Result<bool>) {
+        match outcome {
+            Ok(took_it) => self.took += usize::from(took_it),
+            Err(e) => self.failed = self.failed.take().or(Some(e)),
+        }
+    }
 }
 
 impl LocalVolumeIo {
@@ -114,7 +136,7 @@ impl LocalVolumeIo {
             written: (0..columns)
                 .map(|_| WrittenChunks::new(column_bytes))
                 .collect(),
-            barrier: RwLock::new(()),
+            barrier: Arc::default(),
             copies: RwLock::new(()),
             active_copies: AtomicUsize::new(0),
             opened: Instant::now(),
@@ -130,16 +152,12 @@ impl LocalVolumeIo {
         Ok(())
     }
 
-    pub(super) fn pause(&self) -> io::Result<RwLockWriteGuard<'_, ()>> {
-        self.barrier
-            .write()
-            .map_err(|_| io::Error::other("barrier poisoned"))
+    pub(super) fn pause(&self) -> io::Result<Paused<'_>> {
+        Ok(self.barrier.pause())
     }
 
-    pub(super) fn pass(&self) -> io::Result<RwLockReadGuard<'_, ()>> {
-        self.barrier
-            .read()
-            .map_err(|_| io::Error::other("barrier poisoned"))
+    pub(super) fn pass(&self) -> io::Result<Passing> {
+        Ok(self.barrier.pass())
     }
 
     /// Excludes live copies for a snapshot operation, or refuses it.
@@ -342,187 +360,228 @@ impl LocalVolumeIo {
     ) -> io::Result<()> {
         self.not_fenced()?;
         let _barrier = self.pass()?;
+        let segs = self.segments_to_change(offset, len)?;
+        for seg in segs {
+            let flight = self.start_segment(&seg, fua, change)?;
+            let (took, failed) = self.finish_far(&seg, flight, fua);
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            self.hooks.between_copies_and_mirrors();
+            self.change_targets(&seg, fua, change)?;
+            if took == 0 {
+                return Err(eio());
+            }
+        }
+        Ok(())
+    }
+
+    /// The stripe segments of a change; EIO when a column it touches has no
+    /// healthy copy (before any copy is written).
+    pub(super) fn segments_to_change(&self, offset: u64, len: usize) -> io::Result<Vec<Segment>> {
         let segs = segments(self.slices.len(), offset, len);
-        // A column without a healthy copy fails the request before any
-        // copy is written.
         if segs
             .iter()
             .any(|seg| !self.slices[seg.column].iter().any(SliceIo::usable))
         {
             return Err(eio());
         }
-        for seg in segs {
-            let column = &self.slices[seg.column];
-            let seg_len = seg.len as u64;
-            // Before any copy is written: a copy that misses this write's
-            // mirror (it starts mirroring later) finds it here.
-            self.written[seg.column].mark(seg.slice_offset, seg_len);
-            // Every copy saves what its snapshots need before any copy is
-            // written: a save that fails (ENOSPC) leaves all copies as they were.
-            for slice in column {
-                if slice.is_lost() && !slice.copying.load(Ordering::Acquire) {
-                    continue;
-                }
-                let state = slice.read_state()?;
-                // A switched move's old place too: it must take every
-                // acknowledged write (see `Retiring`), so its failure fails
-                // the request rather than losing the slice.
-                if let Some((_, old)) = state.mirrored_retiring() {
-                    old.prepare_write(seg.slice_offset, seg_len)?;
-                }
-                let Some(live) = slice.healthy(&state) else {
-                    continue;
-                };
-                if let Err(e) = slice
-                    .fault()
-                    .and_then(|()| live.prepare_write(seg.slice_offset, seg_len))
-                {
-                    if !is_media_failure(&e) {
-                        return Err(e);
-                    }
-                    self.lose(slice, &state.medium, &e);
-                }
+        Ok(segs)
+    }
+
+    /// Starts a change of one segment on every copy of its column: marks
+    /// it written, saves what snapshots need, sends it to the copies on
+    /// other nodes and writes this process's own. An error before anything
+    /// was sent fails at once; one after is in the result (what was sent
+    /// is still collected).
+    pub(super) fn start_segment(
+        &self,
+        seg: &Segment,
+        fua: bool,
+        change: Change<'_>,
+    ) -> io::Result<SegmentInFlight> {
+        let column = &self.slices[seg.column];
+        let seg_len = seg.len as u64;
+        // Before any copy is written: a copy that misses this write's
+        // mirror (it starts mirroring later) finds it here.
+        self.written[seg.column].mark(seg.slice_offset, seg_len);
+        // Every copy saves what its snapshots need before any copy is
+        // written: a save that fails (ENOSPC) leaves all copies as they were.
+        for slice in column {
+            if slice.is_lost() && !slice.copying.load(Ordering::Acquire) {
+                continue;
             }
-            let slice_change = match change {
-                Change::Write(data) => SliceChange::Write(
-                    &data[seg.buf_offset..seg.buf_offset + seg.len],
-                    seg.slice_offset,
-                ),
-                Change::Discard => SliceChange::Discard(seg.slice_offset, seg_len),
+            let state = slice.read_state()?;
+            // A switched move's old place too: it must take every
+            // acknowledged write (see `Retiring`), so its failure fails
+            // the request rather than losing the slice.
+            if let Some((_, old)) = state.mirrored_retiring() {
+                old.prepare_write(seg.slice_offset, seg_len)?;
+            }
+            let Some(live) = slice.healthy(&state) else {
+                continue;
             };
-            // Copies on other nodes first: sent to every node at once, their
-            // replies waited for after this process's own copies are written,
-            // so the request pays one round trip however many copies it has.
-            let mut far: Vec<(&SliceIo, Live, Started)> = Vec::new();
-            for slice in column {
-                if slice.is_lost() {
-                    continue;
+            if let Err(e) = slice
+                .fault()
+                .and_then(|()| live.prepare_write(seg.slice_offset, seg_len))
+            {
+                if !is_media_failure(&e) {
+                    return Err(e);
                 }
-                let state = match slice.read_state() {
-                    Ok(state) => state,
-                    Err(e) => {
-                        // What was sent is still waited for.
-                        for (_, live, started) in far {
-                            let _ = live.finish(started);
-                        }
-                        return Err(e);
-                    }
-                };
-                let Some(live) = slice.healthy(&state).filter(|live| !live.is_near()) else {
-                    continue;
-                };
-                let started = match slice.fault() {
-                    Ok(()) => live.start(slice_change),
-                    Err(e) => Started::Done(Err(e)),
-                };
-                far.push((slice, Arc::clone(live), started));
+                self.lose(slice, &state.medium, &e);
             }
-            // Each near copy's write, made durable for FUA. A sync is worth a
-            // thread: the copies' syncs then overlap (see
-            // docs/architecture.md); a page-cache write is not.
-            let write_copy = |slice: &SliceIo| -> io::Result<bool> {
-                if slice.is_lost() {
-                    return Ok(false);
+        }
+        let slice_change = match change {
+            Change::Write(data) => SliceChange::Write(
+                &data[seg.buf_offset..seg.buf_offset + seg.len],
+                seg.slice_offset,
+            ),
+            Change::Discard => SliceChange::Discard(seg.slice_offset, seg_len),
+        };
+        let mut flight = SegmentInFlight {
+            far: Vec::new(),
+            took: 0,
+            failed: None,
+        };
+        // Copies on other nodes first: sent to every node at once, their
+        // replies waited for after this process's own copies are written,
+        // so the request pays one round trip however many copies it has.
+        for (copy, slice) in column.iter().enumerate() {
+            if slice.is_lost() {
+                continue;
+            }
+            let state = match slice.read_state() {
+                Ok(state) => state,
+                Err(e) => {
+                    // What was sent is still waited for.
+                    flight.failed = Some(e);
+                    return Ok(flight);
                 }
-                let state = slice.read_state()?;
-                let Some(live) = slice.healthy(&state).filter(|live| live.is_near()) else {
-                    return Ok(false);
-                };
-                let done = slice
-                    .fault()
-                    .and_then(|()| live.finish(live.start(slice_change)))
-                    .and_then(|()| if fua { live.sync() } else { Ok(()) });
-                self.took_change(slice, &state.medium, fua, done)
             };
-            let parallel = match self.hooks.copies_mode() {
-                CopiesMode::Serial => false,
-                CopiesMode::ParallelSyncs => fua,
-                CopiesMode::ParallelAll => true,
+            let Some(live) = slice.healthy(&state).filter(|live| !live.is_near()) else {
+                continue;
             };
-            // Every copy sent is waited for, also after a failure: no reply
-            // is left behind, and no copy is left unaccounted for.
-            let (mut took, mut failed) = (0usize, None);
-            let mut tally = |outcome: io::Result<bool>| match outcome {
-                Ok(took_it) => took += usize::from(took_it),
-                Err(e) => failed = failed.take().or(Some(e)),
+            let started = match slice.fault() {
+                Ok(()) => live.start(slice_change),
+                Err(e) => Started::Done(Err(e)),
             };
-            if parallel && far.is_empty() {
-                run_each(column, write_copy)
-                    .into_iter()
-                    .for_each(&mut tally);
-            } else {
-                column.iter().map(write_copy).for_each(&mut tally);
+            flight.far.push((copy, Arc::clone(live), started));
+        }
+        // Each near copy's write, made durable for FUA. A sync is worth a
+        // thread: the copies' syncs then overlap (see
+        // docs/architecture.md); a page-cache write is not.
+        let write_copy = |slice: &SliceIo| -> io::Result<bool> {
+            if slice.is_lost() {
+                return Ok(false);
             }
-            // A FUA write is made durable on the far copies by a sync sent
-            // to each once its write is in (a node runs a connection's
-            // requests at once, in no set order).
-            let mut written = Vec::new();
-            for (slice, live, started) in far {
-                match live.finish(started) {
-                    Ok(()) if fua => {
-                        let sync = live.start(SliceChange::Sync);
-                        written.push((slice, live, sync));
-                    }
-                    done => tally(self.took_far_change(slice, fua, done)),
+            let state = slice.read_state()?;
+            let Some(live) = slice.healthy(&state).filter(|live| live.is_near()) else {
+                return Ok(false);
+            };
+            let done = slice
+                .fault()
+                .and_then(|()| live.finish(live.start(slice_change)))
+                .and_then(|()| if fua { live.sync() } else { Ok(()) });
+            self.took_change(slice, &state.medium, fua, done)
+        };
+        let parallel = match self.hooks.copies_mode() {
+            CopiesMode::Serial => false,
+            CopiesMode::ParallelSyncs => fua,
+            CopiesMode::ParallelAll => true,
+        };
+        let outcomes = if parallel && flight.far.is_empty() {
+            run_each(column, write_copy)
+        } else {
+            column.iter().map(write_copy).collect()
+        };
+        for outcome in outcomes {
+            flight.tally(outcome);
+        }
+        Ok(flight)
+    }
+
+    /// Waits for the copies on other nodes a segment's change was sent to
+    /// (every one, also after a failure: no reply is left behind, and no
+    /// copy is left unaccounted for): how many copies took it in all, and
+    /// the first failure. A FUA write is made durable on them by a sync
+    /// sent to each once its write is in (a node runs a connection's
+    /// requests at once, in no set order).
+    pub(super) fn finish_far(
+        &self,
+        seg: &Segment,
+        mut flight: SegmentInFlight,
+        fua: bool,
+    ) -> (usize, Option<io::Error>) {
+        let column = &self.slices[seg.column];
+        let mut written = Vec::new();
+        for (copy, live, started) in std::mem::take(&mut flight.far) {
+            match live.finish(started) {
+                Ok(()) if fua => {
+                    let sync = live.start(SliceChange::Sync);
+                    written.push((copy, live, sync));
                 }
+                done => flight.tally(self.took_far_change(&column[copy], fua, done)),
             }
-            for (slice, live, sync) in written {
-                tally(self.took_far_change(slice, fua, live.finish(sync)));
-            }
-            if let Some(e) = failed {
-                return Err(e);
-            }
-            self.hooks.between_copies_and_mirrors();
-            // Targets of live moves and rebuilds, after every copy they are
-            // filled from was written (see `LocalVolumeIo::fill`); and the
-            // old places of switched moves.
-            for slice in column {
-                let state = slice.read_state()?;
-                if let Some((retiring, old)) = state.mirrored_retiring() {
-                    match change {
-                        Change::Write(data) => old.write_at(
-                            &data[seg.buf_offset..seg.buf_offset + seg.len],
-                            seg.slice_offset,
-                        ),
-                        Change::Discard => old.discard(seg.slice_offset, seg_len),
-                    }
-                    .and_then(|()| if fua { old.sync() } else { Ok(()) })
-                    .inspect_err(|e| {
-                        tracing::warn!(slice = %label(&slice.key), medium = %retiring.medium, error = %e,
-                            "write to a moved slice's old place failed; the write fails");
-                    })?;
-                    if !fua {
-                        retiring.dirty.store(true, Ordering::Release);
-                    }
-                }
-                let Some(m) = &state.mirror else { continue };
-                // A target that failed a write fails its copy: writing it
-                // more would only wait on a node that stopped answering.
-                if seg.slice_offset >= m.copied_upto || m.failed.load(Ordering::Acquire) {
-                    continue;
-                }
-                let mirrored = match change {
-                    Change::Write(data) => m.file.write_at(
+        }
+        for (copy, live, sync) in written {
+            flight.tally(self.took_far_change(&column[copy], fua, live.finish(sync)));
+        }
+        (flight.took, flight.failed)
+    }
+
+    /// A segment's change on the targets of live moves and rebuilds, after
+    /// every copy they are filled from was written (see
+    /// `LocalVolumeIo::fill`), and on the old places of switched moves.
+    pub(super) fn change_targets(
+        &self,
+        seg: &Segment,
+        fua: bool,
+        change: Change<'_>,
+    ) -> io::Result<()> {
+        let seg_len = seg.len as u64;
+        for slice in &self.slices[seg.column] {
+            let state = slice.read_state()?;
+            if let Some((retiring, old)) = state.mirrored_retiring() {
+                match change {
+                    Change::Write(data) => old.write_at(
                         &data[seg.buf_offset..seg.buf_offset + seg.len],
                         seg.slice_offset,
                     ),
-                    Change::Discard => m.file.punch_hole(seg.slice_offset, seg_len),
+                    Change::Discard => old.discard(seg.slice_offset, seg_len),
                 }
-                .and_then(|()| {
-                    if fua {
-                        m.file.sync_data()
-                    } else {
-                        m.dirty.store(true, Ordering::Release);
-                        Ok(())
-                    }
-                });
-                if let Err(e) = mirrored {
-                    tracing::warn!(slice = %label(&slice.key), error = %e, "write to a copy's target failed; the copy will fail");
-                    m.failed.store(true, Ordering::Release);
+                .and_then(|()| if fua { old.sync() } else { Ok(()) })
+                .inspect_err(|e| {
+                    tracing::warn!(slice = %label(&slice.key), medium = %retiring.medium, error = %e,
+                        "write to a moved slice's old place failed; the write fails");
+                })?;
+                if !fua {
+                    retiring.dirty.store(true, Ordering::Release);
                 }
             }
-            if took == 0 {
-                return Err(eio());
+            let Some(m) = &state.mirror else { continue };
+            // A target that failed a write fails its copy: writing it
+            // more would only wait on a node that stopped answering.
+            if seg.slice_offset >= m.copied_upto || m.failed.load(Ordering::Acquire) {
+                continue;
+            }
+            let mirrored = match change {
+                Change::Write(data) => m.file.write_at(
+                    &data[seg.buf_offset..seg.buf_offset + seg.len],
+                    seg.slice_offset,
+                ),
+                Change::Discard => m.file.punch_hole(seg.slice_offset, seg_len),
+            }
+            .and_then(|()| {
+                if fua {
+                    m.file.sync_data()
+                } else {
+                    m.dirty.store(true, Ordering::Release);
+                    Ok(())
+                }
+            });
+            if let Err(e) = mirrored {
+                tracing::warn!(slice = %label(&slice.key), error = %e, "write to a copy's target failed; the copy will fail");
+                m.failed.store(true, Ordering::Release);
             }
         }
         Ok(())
@@ -553,6 +612,17 @@ impl LocalVolumeIo {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// [`LocalVolumeIo::took_far_change`] of a plain write to copy `copy`
+    /// of `seg`'s column.
+    pub(super) fn took_far(
+        &self,
+        seg: &Segment,
+        copy: usize,
+        done: io::Result<()>,
+    ) -> io::Result<bool> {
+        self.took_far_change(&self.slices[seg.column][copy], false, done)
     }
 
     /// [`LocalVolumeIo::took_change`] of a copy on another node, whose
@@ -778,6 +848,15 @@ impl VolumeIo for LocalVolumeIo {
     fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
         self.check_range(offset, data.len() as u64)?;
         self.change(offset, data.len(), fua, Change::Write(data))
+    }
+
+    fn start_write(
+        self: Arc<Self>,
+        offset: u64,
+        data: Vec<u8>,
+        done: WriteDone,
+    ) -> Result<(), (Vec<u8>, WriteDone)> {
+        self.start_pipelined(offset, data, done)
     }
 
     fn discard(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {

@@ -47,11 +47,13 @@
 
 mod clone_fill;
 mod device;
+mod gate;
 mod hooks;
 mod io;
 mod layout;
 mod live_copy;
 mod media;
+mod pipelined;
 mod slice;
 mod slice_move;
 mod snapshots;
@@ -90,6 +92,10 @@ pub(crate) fn is_media_failure(e: &std::io::Error) -> bool {
     }
 }
 
+/// What a write started by [`VolumeIo::start_write`] calls, once, with its
+/// outcome and its data buffer.
+pub type WriteDone = Box<dyn FnOnce(std::io::Result<()>, Vec<u8>) + Send>;
+
 /// A volume open for I/O. Shared by every connection to the volume and by
 /// the mover, so writes and live moves see each other.
 pub trait VolumeIo: Send + Sync + 'static {
@@ -118,6 +124,24 @@ pub trait VolumeIo: Send + Sync + 'static {
     /// returning. A copy whose write fails is lost; EIO unless a healthy
     /// copy of every touched column took it.
     fn write(&self, offset: u64, data: &[u8], fua: bool) -> std::io::Result<()>;
+
+    /// Starts a plain (not FUA) `write` of `data` at `offset` that another
+    /// thread may answer: `done` gets its outcome and `data` back, once,
+    /// from whichever thread ends it (possibly this one, before this
+    /// returns). Nothing here waits, so an async worker may call it. `Err`
+    /// gives both back, nothing done, when the write cannot go this way
+    /// (the volume is busy with a move, a copy is unreachable, ...): the
+    /// caller then writes with [`VolumeIo::write`] where waiting is fine.
+    /// Default: never.
+    fn start_write(
+        self: Arc<Self>,
+        offset: u64,
+        data: Vec<u8>,
+        done: WriteDone,
+    ) -> Result<(), (Vec<u8>, WriteDone)> {
+        let _ = offset;
+        Err((data, done))
+    }
 
     /// Deallocates a range on every healthy copy (reads return zeros
     /// afterwards); failures as for `write`.
