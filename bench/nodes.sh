@@ -44,10 +44,17 @@
 #    is about the least a mirror of N copies costs here over one copy, and
 #    nodes-N / quorum-N how svs compares with it. nbdcopy and the 4 readers
 #    open one NBD export, not a quorum: "-" there. The data of all devices
-#    is 12 x VOLUME_GIB (7 svs copies, 5 raw files), all of it read in every
+#    is 17 x VOLUME_GIB (7 svs copies, 10 raw files), all of it read in every
 #    round: the script warns when MemAvailable is less, as figures then
 #    measure the disk for part (the page-cache residency lines show which).
-# 4. bench/nbd_bench.py drives all eight with `qemu-img bench` (sequential
+#    The forwarding mirrors, `forward-2` and `forward-3`: qemu-storage-daemon
+#    on 127.0.0.2 exporting NBD, its quorum (vote-threshold 1, fifo) over a
+#    raw file of its own (aio=threads, buffered) and NBD connections to one
+#    or two more nbdkit processes on 127.0.0.3-4 (own files, same flags):
+#    client -> the forwarding process -> the other copies, the shape of a
+#    front on a storage node, built from qemu's parts. forward-N / quorum-N
+#    is what that hop costs here; nodes-N / forward-N compares svs with it.
+# 4. bench/nbd_bench.py drives all ten with `qemu-img bench` (sequential
 #    1 MiB at depth 1, random 4 KiB at depth 16) and the six NBD exports
 #    with nbdcopy over 4 connections and 4 random readers, ROUNDS rounds
 #    each, the order rotating, medians compared, devices compared at the end
@@ -94,7 +101,7 @@
 # BENCH_ROUNDS (default 5); BENCH_FRONTS (nodes or serve, default nodes);
 # BENCH_SVS_BIN (an svs binary to run instead of
 # building one); BENCH_VOLUME_GIB (default 1: the size of every device;
-# the devices hold 12x it, all read in every round: it must fit in the page
+# the devices hold 17x it, all read in every round: it must fit in the page
 # cache);
 # NBD_BENCH_SCALE (default 1: the request counts of bench/nbd_bench.py are
 # multiplied by it; 0.05 for a quick check of the script, not for figures).
