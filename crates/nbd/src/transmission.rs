@@ -731,7 +731,6 @@ impl Transmission {
             // A small plain write the device can start without waiting: its
             // reply is sent by whichever thread ends it (see
             // `BlockDevice::start_write`), no blocking thread in between.
-            let mut permits = Some(permits);
             if let Op::Write { offset, fua: false } = op {
                 if self.inline_max > 0 && payload.len() <= STARTED_WRITE_MAX {
                     let reply = LateReply {
@@ -739,7 +738,7 @@ impl Transmission {
                         handle,
                         op,
                         buffers: Arc::clone(&budget.buffers),
-                        permits: permits.take(),
+                        permits: Some(permits),
                     };
                     let done: crate::WriteDone =
                         Box::new(move |result, payload| reply.send(result, payload));
@@ -772,9 +771,6 @@ impl Transmission {
                     }
                 }
             }
-            let Some(permits) = permits else {
-                continue;
-            };
             let device = Arc::clone(device);
             let buffers = Arc::clone(&budget.buffers);
             let closed = self.closed.clone();

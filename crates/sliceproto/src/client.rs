@@ -178,6 +178,15 @@ struct Pending {
     broken: Option<(io::ErrorKind, String)>,
 }
 
+impl Pending {
+    /// See [`Shared::overdue`]; no clock read while none is waited for.
+    fn overdue(&self) -> bool {
+        self.called
+            .first_key_value()
+            .is_some_and(|(_, deadline)| *deadline <= Instant::now())
+    }
+}
+
 struct Shared {
     pending: Mutex<Pending>,
     peer: SocketAddr,
@@ -211,10 +220,7 @@ impl Shared {
 
     /// Whether a request a [`Replies`] waits for is past its deadline.
     fn overdue(&self) -> bool {
-        self.lock()
-            .called
-            .first_key_value()
-            .is_some_and(|(_, deadline)| *deadline <= Instant::now())
+        self.lock().overdue()
     }
 
     fn broken_error(&self, kind: io::ErrorKind, why: &str) -> io::Error {
@@ -1009,13 +1015,13 @@ fn read_replies(stream: Receiver, shared: &Shared, max_payload: u32) {
             _ => {}
         }
         match read_reply(&mut stream, shared, max_payload) {
-            Ok(()) if shared.overdue() => {
+            Ok(Overdue(true)) => {
                 break (
                     io::ErrorKind::TimedOut,
                     "a request got no reply in time".to_string(),
                 )
             }
-            Ok(()) => {}
+            Ok(Overdue(false)) => {}
             Err(e)
                 if matches!(
                     e.kind(),
@@ -1042,7 +1048,11 @@ fn read_replies(stream: Receiver, shared: &Shared, max_payload: u32) {
     shared.break_with(kind, why);
 }
 
-fn read_reply(stream: &mut impl Read, shared: &Shared, max_payload: u32) -> io::Result<()> {
+/// Whether, once a reply is in, a request a [`Replies`] waits for is past
+/// its deadline (looked at under the lock the reply takes anyway).
+struct Overdue(bool);
+
+fn read_reply(stream: &mut impl Read, shared: &Shared, max_payload: u32) -> io::Result<Overdue> {
     let mut raw = [0u8; REPLY_LEN];
     stream.read_exact(&mut raw)?;
     let header = ReplyHeader::decode(&raw)?;
@@ -1074,7 +1084,7 @@ fn read_reply(stream: &mut impl Read, shared: &Shared, max_payload: u32) -> io::
     let mut p = shared.lock();
     if expect.is_none() {
         p.slots.remove(&header.id);
-        return Ok(());
+        return Ok(Overdue(p.overdue()));
     }
     let result = match status {
         Status::Ok => Ok(payload),
@@ -1090,6 +1100,7 @@ fn read_reply(stream: &mut impl Read, shared: &Shared, max_payload: u32) -> io::
     if call.is_some() {
         p.called.remove(&header.id);
     }
+    let overdue = Overdue(p.overdue());
     drop(p);
     if let Some(wake) = wake {
         wake.notify_all();
@@ -1097,5 +1108,5 @@ fn read_reply(stream: &mut impl Read, shared: &Shared, max_payload: u32) -> io::
     if let Some(call) = call {
         call.one_in();
     }
-    Ok(())
+    Ok(overdue)
 }

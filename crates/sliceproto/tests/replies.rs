@@ -5,11 +5,10 @@
 mod common;
 
 use std::io;
-use std::net::TcpListener;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{node, slice, CREDENTIAL};
+use common::{node, silent_node, slice, CREDENTIAL};
 use svs_sliceproto::{Replies, SliceClient};
 
 /// Sends a write to every client, registers one callback for all, and
@@ -104,25 +103,7 @@ fn a_callback_whose_replies_are_all_in_already_runs_when_armed() {
 
 #[test]
 fn a_node_that_never_answers_a_called_request_is_cut_off_at_its_deadline() {
-    // Takes the hello, then swallows every request.
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let silent = std::thread::spawn(move || {
-        use std::io::{Read, Write};
-        let (mut s, _) = listener.accept().unwrap();
-        let mut h = [0u8; 16];
-        s.read_exact(&mut h).unwrap();
-        let rest = u16::from_le_bytes([h[12], h[13]]) + u16::from_le_bytes([h[14], h[15]]);
-        s.read_exact(&mut vec![0u8; rest as usize]).unwrap();
-        let mut reply = b"SVSSLICE".to_vec();
-        reply.extend_from_slice(&svs_sliceproto::PROTOCOL_VERSION.to_le_bytes());
-        reply.extend_from_slice(&0u16.to_le_bytes());
-        reply.extend_from_slice(&(1u32 << 20).to_le_bytes());
-        reply.extend_from_slice(&0u16.to_le_bytes());
-        s.write_all(&reply).unwrap();
-        let mut sink = [0u8; 4096];
-        while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
-    });
+    let (addr, silent) = silent_node();
     let timeout = Duration::from_millis(300);
     let client = SliceClient::connect(addr, CREDENTIAL, "front-1", timeout).unwrap();
     let started = Instant::now();

@@ -9,7 +9,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{node, slice, Node, CREDENTIAL};
+use common::{hello_reply, node, silent_node, slice, Node, CREDENTIAL};
 use svs_sliceproto::{remote_error, ServerConfig, SliceClient, Status, PROTOCOL_VERSION};
 
 fn hello(version: u16, credential: &str, name: &str) -> Vec<u8> {
@@ -33,15 +33,6 @@ fn read_hello_reply(s: &mut TcpStream) -> (u16, u32, String) {
     let mut message = vec![0u8; u16::from_le_bytes([h[16], h[17]]) as usize];
     s.read_exact(&mut message).unwrap();
     (status, max, String::from_utf8(message).unwrap())
-}
-
-fn hello_reply(max_payload: u32) -> Vec<u8> {
-    let mut b = b"SVSSLICE".to_vec();
-    b.extend_from_slice(&PROTOCOL_VERSION.to_le_bytes());
-    b.extend_from_slice(&0u16.to_le_bytes());
-    b.extend_from_slice(&max_payload.to_le_bytes());
-    b.extend_from_slice(&0u16.to_le_bytes());
-    b
 }
 
 fn request(op: u16, id: u64, medium: &str, volume: &str, payload_len: u32) -> Vec<u8> {
@@ -168,24 +159,6 @@ fn oversized_and_garbled_frames_are_refused_without_a_panic() {
     let c = node.client();
     c.create_slice(&slice(), 4096).unwrap();
     assert_eq!(c.size(&slice()).unwrap(), 4096);
-}
-
-/// A node that takes the hello, then reads requests and never answers.
-fn silent_node() -> (std::net::SocketAddr, std::thread::JoinHandle<()>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let t = std::thread::spawn(move || {
-        let (mut s, _) = listener.accept().unwrap();
-        let mut h = [0u8; 16];
-        s.read_exact(&mut h).unwrap();
-        let rest = u16::from_le_bytes([h[12], h[13]]) + u16::from_le_bytes([h[14], h[15]]);
-        s.read_exact(&mut vec![0u8; rest as usize]).unwrap();
-        s.write_all(&hello_reply(1 << 20)).unwrap();
-        // Swallows requests until the client goes.
-        let mut sink = [0u8; 4096];
-        while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
-    });
-    (addr, t)
 }
 
 #[test]
