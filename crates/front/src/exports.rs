@@ -301,6 +301,10 @@ impl Exports for ExportRegistry {
     }
 }
 
+/// Whether NBD writes may be pipelined ([`VolumeIo::start_write`]): not
+/// until the race noted in `AttachedVolume::start_write` is found.
+const PIPELINED_WRITES: bool = false;
+
 /// Takes what a shared slot holds (poisoning ignored: it is one value).
 fn take<T>(slot: &Mutex<Option<T>>) -> Option<T> {
     slot.lock().unwrap_or_else(|e| e.into_inner()).take()
@@ -403,7 +407,11 @@ impl BlockDevice for AttachedVolume {
         data: Vec<u8>,
         done: svs_nbd::WriteDone,
     ) -> Result<(), (Vec<u8>, svs_nbd::WriteDone)> {
-        if self.readonly || self.io.is_fenced() {
+        // Off for now: one full run (a9ffd22) saw a node killed under a
+        // pipelined depth-16 writer leave the *other* far copy marked lost
+        // too (tests/api/storage_node/fan_out.rs), a race not yet found.
+        // Until it is, every write takes the blocking path.
+        if !PIPELINED_WRITES || self.readonly || self.io.is_fenced() {
             return Err((data, done));
         }
         let started = Instant::now();
